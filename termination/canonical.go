@@ -1,0 +1,307 @@
+package termination
+
+import (
+	"bytes"
+	"math"
+	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
+	"unsafe"
+)
+
+// argsHash returns a hash of JSON tool arguments that is the same for
+// canonically equal documents: object key order, whitespace and string
+// escapes do not matter, and numbers compare by value. It allocates nothing,
+// because it runs on every tool_call. Empty args hash like null. Bytes that
+// are not valid JSON hash as their trimmed text, so two identical invalid
+// payloads still compare equal.
+func argsHash(b []byte) uint64 {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return hashNull
+	}
+	p := canonParser{b: b}
+	h, ok := p.value(0)
+	if ok {
+		p.ws()
+		ok = p.i == len(p.b)
+	}
+	if !ok {
+		return mix(hashInvalid ^ fnv(fnvOffset, b))
+	}
+	return h
+}
+
+const (
+	fnvOffset   = 14695981039346656037
+	fnvPrime    = 1099511628211
+	hashNull    = 0x9e3779b97f4a7c15
+	hashTrue    = 0xbf58476d1ce4e5b9
+	hashFalse   = 0x94d049bb133111eb
+	hashObject  = 0x2545f4914f6cdd1d
+	hashArray   = 0x27d4eb2f165667c5
+	hashString  = 0x165667b19e3779f9
+	hashNumber  = 0x85ebca77c2b2ae63
+	hashInvalid = 0xc2b2ae3d27d4eb4f
+	maxDepth    = 512
+)
+
+func mix(x uint64) uint64 { // splitmix64 finalizer
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+func fnv(h uint64, b []byte) uint64 {
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= fnvPrime
+	}
+	return h
+}
+
+type canonParser struct {
+	b []byte
+	i int
+}
+
+func (p *canonParser) ws() {
+	for p.i < len(p.b) {
+		switch p.b[p.i] {
+		case ' ', '\t', '\n', '\r':
+			p.i++
+		default:
+			return
+		}
+	}
+}
+
+func (p *canonParser) lit(s string, h uint64) (uint64, bool) {
+	if len(p.b)-p.i >= len(s) && string(p.b[p.i:p.i+len(s)]) == s {
+		p.i += len(s)
+		return h, true
+	}
+	return 0, false
+}
+
+func (p *canonParser) value(depth int) (uint64, bool) {
+	if depth > maxDepth {
+		return 0, false
+	}
+	p.ws()
+	if p.i >= len(p.b) {
+		return 0, false
+	}
+	switch c := p.b[p.i]; {
+	case c == '{':
+		return p.object(depth)
+	case c == '[':
+		return p.array(depth)
+	case c == '"':
+		return p.str()
+	case c == 't':
+		return p.lit("true", hashTrue)
+	case c == 'f':
+		return p.lit("false", hashFalse)
+	case c == 'n':
+		return p.lit("null", hashNull)
+	case c == '-' || c >= '0' && c <= '9':
+		return p.number()
+	}
+	return 0, false
+}
+
+func (p *canonParser) object(depth int) (uint64, bool) {
+	p.i++ // {
+	var sum uint64
+	n := uint64(0)
+	p.ws()
+	if p.i < len(p.b) && p.b[p.i] == '}' {
+		p.i++
+		return mix(hashObject), true
+	}
+	for {
+		p.ws()
+		if p.i >= len(p.b) || p.b[p.i] != '"' {
+			return 0, false
+		}
+		k, ok := p.str()
+		if !ok {
+			return 0, false
+		}
+		p.ws()
+		if p.i >= len(p.b) || p.b[p.i] != ':' {
+			return 0, false
+		}
+		p.i++
+		v, ok := p.value(depth + 1)
+		if !ok {
+			return 0, false
+		}
+		// Members combine by addition, so their order does not matter.
+		sum += mix(k*31 ^ mix(v+0x51))
+		n++
+		p.ws()
+		if p.i >= len(p.b) {
+			return 0, false
+		}
+		switch p.b[p.i] {
+		case ',':
+			p.i++
+		case '}':
+			p.i++
+			return mix(hashObject ^ sum ^ mix(n)), true
+		default:
+			return 0, false
+		}
+	}
+}
+
+func (p *canonParser) array(depth int) (uint64, bool) {
+	p.i++ // [
+	h := uint64(hashArray)
+	p.ws()
+	if p.i < len(p.b) && p.b[p.i] == ']' {
+		p.i++
+		return mix(h), true
+	}
+	for {
+		v, ok := p.value(depth + 1)
+		if !ok {
+			return 0, false
+		}
+		h = mix(h*31 ^ v)
+		p.ws()
+		if p.i >= len(p.b) {
+			return 0, false
+		}
+		switch p.b[p.i] {
+		case ',':
+			p.i++
+		case ']':
+			p.i++
+			return mix(h ^ 0x7f), true
+		default:
+			return 0, false
+		}
+	}
+}
+
+// str hashes the decoded string, so "\u0041" and "A" are equal.
+func (p *canonParser) str() (uint64, bool) {
+	p.i++ // opening quote
+	h := uint64(fnvOffset)
+	var enc [utf8.UTFMax]byte
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		switch {
+		case c == '"':
+			p.i++
+			return mix(h ^ hashString), true
+		case c < 0x20:
+			return 0, false
+		case c != '\\':
+			h ^= uint64(c)
+			h *= fnvPrime
+			p.i++
+			continue
+		}
+		// escape
+		if p.i+1 >= len(p.b) {
+			return 0, false
+		}
+		e := p.b[p.i+1]
+		p.i += 2
+		var r rune
+		switch e {
+		case '"', '\\', '/':
+			r = rune(e)
+		case 'b':
+			r = '\b'
+		case 'f':
+			r = '\f'
+		case 'n':
+			r = '\n'
+		case 'r':
+			r = '\r'
+		case 't':
+			r = '\t'
+		case 'u':
+			r1, ok := p.hex4()
+			if !ok {
+				return 0, false
+			}
+			r = r1
+			if utf16.IsSurrogate(r1) {
+				if p.i+1 < len(p.b) && p.b[p.i] == '\\' && p.b[p.i+1] == 'u' {
+					save := p.i
+					p.i += 2
+					r2, ok := p.hex4()
+					if !ok {
+						return 0, false
+					}
+					if d := utf16.DecodeRune(r1, r2); d != utf8.RuneError {
+						r = d
+					} else {
+						p.i = save
+						r = utf8.RuneError
+					}
+				} else {
+					r = utf8.RuneError
+				}
+			}
+		default:
+			return 0, false
+		}
+		n := utf8.EncodeRune(enc[:], r)
+		h = fnv(h, enc[:n])
+	}
+	return 0, false
+}
+
+func (p *canonParser) hex4() (rune, bool) {
+	if p.i+4 > len(p.b) {
+		return 0, false
+	}
+	var r rune
+	for _, c := range p.b[p.i : p.i+4] {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c - 'a' + 10)
+		case c >= 'A' && c <= 'F':
+			r |= rune(c - 'A' + 10)
+		default:
+			return 0, false
+		}
+	}
+	p.i += 4
+	return r, true
+}
+
+func (p *canonParser) number() (uint64, bool) {
+	start := p.i
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		if c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' {
+			p.i++
+			continue
+		}
+		break
+	}
+	num := p.b[start:p.i]
+	// The string aliases the args bytes only for the duration of the call.
+	f, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(num), len(num)), 64)
+	if err != nil || num[len(num)-1] == '.' || (len(num) > 1 && num[0] == '0' && num[1] >= '0' && num[1] <= '9') {
+		return 0, false
+	}
+	if f == 0 {
+		f = 0 // -0 == 0
+	}
+	return mix(hashNumber ^ math.Float64bits(f)), true
+}

@@ -1,0 +1,426 @@
+package termination
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Cause is why a stage run stopped. Every finished run has exactly one.
+//
+// A Cause is an error so that it can travel as the cause of a cancelled
+// context: errors.As(context.Cause(ctx), &termination.Timeout{}) recovers it.
+// Built-in causes are the contract's types below; user-defined cause types
+// join the JSON form with [RegisterCause] and may implement [OutcomeDefaulter].
+type Cause interface {
+	error
+	// TagValue is the low-cardinality termination_cause value of the cause.
+	TagValue() string
+}
+
+// OutcomeDefaulter is implemented by causes whose default outcome is not
+// failed. Built-in causes implement it.
+type OutcomeDefaulter interface {
+	DefaultOutcome() Outcome
+}
+
+// Outcome is the roll-up of a cause: succeeded, skipped or failed. A stage
+// may override it (treat a cause as success); the cause is never rewritten.
+type Outcome uint8
+
+// Outcomes. The zero Outcome is unknown.
+const (
+	OutcomeSucceeded Outcome = iota + 1
+	OutcomeSkipped
+	OutcomeFailed
+)
+
+// String returns "succeeded", "skipped", "failed" or "unknown".
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeSucceeded:
+		return "succeeded"
+	case OutcomeSkipped:
+		return "skipped"
+	case OutcomeFailed:
+		return "failed"
+	}
+	return "unknown"
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (o Outcome) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (o *Outcome) UnmarshalText(b []byte) error {
+	for _, v := range []Outcome{OutcomeSucceeded, OutcomeSkipped, OutcomeFailed} {
+		if v.String() == string(b) {
+			*o = v
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown outcome %q", b)
+}
+
+// DefaultOutcome returns the contract's default outcome of c: the cause's own
+// DefaultOutcome when it has one, failed otherwise (Custom and user types
+// included), and unknown for nil.
+func DefaultOutcome(c Cause) Outcome {
+	if c == nil {
+		return 0
+	}
+	if d, ok := c.(OutcomeDefaulter); ok {
+		return d.DefaultOutcome()
+	}
+	return OutcomeFailed
+}
+
+// Tag values: the closed set of termination_cause values.
+const (
+	TagCompleted         = "completed"
+	TagNaturalCompletion = "natural_completion"
+	TagHandoff           = "handoff"
+	TagMaxIterations     = "max_iterations"
+	TagMaxToolCalls      = "max_tool_calls"
+	TagBudgetPressure    = "budget_pressure"
+	TagBudgetExhausted   = "budget_exhausted"
+	TagStall             = "stall"
+	TagTimeout           = "timeout"
+	TagCancelled         = "cancelled"
+	TagFailed            = "failed"
+	TagSkipped           = "skipped"
+	TagCustom            = "custom"
+)
+
+// TagValues lists the built-in termination_cause values, in the contract's
+// order. Dashboards and alerts can enumerate it.
+func TagValues() []string {
+	return []string{TagCompleted, TagNaturalCompletion, TagHandoff, TagMaxIterations,
+		TagMaxToolCalls, TagBudgetPressure, TagBudgetExhausted, TagStall, TagTimeout,
+		TagCancelled, TagFailed, TagSkipped, TagCustom}
+}
+
+// Tag returns the termination_cause value to record for c. Built-in causes
+// give their fixed tag; All gives the tag of its last cause; Custom gives its
+// reason and a user-defined cause its own TagValue only when allowed reports
+// true for it (and the value is a plausible label), "custom" otherwise. A nil
+// allowed allows nothing. A nil cause gives "".
+func Tag(c Cause, allowed func(string) bool) string {
+	switch c := c.(type) {
+	case nil:
+		return ""
+	case All:
+		if len(c.Causes) == 0 {
+			return TagCustom
+		}
+		return Tag(c.Causes[len(c.Causes)-1], allowed)
+	case Custom:
+		return allowedTag(c.Reason, allowed)
+	case builtinCause:
+		return c.TagValue()
+	default:
+		return allowedTag(c.TagValue(), allowed)
+	}
+}
+
+func allowedTag(v string, allowed func(string) bool) string {
+	if allowed != nil && validTagValue(v) && allowed(v) {
+		return v
+	}
+	return TagCustom
+}
+
+// validTagValue accepts short snake_case values, so that even an allow-list
+// cannot smuggle a free-text string into a label.
+func validTagValue(v string) bool {
+	if v == "" || len(v) > 64 {
+		return false
+	}
+	for _, r := range v {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// builtinCause marks the contract's cause types.
+type builtinCause interface {
+	Cause
+	builtin()
+}
+
+// Completion conditions named by Completed.Condition.
+const (
+	ConditionTextMention  = "text_mention"
+	ConditionFunctionCall = "function_call"
+	ConditionStopMessage  = "stop_message"
+	ConditionSourceMatch  = "source_match"
+	ConditionPredicate    = "predicate"
+)
+
+// Completed: a completion condition fired (the agent said it was done).
+type Completed struct {
+	Condition string `json:"condition"` // text_mention, function_call, stop_message, source_match, predicate
+	Detail    string `json:"detail"`    // the text, tool, source or predicate name that matched
+}
+
+// NaturalCompletion: the stream ended by itself with no condition firing.
+type NaturalCompletion struct{}
+
+// HandoffRequested: control passed to a watched handoff target.
+type HandoffRequested struct {
+	Target string `json:"target"`
+	Source string `json:"source"`
+}
+
+// MaxIterationsReached: more model turns than the limit allows.
+type MaxIterationsReached struct {
+	Limit int `json:"limit"`
+	Count int `json:"count"`
+}
+
+// MaxToolCallsReached: more tool calls than the limit allows.
+type MaxToolCallsReached struct {
+	Limit int `json:"limit"`
+	Count int `json:"count"`
+}
+
+// Resource is a budgeted quantity.
+type Resource string
+
+// Budgeted resources.
+const (
+	ResourceTotalTokens  Resource = "total_tokens"
+	ResourceInputTokens  Resource = "input_tokens"
+	ResourceOutputTokens Resource = "output_tokens"
+	ResourceCost         Resource = "cost"
+)
+
+// BudgetPressure: usage crossed the pressure threshold. As a warning the run
+// goes on; as a cause the grace turns after the warning ran out.
+type BudgetPressure struct {
+	Resource  Resource `json:"resource"`
+	Threshold float64  `json:"threshold"` // the pressure fraction
+	Used      float64  `json:"used"`
+	Limit     float64  `json:"limit"`
+}
+
+// BudgetExhausted: usage reached the limit.
+type BudgetExhausted struct {
+	Resource Resource `json:"resource"`
+	Used     float64  `json:"used"`
+	Limit    float64  `json:"limit"`
+}
+
+// StallSignal says how a stall was detected.
+type StallSignal string
+
+// Stall signals.
+const (
+	SignalRepeatedToolCall StallSignal = "repeated_tool_call"
+	SignalRepeatedMessage  StallSignal = "repeated_message"
+	SignalTokenPlateau     StallSignal = "token_plateau"
+)
+
+// StallDetected: the loop repeats itself.
+type StallDetected struct {
+	Signal  StallSignal `json:"signal"`
+	Repeats int         `json:"repeats"`
+}
+
+// Timeout: the stage ran longer than its limit. Its JSON fields are Go
+// duration strings ("1m30s").
+type Timeout struct {
+	Limit   time.Duration `json:"limit"`
+	Elapsed time.Duration `json:"elapsed"`
+}
+
+// CancelReason says who cancelled a run.
+type CancelReason string
+
+// Cancel reasons.
+const (
+	CancelContext  CancelReason = "context"  // the caller's context ended
+	CancelExternal CancelReason = "external" // Stop was called
+)
+
+// Cancelled: the run was cancelled before any condition fired.
+type Cancelled struct {
+	Reason CancelReason `json:"reason"`
+	Detail string       `json:"detail"`
+}
+
+// FailReason says how a run failed.
+type FailReason string
+
+// Fail reasons.
+const (
+	FailStreamError    FailReason = "stream_error"
+	FailErrorThreshold FailReason = "error_threshold"
+	FailPanic          FailReason = "panic"
+	FailInvalidInput   FailReason = "invalid_input"
+)
+
+// Failed: the run failed. Err is the error text (the field is named Err
+// because Failed is itself an error).
+type Failed struct {
+	Reason FailReason `json:"reason"`
+	Err    string     `json:"error"`
+}
+
+// Skipped: the stage did not run.
+type Skipped struct {
+	Reason string `json:"reason"`
+}
+
+// Custom: a user-defined stop. Its tag is "custom" unless the stage
+// allow-lists Reason.
+type Custom struct {
+	Reason     string         `json:"reason"`
+	Properties map[string]any `json:"properties"`
+}
+
+// All: every child of an AllOf condition fired; Causes are in the order they
+// fired.
+type All struct {
+	Causes []Cause `json:"causes"`
+}
+
+func (Completed) builtin()            {}
+func (NaturalCompletion) builtin()    {}
+func (HandoffRequested) builtin()     {}
+func (MaxIterationsReached) builtin() {}
+func (MaxToolCallsReached) builtin()  {}
+func (BudgetPressure) builtin()       {}
+func (BudgetExhausted) builtin()      {}
+func (StallDetected) builtin()        {}
+func (Timeout) builtin()              {}
+func (Cancelled) builtin()            {}
+func (Failed) builtin()               {}
+func (Skipped) builtin()              {}
+func (Custom) builtin()               {}
+func (All) builtin()                  {}
+
+// TagValue implements Cause.
+func (Completed) TagValue() string            { return TagCompleted }
+func (NaturalCompletion) TagValue() string    { return TagNaturalCompletion }
+func (HandoffRequested) TagValue() string     { return TagHandoff }
+func (MaxIterationsReached) TagValue() string { return TagMaxIterations }
+func (MaxToolCallsReached) TagValue() string  { return TagMaxToolCalls }
+func (BudgetPressure) TagValue() string       { return TagBudgetPressure }
+func (BudgetExhausted) TagValue() string      { return TagBudgetExhausted }
+func (StallDetected) TagValue() string        { return TagStall }
+func (Timeout) TagValue() string              { return TagTimeout }
+func (Cancelled) TagValue() string            { return TagCancelled }
+func (Failed) TagValue() string               { return TagFailed }
+func (Skipped) TagValue() string              { return TagSkipped }
+func (Custom) TagValue() string               { return TagCustom }
+
+// TagValue implements Cause: the tag of the last cause, "custom" when empty.
+func (a All) TagValue() string {
+	if len(a.Causes) == 0 {
+		return TagCustom
+	}
+	return a.Causes[len(a.Causes)-1].TagValue()
+}
+
+// DefaultOutcome implements OutcomeDefaulter.
+func (Completed) DefaultOutcome() Outcome            { return OutcomeSucceeded }
+func (NaturalCompletion) DefaultOutcome() Outcome    { return OutcomeSucceeded }
+func (HandoffRequested) DefaultOutcome() Outcome     { return OutcomeSucceeded }
+func (MaxIterationsReached) DefaultOutcome() Outcome { return OutcomeFailed }
+func (MaxToolCallsReached) DefaultOutcome() Outcome  { return OutcomeFailed }
+func (BudgetPressure) DefaultOutcome() Outcome       { return OutcomeSucceeded }
+func (BudgetExhausted) DefaultOutcome() Outcome      { return OutcomeFailed }
+func (StallDetected) DefaultOutcome() Outcome        { return OutcomeFailed }
+func (Timeout) DefaultOutcome() Outcome              { return OutcomeFailed }
+func (Cancelled) DefaultOutcome() Outcome            { return OutcomeFailed }
+func (Failed) DefaultOutcome() Outcome               { return OutcomeFailed }
+func (Skipped) DefaultOutcome() Outcome              { return OutcomeSkipped }
+func (Custom) DefaultOutcome() Outcome               { return OutcomeFailed }
+
+// DefaultOutcome implements OutcomeDefaulter: that of the last cause.
+func (a All) DefaultOutcome() Outcome {
+	if len(a.Causes) == 0 {
+		return OutcomeFailed
+	}
+	return DefaultOutcome(a.Causes[len(a.Causes)-1])
+}
+
+func (c Completed) Error() string {
+	return fmt.Sprintf("agentstop: completed (%s %q)", c.Condition, c.Detail)
+}
+func (NaturalCompletion) Error() string { return "agentstop: completed naturally" }
+func (c HandoffRequested) Error() string {
+	return fmt.Sprintf("agentstop: handoff from %q to %q", c.Source, c.Target)
+}
+func (c MaxIterationsReached) Error() string {
+	return fmt.Sprintf("agentstop: max iterations reached (%d > limit %d)", c.Count, c.Limit)
+}
+func (c MaxToolCallsReached) Error() string {
+	return fmt.Sprintf("agentstop: max tool calls reached (%d > limit %d)", c.Count, c.Limit)
+}
+func (c BudgetPressure) Error() string {
+	return fmt.Sprintf("agentstop: budget pressure on %s (%g of %g used, threshold %g)", c.Resource, c.Used, c.Limit, c.Threshold)
+}
+func (c BudgetExhausted) Error() string {
+	return fmt.Sprintf("agentstop: %s budget exhausted (%g of %g used)", c.Resource, c.Used, c.Limit)
+}
+func (c StallDetected) Error() string {
+	return fmt.Sprintf("agentstop: stall detected (%s, %d repeats)", c.Signal, c.Repeats)
+}
+func (c Timeout) Error() string {
+	return fmt.Sprintf("agentstop: timeout after %s (limit %s)", c.Elapsed, c.Limit)
+}
+func (c Cancelled) Error() string {
+	if c.Detail == "" {
+		return fmt.Sprintf("agentstop: cancelled (%s)", c.Reason)
+	}
+	return fmt.Sprintf("agentstop: cancelled (%s): %s", c.Reason, c.Detail)
+}
+func (c Failed) Error() string {
+	if c.Err == "" {
+		return fmt.Sprintf("agentstop: failed (%s)", c.Reason)
+	}
+	return fmt.Sprintf("agentstop: failed (%s): %s", c.Reason, c.Err)
+}
+func (c Skipped) Error() string { return fmt.Sprintf("agentstop: skipped: %s", c.Reason) }
+func (c Custom) Error() string  { return fmt.Sprintf("agentstop: stopped: %s", c.Reason) }
+func (a All) Error() string {
+	parts := make([]string, len(a.Causes))
+	for i, c := range a.Causes {
+		parts[i] = strings.TrimPrefix(c.Error(), "agentstop: ")
+	}
+	return "agentstop: all of [" + strings.Join(parts, "; ") + "]"
+}
+
+// rank is the contract's precedence of causes that fire on the same event;
+// lower wins.
+func rank(c Cause) int {
+	switch c := c.(type) {
+	case Completed:
+		return 0
+	case HandoffRequested:
+		return 1
+	case Failed:
+		return 2
+	case BudgetExhausted:
+		return 3
+	case BudgetPressure:
+		return 4
+	case MaxToolCallsReached:
+		return 5
+	case MaxIterationsReached:
+		return 6
+	case StallDetected:
+		return 7
+	case Timeout:
+		return 8
+	case All:
+		if len(c.Causes) > 0 {
+			return rank(c.Causes[len(c.Causes)-1])
+		}
+	}
+	return 9
+}

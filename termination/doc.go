@@ -1,0 +1,56 @@
+// Package termination is the domain of agentstop: what an agent loop did
+// (Event), why a stage run stopped (Cause), when it should stop (Condition,
+// Policy) and what a run amounts to once it has stopped (Result).
+//
+// # How the pieces fit
+//
+// An agent loop is seen as a stream of framework-neutral [Event] values. An
+// adapter turns a framework's own events into this type; on disk (recorded
+// logs, the replay command) events are JSON Lines read by [Decoder].
+//
+// A [Condition] is an immutable description of when to stop: [MaxIterations],
+// [MaxToolCalls], [TimeoutAfter], [TokenBudget], [CostBudget], [Stall],
+// [Errors], [TextMention], [FunctionCall], [Handoff], [SourceMatch],
+// [StopMessage], [Predicate], [Func], and the combinators [AnyOf] and
+// [AllOf]. A [Policy] is the same thing read from YAML or JSON with
+// [ParsePolicy]; its [Policy.Condition] is an ordinary Condition.
+//
+// Conditions hold no run state. Each run gets an [Evaluator] with fresh state
+// ([NewEvaluator]), so one Condition or Policy serves any number of
+// concurrent runs with no reset calls. The Evaluator takes events one at a
+// time, keeps the running counts ([Progress]), asks the condition tree whether
+// anything fired, and applies the precedence of the contract when several
+// causes fire on the same event. Once it has stopped, or once the stream has
+// ended, [Evaluator.Result] reports the [Result].
+//
+// Every finished run has exactly one [Cause]. Causes are plain Go types
+// (Completed, MaxToolCallsReached, Timeout, ...) that also implement error,
+// so a cause carried by context.Cause is recovered with errors.As. Each has a
+// low-cardinality [Cause.TagValue], the termination_cause attribute of spans
+// and metrics; [Tag] applies a stage's allow-list of custom reasons, so the
+// set of emitted values stays closed. Causes have a JSON form with a "$kind"
+// discriminator ([MarshalCause], [UnmarshalCause]); user-defined cause types
+// join it with [RegisterCause].
+//
+// # Names that differ from the contract's condition list
+//
+// The contract names both a cause and a condition "Timeout" and "All". In Go
+// one package cannot hold both, so the causes keep the contract's $kind names
+// (they travel in JSON and through errors.As) and the conditions are the
+// constructors [TimeoutAfter] and [AllOf]; [AnyOf] matches for symmetry.
+//
+// # Choices where the contract is silent
+//
+//   - A budget-pressure warning is recorded on whichever event crosses the
+//     threshold, a final answer included; only the grace stop is withheld on
+//     a final event.
+//   - token_plateau with repeats N looks at the last N iterations that carry
+//     usage: N values, N-1 ratios, like the other stall signals, where N equal
+//     things are N values.
+//   - A stop forced from outside the event stream (a timer, Stop, a cancelled
+//     context, invalid input) has StoppedAt 0.
+//   - When several causes fire on one event, Fired lists them in precedence
+//     order, so Fired[0] is the reported cause. Causes outside the
+//     contract's precedence list (All, Custom, user types) rank after Timeout;
+//     All ranks as the last cause it holds.
+package termination

@@ -1,0 +1,291 @@
+package termination
+
+import (
+	"encoding/json"
+	"slices"
+	"time"
+)
+
+// Clock says where an Evaluator's time comes from.
+type Clock uint8
+
+const (
+	// WallClock measures elapsed time from NewEvaluator with time.Now: live
+	// stages.
+	WallClock Clock = iota
+	// EventClock measures elapsed time from the first event that has a Time:
+	// replay of recorded logs. Events without a time never fire a timeout.
+	EventClock
+)
+
+// Evaluator is the state of one run: it takes events one at a time and
+// decides whether the run must stop. It is not safe for concurrent use; one
+// run, one Evaluator.
+type Evaluator struct {
+	root      check
+	clock     Clock
+	clocked   bool // the condition has a timeout, so time must be read
+	progress  Progress
+	cur       Event // the event being evaluated; a field so its address does not escape per call
+	sink      sink
+	warnings  []Cause
+	start     time.Time
+	last      time.Time
+	lastKind  Kind
+	lastErr   string
+	cause     Cause
+	fired     []Cause
+	stoppedAt int
+	ended     time.Time
+}
+
+// NewEvaluator starts a run of c. c must be valid ([Validate]); an invalid
+// condition still evaluates, with out-of-range limits behaving as written.
+// A nil c never fires.
+func NewEvaluator(c Condition, clock Clock) *Evaluator {
+	if c == nil {
+		c = AnyOf()
+	}
+	e := &Evaluator{root: c.start(), clock: clock}
+	e.sink.warnings = &e.warnings
+	c.timeouts(func(time.Duration) { e.clocked = true })
+	if clock == WallClock {
+		e.start = time.Now()
+	}
+	return e
+}
+
+// Observe evaluates one event. It returns the cause and true when the run
+// must stop: on this event, or earlier (a stopped Evaluator evaluates
+// nothing more).
+func (e *Evaluator) Observe(ev Event) (Cause, bool) {
+	if e.cause != nil {
+		return e.cause, true
+	}
+	e.cur = ev
+	p := &e.progress
+	p.Events++
+	switch ev.Kind {
+	case KindMessage, KindFinal:
+		p.Iterations++
+	case KindToolCall:
+		p.ToolCalls++
+	}
+	p.Tokens.InputTokens += ev.Usage.InputTokens
+	p.Tokens.OutputTokens += ev.Usage.OutputTokens
+	p.Cost += ev.Cost
+	e.lastKind = ev.Kind
+	if ev.Kind == KindError {
+		e.lastErr = e.cur.ErrorText()
+	}
+	e.tick(&e.cur)
+	return e.settle(p.Events)
+}
+
+// Tick evaluates the passing of time with no event: a live stage's timeout
+// timer calls it. It returns like Observe.
+func (e *Evaluator) Tick(now time.Time) (Cause, bool) {
+	if e.cause != nil {
+		return e.cause, true
+	}
+	if e.clock == WallClock {
+		e.progress.Elapsed, e.progress.Clocked = now.Sub(e.start), true
+	}
+	e.sink.fired = e.sink.fired[:0]
+	e.root.observe(nil, &e.progress, &e.sink)
+	return e.settle(0)
+}
+
+func (e *Evaluator) tick(ev *Event) {
+	p := &e.progress
+	switch {
+	case !e.clocked:
+	case e.clock == WallClock:
+		p.Elapsed, p.Clocked = time.Since(e.start), true
+	case ev.Time.IsZero():
+		p.Clocked = false
+	default:
+		if e.start.IsZero() {
+			e.start = ev.Time
+		}
+		p.Elapsed, p.Clocked = ev.Time.Sub(e.start), true
+	}
+	if e.clock == EventClock && !ev.Time.IsZero() {
+		if e.start.IsZero() {
+			e.start = ev.Time
+		}
+		e.last = ev.Time
+	}
+	e.sink.fired = e.sink.fired[:0]
+	e.root.observe(ev, p, &e.sink)
+}
+
+func (e *Evaluator) settle(at int) (Cause, bool) {
+	if len(e.sink.fired) == 0 {
+		return nil, false
+	}
+	e.fired = slices.Clone(e.sink.fired)
+	slices.SortStableFunc(e.fired, func(a, b Cause) int { return rank(a) - rank(b) })
+	e.cause, e.stoppedAt = e.fired[0], at
+	e.ended = time.Now()
+	return e.cause, true
+}
+
+// Stop ends the run with c unless it has already stopped, and reports
+// whether c became the run's cause. It is for stops that come from outside
+// the event stream: a cancelled context, an external stop, invalid input, a
+// stream error.
+func (e *Evaluator) Stop(c Cause) bool {
+	if e.cause != nil || c == nil {
+		return false
+	}
+	e.cause, e.fired, e.stoppedAt = c, []Cause{c}, 0
+	e.ended = time.Now()
+	return true
+}
+
+// Stopped returns the cause once the run has stopped.
+func (e *Evaluator) Stopped() (Cause, bool) { return e.cause, e.cause != nil }
+
+// Progress returns the running counts so far.
+func (e *Evaluator) Progress() Progress { return e.progress }
+
+// Warnings returns the budget-pressure warnings recorded so far.
+func (e *Evaluator) Warnings() []Cause { return slices.Clone(e.warnings) }
+
+// Result ends the run if it is still going (the stream ended by itself:
+// Failed{reason: stream_error} if the last event was an error event,
+// NaturalCompletion otherwise) and reports it. The outcome is the cause's
+// default; the stage name and tag are left for the caller.
+func (e *Evaluator) Result() Result {
+	if e.cause == nil {
+		if e.lastKind == KindError {
+			e.Stop(Failed{Reason: FailStreamError, Err: e.lastErr})
+		} else {
+			e.Stop(NaturalCompletion{})
+		}
+	}
+	r := Result{
+		Cause:      e.cause,
+		Outcome:    DefaultOutcome(e.cause),
+		Fired:      slices.Clone(e.fired),
+		Warnings:   slices.Clone(e.warnings),
+		StoppedAt:  e.stoppedAt,
+		Events:     e.progress.Events,
+		Iterations: e.progress.Iterations,
+		ToolCalls:  e.progress.ToolCalls,
+		Tokens:     e.progress.Tokens,
+		Cost:       e.progress.Cost,
+	}
+	if e.clock == WallClock {
+		r.Duration = e.ended.Sub(e.start)
+	} else if !e.start.IsZero() {
+		r.Duration = e.last.Sub(e.start)
+	}
+	return r
+}
+
+// Result is what a finished stage run amounts to.
+type Result struct {
+	Stage string // the stage name, set by the caller
+	// Cause is why the run stopped; never rewritten.
+	Cause Cause
+	// TerminationCause is the termination_cause value recorded for Cause
+	// (see Tag); "" means Tag(Cause, nil).
+	TerminationCause string
+	Outcome          Outcome // the cause's default outcome, or the stage's override
+	Fired            []Cause // every cause that fired on the stopping event, in precedence order
+	Warnings         []Cause // budget-pressure warnings, in order
+	StoppedAt        int     // 1-based index of the event that fired; 0 when nothing fired on an event
+	Events           int     // events evaluated
+	Drained          int     // events discarded after the stop so the producer never blocked (live only)
+	Iterations       int
+	ToolCalls        int
+	Tokens           Usage
+	Cost             float64
+	Duration         time.Duration
+}
+
+// Tag returns the result's termination_cause value.
+func (r Result) Tag() string {
+	if r.TerminationCause != "" {
+		return r.TerminationCause
+	}
+	return Tag(r.Cause, nil)
+}
+
+// MarshalJSON writes the contract's replay object: stage,
+// termination_cause, outcome, cause, fired, warnings, stopped_at, events,
+// iterations, tool_calls, tokens {input, output}, cost.
+func (r Result) MarshalJSON() ([]byte, error) {
+	cause, err := marshalOptionalCause(r.Cause)
+	if err != nil {
+		return nil, err
+	}
+	fired, err := marshalCauses(r.Fired)
+	if err != nil {
+		return nil, err
+	}
+	warnings, err := marshalCauses(r.Warnings)
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(resultJSON{
+		Stage: r.Stage, TerminationCause: r.Tag(), Outcome: r.Outcome,
+		Cause: cause, Fired: fired, Warnings: warnings,
+		StoppedAt: r.StoppedAt, Events: r.Events, Iterations: r.Iterations, ToolCalls: r.ToolCalls,
+		Tokens: tokensJSON{Input: r.Tokens.InputTokens, Output: r.Tokens.OutputTokens}, Cost: r.Cost,
+	})
+}
+
+// UnmarshalJSON reads the form written by MarshalJSON.
+func (r *Result) UnmarshalJSON(b []byte) error {
+	var raw resultJSON
+	if err := json.Unmarshal(b, &raw); err != nil {
+		return err
+	}
+	out := Result{Stage: raw.Stage, TerminationCause: raw.TerminationCause, Outcome: raw.Outcome,
+		StoppedAt: raw.StoppedAt, Events: raw.Events, Iterations: raw.Iterations, ToolCalls: raw.ToolCalls,
+		Tokens: Usage{InputTokens: raw.Tokens.Input, OutputTokens: raw.Tokens.Output}, Cost: raw.Cost}
+	var err error
+	if len(raw.Cause) > 0 && string(raw.Cause) != "null" {
+		if out.Cause, err = UnmarshalCause(raw.Cause); err != nil {
+			return err
+		}
+	}
+	if out.Fired, err = unmarshalCauses(raw.Fired); err != nil {
+		return err
+	}
+	if out.Warnings, err = unmarshalCauses(raw.Warnings); err != nil {
+		return err
+	}
+	*r = out
+	return nil
+}
+
+type resultJSON struct {
+	Stage            string            `json:"stage"`
+	TerminationCause string            `json:"termination_cause"`
+	Outcome          Outcome           `json:"outcome"`
+	Cause            json.RawMessage   `json:"cause"`
+	Fired            []json.RawMessage `json:"fired"`
+	Warnings         []json.RawMessage `json:"warnings"`
+	StoppedAt        int               `json:"stopped_at"`
+	Events           int               `json:"events"`
+	Iterations       int               `json:"iterations"`
+	ToolCalls        int               `json:"tool_calls"`
+	Tokens           tokensJSON        `json:"tokens"`
+	Cost             float64           `json:"cost"`
+}
+
+type tokensJSON struct {
+	Input  int64 `json:"input"`
+	Output int64 `json:"output"`
+}
+
+func marshalOptionalCause(c Cause) (json.RawMessage, error) {
+	if c == nil {
+		return json.RawMessage("null"), nil
+	}
+	return MarshalCause(c)
+}

@@ -1,0 +1,124 @@
+package termination
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+)
+
+// Kind is the kind of an [Event]. Its JSON form is the contract's name
+// ("input", "message", ...).
+type Kind uint8
+
+// The eight event kinds of the contract. The zero Kind is invalid.
+const (
+	KindInput Kind = iota + 1
+	KindMessage
+	KindToolCall
+	KindToolResult
+	KindHandoff
+	KindStop
+	KindError
+	KindFinal
+)
+
+var kindNames = [...]string{
+	KindInput:      "input",
+	KindMessage:    "message",
+	KindToolCall:   "tool_call",
+	KindToolResult: "tool_result",
+	KindHandoff:    "handoff",
+	KindStop:       "stop",
+	KindError:      "error",
+	KindFinal:      "final",
+}
+
+// String returns the contract's name of k, or "Kind(N)" for an invalid kind.
+func (k Kind) String() string {
+	if k.Valid() {
+		return kindNames[k]
+	}
+	return fmt.Sprintf("Kind(%d)", uint8(k))
+}
+
+// Valid reports whether k is one of the eight kinds.
+func (k Kind) Valid() bool { return k >= KindInput && k <= KindFinal }
+
+// ParseKind returns the Kind named s.
+func ParseKind(s string) (Kind, error) {
+	for k := KindInput; k <= KindFinal; k++ {
+		if kindNames[k] == s {
+			return k, nil
+		}
+	}
+	if s == "" {
+		return 0, fmt.Errorf("missing kind")
+	}
+	return 0, fmt.Errorf("unknown kind %q (want one of input, message, tool_call, tool_result, handoff, stop, error, final)", s)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (k Kind) MarshalText() ([]byte, error) {
+	if !k.Valid() {
+		return nil, fmt.Errorf("invalid kind %d", uint8(k))
+	}
+	return []byte(kindNames[k]), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (k *Kind) UnmarshalText(b []byte) error {
+	parsed, err := ParseKind(string(b))
+	if err != nil {
+		return err
+	}
+	*k = parsed
+	return nil
+}
+
+// Usage is the tokens spent by one event: a delta, never a running total.
+type Usage struct {
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
+}
+
+// Total returns input plus output tokens.
+func (u Usage) Total() int64 { return u.InputTokens + u.OutputTokens }
+
+// Add returns the sum of u and v.
+func (u Usage) Add(v Usage) Usage {
+	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens}
+}
+
+// IsZero reports whether u carries no tokens.
+func (u Usage) IsZero() bool { return u.InputTokens == 0 && u.OutputTokens == 0 }
+
+// Event is one framework-neutral thing an agent loop did. Which fields are
+// meaningful depends on Kind; see the contract's event table.
+type Event struct {
+	Kind   Kind            `json:"kind"`
+	Source string          `json:"source,omitempty"`
+	Text   string          `json:"text,omitempty"`
+	Tool   string          `json:"tool,omitempty"`
+	Args   json.RawMessage `json:"args,omitempty"`
+	Target string          `json:"target,omitempty"`
+	Usage  Usage           `json:"usage,omitzero"`
+	Cost   float64         `json:"cost,omitempty"`
+	// Err is non-empty on a failed tool_result or an error event.
+	Err string `json:"error,omitempty"`
+	// Time is when the event happened; replay uses it as the clock.
+	Time time.Time `json:"time,omitzero"`
+}
+
+// Failed reports whether e is an error event or a failed tool result.
+func (e *Event) Failed() bool {
+	return e.Kind == KindError || (e.Kind == KindToolResult && e.Err != "")
+}
+
+// ErrorText is the error carried by e: Err, or Text for an error event
+// without Err.
+func (e *Event) ErrorText() string {
+	if e.Err == "" && e.Kind == KindError {
+		return e.Text
+	}
+	return e.Err
+}
