@@ -289,3 +289,13 @@ func marshalOptionalCause(c Cause) (json.RawMessage, error) {
 	}
 	return MarshalCause(c)
 }
+
+// WarningsSince returns the warnings recorded after the first n, without
+// copying: a live stage uses it to hand new warnings to its hooks. The slice
+// must not be modified.
+func (e *Evaluator) WarningsSince(n int) []Cause {
+	if n >= len(e.warnings) {
+		return nil
+	}
+	return e.warnings[n:]
+}

@@ -1,0 +1,62 @@
+// Package middleware wraps a live agent loop, evaluates a termination policy
+// on every event it produces, and stops the loop when a condition fires,
+// while the loop's consumer keeps receiving the same events in the same
+// order.
+//
+// # Stages and runs
+//
+// A [Stage] is a named, configured guard ([New] with [WithPolicy],
+// [WithCondition], ...). It is safe for concurrent use and serves any number
+// of runs. Each execution of the loop is a [Run], started with
+// [Stage.Start]:
+//
+//	ctx, run := stage.Start(ctx)       // the loop must run under ctx
+//	events := middleware.Forward(run, loop(ctx), decode)
+//	for ev := range events { ... }     // same events, same order
+//	res := run.Wait()                  // why it stopped
+//
+// Like errgroup.WithContext, Start returns a derived context. It is cancelled
+// when the run stops, and context.Cause(ctx) is the typed
+// [termination.Cause], recoverable with errors.As. A loop that honours its
+// context therefore ends as soon as a condition fires, the timeout timer
+// fires, [Run.Stop] is called, or the caller's context ends.
+//
+// # Three ways in
+//
+//   - [Forward] and [ForwardEach] wrap a channel: one goroutine, owned by the
+//     run, copies items to the returned channel. When a condition fires, the
+//     item that fired it is still delivered, then the output is closed, the
+//     rest of the input is drained (counted in Result.Drained, not
+//     forwarded) so the producer never blocks, and draining gives up after
+//     the drain timeout ([WithDrainTimeout], default 5s).
+//   - [ForwardSeq] and [ForwardSeqEach] wrap an iter.Seq2 inline, with no
+//     goroutine: the loop runs in the consumer's goroutine, so a loop that
+//     ignores its context cannot be interrupted between items; a loop that
+//     honours it is.
+//   - [Run.Observe] is the synchronous core for callback frameworks: call it
+//     from the callback, and call [Run.Finish] when the loop returns.
+//
+// Decode functions turn a framework item into a [termination.Event]; a
+// returned event with Kind 0 means the item carries no event. A panic in a
+// decode function, a predicate or a hook ends the run with
+// Failed{reason: panic} (and is reported to the recorder) instead of crashing
+// the loop. Misuse — a nil channel, iterator or decode function — ends the
+// run at once with Failed{reason: invalid_input}.
+//
+// # Results
+//
+// Every run ends with exactly one cause. When no condition fires the end of
+// the stream decides: an error from the iterator, or a final error event, is
+// Failed{reason: stream_error}; a cancelled caller context is
+// Cancelled{reason: context}; anything else is NaturalCompletion. The
+// [termination.Result] carries the cause, the outcome (overridable with
+// [WithTreatAsSuccess]), the counts and the budget-pressure warnings, which
+// are also handed to [WithOnWarning] as they happen so the loop can tell the
+// agent to wrap up.
+//
+// # Telemetry
+//
+// The middleware records through the small [Recorder] interface and records
+// nothing by default, so it needs no OpenTelemetry SDK. Package telemetry
+// provides the OpenTelemetry implementation ([WithRecorder]).
+package middleware

@@ -1,0 +1,236 @@
+package middleware
+
+import (
+	"fmt"
+	"iter"
+	"time"
+
+	"github.com/agentstop/agentstop/termination"
+)
+
+// Forward wraps a channel-based loop: it returns a channel that carries the
+// same items as in, in the same order, while every item's event (decode) is
+// evaluated by run. It is ForwardEach for decode functions that return one
+// event per item.
+func Forward[T any](run *Run, in <-chan T, decode func(T) termination.Event) <-chan T {
+	if decode == nil {
+		return ForwardEach[T](run, in, nil)
+	}
+	return ForwardEach(run, in, func(item T, emit func(termination.Event)) { emit(decode(item)) })
+}
+
+// ForwardEach is Forward for decode functions that turn one item into zero
+// or more events (a model response that requests tools: a message and its
+// tool calls). An event with Kind 0 is skipped.
+//
+// One goroutine, owned by the run, forwards the items; it exits when in is
+// closed, or once the run has stopped and the rest of in has been drained
+// (or the drain timeout has passed). When a condition fires on an item, that
+// item is still delivered (if the consumer takes it within the drain
+// timeout), then the output is closed and the rest of in is drained and
+// counted in Result.Drained. When the run stops from outside (timeout timer,
+// Stop, the caller's context), the output is closed at once. The run is
+// finished (Run.Wait returns) once the goroutine exits. A nil run, channel
+// or decode function gives a closed channel; the run, if any, ends with
+// Failed{reason: invalid_input}.
+func ForwardEach[T any](run *Run, in <-chan T, decode func(item T, emit func(termination.Event))) <-chan T {
+	out := make(chan T)
+	if err := checkInput(run, in == nil, decode == nil, "Forward", "channel"); err != nil {
+		close(out)
+		return out
+	}
+	f := &forwarder[T]{run: run, decode: decode}
+	f.emitFn = f.emit
+	go f.loop(in, out)
+	return out
+}
+
+// checkInput ends the run with invalid_input on misuse.
+func checkInput(run *Run, nilInput, nilDecode bool, fn, what string) error {
+	var err error
+	switch {
+	case run == nil:
+		return errNilRun
+	case nilInput:
+		err = fmt.Errorf("middleware: %s: nil input %s", fn, what)
+	case nilDecode:
+		err = fmt.Errorf("middleware: %s: nil decode function", fn)
+	default:
+		return nil
+	}
+	run.fail(termination.FailInvalidInput, err)
+	run.Finish(nil)
+	return err
+}
+
+type forwarder[T any] struct {
+	run    *Run
+	decode func(T, func(termination.Event))
+	emitFn func(termination.Event) // f.emit, bound once rather than per item
+	stop   bool                    // a condition fired on the current item
+}
+
+func (f *forwarder[T]) emit(ev termination.Event) {
+	if ev.Kind == 0 || f.stop {
+		return
+	}
+	_, f.stop = f.run.Observe(ev)
+}
+
+// observe evaluates one item, turning a decode panic into Failed{panic}.
+func (f *forwarder[T]) observe(item T) (stop bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			err := fmt.Errorf("middleware: stage %q: decode panicked: %v", f.run.stage.name, p)
+			f.run.report(err)
+			f.run.fail(termination.FailPanic, err)
+			stop = true
+		}
+	}()
+	f.stop = false
+	f.decode(item, f.emitFn)
+	return f.stop
+}
+
+func (f *forwarder[T]) loop(in <-chan T, out chan<- T) {
+	run := f.run
+	for {
+		select {
+		case item, ok := <-in:
+			if !ok {
+				close(out)
+				run.Finish(nil)
+				return
+			}
+			if f.observe(item) {
+				f.deliverLast(item, out)
+				close(out)
+				f.drain(in)
+				return
+			}
+			select {
+			case out <- item:
+			case <-run.done:
+				close(out)
+				f.drain(in)
+				return
+			}
+		case <-run.done:
+			close(out)
+			f.drain(in)
+			return
+		}
+	}
+}
+
+// deliverLast hands the firing item to the consumer, waiting at most the
+// drain timeout for a consumer that has stopped reading.
+func (f *forwarder[T]) deliverLast(item T, out chan<- T) {
+	t := time.NewTimer(f.run.stage.cfg.drainTimeout)
+	defer t.Stop()
+	select {
+	case out <- item:
+	case <-t.C:
+		f.run.report(fmt.Errorf("middleware: stage %q: consumer did not take the last item within %s", f.run.stage.name, f.run.stage.cfg.drainTimeout))
+	}
+}
+
+// drain discards the rest of in so that the producer never blocks, until in
+// is closed or the drain timeout passes, then finishes the run.
+func (f *forwarder[T]) drain(in <-chan T) {
+	run := f.run
+	t := time.NewTimer(run.stage.cfg.drainTimeout)
+	defer t.Stop()
+	n := 0
+	defer func() {
+		run.addDrained(n)
+		run.Finish(nil)
+	}()
+	for {
+		select {
+		case _, ok := <-in:
+			if !ok {
+				return
+			}
+			n++
+		case <-t.C:
+			run.report(fmt.Errorf("middleware: stage %q: producer still sending after %s of draining; giving up", run.stage.name, run.stage.cfg.drainTimeout))
+			return
+		}
+	}
+}
+
+// ForwardSeq wraps an iterator-based loop: the returned iterator yields the
+// same pairs as seq, in the same order, while every item's event (decode) is
+// evaluated by run. It is ForwardSeqEach for decode functions that return
+// one event per item.
+func ForwardSeq[T any](run *Run, seq iter.Seq2[T, error], decode func(T) termination.Event) iter.Seq2[T, error] {
+	if decode == nil {
+		return ForwardSeqEach[T](run, seq, nil)
+	}
+	return ForwardSeqEach(run, seq, func(item T, emit func(termination.Event)) { emit(decode(item)) })
+}
+
+// ForwardSeqEach is ForwardSeq for decode functions that turn one item into
+// zero or more events.
+//
+// The iteration runs inline in the consumer's goroutine. A pair with a
+// non-nil error is forwarded as is and evaluated as an error event (not
+// decoded); a stream whose last pair is an error ends with
+// Failed{reason: stream_error}. When a condition fires, the item that fired
+// it is yielded, then iteration ends (seq's yield returns false). When the
+// run stops from outside (timeout timer, Stop, the caller's context), the
+// run's context is cancelled and iteration ends at the next item; a seq that
+// honours the context returns promptly. A consumer that breaks out of the
+// loop early stops the run with Cancelled{reason: external}. The run is
+// finished (Run.Wait returns) when the iteration ends. A nil run, seq or
+// decode function yields nothing; the run, if any, ends with
+// Failed{reason: invalid_input}.
+func ForwardSeqEach[T any](run *Run, seq iter.Seq2[T, error], decode func(item T, emit func(termination.Event))) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		if checkInput(run, seq == nil, decode == nil, "ForwardSeq", "iterator") != nil {
+			return
+		}
+		f := &forwarder[T]{run: run, decode: decode}
+		f.emitFn = f.emit
+		var (
+			consumerLeft bool
+			panicked     any
+		)
+		func() {
+			defer func() { panicked = recover() }()
+			for item, err := range seq {
+				var stop bool
+				if err != nil {
+					_, stop = run.Observe(termination.Event{Kind: termination.KindError, Err: err.Error()})
+				} else {
+					stop = f.observe(item)
+				}
+				if !yield(item, err) {
+					consumerLeft = true
+					return
+				}
+				if stop {
+					return
+				}
+				select {
+				case <-run.done:
+					return
+				default:
+				}
+			}
+		}()
+		if panicked != nil {
+			// A panic from the consumer's own loop body or from seq is theirs:
+			// end the run, then let it continue.
+			run.fail(termination.FailPanic, fmt.Errorf("middleware: stage %q: panic during iteration: %v", run.stage.name, panicked))
+			run.Finish(nil)
+			panic(panicked)
+		}
+		if consumerLeft {
+			run.stopWith(termination.Cancelled{Reason: termination.CancelExternal, Detail: "consumer stopped iterating"})
+		}
+		run.Finish(nil)
+	}
+}
+

@@ -1,0 +1,149 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/agentstop/agentstop/termination"
+)
+
+// DefaultDrainTimeout is how long a stopped run keeps draining its input by
+// default.
+const DefaultDrainTimeout = 5 * time.Second
+
+// Option configures a Stage.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	conds          []termination.Condition
+	treatAsSuccess func(termination.Cause) bool
+	onWarning      func(context.Context, termination.Cause)
+	drainTimeout   time.Duration
+	recorder       Recorder
+	customReasons  []string
+	errs           []error
+}
+
+// WithPolicy adds the policy's conditions to the stage. Several policies and
+// conditions combine as "any of". Default: no conditions; the stream's end
+// decides.
+func WithPolicy(p termination.Policy) Option {
+	return optionFunc(func(c *config) { c.conds = append(c.conds, p.Condition()) })
+}
+
+// WithCondition adds a condition to the stage; nil is ignored.
+func WithCondition(cond termination.Condition) Option {
+	return optionFunc(func(c *config) {
+		if cond != nil {
+			c.conds = append(c.conds, cond)
+		}
+	})
+}
+
+// WithTreatAsSuccess makes the outcome "succeeded" for causes for which f
+// returns true (a handoff the stage expects, a custom reason that is a normal
+// end). The cause itself is never rewritten. Default: the cause's own
+// outcome. nil is ignored.
+func WithTreatAsSuccess(f func(termination.Cause) bool) Option {
+	return optionFunc(func(c *config) {
+		if f != nil {
+			c.treatAsSuccess = f
+		}
+	})
+}
+
+// WithOnWarning calls f with every budget-pressure warning, synchronously,
+// on the goroutine that delivered the event that crossed the threshold, with
+// the run's context: the loop can inject a "wrap up now" instruction. A
+// panic in f is recovered and reported. Default: none. nil is ignored.
+func WithOnWarning(f func(context.Context, termination.Cause)) Option {
+	return optionFunc(func(c *config) {
+		if f != nil {
+			c.onWarning = f
+		}
+	})
+}
+
+// WithDrainTimeout sets how long a stopped Forward keeps draining its input
+// so that the producer does not block. It must be > 0. Default:
+// DefaultDrainTimeout.
+func WithDrainTimeout(d time.Duration) Option {
+	return optionFunc(func(c *config) {
+		if d <= 0 {
+			c.errs = append(c.errs, fmt.Errorf("WithDrainTimeout: must be > 0, got %s", d))
+			return
+		}
+		c.drainTimeout = d
+	})
+}
+
+// WithRecorder records the stage's runs (spans, metrics) through r; see
+// package telemetry. Default: nothing is recorded. nil is ignored.
+func WithRecorder(r Recorder) Option {
+	return optionFunc(func(c *config) {
+		if r != nil {
+			c.recorder = r
+		}
+	})
+}
+
+// WithCustomReasons allow-lists Custom reasons (and the tags of registered
+// user cause types) as termination_cause values of their own; any other
+// custom reason is recorded as "custom". Each must be a snake_case label of
+// at most 64 characters that is not a built-in tag value.
+func WithCustomReasons(reasons ...string) Option {
+	return optionFunc(func(c *config) {
+		for _, r := range reasons {
+			if !validLabel(r) {
+				c.errs = append(c.errs, fmt.Errorf("WithCustomReasons: %q is not a snake_case label of at most 64 characters", r))
+				continue
+			}
+			for _, t := range termination.TagValues() {
+				if r == t {
+					c.errs = append(c.errs, fmt.Errorf("WithCustomReasons: %q is a built-in termination_cause", r))
+				}
+			}
+			c.customReasons = append(c.customReasons, r)
+		}
+	})
+}
+
+func validLabel(v string) bool {
+	if v == "" || len(v) > 64 {
+		return false
+	}
+	for _, r := range v {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+func newConfig(stage string, opts []Option) (config, error) {
+	c := config{drainTimeout: DefaultDrainTimeout, recorder: nopRecorder{}}
+	if strings.TrimSpace(stage) == "" {
+		return c, errors.New("middleware: New: empty stage name")
+	}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	if len(c.errs) > 0 {
+		return c, fmt.Errorf("middleware: New(%q): %w", stage, errors.Join(c.errs...))
+	}
+	for i, cond := range c.conds {
+		if err := termination.Validate(cond); err != nil {
+			return c, fmt.Errorf("middleware: New(%q): condition %d: %w", stage, i, err)
+		}
+	}
+	return c, nil
+}

@@ -1,0 +1,306 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/agentstop/agentstop/termination"
+)
+
+// Stage is a named, configured guard for an agent loop. It is safe for
+// concurrent use and serves any number of runs, each with fresh state.
+type Stage struct {
+	name     string
+	cond     termination.Condition
+	timeouts []time.Duration
+	cfg      config
+	allowed  func(string) bool
+}
+
+// New returns a Stage named stage. An empty name, an invalid option or an
+// invalid condition is an error naming it.
+func New(stage string, opts ...Option) (*Stage, error) {
+	cfg, err := newConfig(stage, opts)
+	if err != nil {
+		return nil, err
+	}
+	var cond termination.Condition
+	switch len(cfg.conds) {
+	case 0:
+		cond = termination.AnyOf()
+	case 1:
+		cond = cfg.conds[0]
+	default:
+		cond = termination.AnyOf(cfg.conds...)
+	}
+	s := &Stage{name: stage, cond: cond, timeouts: termination.Timeouts(cond), cfg: cfg}
+	if reasons := slices.Clone(cfg.customReasons); len(reasons) > 0 {
+		s.allowed = func(r string) bool { return slices.Contains(reasons, r) }
+	}
+	return s, nil
+}
+
+// Name returns the stage's name.
+func (s *Stage) Name() string { return s.name }
+
+// Condition returns the stage's combined condition.
+func (s *Stage) Condition() termination.Condition { return s.cond }
+
+// Start begins a run. The returned context is the one the loop must run
+// under: it keeps ctx's values, and is cancelled when the run stops (a
+// condition fires, the timeout timer fires, Stop is called, or ctx ends),
+// with the typed cause as its context.Cause. The caller must end the run:
+// Forward and ForwardSeq do it when the stream ends; with Observe, call
+// Finish.
+func (s *Stage) Start(ctx context.Context) (context.Context, *Run) {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	parent := ctx
+	ctx, rec := s.cfg.recorder.StartRun(ctx, s.name)
+	if rec == nil {
+		rec = nopRunRecorder{}
+	}
+	// The run's context does not inherit the parent's cancellation directly,
+	// so that its cause is always the run's typed cause: the parent's end is
+	// turned into Cancelled{reason: context} below.
+	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	r := &Run{
+		stage:  s,
+		parent: parent,
+		ctx:    runCtx,
+		cancel: cancel,
+		rec:    rec,
+		eval:   termination.NewEvaluator(s.cond, termination.WallClock),
+		done:   make(chan struct{}),
+		ended:  make(chan struct{}),
+	}
+	if len(s.timeouts) > 0 {
+		r.armTimer(0)
+	}
+	r.stopParent = context.AfterFunc(parent, func() {
+		r.stopWith(termination.Cancelled{Reason: termination.CancelContext, Detail: causeText(parent)})
+	})
+	return runCtx, r
+}
+
+// Skip records that the stage did not run, with Skipped{reason}, and returns
+// the result.
+func (s *Stage) Skip(ctx context.Context, reason string) termination.Result {
+	_, r := s.Start(ctx)
+	r.stopWith(termination.Skipped{Reason: reason})
+	return r.Finish(nil)
+}
+
+// Run is one execution of a stage's loop. Its methods are safe for
+// concurrent use.
+type Run struct {
+	stage      *Stage
+	parent     context.Context
+	ctx        context.Context
+	cancel     context.CancelCauseFunc
+	stopParent func() bool
+
+	mu       sync.Mutex
+	rec      RunRecorder
+	eval     *termination.Evaluator
+	cur      termination.Event // scratch copy handed to the recorder without escaping per call
+	nwarn    int
+	timer    *time.Timer
+	drained  int
+	stopOnce sync.Once
+	done     chan struct{} // closed when the run has stopped (its cause is known)
+	endOnce  sync.Once
+	ended    chan struct{} // closed when the result is final
+	result   termination.Result
+}
+
+// Context returns the run's context (the one Start returned).
+func (r *Run) Context() context.Context { return r.ctx }
+
+// Stage returns the run's stage.
+func (r *Run) Stage() *Stage { return r.stage }
+
+// Done is closed once the run has stopped: a condition fired, or it was
+// stopped, cancelled or finished.
+func (r *Run) Done() <-chan struct{} { return r.done }
+
+// Observe evaluates one event. It returns the cause and true when the run
+// must stop, on this event or earlier; the run's context is then already
+// cancelled. Events observed after the stop are not evaluated; they count as
+// drained. Observe never blocks on anything but the run's lock.
+func (r *Run) Observe(ev termination.Event) (termination.Cause, bool) {
+	r.mu.Lock()
+	if c, stopped := r.eval.Stopped(); stopped {
+		r.drained++
+		r.mu.Unlock()
+		return c, true
+	}
+	cause, stop := r.eval.Observe(ev)
+	r.cur = ev
+	r.rec.Event(&r.cur)
+	var warnings []termination.Cause
+	if w := r.eval.WarningsSince(r.nwarn); len(w) > 0 {
+		r.nwarn += len(w)
+		for _, c := range w {
+			r.rec.Warning(c)
+		}
+		warnings = w
+	}
+	r.mu.Unlock()
+	for _, w := range warnings {
+		r.warn(w)
+	}
+	if stop {
+		r.stopped(cause)
+	}
+	return cause, stop
+}
+
+// warn calls the OnWarning hook, turning a panic into a report.
+func (r *Run) warn(c termination.Cause) {
+	hook := r.stage.cfg.onWarning
+	if hook == nil {
+		return
+	}
+	defer func() {
+		if p := recover(); p != nil {
+			r.report(fmt.Errorf("middleware: stage %q: OnWarning hook panicked: %v", r.stage.name, p))
+		}
+	}()
+	hook(r.ctx, c)
+}
+
+func (r *Run) report(err error) {
+	r.mu.Lock()
+	r.rec.Error(err)
+	r.mu.Unlock()
+}
+
+// Stop stops the run from outside the loop (a Stop button, a supervisor)
+// with Cancelled{reason: external, detail: reason}, unless it has already
+// stopped. The run's context is cancelled; the stream's end still has to be
+// reached (Forward drains; with Observe, call Finish).
+func (r *Run) Stop(reason string) {
+	r.stopWith(termination.Cancelled{Reason: termination.CancelExternal, Detail: reason})
+}
+
+// stopWith ends the run with c unless it has already stopped.
+func (r *Run) stopWith(c termination.Cause) {
+	r.mu.Lock()
+	ok := r.eval.Stop(c)
+	r.mu.Unlock()
+	if ok {
+		r.stopped(c)
+	}
+}
+
+// stopped cancels the run's context with the cause and closes Done.
+func (r *Run) stopped(c termination.Cause) {
+	r.stopOnce.Do(func() {
+		r.cancel(c)
+		close(r.done)
+	})
+}
+
+// armTimer arms the timeout timer for the i-th timeout of the stage.
+func (r *Run) armTimer(i int) {
+	d := r.stage.timeouts[i]
+	r.timer = time.AfterFunc(d, func() {
+		r.mu.Lock()
+		cause, stop := r.eval.Tick(time.Now())
+		if !stop && i+1 < len(r.stage.timeouts) {
+			r.armTimer(i + 1)
+		}
+		r.mu.Unlock()
+		if stop {
+			r.stopped(cause)
+		}
+	})
+}
+
+// Finish ends the run at the end of its stream and returns the result. err
+// is how the stream ended: nil for a normal end; an error for an iterator or
+// loop error (Failed{reason: stream_error}), unless the caller's context had
+// ended (Cancelled{reason: context}) or the run had already stopped (its
+// cause stands). Finish is idempotent: later calls return the same result.
+func (r *Run) Finish(err error) termination.Result {
+	r.endOnce.Do(func() { r.finish(err) })
+	<-r.ended
+	return r.result
+}
+
+func (r *Run) finish(err error) {
+	r.mu.Lock()
+	switch {
+	case r.parent.Err() != nil:
+		r.eval.Stop(termination.Cancelled{Reason: termination.CancelContext, Detail: causeText(r.parent)})
+	case err != nil:
+		r.eval.Stop(termination.Failed{Reason: termination.FailStreamError, Err: err.Error()})
+	}
+	res := r.eval.Result()
+	res.Stage = r.stage.name
+	res.TerminationCause = termination.Tag(res.Cause, r.stage.allowed)
+	if f := r.stage.cfg.treatAsSuccess; f != nil && res.Outcome != termination.OutcomeSucceeded && r.treat(f, res.Cause) {
+		res.Outcome = termination.OutcomeSucceeded
+	}
+	res.Drained = r.drained
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	r.rec.End(&res)
+	r.result = res
+	r.mu.Unlock()
+	r.stopParent()
+	r.stopped(res.Cause)
+	close(r.ended)
+}
+
+func (r *Run) treat(f func(termination.Cause) bool, c termination.Cause) (ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			ok = false
+			r.rec.Error(fmt.Errorf("middleware: stage %q: TreatAsSuccess panicked: %v", r.stage.name, p))
+		}
+	}()
+	return f(c)
+}
+
+// Wait blocks until the run has finished (its stream ended, or Finish was
+// called) and returns the result.
+func (r *Run) Wait() termination.Result {
+	<-r.ended
+	return r.result
+}
+
+// Cause returns the run's cause once it has stopped.
+func (r *Run) Cause() (termination.Cause, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.eval.Stopped()
+}
+
+// addDrained counts items discarded after the stop.
+func (r *Run) addDrained(n int) {
+	r.mu.Lock()
+	r.drained += n
+	r.mu.Unlock()
+}
+
+// fail ends the run at once with Failed{reason, err}.
+func (r *Run) fail(reason termination.FailReason, err error) {
+	r.stopWith(termination.Failed{Reason: reason, Err: err.Error()})
+}
+
+func causeText(ctx context.Context) string {
+	if c := context.Cause(ctx); c != nil {
+		return c.Error()
+	}
+	return ""
+}
+
+var errNilRun = errors.New("middleware: nil *Run")
