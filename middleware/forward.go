@@ -233,4 +233,3 @@ func ForwardSeqEach[T any](run *Run, seq iter.Seq2[T, error], decode func(item T
 		run.Finish(nil)
 	}
 }
-

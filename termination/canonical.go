@@ -2,6 +2,7 @@ package termination
 
 import (
 	"bytes"
+	"encoding/json"
 	"math"
 	"strconv"
 	"unicode/utf16"
@@ -10,11 +11,15 @@ import (
 )
 
 // argsHash returns a hash of JSON tool arguments that is the same for
-// canonically equal documents: object key order, whitespace and string
-// escapes do not matter, and numbers compare by value. It allocates nothing,
-// because it runs on every tool_call. Empty args hash like null. Bytes that
-// are not valid JSON hash as their trimmed text, so two identical invalid
-// payloads still compare equal.
+// canonically equal documents: two documents that are equal once decoded by
+// encoding/json hash the same. Object key order, whitespace and string
+// escapes do not matter, invalid UTF-8 reads as U+FFFD, numbers compare by
+// value and a duplicated key keeps its last value. The common case allocates
+// nothing, because it runs on every tool_call; documents with duplicate keys,
+// more than maxMembers keys in one object or deeper than maxDepth take a slow
+// path through encoding/json. Empty args hash like null. Bytes that are not
+// valid JSON hash as their trimmed text, so two identical invalid payloads
+// still compare equal.
 func argsHash(b []byte) uint64 {
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
@@ -27,10 +32,73 @@ func argsHash(b []byte) uint64 {
 		ok = p.i == len(p.b)
 	}
 	if !ok {
+		if p.slow {
+			var v any
+			if err := json.Unmarshal(b, &v); err == nil {
+				return hashValue(v)
+			}
+		}
 		return mix(hashInvalid ^ fnv(fnvOffset, b))
 	}
 	return h
 }
+
+// hashValue hashes a value decoded by encoding/json exactly as canonParser
+// hashes its text.
+func hashValue(v any) uint64 {
+	switch v := v.(type) {
+	case nil:
+		return hashNull
+	case bool:
+		if v {
+			return hashTrue
+		}
+		return hashFalse
+	case float64:
+		return hashFloat(v)
+	case string:
+		return hashStringValue(v)
+	case []any:
+		h := uint64(hashArray)
+		if len(v) == 0 {
+			return mix(h)
+		}
+		for _, e := range v {
+			h = mix(h*31 ^ hashValue(e))
+		}
+		return mix(h ^ 0x7f)
+	case map[string]any:
+		if len(v) == 0 {
+			return mix(hashObject)
+		}
+		var sum uint64
+		for k, e := range v {
+			sum += member(hashStringValue(k), hashValue(e))
+		}
+		return mix(hashObject ^ sum ^ mix(uint64(len(v))))
+	}
+	return hashInvalid // not produced by json.Unmarshal into any
+}
+
+func hashStringValue(s string) uint64 {
+	h := uint64(fnvOffset)
+	for i := 0; i < len(s); i++ {
+		h ^= uint64(s[i])
+		h *= fnvPrime
+	}
+	return mix(h ^ hashString)
+}
+
+func hashFloat(f float64) uint64 {
+	if f == 0 {
+		f = 0 // -0 == 0
+	}
+	return mix(hashNumber ^ math.Float64bits(f))
+}
+
+// member combines an object member's key and value hashes. Members combine
+// by addition, so their order does not matter.
+func member(k, v uint64) uint64 { return mix(k*31 ^ mix(v+0x51)) }
 
 const (
 	fnvOffset   = 14695981039346656037
@@ -44,6 +112,9 @@ const (
 	hashNumber  = 0x85ebca77c2b2ae63
 	hashInvalid = 0xc2b2ae3d27d4eb4f
 	maxDepth    = 512
+	// maxMembers is how many keys of one object the fast path checks for
+	// duplicates; larger objects take the slow path.
+	maxMembers = 32
 )
 
 func mix(x uint64) uint64 { // splitmix64 finalizer
@@ -66,6 +137,9 @@ func fnv(h uint64, b []byte) uint64 {
 type canonParser struct {
 	b []byte
 	i int
+	// slow is set when the document may be valid JSON that the fast path
+	// cannot hash canonically (duplicate keys, too many keys, too deep).
+	slow bool
 }
 
 func (p *canonParser) ws() {
@@ -89,6 +163,7 @@ func (p *canonParser) lit(s string, h uint64) (uint64, bool) {
 
 func (p *canonParser) value(depth int) (uint64, bool) {
 	if depth > maxDepth {
+		p.slow = true
 		return 0, false
 	}
 	p.ws()
@@ -118,6 +193,7 @@ func (p *canonParser) object(depth int) (uint64, bool) {
 	p.i++ // {
 	var sum uint64
 	n := uint64(0)
+	var keys [maxMembers]uint64 // key hashes seen, to detect duplicates
 	p.ws()
 	if p.i < len(p.b) && p.b[p.i] == '}' {
 		p.i++
@@ -137,12 +213,22 @@ func (p *canonParser) object(depth int) (uint64, bool) {
 			return 0, false
 		}
 		p.i++
+		if n == maxMembers {
+			p.slow = true
+			return 0, false
+		}
+		for _, seen := range keys[:n] {
+			if seen == k { // a duplicate key (or a hash collision): last one wins
+				p.slow = true
+				return 0, false
+			}
+		}
+		keys[n] = k
 		v, ok := p.value(depth + 1)
 		if !ok {
 			return 0, false
 		}
-		// Members combine by addition, so their order does not matter.
-		sum += mix(k*31 ^ mix(v+0x51))
+		sum += member(k, v)
 		n++
 		p.ws()
 		if p.i >= len(p.b) {
@@ -203,6 +289,16 @@ func (p *canonParser) str() (uint64, bool) {
 			return mix(h ^ hashString), true
 		case c < 0x20:
 			return 0, false
+		case c >= utf8.RuneSelf:
+			// Invalid UTF-8 decodes as U+FFFD, as in encoding/json.
+			r, size := utf8.DecodeRune(p.b[p.i:])
+			if r == utf8.RuneError && size == 1 {
+				h = fnv(h, runeErrorBytes)
+			} else {
+				h = fnv(h, p.b[p.i:p.i+size])
+			}
+			p.i += size
+			continue
 		case c != '\\':
 			h ^= uint64(c)
 			h *= fnvPrime
@@ -300,8 +396,13 @@ func (p *canonParser) number() (uint64, bool) {
 	if err != nil || num[len(num)-1] == '.' || (len(num) > 1 && num[0] == '0' && num[1] >= '0' && num[1] <= '9') {
 		return 0, false
 	}
-	if f == 0 {
-		f = 0 // -0 == 0
-	}
-	return mix(hashNumber ^ math.Float64bits(f)), true
+	return hashFloat(f), true
 }
+
+var runeErrorBytes = []byte(string(utf8.RuneError))
+
+// Canonical returns a 64-bit fingerprint of JSON args that is equal for
+// canonically equal documents (key order, whitespace and string escapes do
+// not matter; numbers compare by value). Stall detection compares tool calls
+// with it.
+func Canonical(args []byte) uint64 { return argsHash(args) }

@@ -1,0 +1,232 @@
+// Package adaptertest is a conformance suite for agentstop adapters, in the
+// spirit of testing/slogtest: an adapter supplies a [Harness] that drives its
+// framework's real loop with a scripted model, and [Run] checks that the
+// adapter reports the loop faithfully and that agentstop's stop reaches the
+// framework.
+//
+// The suite checks that:
+//   - a conversation that completes yields its events in order (message,
+//     tool_call, tool_result, final), ends without a firing condition, and
+//     counts every token the model reported exactly once;
+//   - a runaway loop (the model calls the same tool forever) is stopped by
+//     max_tool_calls and by stall (repeated_tool_call) with the right typed
+//     cause;
+//   - after the stop the framework's loop really ends: the harness returns
+//     and the model is not called again more than once.
+package adaptertest
+
+import (
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// ToolCall is a tool call requested by a scripted model turn.
+type ToolCall struct {
+	Name string
+	Args string // JSON
+}
+
+// Turn is one scripted model response. A Turn without ToolCalls is the final
+// answer.
+type Turn struct {
+	Text      string
+	ToolCalls []ToolCall
+	Usage     termination.Usage
+}
+
+// Script is a scripted conversation.
+type Script struct {
+	Input string
+	Turns []Turn
+	// Repeat makes the model answer with the last turn forever: a runaway
+	// loop that only agentstop can end.
+	Repeat bool
+}
+
+// TurnAt returns the model's answer to its i-th call (0-based), following
+// Repeat; ok is false past the end of a script that does not repeat.
+func (s Script) TurnAt(i int) (turn Turn, ok bool) {
+	if len(s.Turns) == 0 {
+		return Turn{}, false
+	}
+	if i >= len(s.Turns) {
+		if !s.Repeat {
+			return Turn{}, false
+		}
+		i = len(s.Turns) - 1
+	}
+	return s.Turns[i], true
+}
+
+// Report is what a Harness returns for one run.
+type Report struct {
+	// Result is the run's result: run.Wait() or run.Finish(err).
+	Result termination.Result
+	// ModelCalls is how many times the framework called the scripted model.
+	ModelCalls int
+}
+
+// Harness is what an adapter gives the suite.
+type Harness struct {
+	// Run drives the framework's real loop with a scripted model that
+	// answers with script's turns (tools return a short fixed text), wrapped
+	// by the adapter under stage, until the framework's loop ends. It must
+	// start the run with stage.Start and return its result.
+	Run func(t *testing.T, stage *middleware.Stage, script Script) Report
+	// Timeout bounds one run; a loop that does not end by then fails the
+	// suite. Default 30s.
+	Timeout time.Duration
+}
+
+// Run runs the conformance suite against h.
+func Run(t *testing.T, h Harness) {
+	t.Helper()
+	if h.Run == nil {
+		t.Fatal("adaptertest: Harness.Run is nil")
+	}
+	t.Run("Completes", func(t *testing.T) { testCompletes(t, h) })
+	t.Run("MaxToolCallsStopsRunaway", func(t *testing.T) {
+		testRunaway(t, h, "max_tool_calls: 3",
+			termination.MaxToolCallsReached{Limit: 3, Count: 4})
+	})
+	t.Run("StallStopsRunaway", func(t *testing.T) {
+		testRunaway(t, h, "{stall: {repeats: 3}, max_tool_calls: 50}",
+			termination.StallDetected{Signal: termination.SignalRepeatedToolCall, Repeats: 3})
+	})
+}
+
+// recorder collects the events a stage sees.
+type recorder struct {
+	mu     sync.Mutex
+	events []termination.Event
+}
+
+func (r *recorder) condition() termination.Condition {
+	return termination.Func("adaptertest.record", func(ev termination.Event, _ termination.Progress) termination.Cause {
+		r.mu.Lock()
+		r.events = append(r.events, ev)
+		r.mu.Unlock()
+		return nil
+	})
+}
+
+func (r *recorder) kinds() []termination.Kind {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ks []termination.Kind
+	for _, ev := range r.events {
+		switch ev.Kind {
+		case termination.KindMessage, termination.KindFinal, termination.KindToolCall, termination.KindToolResult:
+			ks = append(ks, ev.Kind)
+		}
+	}
+	return ks
+}
+
+func newStage(t *testing.T, name, policy string, rec *recorder) *middleware.Stage {
+	t.Helper()
+	p, err := termination.ParsePolicy([]byte(policy))
+	if err != nil {
+		t.Fatalf("adaptertest: policy: %v", err)
+	}
+	stage, err := middleware.New(name, middleware.WithPolicy(p), middleware.WithCondition(rec.condition()),
+		middleware.WithDrainTimeout(2*time.Second))
+	if err != nil {
+		t.Fatalf("adaptertest: %v", err)
+	}
+	return stage
+}
+
+func runHarness(t *testing.T, h Harness, stage *middleware.Stage, s Script) Report {
+	t.Helper()
+	timeout := h.Timeout
+	if timeout <= 0 {
+		timeout = 30 * time.Second
+	}
+	done := make(chan Report, 1)
+	go func() { done <- h.Run(t, stage, s) }()
+	select {
+	case rep := <-done:
+		return rep
+	case <-time.After(timeout):
+		t.Fatalf("adaptertest: the framework's loop did not end within %s", timeout)
+		return Report{}
+	}
+}
+
+func testCompletes(t *testing.T, h Harness) {
+	script := Script{
+		Input: "What is the capital of France?",
+		Turns: []Turn{
+			{Text: "Let me look that up.", ToolCalls: []ToolCall{{Name: "search", Args: `{"query":"capital of France"}`}},
+				Usage: termination.Usage{InputTokens: 120, OutputTokens: 15}},
+			{Text: "The capital of France is Paris.", Usage: termination.Usage{InputTokens: 160, OutputTokens: 9}},
+		},
+	}
+	rec := &recorder{}
+	stage := newStage(t, "adaptertest_completes", "max_tool_calls: 10", rec)
+	rep := runHarness(t, h, stage, script)
+	res := rep.Result
+
+	if _, ok := res.Cause.(termination.NaturalCompletion); !ok {
+		t.Errorf("cause = %v (%T), want NaturalCompletion", res.Cause, res.Cause)
+	}
+	want := []termination.Kind{termination.KindMessage, termination.KindToolCall, termination.KindToolResult, termination.KindFinal}
+	if got := rec.kinds(); fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("event kinds = %v, want %v", got, want)
+	}
+	wantTokens := termination.Usage{InputTokens: 280, OutputTokens: 24}
+	if res.Tokens != wantTokens {
+		t.Errorf("tokens = %+v, want %+v (usage must be counted exactly once)", res.Tokens, wantTokens)
+	}
+	if res.Iterations != 2 || res.ToolCalls != 1 {
+		t.Errorf("iterations, tool calls = %d, %d; want 2, 1", res.Iterations, res.ToolCalls)
+	}
+	if rep.ModelCalls != 2 {
+		t.Errorf("model calls = %d, want 2", rep.ModelCalls)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	for _, ev := range rec.events {
+		if ev.Kind == termination.KindToolCall && (ev.Tool != "search" || termination.Canonical(ev.Args) != termination.Canonical([]byte(`{"query":"capital of France"}`))) {
+			t.Errorf("tool_call event = tool %q args %s, want search {\"query\":\"capital of France\"}", ev.Tool, ev.Args)
+		}
+	}
+}
+
+func testRunaway(t *testing.T, h Harness, policy string, want termination.Cause) {
+	script := Script{
+		Input: "Find the CEO of Acme.",
+		Turns: []Turn{{
+			Text:      "Searching again.",
+			ToolCalls: []ToolCall{{Name: "search", Args: `{"query":"Acme CEO"}`}},
+			Usage:     termination.Usage{InputTokens: 50, OutputTokens: 5},
+		}},
+		Repeat: true,
+	}
+	rec := &recorder{}
+	stage := newStage(t, "adaptertest_runaway", policy, rec)
+	rep := runHarness(t, h, stage, script)
+	res := rep.Result
+	if fmt.Sprintf("%#v", res.Cause) != fmt.Sprintf("%#v", want) {
+		t.Errorf("cause = %#v, want %#v", res.Cause, want)
+	}
+	var calls int
+	switch c := want.(type) {
+	case termination.MaxToolCallsReached:
+		calls = c.Count
+	case termination.StallDetected:
+		calls = c.Repeats
+	}
+	if rep.ModelCalls > calls+1 {
+		t.Errorf("model calls = %d after a stop at tool call %d: the stop did not reach the framework's loop", rep.ModelCalls, calls)
+	}
+	if res.ToolCalls != calls {
+		t.Errorf("tool calls evaluated = %d, want %d", res.ToolCalls, calls)
+	}
+}
