@@ -275,6 +275,26 @@ func used(r Resource, p *Progress) float64 {
 	}
 }
 
+// costTolerance is the relative slack of cost comparisons: costs are
+// decimal amounts summed in binary floating point, so ten events costing 0.1
+// add up to 0.9999999999999999 and must still reach a limit of 1.
+const costTolerance = 1e-9
+
+// reached reports whether used has reached fraction of limit. The ratio is
+// compared rather than fraction*limit, because a product such as 0.07*100
+// rounds above 7 while 7/100 rounds to exactly 0.07: a threshold written in
+// decimal is reached when usage equals it. Token counts are exact; cost
+// comparisons allow costTolerance.
+func reached(r Resource, used, limit, fraction float64) bool {
+	if r == ResourceCost {
+		return used/limit >= fraction*(1-costTolerance)
+	}
+	if fraction == 1 {
+		return used >= limit
+	}
+	return used/limit >= fraction
+}
+
 func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
 	if ev == nil {
 		return
@@ -285,10 +305,10 @@ func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
 	}
 	for i, l := range b.limits {
 		u := used(l.res, p)
-		if u >= l.limit {
+		if reached(l.res, u, l.limit, 1) {
 			s.fire(BudgetExhausted{Resource: l.res, Used: u, Limit: l.limit})
 		}
-		if b.pressure.Threshold > 0 && !b.warned[i] && u >= b.pressure.Threshold*l.limit {
+		if b.pressure.Threshold > 0 && !b.warned[i] && reached(l.res, u, l.limit, b.pressure.Threshold) {
 			b.warned[i] = true
 			s.warn(BudgetPressure{Resource: l.res, Threshold: b.pressure.Threshold, Used: u, Limit: l.limit})
 			if b.pressure.Grace != nil && !b.graceOn {
@@ -698,6 +718,21 @@ func (c anyOf) start() check {
 }
 
 type anyCheck []check
+
+// budgetHolder is a check that holds budgets, for Result.Budgets.
+type budgetHolder interface{ eachBudget(func(*budgetCheck)) }
+
+func eachBudget(checks []check, f func(*budgetCheck)) {
+	for _, c := range checks {
+		if h, ok := c.(budgetHolder); ok {
+			h.eachBudget(f)
+		}
+	}
+}
+
+func (c anyCheck) eachBudget(f func(*budgetCheck))     { eachBudget(c, f) }
+func (a *allCheck) eachBudget(f func(*budgetCheck))    { eachBudget(a.children, f) }
+func (b *budgetCheck) eachBudget(f func(*budgetCheck)) { f(b) }
 
 func (c anyCheck) observe(ev *Event, p *Progress, s *sink) {
 	for _, ch := range c {

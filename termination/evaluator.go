@@ -37,6 +37,7 @@ type Evaluator struct {
 	fired     []Cause
 	stoppedAt int
 	ended     time.Time
+	budgets   []*budgetCheck
 }
 
 // NewEvaluator starts a run of c. c must be valid ([Validate]); an invalid
@@ -48,6 +49,7 @@ func NewEvaluator(c Condition, clock Clock) *Evaluator {
 	}
 	e := &Evaluator{root: c.start(), clock: clock}
 	e.sink.warnings = &e.warnings
+	eachBudget([]check{e.root}, func(b *budgetCheck) { e.budgets = append(e.budgets, b) })
 	c.timeouts(func(time.Duration) { e.clocked = true })
 	if clock == WallClock {
 		e.start = time.Now()
@@ -177,6 +179,11 @@ func (e *Evaluator) Result() Result {
 		Tokens:     e.progress.Tokens,
 		Cost:       e.progress.Cost,
 	}
+	for _, b := range e.budgets {
+		for _, l := range b.limits {
+			r.Budgets = append(r.Budgets, BudgetUsage{Resource: l.res, Used: used(l.res, &e.progress), Limit: l.limit})
+		}
+	}
 	if e.clock == WallClock {
 		r.Duration = e.ended.Sub(e.start)
 	} else if !e.start.IsZero() {
@@ -204,7 +211,20 @@ type Result struct {
 	Tokens           Usage
 	Cost             float64
 	Duration         time.Duration
+	// Budgets is the usage of every budgeted resource at the end of the
+	// run, for utilization metrics.
+	Budgets []BudgetUsage
 }
+
+// BudgetUsage is how much of a budgeted resource a run used.
+type BudgetUsage struct {
+	Resource Resource
+	Used     float64
+	Limit    float64
+}
+
+// Utilization returns Used / Limit.
+func (b BudgetUsage) Utilization() float64 { return b.Used / b.Limit }
 
 // Tag returns the result's termination_cause value.
 func (r Result) Tag() string {
