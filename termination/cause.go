@@ -51,9 +51,10 @@ func (o Outcome) String() string {
 // MarshalText implements encoding.TextMarshaler.
 func (o Outcome) MarshalText() ([]byte, error) { return []byte(o.String()), nil }
 
-// UnmarshalText implements encoding.TextUnmarshaler.
+// UnmarshalText implements encoding.TextUnmarshaler. It reads what
+// MarshalText writes, "unknown" (the zero Outcome) included.
 func (o *Outcome) UnmarshalText(b []byte) error {
-	for _, v := range []Outcome{OutcomeSucceeded, OutcomeSkipped, OutcomeFailed} {
+	for _, v := range []Outcome{0, OutcomeSucceeded, OutcomeSkipped, OutcomeFailed} {
 		if v.String() == string(b) {
 			*o = v
 			return nil

@@ -706,16 +706,31 @@ func (c anyOf) String() string  { return "any: " + listString(c) }
 func (c anyOf) validate() error { return validateChildren("any", c) }
 func (c anyOf) timeouts(f func(time.Duration)) {
 	for _, ch := range c {
-		ch.timeouts(f)
+		if ch != nil {
+			ch.timeouts(f)
+		}
 	}
 }
 func (c anyOf) start() check {
 	checks := make(anyCheck, len(c))
 	for i, ch := range c {
-		checks[i] = ch.start()
+		checks[i] = startChild(ch)
 	}
 	return checks
 }
+
+// startChild starts a child condition; a nil child (an invalid condition
+// that was not validated) never fires rather than crashing the run.
+func startChild(c Condition) check {
+	if c == nil {
+		return neverCheck{}
+	}
+	return c.start()
+}
+
+type neverCheck struct{}
+
+func (neverCheck) observe(*Event, *Progress, *sink) {}
 
 type anyCheck []check
 
@@ -757,7 +772,7 @@ func (c allOf) timeouts(f func(time.Duration)) { anyOf(c).timeouts(f) }
 func (c allOf) start() check {
 	a := &allCheck{children: make([]check, len(c)), latched: make([]Cause, len(c))}
 	for i, ch := range c {
-		a.children[i] = ch.start()
+		a.children[i] = startChild(ch)
 	}
 	return a
 }
@@ -805,6 +820,10 @@ func validateChildren(key string, cs []Condition) error {
 func listString(cs []Condition) string {
 	parts := make([]string, len(cs))
 	for i, c := range cs {
+		if c == nil {
+			parts[i] = "{<nil>}"
+			continue
+		}
 		parts[i] = "{" + c.String() + "}"
 	}
 	return "[" + strings.Join(parts, ", ") + "]"

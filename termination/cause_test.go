@@ -1,0 +1,299 @@
+package termination
+
+import (
+	"encoding/json"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// specCauseKinds is spec §2's table of $kind values, written out by hand: a
+// built-in cause missing from the registry fails TestRegistryHasEverySpecKind.
+var specCauseKinds = []string{"Completed", "NaturalCompletion", "HandoffRequested", "MaxIterationsReached",
+	"MaxToolCallsReached", "BudgetPressure", "BudgetExhausted", "StallDetected", "Timeout", "Cancelled",
+	"Failed", "Skipped", "Custom", "All"}
+
+// specTags is spec §2's closed set of termination_cause values.
+var specTags = []string{"completed", "natural_completion", "handoff", "max_iterations", "max_tool_calls",
+	"budget_pressure", "budget_exhausted", "stall", "timeout", "cancelled", "failed", "skipped", "custom"}
+
+// escalated is a user-defined cause registered by the tests.
+type escalated struct {
+	Team string `json:"team"`
+}
+
+func (escalated) TagValue() string { return "escalated" }
+func (e escalated) Error() string  { return "escalated to " + e.Team }
+
+// parked is a user-defined cause with its own default outcome.
+type parked struct{}
+
+func (parked) TagValue() string        { return "Parked!" } // not a valid label value
+func (parked) Error() string           { return "parked" }
+func (parked) DefaultOutcome() Outcome { return OutcomeSkipped }
+
+// unregistered is never registered.
+type unregistered struct{}
+
+func (unregistered) TagValue() string { return "unregistered" }
+func (unregistered) Error() string    { return "unregistered" }
+
+var userKinds = []string{"test.Escalated", "test.Parked"}
+
+func init() {
+	if err := RegisterCause[escalated]("test.Escalated"); err != nil {
+		panic(err)
+	}
+	if err := RegisterCause[*parked]("test.Parked"); err != nil {
+		panic(err)
+	}
+}
+
+// causeJSON is every built-in cause with its exact JSON text.
+var causeJSON = []struct {
+	cause Cause
+	json  string
+	tag   string
+	out   Outcome
+}{
+	{Completed{Condition: ConditionTextMention, Detail: "TERMINATE"},
+		`{"$kind":"Completed","condition":"text_mention","detail":"TERMINATE"}`, "completed", OutcomeSucceeded},
+	{NaturalCompletion{}, `{"$kind":"NaturalCompletion"}`, "natural_completion", OutcomeSucceeded},
+	{HandoffRequested{Target: "user", Source: "planner"},
+		`{"$kind":"HandoffRequested","target":"user","source":"planner"}`, "handoff", OutcomeSucceeded},
+	{MaxIterationsReached{Limit: 25, Count: 26}, `{"$kind":"MaxIterationsReached","limit":25,"count":26}`, "max_iterations", OutcomeFailed},
+	{MaxToolCallsReached{Limit: 3, Count: 4}, `{"$kind":"MaxToolCallsReached","limit":3,"count":4}`, "max_tool_calls", OutcomeFailed},
+	{BudgetPressure{Resource: ResourceTotalTokens, Threshold: 0.8, Used: 16000, Limit: 20000},
+		`{"$kind":"BudgetPressure","resource":"total_tokens","threshold":0.8,"used":16000,"limit":20000}`, "budget_pressure", OutcomeSucceeded},
+	{BudgetExhausted{Resource: ResourceCost, Used: 2.5, Limit: 2.5},
+		`{"$kind":"BudgetExhausted","resource":"cost","used":2.5,"limit":2.5}`, "budget_exhausted", OutcomeFailed},
+	{StallDetected{Signal: SignalRepeatedToolCall, Repeats: 3},
+		`{"$kind":"StallDetected","signal":"repeated_tool_call","repeats":3}`, "stall", OutcomeFailed},
+	{Timeout{Limit: 90 * time.Second, Elapsed: 95*time.Second + 500*time.Millisecond},
+		`{"$kind":"Timeout","limit":"1m30s","elapsed":"1m35.5s"}`, "timeout", OutcomeFailed},
+	{Cancelled{Reason: CancelContext, Detail: "context canceled"},
+		`{"$kind":"Cancelled","reason":"context","detail":"context canceled"}`, "cancelled", OutcomeFailed},
+	{Failed{Reason: FailStreamError, Err: "boom"}, `{"$kind":"Failed","reason":"stream_error","error":"boom"}`, "failed", OutcomeFailed},
+	{Skipped{Reason: "disabled"}, `{"$kind":"Skipped","reason":"disabled"}`, "skipped", OutcomeSkipped},
+	{Custom{Reason: "human_review", Properties: map[string]any{"ticket": "A-1"}},
+		`{"$kind":"Custom","reason":"human_review","properties":{"ticket":"A-1"}}`, "custom", OutcomeFailed},
+	{All{Causes: []Cause{Completed{Condition: ConditionSourceMatch, Detail: "critic"}, Timeout{Limit: time.Minute, Elapsed: time.Minute}}},
+		`{"$kind":"All","causes":[{"$kind":"Completed","condition":"source_match","detail":"critic"},{"$kind":"Timeout","limit":"1m0s","elapsed":"1m0s"}]}`,
+		"timeout", OutcomeFailed},
+}
+
+func TestCauseJSONRoundTrip(t *testing.T) {
+	for _, tc := range causeJSON {
+		kind, err := KindOf(tc.cause)
+		require.NoError(t, err)
+		t.Run(kind, func(t *testing.T) {
+			b, err := MarshalCause(tc.cause)
+			require.NoError(t, err)
+			assert.Equal(t, tc.json, string(b))
+			back, err := UnmarshalCause(b)
+			require.NoError(t, err)
+			assert.Equal(t, tc.cause, back)
+			assert.Equal(t, tc.tag, tc.cause.TagValue())
+			assert.Equal(t, tc.tag, Tag(tc.cause, nil))
+			assert.Equal(t, tc.out, DefaultOutcome(tc.cause))
+		})
+	}
+}
+
+func TestRegistryHasEverySpecKind(t *testing.T) {
+	registered := RegisteredKinds()
+	for _, k := range specCauseKinds {
+		assert.Contains(t, registered, k, "spec §2 cause %s is not registered", k)
+	}
+	// Nothing else is registered but the tests' own user types.
+	extra := slices.DeleteFunc(slices.Clone(registered), func(k string) bool {
+		return slices.Contains(specCauseKinds, k) || slices.Contains(userKinds, k)
+	})
+	assert.Empty(t, extra, "registered kinds that spec §2 does not name")
+	assert.True(t, slices.IsSorted(registered))
+
+	// Every spec kind has an exact-JSON row above.
+	var covered []string
+	for _, tc := range causeJSON {
+		k, _ := KindOf(tc.cause)
+		covered = append(covered, k)
+	}
+	assert.ElementsMatch(t, specCauseKinds, covered)
+}
+
+func TestTagValuesAreTheSpecSet(t *testing.T) {
+	assert.Equal(t, specTags, TagValues())
+	for _, tc := range causeJSON {
+		assert.Contains(t, specTags, tc.cause.TagValue())
+	}
+}
+
+func TestUnregisteredCause(t *testing.T) {
+	_, err := MarshalCause(unregistered{})
+	assert.ErrorIs(t, err, ErrUnregisteredCause)
+	assert.ErrorContains(t, err, "termination.unregistered")
+
+	_, err = MarshalCause(All{Causes: []Cause{Timeout{}, unregistered{}}})
+	assert.ErrorIs(t, err, ErrUnregisteredCause)
+
+	_, err = MarshalCause(nil)
+	assert.Error(t, err)
+
+	_, err = UnmarshalCause([]byte(`{"$kind":"Nope"}`))
+	assert.ErrorIs(t, err, ErrUnregisteredCause)
+	assert.ErrorContains(t, err, `"Nope"`)
+
+	_, err = UnmarshalCause([]byte(`{"$kind":"All","causes":[{"$kind":"Nope"}]}`))
+	assert.ErrorIs(t, err, ErrUnregisteredCause)
+
+	for _, bad := range []string{`{}`, `{"reason":"x"}`, `[]`, `"Completed"`, `{"$kind":`, ``, `{"$kind":"Timeout","limit":"soon"}`,
+		`{"$kind":"MaxIterationsReached","limit":"3"}`, `{"$kind":"All","causes":[{}]}`} {
+		_, err := UnmarshalCause([]byte(bad))
+		assert.Error(t, err, bad)
+	}
+	// A Result that holds an unregistered cause cannot be written.
+	_, err = json.Marshal(Result{Cause: unregistered{}})
+	assert.ErrorIs(t, err, ErrUnregisteredCause)
+}
+
+func TestRegisterCause(t *testing.T) {
+	b, err := MarshalCause(escalated{Team: "sre"})
+	require.NoError(t, err)
+	assert.Equal(t, `{"$kind":"test.Escalated","team":"sre"}`, string(b))
+	back, err := UnmarshalCause(b)
+	require.NoError(t, err)
+	assert.Equal(t, escalated{Team: "sre"}, back)
+
+	b, err = MarshalCause(&parked{})
+	require.NoError(t, err)
+	assert.Equal(t, `{"$kind":"test.Parked"}`, string(b))
+	back, err = UnmarshalCause(b)
+	require.NoError(t, err)
+	assert.Equal(t, &parked{}, back)
+
+	// Nested in All.
+	b, err = MarshalCause(All{Causes: []Cause{escalated{Team: "a"}}})
+	require.NoError(t, err)
+	back, err = UnmarshalCause(b)
+	require.NoError(t, err)
+	assert.Equal(t, All{Causes: []Cause{escalated{Team: "a"}}}, back)
+
+	assert.ErrorContains(t, RegisterCause[escalated]("test.Other"), "already registered")
+	assert.ErrorContains(t, RegisterCause[unregistered]("Completed"), `kind "Completed" already registered`)
+	assert.ErrorContains(t, RegisterCause[unregistered](""), "empty kind")
+	_, err = KindOf(unregistered{})
+	assert.ErrorIs(t, err, ErrUnregisteredCause, "failed registrations leave no trace")
+}
+
+func TestTag(t *testing.T) {
+	allowReview := func(s string) bool { return s == "human_review" || s == "escalated" }
+	allowAll := func(string) bool { return true }
+	cases := []struct {
+		name    string
+		cause   Cause
+		allowed func(string) bool
+		want    string
+	}{
+		{"built-in ignores the allow-list", Timeout{}, allowAll, "timeout"},
+		{"custom allowed", Custom{Reason: "human_review"}, allowReview, "human_review"},
+		{"custom not allowed", Custom{Reason: "other"}, allowReview, "custom"},
+		{"custom with nil allow-list", Custom{Reason: "human_review"}, nil, "custom"},
+		{"custom reason that is no label value", Custom{Reason: "Human Review"}, allowAll, "custom"},
+		{"custom reason with a dash", Custom{Reason: "human-review"}, allowAll, "custom"},
+		{"empty custom reason", Custom{}, allowAll, "custom"},
+		{"custom reason of 64 chars", Custom{Reason: strings.Repeat("a", 64)}, allowAll, strings.Repeat("a", 64)},
+		{"custom reason of 65 chars", Custom{Reason: strings.Repeat("a", 65)}, allowAll, "custom"},
+		{"user type allowed", escalated{}, allowReview, "escalated"},
+		{"user type not allowed", escalated{}, func(string) bool { return false }, "custom"},
+		{"user type with nil allow-list", escalated{}, nil, "custom"},
+		{"user type with an invalid value", &parked{}, allowAll, "custom"},
+		{"All gives its last cause's tag", All{Causes: []Cause{Custom{Reason: "human_review"}, Timeout{}}}, allowReview, "timeout"},
+		{"All with an allowed custom last", All{Causes: []Cause{Timeout{}, Custom{Reason: "human_review"}}}, allowReview, "human_review"},
+		{"All with a disallowed custom last", All{Causes: []Cause{Timeout{}, Custom{Reason: "x"}}}, allowReview, "custom"},
+		{"nested All", All{Causes: []Cause{All{Causes: []Cause{escalated{}}}}}, allowReview, "escalated"},
+		{"empty All", All{}, allowAll, "custom"},
+		{"nil", nil, allowAll, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Tag(tc.cause, tc.allowed)
+			assert.Equal(t, tc.want, got)
+			if tc.cause != nil && tc.allowed == nil {
+				assert.Contains(t, specTags, got, "without an allow-list only the closed set is emitted")
+			}
+		})
+	}
+}
+
+func TestDefaultOutcome(t *testing.T) {
+	cases := []struct {
+		cause Cause
+		want  Outcome
+	}{
+		{All{Causes: []Cause{Timeout{}, Completed{}}}, OutcomeSucceeded},
+		{All{Causes: []Cause{Completed{}, Skipped{}}}, OutcomeSkipped},
+		{All{}, OutcomeFailed},
+		{escalated{}, OutcomeFailed},
+		{&parked{}, OutcomeSkipped},
+		{nil, 0},
+	}
+	for _, tc := range cases {
+		assert.Equal(t, tc.want, DefaultOutcome(tc.cause), "%#v", tc.cause)
+	}
+	assert.Equal(t, "unknown", Outcome(0).String())
+	for _, o := range []Outcome{OutcomeSucceeded, OutcomeSkipped, OutcomeFailed} {
+		b, err := o.MarshalText()
+		require.NoError(t, err)
+		var back Outcome
+		require.NoError(t, back.UnmarshalText(b))
+		assert.Equal(t, o, back)
+	}
+	var o Outcome
+	assert.Error(t, o.UnmarshalText([]byte("ok")))
+}
+
+func TestResultJSON(t *testing.T) {
+	r := Result{
+		Stage: "research", Cause: MaxToolCallsReached{Limit: 3, Count: 4}, Outcome: OutcomeFailed,
+		Fired:     []Cause{MaxToolCallsReached{Limit: 3, Count: 4}},
+		StoppedAt: 12, Events: 12, Iterations: 5, ToolCalls: 4,
+		Tokens: Usage{InputTokens: 1200, OutputTokens: 340},
+	}
+	b, err := json.Marshal(r)
+	require.NoError(t, err)
+	assert.Equal(t, `{"stage":"research","termination_cause":"max_tool_calls","outcome":"failed",`+
+		`"cause":{"$kind":"MaxToolCallsReached","limit":3,"count":4},`+
+		`"fired":[{"$kind":"MaxToolCallsReached","limit":3,"count":4}],"warnings":[],`+
+		`"stopped_at":12,"events":12,"iterations":5,"tool_calls":4,"tokens":{"input":1200,"output":340},"cost":0}`, string(b))
+	var back Result
+	require.NoError(t, json.Unmarshal(b, &back))
+	want := r
+	want.TerminationCause = "max_tool_calls"
+	want.Warnings = []Cause{}
+	assert.Equal(t, want, back)
+
+	// An allow-listed custom tag set by the stage is written as is.
+	r = Result{Cause: Custom{Reason: "human_review"}, TerminationCause: "human_review", Outcome: OutcomeSucceeded}
+	b, err = json.Marshal(r)
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"termination_cause":"human_review","outcome":"succeeded","cause":{"$kind":"Custom","reason":"human_review","properties":null}`)
+
+	// A zero Result has a null cause.
+	b, err = json.Marshal(Result{})
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"termination_cause":"","outcome":"unknown","cause":null,"fired":[]`)
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.Nil(t, back.Cause)
+}
+
+func TestCauseErrorsAs(t *testing.T) {
+	var err error = Failed{Reason: FailPanic, Err: "x"}
+	var f Failed
+	assert.True(t, errors.As(err, &f))
+	assert.Equal(t, FailPanic, f.Reason)
+}

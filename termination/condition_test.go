@@ -1,0 +1,587 @@
+package termination
+
+import (
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var natural Cause = NaturalCompletion{}
+
+func TestMaxIterations(t *testing.T) {
+	runCondCases(t, []condCase{
+		{name: "N iterations allowed", cond: MaxIterations(2),
+			events: evs(msg("a", "1"), msg("a", "2")), want: natural},
+		{name: "fires on the message that makes N+1", cond: MaxIterations(2),
+			events: evs(msg("a", "1"), msg("a", "2"), msg("a", "3")),
+			want:   MaxIterationsReached{Limit: 2, Count: 3}, at: 3},
+		{name: "only message and final count", cond: MaxIterations(2),
+			events: evs(input("go"), msg("a", "1"), call("t", `{}`), result("t", ""), handoffEv("a", "b"),
+				stopEv("x"), errEv("e"), msg("a", "2"), msg("a", "3")),
+			want: MaxIterationsReached{Limit: 2, Count: 3}, at: 9},
+		{name: "a final event never fires it", cond: MaxIterations(1),
+			events: evs(msg("a", "1"), final("a", "2"), final("a", "3")), want: natural},
+		{name: "a final counts, so the next message reports the true count", cond: MaxIterations(1),
+			events: evs(msg("a", "1"), final("a", "2"), msg("a", "3")),
+			want:   MaxIterationsReached{Limit: 1, Count: 3}, at: 3},
+		{name: "limit 1", cond: MaxIterations(1),
+			events: evs(msg("a", "1"), msg("a", "2")), want: MaxIterationsReached{Limit: 1, Count: 2}, at: 2},
+	})
+}
+
+func TestMaxToolCalls(t *testing.T) {
+	runCondCases(t, []condCase{
+		{name: "N calls allowed", cond: MaxToolCalls(2),
+			events: evs(call("a", `1`), result("a", ""), call("b", `2`), result("b", "")), want: natural},
+		{name: "fires on the call that makes N+1", cond: MaxToolCalls(2),
+			events: evs(call("a", `1`), result("a", ""), msg("x", "y"), call("b", `2`), call("c", `3`)),
+			want:   MaxToolCallsReached{Limit: 2, Count: 3}, at: 5},
+		{name: "results and messages do not count", cond: MaxToolCalls(1),
+			events: seq(evs(call("a", `1`)), repeat(5, result("a", "")), repeat(5, msg("x", "y"))), want: natural},
+		{name: "fires on a call even right before a final", cond: MaxToolCalls(1),
+			events: evs(call("a", `1`), call("a", `2`), final("x", "done")),
+			want:   MaxToolCallsReached{Limit: 1, Count: 2}, at: 2},
+	})
+}
+
+func TestTimeoutEventClock(t *testing.T) {
+	runCondCases(t, []condCase{
+		{name: "within the limit", cond: TimeoutAfter(time.Minute),
+			events: evs(input("go").at(0), msg("a", "1").at(30*time.Second), msg("a", "2").at(59*time.Second)), want: natural},
+		{name: "fires at elapsed == limit", cond: TimeoutAfter(time.Minute),
+			events: evs(input("go").at(0), msg("a", "1").at(30*time.Second), msg("a", "2").at(time.Minute)),
+			want:   Timeout{Limit: time.Minute, Elapsed: time.Minute}, at: 3},
+		{name: "fires on any kind, a final included", cond: TimeoutAfter(time.Minute),
+			events: evs(input("go").at(0), final("a", "done").at(90*time.Second)),
+			want:   Timeout{Limit: time.Minute, Elapsed: 90 * time.Second}, at: 2},
+		{name: "measured from the first timed event", cond: TimeoutAfter(time.Minute),
+			events: evs(input("go"), msg("a", "1").at(time.Hour), msg("a", "2").at(time.Hour+59*time.Second),
+				msg("a", "3").at(time.Hour+61*time.Second)),
+			want: Timeout{Limit: time.Minute, Elapsed: 61 * time.Second}, at: 4},
+		{name: "events without time never fire it", cond: TimeoutAfter(time.Minute),
+			events: evs(input("go").at(0), msg("a", "1"), msg("a", "2")), want: natural},
+		{name: "untimed events do not end the clock", cond: TimeoutAfter(time.Minute),
+			events: evs(input("go").at(0), msg("a", "1"), msg("a", "2").at(2*time.Minute)),
+			want:   Timeout{Limit: time.Minute, Elapsed: 2 * time.Minute}, at: 3},
+		{name: "no time at all", cond: TimeoutAfter(time.Nanosecond),
+			events: evs(input("go"), msg("a", "1")), want: natural},
+	})
+}
+
+func TestTimeoutTick(t *testing.T) {
+	t.Run("wall clock fires from a tick with no event", func(t *testing.T) {
+		ev := NewEvaluator(TimeoutAfter(time.Minute), WallClock)
+		_, stop := ev.Observe(msg("a", "1"))
+		require.False(t, stop)
+		cause, stop := ev.Tick(time.Now().Add(time.Hour))
+		require.True(t, stop)
+		to, ok := cause.(Timeout)
+		require.True(t, ok, "cause %#v", cause)
+		assert.Equal(t, time.Minute, to.Limit)
+		assert.GreaterOrEqual(t, to.Elapsed, time.Hour-time.Second)
+		res := ev.Result()
+		assert.Equal(t, 0, res.StoppedAt, "a tick is not an event")
+		assert.Equal(t, 1, res.Events)
+		assert.Equal(t, []Cause{cause}, res.Fired)
+		// Stopped: later events and ticks report the same cause.
+		c2, stop := ev.Observe(msg("a", "2"))
+		assert.True(t, stop)
+		assert.Equal(t, cause, c2)
+		assert.Equal(t, 1, ev.Progress().Events, "no event evaluated after the stop")
+	})
+	t.Run("wall clock tick before the limit", func(t *testing.T) {
+		ev := NewEvaluator(TimeoutAfter(time.Hour), WallClock)
+		_, stop := ev.Tick(time.Now())
+		assert.False(t, stop)
+	})
+	t.Run("event clock ignores ticks", func(t *testing.T) {
+		ev := NewEvaluator(TimeoutAfter(time.Minute), EventClock)
+		ev.Observe(msg("a", "1").at(0))
+		_, stop := ev.Tick(t0.Add(time.Hour))
+		assert.False(t, stop)
+	})
+	t.Run("wall clock event after the limit", func(t *testing.T) {
+		ev := NewEvaluator(TimeoutAfter(time.Nanosecond), WallClock)
+		time.Sleep(time.Millisecond)
+		cause, stop := ev.Observe(msg("a", "1"))
+		require.True(t, stop)
+		assert.IsType(t, Timeout{}, cause)
+		assert.Equal(t, 1, ev.Result().StoppedAt)
+	})
+	t.Run("timeout inside AllOf latches from a tick", func(t *testing.T) {
+		ev := NewEvaluator(AllOf(TimeoutAfter(time.Minute), TextMention("DONE")), WallClock)
+		_, stop := ev.Tick(time.Now().Add(2 * time.Minute))
+		require.False(t, stop)
+		cause, stop := ev.Observe(msg("a", "DONE"))
+		require.True(t, stop)
+		all := cause.(All)
+		require.Len(t, all.Causes, 2)
+		assert.IsType(t, Timeout{}, all.Causes[0])
+		assert.Equal(t, Completed{Condition: ConditionTextMention, Detail: "DONE"}, all.Causes[1])
+	})
+}
+
+func bp(r Resource, th, used, limit float64) BudgetPressure {
+	return BudgetPressure{Resource: r, Threshold: th, Used: used, Limit: limit}
+}
+
+func TestTokenBudget(t *testing.T) {
+	pressure := func(th float64, grace ...int) Pressure {
+		p := Pressure{Threshold: th}
+		if len(grace) > 0 {
+			p.Grace = GraceTurns(grace[0])
+		}
+		return p
+	}
+	runCondCases(t, []condCase{
+		{name: "total below the limit", cond: TokenBudget(TokenLimits{Total: 100}),
+			events: evs(msg("a", "1").used(30, 20), msg("a", "2").used(30, 19)), want: natural},
+		{name: "total exhausted at used == limit", cond: TokenBudget(TokenLimits{Total: 100}),
+			events: evs(msg("a", "1").used(30, 20), msg("a", "2").used(30, 20), msg("a", "3").used(1, 1)),
+			want:   BudgetExhausted{Resource: ResourceTotalTokens, Used: 100, Limit: 100}, at: 2},
+		{name: "input only", cond: TokenBudget(TokenLimits{Input: 50}),
+			events: evs(msg("a", "1").used(30, 500), msg("a", "2").used(20, 0)),
+			want:   BudgetExhausted{Resource: ResourceInputTokens, Used: 50, Limit: 50}, at: 2},
+		{name: "output only", cond: TokenBudget(TokenLimits{Output: 10}),
+			events: evs(msg("a", "1").used(500, 9), call("t", `{}`), msg("a", "2").used(0, 2)),
+			want:   BudgetExhausted{Resource: ResourceOutputTokens, Used: 11, Limit: 10}, at: 3},
+		{name: "exhaustion fires on a final", cond: TokenBudget(TokenLimits{Total: 10}),
+			events: evs(msg("a", "1").used(5, 0), final("a", "2").used(5, 0)),
+			want:   BudgetExhausted{Resource: ResourceTotalTokens, Used: 10, Limit: 10}, at: 2},
+		{name: "usage on any kind counts", cond: TokenBudget(TokenLimits{Total: 10}),
+			events: evs(input("go").used(4, 0), result("t", "").used(6, 0)),
+			want:   BudgetExhausted{Resource: ResourceTotalTokens, Used: 10, Limit: 10}, at: 2},
+		{name: "two resources exhausted together, in limit order", cond: TokenBudget(TokenLimits{Total: 10, Input: 5, Output: 5}),
+			events: evs(msg("a", "1").used(5, 5)),
+			want:   BudgetExhausted{Resource: ResourceTotalTokens, Used: 10, Limit: 10}, at: 1,
+			fired: []Cause{
+				BudgetExhausted{Resource: ResourceTotalTokens, Used: 10, Limit: 10},
+				BudgetExhausted{Resource: ResourceInputTokens, Used: 5, Limit: 5},
+				BudgetExhausted{Resource: ResourceOutputTokens, Used: 5, Limit: 5},
+			}},
+		{name: "pressure warns once per resource and the run goes on",
+			cond: TokenBudget(TokenLimits{Total: 100, Input: 80, Pressure: pressure(0.5)}),
+			events: evs(msg("a", "1").used(40, 0), msg("a", "2").used(0, 20), msg("a", "3").used(1, 1),
+				msg("a", "4").used(1, 1)),
+			want: natural,
+			warnings: []Cause{
+				bp(ResourceInputTokens, 0.5, 40, 80),
+				bp(ResourceTotalTokens, 0.5, 60, 100),
+			}},
+		{name: "pressure at exactly threshold×limit (0.07×100 is not 7 in floating point)",
+			cond:     TokenBudget(TokenLimits{Total: 100, Pressure: pressure(0.07)}),
+			events:   evs(msg("a", "1").used(6, 0), msg("a", "2").used(1, 0)),
+			want:     natural,
+			warnings: []Cause{bp(ResourceTotalTokens, 0.07, 7, 100)}},
+		{name: "no pressure, no warning", cond: TokenBudget(TokenLimits{Total: 100}),
+			events: evs(msg("a", "1").used(99, 0)), want: natural},
+		{name: "warning recorded on a final", cond: TokenBudget(TokenLimits{Total: 100, Pressure: pressure(0.8)}),
+			events: evs(msg("a", "1").used(10, 0), final("a", "2").used(80, 0)), want: natural,
+			warnings: []Cause{bp(ResourceTotalTokens, 0.8, 90, 100)}},
+		{name: "grace 0 stops on the warning event", cond: TokenBudget(TokenLimits{Total: 100, Pressure: pressure(0.8, 0)}),
+			events: evs(msg("a", "1").used(50, 0), msg("a", "2").used(30, 0), msg("a", "3")),
+			want:   bp(ResourceTotalTokens, 0.8, 80, 100), at: 2,
+			warnings: []Cause{bp(ResourceTotalTokens, 0.8, 80, 100)}},
+		{name: "grace 0 on a tool call", cond: TokenBudget(TokenLimits{Total: 100, Pressure: pressure(0.8, 0)}),
+			events: evs(msg("a", "1").used(50, 0), call("t", `{}`).used(30, 0)),
+			want:   bp(ResourceTotalTokens, 0.8, 80, 100), at: 2,
+			warnings: []Cause{bp(ResourceTotalTokens, 0.8, 80, 100)}},
+		{name: "no grace stop on a final", cond: TokenBudget(TokenLimits{Total: 100, Pressure: pressure(0.8, 0)}),
+			events: evs(msg("a", "1").used(50, 0), final("a", "2").used(30, 0)), want: natural,
+			warnings: []Cause{bp(ResourceTotalTokens, 0.8, 80, 100)}},
+		{name: "grace 1 stops on the first message after the warning",
+			cond: TokenBudget(TokenLimits{Total: 100, Pressure: pressure(0.8, 1)}),
+			events: evs(msg("a", "1").used(80, 0), call("t", `{}`), result("t", ""), msg("a", "2").used(5, 0),
+				msg("a", "3")),
+			want: bp(ResourceTotalTokens, 0.8, 85, 100), at: 4,
+			warnings: []Cause{bp(ResourceTotalTokens, 0.8, 80, 100)}},
+		{name: "grace 1, the wrap-up is a final", cond: TokenBudget(TokenLimits{Total: 100, Pressure: pressure(0.8, 1)}),
+			events: evs(msg("a", "1").used(80, 0), call("t", `{}`), final("a", "2").used(5, 0)), want: natural,
+			warnings: []Cause{bp(ResourceTotalTokens, 0.8, 80, 100)}},
+		{name: "grace 2 stops on the second message after the warning",
+			cond:   TokenBudget(TokenLimits{Total: 100, Pressure: pressure(0.8, 2)}),
+			events: evs(msg("a", "1").used(80, 0), msg("a", "2").used(1, 0), call("t", `{}`), msg("a", "3").used(1, 0)),
+			want:   bp(ResourceTotalTokens, 0.8, 82, 100), at: 4,
+			warnings: []Cause{bp(ResourceTotalTokens, 0.8, 80, 100)}},
+		{name: "grace counts from the first warning; later warnings do not restart it",
+			cond:   TokenBudget(TokenLimits{Total: 100, Output: 10, Pressure: pressure(0.5, 1)}),
+			events: evs(msg("a", "1").used(50, 0), msg("a", "2").used(0, 5)),
+			want:   bp(ResourceTotalTokens, 0.5, 55, 100), at: 2,
+			warnings: []Cause{
+				bp(ResourceTotalTokens, 0.5, 50, 100),
+				bp(ResourceOutputTokens, 0.5, 5, 10),
+			}},
+		{name: "exhaustion and grace stop on one event: exhausted wins",
+			cond:   TokenBudget(TokenLimits{Total: 100, Pressure: pressure(0.8, 1)}),
+			events: evs(msg("a", "1").used(80, 0), msg("a", "2").used(20, 0)),
+			want:   BudgetExhausted{Resource: ResourceTotalTokens, Used: 100, Limit: 100}, at: 2,
+			fired: []Cause{
+				BudgetExhausted{Resource: ResourceTotalTokens, Used: 100, Limit: 100},
+				bp(ResourceTotalTokens, 0.8, 100, 100),
+			},
+			warnings: []Cause{bp(ResourceTotalTokens, 0.8, 80, 100)}},
+		{name: "jumping straight past the limit warns and exhausts on one event",
+			cond:   TokenBudget(TokenLimits{Total: 100, Pressure: pressure(0.8)}),
+			events: evs(msg("a", "1").used(150, 0)),
+			want:   BudgetExhausted{Resource: ResourceTotalTokens, Used: 150, Limit: 100}, at: 1,
+			warnings: []Cause{bp(ResourceTotalTokens, 0.8, 150, 100)}},
+	})
+}
+
+func TestCostBudget(t *testing.T) {
+	runCondCases(t, []condCase{
+		{name: "below the limit", cond: CostBudget(CostLimit{Limit: 2}),
+			events: evs(msg("a", "1").costs(0.5), msg("a", "2").costs(1.25)), want: natural},
+		{name: "exhausted at used == limit", cond: CostBudget(CostLimit{Limit: 2}),
+			events: evs(msg("a", "1").costs(0.5), call("t", `{}`).costs(1.5), msg("a", "2")),
+			want:   BudgetExhausted{Resource: ResourceCost, Used: 2, Limit: 2}, at: 2},
+		{name: "decimal costs reach a decimal limit despite binary rounding",
+			cond:   CostBudget(CostLimit{Limit: 1}),
+			events: repeat(11, msg("a", "1").costs(0.1)),
+			want:   BudgetExhausted{Resource: ResourceCost, Used: sumOf(10, 0.1), Limit: 1}, at: 10},
+		{name: "pressure with grace 0", cond: CostBudget(CostLimit{Limit: 2, Pressure: Pressure{Threshold: 0.75, Grace: GraceTurns(0)}}),
+			events: evs(msg("a", "1").costs(1), msg("a", "2").costs(0.5)),
+			want:   bp(ResourceCost, 0.75, 1.5, 2), at: 2,
+			warnings: []Cause{bp(ResourceCost, 0.75, 1.5, 2)}},
+		{name: "pressure warning only", cond: CostBudget(CostLimit{Limit: 2, Pressure: Pressure{Threshold: 0.75}}),
+			events: evs(msg("a", "1").costs(1), msg("a", "2").costs(0.5), msg("a", "3").costs(0.25)), want: natural,
+			warnings: []Cause{bp(ResourceCost, 0.75, 1.5, 2)}},
+	})
+}
+
+func sumOf(n int, x float64) float64 {
+	s := 0.0
+	for range n {
+		s += x
+	}
+	return s
+}
+
+func stalled(sig StallSignal, n int) Cause { return StallDetected{Signal: sig, Repeats: n} }
+
+func TestStall(t *testing.T) {
+	s3 := Stall(StallLimits{Repeats: 3})
+	plateau := Stall(StallLimits{Repeats: 3, TokenTolerance: 0.1})
+	runCondCases(t, []condCase{
+		{name: "repeated tool call with canonically equal args", cond: s3,
+			events: evs(call("search", `{"q":"Acme CEO","limit":5}`), result("search", ""),
+				call("search", `{ "limit" : 5,
+				 "q":"Acme CEO" }`), result("search", ""), msg("a", "again"),
+				call("search", `{"q":"\u0041cme CEO","limit":5.0}`)),
+			want: stalled(SignalRepeatedToolCall, 3), at: 6},
+		{name: "numbers compare by value", cond: Stall(StallLimits{Repeats: 2}),
+			events: evs(call("t", `[1, 1.0, 10, -0, 1e2]`), call("t", `[1.0,1,1e1,0,100]`)),
+			want:   stalled(SignalRepeatedToolCall, 2), at: 2},
+		{name: "escapes decode before comparing", cond: Stall(StallLimits{Repeats: 2}),
+			events: evs(call("t", `{"s":"A\/\u00e9\ud83d\ude00\n"}`), call("t", `{"s":"A/é😀\u000a"}`)),
+			want:   stalled(SignalRepeatedToolCall, 2), at: 2},
+		{name: "a duplicated key keeps its last value", cond: Stall(StallLimits{Repeats: 2}),
+			events: evs(call("t", `{"q":"old","q":"new"}`), call("t", `{"q":"new"}`)),
+			want:   stalled(SignalRepeatedToolCall, 2), at: 2},
+		{name: "missing, empty and null args are equal", cond: s3,
+			events: evs(call("t", ``), call("t", `null`), call("t", ` `)),
+			want:   stalled(SignalRepeatedToolCall, 3), at: 3},
+		{name: "different args do not fire", cond: s3,
+			events: evs(call("search", `{"q":"a"}`), call("search", `{"q":"a"}`), call("search", `{"q":"b"}`)),
+			want:   natural},
+		{name: "nested differences count", cond: s3,
+			events: evs(call("t", `{"a":{"b":[1,2]}}`), call("t", `{"a":{"b":[1,2]}}`), call("t", `{"a":{"b":[2,1]}}`)),
+			want:   natural},
+		{name: "different tools do not fire", cond: s3,
+			events: evs(call("a", `{}`), call("b", `{}`), call("a", `{}`)), want: natural},
+		{name: "the last N calls must match", cond: s3,
+			events: evs(call("a", `1`), call("a", `1`), call("a", `2`), call("a", `1`), call("a", `1`), call("a", `1`)),
+			want:   stalled(SignalRepeatedToolCall, 3), at: 6},
+		{name: "repeated message: same source, trimmed text", cond: s3,
+			events: evs(msg("bot", "Let me check."), call("t", `1`), msg("bot", "  Let me check.\n"), call("t", `2`),
+				msg("bot", "Let me check. ")),
+			want: stalled(SignalRepeatedMessage, 3), at: 5},
+		{name: "repeated message: empty text ignored", cond: s3,
+			events: evs(msg("bot", "x"), msg("bot", ""), msg("bot", " \n "), msg("bot", "x"), msg("bot", "x")),
+			want:   stalled(SignalRepeatedMessage, 3), at: 5},
+		{name: "repeated message: different sources do not fire", cond: s3,
+			events: evs(msg("a", "x"), msg("b", "x"), msg("a", "x")), want: natural},
+		{name: "repeated message: case matters", cond: s3,
+			events: evs(msg("a", "x"), msg("a", "X"), msg("a", "x")), want: natural},
+		{name: "a final never fires a stall", cond: s3,
+			events: evs(msg("a", "x"), msg("a", "x"), final("a", "x")), want: natural},
+		{name: "token plateau", cond: plateau,
+			events: evs(msg("a", "1").used(90, 10), msg("a", "2").used(95, 10), msg("a", "3").used(100, 10)),
+			want:   stalled(SignalTokenPlateau, 3), at: 3},
+		{name: "token plateau boundary |cur-prev|/prev == tolerance", cond: plateau,
+			events: evs(msg("a", "1").used(100, 0), msg("a", "2").used(110, 0), msg("a", "3").used(121, 0)),
+			want:   stalled(SignalTokenPlateau, 3), at: 3},
+		{name: "token plateau: a jump breaks it", cond: plateau,
+			events: evs(msg("a", "1").used(100, 0), msg("a", "2").used(150, 0), msg("a", "3").used(160, 0)),
+			want:   natural},
+		{name: "token plateau: the last N usage-carrying iterations", cond: plateau,
+			events: evs(msg("a", "1").used(100, 0), msg("a", "2").used(150, 0), msg("a", "3").used(160, 0),
+				msg("a", "4"), call("t", `{}`).used(1000, 0), msg("a", "5").used(165, 0)),
+			want: stalled(SignalTokenPlateau, 3), at: 6},
+		{name: "token plateau never on a final", cond: plateau,
+			events: evs(msg("a", "1").used(100, 0), msg("a", "2").used(100, 0), final("a", "3").used(100, 0)),
+			want:   natural},
+		{name: "a final's usage counts toward the plateau", cond: plateau,
+			events: evs(msg("a", "1").used(100, 0), final("a", "2").used(100, 0), msg("a", "3").used(100, 0)),
+			want:   stalled(SignalTokenPlateau, 3), at: 3},
+		{name: "no tolerance, no plateau", cond: s3,
+			events: evs(msg("a", "1").used(100, 0), msg("a", "2").used(100, 0), msg("a", "3").used(100, 0)),
+			want:   natural},
+		{name: "repeated message and plateau on one event", cond: plateau,
+			events: evs(msg("a", "x").used(100, 0), msg("a", "x").used(100, 0), msg("a", "x").used(100, 0)),
+			want:   stalled(SignalRepeatedMessage, 3), at: 3,
+			fired: []Cause{stalled(SignalRepeatedMessage, 3), stalled(SignalTokenPlateau, 3)}},
+	})
+}
+
+func TestErrors(t *testing.T) {
+	failed := func(s string) Cause { return Failed{Reason: FailErrorThreshold, Err: s} }
+	runCondCases(t, []condCase{
+		{name: "consecutive error events", cond: Errors(ErrorLimits{Consecutive: 2}),
+			events: evs(errEv("e1"), errEv("e2")), want: failed("e2"), at: 2},
+		{name: "failed tool results count", cond: Errors(ErrorLimits{Consecutive: 2}),
+			events: evs(result("t", "timeout"), result("t", "refused"), msg("a", "x")), want: failed("refused"), at: 2},
+		{name: "Err wins over Text on an error event", cond: Errors(ErrorLimits{Consecutive: 1}),
+			events: evs(Event{Kind: KindError, Text: "text", Err: "err"}), want: failed("err"), at: 1},
+		{name: "reset by a message", cond: Errors(ErrorLimits{Consecutive: 2}),
+			events: evs(errEv("e1"), msg("a", "x"), errEv("e2"), msg("a", "y")), want: natural},
+		{name: "reset by a final", cond: Errors(ErrorLimits{Consecutive: 2}),
+			events: evs(errEv("e1"), final("a", "x"), errEv("e2"), msg("a", "y")), want: natural},
+		{name: "reset by a successful tool result", cond: Errors(ErrorLimits{Consecutive: 2}),
+			events: evs(result("t", "e1"), result("t", ""), result("t", "e2"), msg("a", "y")), want: natural},
+		{name: "not reset by other kinds", cond: Errors(ErrorLimits{Consecutive: 2}),
+			events: evs(errEv("e1"), call("t", `{}`), input("x"), handoffEv("a", "b"), stopEv("s"), result("t", "e2")),
+			want:   failed("e2"), at: 6},
+		{name: "total across resets", cond: Errors(ErrorLimits{Total: 3}),
+			events: evs(errEv("e1"), msg("a", "x"), result("t", "e2"), msg("a", "y"), errEv("e3"), msg("a", "z")),
+			want:   failed("e3"), at: 5},
+		{name: "total not reached", cond: Errors(ErrorLimits{Consecutive: 5, Total: 3}),
+			events: evs(errEv("e1"), msg("a", "x"), errEv("e2"), msg("a", "y")), want: natural},
+		{name: "fires on the error even when it ends the stream", cond: Errors(ErrorLimits{Total: 1}),
+			events: evs(msg("a", "x"), errEv("boom")), want: failed("boom"), at: 2},
+	})
+}
+
+func TestCompletionConditions(t *testing.T) {
+	completed := func(cond, detail string) Cause { return Completed{Condition: cond, Detail: detail} }
+	isRM := func(e Event) bool { return e.Kind == KindToolCall && e.Tool == "rm" }
+	runCondCases(t, []condCase{
+		{name: "text_mention never on input", cond: TextMention("TERMINATE"),
+			events: evs(input("reply TERMINATE when done"), msg("a", "ok")), want: natural},
+		{name: "text_mention on a message", cond: TextMention("TERMINATE"),
+			events: evs(input("go"), msg("a", "All done. TERMINATE")), want: completed(ConditionTextMention, "TERMINATE"), at: 2},
+		{name: "text_mention on a tool result, a final, a stop", cond: TextMention("TERMINATE"),
+			events: evs(Event{Kind: KindToolResult, Tool: "t", Text: "xTERMINATEx"}), want: completed(ConditionTextMention, "TERMINATE"), at: 1},
+		{name: "text_mention on a final", cond: TextMention("TERMINATE"),
+			events: evs(final("a", "TERMINATE")), want: completed(ConditionTextMention, "TERMINATE"), at: 1},
+		{name: "text_mention is case-sensitive", cond: TextMention("TERMINATE"),
+			events: evs(msg("a", "terminate"), msg("a", "Terminate")), want: natural},
+		{name: "text_mention sources filter", cond: TextMention("DONE", "critic", "judge"),
+			events: evs(msg("writer", "DONE"), msg("critic", "not yet"), msg("judge", "DONE")),
+			want:   completed(ConditionTextMention, "DONE"), at: 3},
+		{name: "text_mention sources exclude input too", cond: TextMention("DONE", "user"),
+			events: evs(input("DONE")), want: natural},
+		{name: "function_call on a successful result", cond: FunctionCall("approve", "publish"),
+			events: evs(call("approve", `{}`), result("approve", "denied"), result("other", ""), result("publish", "")),
+			want:   completed(ConditionFunctionCall, "publish"), at: 4},
+		{name: "function_call never on the call itself", cond: FunctionCall("approve"),
+			events: evs(call("approve", `{}`)), want: natural},
+		{name: "handoff to a named target", cond: Handoff("user"),
+			events: evs(handoffEv("planner", "coder"), handoffEv("planner", "user")),
+			want:   HandoffRequested{Target: "user", Source: "planner"}, at: 2},
+		{name: "handoff with no targets matches any", cond: Handoff(),
+			events: evs(msg("a", "user"), handoffEv("planner", "coder")),
+			want:   HandoffRequested{Target: "coder", Source: "planner"}, at: 2},
+		{name: "source_match on message and final only", cond: SourceMatch("critic"),
+			events: evs(input("critic"), Event{Kind: KindToolResult, Source: "critic"}, msg("writer", "x"), final("critic", "ok")),
+			want:   completed(ConditionSourceMatch, "critic"), at: 4},
+		{name: "source_match on a message", cond: SourceMatch("critic", "judge"),
+			events: evs(msg("judge", "x")), want: completed(ConditionSourceMatch, "judge"), at: 1},
+		{name: "stop_message", cond: StopMessage(),
+			events: evs(msg("a", "stop"), stopEv("escalate")), want: completed(ConditionStopMessage, "escalate"), at: 2},
+		{name: "predicate", cond: Predicate("no_rm", isRM),
+			events: evs(call("ls", `{}`), call("rm", `{}`)), want: completed(ConditionPredicate, "no_rm"), at: 2},
+		{name: "a panicking predicate fails the run, never crashes", cond: Predicate("boom", func(e Event) bool {
+			if e.Kind == KindToolCall {
+				panic("kaboom")
+			}
+			return false
+		}),
+			events: evs(msg("a", "x"), call("t", `{}`)),
+			want:   Failed{Reason: FailPanic, Err: `predicate "boom" panicked: kaboom`}, at: 2},
+		{name: "func returns any cause", cond: Func("review", func(_ Event, p Progress) Cause {
+			if p.ToolCalls >= 2 {
+				return Custom{Reason: "human_review", Properties: map[string]any{"calls": p.ToolCalls}}
+			}
+			return nil
+		}),
+			events: evs(call("a", `1`), msg("a", "x"), call("b", `2`)),
+			want:   Custom{Reason: "human_review", Properties: map[string]any{"calls": 2}}, at: 3},
+		{name: "a panicking func fails the run", cond: Func("f", func(Event, Progress) Cause { panic(fmt.Errorf("bad")) }),
+			events: evs(msg("a", "x")), want: Failed{Reason: FailPanic, Err: `predicate "f" panicked: bad`}, at: 1},
+	})
+}
+
+func TestFuncSeesProgress(t *testing.T) {
+	var seen []Progress
+	c := Func("spy", func(_ Event, p Progress) Cause { seen = append(seen, p); return nil })
+	replayEvents(t, c, msg("a", "x").used(1, 2).costs(0.5), call("t", `{}`), final("a", "y"))
+	require.Len(t, seen, 3)
+	assert.Equal(t, Progress{Events: 1, Iterations: 1, Tokens: Usage{1, 2}, Cost: 0.5}, seen[0])
+	assert.Equal(t, Progress{Events: 3, Iterations: 2, ToolCalls: 1, Tokens: Usage{1, 2}, Cost: 0.5}, seen[2])
+}
+
+func TestAnyOfEveryChildSeesEveryEvent(t *testing.T) {
+	var a, b atomic.Int32
+	counting := func(n *atomic.Int32, fireOn int32) Condition {
+		return Predicate("count", func(Event) bool { return n.Add(1) == fireOn })
+	}
+	// The first child fires on event 3; the second would fire on event 3 too.
+	// Without a short circuit both see all three events and both are reported.
+	c := AnyOf(counting(&a, 3), counting(&b, 3))
+	res := replayEvents(t, c, msg("x", "1"), msg("x", "2"), msg("x", "3"), msg("x", "4"))
+	assert.Equal(t, int32(3), a.Load())
+	assert.Equal(t, int32(3), b.Load())
+	assert.Equal(t, 3, res.StoppedAt)
+	assert.Len(t, res.Fired, 2)
+
+	// A counting condition after a firing one still counts that event.
+	res = replayEvents(t, AnyOf(TextMention("never"), Stall(StallLimits{Repeats: 2}), MaxToolCalls(3)),
+		call("t", `1`), msg("a", "x"), call("t", `1`))
+	assert.Equal(t, stalled(SignalRepeatedToolCall, 2), res.Cause)
+
+	// Nested AnyOf flattens nothing away.
+	res = replayEvents(t, AnyOf(AnyOf(MaxIterations(1)), AnyOf(TextMention("x"))), msg("a", "x"), msg("a", "x"))
+	assert.Equal(t, Completed{Condition: ConditionTextMention, Detail: "x"}, res.Cause)
+	assert.Equal(t, 1, res.StoppedAt)
+
+	// A nil child (an unvalidated condition) never fires and never crashes.
+	res = replayEvents(t, AnyOf(nil, AllOf(nil, TextMention("x")), TimeoutAfter(time.Minute)), msg("a", "x").at(0))
+	assert.Equal(t, natural, res.Cause)
+	assert.Equal(t, "any: [{<nil>}, {all: [{<nil>}, {text_mention: {text: \"x\"}}]}, {timeout: 1m0s}]", AnyOf(nil, AllOf(nil, TextMention("x")), TimeoutAfter(time.Minute)).String())
+
+	// The empty AnyOf never fires.
+	res = replayEvents(t, AnyOf(), msg("a", "x"), stopEv("y"))
+	assert.Equal(t, natural, res.Cause)
+}
+
+func TestAllOf(t *testing.T) {
+	done := func(s string) Cause { return Completed{Condition: ConditionTextMention, Detail: s} }
+	runCondCases(t, []condCase{
+		{name: "fires when every child has fired, in firing order", cond: AllOf(TextMention("A"), TextMention("B")),
+			events: evs(msg("x", "B"), msg("x", "nothing"), msg("x", "A"), msg("x", "A B")),
+			want:   All{Causes: []Cause{done("B"), done("A")}}, at: 3},
+		{name: "children firing on one event keep child order", cond: AllOf(TextMention("A"), TextMention("B")),
+			events: evs(msg("x", "B and A")), want: All{Causes: []Cause{done("A"), done("B")}}, at: 1},
+		{name: "a child latches: it need not still hold", cond: AllOf(Stall(StallLimits{Repeats: 2}), TextMention("go")),
+			events: evs(call("t", `1`), call("t", `1`), call("t", `2`), msg("x", "go")),
+			want:   All{Causes: []Cause{stalled(SignalRepeatedToolCall, 2), done("go")}}, at: 4},
+		{name: "a latched child keeps its first cause", cond: AllOf(MaxToolCalls(1), TextMention("go")),
+			events: evs(call("a", `1`), call("b", `2`), call("c", `3`), msg("x", "go")),
+			want:   All{Causes: []Cause{MaxToolCallsReached{Limit: 1, Count: 2}, done("go")}}, at: 4},
+		{name: "children keep counting before they fire", cond: AllOf(TextMention("go"), Stall(StallLimits{Repeats: 3})),
+			events: evs(call("t", `1`), call("t", `1`), msg("x", "go"), call("t", `1`)),
+			want:   All{Causes: []Cause{done("go"), stalled(SignalRepeatedToolCall, 3)}}, at: 4},
+		{name: "not all fired", cond: AllOf(TextMention("A"), TextMention("B")),
+			events: evs(msg("x", "A"), msg("x", "A")), want: natural},
+		{name: "a child's cause is its best by precedence", cond: AllOf(AnyOf(MaxIterations(1), TextMention("x"))),
+			events: evs(msg("a", "y"), msg("a", "x")),
+			want:   All{Causes: []Cause{done("x")}}, at: 2},
+		{name: "nested in AnyOf", cond: AnyOf(MaxIterations(3), AllOf(TextMention("A"), SourceMatch("judge"))),
+			events: evs(msg("critic", "no"), msg("w", "A"), msg("w", "x"), msg("w", "y")),
+			want:   MaxIterationsReached{Limit: 3, Count: 4}, at: 4},
+		{name: "nested AllOf", cond: AllOf(AllOf(TextMention("A"), TextMention("B")), TextMention("C")),
+			events: evs(msg("w", "A"), msg("w", "C"), msg("w", "B")),
+			want:   All{Causes: []Cause{done("C"), All{Causes: []Cause{done("A"), done("B")}}}}, at: 3},
+		{name: "warnings from children pass through", cond: AllOf(TokenBudget(TokenLimits{Total: 10, Pressure: Pressure{Threshold: 0.5}}), TextMention("x")),
+			events: evs(msg("a", "y").used(5, 0), msg("a", "x")),
+			want:   natural, warnings: []Cause{bp(ResourceTotalTokens, 0.5, 5, 10)}},
+	})
+	t.Run("tag and outcome are the last cause's", func(t *testing.T) {
+		res := replayEvents(t, AllOf(MaxToolCalls(1), TextMention("go")), call("a", `1`), call("b", `2`), msg("x", "go"))
+		assert.Equal(t, TagCompleted, res.Tag())
+		assert.Equal(t, OutcomeSucceeded, res.Outcome)
+		res = replayEvents(t, AllOf(TextMention("go"), MaxToolCalls(1)), msg("x", "go"), call("a", `1`), call("b", `2`))
+		assert.Equal(t, TagMaxToolCalls, res.Tag())
+		assert.Equal(t, OutcomeFailed, res.Outcome)
+	})
+}
+
+func TestValidate(t *testing.T) {
+	ok := func(Event) bool { return false }
+	cases := []struct {
+		cond Condition
+		want string // "" = valid
+	}{
+		{MaxIterations(1), ""},
+		{MaxIterations(0), "max_iterations: must be a positive int, got 0"},
+		{MaxToolCalls(-1), "max_tool_calls: must be a positive int, got -1"},
+		{TimeoutAfter(time.Second), ""},
+		{TimeoutAfter(0), "timeout: must be > 0, got 0s"},
+		{TokenBudget(TokenLimits{}), "token_budget: needs at least one of total, input, output"},
+		{TokenBudget(TokenLimits{Input: -1}), "token_budget.input: must be > 0, got -1"},
+		{TokenBudget(TokenLimits{Total: 1, Pressure: Pressure{Threshold: 1}}), "token_budget.pressure: must be in (0,1), got 1"},
+		{TokenBudget(TokenLimits{Total: 1, Pressure: Pressure{Threshold: -0.5}}), "token_budget.pressure: must be in (0,1), got -0.5"},
+		{TokenBudget(TokenLimits{Total: 1, Pressure: Pressure{Grace: GraceTurns(1)}}), "token_budget.grace: needs pressure"},
+		{TokenBudget(TokenLimits{Total: 1, Pressure: Pressure{Threshold: 0.5, Grace: GraceTurns(-1)}}), "token_budget.grace: must be >= 0, got -1"},
+		{TokenBudget(TokenLimits{Output: 1, Pressure: Pressure{Threshold: 0.5, Grace: GraceTurns(0)}}), ""},
+		{CostBudget(CostLimit{}), "cost_budget.limit: must be > 0, got 0"},
+		{CostBudget(CostLimit{Limit: 1, Pressure: Pressure{Grace: GraceTurns(0)}}), "cost_budget.grace: needs pressure"},
+		{Stall(StallLimits{Repeats: 1}), "stall.repeats: must be >= 2, got 1"},
+		{Stall(StallLimits{Repeats: 2, TokenTolerance: 1}), "stall.token_tolerance: must be in [0,1), got 1"},
+		{Errors(ErrorLimits{}), "errors: needs consecutive or total"},
+		{Errors(ErrorLimits{Consecutive: -1}), "errors.consecutive: must be > 0, got -1"},
+		{Errors(ErrorLimits{Total: -1}), "errors.total: must be > 0, got -1"},
+		{TextMention(""), "text_mention.text: must not be empty"},
+		{TextMention("x", "a", ""), "text_mention.sources[1]: must not be empty"},
+		{FunctionCall(), "function_call: needs at least one name"},
+		{SourceMatch(), "source_match: needs at least one name"},
+		{Handoff(), ""},
+		{Handoff(""), "handoff[0]: must not be empty"},
+		{StopMessage(), ""},
+		{Predicate("", ok), "predicate: empty name"},
+		{Predicate("p", nil), `predicate "p": nil func`},
+		{Func("f", nil), `predicate "f": nil func`},
+		{AnyOf(), ""},
+		{AllOf(), "all: needs at least one condition"},
+		{AnyOf(nil), "any[0]: nil condition"},
+		{AnyOf(MaxIterations(1), AllOf(TextMention("x"), MaxToolCalls(0))), "any[1].all[1].max_tool_calls: must be a positive int, got 0"},
+		{nil, "termination: nil condition"},
+	}
+	for _, tc := range cases {
+		name := "nil"
+		if tc.cond != nil {
+			name = tc.cond.String()
+		}
+		t.Run(name, func(t *testing.T) {
+			err := Validate(tc.cond)
+			if tc.want == "" {
+				assert.NoError(t, err)
+			} else {
+				assert.EqualError(t, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestTimeouts(t *testing.T) {
+	c := AnyOf(TimeoutAfter(time.Minute), AllOf(TimeoutAfter(time.Second), MaxIterations(2)), TimeoutAfter(time.Minute))
+	assert.Equal(t, []time.Duration{time.Second, time.Minute}, Timeouts(c))
+	assert.Empty(t, Timeouts(MaxIterations(1)))
+	assert.Nil(t, Timeouts(nil))
+}
+
+func TestConditionStrings(t *testing.T) {
+	c := AnyOf(MaxIterations(2), TimeoutAfter(90*time.Second), TokenBudget(TokenLimits{Total: 10, Pressure: Pressure{Threshold: 0.8, Grace: GraceTurns(1)}}),
+		Stall(StallLimits{Repeats: 3, TokenTolerance: 0.1}), AllOf(TextMention("T", "critic"), FunctionCall("approve")))
+	s := c.String()
+	for _, want := range []string{"max_iterations: 2", "timeout: 1m30s", "token_budget: {total_tokens=10, pressure=0.8, grace=1}",
+		"stall: {repeats: 3, token_tolerance: 0.1}", `text_mention: {text: "T", sources: ["critic"]}`, `function_call: ["approve"]`} {
+		assert.True(t, strings.Contains(s, want), "%q lacks %q", s, want)
+	}
+}
