@@ -1,0 +1,41 @@
+// Package telemetry records agentstop stage runs with OpenTelemetry: one
+// "invoke_agent {stage}" span per run, "execute_tool {tool}" child spans, and
+// the metrics of the contract (agent.stage.terminations, .duration,
+// .iterations, .tool_calls, .tokens, .budget.utilization, .budget.pressure,
+// .active), all tagged with the run's termination_cause.
+//
+// # Recording
+//
+// [NewRecorder] returns a [Recorder], the OpenTelemetry implementation of
+// middleware.Recorder:
+//
+//	rec := telemetry.NewRecorder()                 // global providers
+//	stage, _ := middleware.New("planner", middleware.WithPolicy(p), middleware.WithRecorder(rec))
+//
+// Like otelhttp, it takes providers ([WithTracerProvider],
+// [WithMeterProvider]) and defaults to the globals, so it costs nothing until
+// an SDK is installed. Instruments are created once per Recorder; creation
+// errors go to otel.Handle. Attribute sets are built once per stage and per
+// (stage, cause, outcome) and cached, so a run's end records with no
+// per-measurement allocation; nothing at all is recorded per event unless
+// the run's span is sampled (then tool calls become child spans).
+//
+// # Bounded cardinality
+//
+// termination_cause only takes the contract's closed set of values, plus the
+// custom reasons allow-listed with [WithCustomReasons] (the stage's own
+// allow-list, middleware.WithCustomReasons, decides the Result's tag; pass
+// the same reasons to both). Every other value is recorded as "custom".
+// Stage names past [WithStageLimit] distinct names (default 200) are
+// recorded as "_other". [Setup] also sets the SDK's per-instrument
+// cardinality limit.
+//
+// # Setup for applications
+//
+// [Setup] configures providers the way an application usually wants them: an
+// in-process Prometheus exporter whose [Telemetry.Handler] serves /metrics in
+// OpenMetrics format with trace exemplars, traces sampled and, when the
+// standard OTEL_* environment variables ask for it (OTEL_EXPORTER_OTLP_ENDPOINT,
+// OTEL_TRACES_EXPORTER, OTEL_METRICS_EXPORTER), exported over OTLP through
+// the contrib autoexport package. [Telemetry.Shutdown] flushes.
+package telemetry

@@ -1,0 +1,215 @@
+package telemetry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/contrib/exporters/autoexport"
+	"go.opentelemetry.io/otel"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
+)
+
+// DefaultCardinalityLimit is the per-instrument series limit Setup sets on
+// the SDK: the stage limit times the causes and outcomes, with room to
+// spare.
+const DefaultCardinalityLimit = 4000
+
+// SetupOption configures Setup.
+type SetupOption interface{ applySetup(*setupConfig) }
+
+type setupOptionFunc func(*setupConfig)
+
+func (f setupOptionFunc) applySetup(c *setupConfig) { f(c) }
+
+type setupConfig struct {
+	serviceName      string
+	cardinalityLimit int
+	global           bool
+	spanProcessors   []sdktrace.SpanProcessor
+	readers          []sdkmetric.Reader
+	sampler          sdktrace.Sampler
+}
+
+// WithServiceName sets service.name when OTEL_SERVICE_NAME is not set.
+// Default "agentstop".
+func WithServiceName(name string) SetupOption {
+	return setupOptionFunc(func(c *setupConfig) {
+		if name != "" {
+			c.serviceName = name
+		}
+	})
+}
+
+// WithCardinalityLimit sets the SDK's per-instrument series limit. Default
+// DefaultCardinalityLimit; values < 1 are ignored.
+func WithCardinalityLimit(n int) SetupOption {
+	return setupOptionFunc(func(c *setupConfig) {
+		if n >= 1 {
+			c.cardinalityLimit = n
+		}
+	})
+}
+
+// WithoutGlobal keeps Setup from installing its providers as the OTel
+// globals. Default: they are installed.
+func WithoutGlobal() SetupOption {
+	return setupOptionFunc(func(c *setupConfig) { c.global = false })
+}
+
+// WithSpanProcessor adds a span processor (an in-memory recorder in tests,
+// say). nil is ignored.
+func WithSpanProcessor(sp sdktrace.SpanProcessor) SetupOption {
+	return setupOptionFunc(func(c *setupConfig) {
+		if sp != nil {
+			c.spanProcessors = append(c.spanProcessors, sp)
+		}
+	})
+}
+
+// WithMetricReader adds a metric reader. nil is ignored.
+func WithMetricReader(r sdkmetric.Reader) SetupOption {
+	return setupOptionFunc(func(c *setupConfig) {
+		if r != nil {
+			c.readers = append(c.readers, r)
+		}
+	})
+}
+
+// WithSampler sets the trace sampler. Default: the SDK's, which honours
+// OTEL_TRACES_SAMPLER and samples everything otherwise.
+func WithSampler(s sdktrace.Sampler) SetupOption {
+	return setupOptionFunc(func(c *setupConfig) {
+		if s != nil {
+			c.sampler = s
+		}
+	})
+}
+
+// Telemetry is what Setup built.
+type Telemetry struct {
+	TracerProvider *sdktrace.TracerProvider
+	MeterProvider  *sdkmetric.MeterProvider
+	// Registry holds the Prometheus exporter's metrics.
+	Registry *prometheus.Registry
+	// TracesExported reports whether spans leave the process (OTLP or
+	// another exporter chosen by the environment).
+	TracesExported bool
+
+	handler http.Handler
+}
+
+// Handler serves the Prometheus exposition at any path (mount it at
+// /metrics), in OpenMetrics format with exemplars when the scraper asks
+// for it.
+func (t *Telemetry) Handler() http.Handler { return t.handler }
+
+// Recorder returns a Recorder on Setup's providers.
+func (t *Telemetry) Recorder(opts ...Option) *Recorder {
+	return NewRecorder(append([]Option{WithTracerProvider(t.TracerProvider), WithMeterProvider(t.MeterProvider)}, opts...)...)
+}
+
+// Shutdown flushes and stops the providers.
+func (t *Telemetry) Shutdown(ctx context.Context) error {
+	return errors.Join(t.TracerProvider.Shutdown(ctx), t.MeterProvider.Shutdown(ctx))
+}
+
+// Setup configures OpenTelemetry for an application: a Prometheus exporter
+// served by Handler (the embedded default), sampled traces, and OTLP (or
+// whatever autoexport supports) when the standard environment variables ask
+// for it: traces when OTEL_TRACES_EXPORTER is set or an OTLP endpoint
+// (OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is;
+// metrics additionally pushed when OTEL_METRICS_EXPORTER names an exporter
+// other than prometheus or none. Without them, spans stay in the process:
+// they are sampled, so metrics carry trace exemplars, and then dropped.
+// Exporters that cannot connect do not block: spans are batched and
+// exported in the background.
+func Setup(ctx context.Context, opts ...SetupOption) (*Telemetry, error) {
+	cfg := setupConfig{serviceName: "agentstop", cardinalityLimit: DefaultCardinalityLimit, global: true}
+	for _, o := range opts {
+		if o != nil {
+			o.applySetup(&cfg)
+		}
+	}
+	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(semconv.ServiceName(serviceName(cfg.serviceName))))
+	if err != nil {
+		res = resource.Default()
+	}
+
+	reg := prometheus.NewRegistry()
+	promExporter, err := otelprom.New(otelprom.WithRegisterer(reg))
+	if err != nil {
+		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
+	}
+	mopts := []sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithReader(promExporter),
+		sdkmetric.WithCardinalityLimit(cfg.cardinalityLimit)}
+	for _, r := range cfg.readers {
+		mopts = append(mopts, sdkmetric.WithReader(r))
+	}
+	if m := strings.TrimSpace(os.Getenv("OTEL_METRICS_EXPORTER")); m != "" && m != "none" && m != "prometheus" {
+		reader, err := autoexport.NewMetricReader(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: OTEL_METRICS_EXPORTER=%s: %w", m, err)
+		}
+		mopts = append(mopts, sdkmetric.WithReader(reader))
+	}
+
+	topts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
+	if cfg.sampler != nil {
+		topts = append(topts, sdktrace.WithSampler(cfg.sampler))
+	}
+	for _, sp := range cfg.spanProcessors {
+		topts = append(topts, sdktrace.WithSpanProcessor(sp))
+	}
+	exported := false
+	if tracesRequested() {
+		exp, err := autoexport.NewSpanExporter(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("telemetry: trace exporter: %w", err)
+		}
+		if !autoexport.IsNoneSpanExporter(exp) {
+			topts = append(topts, sdktrace.WithBatcher(exp))
+			exported = true
+		}
+	}
+
+	t := &Telemetry{
+		TracerProvider: sdktrace.NewTracerProvider(topts...),
+		MeterProvider:  sdkmetric.NewMeterProvider(mopts...),
+		Registry:       reg,
+		TracesExported: exported,
+		handler:        promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true, ErrorHandling: promhttp.ContinueOnError}),
+	}
+	if cfg.global {
+		otel.SetTracerProvider(t.TracerProvider)
+		otel.SetMeterProvider(t.MeterProvider)
+		otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
+	}
+	return t, nil
+}
+
+func serviceName(def string) string {
+	if s := os.Getenv("OTEL_SERVICE_NAME"); s != "" {
+		return s
+	}
+	return def
+}
+
+func tracesRequested() bool {
+	for _, k := range []string{"OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"} {
+		if strings.TrimSpace(os.Getenv(k)) != "" {
+			return true
+		}
+	}
+	return false
+}
