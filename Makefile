@@ -1,0 +1,51 @@
+# agentstop — make test is the project's test command (CI runs it via .ci/run).
+SHELL := /usr/bin/env bash
+GO ?= go
+ADAPTERS := $(sort $(dir $(wildcard adapters/*/go.mod)))
+FUZZTIME ?= 1m
+BENCHTIME ?= 1s
+
+.PHONY: all build vet test test-core test-adapters test-dashboards bench fuzz quickstart clean
+
+all: build test
+
+build:
+	$(GO) build ./...
+
+vet:
+	$(GO) vet ./...
+	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { echo "gofmt needed:"; gofmt -l $$(git ls-files '*.go'); exit 1; }
+
+## test: vet, race tests of the core and every adapter module, then the dashboards' promtool and end-to-end tests.
+test: vet test-core test-adapters test-dashboards
+
+test-core:
+	$(GO) test -race -count=1 ./...
+
+test-adapters:
+	@set -e; for d in $(ADAPTERS); do \
+		echo "== adapter module $$d"; \
+		(cd $$d && $(GO) vet ./... && $(GO) test -race -count=1 ./...); \
+	done
+
+test-dashboards:
+	bash dashboards/test.sh
+
+## bench: the hot-path benchmarks, as a compact table.
+bench:
+	@$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./middleware/ ./termination/ ./telemetry/ | tee /tmp/agentstop-bench.txt | \
+		awk '/^Benchmark/ { line=$$1; for (i=2;i<=NF;i++) if ($$(i+1) ~ /\/op|events\/s|B\/run|x_raw/) { line=line sprintf("  %s %s", $$i, $$(i+1)); i++ } print line }'
+
+## fuzz: each fuzz target for FUZZTIME (default 1m).
+fuzz:
+	@set -e; for pkg in ./termination; do \
+		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
+			echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
+		done; \
+	done
+
+quickstart:
+	$(GO) run ./examples/quickstart
+
+clean:
+	$(GO) clean -testcache
