@@ -29,7 +29,12 @@ func Forward[T any](run *Run, in <-chan T, decode func(T) termination.Event) <-c
 // item is still delivered (if the consumer takes it within the drain
 // timeout), then the output is closed and the rest of in is drained and
 // counted in Result.Drained. When the run stops from outside (timeout timer,
-// Stop, the caller's context), the output is closed at once. The run is
+// Stop, the caller's context), the output is closed at once, except that an
+// item already evaluated is still handed over first, like a firing item;
+// an item received after the stop is drained, not evaluated or forwarded.
+// The firing (or last evaluated) item is given up, and reported to the
+// recorder, if the consumer does not take it within the drain timeout, and
+// at once if the caller's context has ended. The run is
 // finished (Run.Wait returns) once the goroutine exits. A nil run, channel
 // or decode function gives a closed channel; the run, if any, ends with
 // Failed{reason: invalid_input}.
@@ -67,29 +72,47 @@ type forwarder[T any] struct {
 	run    *Run
 	decode func(T, func(termination.Event))
 	emitFn func(termination.Event) // f.emit, bound once rather than per item
-	stop   bool                    // a condition fired on the current item
+	stop   bool                    // the run stopped on (or before) the current item
+	seen   bool                    // an event of the current item was evaluated
 }
+
+// What became of one item.
+const (
+	itemGoes  = iota // evaluated (or no event), the run goes on: forward it
+	itemFired        // evaluated, and the run stopped on it: forward it, then end
+	itemLate         // the run had stopped before it: not evaluated, not forwarded
+)
 
 func (f *forwarder[T]) emit(ev termination.Event) {
 	if ev.Kind == 0 || f.stop {
 		return
 	}
-	_, f.stop = f.run.Observe(ev)
+	var late bool
+	_, f.stop, late = f.run.observe(ev)
+	if !late {
+		f.seen = true
+	}
 }
 
 // observe evaluates one item, turning a decode panic into Failed{panic}.
-func (f *forwarder[T]) observe(item T) (stop bool) {
+func (f *forwarder[T]) observe(item T) (what int) {
 	defer func() {
 		if p := recover(); p != nil {
 			err := fmt.Errorf("middleware: stage %q: decode panicked: %v", f.run.stage.name, p)
 			f.run.report(err)
 			f.run.fail(termination.FailPanic, err)
-			stop = true
+			what = itemFired
 		}
 	}()
-	f.stop = false
+	f.stop, f.seen = false, false
 	f.decode(item, f.emitFn)
-	return f.stop
+	switch {
+	case !f.stop:
+		return itemGoes
+	case f.seen:
+		return itemFired
+	}
+	return itemLate
 }
 
 func (f *forwarder[T]) loop(in <-chan T, out chan<- T) {
@@ -102,7 +125,13 @@ func (f *forwarder[T]) loop(in <-chan T, out chan<- T) {
 				run.Finish(nil)
 				return
 			}
-			if f.observe(item) {
+			switch f.observe(item) {
+			case itemLate:
+				// Stopped from outside before this item: it is drained.
+				close(out)
+				f.drain(in)
+				return
+			case itemFired:
 				f.deliverLast(item, out)
 				close(out)
 				f.drain(in)
@@ -111,6 +140,10 @@ func (f *forwarder[T]) loop(in <-chan T, out chan<- T) {
 			select {
 			case out <- item:
 			case <-run.done:
+				// Stopped from outside while the consumer was busy: the item
+				// was evaluated, so it is still handed over, as a firing
+				// item would be.
+				f.deliverLast(item, out)
 				close(out)
 				f.drain(in)
 				return
@@ -123,13 +156,15 @@ func (f *forwarder[T]) loop(in <-chan T, out chan<- T) {
 	}
 }
 
-// deliverLast hands the firing item to the consumer, waiting at most the
-// drain timeout for a consumer that has stopped reading.
+// deliverLast hands the last evaluated item to the consumer, waiting at
+// most the drain timeout for a consumer that has stopped reading, and not
+// at all once the caller's context has ended.
 func (f *forwarder[T]) deliverLast(item T, out chan<- T) {
 	t := time.NewTimer(f.run.stage.cfg.drainTimeout)
 	defer t.Stop()
 	select {
 	case out <- item:
+	case <-f.run.parent.Done():
 	case <-t.C:
 		f.run.report(fmt.Errorf("middleware: stage %q: consumer did not take the last item within %s", f.run.stage.name, f.run.stage.cfg.drainTimeout))
 	}
@@ -180,8 +215,9 @@ func ForwardSeq[T any](run *Run, seq iter.Seq2[T, error], decode func(T) termina
 // Failed{reason: stream_error}. When a condition fires, the item that fired
 // it is yielded, then iteration ends (seq's yield returns false). When the
 // run stops from outside (timeout timer, Stop, the caller's context), the
-// run's context is cancelled and iteration ends at the next item; a seq that
-// honours the context returns promptly. A consumer that breaks out of the
+// run's context is cancelled and iteration ends at the next item, which is
+// not yielded (it counts as drained); a seq that honours the context
+// returns promptly. A consumer that breaks out of the
 // loop early stops the run with Cancelled{reason: external}. The run is
 // finished (Run.Wait returns) when the iteration ends. A nil run, seq or
 // decode function yields nothing; the run, if any, ends with
@@ -200,17 +236,25 @@ func ForwardSeqEach[T any](run *Run, seq iter.Seq2[T, error], decode func(item T
 		func() {
 			defer func() { panicked = recover() }()
 			for item, err := range seq {
-				var stop bool
+				what := itemGoes
 				if err != nil {
-					_, stop = run.Observe(termination.Event{Kind: termination.KindError, Err: err.Error()})
+					if _, stop, late := run.observe(termination.Event{Kind: termination.KindError, Err: err.Error()}); late {
+						what = itemLate
+					} else if stop {
+						what = itemFired
+					}
 				} else {
-					stop = f.observe(item)
+					what = f.observe(item)
+				}
+				if what == itemLate {
+					// Stopped from outside before this item: it is drained.
+					return
 				}
 				if !yield(item, err) {
 					consumerLeft = true
 					return
 				}
-				if stop {
+				if what == itemFired {
 					return
 				}
 				select {

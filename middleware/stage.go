@@ -57,11 +57,20 @@ func (s *Stage) Condition() termination.Condition { return s.cond }
 // Forward and ForwardSeq do it when the stream ends; with Observe, call
 // Finish.
 func (s *Stage) Start(ctx context.Context) (context.Context, *Run) {
+	return s.start(ctx, true)
+}
+
+// start begins a run. A live run arms the timeout timer and watches the
+// caller's context; a skipped one does neither.
+func (s *Stage) start(ctx context.Context, live bool) (context.Context, *Run) {
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	parent := ctx
-	ctx, rec := s.cfg.recorder.StartRun(ctx, s.name)
+	recCtx, rec := s.cfg.recorder.StartRun(ctx, s.name)
+	if recCtx != nil {
+		ctx = recCtx
+	}
 	if rec == nil {
 		rec = nopRunRecorder{}
 	}
@@ -70,28 +79,42 @@ func (s *Stage) Start(ctx context.Context) (context.Context, *Run) {
 	// turned into Cancelled{reason: context} below.
 	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
 	r := &Run{
-		stage:  s,
-		parent: parent,
-		ctx:    runCtx,
-		cancel: cancel,
-		rec:    rec,
-		eval:   termination.NewEvaluator(s.cond, termination.WallClock),
-		done:   make(chan struct{}),
-		ended:  make(chan struct{}),
+		stage:      s,
+		parent:     parent,
+		ctx:        runCtx,
+		cancel:     cancel,
+		stopParent: func() bool { return false },
+		rec:        rec,
+		eval:       termination.NewEvaluator(s.cond, termination.WallClock),
+		done:       make(chan struct{}),
+		ended:      make(chan struct{}),
+	}
+	if !live {
+		return runCtx, r
 	}
 	if len(s.timeouts) > 0 {
+		// Under the lock: a very short timeout's callback may already be
+		// re-arming r.timer for the next limit.
+		r.mu.Lock()
 		r.armTimer(0)
+		r.mu.Unlock()
 	}
-	r.stopParent = context.AfterFunc(parent, func() {
+	if parent.Err() != nil {
+		// Already cancelled: stop now rather than in AfterFunc's goroutine,
+		// so that the first Observe already sees the stop.
 		r.stopWith(termination.Cancelled{Reason: termination.CancelContext, Detail: causeText(parent)})
-	})
+	} else {
+		r.stopParent = context.AfterFunc(parent, func() {
+			r.stopWith(termination.Cancelled{Reason: termination.CancelContext, Detail: causeText(parent)})
+		})
+	}
 	return runCtx, r
 }
 
 // Skip records that the stage did not run, with Skipped{reason}, and returns
-// the result.
+// the result. The cause is Skipped even when ctx has already ended.
 func (s *Stage) Skip(ctx context.Context, reason string) termination.Result {
-	_, r := s.Start(ctx)
+	_, r := s.start(ctx, false)
 	r.stopWith(termination.Skipped{Reason: reason})
 	return r.Finish(nil)
 }
@@ -134,11 +157,18 @@ func (r *Run) Done() <-chan struct{} { return r.done }
 // cancelled. Events observed after the stop are not evaluated; they count as
 // drained. Observe never blocks on anything but the run's lock.
 func (r *Run) Observe(ev termination.Event) (termination.Cause, bool) {
+	c, stop, _ := r.observe(ev)
+	return c, stop
+}
+
+// observe is Observe that also reports whether the run had already stopped
+// before ev (late: ev was not evaluated, and counts as drained).
+func (r *Run) observe(ev termination.Event) (_ termination.Cause, _ bool, late bool) {
 	r.mu.Lock()
 	if c, stopped := r.eval.Stopped(); stopped {
 		r.drained++
 		r.mu.Unlock()
-		return c, true
+		return c, true, true
 	}
 	cause, stop := r.eval.Observe(ev)
 	r.cur = ev
@@ -158,7 +188,7 @@ func (r *Run) Observe(ev termination.Event) (termination.Cause, bool) {
 	if stop {
 		r.stopped(cause)
 	}
-	return cause, stop
+	return cause, stop, false
 }
 
 // warn calls the OnWarning hook, turning a panic into a report.

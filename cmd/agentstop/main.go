@@ -32,6 +32,9 @@ Usage:
 Commands:
   replay   evaluate a termination policy over a JSON Lines event log
 
+Example:
+  agentstop replay -policy testdata/policy.yaml testdata/runaway_search.jsonl
+
 Run "agentstop replay -h" for the flags of replay.
 `
 	replayUsage = `Usage: agentstop replay -policy POLICY.yaml [-stage NAME] EVENTS.jsonl|-

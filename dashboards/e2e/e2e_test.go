@@ -357,7 +357,7 @@ func start(t *testing.T, name, dir string, env []string, bin string, args ...str
 	cmd.Env = env
 	cmd.Dir = dir
 	cmd.Stdout, cmd.Stderr = logf, logf
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	dieWithTest(cmd)
 	if err := cmd.Start(); err != nil {
 		logf.Close()
 		t.Fatalf("start %s: %v", name, err)
