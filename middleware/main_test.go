@@ -1,0 +1,243 @@
+package middleware_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/termination"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// item is what the test loops send: an index, to check order, and the
+// events it decodes to.
+type item struct {
+	i   int
+	evs []termination.Event
+}
+
+func decodeItem(it item) termination.Event {
+	if len(it.evs) == 0 {
+		return termination.Event{}
+	}
+	return it.evs[0]
+}
+
+func decodeItemEach(it item, emit func(termination.Event)) {
+	for _, ev := range it.evs {
+		emit(ev)
+	}
+}
+
+// itemsOf makes one item per event.
+func itemsOf(evs []termination.Event) []item {
+	items := make([]item, len(evs))
+	for i, ev := range evs {
+		items[i] = item{i: i, evs: []termination.Event{ev}}
+	}
+	return items
+}
+
+func indices(items []item) []int {
+	out := make([]int, len(items))
+	for i, it := range items {
+		out[i] = it.i
+	}
+	return out
+}
+
+// produce sends items on a new channel until done or ctx ends, then closes
+// it: a loop that honours its context.
+func produce(ctx interface{ Done() <-chan struct{} }, items []item) <-chan item {
+	ch := make(chan item)
+	go func() {
+		defer close(ch)
+		for _, it := range items {
+			select {
+			case ch <- it:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// seqOf yields items until done or the consumer stops.
+func seqOf(items []item) func(func(item, error) bool) {
+	return func(yield func(item, error) bool) {
+		for _, it := range items {
+			if !yield(it, nil) {
+				return
+			}
+		}
+	}
+}
+
+// replay evaluates the events as agentstop replay would.
+func replay(cond termination.Condition, evs []termination.Event) termination.Result {
+	e := termination.NewEvaluator(cond, termination.EventClock)
+	for _, ev := range evs {
+		if _, stop := e.Observe(ev); stop {
+			break
+		}
+	}
+	return e.Result()
+}
+
+// sameCounts reports how got (live) differs from want (replay) in the
+// fields both paths compute; "" when they agree.
+func sameCounts(got, want termination.Result) string {
+	var diffs []string
+	check := func(name string, g, w any) {
+		if fmt.Sprintf("%#v", g) != fmt.Sprintf("%#v", w) {
+			diffs = append(diffs, fmt.Sprintf("%s = %#v, want %#v", name, g, w))
+		}
+	}
+	check("Cause", got.Cause, want.Cause)
+	check("Outcome", got.Outcome, want.Outcome)
+	check("Fired", got.Fired, want.Fired)
+	check("Warnings", got.Warnings, want.Warnings)
+	check("StoppedAt", got.StoppedAt, want.StoppedAt)
+	check("Events", got.Events, want.Events)
+	check("Iterations", got.Iterations, want.Iterations)
+	check("ToolCalls", got.ToolCalls, want.ToolCalls)
+	check("Tokens", got.Tokens, want.Tokens)
+	check("Cost", got.Cost, want.Cost)
+	check("Budgets", got.Budgets, want.Budgets)
+	return strings.Join(diffs, "; ")
+}
+
+var (
+	sources = []string{"assistant", "critic", "user"}
+	tools   = []string{"search", "calc", "approve"}
+	argsSet = []string{`{"q":"a"}`, `{ "q" : "a" }`, `{"q":"b","n":1}`, `{"n":1,"q":"b"}`, `[]`, ``}
+	texts   = []string{"", "thinking", "thinking ", "TERMINATE now", "done", "APPROVE"}
+	kinds   = []termination.Kind{
+		termination.KindInput, termination.KindMessage, termination.KindMessage, termination.KindMessage,
+		termination.KindToolCall, termination.KindToolCall, termination.KindToolResult, termination.KindToolResult,
+		termination.KindHandoff, termination.KindStop, termination.KindError, termination.KindFinal,
+	}
+)
+
+func pick[T any](r *rand.Rand, xs []T) T { return xs[r.IntN(len(xs))] }
+
+// randomEvents returns n random events; handoffs, stops and errors are
+// rare so that streams are not stopped at once by every policy.
+func randomEvents(r *rand.Rand, n int) []termination.Event {
+	evs := make([]termination.Event, n)
+	for i := range evs {
+		k := pick(r, kinds)
+		if (k == termination.KindHandoff || k == termination.KindStop || k == termination.KindError || k == termination.KindFinal) && r.IntN(3) > 0 {
+			k = termination.KindMessage
+		}
+		ev := termination.Event{Kind: k, Source: pick(r, sources)}
+		switch k {
+		case termination.KindMessage, termination.KindFinal, termination.KindInput, termination.KindStop:
+			ev.Text = pick(r, texts)
+			if k != termination.KindInput && r.IntN(2) == 0 {
+				ev.Usage = termination.Usage{InputTokens: int64(90 + r.IntN(30)), OutputTokens: int64(r.IntN(20))}
+				ev.Cost = float64(r.IntN(5)) / 100
+			}
+		case termination.KindToolCall:
+			ev.Tool, ev.Args = pick(r, tools), []byte(pick(r, argsSet))
+		case termination.KindToolResult:
+			ev.Tool = pick(r, tools)
+			if r.IntN(4) == 0 {
+				ev.Err = "tool failed"
+			}
+		case termination.KindHandoff:
+			ev.Target = pick(r, []string{"user", "planner"})
+		case termination.KindError:
+			ev.Err = "loop error"
+		}
+		evs[i] = ev
+	}
+	return evs
+}
+
+// randomPolicy returns a random policy file (no timeout) with random limits.
+func randomPolicy(r *rand.Rand, depth int) string {
+	var parts []string
+	add := func(format string, args ...any) {
+		if r.IntN(4) == 0 {
+			parts = append(parts, fmt.Sprintf(format, args...))
+		}
+	}
+	add("max_iterations: %d", 1+r.IntN(12))
+	add("max_tool_calls: %d", 1+r.IntN(8))
+	switch r.IntN(4) {
+	case 0:
+		parts = append(parts, fmt.Sprintf("token_budget: {total: %d, pressure: 0.%d, grace: %d}", 300+r.IntN(3000), 5+r.IntN(4), r.IntN(3)))
+	case 1:
+		parts = append(parts, fmt.Sprintf("token_budget: {input: %d, output: %d, pressure: 0.7}", 300+r.IntN(2000), 50+r.IntN(200)))
+	}
+	add("cost_budget: {limit: %g, pressure: 0.5}", float64(1+r.IntN(20))/100)
+	add("stall: {repeats: %d, token_tolerance: 0.%d}", 2+r.IntN(3), r.IntN(3))
+	add("errors: {consecutive: %d, total: %d}", 1+r.IntN(3), 2+r.IntN(4))
+	add("text_mention: {text: TERMINATE}")
+	add("text_mention: {text: APPROVE, sources: [critic]}")
+	add("function_call: [approve]")
+	add("handoff: [user]")
+	add("source_match: [critic]")
+	add("stop_message: true")
+	if depth < 2 && r.IntN(5) == 0 {
+		parts = append(parts, fmt.Sprintf("any: [%s, %s]", randomPolicy(r, depth+1), randomPolicy(r, depth+1)))
+	}
+	if depth < 2 && r.IntN(5) == 0 {
+		parts = append(parts, fmt.Sprintf("all: [%s, %s]", nonEmpty(r, depth+1), nonEmpty(r, depth+1)))
+	}
+	return "{" + dedupKeys(parts) + "}"
+}
+
+func nonEmpty(r *rand.Rand, depth int) string {
+	for {
+		if p := randomPolicy(r, depth); p != "{}" {
+			return p
+		}
+	}
+}
+
+// dedupKeys keeps the first of parts with the same key (text_mention may
+// be drawn twice).
+func dedupKeys(parts []string) string {
+	seen := map[string]bool{}
+	var out []string
+	for _, p := range parts {
+		k, _, _ := strings.Cut(p, ":")
+		if !seen[k] {
+			seen[k] = true
+			out = append(out, p)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+func mustStage(t testing.TB, name string, opts ...middleware.Option) *middleware.Stage {
+	t.Helper()
+	s, err := middleware.New(name, opts...)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	return s
+}
+
+func policy(t testing.TB, src string) middleware.Option {
+	t.Helper()
+	p, err := termination.ParsePolicy([]byte(src))
+	if err != nil {
+		t.Fatalf("policy %s: %v", src, err)
+	}
+	return middleware.WithPolicy(p)
+}
+
+// shortDrain keeps fault tests fast.
+var shortDrain = middleware.WithDrainTimeout(30 * time.Millisecond)

@@ -1,0 +1,172 @@
+package middleware_test
+
+import (
+	"context"
+	"flag"
+	"math/rand/v2"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// forwarding runs the items through one of the forwarding paths and
+// returns what came out and the run's result.
+type forwarding func(t *testing.T, stage *middleware.Stage, items []item) ([]item, termination.Result)
+
+var forwardings = map[string]forwarding{
+	"Forward": func(t *testing.T, stage *middleware.Stage, items []item) ([]item, termination.Result) {
+		ctx, run := stage.Start(context.Background())
+		var out []item
+		for it := range middleware.Forward(run, produce(ctx, items), decodeItem) {
+			out = append(out, it)
+		}
+		return out, run.Wait()
+	},
+	"ForwardEach": func(t *testing.T, stage *middleware.Stage, items []item) ([]item, termination.Result) {
+		ctx, run := stage.Start(context.Background())
+		var out []item
+		for it := range middleware.ForwardEach(run, produce(ctx, items), decodeItemEach) {
+			out = append(out, it)
+		}
+		return out, run.Wait()
+	},
+	"ForwardSeq": func(t *testing.T, stage *middleware.Stage, items []item) ([]item, termination.Result) {
+		_, run := stage.Start(context.Background())
+		var out []item
+		for it, err := range middleware.ForwardSeq(run, seqOf(items), decodeItem) {
+			require.NoError(t, err)
+			out = append(out, it)
+		}
+		return out, run.Wait()
+	},
+	"ForwardSeqEach": func(t *testing.T, stage *middleware.Stage, items []item) ([]item, termination.Result) {
+		_, run := stage.Start(context.Background())
+		var out []item
+		for it, err := range middleware.ForwardSeqEach(run, seqOf(items), decodeItemEach) {
+			require.NoError(t, err)
+			out = append(out, it)
+		}
+		return out, run.Wait()
+	},
+}
+
+// group splits events into items of 1 to 3 events for the Each forms, or
+// one event each.
+func group(r *rand.Rand, evs []termination.Event, each bool) []item {
+	if !each {
+		return itemsOf(evs)
+	}
+	var items []item
+	for i := 0; i < len(evs); {
+		n := min(1+r.IntN(3), len(evs)-i)
+		items = append(items, item{i: len(items), evs: evs[i : i+n]})
+		i += n
+	}
+	return items
+}
+
+// expected is what must come out of a forwarding of items under cond: the
+// items up to and including the one holding the firing event (all of them
+// when nothing fires), and the replay evaluator's result over the events
+// of those items up to the firing one.
+func expected(cond termination.Condition, items []item) ([]int, termination.Result) {
+	var evs []termination.Event
+	for _, it := range items {
+		evs = append(evs, it.evs...)
+	}
+	want := replay(cond, evs)
+	if want.StoppedAt == 0 {
+		return indices(items), want
+	}
+	n := 0
+	for k, it := range items {
+		n += len(it.evs)
+		if n >= want.StoppedAt {
+			return indices(items[:k+1]), want
+		}
+	}
+	panic("unreachable")
+}
+
+var propSeed = flag.Uint64("prop.seed", 1, "seed of the random streams and policies of the property tests; 0: a new one per run")
+
+func seed(t *testing.T) uint64 {
+	s := *propSeed
+	if s == 0 {
+		s = uint64(time.Now().UnixNano())
+	}
+	t.Logf("seed %d (rerun with -prop.seed=%d)", s, s)
+	return s
+}
+
+func TestForwardingProperty(t *testing.T) {
+	const cases = 300
+	seed := seed(t)
+	t.Logf("seed %d", seed)
+	for _, name := range slices.Sorted(func(yield func(string) bool) {
+		for k := range forwardings {
+			if !yield(k) {
+				return
+			}
+		}
+	}) {
+		fwd := forwardings[name]
+		each := name == "ForwardEach" || name == "ForwardSeqEach"
+		t.Run(name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(seed, 1))
+			fired := 0
+			for c := range cases {
+				src := randomPolicy(r, 0)
+				p, err := termination.ParsePolicy([]byte(src))
+				require.NoError(t, err, "policy %s", src)
+				stage := mustStage(t, "prop", middleware.WithPolicy(p), middleware.WithDrainTimeout(time.Second))
+				items := group(r, randomEvents(r, r.IntN(40)), each)
+
+				wantIdx, want := expected(p.Condition(), items)
+				out, got := fwd(t, stage, items)
+				if want.StoppedAt > 0 {
+					fired++
+				}
+				if !assert.Equal(t, wantIdx, indices(out), "case %d: policy %s: forwarded items", c, src) ||
+					!assert.Empty(t, sameCounts(got, want), "case %d: policy %s", c, src) {
+					t.Logf("events: %+v", items)
+					return
+				}
+				assert.Equal(t, "prop", got.Stage)
+				assert.Equal(t, got.Cause.TagValue(), got.Tag())
+			}
+			t.Logf("%d of %d runs stopped on an event", fired, cases)
+			assert.Greater(t, fired, cases/4, "the generator should make conditions fire often")
+			assert.Less(t, fired, cases, "the generator should leave some streams to end by themselves")
+		})
+	}
+}
+
+// TestObserveMatchesReplay: the synchronous path agrees with replay too.
+func TestObserveMatchesReplay(t *testing.T) {
+	r := rand.New(rand.NewPCG(seed(t), 2))
+	for c := range 300 {
+		src := randomPolicy(r, 0)
+		p := termination.MustParsePolicy(src)
+		stage := mustStage(t, "observe", middleware.WithPolicy(p))
+		evs := randomEvents(r, r.IntN(40))
+		want := replay(p.Condition(), evs)
+		_, run := stage.Start(context.Background())
+		for i, ev := range evs {
+			cause, stop := run.Observe(ev)
+			if stop {
+				require.Equal(t, want.StoppedAt, i+1, "case %d: policy %s", c, src)
+				require.Equal(t, want.Cause, cause)
+				break
+			}
+		}
+		got := run.Finish(nil)
+		require.Empty(t, sameCounts(got, want), "case %d: policy %s", c, src)
+	}
+}
