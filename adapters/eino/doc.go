@@ -1,0 +1,48 @@
+// Package eino connects agentstop to CloudWeGo Eino
+// (github.com/cloudwego/eino): a running adk agent, or any eino component
+// graph, feeds a middleware.Run, and the run's stop reaches the agent
+// through its context.
+//
+// # Two ways in
+//
+//   - [Forward] wraps the event iterator of an adk agent or Runner
+//     (*adk.AsyncIterator[*adk.AgentEvent]). The caller reads the same
+//     events from the returned iterator; streamed messages are teed, never
+//     drained.
+//   - [Handler] is a callbacks.Handler for loops that are not adk agents: it
+//     maps chat model and tool callbacks to events.
+//
+// Typical use with an adk Runner:
+//
+//	ctx, run := stage.Start(ctx)
+//	events := eino.Forward(run, runner.Query(ctx, "task"))
+//	for {
+//		ev, ok := events.Next()
+//		if !ok {
+//			break
+//		}
+//		// ... use ev as before ...
+//	}
+//	res := run.Wait() // why it stopped: a typed termination.Cause
+//
+// # Mapping
+//
+// One model response is one message event — a final event when it requests
+// no tool — carrying the response's token usage (ResponseMeta.Usage), followed
+// by one tool_call event per requested call. A tool message is a
+// tool_result. An AgentAction's TransferToAgent is a handoff, Exit and
+// BreakLoop are a stop. An event's Err is an error event; when the agent
+// ends with adk.ErrExceedMaxIterations the run is finished with
+// [ErrMaxIterations]. See [Decode] and [Handler] for the details.
+//
+// # Choices
+//
+//   - Whether an answer is final depends on the workflow: by default every
+//     answer is final; [WithFinalAgents] names the agents whose answers end
+//     the loop, so that agents answering round after round in a loop
+//     workflow count as iterations and can be caught stalling.
+//   - Usage is taken from the message's ResponseMeta.Usage and, only when
+//     it has none, from the callback's TokenUsage, so a response is counted
+//     once.
+//   - Tool arguments that are not valid JSON are reported as a JSON string.
+package eino
