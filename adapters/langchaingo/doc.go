@@ -1,0 +1,45 @@
+// Package langchaingo connects agentstop to LangChainGo
+// (github.com/tmc/langchaingo): a [Handler], a langchaingo callbacks.Handler,
+// feeds a middleware.Run from an agents.Executor's callbacks, and the run's
+// stop reaches the executor through its context.
+//
+//	ctx, run := stage.Start(ctx)
+//	h := langchaingo.NewHandler(run)
+//	llm, _ := openai.New(openai.WithCallback(h))        // usage comes from the model's callbacks
+//	agent := agents.NewOpenAIFunctionsAgent(llm, tools, agents.WithCallbacksHandler(h))
+//	executor := agents.NewExecutor(agent, agents.WithCallbacksHandler(h))
+//	_, err := chains.Run(ctx, executor, "task")
+//	res := h.Finish(err)                                // why it stopped
+//
+// # Mapping
+//
+// One model response is one message event with the response's token usage,
+// followed by a tool_call event per agent action; the response the agent
+// turns into its answer is a final event instead. A tool's end is a
+// tool_result, its error a failed tool_result, a chain's or model's error an
+// error event (each error once, as it travels up the chains). The executor's
+// own limit, agents.ErrNotFinished, finishes the run with an error that
+// matches [ErrMaxIterations] and holds a termination.MaxIterationsReached.
+//
+// # Choices
+//
+//   - A model response is held until the agent has parsed it: the agent's
+//     action makes it a message, its finish a final. The executor reports
+//     its max-iterations stop as an AgentFinish whose output is
+//     ErrNotFinished's text; that is not a final answer.
+//   - Usage is read from the first choice of a response that carries it
+//     (providers repeat the response's usage in every choice), under the
+//     provider's keys: PromptTokens/CompletionTokens (OpenAI, Ollama, Google
+//     AI's standardized keys), InputTokens/OutputTokens (Anthropic),
+//     input_tokens/output_tokens (Google AI, Bedrock), or a "usage" struct
+//     with PromptTokens/CompletionTokens fields (Mistral).
+//   - The executor does not check its context between iterations: the stop
+//     reaches it when the next model or tool call fails with the cancelled
+//     context, which every network client does.
+//   - A model that does not call HandleLLMGenerateContentEnd (in v0.1.14,
+//     llms/anthropic) gives no usage; each new agent action log then starts
+//     a message.
+//   - Tool results come from tools that call the handler (langchaingo's
+//     built-in tools do, given the handler); the tool is the last action's.
+//   - Tool inputs that are not valid JSON are reported as a JSON string.
+package langchaingo

@@ -1,0 +1,32 @@
+package langchaingo_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tmc/langchaingo/agents"
+	"github.com/tmc/langchaingo/chains"
+	"github.com/tmc/langchaingo/tools"
+
+	"github.com/agentstop/agentstop/adapters/langchaingo"
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// An executor whose model calls the same tool forever is stopped on its
+// fourth tool call; the executor returns with the cancelled context.
+func ExampleHandler() {
+	stage, _ := middleware.New("research", middleware.WithCondition(termination.MaxToolCalls(3)))
+	ctx, run := stage.Start(context.Background())
+	h := langchaingo.NewHandler(run)
+
+	llm := &scriptedLLM{script: runaway, CallbacksHandler: h} // e.g. openai.New(openai.WithCallback(h))
+	search := fixedTool{name: "search", CallbacksHandler: h}
+	agent := agents.NewOpenAIFunctionsAgent(llm, []tools.Tool{search}, agents.WithCallbacksHandler(h))
+	executor := agents.NewExecutor(agent, agents.WithCallbacksHandler(h), agents.WithMaxIterations(100))
+
+	_, err := chains.Run(ctx, executor, "Find the CEO of Acme.")
+	res := h.Finish(err)
+	fmt.Println(res.TerminationCause, res.ToolCalls, res.Tokens.InputTokens, res.Tokens.OutputTokens)
+	// Output: max_tool_calls 4 200 20
+}
