@@ -1,0 +1,80 @@
+package adk_test
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/agentstop/agentstop/termination"
+
+	"github.com/agentstop/agentstop/adapters/adk/internal/genai"
+	"github.com/agentstop/agentstop/adapters/adk/internal/session"
+)
+
+// BEGIN RECIPE
+
+// decodeADK turns one ADK session event into agentstop events.
+func decodeADK(ev *session.Event, emit func(termination.Event)) {
+	if ev == nil || ev.Partial {
+		return // streamed chunks; the non-partial event carries the response and its usage
+	}
+	if ev.ErrorCode != "" || ev.ErrorMessage != "" {
+		emit(termination.Event{Kind: termination.KindError, Source: ev.Author, Err: ev.ErrorCode + ": " + ev.ErrorMessage})
+		return
+	}
+	var text string
+	var calls, results int
+	for _, p := range parts(ev) {
+		switch {
+		case p.FunctionCall != nil:
+			calls++
+		case p.FunctionResponse != nil:
+			results++
+		case !p.Thought:
+			text += p.Text
+		}
+	}
+	var usage termination.Usage
+	if u := ev.UsageMetadata; u != nil {
+		usage.InputTokens = int64(u.PromptTokenCount) + int64(u.ToolUsePromptTokenCount)
+		usage.OutputTokens = int64(u.CandidatesTokenCount) + int64(u.ThoughtsTokenCount)
+	}
+	switch {
+	case ev.Author == "user":
+		emit(termination.Event{Kind: termination.KindInput, Source: ev.Author, Text: text})
+		return
+	case calls > 0 || (results == 0 && (text != "" || !usage.IsZero())):
+		kind := termination.KindMessage
+		if calls == 0 && ev.IsFinalResponse() {
+			kind = termination.KindFinal
+		}
+		emit(termination.Event{Kind: kind, Source: ev.Author, Text: text, Usage: usage})
+	}
+	for _, p := range parts(ev) {
+		if c := p.FunctionCall; c != nil {
+			args, _ := json.Marshal(c.Args)
+			emit(termination.Event{Kind: termination.KindToolCall, Source: ev.Author, Tool: c.Name, Args: args})
+		}
+		if r := p.FunctionResponse; r != nil {
+			res := termination.Event{Kind: termination.KindToolResult, Source: ev.Author, Tool: r.Name}
+			if e, ok := r.Response["error"]; ok && e != nil {
+				res.Err = fmt.Sprint(e)
+			}
+			emit(res)
+		}
+	}
+	if ev.Actions.TransferToAgent != "" {
+		emit(termination.Event{Kind: termination.KindHandoff, Source: ev.Author, Target: ev.Actions.TransferToAgent})
+	}
+	if ev.Actions.Escalate {
+		emit(termination.Event{Kind: termination.KindStop, Source: ev.Author, Text: "escalate"})
+	}
+}
+
+func parts(ev *session.Event) []*genai.Part {
+	if ev.Content == nil {
+		return nil
+	}
+	return ev.Content.Parts
+}
+
+// END RECIPE
