@@ -108,7 +108,9 @@ func (m *scriptedModel) Stream(ctx context.Context, _ []*schema.Message, _ ...mo
 	return sr, nil
 }
 
-func (m *scriptedModel) WithTools([]*schema.ToolInfo) (model.ToolCallingChatModel, error) { return m, nil }
+func (m *scriptedModel) WithTools([]*schema.ToolInfo) (model.ToolCallingChatModel, error) {
+	return m, nil
+}
 
 // fixedTool returns a short fixed text.
 type fixedTool struct{ name string }
