@@ -1,0 +1,156 @@
+package telemetry_test
+
+import (
+	"context"
+	"errors"
+	"log"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/telemetry"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// harness is a Recorder on in-memory providers.
+type harness struct {
+	spans  *tracetest.SpanRecorder
+	reader *sdkmetric.ManualReader
+	tp     *sdktrace.TracerProvider
+	mp     *sdkmetric.MeterProvider
+	rec    *telemetry.Recorder
+}
+
+func newHarness(t testing.TB, sampler sdktrace.Sampler, opts ...telemetry.Option) *harness {
+	t.Helper()
+	h := &harness{spans: tracetest.NewSpanRecorder(), reader: sdkmetric.NewManualReader()}
+	if sampler == nil {
+		sampler = sdktrace.AlwaysSample()
+	}
+	h.tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(h.spans), sdktrace.WithSampler(sampler))
+	h.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(h.reader))
+	t.Cleanup(func() {
+		ctx := context.Background()
+		_ = h.tp.Shutdown(ctx)
+		_ = h.mp.Shutdown(ctx)
+	})
+	h.rec = telemetry.NewRecorder(append([]telemetry.Option{
+		telemetry.WithTracerProvider(h.tp), telemetry.WithMeterProvider(h.mp)}, opts...)...)
+	return h
+}
+
+// stage returns a middleware stage recording through h.
+func (h *harness) stage(t testing.TB, name string, opts ...middleware.Option) *middleware.Stage {
+	t.Helper()
+	st, err := middleware.New(name, append([]middleware.Option{middleware.WithRecorder(h.rec)}, opts...)...)
+	require.NoError(t, err)
+	return st
+}
+
+// collect reads every metric of the agentstop scope, by name.
+func (h *harness) collect(t testing.TB) map[string]metricdata.Metrics {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, h.reader.Collect(context.Background(), &rm))
+	out := map[string]metricdata.Metrics{}
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name != telemetry.ScopeName {
+			continue
+		}
+		for _, m := range sm.Metrics {
+			out[m.Name] = m
+		}
+	}
+	return out
+}
+
+// requireAllEnded checks that every started span has ended.
+func (h *harness) requireAllEnded(t testing.TB) {
+	t.Helper()
+	require.Equal(t, len(h.spans.Started()), len(h.spans.Ended()), "started spans vs ended spans")
+	for _, s := range h.spans.Started() {
+		require.True(t, s.EndTime().After(s.StartTime()) || s.EndTime().Equal(s.StartTime()), "span %q has no end", s.Name())
+		require.False(t, s.EndTime().IsZero(), "span %q left open", s.Name())
+	}
+}
+
+// observe runs one callback-style run of st over events and returns its
+// result.
+func observe(st *middleware.Stage, events ...termination.Event) termination.Result {
+	_, run := st.Start(context.Background())
+	for _, ev := range events {
+		if _, stop := run.Observe(ev); stop {
+			break
+		}
+	}
+	return run.Finish(nil)
+}
+
+func msg(source, text string, in, out int64) termination.Event {
+	return termination.Event{Kind: termination.KindMessage, Source: source, Text: text,
+		Usage: termination.Usage{InputTokens: in, OutputTokens: out}}
+}
+
+func call(tool, args string) termination.Event {
+	return termination.Event{Kind: termination.KindToolCall, Tool: tool, Args: []byte(args)}
+}
+
+func result(tool, err string) termination.Event {
+	return termination.Event{Kind: termination.KindToolResult, Tool: tool, Err: err}
+}
+
+// attrMap turns attributes into a map for comparisons.
+func attrMap(kvs []attribute.KeyValue) map[string]attribute.Value {
+	m := make(map[string]attribute.Value, len(kvs))
+	for _, kv := range kvs {
+		m[string(kv.Key)] = kv.Value
+	}
+	return m
+}
+
+// errorSink captures what is sent to otel.Handle while installed.
+type errorSink struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (e *errorSink) Handle(err error) {
+	e.mu.Lock()
+	e.errs = append(e.errs, err)
+	e.mu.Unlock()
+}
+
+func (e *errorSink) all() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return errors.Join(e.errs...)
+}
+
+// captureErrors installs an errorSink as the global OTel error handler for
+// the test. Tests that use it must not run in parallel.
+func captureErrors(t testing.TB) *errorSink {
+	t.Helper()
+	sink := &errorSink{}
+	otel.SetErrorHandler(sink)
+	t.Cleanup(func() { otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Print(err) })) })
+	return sink
+}
+
+// waitDone waits for a run to stop by itself (a timer), at most d.
+func waitDone(t testing.TB, run *middleware.Run, d time.Duration) {
+	t.Helper()
+	select {
+	case <-run.Done():
+	case <-time.After(d):
+		t.Fatalf("run did not stop within %s", d)
+	}
+}
