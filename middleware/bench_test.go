@@ -1,0 +1,234 @@
+package middleware_test
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"sync"
+	"testing"
+
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// benchPolicy has every kind of condition; its limits are out of reach of
+// the benchmark streams, so every event is evaluated by every condition
+// and nothing fires.
+const benchPolicy = `
+max_iterations: 1000000000
+max_tool_calls: 1000000000
+token_budget: {total: 1000000000000, pressure: 0.8, grace: 2}
+cost_budget: {limit: 1000000000, pressure: 0.9}
+stall: {repeats: 3, token_tolerance: 0.1}
+errors: {consecutive: 3, total: 1000000000}
+text_mention: {text: TERMINATE}
+function_call: [approve]
+handoff: [user]
+stop_message: true
+`
+
+// benchEvents is a realistic loop's mix: model turns with usage, tool calls
+// with JSON args and their results (one failing now and then), varied so
+// that no stall fires.
+func benchEvents() []termination.Event {
+	args := []string{
+		`{"query":"capital of France","limit":5}`,
+		`{"query":"population of Paris","limit":5,"lang":"en"}`,
+		`{"path":"/tmp/report.md","content":"# Findings\n..."}`,
+		`{"expression":"(3 + 4) * 12"}`,
+	}
+	texts := []string{"Let me search for that.", "I found part of it.", "Writing it down.", "Checking the numbers."}
+	tools := []string{"search", "search", "write_file", "calculator"}
+	var evs []termination.Event
+	for i := range 16 {
+		k := i % 4
+		evs = append(evs,
+			termination.Event{Kind: termination.KindMessage, Source: "assistant", Text: texts[k],
+				Usage: termination.Usage{InputTokens: int64(800 + 400*(i%2)), OutputTokens: 40}, Cost: 0.002},
+			termination.Event{Kind: termination.KindToolCall, Source: "assistant", Tool: tools[k], Args: []byte(args[k])},
+		)
+		res := termination.Event{Kind: termination.KindToolResult, Source: "tools", Tool: tools[k], Text: "ok"}
+		if i%7 == 6 {
+			res.Err = "timeout"
+		}
+		evs = append(evs, res)
+	}
+	return evs
+}
+
+func benchStageOptions(b *testing.B) middleware.Option {
+	b.Helper()
+	p, err := termination.ParsePolicy([]byte(benchPolicy))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return middleware.WithPolicy(p)
+}
+
+func identity(ev termination.Event) termination.Event { return ev }
+
+// BenchmarkForward: ns/op and allocs/op are per event; b.N events go
+// through one run. raw is the floor: a plain goroutine forwarding a
+// channel. A case is one row: its stage options (raw: none, no stage).
+func BenchmarkForward(b *testing.B) {
+	full := benchStageOptions(b)
+	cases := []struct {
+		name string
+		raw  bool
+		opts []middleware.Option
+	}{
+		{name: "raw", raw: true},
+		{name: "wrapped", opts: []middleware.Option{full}},
+	}
+	evs := benchEvents()
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			ctx := context.Background()
+			var (
+				run   *middleware.Run
+				stage *middleware.Stage
+			)
+			if !c.raw {
+				var err error
+				if stage, err = middleware.New("bench", c.opts...); err != nil {
+					b.Fatal(err)
+				}
+				ctx, run = stage.Start(ctx)
+			}
+			in := make(chan termination.Event)
+			go func() {
+				defer close(in)
+				for i := range b.N {
+					select {
+					case in <- evs[i%len(evs)]:
+					case <-ctx.Done():
+						return
+					}
+				}
+			}()
+			var out <-chan termination.Event
+			if c.raw {
+				raw := make(chan termination.Event)
+				go func() {
+					defer close(raw)
+					for ev := range in {
+						raw <- ev
+					}
+				}()
+				out = raw
+			} else {
+				out = middleware.Forward(run, in, identity)
+			}
+			b.ResetTimer()
+			n := 0
+			for range out {
+				n++
+			}
+			b.StopTimer()
+			if n != b.N {
+				b.Fatalf("forwarded %d of %d events", n, b.N)
+			}
+			if run != nil {
+				if res := run.Wait(); res.Tag() != termination.TagNaturalCompletion {
+					b.Fatalf("the benchmark stream fired %v", res.Cause)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkObserve: the synchronous path, one event per op, full policy.
+func BenchmarkObserve(b *testing.B) {
+	b.ReportAllocs()
+	stage, err := middleware.New("bench", benchStageOptions(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	evs := benchEvents()
+	_, run := stage.Start(context.Background())
+	b.ResetTimer()
+	for i := range b.N {
+		if _, stop := run.Observe(evs[i%len(evs)]); stop {
+			b.Fatalf("fired at event %d", i)
+		}
+	}
+	b.StopTimer()
+	run.Finish(nil)
+}
+
+// BenchmarkConcurrentRuns: many runs on one stage at once. An op is one
+// whole run of 12 events through Forward, from parallel goroutines. The
+// B/live-run metric is the heap and stack held by one run that is live
+// (started, forwarding goroutine waiting for its next event, some events
+// evaluated), measured over 1,000 live runs.
+func BenchmarkConcurrentRuns(b *testing.B) {
+	full := benchStageOptions(b)
+	stage, err := middleware.New("bench", full)
+	if err != nil {
+		b.Fatal(err)
+	}
+	evs := benchEvents()[:12]
+	perRun := bytesPerLiveRun(b, stage, evs, 1000)
+	b.ReportAllocs()
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			ctx, run := stage.Start(context.Background())
+			in := make(chan termination.Event)
+			go func() {
+				defer close(in)
+				for _, ev := range evs {
+					select {
+					case in <- ev:
+					case <-ctx.Done():
+						return
+					}
+				}
+			}()
+			for range middleware.Forward(run, in, identity) {
+			}
+			if res := run.Wait(); res.Events != len(evs) {
+				panic(fmt.Sprintf("run evaluated %d events: %v", res.Events, res.Cause))
+			}
+		}
+	})
+	b.StopTimer()
+	b.ReportMetric(perRun, "B/live-run")
+}
+
+func bytesPerLiveRun(b *testing.B, stage *middleware.Stage, evs []termination.Event, n int) float64 {
+	type live struct {
+		run *middleware.Run
+		in  chan termination.Event
+		out <-chan termination.Event
+	}
+	lives := make([]live, n)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range lives {
+		_, run := stage.Start(context.Background())
+		in := make(chan termination.Event)
+		out := middleware.Forward(run, in, identity)
+		for _, ev := range evs {
+			in <- ev
+			<-out
+		}
+		lives[i] = live{run, in, out}
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	used := float64(after.HeapAlloc-before.HeapAlloc) + float64(after.StackInuse-before.StackInuse)
+	var wg sync.WaitGroup
+	for _, l := range lives {
+		close(l.in)
+		wg.Go(func() {
+			for range l.out {
+			}
+			l.run.Wait()
+		})
+	}
+	wg.Wait()
+	return used / float64(n)
+}
