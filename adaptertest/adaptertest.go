@@ -202,8 +202,9 @@ func testCompletes(t *testing.T, h Harness) {
 func testRunaway(t *testing.T, h Harness, policy string, want termination.Cause) {
 	script := Script{
 		Input: "Find the CEO of Acme.",
+		// No text: repeated_message must not fire before repeated_tool_call.
 		Turns: []Turn{{
-			Text:      "Searching again.",
+			Text:      "",
 			ToolCalls: []ToolCall{{Name: "search", Args: `{"query":"Acme CEO"}`}},
 			Usage:     termination.Usage{InputTokens: 50, OutputTokens: 5},
 		}},
