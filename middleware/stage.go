@@ -86,8 +86,11 @@ func (s *Stage) start(ctx context.Context, live bool) (context.Context, *Run) {
 		stopParent: func() bool { return false },
 		rec:        rec,
 		eval:       termination.NewEvaluator(s.cond, termination.WallClock),
-		done:       make(chan struct{}),
+		done:       runCtx.Done(), // shared with the loop, which selects on it too
 		ended:      make(chan struct{}),
+	}
+	if _, nop := rec.(nopRunRecorder); !nop {
+		r.cur = new(termination.Event)
 	}
 	if !live {
 		return runCtx, r
@@ -103,7 +106,7 @@ func (s *Stage) start(ctx context.Context, live bool) (context.Context, *Run) {
 		// Already cancelled: stop now rather than in AfterFunc's goroutine,
 		// so that the first Observe already sees the stop.
 		r.stopWith(termination.Cancelled{Reason: termination.CancelContext, Detail: causeText(parent)})
-	} else {
+	} else if parent.Done() != nil { // a parent that can never end needs no watch
 		r.stopParent = context.AfterFunc(parent, func() {
 			r.stopWith(termination.Cancelled{Reason: termination.CancelContext, Detail: causeText(parent)})
 		})
@@ -128,18 +131,17 @@ type Run struct {
 	cancel     context.CancelCauseFunc
 	stopParent func() bool
 
-	mu       sync.Mutex
-	rec      RunRecorder
-	eval     *termination.Evaluator
-	cur      termination.Event // scratch copy handed to the recorder without escaping per call
-	nwarn    int
-	timer    *time.Timer
-	drained  int
-	stopOnce sync.Once
-	done     chan struct{} // closed when the run has stopped (its cause is known)
-	endOnce  sync.Once
-	ended    chan struct{} // closed when the result is final
-	result   termination.Result
+	mu      sync.Mutex
+	rec     RunRecorder
+	eval    *termination.Evaluator
+	cur     *termination.Event // scratch copy handed to the recorder without escaping per call; nil without a recorder
+	nwarn   int
+	timer   *time.Timer
+	drained int
+	done    <-chan struct{} // ctx.Done(): closed when the run has stopped (its cause is known)
+	endOnce sync.Once
+	ended   chan struct{}       // closed when the result is final
+	result  *termination.Result // set when ended is closed
 }
 
 // Context returns the run's context (the one Start returned).
@@ -171,8 +173,10 @@ func (r *Run) observe(ev termination.Event) (_ termination.Cause, _ bool, late b
 		return c, true, true
 	}
 	cause, stop := r.eval.Observe(ev)
-	r.cur = ev
-	r.rec.Event(&r.cur)
+	if r.cur != nil {
+		*r.cur = ev
+		r.rec.Event(r.cur)
+	}
 	var warnings []termination.Cause
 	if w := r.eval.WarningsSince(r.nwarn); len(w) > 0 {
 		r.nwarn += len(w)
@@ -231,10 +235,7 @@ func (r *Run) stopWith(c termination.Cause) {
 
 // stopped cancels the run's context with the cause and closes Done.
 func (r *Run) stopped(c termination.Cause) {
-	r.stopOnce.Do(func() {
-		r.cancel(c)
-		close(r.done)
-	})
+	r.cancel(c) // the first cancel's cause stands; later calls do nothing
 }
 
 // armTimer arms the timeout timer for the i-th timeout of the stage.
@@ -261,7 +262,7 @@ func (r *Run) armTimer(i int) {
 func (r *Run) Finish(err error) termination.Result {
 	r.endOnce.Do(func() { r.finish(err) })
 	<-r.ended
-	return r.result
+	return *r.result
 }
 
 func (r *Run) finish(err error) {
@@ -283,7 +284,7 @@ func (r *Run) finish(err error) {
 		r.timer.Stop()
 	}
 	r.rec.End(&res)
-	r.result = res
+	r.result = &res
 	r.mu.Unlock()
 	r.stopParent()
 	r.stopped(res.Cause)
@@ -304,7 +305,7 @@ func (r *Run) treat(f func(termination.Cause) bool, c termination.Cause) (ok boo
 // called) and returns the result.
 func (r *Run) Wait() termination.Result {
 	<-r.ended
-	return r.result
+	return *r.result
 }
 
 // Cause returns the run's cause once it has stopped.
