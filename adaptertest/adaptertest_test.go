@@ -97,14 +97,6 @@ func harness(decode func(toyStep) termination.Event) adaptertest.Harness {
 
 // TestToyAdapterConforms: a correct adapter passes the suite.
 func TestToyAdapterConforms(t *testing.T) {
-	if os.Getenv("ADAPTERTEST_STALL_FIXED") == "" {
-		// adaptertest.go's runaway turn repeats the message text "Searching
-		// again.", so stall fires repeated_message on the 3rd message, before
-		// the 3rd tool call, and StallStopsRunaway fails every correct
-		// adapter (want repeated_tool_call). Fix: an empty Text in that turn
-		// (a tool-only response). Remove this skip with the fix.
-		t.Skip("adaptertest: StallStopsRunaway fails correct adapters (see comment); set ADAPTERTEST_STALL_FIXED=1 to run")
-	}
 	adaptertest.Run(t, harness(decodeToy))
 }
 
