@@ -154,7 +154,7 @@ func TestInstruments(t *testing.T) {
 		Name: "agent.stage.active", Description: "Stage runs in progress.",
 		Data: metricdata.Sum[int64]{
 			Temporality: metricdata.CumulativeTemporality, IsMonotonic: false,
-			DataPoints:  []metricdata.DataPoint[int64]{{Attributes: set(stagePlanner), Value: 0}},
+			DataPoints: []metricdata.DataPoint[int64]{{Attributes: set(stagePlanner), Value: 0}},
 		},
 	}, m["agent.stage.active"], opts...)
 }
