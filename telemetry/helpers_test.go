@@ -154,3 +154,5 @@ func waitDone(t testing.TB, run *middleware.Run, d time.Duration) {
 		t.Fatalf("run did not stop within %s", d)
 	}
 }
+
+func newManualReader() *sdkmetric.ManualReader { return sdkmetric.NewManualReader() }

@@ -1,0 +1,200 @@
+package telemetry_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/telemetry"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// points returns the attribute sets of every data point of m.
+func points(t *testing.T, m metricdata.Metrics) []attribute.Set {
+	t.Helper()
+	var out []attribute.Set
+	switch d := m.Data.(type) {
+	case metricdata.Sum[int64]:
+		for _, dp := range d.DataPoints {
+			out = append(out, dp.Attributes)
+		}
+	case metricdata.Histogram[int64]:
+		for _, dp := range d.DataPoints {
+			out = append(out, dp.Attributes)
+		}
+	case metricdata.Histogram[float64]:
+		for _, dp := range d.DataPoints {
+			out = append(out, dp.Attributes)
+		}
+	default:
+		t.Fatalf("%s: unexpected data %T", m.Name, m.Data)
+	}
+	return out
+}
+
+// TestCardinalityIsBounded runs 10,000 runs with random stage names and
+// random custom reasons, some allow-listed by the stage but not by the
+// recorder, and checks that every instrument stays within the bound: the
+// first stageLimit stage names plus "_other", the closed set of causes plus
+// the recorder's allow-list.
+func TestCardinalityIsBounded(t *testing.T) {
+	const (
+		runs       = 10000
+		stageLimit = 20
+		names      = 500
+	)
+	h := newHarness(t, sdktrace.NeverSample(),
+		telemetry.WithStageLimit(stageLimit), telemetry.WithCustomReasons("approved_reason"))
+	rng := rand.New(rand.NewPCG(1, 2))
+	reasons := func() string {
+		switch rng.IntN(4) {
+		case 0:
+			return "approved_reason" // allow-listed by stage and recorder: kept
+		case 1:
+			return "stage_only_reason" // allow-listed by the stage only: custom
+		case 2:
+			return fmt.Sprintf("free text reason #%d!", rng.IntN(1e6)) // never a label
+		}
+		return fmt.Sprintf("reason_%d", rng.IntN(1e6))
+	}
+	stages := map[string]*middleware.Stage{}
+	var order []string
+	resources := []string{"total", "input", "output"}
+	for range runs {
+		name := fmt.Sprintf("stage-%d", rng.IntN(names))
+		st := stages[name]
+		if st == nil {
+			policy := termination.MustParsePolicy(fmt.Sprintf("token_budget: {%s: 1000, pressure: 0.5}\n", resources[rng.IntN(3)]))
+			var err error
+			st, err = middleware.New(name, middleware.WithRecorder(h.rec), middleware.WithPolicy(policy),
+				middleware.WithCustomReasons("approved_reason", "stage_only_reason"),
+				middleware.WithCondition(termination.Func("random", func(ev termination.Event, _ termination.Progress) termination.Cause {
+					if ev.Kind == termination.KindStop {
+						return termination.Custom{Reason: ev.Text}
+					}
+					return nil
+				})))
+			require.NoError(t, err)
+			stages[name] = st
+			order = append(order, name)
+		}
+		reason := reasons()
+		// Usage stays under every budget: the Func decides every run.
+		observe(st, msg("a", "x", int64(rng.IntN(500)), int64(rng.IntN(500))),
+			termination.Event{Kind: termination.KindStop, Text: reason})
+	}
+	require.Greater(t, len(order), stageLimit*10, "the test must use many more stages than the limit")
+
+	m := h.collect(t)
+	require.Len(t, m, 8)
+	kept := map[string]bool{telemetry.OtherStage: true}
+	// The first stageLimit stages to start a run keep their names.
+	for _, n := range order[:stageLimit] {
+		kept[n] = true
+	}
+	// Causes: the Func fires Custom on every run, whose tag is either the
+	// allow-listed reason or "custom"; no run ends otherwise.
+	causes := map[string]bool{"approved_reason": true, "custom": true}
+	bounds := map[string]int{
+		"agent.stage.terminations":       (stageLimit + 1) * len(causes), // one outcome: failed
+		"agent.stage.duration":           (stageLimit + 1) * len(causes),
+		"agent.stage.iterations":         (stageLimit + 1) * len(causes),
+		"agent.stage.tool_calls":         (stageLimit + 1) * len(causes),
+		"agent.stage.tokens":             (stageLimit + 1) * 2,
+		"agent.stage.budget.utilization": (stageLimit + 1) * 3,
+		"agent.stage.budget.pressure":    (stageLimit + 1) * 3,
+		"agent.stage.active":             stageLimit + 1,
+	}
+	for name, bound := range bounds {
+		pts := points(t, m[name])
+		assert.LessOrEqual(t, len(pts), bound, "%s series", name)
+		assert.NotEmpty(t, pts, name)
+		seenStages := map[string]bool{}
+		for _, set := range pts {
+			st, ok := set.Value("stage")
+			require.True(t, ok, "%s without stage", name)
+			assert.True(t, kept[st.AsString()], "%s: stage %q past the limit", name, st.AsString())
+			seenStages[st.AsString()] = true
+			if c, ok := set.Value("termination_cause"); ok {
+				assert.True(t, causes[c.AsString()], "%s: termination_cause %q", name, c.AsString())
+			}
+		}
+		if name != "agent.stage.budget.pressure" { // not every stage crosses its threshold
+			assert.Len(t, seenStages, stageLimit+1, "%s: stages", name)
+		}
+	}
+	var total int64
+	for _, dp := range m["agent.stage.terminations"].Data.(metricdata.Sum[int64]).DataPoints {
+		total += dp.Value
+		c, _ := dp.Attributes.Value("termination_cause")
+		o, _ := dp.Attributes.Value("outcome")
+		assert.Equal(t, "failed", o.AsString(), "outcome of %s", c.AsString())
+	}
+	assert.Equal(t, int64(runs), total, "every run is counted, under its own or the _other stage")
+}
+
+// TestStageLimitDefault: the 201st stage name is recorded as _other.
+func TestStageLimitDefault(t *testing.T) {
+	h := newHarness(t, nil)
+	for i := range telemetry.DefaultStageLimit + 5 {
+		_, rr := h.rec.StartRun(context.Background(), fmt.Sprintf("s%03d", i))
+		rr.End(&termination.Result{Cause: termination.NaturalCompletion{}, Outcome: termination.OutcomeSucceeded})
+	}
+	pts := points(t, h.collect(t)["agent.stage.terminations"])
+	assert.Len(t, pts, telemetry.DefaultStageLimit+1)
+	var other int
+	for _, s := range h.spans.Ended() {
+		if s.Name() == "invoke_agent _other" {
+			other++
+			assert.Equal(t, "_other", attrMap(s.Attributes())["gen_ai.agent.name"].AsString())
+		}
+	}
+	assert.Equal(t, 5, other, "spans of stages past the limit")
+}
+
+// TestRecorderBoundsUnknownTags: a Result whose tag is not in the closed
+// set nor allow-listed by the recorder is recorded as "custom", whatever
+// the stage (or a hand-made Result) says.
+func TestRecorderBoundsUnknownTags(t *testing.T) {
+	h := newHarness(t, nil, telemetry.WithCustomReasons("quota"))
+	for _, tag := range []string{"quota", "user_id_12345", "Not A Label", ""} {
+		_, rr := h.rec.StartRun(context.Background(), "s")
+		rr.End(&termination.Result{Cause: termination.Custom{Reason: tag}, TerminationCause: tag, Outcome: termination.OutcomeFailed})
+	}
+	got := map[string]int64{}
+	for _, dp := range h.collect(t)["agent.stage.terminations"].Data.(metricdata.Sum[int64]).DataPoints {
+		c, _ := dp.Attributes.Value("termination_cause")
+		got[c.AsString()] = dp.Value
+	}
+	assert.Equal(t, map[string]int64{"quota": 1, "custom": 3}, got)
+}
+
+// TestSetupCardinalityLimit: Setup's SDK limit caps the series per
+// instrument even when the stage limit would allow more.
+func TestSetupCardinalityLimit(t *testing.T) {
+	reader := newManualReader()
+	tel, err := telemetry.Setup(context.Background(), telemetry.WithoutGlobal(), telemetry.WithCardinalityLimit(10),
+		telemetry.WithMetricReader(reader), telemetry.WithSampler(sdktrace.NeverSample()))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
+	rec := tel.Recorder()
+	for i := range 50 {
+		_, rr := rec.StartRun(context.Background(), fmt.Sprintf("s%d", i))
+		rr.End(&termination.Result{Cause: termination.NaturalCompletion{}, Outcome: termination.OutcomeSucceeded})
+	}
+	var rm metricdata.ResourceMetrics
+	require.NoError(t, reader.Collect(context.Background(), &rm))
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			assert.LessOrEqual(t, len(points(t, m)), 10, m.Name)
+		}
+	}
+}
