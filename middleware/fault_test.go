@@ -132,7 +132,9 @@ func TestCallerCancelledMidRun(t *testing.T) {
 	assert.Equal(t, want, causeOf[termination.Cancelled](t, ctx))
 	assert.Equal(t, termination.OutcomeFailed, res.Outcome)
 	assert.GreaterOrEqual(t, res.Events, 5)
-	assert.Equal(t, res.Events, n, "every evaluated item was forwarded")
+	// Every evaluated item was forwarded, except at most the one evaluated as
+	// the caller left: it is given up at once because nobody waits for it.
+	assert.Contains(t, []int{n, n + 1}, res.Events, "evaluated items vs forwarded %d", n)
 }
 
 func TestProducerIgnoresContext(t *testing.T) {

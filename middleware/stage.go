@@ -89,9 +89,6 @@ func (s *Stage) start(ctx context.Context, live bool) (context.Context, *Run) {
 		done:       runCtx.Done(), // shared with the loop, which selects on it too
 		ended:      make(chan struct{}),
 	}
-	if _, nop := rec.(nopRunRecorder); !nop {
-		r.cur = new(termination.Event)
-	}
 	if !live {
 		return runCtx, r
 	}
@@ -134,7 +131,7 @@ type Run struct {
 	mu      sync.Mutex
 	rec     RunRecorder
 	eval    *termination.Evaluator
-	cur     *termination.Event // scratch copy handed to the recorder without escaping per call; nil without a recorder
+	cur     termination.Event // the event being evaluated: evaluator and recorder read it in place, with no copy per call
 	nwarn   int
 	timer   *time.Timer
 	drained int
@@ -172,11 +169,9 @@ func (r *Run) observe(ev termination.Event) (_ termination.Cause, _ bool, late b
 		r.mu.Unlock()
 		return c, true, true
 	}
-	cause, stop := r.eval.Observe(ev)
-	if r.cur != nil {
-		*r.cur = ev
-		r.rec.Event(r.cur)
-	}
+	r.cur = ev
+	cause, stop := r.eval.ObserveRef(&r.cur)
+	r.rec.Event(&r.cur)
 	var warnings []termination.Cause
 	if w := r.eval.WarningsSince(r.nwarn); len(w) > 0 {
 		r.nwarn += len(w)
@@ -257,8 +252,9 @@ func (r *Run) armTimer(i int) {
 // Finish ends the run at the end of its stream and returns the result. err
 // is how the stream ended: nil for a normal end; an error for an iterator or
 // loop error (Failed{reason: stream_error}), unless the caller's context had
-// ended (Cancelled{reason: context}) or the run had already stopped (its
-// cause stands). Finish is idempotent: later calls return the same result.
+// ended (Cancelled{reason: context}), the run had already stopped (its cause
+// stands), or err wraps a termination.Cause (errors.As), which becomes the
+// run's cause: an adapter maps a framework's own limit that way. Finish is idempotent: later calls return the same result.
 func (r *Run) Finish(err error) termination.Result {
 	r.endOnce.Do(func() { r.finish(err) })
 	<-r.ended
@@ -267,9 +263,14 @@ func (r *Run) Finish(err error) termination.Result {
 
 func (r *Run) finish(err error) {
 	r.mu.Lock()
+	var typed termination.Cause
 	switch {
 	case r.parent.Err() != nil:
 		r.eval.Stop(termination.Cancelled{Reason: termination.CancelContext, Detail: causeText(r.parent)})
+	case errors.As(err, &typed):
+		// The loop ended on a cause it knows (a framework's own iteration
+		// limit mapped by an adapter): that cause stands.
+		r.eval.Stop(typed)
 	case err != nil:
 		r.eval.Stop(termination.Failed{Reason: termination.FailStreamError, Err: err.Error()})
 	}

@@ -65,6 +65,17 @@ func (e *Evaluator) Observe(ev Event) (Cause, bool) {
 		return e.cause, true
 	}
 	e.cur = ev
+	return e.ObserveRef(&e.cur)
+}
+
+// ObserveRef is Observe without copying the event, for hot paths: ev is
+// read during the call only. Pass a pointer to long-lived memory (a field
+// of the caller's own state); a pointer to a local variable makes the
+// variable escape to the heap.
+func (e *Evaluator) ObserveRef(ev *Event) (Cause, bool) {
+	if e.cause != nil {
+		return e.cause, true
+	}
 	p := &e.progress
 	p.Events++
 	switch ev.Kind {
@@ -78,9 +89,9 @@ func (e *Evaluator) Observe(ev Event) (Cause, bool) {
 	p.Cost += ev.Cost
 	e.lastKind = ev.Kind
 	if ev.Kind == KindError {
-		e.lastErr = e.cur.ErrorText()
+		e.lastErr = ev.ErrorText()
 	}
-	e.tick(&e.cur)
+	e.tick(ev)
 	return e.settle(p.Events)
 }
 
