@@ -1,0 +1,280 @@
+package termination
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestParsePolicyValid(t *testing.T) {
+	cases := []struct {
+		name, policy, want string
+	}{
+		{"empty", ``, `any: []`},
+		{"whitespace", "  \n\n", `any: []`},
+		{"comment only", "# nothing yet\n", `any: []`},
+		{"empty mapping", `{}`, `any: []`},
+		{"null", `null`, `any: []`},
+		{"tilde", `~`, `any: []`},
+		{"document marker", "---\n", `any: []`},
+		{"max_iterations", `max_iterations: 25`, `max_iterations: 25`},
+		{"max_iterations written as a whole float (JSON)", `{"max_iterations": 25.0}`, `max_iterations: 25`},
+		{"max_tool_calls", `max_tool_calls: 50`, `max_tool_calls: 50`},
+		{"timeout", `timeout: 2m`, `timeout: 2m0s`},
+		{"timeout compound", `timeout: 1h30m`, `timeout: 1h30m0s`},
+		{"token_budget total", "token_budget:\n  total: 100000\n", `token_budget: {total_tokens=100000}`},
+		{"token_budget all", `token_budget: {total: 100, input: 80, output: 20, pressure: 0.8, grace: 1}`,
+			`token_budget: {total_tokens=100, input_tokens=80, output_tokens=20, pressure=0.8, grace=1}`},
+		{"token_budget grace 0", `token_budget: {output: 5, pressure: 0.5, grace: 0}`, `token_budget: {output_tokens=5, pressure=0.5, grace=0}`},
+		{"cost_budget", `cost_budget: {limit: 2.50, pressure: 0.8, grace: 1}`, `cost_budget: {cost=2.5, pressure=0.8, grace=1}`},
+		{"cost_budget int limit", `cost_budget: {limit: 3}`, `cost_budget: {cost=3}`},
+		{"stall", `stall: {repeats: 3, token_tolerance: 0.1}`, `stall: {repeats: 3, token_tolerance: 0.1}`},
+		{"stall tolerance 0", `stall: {repeats: 2, token_tolerance: 0}`, `stall: {repeats: 2}`},
+		{"errors", `errors: {consecutive: 3, total: 10}`, `errors: {consecutive: 3, total: 10}`},
+		{"errors total only", `errors: {total: 10}`, `errors: {consecutive: 0, total: 10}`},
+		{"text_mention", `text_mention: {text: TERMINATE, sources: [critic]}`, `text_mention: {text: "TERMINATE", sources: ["critic"]}`},
+		{"text_mention one source", `text_mention: {text: DONE, sources: critic}`, `text_mention: {text: "DONE", sources: ["critic"]}`},
+		{"text_mention no sources", `text_mention: {text: DONE}`, `text_mention: {text: "DONE"}`},
+		{"function_call name", `function_call: approve`, `function_call: ["approve"]`},
+		{"function_call list", `function_call: [approve, publish]`, `function_call: ["approve" "publish"]`},
+		{"handoff", `handoff: [user]`, `handoff: ["user"]`},
+		{"source_match", `source_match: critic`, `source_match: ["critic"]`},
+		{"stop_message true", `stop_message: true`, `stop_message: true`},
+		{"stop_message false is no condition", `stop_message: false`, `any: []`},
+		{"flat policy is any", "max_iterations: 5\nmax_tool_calls: 3\n", `any: [{max_iterations: 5}, {max_tool_calls: 3}]`},
+		{"any", `any: [{max_iterations: 5}, {stop_message: true}]`, `any: [{max_iterations: 5}, {stop_message: true}]`},
+		{"all", `all: [{text_mention: {text: A}}, {source_match: critic}]`, `all: [{text_mention: {text: "A"}}, {source_match: ["critic"]}]`},
+		{"nested", "max_iterations: 9\nall:\n  - any: [{handoff: user}, {stop_message: true}]\n  - max_tool_calls: 2\n",
+			`any: [{max_iterations: 9}, {all: [{any: [{handoff: ["user"]}, {stop_message: true}]}, {max_tool_calls: 2}]}]`},
+		{"JSON", `{"max_iterations": 25, "token_budget": {"total": 100000, "pressure": 0.8, "grace": 1}, "any": [{"handoff": ["user"]}]}`,
+			`any: [{max_iterations: 25}, {token_budget: {total_tokens=100000, pressure=0.8, grace=1}}, {any: [{handoff: ["user"]}]}]`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p, err := ParsePolicy([]byte(tc.policy))
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, p.String())
+			assert.NoError(t, Validate(p.Condition()))
+		})
+	}
+}
+
+func TestParsePolicySpecExample(t *testing.T) {
+	// Spec §3's example, every key at once (any/all filled in).
+	p, err := ParsePolicy([]byte(`
+max_iterations: 25          # positive int
+max_tool_calls: 50          # positive int
+timeout: 2m                 # Go duration, > 0
+token_budget:               # at least one of total/input/output, each > 0
+  total: 100000
+  pressure: 0.8             # optional, in (0,1)
+  grace: 1                  # optional, int >= 0; needs pressure
+cost_budget: {limit: 2.50, pressure: 0.8, grace: 1}
+stall: {repeats: 3, token_tolerance: 0.1}   # repeats int >= 2; tolerance optional, in [0,1)
+errors: {consecutive: 3, total: 10}          # each optional, positive int
+text_mention: {text: TERMINATE, sources: [critic]}   # sources optional
+function_call: [approve]    # a name or a list of names
+handoff: [user]             # a target or a list of targets
+source_match: [critic]
+stop_message: true
+any: [ {max_iterations: 10}, {stop_message: true} ]
+all: [ {text_mention: {text: LGTM}}, {source_match: reviewer} ]
+`))
+	require.NoError(t, err)
+	assert.Equal(t, []time.Duration{2 * time.Minute}, Timeouts(p.Condition()))
+	// It behaves: the critic's TERMINATE completes the run; the writer's does not.
+	res := replayEvents(t, p.Condition(), input("TERMINATE"), msg("writer", "TERMINATE"), msg("critic", "TERMINATE"))
+	assert.Equal(t, Completed{Condition: ConditionTextMention, Detail: "TERMINATE"}, res.Cause)
+	assert.Equal(t, 3, res.StoppedAt)
+	// The nested any fires its max_iterations before the outer one.
+	var many []Event
+	for i := range 12 {
+		many = append(many, msg("writer", strings.Repeat("x", i+1)))
+	}
+	res = replayEvents(t, p.Condition(), many...)
+	assert.Equal(t, MaxIterationsReached{Limit: 10, Count: 11}, res.Cause)
+	res = replayEvents(t, p.Condition(), msg("a", "LGTM"), msg("reviewer", "ok"))
+	assert.IsType(t, All{}, res.Cause)
+}
+
+func TestParsePolicyInvalid(t *testing.T) {
+	cases := []struct {
+		policy string
+		path   string
+		msg    string
+	}{
+		// max_iterations / max_tool_calls
+		{`max_iterations: 0`, "policy.max_iterations", "must be a positive int, got 0"},
+		{`max_iterations: -1`, "policy.max_iterations", "must be a positive int, got -1"},
+		{`max_iterations: "25"`, "policy.max_iterations", `must be an int, got "25"`},
+		{`max_iterations: 2.5`, "policy.max_iterations", "must be an int, got a number (2.5)"},
+		{`max_iterations: true`, "policy.max_iterations", "must be an int, got a bool (true)"},
+		{`max_iterations: [1]`, "policy.max_iterations", "must be an int, got a list"},
+		{`max_iterations: {n: 1}`, "policy.max_iterations", "must be an int, got a mapping"},
+		{`max_iterations:`, "policy.max_iterations", "must be an int, got null"},
+		{`max_iterations: 99999999999999999999`, "policy.max_iterations", "must be an int, got a number (99999999999999999999)"},
+		{`max_tool_calls: 0`, "policy.max_tool_calls", "must be a positive int, got 0"},
+		{`max_tool_calls: many`, "policy.max_tool_calls", `must be an int, got "many"`},
+		// timeout
+		{`timeout: 0s`, "policy.timeout", "must be > 0, got 0s"},
+		{`timeout: -1m`, "policy.timeout", "must be > 0, got -1m"},
+		{`timeout: 120`, "policy.timeout", `must be a Go duration string such as "2m", got an int (120)`},
+		{`timeout: soon`, "policy.timeout", `must be a Go duration such as "2m" or "90s", got "soon"`},
+		{`timeout: 2 minutes`, "policy.timeout", `must be a Go duration such as "2m" or "90s", got "2 minutes"`},
+		// token_budget
+		{`token_budget: 100`, "policy.token_budget", "must be a mapping, got an int (100)"},
+		{`token_budget: {}`, "policy.token_budget", "needs at least one of total, input, output"},
+		{`token_budget: {pressure: 0.5}`, "policy.token_budget", "needs at least one of total, input, output"},
+		{`token_budget: {total: 0}`, "policy.token_budget.total", "must be a positive int, got 0"},
+		{`token_budget: {input: -5}`, "policy.token_budget.input", "must be a positive int, got -5"},
+		{`token_budget: {output: x}`, "policy.token_budget.output", `must be an int, got "x"`},
+		{`token_budget: {total: 10, pressure: 1}`, "policy.token_budget.pressure", "must be in (0,1), got 1"},
+		{`token_budget: {total: 10, pressure: 0}`, "policy.token_budget.pressure", "must be in (0,1), got 0"},
+		{`token_budget: {total: 10, pressure: 1.5}`, "policy.token_budget.pressure", "must be in (0,1), got 1.5"},
+		{`token_budget: {total: 10, pressure: -0.2}`, "policy.token_budget.pressure", "must be in (0,1), got -0.2"},
+		{`token_budget: {total: 10, pressure: .nan}`, "policy.token_budget.pressure", "must be a number, got a number (.nan)"},
+		{`token_budget: {total: 10, pressure: high}`, "policy.token_budget.pressure", `must be a number, got "high"`},
+		{`token_budget: {total: 10, grace: 1}`, "policy.token_budget.grace", "needs pressure"},
+		{`token_budget: {total: 10, pressure: 0.5, grace: -1}`, "policy.token_budget.grace", "must be an int >= 0, got -1"},
+		{`token_budget: {total: 10, pressure: 0.5, grace: 1.5}`, "policy.token_budget.grace", "must be an int, got a number (1.5)"},
+		{`token_budget: {totl: 5}`, "policy.token_budget.totl", `unknown key (did you mean "total"?)`},
+		{`token_budget: {limit: 5}`, "policy.token_budget.limit", `unknown key`},
+		// cost_budget
+		{`cost_budget: 2.5`, "policy.cost_budget", "must be a mapping, got a number (2.5)"},
+		{`cost_budget: {pressure: 0.5}`, "policy.cost_budget.limit", "is required"},
+		{`cost_budget: {limit: 0}`, "policy.cost_budget.limit", "must be > 0, got 0"},
+		{`cost_budget: {limit: -1}`, "policy.cost_budget.limit", "must be > 0, got -1"},
+		{`cost_budget: {limit: .inf}`, "policy.cost_budget.limit", "must be > 0, got +Inf"},
+		{`cost_budget: {limit: "$2"}`, "policy.cost_budget.limit", `must be a number, got "$2"`},
+		{`cost_budget: {limit: 1, grace: 0}`, "policy.cost_budget.grace", "needs pressure"},
+		{`cost_budget: {limit: 1, pressure: 1}`, "policy.cost_budget.pressure", "must be in (0,1), got 1"},
+		{`cost_budget: {limit: 1, pressure: 0.8, grace: -2}`, "policy.cost_budget.grace", "must be an int >= 0, got -2"},
+		{`cost_budget: {limt: 1}`, "policy.cost_budget.limt", `unknown key (did you mean "limit"?)`},
+		// stall
+		{`stall: 3`, "policy.stall", "must be a mapping, got an int (3)"},
+		{`stall: {}`, "policy.stall.repeats", "is required"},
+		{`stall: {token_tolerance: 0.1}`, "policy.stall.repeats", "is required"},
+		{`stall: {repeats: 1}`, "policy.stall.repeats", "must be an int >= 2, got 1"},
+		{`stall: {repeats: three}`, "policy.stall.repeats", `must be an int, got "three"`},
+		{`stall: {repeats: 3, token_tolerance: 1}`, "policy.stall.token_tolerance", "must be in [0,1), got 1"},
+		{`stall: {repeats: 3, token_tolerance: -0.1}`, "policy.stall.token_tolerance", "must be in [0,1), got -0.1"},
+		{`stall: {repeats: 3, token_tolerance: "10%"}`, "policy.stall.token_tolerance", `must be a number, got "10%"`},
+		{`stall: {repeat: 3}`, "policy.stall.repeat", `unknown key (did you mean "repeats"?)`},
+		// errors
+		{`errors: 3`, "policy.errors", "must be a mapping, got an int (3)"},
+		{`errors: {}`, "policy.errors", "needs consecutive or total"},
+		{`errors: {consecutive: 0}`, "policy.errors.consecutive", "must be a positive int, got 0"},
+		{`errors: {total: -1}`, "policy.errors.total", "must be a positive int, got -1"},
+		{`errors: {consecutive: 1.5}`, "policy.errors.consecutive", "must be an int, got a number (1.5)"},
+		{`errors: {consecutve: 3}`, "policy.errors.consecutve", `unknown key (did you mean "consecutive"?)`},
+		// text_mention
+		{`text_mention: TERMINATE`, "policy.text_mention", `must be a mapping, got "TERMINATE"`},
+		{`text_mention: {}`, "policy.text_mention.text", "is required"},
+		{`text_mention: {sources: [critic]}`, "policy.text_mention.text", "is required"},
+		{`text_mention: {text: ""}`, "policy.text_mention.text", "must not be empty"},
+		{`text_mention: {text: 5}`, "policy.text_mention.text", "must be a string, got an int (5)"},
+		{`text_mention: {text: X, sources: []}`, "policy.text_mention.sources", "must not be empty"},
+		{`text_mention: {text: X, sources: [a, ""]}`, "policy.text_mention.sources[1]", "must not be empty"},
+		{`text_mention: {text: X, sources: [a, 7]}`, "policy.text_mention.sources[1]", "must be a string, got an int (7)"},
+		{`text_mention: {text: X, sources: {a: b}}`, "policy.text_mention.sources", "must be a name or a list of names, got a mapping"},
+		{`text_mention: {text: X, source: [a]}`, "policy.text_mention.source", `unknown key (did you mean "sources"?)`},
+		// function_call / handoff / source_match / stop_message
+		{`function_call: []`, "policy.function_call", "must not be empty"},
+		{`function_call: ""`, "policy.function_call", "must not be empty"},
+		{`function_call: [approve, 3]`, "policy.function_call[1]", "must be a string, got an int (3)"},
+		{`function_call: {name: approve}`, "policy.function_call", "must be a name or a list of names, got a mapping"},
+		{`function_call: true`, "policy.function_call", "must be a string, got a bool (true)"},
+		{`handoff: ""`, "policy.handoff", "must not be empty"},
+		{`handoff: [[user]]`, "policy.handoff[0]", "must be a string, got a list"},
+		{`source_match: [""]`, "policy.source_match[0]", "must not be empty"},
+		{`source_match: []`, "policy.source_match", "must not be empty"},
+		{`stop_message: yes`, "policy.stop_message", `must be true or false, got "yes"`},
+		{`stop_message: 1`, "policy.stop_message", "must be true or false, got an int (1)"},
+		{`stop_message: "true"`, "policy.stop_message", `must be true or false, got "true"`},
+		// any / all and nesting
+		{`any: []`, "policy.any", "must not be empty"},
+		{`all: []`, "policy.all", "must not be empty"},
+		{`any: {max_iterations: 1}`, "policy.any", "must be a list of policies, got a mapping"},
+		{`all: max_iterations`, "policy.all", `must be a list of policies, got "max_iterations"`},
+		{`any: [5]`, "policy.any[0]", "must be a mapping, got an int (5)"},
+		{`any: [{max_iterations: 1}, {max_tool_calls: 0}]`, "policy.any[1].max_tool_calls", "must be a positive int, got 0"},
+		{`all: [{any: [{stall: {repeats: 1}}]}]`, "policy.all[0].any[0].stall.repeats", "must be an int >= 2, got 1"},
+		{`all: [{max_iterations: 1}, {any: [{stop_message: true}, {handof: user}]}]`, "policy.all[1].any[1].handof", `unknown key (did you mean "handoff"?)`},
+		{"any:\n  - max_iterations: 1\n  - token_budget: {total: 5, pressure: 2}\n", "policy.any[1].token_budget.pressure", "must be in (0,1), got 2"},
+		// unknown keys, duplicates, wrong document shapes
+		{`max_iteratons: 5`, "policy.max_iteratons", `unknown key (did you mean "max_iterations"?)`},
+		{`maxIterations: 5`, "policy.maxIterations", `unknown key`},
+		{`timout: 2m`, "policy.timout", `unknown key (did you mean "timeout"?)`},
+		{`foo: 1`, "policy.foo", "unknown key"},
+		{"max_iterations: 1\nmax_iterations: 2\n", "policy.max_iterations", "duplicate key"},
+		{`[1, 2]`, "policy", "must be a mapping, got a list"},
+		{`25`, "policy", "must be a mapping, got an int (25)"},
+		{`max_iterations`, "policy", `must be a mapping, got "max_iterations"`},
+		// JSON
+		{`{"max_iterations": 0}`, "policy.max_iterations", "must be a positive int, got 0"},
+		{`{"token_budget": {"total": 100, "pressure": 1.2}}`, "policy.token_budget.pressure", "must be in (0,1), got 1.2"},
+		{`{"any": [{"max_tool_calls": 3}, {"max_tool_calls": "3"}]}`, "policy.any[1].max_tool_calls", `must be an int, got "3"`},
+		{`{"max_iterations": 25`, "policy", "not valid YAML or JSON"},
+		{"max_iterations: 5\n  bad: [", "policy", "not valid YAML or JSON"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.policy, func(t *testing.T) {
+			_, err := ParsePolicy([]byte(tc.policy))
+			var pe *PolicyError
+			require.ErrorAs(t, err, &pe)
+			assert.Equal(t, tc.path, pe.Path)
+			if strings.HasPrefix(tc.msg, "unknown key") && !strings.Contains(tc.msg, "did you mean") {
+				assert.Equal(t, "unknown key", strings.SplitN(pe.Msg, " (", 2)[0])
+			} else if tc.msg == "not valid YAML or JSON" {
+				assert.True(t, strings.HasPrefix(pe.Msg, tc.msg), pe.Msg)
+			} else {
+				assert.Equal(t, tc.msg, pe.Msg)
+			}
+			assert.True(t, strings.HasPrefix(err.Error(), tc.path+": "+tc.msg), "%q", err.Error())
+			assert.NotContains(t, err.Error(), "\n")
+		})
+	}
+}
+
+func TestPolicyErrorLine(t *testing.T) {
+	_, err := ParsePolicy([]byte("max_iterations: 5\ntoken_budget:\n  total: 100\n  pressure: 1.5\n"))
+	assert.EqualError(t, err, "policy.token_budget.pressure: must be in (0,1), got 1.5 (line 4)")
+	assert.EqualError(t, &PolicyError{Path: "policy.x", Msg: "bad"}, "policy.x: bad")
+}
+
+func TestPolicyDidYouMeanOnlyWhenClose(t *testing.T) {
+	_, err := ParsePolicy([]byte(`completely_unrelated: 1`))
+	assert.EqualError(t, err, "policy.completely_unrelated: unknown key (line 1)")
+}
+
+func TestLoadPolicy(t *testing.T) {
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("max_tool_calls: 0\n"), 0o600))
+	_, err := LoadPolicy(bad)
+	assert.EqualError(t, err, bad+": policy.max_tool_calls: must be a positive int, got 0 (line 1)")
+	var pe *PolicyError
+	assert.ErrorAs(t, err, &pe)
+
+	_, err = LoadPolicy(filepath.Join(dir, "missing.yaml"))
+	assert.ErrorIs(t, err, os.ErrNotExist)
+	assert.ErrorContains(t, err, "missing.yaml")
+
+	p, err := LoadPolicy("../testdata/policy.yaml")
+	require.NoError(t, err)
+	assert.Equal(t, []time.Duration{5 * time.Minute}, Timeouts(p.Condition()))
+}
+
+func TestZeroPolicy(t *testing.T) {
+	var p Policy
+	assert.Equal(t, "any: []", p.String())
+	res := replayEvents(t, p.Condition(), msg("a", "TERMINATE"), stopEv("x"))
+	assert.Equal(t, NaturalCompletion{}, res.Cause)
+	assert.Panics(t, func() { MustParsePolicy("max_iterations: 0") })
+	assert.Equal(t, "max_iterations: 3", MustParsePolicy("max_iterations: 3").String())
+}
