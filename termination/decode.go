@@ -27,17 +27,28 @@ const maxLineBytes = 16 << 20
 // or unknown kind is an error.
 func DecodeEvent(data []byte) (Event, error) {
 	var ev Event
-	if err := json.Unmarshal(data, &ev); err != nil {
-		var syn *json.SyntaxError
-		if errors.As(err, &syn) {
-			return Event{}, fmt.Errorf("malformed JSON: %v", err)
-		}
+	if err := decodeEvent(data, &ev); err != nil {
 		return Event{}, err
 	}
-	if ev.Kind == 0 {
-		return Event{}, errors.New("missing kind")
-	}
 	return ev, nil
+}
+
+// decodeEvent decodes into *ev, which the Decoder reuses so that the event
+// json.Unmarshal needs on the heap is allocated once, not once per line.
+func decodeEvent(data []byte, ev *Event) error {
+	*ev = Event{}
+	if err := json.Unmarshal(data, ev); err != nil {
+		*ev = Event{}
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
+			return fmt.Errorf("malformed JSON: %v", err)
+		}
+		return err
+	}
+	if ev.Kind == 0 {
+		return errors.New("missing kind")
+	}
+	return nil
 }
 
 // Decoder reads events from JSON Lines: one object per line, blank lines
@@ -45,6 +56,7 @@ func DecodeEvent(data []byte) (Event, error) {
 type Decoder struct {
 	sc   *bufio.Scanner
 	line int
+	ev   Event // decoding target, reused
 }
 
 // NewDecoder returns a Decoder reading from r.
@@ -63,11 +75,10 @@ func (d *Decoder) Next() (Event, error) {
 		if len(b) == 0 {
 			continue
 		}
-		ev, err := DecodeEvent(b)
-		if err != nil {
+		if err := decodeEvent(b, &d.ev); err != nil {
 			return Event{}, &DecodeError{Line: d.line, Err: err}
 		}
-		return ev, nil
+		return d.ev, nil
 	}
 	if err := d.sc.Err(); err != nil {
 		return Event{}, &DecodeError{Line: d.line + 1, Err: err}

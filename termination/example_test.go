@@ -1,0 +1,95 @@
+package termination_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/agentstop/agentstop/termination"
+)
+
+// Replay a recorded run against a policy: the agent repeats the same search,
+// so the stall guard stops it on the third identical call.
+func ExampleReplay() {
+	policy, err := termination.ParsePolicy([]byte(`
+max_tool_calls: 10
+stall: {repeats: 3}
+text_mention: {text: TERMINATE}
+`))
+	if err != nil {
+		panic(err)
+	}
+	log := `{"kind":"input","source":"user","text":"Find the CEO of Acme. Say TERMINATE when done."}
+{"kind":"tool_call","tool":"search","args":{"q":"Acme CEO","limit":5}}
+{"kind":"tool_result","tool":"search","text":"No results."}
+{"kind":"tool_call","tool":"search","args":{"limit":5,"q":"Acme CEO"}}
+{"kind":"tool_result","tool":"search","text":"No results."}
+{"kind":"tool_call","tool":"search","args":{"q":"Acme CEO","limit":5.0}}
+{"kind":"tool_result","tool":"search","text":"No results."}
+`
+	res, err := termination.Replay(policy.Condition(), strings.NewReader(log))
+	if err != nil {
+		panic(err)
+	}
+	cause, _ := termination.MarshalCause(res.Cause)
+	fmt.Println(res.Tag(), res.Outcome)
+	fmt.Println(string(cause))
+	fmt.Println("stopped at event", res.StoppedAt, "of", res.Events)
+	// Output:
+	// stall failed
+	// {"$kind":"StallDetected","signal":"repeated_tool_call","repeats":3}
+	// stopped at event 6 of 6
+}
+
+// Evaluate a live run event by event. One Condition serves any number of
+// runs; each run gets its own Evaluator.
+func ExampleNewEvaluator() {
+	cond := termination.AnyOf(
+		termination.MaxIterations(2),
+		termination.TokenBudget(termination.TokenLimits{Total: 1000, Pressure: termination.Pressure{Threshold: 0.8}}),
+	)
+	ev := termination.NewEvaluator(cond, termination.WallClock)
+	for _, e := range []termination.Event{
+		{Kind: termination.KindInput, Text: "Plan a trip."},
+		{Kind: termination.KindMessage, Text: "Day 1 ...", Usage: termination.Usage{InputTokens: 500, OutputTokens: 350}},
+		{Kind: termination.KindMessage, Text: "Day 2 ...", Usage: termination.Usage{InputTokens: 60, OutputTokens: 40}},
+		{Kind: termination.KindMessage, Text: "Day 3 ..."},
+	} {
+		if cause, stop := ev.Observe(e); stop {
+			fmt.Println("stop:", cause)
+			break
+		}
+	}
+	res := ev.Result()
+	for _, w := range res.Warnings {
+		fmt.Println("warning:", w)
+	}
+	out, _ := json.Marshal(res)
+	fmt.Println(string(out))
+	// Output:
+	// stop: agentstop: max iterations reached (3 > limit 2)
+	// warning: agentstop: budget pressure on total_tokens (850 of 1000 used, threshold 0.8)
+	// {"stage":"","termination_cause":"max_iterations","outcome":"failed","cause":{"$kind":"MaxIterationsReached","limit":2,"count":3},"fired":[{"$kind":"MaxIterationsReached","limit":2,"count":3}],"warnings":[{"$kind":"BudgetPressure","resource":"total_tokens","threshold":0.8,"used":850,"limit":1000}],"stopped_at":4,"events":4,"iterations":3,"tool_calls":0,"tokens":{"input":560,"output":390},"cost":0}
+}
+
+// Tag keeps the termination_cause label set closed: a Custom reason is its
+// own label only when the stage allow-lists it.
+func ExampleTag() {
+	allowed := func(reason string) bool { return reason == "human_review" }
+	fmt.Println(termination.Tag(termination.Custom{Reason: "human_review"}, allowed))
+	fmt.Println(termination.Tag(termination.Custom{Reason: "user 42 gave up"}, allowed))
+	fmt.Println(termination.Tag(termination.Timeout{}, allowed))
+	// Output:
+	// human_review
+	// custom
+	// timeout
+}
+
+// A typo in a policy is an error naming the key, never a silently disabled
+// guard.
+func ExampleParsePolicy_error() {
+	_, err := termination.ParsePolicy([]byte("token_budget:\n  total: 100000\n  presure: 0.8\n"))
+	fmt.Println(err)
+	// Output:
+	// policy.token_budget.presure: unknown key (did you mean "pressure"?) (line 3)
+}
