@@ -73,24 +73,24 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 
 func replay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("replay", flag.ContinueOnError)
-	fs.SetOutput(stderr)
+	// The flag package would print the usage on its own (to stderr, even for
+	// -h); print it here instead: -h to stdout, a bad flag as one line.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	policyPath := fs.String("policy", "", "termination policy, YAML or JSON (required)")
 	stage := fs.String("stage", "replay", "stage name reported in the result")
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), replayUsage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fs.SetOutput(stdout)
-			fs.Usage()
-			return exitOK
-		}
-		return exitBad
-	}
 	fail := func(format string, a ...any) int {
 		fmt.Fprintf(stderr, "agentstop replay: "+format+"\n", a...)
 		return exitBad
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprint(stdout, replayUsage)
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return exitOK
+		}
+		return fail("%s (see agentstop replay -h)", oneLine(err))
 	}
 	if *policyPath == "" {
 		return fail("-policy is required (see agentstop replay -h)")
