@@ -49,6 +49,14 @@
 //     things are N values.
 //   - A stop forced from outside the event stream (a timer, Stop, a cancelled
 //     context, invalid input) has StoppedAt 0.
+//   - Budget thresholds compare used/limit with the fraction, so a decimal
+//     threshold is reached exactly when usage equals it (0.07*100 rounds
+//     above 7 in binary floating point; 7/100 does not). Cost, a sum of
+//     decimal amounts in binary, reaches a limit within a relative 1e-9:
+//     ten events costing 0.1 exhaust a limit of 1.
+//   - Tool arguments are equal when encoding/json decodes them to equal
+//     values: a duplicated key keeps its last value and invalid UTF-8 reads
+//     as U+FFFD, as in encoding/json.
 //   - When several causes fire on one event, Fired lists them in precedence
 //     order, so Fired[0] is the reported cause. Causes outside the
 //     contract's precedence list (All, Custom, user types) rank after Timeout;
