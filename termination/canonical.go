@@ -3,6 +3,7 @@ package termination
 import (
 	"bytes"
 	"encoding/json"
+	"hash/maphash"
 	"math"
 	"strconv"
 	"unicode/utf16"
@@ -81,12 +82,7 @@ func hashValue(v any) uint64 {
 }
 
 func hashStringValue(s string) uint64 {
-	h := uint64(fnvOffset)
-	for i := 0; i < len(s); i++ {
-		h ^= uint64(s[i])
-		h *= fnvPrime
-	}
-	return mix(h ^ hashString)
+	return mix(maphash.String(strSeed, s) ^ hashString)
 }
 
 func hashFloat(f float64) uint64 {
@@ -279,29 +275,46 @@ func (p *canonParser) array(depth int) (uint64, bool) {
 // str hashes the decoded string, so "\u0041" and "A" are equal.
 func (p *canonParser) str() (uint64, bool) {
 	p.i++ // opening quote
-	h := uint64(fnvOffset)
+	start := p.i
+	// Fast path: plain ASCII up to the closing quote hashes in bulk.
+	for p.i < len(p.b) {
+		c := p.b[p.i]
+		if c == '"' {
+			h := maphash.Bytes(strSeed, p.b[start:p.i])
+			p.i++
+			return mix(h ^ hashString), true
+		}
+		if c < 0x20 || c == '\\' || c >= utf8.RuneSelf {
+			break
+		}
+		p.i++
+	}
+	// Slow path: escapes and non-ASCII are decoded into the same streaming
+	// hash, which equals maphash.Bytes of the decoded string.
+	var h maphash.Hash
+	h.SetSeed(strSeed)
+	h.Write(p.b[start:p.i])
 	var enc [utf8.UTFMax]byte
 	for p.i < len(p.b) {
 		c := p.b[p.i]
 		switch {
 		case c == '"':
 			p.i++
-			return mix(h ^ hashString), true
+			return mix(h.Sum64() ^ hashString), true
 		case c < 0x20:
 			return 0, false
 		case c >= utf8.RuneSelf:
 			// Invalid UTF-8 decodes as U+FFFD, as in encoding/json.
 			r, size := utf8.DecodeRune(p.b[p.i:])
 			if r == utf8.RuneError && size == 1 {
-				h = fnv(h, runeErrorBytes)
+				h.Write(runeErrorBytes)
 			} else {
-				h = fnv(h, p.b[p.i:p.i+size])
+				h.Write(p.b[p.i : p.i+size])
 			}
 			p.i += size
 			continue
 		case c != '\\':
-			h ^= uint64(c)
-			h *= fnvPrime
+			h.WriteByte(c)
 			p.i++
 			continue
 		}
@@ -353,7 +366,7 @@ func (p *canonParser) str() (uint64, bool) {
 			return 0, false
 		}
 		n := utf8.EncodeRune(enc[:], r)
-		h = fnv(h, enc[:n])
+		h.Write(enc[:n])
 	}
 	return 0, false
 }
@@ -391,6 +404,9 @@ func (p *canonParser) number() (uint64, bool) {
 		break
 	}
 	num := p.b[start:p.i]
+	if f, ok := smallInt(num); ok {
+		return hashFloat(f), true
+	}
 	// The string aliases the args bytes only for the duration of the call.
 	f, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(num), len(num)), 64)
 	if err != nil || num[len(num)-1] == '.' || (len(num) > 1 && num[0] == '0' && num[1] >= '0' && num[1] <= '9') {
@@ -398,6 +414,34 @@ func (p *canonParser) number() (uint64, bool) {
 	}
 	return hashFloat(f), true
 }
+
+// smallInt parses a plain integer of at most 15 digits, exactly, without
+// strconv: the common case of tool arguments.
+func smallInt(num []byte) (float64, bool) {
+	neg := len(num) > 0 && num[0] == '-'
+	digits := num
+	if neg {
+		digits = num[1:]
+	}
+	if len(digits) == 0 || len(digits) > 15 || (len(digits) > 1 && digits[0] == '0') {
+		return 0, false
+	}
+	var n int64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return float64(n), true
+}
+
+// strSeed seeds string hashes; fingerprints only need to agree within one
+// process.
+var strSeed = maphash.MakeSeed()
 
 var runeErrorBytes = []byte(string(utf8.RuneError))
 
