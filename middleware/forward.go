@@ -118,37 +118,54 @@ func (f *forwarder[T]) observe(item T) (what int) {
 func (f *forwarder[T]) loop(in <-chan T, out chan<- T) {
 	run := f.run
 	for {
+		// Each channel operation first tries without blocking: on a busy
+		// stream that is all it takes, and a one-case select is much cheaper
+		// than a blocking one. An outside stop is still seen at once: by
+		// observe on the next item, or by the blocking selects when idle.
+		var (
+			item T
+			ok   bool
+		)
 		select {
-		case item, ok := <-in:
-			if !ok {
-				close(out)
-				run.Finish(nil)
-				return
-			}
-			switch f.observe(item) {
-			case itemLate:
-				// Stopped from outside before this item: it is drained.
-				close(out)
-				f.drain(in)
-				return
-			case itemFired:
-				f.deliverLast(item, out)
-				close(out)
-				f.drain(in)
-				return
-			}
+		case item, ok = <-in:
+		default:
 			select {
-			case out <- item:
+			case item, ok = <-in:
 			case <-run.done:
-				// Stopped from outside while the consumer was busy: the item
-				// was evaluated, so it is still handed over, as a firing
-				// item would be.
-				f.deliverLast(item, out)
 				close(out)
 				f.drain(in)
 				return
 			}
+		}
+		if !ok {
+			close(out)
+			run.Finish(nil)
+			return
+		}
+		switch f.observe(item) {
+		case itemLate:
+			// Stopped from outside before this item: it is drained.
+			close(out)
+			f.drain(in)
+			return
+		case itemFired:
+			f.deliverLast(item, out)
+			close(out)
+			f.drain(in)
+			return
+		}
+		select {
+		case out <- item:
+			continue
+		default:
+		}
+		select {
+		case out <- item:
 		case <-run.done:
+			// Stopped from outside while the consumer was busy: the item
+			// was evaluated, so it is still handed over, as a firing item
+			// would be.
+			f.deliverLast(item, out)
 			close(out)
 			f.drain(in)
 			return
