@@ -382,17 +382,16 @@ func TestRepeatedMessageStall(t *testing.T) {
 	}
 }
 
-// ChatModelAgent's own MaxIterations ends the run as a failure that names
-// the framework's error.
+// ChatModelAgent's own MaxIterations ends the run with MaxIterationsReached:
+// the adapter's error wraps the typed cause, and Finish keeps it.
 func TestFrameworkMaxIterations(t *testing.T) {
 	for _, s := range []setup{{maxIterations: 3}, {maxIterations: 3, handler: true}} {
 		t.Run(fmt.Sprint("handler=", s.handler), func(t *testing.T) {
 			stage, seen := newStage(t, "max_tool_calls: 50")
 			m := &scriptedModel{script: runaway}
 			out := drive(t, stage, runaway.Input, s, func(ctx context.Context) adk.Agent { return newAgent(t, ctx, "assistant", m, s) }, m)
-			f, ok := out.res.Cause.(termination.Failed)
-			if !ok || f.Reason != termination.FailStreamError || !strings.Contains(f.Err, adk.ErrExceedMaxIterations.Error()) {
-				t.Errorf("cause = %#v, want Failed{stream_error} naming %q", out.res.Cause, adk.ErrExceedMaxIterations)
+			if want := (termination.MaxIterationsReached{Limit: 3, Count: 4}); out.res.Cause != want {
+				t.Errorf("cause = %#v, want %#v (from %q)", out.res.Cause, want, adk.ErrExceedMaxIterations)
 			}
 			if out.calls != 3 || out.res.Iterations != 3 {
 				t.Errorf("model calls, iterations = %d, %d; want 3, 3", out.calls, out.res.Iterations)

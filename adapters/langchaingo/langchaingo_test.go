@@ -267,17 +267,16 @@ func TestRunawayStopsExecutor(t *testing.T) {
 	}
 }
 
-// The executor's own MaxIterations is not a final answer: the run fails
-// naming agents.ErrNotFinished.
+// The executor's own MaxIterations is not a final answer: the run ends with
+// MaxIterationsReached, mapped from agents.ErrNotFinished.
 func TestExecutorMaxIterations(t *testing.T) {
 	stage, seen := newStage(t, "max_tool_calls: 50")
 	out := drive(t, stage, runaway, setup{maxIterations: 3})
 	if !errors.Is(out.err, agents.ErrNotFinished) {
 		t.Fatalf("executor error = %v, want ErrNotFinished", out.err)
 	}
-	f, ok := out.res.Cause.(termination.Failed)
-	if !ok || f.Reason != termination.FailStreamError || f.Err != agents.ErrNotFinished.Error() {
-		t.Errorf("cause = %#v, want Failed{stream_error, %q}", out.res.Cause, agents.ErrNotFinished)
+	if want := (termination.MaxIterationsReached{Limit: 3, Count: 4}); out.res.Cause != want {
+		t.Errorf("cause = %#v, want %#v (from %q)", out.res.Cause, want, agents.ErrNotFinished)
 	}
 	if out.res.Iterations != 3 || out.calls != 3 {
 		t.Errorf("iterations, model calls = %d, %d; want 3, 3", out.res.Iterations, out.calls)
