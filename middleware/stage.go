@@ -272,7 +272,7 @@ func (r *Run) finish(err error) {
 		// limit mapped by an adapter): that cause stands.
 		r.eval.Stop(typed)
 	case err != nil:
-		r.eval.Stop(termination.Failed{Reason: termination.FailStreamError, Err: err.Error()})
+		r.eval.EndStream(termination.Failed{Reason: termination.FailStreamError, Err: err.Error()})
 	}
 	res := r.eval.Result()
 	res.Stage = r.stage.name

@@ -57,6 +57,9 @@
 //   - Tool arguments are equal when encoding/json decodes them to equal
 //     values: a duplicated key keeps its last value and invalid UTF-8 reads
 //     as U+FFFD, as in encoding/json.
+//   - Fired lists what fired: the causes of the stopping event (or timer
+//     tick), or the cause given to Stop. A stream that ends by itself fires
+//     nothing, so its Fired is empty ("fired": []), like its StoppedAt is 0.
 //   - When several causes fire on one event, Fired lists them in precedence
 //     order, so Fired[0] is the reported cause. Causes outside the
 //     contract's precedence list (All, Custom, user types) rank after Timeout;

@@ -146,13 +146,25 @@ func (e *Evaluator) settle(at int) (Cause, bool) {
 
 // Stop ends the run with c unless it has already stopped, and reports
 // whether c became the run's cause. It is for stops that come from outside
-// the event stream: a cancelled context, an external stop, invalid input, a
-// stream error.
+// the event stream: a cancelled context, an external stop, invalid input.
+// Fired is [c].
 func (e *Evaluator) Stop(c Cause) bool {
+	if !e.EndStream(c) {
+		return false
+	}
+	e.fired = []Cause{c}
+	return true
+}
+
+// EndStream ends the run with c as the stream's own end (a stream error
+// reported by the loop) unless it has already stopped, and reports whether
+// c became the run's cause. Nothing fired: Fired is empty, as for a stream
+// that Result finds ended by itself.
+func (e *Evaluator) EndStream(c Cause) bool {
 	if e.cause != nil || c == nil {
 		return false
 	}
-	e.cause, e.fired, e.stoppedAt = c, []Cause{c}, 0
+	e.cause, e.fired, e.stoppedAt = c, nil, 0
 	e.ended = time.Now()
 	return true
 }
@@ -168,14 +180,14 @@ func (e *Evaluator) Warnings() []Cause { return slices.Clone(e.warnings) }
 
 // Result ends the run if it is still going (the stream ended by itself:
 // Failed{reason: stream_error} if the last event was an error event,
-// NaturalCompletion otherwise) and reports it. The outcome is the cause's
+// NaturalCompletion otherwise; nothing fired) and reports it. The outcome is the cause's
 // default; the stage name and tag are left for the caller.
 func (e *Evaluator) Result() Result {
 	if e.cause == nil {
 		if e.lastKind == KindError {
-			e.Stop(Failed{Reason: FailStreamError, Err: e.lastErr})
+			e.EndStream(Failed{Reason: FailStreamError, Err: e.lastErr})
 		} else {
-			e.Stop(NaturalCompletion{})
+			e.EndStream(NaturalCompletion{})
 		}
 	}
 	r := Result{
@@ -212,7 +224,7 @@ type Result struct {
 	// (see Tag); "" means Tag(Cause, nil).
 	TerminationCause string
 	Outcome          Outcome // the cause's default outcome, or the stage's override
-	Fired            []Cause // every cause that fired on the stopping event, in precedence order
+	Fired            []Cause // every cause that fired on the stopping event (or timer tick, or Stop), in precedence order; empty when the stream ended by itself
 	Warnings         []Cause // budget-pressure warnings, in order
 	StoppedAt        int     // 1-based index of the event that fired; 0 when nothing fired on an event
 	Events           int     // events evaluated

@@ -68,7 +68,8 @@ func replayEvents(t testing.TB, c Condition, events ...Event) Result {
 
 // condCase is one row of a condition table: the cause the run ends with
 // (NaturalCompletion when nothing fires), the 1-based event it fired on (0
-// when nothing did), the causes that fired on it (nil: just Cause) and the
+// when nothing did), the causes that fired on it (nil: just Cause, or none
+// when the stream ended by itself) and the
 // budget-pressure warnings recorded.
 type condCase struct {
 	name     string
@@ -89,10 +90,14 @@ func runCondCases(t *testing.T, cases []condCase) {
 			assert.Equal(t, tc.want, res.Cause, "cause")
 			assert.Equal(t, tc.at, res.StoppedAt, "stopped_at")
 			fired := tc.fired
-			if fired == nil {
+			if fired == nil && tc.at > 0 {
 				fired = []Cause{tc.want}
 			}
-			assert.Equal(t, fired, res.Fired, "fired")
+			if len(fired) == 0 {
+				assert.Empty(t, res.Fired, "fired: a stream that ends by itself fires nothing")
+			} else {
+				assert.Equal(t, fired, res.Fired, "fired")
+			}
 			if len(tc.warnings) == 0 {
 				assert.Empty(t, res.Warnings, "warnings")
 			} else {
