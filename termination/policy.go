@@ -282,7 +282,12 @@ func parsePolicyNode(path string, n *yaml.Node) (Condition, error) {
 			}
 			children := make([]Condition, len(v.Content))
 			for i, item := range v.Content {
-				c, err := parsePolicyNode(fmt.Sprintf("%s[%d]", p, i), item)
+				ip := fmt.Sprintf("%s[%d]", p, i)
+				if key == "all" && item.Kind == yaml.MappingNode && len(item.Content) == 0 {
+					// An empty policy never fires, so the all: could never fire.
+					return perr(ip, item, "an empty policy never fires, so this all: never could")
+				}
+				c, err := parsePolicyNode(ip, item)
 				if err != nil {
 					return err
 				}
