@@ -285,7 +285,7 @@ func parsePolicyNode(path string, n *yaml.Node) (Condition, error) {
 				ip := fmt.Sprintf("%s[%d]", p, i)
 				if key == "all" && item.Kind == yaml.MappingNode && len(item.Content) == 0 {
 					// An empty policy never fires, so the all: could never fire.
-					return perr(ip, item, "an empty policy never fires, so this all: never could")
+					return perr(ip, item, "an empty policy never fires, so all: could not")
 				}
 				c, err := parsePolicyNode(ip, item)
 				if err != nil {

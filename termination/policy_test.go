@@ -186,7 +186,7 @@ func TestParsePolicyInvalid(t *testing.T) {
 		// function_call / handoff / source_match / stop_message
 		{`function_call: []`, "policy.function_call", "must not be empty"},
 		{`function_call: ""`, "policy.function_call", "must not be empty"},
-		{`all: [{max_iterations: 3}, {}]`, "policy.all[1]", "an empty policy never fires"},
+		{`all: [{max_iterations: 3}, {}]`, "policy.all[1]", "an empty policy never fires, so all: could not"},
 		{`function_call: [approve, 3]`, "policy.function_call[1]", "must be a string, got an int (3)"},
 		{`function_call: {name: approve}`, "policy.function_call", "must be a name or a list of names, got a mapping"},
 		{`function_call: true`, "policy.function_call", "must be a string, got a bool (true)"},
