@@ -1,0 +1,67 @@
+// Package openaistop reports the turns of a hand-written OpenAI Chat
+// Completions tool loop (github.com/openai/openai-go/v3) to an agentstop
+// [middleware.Run], so a policy can stop the loop.
+//
+// The SDK has no tool loop of its own for Chat Completions: users write one
+// (call the model, run the requested tools, append the results, repeat).
+// This package gives that loop three calls:
+//
+//	ctx, run := stage.Start(ctx)
+//	for {
+//		completion, err := client.Chat.Completions.New(ctx, params)
+//		if err != nil {
+//			return run.Finish(err)
+//		}
+//		if _, stop := openaistop.Observe(run, completion); stop {
+//			break // the run's ctx is cancelled with the typed cause
+//		}
+//		msg := completion.Choices[0].Message
+//		if len(msg.ToolCalls) == 0 {
+//			break // final answer
+//		}
+//		params.Messages = append(params.Messages, msg.ToParam())
+//		for _, call := range msg.ToolCalls {
+//			out, err := runTool(ctx, call)
+//			openaistop.ObserveToolResult(run, call, out, err)
+//			params.Messages = append(params.Messages, openai.ToolMessage(out, call.ID))
+//		}
+//	}
+//	return run.Finish(nil)
+//
+// Streamed responses go through [ObserveStream], which accumulates the chunks
+// with the SDK's ChatCompletionAccumulator and reports the accumulated
+// completion once the stream has ended. Ask for usage with
+// StreamOptions.IncludeUsage, or the streamed turns carry no tokens.
+//
+// # Events
+//
+// One completion becomes, in order:
+//
+//   - one message or final event carrying the completion's usage (exactly
+//     once: prompt_tokens as input, completion_tokens as output), with the
+//     text of Choices[0] and the model's name as source;
+//   - one tool_call event per tool call of Choices[0] (function calls with
+//     their arguments; custom tool calls with their input as a JSON string;
+//     the deprecated function_call too);
+//   - an error event when the model did not deliver a usable answer.
+//
+// finish_reason decides the kind:
+//
+//	finish_reason                      events
+//	tool_calls, function_call          message, tool_call...
+//	stop (or none, or unknown)         final; message, tool_call... if it has tool calls
+//	length                             message, [tool_call...], error "finish_reason length: ..."
+//	content_filter                     message, [tool_call...], error "finish_reason content_filter: ..."
+//	any, with message.refusal set      message, error "refusal: <the refusal>"
+//
+// A response cut off at the token limit, blocked by the content filter or
+// refused is a model turn (an iteration, with its tokens) but not an answer:
+// the error event says why, so a loop that ends there ends as
+// Failed{reason: stream_error} with that text, and the errors condition
+// counts it. Its tool calls, if any, are still reported: they were requested,
+// and a loop that runs them must count them.
+//
+// Tool results are reported by [ObserveToolResult] (a tool_result event, with
+// Err set when the tool failed). A retried API error can be reported with
+// [ObserveError] so that the errors condition sees it.
+package openaistop

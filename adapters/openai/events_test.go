@@ -1,0 +1,139 @@
+package openaistop_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+
+	openaistop "github.com/agentstop/agentstop/adapters/openai"
+	"github.com/agentstop/agentstop/termination"
+)
+
+func TestEvents(t *testing.T) {
+	const usage = `"usage":{"prompt_tokens":9,"completion_tokens":4,"total_tokens":13}`
+	u := termination.Usage{InputTokens: 9, OutputTokens: 4}
+	tests := []struct {
+		name string
+		json string
+		want []termination.Event
+	}{{
+		name: "final",
+		json: `{"model":"m","choices":[{"finish_reason":"stop","message":{"role":"assistant","content":"done"}}],` + usage + `}`,
+		want: []termination.Event{{Kind: termination.KindFinal, Source: "m", Text: "done", Usage: u}},
+	}, {
+		name: "tool calls",
+		json: `{"model":"m","choices":[{"finish_reason":"tool_calls","message":{"role":"assistant","content":null,"tool_calls":[
+			{"id":"1","type":"function","function":{"name":"a","arguments":"{\"x\":1}"}},
+			{"id":"2","type":"custom","custom":{"name":"grep","input":"foo bar"}},
+			{"id":"3","type":"function","function":{"name":"b","arguments":"{\"x\":"}},
+			{"id":"4","type":"function","function":{"name":"c","arguments":""}}]}}],` + usage + `}`,
+		want: []termination.Event{
+			{Kind: termination.KindMessage, Source: "m", Usage: u},
+			{Kind: termination.KindToolCall, Tool: "a", Args: json.RawMessage(`{"x":1}`)},
+			{Kind: termination.KindToolCall, Tool: "grep", Args: json.RawMessage(`"foo bar"`)},
+			{Kind: termination.KindToolCall, Tool: "b", Args: json.RawMessage(`"{\"x\":"`)},
+			{Kind: termination.KindToolCall, Tool: "c"},
+		},
+	}, {
+		name: "tool calls with finish_reason stop",
+		json: `{"model":"m","choices":[{"finish_reason":"stop","message":{"role":"assistant","content":"x","tool_calls":[
+			{"id":"1","type":"function","function":{"name":"a","arguments":"{}"}}]}}],` + usage + `}`,
+		want: []termination.Event{
+			{Kind: termination.KindMessage, Source: "m", Text: "x", Usage: u},
+			{Kind: termination.KindToolCall, Tool: "a", Args: json.RawMessage(`{}`)},
+		},
+	}, {
+		name: "legacy function_call",
+		json: `{"model":"m","choices":[{"finish_reason":"function_call","message":{"role":"assistant","function_call":{"name":"f","arguments":"{}"}}}],` + usage + `}`,
+		want: []termination.Event{
+			{Kind: termination.KindMessage, Source: "m", Usage: u},
+			{Kind: termination.KindToolCall, Tool: "f", Args: json.RawMessage(`{}`)},
+		},
+	}, {
+		name: "length",
+		json: `{"model":"m","choices":[{"finish_reason":"length","message":{"role":"assistant","content":"the answ"}}],` + usage + `}`,
+		want: []termination.Event{
+			{Kind: termination.KindMessage, Source: "m", Text: "the answ", Usage: u},
+			{Kind: termination.KindError, Source: "m", Err: "finish_reason length: the response was cut off at the token limit"},
+		},
+	}, {
+		name: "content filter",
+		json: `{"model":"m","choices":[{"finish_reason":"content_filter","message":{"role":"assistant","content":""}}],` + usage + `}`,
+		want: []termination.Event{
+			{Kind: termination.KindMessage, Source: "m", Usage: u},
+			{Kind: termination.KindError, Source: "m", Err: "finish_reason content_filter: content was omitted by the content filter"},
+		},
+	}, {
+		name: "refusal",
+		json: `{"model":"m","choices":[{"finish_reason":"stop","message":{"role":"assistant","content":null,"refusal":"I can't help with that."}}],` + usage + `}`,
+		want: []termination.Event{
+			{Kind: termination.KindMessage, Source: "m", Text: "I can't help with that.", Usage: u},
+			{Kind: termination.KindError, Source: "m", Err: "refusal: I can't help with that."},
+		},
+	}, {
+		name: "no choices",
+		json: `{"model":"m","choices":[],` + usage + `}`,
+		want: []termination.Event{
+			{Kind: termination.KindMessage, Source: "m", Usage: u},
+			{Kind: termination.KindError, Source: "m", Err: "the completion has no choices"},
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var c openai.ChatCompletion
+			if err := json.Unmarshal([]byte(tt.json), &c); err != nil {
+				t.Fatal(err)
+			}
+			var got []termination.Event
+			openaistop.Events(&c, func(ev termination.Event) { got = append(got, ev) })
+			if len(got) != len(tt.want) {
+				t.Fatalf("got %d events %+v, want %d", len(got), got, len(tt.want))
+			}
+			for i := range got {
+				g, w := got[i], tt.want[i]
+				if g.Kind != w.Kind || g.Source != w.Source || g.Text != w.Text || g.Tool != w.Tool ||
+					string(g.Args) != string(w.Args) || g.Usage != w.Usage || g.Err != w.Err {
+					t.Errorf("event %d = %+v (args %s), want %+v (args %s)", i, g, g.Args, w, w.Args)
+				}
+				if g.Args != nil && !json.Valid(g.Args) {
+					t.Errorf("event %d: args %q are not JSON", i, g.Args)
+				}
+			}
+		})
+	}
+	openaistop.Events(nil, func(ev termination.Event) { t.Errorf("nil completion emitted %+v", ev) })
+}
+
+func TestToolResultEvent(t *testing.T) {
+	var call openai.ChatCompletionMessageToolCallUnion
+	if err := json.Unmarshal([]byte(`{"id":"1","type":"function","function":{"name":"search","arguments":"{}"}}`), &call); err != nil {
+		t.Fatal(err)
+	}
+	ok := openaistop.ToolResultEvent(call, "3 hits", nil)
+	if ok.Kind != termination.KindToolResult || ok.Tool != "search" || ok.Text != "3 hits" || ok.Err != "" {
+		t.Errorf("ok = %+v", ok)
+	}
+	failed := openaistop.ToolResultEvent(call, "", errors.New("timeout"))
+	if failed.Err != "timeout" || !failed.Failed() {
+		t.Errorf("failed = %+v", failed)
+	}
+}
+
+func TestObserveError(t *testing.T) {
+	stage := newStage(t, nil, "errors: {consecutive: 2}")
+	_, run := stage.Start(t.Context())
+	if _, stop := openaistop.ObserveError(run, nil); stop {
+		t.Fatal("nil error stopped the run")
+	}
+	if _, stop := openaistop.ObserveError(run, errors.New("429")); stop {
+		t.Fatal("first error stopped the run")
+	}
+	cause, stop := openaistop.ObserveError(run, errors.New("429"))
+	var failed termination.Failed
+	if !stop || !errors.As(cause, &failed) || failed.Reason != termination.FailErrorThreshold {
+		t.Fatalf("cause = %#v, %v, want Failed{error_threshold}", cause, stop)
+	}
+	run.Finish(nil)
+}

@@ -1,0 +1,59 @@
+package openaistop_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/openai/openai-go/v3"
+
+	openaistop "github.com/agentstop/agentstop/adapters/openai"
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// A hand-written tool loop whose model keeps calling the same tool is
+// stopped on the 4th call. (The model here is a scripted server on
+// 127.0.0.1; point option.WithBaseURL at nothing to use the real API.)
+func Example() {
+	m, _ := startModel(true, turn{calls: []call{{"search", `{"q":"agentstop"}`}}, input: 120, output: 15})
+	defer m.srv.Close()
+	client := m.client()
+
+	stage, _ := middleware.New("researcher",
+		middleware.WithPolicy(termination.MustParsePolicy("max_tool_calls: 3")))
+	ctx, run := stage.Start(context.Background())
+
+	params := openai.ChatCompletionNewParams{
+		Model:    "gpt-5-mini",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is agentstop?")},
+	}
+	for {
+		completion, err := client.Chat.Completions.New(ctx, params)
+		if err != nil {
+			run.Finish(err)
+			break
+		}
+		if _, stop := openaistop.Observe(run, completion); stop {
+			break
+		}
+		msg := completion.Choices[0].Message
+		if len(msg.ToolCalls) == 0 {
+			break
+		}
+		params.Messages = append(params.Messages, msg.ToParam())
+		for _, call := range msg.ToolCalls {
+			out := "no results" // run the tool here
+			openaistop.ObserveToolResult(run, call, out, nil)
+			params.Messages = append(params.Messages, openai.ToolMessage(out, call.ID))
+		}
+	}
+	res := run.Finish(nil)
+
+	var limit termination.MaxToolCallsReached
+	fmt.Println(res.Tag(), errors.As(context.Cause(ctx), &limit), limit.Count)
+	fmt.Println("requests:", m.calls(), "tokens:", res.Tokens.InputTokens, res.Tokens.OutputTokens)
+	// Output:
+	// max_tool_calls true 4
+	// requests: 4 tokens: 480 60
+}

@@ -1,0 +1,247 @@
+package openaistop_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/shared"
+
+	openaistop "github.com/agentstop/agentstop/adapters/openai"
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// agentLoop is the hand-written tool loop a user of the SDK writes, with
+// the three calls of the package doc. It runs until the model answers
+// without tool calls, a request fails, or the run stops.
+func agentLoop(ctx context.Context, run *middleware.Run, client openai.Client, stream bool, prompt string) termination.Result {
+	params := openai.ChatCompletionNewParams{
+		Model:    "scripted",
+		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)},
+		Tools: []openai.ChatCompletionToolUnionParam{openai.ChatCompletionFunctionTool(shared.FunctionDefinitionParam{
+			Name:       "echo",
+			Parameters: shared.FunctionParameters{"type": "object"},
+		})},
+	}
+	if stream {
+		params.StreamOptions.IncludeUsage = openai.Bool(true)
+	}
+	run.Observe(termination.Event{Kind: termination.KindInput, Source: "user", Text: prompt})
+	for {
+		var completion *openai.ChatCompletion
+		if stream {
+			c, err := openaistop.ObserveStream(run, client.Chat.Completions.NewStreaming(ctx, params), nil)
+			if err != nil {
+				return run.Finish(err)
+			}
+			completion = &c
+		} else {
+			c, err := client.Chat.Completions.New(ctx, params)
+			if err != nil {
+				return run.Finish(err)
+			}
+			if _, stop := openaistop.Observe(run, c); stop {
+				return run.Finish(nil)
+			}
+			completion = c
+		}
+		msg := completion.Choices[0].Message
+		if len(msg.ToolCalls) == 0 {
+			return run.Finish(nil)
+		}
+		params.Messages = append(params.Messages, msg.ToParam())
+		for _, tc := range msg.ToolCalls {
+			out, err := echoTool(tc)
+			if _, stop := openaistop.ObserveToolResult(run, tc, out, err); stop {
+				return run.Finish(nil)
+			}
+			params.Messages = append(params.Messages, openai.ToolMessage(out, tc.ID))
+		}
+	}
+}
+
+// recorder collects the events a run evaluates.
+type recorder struct{ events []termination.Event }
+
+func (r *recorder) condition() termination.Condition {
+	return termination.Predicate("record", func(ev termination.Event) bool {
+		r.events = append(r.events, ev)
+		return false
+	})
+}
+
+func (r *recorder) kinds() []string {
+	out := make([]string, len(r.events))
+	for i, ev := range r.events {
+		out[i] = ev.Kind.String()
+	}
+	return out
+}
+
+func newStage(t *testing.T, rec *recorder, policy string) *middleware.Stage {
+	t.Helper()
+	cond := termination.MustParsePolicy(policy).Condition()
+	if rec != nil {
+		cond = termination.AnyOf(rec.condition(), cond)
+	}
+	stage, err := middleware.New("openai-test", middleware.WithCondition(cond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stage
+}
+
+func forEachMode(t *testing.T, f func(t *testing.T, stream bool)) {
+	for _, mode := range []struct {
+		name   string
+		stream bool
+	}{{"json", false}, {"stream", true}} {
+		t.Run(mode.name, func(t *testing.T) { f(t, mode.stream) })
+	}
+}
+
+func TestRunawayStoppedByMaxToolCalls(t *testing.T) {
+	forEachMode(t, func(t *testing.T, stream bool) {
+		m := newModel(t, true, turn{text: "searching", calls: []call{{"echo", `{"q":"again"}`}}, input: 10, output: 3})
+		stage := newStage(t, nil, "max_tool_calls: 3")
+		ctx, run := stage.Start(t.Context())
+		res := agentLoop(ctx, run, m.client(), stream, "find it")
+
+		var limit termination.MaxToolCallsReached
+		if !errors.As(res.Cause, &limit) || limit.Limit != 3 || limit.Count != 4 {
+			t.Fatalf("cause = %#v, want MaxToolCallsReached{3, 4}", res.Cause)
+		}
+		if !errors.As(context.Cause(ctx), &limit) {
+			t.Errorf("context.Cause(ctx) = %v, want the typed cause", context.Cause(ctx))
+		}
+		// The 4th response requested the 4th call: no request after it.
+		if got := m.calls(); got != 4 {
+			t.Errorf("model calls = %d, want 4", got)
+		}
+		if res.Tokens.InputTokens != 40 || res.Tokens.OutputTokens != 12 {
+			t.Errorf("tokens = %+v, want 40 in, 12 out", res.Tokens)
+		}
+	})
+}
+
+func TestRunawayStoppedByStall(t *testing.T) {
+	forEachMode(t, func(t *testing.T, stream bool) {
+		m := newModel(t, true, turn{calls: []call{{"echo", `{"q": "same", "page": 1}`}}, input: 7, output: 2})
+		stage := newStage(t, nil, "{stall: {repeats: 3}, max_iterations: 50}")
+		ctx, run := stage.Start(t.Context())
+		res := agentLoop(ctx, run, m.client(), stream, "find it")
+
+		var stall termination.StallDetected
+		if !errors.As(res.Cause, &stall) || stall.Signal != termination.SignalRepeatedToolCall || stall.Repeats != 3 {
+			t.Fatalf("cause = %#v, want StallDetected{repeated_tool_call, 3}", res.Cause)
+		}
+		if got := m.calls(); got != 3 {
+			t.Errorf("model calls = %d, want 3", got)
+		}
+		if res.Tokens.InputTokens != 21 || res.Tokens.OutputTokens != 6 {
+			t.Errorf("tokens = %+v, want 21 in, 6 out", res.Tokens)
+		}
+	})
+}
+
+func TestNaturalCompletion(t *testing.T) {
+	forEachMode(t, func(t *testing.T, stream bool) {
+		m := newModel(t, false,
+			turn{text: "let me look", calls: []call{{"echo", `{"q":"a"}`}, {"echo", `{"q":"b"}`}}, input: 100, output: 20},
+			turn{calls: []call{{"fail", `{}`}}, input: 150, output: 5},
+			turn{text: "the answer is 42", input: 200, output: 30},
+		)
+		rec := &recorder{}
+		stage := newStage(t, rec, "{max_tool_calls: 10, max_iterations: 10}")
+		ctx, run := stage.Start(t.Context())
+		res := agentLoop(ctx, run, m.client(), stream, "what is it?")
+
+		if _, ok := res.Cause.(termination.NaturalCompletion); !ok {
+			t.Fatalf("cause = %#v, want NaturalCompletion", res.Cause)
+		}
+		if res.Tokens.InputTokens != 450 || res.Tokens.OutputTokens != 55 {
+			t.Errorf("tokens = %+v, want 450 in, 55 out", res.Tokens)
+		}
+		if res.Iterations != 3 || res.ToolCalls != 3 {
+			t.Errorf("iterations, tool calls = %d, %d, want 3, 3", res.Iterations, res.ToolCalls)
+		}
+		want := []string{"input", "message", "tool_call", "tool_call", "tool_result", "tool_result",
+			"message", "tool_call", "tool_result", "final"}
+		if got := rec.kinds(); !equal(got, want) {
+			t.Fatalf("events = %v, want %v", got, want)
+		}
+		ev := rec.events
+		if ev[1].Text != "let me look" || ev[1].Usage != (termination.Usage{InputTokens: 100, OutputTokens: 20}) || ev[1].Source != "scripted" {
+			t.Errorf("first message = %+v", ev[1])
+		}
+		if ev[2].Tool != "echo" || string(ev[2].Args) != `{"q":"a"}` {
+			t.Errorf("tool call = %+v", ev[2])
+		}
+		if ev[2].Usage != (termination.Usage{}) || ev[4].Usage != (termination.Usage{}) {
+			t.Errorf("usage on a tool event: %+v, %+v", ev[2], ev[4])
+		}
+		if ev[8].Tool != "fail" || ev[8].Err != "tool fail failed" {
+			t.Errorf("failed tool result = %+v", ev[8])
+		}
+		if ev[9].Text != "the answer is 42" {
+			t.Errorf("final = %+v", ev[9])
+		}
+		if got := m.calls(); got != 3 {
+			t.Errorf("model calls = %d, want 3", got)
+		}
+	})
+}
+
+// A turn that is not an answer ends the loop as Failed{stream_error} with
+// the reason in the error text.
+func TestTruncatedAnswerFails(t *testing.T) {
+	forEachMode(t, func(t *testing.T, stream bool) {
+		m := newModel(t, false, turn{text: "the answer is", finish: "length", input: 5, output: 4096})
+		rec := &recorder{}
+		stage := newStage(t, rec, "{}")
+		ctx, run := stage.Start(t.Context())
+		res := agentLoop(ctx, run, m.client(), stream, "long question")
+
+		var failed termination.Failed
+		if !errors.As(res.Cause, &failed) || failed.Reason != termination.FailStreamError {
+			t.Fatalf("cause = %#v, want Failed{stream_error}", res.Cause)
+		}
+		if want := []string{"input", "message", "error"}; !equal(rec.kinds(), want) {
+			t.Fatalf("events = %v, want %v", rec.kinds(), want)
+		}
+		if res.Tokens.OutputTokens != 4096 || res.Iterations != 1 {
+			t.Errorf("tokens, iterations = %+v, %d", res.Tokens, res.Iterations)
+		}
+	})
+}
+
+// The stop reaches requests in flight: a run stopped from outside cancels
+// the request the loop is waiting on.
+func TestStopCancelsLoop(t *testing.T) {
+	m := newModel(t, true, turn{calls: []call{{"echo", `{}`}}, input: 1, output: 1})
+	stage := newStage(t, nil, "{}")
+	ctx, run := stage.Start(t.Context())
+	run.Stop("user pressed stop")
+	res := agentLoop(ctx, run, m.client(), false, "go")
+	var c termination.Cancelled
+	if !errors.As(res.Cause, &c) || c.Reason != termination.CancelExternal {
+		t.Fatalf("cause = %#v, want Cancelled{external}", res.Cause)
+	}
+	if got := m.calls(); got != 0 {
+		t.Errorf("model calls = %d, want 0", got)
+	}
+}
+
+func equal(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,198 @@
+package openaistop
+
+import (
+	"encoding/json"
+	"errors"
+
+	"github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// The error texts of turns that are not answers (see the package doc).
+const (
+	errLength        = "finish_reason length: the response was cut off at the token limit"
+	errContentFilter = "finish_reason content_filter: content was omitted by the content filter"
+	errNoChoices     = "the completion has no choices"
+	refusalPrefix    = "refusal: "
+)
+
+// Events turns one chat completion into events and passes them to emit, in
+// order: a message or final event with the completion's usage, a tool_call
+// event per tool call of Choices[0], and an error event when the turn is not
+// an answer (finish_reason length or content_filter, a refusal). The package
+// doc has the full mapping. A nil completion emits nothing.
+//
+// Events is the decode function for middleware.ForwardEach and
+// middleware.ForwardSeqEach over a loop that yields completions.
+func Events(c *openai.ChatCompletion, emit func(termination.Event)) {
+	if c == nil {
+		return
+	}
+	turn := termination.Event{
+		Kind:   termination.KindFinal,
+		Source: c.Model,
+		Usage: termination.Usage{
+			InputTokens:  c.Usage.PromptTokens,
+			OutputTokens: c.Usage.CompletionTokens,
+		},
+	}
+	if len(c.Choices) == 0 {
+		turn.Kind = termination.KindMessage
+		emit(turn)
+		emit(termination.Event{Kind: termination.KindError, Source: c.Model, Err: errNoChoices})
+		return
+	}
+	choice := &c.Choices[0]
+	msg := &choice.Message
+	turn.Text = msg.Content
+	var problem string
+	switch choice.FinishReason {
+	case "length":
+		problem = errLength
+	case "content_filter":
+		problem = errContentFilter
+	}
+	if msg.Refusal != "" {
+		problem = refusalPrefix + msg.Refusal
+		if turn.Text == "" {
+			turn.Text = msg.Refusal
+		}
+	}
+	legacy := msg.FunctionCall.Name != ""
+	if len(msg.ToolCalls) > 0 || legacy || problem != "" ||
+		choice.FinishReason == "tool_calls" || choice.FinishReason == "function_call" {
+		turn.Kind = termination.KindMessage
+	}
+	emit(turn)
+	for i := range msg.ToolCalls {
+		emit(ToolCallEvent(msg.ToolCalls[i]))
+	}
+	if legacy {
+		emit(termination.Event{Kind: termination.KindToolCall, Tool: msg.FunctionCall.Name, Args: args(msg.FunctionCall.Arguments)})
+	}
+	if problem != "" {
+		emit(termination.Event{Kind: termination.KindError, Source: c.Model, Err: problem})
+	}
+}
+
+// ToolCallEvent returns the tool_call event of one tool call: the function's
+// name and arguments, or a custom tool's name and its input as a JSON
+// string.
+func ToolCallEvent(call openai.ChatCompletionMessageToolCallUnion) termination.Event {
+	name, input := toolCall(call)
+	return termination.Event{Kind: termination.KindToolCall, Tool: name, Args: input}
+}
+
+// ToolResultEvent returns the tool_result event of one tool call: output as
+// its text, and err's text as its Err when the tool failed.
+func ToolResultEvent(call openai.ChatCompletionMessageToolCallUnion, output string, err error) termination.Event {
+	name, _ := toolCall(call)
+	ev := termination.Event{Kind: termination.KindToolResult, Tool: name, Text: output}
+	if err != nil {
+		ev.Err = err.Error()
+	}
+	return ev
+}
+
+func toolCall(call openai.ChatCompletionMessageToolCallUnion) (string, json.RawMessage) {
+	if call.Type == "custom" {
+		in, _ := json.Marshal(call.Custom.Input) // a string always marshals
+		return call.Custom.Name, in
+	}
+	return call.Function.Name, args(call.Function.Arguments)
+}
+
+// args returns a tool call's arguments as JSON: the arguments themselves
+// when they are valid JSON (they normally are), else a JSON string holding
+// them, so that a malformed call is still compared and counted. No
+// arguments is no Args.
+func args(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	if json.Valid([]byte(s)) {
+		return json.RawMessage(s)
+	}
+	b, _ := json.Marshal(s)
+	return b
+}
+
+// Observe reports one chat completion to run (see [Events]) and returns the
+// cause and true when the loop must stop: on this completion or earlier. The
+// run's context is then already cancelled with the cause, so requests made
+// under it fail; the loop should break and call run.Finish. A nil
+// completion is not reported.
+func Observe(run *middleware.Run, c *openai.ChatCompletion) (termination.Cause, bool) {
+	var (
+		cause termination.Cause
+		stop  bool
+	)
+	Events(c, func(ev termination.Event) {
+		if !stop {
+			cause, stop = run.Observe(ev)
+		}
+	})
+	if !stop {
+		cause, stop = run.Cause()
+	}
+	return cause, stop
+}
+
+// ObserveToolResult reports the result of one tool call to run (see
+// [ToolResultEvent]) and returns the cause and true when the loop must stop.
+func ObserveToolResult(run *middleware.Run, call openai.ChatCompletionMessageToolCallUnion, output string, err error) (termination.Cause, bool) {
+	return run.Observe(ToolResultEvent(call, output, err))
+}
+
+// ObserveError reports a loop-level error that the loop survives (a failed
+// request it retries) as an error event, so that the errors condition counts
+// it, and returns the cause and true when the loop must stop. An error that
+// ends the loop goes to run.Finish instead. A nil err reports nothing.
+func ObserveError(run *middleware.Run, err error) (termination.Cause, bool) {
+	if err == nil {
+		return run.Cause()
+	}
+	return run.Observe(termination.Event{Kind: termination.KindError, Err: err.Error()})
+}
+
+// ObserveStream reads a streamed chat completion to its end, passing each
+// chunk to onChunk (if not nil) as it arrives and accumulating it with the
+// SDK's ChatCompletionAccumulator, then closes the stream and reports the
+// accumulated completion to run like [Observe]. Usage is only streamed when
+// the request sets StreamOptions.IncludeUsage.
+//
+// It returns the accumulated completion and: nil to go on; the stream's
+// error when the stream failed (not reported to run: pass it to run.Finish,
+// or to [ObserveError] and retry); or the run's typed cause (a
+// [termination.Cause], which is an error) when the loop must stop. Either
+// error can be handed straight to run.Finish, which keeps a cause that has
+// already stopped the run.
+func ObserveStream(run *middleware.Run, stream *ssestream.Stream[openai.ChatCompletionChunk], onChunk func(openai.ChatCompletionChunk)) (openai.ChatCompletion, error) {
+	if stream == nil {
+		return openai.ChatCompletion{}, errNilStream
+	}
+	defer stream.Close()
+	var acc openai.ChatCompletionAccumulator
+	for stream.Next() {
+		chunk := stream.Current()
+		acc.AddChunk(chunk)
+		if onChunk != nil {
+			onChunk(chunk)
+		}
+	}
+	if err := stream.Err(); err != nil {
+		if cause, stopped := run.Cause(); stopped {
+			return acc.ChatCompletion, cause
+		}
+		return acc.ChatCompletion, err
+	}
+	if cause, stop := Observe(run, &acc.ChatCompletion); stop {
+		return acc.ChatCompletion, cause
+	}
+	return acc.ChatCompletion, nil
+}
+
+var errNilStream = errors.New("openaistop: nil stream")
