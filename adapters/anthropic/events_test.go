@@ -1,0 +1,190 @@
+package anthropicstop_test
+
+import (
+	"encoding/json"
+	"errors"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go"
+
+	anthropicstop "github.com/agentstop/agentstop/adapters/anthropic"
+	"github.com/agentstop/agentstop/termination"
+)
+
+func TestEvents(t *testing.T) {
+	const usage = `"usage":{"input_tokens":9,"cache_creation_input_tokens":100,"cache_read_input_tokens":1000,"output_tokens":4}`
+	u := termination.Usage{InputTokens: 1109, OutputTokens: 4}
+	msg := func(stop, content string) string {
+		return `{"id":"m","type":"message","role":"assistant","model":"claude","stop_reason":"` + stop + `","content":[` + content + `],` + usage + `}`
+	}
+	text := `{"type":"text","text":"hello"},{"type":"text","text":"world"}`
+	tool := `{"type":"tool_use","id":"t1","name":"search","input":{"q":"x"}}`
+	server := `{"type":"server_tool_use","id":"s1","name":"web_search","input":{"query":"y"}}`
+	tests := []struct {
+		name string
+		json string
+		want []termination.Event
+	}{{
+		name: "end_turn",
+		json: msg("end_turn", text),
+		want: []termination.Event{{Kind: termination.KindFinal, Source: "claude", Text: "hello\nworld", Usage: u}},
+	}, {
+		name: "stop_sequence",
+		json: msg("stop_sequence", text),
+		want: []termination.Event{{Kind: termination.KindFinal, Source: "claude", Text: "hello\nworld", Usage: u}},
+	}, {
+		name: "tool_use",
+		json: msg("tool_use", text+","+tool+","+tool),
+		want: []termination.Event{
+			{Kind: termination.KindMessage, Source: "claude", Text: "hello\nworld", Usage: u},
+			{Kind: termination.KindToolCall, Tool: "search", Args: json.RawMessage(`{"q":"x"}`)},
+			{Kind: termination.KindToolCall, Tool: "search", Args: json.RawMessage(`{"q":"x"}`)},
+		},
+	}, {
+		name: "server tool in a final turn",
+		json: msg("end_turn", server+","+text),
+		want: []termination.Event{
+			{Kind: termination.KindFinal, Source: "claude", Text: "hello\nworld", Usage: u},
+			{Kind: termination.KindToolCall, Tool: "web_search", Args: json.RawMessage(`{"query":"y"}`)},
+		},
+	}, {
+		name: "pause_turn",
+		json: msg("pause_turn", server),
+		want: []termination.Event{
+			{Kind: termination.KindMessage, Source: "claude", Usage: u},
+			{Kind: termination.KindToolCall, Tool: "web_search", Args: json.RawMessage(`{"query":"y"}`)},
+		},
+	}, {
+		name: "max_tokens with a cut-off tool call",
+		json: msg("max_tokens", text+","+tool),
+		want: []termination.Event{
+			{Kind: termination.KindMessage, Source: "claude", Text: "hello\nworld", Usage: u},
+			{Kind: termination.KindError, Source: "claude", Err: "stop_reason max_tokens: the response was cut off at the token limit"},
+		},
+	}, {
+		name: "model_context_window_exceeded",
+		json: msg("model_context_window_exceeded", text),
+		want: []termination.Event{
+			{Kind: termination.KindMessage, Source: "claude", Text: "hello\nworld", Usage: u},
+			{Kind: termination.KindError, Source: "claude", Err: "stop_reason model_context_window_exceeded: the response was cut off at the context window"},
+		},
+	}, {
+		name: "refusal",
+		json: `{"id":"m","type":"message","role":"assistant","model":"claude","stop_reason":"refusal",
+			"stop_details":{"type":"refusal","category":"cyber","explanation":"not allowed"},"content":[],` + usage + `}`,
+		want: []termination.Event{
+			{Kind: termination.KindMessage, Source: "claude", Usage: u},
+			{Kind: termination.KindError, Source: "claude", Err: "stop_reason refusal: the model refused: not allowed"},
+		},
+	}, {
+		name: "refusal without details",
+		json: msg("refusal", ""),
+		want: []termination.Event{
+			{Kind: termination.KindMessage, Source: "claude", Usage: u},
+			{Kind: termination.KindError, Source: "claude", Err: "stop_reason refusal: the model refused"},
+		},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var m anthropic.Message
+			if err := json.Unmarshal([]byte(tt.json), &m); err != nil {
+				t.Fatal(err)
+			}
+			var got []termination.Event
+			anthropicstop.Events(&m, func(ev termination.Event) { got = append(got, ev) })
+			check(t, got, tt.want)
+
+			// The beta API's messages map the same way.
+			var bm anthropic.BetaMessage
+			if err := json.Unmarshal([]byte(tt.json), &bm); err != nil {
+				t.Fatal(err)
+			}
+			got = nil
+			anthropicstop.BetaEvents(&bm, func(ev termination.Event) { got = append(got, ev) })
+			check(t, got, tt.want)
+		})
+	}
+	anthropicstop.Events(nil, func(ev termination.Event) { t.Errorf("nil message emitted %+v", ev) })
+	anthropicstop.BetaEvents(nil, func(ev termination.Event) { t.Errorf("nil message emitted %+v", ev) })
+}
+
+func check(t *testing.T, got, want []termination.Event) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("got %d events %+v, want %d", len(got), got, len(want))
+	}
+	for i := range got {
+		g, w := got[i], want[i]
+		if g.Kind != w.Kind || g.Source != w.Source || g.Text != w.Text || g.Tool != w.Tool ||
+			string(g.Args) != string(w.Args) || g.Usage != w.Usage || g.Err != w.Err {
+			t.Errorf("event %d = %+v (args %s), want %+v (args %s)", i, g, g.Args, w, w.Args)
+		}
+	}
+}
+
+func TestToolResultEvent(t *testing.T) {
+	call := anthropic.ToolUseBlock{ID: "t1", Name: "search"}
+	ok := anthropicstop.ToolResultEvent(call, "3 hits", nil)
+	if ok.Kind != termination.KindToolResult || ok.Tool != "search" || ok.Text != "3 hits" || ok.Err != "" {
+		t.Errorf("ok = %+v", ok)
+	}
+	failed := anthropicstop.ToolResultEvent(call, "", errors.New("timeout"))
+	if failed.Err != "timeout" || !failed.Failed() {
+		t.Errorf("failed = %+v", failed)
+	}
+}
+
+func TestObserveError(t *testing.T) {
+	stage := newStage(t, nil, "errors: {consecutive: 2}")
+	_, run := stage.Start(t.Context())
+	if _, stop := anthropicstop.ObserveError(run, nil); stop {
+		t.Fatal("nil error stopped the run")
+	}
+	if _, stop := anthropicstop.ObserveError(run, errors.New("overloaded")); stop {
+		t.Fatal("first error stopped the run")
+	}
+	cause, stop := anthropicstop.ObserveError(run, errors.New("overloaded"))
+	var failed termination.Failed
+	if !stop || !errors.As(cause, &failed) || failed.Reason != termination.FailErrorThreshold {
+		t.Fatalf("cause = %#v, %v, want Failed{error_threshold}", cause, stop)
+	}
+	run.Finish(nil)
+}
+
+// A consumer that leaves the runner's iteration early stops the run as
+// Cancelled{external}, like middleware.ForwardSeq.
+func TestConsumerLeaves(t *testing.T) {
+	forEachLoop(t, func(t *testing.T, l loop) {
+		if !l.runner {
+			t.Skip("hand-written loops have no iterator")
+		}
+		m := newModel(t, true, turn{calls: []call{{"search", `{}`}}, input: 1, output: 1})
+		stage := newStage(t, nil, "{}")
+		ctx, run := stage.Start(t.Context())
+		client := m.client()
+		tools := anthropicstop.Tools(run, echoTool{"search"})
+		params := anthropic.BetaToolRunnerParams{BetaMessageNewParams: anthropic.BetaMessageNewParams{
+			Model: "scripted", MaxTokens: 10,
+			Messages: []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("go"))},
+		}}
+		if l.name == "toolrunner" {
+			for range anthropicstop.All(run, client.Beta.Messages.NewToolRunner(tools, params).All(ctx)) {
+				break
+			}
+		} else {
+			for events := range anthropicstop.AllStreaming(run, client.Beta.Messages.NewToolRunnerStreaming(tools, params).AllStreaming(ctx)) {
+				for range events {
+				}
+				break
+			}
+		}
+		res := run.Wait()
+		var c termination.Cancelled
+		if !errors.As(res.Cause, &c) || c.Reason != termination.CancelExternal {
+			t.Fatalf("cause = %#v, want Cancelled{external}", res.Cause)
+		}
+		if got := m.calls(); got != 1 {
+			t.Errorf("model calls = %d, want 1", got)
+		}
+	})
+}

@@ -1,0 +1,228 @@
+package anthropicstop_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/anthropics/anthropic-sdk-go"
+
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// loop is one way of running a tool loop with the SDK.
+type loop struct {
+	name   string
+	runner bool // the SDK's own loop (beta tool runner) rather than a hand-written one
+	run    func(ctx context.Context, run *middleware.Run, client anthropic.Client, prompt string) termination.Result
+}
+
+var loops = []loop{
+	{"messages", false, func(ctx context.Context, run *middleware.Run, c anthropic.Client, p string) termination.Result {
+		return agentLoop(ctx, run, c, false, p)
+	}},
+	{"messages-stream", false, func(ctx context.Context, run *middleware.Run, c anthropic.Client, p string) termination.Result {
+		return agentLoop(ctx, run, c, true, p)
+	}},
+	{"toolrunner", true, func(ctx context.Context, run *middleware.Run, c anthropic.Client, p string) termination.Result {
+		res, _ := runnerLoop(ctx, run, c, false, p)
+		return res
+	}},
+	{"toolrunner-stream", true, func(ctx context.Context, run *middleware.Run, c anthropic.Client, p string) termination.Result {
+		res, _ := runnerLoop(ctx, run, c, true, p)
+		return res
+	}},
+}
+
+func forEachLoop(t *testing.T, f func(t *testing.T, l loop)) {
+	for _, l := range loops {
+		t.Run(l.name, func(t *testing.T) { f(t, l) })
+	}
+}
+
+// recorder collects the events a run evaluates.
+type recorder struct{ events []termination.Event }
+
+func (r *recorder) condition() termination.Condition {
+	return termination.Predicate("record", func(ev termination.Event) bool {
+		r.events = append(r.events, ev)
+		return false
+	})
+}
+
+func (r *recorder) kinds() []string {
+	out := make([]string, len(r.events))
+	for i, ev := range r.events {
+		out[i] = ev.Kind.String()
+	}
+	return out
+}
+
+func newStage(t *testing.T, rec *recorder, policy string) *middleware.Stage {
+	t.Helper()
+	cond := termination.MustParsePolicy(policy).Condition()
+	if rec != nil {
+		cond = termination.AnyOf(rec.condition(), cond)
+	}
+	stage, err := middleware.New("anthropic-test", middleware.WithCondition(cond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return stage
+}
+
+func TestRunawayStoppedByMaxToolCalls(t *testing.T) {
+	forEachLoop(t, func(t *testing.T, l loop) {
+		m := newModel(t, true, turn{text: "searching", calls: []call{{"search", `{"q":"again"}`}}, input: 10, cacheRead: 90, output: 3})
+		stage := newStage(t, nil, "max_tool_calls: 3")
+		ctx, run := stage.Start(t.Context())
+		res := l.run(ctx, run, m.client(), "find it")
+
+		var limit termination.MaxToolCallsReached
+		if !errors.As(res.Cause, &limit) || limit.Limit != 3 || limit.Count != 4 {
+			t.Fatalf("cause = %#v, want MaxToolCallsReached{3, 4}", res.Cause)
+		}
+		if !errors.As(context.Cause(ctx), &limit) {
+			t.Errorf("context.Cause(ctx) = %v, want the typed cause", context.Cause(ctx))
+		}
+		// The 4th response requested the 4th call: no request after it.
+		if got := m.calls(); got != 4 {
+			t.Errorf("model calls = %d, want 4", got)
+		}
+		// Cached prompt tokens count as input.
+		if res.Tokens != (termination.Usage{InputTokens: 400, OutputTokens: 12}) {
+			t.Errorf("tokens = %+v, want 400 in, 12 out", res.Tokens)
+		}
+	})
+}
+
+func TestRunawayStoppedByStall(t *testing.T) {
+	forEachLoop(t, func(t *testing.T, l loop) {
+		m := newModel(t, true, turn{calls: []call{{"search", `{"q": "same", "page": 1}`}}, input: 7, output: 2})
+		stage := newStage(t, nil, "{stall: {repeats: 3}, max_iterations: 50}")
+		ctx, run := stage.Start(t.Context())
+		res := l.run(ctx, run, m.client(), "find it")
+
+		var stall termination.StallDetected
+		if !errors.As(res.Cause, &stall) || stall.Signal != termination.SignalRepeatedToolCall || stall.Repeats != 3 {
+			t.Fatalf("cause = %#v, want StallDetected{repeated_tool_call, 3}", res.Cause)
+		}
+		if got := m.calls(); got != 3 {
+			t.Errorf("model calls = %d, want 3", got)
+		}
+		if res.Tokens != (termination.Usage{InputTokens: 21, OutputTokens: 6}) {
+			t.Errorf("tokens = %+v, want 21 in, 6 out", res.Tokens)
+		}
+	})
+}
+
+func TestNaturalCompletion(t *testing.T) {
+	forEachLoop(t, func(t *testing.T, l loop) {
+		m := newModel(t, false,
+			turn{text: "let me look", calls: []call{{"search", `{"q":"a"}`}, {"search", `{"q":"b"}`}}, input: 100, output: 20},
+			turn{calls: []call{{"fail", `{}`}}, input: 150, output: 5},
+			turn{text: "the answer is 42", input: 200, output: 30},
+		)
+		rec := &recorder{}
+		stage := newStage(t, rec, "{max_tool_calls: 10, max_iterations: 10}")
+		ctx, run := stage.Start(t.Context())
+		res := l.run(ctx, run, m.client(), "what is it?")
+
+		if _, ok := res.Cause.(termination.NaturalCompletion); !ok {
+			t.Fatalf("cause = %#v, want NaturalCompletion", res.Cause)
+		}
+		if res.Tokens != (termination.Usage{InputTokens: 450, OutputTokens: 55}) {
+			t.Errorf("tokens = %+v, want 450 in, 55 out", res.Tokens)
+		}
+		if res.Iterations != 3 || res.ToolCalls != 3 {
+			t.Errorf("iterations, tool calls = %d, %d, want 3, 3", res.Iterations, res.ToolCalls)
+		}
+		want := []string{"message", "tool_call", "tool_call", "tool_result", "tool_result",
+			"message", "tool_call", "tool_result", "final"}
+		if !l.runner {
+			want = append([]string{"input"}, want...)
+		}
+		if got := rec.kinds(); !slices.Equal(got, want) {
+			t.Fatalf("events = %v, want %v", got, want)
+		}
+		ev := rec.events[len(rec.events)-9:] // after the input event, if any
+		if ev[0].Text != "let me look" || ev[0].Usage != (termination.Usage{InputTokens: 100, OutputTokens: 20}) || ev[0].Source != "scripted" {
+			t.Errorf("first message = %+v", ev[0])
+		}
+		if ev[1].Tool != "search" || string(ev[1].Args) != `{"q":"a"}` {
+			t.Errorf("tool call = %+v (args %s)", ev[1], ev[1].Args)
+		}
+		if !ev[1].Usage.IsZero() || !ev[3].Usage.IsZero() {
+			t.Errorf("usage on a tool event: %+v, %+v", ev[1], ev[3])
+		}
+		if ev[7].Tool != "fail" || ev[7].Err != "tool fail failed" {
+			t.Errorf("failed tool result = %+v", ev[7])
+		}
+		if ev[8].Text != "the answer is 42" {
+			t.Errorf("final = %+v", ev[8])
+		}
+		if got := m.calls(); got != 3 {
+			t.Errorf("model calls = %d, want 3", got)
+		}
+	})
+}
+
+// A turn that is not an answer ends the loop as Failed{stream_error} with
+// the reason in the error text.
+func TestTruncatedAnswerFails(t *testing.T) {
+	forEachLoop(t, func(t *testing.T, l loop) {
+		m := newModel(t, false, turn{text: "the answer is", stop: "max_tokens", input: 5, output: 1024})
+		rec := &recorder{}
+		stage := newStage(t, rec, "{}")
+		ctx, run := stage.Start(t.Context())
+		res := l.run(ctx, run, m.client(), "long question")
+
+		var failed termination.Failed
+		if !errors.As(res.Cause, &failed) || failed.Reason != termination.FailStreamError ||
+			failed.Err != "stop_reason max_tokens: the response was cut off at the token limit" {
+			t.Fatalf("cause = %#v, want Failed{stream_error, max_tokens}", res.Cause)
+		}
+		if res.Tokens.OutputTokens != 1024 || res.Iterations != 1 {
+			t.Errorf("tokens, iterations = %+v, %d", res.Tokens, res.Iterations)
+		}
+	})
+}
+
+// A stop that fires on a tool result (here: the errors condition on a
+// failed tool) ends the runner before its next request.
+func TestStopOnToolResult(t *testing.T) {
+	forEachLoop(t, func(t *testing.T, l loop) {
+		m := newModel(t, true, turn{calls: []call{{"fail", `{}`}}, input: 1, output: 1})
+		stage := newStage(t, nil, "{errors: {total: 2}, max_iterations: 20}")
+		ctx, run := stage.Start(t.Context())
+		res := l.run(ctx, run, m.client(), "go")
+
+		var failed termination.Failed
+		if !errors.As(res.Cause, &failed) || failed.Reason != termination.FailErrorThreshold {
+			t.Fatalf("cause = %#v, want Failed{error_threshold}", res.Cause)
+		}
+		if got := m.calls(); got != 2 {
+			t.Errorf("model calls = %d, want 2", got)
+		}
+	})
+}
+
+// A run stopped from outside cancels the request the loop is waiting on.
+func TestStopCancelsLoop(t *testing.T) {
+	forEachLoop(t, func(t *testing.T, l loop) {
+		m := newModel(t, true, turn{calls: []call{{"echo", `{}`}}, input: 1, output: 1})
+		stage := newStage(t, nil, "{}")
+		ctx, run := stage.Start(t.Context())
+		run.Stop("user pressed stop")
+		res := l.run(ctx, run, m.client(), "go")
+		var c termination.Cancelled
+		if !errors.As(res.Cause, &c) || c.Reason != termination.CancelExternal {
+			t.Fatalf("cause = %#v, want Cancelled{external}", res.Cause)
+		}
+		if got := m.calls(); got != 0 {
+			t.Errorf("model calls = %d, want 0", got)
+		}
+	})
+}

@@ -1,0 +1,164 @@
+package anthropicstop
+
+import (
+	"context"
+	"encoding/json"
+	"iter"
+	"strings"
+
+	"github.com/anthropics/anthropic-sdk-go"
+
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// All wraps the iterator of the SDK's beta tool runner (runner.All(ctx),
+// with the ctx that stage.Start returned): it yields the same messages,
+// reports each one to run (see [BetaEvents]) and ends the iteration when
+// the run stops, so the runner makes no further request and runs no
+// further tool. The run is finished when the iteration ends; read the
+// result with run.Wait.
+//
+// Once the run has stopped, the runner's own error for the request it can
+// no longer make (its context is cancelled) is not yielded: the run's
+// cause, from run.Wait or context.Cause, says why the loop ended. Wrap the
+// runner's tools with [Tools] to report tool results too.
+func All(run *middleware.Run, seq iter.Seq2[*anthropic.BetaMessage, error]) iter.Seq2[*anthropic.BetaMessage, error] {
+	return middleware.ForwardSeqEach(run, quiet(run, seq), BetaEvents)
+}
+
+// quiet drops the errors a sequence yields once run has stopped: they are
+// the consequence of the stop (a cancelled context), not a failure.
+func quiet[T any](run *middleware.Run, seq iter.Seq2[T, error]) iter.Seq2[T, error] {
+	if seq == nil {
+		return nil
+	}
+	return func(yield func(T, error) bool) {
+		for item, err := range seq {
+			if err != nil {
+				if _, stopped := run.Cause(); stopped {
+					return
+				}
+			}
+			if !yield(item, err) {
+				return
+			}
+		}
+	}
+}
+
+// StreamEvents is what the streaming tool runner yields per turn.
+type StreamEvents = iter.Seq2[anthropic.BetaRawMessageStreamEventUnion, error]
+
+// AllStreaming wraps the iterator of the SDK's streaming beta tool runner
+// (runner.AllStreaming(ctx), with the ctx that stage.Start returned) like
+// [All]: every turn's events are yielded unchanged, the turn's message is
+// accumulated and reported to run when its message_stop event has been
+// yielded, and the iteration (the turn's and the runner's) ends when the
+// run stops. A turn that the consumer does not read to its end is not
+// reported. The run is finished when the outer iteration ends.
+func AllStreaming(run *middleware.Run, turns iter.Seq2[StreamEvents, error]) iter.Seq2[StreamEvents, error] {
+	return func(yield func(StreamEvents, error) bool) {
+		if turns == nil {
+			run.Finish(errNilIterator)
+			return
+		}
+		left := false
+		func() {
+			for events, err := range quiet(run, turns) {
+				if err != nil {
+					run.Observe(termination.Event{Kind: termination.KindError, Err: err.Error()})
+				}
+				if !yield(turnEvents(run, events), err) {
+					left = true
+					return
+				}
+				if stopped(run) {
+					return
+				}
+			}
+		}()
+		if left && !stopped(run) {
+			run.Stop("consumer stopped iterating")
+		}
+		run.Finish(nil)
+	}
+}
+
+func stopped(run *middleware.Run) bool {
+	select {
+	case <-run.Done():
+		return true
+	default:
+		return false
+	}
+}
+
+// turnEvents wraps the events of one streamed turn.
+func turnEvents(run *middleware.Run, events StreamEvents) StreamEvents {
+	if events == nil {
+		return nil
+	}
+	return func(yield func(anthropic.BetaRawMessageStreamEventUnion, error) bool) {
+		var m anthropic.BetaMessage
+		for ev, err := range quiet(run, events) {
+			if err != nil {
+				run.Observe(termination.Event{Kind: termination.KindError, Err: err.Error()})
+			} else if aerr := m.Accumulate(ev); aerr != nil {
+				// The runner fails the turn with this error too.
+				err = aerr
+			}
+			if !yield(ev, err) {
+				return
+			}
+			if err == nil && ev.Type == "message_stop" {
+				if _, stop := ObserveBeta(run, &m); stop {
+					return
+				}
+			}
+			if stopped(run) {
+				return
+			}
+		}
+	}
+}
+
+// Tools wraps the tools of a beta tool runner so that every run of one is
+// reported to run as a tool_result event (with Err set when it failed),
+// once it has returned. The runner runs the tools of one turn in parallel;
+// their results are reported in the order they finish.
+func Tools(run *middleware.Run, tools ...anthropic.BetaTool) []anthropic.BetaTool {
+	out := make([]anthropic.BetaTool, len(tools))
+	for i, t := range tools {
+		out[i] = observedTool{BetaTool: t, run: run}
+	}
+	return out
+}
+
+type observedTool struct {
+	anthropic.BetaTool
+	run *middleware.Run
+}
+
+func (t observedTool) Execute(ctx context.Context, input json.RawMessage) ([]anthropic.BetaToolResultBlockParamContentUnion, error) {
+	out, err := t.BetaTool.Execute(ctx, input)
+	ev := termination.Event{Kind: termination.KindToolResult, Tool: t.Name(), Text: resultText(out)}
+	if err != nil {
+		ev.Err = err.Error()
+	}
+	t.run.Observe(ev)
+	return out, err
+}
+
+func resultText(out []anthropic.BetaToolResultBlockParamContentUnion) string {
+	var b strings.Builder
+	for _, c := range out {
+		if c.OfText != nil {
+			if b.Len() > 0 {
+				b.WriteByte('\n')
+			}
+			b.WriteString(c.OfText.Text)
+		}
+	}
+	return b.String()
+}
