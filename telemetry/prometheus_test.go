@@ -53,7 +53,7 @@ func scrape(t *testing.T, h http.Handler) string {
 	req, err := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
 	require.NoError(t, err)
 	req.Header.Set("Accept", "application/openmetrics-text; version=1.0.0; charset=utf-8")
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := srv.Client().Do(req) // closed with srv, so no idle connection outlives the test
 	require.NoError(t, err)
 	defer resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -107,6 +108,7 @@ type Telemetry struct {
 	TracesExported bool
 
 	handler http.Handler
+	abort   context.CancelFunc // aborts span exports still in flight
 }
 
 // Handler serves the Prometheus exposition at any path (mount it at
@@ -119,9 +121,32 @@ func (t *Telemetry) Recorder(opts ...Option) *Recorder {
 	return NewRecorder(append([]Option{WithTracerProvider(t.TracerProvider), WithMeterProvider(t.MeterProvider)}, opts...)...)
 }
 
-// Shutdown flushes and stops the providers.
+// Shutdown flushes and stops the providers, waiting at most until ctx is
+// done. Span exports still in flight then (an OTLP endpoint that is down
+// or does not answer, retrying) are aborted, so that nothing keeps
+// retrying in the background after Shutdown has returned.
 func (t *Telemetry) Shutdown(ctx context.Context) error {
-	return errors.Join(t.TracerProvider.Shutdown(ctx), t.MeterProvider.Shutdown(ctx))
+	err := errors.Join(t.TracerProvider.Shutdown(ctx), t.MeterProvider.Shutdown(ctx))
+	if t.abort != nil {
+		t.abort()
+	}
+	return err
+}
+
+// abortableExporter lets Shutdown abort the exports of a span exporter
+// that it could not finish in time: the batch span processor exports with
+// its own timeout (30s by default), not with Shutdown's context.
+type abortableExporter struct {
+	sdktrace.SpanExporter
+	aborted context.Context
+}
+
+func (e abortableExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	stop := context.AfterFunc(e.aborted, cancel)
+	defer stop()
+	return e.SpanExporter.ExportSpans(ctx, spans)
 }
 
 // Setup configures OpenTelemetry for an application: a Prometheus exporter
@@ -156,12 +181,14 @@ func Setup(ctx context.Context, opts ...SetupOption) (*Telemetry, error) {
 	for _, r := range cfg.readers {
 		mopts = append(mopts, sdkmetric.WithReader(r))
 	}
+	var pushReader sdkmetric.Reader // stopped if Setup fails after starting it
 	if m := strings.TrimSpace(os.Getenv("OTEL_METRICS_EXPORTER")); m != "" && m != "none" && m != "prometheus" {
 		reader, err := autoexport.NewMetricReader(ctx)
 		if err != nil {
 			return nil, fmt.Errorf("telemetry: OTEL_METRICS_EXPORTER=%s: %w", m, err)
 		}
 		mopts = append(mopts, sdkmetric.WithReader(reader))
+		pushReader = reader
 	}
 
 	topts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
@@ -172,13 +199,20 @@ func Setup(ctx context.Context, opts ...SetupOption) (*Telemetry, error) {
 		topts = append(topts, sdktrace.WithSpanProcessor(sp))
 	}
 	exported := false
+	aborted, abort := context.WithCancel(context.WithoutCancel(ctx))
 	if tracesRequested() {
 		exp, err := autoexport.NewSpanExporter(ctx)
 		if err != nil {
+			abort()
+			if pushReader != nil {
+				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+				_ = pushReader.Shutdown(sctx)
+				cancel()
+			}
 			return nil, fmt.Errorf("telemetry: trace exporter: %w", err)
 		}
 		if !autoexport.IsNoneSpanExporter(exp) {
-			topts = append(topts, sdktrace.WithBatcher(exp))
+			topts = append(topts, sdktrace.WithBatcher(abortableExporter{SpanExporter: exp, aborted: aborted}))
 			exported = true
 		}
 	}
@@ -188,6 +222,7 @@ func Setup(ctx context.Context, opts ...SetupOption) (*Telemetry, error) {
 		MeterProvider:  sdkmetric.NewMeterProvider(mopts...),
 		Registry:       reg,
 		TracesExported: exported,
+		abort:          abort,
 		handler:        promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true, ErrorHandling: promhttp.ContinueOnError}),
 	}
 	if cfg.global {
