@@ -7,7 +7,11 @@ import (
 	"sync"
 	"testing"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
 	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/telemetry"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -67,6 +71,21 @@ func benchStageOptions(b *testing.B) middleware.Option {
 
 func identity(ev termination.Event) termination.Event { return ev }
 
+// instrumented records through package telemetry on the real SDK: metrics
+// to a manual reader, every span sampled (and dropped at its end: no
+// exporter, so the benchmark measures recording, not export).
+func instrumented(b *testing.B) middleware.Option {
+	b.Helper()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	b.Cleanup(func() {
+		_ = mp.Shutdown(context.Background())
+		_ = tp.Shutdown(context.Background())
+	})
+	return middleware.WithRecorder(telemetry.NewRecorder(telemetry.WithMeterProvider(mp), telemetry.WithTracerProvider(tp)))
+}
+
 // BenchmarkForward: ns/op and allocs/op are per event; b.N events go
 // through one run. raw is the floor: a plain goroutine forwarding a
 // channel. A case is one row: its stage options (raw: none, no stage).
@@ -79,6 +98,7 @@ func BenchmarkForward(b *testing.B) {
 	}{
 		{name: "raw", raw: true},
 		{name: "wrapped", opts: []middleware.Option{full}},
+		{name: "instrumented", opts: []middleware.Option{full, instrumented(b)}},
 	}
 	evs := benchEvents()
 	for _, c := range cases {
@@ -138,10 +158,11 @@ func BenchmarkForward(b *testing.B) {
 	}
 }
 
-// BenchmarkObserve: the synchronous path, one event per op, full policy.
+// BenchmarkObserve: the synchronous path, one event per op, full policy,
+// the real OpenTelemetry SDK recording (spans sampled).
 func BenchmarkObserve(b *testing.B) {
 	b.ReportAllocs()
-	stage, err := middleware.New("bench", benchStageOptions(b))
+	stage, err := middleware.New("bench", benchStageOptions(b), instrumented(b))
 	if err != nil {
 		b.Fatal(err)
 	}

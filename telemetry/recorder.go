@@ -195,6 +195,7 @@ type stageAttrs struct {
 	mu        sync.RWMutex
 	byCause   map[causeKey]*causeAttrs
 	resources map[termination.Resource]metric.MeasurementOption
+	tools     map[string]*toolSpan
 }
 
 type causeKey struct {
@@ -235,6 +236,7 @@ func (r *Recorder) stage(name string) *stageAttrs {
 		startAt:   []attribute.KeyValue{attribute.String("gen_ai.operation.name", "invoke_agent"), attribute.String("gen_ai.agent.name", recorded), KeyStage.String(recorded)},
 		byCause:   map[causeKey]*causeAttrs{},
 		resources: map[termination.Resource]metric.MeasurementOption{},
+		tools:     map[string]*toolSpan{},
 	}
 	r.stages[recorded] = s
 	return s
@@ -258,6 +260,41 @@ func (s *stageAttrs) cause(tag string, outcome termination.Outcome) *causeAttrs 
 		s.byCause[k] = c
 	}
 	return c
+}
+
+// maxCachedTools bounds the per-stage cache of tool span names and options;
+// tools past it build theirs per span.
+const maxCachedTools = 64
+
+// toolSpan is what every execute_tool span of one tool shares.
+type toolSpan struct {
+	name string
+	opts []trace.SpanStartOption
+}
+
+func newToolSpan(tool string) *toolSpan {
+	return &toolSpan{name: "execute_tool " + tool, opts: []trace.SpanStartOption{
+		trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(attribute.String("gen_ai.operation.name", "execute_tool"), attribute.String("gen_ai.tool.name", tool)),
+	}}
+}
+
+func (s *stageAttrs) tool(name string) *toolSpan {
+	s.mu.RLock()
+	ts := s.tools[name]
+	s.mu.RUnlock()
+	if ts != nil {
+		return ts
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ts = s.tools[name]; ts == nil {
+		ts = newToolSpan(name)
+		if len(s.tools) < maxCachedTools {
+			s.tools[name] = ts
+		}
+	}
+	return ts
 }
 
 func (s *stageAttrs) resource(res termination.Resource) metric.MeasurementOption {
@@ -307,6 +344,7 @@ type runRecorder struct {
 	span      trace.Span
 	recording bool
 	pending   []pendingTool
+	opts      []trace.SpanStartOption // scratch for execute_tool spans
 }
 
 // Event turns tool_call/tool_result pairs into execute_tool child spans when
@@ -324,9 +362,10 @@ func (rr *runRecorder) Event(ev *termination.Event) {
 				continue
 			}
 			rr.pending = slices.Delete(rr.pending, i, i+1)
-			_, span := rr.rec.tracer.Start(rr.ctx, "execute_tool "+ev.Tool,
-				trace.WithSpanKind(trace.SpanKindInternal), trace.WithTimestamp(p.start),
-				trace.WithAttributes(attribute.String("gen_ai.operation.name", "execute_tool"), attribute.String("gen_ai.tool.name", ev.Tool)))
+			ts := rr.stage.tool(ev.Tool)
+			// The options are the tool's, built once, plus the call's start.
+			rr.opts = append(append(rr.opts[:0], ts.opts...), trace.WithTimestamp(p.start))
+			_, span := rr.rec.tracer.Start(rr.ctx, ts.name, rr.opts...)
 			if ev.Err != "" {
 				span.SetStatus(codes.Error, ev.Err)
 				span.SetAttributes(attribute.String("error.type", "tool_error"))
