@@ -1,0 +1,114 @@
+package telemetry_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// hotEvents is a mix of the events a loop produces.
+var hotEvents = []termination.Event{
+	{Kind: termination.KindMessage, Source: "a", Text: "thinking", Usage: termination.Usage{InputTokens: 10, OutputTokens: 2}},
+	{Kind: termination.KindToolCall, Tool: "search", Args: []byte(`{"q":"x"}`)},
+	{Kind: termination.KindToolResult, Tool: "search"},
+}
+
+// TestEventDoesNotAllocateWhenNotSampled pins the hot path: the Recorder's
+// per-event call on a run whose span is not sampled allocates nothing.
+func TestEventDoesNotAllocateWhenNotSampled(t *testing.T) {
+	h := newHarness(t, sdktrace.NeverSample())
+	_, rr := h.rec.StartRun(context.Background(), "planner")
+	defer rr.End(&termination.Result{Cause: termination.NaturalCompletion{}, Outcome: termination.OutcomeSucceeded})
+	ev := hotEvents[0]
+	allocs := testing.AllocsPerRun(1000, func() {
+		for i := range hotEvents {
+			ev = hotEvents[i]
+			rr.Event(&ev)
+		}
+	})
+	assert.Zero(t, allocs)
+}
+
+// BenchmarkRecorderEvent is the Recorder's per-event cost.
+func BenchmarkRecorderEvent(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		sampler sdktrace.Sampler
+	}{{"unsampled", sdktrace.NeverSample()}, {"sampled", sdktrace.AlwaysSample()}} {
+		b.Run(bc.name, func(b *testing.B) {
+			h := newHarness(b, bc.sampler)
+			_, rr := h.rec.StartRun(context.Background(), "planner")
+			defer rr.End(&termination.Result{Cause: termination.NaturalCompletion{}, Outcome: termination.OutcomeSucceeded})
+			var ev termination.Event
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				ev = hotEvents[i%len(hotEvents)]
+				rr.Event(&ev)
+				i++
+			}
+		})
+	}
+}
+
+// BenchmarkObserve is the middleware's per-event cost with no recorder
+// (the baseline), and with the OpenTelemetry Recorder on an unsampled and
+// a sampled run.
+func BenchmarkObserve(b *testing.B) {
+	for _, bc := range []struct {
+		name     string
+		recorder bool
+		sampler  sdktrace.Sampler
+	}{{"nop", false, nil}, {"otel-unsampled", true, sdktrace.NeverSample()}, {"otel-sampled", true, sdktrace.AlwaysSample()}} {
+		b.Run(bc.name, func(b *testing.B) {
+			var opts []middleware.Option
+			if bc.recorder {
+				h := newHarness(b, bc.sampler)
+				opts = append(opts, middleware.WithRecorder(h.rec))
+			}
+			st, err := middleware.New("planner", append(opts, middleware.WithPolicy(termination.MustParsePolicy("max_tool_calls: 1000000000\n")))...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, run := st.Start(context.Background())
+			defer run.Finish(nil)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				run.Observe(hotEvents[i%len(hotEvents)])
+				i++
+			}
+		})
+	}
+}
+
+// BenchmarkRun is a whole run's cost: start, ten events, end.
+func BenchmarkRun(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		sampler sdktrace.Sampler
+	}{{"unsampled", sdktrace.NeverSample()}, {"sampled", sdktrace.AlwaysSample()}} {
+		b.Run(bc.name, func(b *testing.B) {
+			h := newHarness(b, bc.sampler)
+			st, err := middleware.New("planner", middleware.WithRecorder(h.rec),
+				middleware.WithPolicy(termination.MustParsePolicy("max_iterations: 100\n")))
+			if err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				_, run := st.Start(context.Background())
+				for i := range 10 {
+					run.Observe(hotEvents[i%len(hotEvents)])
+				}
+				run.Finish(nil)
+				h.spans.Reset()
+			}
+		})
+	}
+}
