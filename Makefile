@@ -5,7 +5,7 @@ ADAPTERS := $(sort $(dir $(wildcard adapters/*/go.mod)))
 FUZZTIME ?= 1m
 BENCHTIME ?= 1s
 
-.PHONY: all build vet test test-core test-adapters test-dashboards bench fuzz quickstart clean
+.PHONY: all build vet test test-core test-adapters test-dashboards bench fuzz soak quickstart clean
 
 all: build test
 
@@ -43,6 +43,10 @@ fuzz:
 			echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
 		done; \
 	done
+
+## soak: over a million events through 1,000 concurrent runs with random policies, under the race detector.
+soak:
+	$(GO) test -race -count=1 -run TestSoak -v ./middleware/ -args -soak
 
 quickstart:
 	$(GO) run ./examples/quickstart
