@@ -16,6 +16,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -32,21 +33,24 @@ func main() {
 	duration := flag.Duration("duration", 0, "how long to run (0: until Ctrl-C)")
 	refresh := flag.Duration("refresh", time.Second, "how often to redraw the table (plain output: every 5 refreshes)")
 	flag.Parse()
-	if err := run(*listen, *duration, *refresh, os.Stdout); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, *listen, *duration, *refresh, os.Stdout); err != nil {
+		stop()
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
 		os.Exit(1)
 	}
 }
 
-func run(listen string, duration, refresh time.Duration, stdout *os.File) error {
+// run runs the fleet until ctx ends (Ctrl-C) or duration has passed,
+// serving /metrics on listen and printing the table to stdout.
+func run(ctx context.Context, listen string, duration, refresh time.Duration, stdout io.Writer) error {
 	if duration < 0 {
 		return fmt.Errorf("-duration must be >= 0, got %s", duration)
 	}
 	if refresh <= 0 {
 		return fmt.Errorf("-refresh must be > 0, got %s", refresh)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	if duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, duration)
@@ -63,6 +67,12 @@ func run(listen string, duration, refresh time.Duration, stdout *os.File) error 
 		_ = tel.Shutdown(sctx)
 	}()
 
+	// Built before the server starts, so that an error leaves nothing
+	// running.
+	fleet, err := newFleet(tel.Recorder())
+	if err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", listen)
 	if err != nil {
 		return fmt.Errorf("listen on %s: %w", listen, err)
@@ -87,22 +97,14 @@ func run(listen string, duration, refresh time.Duration, stdout *os.File) error 
 	}
 	fmt.Fprintf(stdout, "agentstop quickstart: metrics on http://%s/metrics; traces %s\n", ln.Addr(), traces)
 
-	fleet, err := newFleet(tel.Recorder())
-	if err != nil {
-		return err
-	}
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		fleet.run(ctx)
-	}()
+	// fleet.run starts the workers and returns: it must have returned
+	// before fleet.wait is called.
+	fleet.run(ctx)
 
 	table := &tableWriter{out: stdout, live: isTerminal(stdout), tally: fleet.tally}
 	table.loop(ctx, refresh)
 	// Ctrl-C or -duration: let the fleet's runs finish, then stop serving.
-	wg2 := make(chan struct{})
-	go func() { fleet.wait(); close(wg2) }()
-	<-wg2
+	fleet.wait()
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(sctx)
@@ -111,7 +113,11 @@ func run(listen string, duration, refresh time.Duration, stdout *os.File) error 
 	return nil
 }
 
-func isTerminal(f *os.File) bool {
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
 	fi, err := f.Stat()
 	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
