@@ -1,0 +1,47 @@
+package anthropicstop_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/anthropics/anthropic-sdk-go"
+
+	anthropicstop "github.com/agentstop/agentstop/adapters/anthropic"
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// The SDK's tool runner, with a model that keeps calling the same tool, is
+// stopped on the 4th call. (The model here is a scripted server on
+// 127.0.0.1; without option.WithBaseURL the client talks to the real API.)
+func ExampleAll() {
+	m, _ := startModel(true, turn{calls: []call{{"search", `{"q":"agentstop"}`}}, input: 120, output: 15})
+	defer m.srv.Close()
+	client := m.client()
+
+	stage, _ := middleware.New("researcher",
+		middleware.WithPolicy(termination.MustParsePolicy("max_tool_calls: 3")))
+	ctx, run := stage.Start(context.Background())
+
+	runner := client.Beta.Messages.NewToolRunner(anthropicstop.Tools(run, echoTool{"search"}),
+		anthropic.BetaToolRunnerParams{BetaMessageNewParams: anthropic.BetaMessageNewParams{
+			Model:     anthropic.ModelClaudeSonnet4_5,
+			MaxTokens: 1024,
+			Messages:  []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("What is agentstop?"))},
+		}})
+	for _, err := range anthropicstop.All(run, runner.All(ctx)) {
+		if err != nil {
+			run.Finish(err)
+			break
+		}
+	}
+	res := run.Wait()
+
+	var limit termination.MaxToolCallsReached
+	fmt.Println(res.Tag(), errors.As(context.Cause(ctx), &limit), limit.Count)
+	fmt.Println("requests:", m.calls(), "tokens:", res.Tokens.InputTokens, res.Tokens.OutputTokens)
+	// Output:
+	// max_tool_calls true 4
+	// requests: 4 tokens: 480 60
+}
