@@ -1,0 +1,241 @@
+package genkitstop
+
+import (
+	"context"
+	"encoding/json"
+	"iter"
+	"slices"
+	"sync"
+
+	"github.com/firebase/genkit/go/ai"
+	"github.com/firebase/genkit/go/genkit"
+
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// The error texts of turns that are not answers (see the package doc).
+const (
+	errLength  = "finish_reason length: the response was cut off at the token limit"
+	errBlocked = "finish_reason blocked: the response was blocked"
+)
+
+// Events turns one model response into events and passes them to emit, in
+// order: a message or final event with the response's usage, a tool_call
+// event per tool request, and an error event when the turn is not an answer
+// (finish reason length or blocked). The package doc has the full mapping.
+// A nil response emits nothing.
+func Events(resp *ai.ModelResponse, emit func(termination.Event)) {
+	if resp == nil {
+		return
+	}
+	ev := termination.Event{Kind: termination.KindFinal}
+	if resp.Usage != nil {
+		ev.Usage = termination.Usage{InputTokens: int64(resp.Usage.InputTokens), OutputTokens: int64(resp.Usage.OutputTokens)}
+	}
+	var problem string
+	switch resp.FinishReason {
+	case ai.FinishReasonLength:
+		problem = errLength
+	case ai.FinishReasonBlocked:
+		problem = errBlocked
+		if resp.FinishMessage != "" {
+			problem += ": " + resp.FinishMessage
+		}
+	}
+	var calls []*ai.ToolRequest
+	if resp.Message != nil {
+		ev.Text = resp.Text()
+		calls = resp.ToolRequests()
+	}
+	if len(calls) > 0 || problem != "" {
+		ev.Kind = termination.KindMessage
+	}
+	emit(ev)
+	for _, c := range calls {
+		emit(termination.Event{Kind: termination.KindToolCall, Tool: c.Name, Args: marshal(c.Input)})
+	}
+	if problem != "" {
+		emit(termination.Event{Kind: termination.KindError, Err: problem})
+	}
+}
+
+// marshal returns v as JSON, or nothing when v is nil or cannot be
+// marshalled (a tool input or output always can: it went over the wire).
+func marshal(v any) json.RawMessage {
+	if v == nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// Middleware returns a genkit model middleware that reports every model call
+// of a generation to run, so genkit's own tool loop is observed and stopped:
+//
+//   - before a model call, the results of the tools that the previous
+//     response requested (genkit sends them in the request) are reported as
+//     tool_result events;
+//   - after it, the response is reported (see [Events]).
+//
+// Once run has stopped, the middleware makes no model call and returns the
+// run's typed cause as the error; a response whose tool requests made the
+// run stop is replaced by that error too, so genkit runs none of its tools.
+// A response that is the final answer is returned even when its event
+// stopped the run (a completion condition): the loop is over anyway.
+//
+// Run the generation under the context that stage.Start returned, add the
+// middleware with ai.WithMiddleware, and call run.Finish with the
+// generation's error; [Generate] and [GenerateStream] do all three.
+func Middleware(run *middleware.Run) ai.ModelMiddleware {
+	var (
+		mu      sync.Mutex
+		pending int // tool calls reported whose results were not
+	)
+	return func(next ai.ModelFunc) ai.ModelFunc {
+		return func(ctx context.Context, req *ai.ModelRequest, cb ai.ModelStreamCallback) (*ai.ModelResponse, error) {
+			mu.Lock()
+			cause, stop := toolResults(run, req, &pending)
+			mu.Unlock()
+			if stop {
+				return nil, cause
+			}
+			resp, err := next(ctx, req, cb)
+			if err != nil {
+				if cause, stopped := run.Cause(); stopped {
+					return nil, cause
+				}
+				return resp, err
+			}
+			n := 0
+			Events(resp, func(ev termination.Event) {
+				if !stop {
+					if ev.Kind == termination.KindToolCall {
+						n++
+					}
+					cause, stop = run.Observe(ev)
+				}
+			})
+			mu.Lock()
+			pending += n
+			mu.Unlock()
+			if !stop {
+				cause, stop = run.Cause()
+			}
+			if stop && n > 0 {
+				return nil, cause
+			}
+			return resp, nil
+		}
+	}
+}
+
+// toolResults reports the tool responses of the last message of req, up to
+// the number of tool calls still pending (earlier history is not this
+// run's), and says whether the run has stopped.
+func toolResults(run *middleware.Run, req *ai.ModelRequest, pending *int) (termination.Cause, bool) {
+	if cause, stopped := run.Cause(); stopped {
+		return cause, true
+	}
+	if *pending == 0 || req == nil || len(req.Messages) == 0 {
+		return nil, false
+	}
+	last := req.Messages[len(req.Messages)-1]
+	if last == nil || last.Role != ai.RoleTool {
+		return nil, false
+	}
+	for _, p := range last.Content {
+		if *pending == 0 || p == nil || !p.IsToolResponse() || p.ToolResponse == nil {
+			continue
+		}
+		*pending--
+		ev := termination.Event{Kind: termination.KindToolResult, Tool: p.ToolResponse.Name}
+		if out := marshal(p.ToolResponse.Output); out != nil {
+			if s, ok := p.ToolResponse.Output.(string); ok {
+				ev.Text = s
+			} else {
+				ev.Text = string(out)
+			}
+		}
+		if cause, stop := run.Observe(ev); stop {
+			return cause, true
+		}
+	}
+	return nil, false
+}
+
+// Generate is genkit.Generate observed by run: it adds [Middleware] to
+// opts, runs the generation under ctx (the context stage.Start returned),
+// reports an interrupted generation (a tool asked for a human) as a stop
+// event, and finishes run with the generation's error. When run stops the
+// generation, the error is the run's typed cause (errors.As finds it);
+// run.Wait returns the result.
+func Generate(ctx context.Context, g *genkit.Genkit, run *middleware.Run, opts ...ai.GenerateOption) (*ai.ModelResponse, error) {
+	resp, err := genkit.Generate(ctx, g, withMiddleware(run, opts)...)
+	if err != nil {
+		if cause, stopped := run.Cause(); stopped {
+			err = cause
+		}
+		run.Finish(err)
+		return resp, err
+	}
+	interrupted(run, resp)
+	run.Finish(nil)
+	return resp, nil
+}
+
+// GenerateStream is genkit.GenerateStream observed by run, like
+// [Generate]: it yields the same stream values, and ends the iteration
+// when run stops (after the chunk or the tool round in flight; genkit makes
+// no further model call). Once the run has stopped, genkit's error for the
+// generation it abandoned is not yielded: run.Wait (or context.Cause of
+// ctx) says why the loop ended. A consumer that leaves the iteration early
+// stops the run with Cancelled{reason: external}. The run is finished when
+// the iteration ends.
+func GenerateStream(ctx context.Context, g *genkit.Genkit, run *middleware.Run, opts ...ai.GenerateOption) iter.Seq2[*ai.ModelStreamValue, error] {
+	return func(yield func(*ai.ModelStreamValue, error) bool) {
+		var (
+			left    bool
+			lastErr error
+		)
+		// genkit calls its yield function once more, with an error, after
+		// the consumer has left (the range-over-func runtime check would
+		// panic), so the stream is read with a plain function.
+		genkit.GenerateStream(ctx, g, withMiddleware(run, opts)...)(func(v *ai.ModelStreamValue, err error) bool {
+			if left {
+				return false
+			}
+			if err != nil {
+				if _, stopped := run.Cause(); stopped {
+					return false
+				}
+				lastErr = err
+			} else if v != nil && v.Done {
+				interrupted(run, v.Response)
+			}
+			if !yield(v, err) {
+				left = true
+				return false
+			}
+			return true
+		})
+		if left {
+			run.Stop("consumer stopped iterating")
+		}
+		run.Finish(lastErr)
+	}
+}
+
+func withMiddleware(run *middleware.Run, opts []ai.GenerateOption) []ai.GenerateOption {
+	return append(slices.Clone(opts), ai.WithMiddleware(Middleware(run)))
+}
+
+// interrupted reports a generation that a tool interrupted as a stop event.
+func interrupted(run *middleware.Run, resp *ai.ModelResponse) {
+	if resp != nil && resp.FinishReason == ai.FinishReasonInterrupted {
+		run.Observe(termination.Event{Kind: termination.KindStop, Text: resp.FinishMessage})
+	}
+}
