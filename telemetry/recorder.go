@@ -3,6 +3,7 @@ package telemetry
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"sync"
 	"time"
@@ -262,6 +263,10 @@ func (s *stageAttrs) cause(tag string, outcome termination.Outcome) *causeAttrs 
 	return c
 }
 
+// maxPendingTools bounds the tool calls a sampled run keeps waiting for
+// their results.
+const maxPendingTools = 256
+
 // maxCachedTools bounds the per-stage cache of tool span names and options;
 // tools past it build theirs per span.
 const maxCachedTools = 64
@@ -355,6 +360,11 @@ func (rr *runRecorder) Event(ev *termination.Event) {
 	}
 	switch ev.Kind {
 	case termination.KindToolCall:
+		if len(rr.pending) == maxPendingTools {
+			// A loop that never reports results: forget the oldest call
+			// rather than grow for the run's whole life.
+			rr.pending = slices.Delete(rr.pending, 0, 1)
+		}
 		rr.pending = append(rr.pending, pendingTool{tool: ev.Tool, start: time.Now()})
 	case termination.KindToolResult:
 		for i, p := range rr.pending {
@@ -429,7 +439,10 @@ func (rr *runRecorder) End(res *termination.Result) {
 }
 
 func (rr *runRecorder) endSpan(res *termination.Result, tag string) {
-	kind, _ := termination.KindOf(res.Cause)
+	kind, err := termination.KindOf(res.Cause)
+	if err != nil {
+		kind = fmt.Sprintf("%T", res.Cause) // an unregistered user type still gets a name
+	}
 	span := rr.span
 	span.SetAttributes(
 		KeyTerminationCause.String(tag),
