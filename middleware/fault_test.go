@@ -807,3 +807,27 @@ func TestObserveAfterFinish(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, res.Cause, cause)
 }
+
+// A loop body that breaks out on an error pair ends the run with that
+// stream error, not as a consumer that left.
+func TestConsumerBreaksOnErrorPair(t *testing.T) {
+	stage := mustStage(t, "breaks_on_error")
+	_, run := stage.Start(context.Background())
+	seq := func(yield func(item, error) bool) {
+		if !yield(item{i: 0, evs: []termination.Event{{Kind: termination.KindMessage, Text: "hi"}}}, nil) {
+			return
+		}
+		if !yield(item{}, errors.New("connection reset")) {
+			return
+		}
+		yield(item{i: 2, evs: []termination.Event{{Kind: termination.KindMessage, Text: "never"}}}, nil)
+	}
+	for _, err := range middleware.ForwardSeq(run, seq, decodeItem) {
+		if err != nil {
+			break
+		}
+	}
+	res := run.Wait()
+	assert.Equal(t, termination.Failed{Reason: termination.FailStreamError, Err: "connection reset"}, res.Cause)
+	assert.Equal(t, 2, res.Events)
+}

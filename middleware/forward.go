@@ -235,7 +235,9 @@ func ForwardSeq[T any](run *Run, seq iter.Seq2[T, error], decode func(T) termina
 // run's context is cancelled and iteration ends at the next item, which is
 // not yielded (it counts as drained); a seq that honours the context
 // returns promptly. A consumer that breaks out of the
-// loop early stops the run with Cancelled{reason: external}. The run is
+// loop early stops the run with Cancelled{reason: external}, unless it breaks
+// on a pair with an error: then the run ends with Failed{reason:
+// stream_error}, as if the stream had ended there. The run is
 // finished (Run.Wait returns) when the iteration ends. A nil run, seq or
 // decode function yields nothing; the run, if any, ends with
 // Failed{reason: invalid_input}.
@@ -268,7 +270,11 @@ func ForwardSeqEach[T any](run *Run, seq iter.Seq2[T, error], decode func(item T
 					return
 				}
 				if !yield(item, err) {
-					consumerLeft = true
+					// Breaking out on an error pair is how loops end on a
+					// stream error: that error, already evaluated as an error
+					// event, decides the end. Any other break is the
+					// consumer leaving.
+					consumerLeft = err == nil
 					return
 				}
 				if what == itemFired {
