@@ -32,8 +32,7 @@ func ExampleAll() {
 		}})
 	for _, err := range anthropicstop.All(run, runner.All(ctx)) {
 		if err != nil {
-			run.Finish(err)
-			break
+			break // the run ends with this stream error
 		}
 	}
 	res := run.Wait()
