@@ -6,7 +6,8 @@
 #      installed with apt-get when missing and running as root; no service is
 #      started);
 #   2. promtool check config/rules, promtool test rules;
-#   3. docker-compose config, when docker-compose is available;
+#   3. docker-compose config (Debian's docker-compose, installed with apt-get
+#      when missing and running as root; skipped with a note otherwise);
 #   4. the Go end-to-end test in dashboards/e2e (AGENTSTOP_E2E=1): quickstart +
 #      Prometheus on 127.0.0.1, every panel, variable and rule query evaluated.
 set -euo pipefail
@@ -52,6 +53,12 @@ promtool check rules dashboards/prometheus/rules.yaml dashboards/prometheus/aler
 log "promtool test rules"
 promtool test rules dashboards/prometheus/tests/*.yaml
 
+if ! command -v docker-compose >/dev/null && [[ $(id -u) -eq 0 ]]; then
+	log "installing Debian's docker-compose to validate the compose file"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose >/dev/null ||
+		{ apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends docker-compose >/dev/null; } ||
+		log "apt-get install docker-compose failed: compose file not validated"
+fi
 if command -v docker-compose >/dev/null; then
 	log "docker-compose config"
 	docker-compose -f docker-compose.yml config -q
