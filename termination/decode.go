@@ -35,7 +35,19 @@ func DecodeEvent(data []byte) (Event, error) {
 
 // decodeEvent decodes into *ev, which the Decoder reuses so that the event
 // json.Unmarshal needs on the heap is allocated once, not once per line.
+// Well-formed lines take the hand-written fast path (fastdecode.go); any
+// line it is not certain about, every bad line included, is decoded by
+// decodeEventJSON, which defines the behaviour.
 func decodeEvent(data []byte, ev *Event) error {
+	*ev = Event{}
+	if decodeEventFast(data, ev) {
+		return nil
+	}
+	return decodeEventJSON(data, ev)
+}
+
+// decodeEventJSON decodes into *ev with encoding/json.
+func decodeEventJSON(data []byte, ev *Event) error {
 	*ev = Event{}
 	if err := json.Unmarshal(data, ev); err != nil {
 		*ev = Event{}

@@ -1,0 +1,277 @@
+package termination
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// fastDecodeCases are edge cases of the event schema: encoding/json's key
+// matching, nulls, duplicates, escapes, invalid UTF-8, numbers, times and
+// malformed input. fast says whether the fast path must decode the line
+// itself (true) or hand it to encoding/json (false); either way the result
+// must be encoding/json's.
+var fastDecodeCases = []struct {
+	name string
+	line string
+	fast bool
+}{
+	// Well-formed lines the fast path decodes.
+	{"every field", `{"kind":"tool_call","source":"assistant","text":"t","tool":"search","args":{"q": [1, "x"]},` +
+		`"target":"user","usage":{"input_tokens":12,"output_tokens":3},"cost":0.25,"error":"e",` +
+		`"time":"2026-11-20T09:00:04.5+01:00","future_field":{"nested":[1,2]},"id":7}`, true},
+	{"whitespace everywhere", " \t{ \"kind\" :\r\n\"input\" , \"usage\" : { \"input_tokens\" : 1 } , \"args\" : [ 1 , { } , [ ] ] }\n ", true},
+	{"all kinds: final", `{"kind":"final"}`, true},
+	{"duplicate kind: last wins", `{"kind":"input","kind":"final"}`, true},
+	{"duplicate text: last wins", `{"kind":"input","text":"a","text":"b"}`, true},
+	{"duplicate usage merges", `{"kind":"input","usage":{"input_tokens":1},"usage":{"output_tokens":2}}`, true},
+	{"duplicate usage field", `{"kind":"input","usage":{"input_tokens":1,"input_tokens":5}}`, true},
+	{"duplicate args", `{"kind":"input","args":{"a":1},"args":[true]}`, true},
+	{"duplicate time", `{"kind":"input","time":"2026-11-20T09:00:04Z","time":"2026-11-21T09:00:04+02:00"}`, true},
+	{"args null is RawMessage null", `{"kind":"tool_call","args":null}`, true},
+	{"args of every type", `{"kind":"tool_call","args":"s\"\u00e9"}`, true},
+	{"args number", `{"kind":"tool_call","args":-1.5e+3}`, true},
+	{"args bytes kept exactly", `{"kind":"tool_call","args":{ "b" :2,"a":[ ],"c":"\ud800" }}`, true},
+	{"unknown fields of every type", `{"x":null,"y":true,"z":false,"w":-0.5E-3,"v":"\n","u":[[],{}],"kind":"stop"}`, true},
+	{"unknown usage fields", `{"kind":"input","usage":{"cached_tokens":{"a":[1]},"output_tokens":4}}`, true},
+	{"empty usage", `{"kind":"input","usage":{}}`, true},
+	{"escapes", `{"kind":"message","text":"a\nb\"c\\d\/e\b\f\r\t\u00e9\u0000\ud83d\ude00"}`, true},
+	{"lone high surrogate", `{"kind":"message","text":"\ud800"}`, true},
+	{"high surrogate then letter", `{"kind":"message","text":"\ud800\u0041"}`, true},
+	{"high surrogate twice", `{"kind":"message","text":"\ud800\ud800\udc00"}`, true},
+	{"lone low surrogate", `{"kind":"message","text":"\udc00x"}`, true},
+	{"high surrogate then escape", `{"kind":"message","text":"\ud800\n"}`, true},
+	{"invalid UTF-8", "{\"kind\":\"message\",\"text\":\"a\xffb\xc3\"}", true},
+	{"UTF-8 encoded surrogate", "{\"kind\":\"message\",\"text\":\"\xed\xa0\x80\"}", true},
+	{"invalid UTF-8 and an escape", "{\"kind\":\"message\",\"text\":\"\xff\\n\xe2\x82\"}", true},
+	{"literal U+FFFD and multibyte", `{"kind":"message","text":"� é 日本 🎉"}`, true},
+	{"escaped kind", `{"kind":"\u0069nput"}`, true},
+	{"DEL is not a control character", "{\"kind\":\"message\",\"text\":\"\x7f\"}", true},
+	{"negative zero tokens", `{"kind":"input","usage":{"input_tokens":-0}}`, true},
+	{"negative tokens", `{"kind":"input","usage":{"input_tokens":-12}}`, true},
+	{"18-digit tokens", `{"kind":"input","usage":{"input_tokens":999999999999999999}}`, true},
+	{"cost exponent", `{"kind":"input","cost":1E-5}`, true},
+	{"cost negative zero", `{"kind":"input","cost":-0}`, true},
+	{"cost integer", `{"kind":"input","cost":3}`, true},
+	{"cost tiny", `{"kind":"input","cost":1e-400}`, true},
+	{"time UTC", `{"kind":"input","time":"2026-11-20T09:00:04.123456789Z"}`, true},
+	{"time offset", `{"kind":"input","time":"2026-11-20T09:00:04-07:30"}`, true},
+
+	// encoding/json matches keys case-insensitively: handed over.
+	{"folded key", `{"Kind":"input"}`, false},
+	{"folded key then exact", `{"KIND":"input","kind":"message"}`, false},
+	{"exact key then folded", `{"kind":"message","Kind":"input"}`, false},
+	{"folded field", `{"kind":"input","Source":"x"}`, false},
+	{"folded usage field", `{"kind":"input","usage":{"Input_Tokens":5}}`, false},
+	{"escaped key", `{"kind":"input","\u0074ext":"x"}`, false},
+	{"Kelvin sign folds to k", "{\"\xe2\x84\xaaind\":\"input\"}", false},
+	{"long s folds to s", "{\"kind\":\"input\",\"\xc5\xbfource\":\"x\"}", false},
+	{"non-ASCII unknown key", `{"kind":"input","é":1}`, false},
+	{"invalid UTF-8 key", "{\"kind\":\"input\",\"\xff\":1}", false},
+
+	// Nulls leave a field as it is: handed over.
+	{"null source", `{"kind":"input","source":null}`, false},
+	{"null usage", `{"kind":"input","usage":null}`, false},
+	{"null tokens", `{"kind":"input","usage":{"input_tokens":null}}`, false},
+	{"null cost", `{"kind":"input","cost":null}`, false},
+	{"null time", `{"kind":"input","time":null}`, false},
+	{"null kind after kind", `{"kind":"input","kind":null}`, false},
+
+	// Numbers the fast path does not decode.
+	{"19-digit tokens", `{"kind":"input","usage":{"input_tokens":1234567890123456789}}`, false},
+	{"max int64 tokens", `{"kind":"input","usage":{"input_tokens":9223372036854775807}}`, false},
+	{"min int64 tokens", `{"kind":"input","usage":{"input_tokens":-9223372036854775808}}`, false},
+	{"overflowing tokens", `{"kind":"input","usage":{"input_tokens":9223372036854775808}}`, false},
+	{"float tokens", `{"kind":"input","usage":{"input_tokens":1.0}}`, false},
+	{"exponent tokens", `{"kind":"input","usage":{"input_tokens":1e3}}`, false},
+	{"string tokens", `{"kind":"input","usage":{"input_tokens":"12"}}`, false},
+	{"leading zero tokens", `{"kind":"input","usage":{"input_tokens":01}}`, false},
+	{"plus tokens", `{"kind":"input","usage":{"input_tokens":+1}}`, false},
+	{"minus only", `{"kind":"input","usage":{"input_tokens":-}}`, false},
+	{"cost out of range", `{"kind":"input","cost":1e400}`, false},
+	{"cost trailing dot", `{"kind":"input","cost":1.}`, false},
+	{"cost leading dot", `{"kind":"input","cost":.5}`, false},
+	{"cost empty exponent", `{"kind":"input","cost":1e}`, false},
+	{"cost string", `{"kind":"input","cost":"0.1"}`, false},
+	{"cost bool", `{"kind":"input","cost":true}`, false},
+
+	// Times time.Time.UnmarshalJSON rejects or this path does not parse.
+	{"time escaped", `{"kind":"input","time":"2026-11-20T09:00:04\u005a"}`, false},
+	{"time with a space", `{"kind":"input","time":"2026-11-20 09:00:04Z"}`, false},
+	{"time hour 24", `{"kind":"input","time":"2026-11-20T24:00:00Z"}`, false},
+	{"time lower-case z", `{"kind":"input","time":"2026-11-20T09:00:00z"}`, false},
+	{"time number", `{"kind":"input","time":1763629200}`, false},
+	{"time object", `{"kind":"input","time":{}}`, false},
+
+	// Type errors.
+	{"kind number", `{"kind":3}`, false},
+	{"kind object", `{"kind":{}}`, false},
+	{"text number", `{"kind":"input","text":1}`, false},
+	{"text array", `{"kind":"input","text":["a"]}`, false},
+	{"usage array", `{"kind":"input","usage":[1]}`, false},
+	{"usage string", `{"kind":"input","usage":"1"}`, false},
+	{"type error after a good kind", `{"kind":"input","tool":false}`, false},
+
+	// Kind errors.
+	{"missing kind", `{"text":"hi"}`, false},
+	{"empty object", `{}`, false},
+	{"empty kind", `{"kind":""}`, false},
+	{"unknown kind", `{"kind":"thinking"}`, false},
+	{"kind is case-sensitive", `{"kind":"Message"}`, false},
+	{"unknown kind then a good one", `{"kind":"thinking","kind":"input"}`, false},
+	{"good kind then an unknown one", `{"kind":"input","kind":"thinking"}`, false},
+
+	// Malformed JSON.
+	{"empty", ``, false},
+	{"spaces", `   `, false},
+	{"null line", `null`, false},
+	{"array", `[{"kind":"input"}]`, false},
+	{"string", `"input"`, false},
+	{"unterminated", `{"kind":"input"`, false},
+	{"unterminated string", `{"kind":"input","text":"abc`, false},
+	{"trailing garbage", `{"kind":"input"}x`, false},
+	{"two objects", `{"kind":"input"} {"kind":"input"}`, false},
+	{"trailing comma", `{"kind":"input",}`, false},
+	{"leading comma", `{,"kind":"input"}`, false},
+	{"missing colon", `{"kind" "input"}`, false},
+	{"missing comma", `{"kind":"input" "text":"x"}`, false},
+	{"single quotes", `{'kind':'input'}`, false},
+	{"unquoted key", `{kind:"input"}`, false},
+	{"raw control character", "{\"kind\":\"message\",\"text\":\"a\x01b\"}", false},
+	{"raw tab in string", "{\"kind\":\"message\",\"text\":\"a\tb\"}", false},
+	{"raw newline in string", "{\"kind\":\"message\",\"text\":\"a\nb\"}", false},
+	{"bad escape", `{"kind":"message","text":"\'"}`, false},
+	{"bad escape x", `{"kind":"message","text":"\x41"}`, false},
+	{"short unicode escape", `{"kind":"message","text":"\u12"}`, false},
+	{"non-hex unicode escape", `{"kind":"message","text":"\uZZZZ"}`, false},
+	{"backslash at the end", `{"kind":"message","text":"\`, false},
+	{"bad literal", `{"kind":"input","x":tru}`, false},
+	{"bad literal null", `{"kind":"input","x":nul}`, false},
+	{"literal with a tail", `{"kind":"input","x":truex}`, false},
+	{"trailing comma in array", `{"kind":"input","x":[1,]}`, false},
+	{"object without value", `{"kind":"input","x":{"a"}}`, false},
+	{"bad number in args", `{"kind":"tool_call","args":-}`, false},
+	{"bad value in args", `{"kind":"tool_call","args":[1 2]}`, false},
+	{"NaN", `{"kind":"input","x":NaN}`, false},
+	{"non-breaking space before", "\u00a0{\"kind\":\"input\"}", false},
+	{"form feed is not JSON whitespace", "\f{\"kind\":\"input\"}", false},
+	{"vertical tab after", "{\"kind\":\"input\"}\v", false},
+	{"NUL after", "{\"kind\":\"input\"}\x00", false},
+	{"deep args", `{"kind":"tool_call","args":` + strings.Repeat("[", 300) + strings.Repeat("]", 300) + `}`, false},
+	{"too deep for encoding/json", `{"kind":"tool_call","x":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`, false},
+}
+
+// checkFastDecode fails t unless decoding line takes the fast path exactly
+// when encoding/json would accept it and decode the same event, and unless
+// decodeEvent returns what decodeEventJSON (the oracle) returns, error text
+// included. It reports whether the fast path decoded the line.
+func checkFastDecode(t testing.TB, line []byte) bool {
+	var want Event
+	wantErr := decodeEventJSON(line, &want)
+
+	var fast Event
+	ok := decodeEventFast(bytes.Clone(line), &fast)
+	if ok {
+		if wantErr != nil {
+			t.Fatalf("%q: fast path accepted what encoding/json rejects (%v):\n%+v", line, wantErr, fast)
+		}
+		if !reflect.DeepEqual(fast, want) {
+			t.Fatalf("%q: fast path and encoding/json differ:\nfast: %#v\njson: %#v", line, fast, want)
+		}
+	}
+
+	var got Event
+	gotErr := decodeEvent(line, &got)
+	switch {
+	case (gotErr == nil) != (wantErr == nil):
+		t.Fatalf("%q: decodeEvent error %v, encoding/json error %v", line, gotErr, wantErr)
+	case gotErr != nil && gotErr.Error() != wantErr.Error():
+		t.Fatalf("%q: decodeEvent error %q, encoding/json error %q", line, gotErr, wantErr)
+	case !reflect.DeepEqual(got, want):
+		t.Fatalf("%q: decodeEvent and encoding/json differ:\ngot:  %#v\njson: %#v", line, got, want)
+	}
+	return ok
+}
+
+func TestDecodeEventFastEdgeCases(t *testing.T) {
+	for _, tc := range fastDecodeCases {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.fast, checkFastDecode(t, []byte(tc.line)), "fast path taken")
+		})
+	}
+}
+
+// TestDecodeEventFastTakesRealLogs checks that the recorded logs and the
+// benchmark's log take the fast path, line for line, so that the
+// benchmarks measure it.
+func TestDecodeEventFastTakesRealLogs(t *testing.T) {
+	lines := testdataLines(t)
+	lines = append(lines, bytes.Split(bytes.TrimSpace(benchLog(30)), []byte("\n"))...)
+	fast := 0
+	for _, line := range lines {
+		if checkFastDecode(t, line) {
+			fast++
+		} else {
+			var ev Event
+			assert.Error(t, decodeEventJSON(line, &ev), "a good line left to encoding/json: %s", line)
+		}
+	}
+	assert.Greater(t, fast, 30)
+}
+
+// testdataLines returns the non-blank lines of ../testdata/*.jsonl.
+func testdataLines(t testing.TB) [][]byte {
+	files, err := filepath.Glob("../testdata/*.jsonl")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	var lines [][]byte
+	for _, file := range files {
+		b, err := os.ReadFile(file)
+		require.NoError(t, err)
+		for _, line := range bytes.Split(b, []byte("\n")) {
+			if line = bytes.TrimSpace(line); len(line) > 0 {
+				lines = append(lines, line)
+			}
+		}
+	}
+	return lines
+}
+
+func TestDecodeEventFastAllocations(t *testing.T) {
+	line := []byte(`{"kind":"tool_call","source":"assistant","tool":"web_search","args":{"query":"x","limit":5},` +
+		`"usage":{"input_tokens":12,"output_tokens":3},"cost":0.25,"time":"2026-11-20T09:00:04.5Z","extra":[1,{"a":null}]}`)
+	var ev Event
+	allocs := testing.AllocsPerRun(100, func() {
+		ev = Event{}
+		if !decodeEventFast(line, &ev) {
+			t.Fatal("not decoded")
+		}
+	})
+	assert.Equal(t, 3.0, allocs, "source, tool and args only")
+}
+
+// FuzzDecodeEventFast checks the hand-written decoder against encoding/json:
+// the same event, or both an error (with the same text through
+// decodeEvent).
+func FuzzDecodeEventFast(f *testing.F) {
+	for _, line := range testdataLines(f) {
+		f.Add(line)
+	}
+	for _, tc := range fastDecodeCases {
+		if len(tc.line) < 1000 {
+			f.Add([]byte(tc.line))
+		}
+	}
+	for _, line := range bytes.Split(bytes.TrimSpace(benchLog(3)), []byte("\n")) {
+		f.Add(line)
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		checkFastDecode(t, line)
+	})
+}
