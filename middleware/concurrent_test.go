@@ -1,7 +1,6 @@
 package middleware_test
 
 import (
-	"context"
 	"math/rand/v2"
 	"sync"
 	"testing"
@@ -38,30 +37,7 @@ func TestConcurrentRuns(t *testing.T) {
 		wg.Go(func() {
 			<-start
 			items := itemsOf(streams[i])
-			ctx, run := stage.Start(context.Background())
-			var out []item
-			switch i % 4 {
-			case 0:
-				for it := range middleware.Forward(run, produce(ctx, items), decodeItem) {
-					out = append(out, it)
-				}
-			case 1:
-				for it := range middleware.ForwardEach(run, produce(ctx, items), decodeItemEach) {
-					out = append(out, it)
-				}
-			case 2:
-				for it := range middleware.ForwardSeq(run, seqOf(items), decodeItem) {
-					out = append(out, it)
-				}
-			case 3:
-				for _, it := range items {
-					out = append(out, it)
-					if _, stop := run.Observe(it.evs[0]); stop {
-						break
-					}
-				}
-				run.Finish(nil)
-			}
+			run, out := runWay(stage, i%4, items)
 			got[i] = outcome{indices(out), run.Wait()}
 		})
 	}

@@ -1,6 +1,7 @@
 package middleware_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -80,6 +81,37 @@ func seqOf(items []item) func(func(item, error) bool) {
 			}
 		}
 	}
+}
+
+// runWay runs items through stage one of four ways — 0: Forward, 1:
+// ForwardEach, 2: ForwardSeq, 3: Observe — and returns the run and the
+// items the consumer received.
+func runWay(stage *middleware.Stage, way int, items []item) (*middleware.Run, []item) {
+	ctx, run := stage.Start(context.Background())
+	var out []item
+	switch way {
+	case 0:
+		for it := range middleware.Forward(run, produce(ctx, items), decodeItem) {
+			out = append(out, it)
+		}
+	case 1:
+		for it := range middleware.ForwardEach(run, produce(ctx, items), decodeItemEach) {
+			out = append(out, it)
+		}
+	case 2:
+		for it := range middleware.ForwardSeq(run, seqOf(items), decodeItem) {
+			out = append(out, it)
+		}
+	default:
+		for _, it := range items {
+			out = append(out, it)
+			if _, stop := run.Observe(it.evs[0]); stop {
+				break
+			}
+		}
+		run.Finish(nil)
+	}
+	return run, out
 }
 
 // replay evaluates the events as agentstop replay would.

@@ -1,7 +1,6 @@
 package middleware_test
 
 import (
-	"context"
 	"flag"
 	"math/rand/v2"
 	"sync"
@@ -58,30 +57,7 @@ func TestSoak(t *testing.T) {
 			<-start
 			k := i % policies
 			items := itemsOf(stream)
-			ctx, run := stages[k].Start(context.Background())
-			var out []item
-			switch i % 4 {
-			case 0:
-				for it := range middleware.Forward(run, produce(ctx, items), decodeItem) {
-					out = append(out, it)
-				}
-			case 1:
-				for it := range middleware.ForwardEach(run, produce(ctx, items), decodeItemEach) {
-					out = append(out, it)
-				}
-			case 2:
-				for it := range middleware.ForwardSeq(run, seqOf(items), decodeItem) {
-					out = append(out, it)
-				}
-			default:
-				for _, it := range items {
-					out = append(out, it)
-					if _, stop := run.Observe(it.evs[0]); stop {
-						break
-					}
-				}
-				run.Finish(nil)
-			}
+			run, out := runWay(stages[k], i%4, items)
 			res := run.Wait()
 			evaluated.Add(int64(res.Events))
 			drained.Add(int64(res.Drained))
