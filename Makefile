@@ -31,10 +31,10 @@ test-adapters:
 test-dashboards:
 	bash dashboards/test.sh
 
-## bench: the hot-path benchmarks, as a compact table.
+## bench: the hot-path benchmarks, one compact line each (raw output in /tmp/agentstop-bench.txt).
 bench:
 	@$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./middleware/ ./termination/ ./telemetry/ | tee /tmp/agentstop-bench.txt | \
-		awk '/^Benchmark/ { line=$$1; for (i=2;i<=NF;i++) if ($$(i+1) ~ /\/op|events\/s|B\/run|x_raw/) { line=line sprintf("  %s %s", $$i, $$(i+1)); i++ } print line }'
+		awk '/^pkg:/ { pkg=$$2; sub(".*/", "", pkg) } /^Benchmark/ { line=sprintf("%-13s %-36s", pkg, $$1); for (i=3; i<NF; i+=2) line=line sprintf("  %10s %s", $$i, $$(i+1)); print line }'
 
 ## fuzz: each fuzz target for FUZZTIME (default 1m).
 fuzz:
