@@ -72,13 +72,13 @@ func benchStageOptions(b *testing.B) middleware.Option {
 func identity(ev termination.Event) termination.Event { return ev }
 
 // instrumented records through package telemetry on the real SDK: metrics
-// to a manual reader, every span sampled (and dropped at its end: no
-// exporter, so the benchmark measures recording, not export).
-func instrumented(b *testing.B) middleware.Option {
+// to a manual reader, spans sampled by sampler (and dropped at their end:
+// no exporter, so the benchmark measures recording, not export).
+func instrumented(b *testing.B, sampler sdktrace.Sampler) middleware.Option {
 	b.Helper()
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler))
 	b.Cleanup(func() {
 		_ = mp.Shutdown(context.Background())
 		_ = tp.Shutdown(context.Background())
@@ -98,7 +98,8 @@ func BenchmarkForward(b *testing.B) {
 	}{
 		{name: "raw", raw: true},
 		{name: "wrapped", opts: []middleware.Option{full}},
-		{name: "instrumented", opts: []middleware.Option{full, instrumented(b)}},
+		{name: "instrumented", opts: []middleware.Option{full, instrumented(b, sdktrace.AlwaysSample())}},
+		{name: "instrumented_unsampled", opts: []middleware.Option{full, instrumented(b, sdktrace.NeverSample())}},
 	}
 	evs := benchEvents()
 	for _, c := range cases {
@@ -158,24 +159,38 @@ func BenchmarkForward(b *testing.B) {
 	}
 }
 
-// BenchmarkObserve: the synchronous path, one event per op, full policy,
-// the real OpenTelemetry SDK recording (spans sampled).
+// BenchmarkObserve: the synchronous path, one event per op, full policy:
+// bare (no recorder), then the real OpenTelemetry SDK recording with every
+// span sampled (each tool call becomes an execute_tool span) and with
+// spans not sampled (metrics only, as for the runs a head sampler skips).
 func BenchmarkObserve(b *testing.B) {
-	b.ReportAllocs()
-	stage, err := middleware.New("bench", benchStageOptions(b), instrumented(b))
-	if err != nil {
-		b.Fatal(err)
+	cases := []struct {
+		name string
+		opts []middleware.Option
+	}{
+		{"bare", nil},
+		{"sdk_sampled", []middleware.Option{instrumented(b, sdktrace.AlwaysSample())}},
+		{"sdk_unsampled", []middleware.Option{instrumented(b, sdktrace.NeverSample())}},
 	}
 	evs := benchEvents()
-	_, run := stage.Start(context.Background())
-	b.ResetTimer()
-	for i := range b.N {
-		if _, stop := run.Observe(evs[i%len(evs)]); stop {
-			b.Fatalf("fired at event %d", i)
-		}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			stage, err := middleware.New("bench", append([]middleware.Option{benchStageOptions(b)}, c.opts...)...)
+			if err != nil {
+				b.Fatal(err)
+			}
+			_, run := stage.Start(context.Background())
+			b.ResetTimer()
+			for i := range b.N {
+				if _, stop := run.Observe(evs[i%len(evs)]); stop {
+					b.Fatalf("fired at event %d", i)
+				}
+			}
+			b.StopTimer()
+			run.Finish(nil)
+		})
 	}
-	b.StopTimer()
-	run.Finish(nil)
 }
 
 // BenchmarkConcurrentRuns: many runs on one stage at once. An op is one
