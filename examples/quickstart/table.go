@@ -65,25 +65,26 @@ func (w *tableWriter) final() {
 	w.table()
 }
 
-// line prints one plain summary line.
+// line prints the per-stage table as plain lines, one per stage.
 func (w *tableWriter) line() {
 	w.tally.mu.Lock()
 	defer w.tally.mu.Unlock()
-	totals := map[string]int{}
-	runs := 0
-	for _, m := range w.tally.counts {
-		for tag, n := range m {
-			totals[tag] += n
-			runs += n
-		}
+	elapsed := time.Since(w.tally.start).Round(time.Second)
+	names := make([]string, 0, len(w.tally.counts))
+	for s := range w.tally.counts {
+		names = append(names, s)
 	}
-	parts := []string{fmt.Sprintf("t=%s runs=%d", time.Since(w.tally.start).Round(time.Second), runs)}
-	for _, tag := range termination.TagValues() {
-		if totals[tag] > 0 {
-			parts = append(parts, fmt.Sprintf("%s=%d", tag, totals[tag]))
+	slices.Sort(names)
+	for _, stage := range names {
+		m := w.tally.counts[stage]
+		parts := []string{fmt.Sprintf("t=%s stage=%s", elapsed, stage)}
+		for _, tag := range termination.TagValues() {
+			if m[tag] > 0 {
+				parts = append(parts, fmt.Sprintf("%s=%d", tag, m[tag]))
+			}
 		}
+		fmt.Fprintln(w.out, strings.Join(parts, " "))
 	}
-	fmt.Fprintln(w.out, strings.Join(parts, " "))
 }
 
 // table prints causes as rows and stages as columns.
