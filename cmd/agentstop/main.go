@@ -83,20 +83,30 @@ func replay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "agentstop replay: "+format+"\n", a...)
 		return exitBad
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprint(stdout, replayUsage)
-			fs.SetOutput(stdout)
-			fs.PrintDefaults()
-			return exitOK
+	// Flags may come before or after the events file: parse, set aside one
+	// positional argument, parse the rest again.
+	var files []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fmt.Fprint(stdout, replayUsage)
+				fs.SetOutput(stdout)
+				fs.PrintDefaults()
+				return exitOK
+			}
+			return fail("%s (see agentstop replay -h)", oneLine(err))
 		}
-		return fail("%s (see agentstop replay -h)", oneLine(err))
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		args = fs.Args()[1:]
 	}
 	if *policyPath == "" {
 		return fail("-policy is required (see agentstop replay -h)")
 	}
-	if fs.NArg() != 1 {
-		return fail("want exactly one events file (or - for stdin), got %d", fs.NArg())
+	if len(files) != 1 {
+		return fail("want exactly one events file (or - for stdin), got %d", len(files))
 	}
 	if strings.TrimSpace(*stage) == "" {
 		return fail("-stage must not be empty")
@@ -105,7 +115,7 @@ func replay(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err != nil {
 		return fail("%s", oneLine(err))
 	}
-	name := fs.Arg(0)
+	name := files[0]
 	var in io.Reader = stdin
 	if name == "-" {
 		name = "stdin"

@@ -175,3 +175,13 @@ func TestUsage(t *testing.T) {
 	assert.Empty(t, stdout)
 	assert.Contains(t, stderr, "Usage:")
 }
+
+func TestReplayFlagsAfterFile(t *testing.T) {
+	code, out, errOut := runCLI(t, "", "replay", "../../testdata/runaway_search.jsonl", "-policy", "../../testdata/policy.yaml", "-stage", "researcher")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, `"stage":"researcher","termination_cause":"stall"`)
+
+	code, _, errOut = runCLI(t, "", "replay", "-policy", "../../testdata/policy.yaml", "a.jsonl", "b.jsonl")
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "agentstop replay: want exactly one events file (or - for stdin), got 2\n", errOut)
+}
