@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 )
 
 // DecodeError is a bad line in a JSON Lines event log.
@@ -40,10 +41,30 @@ func DecodeEvent(data []byte) (Event, error) {
 // decodeEventJSON, which defines the behaviour.
 func decodeEvent(data []byte, ev *Event) error {
 	*ev = Event{}
-	if decodeEventFast(data, ev) {
-		return nil
+	if !decodeEventFast(data, ev) {
+		if err := decodeEventJSON(data, ev); err != nil {
+			return err
+		}
 	}
-	return decodeEventJSON(data, ev)
+	if err := checkAmounts(ev); err != nil {
+		*ev = Event{}
+		return err
+	}
+	return nil
+}
+
+// checkAmounts rejects usage and cost that no model spends: negative
+// amounts (an event would give budget back) and a cost that is not finite.
+func checkAmounts(ev *Event) error {
+	switch {
+	case ev.Usage.InputTokens < 0:
+		return fmt.Errorf("usage.input_tokens: must be >= 0, got %d", ev.Usage.InputTokens)
+	case ev.Usage.OutputTokens < 0:
+		return fmt.Errorf("usage.output_tokens: must be >= 0, got %d", ev.Usage.OutputTokens)
+	case ev.Cost < 0 || math.IsNaN(ev.Cost) || math.IsInf(ev.Cost, 0):
+		return fmt.Errorf("cost: must be a finite amount >= 0, got %g", ev.Cost)
+	}
+	return nil
 }
 
 // decodeEventJSON decodes into *ev with encoding/json.

@@ -96,6 +96,11 @@ func TestDecoder(t *testing.T) {
 		{name: "not an object", input: `[{"kind":"input"}]`, line: 1, err: "cannot unmarshal"},
 		{name: "bad usage", input: `{"kind":"message","usage":{"input_tokens":"12"}}`, line: 1, err: "input_tokens"},
 		{name: "bad time", input: `{"kind":"message","time":"yesterday"}`, line: 1, err: "yesterday"},
+		{name: "negative input tokens", input: "{\"kind\":\"input\"}\n{\"kind\":\"message\",\"usage\":{\"input_tokens\":-5}}", kinds: []Kind{KindInput},
+			line: 2, err: "usage.input_tokens: must be >= 0, got -5"},
+		{name: "negative output tokens", input: `{"kind":"message","usage":{"output_tokens":-1}}`, line: 1, err: "usage.output_tokens: must be >= 0, got -1"},
+		{name: "negative cost", input: `{"kind":"message","cost":-0.5}`, line: 1, err: "cost: must be a finite amount >= 0, got -0.5"},
+		{name: "overflowing cost", input: `{"kind":"message","cost":1e999}`, line: 1, err: "cost"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -2,6 +2,7 @@ package termination
 
 import (
 	"encoding/json"
+	"math"
 	"slices"
 	"time"
 )
@@ -84,9 +85,15 @@ func (e *Evaluator) ObserveRef(ev *Event) (Cause, bool) {
 	case KindToolCall:
 		p.ToolCalls++
 	}
-	p.Tokens.InputTokens += ev.Usage.InputTokens
-	p.Tokens.OutputTokens += ev.Usage.OutputTokens
-	p.Cost += ev.Cost
+	// Saturating sums: absurd input must not wrap a budget around.
+	p.Tokens.InputTokens = addTokens(p.Tokens.InputTokens, ev.Usage.InputTokens)
+	p.Tokens.OutputTokens = addTokens(p.Tokens.OutputTokens, ev.Usage.OutputTokens)
+	switch c := p.Cost + ev.Cost; {
+	case math.IsInf(c, 1):
+		p.Cost = math.MaxFloat64
+	case !math.IsNaN(c) && !math.IsInf(c, -1):
+		p.Cost = c
+	}
 	e.lastKind = ev.Kind
 	if ev.Kind == KindError {
 		e.lastErr = ev.ErrorText()
@@ -331,6 +338,18 @@ func marshalOptionalCause(c Cause) (json.RawMessage, error) {
 		return json.RawMessage("null"), nil
 	}
 	return MarshalCause(c)
+}
+
+// addTokens adds two token counts, saturating at the int64 limits.
+func addTokens(a, b int64) int64 {
+	c := a + b
+	if (c > a) == (b > 0) {
+		return c
+	}
+	if b > 0 {
+		return math.MaxInt64
+	}
+	return math.MinInt64
 }
 
 // WarningsSince returns the warnings recorded after the first n, without

@@ -2,7 +2,9 @@ package termination
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -287,4 +289,24 @@ func TestCauseIsAnError(t *testing.T) {
 	assert.EqualError(t, to, "agentstop: timeout after 1m1s (limit 1m0s)")
 	assert.EqualError(t, All{Causes: []Cause{Completed{Condition: "text_mention", Detail: "X"}, Failed{Reason: FailPanic}}},
 		`agentstop: all of [completed (text_mention "X"); failed (panic)]`)
+}
+
+// Absurd but valid amounts saturate instead of wrapping around a budget.
+func TestSaturatingSums(t *testing.T) {
+	e := NewEvaluator(TokenBudget(TokenLimits{Input: math.MaxInt64}), EventClock)
+	e.Observe(Event{Kind: KindMessage, Usage: Usage{InputTokens: math.MaxInt64 - 1}})
+	c, stop := e.Observe(Event{Kind: KindMessage, Usage: Usage{InputTokens: 10}, Cost: math.MaxFloat64})
+	e.Observe(Event{Kind: KindMessage, Cost: math.MaxFloat64})
+	assert.True(t, stop)
+	assert.Equal(t, BudgetExhausted{Resource: ResourceInputTokens, Used: math.MaxInt64, Limit: math.MaxInt64}, c)
+	res := e.Result()
+	assert.Equal(t, int64(math.MaxInt64), res.Tokens.InputTokens)
+	_, err := json.Marshal(res)
+	assert.NoError(t, err, "a saturated result still marshals")
+
+	e = NewEvaluator(nil, EventClock)
+	e.Observe(Event{Kind: KindMessage, Cost: math.MaxFloat64})
+	e.Observe(Event{Kind: KindMessage, Cost: math.MaxFloat64})
+	e.Observe(Event{Kind: KindMessage, Cost: math.NaN()})
+	assert.Equal(t, math.MaxFloat64, e.Result().Cost)
 }

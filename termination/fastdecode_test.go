@@ -170,7 +170,8 @@ var fastDecodeCases = []struct {
 // checkFastDecode fails t unless decoding line takes the fast path exactly
 // when encoding/json would accept it and decode the same event, and unless
 // decodeEvent returns what decodeEventJSON (the oracle) returns, error text
-// included. It reports whether the fast path decoded the line.
+// included (the oracle followed by checkAmounts). It reports whether the
+// fast path decoded the line.
 func checkFastDecode(t testing.TB, line []byte) bool {
 	var want Event
 	wantErr := decodeEventJSON(line, &want)
@@ -186,6 +187,12 @@ func checkFastDecode(t testing.TB, line []byte) bool {
 		}
 	}
 
+	// decodeEvent also rejects amounts no model spends, on either path.
+	if wantErr == nil {
+		if err := checkAmounts(&want); err != nil {
+			want, wantErr = Event{}, err
+		}
+	}
 	var got Event
 	gotErr := decodeEvent(line, &got)
 	switch {

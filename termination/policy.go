@@ -1,7 +1,10 @@
 package termination
 
 import (
+	"bytes"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"sort"
@@ -39,8 +42,17 @@ func (e *PolicyError) Error() string {
 // must never silently disable a guard. Empty input is the empty policy.
 func ParsePolicy(data []byte) (Policy, error) {
 	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		return Policy{}, &PolicyError{Path: "policy", Msg: "not valid YAML or JSON: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	// A second document would be silently ignored: its guards disabled.
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		if err != nil {
+			return Policy{}, &PolicyError{Path: "policy", Msg: "not valid YAML or JSON: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+		}
+		return Policy{}, &PolicyError{Path: "policy", Line: extra.Line, Msg: "more than one YAML document; put every condition in one"}
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return Policy{cond: AnyOf()}, nil

@@ -279,3 +279,13 @@ func TestZeroPolicy(t *testing.T) {
 	assert.Panics(t, func() { MustParsePolicy("max_iterations: 0") })
 	assert.Equal(t, "max_iterations: 3", MustParsePolicy("max_iterations: 3").String())
 }
+
+// A second YAML document would silently disable its guards: it is an error.
+func TestParsePolicyMultipleDocuments(t *testing.T) {
+	_, err := ParsePolicy([]byte("max_iterations: 5\n---\nmax_tool_calls: 1\n"))
+	var pe *PolicyError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "policy: more than one YAML document; put every condition in one (line 2)", err.Error())
+	_, err = ParsePolicy([]byte("---\nmax_iterations: 5\n"))
+	assert.NoError(t, err, "one document with a leading marker")
+}
