@@ -831,3 +831,30 @@ func TestConsumerBreaksOnErrorPair(t *testing.T) {
 	assert.Equal(t, termination.Failed{Reason: termination.FailStreamError, Err: "connection reset"}, res.Cause)
 	assert.Equal(t, 2, res.Events)
 }
+
+// Breaking out right after the final answer is how loops end: the run ends
+// as a natural completion, not as a consumer that left.
+func TestConsumerBreaksAfterFinal(t *testing.T) {
+	stage := mustStage(t, "breaks_after_final")
+	_, run := stage.Start(context.Background())
+	evs := []termination.Event{
+		{Kind: termination.KindMessage, Text: "thinking"},
+		{Kind: termination.KindFinal, Text: "done"},
+		{Kind: termination.KindMessage, Text: "never"},
+	}
+	for it := range middleware.ForwardSeq(run, seqOf(itemsOf(evs)), decodeItem) {
+		if it.evs[0].Kind == termination.KindFinal {
+			break
+		}
+	}
+	res := run.Wait()
+	assert.Equal(t, termination.NaturalCompletion{}, res.Cause)
+	assert.Equal(t, 2, res.Events)
+
+	// Breaking out before the final answer is still the consumer leaving.
+	_, run = stage.Start(context.Background())
+	for range middleware.ForwardSeq(run, seqOf(itemsOf(evs)), decodeItem) {
+		break
+	}
+	assert.Equal(t, termination.CancelExternal, run.Wait().Cause.(termination.Cancelled).Reason)
+}

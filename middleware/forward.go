@@ -74,6 +74,7 @@ type forwarder[T any] struct {
 	emitFn func(termination.Event) // f.emit, bound once rather than per item
 	stop   bool                    // the run stopped on (or before) the current item
 	seen   bool                    // an event of the current item was evaluated
+	final  bool                    // the last evaluated event was a final answer
 }
 
 // What became of one item.
@@ -91,6 +92,7 @@ func (f *forwarder[T]) emit(ev termination.Event) {
 	_, f.stop, late = f.run.observe(ev)
 	if !late {
 		f.seen = true
+		f.final = ev.Kind == termination.KindFinal
 	}
 }
 
@@ -236,8 +238,9 @@ func ForwardSeq[T any](run *Run, seq iter.Seq2[T, error], decode func(T) termina
 // not yielded (it counts as drained); a seq that honours the context
 // returns promptly. A consumer that breaks out of the
 // loop early stops the run with Cancelled{reason: external}, unless it breaks
-// on a pair with an error: then the run ends with Failed{reason:
-// stream_error}, as if the stream had ended there. The run is
+// on a pair with an error or right after the final answer: then the run ends
+// as if the stream had ended there (Failed{reason: stream_error},
+// NaturalCompletion). The run is
 // finished (Run.Wait returns) when the iteration ends. A nil run, seq or
 // decode function yields nothing; the run, if any, ends with
 // Failed{reason: invalid_input}.
@@ -271,10 +274,11 @@ func ForwardSeqEach[T any](run *Run, seq iter.Seq2[T, error], decode func(item T
 				}
 				if !yield(item, err) {
 					// Breaking out on an error pair is how loops end on a
-					// stream error: that error, already evaluated as an error
-					// event, decides the end. Any other break is the
-					// consumer leaving.
-					consumerLeft = err == nil
+					// stream error, and breaking out after the final answer
+					// is how they end on it: the evaluated events decide the
+					// end (Failed{stream_error}, NaturalCompletion). Any
+					// other break is the consumer leaving.
+					consumerLeft = err == nil && !f.final
 					return
 				}
 				if what == itemFired {

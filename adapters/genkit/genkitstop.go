@@ -193,13 +193,14 @@ func Generate(ctx context.Context, g *genkit.Genkit, run *middleware.Run, opts .
 // no further model call). Once the run has stopped, genkit's error for the
 // generation it abandoned is not yielded: run.Wait (or context.Cause of
 // ctx) says why the loop ended. A consumer that leaves the iteration early
-// stops the run with Cancelled{reason: external}. The run is finished when
-// the iteration ends.
+// stops the run with Cancelled{reason: external}, unless it leaves on an
+// error or after the final (Done) value: then the run ends as the stream
+// would. The run is finished when the iteration ends.
 func GenerateStream(ctx context.Context, g *genkit.Genkit, run *middleware.Run, opts ...ai.GenerateOption) iter.Seq2[*ai.ModelStreamValue, error] {
 	return func(yield func(*ai.ModelStreamValue, error) bool) {
 		var (
-			left    bool
-			lastErr error
+			left, gaveUp bool
+			lastErr      error
 		)
 		// genkit calls its yield function once more, with an error, after
 		// the consumer has left (the range-over-func runtime check would
@@ -217,12 +218,14 @@ func GenerateStream(ctx context.Context, g *genkit.Genkit, run *middleware.Run, 
 				interrupted(run, v.Response)
 			}
 			if !yield(v, err) {
-				left = true
+				// Leaving on an error or after the final response is how
+				// loops end; leaving before is the consumer giving up.
+				left, gaveUp = true, err == nil && (v == nil || !v.Done)
 				return false
 			}
 			return true
 		})
-		if left {
+		if gaveUp {
 			run.Stop("consumer stopped iterating")
 		}
 		run.Finish(lastErr)
