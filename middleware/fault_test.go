@@ -858,3 +858,28 @@ func TestConsumerBreaksAfterFinal(t *testing.T) {
 	}
 	assert.Equal(t, termination.CancelExternal, run.Wait().Cause.(termination.Cancelled).Reason)
 }
+
+// The run's context reports the earlier of the caller's deadline and the
+// stage's timeout, so loops can size their own timeouts from it.
+func TestRunContextDeadline(t *testing.T) {
+	caller, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	want, _ := caller.Deadline()
+	ctx, run := mustStage(t, "deadline").Start(caller)
+	got, ok := ctx.Deadline()
+	assert.True(t, ok)
+	assert.Equal(t, want, got)
+	run.Finish(nil)
+
+	before := time.Now()
+	ctx, run = mustStage(t, "deadline_timeout", policy(t, "timeout: 1m")).Start(caller)
+	got, ok = ctx.Deadline()
+	assert.True(t, ok)
+	assert.WithinRange(t, got, before.Add(time.Minute), time.Now().Add(time.Minute))
+	run.Finish(nil)
+
+	ctx, run = mustStage(t, "no_deadline").Start(context.Background())
+	_, ok = ctx.Deadline()
+	assert.False(t, ok)
+	run.Finish(nil)
+}

@@ -49,8 +49,9 @@ func WithCondition(cond termination.Condition) Option {
 
 // WithTreatAsSuccess makes the outcome "succeeded" for causes for which f
 // returns true (a handoff the stage expects, a custom reason that is a normal
-// end). The cause itself is never rewritten. Default: the cause's own
-// outcome. nil is ignored.
+// end). The cause itself is never rewritten. f runs once per run, when the
+// run finishes, without the run's lock: it may call the Run's methods.
+// Default: the cause's own outcome. nil is ignored.
 func WithTreatAsSuccess(f func(termination.Cause) bool) Option {
 	return optionFunc(func(c *config) {
 		if f != nil {

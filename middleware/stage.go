@@ -51,7 +51,9 @@ func (s *Stage) Name() string { return s.name }
 func (s *Stage) Condition() termination.Condition { return s.cond }
 
 // Start begins a run. The returned context is the one the loop must run
-// under: it keeps ctx's values, and is cancelled when the run stops (a
+// under: it keeps ctx's values, reports the earlier of ctx's deadline and
+// the stage's shortest timeout as its Deadline, and is cancelled when the
+// run stops (a
 // condition fires, the timeout timer fires, Stop is called, or ctx ends),
 // with the typed cause as its context.Cause. The caller must end the run:
 // Forward and ForwardSeq do it when the stream ends; with Observe, call
@@ -77,7 +79,14 @@ func (s *Stage) start(ctx context.Context, live bool) (context.Context, *Run) {
 	// The run's context does not inherit the parent's cancellation directly,
 	// so that its cause is always the run's typed cause: the parent's end is
 	// turned into Cancelled{reason: context} below.
-	runCtx, cancel := context.WithCancelCause(context.WithoutCancel(ctx))
+	base := context.WithoutCancel(ctx)
+	if d, ok := runDeadline(parent, s.timeouts); ok {
+		// WithoutCancel drops the deadline too; loops size their own
+		// timeouts from it, so keep the earlier of the caller's and the
+		// stage's.
+		base = deadlineContext{base, d}
+	}
+	runCtx, cancel := context.WithCancelCause(base)
 	r := &Run{
 		stage:      s,
 		parent:     parent,
@@ -109,6 +118,27 @@ func (s *Stage) start(ctx context.Context, live bool) (context.Context, *Run) {
 		})
 	}
 	return runCtx, r
+}
+
+// deadlineContext reports a deadline without enforcing it: the run enforces
+// its own (timeout timer, the caller's context watch) with a typed cause.
+type deadlineContext struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c deadlineContext) Deadline() (time.Time, bool) { return c.deadline, true }
+
+// runDeadline is the earlier of the caller's deadline and the stage's
+// shortest timeout from now.
+func runDeadline(parent context.Context, timeouts []time.Duration) (time.Time, bool) {
+	d, ok := parent.Deadline()
+	if len(timeouts) > 0 {
+		if t := time.Now().Add(timeouts[0]); !ok || t.Before(d) {
+			d, ok = t, true
+		}
+	}
+	return d, ok
 }
 
 // Skip records that the stage did not run, with Skipped{reason}, and returns
@@ -277,13 +307,25 @@ func (r *Run) finish(err error) {
 	res := r.eval.Result()
 	res.Stage = r.stage.name
 	res.TerminationCause = termination.Tag(res.Cause, r.stage.allowed)
-	if f := r.stage.cfg.treatAsSuccess; f != nil && res.Outcome != termination.OutcomeSucceeded && r.treat(f, res.Cause) {
-		res.Outcome = termination.OutcomeSucceeded
-	}
-	res.Drained = r.drained
 	if r.timer != nil {
 		r.timer.Stop()
 	}
+	r.mu.Unlock()
+	// The cause is final: the user's callback runs without the lock, so it
+	// may call the Run's methods.
+	var treatPanic any
+	if f := r.stage.cfg.treatAsSuccess; f != nil && res.Outcome != termination.OutcomeSucceeded {
+		ok, p := treat(f, res.Cause)
+		if ok {
+			res.Outcome = termination.OutcomeSucceeded
+		}
+		treatPanic = p
+	}
+	r.mu.Lock()
+	if treatPanic != nil {
+		r.rec.Error(fmt.Errorf("middleware: stage %q: TreatAsSuccess panicked: %v", r.stage.name, treatPanic))
+	}
+	res.Drained = r.drained
 	r.rec.End(&res)
 	r.result = &res
 	r.mu.Unlock()
@@ -292,14 +334,14 @@ func (r *Run) finish(err error) {
 	close(r.ended)
 }
 
-func (r *Run) treat(f func(termination.Cause) bool, c termination.Cause) (ok bool) {
+// treat calls f, recovering a panic (reported by the caller).
+func treat(f func(termination.Cause) bool, c termination.Cause) (ok bool, panicked any) {
 	defer func() {
 		if p := recover(); p != nil {
-			ok = false
-			r.rec.Error(fmt.Errorf("middleware: stage %q: TreatAsSuccess panicked: %v", r.stage.name, p))
+			ok, panicked = false, p
 		}
 	}()
-	return f(c)
+	return f(c), nil
 }
 
 // Wait blocks until the run has finished (its stream ended, or Finish was

@@ -639,14 +639,17 @@ func positive(key string, n int) error {
 
 // Predicate fires Completed{condition: predicate, detail: name} on an event
 // for which fn returns true. A panic in fn fires Failed{reason: panic}
-// instead of crashing the loop.
+// instead of crashing the loop. fn runs while the run evaluates the event (a
+// live stage holds the run's lock): it must be quick and must not call back
+// into the run.
 func Predicate(name string, fn func(Event) bool) Condition {
 	return funcCondition{name: name, pred: fn}
 }
 
 // Func fires whatever cause fn returns (a Custom cause, typically) for an
 // event; nil means nothing fired. fn sees the run's progress including the
-// event. A panic in fn fires Failed{reason: panic}.
+// event. A panic in fn fires Failed{reason: panic}. Like Predicate's, fn
+// must be quick and must not call back into the run.
 func Func(name string, fn func(Event, Progress) Cause) Condition {
 	return funcCondition{name: name, fn: fn}
 }
