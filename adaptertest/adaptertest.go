@@ -76,7 +76,8 @@ type Harness struct {
 	// Run drives the framework's real loop with a scripted model that
 	// answers with script's turns (tools return a short fixed text), wrapped
 	// by the adapter under stage, until the framework's loop ends. It must
-	// start the run with stage.Start and return its result.
+	// start the run with stage.Start and return its result. It is called on
+	// a goroutine of its own; t.Fatal in it fails the suite's subtest.
 	Run func(t *testing.T, stage *middleware.Stage, script Script) Report
 	// Timeout bounds one run; a loop that does not end by then fails the
 	// suite. Default 30s.
@@ -148,10 +149,24 @@ func runHarness(t *testing.T, h Harness, stage *middleware.Stage, s Script) Repo
 	if timeout <= 0 {
 		timeout = 30 * time.Second
 	}
-	done := make(chan Report, 1)
-	go func() { done <- h.Run(t, stage, s) }()
+	// h.Run runs on its own goroutine so that a loop that never ends fails
+	// the test instead of hanging it. A t.Fatal inside h.Run ends that
+	// goroutine without a report: exited is closed either way.
+	var (
+		rep      Report
+		returned bool
+	)
+	exited := make(chan struct{})
+	go func() {
+		defer close(exited)
+		rep = h.Run(t, stage, s)
+		returned = true
+	}()
 	select {
-	case rep := <-done:
+	case <-exited:
+		if !returned {
+			t.FailNow() // h.Run called t.FailNow (t.Fatal): its message is logged
+		}
 		return rep
 	case <-time.After(timeout):
 		t.Fatalf("adaptertest: the framework's loop did not end within %s", timeout)
