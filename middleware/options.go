@@ -98,7 +98,10 @@ func WithRecorder(r Recorder) Option {
 // WithCustomReasons allow-lists Custom reasons (and the tags of registered
 // user cause types) as termination_cause values of their own; any other
 // custom reason is recorded as "custom". Each must be a snake_case label of
-// at most 64 characters that is not a built-in tag value.
+// at most 64 characters that is not a built-in tag value. The stage's
+// Result carries the tag, and package telemetry's Recorder trusts it (up to
+// telemetry.MaxCustomTags values), so the allow-list is configured here
+// once.
 func WithCustomReasons(reasons ...string) Option {
 	return optionFunc(func(c *config) {
 		for _, r := range reasons {

@@ -41,10 +41,10 @@ func points(t *testing.T, m metricdata.Metrics) []attribute.Set {
 }
 
 // TestCardinalityIsBounded runs 10,000 runs with random stage names and
-// random custom reasons, some allow-listed by the stage but not by the
-// recorder, and checks that every instrument stays within the bound: the
-// first stageLimit stage names plus "_other", the closed set of causes plus
-// the recorder's allow-list.
+// random custom reasons, some allow-listed by the stage only, some by the
+// recorder too, most by neither, and checks that every instrument stays
+// within the bound: the first stageLimit stage names plus "_other", the
+// closed set of causes plus the allow-listed reasons.
 func TestCardinalityIsBounded(t *testing.T) {
 	const (
 		runs       = 10000
@@ -59,7 +59,7 @@ func TestCardinalityIsBounded(t *testing.T) {
 		case 0:
 			return "approved_reason" // allow-listed by stage and recorder: kept
 		case 1:
-			return "stage_only_reason" // allow-listed by the stage only: custom
+			return "stage_only_reason" // allow-listed by the stage only: trusted, kept
 		case 2:
 			return fmt.Sprintf("free text reason #%d!", rng.IntN(1e6)) // never a label
 		}
@@ -102,7 +102,7 @@ func TestCardinalityIsBounded(t *testing.T) {
 	}
 	// Causes: the Func fires Custom on every run, whose tag is either the
 	// allow-listed reason or "custom"; no run ends otherwise.
-	causes := map[string]bool{"approved_reason": true, "custom": true}
+	causes := map[string]bool{"approved_reason": true, "stage_only_reason": true, "custom": true}
 	bounds := map[string]int{
 		"agent.stage.terminations":       (stageLimit + 1) * len(causes), // one outcome: failed
 		"agent.stage.duration":           (stageLimit + 1) * len(causes),
@@ -160,21 +160,34 @@ func TestStageLimitDefault(t *testing.T) {
 	assert.Equal(t, 5, other, "spans of stages past the limit")
 }
 
-// TestRecorderBoundsUnknownTags: a Result whose tag is not in the closed
-// set nor allow-listed by the recorder is recorded as "custom", whatever
-// the stage (or a hand-made Result) says.
+// TestRecorderBoundsUnknownTags: a Result's tag outside the closed set is
+// kept only if it is a label the stage put in the Result (its allow-list) or
+// the recorder allow-lists, and only up to MaxCustomTags such values;
+// anything else is recorded as "custom".
 func TestRecorderBoundsUnknownTags(t *testing.T) {
 	h := newHarness(t, nil, telemetry.WithCustomReasons("quota"))
-	for _, tag := range []string{"quota", "user_id_12345", "Not A Label", ""} {
+	end := func(tag string) {
 		_, rr := h.rec.StartRun(context.Background(), "s")
 		rr.End(&termination.Result{Cause: termination.Custom{Reason: tag}, TerminationCause: tag, Outcome: termination.OutcomeFailed})
+	}
+	for _, tag := range []string{"quota", "user_id_12345", "Not A Label", ""} {
+		end(tag)
+	}
+	// A Result the stage did not tag: its custom reason is not trusted.
+	_, rr := h.rec.StartRun(context.Background(), "s")
+	rr.End(&termination.Result{Cause: termination.Custom{Reason: "untagged"}, Outcome: termination.OutcomeFailed})
+	for i := range telemetry.MaxCustomTags + 10 {
+		end(fmt.Sprintf("reason_%d", i))
 	}
 	got := map[string]int64{}
 	for _, dp := range h.collect(t)["agent.stage.terminations"].Data.(metricdata.Sum[int64]).DataPoints {
 		c, _ := dp.Attributes.Value("termination_cause")
 		got[c.AsString()] = dp.Value
 	}
-	assert.Equal(t, map[string]int64{"quota": 1, "custom": 3}, got)
+	assert.Equal(t, int64(1), got["quota"])
+	assert.Equal(t, int64(1), got["user_id_12345"])
+	assert.Equal(t, int64(3+11), got["custom"], "bad labels, the untagged reason, and the reasons past the cap")
+	assert.Len(t, got, 2+telemetry.MaxCustomTags, "quota, custom and MaxCustomTags stage reasons")
 }
 
 // TestSetupCardinalityLimit: Setup's SDK limit caps the series per

@@ -22,10 +22,11 @@
 //
 // # Bounded cardinality
 //
-// termination_cause only takes the contract's closed set of values, plus the
-// custom reasons allow-listed with [WithCustomReasons] (the stage's own
-// allow-list, middleware.WithCustomReasons, decides the Result's tag; pass
-// the same reasons to both). Every other value is recorded as "custom".
+// termination_cause only takes the contract's closed set of values, plus
+// allow-listed custom reasons: those the stage allow-lists
+// (middleware.WithCustomReasons puts them in the Result's tag), up to
+// [MaxCustomTags] of them, and those of [WithCustomReasons]. Every other
+// value is recorded as "custom".
 // Stage names past [WithStageLimit] distinct names (default 200) are
 // recorded as "_other". [Setup] also sets the SDK's per-instrument
 // cardinality limit.

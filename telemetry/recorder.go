@@ -82,21 +82,49 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 }
 
 // WithStageLimit sets how many distinct stage names are recorded; runs of
-// later stages are recorded as "_other". Default DefaultStageLimit; values
-// < 1 are ignored.
+// later stages are recorded as "_other". Default DefaultStageLimit; a value
+// < 1 is reported to otel.Handle and ignored.
 func WithStageLimit(n int) Option {
 	return optionFunc(func(c *config) {
-		if n >= 1 {
-			c.stageLimit = n
+		if n < 1 {
+			otel.Handle(fmt.Errorf("telemetry: WithStageLimit(%d): must be >= 1; keeping %d", n, c.stageLimit))
+			return
 		}
+		c.stageLimit = n
 	})
 }
 
 // WithCustomReasons allow-lists custom termination_cause values (Custom
-// reasons, tags of registered cause types). Default: none, every custom
-// value is recorded as "custom".
+// reasons, tags of registered cause types) ahead of the stages' own
+// allow-lists (see Recorder). A value that is not a snake_case label of at
+// most 64 characters is reported to otel.Handle and ignored.
 func WithCustomReasons(reasons ...string) Option {
-	return optionFunc(func(c *config) { c.customReasons = append(c.customReasons, reasons...) })
+	return optionFunc(func(c *config) {
+		for _, r := range reasons {
+			if !validLabel(r) {
+				otel.Handle(fmt.Errorf("telemetry: WithCustomReasons: %q is not a snake_case label of at most 64 characters; ignored", r))
+				continue
+			}
+			c.customReasons = append(c.customReasons, r)
+		}
+	})
+}
+
+// MaxCustomTags bounds the custom termination_cause values a Recorder
+// accepts from stages' allow-lists (beyond those of WithCustomReasons);
+// later ones are recorded as "custom".
+const MaxCustomTags = 32
+
+func validLabel(v string) bool {
+	if v == "" || len(v) > 64 {
+		return false
+	}
+	for _, r := range v {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+			return false
+		}
+	}
+	return true
 }
 
 // Recorder records stage runs with OpenTelemetry. It implements
@@ -115,7 +143,9 @@ type Recorder struct {
 	active       metric.Int64UpDownCounter
 
 	stageLimit int
+	tagsMu     sync.RWMutex
 	tags       map[string]bool // allowed termination_cause values
+	accepted   int             // custom values accepted from stages' allow-lists
 
 	mu     sync.RWMutex
 	stages map[string]*stageAttrs
@@ -212,6 +242,9 @@ type causeAttrs struct {
 func (r *Recorder) stage(name string) *stageAttrs {
 	r.mu.RLock()
 	s := r.stages[name]
+	if s == nil && len(r.stages) >= r.stageLimit {
+		s = r.stages[OtherStage] // past the limit: no write lock per run
+	}
 	r.mu.RUnlock()
 	if s != nil {
 		return s
@@ -321,10 +354,29 @@ func (s *stageAttrs) resource(res termination.Resource) metric.MeasurementOption
 // tag bounds a result's termination_cause to the allowed set.
 func (r *Recorder) tag(res *termination.Result) string {
 	t := res.Tag()
+	r.tagsMu.RLock()
+	ok := r.tags[t]
+	r.tagsMu.RUnlock()
+	if ok {
+		return t
+	}
+	// A value the stage allow-listed (middleware.WithCustomReasons put it
+	// in the Result) is trusted up to MaxCustomTags distinct values, so that
+	// the allow-list is configured once, on the stage.
+	if res.TerminationCause != t || !validLabel(t) {
+		return termination.TagCustom
+	}
+	r.tagsMu.Lock()
+	defer r.tagsMu.Unlock()
 	if r.tags[t] {
 		return t
 	}
-	return termination.TagCustom
+	if r.accepted >= MaxCustomTags {
+		return termination.TagCustom
+	}
+	r.accepted++
+	r.tags[t] = true
+	return t
 }
 
 // StartRun implements middleware.Recorder: it starts the run's span and

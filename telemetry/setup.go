@@ -22,9 +22,11 @@ import (
 )
 
 // DefaultCardinalityLimit is the per-instrument series limit Setup sets on
-// the SDK: the stage limit times the causes and outcomes, with room to
-// spare.
-const DefaultCardinalityLimit = 4000
+// the SDK: every (stage, termination_cause, outcome) a default Recorder can
+// produce — DefaultStageLimit stages plus "_other", the built-in tags plus
+// MaxCustomTags custom ones, three outcomes — so that it is a guard that
+// never cuts a legitimate series.
+const DefaultCardinalityLimit = (DefaultStageLimit + 1) * (13 + MaxCustomTags) * 3
 
 // SetupOption configures Setup.
 type SetupOption interface{ applySetup(*setupConfig) }

@@ -211,10 +211,10 @@ func causeCases() []causeCase {
 			toolCalls: 1,
 		},
 		{
-			name:      "custom, allow-listed by the stage only",
+			name:      "custom, allow-listed by the stage only: the recorder trusts the stage",
 			stageOpts: []middleware.Option{middleware.WithCondition(dangerous), middleware.WithCustomReasons("dangerous_tool")},
 			drive:     events(call("drop_database", `{}`)),
-			tag:       "custom", kind: "Custom", outcome: "failed",
+			tag:       "dangerous_tool", kind: "Custom", outcome: "failed",
 			fields:    map[string]attribute.Value{"termination.reason": attribute.StringValue("dangerous_tool"), "termination.properties": anyValue},
 			toolCalls: 1,
 		},
