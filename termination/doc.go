@@ -57,6 +57,14 @@
 //   - Tool arguments are equal when encoding/json decodes them to equal
 //     values: a duplicated key keeps its last value and invalid UTF-8 reads
 //     as U+FFFD, as in encoding/json.
+//   - max_iterations fires on the first message event past the limit; if a
+//     final event took the count past it, that message's count is N+2.
+//   - Event JSON keys are matched as encoding/json matches struct fields:
+//     exactly, or else case-insensitively ("Kind" reads as "kind").
+//   - Negative usage or cost, or a cost that is not finite, is bad input in
+//     a log; live events are summed as they come, saturating at the limits.
+//   - A policy file holds one YAML document; a second one is an error, not
+//     a silently ignored set of guards.
 //   - Fired lists what fired: the causes of the stopping event (or timer
 //     tick), or the cause given to Stop. A stream that ends by itself fires
 //     nothing, so its Fired is empty ("fired": []), like its StoppedAt is 0.
