@@ -105,7 +105,7 @@ func WithRecorder(r Recorder) Option {
 func WithCustomReasons(reasons ...string) Option {
 	return optionFunc(func(c *config) {
 		for _, r := range reasons {
-			if !validLabel(r) {
+			if !termination.ValidTagValue(r) {
 				c.errs = append(c.errs, fmt.Errorf("WithCustomReasons: %q is not a snake_case label of at most 64 characters", r))
 				continue
 			}
@@ -117,18 +117,6 @@ func WithCustomReasons(reasons ...string) Option {
 			c.customReasons = append(c.customReasons, r)
 		}
 	})
-}
-
-func validLabel(v string) bool {
-	if v == "" || len(v) > 64 {
-		return false
-	}
-	for _, r := range v {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 func newConfig(stage string, opts []Option) (config, error) {

@@ -101,7 +101,7 @@ func WithStageLimit(n int) Option {
 func WithCustomReasons(reasons ...string) Option {
 	return optionFunc(func(c *config) {
 		for _, r := range reasons {
-			if !validLabel(r) {
+			if !termination.ValidTagValue(r) {
 				otel.Handle(fmt.Errorf("telemetry: WithCustomReasons: %q is not a snake_case label of at most 64 characters; ignored", r))
 				continue
 			}
@@ -114,18 +114,6 @@ func WithCustomReasons(reasons ...string) Option {
 // accepts from stages' allow-lists (beyond those of WithCustomReasons);
 // later ones are recorded as "custom".
 const MaxCustomTags = 32
-
-func validLabel(v string) bool {
-	if v == "" || len(v) > 64 {
-		return false
-	}
-	for _, r := range v {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
-			return false
-		}
-	}
-	return true
-}
 
 // Recorder records stage runs with OpenTelemetry. It implements
 // middleware.Recorder and is safe for concurrent use; one Recorder can serve
@@ -363,7 +351,7 @@ func (r *Recorder) tag(res *termination.Result) string {
 	// A value the stage allow-listed (middleware.WithCustomReasons put it
 	// in the Result) is trusted up to MaxCustomTags distinct values, so that
 	// the allow-list is configured once, on the stage.
-	if res.TerminationCause != t || !validLabel(t) {
+	if res.TerminationCause != t || !termination.ValidTagValue(t) {
 		return termination.TagCustom
 	}
 	r.tagsMu.Lock()

@@ -125,15 +125,16 @@ func Tag(c Cause, allowed func(string) bool) string {
 }
 
 func allowedTag(v string, allowed func(string) bool) string {
-	if allowed != nil && validTagValue(v) && allowed(v) {
+	if allowed != nil && ValidTagValue(v) && allowed(v) {
 		return v
 	}
 	return TagCustom
 }
 
-// validTagValue accepts short snake_case values, so that even an allow-list
-// cannot smuggle a free-text string into a label.
-func validTagValue(v string) bool {
+// ValidTagValue reports whether v can be a termination_cause value: a
+// snake_case label (a-z, 0-9, _) of 1 to 64 characters, so that even an
+// allow-list cannot smuggle a free-text string into a label.
+func ValidTagValue(v string) bool {
 	if v == "" || len(v) > 64 {
 		return false
 	}
