@@ -15,8 +15,10 @@
 //	for ev := range events { ... }     // same events, same order
 //	res := run.Wait()                  // why it stopped
 //
-// Like errgroup.WithContext, Start returns a derived context. It is cancelled
-// when the run stops, and context.Cause(ctx) is the typed
+// Like errgroup.WithContext, Start returns a derived context. It keeps the
+// caller's values, reports the earlier of the caller's deadline and the
+// stage's timeout as its Deadline, is cancelled when the run stops, and
+// context.Cause(ctx) is the typed
 // [termination.Cause], recoverable with errors.As. A loop that honours its
 // context therefore ends as soon as a condition fires, the timeout timer
 // fires, [Run.Stop] is called, or the caller's context ends.
@@ -32,22 +34,27 @@
 //   - [ForwardSeq] and [ForwardSeqEach] wrap an iter.Seq2 inline, with no
 //     goroutine: the loop runs in the consumer's goroutine, so a loop that
 //     ignores its context cannot be interrupted between items; a loop that
-//     honours it is.
+//     honours it is. Breaking out of the range loop on an error or right
+//     after the final answer ends the run as the stream would; any other
+//     break is the consumer leaving (Cancelled{reason: external}).
 //   - [Run.Observe] is the synchronous core for callback frameworks: call it
 //     from the callback, and call [Run.Finish] when the loop returns.
 //
 // Decode functions turn a framework item into a [termination.Event]; a
 // returned event with Kind 0 means the item carries no event. A panic in a
-// decode function, a predicate or a hook ends the run with
-// Failed{reason: panic} (and is reported to the recorder) instead of crashing
-// the loop. Misuse — a nil channel, iterator or decode function — ends the
+// decode function or a predicate ends the run with Failed{reason: panic}
+// (and is reported to the recorder) instead of crashing the loop; a panic in
+// a hook (WithOnWarning, WithTreatAsSuccess) is recovered and reported, and
+// the run goes on. Misuse — a nil channel, iterator or decode function — ends the
 // run at once with Failed{reason: invalid_input}.
 //
 // # Results
 //
 // Every run ends with exactly one cause. When no condition fires the end of
-// the stream decides: an error from the iterator, or a final error event, is
-// Failed{reason: stream_error}; a cancelled caller context is
+// the stream decides: an error from the iterator, an error passed to
+// Finish, or a last event of kind error is Failed{reason: stream_error}
+// (an error that wraps a termination.Cause, such as a framework's own
+// iteration limit mapped by an adapter, keeps that cause); a cancelled caller context is
 // Cancelled{reason: context}; anything else is NaturalCompletion. The
 // [termination.Result] carries the cause, the outcome (overridable with
 // [WithTreatAsSuccess]), the counts and the budget-pressure warnings, which
