@@ -16,9 +16,9 @@
 // [WithMeterProvider]) and defaults to the globals, so it costs nothing until
 // an SDK is installed. Instruments are created once per Recorder; creation
 // errors go to otel.Handle. Attribute sets are built once per stage and per
-// (stage, cause, outcome) and cached, so a run's end records with no
-// per-measurement allocation; nothing at all is recorded per event unless
-// the run's span is sampled (then tool calls become child spans).
+// (stage, cause, outcome) and cached, so a run's end builds no attribute
+// set; nothing at all is recorded per event unless the run's span is
+// sampled (then tool calls become child spans).
 //
 // # Bounded cardinality
 //
