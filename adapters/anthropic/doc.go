@@ -38,9 +38,12 @@
 //
 // When the run stops, the iteration ends after the message that stopped it:
 // the runner makes no further request and runs none of that message's
-// tools. A consumer that breaks out of the iteration stops the run as
-// Cancelled{reason: external}; to end on an error, call run.Finish(err)
-// first, as above.
+// tools. A consumer that breaks out of the iteration early stops the run as
+// Cancelled{reason: external}, unless it breaks on a pair with an error or
+// right after the final answer: then the run ends as the stream would have
+// (Failed{reason: stream_error}, NaturalCompletion), as with
+// middleware.ForwardSeq. Calling run.Finish(err) first, as above, does the
+// same for the error.
 //
 // # Events
 //

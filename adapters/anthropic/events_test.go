@@ -188,3 +188,71 @@ func TestConsumerLeaves(t *testing.T) {
 		}
 	})
 }
+
+// A consumer that leaves the runner's iteration on an error pair, or right
+// after the final answer, ends the run as the stream would have ended
+// (Failed{stream_error}, NaturalCompletion), like middleware.ForwardSeq: the
+// SDK's own example returns on the first error without calling run.Finish.
+func TestConsumerLeavesOnErrorOrAfterFinal(t *testing.T) {
+	forEachLoop(t, func(t *testing.T, l loop) {
+		if !l.runner {
+			t.Skip("hand-written loops have no iterator")
+		}
+		for _, tc := range []struct {
+			name  string
+			turns []turn
+			check func(termination.Cause) bool
+		}{
+			// The second request fails: the script is exhausted (HTTP 500).
+			{"error", []turn{{calls: []call{{"search", `{}`}}, input: 1, output: 1}}, func(c termination.Cause) bool {
+				var f termination.Failed
+				return errors.As(c, &f) && f.Reason == termination.FailStreamError
+			}},
+			{"final", []turn{{text: "done", input: 1, output: 1}}, func(c termination.Cause) bool {
+				return c == termination.NaturalCompletion{}
+			}},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				m := newModel(t, false, tc.turns...)
+				stage := newStage(t, nil, "{}")
+				ctx, run := stage.Start(t.Context())
+				client := m.client()
+				tools := anthropicstop.Tools(run, echoTool{"search"})
+				params := anthropic.BetaToolRunnerParams{BetaMessageNewParams: anthropic.BetaMessageNewParams{
+					Model: "scripted", MaxTokens: 10,
+					Messages: []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock("go"))},
+				}}
+				func() {
+					if l.name == "toolrunner" {
+						for msg, err := range anthropicstop.All(run, client.Beta.Messages.NewToolRunner(tools, params).All(ctx)) {
+							if err != nil || msg.StopReason == anthropic.BetaStopReasonEndTurn {
+								return
+							}
+						}
+						return
+					}
+					for events, err := range anthropicstop.AllStreaming(run, client.Beta.Messages.NewToolRunnerStreaming(tools, params).AllStreaming(ctx)) {
+						if err != nil {
+							return
+						}
+						final := false
+						for ev, err := range events {
+							if err != nil {
+								return
+							}
+							if ev.Type == "message_delta" && ev.Delta.StopReason == anthropic.BetaStopReasonEndTurn {
+								final = true
+							}
+						}
+						if final {
+							return
+						}
+					}
+				}()
+				if res := run.Wait(); !tc.check(res.Cause) {
+					t.Fatalf("cause = %#v", res.Cause)
+				}
+			})
+		}
+	})
+}

@@ -98,8 +98,8 @@ func runnerLoop(ctx context.Context, run *middleware.Run, client anthropic.Clien
 		MaxTokens: 1024,
 		Messages:  []anthropic.BetaMessageParam{anthropic.NewBetaUserMessage(anthropic.NewBetaTextBlock(prompt))},
 	}}
-	// On an error the loop ends with run.Finish(err): a consumer that just
-	// breaks out of the iteration stops the run as Cancelled{external}.
+	// On an error the loop ends with run.Finish(err), which keeps the
+	// error's text; breaking out on it would end the run the same way.
 	if stream {
 		runner := client.Beta.Messages.NewToolRunnerStreaming(tools, params)
 		for events, err := range anthropicstop.AllStreaming(run, runner.AllStreaming(ctx)) {

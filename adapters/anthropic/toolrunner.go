@@ -53,23 +53,32 @@ type StreamEvents = iter.Seq2[anthropic.BetaRawMessageStreamEventUnion, error]
 // AllStreaming wraps the iterator of the SDK's streaming beta tool runner
 // (runner.AllStreaming(ctx), with the ctx that stage.Start returned) like
 // [All]: every turn's events are yielded unchanged, the turn's message is
-// accumulated and reported to run when its message_stop event has been
-// yielded, and the iteration (the turn's and the runner's) ends when the
+// accumulated and reported to run when its message_stop event arrives (just
+// before that event is yielded), and the iteration (the turn's and the runner's) ends when the
 // run stops. A turn that the consumer does not read to its end is not
-// reported. The run is finished when the outer iteration ends.
+// reported. A consumer that leaves the iteration early stops the run with
+// Cancelled{reason: external}, unless it leaves on a pair with an error (of
+// a turn or of the runner) or right after the final answer: then the run
+// ends as the stream would have ended there (Failed{reason: stream_error},
+// NaturalCompletion), as with [All]. The run is finished when the outer
+// iteration ends.
 func AllStreaming(run *middleware.Run, turns iter.Seq2[StreamEvents, error]) iter.Seq2[StreamEvents, error] {
 	return func(yield func(StreamEvents, error) bool) {
 		if turns == nil {
 			run.Finish(errNilIterator)
 			return
 		}
+		// last is what the consumer saw last: an error pair, or the
+		// message_stop of a final answer. It decides how an early exit ends.
+		var last streamEnd
 		left := false
 		func() {
 			for events, err := range quiet(run, turns) {
 				if err != nil {
 					run.Observe(termination.Event{Kind: termination.KindError, Err: err.Error()})
 				}
-				if !yield(turnEvents(run, events), err) {
+				last = streamEnd{err: err != nil}
+				if !yield(turnEvents(run, events, &last), err) {
 					left = true
 					return
 				}
@@ -78,11 +87,17 @@ func AllStreaming(run *middleware.Run, turns iter.Seq2[StreamEvents, error]) ite
 				}
 			}
 		}()
-		if left && !stopped(run) {
+		if left && !last.err && !last.final && !stopped(run) {
 			run.Stop("consumer stopped iterating")
 		}
 		run.Finish(nil)
 	}
+}
+
+// streamEnd is the last pair a consumer of [AllStreaming] saw.
+type streamEnd struct {
+	err   bool // a pair with an error
+	final bool // the message_stop of a turn reported as the final answer
 }
 
 func stopped(run *middleware.Run) bool {
@@ -94,8 +109,9 @@ func stopped(run *middleware.Run) bool {
 	}
 }
 
-// turnEvents wraps the events of one streamed turn.
-func turnEvents(run *middleware.Run, events StreamEvents) StreamEvents {
+// turnEvents wraps the events of one streamed turn, recording in last what
+// the consumer was handed last.
+func turnEvents(run *middleware.Run, events StreamEvents, last *streamEnd) StreamEvents {
 	if events == nil {
 		return nil
 	}
@@ -108,19 +124,32 @@ func turnEvents(run *middleware.Run, events StreamEvents) StreamEvents {
 				// The runner fails the turn with this error too.
 				err = aerr
 			}
-			if !yield(ev, err) {
-				return
-			}
+			final := false
+			var stop bool
 			if err == nil && ev.Type == "message_stop" {
-				if _, stop := ObserveBeta(run, &m); stop {
-					return
-				}
+				// Reported before the consumer sees message_stop, so that
+				// leaving right after it is known to be leaving after the
+				// final answer; the stop still takes effect after the yield.
+				_, stop, final = observeTurn(run, &m)
 			}
-			if stopped(run) {
+			*last = streamEnd{err: err != nil, final: final}
+			if !yield(ev, err) || stop || stopped(run) {
 				return
 			}
 		}
 	}
+}
+
+// observeTurn is [ObserveBeta] that also reports whether the message was
+// the final answer.
+func observeTurn(run *middleware.Run, m *anthropic.BetaMessage) (cause termination.Cause, stop, final bool) {
+	cause, stop = observe(run, func(emit func(termination.Event)) {
+		BetaEvents(m, func(ev termination.Event) {
+			final = ev.Kind == termination.KindFinal
+			emit(ev)
+		})
+	})
+	return cause, stop, final
 }
 
 // Tools wraps the tools of a beta tool runner so that every run of one is
