@@ -176,3 +176,32 @@ func TestREADMEHasRecipe(t *testing.T) {
 		t.Errorf("README.md does not contain the recipe of recipe_test.go verbatim")
 	}
 }
+
+// An error response is still a model turn: ADK's error responses (a
+// blocked prompt, a finish reason other than STOP with no content) carry
+// the usage the call spent, which must be counted.
+func TestErrorResponseKeepsUsage(t *testing.T) {
+	stage, seen := newStage(t, "max_tool_calls: 3")
+	llm := func(ctx context.Context, i int) (*model.LLMResponse, error) {
+		return &model.LLMResponse{ErrorCode: "SAFETY", ErrorMessage: "blocked",
+			UsageMetadata: &genai.GenerateContentResponseUsageMetadata{PromptTokenCount: 40, CandidatesTokenCount: 2}}, nil
+	}
+	res, _ := drive(stage, &runner.Runner{Agent: "a", Model: llm}, "go")
+	if want := (termination.Usage{InputTokens: 40, OutputTokens: 2}); res.Tokens != want {
+		t.Errorf("tokens = %+v, want %+v", res.Tokens, want)
+	}
+	if res.Iterations != 1 {
+		t.Errorf("iterations = %d, want 1 (the failed model turn)", res.Iterations)
+	}
+	var kinds []termination.Kind
+	for _, ev := range *seen {
+		kinds = append(kinds, ev.Kind)
+	}
+	if fmt.Sprint(kinds) != fmt.Sprint([]termination.Kind{termination.KindMessage, termination.KindError}) {
+		t.Errorf("events = %v, want [message error]", kinds)
+	}
+	f, ok := res.Cause.(termination.Failed)
+	if !ok || f.Reason != termination.FailStreamError || f.Err != "SAFETY: blocked" {
+		t.Errorf("cause = %#v, want Failed{stream_error, SAFETY: blocked}", res.Cause)
+	}
+}

@@ -17,10 +17,6 @@ func decodeADK(ev *session.Event, emit func(termination.Event)) {
 	if ev == nil || ev.Partial {
 		return // streamed chunks; the non-partial event carries the response and its usage
 	}
-	if ev.ErrorCode != "" || ev.ErrorMessage != "" {
-		emit(termination.Event{Kind: termination.KindError, Source: ev.Author, Err: ev.ErrorCode + ": " + ev.ErrorMessage})
-		return
-	}
 	var text string
 	var calls, results int
 	for _, p := range parts(ev) {
@@ -37,6 +33,13 @@ func decodeADK(ev *session.Event, emit func(termination.Event)) {
 	if u := ev.UsageMetadata; u != nil {
 		usage.InputTokens = int64(u.PromptTokenCount) + int64(u.ToolUsePromptTokenCount)
 		usage.OutputTokens = int64(u.CandidatesTokenCount) + int64(u.ThoughtsTokenCount)
+	}
+	if ev.ErrorCode != "" || ev.ErrorMessage != "" {
+		// A model turn that failed (blocked, cut off): an iteration with the
+		// tokens it spent, then the error.
+		emit(termination.Event{Kind: termination.KindMessage, Source: ev.Author, Text: text, Usage: usage})
+		emit(termination.Event{Kind: termination.KindError, Source: ev.Author, Err: ev.ErrorCode + ": " + ev.ErrorMessage})
+		return
 	}
 	switch {
 	case ev.Author == "user":
