@@ -42,7 +42,10 @@ import (
 // callbacks.AppendGlobalHandlers (every run), run the loop under the
 // context that middleware.Stage.Start returned, and end with
 // [Handler.Finish]. Sources are empty: eino's callbacks do not name the
-// agent.
+// agent. For the same reason [WithFinalAgents] cannot tell agents apart
+// here: given any names, it makes every answer a message event (none is
+// final), so use it with a Handler only for loops in which no answer ends
+// the run.
 //
 // Do not use a Handler and [Forward] on the same run: both would report the
 // same model responses.
