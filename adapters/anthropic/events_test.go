@@ -256,3 +256,14 @@ func TestConsumerLeavesOnErrorOrAfterFinal(t *testing.T) {
 		}
 	})
 }
+
+// Tools with no run reports nothing and does not panic; a nil tool stays nil.
+func TestToolsNilRun(t *testing.T) {
+	tools := anthropicstop.Tools(nil, echoTool{"search"}, nil)
+	if tools[1] != nil {
+		t.Errorf("nil tool wrapped: %#v", tools[1])
+	}
+	if _, err := tools[0].Execute(t.Context(), json.RawMessage(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -155,11 +155,14 @@ func observeTurn(run *middleware.Run, m *anthropic.BetaMessage) (cause terminati
 // Tools wraps the tools of a beta tool runner so that every run of one is
 // reported to run as a tool_result event (with Err set when it failed),
 // once it has returned. The runner runs the tools of one turn in parallel;
-// their results are reported in the order they finish.
+// their results are reported in the order they finish. A nil tool stays
+// nil; with a nil run the tools report nothing.
 func Tools(run *middleware.Run, tools ...anthropic.BetaTool) []anthropic.BetaTool {
 	out := make([]anthropic.BetaTool, len(tools))
 	for i, t := range tools {
-		out[i] = observedTool{BetaTool: t, run: run}
+		if t != nil {
+			out[i] = observedTool{BetaTool: t, run: run}
+		}
 	}
 	return out
 }
@@ -175,7 +178,9 @@ func (t observedTool) Execute(ctx context.Context, input json.RawMessage) ([]ant
 	if err != nil {
 		ev.Err = err.Error()
 	}
-	t.run.Observe(ev)
+	if t.run != nil {
+		t.run.Observe(ev)
+	}
 	return out, err
 }
 
