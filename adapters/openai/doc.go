@@ -15,6 +15,9 @@
 //		if _, stop := openaistop.Observe(run, completion); stop {
 //			break // the run's ctx is cancelled with the typed cause
 //		}
+//		if len(completion.Choices) == 0 {
+//			break // reported as an error event: the run ends with stream_error
+//		}
 //		msg := completion.Choices[0].Message
 //		if len(msg.ToolCalls) == 0 {
 //			break // final answer
