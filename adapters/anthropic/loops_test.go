@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
 
@@ -121,4 +122,23 @@ func runnerLoop(ctx context.Context, run *middleware.Run, client anthropic.Clien
 		}
 	}
 	return run.Wait(), nil
+}
+
+// A nil iterator is misuse: the run ends with invalid_input; a nil run
+// yields nothing and does not panic.
+func TestAllStreamingNil(t *testing.T) {
+	stage, err := middleware.New("nil_turns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, run := stage.Start(context.Background())
+	for range anthropicstop.AllStreaming(run, nil) {
+		t.Fatal("yielded from a nil iterator")
+	}
+	if f, ok := run.Wait().Cause.(termination.Failed); !ok || f.Reason != termination.FailInvalidInput {
+		t.Errorf("cause = %#v, want Failed{invalid_input}", run.Wait().Cause)
+	}
+	for range anthropicstop.AllStreaming(nil, nil) {
+		t.Fatal("yielded with a nil run")
+	}
 }

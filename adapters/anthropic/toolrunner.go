@@ -64,8 +64,12 @@ type StreamEvents = iter.Seq2[anthropic.BetaRawMessageStreamEventUnion, error]
 // iteration ends.
 func AllStreaming(run *middleware.Run, turns iter.Seq2[StreamEvents, error]) iter.Seq2[StreamEvents, error] {
 	return func(yield func(StreamEvents, error) bool) {
+		if run == nil {
+			return
+		}
 		if turns == nil {
-			run.Finish(errNilIterator)
+			// Misuse, as middleware.ForwardSeqEach reports it: invalid_input.
+			run.Finish(termination.Failed{Reason: termination.FailInvalidInput, Err: errNilIterator.Error()})
 			return
 		}
 		// last is what the consumer saw last: an error pair, or the

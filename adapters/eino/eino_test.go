@@ -553,3 +553,21 @@ func withName(name string, ev *adk.AgentEvent) *adk.AgentEvent {
 	ev.AgentName = name
 	return ev
 }
+
+// A nil iterator is misuse: the run ends with invalid_input at once and the
+// returned iterator carries one error.
+func TestForwardNilIterator(t *testing.T) {
+	stage, _ := newStage(t, "max_tool_calls: 3")
+	_, run := stage.Start(context.Background())
+	out := eino.Forward(run, nil)
+	ev, ok := out.Next()
+	if !ok || ev.Err == nil {
+		t.Fatalf("first event = %+v, %v; want an error event", ev, ok)
+	}
+	if _, ok := out.Next(); ok {
+		t.Fatal("iterator not closed after the error")
+	}
+	if f, ok := run.Wait().Cause.(termination.Failed); !ok || f.Reason != termination.FailInvalidInput {
+		t.Errorf("cause = %#v, want Failed{invalid_input}", run.Wait().Cause)
+	}
+}

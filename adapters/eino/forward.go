@@ -45,7 +45,8 @@ func Forward(run *middleware.Run, in *adk.AsyncIterator[*adk.AgentEvent], opts .
 		gen.Send(&adk.AgentEvent{Err: fmt.Errorf("eino: Forward needs a run and an iterator")})
 		gen.Close()
 		if run != nil {
-			run.Finish(fmt.Errorf("eino: Forward: nil iterator"))
+			// Misuse, as middleware.Forward reports it: invalid_input.
+			run.Finish(termination.Failed{Reason: termination.FailInvalidInput, Err: "eino: Forward: nil iterator"})
 		}
 		return out
 	}
