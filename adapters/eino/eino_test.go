@@ -571,3 +571,22 @@ func TestForwardNilIterator(t *testing.T) {
 		t.Errorf("cause = %#v, want Failed{invalid_input}", run.Wait().Cause)
 	}
 }
+
+// An error with no text does not hide every later error from the run.
+func TestHandlerEmptyErrorTextDoesNotHideLaterErrors(t *testing.T) {
+	stage, seen := newStage(t, "max_tool_calls: 3")
+	ctx, run := stage.Start(context.Background())
+	h := eino.NewHandler(run)
+	h.OnError(ctx, nil, errors.New(""))
+	h.OnError(ctx, nil, errors.New("model unavailable"))
+	run.Finish(nil)
+	n := 0
+	for _, ev := range *seen {
+		if ev.Kind == termination.KindError {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("error events = %d, want 2", n)
+	}
+}

@@ -169,7 +169,8 @@ func (h *Handler) remember(err error) bool {
 	defer h.mu.Unlock()
 	msg := err.Error()
 	for _, e := range h.reported {
-		if errors.Is(err, e) || strings.Contains(msg, e.Error()) {
+		// An empty text is contained in every text: match it only by identity.
+		if errors.Is(err, e) || (e.Error() != "" && strings.Contains(msg, e.Error())) {
 			return false
 		}
 	}

@@ -203,7 +203,8 @@ func (h *Handler) loopError(err error) {
 func (h *Handler) rememberLocked(err error) bool {
 	msg := err.Error()
 	for _, e := range h.reported {
-		if errors.Is(err, e) || strings.Contains(msg, e.Error()) {
+		// An empty text is contained in every text: match it only by identity.
+		if errors.Is(err, e) || (e.Error() != "" && strings.Contains(msg, e.Error())) {
 			return false
 		}
 	}

@@ -335,3 +335,22 @@ func TestUsage(t *testing.T) {
 		})
 	}
 }
+
+// An error with no text does not hide every later error from the run.
+func TestHandlerEmptyErrorTextDoesNotHideLaterErrors(t *testing.T) {
+	stage, seen := newStage(t, "max_tool_calls: 3")
+	ctx, run := stage.Start(context.Background())
+	h := langchaingo.NewHandler(run)
+	h.HandleChainError(ctx, errors.New(""))
+	h.HandleChainError(ctx, errors.New("model unavailable"))
+	run.Finish(nil)
+	n := 0
+	for _, ev := range *seen {
+		if ev.Kind == termination.KindError {
+			n++
+		}
+	}
+	if n != 2 {
+		t.Errorf("error events = %d, want 2", n)
+	}
+}
