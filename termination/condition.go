@@ -83,11 +83,11 @@ type maxIterations struct{ limit int }
 // MaxIterations allows n iterations (message and final events) and fires
 // MaxIterationsReached on the message event that makes the count n+1. A
 // final event never fires it. n must be positive.
-func MaxIterations(n int) Condition { return maxIterations{n} }
+func MaxIterations(n int) Condition { return &maxIterations{n} }
 
 func (c maxIterations) String() string               { return fmt.Sprintf("max_iterations: %d", c.limit) }
 func (c maxIterations) validate() error              { return positive("max_iterations", c.limit) }
-func (c maxIterations) start() check                 { return c }
+func (c *maxIterations) start() check                { return c }
 func (c maxIterations) timeouts(func(time.Duration)) {}
 func (c maxIterations) observe(ev *Event, p *Progress, s *sink) {
 	if ev != nil && ev.Kind == KindMessage && p.Iterations > c.limit {
@@ -101,11 +101,11 @@ type maxToolCalls struct{ limit int }
 
 // MaxToolCalls allows n tool calls and fires MaxToolCallsReached on the
 // tool_call event that makes the count n+1. n must be positive.
-func MaxToolCalls(n int) Condition { return maxToolCalls{n} }
+func MaxToolCalls(n int) Condition { return &maxToolCalls{n} }
 
 func (c maxToolCalls) String() string               { return fmt.Sprintf("max_tool_calls: %d", c.limit) }
 func (c maxToolCalls) validate() error              { return positive("max_tool_calls", c.limit) }
-func (c maxToolCalls) start() check                 { return c }
+func (c *maxToolCalls) start() check                { return c }
 func (c maxToolCalls) timeouts(func(time.Duration)) {}
 func (c maxToolCalls) observe(ev *Event, p *Progress, s *sink) {
 	if ev != nil && ev.Kind == KindToolCall && p.ToolCalls > c.limit {
@@ -120,7 +120,7 @@ type timeoutAfter struct{ limit time.Duration }
 // TimeoutAfter fires Timeout once the run has lasted d: live, from a timer
 // even when no event arrives; in replay, by the events' times since the
 // first timed event (events without a time never fire it). d must be > 0.
-func TimeoutAfter(d time.Duration) Condition { return timeoutAfter{d} }
+func TimeoutAfter(d time.Duration) Condition { return &timeoutAfter{d} }
 
 func (c timeoutAfter) String() string { return "timeout: " + c.limit.String() }
 func (c timeoutAfter) validate() error {
@@ -129,7 +129,7 @@ func (c timeoutAfter) validate() error {
 	}
 	return nil
 }
-func (c timeoutAfter) start() check                   { return c }
+func (c *timeoutAfter) start() check                  { return c }
 func (c timeoutAfter) timeouts(f func(time.Duration)) { f(c.limit) }
 func (c timeoutAfter) observe(_ *Event, p *Progress, s *sink) {
 	if p.Clocked && p.Elapsed >= c.limit {
@@ -508,7 +508,7 @@ func (c *errorCheck) observe(ev *Event, _ *Progress, s *sink) {
 // than input has text containing text (case-sensitive), optionally only
 // from the given sources.
 func TextMention(text string, sources ...string) Condition {
-	return textMention{text: text, sources: slices.Clone(sources)}
+	return &textMention{text: text, sources: slices.Clone(sources)}
 }
 
 type textMention struct {
@@ -529,7 +529,7 @@ func (c textMention) validate() error {
 	}
 	return validNames("text_mention.sources", c.sources, true)
 }
-func (c textMention) start() check                 { return c }
+func (c *textMention) start() check                { return c }
 func (c textMention) timeouts(func(time.Duration)) {}
 func (c textMention) observe(ev *Event, _ *Progress, s *sink) {
 	if ev == nil || ev.Kind == KindInput || !strings.Contains(ev.Text, c.text) {
@@ -559,12 +559,12 @@ func (c nameMatch) match(name string) bool {
 // FunctionCall fires Completed{condition: function_call} on a successful
 // tool_result of one of the named tools.
 func FunctionCall(tools ...string) Condition {
-	return functionCall{nameMatch{key: "function_call", names: slices.Clone(tools)}}
+	return &functionCall{nameMatch{key: "function_call", names: slices.Clone(tools)}}
 }
 
 type functionCall struct{ nameMatch }
 
-func (c functionCall) start() check { return c }
+func (c *functionCall) start() check { return c }
 func (c functionCall) observe(ev *Event, _ *Progress, s *sink) {
 	if ev != nil && ev.Kind == KindToolResult && ev.Err == "" && c.match(ev.Tool) {
 		s.fire(Completed{Condition: ConditionFunctionCall, Detail: ev.Tool})
@@ -574,12 +574,12 @@ func (c functionCall) observe(ev *Event, _ *Progress, s *sink) {
 // Handoff fires HandoffRequested on a handoff to one of the targets, or to
 // any target when none is given.
 func Handoff(targets ...string) Condition {
-	return handoff{nameMatch{key: "handoff", names: slices.Clone(targets), any: true}}
+	return &handoff{nameMatch{key: "handoff", names: slices.Clone(targets), any: true}}
 }
 
 type handoff struct{ nameMatch }
 
-func (c handoff) start() check { return c }
+func (c *handoff) start() check { return c }
 func (c handoff) observe(ev *Event, _ *Progress, s *sink) {
 	if ev != nil && ev.Kind == KindHandoff && c.match(ev.Target) {
 		s.fire(HandoffRequested{Target: ev.Target, Source: ev.Source})
@@ -589,12 +589,12 @@ func (c handoff) observe(ev *Event, _ *Progress, s *sink) {
 // SourceMatch fires Completed{condition: source_match} on a message or final
 // event from one of the sources.
 func SourceMatch(sources ...string) Condition {
-	return sourceMatch{nameMatch{key: "source_match", names: slices.Clone(sources)}}
+	return &sourceMatch{nameMatch{key: "source_match", names: slices.Clone(sources)}}
 }
 
 type sourceMatch struct{ nameMatch }
 
-func (c sourceMatch) start() check { return c }
+func (c *sourceMatch) start() check { return c }
 func (c sourceMatch) observe(ev *Event, _ *Progress, s *sink) {
 	if ev != nil && (ev.Kind == KindMessage || ev.Kind == KindFinal) && c.match(ev.Source) {
 		s.fire(Completed{Condition: ConditionSourceMatch, Detail: ev.Source})
@@ -602,13 +602,13 @@ func (c sourceMatch) observe(ev *Event, _ *Progress, s *sink) {
 }
 
 // StopMessage fires Completed{condition: stop_message} on a stop event.
-func StopMessage() Condition { return stopMessage{} }
+func StopMessage() Condition { return &stopMessage{} }
 
 type stopMessage struct{}
 
 func (stopMessage) String() string               { return "stop_message: true" }
 func (stopMessage) validate() error              { return nil }
-func (c stopMessage) start() check               { return c }
+func (c *stopMessage) start() check              { return c }
 func (stopMessage) timeouts(func(time.Duration)) {}
 func (stopMessage) observe(ev *Event, _ *Progress, s *sink) {
 	if ev != nil && ev.Kind == KindStop {
@@ -643,7 +643,7 @@ func positive(key string, n int) error {
 // live stage holds the run's lock): it must be quick and must not call back
 // into the run.
 func Predicate(name string, fn func(Event) bool) Condition {
-	return funcCondition{name: name, pred: fn}
+	return &funcCondition{name: name, pred: fn}
 }
 
 // Func fires whatever cause fn returns (a Custom cause, typically) for an
@@ -651,7 +651,7 @@ func Predicate(name string, fn func(Event) bool) Condition {
 // event. A panic in fn fires Failed{reason: panic}. Like Predicate's, fn
 // must be quick and must not call back into the run.
 func Func(name string, fn func(Event, Progress) Cause) Condition {
-	return funcCondition{name: name, fn: fn}
+	return &funcCondition{name: name, fn: fn}
 }
 
 type funcCondition struct {
@@ -670,7 +670,7 @@ func (c funcCondition) validate() error {
 	}
 	return nil
 }
-func (c funcCondition) start() check                 { return c }
+func (c *funcCondition) start() check                { return c }
 func (c funcCondition) timeouts(func(time.Duration)) {}
 func (c funcCondition) observe(ev *Event, p *Progress, s *sink) {
 	if ev == nil {
