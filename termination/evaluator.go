@@ -27,7 +27,7 @@ type Evaluator struct {
 	clock     Clock
 	clocked   bool // the condition has a timeout, so time must be read
 	progress  Progress
-	cur       Event // the event being evaluated; a field so its address does not escape per call
+	cur       *Event // Observe's copy of the event, allocated on first use: ObserveRef callers never need it
 	sink      sink
 	warnings  []Cause
 	start     time.Time
@@ -65,8 +65,11 @@ func (e *Evaluator) Observe(ev Event) (Cause, bool) {
 	if e.cause != nil {
 		return e.cause, true
 	}
-	e.cur = ev
-	return e.ObserveRef(&e.cur)
+	if e.cur == nil {
+		e.cur = new(Event)
+	}
+	*e.cur = ev
+	return e.ObserveRef(e.cur)
 }
 
 // ObserveRef is Observe without copying the event, for hot paths: ev is
