@@ -17,6 +17,7 @@ package adaptertest
 
 import (
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -101,26 +102,59 @@ func Run(t *testing.T, h Harness) {
 	})
 }
 
-// recorder collects the events a stage sees.
-type recorder struct {
+// Lookup is the suite's conversation that completes: a tool call, its
+// result, and a final answer, with usage on both model turns.
+var Lookup = Script{
+	Input: "What is the capital of France?",
+	Turns: []Turn{
+		{Text: "Let me look that up.", ToolCalls: []ToolCall{{Name: "search", Args: `{"query":"capital of France"}`}},
+			Usage: termination.Usage{InputTokens: 120, OutputTokens: 15}},
+		{Text: "The capital of France is Paris.", Usage: termination.Usage{InputTokens: 160, OutputTokens: 9}},
+	},
+}
+
+// Runaway is the suite's runaway loop: the model calls the same tool
+// forever. Its turns carry no text, so only the tool calls repeat
+// (repeated_message cannot fire before repeated_tool_call).
+var Runaway = Script{
+	Input: "Find the CEO of Acme.",
+	Turns: []Turn{{
+		ToolCalls: []ToolCall{{Name: "search", Args: `{"query":"Acme CEO"}`}},
+		Usage:     termination.Usage{InputTokens: 50, OutputTokens: 5},
+	}},
+	Repeat: true,
+}
+
+// Events collects the events a stage evaluates, in order. It is safe for
+// concurrent use.
+type Events struct {
 	mu     sync.Mutex
 	events []termination.Event
 }
 
-func (r *recorder) condition() termination.Condition {
+// All returns a copy of the events collected so far.
+func (e *Events) All() []termination.Event {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.events)
+}
+
+// Condition returns a condition that records every event into e and never
+// fires.
+func (e *Events) Condition() termination.Condition {
 	return termination.Func("adaptertest.record", func(ev termination.Event, _ termination.Progress) termination.Cause {
-		r.mu.Lock()
-		r.events = append(r.events, ev)
-		r.mu.Unlock()
+		e.mu.Lock()
+		e.events = append(e.events, ev)
+		e.mu.Unlock()
 		return nil
 	})
 }
 
-func (r *recorder) kinds() []termination.Kind {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+// kinds returns the kinds of the loop's own events (message, final,
+// tool_call, tool_result), in order.
+func (e *Events) kinds() []termination.Kind {
 	var ks []termination.Kind
-	for _, ev := range r.events {
+	for _, ev := range e.All() {
 		switch ev.Kind {
 		case termination.KindMessage, termination.KindFinal, termination.KindToolCall, termination.KindToolResult:
 			ks = append(ks, ev.Kind)
@@ -129,18 +163,21 @@ func (r *recorder) kinds() []termination.Kind {
 	return ks
 }
 
-func newStage(t *testing.T, name, policy string, rec *recorder) *middleware.Stage {
+// NewStage returns a stage named name with policy and opts that also
+// records every event it evaluates into the returned Events. A bad policy
+// or option fails t.
+func NewStage(t testing.TB, name, policy string, opts ...middleware.Option) (*middleware.Stage, *Events) {
 	t.Helper()
 	p, err := termination.ParsePolicy([]byte(policy))
 	if err != nil {
 		t.Fatalf("adaptertest: policy: %v", err)
 	}
-	stage, err := middleware.New(name, middleware.WithPolicy(p), middleware.WithCondition(rec.condition()),
-		middleware.WithDrainTimeout(2*time.Second))
+	events := &Events{}
+	stage, err := middleware.New(name, append([]middleware.Option{middleware.WithPolicy(p), middleware.WithCondition(events.Condition())}, opts...)...)
 	if err != nil {
 		t.Fatalf("adaptertest: %v", err)
 	}
-	return stage
+	return stage, events
 }
 
 func runHarness(t *testing.T, h Harness, stage *middleware.Stage, s Script) Report {
@@ -175,16 +212,8 @@ func runHarness(t *testing.T, h Harness, stage *middleware.Stage, s Script) Repo
 }
 
 func testCompletes(t *testing.T, h Harness) {
-	script := Script{
-		Input: "What is the capital of France?",
-		Turns: []Turn{
-			{Text: "Let me look that up.", ToolCalls: []ToolCall{{Name: "search", Args: `{"query":"capital of France"}`}},
-				Usage: termination.Usage{InputTokens: 120, OutputTokens: 15}},
-			{Text: "The capital of France is Paris.", Usage: termination.Usage{InputTokens: 160, OutputTokens: 9}},
-		},
-	}
-	rec := &recorder{}
-	stage := newStage(t, "adaptertest_completes", "max_tool_calls: 10", rec)
+	script := Lookup
+	stage, rec := NewStage(t, "adaptertest_completes", "max_tool_calls: 10", middleware.WithDrainTimeout(2*time.Second))
 	rep := runHarness(t, h, stage, script)
 	res := rep.Result
 
@@ -205,9 +234,7 @@ func testCompletes(t *testing.T, h Harness) {
 	if rep.ModelCalls != 2 {
 		t.Errorf("model calls = %d, want 2", rep.ModelCalls)
 	}
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	for _, ev := range rec.events {
+	for _, ev := range rec.All() {
 		if ev.Kind == termination.KindToolCall && (ev.Tool != "search" || termination.Canonical(ev.Args) != termination.Canonical([]byte(`{"query":"capital of France"}`))) {
 			t.Errorf("tool_call event = tool %q args %s, want search {\"query\":\"capital of France\"}", ev.Tool, ev.Args)
 		}
@@ -215,18 +242,8 @@ func testCompletes(t *testing.T, h Harness) {
 }
 
 func testRunaway(t *testing.T, h Harness, policy string, want termination.Cause) {
-	script := Script{
-		Input: "Find the CEO of Acme.",
-		// No text: repeated_message must not fire before repeated_tool_call.
-		Turns: []Turn{{
-			Text:      "",
-			ToolCalls: []ToolCall{{Name: "search", Args: `{"query":"Acme CEO"}`}},
-			Usage:     termination.Usage{InputTokens: 50, OutputTokens: 5},
-		}},
-		Repeat: true,
-	}
-	rec := &recorder{}
-	stage := newStage(t, "adaptertest_runaway", policy, rec)
+	script := Runaway
+	stage, _ := NewStage(t, "adaptertest_runaway", policy, middleware.WithDrainTimeout(2*time.Second))
 	rep := runHarness(t, h, stage, script)
 	res := rep.Result
 	if fmt.Sprintf("%#v", res.Cause) != fmt.Sprintf("%#v", want) {
