@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -72,25 +71,9 @@ func TestConformance(t *testing.T) {
 	}
 }
 
-func newStage(t *testing.T, policy string) (*middleware.Stage, *[]termination.Event) {
+func newStage(t *testing.T, policy string, opts ...middleware.Option) (*middleware.Stage, *adaptertest.Events) {
 	t.Helper()
-	p, err := termination.ParsePolicy([]byte(policy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var seen []termination.Event
-	rec := termination.Func("record", func(ev termination.Event, _ termination.Progress) termination.Cause {
-		mu.Lock()
-		seen = append(seen, ev)
-		mu.Unlock()
-		return nil
-	})
-	stage, err := middleware.New("adk_test", middleware.WithPolicy(p), middleware.WithCondition(rec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return stage, &seen
+	return adaptertest.NewStage(t, "adk_test", policy, opts...)
 }
 
 func TestRunawayStops(t *testing.T) {
@@ -138,7 +121,7 @@ func TestActions(t *testing.T) {
 			if fmt.Sprintf("%T", res.Cause) != fmt.Sprintf("%T", tc.want) || res.TerminationCause != tc.want.TagValue() {
 				t.Errorf("cause = %#v, want %#v", res.Cause, tc.want)
 			}
-			evs := *seen
+			evs := seen.All()
 			last := evs[len(evs)-1]
 			if got := strings.TrimSpace(fmt.Sprintf("%s %s %s%s%s", last.Kind, last.Source, last.Text, last.Target, last.Err)); got != tc.last {
 				t.Errorf("last event = %q, want %q", got, tc.last)
@@ -194,7 +177,7 @@ func TestErrorResponseKeepsUsage(t *testing.T) {
 		t.Errorf("iterations = %d, want 1 (the failed model turn)", res.Iterations)
 	}
 	var kinds []termination.Kind
-	for _, ev := range *seen {
+	for _, ev := range seen.All() {
 		kinds = append(kinds, ev.Kind)
 	}
 	if fmt.Sprint(kinds) != fmt.Sprint([]termination.Kind{termination.KindMessage, termination.KindError}) {

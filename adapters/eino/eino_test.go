@@ -248,44 +248,16 @@ func TestConformance(t *testing.T) {
 	}
 }
 
-func newStage(t *testing.T, policy string, opts ...middleware.Option) (*middleware.Stage, *[]termination.Event) {
+func newStage(t *testing.T, policy string, opts ...middleware.Option) (*middleware.Stage, *adaptertest.Events) {
 	t.Helper()
-	p, err := termination.ParsePolicy([]byte(policy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var seen []termination.Event
-	rec := termination.Func("record", func(ev termination.Event, _ termination.Progress) termination.Cause {
-		mu.Lock()
-		seen = append(seen, ev)
-		mu.Unlock()
-		return nil
-	})
-	stage, err := middleware.New("eino_test", append([]middleware.Option{middleware.WithPolicy(p), middleware.WithCondition(rec)}, opts...)...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return stage, &seen
+	return adaptertest.NewStage(t, "eino_test", policy, opts...)
 }
 
-var lookup = adaptertest.Script{
-	Input: "What is the capital of France?",
-	Turns: []adaptertest.Turn{
-		{Text: "Let me look that up.", ToolCalls: []adaptertest.ToolCall{{Name: "search", Args: `{"query":"capital of France"}`}},
-			Usage: termination.Usage{InputTokens: 120, OutputTokens: 15}},
-		{Text: "The capital of France is Paris.", Usage: termination.Usage{InputTokens: 160, OutputTokens: 9}},
-	},
-}
+var lookup = adaptertest.Lookup
 
 // runaway calls the same tool forever, saying nothing: only the tool calls
 // repeat.
-var runaway = adaptertest.Script{
-	Input: "Find the CEO of Acme.",
-	Turns: []adaptertest.Turn{{ToolCalls: []adaptertest.ToolCall{{Name: "search", Args: `{"query":"Acme CEO"}`}},
-		Usage: termination.Usage{InputTokens: 50, OutputTokens: 5}}},
-	Repeat: true,
-}
+var runaway = adaptertest.Runaway
 
 // The consumer of Forward reads the same events, streamed messages
 // included, as it would without agentstop.
@@ -313,7 +285,7 @@ func TestForwardConsumerSeesEverything(t *testing.T) {
 				`tool_result assistant search "Paris is the capital of France."`,
 				`final assistant "The capital of France is Paris." {160 9}`,
 			}
-			if got := describe(*seen); fmt.Sprint(got) != fmt.Sprint(wantEvents) {
+			if got := describe(seen.All()); fmt.Sprint(got) != fmt.Sprint(wantEvents) {
 				t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(wantEvents, "\n"))
 			}
 		})
@@ -396,7 +368,7 @@ func TestFrameworkMaxIterations(t *testing.T) {
 			if out.calls != 3 || out.res.Iterations != 3 {
 				t.Errorf("model calls, iterations = %d, %d; want 3, 3", out.calls, out.res.Iterations)
 			}
-			evs := *seen
+			evs := seen.All()
 			if last := evs[len(evs)-1]; last.Kind != termination.KindError {
 				t.Errorf("last event = %v, want the error", last.Kind)
 			}
@@ -417,7 +389,7 @@ func TestExitToolIsStop(t *testing.T) {
 	if c, ok := out.res.Cause.(termination.Completed); !ok || c.Condition != want.Condition {
 		t.Errorf("cause = %#v, want %#v", out.res.Cause, want)
 	}
-	got := describe(*seen)
+	got := describe(seen.All())
 	wantEvents := []string{
 		`message assistant "" {10 2}`,
 		`tool_call assistant exit {"final_result":"done"}`,
@@ -471,7 +443,7 @@ func TestTransferIsHandoff(t *testing.T) {
 			`handoff router -> billing`,
 			`final billing "Your bill is 10 EUR." {20 6}`,
 		}
-		if got := describe(*seen); fmt.Sprint(got) != fmt.Sprint(want) {
+		if got := describe(seen.All()); fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 		}
 		if out.res.Tokens != (termination.Usage{InputTokens: 50, OutputTokens: 10}) {
@@ -581,7 +553,7 @@ func TestHandlerEmptyErrorTextDoesNotHideLaterErrors(t *testing.T) {
 	h.OnError(ctx, nil, errors.New("model unavailable"))
 	run.Finish(nil)
 	n := 0
-	for _, ev := range *seen {
+	for _, ev := range seen.All() {
 		if ev.Kind == termination.KindError {
 			n++
 		}

@@ -153,43 +153,15 @@ func TestConformance(t *testing.T) {
 	})
 }
 
-func newStage(t *testing.T, policy string) (*middleware.Stage, *[]termination.Event) {
+func newStage(t *testing.T, policy string, opts ...middleware.Option) (*middleware.Stage, *adaptertest.Events) {
 	t.Helper()
-	p, err := termination.ParsePolicy([]byte(policy))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var seen []termination.Event
-	rec := termination.Func("record", func(ev termination.Event, _ termination.Progress) termination.Cause {
-		mu.Lock()
-		seen = append(seen, ev)
-		mu.Unlock()
-		return nil
-	})
-	stage, err := middleware.New("langchaingo_test", middleware.WithPolicy(p), middleware.WithCondition(rec))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return stage, &seen
+	return adaptertest.NewStage(t, "langchaingo_test", policy, opts...)
 }
 
-var lookup = adaptertest.Script{
-	Input: "What is the capital of France?",
-	Turns: []adaptertest.Turn{
-		{Text: "Let me look that up.", ToolCalls: []adaptertest.ToolCall{{Name: "search", Args: `{"query":"capital of France"}`}},
-			Usage: termination.Usage{InputTokens: 120, OutputTokens: 15}},
-		{Text: "The capital of France is Paris.", Usage: termination.Usage{InputTokens: 160, OutputTokens: 9}},
-	},
-}
+var lookup = adaptertest.Lookup
 
 // runaway calls the same tool forever, saying nothing.
-var runaway = adaptertest.Script{
-	Input: "Find the CEO of Acme.",
-	Turns: []adaptertest.Turn{{ToolCalls: []adaptertest.ToolCall{{Name: "search", Args: `{"query":"Acme CEO"}`}},
-		Usage: termination.Usage{InputTokens: 50, OutputTokens: 5}}},
-	Repeat: true,
-}
+var runaway = adaptertest.Runaway
 
 func describe(evs []termination.Event) []string {
 	var out []string
@@ -230,7 +202,7 @@ func TestCompletesWithProviderUsage(t *testing.T) {
 				`tool_result search "Paris is the capital of France."`,
 				`final assistant "The capital of France is Paris." {160 9}`,
 			}
-			if got := describe(*seen); fmt.Sprint(got) != fmt.Sprint(want) {
+			if got := describe(seen.All()); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 			}
 			if out.res.Tokens != (termination.Usage{InputTokens: 280, OutputTokens: 24}) {
@@ -281,7 +253,7 @@ func TestExecutorMaxIterations(t *testing.T) {
 	if out.res.Iterations != 3 || out.calls != 3 {
 		t.Errorf("iterations, model calls = %d, %d; want 3, 3", out.res.Iterations, out.calls)
 	}
-	for _, ev := range *seen {
+	for _, ev := range seen.All() {
 		if ev.Kind == termination.KindFinal {
 			t.Errorf("the executor's max-iterations report became a final event: %+v", ev)
 		}
@@ -302,7 +274,7 @@ func TestToolError(t *testing.T) {
 		`tool_call search {"query":"capital of France"}`,
 		`tool_result search ""search backend down`,
 	}
-	if got := describe(*seen); fmt.Sprint(got) != fmt.Sprint(want) {
+	if got := describe(seen.All()); fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("events:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 	if f, ok := out.res.Cause.(termination.Failed); !ok || f.Reason != termination.FailStreamError {
@@ -345,7 +317,7 @@ func TestHandlerEmptyErrorTextDoesNotHideLaterErrors(t *testing.T) {
 	h.HandleChainError(ctx, errors.New("model unavailable"))
 	run.Finish(nil)
 	n := 0
-	for _, ev := range *seen {
+	for _, ev := range seen.All() {
 		if ev.Kind == termination.KindError {
 			n++
 		}
