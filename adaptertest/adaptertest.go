@@ -150,6 +150,16 @@ func (e *Events) Condition() termination.Condition {
 	})
 }
 
+// Kinds returns the kind of every event collected so far, in order.
+func (e *Events) Kinds() []string {
+	all := e.All()
+	out := make([]string, len(all))
+	for i, ev := range all {
+		out[i] = ev.Kind.String()
+	}
+	return out
+}
+
 // kinds returns the kinds of the loop's own events (message, final,
 // tool_call, tool_result), in order.
 func (e *Events) kinds() []termination.Kind {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/anthropics/anthropic-sdk-go"
 
+	"github.com/agentstop/agentstop/adaptertest"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -42,29 +43,11 @@ func forEachLoop(t *testing.T, f func(t *testing.T, l loop)) {
 	}
 }
 
-// recorder collects the events a run evaluates.
-type recorder struct{ events []termination.Event }
-
-func (r *recorder) condition() termination.Condition {
-	return termination.Predicate("record", func(ev termination.Event) bool {
-		r.events = append(r.events, ev)
-		return false
-	})
-}
-
-func (r *recorder) kinds() []string {
-	out := make([]string, len(r.events))
-	for i, ev := range r.events {
-		out[i] = ev.Kind.String()
-	}
-	return out
-}
-
-func newStage(t *testing.T, rec *recorder, policy string) *middleware.Stage {
+func newStage(t *testing.T, rec *adaptertest.Events, policy string) *middleware.Stage {
 	t.Helper()
 	cond := termination.MustParsePolicy(policy).Condition()
 	if rec != nil {
-		cond = termination.AnyOf(rec.condition(), cond)
+		cond = termination.AnyOf(rec.Condition(), cond)
 	}
 	stage, err := middleware.New("anthropic-test", middleware.WithCondition(cond))
 	if err != nil {
@@ -125,7 +108,7 @@ func TestNaturalCompletion(t *testing.T) {
 			turn{calls: []call{{"fail", `{}`}}, input: 150, output: 5},
 			turn{text: "the answer is 42", input: 200, output: 30},
 		)
-		rec := &recorder{}
+		rec := &adaptertest.Events{}
 		stage := newStage(t, rec, "{max_tool_calls: 10, max_iterations: 10}")
 		ctx, run := stage.Start(t.Context())
 		res := l.run(ctx, run, m.client(), "what is it?")
@@ -144,10 +127,11 @@ func TestNaturalCompletion(t *testing.T) {
 		if !l.runner {
 			want = append([]string{"input"}, want...)
 		}
-		if got := rec.kinds(); !slices.Equal(got, want) {
+		if got := rec.Kinds(); !slices.Equal(got, want) {
 			t.Fatalf("events = %v, want %v", got, want)
 		}
-		ev := rec.events[len(rec.events)-9:] // after the input event, if any
+		all := rec.All()
+		ev := all[len(all)-9:] // after the input event, if any
 		if ev[0].Text != "let me look" || ev[0].Usage != (termination.Usage{InputTokens: 100, OutputTokens: 20}) || ev[0].Source != "scripted" {
 			t.Errorf("first message = %+v", ev[0])
 		}
@@ -174,7 +158,7 @@ func TestNaturalCompletion(t *testing.T) {
 func TestTruncatedAnswerFails(t *testing.T) {
 	forEachLoop(t, func(t *testing.T, l loop) {
 		m := newModel(t, false, turn{text: "the answer is", stop: "max_tokens", input: 5, output: 1024})
-		rec := &recorder{}
+		rec := &adaptertest.Events{}
 		stage := newStage(t, rec, "{}")
 		ctx, run := stage.Start(t.Context())
 		res := l.run(ctx, run, m.client(), "long question")

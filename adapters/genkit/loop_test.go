@@ -10,6 +10,7 @@ import (
 	"github.com/firebase/genkit/go/genkit"
 
 	genkitstop "github.com/agentstop/agentstop/adapters/genkit"
+	"github.com/agentstop/agentstop/adaptertest"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -57,29 +58,11 @@ func forEachMode(t *testing.T, f func(t *testing.T, m mode)) {
 	}
 }
 
-// recorder collects the events a run evaluates.
-type recorder struct{ events []termination.Event }
-
-func (r *recorder) condition() termination.Condition {
-	return termination.Predicate("record", func(ev termination.Event) bool {
-		r.events = append(r.events, ev)
-		return false
-	})
-}
-
-func (r *recorder) kinds() []string {
-	out := make([]string, len(r.events))
-	for i, ev := range r.events {
-		out[i] = ev.Kind.String()
-	}
-	return out
-}
-
-func newStage(t *testing.T, rec *recorder, policy string) *middleware.Stage {
+func newStage(t *testing.T, rec *adaptertest.Events, policy string) *middleware.Stage {
 	t.Helper()
 	cond := termination.MustParsePolicy(policy).Condition()
 	if rec != nil {
-		cond = termination.AnyOf(rec.condition(), cond)
+		cond = termination.AnyOf(rec.Condition(), cond)
 	}
 	stage, err := middleware.New("genkit-test", middleware.WithCondition(cond))
 	if err != nil {
@@ -138,7 +121,7 @@ func TestNaturalCompletion(t *testing.T) {
 			turn{calls: []call{{"search", `{"q":"c"}`}}, input: 150, output: 5},
 			turn{text: "the answer is 42", input: 200, output: 30},
 		)
-		rec := &recorder{}
+		rec := &adaptertest.Events{}
 		stage := newStage(t, rec, "{max_tool_calls: 10, max_iterations: 10}")
 		ctx, run := stage.Start(t.Context())
 		res, err := m.run(ctx, g, run, "what is it?")
@@ -156,10 +139,10 @@ func TestNaturalCompletion(t *testing.T) {
 		}
 		want := []string{"message", "tool_call", "tool_call", "tool_result", "tool_result",
 			"message", "tool_call", "tool_result", "final"}
-		if got := rec.kinds(); !slices.Equal(got, want) {
+		if got := rec.Kinds(); !slices.Equal(got, want) {
 			t.Fatalf("events = %v, want %v", got, want)
 		}
-		ev := rec.events
+		ev := rec.All()
 		if ev[0].Text != "let me look" || ev[0].Usage != (termination.Usage{InputTokens: 100, OutputTokens: 20}) {
 			t.Errorf("first message = %+v", ev[0])
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	openaistop "github.com/agentstop/agentstop/adapters/openai"
+	"github.com/agentstop/agentstop/adaptertest"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -62,29 +63,11 @@ func agentLoop(ctx context.Context, run *middleware.Run, client openai.Client, s
 	}
 }
 
-// recorder collects the events a run evaluates.
-type recorder struct{ events []termination.Event }
-
-func (r *recorder) condition() termination.Condition {
-	return termination.Predicate("record", func(ev termination.Event) bool {
-		r.events = append(r.events, ev)
-		return false
-	})
-}
-
-func (r *recorder) kinds() []string {
-	out := make([]string, len(r.events))
-	for i, ev := range r.events {
-		out[i] = ev.Kind.String()
-	}
-	return out
-}
-
-func newStage(t *testing.T, rec *recorder, policy string) *middleware.Stage {
+func newStage(t *testing.T, rec *adaptertest.Events, policy string) *middleware.Stage {
 	t.Helper()
 	cond := termination.MustParsePolicy(policy).Condition()
 	if rec != nil {
-		cond = termination.AnyOf(rec.condition(), cond)
+		cond = termination.AnyOf(rec.Condition(), cond)
 	}
 	stage, err := middleware.New("openai-test", middleware.WithCondition(cond))
 	if err != nil {
@@ -153,7 +136,7 @@ func TestNaturalCompletion(t *testing.T) {
 			turn{calls: []call{{"fail", `{}`}}, input: 150, output: 5},
 			turn{text: "the answer is 42", input: 200, output: 30},
 		)
-		rec := &recorder{}
+		rec := &adaptertest.Events{}
 		stage := newStage(t, rec, "{max_tool_calls: 10, max_iterations: 10}")
 		ctx, run := stage.Start(t.Context())
 		res := agentLoop(ctx, run, m.client(), stream, "what is it?")
@@ -169,10 +152,10 @@ func TestNaturalCompletion(t *testing.T) {
 		}
 		want := []string{"input", "message", "tool_call", "tool_call", "tool_result", "tool_result",
 			"message", "tool_call", "tool_result", "final"}
-		if got := rec.kinds(); !equal(got, want) {
+		if got := rec.Kinds(); !equal(got, want) {
 			t.Fatalf("events = %v, want %v", got, want)
 		}
-		ev := rec.events
+		ev := rec.All()
 		if ev[1].Text != "let me look" || ev[1].Usage != (termination.Usage{InputTokens: 100, OutputTokens: 20}) || ev[1].Source != "scripted" {
 			t.Errorf("first message = %+v", ev[1])
 		}
@@ -199,7 +182,7 @@ func TestNaturalCompletion(t *testing.T) {
 func TestTruncatedAnswerFails(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
 		m := newModel(t, false, turn{text: "the answer is", finish: "length", input: 5, output: 4096})
-		rec := &recorder{}
+		rec := &adaptertest.Events{}
 		stage := newStage(t, rec, "{}")
 		ctx, run := stage.Start(t.Context())
 		res := agentLoop(ctx, run, m.client(), stream, "long question")
@@ -208,8 +191,8 @@ func TestTruncatedAnswerFails(t *testing.T) {
 		if !errors.As(res.Cause, &failed) || failed.Reason != termination.FailStreamError {
 			t.Fatalf("cause = %#v, want Failed{stream_error}", res.Cause)
 		}
-		if want := []string{"input", "message", "error"}; !equal(rec.kinds(), want) {
-			t.Fatalf("events = %v, want %v", rec.kinds(), want)
+		if want := []string{"input", "message", "error"}; !equal(rec.Kinds(), want) {
+			t.Fatalf("events = %v, want %v", rec.Kinds(), want)
 		}
 		if res.Tokens.OutputTokens != 4096 || res.Iterations != 1 {
 			t.Errorf("tokens, iterations = %+v, %d", res.Tokens, res.Iterations)
