@@ -58,13 +58,19 @@ func (s *Stage) Condition() termination.Condition { return s.cond }
 // with the typed cause as its context.Cause. The caller must end the run:
 // Forward and ForwardSeq do it when the stream ends; with Observe, call
 // Finish.
-func (s *Stage) Start(ctx context.Context) (context.Context, *Run) {
-	return s.start(ctx, true)
+func (s *Stage) Start(ctx context.Context, opts ...RunOption) (context.Context, *Run) {
+	return s.start(ctx, true, opts)
 }
 
 // start begins a run. A live run arms the timeout timer and watches the
 // caller's context; a skipped one does neither.
-func (s *Stage) start(ctx context.Context, live bool) (context.Context, *Run) {
+func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context.Context, *Run) {
+	var rc runConfig
+	for _, o := range opts {
+		if o != nil {
+			o.applyRun(&rc)
+		}
+	}
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -89,6 +95,7 @@ func (s *Stage) start(ctx context.Context, live bool) (context.Context, *Run) {
 	runCtx, cancel := context.WithCancelCause(base)
 	r := &Run{
 		stage:      s,
+		info:       rc,
 		parent:     parent,
 		ctx:        runCtx,
 		cancel:     cancel,
@@ -144,7 +151,7 @@ func runDeadline(parent context.Context, timeouts []time.Duration) (time.Time, b
 // Skip records that the stage did not run, with Skipped{reason}, and returns
 // the result. The cause is Skipped even when ctx has already ended.
 func (s *Stage) Skip(ctx context.Context, reason string) termination.Result {
-	_, r := s.start(ctx, false)
+	_, r := s.start(ctx, false, nil)
 	r.stopWith(termination.Skipped{Reason: reason})
 	return r.Finish(nil)
 }
@@ -153,6 +160,7 @@ func (s *Stage) Skip(ctx context.Context, reason string) termination.Result {
 // concurrent use.
 type Run struct {
 	stage      *Stage
+	info       runConfig // what the run was started with
 	parent     context.Context
 	ctx        context.Context
 	cancel     context.CancelCauseFunc

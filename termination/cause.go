@@ -186,6 +186,8 @@ type MaxIterationsReached struct {
 type MaxToolCallsReached struct {
 	Limit int `json:"limit"`
 	Count int `json:"count"`
+	// Tool is set only when a per-tool limit fired.
+	Tool string `json:"tool,omitempty"`
 }
 
 // Resource is a budgeted quantity.
@@ -197,7 +199,13 @@ const (
 	ResourceInputTokens  Resource = "input_tokens"
 	ResourceOutputTokens Resource = "output_tokens"
 	ResourceCost         Resource = "cost"
+	ResourceIterations   Resource = "iterations"
+	ResourceToolCalls    Resource = "tool_calls"
 )
+
+// ScopeFleet marks a budget shared by a fleet of runs (BudgetPressure.Scope,
+// BudgetExhausted.Scope); a run's own budget has no scope.
+const ScopeFleet = "fleet"
 
 // BudgetPressure: usage crossed the pressure threshold. As a warning the run
 // goes on; as a cause the grace turns after the warning ran out.
@@ -206,6 +214,7 @@ type BudgetPressure struct {
 	Threshold float64  `json:"threshold"` // the pressure fraction
 	Used      float64  `json:"used"`
 	Limit     float64  `json:"limit"`
+	Scope     string   `json:"scope,omitempty"` // "fleet" for a shared budget
 }
 
 // BudgetExhausted: usage reached the limit.
@@ -213,6 +222,7 @@ type BudgetExhausted struct {
 	Resource Resource `json:"resource"`
 	Used     float64  `json:"used"`
 	Limit    float64  `json:"limit"`
+	Scope    string   `json:"scope,omitempty"` // "fleet" for a shared budget
 }
 
 // StallSignal says how a stall was detected.
@@ -222,6 +232,7 @@ type StallSignal string
 const (
 	SignalRepeatedToolCall StallSignal = "repeated_tool_call"
 	SignalRepeatedMessage  StallSignal = "repeated_message"
+	SignalCycle            StallSignal = "cycle"
 	SignalTokenPlateau     StallSignal = "token_plateau"
 )
 
@@ -229,6 +240,7 @@ const (
 type StallDetected struct {
 	Signal  StallSignal `json:"signal"`
 	Repeats int         `json:"repeats"`
+	Period  int         `json:"period,omitempty"` // cycle only
 }
 
 // Timeout: the stage ran longer than its limit. Its JSON fields are Go
@@ -274,7 +286,15 @@ type Failed struct {
 // Skipped: the stage did not run.
 type Skipped struct {
 	Reason string `json:"reason"`
+	Detail string `json:"detail,omitempty"`
 }
+
+// Skipped reasons set by a fleet (package fleet).
+const (
+	SkipBlocked              = "blocked"
+	SkipFleetBudgetExhausted = "fleet_budget_exhausted"
+	SkipFleetUnavailable     = "fleet_unavailable"
+)
 
 // Custom: a user-defined stop. Its tag is "custom" unless the stage
 // allow-lists Reason.

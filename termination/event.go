@@ -107,6 +107,11 @@ type Event struct {
 	Err string `json:"error,omitempty"`
 	// Time is when the event happened; replay uses it as the clock.
 	Time time.Time `json:"time,omitzero"`
+	// CallID is the tool call's id (tool_call, tool_result): it pairs a
+	// result with its call when one tool runs in parallel.
+	CallID string `json:"call_id,omitempty"`
+	// Model is the model that produced this turn (message, final).
+	Model string `json:"model,omitempty"`
 }
 
 // Failed reports whether e is an error event or a failed tool result.
