@@ -8,7 +8,9 @@
 #   2. promtool check config/rules, promtool test rules;
 #   3. docker-compose config (Debian's docker-compose, installed with apt-get
 #      when missing and running as root; skipped with a note otherwise);
-#   4. the Go end-to-end test in dashboards/e2e (AGENTSTOP_E2E=1): quickstart +
+#   4. dashboards/render, the docs tool in its own Go module (not in the root
+#      module, so `go test ./...` there does not reach it): go vet and its tests;
+#   5. the Go end-to-end test in dashboards/e2e (AGENTSTOP_E2E=1): quickstart +
 #      Prometheus on 127.0.0.1, every panel, variable and rule query evaluated.
 set -euo pipefail
 
@@ -65,6 +67,9 @@ if command -v docker-compose >/dev/null; then
 else
 	log "docker-compose not installed: compose file not validated (apt-get install docker-compose)"
 fi
+
+log "dashboards/render module: go vet, go test"
+(cd dashboards/render && go vet ./... && go test -race -count=1 ./...)
 
 log "end-to-end test against the quickstart and a real Prometheus"
 AGENTSTOP_E2E=1 go test -count=1 -v ./dashboards/e2e/

@@ -7,7 +7,10 @@
 // stats, a donut, tables and a heatmap. dashboards/render/render.sh runs it
 // against the quickstart and screenshots the page with headless Chromium.
 //
-//	go run ./dashboards/render -prometheus http://127.0.0.1:9090 -out dashboard.html
+//	cd dashboards/render && go run . -prometheus http://127.0.0.1:9090 -out dashboard.html
+//
+// It is its own Go module (dashboards/render/go.mod, standard library only),
+// kept out of the product module github.com/agentstop/agentstop.
 //
 // It prints the page size (WIDTHxHEIGHT) on stdout.
 package main
@@ -150,7 +153,7 @@ const (
 
 var (
 	promURL  = flag.String("prometheus", "http://127.0.0.1:9090", "Prometheus base URL")
-	dashPath = flag.String("dashboard", "dashboards/grafana/agent-termination.json", "Grafana dashboard JSON")
+	dashPath = flag.String("dashboard", "../grafana/agent-termination.json", "Grafana dashboard JSON")
 	minutes  = flag.Float64("minutes", 3, "time range: the last N minutes")
 	scrape   = flag.Duration("scrape-interval", 15*time.Second, "the datasource's scrape interval (Grafana's $__rate_interval uses it)")
 	minStep  = flag.Duration("min-interval", 0, "lower bound of $__interval and the query step (Grafana's min interval)")

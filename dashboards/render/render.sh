@@ -8,7 +8,7 @@
 #      127.0.0.1 port, scraping the quickstart every 2s with
 #      dashboards/prometheus/rules.yaml loaded and its storage in a temp dir;
 #   3. waits $WAIT seconds (default 180) so that the rates have shape;
-#   4. `go run ./dashboards/render` evaluates every panel query over the last
+#   4. `go -C dashboards/render run .` (its own module) evaluates every panel query over the last
 #      $MINUTES minutes (default 3) and writes an HTML page with an inline SVG
 #      laid out like the dashboard;
 #   5. screenshots the page with headless Chromium (`apt-get install chromium`,
@@ -97,7 +97,10 @@ log "quickstart on $qs, Prometheus on $prom; waiting ${WAIT}s for data"
 sleep "$((WAIT + 10))"
 
 log "rendering the last $MINUTES minutes"
-size=$(go run ./dashboards/render -prometheus "http://$prom" -scrape-interval 2s -minutes "$MINUTES" \
+# dashboards/render is its own Go module: `go -C` runs it from its directory,
+# so every path given to it is absolute.
+size=$(go -C dashboards/render run . -prometheus "http://$prom" -scrape-interval 2s -minutes "$MINUTES" \
+	-dashboard "$PWD/dashboards/grafana/agent-termination.json" \
 	-source "examples/quickstart, scraped every 2s" -out "$tmp/dashboard.html")
 mkdir -p "$(dirname "$out")"
 timeout 120 "$chromium" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
@@ -107,5 +110,5 @@ timeout 120 "$chromium" --headless --no-sandbox --disable-gpu --disable-quic --n
 	cat "$tmp/chromium.log" >&2
 	exit 1
 }
-go run ./dashboards/render -shrink "$out"
+go -C dashboards/render run . -shrink "$out"
 log "wrote $out ($size, $(($(stat -c %s "$out") / 1024)) KiB)"
