@@ -15,7 +15,9 @@ import (
 // stageSpec is one simulated agent stage: its policy and the scripted
 // behaviours its runs take turns at.
 type stageSpec struct {
-	name       string
+	name string
+	// scenario says in one line what the stage's runs do and how each ends.
+	scenario   string
 	policy     string
 	wrap       string // how the loop is wrapped: channel, seq or callback
 	behaviours []behaviour
@@ -40,7 +42,8 @@ type behaviour struct {
 var stages = []stageSpec{
 	{
 		name: "planner", wrap: "seq",
-		policy: "handoff: [coder]\nmax_iterations: 8\n",
+		scenario: "plans and answers (natural_completion), or hands off to the coder (handoff)",
+		policy:   "handoff: [coder]\nmax_iterations: 8\n",
 		behaviours: []behaviour{
 			{name: "plans and finishes", next: script(
 				msg("planner", "Breaking the task into steps.", 300, 60),
@@ -52,7 +55,8 @@ var stages = []stageSpec{
 	},
 	{
 		name: "researcher", wrap: "channel",
-		policy: "max_tool_calls: 5\nstall: {repeats: 3}\n",
+		scenario: "searches with ever new queries until 5 tool calls (max_tool_calls), repeats one search 3 times (stall), or answers (natural_completion)",
+		policy:   "max_tool_calls: 5\nstall: {repeats: 3}\n",
 		behaviours: []behaviour{
 			{name: "searches with new queries forever", next: func(i int) (termination.Event, bool) {
 				if i%2 == 0 {
@@ -75,7 +79,8 @@ var stages = []stageSpec{
 	},
 	{
 		name: "coder", wrap: "channel",
-		policy: "max_iterations: 6\nerrors: {consecutive: 3}\n",
+		scenario: "rethinks past 6 turns (max_iterations), reruns failing tests (failed: error_threshold), crashes on a 503 (failed: stream_error) or calls drop_database (custom guard)",
+		policy:   "max_iterations: 6\nerrors: {consecutive: 3}\n",
 		behaviours: []behaviour{
 			{name: "keeps rethinking", next: func(i int) (termination.Event, bool) {
 				return msg("coder", fmt.Sprintf("Refactoring attempt %d.", i), 600, 120), true
@@ -96,7 +101,8 @@ var stages = []stageSpec{
 	},
 	{
 		name: "critic", wrap: "callback",
-		policy: "text_mention: {text: APPROVE, sources: [critic]}\ntimeout: 2s\n",
+		scenario: "says APPROVE (completed: text_mention), or hangs on the model until its 2s timeout (timeout)",
+		policy:   "text_mention: {text: APPROVE, sources: [critic]}\ntimeout: 2s\n",
 		behaviours: []behaviour{
 			{name: "approves", next: script(
 				msg("coder", "Here is the patch.", 0, 0),
@@ -107,7 +113,8 @@ var stages = []stageSpec{
 	},
 	{
 		name: "summarizer", wrap: "seq",
-		policy: "token_budget: {total: 5000, pressure: 0.7, grace: 1}\n",
+		scenario: "burns its 5,000-token budget (budget_exhausted), or wraps up one turn after the 70% warning (budget_pressure)",
+		policy:   "token_budget: {total: 5000, pressure: 0.7, grace: 1}\n",
 		behaviours: []behaviour{
 			{name: "burns the budget", next: func(i int) (termination.Event, bool) {
 				return msg("summarizer", fmt.Sprintf("Summary of part %d ...", i), 1800, 200), true
@@ -119,7 +126,8 @@ var stages = []stageSpec{
 	},
 	{
 		name: "executor", wrap: "callback",
-		policy: "stop_message: true\nmax_tool_calls: 20\n",
+		scenario: "deploys and says stop (completed), an operator presses Stop (cancelled: external), its caller gives up (cancelled: context), or has nothing to deploy (skipped)",
+		policy:   "stop_message: true\nmax_tool_calls: 20\n",
 		behaviours: []behaviour{
 			{name: "deploys and stops", next: script(
 				call("deploy", `{"env":"staging"}`),
@@ -174,14 +182,23 @@ func result(tool, err string) termination.Event {
 }
 
 // fleet runs every stage with two workers each.
+//
+// Shutdown (Ctrl-C or -duration) stops the workers from starting new runs;
+// the runs in flight go on to their own end, so that each is counted under
+// its real cause. Only a run still going after the drain timeout is stopped,
+// and it is reported apart (tally.interrupted), never mixed with the
+// executor's deliberate cancellations.
 type fleet struct {
 	stages []*middleware.Stage
 	tally  *tally
 	wg     sync.WaitGroup
+	// hard ends the runs still in flight after the drain timeout.
+	hard       context.Context
+	cancelHard context.CancelFunc
 }
 
-func newFleet(rec middleware.Recorder) (*fleet, error) {
-	f := &fleet{tally: newTally()}
+func newFleet(rec middleware.Recorder, feed int) (*fleet, error) {
+	f := &fleet{tally: newTally(feed)}
 	for _, spec := range stages {
 		policy, err := termination.ParsePolicy([]byte(spec.policy))
 		if err != nil {
@@ -194,9 +211,13 @@ func newFleet(rec middleware.Recorder) (*fleet, error) {
 		}
 		f.stages = append(f.stages, st)
 	}
+	f.hard, f.cancelHard = context.WithCancel(context.Background())
 	return f, nil
 }
 
+// run starts the workers and returns. A worker starts runs until ctx ends;
+// the runs themselves live under f.hard, so that the end of ctx does not
+// cancel them.
 func (f *fleet) run(ctx context.Context) {
 	for i, spec := range stages {
 		for w := range 2 {
@@ -206,8 +227,9 @@ func (f *fleet) run(ctx context.Context) {
 				rng := rand.New(rand.NewPCG(uint64(i), uint64(w)))
 				for n := w; ctx.Err() == nil; n++ {
 					b := spec.behaviours[n%len(spec.behaviours)]
-					res := runOnce(ctx, f.stages[i], spec.wrap, b, rng)
-					f.tally.add(res)
+					f.tally.begin()
+					res, info := runOnce(f.hard, f.stages[i], spec.wrap, b, rng)
+					f.tally.add(res, info)
 					sleep(ctx, time.Duration(100+rng.IntN(300))*time.Millisecond)
 				}
 			}()
@@ -215,14 +237,45 @@ func (f *fleet) run(ctx context.Context) {
 	}
 }
 
-func (f *fleet) wait() { f.wg.Wait() }
+// wait is called once ctx (given to run) has ended. It lets the runs in
+// flight finish for up to drain, then stops the rest, and returns once every
+// worker has exited.
+func (f *fleet) wait(drain time.Duration) {
+	f.tally.shutdown()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f.wg.Wait()
+	}()
+	t := time.NewTimer(drain)
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+		f.cancelHard()
+		<-done
+	}
+	f.cancelHard()
+}
+
+// runInfo is what the quickstart knows about a run beside its result.
+type runInfo struct {
+	behaviour string // the scripted behaviour's name
+	lastTool  string // the last tool called, to name a repeated one
+	// interrupted: still in flight after the drain timeout, stopped by the
+	// quickstart's shutdown.
+	interrupted bool
+}
 
 // runOnce runs one scripted loop under the stage, wrapped the stage's way.
-func runOnce(parent context.Context, st *middleware.Stage, wrap string, b behaviour, rng *rand.Rand) termination.Result {
+// Its caller's context derives from hard: a run still in flight when the
+// drain timeout cancels hard ends as cancelled and is marked interrupted.
+func runOnce(hard context.Context, st *middleware.Stage, wrap string, b behaviour, rng *rand.Rand) (termination.Result, runInfo) {
+	info := runInfo{behaviour: b.name}
 	if b.skip != "" {
-		return st.Skip(parent, b.skip)
+		return st.Skip(hard, b.skip), info
 	}
-	caller, cancel := context.WithCancel(parent)
+	caller, cancel := context.WithCancel(hard)
 	defer cancel()
 	if b.cancelAfter > 0 {
 		t := time.AfterFunc(b.cancelAfter, cancel)
@@ -234,26 +287,37 @@ func runOnce(parent context.Context, st *middleware.Stage, wrap string, b behavi
 		defer t.Stop()
 	}
 	delay := func() time.Duration { return time.Duration(40+rng.IntN(80)) * time.Millisecond }
+	watch := func(ev termination.Event) termination.Event {
+		if ev.Kind == termination.KindToolCall {
+			info.lastTool = ev.Tool
+		}
+		return ev
+	}
+	var res termination.Result
 	switch wrap {
 	case "channel":
-		for range middleware.Forward(run, produce(ctx, b, delay), identity) {
+		for range middleware.Forward(run, produce(ctx, b, delay), watch) {
 		}
-		return run.Wait()
+		res = run.Wait()
 	case "seq":
-		for range middleware.ForwardSeq(run, sequence(ctx, b, delay), identity) {
+		for range middleware.ForwardSeq(run, sequence(ctx, b, delay), watch) {
 		}
-		return run.Wait()
+		res = run.Wait()
 	default: // callback: the loop reports each event to Observe
 		for ev := range sequence(ctx, b, delay) {
-			if _, stop := run.Observe(ev); stop {
+			if _, stop := run.Observe(watch(ev)); stop {
 				break
 			}
 		}
-		return run.Finish(nil)
+		res = run.Finish(nil)
 	}
+	// Only the drain timeout cancels hard: a run cancelled after that was
+	// cut short by the shutdown, whatever its script meant to do.
+	if _, ok := res.Cause.(termination.Cancelled); ok && hard.Err() != nil {
+		info.interrupted = true
+	}
+	return res, info
 }
-
-func identity(ev termination.Event) termination.Event { return ev }
 
 // sequence is the scripted loop as an iterator; it honours ctx.
 func sequence(ctx context.Context, b behaviour, delay func() time.Duration) iter.Seq2[termination.Event, error] {

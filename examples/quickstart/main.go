@@ -6,7 +6,14 @@
 //
 //	go run ./examples/quickstart                 # until Ctrl-C
 //	go run ./examples/quickstart -duration 20s -listen 127.0.0.1:9464
+//	go run ./examples/quickstart -h              # every flag
 //
+// It starts with one line per stage saying what its scripted runs do, and
+// shows beside the table the latest stops with their cause details (which
+// limit or budget, which tool repeated). At Ctrl-C or the end of -duration
+// it starts no new runs and lets the runs in flight finish by their own
+// cause (for up to -drain); runs still going after that are interrupted
+// and reported apart, never counted as cancelled.//
 // No network, no API keys: the agents are scripts. Traces are sampled and
 // kept in process, or sent over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.
 package main
@@ -29,31 +36,86 @@ import (
 )
 
 func main() {
-	listen := flag.String("listen", "127.0.0.1:9464", "address to serve /metrics on")
-	duration := flag.Duration("duration", 0, "how long to run (0: until Ctrl-C)")
-	refresh := flag.Duration("refresh", time.Second, "how often to redraw the table (plain output: every 5 refreshes)")
-	flag.Parse()
+	opts, err := parseFlags(os.Args[1:], os.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "quickstart:", err)
+		os.Exit(2)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *listen, *duration, *refresh, os.Stdout); err != nil {
+	if err := run(ctx, opts, os.Stdout); err != nil {
 		stop()
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
 		os.Exit(1)
 	}
 }
 
-// run runs the fleet until ctx ends (Ctrl-C) or duration has passed,
-// serving /metrics on listen and printing the table to stdout.
-func run(ctx context.Context, listen string, duration, refresh time.Duration, stdout io.Writer) error {
-	if duration < 0 {
-		return fmt.Errorf("-duration must be >= 0, got %s", duration)
+// options are the quickstart's flags. A new flag is a field here, one line
+// in parseFlags and, when it can be wrong, a check in validate.
+type options struct {
+	listen   string        // -listen: where /metrics is served
+	duration time.Duration // -duration: how long to run, 0 until Ctrl-C
+	refresh  time.Duration // -refresh: how often the table is redrawn
+	drain    time.Duration // -drain: how long runs in flight may take to finish at shutdown
+	feed     int           // -feed: how many of the latest stops are shown
+}
+
+func defaultOptions() options {
+	return options{listen: "127.0.0.1:9464", refresh: time.Second, drain: 5 * time.Second, feed: 8}
+}
+
+// parseFlags parses the command line. -h prints the flags to stderr and
+// returns flag.ErrHelp.
+func parseFlags(args []string, stderr io.Writer) (options, error) {
+	o := defaultOptions()
+	fs := flag.NewFlagSet("quickstart", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: quickstart [flags]\n\nRuns a simulated agent fleet and serves its metrics. Flags:")
+		fs.PrintDefaults()
 	}
-	if refresh <= 0 {
-		return fmt.Errorf("-refresh must be > 0, got %s", refresh)
+	fs.StringVar(&o.listen, "listen", o.listen, "address to serve /metrics on")
+	fs.DurationVar(&o.duration, "duration", o.duration, "how long to run (0: until Ctrl-C)")
+	fs.DurationVar(&o.refresh, "refresh", o.refresh, "how often to redraw the table (plain output: every 5 refreshes)")
+	fs.DurationVar(&o.drain, "drain", o.drain, "at shutdown, how long the runs in flight may take to finish before they are interrupted (and reported apart)")
+	fs.IntVar(&o.feed, "feed", o.feed, "how many of the latest stops to show with their cause details (0: none)")
+	if err := fs.Parse(args); err != nil {
+		return o, err
 	}
-	if duration > 0 {
+	if fs.NArg() > 0 {
+		return o, fmt.Errorf("unexpected argument %q: the quickstart takes flags only (-h lists them)", fs.Arg(0))
+	}
+	return o, o.validate()
+}
+
+func (o options) validate() error {
+	switch {
+	case o.listen == "":
+		return errors.New("-listen must not be empty")
+	case o.duration < 0:
+		return fmt.Errorf("-duration must be >= 0, got %s", o.duration)
+	case o.refresh <= 0:
+		return fmt.Errorf("-refresh must be > 0, got %s", o.refresh)
+	case o.drain < 0:
+		return fmt.Errorf("-drain must be >= 0, got %s", o.drain)
+	case o.feed < 0 || o.feed > 1000:
+		return fmt.Errorf("-feed must be between 0 and 1000, got %d", o.feed)
+	}
+	return nil
+}
+
+// run runs the fleet until ctx ends (Ctrl-C) or -duration has passed,
+// serving /metrics on -listen and printing the table to stdout.
+func run(ctx context.Context, o options, stdout io.Writer) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	if o.duration > 0 {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, duration)
+		ctx, cancel = context.WithTimeout(ctx, o.duration)
 		defer cancel()
 	}
 
@@ -69,13 +131,13 @@ func run(ctx context.Context, listen string, duration, refresh time.Duration, st
 
 	// Built before the server starts, so that an error leaves nothing
 	// running.
-	fleet, err := newFleet(tel.Recorder())
+	fleet, err := newFleet(tel.Recorder(), o.feed)
 	if err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", listen)
+	ln, err := net.Listen("tcp", o.listen)
 	if err != nil {
-		return fmt.Errorf("listen on %s: %w", listen, err)
+		return fmt.Errorf("listen on %s: %w", o.listen, err)
 	}
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", tel.Handler())
@@ -97,14 +159,16 @@ func run(ctx context.Context, listen string, duration, refresh time.Duration, st
 	}
 	fmt.Fprintf(stdout, "agentstop quickstart: metrics on http://%s/metrics; traces %s\n", ln.Addr(), traces)
 
+	table := &tableWriter{out: stdout, live: isTerminal(stdout), tally: fleet.tally}
+	table.scenarios()
+
 	// fleet.run starts the workers and returns: it must have returned
 	// before fleet.wait is called.
 	fleet.run(ctx)
-
-	table := &tableWriter{out: stdout, live: isTerminal(stdout), tally: fleet.tally}
-	table.loop(ctx, refresh)
-	// Ctrl-C or -duration: let the fleet's runs finish, then stop serving.
-	fleet.wait()
+	table.loop(ctx, o.refresh)
+	// Ctrl-C or -duration: no new runs; the runs in flight finish (for up
+	// to -drain), then the server stops.
+	fleet.wait(o.drain)
 	sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_ = srv.Shutdown(sctx)

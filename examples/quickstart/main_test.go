@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"flag"
 	"io"
 	"net/http"
 	"regexp"
@@ -66,7 +67,9 @@ func TestQuickstartExposesEveryCause(t *testing.T) {
 	out := &syncBuffer{}
 	done := make(chan error, 1)
 	start := time.Now()
-	go func() { done <- run(ctx, "127.0.0.1:0", duration, 100*time.Millisecond, out) }()
+	go func() {
+		done <- run(ctx, options{listen: "127.0.0.1:0", duration: duration, refresh: 100 * time.Millisecond, drain: 5 * time.Second, feed: 8}, out)
+	}()
 
 	var addr string
 	require.Eventually(t, func() bool {
@@ -125,15 +128,178 @@ func TestQuickstartExposesEveryCause(t *testing.T) {
 		assert.Contains(t, final, stage)
 	}
 	assert.NotContains(t, final, "\033[", "no terminal escapes when stdout is not a terminal")
+	// One line per stage saying what it does, and a feed of stops with
+	// their details.
+	for _, spec := range stages {
+		assert.Regexp(t, `(?m)^  `+spec.name+` +\S+ +`+regexp.QuoteMeta(spec.scenario)+`$`, final)
+	}
+	assert.Contains(t, final, "Latest stops:")
+	assert.Regexp(t, `(?m)^  stop t=\S+ +\w+ +.+ +→ [a-z_]+: .+$`, final)
+	assert.Contains(t, final, "At shutdown: ")
 }
 
-func TestRunRejectsBadFlags(t *testing.T) {
-	assert.ErrorContains(t, run(context.Background(), "127.0.0.1:0", -time.Second, time.Second, io.Discard), "-duration")
-	assert.ErrorContains(t, run(context.Background(), "127.0.0.1:0", time.Second, 0, io.Discard), "-refresh")
+func TestRunRejectsBadOptions(t *testing.T) {
+	o := defaultOptions()
+	o.listen = "127.0.0.1:0"
+	o.duration = -time.Second
+	assert.ErrorContains(t, run(context.Background(), o, io.Discard), "-duration")
+	o.duration, o.refresh = time.Second, 0
+	assert.ErrorContains(t, run(context.Background(), o, io.Discard), "-refresh")
+}
+
+func TestParseFlags(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		args []string
+		want func(*options)
+		err  string
+	}{
+		{name: "defaults", want: func(*options) {}},
+		{name: "all", args: []string{"-listen", ":0", "-duration", "20s", "-refresh", "100ms", "-drain", "0", "-feed", "3"},
+			want: func(o *options) {
+				o.listen, o.duration, o.refresh, o.drain, o.feed = ":0", 20*time.Second, 100*time.Millisecond, 0, 3
+			}},
+		{name: "negative duration", args: []string{"-duration", "-1s"}, err: "-duration must be >= 0, got -1s"},
+		{name: "zero refresh", args: []string{"-refresh", "0s"}, err: "-refresh must be > 0, got 0s"},
+		{name: "negative drain", args: []string{"-drain", "-2s"}, err: "-drain must be >= 0, got -2s"},
+		{name: "feed too long", args: []string{"-feed", "5000"}, err: "-feed must be between 0 and 1000, got 5000"},
+		{name: "empty listen", args: []string{"-listen", ""}, err: "-listen must not be empty"},
+		{name: "not a duration", args: []string{"-duration", "soon"}, err: `invalid value "soon" for flag -duration`},
+		{name: "unknown flag", args: []string{"-verbose"}, err: "flag provided but not defined: -verbose"},
+		{name: "argument", args: []string{"run"}, err: `unexpected argument "run"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			got, err := parseFlags(tc.args, &stderr)
+			if tc.err != "" {
+				assert.ErrorContains(t, err, tc.err)
+				return
+			}
+			require.NoError(t, err)
+			want := defaultOptions()
+			tc.want(&want)
+			assert.Equal(t, want, got)
+			assert.Empty(t, stderr.String())
+		})
+	}
+}
+
+func TestHelpListsEveryFlag(t *testing.T) {
+	var stderr bytes.Buffer
+	_, err := parseFlags([]string{"-h"}, &stderr)
+	require.ErrorIs(t, err, flag.ErrHelp)
+	for _, f := range []string{"-listen", "-duration", "-refresh", "-drain", "-feed"} {
+		assert.Contains(t, stderr.String(), "  "+f+" ")
+	}
+}
+
+// TestShutdownDrainsRunsInFlight: at shutdown, the runs in flight finish by
+// their own cause; none is counted as cancelled (only the executor cancels
+// on purpose), and none is interrupted when the drain timeout is long
+// enough. Before, every run in flight ended as cancelled.
+func TestShutdownDrainsRunsInFlight(t *testing.T) {
+	f, err := newFleet(nil, 8)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	f.run(ctx)
+	waitInFlight(t, f.tally, 8)
+	cancel()
+	f.wait(10 * time.Second)
+
+	f.tally.mu.Lock()
+	defer f.tally.mu.Unlock()
+	assert.Empty(t, f.tally.interrupted, "runs interrupted although -drain was long enough")
+	assert.Positive(t, f.tally.drained, "no run finished after the shutdown began")
+	assert.Zero(t, f.tally.active)
+	for stage, m := range f.tally.counts {
+		if stage != "executor" {
+			assert.Zero(t, m["cancelled"], "stage %s: runs counted as cancelled", stage)
+		}
+	}
+}
+
+// TestShutdownReportsInterruptedRunsApart: with no time to drain, the runs
+// in flight are interrupted and reported apart, not counted as cancelled.
+func TestShutdownReportsInterruptedRunsApart(t *testing.T) {
+	f, err := newFleet(nil, 8)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	f.run(ctx)
+	waitInFlight(t, f.tally, 8)
+	cancel()
+	f.wait(0)
+
+	var out bytes.Buffer
+	(&tableWriter{out: &out, tally: f.tally}).final()
+	f.tally.mu.Lock()
+	defer f.tally.mu.Unlock()
+	assert.NotEmpty(t, f.tally.interrupted)
+	for stage, m := range f.tally.counts {
+		if stage != "executor" {
+			assert.Zero(t, m["cancelled"], "stage %s: runs counted as cancelled", stage)
+		}
+	}
+	assert.Regexp(t, `still running after -drain were interrupted \(not counted above\): (\w+=\d+ ?)+\n`, out.String())
+}
+
+func waitInFlight(t *testing.T, tl *tally, n int) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		tl.mu.Lock()
+		defer tl.mu.Unlock()
+		return tl.active >= n
+	}, 10*time.Second, time.Millisecond, "fewer than %d runs in flight at once", n)
+}
+
+func TestDescribe(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		res  termination.Result
+		info runInfo
+		want string
+	}{
+		{"completed", termination.Result{Cause: termination.Completed{Condition: "text_mention", Detail: "APPROVE"}}, runInfo{},
+			`text_mention matched "APPROVE"`},
+		{"natural", termination.Result{Cause: termination.NaturalCompletion{}}, runInfo{}, "the loop ended by itself"},
+		{"handoff", termination.Result{Cause: termination.HandoffRequested{Source: "planner", Target: "coder"}}, runInfo{},
+			"planner handed off to coder"},
+		{"iterations", termination.Result{Cause: termination.MaxIterationsReached{Limit: 6, Count: 7}}, runInfo{}, "7 turns, limit 6"},
+		{"tool calls", termination.Result{Cause: termination.MaxToolCallsReached{Limit: 5, Count: 6}}, runInfo{}, "6 tool calls, limit 5"},
+		{"per-tool calls", termination.Result{Cause: termination.MaxToolCallsReached{Limit: 2, Count: 3, Tool: "web_fetch"}}, runInfo{},
+			"3 calls of web_fetch, limit 2"},
+		{"budget exhausted", termination.Result{Cause: termination.BudgetExhausted{Resource: "total_tokens", Used: 6000, Limit: 5000},
+			Warnings: []termination.Cause{termination.BudgetPressure{Resource: "total_tokens", Threshold: 0.7, Used: 4000, Limit: 5000}}},
+			runInfo{}, "total_tokens budget spent: 6000 of 5000 (after warning: total_tokens at 4000 of 5000, past the 70% pressure mark)"},
+		{"fleet cost", termination.Result{Cause: termination.BudgetExhausted{Resource: "cost", Used: 50.5, Limit: 50, Scope: "fleet"}},
+			runInfo{}, "fleet cost budget spent: $50.5000 of $50.0000"},
+		{"stall names the tool", termination.Result{Cause: termination.StallDetected{Signal: "repeated_tool_call", Repeats: 3}},
+			runInfo{lastTool: "web_search"}, "web_search repeated 3 times with the same arguments (repeated_tool_call)"},
+		{"cycle", termination.Result{Cause: termination.StallDetected{Signal: "cycle", Repeats: 2, Period: 2}}, runInfo{lastTool: "x"},
+			"cycle, 2 repeats, period 2"},
+		{"timeout", termination.Result{Cause: termination.Timeout{Limit: 2 * time.Second, Elapsed: 2*time.Second + 300*time.Microsecond}},
+			runInfo{}, "ran 2s, limit 2s"},
+		{"stopped", termination.Result{Cause: termination.Cancelled{Reason: "external", Detail: "operator pressed Stop"}}, runInfo{},
+			"external: operator pressed Stop"},
+		{"caller", termination.Result{Cause: termination.Cancelled{Reason: "context"}}, runInfo{}, "context"},
+		{"failed", termination.Result{Cause: termination.Failed{Reason: "error_threshold", Err: "exit status 1"}}, runInfo{},
+			"error_threshold: exit status 1"},
+		{"skipped", termination.Result{Cause: termination.Skipped{Reason: "no changes to deploy"}}, runInfo{}, "no changes to deploy"},
+		{"custom", termination.Result{Cause: termination.Custom{Reason: "dangerous_tool", Properties: map[string]any{"tool": "drop_database"}}},
+			runInfo{}, "dangerous_tool tool=drop_database"},
+		{"all", termination.Result{Cause: termination.All{Causes: []termination.Cause{termination.MaxIterationsReached{Limit: 1, Count: 1},
+			termination.NaturalCompletion{}}}}, runInfo{}, "all of: max_iterations: 1 turns, limit 1; natural_completion: the loop ended by itself"},
+		{"none", termination.Result{}, runInfo{}, "no cause"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			assert.Equal(t, tc.want, describe(tc.res, tc.info))
+		})
+	}
 }
 
 func TestRunReportsListenError(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "")
-	err := run(context.Background(), "256.0.0.1:bad", time.Second, time.Second, io.Discard)
+	o := defaultOptions()
+	o.listen, o.duration = "256.0.0.1:bad", time.Second
+	err := run(context.Background(), o, io.Discard)
 	assert.ErrorContains(t, err, "listen on 256.0.0.1:bad")
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -13,24 +14,174 @@ import (
 	"github.com/agentstop/agentstop/termination"
 )
 
-// tally counts results by stage and termination_cause.
+// stop is one finished run in the feed of latest stops.
+type stop struct {
+	seq       int
+	at        time.Duration // since the start
+	stage     string
+	behaviour string
+	tag       string
+	detail    string
+}
+
+// tally counts results by stage and termination_cause, keeps the latest
+// stops with their cause details, and keeps apart the runs the shutdown cut
+// short.
 type tally struct {
 	mu     sync.Mutex
 	counts map[string]map[string]int
 	start  time.Time
+	// feed holds the latest stops, oldest first, at most cap(feed).
+	feed    []stop
+	seq     int // stops so far
+	printed int // seq of the last stop printed as a plain line
+	active  int // runs in flight
+	// stopping is set when the shutdown begins: no new runs from then on.
+	stopping bool
+	// drained counts the runs that finished by their own cause after the
+	// shutdown began (they are in counts).
+	drained int
+	// interrupted counts, by stage, the runs still in flight after the
+	// drain timeout: they are not in counts.
+	interrupted map[string]int
 }
 
-func newTally() *tally { return &tally{counts: map[string]map[string]int{}, start: time.Now()} }
+func newTally(feed int) *tally {
+	return &tally{counts: map[string]map[string]int{}, start: time.Now(), feed: make([]stop, 0, max(feed, 0)),
+		interrupted: map[string]int{}}
+}
 
-func (t *tally) add(r termination.Result) {
+// begin notes that a run starts.
+func (t *tally) begin() {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.active++
+}
+
+// shutdown notes that no new run starts from now on.
+func (t *tally) shutdown() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.stopping = true
+}
+
+// add counts a finished run.
+func (t *tally) add(r termination.Result, info runInfo) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.active--
+	if info.interrupted {
+		t.interrupted[r.Stage]++
+		return
+	}
+	if t.stopping {
+		t.drained++
+	}
 	m := t.counts[r.Stage]
 	if m == nil {
 		m = map[string]int{}
 		t.counts[r.Stage] = m
 	}
 	m[r.Tag()]++
+	t.seq++
+	if cap(t.feed) == 0 {
+		return
+	}
+	if len(t.feed) == cap(t.feed) {
+		t.feed = append(t.feed[:0], t.feed[1:]...)
+	}
+	t.feed = append(t.feed, stop{seq: t.seq, at: time.Since(t.start), stage: r.Stage, behaviour: info.behaviour,
+		tag: r.Tag(), detail: describe(r, info)})
+}
+
+// describe says why a run stopped, with its cause's details: which limit,
+// which budget, which tool, which condition.
+func describe(r termination.Result, info runInfo) string {
+	s := describeCause(r.Cause, info)
+	if len(r.Warnings) > 0 {
+		var ws []string
+		for _, w := range r.Warnings {
+			ws = append(ws, describeCause(w, info))
+		}
+		s += " (after warning: " + strings.Join(ws, "; ") + ")"
+	}
+	return s
+}
+
+func describeCause(c termination.Cause, info runInfo) string {
+	switch c := c.(type) {
+	case termination.Completed:
+		return fmt.Sprintf("%s matched %q", c.Condition, c.Detail)
+	case termination.NaturalCompletion:
+		return "the loop ended by itself"
+	case termination.HandoffRequested:
+		return fmt.Sprintf("%s handed off to %s", c.Source, c.Target)
+	case termination.MaxIterationsReached:
+		return fmt.Sprintf("%d turns, limit %d", c.Count, c.Limit)
+	case termination.MaxToolCallsReached:
+		if c.Tool != "" {
+			return fmt.Sprintf("%d calls of %s, limit %d", c.Count, c.Tool, c.Limit)
+		}
+		return fmt.Sprintf("%d tool calls, limit %d", c.Count, c.Limit)
+	case termination.BudgetPressure:
+		return fmt.Sprintf("%s%s at %s of %s, past the %.0f%% pressure mark", scope(c.Scope), c.Resource,
+			amount(c.Resource, c.Used), amount(c.Resource, c.Limit), c.Threshold*100)
+	case termination.BudgetExhausted:
+		return fmt.Sprintf("%s%s budget spent: %s of %s", scope(c.Scope), c.Resource,
+			amount(c.Resource, c.Used), amount(c.Resource, c.Limit))
+	case termination.StallDetected:
+		s := fmt.Sprintf("%s, %d repeats", c.Signal, c.Repeats)
+		if c.Signal == termination.SignalRepeatedToolCall && info.lastTool != "" {
+			s = fmt.Sprintf("%s repeated %d times with the same arguments (%s)", info.lastTool, c.Repeats, c.Signal)
+		}
+		if c.Period > 0 {
+			s += fmt.Sprintf(", period %d", c.Period)
+		}
+		return s
+	case termination.Timeout:
+		return fmt.Sprintf("ran %s, limit %s", c.Elapsed.Round(time.Millisecond), c.Limit)
+	case termination.Cancelled:
+		if c.Detail != "" {
+			return fmt.Sprintf("%s: %s", c.Reason, c.Detail)
+		}
+		return string(c.Reason)
+	case termination.Failed:
+		return fmt.Sprintf("%s: %s", c.Reason, c.Err)
+	case termination.Skipped:
+		if c.Detail != "" {
+			return fmt.Sprintf("%s: %s", c.Reason, c.Detail)
+		}
+		return c.Reason
+	case termination.Custom:
+		var kv []string
+		for _, k := range slices.Sorted(maps.Keys(c.Properties)) {
+			kv = append(kv, fmt.Sprintf("%s=%v", k, c.Properties[k]))
+		}
+		return strings.TrimSpace(c.Reason + " " + strings.Join(kv, " "))
+	case termination.All:
+		var parts []string
+		for _, cc := range c.Causes {
+			parts = append(parts, termination.Tag(cc, nil)+": "+describeCause(cc, info))
+		}
+		return "all of: " + strings.Join(parts, "; ")
+	case nil:
+		return "no cause"
+	}
+	return fmt.Sprintf("%+v", c)
+}
+
+func scope(s string) string {
+	if s == "" {
+		return ""
+	}
+	return s + " "
+}
+
+func amount(r termination.Resource, v float64) string {
+	if r == termination.ResourceCost {
+		return fmt.Sprintf("$%.4f", v)
+	}
+	return fmt.Sprintf("%.0f", v)
 }
 
 // tableWriter prints the tally: redrawn in place on a terminal, as plain
@@ -39,6 +190,27 @@ type tableWriter struct {
 	out   io.Writer
 	live  bool
 	tally *tally
+}
+
+// scenarios prints one line per stage: how its loop is wrapped and what its
+// runs do.
+func (w *tableWriter) scenarios() {
+	fmt.Fprintln(w.out, "Stages (two workers each, taking turns at these scenarios):")
+	tw := tabwriter.NewWriter(w.out, 0, 0, 2, ' ', 0)
+	for _, s := range stages {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.name, wrapName(s.wrap), s.scenario)
+	}
+	tw.Flush()
+}
+
+func wrapName(wrap string) string {
+	switch wrap {
+	case "channel":
+		return "Forward"
+	case "seq":
+		return "ForwardSeq"
+	}
+	return "Observe"
 }
 
 func (w *tableWriter) loop(ctx context.Context, every time.Duration) {
@@ -53,9 +225,11 @@ func (w *tableWriter) loop(ctx context.Context, every time.Duration) {
 		if w.live {
 			fmt.Fprint(w.out, "\033[H\033[2J")
 			w.table()
+			w.latest(false)
 			fmt.Fprintln(w.out, "\nCtrl-C to stop.")
 		} else if n%5 == 0 {
 			w.line()
+			w.latest(true)
 		}
 	}
 }
@@ -63,6 +237,8 @@ func (w *tableWriter) loop(ctx context.Context, every time.Duration) {
 func (w *tableWriter) final() {
 	fmt.Fprintln(w.out, "\nWhy the stages stopped:")
 	w.table()
+	w.latest(false)
+	w.shutdownReport()
 }
 
 // line prints the per-stage table as plain lines, one per stage.
@@ -70,12 +246,7 @@ func (w *tableWriter) line() {
 	w.tally.mu.Lock()
 	defer w.tally.mu.Unlock()
 	elapsed := time.Since(w.tally.start).Round(time.Second)
-	names := make([]string, 0, len(w.tally.counts))
-	for s := range w.tally.counts {
-		names = append(names, s)
-	}
-	slices.Sort(names)
-	for _, stage := range names {
+	for _, stage := range slices.Sorted(maps.Keys(w.tally.counts)) {
 		m := w.tally.counts[stage]
 		parts := []string{fmt.Sprintf("t=%s stage=%s", elapsed, stage)}
 		for _, tag := range termination.TagValues() {
@@ -87,15 +258,57 @@ func (w *tableWriter) line() {
 	}
 }
 
+// latest prints the feed of latest stops. With onlyNew, plain output prints
+// each stop once.
+func (w *tableWriter) latest(onlyNew bool) {
+	w.tally.mu.Lock()
+	defer w.tally.mu.Unlock()
+	var feed []stop
+	for _, s := range w.tally.feed {
+		if !onlyNew || s.seq > w.tally.printed {
+			feed = append(feed, s)
+		}
+	}
+	if len(feed) == 0 {
+		return
+	}
+	w.tally.printed = feed[len(feed)-1].seq
+	if !onlyNew {
+		fmt.Fprintln(w.out, "\nLatest stops:")
+	}
+	tw := tabwriter.NewWriter(w.out, 0, 0, 2, ' ', 0)
+	for _, s := range feed {
+		fmt.Fprintf(tw, "  stop t=%s\t%s\t%s\t→ %s: %s\n", s.at.Round(100*time.Millisecond), s.stage, s.behaviour, s.tag, s.detail)
+	}
+	tw.Flush()
+}
+
+// shutdownReport says what happened to the runs in flight at shutdown.
+func (w *tableWriter) shutdownReport() {
+	w.tally.mu.Lock()
+	defer w.tally.mu.Unlock()
+	if !w.tally.stopping {
+		return
+	}
+	fmt.Fprintf(w.out, "\nAt shutdown: %d runs in flight finished by their own cause (counted above)", w.tally.drained)
+	if len(w.tally.interrupted) == 0 {
+		fmt.Fprintln(w.out, "; none was interrupted.")
+		return
+	}
+	var parts []string
+	cut := 0
+	for _, stage := range slices.Sorted(maps.Keys(w.tally.interrupted)) {
+		parts = append(parts, fmt.Sprintf("%s=%d", stage, w.tally.interrupted[stage]))
+		cut += w.tally.interrupted[stage]
+	}
+	fmt.Fprintf(w.out, "; %d still running after -drain were interrupted (not counted above): %s\n", cut, strings.Join(parts, " "))
+}
+
 // table prints causes as rows and stages as columns.
 func (w *tableWriter) table() {
 	w.tally.mu.Lock()
 	defer w.tally.mu.Unlock()
-	var names []string
-	for s := range w.tally.counts {
-		names = append(names, s)
-	}
-	slices.Sort(names)
+	names := slices.Sorted(maps.Keys(w.tally.counts))
 	tw := tabwriter.NewWriter(w.out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "termination_cause\t%s\ttotal\t\n", strings.Join(names, "\t"))
 	for _, tag := range termination.TagValues() {
