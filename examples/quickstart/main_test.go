@@ -6,6 +6,9 @@ import (
 	"flag"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
 	"regexp"
 	"sync"
 	"testing"
@@ -302,4 +305,22 @@ func TestRunReportsListenError(t *testing.T) {
 	o.listen, o.duration = "256.0.0.1:bad", time.Second
 	err := run(context.Background(), o, io.Discard)
 	assert.ErrorContains(t, err, "listen on 256.0.0.1:bad")
+}
+
+// TestReadmeListsEveryFlag: the README's quickstart section has a row for
+// every flag that -h lists.
+func TestReadmeListsEveryFlag(t *testing.T) {
+	var help bytes.Buffer
+	_, err := parseFlags([]string{"-h"}, &help)
+	require.ErrorIs(t, err, flag.ErrHelp)
+	readme, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(readme), "\n## The quickstart\n")
+	require.True(t, ok, "README.md has no \"## The quickstart\" section")
+	section, _, _ = strings.Cut(section, "\n## ")
+	flags := regexp.MustCompile(`(?m)^  -(\w+)`).FindAllStringSubmatch(help.String(), -1)
+	require.NotEmpty(t, flags)
+	for _, f := range flags {
+		assert.Regexp(t, "(?m)^\\| `-"+f[1]+"[ `]", section, "flag -%s is not in the README's quickstart table", f[1])
+	}
 }
