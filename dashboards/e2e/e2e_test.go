@@ -20,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"go.yaml.in/yaml/v3"
 )
 
 const (
@@ -29,13 +31,18 @@ const (
 	// dataDeadline bounds the wait for every query to return data. The
 	// quickstart produces every cause within 15s.
 	dataDeadline = 75 * time.Second
+	// alertDeadline bounds the wait for the alerts to reach the webhook
+	// receiver once every query returns data.
+	alertDeadline = 60 * time.Second
+	// alertForInTest replaces every alert's `for:` duration in the test.
+	alertForInTest = "2s"
 )
 
 func TestEndToEnd(t *testing.T) {
 	if os.Getenv("AGENTSTOP_E2E") != "1" {
 		t.Skip("end-to-end test against a real Prometheus: run `bash dashboards/test.sh` (or set AGENTSTOP_E2E=1 with prometheus on PATH)")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Second)
 	defer cancel()
 	root := repoRoot(t)
 	tmp := t.TempDir()
@@ -46,6 +53,25 @@ func TestEndToEnd(t *testing.T) {
 	}
 	if _, err := exec.LookPath(promBin); err != nil {
 		t.Fatalf("prometheus not found (%v): run dashboards/test.sh, which installs it", err)
+	}
+
+	amBin := os.Getenv("AGENTSTOP_E2E_ALERTMANAGER")
+	if amBin == "" {
+		amBin = "prometheus-alertmanager" // Debian's name
+		if _, err := exec.LookPath(amBin); err != nil {
+			amBin = "alertmanager"
+		}
+	}
+	if _, err := exec.LookPath(amBin); err != nil {
+		t.Fatalf("alertmanager not found (%v): run dashboards/test.sh, which installs Debian's prometheus-alertmanager", err)
+	}
+
+	// alertlog, the demo stack's webhook receiver, built from this tree.
+	alertlogBin := filepath.Join(tmp, "alertlog")
+	build := exec.CommandContext(ctx, "go", "build", "-o", alertlogBin, "./examples/alertlog")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("go build ./examples/alertlog: %v\n%s", err, out)
 	}
 
 	qsBin := os.Getenv("AGENTSTOP_E2E_QUICKSTART")
@@ -74,12 +100,59 @@ func TestEndToEnd(t *testing.T) {
 		return err
 	})
 
-	// Prometheus: scrapes the quickstart every second, loads the rules.
+	// alertlog and Alertmanager: dashboards/alertmanager/alertmanager.yml
+	// with the receivers' URL pointed at this alertlog and the group
+	// timings shortened.
+	alertlogAddr := freeAddr(t)
+	start(t, "alertlog", tmp, os.Environ(), alertlogBin, "-listen", alertlogAddr)
+	alertsURL := "http://" + alertlogAddr + "/api/alerts"
+	waitFor(t, ctx, 30*time.Second, "alertlog", func() error {
+		_, err := httpGet(ctx, alertsURL, nil)
+		return err
+	})
+	amCfg, err := alertmanagerConfigForTest(readFile(t, "dashboards", "alertmanager", "alertmanager.yml"), "http://"+alertlogAddr+"/webhook")
+	if err != nil {
+		t.Fatal(err)
+	}
+	amCfgPath := filepath.Join(tmp, "alertmanager.yml")
+	if err := os.WriteFile(amCfgPath, amCfg, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	amAddr := freeAddr(t)
+	start(t, "alertmanager", tmp, os.Environ(), amBin,
+		"--config.file="+amCfgPath,
+		"--storage.path="+filepath.Join(tmp, "alertmanager"),
+		"--web.listen-address="+amAddr,
+		"--cluster.listen-address=", // no gossip port: a single instance
+		"--log.level=warn",
+	)
+	waitFor(t, ctx, 60*time.Second, "alertmanager ready", func() error {
+		_, err := httpGet(ctx, "http://"+amAddr+"/-/ready", nil)
+		return err
+	})
+
+	// The alerts with every `for:` shortened, so that they fire within
+	// the test.
+	alerts, err := alertsForTest(readFile(t, "dashboards", "prometheus", "alerts.yaml"), alertForInTest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alertsPath := filepath.Join(tmp, "alerts.yaml")
+	if err := os.WriteFile(alertsPath, alerts, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// Prometheus: scrapes the quickstart every second, loads the rules,
+	// sends alerts to the Alertmanager.
 	promAddr := freeAddr(t)
 	cfg := fmt.Sprintf(`global:
   scrape_interval: %[1]s
   scrape_timeout: %[1]s
   evaluation_interval: %[1]s
+alerting:
+  alertmanagers:
+    - static_configs:
+        - targets: [%[5]q]
 rule_files:
   - %[2]q
   - %[3]q
@@ -87,8 +160,7 @@ scrape_configs:
   - job_name: agentstop-quickstart
     static_configs:
       - targets: [%[4]q]
-`, scrapeInterval, filepath.Join(root, "dashboards", "prometheus", "rules.yaml"),
-		filepath.Join(root, "dashboards", "prometheus", "alerts.yaml"), qsAddr)
+`, scrapeInterval, filepath.Join(root, "dashboards", "prometheus", "rules.yaml"), alertsPath, qsAddr, amAddr)
 	cfgPath := filepath.Join(tmp, "prometheus.yml")
 	if err := os.WriteFile(cfgPath, []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
@@ -315,6 +387,49 @@ scrape_configs:
 				t.Errorf("%s: Prometheus stored no exemplars", m)
 			}
 		}
+	})
+
+	t.Run("stall and budget alerts reach the webhook receiver", func(t *testing.T) {
+		// The quickstart's researcher stalls on a third of its runs and its
+		// summarizer exhausts its token budget on half: with the `for:`
+		// durations shortened, Prometheus fires both alerts, Alertmanager
+		// routes them by severity and alertlog receives them.
+		want := map[string]string{"AgentStageStallRateHigh": "researcher", "AgentStageBudgetExhausted": "summarizer"}
+		var got []receivedAlert
+		deadline := time.Now().Add(alertDeadline)
+		for {
+			body, err := httpGet(ctx, alertsURL, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got = nil
+			if err := json.Unmarshal([]byte(body), &got); err != nil {
+				t.Fatalf("alertlog /api/alerts: %v", err)
+			}
+			missing := missingAlerts(got, want)
+			if len(missing) == 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("after %s these alerts were not delivered to alertlog: %v\nreceived: %+v", alertDeadline, missing, got)
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatal(ctx.Err())
+			case <-time.After(time.Second):
+			}
+		}
+		for _, a := range got {
+			// Routing by severity: each alert went to the receiver named
+			// after its severity.
+			if a.Receiver != a.Labels["severity"] {
+				t.Errorf("%s (severity %q) was delivered to receiver %q", a.Labels["alertname"], a.Labels["severity"], a.Receiver)
+			}
+			if a.Annotations["summary"] == "" || a.Annotations["runbook_url"] == "" {
+				t.Errorf("%s arrived without its summary or runbook_url: %v", a.Labels["alertname"], a.Annotations)
+			}
+		}
+		t.Logf("delivered after %s: %d alerts", time.Since(started).Round(time.Second), len(got))
 	})
 }
 
@@ -627,4 +742,85 @@ func (p *promAPI) exemplars(ctx context.Context, metric string, from, to time.Ti
 
 func unix(t time.Time) string {
 	return strconv.FormatFloat(float64(t.UnixNano())/1e9, 'f', 3, 64)
+}
+
+// alertsForTest returns alerts.yaml with the value of every `for:` anchor
+// (`for: &name 10m`, see the file's header) replaced by d. It fails if the
+// file has no such anchor, so that a change of layout cannot silently keep
+// the long durations.
+func alertsForTest(alerts, d string) ([]byte, error) {
+	re := regexp.MustCompile(`(for: &[A-Za-z0-9_]+) [0-9a-z]+`)
+	n := len(re.FindAllString(alerts, -1))
+	if n == 0 {
+		return nil, fmt.Errorf("alerts.yaml: no `for: &anchor DURATION` parameter to shorten")
+	}
+	return []byte(re.ReplaceAllString(alerts, "${1} "+d)), nil
+}
+
+// alertmanagerConfigForTest returns alertmanager.yml with every webhook
+// receiver's URL replaced by url and every group timing shortened to one
+// second. It fails if a receiver is not a webhook, since the test could
+// not see its deliveries.
+func alertmanagerConfigForTest(cfg, url string) ([]byte, error) {
+	var doc map[string]any
+	if err := yaml.Unmarshal([]byte(cfg), &doc); err != nil {
+		return nil, fmt.Errorf("alertmanager.yml: %w", err)
+	}
+	var shorten func(route map[string]any)
+	shorten = func(route map[string]any) {
+		route["group_wait"], route["group_interval"] = "1s", "1s"
+		routes, _ := route["routes"].([]any)
+		for _, r := range routes {
+			if m, ok := r.(map[string]any); ok {
+				shorten(m)
+			}
+		}
+	}
+	route, ok := doc["route"].(map[string]any)
+	if !ok {
+		return nil, fmt.Errorf("alertmanager.yml: no route")
+	}
+	shorten(route)
+	receivers, _ := doc["receivers"].([]any)
+	if len(receivers) == 0 {
+		return nil, fmt.Errorf("alertmanager.yml: no receivers")
+	}
+	for _, r := range receivers {
+		m, _ := r.(map[string]any)
+		hooks, _ := m["webhook_configs"].([]any)
+		if len(hooks) == 0 {
+			return nil, fmt.Errorf("alertmanager.yml: receiver %v has no webhook_configs", m["name"])
+		}
+		for _, h := range hooks {
+			if hm, ok := h.(map[string]any); ok {
+				hm["url"] = url
+			}
+		}
+	}
+	return yaml.Marshal(doc)
+}
+
+// receivedAlert is one alert as alertlog's /api/alerts lists it.
+type receivedAlert struct {
+	Receiver    string            `json:"receiver"`
+	Status      string            `json:"status"`
+	Labels      map[string]string `json:"labels"`
+	Annotations map[string]string `json:"annotations"`
+}
+
+// missingAlerts returns the alerts of want (alert name -> stage) that got
+// has no firing notification of.
+func missingAlerts(got []receivedAlert, want map[string]string) []string {
+	var missing []string
+	for name, stage := range want {
+		found := false
+		for _, a := range got {
+			found = found || a.Status == "firing" && a.Labels["alertname"] == name && a.Labels["stage"] == stage
+		}
+		if !found {
+			missing = append(missing, name+"{stage="+stage+"}")
+		}
+	}
+	sort.Strings(missing)
+	return missing
 }

@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -244,7 +245,7 @@ func TestComposeFile(t *testing.T) {
 	if err := yaml.Unmarshal([]byte(readFile(t, "docker-compose.yml")), &compose); err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"quickstart", "prometheus", "grafana", "jaeger"} {
+	for _, name := range []string{"quickstart", "prometheus", "grafana", "jaeger", "alertmanager", "alertlog"} {
 		_, ok := compose.Services[name]
 		check(t, ok, "no service %s", name)
 	}
@@ -264,6 +265,30 @@ func TestComposeFile(t *testing.T) {
 			check(t, err == nil, "%s: Dockerfile: %v", name, err)
 		}
 	}
+}
+
+// TestPrometheusSendsAlerts: the compose stack's Prometheus sends its alerts
+// to the compose stack's Alertmanager.
+func TestPrometheusSendsAlerts(t *testing.T) {
+	var cfg struct {
+		Alerting struct {
+			Alertmanagers []struct {
+				StaticConfigs []struct {
+					Targets []string `yaml:"targets"`
+				} `yaml:"static_configs"`
+			} `yaml:"alertmanagers"`
+		} `yaml:"alerting"`
+	}
+	if err := yaml.Unmarshal([]byte(readFile(t, "dashboards", "prometheus", "prometheus.yml")), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	var targets []string
+	for _, am := range cfg.Alerting.Alertmanagers {
+		for _, sc := range am.StaticConfigs {
+			targets = append(targets, sc.Targets...)
+		}
+	}
+	check(t, slices.Equal(targets, []string{"alertmanager:9093"}), "prometheus.yml sends alerts to %v, want [alertmanager:9093]", targets)
 }
 
 func TestExprNames(t *testing.T) {
@@ -308,4 +333,97 @@ func check(t testing.TB, ok bool, format string, args ...any) bool {
 		t.Errorf(format, args...)
 	}
 	return ok
+}
+
+// TestAlertmanagerConfig checks dashboards/alertmanager/alertmanager.yml:
+// every severity the alerts use has a route of its own to a receiver of
+// that name, every receiver exists and is a webhook to the compose stack's
+// alertlog service, and the e2e test's rewrite of it and of alerts.yaml
+// changes what it must.
+func TestAlertmanagerConfig(t *testing.T) {
+	raw := readFile(t, "dashboards", "alertmanager", "alertmanager.yml")
+	type route struct {
+		Receiver string   `yaml:"receiver"`
+		Matchers []string `yaml:"matchers"`
+		GroupBy  []string `yaml:"group_by"`
+		Routes   []route  `yaml:"routes"`
+	}
+	var cfg struct {
+		Route     route `yaml:"route"`
+		Receivers []struct {
+			Name     string `yaml:"name"`
+			Webhooks []struct {
+				URL string `yaml:"url"`
+			} `yaml:"webhook_configs"`
+		} `yaml:"receivers"`
+	}
+	if err := yaml.Unmarshal([]byte(raw), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	receivers := map[string]bool{}
+	for _, r := range cfg.Receivers {
+		receivers[r.Name] = true
+		check(t, len(r.Webhooks) > 0, "receiver %s: no webhook_configs", r.Name)
+		for _, w := range r.Webhooks {
+			check(t, w.URL == "http://alertlog:9095/webhook", "receiver %s: url %q, want the compose stack's alertlog (http://alertlog:9095/webhook)", r.Name, w.URL)
+		}
+	}
+	check(t, receivers[cfg.Route.Receiver], "default route: unknown receiver %q", cfg.Route.Receiver)
+	check(t, slices.Contains(cfg.Route.GroupBy, "stage"), "alerts must be grouped by stage, group_by: %v", cfg.Route.GroupBy)
+	bySeverity := map[string]string{}
+	for _, r := range cfg.Route.Routes {
+		check(t, receivers[r.Receiver], "route %v: unknown receiver %q", r.Matchers, r.Receiver)
+		for _, m := range r.Matchers {
+			if sev, ok := strings.CutPrefix(m, `severity="`); ok {
+				bySeverity[strings.TrimSuffix(sev, `"`)] = r.Receiver
+			}
+		}
+	}
+	alerts := 0
+	for _, r := range loadRules(t) {
+		if r.Alert == "" {
+			continue
+		}
+		alerts++
+		sev := r.Labels["severity"]
+		check(t, bySeverity[sev] == sev, "alert %s: severity %q has no route to a receiver %q (routes: %v)", r.Alert, sev, sev, bySeverity)
+	}
+
+	// The e2e test's rewrites.
+	out, err := alertmanagerConfigForTest(raw, "http://127.0.0.1:1/webhook")
+	if err != nil {
+		t.Fatal(err)
+	}
+	check(t, !strings.Contains(string(out), "alertlog:9095"), "rewritten config still points at alertlog:9095:\n%s", out)
+	check(t, strings.Count(string(out), "http://127.0.0.1:1/webhook") == len(cfg.Receivers), "rewritten config:\n%s", out)
+	check(t, strings.Count(string(out), "group_wait: 1s") == 1+len(cfg.Route.Routes), "group_wait not shortened on every route:\n%s", out)
+	short, err := alertsForTest(readFile(t, "dashboards", "prometheus", "alerts.yaml"), "2s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var shortRules struct {
+		Groups []struct {
+			Rules []struct {
+				Alert string `yaml:"alert"`
+				For   string `yaml:"for"`
+			} `yaml:"rules"`
+		} `yaml:"groups"`
+	}
+	if err := yaml.Unmarshal(short, &shortRules); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, g := range shortRules.Groups {
+		for _, r := range g.Rules {
+			if r.Alert != "" {
+				n++
+				check(t, r.For == "2s", "alert %s: for %q after the rewrite, want 2s", r.Alert, r.For)
+			}
+		}
+	}
+	check(t, n == alerts, "%d alerts after the rewrite, %d before", n, alerts)
+	_, err = alertsForTest("groups: []\n", "2s")
+	check(t, err != nil, "alertsForTest of a file without for: anchors: no error")
+	_, err = alertmanagerConfigForTest("route: {receiver: x}\nreceivers: [{name: x, email_configs: [{to: a@b}]}]\n", "http://x")
+	check(t, err != nil && strings.Contains(err.Error(), "receiver x has no webhook_configs"), "a non-webhook receiver: %v", err)
 }
