@@ -23,11 +23,18 @@
 //     expression. Every query must succeed, every panel query and recording
 //     rule must return data, every rule must be healthy in /api/v1/rules, and
 //     every metric and label name the files use must appear in the live
-//     /metrics. Processes it starts are stopped when the test ends.
+//     /metrics. It also runs a real Alertmanager (dashboards/alertmanager/
+//     alertmanager.yml, receivers pointed at examples/alertlog, group
+//     timings shortened) with every alert's `for:` shortened, and checks that
+//     the stall and budget alerts of the quickstart reach alertlog through
+//     the receiver named after their severity. Processes it starts are
+//     stopped when the test ends.
 //
 // Environment knobs for the end-to-end test:
 //
 //	AGENTSTOP_E2E=1                 run it (otherwise it is skipped)
 //	AGENTSTOP_E2E_QUICKSTART=PATH   use this prebuilt quickstart binary instead of building one
 //	AGENTSTOP_E2E_PROMETHEUS=PATH   the prometheus binary (default: prometheus on PATH)
+//	AGENTSTOP_E2E_ALERTMANAGER=PATH the Alertmanager binary (default: prometheus-alertmanager,
+//	                                then alertmanager, on PATH)
 package e2e
