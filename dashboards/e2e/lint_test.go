@@ -32,13 +32,27 @@ var specMetrics = map[string]bool{
 	"agent_stage_budget_utilization_count":  true,
 	"agent_stage_budget_pressure_total":     true,
 	"agent_stage_active":                    true,
+	"agent_stage_stall_warnings_total":      true,
+	// Fleet control (spec §7): process-wide, no stage label.
+	"agent_fleet_errors_total":           true,
+	"agent_fleet_budget_pressure_total":  true,
+	"agent_fleet_budget_exhausted_total": true,
+	"agent_fleet_runs_stopped_total":     true,
+	"agent_fleet_runs_rejected_total":    true,
 }
+
+// fleetMetric tells whether a metric is one of the fleet's (spec §7): they
+// carry no stage label, so queries on them cannot follow the stage filter.
+func fleetMetric(name string) bool { return strings.HasPrefix(name, "agent_fleet_") }
 
 // specLabels are the attribute keys of spec §5, plus the histogram bucket
 // label and __name__.
 var specLabels = map[string]bool{
 	"stage": true, "termination_cause": true, "outcome": true, "token_type": true,
 	"resource": true, "le": true, "__name__": true,
+	"signal":    true, // agent_stage_stall_warnings_total
+	"operation": true, // agent_fleet_errors_total
+	"reason":    true, // agent_fleet_runs_rejected_total
 }
 
 var requiredAlerts = []string{
@@ -47,6 +61,8 @@ var requiredAlerts = []string{
 	"AgentStageBudgetPressureHigh",
 	"AgentStageFailureRatioHigh",
 	"AgentStageTimeoutsHigh",
+	"AgentFleetBudgetExhausted",
+	"AgentFleetErrors",
 }
 
 func TestDashboardConventions(t *testing.T) {
@@ -108,7 +124,13 @@ func TestDashboardConventions(t *testing.T) {
 					where := p.Title + "/" + tg.RefID
 					check(t, tg.Datasource != nil && tg.Datasource.UID == "${datasource}", "%s must use the datasource variable", where)
 					check(t, !strings.Contains(tg.Expr, "[["), "%s: deprecated [[var]] syntax", where)
-					check(t, strings.Contains(tg.Expr, `stage=~"$stage"`), "%s: every query follows the stage filter", where)
+					if e, err := substitute(tg.Expr, lintVars); err == nil && onlyFleet(e) {
+						// Fleet metrics have no stage: a stage matcher would
+						// hide every series.
+						check(t, !strings.Contains(tg.Expr, "stage"), "%s: fleet metrics have no stage label", where)
+					} else {
+						check(t, strings.Contains(tg.Expr, `stage=~"$stage"`), "%s: every query follows the stage filter", where)
+					}
 					for _, m := range rateRe.FindAllStringSubmatch(tg.Expr, -1) {
 						window := m[3]
 						switch {
@@ -129,6 +151,17 @@ func TestDashboardConventions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// onlyFleet tells whether every metric expr reads is a fleet metric.
+func onlyFleet(expr string) bool {
+	metrics, _ := exprNames(expr)
+	for _, m := range metrics {
+		if !fleetMetric(m) {
+			return false
+		}
+	}
+	return len(metrics) > 0
 }
 
 // checkNames checks that expr only uses metrics from the spec (or recorded
@@ -157,6 +190,8 @@ func TestRequiredPanels(t *testing.T) {
 		"Stop causes over time", "Share of stop causes", "Success ratio", "Stages",
 		"Duration by cause (p50, p95)", "Iterations per run (p50, p95)", "Tool calls per run (p50, p95)",
 		"Budget utilization", "Budget-pressure warnings", "Stall and budget-exhausted stops", "Active stages",
+		"Stall warnings", "Fleet runs rejected by reason", "Fleet budget pressure and exhaustion", "Fleet errors by operation",
+		"Fleet runs stopped",
 	}
 	titles := map[string]bool{}
 	for _, d := range loadDashboards(t) {
@@ -426,4 +461,24 @@ func TestAlertmanagerConfig(t *testing.T) {
 	check(t, err != nil, "alertsForTest of a file without for: anchors: no error")
 	_, err = alertmanagerConfigForTest("route: {receiver: x}\nreceivers: [{name: x, email_configs: [{to: a@b}]}]\n", "http://x")
 	check(t, err != nil && strings.Contains(err.Error(), "receiver x has no webhook_configs"), "a non-webhook receiver: %v", err)
+}
+
+func TestAbsentOptional(t *testing.T) {
+	for m := range optionalMetrics {
+		check(t, specMetrics[m], "optional metric %s is not a spec metric", m)
+	}
+	exported := map[string]bool{"agent_stage_terminations_total": true, "agent_fleet_errors_total": true}
+	for _, tc := range []struct {
+		reads []string
+		want  string
+	}{
+		{[]string{"agent_stage_terminations_total"}, ""},
+		{[]string{"agent_fleet_errors_total"}, ""}, // exported: must have data
+		{[]string{"agent_stage_terminations_total", "agent_fleet_runs_stopped_total"}, "agent_fleet_runs_stopped_total: the quickstart runs without a fleet"},
+		{[]string{"agent_stage_stall_warnings_total"}, "agent_stage_stall_warnings_total: no quickstart policy sets stall.warn_at"},
+		{[]string{"agent_stage_active"}, ""}, // absent but not optional: must have data
+		{nil, ""},
+	} {
+		check(t, absentOptional(tc.reads, exported) == tc.want, "absentOptional(%v) = %q, want %q", tc.reads, absentOptional(tc.reads, exported), tc.want)
+	}
 }
