@@ -33,7 +33,7 @@ func decodeAll(t *testing.T, s string) ([]Event, error) {
 func TestDecodeEveryField(t *testing.T) {
 	line := `{"kind":"tool_call","source":"assistant","text":"t","tool":"search","args":{"q": [1, "x"]},` +
 		`"target":"user","usage":{"input_tokens":12,"output_tokens":3},"cost":0.25,"error":"e",` +
-		`"time":"2026-11-20T09:00:04.5+01:00","future_field":{"nested":[1,2]},"id":7}`
+		`"time":"2026-11-20T09:00:04.5+01:00","call_id":"call_1","model":"gpt-5","future_field":{"nested":[1,2]},"id":7}`
 	e, err := DecodeEvent([]byte(line))
 	require.NoError(t, err)
 	assert.Equal(t, KindToolCall, e.Kind)
@@ -46,6 +46,8 @@ func TestDecodeEveryField(t *testing.T) {
 	assert.Equal(t, 0.25, e.Cost)
 	assert.Equal(t, "e", e.Err)
 	assert.True(t, e.Time.Equal(time.Date(2026, 11, 20, 8, 0, 4, 5e8, time.UTC)))
+	assert.Equal(t, "call_1", e.CallID)
+	assert.Equal(t, "gpt-5", e.Model)
 }
 
 func TestDecodeKinds(t *testing.T) {

@@ -29,7 +29,7 @@ const fastMaxDepth = 256
 // Event and Usage, used to send keys that match one of them only
 // case-insensitively to encoding/json.
 var (
-	eventFieldNames = [...]string{"kind", "source", "text", "tool", "args", "target", "usage", "cost", "error", "time"}
+	eventFieldNames = [...]string{"kind", "source", "text", "tool", "args", "target", "usage", "cost", "error", "time", "call_id", "model"}
 	usageFieldNames = [...]string{"input_tokens", "output_tokens"}
 )
 
@@ -145,6 +145,10 @@ func (p *fastParser) object(ev *Event) bool {
 			return p.setString(&ev.Target)
 		case "error":
 			return p.setString(&ev.Err)
+		case "call_id":
+			return p.setString(&ev.CallID)
+		case "model":
+			return p.setString(&ev.Model)
 		case "args":
 			// json.RawMessage: an exact copy of the value's bytes, "null" included.
 			start := p.i

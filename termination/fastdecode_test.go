@@ -26,6 +26,10 @@ var fastDecodeCases = []struct {
 	{"every field", `{"kind":"tool_call","source":"assistant","text":"t","tool":"search","args":{"q": [1, "x"]},` +
 		`"target":"user","usage":{"input_tokens":12,"output_tokens":3},"cost":0.25,"error":"e",` +
 		`"time":"2026-11-20T09:00:04.5+01:00","future_field":{"nested":[1,2]},"id":7}`, true},
+	{"call_id and model", `{"kind":"tool_call","tool":"search","call_id":"call_7f3a","model":"gpt-5"}`, true},
+	{"call_id escaped", `{"kind":"tool_result","call_id":"call\u005f1\n"}`, true},
+	{"model non-ASCII", `{"kind":"final","model":"modèle"}`, true},
+	{"duplicate call_id: last wins", `{"kind":"tool_call","call_id":"a","call_id":"b"}`, true},
 	{"whitespace everywhere", " \t{ \"kind\" :\r\n\"input\" , \"usage\" : { \"input_tokens\" : 1 } , \"args\" : [ 1 , { } , [ ] ] }\n ", true},
 	{"all kinds: final", `{"kind":"final"}`, true},
 	{"duplicate kind: last wins", `{"kind":"input","kind":"final"}`, true},
@@ -68,6 +72,8 @@ var fastDecodeCases = []struct {
 	{"folded key then exact", `{"KIND":"input","kind":"message"}`, false},
 	{"exact key then folded", `{"kind":"message","Kind":"input"}`, false},
 	{"folded field", `{"kind":"input","Source":"x"}`, false},
+	{"folded call_id", `{"kind":"tool_call","Call_ID":"x"}`, false},
+	{"folded model", `{"kind":"message","MODEL":"x"}`, false},
 	{"folded usage field", `{"kind":"input","usage":{"Input_Tokens":5}}`, false},
 	{"escaped key", `{"kind":"input","\u0074ext":"x"}`, false},
 	{"Kelvin sign folds to k", "{\"\xe2\x84\xaaind\":\"input\"}", false},
@@ -81,6 +87,8 @@ var fastDecodeCases = []struct {
 	{"null tokens", `{"kind":"input","usage":{"input_tokens":null}}`, false},
 	{"null cost", `{"kind":"input","cost":null}`, false},
 	{"null time", `{"kind":"input","time":null}`, false},
+	{"null call_id", `{"kind":"tool_call","call_id":null}`, false},
+	{"null model", `{"kind":"message","model":null}`, false},
 	{"null kind after kind", `{"kind":"input","kind":null}`, false},
 
 	// Numbers the fast path does not decode.
@@ -114,6 +122,8 @@ var fastDecodeCases = []struct {
 	{"kind object", `{"kind":{}}`, false},
 	{"text number", `{"kind":"input","text":1}`, false},
 	{"text array", `{"kind":"input","text":["a"]}`, false},
+	{"call_id number", `{"kind":"tool_call","call_id":7}`, false},
+	{"model object", `{"kind":"message","model":{"name":"x"}}`, false},
 	{"usage array", `{"kind":"input","usage":[1]}`, false},
 	{"usage string", `{"kind":"input","usage":"1"}`, false},
 	{"type error after a good kind", `{"kind":"input","tool":false}`, false},
