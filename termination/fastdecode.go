@@ -25,12 +25,10 @@ import (
 // goes to encoding/json (whose own limit is 10000).
 const fastMaxDepth = 256
 
-// eventFieldNames and usageFieldNames are the JSON names of the fields of
-// Event and Usage, used to send keys that match one of them only
-// case-insensitively to encoding/json.
+// eventFieldNames are the JSON names of the fields of Event, used to send
+// keys that match one of them only case-insensitively to encoding/json.
 var (
 	eventFieldNames = [...]string{"kind", "source", "text", "tool", "args", "target", "usage", "cost", "error", "time", "call_id", "model"}
-	usageFieldNames = [...]string{"input_tokens", "output_tokens"}
 )
 
 // fastParser is a cursor over one line of JSON. Its methods report false
@@ -189,7 +187,8 @@ func (p *fastParser) object(ev *Event) bool {
 }
 
 // usage decodes a usage object into *u. Like encoding/json it decodes into
-// the existing value, so that a repeated "usage" key merges.
+// the existing value, so that a repeated "usage" key merges. Any key but
+// the two exact field names goes to encoding/json.
 func (p *fastParser) usage(u *Usage) bool {
 	return p.members(func(key []byte) bool {
 		switch string(key) {
@@ -198,10 +197,9 @@ func (p *fastParser) usage(u *Usage) bool {
 		case "output_tokens":
 			return p.int64(&u.OutputTokens)
 		default:
-			if foldsToAny(key, usageFieldNames[:]) {
-				return false
-			}
-			return p.skip(1)
+			// usage is closed: encoding/json matches a folded key, and
+			// decodeEventJSON reports an unknown one.
+			return false
 		}
 	})
 }

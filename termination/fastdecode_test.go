@@ -43,7 +43,7 @@ var fastDecodeCases = []struct {
 	{"args number", `{"kind":"tool_call","args":-1.5e+3}`, true},
 	{"args bytes kept exactly", `{"kind":"tool_call","args":{ "b" :2,"a":[ ],"c":"\ud800" }}`, true},
 	{"unknown fields of every type", `{"x":null,"y":true,"z":false,"w":-0.5E-3,"v":"\n","u":[[],{}],"kind":"stop"}`, true},
-	{"unknown usage fields", `{"kind":"input","usage":{"cached_tokens":{"a":[1]},"output_tokens":4}}`, true},
+	{"empty usage", `{"kind":"input","usage":{}}`, true},
 	{"empty usage", `{"kind":"input","usage":{}}`, true},
 	{"escapes", `{"kind":"message","text":"a\nb\"c\\d\/e\b\f\r\t\u00e9\u0000\ud83d\ude00"}`, true},
 	{"lone high surrogate", `{"kind":"message","text":"\ud800"}`, true},
@@ -75,6 +75,13 @@ var fastDecodeCases = []struct {
 	{"folded call_id", `{"kind":"tool_call","Call_ID":"x"}`, false},
 	{"folded model", `{"kind":"message","MODEL":"x"}`, false},
 	{"folded usage field", `{"kind":"input","usage":{"Input_Tokens":5}}`, false},
+
+	// usage is closed: an unknown key is an error, reported by encoding/json's path.
+	{"unknown usage key", `{"kind":"input","usage":{"cached_tokens":{"a":[1]},"output_tokens":4}}`, false},
+	{"typo in usage key", `{"kind":"message","usage":{"input_token":5}}`, false},
+	{"unknown key in an earlier usage", `{"kind":"input","usage":{"x":1},"usage":{"output_tokens":4}}`, false},
+	{"escaped usage key", `{"kind":"input","usage":{"input\u005ftokens":4}}`, false},
+	{"Kelvin sign in a usage key folds to k", "{\"kind\":\"input\",\"usage\":{\"input_to\xe2\x84\xaaens\":4}}", false},
 	{"escaped key", `{"kind":"input","\u0074ext":"x"}`, false},
 	{"Kelvin sign folds to k", "{\"\xe2\x84\xaaind\":\"input\"}", false},
 	{"long s folds to s", "{\"kind\":\"input\",\"\xc5\xbfource\":\"x\"}", false},
