@@ -25,8 +25,8 @@ import (
 // a value) is package jsonscan's, shared with the canonical args hash.
 
 // fastMaxDepth bounds the nesting of skipped values and args; deeper input
-// goes to encoding/json (whose own limit is 10000).
-const fastMaxDepth = 256
+// (rare in an event log) goes to encoding/json, whose own limit is 10000.
+const fastMaxDepth = 64
 
 // eventFieldNames are the JSON names of the fields of Event, used to send
 // keys that match one of them only case-insensitively to encoding/json.
