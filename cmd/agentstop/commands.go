@@ -53,13 +53,15 @@ func lookup(name string) (command, bool) {
 // run is main without the process: it returns the exit status.
 func run(args []string, sio stdio) int {
 	if len(args) == 0 {
-		fmt.Fprint(sio.err, usage())
+		fmt.Fprintf(sio.err, "agentstop: want a command, one of %s (see agentstop -h)\n", commandNames())
 		return exitBad
 	}
 	switch args[0] {
 	case "-h", "-help", "--help":
 		fmt.Fprint(sio.out, usage())
 		return exitOK
+	case "-version", "--version":
+		return runVersion(args[1:], sio)
 	case "help":
 		if len(args) == 1 {
 			fmt.Fprint(sio.out, usage())
@@ -77,12 +79,17 @@ func run(args []string, sio stdio) int {
 }
 
 func unknownCommand(name string, sio stdio) int {
+	fmt.Fprintf(sio.err, "agentstop: unknown command %q (want one of %s; see agentstop -h)\n", name, commandNames())
+	return exitBad
+}
+
+// commandNames lists the commands, comma-separated.
+func commandNames() string {
 	names := make([]string, len(commands))
 	for i, c := range commands {
 		names[i] = c.name
 	}
-	fmt.Fprintf(sio.err, "agentstop: unknown command %q (want one of %s; see agentstop -h)\n", name, strings.Join(names, ", "))
-	return exitBad
+	return strings.Join(names, ", ")
 }
 
 // usage is the text of "agentstop -h": every command with its summary.

@@ -292,11 +292,11 @@ func TestUsage(t *testing.T) {
 	assert.Contains(t, func() string { _, out, _ := runCLI(t, "", "replay", "-h"); return out }(),
 		"agentstop replay -policy POLICY.yaml [-stage NAME] [-fail-on failed[,skipped]] EVENTS.jsonl|-")
 
-	// No arguments: usage on stderr, exit 2.
+	// No arguments: one line on stderr, exit 2.
 	code, stdout, stderr := runCLI(t, "")
 	assert.Equal(t, 2, code)
 	assert.Empty(t, stdout)
-	assert.Contains(t, stderr, "Usage:")
+	assert.Equal(t, "agentstop: want a command, one of replay, version (see agentstop -h)\n", stderr)
 }
 
 func TestVersion(t *testing.T) {
@@ -320,10 +320,12 @@ func TestVersion(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			readBuildInfo = func() (*debug.BuildInfo, bool) { return tc.info, tc.ok }
-			code, stdout, stderr := runCLI(t, "", "version")
-			assert.Equal(t, 0, code)
-			assert.Empty(t, stderr)
-			assert.Equal(t, tc.want, stdout)
+			for _, args := range [][]string{{"version"}, {"--version"}, {"-version"}} {
+				code, stdout, stderr := runCLI(t, "", args...)
+				assert.Equal(t, 0, code)
+				assert.Empty(t, stderr)
+				assert.Equal(t, tc.want, stdout)
+			}
 		})
 	}
 }
