@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"math"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -108,7 +109,7 @@ func (u *wireUsage) UnmarshalJSON(data []byte) error {
 		return nil
 	}
 	if data[0] != '{' {
-		return &json.UnmarshalTypeError{Value: jsonKindOf(data)}
+		return &json.UnmarshalTypeError{Value: jsonKindOf(data), Type: reflect.TypeFor[Usage]()}
 	}
 	if key, ok := unknownUsageKey(data); ok {
 		return &fieldError{field: "usage", msg: fmt.Sprintf("unknown key %q (want input_tokens or output_tokens)", key)}

@@ -367,3 +367,15 @@ func (r *endlessLog) Read(p []byte) (int, error) {
 	r.bytes += n
 	return n, nil
 }
+
+// TestDecodeErrorsPrint: every error the decoder returns prints without
+// panicking, through the Decoder and on its own.
+func TestDecodeErrorsPrint(t *testing.T) {
+	for _, line := range []string{`{"kind":"message","usage":[1]}`, `{"kind":"message","usage":"x"}`, `{"kind":"message","usage":true}`} {
+		var w wireEvent
+		err := json.Unmarshal([]byte(line), &w)
+		require.Error(t, err)
+		assert.NotPanics(t, func() { _ = err.Error() })
+		assert.NotPanics(t, func() { _ = describeJSONError(err).Error() })
+	}
+}
