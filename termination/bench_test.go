@@ -17,14 +17,14 @@ func benchLog(n int) []byte {
 		tool := tools[i/3%len(tools)]
 		switch i % 3 {
 		case 0:
-			fmt.Fprintf(&buf, `{"kind":"message","source":"assistant","text":"Step %d: I will use %s to check the next fact.","usage":{"input_tokens":%d,"output_tokens":%d},"cost":0.0012,"time":%q}`+"\n",
+			fmt.Fprintf(&buf, `{"kind":"message","source":"assistant","model":"gpt-5","text":"Step %d: I will use %s to check the next fact.","usage":{"input_tokens":%d,"output_tokens":%d},"cost":0.0012,"time":%q}`+"\n",
 				i/3, tool, 900+i%97, 40+i%13, ts)
 		case 1:
-			fmt.Fprintf(&buf, `{"kind":"tool_call","source":"assistant","tool":%q,"args":{"query":"fact number %d","limit":5,"lang":["en","fr"]},"time":%q}`+"\n",
-				tool, i/3, ts)
+			fmt.Fprintf(&buf, `{"kind":"tool_call","source":"assistant","tool":%q,"call_id":"call_%d","args":{"query":"fact number %d","limit":5,"lang":["en","fr"]},"time":%q}`+"\n",
+				tool, i/3, i/3, ts)
 		default:
-			fmt.Fprintf(&buf, `{"kind":"tool_result","source":%q,"tool":%q,"text":"Result for fact %d: 42 (source: example.org)","time":%q}`+"\n",
-				tool, tool, i/3, ts)
+			fmt.Fprintf(&buf, `{"kind":"tool_result","source":%q,"tool":%q,"call_id":"call_%d","text":"Result for fact %d: 42 (source: example.org)","time":%q}`+"\n",
+				tool, tool, i/3, i/3, ts)
 		}
 	}
 	return buf.Bytes()

@@ -6,9 +6,10 @@ import (
 	"hash/maphash"
 	"math"
 	"strconv"
-	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
+
+	"github.com/agentstop/agentstop/termination/internal/jsonscan"
 )
 
 // argsHash returns a hash of JSON tool arguments that is the same for
@@ -26,11 +27,11 @@ func argsHash(b []byte) uint64 {
 	if len(b) == 0 {
 		return hashNull
 	}
-	p := canonParser{b: b}
+	p := canonParser{Scanner: jsonscan.Scanner{Data: b}}
 	h, ok := p.value(0)
 	if ok {
-		p.ws()
-		ok = p.i == len(p.b)
+		p.SkipSpace()
+		ok = p.Pos == len(p.Data)
 	}
 	if !ok {
 		if p.slow {
@@ -107,7 +108,11 @@ const (
 	hashString  = 0x165667b19e3779f9
 	hashNumber  = 0x85ebca77c2b2ae63
 	hashInvalid = 0xc2b2ae3d27d4eb4f
-	maxDepth    = 512
+	// maxDepth is how deep the fast path recurses; deeper documents take
+	// the slow path. It keeps the stack of the goroutine that evaluates a
+	// run small (each level holds maxMembers key hashes) and lets the fuzz
+	// target reach the slow path with short inputs.
+	maxDepth = 64
 	// maxMembers is how many keys of one object the fast path checks for
 	// duplicates; larger objects take the slow path.
 	maxMembers = 32
@@ -130,31 +135,13 @@ func fnv(h uint64, b []byte) uint64 {
 	return h
 }
 
+// canonParser hashes a JSON document as it reads it, with jsonscan's
+// lexer (shared with the fast event decoder).
 type canonParser struct {
-	b []byte
-	i int
+	jsonscan.Scanner
 	// slow is set when the document may be valid JSON that the fast path
 	// cannot hash canonically (duplicate keys, too many keys, too deep).
 	slow bool
-}
-
-func (p *canonParser) ws() {
-	for p.i < len(p.b) {
-		switch p.b[p.i] {
-		case ' ', '\t', '\n', '\r':
-			p.i++
-		default:
-			return
-		}
-	}
-}
-
-func (p *canonParser) lit(s string, h uint64) (uint64, bool) {
-	if len(p.b)-p.i >= len(s) && string(p.b[p.i:p.i+len(s)]) == s {
-		p.i += len(s)
-		return h, true
-	}
-	return 0, false
 }
 
 func (p *canonParser) value(depth int) (uint64, bool) {
@@ -162,11 +149,8 @@ func (p *canonParser) value(depth int) (uint64, bool) {
 		p.slow = true
 		return 0, false
 	}
-	p.ws()
-	if p.i >= len(p.b) {
-		return 0, false
-	}
-	switch c := p.b[p.i]; {
+	p.SkipSpace()
+	switch c := p.Peek(); {
 	case c == '{':
 		return p.object(depth)
 	case c == '[':
@@ -174,41 +158,36 @@ func (p *canonParser) value(depth int) (uint64, bool) {
 	case c == '"':
 		return p.str()
 	case c == 't':
-		return p.lit("true", hashTrue)
+		return hashTrue, p.Literal("true")
 	case c == 'f':
-		return p.lit("false", hashFalse)
+		return hashFalse, p.Literal("false")
 	case c == 'n':
-		return p.lit("null", hashNull)
-	case c == '-' || c >= '0' && c <= '9':
-		return p.number()
+		return hashNull, p.Literal("null")
 	}
-	return 0, false
+	return p.number()
 }
 
 func (p *canonParser) object(depth int) (uint64, bool) {
-	p.i++ // {
+	p.Pos++ // {
 	var sum uint64
 	n := uint64(0)
 	var keys [maxMembers]uint64 // key hashes seen, to detect duplicates
-	p.ws()
-	if p.i < len(p.b) && p.b[p.i] == '}' {
-		p.i++
+	p.SkipSpace()
+	if p.Peek() == '}' {
+		p.Pos++
 		return mix(hashObject), true
 	}
 	for {
-		p.ws()
-		if p.i >= len(p.b) || p.b[p.i] != '"' {
-			return 0, false
-		}
+		p.SkipSpace()
 		k, ok := p.str()
 		if !ok {
 			return 0, false
 		}
-		p.ws()
-		if p.i >= len(p.b) || p.b[p.i] != ':' {
+		p.SkipSpace()
+		if p.Peek() != ':' {
 			return 0, false
 		}
-		p.i++
+		p.Pos++
 		if n == maxMembers {
 			p.slow = true
 			return 0, false
@@ -226,15 +205,12 @@ func (p *canonParser) object(depth int) (uint64, bool) {
 		}
 		sum += member(k, v)
 		n++
-		p.ws()
-		if p.i >= len(p.b) {
-			return 0, false
-		}
-		switch p.b[p.i] {
+		p.SkipSpace()
+		switch p.Peek() {
 		case ',':
-			p.i++
+			p.Pos++
 		case '}':
-			p.i++
+			p.Pos++
 			return mix(hashObject ^ sum ^ mix(n)), true
 		default:
 			return 0, false
@@ -243,11 +219,11 @@ func (p *canonParser) object(depth int) (uint64, bool) {
 }
 
 func (p *canonParser) array(depth int) (uint64, bool) {
-	p.i++ // [
+	p.Pos++ // [
 	h := uint64(hashArray)
-	p.ws()
-	if p.i < len(p.b) && p.b[p.i] == ']' {
-		p.i++
+	p.SkipSpace()
+	if p.Peek() == ']' {
+		p.Pos++
 		return mix(h), true
 	}
 	for {
@@ -256,15 +232,12 @@ func (p *canonParser) array(depth int) (uint64, bool) {
 			return 0, false
 		}
 		h = mix(h*31 ^ v)
-		p.ws()
-		if p.i >= len(p.b) {
-			return 0, false
-		}
-		switch p.b[p.i] {
+		p.SkipSpace()
+		switch p.Peek() {
 		case ',':
-			p.i++
+			p.Pos++
 		case ']':
-			p.i++
+			p.Pos++
 			return mix(h ^ 0x7f), true
 		default:
 			return 0, false
@@ -272,178 +245,59 @@ func (p *canonParser) array(depth int) (uint64, bool) {
 	}
 }
 
-// str hashes the decoded string, so "\u0041" and "A" are equal.
+// str hashes the decoded string at the cursor, so "\u0041" and "A" are
+// equal: the hash of the bytes encoding/json would decode.
 func (p *canonParser) str() (uint64, bool) {
-	p.i++ // opening quote
-	start := p.i
-	// Fast path: plain ASCII up to the closing quote hashes in bulk.
-	for p.i < len(p.b) {
-		c := p.b[p.i]
-		if c == '"' {
-			h := maphash.Bytes(strSeed, p.b[start:p.i])
-			p.i++
-			return mix(h ^ hashString), true
-		}
-		if c < 0x20 || c == '\\' || c >= utf8.RuneSelf {
-			break
-		}
-		p.i++
-	}
-	// Slow path: escapes and non-ASCII are decoded into the same streaming
-	// hash, which equals maphash.Bytes of the decoded string.
-	var h maphash.Hash
-	h.SetSeed(strSeed)
-	h.Write(p.b[start:p.i])
-	var enc [utf8.UTFMax]byte
-	for p.i < len(p.b) {
-		c := p.b[p.i]
-		switch {
-		case c == '"':
-			p.i++
-			return mix(h.Sum64() ^ hashString), true
-		case c < 0x20:
-			return 0, false
-		case c >= utf8.RuneSelf:
-			// Invalid UTF-8 decodes as U+FFFD, as in encoding/json.
-			r, size := utf8.DecodeRune(p.b[p.i:])
-			if r == utf8.RuneError && size == 1 {
-				h.Write(runeErrorBytes)
-			} else {
-				h.Write(p.b[p.i : p.i+size])
-			}
-			p.i += size
-			continue
-		case c != '\\':
-			h.WriteByte(c)
-			p.i++
-			continue
-		}
-		// escape
-		if p.i+1 >= len(p.b) {
-			return 0, false
-		}
-		e := p.b[p.i+1]
-		p.i += 2
-		var r rune
-		switch e {
-		case '"', '\\', '/':
-			r = rune(e)
-		case 'b':
-			r = '\b'
-		case 'f':
-			r = '\f'
-		case 'n':
-			r = '\n'
-		case 'r':
-			r = '\r'
-		case 't':
-			r = '\t'
-		case 'u':
-			r1, ok := p.hex4()
-			if !ok {
-				return 0, false
-			}
-			r = r1
-			if utf16.IsSurrogate(r1) {
-				if p.i+1 < len(p.b) && p.b[p.i] == '\\' && p.b[p.i+1] == 'u' {
-					save := p.i
-					p.i += 2
-					r2, ok := p.hex4()
-					if !ok {
-						return 0, false
-					}
-					if d := utf16.DecodeRune(r1, r2); d != utf8.RuneError {
-						r = d
-					} else {
-						p.i = save
-						r = utf8.RuneError
-					}
-				} else {
-					r = utf8.RuneError
-				}
-			}
-		default:
-			return 0, false
-		}
-		n := utf8.EncodeRune(enc[:], r)
-		h.Write(enc[:n])
-	}
-	return 0, false
-}
-
-func (p *canonParser) hex4() (rune, bool) {
-	if p.i+4 > len(p.b) {
+	start, simple, ascii := p.String()
+	if start < 0 {
 		return 0, false
 	}
-	var r rune
-	for _, c := range p.b[p.i : p.i+4] {
-		r <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a' && c <= 'f':
-			r |= rune(c - 'a' + 10)
-		case c >= 'A' && c <= 'F':
-			r |= rune(c - 'A' + 10)
-		default:
-			return 0, false
-		}
+	raw := p.Data[start+1 : p.Pos-1]
+	if simple && (ascii || utf8.Valid(raw)) {
+		// The common case: the string decodes to its own bytes.
+		return mix(maphash.Bytes(strSeed, raw) ^ hashString), true
 	}
-	p.i += 4
-	return r, true
+	// Escapes or invalid UTF-8: decode into a streaming hash, which equals
+	// maphash.Bytes of the decoded string.
+	var h maphash.Hash
+	h.SetSeed(strSeed)
+	var enc [utf8.UTFMax]byte
+	for i := 0; i < len(raw); {
+		lit, r, next := jsonscan.Unquote(raw, i)
+		if len(lit) > 0 {
+			h.Write(lit)
+		} else {
+			h.Write(enc[:utf8.EncodeRune(enc[:], r)])
+		}
+		i = next
+	}
+	return mix(h.Sum64() ^ hashString), true
 }
 
+// number hashes the number at the cursor by value, so 1, 1.0 and 1e0 are
+// equal.
 func (p *canonParser) number() (uint64, bool) {
-	start := p.i
-	for p.i < len(p.b) {
-		c := p.b[p.i]
-		if c >= '0' && c <= '9' || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E' {
-			p.i++
-			continue
-		}
-		break
+	start := p.Pos
+	if !p.Number() {
+		return 0, false
 	}
-	num := p.b[start:p.i]
-	if f, ok := smallInt(num); ok {
-		return hashFloat(f), true
+	num := p.Data[start:p.Pos]
+	// A plain integer of at most 15 digits is exact in a float64: the
+	// common case of tool arguments, without strconv.
+	if n, ok := jsonscan.Int(num, 15); ok {
+		return hashFloat(float64(n)), true
 	}
 	// The string aliases the args bytes only for the duration of the call.
 	f, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(num), len(num)), 64)
-	if err != nil || num[len(num)-1] == '.' || (len(num) > 1 && num[0] == '0' && num[1] >= '0' && num[1] <= '9') {
+	if err != nil { // out of range: encoding/json rejects it too
 		return 0, false
 	}
 	return hashFloat(f), true
 }
 
-// smallInt parses a plain integer of at most 15 digits, exactly, without
-// strconv: the common case of tool arguments.
-func smallInt(num []byte) (float64, bool) {
-	neg := len(num) > 0 && num[0] == '-'
-	digits := num
-	if neg {
-		digits = num[1:]
-	}
-	if len(digits) == 0 || len(digits) > 15 || (len(digits) > 1 && digits[0] == '0') {
-		return 0, false
-	}
-	var n int64
-	for _, c := range digits {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int64(c-'0')
-	}
-	if neg {
-		n = -n
-	}
-	return float64(n), true
-}
-
 // strSeed seeds string hashes; fingerprints only need to agree within one
 // process.
 var strSeed = maphash.MakeSeed()
-
-var runeErrorBytes = []byte(string(utf8.RuneError))
 
 // Canonical returns a 64-bit fingerprint of JSON args that is equal for
 // canonically equal documents (key order, whitespace and string escapes do

@@ -7,7 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"math"
+	"reflect"
+	"strconv"
+	"strings"
+	"time"
 )
 
 // DecodeError is a bad line in a JSON Lines event log.
@@ -20,12 +25,21 @@ func (e *DecodeError) Error() string { return fmt.Sprintf("line %d: %v", e.Line,
 
 func (e *DecodeError) Unwrap() error { return e.Err }
 
-// maxLineBytes bounds one event line; a longer line is an error, not an
-// unbounded allocation.
+// maxLineBytes bounds one line of an event log (16 MiB): a longer line is
+// an error naming the limit, not an unbounded allocation.
 const maxLineBytes = 16 << 20
 
+// errLineTooLong is the error (inside a *DecodeError) for a line longer
+// than maxLineBytes.
+var errLineTooLong = fmt.Errorf("longer than %d MiB, the limit for one event", maxLineBytes>>20)
+
+// utf8BOM is the byte-order mark some editors write at the start of a file.
+var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
+
 // DecodeEvent decodes one JSON event. Unknown fields are ignored; a missing
-// or unknown kind is an error.
+// or unknown kind, an unknown key inside usage, and a field of the wrong
+// form are errors that name the field and the form it must have (for
+// example "usage.input_tokens: must be an integer, got a string").
 func DecodeEvent(data []byte) (Event, error) {
 	var ev Event
 	if err := decodeEvent(data, &ev); err != nil {
@@ -67,32 +81,224 @@ func checkAmounts(ev *Event) error {
 	return nil
 }
 
-// decodeEventJSON decodes into *ev with encoding/json.
-func decodeEventJSON(data []byte, ev *Event) error {
-	*ev = Event{}
-	if err := json.Unmarshal(data, ev); err != nil {
-		*ev = Event{}
-		var syn *json.SyntaxError
-		if errors.As(err, &syn) {
-			return fmt.Errorf("malformed JSON: %v", err)
-		}
-		return err
+// wireEvent is Event as encoding/json decodes it: the same fields, with a
+// closed usage object and a time whose errors are worded for users.
+type wireEvent struct {
+	Kind   Kind            `json:"kind"`
+	Source string          `json:"source"`
+	Text   string          `json:"text"`
+	Tool   string          `json:"tool"`
+	Args   json.RawMessage `json:"args"`
+	Target string          `json:"target"`
+	Usage  wireUsage       `json:"usage"`
+	Cost   float64         `json:"cost"`
+	Err    string          `json:"error"`
+	Time   wireTime        `json:"time"`
+	CallID string          `json:"call_id"`
+	Model  string          `json:"model"`
+}
+
+// wireUsage is Usage as a closed object: a key that matches neither field
+// is an error, since a typo would silently turn a token budget off.
+type wireUsage Usage
+
+// UnmarshalJSON decodes into the existing value (so that a repeated usage
+// key merges, as encoding/json does for a struct) after checking the keys.
+func (u *wireUsage) UnmarshalJSON(data []byte) error {
+	if string(data) == "null" {
+		return nil
 	}
-	if ev.Kind == 0 {
-		return errors.New("missing kind")
+	if data[0] != '{' {
+		return &json.UnmarshalTypeError{Value: jsonKindOf(data), Type: reflect.TypeFor[Usage]()}
+	}
+	if key, ok := unknownUsageKey(data); ok {
+		return &fieldError{field: "usage", msg: fmt.Sprintf("unknown key %q (want input_tokens or output_tokens)", key)}
+	}
+	return json.Unmarshal(data, (*Usage)(u))
+}
+
+// unknownUsageKey returns the first key of the usage object data (valid
+// JSON) that encoding/json would not match to a field of Usage.
+func unknownUsageKey(data []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if _, err := dec.Token(); err != nil { // {
+		return "", false
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		key, _ := tok.(string)
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return "", false
+		}
+		// Ask encoding/json itself whether the key names a field (it
+		// matches case-insensitively); a null value cannot be a type error.
+		probe, _ := json.Marshal(map[string]any{key: nil})
+		strict := json.NewDecoder(bytes.NewReader(probe))
+		strict.DisallowUnknownFields()
+		if strict.Decode(new(Usage)) != nil {
+			return key, true
+		}
+	}
+	return "", false
+}
+
+// wireTime is Event.Time with an error that says what form it must have.
+type wireTime struct{ t time.Time }
+
+func (w *wireTime) UnmarshalJSON(data []byte) error {
+	if err := w.t.UnmarshalJSON(data); err != nil {
+		return &fieldError{field: "time", msg: "must be an RFC 3339 timestamp such as 2026-11-20T09:00:04Z, got " + describeValue(data)}
 	}
 	return nil
 }
 
+// fieldError is a field whose value is not of the form the schema wants.
+type fieldError struct {
+	field string // the field's path, e.g. usage.input_tokens
+	msg   string
+}
+
+func (e *fieldError) Error() string { return e.field + ": " + e.msg }
+
+// fieldForms says, in the user's terms, what form each field must have.
+var fieldForms = map[string]string{
+	"kind":                "a string, one of input, message, tool_call, tool_result, handoff, stop, error, final",
+	"source":              "a string",
+	"text":                "a string",
+	"tool":                "a string",
+	"target":              "a string",
+	"error":               "a string",
+	"call_id":             "a string",
+	"model":               "a string",
+	"usage":               `an object such as {"input_tokens": 120, "output_tokens": 40}`,
+	"usage.input_tokens":  "an integer",
+	"usage.output_tokens": "an integer",
+	"cost":                "a number",
+	"time":                "an RFC 3339 timestamp such as 2026-11-20T09:00:04Z",
+}
+
+// decodeEventJSON decodes into *ev with encoding/json and words its errors
+// for the person who wrote the log: the field, the form it must have and
+// what it got, never a Go type.
+func decodeEventJSON(data []byte, ev *Event) error {
+	*ev = Event{}
+	var w wireEvent
+	if err := json.Unmarshal(data, &w); err != nil {
+		return describeJSONError(err)
+	}
+	if w.Kind == 0 {
+		return errors.New("missing kind")
+	}
+	*ev = Event{
+		Kind: w.Kind, Source: w.Source, Text: w.Text, Tool: w.Tool, Args: w.Args, Target: w.Target,
+		Usage: Usage(w.Usage), Cost: w.Cost, Err: w.Err, Time: w.Time.t, CallID: w.CallID, Model: w.Model,
+	}
+	return nil
+}
+
+// describeJSONError rewords an encoding/json error.
+func describeJSONError(err error) error {
+	var syn *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &syn):
+		return fmt.Errorf("malformed JSON: %v", err)
+	case errors.As(err, &typ):
+		got := describeTypeValue(typ.Value)
+		if typ.Field == "" {
+			return fmt.Errorf("an event must be a JSON object, got %s", got)
+		}
+		form, ok := fieldForms[typ.Field]
+		if !ok {
+			form = "a different kind of value"
+		}
+		if num, isNum := strings.CutPrefix(typ.Value, "number "); isNum {
+			switch typ.Field {
+			case "usage.input_tokens", "usage.output_tokens":
+				if !strings.ContainsAny(num, ".eE") { // an integer out of range
+					form = "an integer from 0 to " + strconv.FormatInt(math.MaxInt64, 10)
+				}
+			case "cost":
+				form = "a finite number" // out of range
+			}
+		}
+		return &fieldError{field: typ.Field, msg: "must be " + form + ", got " + got}
+	}
+	return err // kind and usage errors are worded already
+}
+
+// describeTypeValue words an UnmarshalTypeError's Value ("string",
+// "number 1.5", ...).
+func describeTypeValue(v string) string {
+	if num, ok := strings.CutPrefix(v, "number "); ok {
+		return num
+	}
+	switch v {
+	case "string":
+		return "a string"
+	case "number":
+		return "a number"
+	case "bool":
+		return "true or false"
+	case "array":
+		return "an array"
+	case "object":
+		return "an object"
+	}
+	return v
+}
+
+// describeValue words a raw JSON value: a short string or number as it
+// is, anything else by its kind.
+func describeValue(data []byte) string {
+	data = bytes.TrimSpace(data)
+	if len(data) > 0 && (data[0] == '"' || data[0] == '-' || '0' <= data[0] && data[0] <= '9') {
+		if len(data) > 64 {
+			return string(data[:60]) + "..."
+		}
+		return string(data)
+	}
+	return describeTypeValue(jsonKindOf(data))
+}
+
+// jsonKindOf names the kind of the raw JSON value data as encoding/json's
+// UnmarshalTypeError.Value does.
+func jsonKindOf(data []byte) string {
+	data = bytes.TrimSpace(data)
+	if len(data) == 0 {
+		return "nothing"
+	}
+	switch data[0] {
+	case '{':
+		return "object"
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "bool"
+	case 'n':
+		return "null"
+	}
+	return "number"
+}
+
 // Decoder reads events from JSON Lines: one object per line, blank lines
-// skipped.
+// skipped, a UTF-8 byte-order mark at the start skipped. A line longer
+// than 16 MiB is an error.
 type Decoder struct {
 	sc   *bufio.Scanner
 	line int
 	ev   Event // decoding target, reused
 }
 
-// NewDecoder returns a Decoder reading from r.
+// NewDecoder returns a Decoder reading from r. It reads r in chunks as Next
+// asks for events, never further ahead than one buffer.
 func NewDecoder(r io.Reader) *Decoder {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 0, 64<<10), maxLineBytes)
@@ -104,7 +310,11 @@ func NewDecoder(r io.Reader) *Decoder {
 func (d *Decoder) Next() (Event, error) {
 	for d.sc.Scan() {
 		d.line++
-		b := bytes.TrimSpace(d.sc.Bytes())
+		b := d.sc.Bytes()
+		if d.line == 1 {
+			b = bytes.TrimPrefix(b, utf8BOM)
+		}
+		b = bytes.TrimSpace(b)
 		if len(b) == 0 {
 			continue
 		}
@@ -114,22 +324,40 @@ func (d *Decoder) Next() (Event, error) {
 		return d.ev, nil
 	}
 	if err := d.sc.Err(); err != nil {
+		if errors.Is(err, bufio.ErrTooLong) {
+			err = errLineTooLong
+		} else {
+			var pe *fs.PathError
+			if errors.As(err, &pe) {
+				err = pe.Err // the file is named by the caller
+			}
+			err = &readError{err}
+		}
 		return Event{}, &DecodeError{Line: d.line + 1, Err: err}
 	}
 	return Event{}, io.EOF
 }
+
+// readError is a failure to read the event log itself (inside a
+// *DecodeError), as opposed to a bad line.
+type readError struct{ err error }
+
+func (e *readError) Error() string { return "cannot read the events: " + e.err.Error() }
+
+func (e *readError) Unwrap() error { return e.err }
 
 // Line returns the line number of the event last returned by Next.
 func (d *Decoder) Line() int { return d.line }
 
 // Replay evaluates c over the JSON Lines events in r, with the events' times
 // as the clock, exactly as a live stage would evaluate them. It stops
-// evaluating at the first cause but still decodes the remaining lines, so a
-// corrupt log is reported rather than half-read. The Result has no stage.
+// reading at the first cause: the lines after the event that stopped the
+// run are not read, so they are neither evaluated nor checked, and a log of
+// millions of events that stops early returns at once. Errors before that
+// point are *DecodeErrors naming the line. The Result has no stage.
 func Replay(c Condition, r io.Reader) (Result, error) {
 	ev := NewEvaluator(c, EventClock)
 	dec := NewDecoder(r)
-	stopped := false
 	for {
 		e, err := dec.Next()
 		if errors.Is(err, io.EOF) {
@@ -138,8 +366,8 @@ func Replay(c Condition, r io.Reader) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		if !stopped {
-			_, stopped = ev.Observe(e)
+		if _, stopped := ev.Observe(e); stopped {
+			return ev.Result(), nil
 		}
 	}
 }

@@ -33,7 +33,7 @@ func decodeAll(t *testing.T, s string) ([]Event, error) {
 func TestDecodeEveryField(t *testing.T) {
 	line := `{"kind":"tool_call","source":"assistant","text":"t","tool":"search","args":{"q": [1, "x"]},` +
 		`"target":"user","usage":{"input_tokens":12,"output_tokens":3},"cost":0.25,"error":"e",` +
-		`"time":"2026-11-20T09:00:04.5+01:00","future_field":{"nested":[1,2]},"id":7}`
+		`"time":"2026-11-20T09:00:04.5+01:00","call_id":"call_1","model":"gpt-5","future_field":{"nested":[1,2]},"id":7}`
 	e, err := DecodeEvent([]byte(line))
 	require.NoError(t, err)
 	assert.Equal(t, KindToolCall, e.Kind)
@@ -46,6 +46,8 @@ func TestDecodeEveryField(t *testing.T) {
 	assert.Equal(t, 0.25, e.Cost)
 	assert.Equal(t, "e", e.Err)
 	assert.True(t, e.Time.Equal(time.Date(2026, 11, 20, 8, 0, 4, 5e8, time.UTC)))
+	assert.Equal(t, "call_1", e.CallID)
+	assert.Equal(t, "gpt-5", e.Model)
 }
 
 func TestDecodeKinds(t *testing.T) {
@@ -93,7 +95,7 @@ func TestDecoder(t *testing.T) {
 		{name: "two objects on one line", input: `{"kind":"input"} {"kind":"input"}`, line: 1, err: "malformed JSON"},
 		{name: "trailing comma", input: `{"kind":"input",}`, line: 1, err: "malformed JSON"},
 		{name: "kind of the wrong type", input: `{"kind":3}`, line: 1, err: "kind"},
-		{name: "not an object", input: `[{"kind":"input"}]`, line: 1, err: "cannot unmarshal"},
+		{name: "not an object", input: `[{"kind":"input"}]`, line: 1, err: "an event must be a JSON object, got an array"},
 		{name: "bad usage", input: `{"kind":"message","usage":{"input_tokens":"12"}}`, line: 1, err: "input_tokens"},
 		{name: "bad time", input: `{"kind":"message","time":"yesterday"}`, line: 1, err: "yesterday"},
 		{name: "negative input tokens", input: "{\"kind\":\"input\"}\n{\"kind\":\"message\",\"usage\":{\"input_tokens\":-5}}", kinds: []Kind{KindInput},
@@ -144,6 +146,7 @@ func TestDecoderLineTooLong(t *testing.T) {
 	var de *DecodeError
 	require.ErrorAs(t, err, &de)
 	assert.Equal(t, 2, de.Line)
+	assert.Equal(t, "line 2: longer than 16 MiB, the limit for one event", err.Error())
 }
 
 type failingReader struct{ err error }
@@ -172,11 +175,33 @@ func TestReplay(t *testing.T) {
 			assert.Equal(t, tc.at, res.StoppedAt, tc.file)
 		}
 	})
-	t.Run("a bad line after the stop is still an error", func(t *testing.T) {
-		_, err := Replay(MaxIterations(1), strings.NewReader("{\"kind\":\"message\"}\n{\"kind\":\"message\"}\n{\"kind\":\"message\"}\n{oops\n"))
+	t.Run("the lines after the stop are not read", func(t *testing.T) {
+		// Eleven good lines arrive in the first read; any further read
+		// fails. Replay stops at the eleventh event without reading on.
+		var head strings.Builder
+		for range 11 {
+			head.WriteString("{\"kind\":\"message\"}\n")
+		}
+		r := &stagedReader{chunks: []string{head.String(), "{oops\n"}, fail: errors.New("read past the stop")}
+		res, err := Replay(MaxIterations(10), r)
+		require.NoError(t, err)
+		assert.Equal(t, 11, res.StoppedAt)
+		assert.Equal(t, 1, r.reads, "one read: the corrupt tail and the failing read are never reached")
+	})
+	t.Run("a huge log that stops early returns at once", func(t *testing.T) {
+		// 5 M events would be about 100 MB; the count shows how little is read.
+		r := &endlessLog{line: []byte("{\"kind\":\"message\",\"usage\":{\"input_tokens\":10}}\n"), limit: 5_000_000}
+		res, err := Replay(MaxIterations(10), r)
+		require.NoError(t, err)
+		assert.Equal(t, 11, res.StoppedAt)
+		assert.Equal(t, 11, res.Events)
+		assert.LessOrEqual(t, r.bytes, 64<<10, "no more than one buffer read")
+	})
+	t.Run("a bad line before the stop is an error", func(t *testing.T) {
+		_, err := Replay(MaxIterations(2), strings.NewReader("{\"kind\":\"message\"}\n{oops\n{\"kind\":\"message\"}\n{\"kind\":\"message\"}\n"))
 		var de *DecodeError
 		require.ErrorAs(t, err, &de)
-		assert.Equal(t, 4, de.Line)
+		assert.Equal(t, 2, de.Line)
 	})
 	t.Run("events after the stop are not evaluated", func(t *testing.T) {
 		res, err := Replay(MaxIterations(1), strings.NewReader("{\"kind\":\"message\"}\n{\"kind\":\"message\"}\n{\"kind\":\"message\"}\n"))
@@ -200,4 +225,157 @@ func TestReplay(t *testing.T) {
 		_, err := Replay(nil, failingReader{errors.New("disk on fire")})
 		assert.ErrorContains(t, err, "disk on fire")
 	})
+}
+
+// TestDecodeMessages pins every message the decoder gives for a bad line:
+// each names the field and the form it must have, in the user's terms.
+func TestDecodeMessages(t *testing.T) {
+	const kinds = "one of input, message, tool_call, tool_result, handoff, stop, error, final"
+	cases := []struct{ name, line, want string }{
+		{"missing kind", `{"text":"hi"}`, "missing kind"},
+		{"unknown kind", `{"kind":"thinking"}`, `unknown kind "thinking" (want ` + kinds + `)`},
+		{"kind a number", `{"kind":3}`, "kind: must be a string, " + kinds + ", got a number"},
+		{"kind an object", `{"kind":{}}`, "kind: must be a string, " + kinds + ", got an object"},
+		{"malformed JSON", `{"kind":"message"`, "malformed JSON: unexpected end of JSON input"},
+		{"not JSON", `kind: message`, "malformed JSON: invalid character 'k' looking for beginning of value"},
+		{"an array", `[{"kind":"input"}]`, "an event must be a JSON object, got an array"},
+		{"a string", `"input"`, "an event must be a JSON object, got a string"},
+		{"a number", `42`, "an event must be a JSON object, got a number"},
+		{"tokens a string", `{"kind":"message","usage":{"input_tokens":"12"}}`, "usage.input_tokens: must be an integer, got a string"},
+		{"tokens a fraction", `{"kind":"message","usage":{"output_tokens":1.5}}`, "usage.output_tokens: must be an integer, got 1.5"},
+		{"tokens an exponent", `{"kind":"message","usage":{"input_tokens":1e3}}`, "usage.input_tokens: must be an integer, got 1e3"},
+		{"tokens too large", `{"kind":"message","usage":{"input_tokens":99999999999999999999}}`,
+			"usage.input_tokens: must be an integer from 0 to 9223372036854775807, got 99999999999999999999"},
+		{"tokens a folded key", `{"kind":"message","usage":{"Input_Tokens":true}}`, "usage.input_tokens: must be an integer, got true or false"},
+		{"tokens negative", `{"kind":"message","usage":{"input_tokens":-5}}`, "usage.input_tokens: must be >= 0, got -5"},
+		{"usage an array", `{"kind":"message","usage":[1]}`, `usage: must be an object such as {"input_tokens": 120, "output_tokens": 40}, got an array`},
+		{"usage a number", `{"kind":"message","usage":12}`, `usage: must be an object such as {"input_tokens": 120, "output_tokens": 40}, got a number`},
+		{"usage key typo", `{"kind":"message","usage":{"input_token":5}}`, `usage: unknown key "input_token" (want input_tokens or output_tokens)`},
+		{"usage extra key", `{"kind":"message","usage":{"input_tokens":5,"cached_tokens":2}}`, `usage: unknown key "cached_tokens" (want input_tokens or output_tokens)`},
+		{"usage unknown key in an earlier usage", `{"kind":"message","usage":{"total":5},"usage":{"input_tokens":1}}`, `usage: unknown key "total" (want input_tokens or output_tokens)`},
+		{"cost a string", `{"kind":"message","cost":"0.1"}`, "cost: must be a number, got a string"},
+		{"cost out of range", `{"kind":"message","cost":1e999}`, "cost: must be a finite number, got 1e999"},
+		{"cost negative", `{"kind":"message","cost":-0.5}`, "cost: must be a finite amount >= 0, got -0.5"},
+		{"time a word", `{"kind":"message","time":"yesterday"}`, `time: must be an RFC 3339 timestamp such as 2026-11-20T09:00:04Z, got "yesterday"`},
+		{"time without a zone", `{"kind":"message","time":"2026-11-20T09:00:04"}`, `time: must be an RFC 3339 timestamp such as 2026-11-20T09:00:04Z, got "2026-11-20T09:00:04"`},
+		{"time a number", `{"kind":"message","time":1763629200}`, "time: must be an RFC 3339 timestamp such as 2026-11-20T09:00:04Z, got 1763629200"},
+		{"time an object", `{"kind":"message","time":{}}`, "time: must be an RFC 3339 timestamp such as 2026-11-20T09:00:04Z, got an object"},
+		{"source a number", `{"kind":"message","source":1}`, "source: must be a string, got a number"},
+		{"text an array", `{"kind":"message","text":["a"]}`, "text: must be a string, got an array"},
+		{"tool a bool", `{"kind":"tool_call","tool":false}`, "tool: must be a string, got true or false"},
+		{"call_id a number", `{"kind":"tool_call","call_id":7}`, "call_id: must be a string, got a number"},
+		{"model an object", `{"kind":"message","model":{"name":"x"}}`, "model: must be a string, got an object"},
+		{"error a number", `{"kind":"error","error":500}`, "error: must be a string, got a number"},
+		{"target null is fine, target a number is not", `{"kind":"handoff","target":2}`, "target: must be a string, got a number"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := DecodeEvent([]byte(tc.line))
+			require.Error(t, err)
+			assert.Equal(t, tc.want, err.Error())
+			assertUserTerms(t, err.Error())
+			// Through the Decoder the same message names the line.
+			_, err = decodeAll(t, "{\"kind\":\"input\"}\n"+tc.line+"\n")
+			require.Error(t, err)
+			assert.Equal(t, "line 2: "+tc.want, err.Error())
+		})
+	}
+}
+
+// assertUserTerms fails if msg leaks Go types, layouts or library internals.
+func assertUserTerms(t *testing.T, msg string) {
+	t.Helper()
+	for _, leak := range []string{"Go ", "int64", "float64", "struct", "unmarshal", "json:", "2006", "bufio", "token too long", "termination.", "wireEvent", "Usage"} {
+		assert.NotContains(t, msg, leak)
+	}
+	assert.NotContains(t, msg, "\n")
+}
+
+func TestDecoderByteOrderMark(t *testing.T) {
+	got, err := decodeAll(t, "\xef\xbb\xbf{\"kind\":\"input\"}\n{\"kind\":\"final\"}\n")
+	require.NoError(t, err)
+	require.Len(t, got, 2)
+	assert.Equal(t, KindInput, got[0].Kind)
+
+	// A mark alone on the first line is a blank line.
+	got, err = decodeAll(t, "\xef\xbb\xbf\n{\"kind\":\"final\"}\n")
+	require.NoError(t, err)
+	require.Len(t, got, 1)
+
+	// Only at the start of the file: later it is malformed JSON.
+	_, err = decodeAll(t, "{\"kind\":\"input\"}\n\xef\xbb\xbf{\"kind\":\"final\"}\n")
+	var de *DecodeError
+	require.ErrorAs(t, err, &de)
+	assert.Equal(t, 2, de.Line)
+	assert.ErrorContains(t, err, "malformed JSON")
+}
+
+func TestDecoderReadError(t *testing.T) {
+	dir := t.TempDir()
+	f, err := os.Open(dir)
+	require.NoError(t, err)
+	defer f.Close()
+	_, err = decodeAll(t, "")
+	require.NoError(t, err)
+	_, err = NewDecoder(f).Next()
+	var de *DecodeError
+	require.ErrorAs(t, err, &de)
+	assert.Equal(t, 1, de.Line)
+	assert.Equal(t, "line 1: cannot read the events: is a directory", err.Error(), "the caller names the file, once")
+}
+
+// stagedReader returns one chunk per Read, then fail.
+type stagedReader struct {
+	chunks []string
+	fail   error
+	reads  int
+}
+
+func (r *stagedReader) Read(p []byte) (int, error) {
+	r.reads++
+	if r.reads > len(r.chunks) {
+		return 0, r.fail
+	}
+	return copy(p, r.chunks[r.reads-1]), nil
+}
+
+// endlessLog repeats line up to limit times, counting the bytes read.
+type endlessLog struct {
+	line         []byte
+	limit, lines int
+	bytes        int
+	off          int
+}
+
+func (r *endlessLog) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		if r.lines == r.limit {
+			if n == 0 {
+				return 0, io.EOF
+			}
+			break
+		}
+		c := copy(p[n:], r.line[r.off:])
+		n += c
+		r.off += c
+		if r.off == len(r.line) {
+			r.off = 0
+			r.lines++
+		}
+	}
+	r.bytes += n
+	return n, nil
+}
+
+// TestDecodeErrorsPrint: every error the decoder returns prints without
+// panicking, through the Decoder and on its own.
+func TestDecodeErrorsPrint(t *testing.T) {
+	for _, line := range []string{`{"kind":"message","usage":[1]}`, `{"kind":"message","usage":"x"}`, `{"kind":"message","usage":true}`} {
+		var w wireEvent
+		err := json.Unmarshal([]byte(line), &w)
+		require.Error(t, err)
+		assert.NotPanics(t, func() { _ = err.Error() })
+		assert.NotPanics(t, func() { _ = describeJSONError(err).Error() })
+	}
 }

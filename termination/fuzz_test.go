@@ -15,7 +15,8 @@ func FuzzDecodeEvent(f *testing.F) {
 		`{"kind":"input","source":"user","text":"hi","time":"2026-11-20T09:00:00Z"}`,
 		`{"kind":"message","source":"a","text":"x","usage":{"input_tokens":10,"output_tokens":2},"cost":0.001}`,
 		`{"kind":"tool_call","tool":"search","args":{"q":"x","n":[1,2.5,null,true]}}`,
-		`{"kind":"tool_result","tool":"search","error":"timeout"}`,
+		`{"kind":"tool_result","tool":"search","error":"timeout","call_id":"call_1"}`,
+		`{"kind":"message","model":"gpt-5","call_id":"x","Model":"y"}`,
 		`{"kind":"handoff","source":"planner","target":"user"}`,
 		`{"kind":"stop","text":"escalate"}`,
 		`{"kind":"error","text":"rate limited","unknown":{"x":1}}`,
@@ -174,16 +175,29 @@ func FuzzCauseJSON(f *testing.F) {
 	})
 }
 
+// maxFuzzArgs is the longest document FuzzArgsHash hashes: long enough to
+// go deeper than maxDepth and past maxMembers keys, short enough that the
+// fuzzer minimizes a new input (quadratic in its length) in a second or two.
+const maxFuzzArgs = 320
+
 func FuzzArgsHash(f *testing.F) {
 	for _, p := range [][2]string{
 		{`{"a":1,"b":2}`, `{"b":2,"a":1}`}, {`{"q":"\u0041"}`, `{"q":"A"}`}, {`1`, `1.0`}, {`[1,{"x":null}]`, `[1, {"x": null}]`},
 		{`{"a":1,"a":2}`, `{"a":2}`}, {"\"\xff\"", `"\ufffd"`}, {`"\ud800"`, `"\ufffd"`}, {`-0`, `0`}, {`1e2`, `100`},
 		{`{"a":{"b":[true,false,"x"]}}`, `{"a":{"b":[true,false,"y"]}}`}, {``, `null`}, {`[1,]`, `[1]`},
-		{strings.Repeat("[", 600) + strings.Repeat("]", 600), strings.Repeat("[ ", 600) + strings.Repeat(" ]", 600)},
+		{strings.Repeat("[", maxDepth+2) + strings.Repeat("]", maxDepth+2), strings.Repeat("[ ", maxDepth+2) + strings.Repeat(" ]", maxDepth+2)},
+		{`{"a":{"b":1,"c":2,"b":3}}`, `{"a":{"c":2,"b":3}}`}, {`"-01"`, `-01`}, {`1.e5`, `1e5`},
 	} {
 		f.Add([]byte(p[0]), []byte(p[1]))
 	}
 	f.Fuzz(func(t *testing.T, a, b []byte) {
+		// Long inputs add no new paths (the depth and key-count limits are
+		// reached well below this length) but make each execution, and the
+		// fuzzer's minimization of every new input (quadratic in its length),
+		// slow. They are cut rather than skipped: a skip is a branch of its
+		// own, whose first long input the fuzzer would spend half a minute
+		// minimizing.
+		a, b = a[:min(len(a), maxFuzzArgs)], b[:min(len(b), maxFuzzArgs)]
 		// Property: documents equal after json.Unmarshal hash equal.
 		var va, vb any
 		errA, errB := json.Unmarshal(a, &va), json.Unmarshal(b, &vb)
@@ -215,7 +229,9 @@ func canonicalForms(t *testing.T, v any) [][]byte {
 	if err != nil {
 		t.Fatalf("marshal %#v: %v", v, err)
 	}
-	indented, err := json.MarshalIndent(v, " ", "\t")
+	// Indented with a prefix and no indent, so that the size stays linear
+	// in the input's (an indent per level is quadratic in the depth).
+	indented, err := json.MarshalIndent(v, "\t ", "")
 	if err != nil {
 		t.Fatalf("marshal %#v: %v", v, err)
 	}

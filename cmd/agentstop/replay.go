@@ -1,0 +1,152 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/agentstop/agentstop/termination"
+)
+
+const replayUsage = `Usage: agentstop replay -policy POLICY.yaml [-stage NAME] [-fail-on failed[,skipped]] EVENTS.jsonl|-
+
+Evaluates POLICY over the events (JSON Lines: one object per line; "-" reads
+stdin) exactly as the live middleware would, stops at the first cause without
+reading the rest of the log, and prints one JSON object on stdout.
+
+Exit status: 0 when the replay ran; 1 when its outcome is listed in -fail-on;
+2 on bad input (unreadable file, malformed line, unknown kind, invalid policy),
+with one line on stderr naming the file, line or key.
+
+Example:
+  agentstop replay -policy testdata/policy.yaml testdata/runaway_search.jsonl
+  agentstop replay -policy policy.yaml -fail-on failed run.jsonl   # in CI
+`
+
+// parseOutcomes parses the value of -fail-on: failed, skipped, or both,
+// comma-separated. An empty value is an empty list.
+func parseOutcomes(s string) ([]termination.Outcome, error) {
+	var list []termination.Outcome
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	for name := range strings.SplitSeq(s, ",") {
+		switch name = strings.TrimSpace(name); name {
+		case "failed":
+			list = append(list, termination.OutcomeFailed)
+		case "skipped":
+			list = append(list, termination.OutcomeSkipped)
+		case "":
+			return nil, fmt.Errorf("empty outcome in %q (want failed, skipped, or failed,skipped)", s)
+		default:
+			return nil, fmt.Errorf("unknown outcome %q (want failed, skipped, or failed,skipped)", name)
+		}
+	}
+	return list, nil
+}
+
+func runReplay(args []string, sio stdio) int {
+	fs := newFlags("replay")
+	policyPath := fs.String("policy", "", "termination policy file, YAML or JSON (required)")
+	stage := fs.String("stage", "replay", "stage name reported in the result")
+	failOnFlag := fs.String("fail-on", "", "exit 1 when the outcome is one of these: failed, skipped, or failed,skipped (for CI)")
+	files, code, done := parseFlags(fs, args, replayUsage, sio)
+	if done {
+		return code
+	}
+	fail := func(format string, a ...any) int { return failf(sio, "replay", format, a...) }
+	if *policyPath == "" {
+		return fail("-policy is required (see agentstop replay -h)")
+	}
+	if len(files) != 1 {
+		return fail("want exactly one events file (or - for stdin), got %d", len(files))
+	}
+	if strings.TrimSpace(*stage) == "" {
+		return fail("-stage must not be empty")
+	}
+	failOn, err := parseOutcomes(*failOnFlag)
+	if err != nil {
+		return fail("-fail-on: %v", err)
+	}
+	data, err := readFile(*policyPath, "policy")
+	if err != nil {
+		return fail("%v", err)
+	}
+	policy, err := termination.ParsePolicy(data)
+	if err != nil {
+		return fail("%s: %v", *policyPath, err)
+	}
+
+	name := files[0]
+	var in io.Reader = sio.in
+	if name == "-" {
+		name = "stdin"
+	} else {
+		f, err := openEvents(name)
+		if err != nil {
+			return fail("%v", err)
+		}
+		defer f.Close()
+		in = f
+	}
+	res, err := termination.Replay(policy.Condition(), in)
+	if err != nil {
+		return fail("%s: %v", name, err)
+	}
+	res.Stage = *stage
+	out, err := json.Marshal(res)
+	if err != nil {
+		return fail("cannot write the result: %v", err)
+	}
+	fmt.Fprintf(sio.out, "%s\n", out)
+	if slices.Contains(failOn, res.Outcome) {
+		tag := res.TerminationCause
+		if tag == "" {
+			tag = termination.Tag(res.Cause, nil)
+		}
+		fmt.Fprintf(sio.err, "agentstop replay: outcome %s (termination_cause %s) is listed in -fail-on\n", res.Outcome, tag)
+		return exitFail
+	}
+	return exitOK
+}
+
+// readFile reads the file at path, with an error that says what is wrong
+// with it in the user's terms; what names the file's role ("policy").
+func readFile(path, what string) ([]byte, error) {
+	if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+		return nil, fmt.Errorf("%s is a directory, not a %s file", path, what)
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read the %s file %s: %v", what, path, pathErrorText(err))
+	}
+	return data, nil
+}
+
+// openEvents opens the events file at path.
+func openEvents(path string) (*os.File, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot open the events file %s: %v", path, pathErrorText(err))
+	}
+	if fi, err := f.Stat(); err == nil && fi.IsDir() {
+		f.Close()
+		return nil, fmt.Errorf("%s is a directory, not an events file (give a JSON Lines file, or - for stdin)", path)
+	}
+	return f, nil
+}
+
+// pathErrorText is what went wrong with a file, without the operation and
+// path that the caller's message already names.
+func pathErrorText(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}

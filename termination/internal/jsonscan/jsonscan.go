@@ -1,0 +1,365 @@
+// Package jsonscan is the JSON lexer shared by termination's hand-written
+// event decoder (fastdecode.go) and its canonical hash of tool arguments
+// (canonical.go): whitespace, string tokens and their escapes, numbers and
+// literals, read exactly as encoding/json reads them. It allocates nothing
+// (AppendUnquoted appends to the caller's buffer).
+//
+// Each parser keeps its own grammar on top (the decoder matches the event
+// schema, the hash combines values); only the lexing lives here, so that a
+// rule of JSON is written once.
+package jsonscan
+
+import (
+	"unicode"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// Scanner is a cursor over one JSON text. Its methods report false (or -1)
+// for input they do not accept, and then leave Pos unspecified.
+type Scanner struct {
+	Data []byte
+	Pos  int
+}
+
+// SkipSpace moves past JSON whitespace (space, tab, CR, LF; not form feed,
+// vertical tab or non-ASCII spaces).
+func (s *Scanner) SkipSpace() {
+	for s.Pos < len(s.Data) {
+		switch s.Data[s.Pos] {
+		case ' ', '\t', '\n', '\r':
+			s.Pos++
+		default:
+			return
+		}
+	}
+}
+
+// Peek returns the byte at the cursor, or 0 at the end of the input (0 is
+// never valid there in JSON).
+func (s *Scanner) Peek() byte {
+	if s.Pos < len(s.Data) {
+		return s.Data[s.Pos]
+	}
+	return 0
+}
+
+// String validates the string token at the cursor as encoding/json's
+// scanner does (control characters and bad escapes are errors; invalid
+// UTF-8 is not) and moves past it. It returns the index of the opening
+// quote, or -1 if there is no valid string token; simple is false if the
+// string has escapes, ascii is false if it has a byte >= 0x80. The
+// contents are Data[start+1 : Pos-1].
+func (s *Scanner) String() (start int, simple, ascii bool) {
+	data := s.Data
+	if s.Peek() != '"' {
+		return -1, false, false
+	}
+	start = s.Pos
+	simple, ascii = true, true
+	for i := start + 1; i < len(data); {
+		c := data[i]
+		if !stringSpecial[c] {
+			i++
+			continue
+		}
+		switch {
+		case c == '"':
+			s.Pos = i + 1
+			return start, simple, ascii
+		case c == '\\':
+			simple = false
+			if i+1 >= len(data) {
+				return -1, false, false
+			}
+			switch data[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(data) || !isHex(data[i+2]) || !isHex(data[i+3]) || !isHex(data[i+4]) || !isHex(data[i+5]) {
+					return -1, false, false
+				}
+				i += 6
+			default:
+				return -1, false, false
+			}
+		case c < ' ':
+			return -1, false, false
+		default:
+			ascii = false
+			i++
+		}
+	}
+	return -1, false, false
+}
+
+// stringSpecial marks the bytes String must look at: the closing quote, a
+// backslash, control characters and non-ASCII bytes.
+var stringSpecial = func() (t [256]bool) {
+	for c := range t {
+		t[c] = c == '"' || c == '\\' || c < ' ' || c >= utf8.RuneSelf
+	}
+	return t
+}()
+
+func isHex(c byte) bool {
+	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
+}
+
+// Unquote decodes the string contents raw (quotes removed, validated by
+// String) one piece at a time, starting at index i < len(raw), exactly as
+// encoding/json does: escapes decoded, a surrogate pair joined, a lone
+// surrogate and each byte of invalid UTF-8 replaced with U+FFFD. It
+// returns either a run of bytes that decode to themselves (lit, non-empty)
+// or one decoded rune (lit empty), and the index of the next piece.
+// Decoding all of raw is
+//
+//	for i := 0; i < len(raw); {
+//		lit, r, next := Unquote(raw, i)
+//		... use lit, or r when lit is empty ...
+//		i = next
+//	}
+func Unquote(raw []byte, i int) (lit []byte, r rune, next int) {
+	if raw[i] == '\\' {
+		switch raw[i+1] {
+		case 'b':
+			return nil, '\b', i + 2
+		case 'f':
+			return nil, '\f', i + 2
+		case 'n':
+			return nil, '\n', i + 2
+		case 'r':
+			return nil, '\r', i + 2
+		case 't':
+			return nil, '\t', i + 2
+		case 'u':
+			r := getu4(raw[i:])
+			next := i + 6
+			if utf16.IsSurrogate(r) {
+				if r2 := getu4(raw[next:]); r2 >= 0 {
+					if dec := utf16.DecodeRune(r, r2); dec != unicode.ReplacementChar {
+						return nil, dec, next + 6
+					}
+				}
+				return nil, unicode.ReplacementChar, next
+			}
+			return nil, r, next
+		default: // '"', '\\', '/'
+			return nil, rune(raw[i+1]), i + 2
+		}
+	}
+	j := i
+	for j < len(raw) {
+		c := raw[j]
+		if c == '\\' {
+			break
+		}
+		if c < utf8.RuneSelf {
+			j++
+			continue
+		}
+		r, size := utf8.DecodeRune(raw[j:])
+		if r == utf8.RuneError && size == 1 {
+			break
+		}
+		j += size
+	}
+	if j > i {
+		return raw[i:j], 0, j
+	}
+	return nil, utf8.RuneError, i + 1 // one byte of invalid UTF-8
+}
+
+// AppendUnquoted appends the decoded string contents raw (see Unquote).
+func AppendUnquoted(dst, raw []byte) []byte {
+	for i := 0; i < len(raw); {
+		lit, r, next := Unquote(raw, i)
+		if len(lit) > 0 {
+			dst = append(dst, lit...)
+		} else {
+			dst = utf8.AppendRune(dst, r)
+		}
+		i = next
+	}
+	return dst
+}
+
+// getu4 decodes \uXXXX at the start of s, or returns -1.
+func getu4(s []byte) rune {
+	if len(s) < 6 || s[0] != '\\' || s[1] != 'u' {
+		return -1
+	}
+	var r rune
+	for _, c := range s[2:6] {
+		switch {
+		case '0' <= c && c <= '9':
+			c -= '0'
+		case 'a' <= c && c <= 'f':
+			c = c - 'a' + 10
+		case 'A' <= c && c <= 'F':
+			c = c - 'A' + 10
+		default:
+			return -1
+		}
+		r = r*16 + rune(c)
+	}
+	return r
+}
+
+// Number moves past the number token at the cursor, validating JSON's
+// grammar: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?. The token is
+// Data[start:Pos] for the start the caller noted. Whether a digit follows
+// a leading 0 ("01") is the caller's business: the token ends at the 0.
+func (s *Scanner) Number() bool {
+	data := s.Data
+	i := s.Pos
+	if i < len(data) && data[i] == '-' {
+		i++
+	}
+	switch {
+	case i < len(data) && data[i] == '0':
+		i++
+	case i < len(data) && '1' <= data[i] && data[i] <= '9':
+		i = skipDigits(data, i)
+	default:
+		return false
+	}
+	if i < len(data) && data[i] == '.' {
+		j := skipDigits(data, i+1)
+		if j == i+1 {
+			return false
+		}
+		i = j
+	}
+	if i < len(data) && (data[i] == 'e' || data[i] == 'E') {
+		i++
+		if i < len(data) && (data[i] == '+' || data[i] == '-') {
+			i++
+		}
+		j := skipDigits(data, i)
+		if j == i {
+			return false
+		}
+		i = j
+	}
+	s.Pos = i
+	return true
+}
+
+func skipDigits(data []byte, i int) int {
+	for i < len(data) && '0' <= data[i] && data[i] <= '9' {
+		i++
+	}
+	return i
+}
+
+// Int returns the value of num, a number token (see Number), if it is an
+// integer of at most maxDigits digits (at most 18, so that it cannot
+// overflow): no fraction, no exponent.
+func Int(num []byte, maxDigits int) (int64, bool) {
+	neg := len(num) > 0 && num[0] == '-'
+	digits := num
+	if neg {
+		digits = num[1:]
+	}
+	if len(digits) == 0 || len(digits) > maxDigits || len(digits) > 18 {
+		return 0, false
+	}
+	var n int64
+	for _, c := range digits {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int64(c-'0')
+	}
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+// Literal moves past lit (true, false or null) if it is at the cursor.
+func (s *Scanner) Literal(lit string) bool {
+	if len(s.Data)-s.Pos < len(lit) || string(s.Data[s.Pos:s.Pos+len(lit)]) != lit {
+		return false
+	}
+	s.Pos += len(lit)
+	return true
+}
+
+// Skip moves past the JSON value at the cursor, validating it. depth is
+// the nesting depth of the value's container; a value nested deeper than
+// maxDepth is reported as not accepted.
+func (s *Scanner) Skip(depth, maxDepth int) bool {
+	if depth > maxDepth {
+		return false
+	}
+	switch s.Peek() {
+	case '{':
+		s.Pos++
+		s.SkipSpace()
+		if s.Peek() == '}' {
+			s.Pos++
+			return true
+		}
+		for {
+			if start, _, _ := s.String(); start < 0 {
+				return false
+			}
+			s.SkipSpace()
+			if s.Peek() != ':' {
+				return false
+			}
+			s.Pos++
+			s.SkipSpace()
+			if !s.Skip(depth+1, maxDepth) {
+				return false
+			}
+			s.SkipSpace()
+			switch s.Peek() {
+			case ',':
+				s.Pos++
+				s.SkipSpace()
+			case '}':
+				s.Pos++
+				return true
+			default:
+				return false
+			}
+		}
+	case '[':
+		s.Pos++
+		s.SkipSpace()
+		if s.Peek() == ']' {
+			s.Pos++
+			return true
+		}
+		for {
+			if !s.Skip(depth+1, maxDepth) {
+				return false
+			}
+			s.SkipSpace()
+			switch s.Peek() {
+			case ',':
+				s.Pos++
+				s.SkipSpace()
+			case ']':
+				s.Pos++
+				return true
+			default:
+				return false
+			}
+		}
+	case '"':
+		start, _, _ := s.String()
+		return start >= 0
+	case 't':
+		return s.Literal("true")
+	case 'f':
+		return s.Literal("false")
+	case 'n':
+		return s.Literal("null")
+	default:
+		return s.Number()
+	}
+}

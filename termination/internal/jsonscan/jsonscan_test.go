@@ -1,0 +1,176 @@
+package jsonscan
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestString(t *testing.T) {
+	cases := []struct {
+		in            string
+		ok            bool
+		simple, ascii bool
+		want          string // decoded
+	}{
+		{`"abc"`, true, true, true, "abc"},
+		{`""`, true, true, true, ""},
+		{`"é"`, true, true, false, "é"},
+		{`"a\nb"`, true, false, true, "a\nb"},
+		{`"\"\\\/\b\f\n\r\t"`, true, false, true, "\"\\/\b\f\n\r\t"},
+		{`"\u0041\u00e9"`, true, false, true, "Aé"},
+		{`"\ud83d\ude00"`, true, false, true, "😀"},
+		{`"\ud800"`, true, false, true, "\ufffd"},
+		{`"\ud800\u0041"`, true, false, true, "\ufffdA"},
+		{`"\ud800\ud800\udc00"`, true, false, true, "\ufffd\U00010000"},
+		{`"\udc00x"`, true, false, true, "\ufffdx"},
+		{"\"a\xffb\"", true, true, false, "a\ufffdb"},
+		{"\"\xed\xa0\x80\"", true, true, false, "\ufffd\ufffd\ufffd"},
+		{"\"\xff\\n\xe2\x82\"", true, false, false, "\ufffd\n\ufffd\ufffd"},
+		{"\"\x7f\"", true, true, true, "\x7f"},
+		{`"abc`, false, false, false, ""},
+		{`abc"`, false, false, false, ""},
+		{"\"a\x01b\"", false, false, false, ""},
+		{"\"a\tb\"", false, false, false, ""},
+		{`"\'"`, false, false, false, ""},
+		{`"\x41"`, false, false, false, ""},
+		{`"\u12"`, false, false, false, ""},
+		{`"\uZZZZ"`, false, false, false, ""},
+		{`"\`, false, false, false, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.in, func(t *testing.T) {
+			s := Scanner{Data: []byte(tc.in + " ,")}
+			start, simple, ascii := s.String()
+			var want string
+			jsonErr := json.Unmarshal([]byte(tc.in), &want)
+			assert.Equal(t, jsonErr == nil, start >= 0, "accepts what encoding/json accepts")
+			if !tc.ok {
+				assert.Equal(t, -1, start)
+				return
+			}
+			require.Equal(t, 0, start)
+			assert.Equal(t, len(tc.in), s.Pos)
+			assert.Equal(t, tc.simple, simple, "simple")
+			assert.Equal(t, tc.ascii, ascii, "ascii")
+			got := string(AppendUnquoted(nil, s.Data[1:s.Pos-1]))
+			assert.Equal(t, tc.want, got)
+			assert.Equal(t, want, got, "as encoding/json decodes it")
+		})
+	}
+}
+
+func TestNumber(t *testing.T) {
+	cases := []struct {
+		in  string
+		end int // Pos after Number, or -1 when rejected
+	}{
+		{"0", 1}, {"-0", 2}, {"12", 2}, {"-12.5e+3", 8}, {"1E5", 3}, {"1e-0", 4}, {"0.0001", 6},
+		{"01", 1}, {"1.5.5", 3}, {"2x", 1},
+		{"-", -1}, {"+1", -1}, {".5", -1}, {"1.", -1}, {"1e", -1}, {"1e+", -1}, {"-a", -1}, {"", -1}, {"1.e5", -1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.in, func(t *testing.T) {
+			s := Scanner{Data: []byte(tc.in)}
+			ok := s.Number()
+			assert.Equal(t, tc.end >= 0, ok)
+			if ok {
+				assert.Equal(t, tc.end, s.Pos)
+				assert.True(t, json.Valid([]byte(tc.in[:s.Pos])))
+			}
+		})
+	}
+}
+
+func TestInt(t *testing.T) {
+	cases := []struct {
+		num  string
+		max  int
+		want int64
+		ok   bool
+	}{
+		{"0", 18, 0, true}, {"-0", 18, 0, true}, {"42", 18, 42, true}, {"-42", 18, -42, true},
+		{"999999999999999999", 18, 999999999999999999, true}, {"1234567890123456789", 18, 0, false},
+		{"1234567890123456", 15, 0, false}, {"123456789012345", 15, 123456789012345, true},
+		{"1.5", 18, 0, false}, {"1e3", 18, 0, false}, {"-", 18, 0, false}, {"", 18, 0, false},
+		{"1234567890123456789", 25, 0, false}, // never more than 18 digits
+	}
+	for _, tc := range cases {
+		got, ok := Int([]byte(tc.num), tc.max)
+		assert.Equal(t, tc.ok, ok, tc.num)
+		assert.Equal(t, tc.want, got, tc.num)
+	}
+}
+
+func TestSkipSpaceAndLiteral(t *testing.T) {
+	s := Scanner{Data: []byte(" \t\r\n true\f")}
+	s.SkipSpace()
+	assert.Equal(t, 5, s.Pos)
+	assert.False(t, s.Literal("false"))
+	assert.True(t, s.Literal("true"))
+	s.SkipSpace()
+	assert.Equal(t, byte('\f'), s.Peek(), "form feed is not JSON whitespace")
+	s.Pos = len(s.Data)
+	assert.Equal(t, byte(0), s.Peek())
+	assert.False(t, s.Literal("null"))
+}
+
+func TestSkip(t *testing.T) {
+	cases := []struct {
+		in string
+		ok bool
+	}{
+		{`{"a":[1,{"b":null}],"c":"x","d":true,"e":false,"f":-1.5e3}`, true},
+		{`[ ]`, true}, {`{ }`, true}, {`[1 , 2]`, true}, {`"s"`, true}, {`null`, true},
+		{`[1,]`, false}, {`{"a"}`, false}, {`{"a":1,}`, false}, {`{a:1}`, false}, {`[1 2]`, false}, {`tru`, false},
+		{`nul`, false}, {`-`, false}, {`NaN`, false}, {`[`, false}, {`{"a":`, false},
+		{strings.Repeat("[", 10) + strings.Repeat("]", 10), true},
+		{strings.Repeat("[", 12) + strings.Repeat("]", 12), false}, // deeper than maxDepth 10
+	}
+	for _, tc := range cases {
+		t.Run(tc.in, func(t *testing.T) {
+			s := Scanner{Data: []byte(tc.in)}
+			ok := s.Skip(0, 10)
+			if ok {
+				assert.Equal(t, len(tc.in), s.Pos)
+			}
+			assert.Equal(t, tc.ok, ok)
+		})
+	}
+}
+
+// FuzzString checks String and AppendUnquoted against encoding/json.
+func FuzzString(f *testing.F) {
+	for _, s := range []string{`"abc"`, `"\u00e9\ud83d\ude00"`, `"\ud800"`, "\"\xff\"", `"\n"`, `"`, `"\u12"`, "\"\x01\""} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, in []byte) {
+		s := Scanner{Data: in}
+		s.SkipSpace()
+		first := s.Pos
+		start, simple, ascii := s.String()
+		end := s.Pos
+		s.SkipSpace()
+		var want string
+		err := json.Unmarshal(in, &want)
+		if start < 0 || s.Pos != len(in) {
+			if err == nil && first < len(in) && in[first] == '"' {
+				t.Fatalf("%q: rejected what encoding/json accepts", in)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatalf("%q: accepted what encoding/json rejects: %v", in, err)
+		}
+		raw := in[start+1 : end-1]
+		if got := string(AppendUnquoted(nil, raw)); got != want {
+			t.Fatalf("%q: decoded %q, encoding/json %q", in, got, want)
+		}
+		if simple && ascii && string(raw) != want {
+			t.Fatalf("%q: simple ASCII string decodes to something else", in)
+		}
+	})
+}
