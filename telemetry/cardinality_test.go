@@ -189,25 +189,3 @@ func TestRecorderBoundsUnknownTags(t *testing.T) {
 	assert.Equal(t, int64(3+11), got["custom"], "bad labels, the untagged reason, and the reasons past the cap")
 	assert.Len(t, got, 2+telemetry.MaxCustomTags, "quota, custom and MaxCustomTags stage reasons")
 }
-
-// TestSetupCardinalityLimit: Setup's SDK limit caps the series per
-// instrument even when the stage limit would allow more.
-func TestSetupCardinalityLimit(t *testing.T) {
-	reader := newManualReader()
-	tel, err := telemetry.Setup(context.Background(), telemetry.WithoutGlobal(), telemetry.WithCardinalityLimit(10),
-		telemetry.WithMetricReader(reader), telemetry.WithSampler(sdktrace.NeverSample()))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
-	rec := tel.Recorder()
-	for i := range 50 {
-		_, rr := rec.StartRun(context.Background(), fmt.Sprintf("s%d", i))
-		rr.End(&termination.Result{Cause: termination.NaturalCompletion{}, Outcome: termination.OutcomeSucceeded})
-	}
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, reader.Collect(context.Background(), &rm))
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			assert.LessOrEqual(t, len(points(t, m)), 10, m.Name)
-		}
-	}
-}

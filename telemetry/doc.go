@@ -28,15 +28,16 @@
 // [MaxCustomTags] of them, and those of [WithCustomReasons]. Every other
 // value is recorded as "custom".
 // Stage names past [WithStageLimit] distinct names (default 200) are
-// recorded as "_other". [Setup] also sets the SDK's per-instrument
+// recorded as "_other". otelsetup.Setup also sets the SDK's per-instrument
 // cardinality limit.
 //
-// # Setup for applications
+// # Dependencies
 //
-// [Setup] configures providers the way an application usually wants them: an
-// in-process Prometheus exporter whose [Telemetry.Handler] serves /metrics in
-// OpenMetrics format with trace exemplars, traces sampled and, when the
-// standard OTEL_* environment variables ask for it (OTEL_EXPORTER_OTLP_ENDPOINT,
-// OTEL_TRACES_EXPORTER, OTEL_METRICS_EXPORTER), exported over OTLP through
-// the contrib autoexport package. [Telemetry.Shutdown] flushes.
+// Package telemetry depends on the OpenTelemetry API only (like otelhttp):
+// importing it pulls in no SDK, exporter, gRPC or Prometheus client (a test
+// checks `go list -deps`). The SDK and exporter setup an application
+// usually wants lives in package [github.com/agentstop/agentstop/telemetry/otelsetup]:
+//
+//	tel, _ := otelsetup.Setup(ctx)   // SDK, Prometheus /metrics, OTLP from OTEL_* variables
+//	rec := tel.Recorder()            // a Recorder on those providers
 package telemetry

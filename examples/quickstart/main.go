@@ -25,7 +25,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentstop/agentstop/telemetry"
+	"github.com/agentstop/agentstop/telemetry/otelsetup"
 )
 
 func main() {
@@ -57,7 +57,7 @@ func run(ctx context.Context, listen string, duration, refresh time.Duration, st
 		defer cancel()
 	}
 
-	tel, err := telemetry.Setup(ctx, telemetry.WithServiceName("agentstop-quickstart"))
+	tel, err := otelsetup.Setup(ctx, otelsetup.WithServiceName("agentstop-quickstart"))
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package telemetry_test
+package otelsetup_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentstop/agentstop/middleware"
-	"github.com/agentstop/agentstop/telemetry"
+	"github.com/agentstop/agentstop/telemetry/otelsetup"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -131,7 +131,7 @@ func workload(t *testing.T, rec middleware.Recorder) time.Duration {
 // Shutdown with a short deadline returns.
 func TestUnreachableExporterDoesNotSlowTheLoop(t *testing.T) {
 	clearOTelEnv(t)
-	base, err := telemetry.Setup(context.Background(), telemetry.WithoutGlobal())
+	base, err := otelsetup.Setup(context.Background(), otelsetup.WithoutGlobal())
 	require.NoError(t, err)
 	require.False(t, base.TracesExported)
 	baseline := workload(t, base.Recorder())
@@ -159,7 +159,7 @@ func TestUnreachableExporterDoesNotSlowTheLoop(t *testing.T) {
 			t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "20")
 			t.Setenv("OTEL_METRIC_EXPORT_INTERVAL", "50")
 
-			tel, err := telemetry.Setup(context.Background(), telemetry.WithoutGlobal())
+			tel, err := otelsetup.Setup(context.Background(), otelsetup.WithoutGlobal())
 			require.NoError(t, err)
 			require.True(t, tel.TracesExported)
 			took := workload(t, tel.Recorder())
@@ -221,7 +221,7 @@ func TestFailingMetricReaderBreaksNothing(t *testing.T) {
 	errs := captureErrors(t)
 	exp := &failingExporter{}
 	reader := sdkmetric.NewPeriodicReader(exp, sdkmetric.WithInterval(10*time.Millisecond))
-	tel, err := telemetry.Setup(context.Background(), telemetry.WithoutGlobal(), telemetry.WithMetricReader(reader))
+	tel, err := otelsetup.Setup(context.Background(), otelsetup.WithoutGlobal(), otelsetup.WithMetricReader(reader))
 	require.NoError(t, err)
 	workload(t, tel.Recorder())
 	require.Eventually(t, func() bool {
@@ -246,7 +246,7 @@ func TestSetupErrorLeavesNothingRunning(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+closedPort(t))
 	t.Setenv("OTEL_METRICS_EXPORTER", "otlp")
 	t.Setenv("OTEL_TRACES_EXPORTER", "no_such_exporter")
-	_, err := telemetry.Setup(context.Background(), telemetry.WithoutGlobal())
-	require.ErrorContains(t, err, "telemetry: trace exporter")
+	_, err := otelsetup.Setup(context.Background(), otelsetup.WithoutGlobal())
+	require.ErrorContains(t, err, "otelsetup: trace exporter")
 	goleak.VerifyNone(t, before)
 }

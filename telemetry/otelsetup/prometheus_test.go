@@ -1,4 +1,4 @@
-package telemetry_test
+package otelsetup_test
 
 import (
 	"bufio"
@@ -20,7 +20,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/agentstop/agentstop/middleware"
-	"github.com/agentstop/agentstop/telemetry"
+	"github.com/agentstop/agentstop/telemetry/otelsetup"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -29,11 +29,11 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 // promRun sets up Setup's Prometheus exporter (not global), runs two
 // deterministic stage runs through it, and returns the OpenMetrics
 // exposition and the recorded spans.
-func promRun(t *testing.T, opts ...telemetry.SetupOption) (string, *tracetest.SpanRecorder) {
+func promRun(t *testing.T, opts ...otelsetup.Option) (string, *tracetest.SpanRecorder) {
 	t.Helper()
 	spans := tracetest.NewSpanRecorder()
-	tel, err := telemetry.Setup(context.Background(), append([]telemetry.SetupOption{
-		telemetry.WithoutGlobal(), telemetry.WithSpanProcessor(spans)}, opts...)...)
+	tel, err := otelsetup.Setup(context.Background(), append([]otelsetup.Option{
+		otelsetup.WithoutGlobal(), otelsetup.WithSpanProcessor(spans)}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
 
@@ -213,7 +213,7 @@ func TestPrometheusNames(t *testing.T) {
 // TestNoExemplarWhenNotSampled: with a sampler that drops every trace, the
 // exposition carries no exemplar.
 func TestNoExemplarWhenNotSampled(t *testing.T) {
-	text, spans := promRun(t, telemetry.WithSampler(sdktrace.NeverSample()))
+	text, spans := promRun(t, otelsetup.WithSampler(sdktrace.NeverSample()))
 	assert.Empty(t, spans.Started())
 	got := find(samples(t, text), "agent_stage_terminations_total", labels{"termination_cause": "max_tool_calls"})
 	require.Len(t, got, 1)

@@ -1,4 +1,4 @@
-package telemetry
+package otelsetup
 
 import (
 	"context"
@@ -19,6 +19,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
+
+	"github.com/agentstop/agentstop/telemetry"
 )
 
 // DefaultCardinalityLimit is the per-instrument series limit Setup sets on
@@ -26,16 +28,16 @@ import (
 // produce — DefaultStageLimit stages plus "_other", the built-in tags plus
 // MaxCustomTags custom ones, three outcomes — so that it is a guard that
 // never cuts a legitimate series.
-const DefaultCardinalityLimit = (DefaultStageLimit + 1) * (13 + MaxCustomTags) * 3
+const DefaultCardinalityLimit = (telemetry.DefaultStageLimit + 1) * (13 + telemetry.MaxCustomTags) * 3
 
-// SetupOption configures Setup.
-type SetupOption interface{ applySetup(*setupConfig) }
+// Option configures Setup.
+type Option interface{ apply(*config) }
 
-type setupOptionFunc func(*setupConfig)
+type optionFunc func(*config)
 
-func (f setupOptionFunc) applySetup(c *setupConfig) { f(c) }
+func (f optionFunc) apply(c *config) { f(c) }
 
-type setupConfig struct {
+type config struct {
 	serviceName      string
 	cardinalityLimit int
 	global           bool
@@ -46,8 +48,8 @@ type setupConfig struct {
 
 // WithServiceName sets service.name when OTEL_SERVICE_NAME is not set.
 // Default "agentstop".
-func WithServiceName(name string) SetupOption {
-	return setupOptionFunc(func(c *setupConfig) {
+func WithServiceName(name string) Option {
+	return optionFunc(func(c *config) {
 		if name != "" {
 			c.serviceName = name
 		}
@@ -56,8 +58,8 @@ func WithServiceName(name string) SetupOption {
 
 // WithCardinalityLimit sets the SDK's per-instrument series limit. Default
 // DefaultCardinalityLimit; values < 1 are ignored.
-func WithCardinalityLimit(n int) SetupOption {
-	return setupOptionFunc(func(c *setupConfig) {
+func WithCardinalityLimit(n int) Option {
+	return optionFunc(func(c *config) {
 		if n >= 1 {
 			c.cardinalityLimit = n
 		}
@@ -66,14 +68,14 @@ func WithCardinalityLimit(n int) SetupOption {
 
 // WithoutGlobal keeps Setup from installing its providers as the OTel
 // globals. Default: they are installed.
-func WithoutGlobal() SetupOption {
-	return setupOptionFunc(func(c *setupConfig) { c.global = false })
+func WithoutGlobal() Option {
+	return optionFunc(func(c *config) { c.global = false })
 }
 
 // WithSpanProcessor adds a span processor (an in-memory recorder in tests,
 // say). nil is ignored.
-func WithSpanProcessor(sp sdktrace.SpanProcessor) SetupOption {
-	return setupOptionFunc(func(c *setupConfig) {
+func WithSpanProcessor(sp sdktrace.SpanProcessor) Option {
+	return optionFunc(func(c *config) {
 		if sp != nil {
 			c.spanProcessors = append(c.spanProcessors, sp)
 		}
@@ -81,8 +83,8 @@ func WithSpanProcessor(sp sdktrace.SpanProcessor) SetupOption {
 }
 
 // WithMetricReader adds a metric reader. nil is ignored.
-func WithMetricReader(r sdkmetric.Reader) SetupOption {
-	return setupOptionFunc(func(c *setupConfig) {
+func WithMetricReader(r sdkmetric.Reader) Option {
+	return optionFunc(func(c *config) {
 		if r != nil {
 			c.readers = append(c.readers, r)
 		}
@@ -91,8 +93,8 @@ func WithMetricReader(r sdkmetric.Reader) SetupOption {
 
 // WithSampler sets the trace sampler. Default: the SDK's, which honours
 // OTEL_TRACES_SAMPLER and samples everything otherwise.
-func WithSampler(s sdktrace.Sampler) SetupOption {
-	return setupOptionFunc(func(c *setupConfig) {
+func WithSampler(s sdktrace.Sampler) Option {
+	return optionFunc(func(c *config) {
 		if s != nil {
 			c.sampler = s
 		}
@@ -118,9 +120,9 @@ type Telemetry struct {
 // for it.
 func (t *Telemetry) Handler() http.Handler { return t.handler }
 
-// Recorder returns a Recorder on Setup's providers.
-func (t *Telemetry) Recorder(opts ...Option) *Recorder {
-	return NewRecorder(append([]Option{WithTracerProvider(t.TracerProvider), WithMeterProvider(t.MeterProvider)}, opts...)...)
+// Recorder returns a telemetry.Recorder on Setup's providers.
+func (t *Telemetry) Recorder(opts ...telemetry.Option) *telemetry.Recorder {
+	return telemetry.NewRecorder(append([]telemetry.Option{telemetry.WithTracerProvider(t.TracerProvider), telemetry.WithMeterProvider(t.MeterProvider)}, opts...)...)
 }
 
 // Shutdown flushes and stops the providers, waiting at most until ctx is
@@ -161,11 +163,11 @@ func (e abortableExporter) ExportSpans(ctx context.Context, spans []sdktrace.Rea
 // they are sampled, so metrics carry trace exemplars, and then dropped.
 // Exporters that cannot connect do not block: spans are batched and
 // exported in the background.
-func Setup(ctx context.Context, opts ...SetupOption) (*Telemetry, error) {
-	cfg := setupConfig{serviceName: "agentstop", cardinalityLimit: DefaultCardinalityLimit, global: true}
+func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
+	cfg := config{serviceName: "agentstop", cardinalityLimit: DefaultCardinalityLimit, global: true}
 	for _, o := range opts {
 		if o != nil {
-			o.applySetup(&cfg)
+			o.apply(&cfg)
 		}
 	}
 	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(semconv.ServiceName(serviceName(cfg.serviceName))))
@@ -176,7 +178,7 @@ func Setup(ctx context.Context, opts ...SetupOption) (*Telemetry, error) {
 	reg := prometheus.NewRegistry()
 	promExporter, err := otelprom.New(otelprom.WithRegisterer(reg))
 	if err != nil {
-		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
+		return nil, fmt.Errorf("otelsetup: prometheus exporter: %w", err)
 	}
 	mopts := []sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithReader(promExporter),
 		sdkmetric.WithCardinalityLimit(cfg.cardinalityLimit)}
@@ -187,7 +189,7 @@ func Setup(ctx context.Context, opts ...SetupOption) (*Telemetry, error) {
 	if m := strings.TrimSpace(os.Getenv("OTEL_METRICS_EXPORTER")); m != "" && m != "none" && m != "prometheus" {
 		reader, err := autoexport.NewMetricReader(ctx)
 		if err != nil {
-			return nil, fmt.Errorf("telemetry: OTEL_METRICS_EXPORTER=%s: %w", m, err)
+			return nil, fmt.Errorf("otelsetup: OTEL_METRICS_EXPORTER=%s: %w", m, err)
 		}
 		mopts = append(mopts, sdkmetric.WithReader(reader))
 		pushReader = reader
@@ -211,7 +213,7 @@ func Setup(ctx context.Context, opts ...SetupOption) (*Telemetry, error) {
 				_ = pushReader.Shutdown(sctx)
 				cancel()
 			}
-			return nil, fmt.Errorf("telemetry: trace exporter: %w", err)
+			return nil, fmt.Errorf("otelsetup: trace exporter: %w", err)
 		}
 		if !autoexport.IsNoneSpanExporter(exp) {
 			topts = append(topts, sdktrace.WithBatcher(abortableExporter{SpanExporter: exp, aborted: aborted}))
