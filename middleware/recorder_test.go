@@ -21,10 +21,10 @@ type fakeRecorder struct {
 
 type ctxKey struct{}
 
-func (f *fakeRecorder) StartRun(ctx context.Context, stage string) (context.Context, middleware.RunRecorder) {
+func (f *fakeRecorder) StartRun(ctx context.Context, info middleware.RunInfo) (context.Context, middleware.RunRecorder) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	r := &fakeRun{stage: stage}
+	r := &fakeRun{stage: info.Stage, info: info}
 	f.runs = append(f.runs, r)
 	return context.WithValue(ctx, ctxKey{}, r), r
 }
@@ -42,6 +42,7 @@ func (f *fakeRecorder) only(t *testing.T) *fakeRun {
 type fakeRun struct {
 	mu       sync.Mutex
 	stage    string
+	info     middleware.RunInfo
 	busy     bool
 	calls    []string // "event:kind", "warning", "error", "end"
 	events   []termination.Event
@@ -183,7 +184,7 @@ func TestRecorderSkip(t *testing.T) {
 // copes.
 type nilRecorder struct{}
 
-func (nilRecorder) StartRun(context.Context, string) (context.Context, middleware.RunRecorder) {
+func (nilRecorder) StartRun(context.Context, middleware.RunInfo) (context.Context, middleware.RunRecorder) {
 	return nil, nil
 }
 

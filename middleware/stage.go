@@ -19,6 +19,7 @@ type Stage struct {
 	timeouts []time.Duration
 	cfg      config
 	allowed  func(string) bool
+	info     RunInfo // what the recorder is told about every run; ids added per run
 }
 
 // New returns a Stage named stage. An empty name, an invalid option or an
@@ -38,8 +39,9 @@ func New(stage string, opts ...Option) (*Stage, error) {
 		cond = termination.AnyOf(cfg.conds...)
 	}
 	s := &Stage{name: stage, cond: cond, timeouts: termination.Timeouts(cond), cfg: cfg}
-	if reasons := slices.Clone(cfg.customReasons); len(reasons) > 0 {
-		s.allowed = func(r string) bool { return slices.Contains(reasons, r) }
+	s.info = RunInfo{Stage: stage, Provider: cfg.providerName, CustomReasons: slices.Clone(cfg.customReasons)}
+	if len(s.info.CustomReasons) > 0 {
+		s.allowed = s.info.Allowed
 	}
 	return s, nil
 }
@@ -75,7 +77,9 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 		ctx = context.Background()
 	}
 	parent := ctx
-	recCtx, rec := s.cfg.recorder.StartRun(ctx, s.name)
+	info := s.info
+	info.AgentID, info.ConversationID = rc.agentID, rc.conversationID
+	recCtx, rec := s.cfg.recorder.StartRun(ctx, info)
 	if recCtx != nil {
 		ctx = recCtx
 	}
