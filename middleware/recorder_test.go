@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -196,4 +197,33 @@ func TestRecorderNil(t *testing.T) {
 	assert.True(t, stop)
 	assert.Error(t, ctx.Err())
 	assert.Equal(t, termination.MaxIterationsReached{Limit: 1, Count: 2}, run.Finish(nil).Cause)
+}
+
+// TestRecorderRunInfo: the recorder is told the stage, its provider and
+// allow-list, and the run's ids.
+func TestRecorderRunInfo(t *testing.T) {
+	rec := &fakeRecorder{}
+	stage := mustStage(t, "planner", middleware.WithRecorder(rec), middleware.WithProviderName("anthropic"),
+		middleware.WithCustomReasons("quota", "manual_review"))
+	_, run := stage.Start(context.Background(), middleware.WithAgentID("agent-1"), middleware.WithConversationID("conv-9"))
+	run.Finish(nil)
+	info := rec.only(t).info
+	assert.Equal(t, middleware.RunInfo{Stage: "planner", Provider: "anthropic", AgentID: "agent-1", ConversationID: "conv-9",
+		CustomReasons: []string{"quota", "manual_review"}}, info)
+	assert.True(t, info.Allowed("quota"))
+	assert.False(t, info.Allowed("custom"))
+
+	rec = &fakeRecorder{}
+	stage = mustStage(t, "bare", middleware.WithRecorder(rec))
+	_, run = stage.Start(context.Background())
+	run.Finish(nil)
+	assert.Equal(t, middleware.RunInfo{Stage: "bare"}, rec.only(t).info, "nothing given: empty fields")
+}
+
+func TestWithProviderNameInvalid(t *testing.T) {
+	for _, name := range []string{"", "open ai", "tab\tname", strings.Repeat("x", 65)} {
+		_, err := middleware.New("s", middleware.WithProviderName(name))
+		require.Error(t, err, "%q", name)
+		assert.ErrorContains(t, err, "WithProviderName")
+	}
 }
