@@ -3,9 +3,13 @@ package otelsetup_test
 import (
 	"context"
 	"errors"
-	"fmt"
+	"io"
 	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,14 +33,14 @@ var otelEnv = []string{
 	"OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_BSP_EXPORT_TIMEOUT", "OTEL_METRIC_EXPORT_TIMEOUT",
 }
 
-func clearOTelEnv(t *testing.T) {
+func clearOTelEnv(t testing.TB) {
 	for _, k := range otelEnv {
 		t.Setenv(k, "")
 	}
 }
 
 // closedPort returns an address on which nothing listens.
-func closedPort(t *testing.T) string {
+func closedPort(t testing.TB) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()
@@ -46,7 +50,7 @@ func closedPort(t *testing.T) string {
 
 // blackhole accepts TCP connections and never answers. stop closes it and
 // every connection it accepted; it is also called when the test ends.
-func blackhole(t *testing.T) (addr string, stop func()) {
+func blackhole(t testing.TB) (addr string, stop func()) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	var (
@@ -83,104 +87,237 @@ func blackhole(t *testing.T) (addr string, stop func()) {
 	return ln.Addr().String(), stop
 }
 
-// workload runs many sampled runs of many events (tool calls become
-// spans) through a channel-wrapped loop and returns how long it took.
-func workload(t *testing.T, rec middleware.Recorder) time.Duration {
-	t.Helper()
-	st, err := middleware.New("worker", middleware.WithRecorder(rec),
-		middleware.WithPolicy(termination.MustParsePolicy("max_tool_calls: 1000\ntoken_budget: {total: 10000000}\n")))
-	require.NoError(t, err)
-	start := time.Now()
-	for r := range 100 {
-		ctx, run := st.Start(context.Background())
-		in := make(chan termination.Event)
-		go func() {
-			defer close(in)
-			for i := range 200 {
-				var ev termination.Event
-				switch i % 3 {
-				case 0:
-					ev = msg("w", fmt.Sprintf("turn %d", i), 10, 5)
-				case 1:
-					ev = call("search", `{}`)
-				default:
-					ev = result("search", "")
-				}
-				select {
-				case in <- ev:
-				case <-ctx.Done():
-					return
-				}
-			}
-		}()
-		n := 0
-		for range middleware.Forward(run, in, func(ev termination.Event) termination.Event { return ev }) {
-			n++
-		}
-		res := run.Wait()
-		require.Equal(t, 200, n, "run %d: every event forwarded", r)
-		require.Equal(t, "natural_completion", res.Tag())
-	}
-	return time.Since(start)
+// endpoints are the collector outages of issue 11: an endpoint that
+// refuses connections, and one that accepts them and never answers, over
+// both OTLP protocols.
+var endpoints = []struct {
+	name, protocol string
+	endpoint       func(testing.TB) (addr string, stop func())
+}{
+	{"refused/http", "http/protobuf", refused},
+	{"refused/grpc", "grpc", refused},
+	{"blackhole/http", "http/protobuf", blackhole},
+	{"blackhole/grpc", "grpc", blackhole},
 }
 
-// TestUnreachableExporterDoesNotSlowTheLoop: with OTLP traces and metrics
-// pointed at an endpoint that refuses connections, or one that accepts them
-// and never answers, the wrapped loop runs as fast as with no exporter,
-// every event still flows, the Prometheus handler still serves, and
-// Shutdown with a short deadline returns.
-func TestUnreachableExporterDoesNotSlowTheLoop(t *testing.T) {
-	clearOTelEnv(t)
-	base, err := otelsetup.Setup(context.Background(), otelsetup.WithoutGlobal())
-	require.NoError(t, err)
-	require.False(t, base.TracesExported)
-	baseline := workload(t, base.Recorder())
-	require.NoError(t, base.Shutdown(context.Background()))
+func refused(t testing.TB) (string, func()) { return closedPort(t), func() {} }
 
-	refused := func(t *testing.T) (string, func()) { return closedPort(t), func() {} }
-	for _, tc := range []struct {
-		name, protocol string
-		endpoint       func(*testing.T) (addr string, stop func())
-	}{
-		{"refused/http", "http/protobuf", refused},
-		{"refused/grpc", "grpc", refused},
-		{"blackhole/http", "http/protobuf", blackhole},
-		{"blackhole/grpc", "grpc", blackhole},
-	} {
+// setOTLPEnv points traces and metrics at addr over protocol; with often,
+// exports are attempted every few milliseconds, so that a short test sees
+// many (otherwise the SDK's defaults apply).
+func setOTLPEnv(t testing.TB, addr, protocol string, often bool) {
+	clearOTelEnv(t)
+	t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+addr)
+	t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", protocol)
+	t.Setenv("OTEL_METRICS_EXPORTER", "otlp")
+	if often {
+		t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "20")
+		t.Setenv("OTEL_METRIC_EXPORT_INTERVAL", "50")
+	}
+}
+
+// TestUnreachableCollector: with OTLP traces and metrics pointed at a
+// collector that is down, span export pauses (the batch span processor is
+// unregistered, so the loop pays nothing for it) after one report to
+// otel.Handle, not one per batch; it is tried again after the pause; every
+// event still flows; the Prometheus handler still serves; and Shutdown
+// without a deadline returns within DefaultShutdownTimeout with the export
+// error, leaving no goroutine behind. (Its cost to the loop is measured by
+// BenchmarkCollectorDown, not timed here.)
+func TestUnreachableCollector(t *testing.T) {
+	defer otelsetup.SetExportTimings(100*time.Millisecond, 300*time.Millisecond, 300*time.Millisecond)()
+	for _, tc := range endpoints {
 		t.Run(tc.name, func(t *testing.T) {
 			before := goleak.IgnoreCurrent()
 			addr, stopEndpoint := tc.endpoint(t)
-			clearOTelEnv(t)
+			setOTLPEnv(t, addr, tc.protocol, true)
 			errs := captureErrors(t)
-			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://"+addr)
-			t.Setenv("OTEL_EXPORTER_OTLP_PROTOCOL", tc.protocol)
-			t.Setenv("OTEL_METRICS_EXPORTER", "otlp")
-			// Export often, so that exports are attempted during the run.
-			t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "20")
-			t.Setenv("OTEL_METRIC_EXPORT_INTERVAL", "50")
 
 			tel, err := otelsetup.Setup(context.Background(), otelsetup.WithoutGlobal())
 			require.NoError(t, err)
 			require.True(t, tel.TracesExported)
-			took := workload(t, tel.Recorder())
-			t.Logf("%s: %s (baseline %s)", tc.name, took, baseline)
-			assert.Less(t, took, 2*baseline+500*time.Millisecond, "the loop was slowed by the exporter")
+			st, err := middleware.New("worker", middleware.WithRecorder(tel.Recorder()))
+			require.NoError(t, err)
+			require.Eventually(t, func() bool {
+				runOnce(t, st)
+				return otelsetup.TracesDetached(tel)
+			}, 10*time.Second, time.Millisecond, "span export never paused")
+			// Keep the loop running through a few pauses and retries.
+			deadline := time.Now().Add(time.Second)
+			for time.Now().Before(deadline) {
+				runOnce(t, st)
+			}
+			tries := otelsetup.SpanProcessorsStarted(tel)
+			assert.GreaterOrEqual(t, tries, 2, "export is tried again after the pause")
+			spanReports := 0
+			for _, e := range errs.list() {
+				if strings.Contains(e.Error(), "otelsetup: exporting spans") {
+					spanReports++
+				}
+			}
+			assert.Positive(t, spanReports, "the outage is reported")
+			assert.LessOrEqual(t, spanReports, tries, "one report per try, not per batch")
 
-			text := scrape(t, tel.Handler())
-			assert.Contains(t, text, `agent_stage_terminations_total{`)
+			assert.Contains(t, scrape(t, tel.Handler()), `agent_stage_terminations_total{`)
 
-			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-			defer cancel()
+			ctx := context.Background() // no deadline: DefaultShutdownTimeout
+			if tc.protocol == "grpc" {
+				// The final metric export waits for its deadline: keep the
+				// test short.
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
+				defer cancel()
+			}
 			start := time.Now()
-			_ = tel.Shutdown(ctx) // an error is expected: nothing was delivered
-			assert.Less(t, time.Since(start), 2*time.Second, "Shutdown ignored its deadline")
+			err = tel.Shutdown(ctx)
+			assert.Less(t, time.Since(start), otelsetup.DefaultShutdownTimeout+time.Second, "Shutdown without a deadline is bounded")
+			require.Error(t, err, "nothing was delivered")
+			assert.ErrorContains(t, err, "spans not delivered")
+			assert.NoError(t, tel.Shutdown(context.Background()), "a second Shutdown does nothing")
 			// Nothing keeps retrying once Shutdown has returned. (An idle
-			// HTTP connection to the blackhole, dialled for an export
-			// that was aborted, lives until the peer closes it: close the
-			// endpoint first.)
+			// connection to the blackhole, dialled for an aborted export,
+			// lives until the peer closes it: close the endpoint first.)
 			stopEndpoint()
 			goleak.VerifyNone(t, before)
-			_ = errs
+		})
+	}
+}
+
+// collector is a fake OTLP/HTTP collector: it answers 503 until up is set,
+// then 200, and counts the trace and metric exports it accepted.
+type collector struct {
+	*httptest.Server
+	up              atomic.Bool
+	traces, metrics atomic.Int64
+}
+
+func newCollector(t *testing.T) *collector {
+	c := &collector{}
+	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		if !c.up.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			return
+		}
+		switch r.URL.Path {
+		case "/v1/traces":
+			c.traces.Add(1)
+		case "/v1/metrics":
+			c.metrics.Add(1)
+		}
+		w.Header().Set("Content-Type", "application/x-protobuf")
+		w.WriteHeader(http.StatusOK)
+	}))
+	t.Cleanup(c.Close)
+	return c
+}
+
+// TestCollectorRecovers: span export pauses while the collector answers
+// 503, resumes once it answers again, and then Shutdown flushes without
+// error and closes the OTLP connections: no client goroutine is left,
+// although the collector still runs.
+func TestCollectorRecovers(t *testing.T) {
+	// A stall timeout well above an export's time on a loaded machine, below
+	// the exporter's own 5 s pause before retrying a 503.
+	defer otelsetup.SetExportTimings(3*time.Second, 200*time.Millisecond, 200*time.Millisecond)()
+	c := newCollector(t)
+	before := goleak.IgnoreCurrent()
+	setOTLPEnv(t, strings.TrimPrefix(c.URL, "http://"), "http/protobuf", true)
+	captureErrors(t)
+	tel, err := otelsetup.Setup(context.Background(), otelsetup.WithoutGlobal())
+	require.NoError(t, err)
+	st, err := middleware.New("worker", middleware.WithRecorder(tel.Recorder()))
+	require.NoError(t, err)
+	require.Eventually(t, func() bool {
+		runOnce(t, st)
+		return otelsetup.TracesDetached(tel)
+	}, 10*time.Second, time.Millisecond, "span export never paused")
+	c.up.Store(true)
+	require.Eventually(t, func() bool {
+		runOnce(t, st)
+		return c.traces.Load() > 0 && c.metrics.Load() > 0
+	}, 20*time.Second, time.Millisecond, "export never resumed")
+	runOnce(t, st)
+	require.Eventually(t, func() bool { return !otelsetup.TracesDetached(tel) }, 5*time.Second, time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, tel.Shutdown(ctx), "everything since the recovery was delivered")
+	goleak.VerifyNone(t, before)
+}
+
+// runOnce runs one wrapped loop of 90 events, a third of them tool calls
+// (each a span when sampled), through Forward.
+func runOnce(tb testing.TB, st *middleware.Stage) {
+	_, run := st.Start(context.Background())
+	in := make(chan termination.Event, 90)
+	for i := range 90 {
+		switch i % 3 {
+		case 0:
+			in <- msg("w", "turn", 10, 5)
+		case 1:
+			in <- call("search", `{}`)
+		default:
+			in <- result("search", "")
+		}
+	}
+	close(in)
+	n := 0
+	for range middleware.Forward(run, in, func(ev termination.Event) termination.Event { return ev }) {
+		n++
+	}
+	if res := run.Wait(); n != 90 || res.Tag() != "natural_completion" {
+		tb.Fatalf("forwarded %d of 90 events, cause %s", n, res.Tag())
+	}
+}
+
+// BenchmarkCollectorDown is the benchmark pair of issue 11: the wrapped
+// loop with every span sampled, exporter off (the baseline) and exporter
+// on with the collector down, run alternately in one loop so that both see
+// the same machine. It reports both per-event times and x-of-off, the
+// throughput with the collector down as a share of exporter-off (target
+// >= 0.9). The outage is detected before the timer starts: this is the
+// steady cost of an outage, not of its first seconds.
+func BenchmarkCollectorDown(b *testing.B) {
+	// Only the stall timeout is shortened (to detect the blackhole sooner);
+	// the pauses are the defaults, so the retries are part of the cost.
+	defer otelsetup.SetExportTimings(100*time.Millisecond, time.Second, time.Minute)()
+	for _, tc := range endpoints {
+		b.Run(tc.name, func(b *testing.B) {
+			clearOTelEnv(b)
+			off, err := otelsetup.Setup(context.Background(), otelsetup.WithoutGlobal())
+			require.NoError(b, err)
+			defer off.Shutdown(context.Background())
+			addr, stop := tc.endpoint(b)
+			defer stop()
+			setOTLPEnv(b, addr, tc.protocol, false)
+			captureErrors(b)
+			down, err := otelsetup.Setup(context.Background(), otelsetup.WithoutGlobal())
+			require.NoError(b, err)
+			defer down.Shutdown(context.Background())
+			offStage, err := middleware.New("worker", middleware.WithRecorder(off.Recorder()))
+			require.NoError(b, err)
+			downStage, err := middleware.New("worker", middleware.WithRecorder(down.Recorder()))
+			require.NoError(b, err)
+			for start := time.Now(); !otelsetup.TracesDetached(down); runOnce(b, downStage) {
+				if time.Since(start) > 10*time.Second {
+					b.Fatal("span export never paused")
+				}
+			}
+			var offTime, downTime time.Duration
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				t0 := time.Now()
+				runOnce(b, offStage)
+				t1 := time.Now()
+				runOnce(b, downStage)
+				offTime += t1.Sub(t0)
+				downTime += time.Since(t1)
+			}
+			events := float64(b.N) * 90
+			b.ReportMetric(float64(offTime.Nanoseconds())/events, "off-ns/event")
+			b.ReportMetric(float64(downTime.Nanoseconds())/events, "down-ns/event")
+			b.ReportMetric(float64(offTime)/float64(downTime), "x-of-off")
 		})
 	}
 }
@@ -223,7 +360,11 @@ func TestFailingMetricReaderBreaksNothing(t *testing.T) {
 	reader := sdkmetric.NewPeriodicReader(exp, sdkmetric.WithInterval(10*time.Millisecond))
 	tel, err := otelsetup.Setup(context.Background(), otelsetup.WithoutGlobal(), otelsetup.WithMetricReader(reader))
 	require.NoError(t, err)
-	workload(t, tel.Recorder())
+	st, err := middleware.New("worker", middleware.WithRecorder(tel.Recorder()))
+	require.NoError(t, err)
+	for range 20 {
+		runOnce(t, st)
+	}
 	require.Eventually(t, func() bool {
 		exp.mu.Lock()
 		defer exp.mu.Unlock()

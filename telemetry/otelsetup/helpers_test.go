@@ -63,10 +63,10 @@ func (e *errorSink) all() error {
 	return errors.Join(e.errs...)
 }
 
-func (e *errorSink) count() int {
+func (e *errorSink) list() []error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return len(e.errs)
+	return append([]error(nil), e.errs...)
 }
 
 // captureErrors installs an errorSink as the global OTel error handler for
