@@ -379,3 +379,41 @@ func BenchmarkToolPairing(b *testing.B) {
 		})
 	}
 }
+
+// TestProvidersAreBounded: past MaxProviders distinct provider names,
+// gen_ai.invoke_agent.duration records "_other"; spans keep the name.
+func TestProvidersAreBounded(t *testing.T) {
+	h := newHarness(t, nil)
+	for i := range telemetry.MaxProviders + 3 {
+		_, rr := h.rec.StartRun(context.Background(), middleware.RunInfo{Stage: "s", Provider: fmt.Sprintf("p%d", i)})
+		rr.End(&termination.Result{Cause: termination.NaturalCompletion{}, Outcome: termination.OutcomeSucceeded})
+	}
+	got := map[string]uint64{}
+	for _, dp := range h.collect(t)["gen_ai.invoke_agent.duration"].Data.(metricdata.Histogram[float64]).DataPoints {
+		v, _ := dp.Attributes.Value("gen_ai.provider.name")
+		got[v.AsString()] = dp.Count
+	}
+	assert.Len(t, got, telemetry.MaxProviders+1)
+	assert.Equal(t, uint64(3), got["_other"])
+	last := h.spans.Ended()[len(h.spans.Ended())-1]
+	assert.Equal(t, fmt.Sprintf("p%d", telemetry.MaxProviders+2), attrMap(last.Attributes())["gen_ai.provider.name"].AsString())
+}
+
+// TestUnansweredCallsAreBounded: a loop that never reports results keeps
+// at most a bounded number of open calls; the newest still pair.
+func TestUnansweredCallsAreBounded(t *testing.T) {
+	h := newHarness(t, sdktrace.NeverSample())
+	_, rr := h.rec.StartRun(context.Background(), middleware.RunInfo{Stage: "s"})
+	for i := range 1000 {
+		ev := callID("t", fmt.Sprint(i))
+		rr.Event(&ev)
+	}
+	ev := resultID("t", "999", "")
+	rr.Event(&ev)
+	ev = resultID("t", "0", "") // forgotten long ago
+	rr.Event(&ev)
+	rr.End(&termination.Result{Cause: termination.NaturalCompletion{}, Outcome: termination.OutcomeSucceeded})
+	dps := h.collect(t)["gen_ai.execute_tool.duration"].Data.(metricdata.Histogram[float64]).DataPoints
+	require.Len(t, dps, 1)
+	assert.Equal(t, uint64(1), dps[0].Count)
+}

@@ -172,7 +172,7 @@ type Recorder struct {
 	mu        sync.RWMutex
 	stages    map[string]*stageAttrs
 	tools     map[string]*toolAttrs
-	providers map[string]string // provider name → recorded value
+	providers map[string]struct{} // provider names recorded as themselves
 }
 
 var _ middleware.Recorder = (*Recorder)(nil)
@@ -199,7 +199,7 @@ func NewRecorder(opts ...Option) *Recorder {
 		tags:       map[string]bool{},
 		stages:     map[string]*stageAttrs{},
 		tools:      map[string]*toolAttrs{},
-		providers:  map[string]string{},
+		providers:  map[string]struct{}{},
 	}
 	for _, t := range termination.TagValues() {
 		r.tags[t] = true
@@ -280,32 +280,31 @@ func (r *Recorder) tag(c termination.Cause, info *middleware.RunInfo) string {
 	return t
 }
 
-// provider bounds a provider name for metrics.
+// provider bounds a provider name for metrics: the first MaxProviders
+// names are recorded as themselves, later ones as "_other".
 func (r *Recorder) provider(name string) string {
 	if name == "" {
 		return ""
 	}
 	r.mu.RLock()
-	p, ok := r.providers[name]
+	_, ok := r.providers[name]
+	n := len(r.providers)
 	r.mu.RUnlock()
-	if ok {
-		return p
+	switch {
+	case ok:
+		return name
+	case n >= MaxProviders:
+		return OtherValue
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if p, ok = r.providers[name]; ok {
-		return p
+	if _, ok := r.providers[name]; !ok {
+		if len(r.providers) >= MaxProviders {
+			return OtherValue
+		}
+		r.providers[name] = struct{}{}
 	}
-	p = name
-	if len(r.providers) >= MaxProviders {
-		p = OtherValue
-	}
-	r.providers[name] = p
-	if len(r.providers) > 4*MaxProviders {
-		// Keep the map bounded too: names past the limit are not cached.
-		delete(r.providers, name)
-	}
-	return p
+	return name
 }
 
 // StartRun implements middleware.Recorder: it starts the run's span and

@@ -16,8 +16,8 @@ import (
 
 // maxPendingTools bounds the tool calls a run keeps waiting for their
 // results; past it the oldest is forgotten (a loop that never reports
-// results must not grow for its whole life).
-const maxPendingTools = 256
+// results must not grow, or slow down, for its whole life).
+const maxPendingTools = 64
 
 // inlinePending is how many open tool calls a run holds without a heap
 // allocation.
