@@ -39,10 +39,12 @@ func New(stage string, opts ...Option) (*Stage, error) {
 		cond = termination.AnyOf(cfg.conds...)
 	}
 	s := &Stage{name: stage, cond: cond, timeouts: termination.Timeouts(cond), cfg: cfg}
-	s.info = RunInfo{Stage: stage, Provider: cfg.providerName, CustomReasons: slices.Clone(cfg.customReasons)}
-	if len(s.info.CustomReasons) > 0 {
-		s.allowed = s.info.Allowed
+	if reasons := slices.Clone(cfg.customReasons); len(reasons) > 0 {
+		s.allowed = func(r string) bool { return slices.Contains(reasons, r) }
 	}
+	// The recorder's copy of the allow-list is its own: the stage's tags do
+	// not depend on what a recorder does with it.
+	s.info = RunInfo{Stage: stage, Provider: cfg.providerName, CustomReasons: slices.Clone(cfg.customReasons)}
 	return s, nil
 }
 
