@@ -137,6 +137,8 @@ func TestPrometheusNames(t *testing.T) {
 		`(?m)^# TYPE agent_stage_budget_utilization histogram$`,
 		`(?m)^# TYPE agent_stage_budget_pressure counter$`,
 		`(?m)^# TYPE agent_stage_active gauge$`,
+		`(?m)^# TYPE gen_ai_invoke_agent_duration_seconds histogram$`,
+		`(?m)^# TYPE gen_ai_execute_tool_duration_seconds histogram$`,
 		`(?m)^# EOF$`,
 	} {
 		assert.Regexp(t, regexp.MustCompile(re), text)
@@ -174,6 +176,9 @@ func TestPrometheusNames(t *testing.T) {
 	one("agent_stage_budget_utilization_bucket", labels{"stage": "planner", "resource": "total_tokens", "le": "0.75"}, "2")
 	one("agent_stage_budget_pressure_total", labels{"stage": "planner", "resource": "total_tokens"}, "1.0")
 	one("agent_stage_active", labels{"stage": "planner"}, "0.0")
+	one("gen_ai_invoke_agent_duration_seconds_count", labels{"gen_ai_operation_name": "invoke_agent", "gen_ai_agent_name": "planner",
+		"error_type": "max_tool_calls"}, "1")
+	one("gen_ai_execute_tool_duration_seconds_bucket", labels{"gen_ai_tool_name": "t", "le": "81.92"}, "1")
 
 	// Every agentstop sample has only the contract's labels (plus the
 	// exporter's scope labels and le).
