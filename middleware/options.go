@@ -28,6 +28,7 @@ type config struct {
 	drainTimeout   time.Duration
 	recorder       Recorder
 	customReasons  []string
+	providerName   string
 	errs           []error
 }
 
@@ -98,10 +99,9 @@ func WithRecorder(r Recorder) Option {
 // WithCustomReasons allow-lists Custom reasons (and the tags of registered
 // user cause types) as termination_cause values of their own; any other
 // custom reason is recorded as "custom". Each must be a snake_case label of
-// at most 64 characters that is not a built-in tag value. The stage's
-// Result carries the tag, and package telemetry's Recorder trusts it (up to
-// telemetry.MaxCustomTags values), so the allow-list is configured here
-// once.
+// at most 64 characters that is not a built-in tag value. This is the one
+// allow-list: the stage's Result carries the tag, and a Recorder gets the
+// list with each run (RunInfo.CustomReasons).
 func WithCustomReasons(reasons ...string) Option {
 	return optionFunc(func(c *config) {
 		for _, r := range reasons {

@@ -2,6 +2,7 @@ package middleware
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/agentstop/agentstop/termination"
 )
@@ -10,10 +11,47 @@ import (
 // telemetry: package telemetry implements it with OpenTelemetry; the default
 // records nothing. Implementations must be safe for concurrent use.
 type Recorder interface {
-	// StartRun is called once per run, before any event. The returned
-	// context becomes the parent of the run's context (it may carry a span,
-	// so the loop's own spans nest under it).
-	StartRun(ctx context.Context, stage string) (context.Context, RunRecorder)
+	// StartRun is called once per run, before any event, with what the
+	// run is known by. The returned context becomes the parent of the
+	// run's context (it may carry a span, so the loop's own spans nest
+	// under it).
+	StartRun(ctx context.Context, info RunInfo) (context.Context, RunRecorder)
+}
+
+// RunInfo is what a Recorder is told about a run when it starts. The stage
+// fills it; a caller of Start can set only the agent and conversation ids
+// (WithAgentID, WithConversationID).
+type RunInfo struct {
+	// Stage is the stage's name (New).
+	Stage string
+	// Provider is the GenAI provider the stage's loop talks to
+	// (WithProviderName; the span's gen_ai.provider.name); "" when not
+	// given.
+	Provider string
+	// AgentID and ConversationID are the run's ids (WithAgentID,
+	// WithConversationID); "" when not given.
+	AgentID        string
+	ConversationID string
+	// RunID identifies the run when the stage gives runs ids; "" otherwise.
+	RunID string
+	// CustomReasons is the stage's allow-list of custom termination_cause
+	// values (WithCustomReasons): the only custom values a Recorder may
+	// record as themselves; any other custom reason is recorded as
+	// "custom". The recorder takes the tag from the typed cause
+	// (termination.Tag with this list), never from a string a caller wrote
+	// into the Result. Shared by every run of the stage: read only.
+	CustomReasons []string
+}
+
+// Allowed reports whether tag is in the stage's allow-list: the func to
+// give termination.Tag.
+func (i *RunInfo) Allowed(tag string) bool {
+	for _, r := range i.CustomReasons {
+		if r == tag {
+			return true
+		}
+	}
+	return false
 }
 
 // RunRecorder records one run. Its methods are called with the run's lock
@@ -22,7 +60,8 @@ type RunRecorder interface {
 	// Event is called for every evaluated event, on the hot path: it must
 	// not allocate. ev is valid only during the call.
 	Event(ev *termination.Event)
-	// Warning is called for every budget-pressure warning.
+	// Warning is called for every warning the run's conditions raise
+	// (budget pressure, stall warnings).
 	Warning(c termination.Cause)
 	// Error reports a failure that did not stop the loop, or that the loop
 	// should know about: a panicking hook, a decode panic.
@@ -31,9 +70,40 @@ type RunRecorder interface {
 	End(res *termination.Result)
 }
 
+// WithProviderName names the GenAI provider the stage's loop talks to
+// ("openai", "anthropic", "gcp.gemini", … — the well-known values of the
+// GenAI semantic conventions' gen_ai.provider.name), recorded on the run's
+// span and the gen_ai.invoke_agent.duration metric. The conventions require
+// it; it is left out when not given. It must be at most 64 bytes without
+// spaces or control characters. Default: none.
+func WithProviderName(name string) Option {
+	return optionFunc(func(c *config) {
+		if err := validProviderName(name); err != nil {
+			c.errs = append(c.errs, fmt.Errorf("WithProviderName: %w", err))
+			return
+		}
+		c.providerName = name
+	})
+}
+
+func validProviderName(name string) error {
+	if name == "" {
+		return fmt.Errorf("empty name")
+	}
+	if len(name) > 64 {
+		return fmt.Errorf("%q is longer than 64 bytes", name)
+	}
+	for _, r := range name {
+		if r <= ' ' || r == 0x7f {
+			return fmt.Errorf("%q contains a space or control character", name)
+		}
+	}
+	return nil
+}
+
 type nopRecorder struct{}
 
-func (nopRecorder) StartRun(ctx context.Context, _ string) (context.Context, RunRecorder) {
+func (nopRecorder) StartRun(ctx context.Context, _ RunInfo) (context.Context, RunRecorder) {
 	return ctx, nopRunRecorder{}
 }
 

@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -21,10 +22,10 @@ type fakeRecorder struct {
 
 type ctxKey struct{}
 
-func (f *fakeRecorder) StartRun(ctx context.Context, stage string) (context.Context, middleware.RunRecorder) {
+func (f *fakeRecorder) StartRun(ctx context.Context, info middleware.RunInfo) (context.Context, middleware.RunRecorder) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	r := &fakeRun{stage: stage}
+	r := &fakeRun{stage: info.Stage, info: info}
 	f.runs = append(f.runs, r)
 	return context.WithValue(ctx, ctxKey{}, r), r
 }
@@ -42,6 +43,7 @@ func (f *fakeRecorder) only(t *testing.T) *fakeRun {
 type fakeRun struct {
 	mu       sync.Mutex
 	stage    string
+	info     middleware.RunInfo
 	busy     bool
 	calls    []string // "event:kind", "warning", "error", "end"
 	events   []termination.Event
@@ -183,7 +185,7 @@ func TestRecorderSkip(t *testing.T) {
 // copes.
 type nilRecorder struct{}
 
-func (nilRecorder) StartRun(context.Context, string) (context.Context, middleware.RunRecorder) {
+func (nilRecorder) StartRun(context.Context, middleware.RunInfo) (context.Context, middleware.RunRecorder) {
 	return nil, nil
 }
 
@@ -195,4 +197,33 @@ func TestRecorderNil(t *testing.T) {
 	assert.True(t, stop)
 	assert.Error(t, ctx.Err())
 	assert.Equal(t, termination.MaxIterationsReached{Limit: 1, Count: 2}, run.Finish(nil).Cause)
+}
+
+// TestRecorderRunInfo: the recorder is told the stage, its provider and
+// allow-list, and the run's ids.
+func TestRecorderRunInfo(t *testing.T) {
+	rec := &fakeRecorder{}
+	stage := mustStage(t, "planner", middleware.WithRecorder(rec), middleware.WithProviderName("anthropic"),
+		middleware.WithCustomReasons("quota", "manual_review"))
+	_, run := stage.Start(context.Background(), middleware.WithAgentID("agent-1"), middleware.WithConversationID("conv-9"))
+	run.Finish(nil)
+	info := rec.only(t).info
+	assert.Equal(t, middleware.RunInfo{Stage: "planner", Provider: "anthropic", AgentID: "agent-1", ConversationID: "conv-9",
+		CustomReasons: []string{"quota", "manual_review"}}, info)
+	assert.True(t, info.Allowed("quota"))
+	assert.False(t, info.Allowed("custom"))
+
+	rec = &fakeRecorder{}
+	stage = mustStage(t, "bare", middleware.WithRecorder(rec))
+	_, run = stage.Start(context.Background())
+	run.Finish(nil)
+	assert.Equal(t, middleware.RunInfo{Stage: "bare"}, rec.only(t).info, "nothing given: empty fields")
+}
+
+func TestWithProviderNameInvalid(t *testing.T) {
+	for _, name := range []string{"", "open ai", "tab\tname", strings.Repeat("x", 65)} {
+		_, err := middleware.New("s", middleware.WithProviderName(name))
+		require.Error(t, err, "%q", name)
+		assert.ErrorContains(t, err, "WithProviderName")
+	}
 }

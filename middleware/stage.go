@@ -19,6 +19,7 @@ type Stage struct {
 	timeouts []time.Duration
 	cfg      config
 	allowed  func(string) bool
+	info     RunInfo // what the recorder is told about every run; ids added per run
 }
 
 // New returns a Stage named stage. An empty name, an invalid option or an
@@ -41,6 +42,9 @@ func New(stage string, opts ...Option) (*Stage, error) {
 	if reasons := slices.Clone(cfg.customReasons); len(reasons) > 0 {
 		s.allowed = func(r string) bool { return slices.Contains(reasons, r) }
 	}
+	// The recorder's copy of the allow-list is its own: the stage's tags do
+	// not depend on what a recorder does with it.
+	s.info = RunInfo{Stage: stage, Provider: cfg.providerName, CustomReasons: slices.Clone(cfg.customReasons)}
 	return s, nil
 }
 
@@ -75,7 +79,9 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 		ctx = context.Background()
 	}
 	parent := ctx
-	recCtx, rec := s.cfg.recorder.StartRun(ctx, s.name)
+	info := s.info
+	info.AgentID, info.ConversationID = rc.agentID, rc.conversationID
+	recCtx, rec := s.cfg.recorder.StartRun(ctx, info)
 	if recCtx != nil {
 		ctx = recCtx
 	}

@@ -22,7 +22,7 @@ var hotEvents = []termination.Event{
 // per-event call on a run whose span is not sampled allocates nothing.
 func TestEventDoesNotAllocateWhenNotSampled(t *testing.T) {
 	h := newHarness(t, sdktrace.NeverSample())
-	_, rr := h.rec.StartRun(context.Background(), "planner")
+	_, rr := h.rec.StartRun(context.Background(), middleware.RunInfo{Stage: "planner"})
 	defer rr.End(&termination.Result{Cause: termination.NaturalCompletion{}, Outcome: termination.OutcomeSucceeded})
 	ev := hotEvents[0]
 	allocs := testing.AllocsPerRun(1000, func() {
@@ -42,7 +42,7 @@ func BenchmarkRecorderEvent(b *testing.B) {
 	}{{"unsampled", sdktrace.NeverSample()}, {"sampled", sdktrace.AlwaysSample()}} {
 		b.Run(bc.name, func(b *testing.B) {
 			h := newHarness(b, bc.sampler)
-			_, rr := h.rec.StartRun(context.Background(), "planner")
+			_, rr := h.rec.StartRun(context.Background(), middleware.RunInfo{Stage: "planner"})
 			defer rr.End(&termination.Result{Cause: termination.NaturalCompletion{}, Outcome: termination.OutcomeSucceeded})
 			var ev termination.Event
 			b.ReportAllocs()

@@ -41,8 +41,7 @@ func points(t *testing.T, m metricdata.Metrics) []attribute.Set {
 }
 
 // TestCardinalityIsBounded runs 10,000 runs with random stage names and
-// random custom reasons, some allow-listed by the stage only, some by the
-// recorder too, most by neither, and checks that every instrument stays
+// random custom reasons, some allow-listed by the stage, most not, and checks that every instrument stays
 // within the bound: the first stageLimit stage names plus "_other", the
 // closed set of causes plus the allow-listed reasons.
 func TestCardinalityIsBounded(t *testing.T) {
@@ -51,15 +50,14 @@ func TestCardinalityIsBounded(t *testing.T) {
 		stageLimit = 20
 		names      = 500
 	)
-	h := newHarness(t, sdktrace.NeverSample(),
-		telemetry.WithStageLimit(stageLimit), telemetry.WithCustomReasons("approved_reason"))
+	h := newHarness(t, sdktrace.NeverSample(), telemetry.WithStageLimit(stageLimit))
 	rng := rand.New(rand.NewPCG(1, 2))
 	reasons := func() string {
 		switch rng.IntN(4) {
 		case 0:
-			return "approved_reason" // allow-listed by stage and recorder: kept
+			return "approved_reason" // allow-listed by the stage: kept
 		case 1:
-			return "stage_only_reason" // allow-listed by the stage only: trusted, kept
+			return "stage_only_reason" // allow-listed by the stage: kept
 		case 2:
 			return fmt.Sprintf("free text reason #%d!", rng.IntN(1e6)) // never a label
 		}
@@ -94,7 +92,7 @@ func TestCardinalityIsBounded(t *testing.T) {
 	require.Greater(t, len(order), stageLimit*10, "the test must use many more stages than the limit")
 
 	m := h.collect(t)
-	require.Len(t, m, 8)
+	require.Len(t, m, 9, "the agent.stage.* instruments and gen_ai.invoke_agent.duration")
 	kept := map[string]bool{telemetry.OtherStage: true}
 	// The first stageLimit stages to start a run keep their names.
 	for _, n := range order[:stageLimit] {
@@ -112,6 +110,8 @@ func TestCardinalityIsBounded(t *testing.T) {
 		"agent.stage.budget.utilization": (stageLimit + 1) * 3,
 		"agent.stage.budget.pressure":    (stageLimit + 1) * 3,
 		"agent.stage.active":             stageLimit + 1,
+		// {gen_ai.operation.name, gen_ai.agent.name, error.type}: every run failed.
+		"gen_ai.invoke_agent.duration": (stageLimit + 1) * len(causes),
 	}
 	for name, bound := range bounds {
 		pts := points(t, m[name])
@@ -120,11 +120,17 @@ func TestCardinalityIsBounded(t *testing.T) {
 		seenStages := map[string]bool{}
 		for _, set := range pts {
 			st, ok := set.Value("stage")
+			if !ok {
+				st, ok = set.Value("gen_ai.agent.name")
+			}
 			require.True(t, ok, "%s without stage", name)
 			assert.True(t, kept[st.AsString()], "%s: stage %q past the limit", name, st.AsString())
 			seenStages[st.AsString()] = true
 			if c, ok := set.Value("termination_cause"); ok {
 				assert.True(t, causes[c.AsString()], "%s: termination_cause %q", name, c.AsString())
+			}
+			if c, ok := set.Value("error.type"); ok {
+				assert.True(t, causes[c.AsString()], "%s: error.type %q", name, c.AsString())
 			}
 		}
 		if name != "agent.stage.budget.pressure" { // not every stage crosses its threshold
@@ -145,7 +151,7 @@ func TestCardinalityIsBounded(t *testing.T) {
 func TestStageLimitDefault(t *testing.T) {
 	h := newHarness(t, nil)
 	for i := range telemetry.DefaultStageLimit + 5 {
-		_, rr := h.rec.StartRun(context.Background(), fmt.Sprintf("s%03d", i))
+		_, rr := h.rec.StartRun(context.Background(), middleware.RunInfo{Stage: fmt.Sprintf("s%03d", i)})
 		rr.End(&termination.Result{Cause: termination.NaturalCompletion{}, Outcome: termination.OutcomeSucceeded})
 	}
 	pts := points(t, h.collect(t)["agent.stage.terminations"])
@@ -160,24 +166,28 @@ func TestStageLimitDefault(t *testing.T) {
 	assert.Equal(t, 5, other, "spans of stages past the limit")
 }
 
-// TestRecorderBoundsUnknownTags: a Result's tag outside the closed set is
-// kept only if it is a label the stage put in the Result (its allow-list) or
-// the recorder allow-lists, and only up to MaxCustomTags such values;
-// anything else is recorded as "custom".
-func TestRecorderBoundsUnknownTags(t *testing.T) {
-	h := newHarness(t, nil, telemetry.WithCustomReasons("quota"))
-	end := func(tag string) {
-		_, rr := h.rec.StartRun(context.Background(), "s")
-		rr.End(&termination.Result{Cause: termination.Custom{Reason: tag}, TerminationCause: tag, Outcome: termination.OutcomeFailed})
+// TestRecorderTakesTagFromTypedCause: the recorder takes termination_cause
+// from the typed cause and the stage's allow-list it is given with the run
+// (RunInfo.CustomReasons), never from a string written into the Result:
+// a caller that writes TerminationCause cannot add a series. Allow-listed
+// values are kept up to MaxCustomTags over all stages.
+func TestRecorderTakesTagFromTypedCause(t *testing.T) {
+	h := newHarness(t, nil)
+	end := func(reason, written string, allow ...string) {
+		_, rr := h.rec.StartRun(context.Background(), middleware.RunInfo{Stage: "s", CustomReasons: allow})
+		rr.End(&termination.Result{Cause: termination.Custom{Reason: reason}, TerminationCause: written, Outcome: termination.OutcomeFailed})
 	}
-	for _, tag := range []string{"quota", "user_id_12345", "Not A Label", ""} {
-		end(tag)
-	}
-	// A Result the stage did not tag: its custom reason is not trusted.
-	_, rr := h.rec.StartRun(context.Background(), "s")
-	rr.End(&termination.Result{Cause: termination.Custom{Reason: "untagged"}, Outcome: termination.OutcomeFailed})
+	end("quota", "quota", "quota")                 // allow-listed by the stage: kept
+	end("user_id_12345", "user_id_12345")          // a caller-written tag: not trusted
+	end("user_id_67890", "user_id_67890", "quota") // not in the stage's list
+	end("quota", "max_iterations")                 // a forged built-in tag: the cause decides
+	end("Not A Label", "", "Not A Label")          // never a label
+	// A built-in cause is its own tag whatever was written.
+	_, rr := h.rec.StartRun(context.Background(), middleware.RunInfo{Stage: "s"})
+	rr.End(&termination.Result{Cause: termination.MaxIterationsReached{Limit: 1, Count: 2}, TerminationCause: "free_text", Outcome: termination.OutcomeFailed})
 	for i := range telemetry.MaxCustomTags + 10 {
-		end(fmt.Sprintf("reason_%d", i))
+		r := fmt.Sprintf("reason_%d", i)
+		end(r, r, r) // each stage allow-lists its own: bounded over all of them
 	}
 	got := map[string]int64{}
 	for _, dp := range h.collect(t)["agent.stage.terminations"].Data.(metricdata.Sum[int64]).DataPoints {
@@ -185,29 +195,10 @@ func TestRecorderBoundsUnknownTags(t *testing.T) {
 		got[c.AsString()] = dp.Value
 	}
 	assert.Equal(t, int64(1), got["quota"])
-	assert.Equal(t, int64(1), got["user_id_12345"])
-	assert.Equal(t, int64(3+11), got["custom"], "bad labels, the untagged reason, and the reasons past the cap")
-	assert.Len(t, got, 2+telemetry.MaxCustomTags, "quota, custom and MaxCustomTags stage reasons")
-}
-
-// TestSetupCardinalityLimit: Setup's SDK limit caps the series per
-// instrument even when the stage limit would allow more.
-func TestSetupCardinalityLimit(t *testing.T) {
-	reader := newManualReader()
-	tel, err := telemetry.Setup(context.Background(), telemetry.WithoutGlobal(), telemetry.WithCardinalityLimit(10),
-		telemetry.WithMetricReader(reader), telemetry.WithSampler(sdktrace.NeverSample()))
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
-	rec := tel.Recorder()
-	for i := range 50 {
-		_, rr := rec.StartRun(context.Background(), fmt.Sprintf("s%d", i))
-		rr.End(&termination.Result{Cause: termination.NaturalCompletion{}, Outcome: termination.OutcomeSucceeded})
-	}
-	var rm metricdata.ResourceMetrics
-	require.NoError(t, reader.Collect(context.Background(), &rm))
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			assert.LessOrEqual(t, len(points(t, m)), 10, m.Name)
-		}
-	}
+	assert.Equal(t, int64(1), got["max_iterations"])
+	assert.NotContains(t, got, "user_id_12345")
+	assert.NotContains(t, got, "user_id_67890")
+	assert.NotContains(t, got, "free_text")
+	assert.Equal(t, int64(4+11), got["custom"], "untrusted tags, the bad label, and the reasons past the cap")
+	assert.Len(t, got, 3+telemetry.MaxCustomTags-1, "quota, max_iterations, custom and the other allow-listed reasons")
 }

@@ -1,8 +1,7 @@
 // Package telemetry records agentstop stage runs with OpenTelemetry: one
 // "invoke_agent {stage}" span per run, "execute_tool {tool}" child spans, and
-// the metrics of the contract (agent.stage.terminations, .duration,
-// .iterations, .tool_calls, .tokens, .budget.utilization, .budget.pressure,
-// .active), all tagged with the run's termination_cause.
+// the metrics of the contract (docs/spec.md §5 and §5.1), all tagged with the
+// run's termination_cause.
 //
 // # Recording
 //
@@ -10,33 +9,99 @@
 // middleware.Recorder:
 //
 //	rec := telemetry.NewRecorder()                 // global providers
-//	stage, _ := middleware.New("planner", middleware.WithPolicy(p), middleware.WithRecorder(rec))
+//	stage, _ := middleware.New("planner", middleware.WithPolicy(p), middleware.WithRecorder(rec),
+//		middleware.WithProviderName("openai"))
 //
 // Like otelhttp, it takes providers ([WithTracerProvider],
 // [WithMeterProvider]) and defaults to the globals, so it costs nothing until
 // an SDK is installed. Instruments are created once per Recorder; creation
 // errors go to otel.Handle. Attribute sets are built once per stage and per
-// (stage, cause, outcome) and cached, so a run's end builds no attribute
-// set; nothing at all is recorded per event unless the run's span is
-// sampled (then tool calls become child spans).
+// (stage, cause, outcome), per tool and per provider, and cached, so a run's
+// end builds no attribute set. Per event, only tool calls and results do
+// anything: they are paired for gen_ai.execute_tool.duration whether or not
+// the run's span is sampled, without allocating; when it is sampled, each
+// pair also becomes a child span.
+//
+// # Spans
+//
+// "invoke_agent {stage}" (kind INTERNAL): gen_ai.operation.name=invoke_agent,
+// gen_ai.agent.name and stage (the stage name), gen_ai.provider.name
+// (middleware.WithProviderName; left out when not given), gen_ai.agent.id
+// and gen_ai.conversation.id (middleware.WithAgentID, WithConversationID),
+// gen_ai.request.model only when every model seen in the run is the same
+// one; at the end termination_cause, termination.kind, outcome,
+// agent.iterations, agent.tool_calls, gen_ai.usage.input_tokens and
+// gen_ai.usage.output_tokens; status Error with error.type set to the
+// termination_cause when the outcome is failed. Span events:
+// agentstop.budget_pressure and agentstop.stall_warning for warnings,
+// agentstop.error for reported failures, agentstop.termination with the
+// cause's fields as termination.<field>.
+//
+// "execute_tool {tool}" (kind INTERNAL, child of the run's span, from the
+// call to its result): gen_ai.operation.name=execute_tool,
+// gen_ai.tool.name, gen_ai.tool.call.id when the loop gave one; a failed
+// result sets status Error and error.type=tool_error, never the tool's
+// free-text error. A result is paired with the call of the same call_id;
+// a result without one (or with an id no open call has) with the oldest
+// open call of its tool that has no id. Parallel calls to one tool each get
+// their own span. Calls still open when the run ends get no span.
+//
+// # Metrics
+//
+//	agent.stage.terminations        counter              stage, termination_cause, outcome
+//	agent.stage.duration            histogram, s         stage, termination_cause, outcome
+//	agent.stage.iterations          histogram            stage, termination_cause
+//	agent.stage.tool_calls          histogram            stage, termination_cause
+//	agent.stage.tokens              counter              stage, token_type
+//	agent.stage.budget.utilization  histogram            stage, resource
+//	agent.stage.budget.pressure     counter              stage, resource (tokens, cost, iterations, tool_calls)
+//	agent.stage.stall.warnings      counter              stage, signal
+//	agent.stage.active              up-down counter      stage
+//	gen_ai.invoke_agent.duration    histogram, s         gen_ai.operation.name, gen_ai.agent.name,
+//	                                                     gen_ai.provider.name (when given), error.type (when failed)
+//	gen_ai.execute_tool.duration    histogram, s         gen_ai.tool.name, error.type=tool_error (when failed)
+//
+// gen_ai.invoke_agent.duration has the buckets of agent.stage.duration
+// ([DurationBuckets]); gen_ai.execute_tool.duration those the conventions
+// advise ([ToolDurationBuckets], 0.01 … 81.92 s).
+//
+// # Semantic conventions followed
+//
+// The GenAI names follow open-telemetry/semantic-conventions-genai, main
+// branch as of November 2026 (no release yet; status Development; commit
+// 004902b of docs/gen-ai/gen-ai-metrics.md, building on semantic-conventions
+// v1.42.0): agent spans (invoke_agent, execute_tool), gen_ai.* attributes,
+// and the gen_ai.invoke_agent.duration and gen_ai.execute_tool.duration
+// metrics. Where agentstop differs, on purpose: gen_ai.execute_tool.duration
+// leaves out gen_ai.agent.name (conditionally required "when applicable"),
+// so that its series stay bounded by tools, not tools × stages;
+// gen_ai.invoke_agent.duration leaves out gen_ai.request.model (a run's
+// model may change), and carries gen_ai.operation.name and
+// gen_ai.provider.name as the contract asks. The conventions have no
+// attribute for why an agent stopped yet (gen_ai.agent.finish_reason is
+// under discussion): termination_cause stays the key until one is
+// published.
 //
 // # Bounded cardinality
 //
 // termination_cause only takes the contract's closed set of values, plus
-// allow-listed custom reasons: those the stage allow-lists
-// (middleware.WithCustomReasons puts them in the Result's tag), up to
-// [MaxCustomTags] of them, and those of [WithCustomReasons]. Every other
-// value is recorded as "custom".
-// Stage names past [WithStageLimit] distinct names (default 200) are
-// recorded as "_other". [Setup] also sets the SDK's per-instrument
-// cardinality limit.
+// the custom reasons the stage allow-lists (middleware.WithCustomReasons,
+// the one allow-list), up to [MaxCustomTags] over all stages. The recorder
+// takes the tag from the typed cause and the allow-list it is given with
+// each run (middleware.RunInfo), never from a string written into the
+// Result; every other value is recorded as "custom". Stage names past
+// [WithStageLimit] distinct names (default 200) are recorded as "_other",
+// tool names past [WithToolLimit] (default 200) too, provider names past
+// [MaxProviders]; error.type is a termination_cause or tool_error.
+// otelsetup.Setup also sets the SDK's per-instrument cardinality limit.
 //
-// # Setup for applications
+// # Dependencies
 //
-// [Setup] configures providers the way an application usually wants them: an
-// in-process Prometheus exporter whose [Telemetry.Handler] serves /metrics in
-// OpenMetrics format with trace exemplars, traces sampled and, when the
-// standard OTEL_* environment variables ask for it (OTEL_EXPORTER_OTLP_ENDPOINT,
-// OTEL_TRACES_EXPORTER, OTEL_METRICS_EXPORTER), exported over OTLP through
-// the contrib autoexport package. [Telemetry.Shutdown] flushes.
+// Package telemetry depends on the OpenTelemetry API only (like otelhttp):
+// importing it pulls in no SDK, exporter, gRPC or Prometheus client (a test
+// checks `go list -deps`). The SDK and exporter setup an application
+// usually wants lives in package [github.com/agentstop/agentstop/telemetry/otelsetup]:
+//
+//	tel, _ := otelsetup.Setup(ctx)   // SDK, Prometheus /metrics, OTLP from OTEL_* variables
+//	rec := tel.Recorder()            // a Recorder on those providers
 package telemetry

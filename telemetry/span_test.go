@@ -23,7 +23,6 @@ import (
 type causeCase struct {
 	name      string
 	stageOpts []middleware.Option
-	recOpts   []telemetry.Option
 	drive     func(t *testing.T, st *middleware.Stage) termination.Result
 
 	tag      string // termination_cause on span and metrics
@@ -202,16 +201,7 @@ func causeCases() []causeCase {
 			toolCalls: 1,
 		},
 		{
-			name:      "custom, allow-listed by the stage and the recorder",
-			stageOpts: []middleware.Option{middleware.WithCondition(dangerous), middleware.WithCustomReasons("dangerous_tool")},
-			recOpts:   []telemetry.Option{telemetry.WithCustomReasons("dangerous_tool")},
-			drive:     events(call("drop_database", `{}`)),
-			tag:       "dangerous_tool", kind: "Custom", outcome: "failed",
-			fields:    map[string]attribute.Value{"termination.reason": attribute.StringValue("dangerous_tool"), "termination.properties": anyValue},
-			toolCalls: 1,
-		},
-		{
-			name:      "custom, allow-listed by the stage only: the recorder trusts the stage",
+			name:      "custom, allow-listed by the stage",
 			stageOpts: []middleware.Option{middleware.WithCondition(dangerous), middleware.WithCustomReasons("dangerous_tool")},
 			drive:     events(call("drop_database", `{}`)),
 			tag:       "dangerous_tool", kind: "Custom", outcome: "failed",
@@ -246,7 +236,7 @@ func TestSpanAndMetricsForEachCause(t *testing.T) {
 	seen := map[string]bool{}
 	for _, tc := range causeCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, nil, tc.recOpts...)
+			h := newHarness(t, nil)
 			st := h.stage(t, "planner", tc.stageOpts...)
 			res := tc.drive(t, st)
 			require.Equal(t, tc.outcome, res.Outcome.String(), "outcome of %v", res.Cause)

@@ -163,7 +163,7 @@ func script(events ...termination.Event) func(int) (termination.Event, bool) {
 }
 
 func msg(source, text string, in, out int64) termination.Event {
-	return termination.Event{Kind: termination.KindMessage, Source: source, Text: text,
+	return termination.Event{Kind: termination.KindMessage, Source: source, Text: text, Model: "gpt-4o-mini",
 		Usage: termination.Usage{InputTokens: in, OutputTokens: out}, Cost: float64(in+4*out) / 1e6}
 }
 
@@ -205,7 +205,7 @@ func newFleet(rec middleware.Recorder, feed int) (*fleet, error) {
 			return nil, fmt.Errorf("stage %s: %w", spec.name, err)
 		}
 		st, err := middleware.New(spec.name, middleware.WithPolicy(policy), middleware.WithCondition(dangerousTools),
-			middleware.WithRecorder(rec), middleware.WithDrainTimeout(time.Second))
+			middleware.WithRecorder(rec), middleware.WithDrainTimeout(time.Second), middleware.WithProviderName("openai"))
 		if err != nil {
 			return nil, err
 		}
@@ -281,7 +281,8 @@ func runOnce(hard context.Context, st *middleware.Stage, wrap string, b behaviou
 		t := time.AfterFunc(b.cancelAfter, cancel)
 		defer t.Stop()
 	}
-	ctx, run := st.Start(caller)
+	ctx, run := st.Start(caller, middleware.WithAgentID(st.Name()+"-agent"),
+		middleware.WithConversationID(fmt.Sprintf("conv-%d", rng.IntN(1_000_000))))
 	if b.stopAfter > 0 {
 		t := time.AfterFunc(b.stopAfter, func() { run.Stop("operator pressed Stop") })
 		defer t.Stop()
@@ -319,13 +320,27 @@ func runOnce(hard context.Context, st *middleware.Stage, wrap string, b behaviou
 	return res, info
 }
 
-// sequence is the scripted loop as an iterator; it honours ctx.
+func identity(ev termination.Event) termination.Event { return ev }
+
+// sequence is the scripted loop as an iterator; it honours ctx. Tool calls
+// get call ids as a model API would give them, and their results the id of
+// the oldest open call of their tool.
 func sequence(ctx context.Context, b behaviour, delay func() time.Duration) iter.Seq2[termination.Event, error] {
 	return func(yield func(termination.Event, error) bool) {
+		open := map[string][]string{} // tool → ids of its open calls
 		for i := 0; ; i++ {
 			ev, ok := b.next(i)
 			if !ok {
 				break
+			}
+			switch ev.Kind {
+			case termination.KindToolCall:
+				ev.CallID = fmt.Sprintf("call_%d", i)
+				open[ev.Tool] = append(open[ev.Tool], ev.CallID)
+			case termination.KindToolResult:
+				if ids := open[ev.Tool]; len(ids) > 0 {
+					ev.CallID, open[ev.Tool] = ids[0], ids[1:]
+				}
 			}
 			if !sleep(ctx, delay()) {
 				return

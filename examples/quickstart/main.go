@@ -32,7 +32,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/agentstop/agentstop/telemetry"
+	"github.com/agentstop/agentstop/telemetry/otelsetup"
 )
 
 func main() {
@@ -119,7 +119,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		defer cancel()
 	}
 
-	tel, err := telemetry.Setup(ctx, telemetry.WithServiceName("agentstop-quickstart"))
+	tel, err := otelsetup.Setup(ctx, otelsetup.WithServiceName("agentstop-quickstart"))
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package telemetry_test
+package otelsetup_test
 
 import (
 	"bufio"
@@ -20,7 +20,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/agentstop/agentstop/middleware"
-	"github.com/agentstop/agentstop/telemetry"
+	"github.com/agentstop/agentstop/telemetry/otelsetup"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -29,11 +29,11 @@ var update = flag.Bool("update", false, "rewrite testdata/*.golden")
 // promRun sets up Setup's Prometheus exporter (not global), runs two
 // deterministic stage runs through it, and returns the OpenMetrics
 // exposition and the recorded spans.
-func promRun(t *testing.T, opts ...telemetry.SetupOption) (string, *tracetest.SpanRecorder) {
+func promRun(t *testing.T, opts ...otelsetup.Option) (string, *tracetest.SpanRecorder) {
 	t.Helper()
 	spans := tracetest.NewSpanRecorder()
-	tel, err := telemetry.Setup(context.Background(), append([]telemetry.SetupOption{
-		telemetry.WithoutGlobal(), telemetry.WithSpanProcessor(spans)}, opts...)...)
+	tel, err := otelsetup.Setup(context.Background(), append([]otelsetup.Option{
+		otelsetup.WithoutGlobal(), otelsetup.WithSpanProcessor(spans)}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
 
@@ -137,6 +137,8 @@ func TestPrometheusNames(t *testing.T) {
 		`(?m)^# TYPE agent_stage_budget_utilization histogram$`,
 		`(?m)^# TYPE agent_stage_budget_pressure counter$`,
 		`(?m)^# TYPE agent_stage_active gauge$`,
+		`(?m)^# TYPE gen_ai_invoke_agent_duration_seconds histogram$`,
+		`(?m)^# TYPE gen_ai_execute_tool_duration_seconds histogram$`,
 		`(?m)^# EOF$`,
 	} {
 		assert.Regexp(t, regexp.MustCompile(re), text)
@@ -174,6 +176,9 @@ func TestPrometheusNames(t *testing.T) {
 	one("agent_stage_budget_utilization_bucket", labels{"stage": "planner", "resource": "total_tokens", "le": "0.75"}, "2")
 	one("agent_stage_budget_pressure_total", labels{"stage": "planner", "resource": "total_tokens"}, "1.0")
 	one("agent_stage_active", labels{"stage": "planner"}, "0.0")
+	one("gen_ai_invoke_agent_duration_seconds_count", labels{"gen_ai_operation_name": "invoke_agent", "gen_ai_agent_name": "planner",
+		"error_type": "max_tool_calls"}, "1")
+	one("gen_ai_execute_tool_duration_seconds_bucket", labels{"gen_ai_tool_name": "t", "le": "81.92"}, "1")
 
 	// Every agentstop sample has only the contract's labels (plus the
 	// exporter's scope labels and le).
@@ -213,7 +218,7 @@ func TestPrometheusNames(t *testing.T) {
 // TestNoExemplarWhenNotSampled: with a sampler that drops every trace, the
 // exposition carries no exemplar.
 func TestNoExemplarWhenNotSampled(t *testing.T) {
-	text, spans := promRun(t, telemetry.WithSampler(sdktrace.NeverSample()))
+	text, spans := promRun(t, otelsetup.WithSampler(sdktrace.NeverSample()))
 	assert.Empty(t, spans.Started())
 	got := find(samples(t, text), "agent_stage_terminations_total", labels{"termination_cause": "max_tool_calls"})
 	require.Len(t, got, 1)

@@ -1,4 +1,4 @@
-package telemetry
+package otelsetup
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -19,6 +20,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
+
+	"github.com/agentstop/agentstop/telemetry"
 )
 
 // DefaultCardinalityLimit is the per-instrument series limit Setup sets on
@@ -26,16 +29,16 @@ import (
 // produce — DefaultStageLimit stages plus "_other", the built-in tags plus
 // MaxCustomTags custom ones, three outcomes — so that it is a guard that
 // never cuts a legitimate series.
-const DefaultCardinalityLimit = (DefaultStageLimit + 1) * (13 + MaxCustomTags) * 3
+const DefaultCardinalityLimit = (telemetry.DefaultStageLimit + 1) * (13 + telemetry.MaxCustomTags) * 3
 
-// SetupOption configures Setup.
-type SetupOption interface{ applySetup(*setupConfig) }
+// Option configures Setup.
+type Option interface{ apply(*config) }
 
-type setupOptionFunc func(*setupConfig)
+type optionFunc func(*config)
 
-func (f setupOptionFunc) applySetup(c *setupConfig) { f(c) }
+func (f optionFunc) apply(c *config) { f(c) }
 
-type setupConfig struct {
+type config struct {
 	serviceName      string
 	cardinalityLimit int
 	global           bool
@@ -46,8 +49,8 @@ type setupConfig struct {
 
 // WithServiceName sets service.name when OTEL_SERVICE_NAME is not set.
 // Default "agentstop".
-func WithServiceName(name string) SetupOption {
-	return setupOptionFunc(func(c *setupConfig) {
+func WithServiceName(name string) Option {
+	return optionFunc(func(c *config) {
 		if name != "" {
 			c.serviceName = name
 		}
@@ -56,8 +59,8 @@ func WithServiceName(name string) SetupOption {
 
 // WithCardinalityLimit sets the SDK's per-instrument series limit. Default
 // DefaultCardinalityLimit; values < 1 are ignored.
-func WithCardinalityLimit(n int) SetupOption {
-	return setupOptionFunc(func(c *setupConfig) {
+func WithCardinalityLimit(n int) Option {
+	return optionFunc(func(c *config) {
 		if n >= 1 {
 			c.cardinalityLimit = n
 		}
@@ -66,14 +69,14 @@ func WithCardinalityLimit(n int) SetupOption {
 
 // WithoutGlobal keeps Setup from installing its providers as the OTel
 // globals. Default: they are installed.
-func WithoutGlobal() SetupOption {
-	return setupOptionFunc(func(c *setupConfig) { c.global = false })
+func WithoutGlobal() Option {
+	return optionFunc(func(c *config) { c.global = false })
 }
 
 // WithSpanProcessor adds a span processor (an in-memory recorder in tests,
 // say). nil is ignored.
-func WithSpanProcessor(sp sdktrace.SpanProcessor) SetupOption {
-	return setupOptionFunc(func(c *setupConfig) {
+func WithSpanProcessor(sp sdktrace.SpanProcessor) Option {
+	return optionFunc(func(c *config) {
 		if sp != nil {
 			c.spanProcessors = append(c.spanProcessors, sp)
 		}
@@ -81,8 +84,8 @@ func WithSpanProcessor(sp sdktrace.SpanProcessor) SetupOption {
 }
 
 // WithMetricReader adds a metric reader. nil is ignored.
-func WithMetricReader(r sdkmetric.Reader) SetupOption {
-	return setupOptionFunc(func(c *setupConfig) {
+func WithMetricReader(r sdkmetric.Reader) Option {
+	return optionFunc(func(c *config) {
 		if r != nil {
 			c.readers = append(c.readers, r)
 		}
@@ -91,13 +94,17 @@ func WithMetricReader(r sdkmetric.Reader) SetupOption {
 
 // WithSampler sets the trace sampler. Default: the SDK's, which honours
 // OTEL_TRACES_SAMPLER and samples everything otherwise.
-func WithSampler(s sdktrace.Sampler) SetupOption {
-	return setupOptionFunc(func(c *setupConfig) {
+func WithSampler(s sdktrace.Sampler) Option {
+	return optionFunc(func(c *config) {
 		if s != nil {
 			c.sampler = s
 		}
 	})
 }
+
+// DefaultShutdownTimeout bounds Telemetry.Shutdown when its context has no
+// deadline.
+const DefaultShutdownTimeout = 5 * time.Second
 
 // Telemetry is what Setup built.
 type Telemetry struct {
@@ -109,8 +116,11 @@ type Telemetry struct {
 	// another exporter chosen by the environment).
 	TracesExported bool
 
-	handler http.Handler
-	abort   context.CancelFunc // aborts span exports still in flight
+	handler  http.Handler
+	exporter sdktrace.SpanExporter // nil unless TracesExported
+	gate     *spanGate             // nil unless TracesExported
+	clients  []*http.Client        // the OTLP/HTTP exporters' clients, whose idle connections Shutdown closes
+	once     sync.Once
 }
 
 // Handler serves the Prometheus exposition at any path (mount it at
@@ -118,37 +128,47 @@ type Telemetry struct {
 // for it.
 func (t *Telemetry) Handler() http.Handler { return t.handler }
 
-// Recorder returns a Recorder on Setup's providers.
-func (t *Telemetry) Recorder(opts ...Option) *Recorder {
-	return NewRecorder(append([]Option{WithTracerProvider(t.TracerProvider), WithMeterProvider(t.MeterProvider)}, opts...)...)
+// Recorder returns a telemetry.Recorder on Setup's providers.
+func (t *Telemetry) Recorder(opts ...telemetry.Option) *telemetry.Recorder {
+	return telemetry.NewRecorder(append([]telemetry.Option{telemetry.WithTracerProvider(t.TracerProvider), telemetry.WithMeterProvider(t.MeterProvider)}, opts...)...)
 }
 
-// Shutdown flushes and stops the providers, waiting at most until ctx is
-// done. Span exports still in flight then (an OTLP endpoint that is down
-// or does not answer, retrying) are aborted, so that nothing keeps
-// retrying in the background after Shutdown has returned.
+// Shutdown flushes and stops the providers and exporters, waiting at most
+// until ctx is done, or DefaultShutdownTimeout when ctx has no deadline.
+// Exports still in flight then (an OTLP endpoint that is down or does not
+// answer) are aborted, so that nothing keeps retrying in the background,
+// and the OTLP connections are closed. It returns the export errors: spans
+// not delivered since the last successful export (with the last export
+// error), a metric reader's failure, or ctx's error when the deadline cut
+// the flush short. Later calls return nil.
 func (t *Telemetry) Shutdown(ctx context.Context) error {
-	err := errors.Join(t.TracerProvider.Shutdown(ctx), t.MeterProvider.Shutdown(ctx))
-	if t.abort != nil {
-		t.abort()
-	}
+	var err error
+	t.once.Do(func() { err = t.shutdown(ctx) })
 	return err
 }
 
-// abortableExporter lets Shutdown abort the exports of a span exporter
-// that it could not finish in time: the batch span processor exports with
-// its own timeout (30s by default), not with Shutdown's context.
-type abortableExporter struct {
-	sdktrace.SpanExporter
-	aborted context.Context
-}
-
-func (e abortableExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	stop := context.AfterFunc(e.aborted, cancel)
-	defer stop()
-	return e.SpanExporter.ExportSpans(ctx, spans)
+func (t *Telemetry) shutdown(ctx context.Context) error {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultShutdownTimeout)
+		defer cancel()
+	}
+	var errs []error
+	if t.gate != nil {
+		stop := context.AfterFunc(ctx, t.gate.abort) // the batch processor exports with its own timeout, not ctx
+		defer stop()
+		t.gate.close()
+	}
+	errs = append(errs, t.TracerProvider.Shutdown(ctx))
+	if t.gate != nil {
+		t.gate.abort()
+		errs = append(errs, t.gate.err(), t.exporter.Shutdown(ctx))
+	}
+	errs = append(errs, t.MeterProvider.Shutdown(ctx))
+	for _, c := range t.clients {
+		c.CloseIdleConnections()
+	}
+	return errors.Join(errs...)
 }
 
 // Setup configures OpenTelemetry for an application: a Prometheus exporter
@@ -159,13 +179,19 @@ func (e abortableExporter) ExportSpans(ctx context.Context, spans []sdktrace.Rea
 // metrics additionally pushed when OTEL_METRICS_EXPORTER names an exporter
 // other than prometheus or none. Without them, spans stay in the process:
 // they are sampled, so metrics carry trace exemplars, and then dropped.
-// Exporters that cannot connect do not block: spans are batched and
-// exported in the background.
-func Setup(ctx context.Context, opts ...SetupOption) (*Telemetry, error) {
-	cfg := setupConfig{serviceName: "agentstop", cardinalityLimit: DefaultCardinalityLimit, global: true}
+//
+// A collector that is down costs the traced loop nothing measurable: spans
+// are batched and exported in the background, and when an export fails,
+// or gets no answer within 2 s (then it is aborted), the failure is
+// reported once to otel.Handle and span export pauses — no span is copied
+// for export or queued — for 1 s, then 2 s, 4 s … up to a minute between
+// tries, until an export succeeds. Spans that end during the pause are not
+// exported.
+func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
+	cfg := config{serviceName: "agentstop", cardinalityLimit: DefaultCardinalityLimit, global: true}
 	for _, o := range opts {
 		if o != nil {
-			o.applySetup(&cfg)
+			o.apply(&cfg)
 		}
 	}
 	res, err := resource.Merge(resource.Default(), resource.NewSchemaless(semconv.ServiceName(serviceName(cfg.serviceName))))
@@ -176,21 +202,25 @@ func Setup(ctx context.Context, opts ...SetupOption) (*Telemetry, error) {
 	reg := prometheus.NewRegistry()
 	promExporter, err := otelprom.New(otelprom.WithRegisterer(reg))
 	if err != nil {
-		return nil, fmt.Errorf("telemetry: prometheus exporter: %w", err)
+		return nil, fmt.Errorf("otelsetup: prometheus exporter: %w", err)
 	}
 	mopts := []sdkmetric.Option{sdkmetric.WithResource(res), sdkmetric.WithReader(promExporter),
 		sdkmetric.WithCardinalityLimit(cfg.cardinalityLimit)}
 	for _, r := range cfg.readers {
 		mopts = append(mopts, sdkmetric.WithReader(r))
 	}
+	var clients []*http.Client
 	var pushReader sdkmetric.Reader // stopped if Setup fails after starting it
 	if m := strings.TrimSpace(os.Getenv("OTEL_METRICS_EXPORTER")); m != "" && m != "none" && m != "prometheus" {
-		reader, err := autoexport.NewMetricReader(ctx)
+		reader, client, err := newMetricReader(ctx, m)
 		if err != nil {
-			return nil, fmt.Errorf("telemetry: OTEL_METRICS_EXPORTER=%s: %w", m, err)
+			return nil, fmt.Errorf("otelsetup: OTEL_METRICS_EXPORTER=%s: %w", m, err)
 		}
 		mopts = append(mopts, sdkmetric.WithReader(reader))
 		pushReader = reader
+		if client != nil {
+			clients = append(clients, client)
+		}
 	}
 
 	topts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
@@ -200,22 +230,22 @@ func Setup(ctx context.Context, opts ...SetupOption) (*Telemetry, error) {
 	for _, sp := range cfg.spanProcessors {
 		topts = append(topts, sdktrace.WithSpanProcessor(sp))
 	}
-	exported := false
-	aborted, abort := context.WithCancel(context.WithoutCancel(ctx))
+	var exp sdktrace.SpanExporter
 	if tracesRequested() {
-		exp, err := autoexport.NewSpanExporter(ctx)
+		var client *http.Client
+		exp, client, err = newSpanExporter(ctx)
 		if err != nil {
-			abort()
 			if pushReader != nil {
 				sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 				_ = pushReader.Shutdown(sctx)
 				cancel()
 			}
-			return nil, fmt.Errorf("telemetry: trace exporter: %w", err)
+			return nil, fmt.Errorf("otelsetup: trace exporter: %w", err)
 		}
-		if !autoexport.IsNoneSpanExporter(exp) {
-			topts = append(topts, sdktrace.WithBatcher(abortableExporter{SpanExporter: exp, aborted: aborted}))
-			exported = true
+		if autoexport.IsNoneSpanExporter(exp) {
+			exp = nil
+		} else if client != nil {
+			clients = append(clients, client)
 		}
 	}
 
@@ -223,9 +253,14 @@ func Setup(ctx context.Context, opts ...SetupOption) (*Telemetry, error) {
 		TracerProvider: sdktrace.NewTracerProvider(topts...),
 		MeterProvider:  sdkmetric.NewMeterProvider(mopts...),
 		Registry:       reg,
-		TracesExported: exported,
-		abort:          abort,
+		TracesExported: exp != nil,
+		exporter:       exp,
+		clients:        clients,
 		handler:        promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true, ErrorHandling: promhttp.ContinueOnError}),
+	}
+	if exp != nil {
+		t.gate = newSpanGate(exp, t.TracerProvider)
+		t.gate.start()
 	}
 	if cfg.global {
 		otel.SetTracerProvider(t.TracerProvider)

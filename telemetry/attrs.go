@@ -1,0 +1,272 @@
+package telemetry
+
+import (
+	"sync"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentstop/agentstop/termination"
+)
+
+// stageAttrs are the attribute sets of one stage, built once.
+type stageAttrs struct {
+	name     string
+	spanName string
+	stage    metric.MeasurementOption // {stage}
+	input    metric.MeasurementOption // {stage, token_type=input}
+	output   metric.MeasurementOption // {stage, token_type=output}
+
+	mu        sync.RWMutex
+	starts    map[string][]trace.SpanStartOption // by provider name ("" for none)
+	byCause   map[causeKey]*causeAttrs
+	resources map[termination.Resource]metric.MeasurementOption
+	signals   map[termination.StallSignal]metric.MeasurementOption
+	invoke    map[invokeKey]metric.MeasurementOption
+}
+
+type causeKey struct {
+	tag     string
+	outcome termination.Outcome
+}
+
+type causeAttrs struct {
+	withOutcome metric.MeasurementOption // {stage, termination_cause, outcome}
+	tagOnly     metric.MeasurementOption // {stage, termination_cause}
+}
+
+// invokeKey keys the attribute sets of gen_ai.invoke_agent.duration.
+type invokeKey struct {
+	provider  string // recorded provider ("" when not given)
+	errorType string // "" unless the run failed
+}
+
+// maxStartOptions bounds the per-stage cache of span start options (one
+// per provider name); past it, they are built per run.
+const maxStartOptions = 8
+
+// maxSignals bounds the stall signals recorded per stage; others are
+// recorded as "_other".
+const maxSignals = 16
+
+func (r *Recorder) stage(name string) *stageAttrs {
+	r.mu.RLock()
+	s := r.stages[name]
+	if s == nil && len(r.stages) >= r.stageLimit {
+		s = r.stages[OtherStage] // past the limit: no write lock per run
+	}
+	r.mu.RUnlock()
+	if s != nil {
+		return s
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s = r.stages[name]; s != nil {
+		return s
+	}
+	recorded := name
+	if len(r.stages) >= r.stageLimit {
+		if s = r.stages[OtherStage]; s != nil {
+			return s
+		}
+		recorded = OtherStage
+	}
+	s = &stageAttrs{
+		name:      recorded,
+		spanName:  "invoke_agent " + recorded,
+		stage:     metric.WithAttributeSet(attribute.NewSet(KeyStage.String(recorded))),
+		input:     metric.WithAttributeSet(attribute.NewSet(KeyStage.String(recorded), KeyTokenType.String("input"))),
+		output:    metric.WithAttributeSet(attribute.NewSet(KeyStage.String(recorded), KeyTokenType.String("output"))),
+		starts:    map[string][]trace.SpanStartOption{},
+		byCause:   map[causeKey]*causeAttrs{},
+		resources: map[termination.Resource]metric.MeasurementOption{},
+		signals:   map[termination.StallSignal]metric.MeasurementOption{},
+		invoke:    map[invokeKey]metric.MeasurementOption{},
+	}
+	r.stages[recorded] = s
+	return s
+}
+
+// startOptions are the options of the stage's invoke_agent span for a
+// provider: kind INTERNAL, gen_ai.operation.name, gen_ai.agent.name, stage
+// and gen_ai.provider.name when given. The span carries the provider as
+// given (spans are not metrics: no bound).
+func (s *stageAttrs) startOptions(provider string) []trace.SpanStartOption {
+	s.mu.RLock()
+	o, ok := s.starts[provider]
+	s.mu.RUnlock()
+	if ok {
+		return o
+	}
+	attrs := []attribute.KeyValue{KeyGenAIOperationName.String("invoke_agent"), KeyGenAIAgentName.String(s.name), KeyStage.String(s.name)}
+	if provider != "" {
+		attrs = append(attrs, KeyGenAIProviderName.String(provider))
+	}
+	o = []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...)}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.starts) < maxStartOptions {
+		s.starts[provider] = o
+	}
+	return o
+}
+
+func (s *stageAttrs) cause(tag string, outcome termination.Outcome) *causeAttrs {
+	k := causeKey{tag, outcome}
+	s.mu.RLock()
+	c := s.byCause[k]
+	s.mu.RUnlock()
+	if c != nil {
+		return c
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if c = s.byCause[k]; c == nil {
+		c = &causeAttrs{
+			withOutcome: metric.WithAttributeSet(attribute.NewSet(KeyStage.String(s.name), KeyTerminationCause.String(tag), KeyOutcome.String(outcome.String()))),
+			tagOnly:     metric.WithAttributeSet(attribute.NewSet(KeyStage.String(s.name), KeyTerminationCause.String(tag))),
+		}
+		s.byCause[k] = c
+	}
+	return c
+}
+
+// invokeAttrs is the attribute set of gen_ai.invoke_agent.duration:
+// gen_ai.operation.name, gen_ai.agent.name, gen_ai.provider.name when
+// given, error.type when the run failed. Both values are bounded (the
+// provider by MaxProviders, the error type is a termination_cause).
+func (s *stageAttrs) invokeAttrs(provider, errorType string) metric.MeasurementOption {
+	k := invokeKey{provider, errorType}
+	s.mu.RLock()
+	o, ok := s.invoke[k]
+	s.mu.RUnlock()
+	if ok {
+		return o
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if o, ok = s.invoke[k]; !ok {
+		kv := []attribute.KeyValue{KeyGenAIOperationName.String("invoke_agent"), KeyGenAIAgentName.String(s.name)}
+		if provider != "" {
+			kv = append(kv, KeyGenAIProviderName.String(provider))
+		}
+		if errorType != "" {
+			kv = append(kv, KeyErrorType.String(errorType))
+		}
+		o = metric.WithAttributeSet(attribute.NewSet(kv...))
+		s.invoke[k] = o
+	}
+	return o
+}
+
+func (s *stageAttrs) resource(res termination.Resource) metric.MeasurementOption {
+	s.mu.RLock()
+	o, ok := s.resources[res]
+	s.mu.RUnlock()
+	if ok {
+		return o
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if o, ok = s.resources[res]; !ok {
+		if !knownResource(res) {
+			res = OtherValue
+			if o, ok = s.resources[res]; ok {
+				return o
+			}
+		}
+		o = metric.WithAttributeSet(attribute.NewSet(KeyStage.String(s.name), KeyResource.String(string(res))))
+		s.resources[res] = o
+	}
+	return o
+}
+
+func knownResource(res termination.Resource) bool {
+	switch res {
+	case termination.ResourceTotalTokens, termination.ResourceInputTokens, termination.ResourceOutputTokens,
+		termination.ResourceCost, termination.ResourceIterations, termination.ResourceToolCalls:
+		return true
+	}
+	return false
+}
+
+// signal is the attribute set of agent.stage.stall.warnings for a stall
+// signal: {stage, signal}; bounded by maxSignals per stage.
+func (s *stageAttrs) signal(sig termination.StallSignal) metric.MeasurementOption {
+	s.mu.RLock()
+	o, ok := s.signals[sig]
+	s.mu.RUnlock()
+	if ok {
+		return o
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if o, ok = s.signals[sig]; ok {
+		return o
+	}
+	recorded := string(sig)
+	if len(s.signals) >= maxSignals || !termination.ValidTagValue(recorded) {
+		recorded = OtherValue
+		if o, ok = s.signals[OtherValue]; ok {
+			return o
+		}
+		sig = OtherValue
+	}
+	o = metric.WithAttributeSet(attribute.NewSet(KeyStage.String(s.name), KeySignal.String(recorded)))
+	s.signals[sig] = o
+	return o
+}
+
+// toolAttrs is what every call of one tool shares: its span name and
+// options, and the attribute sets of gen_ai.execute_tool.duration.
+type toolAttrs struct {
+	spanName string
+	spanOpts []trace.SpanStartOption
+	// The options of gen_ai.execute_tool.duration, as slices built once:
+	// passing one option as a variadic argument would allocate per call.
+	ok     []metric.RecordOption // {gen_ai.tool.name}
+	failed []metric.RecordOption // {gen_ai.tool.name, error.type=tool_error}
+}
+
+func newToolAttrs(name, recorded string) *toolAttrs {
+	return &toolAttrs{
+		spanName: "execute_tool " + name,
+		spanOpts: []trace.SpanStartOption{
+			trace.WithSpanKind(trace.SpanKindInternal),
+			trace.WithAttributes(KeyGenAIOperationName.String("execute_tool"), KeyGenAIToolName.String(name)),
+		},
+		ok:     []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(KeyGenAIToolName.String(recorded)))},
+		failed: []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(KeyGenAIToolName.String(recorded), KeyErrorType.String(ToolError)))},
+	}
+}
+
+// tool returns the attributes of a tool, and whether they are the "_other"
+// ones (past the tool limit: the span name and options must then be built
+// for the call). No allocation once the tool is known.
+func (r *Recorder) tool(name string) (*toolAttrs, bool) {
+	r.mu.RLock()
+	t, other := r.tools[name], false
+	if t == nil && len(r.tools) >= r.toolLimit {
+		t, other = r.tools[OtherValue], true
+	}
+	r.mu.RUnlock()
+	if t != nil {
+		return t, other
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if t = r.tools[name]; t != nil {
+		return t, false
+	}
+	if len(r.tools) >= r.toolLimit {
+		if t = r.tools[OtherValue]; t == nil {
+			t = newToolAttrs(OtherValue, OtherValue)
+			r.tools[OtherValue] = t
+		}
+		return t, true
+	}
+	t = newToolAttrs(name, name)
+	r.tools[name] = t
+	return t, false
+}

@@ -1,0 +1,131 @@
+package telemetry
+
+import (
+	"encoding/json"
+	"slices"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/agentstop/agentstop/termination"
+)
+
+// Attribute keys of the termination event's cause fields.
+const (
+	keyCondition = attribute.Key("termination.condition")
+	keyDetail    = attribute.Key("termination.detail")
+	keyTarget    = attribute.Key("termination.target")
+	keySource    = attribute.Key("termination.source")
+	keyLimit     = attribute.Key("termination.limit")
+	keyCount     = attribute.Key("termination.count")
+	keyResource  = attribute.Key("termination.resource")
+	keyThreshold = attribute.Key("termination.threshold")
+	keyUsed      = attribute.Key("termination.used")
+	keySignal    = attribute.Key("termination.signal")
+	keyRepeats   = attribute.Key("termination.repeats")
+	keyElapsed   = attribute.Key("termination.elapsed")
+	keyReason    = attribute.Key("termination.reason")
+	keyError     = attribute.Key("termination.error")
+	keyProps     = attribute.Key("termination.properties")
+	keyCauses    = attribute.Key("termination.causes")
+)
+
+// causeAttributes turns a cause's JSON fields into "termination.<field>"
+// attributes. Built-in causes keep their Go types, so a field always has the
+// same attribute type (budget amounts are always doubles, even when whole);
+// Timeout's durations are Go duration strings as in the JSON form; nested
+// values (Custom properties, All's causes) are JSON text.
+func causeAttributes(c termination.Cause) []attribute.KeyValue {
+	switch c := c.(type) {
+	case nil:
+		return nil
+	case termination.Completed:
+		return []attribute.KeyValue{keyCondition.String(c.Condition), keyDetail.String(c.Detail)}
+	case termination.NaturalCompletion:
+		return nil
+	case termination.HandoffRequested:
+		return []attribute.KeyValue{keySource.String(c.Source), keyTarget.String(c.Target)}
+	case termination.MaxIterationsReached:
+		return []attribute.KeyValue{keyCount.Int(c.Count), keyLimit.Int(c.Limit)}
+	case termination.MaxToolCallsReached:
+		return []attribute.KeyValue{keyCount.Int(c.Count), keyLimit.Int(c.Limit)}
+	case termination.BudgetPressure:
+		return []attribute.KeyValue{keyLimit.Float64(c.Limit), keyResource.String(string(c.Resource)),
+			keyThreshold.Float64(c.Threshold), keyUsed.Float64(c.Used)}
+	case termination.BudgetExhausted:
+		return []attribute.KeyValue{keyLimit.Float64(c.Limit), keyResource.String(string(c.Resource)), keyUsed.Float64(c.Used)}
+	case termination.StallDetected:
+		return []attribute.KeyValue{keyRepeats.Int(c.Repeats), keySignal.String(string(c.Signal))}
+	case termination.Timeout:
+		return []attribute.KeyValue{keyElapsed.String(c.Elapsed.String()), keyLimit.String(c.Limit.String())}
+	case termination.Cancelled:
+		return []attribute.KeyValue{keyDetail.String(c.Detail), keyReason.String(string(c.Reason))}
+	case termination.Failed:
+		return []attribute.KeyValue{keyError.String(c.Err), keyReason.String(string(c.Reason))}
+	case termination.Skipped:
+		return []attribute.KeyValue{keyReason.String(c.Reason)}
+	case termination.Custom:
+		props := "null"
+		if b, err := json.Marshal(c.Properties); err == nil {
+			props = string(b)
+		}
+		return []attribute.KeyValue{keyProps.String(props), keyReason.String(c.Reason)}
+	case termination.All:
+		b, err := termination.MarshalCause(c)
+		if err != nil {
+			return nil
+		}
+		var fields struct {
+			Causes json.RawMessage `json:"causes"`
+		}
+		if json.Unmarshal(b, &fields) != nil {
+			return nil
+		}
+		return []attribute.KeyValue{keyCauses.String(string(fields.Causes))}
+	}
+	return jsonCauseAttributes(c)
+}
+
+// jsonCauseAttributes flattens a user-defined cause's JSON fields into
+// "termination.<field>" attributes; nested values are kept as JSON text.
+func jsonCauseAttributes(c termination.Cause) []attribute.KeyValue {
+	b, err := termination.MarshalCause(c)
+	if err != nil {
+		return nil
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(b, &fields) != nil {
+		return nil
+	}
+	keys := make([]string, 0, len(fields))
+	for k := range fields {
+		if k != termination.KindKey {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	out := make([]attribute.KeyValue, 0, len(keys))
+	for _, k := range keys {
+		key := attribute.Key("termination." + k)
+		raw := fields[k]
+		var v any
+		if json.Unmarshal(raw, &v) != nil {
+			continue
+		}
+		switch v := v.(type) {
+		case string:
+			out = append(out, key.String(v))
+		case float64:
+			if v == float64(int64(v)) {
+				out = append(out, key.Int64(int64(v)))
+			} else {
+				out = append(out, key.Float64(v))
+			}
+		case bool:
+			out = append(out, key.Bool(v))
+		case nil:
+		default:
+			out = append(out, key.String(string(raw)))
+		}
+	}
+	return out
+}

@@ -1,0 +1,235 @@
+package telemetry
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// maxPendingTools bounds the tool calls a run keeps waiting for their
+// results; past it the oldest is forgotten (a loop that never reports
+// results must not grow, or slow down, for its whole life).
+const maxPendingTools = 64
+
+// inlinePending is how many open tool calls a run holds without a heap
+// allocation.
+const inlinePending = 4
+
+// pendingCall is a tool call waiting for its result.
+type pendingCall struct {
+	tool   string // the name as called
+	callID string // "" when the loop gave none
+	start  time.Time
+}
+
+// runRecorder records one run. The middleware calls it under the run's lock.
+type runRecorder struct {
+	rec       *Recorder
+	stage     *stageAttrs
+	ctx       context.Context
+	span      trace.Span
+	recording bool
+	info      middleware.RunInfo
+	provider  string // bounded, for metrics
+
+	// model is the one model seen in the run; mixed when several were.
+	model string
+	mixed bool
+
+	pending    []pendingCall
+	pendingBuf [inlinePending]pendingCall
+	opts       []trace.SpanStartOption // scratch for execute_tool spans
+}
+
+// Event pairs tool calls with their results, for gen_ai.execute_tool.duration
+// (always: no allocation) and, when the run's span is sampled, for
+// execute_tool child spans; and notes the run's model.
+func (rr *runRecorder) Event(ev *termination.Event) {
+	switch ev.Kind {
+	case termination.KindToolCall:
+		if len(rr.pending) == maxPendingTools {
+			copy(rr.pending, rr.pending[1:])
+			rr.pending = rr.pending[:len(rr.pending)-1]
+		}
+		rr.pending = append(rr.pending, pendingCall{tool: ev.Tool, callID: ev.CallID, start: time.Now()})
+	case termination.KindToolResult:
+		rr.toolResult(ev)
+	case termination.KindMessage, termination.KindFinal:
+		if ev.Model == "" || rr.mixed {
+			return
+		}
+		if rr.model == "" {
+			rr.model = ev.Model
+		} else if rr.model != ev.Model {
+			rr.mixed = true
+		}
+	}
+}
+
+// match finds the call a result answers: the call with its call_id; else
+// (no call_id, or none matches) the oldest open call of that tool that has
+// no id. -1 when there is none.
+func (rr *runRecorder) match(ev *termination.Event) int {
+	if ev.CallID != "" {
+		for i := range rr.pending {
+			if rr.pending[i].callID == ev.CallID {
+				return i
+			}
+		}
+	}
+	for i := range rr.pending {
+		if p := &rr.pending[i]; p.callID == "" && p.tool == ev.Tool {
+			return i
+		}
+	}
+	return -1
+}
+
+func (rr *runRecorder) toolResult(ev *termination.Event) {
+	i := rr.match(ev)
+	if i < 0 {
+		return // a result without a call we saw: no duration to record
+	}
+	p := rr.pending[i]
+	copy(rr.pending[i:], rr.pending[i+1:])
+	rr.pending[len(rr.pending)-1] = pendingCall{}
+	rr.pending = rr.pending[:len(rr.pending)-1]
+
+	now := time.Now()
+	r := rr.rec
+	ta, other := r.tool(p.tool)
+	failed := ev.Err != ""
+	m := ta.ok
+	if failed {
+		m = ta.failed
+	}
+	r.toolDuration.Record(rr.ctx, now.Sub(p.start).Seconds(), m...)
+	if !rr.recording {
+		return
+	}
+	name, opts := ta.spanName, ta.spanOpts
+	if other { // past the tool limit: the span keeps the tool's own name
+		fresh := newToolAttrs(p.tool, OtherValue)
+		name, opts = fresh.spanName, fresh.spanOpts
+	}
+	// The options are the tool's, built once, plus the call's start.
+	rr.opts = append(append(rr.opts[:0], opts...), trace.WithTimestamp(p.start))
+	_, span := r.tracer.Start(rr.ctx, name, rr.opts...)
+	if id := ev.CallID; id != "" || p.callID != "" {
+		if id == "" {
+			id = p.callID
+		}
+		span.SetAttributes(KeyGenAIToolCallID.String(id))
+	}
+	if failed {
+		span.SetStatus(codes.Error, "tool call failed")
+		span.SetAttributes(KeyErrorType.String(ToolError))
+	}
+	span.End(trace.WithTimestamp(now))
+}
+
+// Warning counts a warning and adds a span event: budget-pressure warnings
+// (tokens, cost, iterations, tool calls) on agent.stage.budget.pressure,
+// stall warnings on agent.stage.stall.warnings.
+func (rr *runRecorder) Warning(c termination.Cause) {
+	switch w := c.(type) {
+	case termination.BudgetPressure:
+		rr.rec.pressure.Add(rr.ctx, 1, rr.stage.resource(w.Resource))
+		if rr.recording {
+			rr.span.AddEvent("agentstop.budget_pressure", trace.WithAttributes(
+				KeyResource.String(string(w.Resource)),
+				attribute.Float64("threshold", w.Threshold),
+				attribute.Float64("used", w.Used),
+				attribute.Float64("limit", w.Limit)))
+		}
+	case termination.StallDetected:
+		rr.rec.stalls.Add(rr.ctx, 1, rr.stage.signal(w.Signal))
+		if rr.recording {
+			rr.span.AddEvent("agentstop.stall_warning", trace.WithAttributes(
+				KeySignal.String(string(w.Signal)),
+				attribute.Int("repeats", w.Repeats)))
+		}
+	}
+}
+
+// Error reports a failure on the span and to otel.Handle.
+func (rr *runRecorder) Error(err error) {
+	if err == nil {
+		return
+	}
+	otel.Handle(err)
+	if rr.recording {
+		rr.span.AddEvent("agentstop.error", trace.WithAttributes(attribute.String("error.message", err.Error())))
+	}
+}
+
+// End records the run's metrics and ends its span.
+func (rr *runRecorder) End(res *termination.Result) {
+	r, s, ctx := rr.rec, rr.stage, rr.ctx
+	tag := r.tag(res.Cause, &rr.info)
+	ca := s.cause(tag, res.Outcome)
+	r.terminations.Add(ctx, 1, ca.withOutcome)
+	r.duration.Record(ctx, res.Duration.Seconds(), ca.withOutcome)
+	errorType := ""
+	if res.Outcome == termination.OutcomeFailed {
+		errorType = tag
+	}
+	r.invokeDuration.Record(ctx, res.Duration.Seconds(), s.invokeAttrs(rr.provider, errorType))
+	r.iterations.Record(ctx, int64(res.Iterations), ca.tagOnly)
+	r.toolCalls.Record(ctx, int64(res.ToolCalls), ca.tagOnly)
+	if n := res.Tokens.InputTokens; n > 0 {
+		r.tokens.Add(ctx, n, s.input)
+	}
+	if n := res.Tokens.OutputTokens; n > 0 {
+		r.tokens.Add(ctx, n, s.output)
+	}
+	for _, b := range res.Budgets {
+		r.utilization.Record(ctx, b.Utilization(), s.resource(b.Resource))
+	}
+	r.active.Add(ctx, -1, s.stage)
+	clear(rr.pending) // calls without results: no span, no duration
+	rr.pending = rr.pending[:0]
+	if rr.recording {
+		rr.endSpan(res, tag)
+	}
+	rr.span.End()
+}
+
+func (rr *runRecorder) endSpan(res *termination.Result, tag string) {
+	kind, err := termination.KindOf(res.Cause)
+	if err != nil {
+		kind = fmt.Sprintf("%T", res.Cause) // an unregistered user type still gets a name
+	}
+	span := rr.span
+	span.SetAttributes(
+		KeyTerminationCause.String(tag),
+		KeyTerminationKind.String(kind),
+		KeyOutcome.String(res.Outcome.String()),
+		attribute.Int("agent.iterations", res.Iterations),
+		attribute.Int("agent.tool_calls", res.ToolCalls),
+		attribute.Int64("gen_ai.usage.input_tokens", res.Tokens.InputTokens),
+		attribute.Int64("gen_ai.usage.output_tokens", res.Tokens.OutputTokens),
+	)
+	if rr.model != "" && !rr.mixed {
+		span.SetAttributes(KeyGenAIRequestModel.String(rr.model))
+	}
+	attrs := []attribute.KeyValue{KeyTerminationCause.String(tag), KeyTerminationKind.String(kind)}
+	attrs = append(attrs, causeAttributes(res.Cause)...)
+	span.AddEvent("agentstop.termination", trace.WithAttributes(attrs...))
+	if res.Outcome == termination.OutcomeFailed {
+		span.SetAttributes(KeyErrorType.String(tag))
+		msg := ""
+		if res.Cause != nil {
+			msg = res.Cause.Error()
+		}
+		span.SetStatus(codes.Error, msg)
+	}
+}
