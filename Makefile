@@ -4,8 +4,10 @@ GO ?= go
 ADAPTERS := $(sort $(dir $(wildcard adapters/*/go.mod)))
 FUZZTIME ?= 1m
 BENCHTIME ?= 1s
+BENCHCOUNT ?= 5
+BENCHOUT ?= /tmp/agentstop-bench.txt
 
-.PHONY: all build vet test test-core test-adapters test-dashboards bench fuzz soak quickstart clean
+.PHONY: all build vet test test-core test-adapters test-dashboards bench bench-readme fuzz soak quickstart clean
 
 all: build test
 
@@ -31,10 +33,17 @@ test-adapters:
 test-dashboards:
 	bash dashboards/test.sh
 
-## bench: the hot-path benchmarks, one compact line each (raw output in /tmp/agentstop-bench.txt).
+## bench: the hot-path benchmarks, -count BENCHCOUNT (default 5), each result line echoed as it
+## arrives, then every benchmark's medians and the contract's §6 figures with their limits and a
+## pass/fail mark, ratios taken within this run (internal/benchreport). Raw output in BENCHOUT.
+## BENCHSTRICT=1 makes a missed limit fail the target.
 bench:
-	@$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./middleware/ ./termination/ ./telemetry/ ./telemetry/otelsetup/ | tee /tmp/agentstop-bench.txt | \
-		awk '/^pkg:/ { pkg=$$2; sub(".*/", "", pkg) } /^Benchmark/ { line=sprintf("%-13s %-36s", pkg, $$1); for (i=3; i<NF; i+=2) line=line sprintf("  %10s %s", $$i, $$(i+1)); print line }'
+	@set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) -benchtime $(BENCHTIME) ./middleware/ ./termination/ ./telemetry/ ./telemetry/otelsetup/ | tee $(BENCHOUT) | \
+		$(GO) run ./internal/benchreport $(if $(BENCHSTRICT),-strict)
+
+## bench-readme: rewrite the README's performance table from the last make bench (BENCHOUT).
+bench-readme:
+	$(GO) run ./internal/benchreport -q -in $(BENCHOUT) -readme README.md
 
 ## fuzz: each fuzz target for FUZZTIME (default 1m).
 fuzz:
