@@ -115,3 +115,42 @@ func TestEvaluatorFleetHooks(t *testing.T) {
 		t.Errorf("result = %+v", r)
 	}
 }
+
+func FuzzFleetBudgetPolicy(f *testing.F) {
+	for _, s := range []string{
+		"fleet_budget: {key: stage, window: 1h, total_tokens: 10}",
+		"fleet_budget: {key: 'label:tenant', window: 90s, cost: 2.5, pressure: 0.8}",
+		"fleet_budget: {key: 'label:', window: 1h, cost: 1}",
+		"fleet_budget: {key: stage, window: 0s, cost: 1}",
+		"fleet_budget: {key: stage, window: 1h, cost: .nan}",
+		"fleet_budget: {key: stage, window: 1h, input_tokens: 1e30}",
+		`{"fleet_budget": {"key": "stage", "window": "1h", "output_tokens": 5}, "max_iterations": 3}`,
+		"any: [{fleet_budget: {key: stage, window: 1h, cost: 1}}]",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := ParsePolicy(data)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error is not one line: %q", err)
+			}
+			return
+		}
+		b := p.FleetBudget()
+		if b == nil {
+			return
+		}
+		if err := b.Validate(); err != nil {
+			t.Fatalf("ParsePolicy accepted %q but Validate says %v", data, err)
+		}
+		js, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back FleetBudget
+		if err := json.Unmarshal(js, &back); err != nil || back != *b {
+			t.Fatalf("JSON round trip of %+v: %+v, %v", *b, back, err)
+		}
+	})
+}
