@@ -89,6 +89,20 @@ func TestLocalBudgetWindows(t *testing.T) {
 	if bs, _ := l.Budgets(t.Context()); len(bs) != 0 {
 		t.Errorf("a budget with no runs and a past window is still listed: %+v", bs)
 	}
+	// Accounts of past windows are swept as runs join, Budgets or not.
+	for _, tenant := range []string{"a", "b", "c"} {
+		s2, _ := middleware.New("sweep_"+tenant, middleware.WithFleet(l),
+			middleware.WithFleetBudget(termination.FleetBudget{Key: "stage", Window: time.Minute, TotalTokens: 100}))
+		_, r := s2.Start(t.Context())
+		r.Observe(msg(1))
+		r.Finish(nil)
+	}
+	clock.Add(2 * time.Minute)
+	_, r := s.Start(t.Context())
+	r.Finish(nil)
+	if n := fleet.LocalAccounts(l); n != 1 { // the joining run's own
+		t.Errorf("%d accounts after a join, want 1: past windows are kept", n)
+	}
 }
 
 func TestLocalBlockExpiryClock(t *testing.T) {
