@@ -8,6 +8,12 @@ import (
 	"github.com/agentstop/agentstop/termination"
 )
 
+// fleetConfig is the stage's fleet configuration, part of config.
+type fleetConfig struct {
+	fleet       fleet.Fleet
+	fleetBudget *termination.FleetBudget
+}
+
 // WithFleet makes every run of the stage join f when it starts (package
 // fleet): the run gets an id ([Run.ID]), is visible in f's registry with
 // its labels ([WithLabels]) and figures, can be stopped by an operator

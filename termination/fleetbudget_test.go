@@ -34,8 +34,8 @@ func TestParseFleetBudget(t *testing.T) {
 
 func TestParseFleetBudgetErrors(t *testing.T) {
 	for _, tc := range []struct{ policy, want string }{
-		{"any: [{fleet_budget: {key: stage, window: 1h, cost: 1}}]", "policy.any[0].fleet_budget: is allowed only at the top level"},
-		{"all: [{max_iterations: 2, fleet_budget: {key: stage, window: 1h, cost: 1}}]", "policy.all[0].fleet_budget: is allowed only at the top level"},
+		{"any: [{fleet_budget: {key: stage, window: 1h, cost: 1}}]", "policy.any[0].fleet_budget: allowed only at the top level"},
+		{"all: [{max_iterations: 2, fleet_budget: {key: stage, window: 1h, cost: 1}}]", "policy.all[0].fleet_budget: allowed only at the top level"},
 		{"fleet_budget: {window: 1h, cost: 1}", "policy.fleet_budget.key: is required"},
 		{"fleet_budget: {key: stage, cost: 1}", "policy.fleet_budget.window: is required"},
 		{"fleet_budget: {key: tenant, window: 1h, cost: 1}", `policy.fleet_budget.key: must be "stage" or "label:NAME", got "tenant"`},
