@@ -362,7 +362,7 @@ func (e *Evaluator) AddWarning(c Cause) bool {
 	if e.cause != nil || c == nil {
 		return false
 	}
-	e.warnings = append(e.warnings, c)
+	e.sink.warn(c)
 	return true
 }
 
