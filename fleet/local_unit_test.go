@@ -303,8 +303,10 @@ func TestLocalOvershoot(t *testing.T) {
 	for i := range runs {
 		wg.Go(func() {
 			ctx, run := s.Start(context.Background())
-			ch := make(chan int)
+			ch, produced := make(chan int), make(chan struct{})
+			defer func() { <-produced }() // the producer has exited
 			go func() {
+				defer close(produced)
 				defer close(ch)
 				for i := 0; ; i++ {
 					select {
