@@ -301,8 +301,10 @@ func TestLocalOvershoot(t *testing.T) {
 	var wg sync.WaitGroup
 	results := make([]termination.Result, runs)
 	for i := range runs {
+		// Every run starts before any spends: a run that started after the
+		// budget ran out would be skipped.
+		ctx, run := s.Start(context.Background())
 		wg.Go(func() {
-			ctx, run := s.Start(context.Background())
 			ch, produced := make(chan int), make(chan struct{})
 			defer func() { <-produced }() // the producer has exited
 			go func() {
