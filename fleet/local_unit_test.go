@@ -298,12 +298,20 @@ func TestLocalOvershoot(t *testing.T) {
 	l := fleet.NewLocal()
 	s, _ := middleware.New("overshoot", middleware.WithFleet(l),
 		middleware.WithFleetBudget(termination.FleetBudget{Key: "stage", Window: time.Hour, TotalTokens: limit}))
+	// Every run starts before any spends: a run that started after the
+	// budget ran out would be skipped.
+	type started struct {
+		ctx context.Context
+		run *middleware.Run
+	}
+	var all []started
+	for range runs {
+		ctx, run := s.Start(context.Background())
+		all = append(all, started{ctx, run})
+	}
 	var wg sync.WaitGroup
 	results := make([]termination.Result, runs)
-	for i := range runs {
-		// Every run starts before any spends: a run that started after the
-		// budget ran out would be skipped.
-		ctx, run := s.Start(context.Background())
+	for i, st := range all {
 		wg.Go(func() {
 			ch, produced := make(chan int), make(chan struct{})
 			defer func() { <-produced }() // the producer has exited
@@ -313,14 +321,14 @@ func TestLocalOvershoot(t *testing.T) {
 				for i := 0; ; i++ {
 					select {
 					case ch <- i:
-					case <-ctx.Done():
+					case <-st.ctx.Done():
 						return
 					}
 				}
 			}()
-			for range middleware.Forward(run, ch, func(int) termination.Event { return msg(perEvent) }) {
+			for range middleware.Forward(st.run, ch, func(int) termination.Event { return msg(perEvent) }) {
 			}
-			results[i] = run.Wait()
+			results[i] = st.run.Wait()
 		})
 	}
 	wg.Wait()
