@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -447,5 +448,22 @@ func TestLocalJoinErrors(t *testing.T) {
 	cancel()
 	if _, err := l.Runs(ctx, fleet.Selector{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Runs on a cancelled context: %v", err)
+	}
+}
+
+func TestAccountOddCosts(t *testing.T) {
+	spec := termination.FleetBudget{Key: "stage", Window: time.Hour, Cost: 10}
+	a := fleet.NewAccount(fleet.BudgetID{Key: "stage", Value: "s"}, spec, time.Unix(0, 0), nil, nil)
+	m, _ := a.Join(fleet.Hooks{})
+	for _, c := range []float64{math.NaN(), math.Inf(-1), 1} {
+		if _, stop := m.Spend(termination.Usage{}, c); stop != nil {
+			t.Fatalf("cost %g stopped the run", c)
+		}
+	}
+	if got := a.Status().Cost; got != 1 {
+		t.Errorf("cost = %g, want 1 (NaN and -Inf ignored)", got)
+	}
+	if _, stop := m.Spend(termination.Usage{}, math.Inf(1)); stop == nil {
+		t.Error("an infinite cost did not exhaust the budget")
 	}
 }
