@@ -82,7 +82,7 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 	}
 	parent := ctx
 	info := s.info
-	info.AgentID, info.ConversationID = rc.agentID, rc.conversationID
+	info.AgentID, info.ConversationID, info.RunID = rc.agentID, rc.conversationID, runID
 	recCtx, rec := s.cfg.recorder.StartRun(ctx, info)
 	if recCtx != nil {
 		ctx = recCtx
