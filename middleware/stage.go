@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentstop/agentstop/termination"
@@ -177,6 +178,13 @@ type Run struct {
 	endOnce sync.Once
 	ended   chan struct{}       // closed when the result is final
 	result  *termination.Result // set when ended is closed
+
+	// Leaving early (Stop).
+	lastFinal bool          // under mu: the last evaluated event was a final answer
+	channel   bool          // under mu: a channel forwarder (Forward) delivers the events
+	sentFinal atomic.Bool   // the channel forwarder's last delivered event was a final answer
+	left      bool          // under mu: Stop was called
+	leave     chan struct{} // under mu: closed by Stop; made on demand (leaving)
 }
 
 // Context returns the run's context (the one Start returned).
@@ -192,7 +200,10 @@ func (r *Run) Done() <-chan struct{} { return r.done }
 // Observe evaluates one event. It returns the cause and true when the run
 // must stop, on this event or earlier; the run's context is then already
 // cancelled. Events observed after the stop are not evaluated; they count as
-// drained. Observe never blocks on anything but the run's lock.
+// drained. An event that fails [termination.Event.Validate] (a missing or
+// unknown Kind, negative usage, a negative or non-finite cost) ends the run
+// with Failed{reason: invalid_input} naming the problem, as replay does.
+// Observe never blocks on anything but the run's lock.
 func (r *Run) Observe(ev termination.Event) (termination.Cause, bool) {
 	c, stop, _ := r.observe(ev)
 	return c, stop
@@ -209,6 +220,7 @@ func (r *Run) observe(ev termination.Event) (_ termination.Cause, _ bool, late b
 	}
 	r.cur = ev
 	cause, stop := r.eval.ObserveRef(&r.cur)
+	r.lastFinal = ev.Kind == termination.KindFinal
 	r.rec.Event(&r.cur)
 	var warnings []termination.Cause
 	if w := r.eval.WarningsSince(r.nwarn); len(w) > 0 {
@@ -248,12 +260,57 @@ func (r *Run) report(err error) {
 	r.mu.Unlock()
 }
 
-// Stop stops the run from outside the loop (a Stop button, a supervisor)
-// with Cancelled{reason: external, detail: reason}, unless it has already
-// stopped. The run's context is cancelled; the stream's end still has to be
-// reached (Forward drains; with Observe, call Finish).
+// Stop stops the run from outside the loop (a Stop button, a supervisor,
+// or a consumer that leaves early) with Cancelled{reason: external, detail:
+// reason}, unless it has already stopped; when the last event handed to the
+// consumer was a final answer, the run ends as NaturalCompletion instead, as
+// if the stream had ended there. The run's context is cancelled; the
+// stream's end still has to be reached: Forward drains the producer and
+// finishes the run once it has closed its channel (at the latest after the
+// drain timeout); with Observe, call Finish once the loop has returned.
+//
+// Stop is also how a consumer of Forward says it has left: an item that was
+// evaluated but not yet taken is then given up as soon as the producer has
+// closed its channel, rather than waited for until the drain timeout. A
+// consumer that still reads until the output closes gets it if it takes it
+// before then.
 func (r *Run) Stop(reason string) {
-	r.stopWith(termination.Cancelled{Reason: termination.CancelExternal, Detail: reason})
+	var c termination.Cause = termination.Cancelled{Reason: termination.CancelExternal, Detail: reason}
+	r.mu.Lock()
+	if !r.left {
+		r.left = true
+		if r.leave != nil {
+			close(r.leave)
+		}
+	}
+	final := r.lastFinal
+	if r.channel {
+		final = r.sentFinal.Load()
+	}
+	var ok bool
+	if final {
+		c = termination.NaturalCompletion{}
+		ok = r.eval.EndStream(c)
+	} else {
+		ok = r.eval.Stop(c)
+	}
+	r.mu.Unlock()
+	if ok {
+		r.stopped(c)
+	}
+}
+
+// leaving returns a channel that is closed once Stop has been called.
+func (r *Run) leaving() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.leave == nil {
+		r.leave = make(chan struct{})
+		if r.left {
+			close(r.leave)
+		}
+	}
+	return r.leave
 }
 
 // stopWith ends the run with c unless it has already stopped.
@@ -292,7 +349,10 @@ func (r *Run) armTimer(i int) {
 // loop error (Failed{reason: stream_error}), unless the caller's context had
 // ended (Cancelled{reason: context}), the run had already stopped (its cause
 // stands), or err wraps a termination.Cause (errors.As), which becomes the
-// run's cause: an adapter maps a framework's own limit that way. Finish is idempotent: later calls return the same result.
+// run's cause: an adapter maps a framework's own limit that way. A wrapped
+// cause that is a typed nil (a nil *termination.Custom) is no cause: err is
+// then a stream error like any other. Finish is idempotent: later calls
+// return the same result.
 func (r *Run) Finish(err error) termination.Result {
 	r.endOnce.Do(func() { r.finish(err) })
 	<-r.ended
@@ -305,12 +365,13 @@ func (r *Run) finish(err error) {
 	switch {
 	case r.parent.Err() != nil:
 		r.eval.Stop(termination.Cancelled{Reason: termination.CancelContext, Detail: causeText(r.parent)})
-	case errors.As(err, &typed):
+	case err == nil:
+	case errors.As(err, &typed) && r.eval.Stop(typed):
 		// The loop ended on a cause it knows (a framework's own iteration
-		// limit mapped by an adapter): that cause stands.
-		r.eval.Stop(typed)
-	case err != nil:
-		r.eval.EndStream(termination.Failed{Reason: termination.FailStreamError, Err: err.Error()})
+		// limit mapped by an adapter): that cause stands. Stop refuses a
+		// typed nil, which leaves err a plain stream error.
+	default:
+		r.eval.EndStream(termination.Failed{Reason: termination.FailStreamError, Err: errorText(err)})
 	}
 	res := r.eval.Result()
 	res.Stage = r.stage.name
@@ -376,6 +437,15 @@ func (r *Run) addDrained(n int) {
 // fail ends the run at once with Failed{reason, err}.
 func (r *Run) fail(reason termination.FailReason, err error) {
 	r.stopWith(termination.Failed{Reason: reason, Err: err.Error()})
+}
+
+// errorText is err's text, even for an error whose Error method panics (a
+// typed nil): fmt recovers and describes it.
+func errorText(err error) string {
+	if s := fmt.Sprint(err); s != "<nil>" {
+		return s
+	}
+	return fmt.Sprintf("nil %T", err)
 }
 
 func causeText(ctx context.Context) string {

@@ -647,7 +647,8 @@ func Predicate(name string, fn func(Event) bool) Condition {
 }
 
 // Func fires whatever cause fn returns (a Custom cause, typically) for an
-// event; nil means nothing fired. fn sees the run's progress including the
+// event; nil (a typed nil such as a nil *Custom included) means nothing
+// fired. fn sees the run's progress including the
 // event. A panic in fn fires Failed{reason: panic}. Like Predicate's, fn
 // must be quick and must not call back into the run.
 func Func(name string, fn func(Event, Progress) Cause) Condition {
@@ -676,7 +677,7 @@ func (c funcCondition) observe(ev *Event, p *Progress, s *sink) {
 	if ev == nil {
 		return
 	}
-	if cause := c.call(ev, p); cause != nil {
+	if cause := c.call(ev, p); !nilCause(cause) {
 		s.fire(cause)
 	}
 }

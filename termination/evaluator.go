@@ -2,6 +2,7 @@ package termination
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -80,6 +81,9 @@ func (e *Evaluator) ObserveRef(ev *Event) (Cause, bool) {
 	if e.cause != nil {
 		return e.cause, true
 	}
+	if !ev.valid() {
+		return e.invalid(ev)
+	}
 	p := &e.progress
 	p.Events++
 	switch ev.Kind {
@@ -143,6 +147,16 @@ func (e *Evaluator) tick(ev *Event) {
 	e.root.observe(ev, p, &e.sink)
 }
 
+// invalid stops the run on an event that fails Validate: it counts as
+// evaluated (StoppedAt names it) but adds nothing to the counts or budgets.
+func (e *Evaluator) invalid(ev *Event) (Cause, bool) {
+	e.progress.Events++
+	c := Failed{Reason: FailInvalidInput, Err: fmt.Sprintf("event %d: %v", e.progress.Events, ev.Validate())}
+	e.cause, e.fired, e.stoppedAt = c, []Cause{c}, e.progress.Events
+	e.ended = time.Now()
+	return c, true
+}
+
 func (e *Evaluator) settle(at int) (Cause, bool) {
 	if len(e.sink.fired) == 0 {
 		return nil, false
@@ -157,7 +171,7 @@ func (e *Evaluator) settle(at int) (Cause, bool) {
 // Stop ends the run with c unless it has already stopped, and reports
 // whether c became the run's cause. It is for stops that come from outside
 // the event stream: a cancelled context, an external stop, invalid input.
-// Fired is [c].
+// Fired is [c]. A nil c (a typed nil included) is ignored.
 func (e *Evaluator) Stop(c Cause) bool {
 	if !e.EndStream(c) {
 		return false
@@ -171,7 +185,7 @@ func (e *Evaluator) Stop(c Cause) bool {
 // c became the run's cause. Nothing fired: Fired is empty, as for a stream
 // that Result finds ended by itself.
 func (e *Evaluator) EndStream(c Cause) bool {
-	if e.cause != nil || c == nil {
+	if e.cause != nil || nilCause(c) {
 		return false
 	}
 	e.cause, e.fired, e.stoppedAt = c, nil, 0
