@@ -61,7 +61,10 @@ func ForwardEach[T any](run *Run, in <-chan T, decode func(item T, emit func(ter
 	f := &forwarder[T]{run: run, decode: decode}
 	f.emitFn = f.emit
 	run.mu.Lock()
-	run.channel = true
+	run.leave = make(chan struct{})
+	if run.left {
+		close(run.leave)
+	}
 	run.mu.Unlock()
 	go f.loop(in, out)
 	return out
@@ -141,6 +144,12 @@ func (f *forwarder[T]) loop(in <-chan T, out chan<- T) {
 	run := f.run
 	var none T
 	for {
+		if run.leftFlag.Load() {
+			// Stop was called while items kept flowing.
+			f.left()
+			f.end(in, out, none, false)
+			return
+		}
 		// Each channel operation first tries without blocking: on a busy
 		// stream that is all it takes, and a one-case select is much cheaper
 		// than a blocking one. An outside stop is still seen at once: by
@@ -155,6 +164,10 @@ func (f *forwarder[T]) loop(in <-chan T, out chan<- T) {
 			select {
 			case item, ok = <-in:
 			case <-run.done:
+				f.end(in, out, none, false)
+				return
+			case <-run.leave:
+				f.left()
 				f.end(in, out, none, false)
 				return
 			}
@@ -173,32 +186,52 @@ func (f *forwarder[T]) loop(in <-chan T, out chan<- T) {
 			f.end(in, out, item, true)
 			return
 		}
+		// An item that changes whether the consumer has had the final
+		// answer is flagged while it is handed over, for Stop.
+		changes := f.final != f.sentFinal
+		if changes {
+			run.inFlight.Store(true)
+		}
 		select {
 		case out <- item:
-			f.sent()
+			if changes {
+				f.sent()
+			}
 			continue
 		default:
 		}
 		select {
 		case out <- item:
-			f.sent()
+			if changes {
+				f.sent()
+			}
 		case <-run.done:
 			// Stopped from outside while the consumer was busy: the item
 			// was evaluated, so it is still handed over, as a firing item
 			// would be.
+			run.inFlight.Store(false)
+			f.end(in, out, item, true)
+			return
+		case <-run.leave:
+			// The consumer has left without this item.
+			f.left()
 			f.end(in, out, item, true)
 			return
 		}
 	}
 }
 
-// sent records that the consumer took the current item, for Stop's choice
-// between NaturalCompletion and Cancelled.
+// sent records that the consumer took an item that changed sentFinal.
 func (f *forwarder[T]) sent() {
-	if f.final != f.sentFinal {
-		f.sentFinal = f.final
-		f.run.sentFinal.Store(f.final)
-	}
+	f.sentFinal = f.final
+	f.run.sentFinal.Store(f.final)
+	f.run.inFlight.Store(false)
+}
+
+// left ends the run after Stop, by what the consumer took.
+func (f *forwarder[T]) left() {
+	f.run.inFlight.Store(false)
+	f.run.stopLeaving(f.sentFinal)
 }
 
 // end finishes a stopped run. It hands the last evaluated item (pending)
@@ -219,7 +252,7 @@ func (f *forwarder[T]) end(in <-chan T, out chan<- T, item T, pending bool) {
 		n     int
 	)
 	if pending {
-		send, leave = out, run.leaving()
+		send, leave = out, run.leave
 	} else {
 		close(out)
 	}

@@ -181,10 +181,15 @@ type Run struct {
 
 	// Leaving early (Stop).
 	lastFinal bool          // under mu: the last evaluated event was a final answer
-	channel   bool          // under mu: a channel forwarder (Forward) delivers the events
-	sentFinal atomic.Bool   // the channel forwarder's last delivered event was a final answer
 	left      bool          // under mu: Stop was called
-	leave     chan struct{} // under mu: closed by Stop; made on demand (leaving)
+	leftFlag  atomic.Bool   // left, for the channel forwarder's per-item check
+	reason    string        // under mu: Stop's reason
+	leave     chan struct{} // channel forwarder only (set under mu before it starts): closed by Stop
+	// The channel forwarder's hand-over, read by Stop: sentFinal is whether
+	// the last item the consumer took ended with a final answer; inFlight is
+	// set while an item that would change sentFinal is being handed over.
+	sentFinal atomic.Bool
+	inFlight  atomic.Bool
 }
 
 // Context returns the run's context (the one Start returned).
@@ -275,19 +280,45 @@ func (r *Run) report(err error) {
 // consumer that still reads until the output closes gets it if it takes it
 // before then.
 func (r *Run) Stop(reason string) {
-	var c termination.Cause = termination.Cancelled{Reason: termination.CancelExternal, Detail: reason}
 	r.mu.Lock()
-	if !r.left {
-		r.left = true
-		if r.leave != nil {
-			close(r.leave)
-		}
+	if r.left {
+		r.mu.Unlock()
+		return
+	}
+	r.left, r.reason = true, reason
+	r.leftFlag.Store(true)
+	channel := r.leave != nil
+	if channel {
+		close(r.leave)
 	}
 	final := r.lastFinal
-	if r.channel {
+	r.mu.Unlock()
+	if channel {
+		if r.inFlight.Load() {
+			// An item that changes the answer is being handed over: the
+			// consumer may just have taken it (and be the caller), or may
+			// never take it. The forwarder knows which; it ends the run
+			// at its next step (it is not running user code now).
+			select {
+			case <-r.done:
+			case <-r.ended:
+			}
+			return
+		}
 		final = r.sentFinal.Load()
 	}
-	var ok bool
+	r.stopLeaving(final)
+}
+
+// stopLeaving ends the run as Stop does: NaturalCompletion when the last
+// event the consumer took was a final answer, Cancelled{external, reason}
+// otherwise.
+func (r *Run) stopLeaving(final bool) {
+	r.mu.Lock()
+	var (
+		c  termination.Cause = termination.Cancelled{Reason: termination.CancelExternal, Detail: r.reason}
+		ok bool
+	)
 	if final {
 		c = termination.NaturalCompletion{}
 		ok = r.eval.EndStream(c)
@@ -298,19 +329,6 @@ func (r *Run) Stop(reason string) {
 	if ok {
 		r.stopped(c)
 	}
-}
-
-// leaving returns a channel that is closed once Stop has been called.
-func (r *Run) leaving() <-chan struct{} {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.leave == nil {
-		r.leave = make(chan struct{})
-		if r.left {
-			close(r.leave)
-		}
-	}
-	return r.leave
 }
 
 // stopWith ends the run with c unless it has already stopped.

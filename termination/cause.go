@@ -113,7 +113,7 @@ func Tag(c Cause, allowed func(string) bool) string {
 	}
 	switch c := c.(type) {
 	case All:
-		if len(c.Causes) == 0 {
+		if len(c.Causes) == 0 || nilCause(c.Causes[len(c.Causes)-1]) {
 			return TagCustom
 		}
 		return Tag(c.Causes[len(c.Causes)-1], allowed)
