@@ -61,7 +61,9 @@ func NewEvaluator(c Condition, clock Clock) *Evaluator {
 
 // Observe evaluates one event. It returns the cause and true when the run
 // must stop: on this event, or earlier (a stopped Evaluator evaluates
-// nothing more).
+// nothing more). An event that fails [Event.Validate] stops the run with
+// Failed{reason: invalid_input} naming it; it counts as evaluated but adds
+// nothing to the counts or budgets.
 func (e *Evaluator) Observe(ev Event) (Cause, bool) {
 	if e.cause != nil {
 		return e.cause, true
