@@ -279,7 +279,9 @@ func (f *forwarder[T]) end(in <-chan T, out chan<- T, item T, pending bool) {
 			}
 		case <-t.C:
 			if send != nil {
-				run.report(fmt.Errorf("middleware: stage %q: consumer did not take the last item within %s", run.stage.name, run.stage.cfg.drainTimeout))
+				if !left { // after Stop, nobody is expected to take it
+					run.report(fmt.Errorf("middleware: stage %q: consumer did not take the last item within %s", run.stage.name, run.stage.cfg.drainTimeout))
+				}
 				send = nil
 				close(out)
 			}

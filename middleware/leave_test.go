@@ -183,3 +183,24 @@ func TestLeavingAfterFiring(t *testing.T) {
 	assert.Equal(t, termination.MaxIterationsReached{Limit: 1, Count: 3}, res.Cause)
 	assert.Equal(t, 4, res.Events)
 }
+
+// A producer that ignores its context: after Stop, Wait returns once the
+// drain timeout has passed, and the forwarding goroutine is gone.
+func TestLeavingWithAStubbornProducer(t *testing.T) {
+	rec := &fakeRecorder{}
+	const drain = 100 * time.Millisecond
+	stage := mustStage(t, "leaver", middleware.WithDrainTimeout(drain), middleware.WithRecorder(rec))
+	_, run := stage.Start(context.Background())
+	out := middleware.Forward(run, stubborn(t, message), decodeItem)
+	<-out
+	<-out
+	start := time.Now()
+	run.Stop("consumer left")
+	res := waitResult(t, run, 2*time.Second)
+	assert.GreaterOrEqual(t, time.Since(start), drain/2)
+	assert.Equal(t, termination.Cancelled{Reason: termination.CancelExternal, Detail: "consumer left"}, res.Cause)
+	assert.Positive(t, res.Drained)
+	errs := rec.only(t).snapshot().errs
+	require.Len(t, errs, 1, "the item left behind is not an error after Stop")
+	assert.Contains(t, errs[0].Error(), "producer still sending")
+}
