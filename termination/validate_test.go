@@ -81,6 +81,8 @@ func TestTypedNilCause(t *testing.T) {
 			assert.True(t, nilCause(typedNil))
 			assert.Equal(t, "", Tag(typedNil, func(string) bool { return true }))
 			assert.Equal(t, Outcome(0), DefaultOutcome(typedNil))
+			_, err := MarshalCause(typedNil)
+			assert.Error(t, err, "a typed nil has no JSON form")
 
 			fn := Func("typed_nil", func(Event, Progress) Cause { return typedNil })
 			for _, c := range []Condition{fn, AnyOf(fn), AllOf(fn, MaxIterations(100))} {
