@@ -117,7 +117,8 @@ func (c maxToolCalls) observe(ev *Event, p *Progress, s *sink) {
 
 type timeoutAfter struct{ limit time.Duration }
 
-// TimeoutAfter fires Timeout once the run has lasted d: live, from a timer
+// TimeoutAfter fires Timeout once the run has lasted d (elapsed >= d, so a
+// run that lasted exactly d has timed out): live, from a timer
 // even when no event arrives; in replay, by the events' times since the
 // first timed event (events without a time never fire it). d must be > 0.
 func TimeoutAfter(d time.Duration) Condition { return &timeoutAfter{d} }
