@@ -230,3 +230,16 @@ func TestTypedNilCauseLive(t *testing.T) {
 		})
 	}
 }
+
+// A live timeout fires once elapsed >= limit (the timer fires at the limit).
+func TestTimeoutFiresAtTheLimit(t *testing.T) {
+	const limit = 5 * time.Millisecond
+	stage := mustStage(t, "timed", middleware.WithCondition(termination.TimeoutAfter(limit)))
+	ctx, run := stage.Start(context.Background())
+	<-ctx.Done() // a loop that hangs
+	res := run.Finish(nil)
+	to, ok := res.Cause.(termination.Timeout)
+	require.True(t, ok, "cause %v", res.Cause)
+	assert.Equal(t, limit, to.Limit)
+	assert.GreaterOrEqual(t, to.Elapsed, to.Limit)
+}
