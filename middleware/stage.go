@@ -298,12 +298,18 @@ func (r *Run) Stop(reason string) {
 			// An item that changes the answer is being handed over: the
 			// consumer may just have taken it (and be the caller), or may
 			// never take it. The forwarder knows which; it ends the run
-			// at its next step (it is not running user code now).
+			// at its next step (it is not running user code now; a decode
+			// of the next item that waits for the caller is cut short by
+			// the drain timeout).
+			t := time.NewTimer(r.stage.cfg.drainTimeout)
+			defer t.Stop()
 			select {
 			case <-r.done:
+				return
 			case <-r.ended:
+				return
+			case <-t.C:
 			}
-			return
 		}
 		final = r.sentFinal.Load()
 	}
