@@ -30,7 +30,12 @@
 //     item that fired it is still delivered, then the output is closed, the
 //     rest of the input is drained (counted in Result.Drained, not
 //     forwarded) so the producer never blocks, and draining gives up after
-//     the drain timeout ([WithDrainTimeout], default 5s).
+//     the drain timeout ([WithDrainTimeout], default 5s). A consumer that
+//     reads until the output closes receives every item that was
+//     evaluated, however the run stopped. A consumer that leaves early must
+//     call [Run.Stop]: the run then ends at once (NaturalCompletion right
+//     after the final answer, Cancelled{reason: external} otherwise) and
+//     [Run.Wait] returns as soon as the producer has closed its channel.
 //   - [ForwardSeq] and [ForwardSeqEach] wrap an iter.Seq2 inline, with no
 //     goroutine: the loop runs in the consumer's goroutine, so a loop that
 //     ignores its context cannot be interrupted between items; a loop that
@@ -41,7 +46,11 @@
 //     from the callback, and call [Run.Finish] when the loop returns.
 //
 // Decode functions turn a framework item into a [termination.Event]; a
-// returned event with Kind 0 means the item carries no event. A panic in a
+// returned event with Kind 0 means the item carries no event; any other
+// invalid event (an unknown Kind, negative usage, a negative or non-finite
+// cost) ends the run with Failed{reason: invalid_input}, as replay would. A
+// typed nil Cause (a nil *termination.Custom from a Func condition, or
+// wrapped in the error passed to Finish) is no cause. A panic in a
 // decode function or a predicate ends the run with Failed{reason: panic}
 // (and is reported to the recorder) instead of crashing the loop; a panic in
 // a hook (WithOnWarning, WithTreatAsSuccess) is recovered and reported, and
@@ -60,6 +69,24 @@
 // [WithTreatAsSuccess]), the counts and the budget-pressure warnings, which
 // are also handed to [WithOnWarning] as they happen so the loop can tell the
 // agent to wrap up.
+//
+// # Fleets
+//
+// With [WithFleet] every run joins a fleet (package fleet) when it starts:
+// it gets an id ([Run.ID]) and is visible, with its labels ([WithLabels])
+// and figures, to operators, who can stop it (Cancelled{reason: external,
+// detail: "REASON (by WHO)"}) or block new runs (Skipped{reason: blocked}).
+// A policy's fleet_budget (or [WithFleetBudget]) makes runs with the same
+// key share one budget per window: each event's usage is charged
+// in-process, without allocating or waiting on the network; when the
+// shared budget runs out every sharing run stops with
+// BudgetExhausted{scope: fleet}, and new runs are skipped until the next
+// window. A fleet warning raised by another run (BudgetPressure{scope:
+// fleet}) is in the run's result at once and reaches [WithOnWarning] and
+// the recorder with the run's next event. Labels are checked at Start
+// (snake_case names, values of at most 256 bytes): bad ones end the run
+// with Failed{reason: invalid_input}. Without a fleet, runs have no id and
+// a fleet_budget is ignored.
 //
 // # Telemetry
 //

@@ -83,18 +83,19 @@ func causeOf[C termination.Cause](t *testing.T, ctx context.Context) C {
 	return c
 }
 
-func TestConsumerStopsReadingAndCancels(t *testing.T) {
+// A consumer that stops reading says so with Stop: the run ends promptly,
+// with the default (long) drain timeout, whether or not a condition had
+// fired on the item it left behind.
+func TestConsumerStopsReadingAndStops(t *testing.T) {
 	for _, fires := range []bool{false, true} {
 		name := map[bool]string{false: "nothing fired", true: "condition fired"}[fires]
 		t.Run(name, func(t *testing.T) {
-			// The default (long) drain timeout: the release must not wait for it.
 			src := "max_tool_calls: 100"
 			if fires {
 				src = "max_tool_calls: 3"
 			}
 			stage := mustStage(t, "consumer_leaves", policy(t, src))
-			caller, cancel := context.WithCancel(context.Background())
-			ctx, run := stage.Start(caller)
+			ctx, run := stage.Start(context.Background())
 			out := middleware.Forward(run, endless(ctx, toolCall), decodeItem)
 			<-out
 			<-out
@@ -102,17 +103,43 @@ func TestConsumerStopsReadingAndCancels(t *testing.T) {
 			if fires {
 				require.Eventually(t, func() bool { _, ok := run.Cause(); return ok }, time.Second, time.Millisecond)
 			}
-			cancel()
+			run.Stop("consumer left")
 			res := waitResult(t, run, time.Second)
 			if fires {
 				assert.Equal(t, termination.MaxToolCallsReached{Limit: 3, Count: 4}, res.Cause)
 				causeOf[termination.MaxToolCallsReached](t, ctx)
 			} else {
-				assert.Equal(t, termination.CancelContext, causeOf[termination.Cancelled](t, ctx).Reason)
-				assert.Equal(t, termination.CancelContext, res.Cause.(termination.Cancelled).Reason)
+				want := termination.Cancelled{Reason: termination.CancelExternal, Detail: "consumer left"}
+				assert.Equal(t, want, causeOf[termination.Cancelled](t, ctx))
+				assert.Equal(t, want, res.Cause)
 			}
 		})
 	}
+}
+
+// A consumer that stops reading without Stop cannot be told from a slow
+// one: the evaluated item waits for it until the drain timeout, then is
+// given up and reported, whatever ended the run.
+func TestConsumerStopsReadingAndCancels(t *testing.T) {
+	rec := &fakeRecorder{}
+	const drain = 200 * time.Millisecond
+	stage := mustStage(t, "consumer_vanishes", middleware.WithDrainTimeout(drain), middleware.WithRecorder(rec))
+	caller, cancel := context.WithCancel(context.Background())
+	ctx, run := stage.Start(caller)
+	out := middleware.Forward(run, endless(ctx, toolCall), decodeItem)
+	<-out
+	<-out
+	// The third item is evaluated and waits for the consumer.
+	require.Eventually(t, func() bool { return len(rec.only(t).snapshot().events) == 3 }, time.Second, time.Millisecond)
+	start := time.Now()
+	cancel()
+	res := waitResult(t, run, 5*time.Second)
+	assert.GreaterOrEqual(t, time.Since(start), drain/2, "the evaluated item waited for the consumer")
+	assert.Equal(t, termination.CancelContext, res.Cause.(termination.Cancelled).Reason)
+	assert.Equal(t, 3, res.Events, "two items taken, a third evaluated and given up")
+	errs := rec.only(t).snapshot().errs
+	require.Len(t, errs, 1)
+	assert.Contains(t, errs[0].Error(), "consumer did not take the last item")
 }
 
 func TestCallerCancelledMidRun(t *testing.T) {
@@ -132,9 +159,9 @@ func TestCallerCancelledMidRun(t *testing.T) {
 	assert.Equal(t, want, causeOf[termination.Cancelled](t, ctx))
 	assert.Equal(t, termination.OutcomeFailed, res.Outcome)
 	assert.GreaterOrEqual(t, res.Events, 5)
-	// Every evaluated item was forwarded, except at most the one evaluated as
-	// the caller left: it is given up at once because nobody waits for it.
-	assert.Contains(t, []int{n, n + 1}, res.Events, "evaluated items vs forwarded %d", n)
+	// Every evaluated item was forwarded, the one evaluated as the caller
+	// left included.
+	assert.Equal(t, n, res.Events, "evaluated items vs forwarded")
 }
 
 func TestProducerIgnoresContext(t *testing.T) {

@@ -11,7 +11,15 @@ import (
 // Forward wraps a channel-based loop: it returns a channel that carries the
 // same items as in, in the same order, while every item's event (decode) is
 // evaluated by run. It is ForwardEach for decode functions that return one
-// event per item.
+// event per item; see ForwardEach for what happens when the run stops.
+//
+// Read the output until it is closed. A consumer that leaves early (breaks
+// out of its range loop) must call run.Stop: the run then ends promptly —
+// NaturalCompletion if the last item it took carried the final answer,
+// Cancelled{reason: external} otherwise — and Run.Wait returns as soon as
+// the producer has closed in (at the latest after the drain timeout).
+// Without Stop nothing tells the forwarder that nobody reads any more, and
+// Wait blocks until the loop ends by itself or is stopped otherwise.
 func Forward[T any](run *Run, in <-chan T, decode func(T) termination.Event) <-chan T {
 	if decode == nil {
 		return ForwardEach[T](run, in, nil)
@@ -21,23 +29,29 @@ func Forward[T any](run *Run, in <-chan T, decode func(T) termination.Event) <-c
 
 // ForwardEach is Forward for decode functions that turn one item into zero
 // or more events (a model response that requests tools: a message and its
-// tool calls). An event with Kind 0 is skipped.
+// tool calls). An event with Kind 0 is skipped; any other invalid event (see
+// termination.Event.Validate) ends the run with Failed{reason:
+// invalid_input}.
 //
 // One goroutine, owned by the run, forwards the items; it exits when in is
 // closed, or once the run has stopped and the rest of in has been drained
 // (or the drain timeout has passed). When a condition fires on an item, that
-// item is still delivered (if the consumer takes it within the drain
-// timeout), then the output is closed and the rest of in is drained and
-// counted in Result.Drained. When the run stops from outside (timeout timer,
-// Stop, the caller's context), the output is closed at once, except that an
-// item already evaluated is still handed over first, like a firing item;
-// an item received after the stop is drained, not evaluated or forwarded.
-// The firing (or last evaluated) item is given up, and reported to the
-// recorder, if the consumer does not take it within the drain timeout, and
-// at once if the caller's context has ended. The run is
-// finished (Run.Wait returns) once the goroutine exits. A nil run, channel
-// or decode function gives a closed channel; the run, if any, ends with
-// Failed{reason: invalid_input}.
+// item is still delivered, then the output is closed and the rest of in is
+// drained and counted in Result.Drained. When the run stops from outside
+// (timeout timer, Stop, the caller's context), the output is closed at once,
+// except that an item already evaluated is still handed over first, like a
+// firing item; an item received after the stop is drained, not evaluated or
+// forwarded. So a consumer that reads until the output closes receives every
+// item whose events were evaluated, in order, however the run stopped:
+// Result.Events counts exactly their events. The producer is drained while
+// the last item waits for the consumer, so it never blocks.
+//
+// The last item is given up, and reported to the recorder, if the consumer
+// does not take it within the drain timeout; after Stop (a consumer that has
+// left, see Forward) it is given up as soon as the producer has closed in.
+// The run is finished (Run.Wait returns) once the goroutine exits. A nil
+// run, channel or decode function gives a closed channel; the run, if any,
+// ends with Failed{reason: invalid_input}.
 func ForwardEach[T any](run *Run, in <-chan T, decode func(item T, emit func(termination.Event))) <-chan T {
 	out := make(chan T)
 	if err := checkInput(run, in == nil, decode == nil, "Forward", "channel"); err != nil {
@@ -46,6 +60,12 @@ func ForwardEach[T any](run *Run, in <-chan T, decode func(item T, emit func(ter
 	}
 	f := &forwarder[T]{run: run, decode: decode}
 	f.emitFn = f.emit
+	run.mu.Lock()
+	run.leave = make(chan struct{})
+	if run.left {
+		close(run.leave)
+	}
+	run.mu.Unlock()
 	go f.loop(in, out)
 	return out
 }
@@ -75,6 +95,9 @@ type forwarder[T any] struct {
 	stop   bool                    // the run stopped on (or before) the current item
 	seen   bool                    // an event of the current item was evaluated
 	final  bool                    // the last evaluated event was a final answer
+	// sentFinal is final as of the last item the consumer took (channel
+	// forwarding only; mirrored in Run.sentFinal).
+	sentFinal bool
 }
 
 // What became of one item.
@@ -119,7 +142,14 @@ func (f *forwarder[T]) observe(item T) (what int) {
 
 func (f *forwarder[T]) loop(in <-chan T, out chan<- T) {
 	run := f.run
+	var none T
 	for {
+		if run.leftFlag.Load() {
+			// Stop was called while items kept flowing.
+			f.left()
+			f.end(in, out, none, false)
+			return
+		}
 		// Each channel operation first tries without blocking: on a busy
 		// stream that is all it takes, and a one-case select is much cheaper
 		// than a blocking one. An outside stop is still seen at once: by
@@ -134,8 +164,11 @@ func (f *forwarder[T]) loop(in <-chan T, out chan<- T) {
 			select {
 			case item, ok = <-in:
 			case <-run.done:
-				close(out)
-				f.drain(in)
+				f.end(in, out, none, false)
+				return
+			case <-run.leave:
+				f.left()
+				f.end(in, out, none, false)
 				return
 			}
 		}
@@ -147,71 +180,119 @@ func (f *forwarder[T]) loop(in <-chan T, out chan<- T) {
 		switch f.observe(item) {
 		case itemLate:
 			// Stopped from outside before this item: it is drained.
-			close(out)
-			f.drain(in)
+			f.end(in, out, none, false)
 			return
 		case itemFired:
-			f.deliverLast(item, out)
-			close(out)
-			f.drain(in)
+			f.end(in, out, item, true)
 			return
+		}
+		// An item that changes whether the consumer has had the final
+		// answer is flagged while it is handed over, for Stop.
+		changes := f.final != f.sentFinal
+		if changes {
+			run.inFlight.Store(true)
 		}
 		select {
 		case out <- item:
+			if changes {
+				f.sent()
+			}
 			continue
 		default:
 		}
 		select {
 		case out <- item:
+			if changes {
+				f.sent()
+			}
 		case <-run.done:
 			// Stopped from outside while the consumer was busy: the item
 			// was evaluated, so it is still handed over, as a firing item
 			// would be.
-			f.deliverLast(item, out)
-			close(out)
-			f.drain(in)
+			run.inFlight.Store(false)
+			f.end(in, out, item, true)
+			return
+		case <-run.leave:
+			// The consumer has left without this item.
+			f.left()
+			f.end(in, out, item, true)
 			return
 		}
 	}
 }
 
-// deliverLast hands the last evaluated item to the consumer, waiting at
-// most the drain timeout for a consumer that has stopped reading, and not
-// at all once the caller's context has ended.
-func (f *forwarder[T]) deliverLast(item T, out chan<- T) {
-	t := time.NewTimer(f.run.stage.cfg.drainTimeout)
-	defer t.Stop()
-	select {
-	case out <- item:
-	case <-f.run.parent.Done():
-	case <-t.C:
-		f.run.report(fmt.Errorf("middleware: stage %q: consumer did not take the last item within %s", f.run.stage.name, f.run.stage.cfg.drainTimeout))
-	}
+// sent records that the consumer took an item that changed sentFinal.
+func (f *forwarder[T]) sent() {
+	f.sentFinal = f.final
+	f.run.sentFinal.Store(f.final)
+	f.run.inFlight.Store(false)
 }
 
-// drain discards the rest of in so that the producer never blocks, until in
-// is closed or the drain timeout passes, then finishes the run.
-func (f *forwarder[T]) drain(in <-chan T) {
+// left ends the run after Stop, by what the consumer took.
+func (f *forwarder[T]) left() {
+	f.run.inFlight.Store(false)
+	f.run.stopLeaving(f.sentFinal)
+}
+
+// end finishes a stopped run. It hands the last evaluated item (pending)
+// to the consumer, then closes the output, while it drains in so that the
+// producer never blocks, and finishes the run once both are done. The item
+// is given up when the consumer has not taken it within the drain timeout,
+// or once Stop has been called (the consumer has left) and the producer has
+// closed in; draining gives up after the drain timeout.
+func (f *forwarder[T]) end(in <-chan T, out chan<- T, item T, pending bool) {
 	run := f.run
 	t := time.NewTimer(run.stage.cfg.drainTimeout)
 	defer t.Stop()
-	n := 0
-	defer func() {
-		run.addDrained(n)
-		run.Finish(nil)
-	}()
-	for {
+	var (
+		send  chan<- T        // out while the item waits for the consumer
+		leave <-chan struct{} // closed by Stop, watched while the item waits
+		left  bool
+		recv  = in
+		n     int
+	)
+	if pending {
+		send, leave = out, run.leave
+	} else {
+		close(out)
+	}
+	for send != nil || recv != nil {
 		select {
-		case _, ok := <-in:
-			if !ok {
-				return
+		case send <- item:
+			send, leave = nil, nil
+			close(out)
+		case _, ok := <-recv:
+			if ok {
+				n++
+				continue
 			}
-			n++
+			recv = nil
+			if left && send != nil {
+				send, leave = nil, nil
+				close(out)
+			}
+		case <-leave:
+			leave, left = nil, true
+			if recv == nil {
+				send = nil
+				close(out)
+			}
 		case <-t.C:
-			run.report(fmt.Errorf("middleware: stage %q: producer still sending after %s of draining; giving up", run.stage.name, run.stage.cfg.drainTimeout))
-			return
+			if send != nil {
+				if !left { // after Stop, nobody is expected to take it
+					run.report(fmt.Errorf("middleware: stage %q: consumer did not take the last item within %s", run.stage.name, run.stage.cfg.drainTimeout))
+				}
+				send = nil
+				close(out)
+			}
+			if recv != nil {
+				run.report(fmt.Errorf("middleware: stage %q: producer still sending after %s of draining; giving up", run.stage.name, run.stage.cfg.drainTimeout))
+				recv = nil
+			}
 		}
 	}
+	run.addDrained(n)
+	run.Finish(nil)
 }
 
 // ForwardSeq wraps an iterator-based loop: the returned iterator yields the
@@ -240,8 +321,9 @@ func ForwardSeq[T any](run *Run, seq iter.Seq2[T, error], decode func(T) termina
 // loop early stops the run with Cancelled{reason: external}, unless it breaks
 // on a pair with an error or right after the final answer: then the run ends
 // as if the stream had ended there (Failed{reason: stream_error},
-// NaturalCompletion). The run is
-// finished (Run.Wait returns) when the iteration ends. A nil run, seq or
+// NaturalCompletion). The run is finished (Run.Wait returns) when the
+// iteration ends, so a consumer that breaks out has nothing more to do
+// (a Stop after the break changes nothing). A nil run, seq or
 // decode function yields nothing; the run, if any, ends with
 // Failed{reason: invalid_input}.
 func ForwardSeqEach[T any](run *Run, seq iter.Seq2[T, error], decode func(item T, emit func(termination.Event))) iter.Seq2[T, error] {

@@ -30,13 +30,19 @@ type config struct {
 	customReasons  []string
 	providerName   string
 	errs           []error
+
+	fleetConfig // fleet.go
 }
 
 // WithPolicy adds the policy's conditions to the stage. Several policies and
-// conditions combine as "any of". Default: no conditions; the stream's end
-// decides.
+// conditions combine as "any of". A policy's fleet_budget becomes the
+// stage's fleet budget, enforced only with [WithFleet]; a second one is an
+// error. Default: no conditions; the stream's end decides.
 func WithPolicy(p termination.Policy) Option {
-	return optionFunc(func(c *config) { c.conds = append(c.conds, p.Condition()) })
+	return optionFunc(func(c *config) {
+		c.conds = append(c.conds, p.Condition())
+		c.setFleetBudget(p.FleetBudget(), "WithPolicy") // fleet.go
+	})
 }
 
 // WithCondition adds a condition to the stage; nil is ignored.

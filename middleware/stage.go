@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
+	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -75,12 +77,13 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 			o.applyRun(&rc)
 		}
 	}
+	runID := s.runID(live) // "" without a fleet (fleet.go)
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	parent := ctx
 	info := s.info
-	info.AgentID, info.ConversationID = rc.agentID, rc.conversationID
+	info.AgentID, info.ConversationID, info.RunID = rc.agentID, rc.conversationID, runID
 	recCtx, rec := s.cfg.recorder.StartRun(ctx, info)
 	if recCtx != nil {
 		ctx = recCtx
@@ -111,7 +114,11 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 		done:       runCtx.Done(), // shared with the loop, which selects on it too
 		ended:      make(chan struct{}),
 	}
+	r.id = runID
 	if !live {
+		return runCtx, r
+	}
+	if r.startFleet() { // bad labels, or the fleet refused the run (fleet.go)
 		return runCtx, r
 	}
 	if len(s.timeouts) > 0 {
@@ -171,6 +178,8 @@ type Run struct {
 	ctx        context.Context
 	cancel     context.CancelCauseFunc
 	stopParent func() bool
+	id         string       // set with a fleet (fleet.go)
+	member     fleet.Member // the run's fleet membership, nil without a fleet
 
 	mu      sync.Mutex
 	rec     RunRecorder
@@ -183,6 +192,18 @@ type Run struct {
 	endOnce sync.Once
 	ended   chan struct{}       // closed when the result is final
 	result  *termination.Result // set when ended is closed
+
+	// Leaving early (Stop).
+	lastFinal bool          // under mu: the last evaluated event was a final answer
+	left      bool          // under mu: Stop was called
+	leftFlag  atomic.Bool   // left, for the channel forwarder's per-item check
+	reason    string        // under mu: Stop's reason
+	leave     chan struct{} // channel forwarder only (set under mu before it starts): closed by Stop
+	// The channel forwarder's hand-over, read by Stop: sentFinal is whether
+	// the last item the consumer took ended with a final answer; inFlight is
+	// set while an item that would change sentFinal is being handed over.
+	sentFinal atomic.Bool
+	inFlight  atomic.Bool
 }
 
 // Context returns the run's context (the one Start returned).
@@ -198,7 +219,10 @@ func (r *Run) Done() <-chan struct{} { return r.done }
 // Observe evaluates one event. It returns the cause and true when the run
 // must stop, on this event or earlier; the run's context is then already
 // cancelled. Events observed after the stop are not evaluated; they count as
-// drained. Observe never blocks on anything but the run's lock.
+// drained. An event that fails [termination.Event.Validate] (a missing or
+// unknown Kind, negative usage, a negative or non-finite cost) ends the run
+// with Failed{reason: invalid_input} naming the problem, as replay does.
+// Observe never blocks on anything but the run's lock.
 func (r *Run) Observe(ev termination.Event) (termination.Cause, bool) {
 	c, stop, _ := r.observe(ev)
 	return c, stop
@@ -215,6 +239,7 @@ func (r *Run) observe(ev termination.Event) (_ termination.Cause, _ bool, late b
 	}
 	r.cur = ev
 	cause, stop := r.eval.ObserveRef(&r.cur)
+	r.lastFinal = ev.Kind == termination.KindFinal
 	r.rec.Event(&r.cur)
 	var warnings []termination.Cause
 	if w := r.eval.WarningsSince(r.nwarn); len(w) > 0 {
@@ -224,12 +249,21 @@ func (r *Run) observe(ev termination.Event) (_ termination.Cause, _ bool, late b
 		}
 		warnings = w
 	}
+	var prog termination.Progress
+	if r.member != nil {
+		prog = r.eval.Progress()
+	}
 	r.mu.Unlock()
 	for _, w := range warnings {
 		r.warn(w)
 	}
 	if stop {
 		r.stopped(cause)
+	}
+	if r.member != nil {
+		if c, fleetStop := r.fleetEvent(ev.Usage, ev.Cost, &prog); fleetStop && !stop {
+			cause, stop = c, true
+		}
 	}
 	return cause, stop, false
 }
@@ -254,22 +288,88 @@ func (r *Run) report(err error) {
 	r.mu.Unlock()
 }
 
-// Stop stops the run from outside the loop (a Stop button, a supervisor)
-// with Cancelled{reason: external, detail: reason}, unless it has already
-// stopped. The run's context is cancelled; the stream's end still has to be
-// reached (Forward drains; with Observe, call Finish).
+// Stop stops the run from outside the loop (a Stop button, a supervisor,
+// or a consumer that leaves early) with Cancelled{reason: external, detail:
+// reason}, unless it has already stopped; when the last event handed to the
+// consumer was a final answer, the run ends as NaturalCompletion instead, as
+// if the stream had ended there. The run's context is cancelled; the
+// stream's end still has to be reached: Forward drains the producer and
+// finishes the run once it has closed its channel (at the latest after the
+// drain timeout); with Observe, call Finish once the loop has returned.
+//
+// Stop is also how a consumer of Forward says it has left: an item that was
+// evaluated but not yet taken is then given up as soon as the producer has
+// closed its channel, rather than waited for until the drain timeout. A
+// consumer that still reads until the output closes gets it if it takes it
+// before then.
 func (r *Run) Stop(reason string) {
-	r.stopWith(termination.Cancelled{Reason: termination.CancelExternal, Detail: reason})
+	r.mu.Lock()
+	if r.left {
+		r.mu.Unlock()
+		return
+	}
+	r.left, r.reason = true, reason
+	r.leftFlag.Store(true)
+	channel := r.leave != nil
+	if channel {
+		close(r.leave)
+	}
+	final := r.lastFinal
+	r.mu.Unlock()
+	if channel {
+		if r.inFlight.Load() {
+			// An item that changes the answer is being handed over: the
+			// consumer may just have taken it (and be the caller), or may
+			// never take it. The forwarder knows which; it ends the run
+			// at its next step (it is not running user code now; a decode
+			// of the next item that waits for the caller is cut short by
+			// the drain timeout).
+			t := time.NewTimer(r.stage.cfg.drainTimeout)
+			defer t.Stop()
+			select {
+			case <-r.done:
+				return
+			case <-r.ended:
+				return
+			case <-t.C:
+			}
+		}
+		final = r.sentFinal.Load()
+	}
+	r.stopLeaving(final)
 }
 
-// stopWith ends the run with c unless it has already stopped.
-func (r *Run) stopWith(c termination.Cause) {
+// stopLeaving ends the run as Stop does: NaturalCompletion when the last
+// event the consumer took was a final answer, Cancelled{external, reason}
+// otherwise.
+func (r *Run) stopLeaving(final bool) {
+	r.mu.Lock()
+	var (
+		c  termination.Cause = termination.Cancelled{Reason: termination.CancelExternal, Detail: r.reason}
+		ok bool
+	)
+	if final {
+		c = termination.NaturalCompletion{}
+		ok = r.eval.EndStream(c)
+	} else {
+		ok = r.eval.Stop(c)
+	}
+	r.mu.Unlock()
+	if ok {
+		r.stopped(c)
+	}
+}
+
+// stopWith ends the run with c unless it has already stopped, and reports
+// whether c became the run's cause.
+func (r *Run) stopWith(c termination.Cause) bool {
 	r.mu.Lock()
 	ok := r.eval.Stop(c)
 	r.mu.Unlock()
 	if ok {
 		r.stopped(c)
 	}
+	return ok
 }
 
 // stopped cancels the run's context with the cause and closes Done.
@@ -298,7 +398,10 @@ func (r *Run) armTimer(i int) {
 // loop error (Failed{reason: stream_error}), unless the caller's context had
 // ended (Cancelled{reason: context}), the run had already stopped (its cause
 // stands), or err wraps a termination.Cause (errors.As), which becomes the
-// run's cause: an adapter maps a framework's own limit that way. Finish is idempotent: later calls return the same result.
+// run's cause: an adapter maps a framework's own limit that way. A wrapped
+// cause that is a typed nil (a nil *termination.Custom) is no cause: err is
+// then a stream error like any other. Finish is idempotent: later calls
+// return the same result.
 func (r *Run) Finish(err error) termination.Result {
 	r.endOnce.Do(func() { r.finish(err) })
 	<-r.ended
@@ -311,12 +414,13 @@ func (r *Run) finish(err error) {
 	switch {
 	case r.parent.Err() != nil:
 		r.eval.Stop(termination.Cancelled{Reason: termination.CancelContext, Detail: causeText(r.parent)})
-	case errors.As(err, &typed):
+	case err == nil:
+	case errors.As(err, &typed) && r.eval.Stop(typed):
 		// The loop ended on a cause it knows (a framework's own iteration
-		// limit mapped by an adapter): that cause stands.
-		r.eval.Stop(typed)
-	case err != nil:
-		r.eval.EndStream(termination.Failed{Reason: termination.FailStreamError, Err: err.Error()})
+		// limit mapped by an adapter): that cause stands. Stop refuses a
+		// typed nil, which leaves err a plain stream error.
+	default:
+		r.eval.EndStream(termination.Failed{Reason: termination.FailStreamError, Err: errorText(err)})
 	}
 	res := r.eval.Result()
 	res.Stage = r.stage.name
@@ -340,9 +444,14 @@ func (r *Run) finish(err error) {
 		r.rec.Error(fmt.Errorf("middleware: stage %q: TreatAsSuccess panicked: %v", r.stage.name, treatPanic))
 	}
 	res.Drained = r.drained
+	for _, w := range r.eval.WarningsSince(r.nwarn) {
+		r.rec.Warning(w) // a fleet's warning that no event delivered
+	}
+	r.nwarn = len(res.Warnings)
 	r.rec.End(&res)
 	r.result = &res
 	r.mu.Unlock()
+	r.leaveFleet(&res)
 	r.stopParent()
 	r.stopped(res.Cause)
 	close(r.ended)
@@ -382,6 +491,15 @@ func (r *Run) addDrained(n int) {
 // fail ends the run at once with Failed{reason, err}.
 func (r *Run) fail(reason termination.FailReason, err error) {
 	r.stopWith(termination.Failed{Reason: reason, Err: err.Error()})
+}
+
+// errorText is err's text, even for an error whose Error method panics (a
+// typed nil): fmt recovers and describes it.
+func errorText(err error) string {
+	if s := fmt.Sprint(err); s != "<nil>" {
+		return s
+	}
+	return fmt.Sprintf("nil %T", err)
 }
 
 func causeText(ctx context.Context) string {

@@ -292,6 +292,9 @@ func TestWarningsOnMetrics(t *testing.T) {
 	_, rr := h.rec.StartRun(context.Background(), middleware.RunInfo{Stage: "looper"})
 	rr.Warning(termination.BudgetPressure{Resource: termination.ResourceIterations, Threshold: 0.8, Used: 8, Limit: 10})
 	rr.Warning(termination.BudgetPressure{Resource: termination.ResourceToolCalls, Threshold: 0.8, Used: 4, Limit: 5})
+	// A fleet budget's pressure is counted by the fleet, once per crossing
+	// per process: on the span, not on agent.stage.budget.pressure.
+	rr.Warning(termination.BudgetPressure{Resource: termination.ResourceTotalTokens, Threshold: 0.8, Used: 80, Limit: 100, Scope: termination.ScopeFleet})
 	rr.Warning(termination.StallDetected{Signal: termination.SignalRepeatedToolCall, Repeats: 2})
 	rr.Warning(termination.StallDetected{Signal: termination.SignalRepeatedToolCall, Repeats: 3})
 	rr.Warning(termination.StallDetected{Signal: termination.SignalCycle, Repeats: 2, Period: 2})
@@ -326,7 +329,7 @@ func TestWarningsOnMetrics(t *testing.T) {
 	for _, e := range span.Events() {
 		names = append(names, e.Name)
 	}
-	assert.Equal(t, []string{"agentstop.budget_pressure", "agentstop.budget_pressure",
+	assert.Equal(t, []string{"agentstop.budget_pressure", "agentstop.budget_pressure", "agentstop.budget_pressure",
 		"agentstop.stall_warning", "agentstop.stall_warning", "agentstop.stall_warning", "agentstop.termination"}, names)
 }
 

@@ -138,17 +138,27 @@ func (rr *runRecorder) toolResult(ev *termination.Event) {
 
 // Warning counts a warning and adds a span event: budget-pressure warnings
 // (tokens, cost, iterations, tool calls) on agent.stage.budget.pressure,
-// stall warnings on agent.stage.stall.warnings.
+// stall warnings on agent.stage.stall.warnings. A fleet budget's pressure
+// (scope fleet) reaches every run that shares it: it is on the span, but
+// counted once per crossing per process by the fleet's own
+// agent.fleet.budget.pressure, not once per run here.
 func (rr *runRecorder) Warning(c termination.Cause) {
 	switch w := c.(type) {
 	case termination.BudgetPressure:
-		rr.rec.pressure.Add(rr.ctx, 1, rr.stage.resource(w.Resource))
+		if w.Scope == "" {
+			rr.rec.pressure.Add(rr.ctx, 1, rr.stage.resource(w.Resource))
+		}
 		if rr.recording {
-			rr.span.AddEvent("agentstop.budget_pressure", trace.WithAttributes(
+			attrs := []attribute.KeyValue{
 				KeyResource.String(string(w.Resource)),
 				attribute.Float64("threshold", w.Threshold),
 				attribute.Float64("used", w.Used),
-				attribute.Float64("limit", w.Limit)))
+				attribute.Float64("limit", w.Limit),
+			}
+			if w.Scope != "" {
+				attrs = append(attrs, attribute.String("scope", w.Scope))
+			}
+			rr.span.AddEvent("agentstop.budget_pressure", trace.WithAttributes(attrs...))
 		}
 	case termination.StallDetected:
 		rr.rec.stalls.Add(rr.ctx, 1, rr.stage.signal(w.Signal))

@@ -2,6 +2,7 @@ package termination
 
 import (
 	"fmt"
+	"reflect"
 	"strings"
 	"time"
 )
@@ -65,9 +66,9 @@ func (o *Outcome) UnmarshalText(b []byte) error {
 
 // DefaultOutcome returns the contract's default outcome of c: the cause's own
 // DefaultOutcome when it has one, failed otherwise (Custom and user types
-// included), and unknown for nil.
+// included), and unknown for nil (a typed nil included).
 func DefaultOutcome(c Cause) Outcome {
-	if c == nil {
+	if nilCause(c) {
 		return 0
 	}
 	if d, ok := c.(OutcomeDefaulter); ok {
@@ -105,13 +106,14 @@ func TagValues() []string {
 // give their fixed tag; All gives the tag of its last cause; Custom gives its
 // reason and a user-defined cause its own TagValue only when allowed reports
 // true for it (and the value is a plausible label), "custom" otherwise. A nil
-// allowed allows nothing. A nil cause gives "".
+// allowed allows nothing. A nil cause (a typed nil included) gives "".
 func Tag(c Cause, allowed func(string) bool) string {
-	switch c := c.(type) {
-	case nil:
+	if nilCause(c) {
 		return ""
+	}
+	switch c := c.(type) {
 	case All:
-		if len(c.Causes) == 0 {
+		if len(c.Causes) == 0 || nilCause(c.Causes[len(c.Causes)-1]) {
 			return TagCustom
 		}
 		return Tag(c.Causes[len(c.Causes)-1], allowed)
@@ -144,6 +146,21 @@ func ValidTagValue(v string) bool {
 		}
 	}
 	return true
+}
+
+// nilCause reports whether c is nil or a typed nil: a nil pointer (or map,
+// slice, func, chan) of a type that implements Cause, which would panic as
+// soon as one of its value methods is called. Every place a user-supplied
+// Cause enters a run treats a typed nil as no cause at all.
+func nilCause(c Cause) bool {
+	if c == nil {
+		return true
+	}
+	switch v := reflect.ValueOf(c); v.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface, reflect.UnsafePointer:
+		return v.IsNil()
+	}
+	return false
 }
 
 // builtinCause marks the contract's cause types.
@@ -243,8 +260,9 @@ type StallDetected struct {
 	Period  int         `json:"period,omitempty"` // cycle only
 }
 
-// Timeout: the stage ran longer than its limit. Its JSON fields are Go
-// duration strings ("1m30s").
+// Timeout: the stage ran for its limit (it fires once elapsed >= limit, so
+// Elapsed may equal Limit). Its JSON fields are Go duration strings
+// ("1m30s").
 type Timeout struct {
 	Limit   time.Duration `json:"limit"`
 	Elapsed time.Duration `json:"elapsed"`
@@ -341,7 +359,7 @@ func (Custom) TagValue() string               { return TagCustom }
 
 // TagValue implements Cause: the tag of the last cause, "custom" when empty.
 func (a All) TagValue() string {
-	if len(a.Causes) == 0 {
+	if len(a.Causes) == 0 || nilCause(a.Causes[len(a.Causes)-1]) {
 		return TagCustom
 	}
 	return a.Causes[len(a.Causes)-1].TagValue()
@@ -364,7 +382,7 @@ func (Custom) DefaultOutcome() Outcome               { return OutcomeFailed }
 
 // DefaultOutcome implements OutcomeDefaulter: that of the last cause.
 func (a All) DefaultOutcome() Outcome {
-	if len(a.Causes) == 0 {
+	if len(a.Causes) == 0 || nilCause(a.Causes[len(a.Causes)-1]) {
 		return OutcomeFailed
 	}
 	return DefaultOutcome(a.Causes[len(a.Causes)-1])
@@ -412,6 +430,10 @@ func (c Custom) Error() string  { return fmt.Sprintf("agentstop: stopped: %s", c
 func (a All) Error() string {
 	parts := make([]string, len(a.Causes))
 	for i, c := range a.Causes {
+		if nilCause(c) {
+			parts[i] = "<nil>"
+			continue
+		}
 		parts[i] = strings.TrimPrefix(c.Error(), "agentstop: ")
 	}
 	return "agentstop: all of [" + strings.Join(parts, "; ") + "]"

@@ -117,7 +117,8 @@ func (c maxToolCalls) observe(ev *Event, p *Progress, s *sink) {
 
 type timeoutAfter struct{ limit time.Duration }
 
-// TimeoutAfter fires Timeout once the run has lasted d: live, from a timer
+// TimeoutAfter fires Timeout once the run has lasted d (elapsed >= d, so a
+// run that lasted exactly d has timed out): live, from a timer
 // even when no event arrives; in replay, by the events' times since the
 // first timed event (events without a time never fire it). d must be > 0.
 func TimeoutAfter(d time.Duration) Condition { return &timeoutAfter{d} }
@@ -647,7 +648,8 @@ func Predicate(name string, fn func(Event) bool) Condition {
 }
 
 // Func fires whatever cause fn returns (a Custom cause, typically) for an
-// event; nil means nothing fired. fn sees the run's progress including the
+// event; nil (a typed nil such as a nil *Custom included) means nothing
+// fired. fn sees the run's progress including the
 // event. A panic in fn fires Failed{reason: panic}. Like Predicate's, fn
 // must be quick and must not call back into the run.
 func Func(name string, fn func(Event, Progress) Cause) Condition {
@@ -676,7 +678,7 @@ func (c funcCondition) observe(ev *Event, p *Progress, s *sink) {
 	if ev == nil {
 		return
 	}
-	if cause := c.call(ev, p); cause != nil {
+	if cause := c.call(ev, p); !nilCause(cause) {
 		s.fire(cause)
 	}
 }

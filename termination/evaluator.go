@@ -2,6 +2,7 @@ package termination
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"slices"
 	"time"
@@ -60,7 +61,9 @@ func NewEvaluator(c Condition, clock Clock) *Evaluator {
 
 // Observe evaluates one event. It returns the cause and true when the run
 // must stop: on this event, or earlier (a stopped Evaluator evaluates
-// nothing more).
+// nothing more). An event that fails [Event.Validate] stops the run with
+// Failed{reason: invalid_input} naming it; it counts as evaluated but adds
+// nothing to the counts or budgets.
 func (e *Evaluator) Observe(ev Event) (Cause, bool) {
 	if e.cause != nil {
 		return e.cause, true
@@ -79,6 +82,9 @@ func (e *Evaluator) Observe(ev Event) (Cause, bool) {
 func (e *Evaluator) ObserveRef(ev *Event) (Cause, bool) {
 	if e.cause != nil {
 		return e.cause, true
+	}
+	if !ev.valid() {
+		return e.invalid(ev)
 	}
 	p := &e.progress
 	p.Events++
@@ -143,6 +149,16 @@ func (e *Evaluator) tick(ev *Event) {
 	e.root.observe(ev, p, &e.sink)
 }
 
+// invalid stops the run on an event that fails Validate: it counts as
+// evaluated (StoppedAt names it) but adds nothing to the counts or budgets.
+func (e *Evaluator) invalid(ev *Event) (Cause, bool) {
+	e.progress.Events++
+	c := Failed{Reason: FailInvalidInput, Err: fmt.Sprintf("event %d: %v", e.progress.Events, ev.Validate())}
+	e.cause, e.fired, e.stoppedAt = c, []Cause{c}, e.progress.Events
+	e.ended = time.Now()
+	return c, true
+}
+
 func (e *Evaluator) settle(at int) (Cause, bool) {
 	if len(e.sink.fired) == 0 {
 		return nil, false
@@ -157,7 +173,7 @@ func (e *Evaluator) settle(at int) (Cause, bool) {
 // Stop ends the run with c unless it has already stopped, and reports
 // whether c became the run's cause. It is for stops that come from outside
 // the event stream: a cancelled context, an external stop, invalid input.
-// Fired is [c].
+// Fired is [c]. A nil c (a typed nil included) is ignored.
 func (e *Evaluator) Stop(c Cause) bool {
 	if !e.EndStream(c) {
 		return false
@@ -171,7 +187,7 @@ func (e *Evaluator) Stop(c Cause) bool {
 // c became the run's cause. Nothing fired: Fired is empty, as for a stream
 // that Result finds ended by itself.
 func (e *Evaluator) EndStream(c Cause) bool {
-	if e.cause != nil || c == nil {
+	if e.cause != nil || nilCause(c) {
 		return false
 	}
 	e.cause, e.fired, e.stoppedAt = c, nil, 0

@@ -227,6 +227,29 @@ func TestReplayStopsReading(t *testing.T) {
 	assert.Contains(t, stdout, `"termination_cause":"stall"`)
 }
 
+// TestReplayIgnoresFleetBudget: a policy with a fleet_budget is validated,
+// replayed under its own limits, and the one stderr line says the shared
+// budget was ignored (§7).
+func TestReplayIgnoresFleetBudget(t *testing.T) {
+	dir := t.TempDir()
+	base, err := os.ReadFile(policy)
+	require.NoError(t, err)
+	withFleet := filepath.Join(dir, "policy.yaml")
+	require.NoError(t, os.WriteFile(withFleet, append(base, []byte("\nfleet_budget: {key: stage, window: 1h, total_tokens: 10}\n")...), 0o600))
+	code, stdout, stderr := runCLI(t, "", "replay", "-policy", withFleet, "../../testdata/runaway_search.jsonl")
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, "agentstop replay: "+withFleet+": fleet_budget is valid but ignored: replay evaluates one run without a fleet\n", stderr)
+	want, err := os.ReadFile("testdata/runaway_search.golden")
+	require.NoError(t, err)
+	assert.Equal(t, string(want), stdout, "the run's own policy decides, as without fleet_budget")
+
+	bad := filepath.Join(dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte("fleet_budget: {key: stage, window: 10ms, total_tokens: 10}\n"), 0o600))
+	code, _, stderr = runCLI(t, "", "replay", "-policy", bad, "../../testdata/runaway_search.jsonl")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "fleet_budget.window")
+}
+
 func TestReplayFailOn(t *testing.T) {
 	cases := []struct {
 		log, failOn string

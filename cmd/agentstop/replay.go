@@ -81,6 +81,11 @@ func runReplay(args []string, sio stdio) int {
 	if err != nil {
 		return fail("%s: %v", *policyPath, err)
 	}
+	if policy.FleetBudget() != nil {
+		// A shared budget needs the fleet's other runs; one recorded run
+		// cannot replay them.
+		fmt.Fprintf(sio.err, "agentstop replay: %s: fleet_budget is valid but ignored: replay evaluates one run without a fleet\n", *policyPath)
+	}
 
 	name := files[0]
 	var in io.Reader = sio.in

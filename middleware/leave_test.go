@@ -1,0 +1,206 @@
+package middleware_test
+
+import (
+	"context"
+	"iter"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// leavingScript is a loop's output: two steps, the final answer, then more
+// messages for as long as the loop's context lets it (a loop that keeps
+// going after its answer, or whose consumer leaves before it ends).
+var leavingScript = []termination.Event{
+	{Kind: termination.KindMessage, Text: "thinking"},
+	{Kind: termination.KindToolCall, Tool: "search", Args: []byte(`{"q":"x"}`)},
+	{Kind: termination.KindFinal, Text: "done"},
+}
+
+func leavingEvent(i int) termination.Event {
+	if i < len(leavingScript) {
+		return leavingScript[i]
+	}
+	return termination.Event{Kind: termination.KindMessage, Text: "more"}
+}
+
+// leavingChan sends the script, then messages until ctx ends.
+func leavingChan(ctx context.Context) <-chan item {
+	ch := make(chan item)
+	go func() {
+		defer close(ch)
+		for i := 0; ; i++ {
+			select {
+			case ch <- item{i: i, evs: []termination.Event{leavingEvent(i)}}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// leavingSeq yields the script, then messages until ctx ends or the
+// consumer stops.
+func leavingSeq(ctx context.Context) iter.Seq2[item, error] {
+	return func(yield func(item, error) bool) {
+		for i := 0; ctx.Err() == nil; i++ {
+			if !yield(item{i: i, evs: []termination.Event{leavingEvent(i)}}, nil) {
+				return
+			}
+		}
+	}
+}
+
+// A consumer that leaves early calls Stop, and that is all it takes, with
+// every wrapper: the run ends promptly (well within the default 5s drain
+// timeout) as NaturalCompletion when the consumer left right after the
+// final answer, Cancelled{external} otherwise; the loop's context is
+// cancelled and no goroutine is left (goleak, TestMain).
+func TestLeavingEarly(t *testing.T) {
+	// consume reads until leave says so, then stops the run; it returns the
+	// run's context and how many items the consumer took.
+	type consume func(t *testing.T, stage *middleware.Stage, leave func(item) bool) (context.Context, *middleware.Run, int)
+	ranging := func(out <-chan item, leave func(item) bool) int {
+		n := 0
+		for it := range out {
+			n++
+			if leave(it) {
+				break
+			}
+		}
+		return n
+	}
+	rangingSeq := func(seq iter.Seq2[item, error], leave func(item) bool) int {
+		n := 0
+		for it := range seq {
+			n++
+			if leave(it) {
+				break
+			}
+		}
+		return n
+	}
+	wrappers := []struct {
+		name    string
+		run     consume
+		detail  string // Cancelled's detail when the consumer leaves before the end
+		inSteps bool   // Result.Events may exceed the items taken by the one handed over
+	}{
+		{"Forward", func(t *testing.T, stage *middleware.Stage, leave func(item) bool) (context.Context, *middleware.Run, int) {
+			ctx, run := stage.Start(context.Background())
+			n := ranging(middleware.Forward(run, leavingChan(ctx), decodeItem), leave)
+			run.Stop("consumer left")
+			return ctx, run, n
+		}, "consumer left", true},
+		{"ForwardEach", func(t *testing.T, stage *middleware.Stage, leave func(item) bool) (context.Context, *middleware.Run, int) {
+			ctx, run := stage.Start(context.Background())
+			n := ranging(middleware.ForwardEach(run, leavingChan(ctx), decodeItemEach), leave)
+			run.Stop("consumer left")
+			return ctx, run, n
+		}, "consumer left", true},
+		{"ForwardSeq", func(t *testing.T, stage *middleware.Stage, leave func(item) bool) (context.Context, *middleware.Run, int) {
+			ctx, run := stage.Start(context.Background())
+			n := rangingSeq(middleware.ForwardSeq(run, leavingSeq(ctx), decodeItem), leave)
+			run.Stop("consumer left")
+			return ctx, run, n
+		}, "consumer stopped iterating", false},
+		{"ForwardSeqEach", func(t *testing.T, stage *middleware.Stage, leave func(item) bool) (context.Context, *middleware.Run, int) {
+			ctx, run := stage.Start(context.Background())
+			n := rangingSeq(middleware.ForwardSeqEach(run, leavingSeq(ctx), decodeItemEach), leave)
+			run.Stop("consumer left")
+			return ctx, run, n
+		}, "consumer stopped iterating", false},
+		{"Observe", func(t *testing.T, stage *middleware.Stage, leave func(item) bool) (context.Context, *middleware.Run, int) {
+			// A callback loop: the callback observes each event; the
+			// application decides to leave, stops the run, and finishes
+			// it once the loop has returned.
+			ctx, run := stage.Start(context.Background())
+			n := 0
+			for i := 0; ctx.Err() == nil; i++ {
+				it := item{i: i, evs: []termination.Event{leavingEvent(i)}}
+				run.Observe(it.evs[0])
+				n++
+				if leave(it) {
+					run.Stop("consumer left")
+				}
+			}
+			run.Finish(ctx.Err())
+			return ctx, run, n
+		}, "consumer left", false},
+	}
+	leaves := []struct {
+		name  string
+		leave func(item) bool
+		taken int
+		want  func(detail string) termination.Cause
+	}{
+		{"before the final answer", func(it item) bool { return it.i == 1 }, 2,
+			func(detail string) termination.Cause {
+				return termination.Cancelled{Reason: termination.CancelExternal, Detail: detail}
+			}},
+		{"right after the final answer", func(it item) bool { return it.evs[0].Kind == termination.KindFinal }, 3,
+			func(string) termination.Cause { return termination.NaturalCompletion{} }},
+	}
+	for _, w := range wrappers {
+		for _, l := range leaves {
+			t.Run(w.name+"/"+l.name, func(t *testing.T) {
+				stage := mustStage(t, "leaver") // the default drain timeout: 5s
+				start := time.Now()
+				ctx, run, n := w.run(t, stage, l.leave)
+				res := waitResult(t, run, time.Second)
+				assert.Less(t, time.Since(start), time.Second)
+				assert.Equal(t, l.taken, n)
+				assert.Equal(t, l.want(w.detail), res.Cause)
+				require.Error(t, ctx.Err(), "the loop's context is cancelled")
+				if w.inSteps {
+					assert.Contains(t, []int{n, n + 1}, res.Events, "the items taken, and perhaps the one being handed over")
+				} else {
+					assert.Equal(t, n, res.Events)
+				}
+			})
+		}
+	}
+}
+
+// Stop from the consumer after a condition fired on the item it left
+// behind: the cause stands, and the run is released at once.
+func TestLeavingAfterFiring(t *testing.T) {
+	stage := mustStage(t, "leaver", policy(t, "max_iterations: 1"))
+	ctx, run := stage.Start(context.Background())
+	out := middleware.Forward(run, leavingChan(ctx), decodeItem)
+	<-out
+	<-out
+	<-out // the final answer fires nothing (a final never fires max_iterations); "more" does
+	require.Eventually(t, func() bool { _, ok := run.Cause(); return ok }, time.Second, time.Millisecond)
+	run.Stop("consumer left")
+	res := waitResult(t, run, time.Second)
+	assert.Equal(t, termination.MaxIterationsReached{Limit: 1, Count: 3}, res.Cause)
+	assert.Equal(t, 4, res.Events)
+}
+
+// A producer that ignores its context: after Stop, Wait returns once the
+// drain timeout has passed, and the forwarding goroutine is gone.
+func TestLeavingWithAStubbornProducer(t *testing.T) {
+	rec := &fakeRecorder{}
+	const drain = 100 * time.Millisecond
+	stage := mustStage(t, "leaver", middleware.WithDrainTimeout(drain), middleware.WithRecorder(rec))
+	_, run := stage.Start(context.Background())
+	out := middleware.Forward(run, stubborn(t, message), decodeItem)
+	<-out
+	<-out
+	start := time.Now()
+	run.Stop("consumer left")
+	res := waitResult(t, run, 2*time.Second)
+	assert.GreaterOrEqual(t, time.Since(start), drain/2)
+	assert.Equal(t, termination.Cancelled{Reason: termination.CancelExternal, Detail: "consumer left"}, res.Cause)
+	assert.Positive(t, res.Drained)
+	errs := rec.only(t).snapshot().errs
+	require.Len(t, errs, 1, "the item left behind is not an error after Stop")
+	assert.Contains(t, errs[0].Error(), "producer still sending")
+}

@@ -1,0 +1,36 @@
+package termination
+
+import (
+	"fmt"
+	"math"
+)
+
+// Validate reports what makes e unusable as an event, in the terms of the
+// contract's event table: a missing or invalid Kind, negative usage, or a
+// cost that is negative or not finite. An Evaluator ends the run with
+// Failed{reason: invalid_input} on such an event, live and in replay alike.
+func (e *Event) Validate() error {
+	switch {
+	case e.Kind == 0:
+		return fmt.Errorf("kind: missing (want one of %s)", kindList)
+	case !e.Kind.Valid():
+		return fmt.Errorf("kind: %d is not one of %s", uint8(e.Kind), kindList)
+	case e.Usage.InputTokens < 0:
+		return fmt.Errorf("usage.input_tokens: must be >= 0, got %d", e.Usage.InputTokens)
+	case e.Usage.OutputTokens < 0:
+		return fmt.Errorf("usage.output_tokens: must be >= 0, got %d", e.Usage.OutputTokens)
+	case !finiteAmount(e.Cost):
+		return fmt.Errorf("cost: must be a finite amount >= 0, got %g", e.Cost)
+	}
+	return nil
+}
+
+const kindList = "input, message, tool_call, tool_result, handoff, stop, error, final"
+
+// valid is Validate's fast check, for the Evaluator's hot path.
+func (e *Event) valid() bool {
+	return e.Kind.Valid() && e.Usage.InputTokens >= 0 && e.Usage.OutputTokens >= 0 && finiteAmount(e.Cost)
+}
+
+// finiteAmount reports whether x is a finite number >= 0 (false for NaN).
+func finiteAmount(x float64) bool { return x >= 0 && x <= math.MaxFloat64 }
