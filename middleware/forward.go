@@ -21,10 +21,7 @@ import (
 // Without Stop nothing tells the forwarder that nobody reads any more, and
 // Wait blocks until the loop ends by itself or is stopped otherwise.
 func Forward[T any](run *Run, in <-chan T, decode func(T) termination.Event) <-chan T {
-	if decode == nil {
-		return ForwardEach[T](run, in, nil)
-	}
-	return ForwardEach(run, in, func(item T, emit func(termination.Event)) { emit(decode(item)) })
+	return forwardChan(run, in, decode == nil, &forwarder[T]{run: run, decodeOne: decode})
 }
 
 // ForwardEach is Forward for decode functions that turn one item into zero
@@ -53,17 +50,23 @@ func Forward[T any](run *Run, in <-chan T, decode func(T) termination.Event) <-c
 // run, channel or decode function gives a closed channel; the run, if any,
 // ends with Failed{reason: invalid_input}.
 func ForwardEach[T any](run *Run, in <-chan T, decode func(item T, emit func(termination.Event))) <-chan T {
+	f := &forwarder[T]{run: run, decode: decode}
+	f.emitFn = f.emit
+	return forwardChan(run, in, decode == nil, f)
+}
+
+// forwardChan starts f's goroutine, forwarding in to the returned channel.
+func forwardChan[T any](run *Run, in <-chan T, nilDecode bool, f *forwarder[T]) <-chan T {
 	out := make(chan T)
-	if err := checkInput(run, in == nil, decode == nil, "Forward", "channel"); err != nil {
+	if err := checkInput(run, in == nil, nilDecode, "Forward", "channel"); err != nil {
 		close(out)
 		return out
 	}
-	f := &forwarder[T]{run: run, decode: decode}
-	f.emitFn = f.emit
 	run.mu.Lock()
-	run.leave = make(chan struct{})
-	if run.left {
-		close(run.leave)
+	run.wake = make(chan struct{})
+	if run.left || run.ctx.Err() != nil {
+		close(run.wake)
+		run.woken = true
 	}
 	run.mu.Unlock()
 	go f.loop(in, out)
@@ -89,12 +92,21 @@ func checkInput(run *Run, nilInput, nilDecode bool, fn, what string) error {
 }
 
 type forwarder[T any] struct {
-	run    *Run
-	decode func(T, func(termination.Event))
-	emitFn func(termination.Event) // f.emit, bound once rather than per item
-	stop   bool                    // the run stopped on (or before) the current item
-	seen   bool                    // an event of the current item was evaluated
-	final  bool                    // the last evaluated event was a final answer
+	run *Run
+	// One of decode (ForwardEach, ForwardSeqEach) and decodeOne (Forward,
+	// ForwardSeq) is set.
+	decode    func(T, func(termination.Event))
+	decodeOne func(T) termination.Event
+	emitFn    func(termination.Event) // f.emit, bound once rather than per item
+	// ev is the event being evaluated: decodeOne's result is stored here and
+	// evaluated in place, so the event is not copied again on its way to
+	// the evaluator and the recorder, and the evaluation does not run on
+	// top of the decode function's frames (the forwarding goroutine's
+	// stack stays small).
+	ev    termination.Event
+	stop  bool // the run stopped on (or before) the current item
+	seen  bool // an event of the current item was evaluated
+	final bool // the last evaluated event was a final answer
 	// sentFinal is final as of the last item the consumer took (channel
 	// forwarding only; mirrored in Run.sentFinal).
 	sentFinal bool
@@ -107,30 +119,40 @@ const (
 	itemLate         // the run had stopped before it: not evaluated, not forwarded
 )
 
+// emit is the emit function of ForwardEach's decode functions.
 func (f *forwarder[T]) emit(ev termination.Event) {
 	if ev.Kind == 0 || f.stop {
 		return
 	}
-	var late bool
-	_, f.stop, late = f.run.observe(ev)
+	f.ev = ev
+	f.emitRef(&f.ev)
+}
+
+// emitRef evaluates one event of the current item, in place.
+func (f *forwarder[T]) emitRef(ev *termination.Event) {
+	if ev.Kind == 0 || f.stop {
+		return
+	}
+	_, stop, late := f.run.observeRef(ev)
+	f.stop = stop
 	if !late {
 		f.seen = true
 		f.final = ev.Kind == termination.KindFinal
 	}
 }
 
-// observe evaluates one item, turning a decode panic into Failed{panic}.
-func (f *forwarder[T]) observe(item T) (what int) {
-	defer func() {
-		if p := recover(); p != nil {
-			err := fmt.Errorf("middleware: stage %q: decode panicked: %v", f.run.stage.name, p)
-			f.run.report(err)
-			f.run.fail(termination.FailPanic, err)
-			what = itemFired
-		}
-	}()
+// observe evaluates one item's events, turning a decode panic into
+// Failed{panic} (the item then counts as firing).
+func (f *forwarder[T]) observe(item *T) int {
 	f.stop, f.seen = false, false
-	f.decode(item, f.emitFn)
+	if f.decodeOne != nil {
+		if !f.decodeInto(item) {
+			return itemFired
+		}
+		f.emitRef(&f.ev)
+	} else if !f.decodeEach(item) {
+		return itemFired
+	}
 	switch {
 	case !f.stop:
 		return itemGoes
@@ -140,86 +162,176 @@ func (f *forwarder[T]) observe(item T) (what int) {
 	return itemLate
 }
 
+// decodeInto decodes item into f.ev; false if decodeOne panicked.
+func (f *forwarder[T]) decodeInto(item *T) (ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			f.panicked(p)
+			ok = false
+		}
+	}()
+	f.decodeCall(item)
+	return true
+}
+
+// decodeCall is decodeInto's call, in a frame of its own: the deferred
+// recover makes the compiler keep extra copies of the item and the event.
+//
+//go:noinline
+func (f *forwarder[T]) decodeCall(item *T) { f.ev = f.decodeOne(*item) }
+
+// decodeEach decodes item, evaluating each event as it is emitted; false
+// if decode panicked.
+func (f *forwarder[T]) decodeEach(item *T) (ok bool) {
+	defer func() {
+		if p := recover(); p != nil {
+			f.panicked(p)
+			ok = false
+		}
+	}()
+	f.decode(*item, f.emitFn)
+	return true
+}
+
+func (f *forwarder[T]) panicked(p any) {
+	err := fmt.Errorf("middleware: stage %q: decode panicked: %v", f.run.stage.name, p)
+	f.run.report(err)
+	f.run.fail(termination.FailPanic, err)
+}
+
+// loop forwards in to out. Its frame holds the item and little else: the
+// work of each step is in small functions that take the item by pointer,
+// called one after the other, so that the goroutine's stack stays in its
+// first 2 KiB (a select that receives a T holds a copy of it; a call that
+// returns a Result holds that).
 func (f *forwarder[T]) loop(in <-chan T, out chan<- T) {
-	run := f.run
-	var none T
+	var item T
 	for {
-		if run.leftFlag.Load() {
-			// Stop was called while items kept flowing.
-			f.left()
-			f.end(in, out, none, false)
-			return
+		got := f.tryReceive(in, &item)
+		if got == recvWait {
+			got = f.receive(in, &item)
 		}
-		// Each channel operation first tries without blocking: on a busy
-		// stream that is all it takes, and a one-case select is much cheaper
-		// than a blocking one. An outside stop is still seen at once: by
-		// observe on the next item, or by the blocking selects when idle.
-		var (
-			item T
-			ok   bool
-		)
-		select {
-		case item, ok = <-in:
-		default:
-			select {
-			case item, ok = <-in:
-			case <-run.done:
-				f.end(in, out, none, false)
-				return
-			case <-run.leave:
-				f.left()
-				f.end(in, out, none, false)
-				return
-			}
-		}
-		if !ok {
+		switch got {
+		case recvClosed:
 			close(out)
-			run.Finish(nil)
+			f.finish()
+			return
+		case recvStopped:
+			f.end(in, out, nil)
 			return
 		}
-		switch f.observe(item) {
+		switch f.observe(&item) {
 		case itemLate:
 			// Stopped from outside before this item: it is drained.
-			f.end(in, out, none, false)
+			f.end(in, out, nil)
 			return
 		case itemFired:
-			f.end(in, out, item, true)
+			f.end(in, out, &item)
 			return
 		}
 		// An item that changes whether the consumer has had the final
 		// answer is flagged while it is handed over, for Stop.
 		changes := f.final != f.sentFinal
 		if changes {
-			run.inFlight.Store(true)
+			f.run.inFlight.Store(true)
 		}
-		select {
-		case out <- item:
-			if changes {
-				f.sent()
-			}
-			continue
-		default:
+		if !f.tryHand(out, &item) && !f.hand(in, out, &item) {
+			return
 		}
-		select {
-		case out <- item:
-			if changes {
-				f.sent()
-			}
-		case <-run.done:
+		if changes {
+			f.sent()
+		}
+	}
+}
+
+// What the forwarder's receive found.
+const (
+	recvItem    = iota // an item
+	recvClosed         // in was closed
+	recvStopped        // the run has stopped, or the consumer has left (Stop)
+	recvWait           // nothing yet (tryReceive only)
+)
+
+// tryReceive takes the next item from in into item if one is ready. Each
+// channel operation first tries without blocking: on a busy stream that is
+// all it takes, and a one-case select is much cheaper than a blocking one.
+// An outside stop is still seen at once: by observe on the next item, or by
+// the blocking selects when idle.
+//go:noinline
+func (f *forwarder[T]) tryReceive(in <-chan T, item *T) int {
+	if f.run.leftFlag.Load() {
+		// Stop was called while items kept flowing.
+		f.left()
+		return recvStopped
+	}
+	select {
+	case v, ok := <-in:
+		if !ok {
+			return recvClosed
+		}
+		*item = v
+		return recvItem
+	default:
+		return recvWait
+	}
+}
+
+// receive waits for the next item from in, or the run's stop.
+func (f *forwarder[T]) receive(in <-chan T, item *T) int {
+	run := f.run
+	select {
+	case v, ok := <-in:
+		if !ok {
+			return recvClosed
+		}
+		*item = v
+		return recvItem
+	case <-run.wake:
+		if run.leftFlag.Load() {
+			f.left()
+		}
+		return recvStopped
+	}
+}
+
+// tryHand gives the evaluated item to the consumer if it is waiting.
+//go:noinline
+func (f *forwarder[T]) tryHand(out chan<- T, item *T) bool {
+	select {
+	case out <- *item:
+		return true
+	default:
+		return false
+	}
+}
+
+// hand waits for the consumer to take the evaluated item. If the run stops
+// first, it ends the run (the item is still handed over, as a firing item
+// would be) and returns false.
+func (f *forwarder[T]) hand(in <-chan T, out chan<- T, item *T) bool {
+	run := f.run
+	select {
+	case out <- *item:
+		return true
+	case <-run.wake:
+		if run.leftFlag.Load() {
+			// The consumer has left without this item.
+			f.left()
+		} else {
 			// Stopped from outside while the consumer was busy: the item
 			// was evaluated, so it is still handed over, as a firing item
 			// would be.
 			run.inFlight.Store(false)
-			f.end(in, out, item, true)
-			return
-		case <-run.leave:
-			// The consumer has left without this item.
-			f.left()
-			f.end(in, out, item, true)
-			return
 		}
+		f.end(in, out, item)
+		return false
 	}
 }
+
+// finish finishes the run at the end of its stream (in a frame of its own:
+// Finish returns a Result).
+//go:noinline
+func (f *forwarder[T]) finish() { f.run.Finish(nil) }
 
 // sent records that the consumer took an item that changed sentFinal.
 func (f *forwarder[T]) sent() {
@@ -240,8 +352,12 @@ func (f *forwarder[T]) left() {
 // is given up when the consumer has not taken it within the drain timeout,
 // or once Stop has been called (the consumer has left) and the producer has
 // closed in; draining gives up after the drain timeout.
-func (f *forwarder[T]) end(in <-chan T, out chan<- T, item T, pending bool) {
+func (f *forwarder[T]) end(in <-chan T, out chan<- T, pending *T) {
 	run := f.run
+	var item T // the select below reads it even while send is nil
+	if pending != nil {
+		item = *pending
+	}
 	t := time.NewTimer(run.stage.cfg.drainTimeout)
 	defer t.Stop()
 	var (
@@ -251,8 +367,9 @@ func (f *forwarder[T]) end(in <-chan T, out chan<- T, item T, pending bool) {
 		recv  = in
 		n     int
 	)
-	if pending {
-		send, leave = out, run.leave
+	if pending != nil {
+		send = out
+		leave, left = run.leaveChan()
 	} else {
 		close(out)
 	}
@@ -292,7 +409,7 @@ func (f *forwarder[T]) end(in <-chan T, out chan<- T, item T, pending bool) {
 		}
 	}
 	run.addDrained(n)
-	run.Finish(nil)
+	f.finish()
 }
 
 // ForwardSeq wraps an iterator-based loop: the returned iterator yields the
@@ -300,10 +417,7 @@ func (f *forwarder[T]) end(in <-chan T, out chan<- T, item T, pending bool) {
 // evaluated by run. It is ForwardSeqEach for decode functions that return
 // one event per item.
 func ForwardSeq[T any](run *Run, seq iter.Seq2[T, error], decode func(T) termination.Event) iter.Seq2[T, error] {
-	if decode == nil {
-		return ForwardSeqEach[T](run, seq, nil)
-	}
-	return ForwardSeqEach(run, seq, func(item T, emit func(termination.Event)) { emit(decode(item)) })
+	return forwardSeq(run, seq, decode == nil, func() *forwarder[T] { return &forwarder[T]{run: run, decodeOne: decode} })
 }
 
 // ForwardSeqEach is ForwardSeq for decode functions that turn one item into
@@ -327,12 +441,21 @@ func ForwardSeq[T any](run *Run, seq iter.Seq2[T, error], decode func(T) termina
 // decode function yields nothing; the run, if any, ends with
 // Failed{reason: invalid_input}.
 func ForwardSeqEach[T any](run *Run, seq iter.Seq2[T, error], decode func(item T, emit func(termination.Event))) iter.Seq2[T, error] {
-	return func(yield func(T, error) bool) {
-		if checkInput(run, seq == nil, decode == nil, "ForwardSeq", "iterator") != nil {
-			return
-		}
+	return forwardSeq(run, seq, decode == nil, func() *forwarder[T] {
 		f := &forwarder[T]{run: run, decode: decode}
 		f.emitFn = f.emit
+		return f
+	})
+}
+
+// forwardSeq is ForwardSeq and ForwardSeqEach: newForwarder makes the
+// forwarder of one iteration.
+func forwardSeq[T any](run *Run, seq iter.Seq2[T, error], nilDecode bool, newForwarder func() *forwarder[T]) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		if checkInput(run, seq == nil, nilDecode, "ForwardSeq", "iterator") != nil {
+			return
+		}
+		f := newForwarder()
 		var (
 			consumerLeft bool
 			panicked     any
@@ -348,7 +471,7 @@ func ForwardSeqEach[T any](run *Run, seq iter.Seq2[T, error], decode func(item T
 						what = itemFired
 					}
 				} else {
-					what = f.observe(item)
+					what = f.observe(&item)
 				}
 				if what == itemLate {
 					// Stopped from outside before this item: it is drained.

@@ -184,7 +184,7 @@ type Run struct {
 	mu      sync.Mutex
 	rec     RunRecorder
 	eval    *termination.Evaluator
-	cur     termination.Event // the event being evaluated: evaluator and recorder read it in place, with no copy per call
+	cur     *termination.Event // Observe's copy of the event being evaluated (allocated on first use): evaluator and recorder read it in place
 	nwarn   int
 	timer   *time.Timer
 	drained int
@@ -198,7 +198,14 @@ type Run struct {
 	left      bool          // under mu: Stop was called
 	leftFlag  atomic.Bool   // left, for the channel forwarder's per-item check
 	reason    string        // under mu: Stop's reason
-	leave     chan struct{} // channel forwarder only (set under mu before it starts): closed by Stop
+	// The channel forwarder's wake-up, set under mu before it starts: wake
+	// is closed (woken) by Stop and when the run stops, so that a
+	// forwarder waiting for the producer or the consumer watches one
+	// channel for both. leave is made by the forwarder once the run has
+	// stopped and an item waits for the consumer; Stop closes it.
+	wake  chan struct{}
+	woken bool
+	leave chan struct{}
 	// The channel forwarder's hand-over, read by Stop: sentFinal is whether
 	// the last item the consumer took ended with a final answer; inFlight is
 	// set while an item that would change sentFinal is being handed over.
@@ -232,36 +239,79 @@ func (r *Run) Observe(ev termination.Event) (termination.Cause, bool) {
 // before ev (late: ev was not evaluated, and counts as drained).
 func (r *Run) observe(ev termination.Event) (_ termination.Cause, _ bool, late bool) {
 	r.mu.Lock()
+	if r.cur == nil {
+		// Allocated once, on first use: a run that Forward feeds evaluates
+		// the forwarder's own copy of each event and never needs it.
+		r.cur = new(termination.Event)
+	}
+	*r.cur = ev
+	return r.observeLocked(r.cur)
+}
+
+// observeRef is observe for an event that the caller owns and leaves
+// unchanged during the call: the evaluator and the recorder read it in
+// place.
+func (r *Run) observeRef(ev *termination.Event) (_ termination.Cause, _ bool, late bool) {
+	r.mu.Lock()
+	return r.observeLocked(ev)
+}
+
+// observeLocked evaluates ev, with r.mu held; it unlocks it. ev may be
+// r.cur, which another Observe may overwrite once the lock is released.
+func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool, late bool) {
 	if c, stopped := r.eval.Stopped(); stopped {
 		r.drained++
 		r.mu.Unlock()
 		return c, true, true
 	}
-	r.cur = ev
-	cause, stop := r.eval.ObserveRef(&r.cur)
+	cause, stop := r.eval.ObserveRef(ev)
 	r.lastFinal = ev.Kind == termination.KindFinal
-	r.rec.Event(&r.cur)
+	r.rec.Event(ev)
 	var warnings []termination.Cause
-	if w := r.eval.WarningsSince(r.nwarn); len(w) > 0 {
-		r.nwarn += len(w)
-		for _, c := range w {
-			r.rec.Warning(c)
-		}
-		warnings = w
+	if len(r.eval.WarningsSince(r.nwarn)) > 0 {
+		warnings = r.takeWarnings()
 	}
-	var prog termination.Progress
 	if r.member != nil {
-		prog = r.eval.Progress()
+		return r.observedFleet(ev, cause, stop, warnings)
 	}
 	r.mu.Unlock()
+	if warnings != nil || stop {
+		r.afterObserve(cause, stop, warnings, nil, termination.Usage{}, 0)
+	}
+	return cause, stop, false
+}
+
+// observedFleet ends observeLocked for a run in a fleet: the fleet is
+// charged without the lock. (A function of its own keeps observeLocked's
+// frame small.)
+func (r *Run) observedFleet(ev *termination.Event, cause termination.Cause, stop bool, warnings []termination.Cause) (termination.Cause, bool, bool) {
+	prog, usage, cost := r.eval.Progress(), ev.Usage, ev.Cost
+	r.mu.Unlock()
+	return r.afterObserve(cause, stop, warnings, &prog, usage, cost)
+}
+
+// takeWarnings hands the warnings recorded since the last event to the
+// recorder, with r.mu held, and returns them for the hook.
+func (r *Run) takeWarnings() []termination.Cause {
+	w := r.eval.WarningsSince(r.nwarn)
+	r.nwarn += len(w)
+	for _, c := range w {
+		r.rec.Warning(c)
+	}
+	return w
+}
+
+// afterObserve is what follows an evaluated event without the lock: the
+// warning hook, the stop, the fleet's share (prog non-nil with a fleet).
+func (r *Run) afterObserve(cause termination.Cause, stop bool, warnings []termination.Cause, prog *termination.Progress, usage termination.Usage, cost float64) (termination.Cause, bool, bool) {
 	for _, w := range warnings {
 		r.warn(w)
 	}
 	if stop {
 		r.stopped(cause)
 	}
-	if r.member != nil {
-		if c, fleetStop := r.fleetEvent(ev.Usage, ev.Cost, &prog); fleetStop && !stop {
+	if prog != nil {
+		if c, fleetStop := r.fleetEvent(usage, cost, prog); fleetStop && !stop {
 			cause, stop = c, true
 		}
 	}
@@ -310,8 +360,12 @@ func (r *Run) Stop(reason string) {
 	}
 	r.left, r.reason = true, reason
 	r.leftFlag.Store(true)
-	channel := r.leave != nil
-	if channel {
+	channel := r.wake != nil
+	if channel && !r.woken {
+		close(r.wake)
+		r.woken = true
+	}
+	if r.leave != nil {
 		close(r.leave)
 	}
 	final := r.lastFinal
@@ -375,6 +429,26 @@ func (r *Run) stopWith(c termination.Cause) bool {
 // stopped cancels the run's context with the cause and closes Done.
 func (r *Run) stopped(c termination.Cause) {
 	r.cancel(c) // the first cancel's cause stands; later calls do nothing
+	r.mu.Lock()
+	if r.wake != nil && !r.woken {
+		close(r.wake)
+		r.woken = true
+	}
+	r.mu.Unlock()
+}
+
+// leaveChan returns the channel Stop closes, made on first use, or true if
+// Stop has been called.
+func (r *Run) leaveChan() (<-chan struct{}, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.left {
+		return nil, true
+	}
+	if r.leave == nil {
+		r.leave = make(chan struct{})
+	}
+	return r.leave, false
 }
 
 // armTimer arms the timeout timer for the i-th timeout of the stage.
