@@ -257,6 +257,7 @@ const (
 // all it takes, and a one-case select is much cheaper than a blocking one.
 // An outside stop is still seen at once: by observe on the next item, or by
 // the blocking selects when idle.
+//
 //go:noinline
 func (f *forwarder[T]) tryReceive(in <-chan T, item *T) int {
 	if f.run.leftFlag.Load() {
@@ -295,6 +296,7 @@ func (f *forwarder[T]) receive(in <-chan T, item *T) int {
 }
 
 // tryHand gives the evaluated item to the consumer if it is waiting.
+//
 //go:noinline
 func (f *forwarder[T]) tryHand(out chan<- T, item *T) bool {
 	select {
@@ -330,6 +332,7 @@ func (f *forwarder[T]) hand(in <-chan T, out chan<- T, item *T) bool {
 
 // finish finishes the run at the end of its stream (in a frame of its own:
 // Finish returns a Result).
+//
 //go:noinline
 func (f *forwarder[T]) finish() { f.run.Finish(nil) }
 

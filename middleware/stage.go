@@ -194,10 +194,10 @@ type Run struct {
 	result  *termination.Result // set when ended is closed
 
 	// Leaving early (Stop).
-	lastFinal bool          // under mu: the last evaluated event was a final answer
-	left      bool          // under mu: Stop was called
-	leftFlag  atomic.Bool   // left, for the channel forwarder's per-item check
-	reason    string        // under mu: Stop's reason
+	lastFinal bool        // under mu: the last evaluated event was a final answer
+	left      bool        // under mu: Stop was called
+	leftFlag  atomic.Bool // left, for the channel forwarder's per-item check
+	reason    string      // under mu: Stop's reason
 	// The channel forwarder's wake-up, set under mu before it starts: wake
 	// is closed (woken) by Stop and when the run stops, so that a
 	// forwarder waiting for the producer or the consumer watches one
