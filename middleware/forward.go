@@ -103,7 +103,9 @@ type forwarder[T any] struct {
 	// the evaluator and the recorder, and the evaluation does not run on
 	// top of the decode function's frames (the forwarding goroutine's
 	// stack stays small).
-	ev    termination.Event
+	ev termination.Event
+	// item is the item being forwarded (channel forwarding only).
+	item  T
 	stop  bool // the run stopped on (or before) the current item
 	seen  bool // an event of the current item was evaluated
 	final bool // the last evaluated event was a final answer
@@ -133,7 +135,8 @@ func (f *forwarder[T]) emitRef(ev *termination.Event) {
 	if ev.Kind == 0 || f.stop {
 		return
 	}
-	_, stop, late := f.run.observeRef(ev)
+	f.run.mu.Lock()
+	_, stop, late := f.run.observeLocked(ev)
 	f.stop = stop
 	if !late {
 		f.seen = true
@@ -149,7 +152,16 @@ func (f *forwarder[T]) observe(item *T) int {
 		if !f.decodeInto(item) {
 			return itemFired
 		}
-		f.emitRef(&f.ev)
+		// emitRef, by hand: one frame less under the evaluation.
+		if ev := &f.ev; ev.Kind != 0 {
+			f.run.mu.Lock()
+			_, stop, late := f.run.observeLocked(ev)
+			f.stop = stop
+			if !late {
+				f.seen = true
+				f.final = ev.Kind == termination.KindFinal
+			}
+		}
 	} else if !f.decodeEach(item) {
 		return itemFired
 	}
@@ -162,7 +174,10 @@ func (f *forwarder[T]) observe(item *T) int {
 	return itemLate
 }
 
-// decodeInto decodes item into f.ev; false if decodeOne panicked.
+// decodeInto decodes item into f.ev; false if decodeOne panicked. Calling
+// a function that takes and returns values as large as an Event costs
+// about four copies of them in the caller's frame: this is the deepest
+// frame of the forwarding goroutine, so nothing else runs on top of it.
 func (f *forwarder[T]) decodeInto(item *T) (ok bool) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -170,15 +185,9 @@ func (f *forwarder[T]) decodeInto(item *T) (ok bool) {
 			ok = false
 		}
 	}()
-	f.decodeCall(item)
+	f.ev = f.decodeOne(*item)
 	return true
 }
-
-// decodeCall is decodeInto's call, in a frame of its own: the deferred
-// recover makes the compiler keep extra copies of the item and the event.
-//
-//go:noinline
-func (f *forwarder[T]) decodeCall(item *T) { f.ev = f.decodeOne(*item) }
 
 // decodeEach decodes item, evaluating each event as it is emitted; false
 // if decode panicked.
@@ -199,17 +208,17 @@ func (f *forwarder[T]) panicked(p any) {
 	f.run.fail(termination.FailPanic, err)
 }
 
-// loop forwards in to out. Its frame holds the item and little else: the
-// work of each step is in small functions that take the item by pointer,
-// called one after the other, so that the goroutine's stack stays in its
-// first 2 KiB (a select that receives a T holds a copy of it; a call that
-// returns a Result holds that).
+// loop forwards in to out. The item lives in f, and the work of each step
+// is in small functions called one after the other, so that the
+// goroutine's stack stays in its first 2 KiB: a frame that holds a T (a
+// select that receives one holds a copy of it) or a Result is never below
+// the evaluation or the decode.
 func (f *forwarder[T]) loop(in <-chan T, out chan<- T) {
-	var item T
+	item := &f.item
 	for {
-		got := f.tryReceive(in, &item)
+		got := f.tryReceive(in, item)
 		if got == recvWait {
-			got = f.receive(in, &item)
+			got = f.receive(in, item)
 		}
 		switch got {
 		case recvClosed:
@@ -220,13 +229,13 @@ func (f *forwarder[T]) loop(in <-chan T, out chan<- T) {
 			f.end(in, out, nil)
 			return
 		}
-		switch f.observe(&item) {
+		switch f.observe(item) {
 		case itemLate:
 			// Stopped from outside before this item: it is drained.
 			f.end(in, out, nil)
 			return
 		case itemFired:
-			f.end(in, out, &item)
+			f.end(in, out, item)
 			return
 		}
 		// An item that changes whether the consumer has had the final
@@ -235,7 +244,7 @@ func (f *forwarder[T]) loop(in <-chan T, out chan<- T) {
 		if changes {
 			f.run.inFlight.Store(true)
 		}
-		if !f.tryHand(out, &item) && !f.hand(in, out, &item) {
+		if !f.tryHand(out, item) && !f.hand(in, out, item) {
 			return
 		}
 		if changes {

@@ -248,16 +248,10 @@ func (r *Run) observe(ev termination.Event) (_ termination.Cause, _ bool, late b
 	return r.observeLocked(r.cur)
 }
 
-// observeRef is observe for an event that the caller owns and leaves
-// unchanged during the call: the evaluator and the recorder read it in
-// place.
-func (r *Run) observeRef(ev *termination.Event) (_ termination.Cause, _ bool, late bool) {
-	r.mu.Lock()
-	return r.observeLocked(ev)
-}
-
-// observeLocked evaluates ev, with r.mu held; it unlocks it. ev may be
-// r.cur, which another Observe may overwrite once the lock is released.
+// observeLocked evaluates ev, with r.mu held; it unlocks it. The evaluator
+// and the recorder read ev in place: the caller owns it and leaves it
+// unchanged during the call. ev may be r.cur, which another Observe may
+// overwrite once the lock is released.
 func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool, late bool) {
 	if c, stopped := r.eval.Stopped(); stopped {
 		r.drained++

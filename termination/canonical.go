@@ -34,15 +34,24 @@ func argsHash(b []byte) uint64 {
 		ok = p.Pos == len(p.Data)
 	}
 	if !ok {
-		if p.slow {
-			var v any
-			if err := json.Unmarshal(b, &v); err == nil {
-				return hashValue(v)
-			}
-		}
-		return mix(hashInvalid ^ fnv(fnvOffset, b))
+		return slowHash(b, p.slow)
 	}
 	return h
+}
+
+// slowHash hashes what the fast path could not: through encoding/json if
+// the document may be valid JSON (slow), else as its text. It has a frame
+// of its own, so that argsHash's stays small.
+//
+//go:noinline
+func slowHash(b []byte, slow bool) uint64 {
+	if slow {
+		var v any
+		if err := json.Unmarshal(b, &v); err == nil {
+			return hashValue(v)
+		}
+	}
+	return mix(hashInvalid ^ fnv(fnvOffset, b))
 }
 
 // hashValue hashes a value decoded by encoding/json exactly as canonParser
@@ -114,7 +123,8 @@ const (
 	// target reach the slow path with short inputs.
 	maxDepth = 64
 	// maxMembers is how many keys of one object the fast path checks for
-	// duplicates; larger objects take the slow path.
+	// duplicates; larger objects take the slow path. (It bounds the
+	// rescans of dupKey.)
 	maxMembers = 32
 )
 
@@ -171,14 +181,21 @@ func (p *canonParser) object(depth int) (uint64, bool) {
 	p.Pos++ // {
 	var sum uint64
 	n := uint64(0)
-	var keys [maxMembers]uint64 // key hashes seen, to detect duplicates
+	// seen is a 128-bit filter of the key hashes read so far: a key whose
+	// bit is set may be a duplicate, which dupKey settles by reading the
+	// earlier keys again. The frame stays small at every depth (an array
+	// of the keys would be 256 bytes a level on the stack of the goroutine
+	// that evaluates a run).
+	var seen [2]uint64
 	p.SkipSpace()
 	if p.Peek() == '}' {
 		p.Pos++
 		return mix(hashObject), true
 	}
+	members := p.Pos
 	for {
 		p.SkipSpace()
+		at := p.Pos
 		k, ok := p.str()
 		if !ok {
 			return 0, false
@@ -192,13 +209,14 @@ func (p *canonParser) object(depth int) (uint64, bool) {
 			p.slow = true
 			return 0, false
 		}
-		for _, seen := range keys[:n] {
-			if seen == k { // a duplicate key (or a hash collision): last one wins
+		if bit := uint64(1) << (k & 63); seen[k>>6&1]&bit != 0 {
+			if p.dupKey(members, at, k) { // a duplicate key (or a hash collision): last one wins
 				p.slow = true
 				return 0, false
 			}
+		} else {
+			seen[k>>6&1] |= bit
 		}
-		keys[n] = k
 		v, ok := p.value(depth + 1)
 		if !ok {
 			return 0, false
@@ -215,6 +233,35 @@ func (p *canonParser) object(depth int) (uint64, bool) {
 		default:
 			return 0, false
 		}
+	}
+}
+
+// dupKey reports whether one of the members of an object that lie in
+// Data[from:to] (already read: valid) has a key that hashes to k.
+//
+//go:noinline
+func (p *canonParser) dupKey(from, to int, k uint64) bool {
+	q := canonParser{Scanner: jsonscan.Scanner{Data: p.Data[:to], Pos: from}}
+	for {
+		q.SkipSpace()
+		if q.Pos >= to {
+			return false
+		}
+		h, ok := q.str()
+		if !ok {
+			return false
+		}
+		if h == k {
+			return true
+		}
+		q.SkipSpace()
+		q.Pos++ // :
+		q.SkipSpace()
+		if !q.Skip(0, maxDepth) {
+			return false
+		}
+		q.SkipSpace()
+		q.Pos++ // ,
 	}
 }
 
@@ -257,8 +304,15 @@ func (p *canonParser) str() (uint64, bool) {
 		// The common case: the string decodes to its own bytes.
 		return mix(maphash.Bytes(strSeed, raw) ^ hashString), true
 	}
-	// Escapes or invalid UTF-8: decode into a streaming hash, which equals
-	// maphash.Bytes of the decoded string.
+	return hashEscaped(raw), true
+}
+
+// hashEscaped hashes a string with escapes or invalid UTF-8: it decodes it
+// into a streaming hash, which equals maphash.Bytes of the decoded string.
+// (A frame of its own: a maphash.Hash is large.)
+//
+//go:noinline
+func hashEscaped(raw []byte) uint64 {
 	var h maphash.Hash
 	h.SetSeed(strSeed)
 	var enc [utf8.UTFMax]byte
@@ -271,7 +325,7 @@ func (p *canonParser) str() (uint64, bool) {
 		}
 		i = next
 	}
-	return mix(h.Sum64() ^ hashString), true
+	return mix(h.Sum64() ^ hashString)
 }
 
 // number hashes the number at the cursor by value, so 1, 1.0 and 1e0 are

@@ -2,10 +2,13 @@ package termination
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/agentstop/agentstop/termination/internal/jsonscan"
 )
 
 func TestArgsHashEqual(t *testing.T) {
@@ -85,4 +88,32 @@ func TestArgsHashAllocatesNothing(t *testing.T) {
 	doc := []byte(`{"query": "Acme Robotics CEO", "limit": 5, "filters": {"lang": ["en", "fr"], "since": 2020.5}, "s": "caf\u00e9 \ud83d\ude00"}`)
 	allocs := testing.AllocsPerRun(100, func() { argsHash(doc) })
 	assert.Zero(t, allocs)
+}
+
+// TestArgsHashManyKeys: up to maxMembers distinct keys stay on the fast
+// path, whose duplicate check (a bit filter, then a rescan of the earlier
+// keys) tells keys that only share a filter bit from true duplicates,
+// escaped or not, wherever they are.
+func TestArgsHashManyKeys(t *testing.T) {
+	var keys []string
+	for i := range maxMembers {
+		keys = append(keys, fmt.Sprintf(`"key%d":{"v":[%d,"s"]}`, i, i))
+	}
+	doc := "{" + strings.Join(keys, ", ") + "}"
+	var v any
+	assert.NoError(t, json.Unmarshal([]byte(doc), &v))
+	assert.Equal(t, hashValue(v), argsHash([]byte(doc)), "distinct keys")
+	p := canonParser{Scanner: jsonscan.Scanner{Data: []byte(doc)}}
+	_, ok := p.value(0)
+	assert.True(t, ok && !p.slow, "%d distinct keys take the fast path", maxMembers)
+
+	for _, dup := range []string{
+		`{"a":1,` + strings.Join(keys[:20], ",") + `,"a":2}`,
+		`{` + strings.Join(keys[:20], ",") + `,"\u006bey7":3}`,
+		`{"x":{"a":1,"b":{"a":5},"a":2},"y":[{"k":1,"k":{}}]}`,
+	} {
+		var v any
+		assert.NoError(t, json.Unmarshal([]byte(dup), &v))
+		assert.Equal(t, hashValue(v), argsHash([]byte(dup)), dup)
+	}
 }
