@@ -6,6 +6,7 @@ import (
 	"hash/maphash"
 	"math"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 	"unsafe"
 
@@ -309,12 +310,11 @@ func (p *canonParser) str() (uint64, bool) {
 
 // hashEscaped hashes a string with escapes or invalid UTF-8: it decodes it
 // into a streaming hash, which equals maphash.Bytes of the decoded string.
-// (A frame of its own: a maphash.Hash is large.)
-//
-//go:noinline
+// The hash comes from a pool: a maphash.Hash is large, and this runs on
+// the stack of the goroutine that evaluates a run, deep in the recursion.
 func hashEscaped(raw []byte) uint64 {
-	var h maphash.Hash
-	h.SetSeed(strSeed)
+	h := escapedHashes.Get().(*maphash.Hash)
+	h.Reset()
 	var enc [utf8.UTFMax]byte
 	for i := 0; i < len(raw); {
 		lit, r, next := jsonscan.Unquote(raw, i)
@@ -325,8 +325,16 @@ func hashEscaped(raw []byte) uint64 {
 		}
 		i = next
 	}
-	return mix(h.Sum64() ^ hashString)
+	sum := h.Sum64()
+	escapedHashes.Put(h)
+	return mix(sum ^ hashString)
 }
+
+var escapedHashes = sync.Pool{New: func() any {
+	h := new(maphash.Hash)
+	h.SetSeed(strSeed)
+	return h
+}}
 
 // number hashes the number at the cursor by value, so 1, 1.0 and 1e0 are
 // equal.
