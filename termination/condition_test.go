@@ -339,34 +339,6 @@ func TestStall(t *testing.T) {
 	})
 }
 
-func TestErrors(t *testing.T) {
-	failed := func(s string) Cause { return Failed{Reason: FailErrorThreshold, Err: s} }
-	runCondCases(t, []condCase{
-		{name: "consecutive error events", cond: Errors(ErrorLimits{Consecutive: 2}),
-			events: evs(errEv("e1"), errEv("e2")), want: failed("e2"), at: 2},
-		{name: "failed tool results count", cond: Errors(ErrorLimits{Consecutive: 2}),
-			events: evs(result("t", "timeout"), result("t", "refused"), msg("a", "x")), want: failed("refused"), at: 2},
-		{name: "Err wins over Text on an error event", cond: Errors(ErrorLimits{Consecutive: 1}),
-			events: evs(Event{Kind: KindError, Text: "text", Err: "err"}), want: failed("err"), at: 1},
-		{name: "reset by a message", cond: Errors(ErrorLimits{Consecutive: 2}),
-			events: evs(errEv("e1"), msg("a", "x"), errEv("e2"), msg("a", "y")), want: natural},
-		{name: "reset by a final", cond: Errors(ErrorLimits{Consecutive: 2}),
-			events: evs(errEv("e1"), final("a", "x"), errEv("e2"), msg("a", "y")), want: natural},
-		{name: "reset by a successful tool result", cond: Errors(ErrorLimits{Consecutive: 2}),
-			events: evs(result("t", "e1"), result("t", ""), result("t", "e2"), msg("a", "y")), want: natural},
-		{name: "not reset by other kinds", cond: Errors(ErrorLimits{Consecutive: 2}),
-			events: evs(errEv("e1"), call("t", `{}`), input("x"), handoffEv("a", "b"), stopEv("s"), result("t", "e2")),
-			want:   failed("e2"), at: 6},
-		{name: "total across resets", cond: Errors(ErrorLimits{Total: 3}),
-			events: evs(errEv("e1"), msg("a", "x"), result("t", "e2"), msg("a", "y"), errEv("e3"), msg("a", "z")),
-			want:   failed("e3"), at: 5},
-		{name: "total not reached", cond: Errors(ErrorLimits{Consecutive: 5, Total: 3}),
-			events: evs(errEv("e1"), msg("a", "x"), errEv("e2"), msg("a", "y")), want: natural},
-		{name: "fires on the error even when it ends the stream", cond: Errors(ErrorLimits{Total: 1}),
-			events: evs(msg("a", "x"), errEv("boom")), want: failed("boom"), at: 2},
-	})
-}
-
 func TestCompletionConditions(t *testing.T) {
 	completed := func(cond, detail string) Cause { return Completed{Condition: cond, Detail: detail} }
 	isRM := func(e Event) bool { return e.Kind == KindToolCall && e.Tool == "rm" }
@@ -524,19 +496,19 @@ func TestValidate(t *testing.T) {
 		{TimeoutAfter(time.Second), ""},
 		{TimeoutAfter(0), "timeout: must be > 0, got 0s"},
 		{TokenBudget(TokenLimits{}), "token_budget: needs at least one of total, input, output"},
-		{TokenBudget(TokenLimits{Input: -1}), "token_budget.input: must be > 0, got -1"},
+		{TokenBudget(TokenLimits{Input: -1}), "token_budget.input: must be a positive int, got -1"},
 		{TokenBudget(TokenLimits{Total: 1, Pressure: Pressure{Threshold: 1}}), "token_budget.pressure: must be in (0,1), got 1"},
 		{TokenBudget(TokenLimits{Total: 1, Pressure: Pressure{Threshold: -0.5}}), "token_budget.pressure: must be in (0,1), got -0.5"},
 		{TokenBudget(TokenLimits{Total: 1, Pressure: Pressure{Grace: GraceTurns(1)}}), "token_budget.grace: needs pressure"},
-		{TokenBudget(TokenLimits{Total: 1, Pressure: Pressure{Threshold: 0.5, Grace: GraceTurns(-1)}}), "token_budget.grace: must be >= 0, got -1"},
+		{TokenBudget(TokenLimits{Total: 1, Pressure: Pressure{Threshold: 0.5, Grace: GraceTurns(-1)}}), "token_budget.grace: must be an int >= 0, got -1"},
 		{TokenBudget(TokenLimits{Output: 1, Pressure: Pressure{Threshold: 0.5, Grace: GraceTurns(0)}}), ""},
 		{CostBudget(CostLimit{}), "cost_budget.limit: must be > 0, got 0"},
 		{CostBudget(CostLimit{Limit: 1, Pressure: Pressure{Grace: GraceTurns(0)}}), "cost_budget.grace: needs pressure"},
-		{Stall(StallLimits{Repeats: 1}), "stall.repeats: must be >= 2, got 1"},
+		{Stall(StallLimits{Repeats: 1}), "stall.repeats: must be an int >= 2, got 1"},
 		{Stall(StallLimits{Repeats: 2, TokenTolerance: 1}), "stall.token_tolerance: must be in [0,1), got 1"},
 		{Errors(ErrorLimits{}), "errors: needs consecutive or total"},
-		{Errors(ErrorLimits{Consecutive: -1}), "errors.consecutive: must be > 0, got -1"},
-		{Errors(ErrorLimits{Total: -1}), "errors.total: must be > 0, got -1"},
+		{Errors(ErrorLimits{Consecutive: -1}), "errors.consecutive: must be a positive int, got -1"},
+		{Errors(ErrorLimits{Total: -1}), "errors.total: must be a positive int, got -1"},
 		{TextMention(""), "text_mention.text: must not be empty"},
 		{TextMention("x", "a", ""), "text_mention.sources[1]: must not be empty"},
 		{FunctionCall(), "function_call: needs at least one name"},

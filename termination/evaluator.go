@@ -29,7 +29,7 @@ type Evaluator struct {
 	progress  Progress
 	cur       *Event // Observe's copy of the event, allocated on first use: ObserveRef callers never need it
 	sink      sink
-	warnings  []Cause
+	warn      runWarnings // the run's warnings, shared by its sinks
 	start     time.Time
 	last      time.Time
 	lastKind  Kind
@@ -49,9 +49,9 @@ func NewEvaluator(c Condition, clock Clock) *Evaluator {
 		c = AnyOf()
 	}
 	e := &Evaluator{root: c.start(), clock: clock}
-	e.sink.warnings = &e.warnings
+	e.sink.run = &e.warn
 	eachBudget([]check{e.root}, func(b *budgetCheck) { e.budgets = append(e.budgets, b) })
-	c.timeouts(func(time.Duration) { e.clocked = true })
+	eachTimeout(c, func(time.Duration) { e.clocked = true })
 	if clock == WallClock {
 		e.start = time.Now()
 	}
@@ -140,7 +140,12 @@ func (e *Evaluator) tick(ev *Event) {
 		e.last = ev.Time
 	}
 	e.sink.fired = e.sink.fired[:0]
+	before := len(e.warn.list)
 	e.root.observe(ev, p, &e.sink)
+	if len(e.warn.list)-before > 1 {
+		// Several warnings on one event: in the contract's order.
+		slices.SortStableFunc(e.warn.list[before:], warningOrder)
+	}
 }
 
 func (e *Evaluator) settle(at int) (Cause, bool) {
@@ -148,7 +153,7 @@ func (e *Evaluator) settle(at int) (Cause, bool) {
 		return nil, false
 	}
 	e.fired = slices.Clone(e.sink.fired)
-	slices.SortStableFunc(e.fired, func(a, b Cause) int { return rank(a) - rank(b) })
+	slices.SortStableFunc(e.fired, precedes)
 	e.cause, e.stoppedAt = e.fired[0], at
 	e.ended = time.Now()
 	return e.cause, true
@@ -185,8 +190,9 @@ func (e *Evaluator) Stopped() (Cause, bool) { return e.cause, e.cause != nil }
 // Progress returns the running counts so far.
 func (e *Evaluator) Progress() Progress { return e.progress }
 
-// Warnings returns the budget-pressure warnings recorded so far.
-func (e *Evaluator) Warnings() []Cause { return slices.Clone(e.warnings) }
+// Warnings returns the warnings recorded so far (BudgetPressure,
+// StallDetected), in order.
+func (e *Evaluator) Warnings() []Cause { return slices.Clone(e.warn.list) }
 
 // Result ends the run if it is still going (the stream ended by itself:
 // Failed{reason: stream_error} if the last event was an error event,
@@ -204,7 +210,7 @@ func (e *Evaluator) Result() Result {
 		Cause:      e.cause,
 		Outcome:    DefaultOutcome(e.cause),
 		Fired:      slices.Clone(e.fired),
-		Warnings:   slices.Clone(e.warnings),
+		Warnings:   slices.Clone(e.warn.list),
 		StoppedAt:  e.stoppedAt,
 		Events:     e.progress.Events,
 		Iterations: e.progress.Iterations,
@@ -235,7 +241,7 @@ type Result struct {
 	TerminationCause string
 	Outcome          Outcome // the cause's default outcome, or the stage's override
 	Fired            []Cause // every cause that fired on the stopping event (or timer tick, or Stop), in precedence order; empty when the stream ended by itself
-	Warnings         []Cause // budget-pressure warnings, in order
+	Warnings         []Cause // warnings (BudgetPressure, StallDetected) in the order recorded; several on one event in the contract's order
 	StoppedAt        int     // 1-based index of the event that fired; 0 when nothing fired on an event
 	Events           int     // events evaluated
 	Drained          int     // events discarded after the stop so the producer never blocked (live only)
@@ -359,8 +365,8 @@ func addTokens(a, b int64) int64 {
 // copying: a live stage uses it to hand new warnings to its hooks. The slice
 // must not be modified.
 func (e *Evaluator) WarningsSince(n int) []Cause {
-	if n >= len(e.warnings) {
+	if n >= len(e.warn.list) {
 		return nil
 	}
-	return e.warnings[n:]
+	return e.warn.list[n:]
 }
