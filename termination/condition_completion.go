@@ -113,9 +113,9 @@ func StopMessage() Condition { return &stopMessage{} }
 
 type stopMessage struct{}
 
-func (*stopMessage) String() string    { return "stop_message: true" }
-func (*stopMessage) validate() error   { return nil }
-func (c *stopMessage) start() check    { return c }
+func (*stopMessage) String() string  { return "stop_message: true" }
+func (*stopMessage) validate() error { return nil }
+func (c *stopMessage) start() check  { return c }
 func (*stopMessage) observe(ev *Event, _ *Progress, s *sink) {
 	if ev != nil && ev.Kind == KindStop {
 		s.fire(Completed{Condition: ConditionStopMessage, Detail: ev.Text})

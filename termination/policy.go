@@ -101,7 +101,6 @@ func (p Policy) Condition() Condition {
 // String describes the policy.
 func (p Policy) String() string { return p.Condition().String() }
 
-
 // policyKey is a key of a policy mapping: its name, whether it is allowed
 // only at the top level of a policy (not under any: or all:), and how to
 // read its value. read returns the key's condition, nil for none (such as
