@@ -295,3 +295,30 @@ func TestRuleSeveralWarningsOnOneEvent(t *testing.T) {
 			warnings: []Cause{calls, stalled(SignalRepeatedToolCall, 2)}},
 	})
 }
+
+func TestNewCauseFieldsInMessagesAndJSON(t *testing.T) {
+	for _, tc := range []struct {
+		cause     Cause
+		msg, json string
+	}{
+		{toolsCapped(2, 3, "search"), `agentstop: max tool calls to "search" reached (3 > limit 2)`,
+			`{"$kind":"MaxToolCallsReached","limit":2,"count":3,"tool":"search"}`},
+		{MaxToolCallsReached{Limit: 2, Count: 3}, `agentstop: max tool calls reached (3 > limit 2)`,
+			`{"$kind":"MaxToolCallsReached","limit":2,"count":3}`},
+		{cycled(3, 2), `agentstop: stall detected (cycle of 2 calls, 3 repeats)`,
+			`{"$kind":"StallDetected","signal":"cycle","repeats":3,"period":2}`},
+		{stalled(SignalRepeatedToolCall, 2), `agentstop: stall detected (repeated_tool_call, 2 repeats)`,
+			`{"$kind":"StallDetected","signal":"repeated_tool_call","repeats":2}`},
+		{BudgetPressure{Resource: ResourceIterations, Threshold: 0.8, Used: 8, Limit: 10},
+			`agentstop: budget pressure on iterations (8 of 10 used, threshold 0.8)`,
+			`{"$kind":"BudgetPressure","resource":"iterations","threshold":0.8,"used":8,"limit":10}`},
+	} {
+		if got := tc.cause.Error(); got != tc.msg {
+			t.Errorf("Error() = %q, want %q", got, tc.msg)
+		}
+		b, err := MarshalCause(tc.cause)
+		if err != nil || string(b) != tc.json {
+			t.Errorf("MarshalCause = %s, %v, want %s", b, err, tc.json)
+		}
+	}
+}
