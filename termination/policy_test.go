@@ -365,3 +365,24 @@ stall: {repeats: 1000000000, window: 9000000000000000000, warn_at: 999999999, cy
 	assert.Equal(t, NaturalCompletion{}, res.Cause)
 	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "bytes allocated by a 100-event run")
 }
+
+// The README's policy section shows only policies that parse.
+func TestReadmePolicies(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(readme), "\n## Policies\n")
+	require.True(t, ok, "README has a Policies section")
+	section, _, _ = strings.Cut(section, "\n## ")
+	blocks := 0
+	for rest := section; ; {
+		var block string
+		if _, rest, ok = strings.Cut(rest, "```yaml\n"); !ok {
+			break
+		}
+		block, rest, _ = strings.Cut(rest, "```")
+		_, err := ParsePolicy([]byte(block))
+		assert.NoError(t, err, "README policy:\n%s", block)
+		blocks++
+	}
+	assert.GreaterOrEqual(t, blocks, 5)
+}
