@@ -4,12 +4,14 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
 )
 
 func TestParsePolicyValid(t *testing.T) {
@@ -385,4 +387,22 @@ func TestReadmePolicies(t *testing.T) {
 		blocks++
 	}
 	assert.GreaterOrEqual(t, blocks, 5)
+}
+
+// A key allowed only at the top level (fleet_budget) is refused under any:
+// and all:, naming where it was found.
+func TestTopLevelOnlyKeys(t *testing.T) {
+	saved := policyKeys
+	t.Cleanup(func() { policyKeys = saved })
+	var read int
+	policyKeys = append(slices.Clone(saved), policyKey{name: "top_only", topLevel: true,
+		read: func(string, *yaml.Node, *Policy) (Condition, error) { read++; return nil, nil }})
+	p, err := ParsePolicy([]byte("max_iterations: 3\ntop_only: {x: 1}\n"))
+	require.NoError(t, err)
+	assert.Equal(t, "max_iterations: 3", p.String(), "a key may set no condition")
+	assert.Equal(t, 1, read)
+	_, err = ParsePolicy([]byte("any:\n  - top_only: {x: 1}\n"))
+	assert.EqualError(t, err, "policy.any[0].top_only: allowed only at the top level of a policy (line 2)")
+	_, err = ParsePolicy([]byte("top_onyl: 1"))
+	assert.EqualError(t, err, `policy.top_onyl: unknown key (did you mean "top_only"?) (line 1)`)
 }
