@@ -46,29 +46,25 @@ type check interface {
 	observe(ev *Event, p *Progress, s *sink)
 }
 
-// sink collects what fired on one event, and the run's warnings.
+// sink collects what fired on one event. Its warnings and stallWarned
+// point into the run's Evaluator, so that every sink of a run (AllOf's
+// children report into a scratch sink) records into the run's warnings.
 type sink struct {
-	fired []Cause
-	run   *runWarnings
-}
-
-// runWarnings are the warnings of a run, shared by every sink of the run
-// (AllOf's children report into a scratch sink).
-type runWarnings struct {
-	list        []Cause
-	stallWarned bool // at most one stall warning per run
+	fired       []Cause
+	warnings    *[]Cause
+	stallWarned *bool // at most one stall warning per run
 }
 
 func (s *sink) fire(c Cause) { s.fired = append(s.fired, c) }
-func (s *sink) warn(c Cause) { s.run.list = append(s.run.list, c) }
+func (s *sink) warn(c Cause) { *s.warnings = append(*s.warnings, c) }
 
 // warnStall records a stall warning unless the run already has one.
 func (s *sink) warnStall(c StallDetected) {
-	if s.run.stallWarned {
+	if *s.stallWarned {
 		return
 	}
-	s.run.stallWarned = true
-	s.run.list = append(s.run.list, c)
+	*s.stallWarned = true
+	*s.warnings = append(*s.warnings, c)
 }
 
 // Progress is the running state of a run, after the current event.

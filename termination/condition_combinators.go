@@ -90,7 +90,7 @@ func (a *allCheck) observe(ev *Event, p *Progress, s *sink) {
 	if a.done {
 		return
 	}
-	a.scratch.run = s.run
+	a.scratch.warnings, a.scratch.stallWarned = s.warnings, s.stallWarned
 	for i, ch := range a.children {
 		a.scratch.fired = a.scratch.fired[:0]
 		ch.observe(ev, p, &a.scratch)

@@ -29,7 +29,8 @@ type Evaluator struct {
 	progress  Progress
 	cur       *Event // Observe's copy of the event, allocated on first use: ObserveRef callers never need it
 	sink      sink
-	warn      runWarnings // the run's warnings, shared by its sinks
+	warnings  []Cause
+	stalled   bool // a stall warning was recorded (at most one per run)
 	start     time.Time
 	last      time.Time
 	lastKind  Kind
@@ -49,7 +50,7 @@ func NewEvaluator(c Condition, clock Clock) *Evaluator {
 		c = AnyOf()
 	}
 	e := &Evaluator{root: c.start(), clock: clock}
-	e.sink.run = &e.warn
+	e.sink.warnings, e.sink.stallWarned = &e.warnings, &e.stalled
 	eachBudget([]check{e.root}, func(b *budgetCheck) { e.budgets = append(e.budgets, b) })
 	eachTimeout(c, func(time.Duration) { e.clocked = true })
 	if clock == WallClock {
@@ -140,11 +141,11 @@ func (e *Evaluator) tick(ev *Event) {
 		e.last = ev.Time
 	}
 	e.sink.fired = e.sink.fired[:0]
-	before := len(e.warn.list)
+	before := len(e.warnings)
 	e.root.observe(ev, p, &e.sink)
-	if len(e.warn.list)-before > 1 {
+	if len(e.warnings)-before > 1 {
 		// Several warnings on one event: in the contract's order.
-		slices.SortStableFunc(e.warn.list[before:], warningOrder)
+		slices.SortStableFunc(e.warnings[before:], warningOrder)
 	}
 }
 
@@ -192,7 +193,7 @@ func (e *Evaluator) Progress() Progress { return e.progress }
 
 // Warnings returns the warnings recorded so far (BudgetPressure,
 // StallDetected), in order.
-func (e *Evaluator) Warnings() []Cause { return slices.Clone(e.warn.list) }
+func (e *Evaluator) Warnings() []Cause { return slices.Clone(e.warnings) }
 
 // Result ends the run if it is still going (the stream ended by itself:
 // Failed{reason: stream_error} if the last event was an error event,
@@ -210,7 +211,7 @@ func (e *Evaluator) Result() Result {
 		Cause:      e.cause,
 		Outcome:    DefaultOutcome(e.cause),
 		Fired:      slices.Clone(e.fired),
-		Warnings:   slices.Clone(e.warn.list),
+		Warnings:   slices.Clone(e.warnings),
 		StoppedAt:  e.stoppedAt,
 		Events:     e.progress.Events,
 		Iterations: e.progress.Iterations,
@@ -365,8 +366,8 @@ func addTokens(a, b int64) int64 {
 // copying: a live stage uses it to hand new warnings to its hooks. The slice
 // must not be modified.
 func (e *Evaluator) WarningsSince(n int) []Cause {
-	if n >= len(e.warn.list) {
+	if n >= len(e.warnings) {
 		return nil
 	}
-	return e.warn.list[n:]
+	return e.warnings[n:]
 }
