@@ -2,6 +2,7 @@ package termination
 
 import (
 	"fmt"
+	"hash/maphash"
 	"math"
 	"strings"
 )
@@ -114,7 +115,7 @@ func (c *stall) start() check {
 	calls := 0
 	if c.repeats.set {
 		calls = c.windowSize()
-		s.msgs = newRing[msgKey](c.windowSize())
+		s.msgs = newRing[uint64](c.windowSize())
 		if c.tolerance.v > 0 {
 			s.tokens = newRing[int64](c.repeats.v)
 		}
@@ -126,22 +127,31 @@ func (c *stall) start() check {
 		}
 		calls = max(calls, need)
 	}
-	s.calls = newRing[callKey](calls)
+	s.calls = newRing[uint64](calls)
 	return s
 }
 
-type callKey struct {
-	tool string
-	args uint64
+// keySeed seeds the hashes of stall keys. The rings hold 64-bit hashes of
+// (tool, canonical args) and (source, trimmed text) rather than the strings:
+// 8 bytes a slot keeps a live run small, and equal keys hash equal (a
+// collision, one in 2^64, would count as a match, as for argsHash).
+var keySeed = maphash.MakeSeed()
+
+// pairKey hashes two strings' worth of identity into one key.
+func pairKey(a string, b uint64) uint64 {
+	h := maphash.String(keySeed, a)
+	return h ^ (b + 0x9e3779b97f4a7c15 + h<<6 + h>>2)
 }
 
-type msgKey struct{ source, text string }
+func callKey(ev *Event) uint64 { return pairKey(ev.Tool, argsHash(ev.Args)) }
+
+func msgKey(source, text string) uint64 { return pairKey(source, maphash.String(keySeed, text)) }
 
 // stallCheck keeps the last keys of each signal in rings.
 type stallCheck struct {
 	*stall
-	calls  ring[callKey]
-	msgs   ring[msgKey]
+	calls  ring[uint64] // callKey of the last tool calls
+	msgs   ring[uint64] // msgKey of the last non-empty messages
 	tokens ring[int64]
 }
 
@@ -151,7 +161,7 @@ func (c *stallCheck) observe(ev *Event, _ *Progress, s *sink) {
 	}
 	switch ev.Kind {
 	case KindToolCall:
-		key := callKey{ev.Tool, argsHash(ev.Args)}
+		key := callKey(ev)
 		c.calls.push(key)
 		if c.repeats.set {
 			c.repeated(SignalRepeatedToolCall, matches(&c.calls, key, c.windowSize()), s)
@@ -167,7 +177,7 @@ func (c *stallCheck) observe(ev *Event, _ *Progress, s *sink) {
 		}
 		if ev.Kind == KindMessage {
 			if text := strings.TrimSpace(ev.Text); text != "" {
-				key := msgKey{ev.Source, text}
+				key := msgKey(ev.Source, text)
 				c.msgs.push(key)
 				c.repeated(SignalRepeatedMessage, matches(&c.msgs, key, c.windowSize()), s)
 			}
