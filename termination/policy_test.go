@@ -1,6 +1,7 @@
 package termination
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -405,4 +406,24 @@ func TestTopLevelOnlyKeys(t *testing.T) {
 	assert.EqualError(t, err, "policy.any[0].top_only: allowed only at the top level of a policy (line 2)")
 	_, err = ParsePolicy([]byte("top_onyl: 1"))
 	assert.EqualError(t, err, `policy.top_onyl: unknown key (did you mean "top_only"?) (line 1)`)
+}
+
+// YAML aliases are never expanded: a "billion laughs" document is refused
+// at once (an alias is not a policy value), whatever it would expand to.
+func TestParsePolicyAliasBomb(t *testing.T) {
+	var doc strings.Builder
+	doc.WriteString("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n")
+	for i := 1; i < 12; i++ {
+		fmt.Fprintf(&doc, "a%d: &a%d [*a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d]\n", i, i, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1)
+	}
+	start := time.Now()
+	_, err := ParsePolicy([]byte(doc.String()))
+	var pe *PolicyError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "policy.a0", pe.Path)
+	_, err = ParsePolicy([]byte("x: &x {max_iterations: 1}\nany: [*x, *x]\n"))
+	assert.Error(t, err)
+	_, err = ParsePolicy([]byte("any: &x [{max_iterations: 1}]\nall: *x\n"))
+	assert.EqualError(t, err, "policy.all: must be a list of policies, got an alias (line 2)")
+	assert.Less(t, time.Since(start), 2*time.Second)
 }
