@@ -322,3 +322,25 @@ func TestNewCauseFieldsInMessagesAndJSON(t *testing.T) {
 		}
 	}
 }
+
+// NewEvaluator promises that an invalid condition still evaluates, never
+// crashing the run: the new settings out of range included.
+func TestInvalidNewSettingsNeverPanic(t *testing.T) {
+	conds := []Condition{
+		Stall(StallLimits{Repeats: -3, Window: -1, WarnAt: -2, Cycle: -1, TokenTolerance: -1}),
+		Stall(StallLimits{Repeats: 1, Window: 1, WarnAt: 1, Cycle: 1}),
+		Stall(StallLimits{Cycle: -5}), Stall(StallLimits{Repeats: 2, Window: -7}),
+		IterationLimit(IterationLimits{Limit: -1, Pressure: 2}), IterationLimit(IterationLimits{Pressure: 0.5}),
+		ToolCallLimit(ToolCallLimits{Limit: -2, Pressure: -1, PerTool: map[string]int{"a": -1, "": 0}}),
+		ToolCallLimit(ToolCallLimits{Pressure: 0.5}),
+	}
+	events := evs(msg("a", "x").used(5, 5), call("a", `1`), call("b", `1`), call("a", `1`), call("b", `1`),
+		msg("a", "x"), final("a", "x"), result("a", "e"), errEv("e"))
+	for _, c := range conds {
+		if Validate(c) == nil {
+			t.Errorf("%s: expected invalid", c)
+		}
+		replayEvents(t, c, events...)
+		replayEvents(t, AllOf(c, TextMention("never")), events...)
+	}
+}

@@ -219,6 +219,9 @@ func matches[T comparable](r *ring[T], key T, w int) int {
 // Cycle times; 0 if none.
 func (c *stallCheck) period() int {
 	k := c.cycle.v
+	if k < 1 {
+		return 0 // unvalidated: no cycle
+	}
 	for p := 2; p <= maxCyclePeriod; p++ {
 		if c.calls.len()/p < k { // len < p×k, without overflow
 			return 0
@@ -275,6 +278,7 @@ type ring[T comparable] struct {
 }
 
 func newRing[T comparable](size int) ring[T] {
+	size = max(size, 0) // an unvalidated negative setting keeps nothing
 	return ring[T]{buf: make([]T, 0, min(size, ringPrealloc)), size: size}
 }
 
