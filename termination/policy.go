@@ -175,7 +175,7 @@ func entries(path string, n *yaml.Node, f func(key, path string, k, v *yaml.Node
 		if k.Kind != yaml.ScalarNode {
 			return perr(path, k, "keys must be strings")
 		}
-		kp := path + "." + k.Value
+		kp := keyPath(path, k.Value)
 		if seen[k.Value] {
 			return perr(kp, k, "duplicate key")
 		}
@@ -185,6 +185,24 @@ func entries(path string, n *yaml.Node, f func(key, path string, k, v *yaml.Node
 		}
 	}
 	return nil
+}
+
+// keyPath appends a key to a key path: as written when it is a plain name
+// (letters, digits, _ and -), quoted otherwise, so that a key with a dot,
+// a space or a newline still makes a one-line, unambiguous path
+// (policy.max_tool_calls.per_tool."web.fetch").
+func keyPath(path, key string) string {
+	plain := key != ""
+	for _, r := range key {
+		plain = plain && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-')
+	}
+	if !plain {
+		key = strconv.Quote(key)
+	}
+	if path == "" {
+		return key
+	}
+	return path + "." + key
 }
 
 // mapping iterates a mapping node's keys, rejecting duplicates and keys not
@@ -266,7 +284,7 @@ func locate(n *yaml.Node, setting string) (string, *yaml.Node) {
 				return joinPath(path, rest), at
 			}
 			k := at.Content[best].Value
-			path, at, rest = joinPath(path, k), at.Content[best+1], strings.TrimPrefix(rest[len(k):], ".")
+			path, at, rest = keyPath(path, k), at.Content[best+1], strings.TrimPrefix(rest[len(k):], ".")
 		case yaml.SequenceNode:
 			end := strings.IndexByte(rest, ']')
 			if !strings.HasPrefix(rest, "[") || end < 0 {
