@@ -66,9 +66,9 @@
 // iteration limit mapped by an adapter, keeps that cause); a cancelled caller context is
 // Cancelled{reason: context}; anything else is NaturalCompletion. The
 // [termination.Result] carries the cause, the outcome (overridable with
-// [WithTreatAsSuccess]), the counts and the budget-pressure warnings, which
-// are also handed to [WithOnWarning] as they happen so the loop can tell the
-// agent to wrap up.
+// [WithTreatAsSuccess]), the counts and the warnings (budget and count
+// pressure, stall warn_at), which are also handed to [WithOnWarning] as they
+// happen so the loop can tell the agent to wrap up.
 //
 // # Fleets
 //

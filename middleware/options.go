@@ -67,10 +67,14 @@ func WithTreatAsSuccess(f func(termination.Cause) bool) Option {
 	})
 }
 
-// WithOnWarning calls f with every budget-pressure warning, synchronously,
-// on the goroutine that delivered the event that crossed the threshold, with
-// the run's context: the loop can inject a "wrap up now" instruction. A
-// panic in f is recovered and reported. Default: none. nil is ignored.
+// WithOnWarning calls f with every warning of a run: BudgetPressure (token
+// and cost budgets, and the pressure of max_iterations and max_tool_calls,
+// resources iterations and tool_calls) and StallDetected (stall.warn_at, at
+// most one per run). Several warnings on one event come in the contract's
+// order. f runs synchronously, on the goroutine that delivered the event
+// that raised the warning, with the run's context: the loop can inject a
+// "wrap up now" or "you are repeating yourself" instruction. A panic in f
+// is recovered and reported. Default: none. nil is ignored.
 func WithOnWarning(f func(context.Context, termination.Cause)) Option {
 	return optionFunc(func(c *config) {
 		if f != nil {

@@ -399,6 +399,9 @@ func (c MaxIterationsReached) Error() string {
 	return fmt.Sprintf("agentstop: max iterations reached (%d > limit %d)", c.Count, c.Limit)
 }
 func (c MaxToolCallsReached) Error() string {
+	if c.Tool != "" {
+		return fmt.Sprintf("agentstop: max tool calls to %q reached (%d > limit %d)", c.Tool, c.Count, c.Limit)
+	}
 	return fmt.Sprintf("agentstop: max tool calls reached (%d > limit %d)", c.Count, c.Limit)
 }
 func (c BudgetPressure) Error() string {
@@ -408,6 +411,9 @@ func (c BudgetExhausted) Error() string {
 	return fmt.Sprintf("agentstop: %s budget exhausted (%g of %g used)", c.Resource, c.Used, c.Limit)
 }
 func (c StallDetected) Error() string {
+	if c.Period > 0 {
+		return fmt.Sprintf("agentstop: stall detected (%s of %d calls, %d repeats)", c.Signal, c.Period, c.Repeats)
+	}
 	return fmt.Sprintf("agentstop: stall detected (%s, %d repeats)", c.Signal, c.Repeats)
 }
 func (c Timeout) Error() string {

@@ -31,6 +31,7 @@ type Evaluator struct {
 	cur       *Event // Observe's copy of the event, allocated on first use: ObserveRef callers never need it
 	sink      sink
 	warnings  []Cause
+	stalled   bool // a stall warning was recorded (at most one per run)
 	start     time.Time
 	last      time.Time
 	lastKind  Kind
@@ -50,9 +51,9 @@ func NewEvaluator(c Condition, clock Clock) *Evaluator {
 		c = AnyOf()
 	}
 	e := &Evaluator{root: c.start(), clock: clock}
-	e.sink.warnings = &e.warnings
+	e.sink.warnings, e.sink.stallWarned = &e.warnings, &e.stalled
 	eachBudget([]check{e.root}, func(b *budgetCheck) { e.budgets = append(e.budgets, b) })
-	c.timeouts(func(time.Duration) { e.clocked = true })
+	eachTimeout(c, func(time.Duration) { e.clocked = true })
 	if clock == WallClock {
 		e.start = time.Now()
 	}
@@ -146,7 +147,12 @@ func (e *Evaluator) tick(ev *Event) {
 		e.last = ev.Time
 	}
 	e.sink.fired = e.sink.fired[:0]
+	before := len(e.warnings)
 	e.root.observe(ev, p, &e.sink)
+	if len(e.warnings)-before > 1 {
+		// Several warnings on one event: in the contract's order.
+		slices.SortStableFunc(e.warnings[before:], warningOrder)
+	}
 }
 
 // invalid stops the run on an event that fails Validate: it counts as
@@ -164,7 +170,7 @@ func (e *Evaluator) settle(at int) (Cause, bool) {
 		return nil, false
 	}
 	e.fired = slices.Clone(e.sink.fired)
-	slices.SortStableFunc(e.fired, func(a, b Cause) int { return rank(a) - rank(b) })
+	slices.SortStableFunc(e.fired, precedes)
 	e.cause, e.stoppedAt = e.fired[0], at
 	e.ended = time.Now()
 	return e.cause, true
@@ -201,7 +207,8 @@ func (e *Evaluator) Stopped() (Cause, bool) { return e.cause, e.cause != nil }
 // Progress returns the running counts so far.
 func (e *Evaluator) Progress() Progress { return e.progress }
 
-// Warnings returns the budget-pressure warnings recorded so far.
+// Warnings returns the warnings recorded so far (BudgetPressure,
+// StallDetected), in order.
 func (e *Evaluator) Warnings() []Cause { return slices.Clone(e.warnings) }
 
 // Result ends the run if it is still going (the stream ended by itself:
@@ -251,7 +258,7 @@ type Result struct {
 	TerminationCause string
 	Outcome          Outcome // the cause's default outcome, or the stage's override
 	Fired            []Cause // every cause that fired on the stopping event (or timer tick, or Stop), in precedence order; empty when the stream ended by itself
-	Warnings         []Cause // budget-pressure warnings, in order
+	Warnings         []Cause // warnings (BudgetPressure, StallDetected) in the order recorded; several on one event in the contract's order
 	StoppedAt        int     // 1-based index of the event that fired; 0 when nothing fired on an event
 	Events           int     // events evaluated
 	Drained          int     // events discarded after the stop so the producer never blocked (live only)

@@ -250,36 +250,6 @@ func readFleetBudget(path string, v *yaml.Node, pol *Policy) (Condition, error) 
 	return nil, nil
 }
 
-// parseFleetBudgetKey is parsePolicyNode's handling of the fleet_budget
-// key: an error anywhere but the top level (path "policy"), or when the
-// value is invalid. The parsed value is read again by fleetBudgetOf.
-func parseFleetBudgetKey(path string, v *yaml.Node) error {
-	if path != "policy.fleet_budget" {
-		return perr(path, v, "allowed only at the top level of a policy")
-	}
-	var p Policy
-	_, err := readFleetBudget(path, v, &p)
-	return err
-}
-
-// fleetBudgetOf returns the fleet_budget of a top-level policy mapping that
-// parsePolicyNode has accepted, or nil.
-func fleetBudgetOf(root *yaml.Node) *FleetBudget {
-	if root == nil || root.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		if root.Content[i].Value == "fleet_budget" {
-			var p Policy
-			if _, err := readFleetBudget("policy.fleet_budget", root.Content[i+1], &p); err != nil {
-				return nil
-			}
-			return p.fleet
-		}
-	}
-	return nil
-}
-
 func parseFleetBudget(p string, v *yaml.Node) (FleetBudget, error) {
 	var b FleetBudget
 	keys := []string{"key", "window", "total_tokens", "input_tokens", "output_tokens", "cost", "pressure"}
