@@ -79,11 +79,17 @@ func (h *Handler) Context(ctx context.Context) context.Context {
 
 // Finish waits for streamed outputs still being read, then finishes the run
 // with err, the loop's error (nil when it returned normally). An
-// adk.ErrExceedMaxIterations is reported as [ErrMaxIterations].
+// adk.ErrExceedMaxIterations is reported as [ErrMaxIterations], whether it
+// is err or reached the handler's callbacks (an adk agent reports it as an
+// event, so a loop that reads the events without collecting their errors
+// may pass nil).
 func (h *Handler) Finish(err error) termination.Result {
 	h.pending.Wait()
 	h.mu.Lock()
 	turns := h.turns
+	if err == nil && errors.Is(h.lastErr, adk.ErrExceedMaxIterations) {
+		err = h.lastErr
+	}
 	h.mu.Unlock()
 	return h.run.Finish(frameworkLimit(err, turns))
 }
