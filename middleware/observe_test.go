@@ -1,0 +1,47 @@
+package middleware_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// ObserveEach evaluates an item's events until the stop, and reports a
+// stop that happened before the item.
+func TestObserveEach(t *testing.T) {
+	stage, err := middleware.New("observe_each", middleware.WithCondition(termination.MaxToolCalls(1)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, run := stage.Start(context.Background())
+	turn := func(calls int, emit func(termination.Event)) {
+		emit(termination.Event{Kind: termination.KindMessage, Text: "looking"})
+		emit(termination.Event{}) // Kind 0: skipped
+		for range calls {
+			emit(termination.Event{Kind: termination.KindToolCall, Tool: "search"})
+		}
+	}
+	if c, stop := middleware.ObserveEach(run, 1, turn); stop || c != nil {
+		t.Fatalf("first turn: %v, %v; want nil, false", c, stop)
+	}
+	c, stop := middleware.ObserveEach(run, 3, turn)
+	want := termination.MaxToolCallsReached{Limit: 1, Count: 2}
+	if !stop || c != want {
+		t.Fatalf("second turn: %#v, %v; want %#v, true", c, stop, want)
+	}
+	if c, stop := middleware.ObserveEach(run, 0, turn); !stop || c != want {
+		t.Fatalf("after the stop: %#v, %v; want %#v, true", c, stop, want)
+	}
+	res := run.Finish(nil)
+	if res.ToolCalls != 2 || res.Drained != 1 {
+		t.Errorf("tool calls, drained = %d, %d; want 2 (the third was not evaluated), 1", res.ToolCalls, res.Drained)
+	}
+	if c, stop := middleware.ObserveEach[int](nil, 0, turn); stop || c != nil {
+		t.Errorf("nil run: %v, %v", c, stop)
+	}
+	if c, stop := middleware.ObserveEach(run, 0, nil); stop || c != nil {
+		t.Errorf("nil decode: %v, %v", c, stop)
+	}
+}
