@@ -28,23 +28,26 @@ func Example() {
 		Model:    "gpt-5-mini",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is agentstop?")},
 	}
+loop:
 	for {
 		completion, err := client.Chat.Completions.New(ctx, params)
 		if err != nil {
 			run.Finish(err)
-			break
+			break loop
 		}
 		if _, stop := openaistop.Observe(run, completion); stop {
-			break
+			break loop
 		}
 		msg := completion.Choices[0].Message
 		if len(msg.ToolCalls) == 0 {
-			break
+			break loop
 		}
 		params.Messages = append(params.Messages, msg.ToParam())
 		for _, call := range msg.ToolCalls {
 			out := "no results" // run the tool here
-			openaistop.ObserveToolResult(run, call, out, nil)
+			if _, stop := openaistop.ObserveToolResult(run, call, out, nil); stop {
+				break loop // the run's context is cancelled: no further request
+			}
 			params.Messages = append(params.Messages, openai.ToolMessage(out, call.ID))
 		}
 	}

@@ -33,9 +33,12 @@ func agentLoop(ctx context.Context, run *middleware.Run, client openai.Client, s
 	for {
 		var completion *openai.ChatCompletion
 		if stream {
-			c, err := openaistop.ObserveStream(run, client.Chat.Completions.NewStreaming(ctx, params), nil)
+			c, err := openaistop.Accumulate(client.Chat.Completions.NewStreaming(ctx, params), nil)
 			if err != nil {
 				return run.Finish(err)
+			}
+			if _, stop := openaistop.Observe(run, &c); stop {
+				return run.Finish(nil)
 			}
 			completion = &c
 		} else {
@@ -162,6 +165,15 @@ func TestNaturalCompletion(t *testing.T) {
 		if ev[2].Tool != "echo" || string(ev[2].Args) != `{"q":"a"}` {
 			t.Errorf("tool call = %+v", ev[2])
 		}
+		// The framework's ids and model reach the events.
+		if ev[1].Model != "scripted" || ev[9].Model != "scripted" {
+			t.Errorf("model of the turns = %q, %q; want scripted", ev[1].Model, ev[9].Model)
+		}
+		for i, want := range map[int]string{2: "call_0_0", 3: "call_0_1", 4: "call_0_0", 5: "call_0_1", 7: "call_1_0", 8: "call_1_0"} {
+			if ev[i].CallID != want {
+				t.Errorf("event %d (%s) call_id = %q, want %q", i, ev[i].Kind, ev[i].CallID, want)
+			}
+		}
 		if ev[2].Usage != (termination.Usage{}) || ev[4].Usage != (termination.Usage{}) {
 			t.Errorf("usage on a tool event: %+v, %+v", ev[2], ev[4])
 		}
@@ -196,6 +208,26 @@ func TestTruncatedAnswerFails(t *testing.T) {
 		}
 		if res.Tokens.OutputTokens != 4096 || res.Iterations != 1 {
 			t.Errorf("tokens, iterations = %+v, %d", res.Tokens, res.Iterations)
+		}
+	})
+}
+
+// A stop that fires on a tool result (the errors condition on a failed
+// tool) ends the loop at once: no further request, and the run's cause is
+// the condition, not the next request's "context canceled".
+func TestStopOnToolResult(t *testing.T) {
+	forEachMode(t, func(t *testing.T, stream bool) {
+		m := newModel(t, true, turn{calls: []call{{"fail", `{}`}}, input: 1, output: 1})
+		stage := newStage(t, nil, "{errors: {total: 2}, max_iterations: 20}")
+		ctx, run := stage.Start(t.Context())
+		res := agentLoop(ctx, run, m.client(), stream, "go")
+
+		var failed termination.Failed
+		if !errors.As(res.Cause, &failed) || failed.Reason != termination.FailErrorThreshold {
+			t.Fatalf("cause = %#v, want Failed{error_threshold}", res.Cause)
+		}
+		if got := m.calls(); got != 2 {
+			t.Errorf("model calls = %d, want 2", got)
 		}
 	})
 }
