@@ -138,6 +138,20 @@ func TestNaturalCompletion(t *testing.T) {
 		if ev[1].Tool != "search" || string(ev[1].Args) != `{"q":"a"}` {
 			t.Errorf("tool call = %+v (args %s)", ev[1], ev[1].Args)
 		}
+		// The framework's ids and model reach the events; the tool
+		// runner's tools are not given their call's id.
+		if ev[0].Model != "scripted" || ev[8].Model != "scripted" {
+			t.Errorf("model of the turns = %q, %q; want scripted", ev[0].Model, ev[8].Model)
+		}
+		wantIDs := map[int]string{1: "toolu_0_0", 2: "toolu_0_1", 3: "toolu_0_0", 4: "toolu_0_1", 6: "toolu_1_0", 7: "toolu_1_0"}
+		if l.runner {
+			wantIDs[3], wantIDs[4], wantIDs[7] = "", "", ""
+		}
+		for i, want := range wantIDs {
+			if ev[i].CallID != want {
+				t.Errorf("event %d (%s) call_id = %q, want %q", i, ev[i].Kind, ev[i].CallID, want)
+			}
+		}
 		if !ev[1].Usage.IsZero() || !ev[3].Usage.IsZero() {
 			t.Errorf("usage on a tool event: %+v, %+v", ev[1], ev[3])
 		}
