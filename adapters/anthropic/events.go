@@ -92,7 +92,7 @@ type turn struct {
 
 type block struct {
 	typ, text, name, id string
-	input           json.RawMessage
+	input               json.RawMessage
 }
 
 func decode[B any](t turn, content []B, get func(*B) block, emit func(termination.Event)) {
