@@ -12,7 +12,9 @@
 //     max_tool_calls and by stall (repeated_tool_call) with the right typed
 //     cause;
 //   - after the stop the framework's loop really ends: the harness returns
-//     and the model is not called again more than once.
+//     and the model is not called again more than once;
+//   - where the framework gives them, tool call ids and the model's name
+//     reach the events ([Harness.CallIDs], [Harness.Model]).
 package adaptertest
 
 import (
@@ -83,6 +85,15 @@ type Harness struct {
 	// Timeout bounds one run; a loop that does not end by then fails the
 	// suite. Default 30s.
 	Timeout time.Duration
+	// CallIDs says that the framework gives tool calls ids (its scripted
+	// model gives each call one) and the adapter reports them: the suite
+	// then checks that every tool_call event carries its own call id and
+	// every tool_result the id of its call (see [CheckCallIDs]).
+	CallIDs bool
+	// Model, when not empty, is the model name the framework reports with
+	// the scripted model's responses: the suite checks that every message
+	// and final event carries it.
+	Model string
 }
 
 // Run runs the conformance suite against h.
@@ -190,6 +201,44 @@ func NewStage(t testing.TB, name, policy string, opts ...middleware.Option) (*mi
 	return stage, events
 }
 
+// CheckCallIDs checks that the tool call ids of a framework reach the
+// events: every tool_call has a call id of its own, and every tool_result
+// carries the call id of an earlier tool_call of the same tool, at most
+// once. It returns an error naming the first event that breaks it.
+func CheckCallIDs(events []termination.Event) error {
+	type call struct {
+		tool     string
+		answered bool
+	}
+	calls := map[string]*call{}
+	for i, ev := range events {
+		switch ev.Kind {
+		case termination.KindToolCall:
+			if ev.CallID == "" {
+				return fmt.Errorf("event %d: tool_call %s has no call id", i, ev.Tool)
+			}
+			if calls[ev.CallID] != nil {
+				return fmt.Errorf("event %d: tool_call %s reuses call id %q", i, ev.Tool, ev.CallID)
+			}
+			calls[ev.CallID] = &call{tool: ev.Tool}
+		case termination.KindToolResult:
+			c := calls[ev.CallID]
+			switch {
+			case ev.CallID == "":
+				return fmt.Errorf("event %d: tool_result %s has no call id", i, ev.Tool)
+			case c == nil:
+				return fmt.Errorf("event %d: tool_result %s has call id %q of no earlier tool_call", i, ev.Tool, ev.CallID)
+			case c.tool != ev.Tool:
+				return fmt.Errorf("event %d: tool_result %s has call id %q of a call to %s", i, ev.Tool, ev.CallID, c.tool)
+			case c.answered:
+				return fmt.Errorf("event %d: second tool_result for call id %q", i, ev.CallID)
+			}
+			c.answered = true
+		}
+	}
+	return nil
+}
+
 func runHarness(t *testing.T, h Harness, stage *middleware.Stage, s Script) Report {
 	t.Helper()
 	timeout := h.Timeout
@@ -243,6 +292,18 @@ func testCompletes(t *testing.T, h Harness) {
 	}
 	if rep.ModelCalls != 2 {
 		t.Errorf("model calls = %d, want 2", rep.ModelCalls)
+	}
+	if h.CallIDs {
+		if err := CheckCallIDs(rec.All()); err != nil {
+			t.Errorf("the framework's tool call ids do not reach the events: %v", err)
+		}
+	}
+	if h.Model != "" {
+		for i, ev := range rec.All() {
+			if (ev.Kind == termination.KindMessage || ev.Kind == termination.KindFinal) && ev.Model != h.Model {
+				t.Errorf("event %d (%s) model = %q, want %q", i, ev.Kind, ev.Model, h.Model)
+			}
+		}
 	}
 	for _, ev := range rec.All() {
 		if ev.Kind == termination.KindToolCall && (ev.Tool != "search" || termination.Canonical(ev.Args) != termination.Canonical([]byte(`{"query":"capital of France"}`))) {

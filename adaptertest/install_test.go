@@ -12,6 +12,7 @@ import (
 	"sort"
 	"strings"
 	"testing"
+	"time"
 )
 
 // module is one Go module of this repository.
@@ -174,7 +175,9 @@ func main() {
 `, imp, uses[m.path]))
 			run(t, dir, env, goBin, "get", m.path+"@"+version)
 			run(t, dir, env, goBin, "mod", "tidy")
-			run(t, dir, env, goBin, "build", "-o", filepath.Join(dir, "consumer"), ".")
+			// -trimpath: compiled packages do not depend on where this
+			// test's module cache is, so later runs reuse the build cache.
+			run(t, dir, env, goBin, "build", "-trimpath", "-o", filepath.Join(dir, "consumer"), ".")
 			if out := run(t, dir, env, filepath.Join(dir, "consumer")); strings.TrimSpace(out) != "natural_completion" {
 				t.Errorf("consumer printed %q, want natural_completion", out)
 			}
@@ -205,7 +208,9 @@ func run(t *testing.T, dir string, env []string, name string, args ...string) st
 	cmd := exec.CommandContext(t.Context(), name, args...)
 	cmd.Dir = dir
 	cmd.Env = append(os.Environ(), env...)
+	start := time.Now()
 	out, err := cmd.CombinedOutput()
+	t.Logf("%s %s: %s", filepath.Base(name), strings.Join(args, " "), time.Since(start).Round(time.Millisecond))
 	if err != nil {
 		t.Fatalf("%s %s in %s: %v\n%s", filepath.Base(name), strings.Join(args, " "), dir, err, out)
 	}

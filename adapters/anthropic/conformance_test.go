@@ -21,7 +21,7 @@ func harness(l loop) adaptertest.Harness {
 		ctx, run := stage.Start(t.Context())
 		res := l.run(ctx, run, m.client(), s.Input)
 		return adaptertest.Report{Result: res, ModelCalls: m.calls()}
-	}}
+	}, CallIDs: !l.runner, Model: "scripted"} // the tool runner does not give tools their call's id
 }
 
 func TestConformance(t *testing.T) {

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/cloudwego/eino/adk"
+	"github.com/cloudwego/eino/callbacks"
+	"github.com/cloudwego/eino/components"
 	"github.com/cloudwego/eino/components/model"
 	"github.com/cloudwego/eino/components/tool"
 	"github.com/cloudwego/eino/compose"
@@ -269,6 +271,7 @@ func harness(s setup) adaptertest.Harness {
 			}, m)
 			return adaptertest.Report{Result: out.res, ModelCalls: out.calls}
 		},
+		CallIDs: true, // the model is named only to callbacks, by components that report their Config
 	}
 }
 
@@ -660,5 +663,20 @@ func TestForwardLeaveEarlyWithStop(t *testing.T) {
 	}
 	if m.Calls() != models || tl.Live() != tools {
 		t.Errorf("model, tool calls with a live context after Stop = %d, %d; want 0, 0", m.Calls()-models, tl.Live()-tools)
+	}
+}
+
+// The Handler reports the model a callback's Config names (tool call ids
+// are checked by the conformance suite).
+func TestHandlerModelAndCallID(t *testing.T) {
+	stage, seen := newStage(t, "max_tool_calls: 3")
+	ctx, run := stage.Start(context.Background())
+	h := eino.NewHandler(run)
+	h.OnEnd(ctx, &callbacks.RunInfo{Component: components.ComponentOfChatModel},
+		&model.CallbackOutput{Message: schema.AssistantMessage("hi", nil), Config: &model.Config{Model: "gpt-test"}})
+	h.Finish(nil)
+	evs := seen.All()
+	if len(evs) != 1 || evs[0].Model != "gpt-test" {
+		t.Fatalf("events = %+v, want one with model gpt-test", evs)
 	}
 }

@@ -152,6 +152,16 @@ func TestNaturalCompletion(t *testing.T) {
 		if ev[3].Kind != termination.KindToolResult || ev[3].Text == "" || !ev[3].Usage.IsZero() {
 			t.Errorf("tool result = %+v", ev[3])
 		}
+		// The tool requests' refs reach the events as call ids; genkit runs
+		// a turn's tools in parallel, so the results are paired by id.
+		for i, want := range map[int]string{1: "call_0_0", 2: "call_0_1", 6: "call_1_0"} {
+			if ev[i].CallID != want {
+				t.Errorf("event %d (%s) call_id = %q, want %q", i, ev[i].Kind, ev[i].CallID, want)
+			}
+		}
+		if err := adaptertest.CheckCallIDs(ev); err != nil {
+			t.Error(err)
+		}
 		if ev[8].Text != "the answer is 42" {
 			t.Errorf("final = %+v", ev[8])
 		}

@@ -22,7 +22,7 @@ func harness(stream bool) adaptertest.Harness {
 		ctx, run := stage.Start(t.Context())
 		res := agentLoop(ctx, run, m.client(), stream, s.Input)
 		return adaptertest.Report{Result: res, ModelCalls: m.calls()}
-	}}
+	}, CallIDs: true, Model: "scripted"}
 }
 
 func TestConformance(t *testing.T) {
