@@ -40,6 +40,26 @@ type Turn struct {
 	Text      string
 	ToolCalls []ToolCall
 	Usage     termination.Usage
+	// Stop is the provider's finish or stop reason when it is not the one
+	// the turn implies (tool calls, else the end of the turn): "length",
+	// "max_tokens", ... Scripted servers put it on the wire as is.
+	Stop string
+	// Refusal is the text of a refusal, for APIs that report one apart.
+	Refusal string
+	// CacheRead is the prompt tokens read from a prompt cache, for APIs
+	// that report them apart from Usage.InputTokens (Anthropic's
+	// cache_read_input_tokens).
+	CacheRead int64
+}
+
+// Calls returns tool calls from name and JSON arguments, in pairs:
+// Calls("search", `{"q":"a"}`, "echo", `{}`).
+func Calls(nameArgs ...string) []ToolCall {
+	out := make([]ToolCall, 0, len(nameArgs)/2)
+	for i := 0; i+1 < len(nameArgs); i += 2 {
+		out = append(out, ToolCall{Name: nameArgs[i], Args: nameArgs[i+1]})
+	}
+	return out
 }
 
 // Script is a scripted conversation.

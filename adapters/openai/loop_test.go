@@ -90,10 +90,10 @@ func forEachMode(t *testing.T, f func(t *testing.T, stream bool)) {
 
 func TestRunawayStoppedByMaxToolCalls(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
-		m := newModel(t, true, turn{text: "searching", calls: []call{{"echo", `{"q":"again"}`}}, input: 10, output: 3})
+		m := newModel(t, true, turn("searching", 10, 3, "echo", `{"q":"again"}`))
 		stage := newStage(t, nil, "max_tool_calls: 3")
 		ctx, run := stage.Start(t.Context())
-		res := agentLoop(ctx, run, m.client(), stream, "find it")
+		res := agentLoop(ctx, run, client(m), stream, "find it")
 
 		var limit termination.MaxToolCallsReached
 		if !errors.As(res.Cause, &limit) || limit.Limit != 3 || limit.Count != 4 {
@@ -103,7 +103,7 @@ func TestRunawayStoppedByMaxToolCalls(t *testing.T) {
 			t.Errorf("context.Cause(ctx) = %v, want the typed cause", context.Cause(ctx))
 		}
 		// The 4th response requested the 4th call: no request after it.
-		if got := m.calls(); got != 4 {
+		if got := m.Requests(); got != 4 {
 			t.Errorf("model calls = %d, want 4", got)
 		}
 		if res.Tokens.InputTokens != 40 || res.Tokens.OutputTokens != 12 {
@@ -114,16 +114,16 @@ func TestRunawayStoppedByMaxToolCalls(t *testing.T) {
 
 func TestRunawayStoppedByStall(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
-		m := newModel(t, true, turn{calls: []call{{"echo", `{"q": "same", "page": 1}`}}, input: 7, output: 2})
+		m := newModel(t, true, turn("", 7, 2, "echo", `{"q": "same", "page": 1}`))
 		stage := newStage(t, nil, "{stall: {repeats: 3}, max_iterations: 50}")
 		ctx, run := stage.Start(t.Context())
-		res := agentLoop(ctx, run, m.client(), stream, "find it")
+		res := agentLoop(ctx, run, client(m), stream, "find it")
 
 		var stall termination.StallDetected
 		if !errors.As(res.Cause, &stall) || stall.Signal != termination.SignalRepeatedToolCall || stall.Repeats != 3 {
 			t.Fatalf("cause = %#v, want StallDetected{repeated_tool_call, 3}", res.Cause)
 		}
-		if got := m.calls(); got != 3 {
+		if got := m.Requests(); got != 3 {
 			t.Errorf("model calls = %d, want 3", got)
 		}
 		if res.Tokens.InputTokens != 21 || res.Tokens.OutputTokens != 6 {
@@ -135,14 +135,14 @@ func TestRunawayStoppedByStall(t *testing.T) {
 func TestNaturalCompletion(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
 		m := newModel(t, false,
-			turn{text: "let me look", calls: []call{{"echo", `{"q":"a"}`}, {"echo", `{"q":"b"}`}}, input: 100, output: 20},
-			turn{calls: []call{{"fail", `{}`}}, input: 150, output: 5},
-			turn{text: "the answer is 42", input: 200, output: 30},
+			turn("let me look", 100, 20, "echo", `{"q":"a"}`, "echo", `{"q":"b"}`),
+			turn("", 150, 5, "fail", `{}`),
+			turn("the answer is 42", 200, 30),
 		)
 		rec := &adaptertest.Events{}
 		stage := newStage(t, rec, "{max_tool_calls: 10, max_iterations: 10}")
 		ctx, run := stage.Start(t.Context())
-		res := agentLoop(ctx, run, m.client(), stream, "what is it?")
+		res := agentLoop(ctx, run, client(m), stream, "what is it?")
 
 		if _, ok := res.Cause.(termination.NaturalCompletion); !ok {
 			t.Fatalf("cause = %#v, want NaturalCompletion", res.Cause)
@@ -183,7 +183,7 @@ func TestNaturalCompletion(t *testing.T) {
 		if ev[9].Text != "the answer is 42" {
 			t.Errorf("final = %+v", ev[9])
 		}
-		if got := m.calls(); got != 3 {
+		if got := m.Requests(); got != 3 {
 			t.Errorf("model calls = %d, want 3", got)
 		}
 	})
@@ -193,11 +193,11 @@ func TestNaturalCompletion(t *testing.T) {
 // the reason in the error text.
 func TestTruncatedAnswerFails(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
-		m := newModel(t, false, turn{text: "the answer is", finish: "length", input: 5, output: 4096})
+		m := newModel(t, false, adaptertest.Turn{Text: "the answer is", Usage: termination.Usage{InputTokens: 5, OutputTokens: 4096}, Stop: "length"})
 		rec := &adaptertest.Events{}
 		stage := newStage(t, rec, "{}")
 		ctx, run := stage.Start(t.Context())
-		res := agentLoop(ctx, run, m.client(), stream, "long question")
+		res := agentLoop(ctx, run, client(m), stream, "long question")
 
 		var failed termination.Failed
 		if !errors.As(res.Cause, &failed) || failed.Reason != termination.FailStreamError {
@@ -217,16 +217,16 @@ func TestTruncatedAnswerFails(t *testing.T) {
 // the condition, not the next request's "context canceled".
 func TestStopOnToolResult(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
-		m := newModel(t, true, turn{calls: []call{{"fail", `{}`}}, input: 1, output: 1})
+		m := newModel(t, true, turn("", 1, 1, "fail", `{}`))
 		stage := newStage(t, nil, "{errors: {total: 2}, max_iterations: 20}")
 		ctx, run := stage.Start(t.Context())
-		res := agentLoop(ctx, run, m.client(), stream, "go")
+		res := agentLoop(ctx, run, client(m), stream, "go")
 
 		var failed termination.Failed
 		if !errors.As(res.Cause, &failed) || failed.Reason != termination.FailErrorThreshold {
 			t.Fatalf("cause = %#v, want Failed{error_threshold}", res.Cause)
 		}
-		if got := m.calls(); got != 2 {
+		if got := m.Requests(); got != 2 {
 			t.Errorf("model calls = %d, want 2", got)
 		}
 	})
@@ -235,16 +235,16 @@ func TestStopOnToolResult(t *testing.T) {
 // The stop reaches requests in flight: a run stopped from outside cancels
 // the request the loop is waiting on.
 func TestStopCancelsLoop(t *testing.T) {
-	m := newModel(t, true, turn{calls: []call{{"echo", `{}`}}, input: 1, output: 1})
+	m := newModel(t, true, turn("", 1, 1, "echo", `{}`))
 	stage := newStage(t, nil, "{}")
 	ctx, run := stage.Start(t.Context())
 	run.Stop("user pressed stop")
-	res := agentLoop(ctx, run, m.client(), false, "go")
+	res := agentLoop(ctx, run, client(m), false, "go")
 	var c termination.Cancelled
 	if !errors.As(res.Cause, &c) || c.Reason != termination.CancelExternal {
 		t.Fatalf("cause = %#v, want Cancelled{external}", res.Cause)
 	}
-	if got := m.calls(); got != 0 {
+	if got := m.Requests(); got != 0 {
 		t.Errorf("model calls = %d, want 0", got)
 	}
 }
