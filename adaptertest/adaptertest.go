@@ -52,6 +52,12 @@ type Turn struct {
 	CacheRead int64
 }
 
+// NewTurn returns a turn with text, usage (input and output tokens) and
+// tool calls given as name and JSON arguments pairs (see [Calls]).
+func NewTurn(text string, input, output int64, calls ...string) Turn {
+	return Turn{Text: text, ToolCalls: Calls(calls...), Usage: termination.Usage{InputTokens: input, OutputTokens: output}}
+}
+
 // Calls returns tool calls from name and JSON arguments, in pairs:
 // Calls("search", `{"q":"a"}`, "echo", `{}`).
 func Calls(nameArgs ...string) []ToolCall {

@@ -30,3 +30,19 @@ func ObserveEach[T any](run *Run, item T, decode func(item T, emit func(terminat
 	}
 	return cause, stop
 }
+
+// ObserveError reports an error that the loop survives (a failed request
+// it retries, a tool error it hands back to the model) as an error event,
+// so that the errors condition counts it, and returns the cause and true
+// when the loop must stop. An error that ends the loop goes to Run.Finish
+// instead. A nil err reports nothing and returns the run's cause, if it has
+// stopped.
+func ObserveError(run *Run, err error) (termination.Cause, bool) {
+	if run == nil {
+		return nil, false
+	}
+	if err == nil {
+		return run.Cause()
+	}
+	return run.Observe(termination.Event{Kind: termination.KindError, Err: err.Error()})
+}

@@ -2,6 +2,7 @@ package middleware_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 
 	"github.com/agentstop/agentstop/middleware"
@@ -43,5 +44,33 @@ func TestObserveEach(t *testing.T) {
 	}
 	if c, stop := middleware.ObserveEach(run, 0, nil); stop || c != nil {
 		t.Errorf("nil decode: %v, %v", c, stop)
+	}
+}
+
+// ObserveError reports errors the loop survives until the errors condition
+// fires.
+func TestObserveError(t *testing.T) {
+	stage, err := middleware.New("observe_error", middleware.WithPolicy(termination.MustParsePolicy("errors: {consecutive: 2}")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, run := stage.Start(context.Background())
+	if _, stop := middleware.ObserveError(run, nil); stop {
+		t.Fatal("nil error stopped the run")
+	}
+	if _, stop := middleware.ObserveError(run, errors.New("429")); stop {
+		t.Fatal("first error stopped the run")
+	}
+	cause, stop := middleware.ObserveError(run, errors.New("429"))
+	var failed termination.Failed
+	if !stop || !errors.As(cause, &failed) || failed.Reason != termination.FailErrorThreshold {
+		t.Fatalf("cause = %#v, %v, want Failed{error_threshold}", cause, stop)
+	}
+	if c, stop := middleware.ObserveError(run, nil); !stop || c != cause {
+		t.Errorf("nil error after the stop = %v, %v; want the cause", c, stop)
+	}
+	run.Finish(nil)
+	if c, stop := middleware.ObserveError(nil, errors.New("x")); stop || c != nil {
+		t.Errorf("nil run: %v, %v", c, stop)
 	}
 }

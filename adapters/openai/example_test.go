@@ -18,7 +18,7 @@ import (
 // 127.0.0.1; point option.WithBaseURL at nothing to use the real API.)
 func Example() {
 	m, _ := adaptertest.StartServer("/v1/chat/completions", adaptertest.Script{Repeat: true, Turns: []adaptertest.Turn{
-		turn("", 120, 15, "search", `{"q":"agentstop"}`)}}, respond)
+		adaptertest.NewTurn("", 120, 15, "search", `{"q":"agentstop"}`)}}, respond)
 	defer m.Close()
 	client := client(m)
 

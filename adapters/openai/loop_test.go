@@ -66,19 +66,6 @@ func agentLoop(ctx context.Context, run *middleware.Run, client openai.Client, s
 	}
 }
 
-func newStage(t *testing.T, rec *adaptertest.Events, policy string) *middleware.Stage {
-	t.Helper()
-	cond := termination.MustParsePolicy(policy).Condition()
-	if rec != nil {
-		cond = termination.AnyOf(rec.Condition(), cond)
-	}
-	stage, err := middleware.New("openai-test", middleware.WithCondition(cond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return stage
-}
-
 func forEachMode(t *testing.T, f func(t *testing.T, stream bool)) {
 	for _, mode := range []struct {
 		name   string
@@ -90,8 +77,8 @@ func forEachMode(t *testing.T, f func(t *testing.T, stream bool)) {
 
 func TestRunawayStoppedByMaxToolCalls(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
-		m := newModel(t, true, turn("searching", 10, 3, "echo", `{"q":"again"}`))
-		stage := newStage(t, nil, "max_tool_calls: 3")
+		m := newModel(t, true, adaptertest.NewTurn("searching", 10, 3, "echo", `{"q":"again"}`))
+		stage, _ := adaptertest.NewStage(t, "openai_test", "max_tool_calls: 3")
 		ctx, run := stage.Start(t.Context())
 		res := agentLoop(ctx, run, client(m), stream, "find it")
 
@@ -114,8 +101,8 @@ func TestRunawayStoppedByMaxToolCalls(t *testing.T) {
 
 func TestRunawayStoppedByStall(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
-		m := newModel(t, true, turn("", 7, 2, "echo", `{"q": "same", "page": 1}`))
-		stage := newStage(t, nil, "{stall: {repeats: 3}, max_iterations: 50}")
+		m := newModel(t, true, adaptertest.NewTurn("", 7, 2, "echo", `{"q": "same", "page": 1}`))
+		stage, _ := adaptertest.NewStage(t, "openai_test", "{stall: {repeats: 3}, max_iterations: 50}")
 		ctx, run := stage.Start(t.Context())
 		res := agentLoop(ctx, run, client(m), stream, "find it")
 
@@ -135,12 +122,11 @@ func TestRunawayStoppedByStall(t *testing.T) {
 func TestNaturalCompletion(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
 		m := newModel(t, false,
-			turn("let me look", 100, 20, "echo", `{"q":"a"}`, "echo", `{"q":"b"}`),
-			turn("", 150, 5, "fail", `{}`),
-			turn("the answer is 42", 200, 30),
+			adaptertest.NewTurn("let me look", 100, 20, "echo", `{"q":"a"}`, "echo", `{"q":"b"}`),
+			adaptertest.NewTurn("", 150, 5, "fail", `{}`),
+			adaptertest.NewTurn("the answer is 42", 200, 30),
 		)
-		rec := &adaptertest.Events{}
-		stage := newStage(t, rec, "{max_tool_calls: 10, max_iterations: 10}")
+		stage, rec := adaptertest.NewStage(t, "openai_test", "{max_tool_calls: 10, max_iterations: 10}")
 		ctx, run := stage.Start(t.Context())
 		res := agentLoop(ctx, run, client(m), stream, "what is it?")
 
@@ -194,8 +180,7 @@ func TestNaturalCompletion(t *testing.T) {
 func TestTruncatedAnswerFails(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
 		m := newModel(t, false, adaptertest.Turn{Text: "the answer is", Usage: termination.Usage{InputTokens: 5, OutputTokens: 4096}, Stop: "length"})
-		rec := &adaptertest.Events{}
-		stage := newStage(t, rec, "{}")
+		stage, rec := adaptertest.NewStage(t, "openai_test", "{}")
 		ctx, run := stage.Start(t.Context())
 		res := agentLoop(ctx, run, client(m), stream, "long question")
 
@@ -217,8 +202,8 @@ func TestTruncatedAnswerFails(t *testing.T) {
 // the condition, not the next request's "context canceled".
 func TestStopOnToolResult(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
-		m := newModel(t, true, turn("", 1, 1, "fail", `{}`))
-		stage := newStage(t, nil, "{errors: {total: 2}, max_iterations: 20}")
+		m := newModel(t, true, adaptertest.NewTurn("", 1, 1, "fail", `{}`))
+		stage, _ := adaptertest.NewStage(t, "openai_test", "{errors: {total: 2}, max_iterations: 20}")
 		ctx, run := stage.Start(t.Context())
 		res := agentLoop(ctx, run, client(m), stream, "go")
 
@@ -235,8 +220,8 @@ func TestStopOnToolResult(t *testing.T) {
 // The stop reaches requests in flight: a run stopped from outside cancels
 // the request the loop is waiting on.
 func TestStopCancelsLoop(t *testing.T) {
-	m := newModel(t, true, turn("", 1, 1, "echo", `{}`))
-	stage := newStage(t, nil, "{}")
+	m := newModel(t, true, adaptertest.NewTurn("", 1, 1, "echo", `{}`))
+	stage, _ := adaptertest.NewStage(t, "openai_test", "{}")
 	ctx, run := stage.Start(t.Context())
 	run.Stop("user pressed stop")
 	res := agentLoop(ctx, run, client(m), false, "go")

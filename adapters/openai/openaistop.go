@@ -139,13 +139,11 @@ func ObserveToolResult(run *middleware.Run, call openai.ChatCompletionMessageToo
 
 // ObserveError reports a loop-level error that the loop survives (a failed
 // request it retries) as an error event, so that the errors condition counts
-// it, and returns the cause and true when the loop must stop. An error that
-// ends the loop goes to run.Finish instead. A nil err reports nothing.
+// it, and returns the cause and true when the loop must stop; see
+// middleware.ObserveError. An error that ends the loop goes to run.Finish
+// instead.
 func ObserveError(run *middleware.Run, err error) (termination.Cause, bool) {
-	if err == nil {
-		return run.Cause()
-	}
-	return run.Observe(termination.Event{Kind: termination.KindError, Err: err.Error()})
+	return middleware.ObserveError(run, err)
 }
 
 // Accumulate reads a streamed chat completion to its end, passing each

@@ -11,15 +11,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	"github.com/agentstop/agentstop/adaptertest"
-	"github.com/agentstop/agentstop/termination"
 )
-
-// turn is one scripted model response: text, tool calls (name, JSON
-// arguments pairs), prompt_tokens and completion_tokens.
-func turn(text string, input, output int64, calls ...string) adaptertest.Turn {
-	return adaptertest.Turn{Text: text, ToolCalls: adaptertest.Calls(calls...),
-		Usage: termination.Usage{InputTokens: input, OutputTokens: output}}
-}
 
 // newModel starts a scripted Chat Completions server (see respond).
 func newModel(t testing.TB, repeat bool, turns ...adaptertest.Turn) *adaptertest.Server {
