@@ -15,6 +15,12 @@
 //     and the model is not called again more than once;
 //   - where the framework gives them, tool call ids and the model's name
 //     reach the events ([Harness.CallIDs], [Harness.Model]).
+//
+// It also holds what adapters' own tests share: the suite's scripts
+// ([Lookup], [Runaway]) and turns ([NewTurn], [Calls]), a stage that
+// records what it evaluates ([NewStage], [Events]), [CheckCallIDs], and
+// [Server], a scripted model API on 127.0.0.1 for adapters that drive a
+// provider's real SDK.
 package adaptertest
 
 import (
