@@ -24,6 +24,7 @@
 package adaptertest
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -122,6 +123,11 @@ type Harness struct {
 	// then checks that every tool_call event carries its own call id and
 	// every tool_result the id of its call (see [CheckCallIDs]).
 	CallIDs bool
+	// ToolErrorsGoOn says that the loop hands a failed tool's error back
+	// to the model and goes on (a tool named "fail" fails): the suite then
+	// checks that a stop firing on a tool_result (the errors condition on
+	// the second failure) ends the loop before its next model call.
+	ToolErrorsGoOn bool
 	// Model, when not empty, is the model name the framework reports with
 	// the scripted model's responses: the suite checks that every message
 	// and final event carries it.
@@ -143,6 +149,32 @@ func Run(t *testing.T, h Harness) {
 		testRunaway(t, h, "{stall: {repeats: 3}, max_tool_calls: 50}",
 			termination.StallDetected{Signal: termination.SignalRepeatedToolCall, Repeats: 3})
 	})
+	if h.ToolErrorsGoOn {
+		t.Run("StopOnToolResult", func(t *testing.T) { testStopOnToolResult(t, h) })
+	}
+}
+
+// Failing is a runaway whose every tool call fails: the loop hands the
+// error back to the model, which calls the tool again.
+var Failing = Script{
+	Input: "Keep trying.",
+	Turns: []Turn{{
+		ToolCalls: []ToolCall{{Name: "fail", Args: `{}`}},
+		Usage:     termination.Usage{InputTokens: 1, OutputTokens: 1},
+	}},
+	Repeat: true,
+}
+
+func testStopOnToolResult(t *testing.T, h Harness) {
+	stage, _ := NewStage(t, "adaptertest_tool_result", "{errors: {total: 2}, max_iterations: 20}", middleware.WithDrainTimeout(2*time.Second))
+	rep := runHarness(t, h, stage, Failing)
+	var failed termination.Failed
+	if !errors.As(rep.Result.Cause, &failed) || failed.Reason != termination.FailErrorThreshold {
+		t.Fatalf("cause = %#v, want Failed{error_threshold} (a stop on a tool_result must not surface as the next request's error)", rep.Result.Cause)
+	}
+	if rep.ModelCalls != 2 {
+		t.Errorf("model calls = %d, want 2: the stop fired on the second tool result, before the third call", rep.ModelCalls)
+	}
 }
 
 // Lookup is the suite's conversation that completes: a tool call, its

@@ -173,25 +173,6 @@ func TestTruncatedAnswerFails(t *testing.T) {
 	})
 }
 
-// A stop that fires on a tool result (here: the errors condition on a
-// failed tool) ends the runner before its next request.
-func TestStopOnToolResult(t *testing.T) {
-	forEachLoop(t, func(t *testing.T, l loop) {
-		m := newModel(t, true, adaptertest.NewTurn("", 1, 1, "fail", `{}`))
-		stage, _ := adaptertest.NewStage(t, "anthropic_test", "{errors: {total: 2}, max_iterations: 20}")
-		ctx, run := stage.Start(t.Context())
-		res := l.run(ctx, run, client(m), "go")
-
-		var failed termination.Failed
-		if !errors.As(res.Cause, &failed) || failed.Reason != termination.FailErrorThreshold {
-			t.Fatalf("cause = %#v, want Failed{error_threshold}", res.Cause)
-		}
-		if got := m.Requests(); got != 2 {
-			t.Errorf("model calls = %d, want 2", got)
-		}
-	})
-}
-
 // A run stopped from outside cancels the request the loop is waiting on.
 func TestStopCancelsLoop(t *testing.T) {
 	forEachLoop(t, func(t *testing.T, l loop) {

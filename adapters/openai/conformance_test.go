@@ -15,7 +15,7 @@ func harness(stream bool) adaptertest.Harness {
 		ctx, run := stage.Start(t.Context())
 		res := agentLoop(ctx, run, client(m), stream, s.Input)
 		return adaptertest.Report{Result: res, ModelCalls: m.Requests()}
-	}, CallIDs: true, Model: "scripted"}
+	}, CallIDs: true, Model: "scripted", ToolErrorsGoOn: true}
 }
 
 func TestConformance(t *testing.T) {

@@ -197,26 +197,6 @@ func TestTruncatedAnswerFails(t *testing.T) {
 	})
 }
 
-// A stop that fires on a tool result (the errors condition on a failed
-// tool) ends the loop at once: no further request, and the run's cause is
-// the condition, not the next request's "context canceled".
-func TestStopOnToolResult(t *testing.T) {
-	forEachMode(t, func(t *testing.T, stream bool) {
-		m := newModel(t, true, adaptertest.NewTurn("", 1, 1, "fail", `{}`))
-		stage, _ := adaptertest.NewStage(t, "openai_test", "{errors: {total: 2}, max_iterations: 20}")
-		ctx, run := stage.Start(t.Context())
-		res := agentLoop(ctx, run, client(m), stream, "go")
-
-		var failed termination.Failed
-		if !errors.As(res.Cause, &failed) || failed.Reason != termination.FailErrorThreshold {
-			t.Fatalf("cause = %#v, want Failed{error_threshold}", res.Cause)
-		}
-		if got := m.Requests(); got != 2 {
-			t.Errorf("model calls = %d, want 2", got)
-		}
-	})
-}
-
 // The stop reaches requests in flight: a run stopped from outside cancels
 // the request the loop is waiting on.
 func TestStopCancelsLoop(t *testing.T) {
