@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/agentstop/agentstop/middleware"
@@ -73,4 +74,28 @@ func TestObserveError(t *testing.T) {
 	if c, stop := middleware.ObserveError(nil, errors.New("x")); stop || c != nil {
 		t.Errorf("nil run: %v, %v", c, stop)
 	}
+}
+
+// A callback framework hands the adapter one model response at a time; the
+// adapter reports its events and tells the loop whether to go on.
+func ExampleObserveEach() {
+	type response struct{ calls []string }
+	decode := func(r response, emit func(termination.Event)) {
+		emit(termination.Event{Kind: termination.KindMessage})
+		for _, c := range r.calls {
+			emit(termination.Event{Kind: termination.KindToolCall, Tool: c})
+		}
+	}
+	stage, _ := middleware.New("callbacks", middleware.WithCondition(termination.MaxToolCalls(2)))
+	_, run := stage.Start(context.Background())
+	for turn := 1; ; turn++ {
+		if cause, stop := middleware.ObserveEach(run, response{calls: []string{"search"}}, decode); stop {
+			fmt.Println("stopped on turn", turn, "by", cause)
+			break
+		}
+	}
+	fmt.Println(run.Finish(nil).TerminationCause)
+	// Output:
+	// stopped on turn 3 by agentstop: max tool calls reached (3 > limit 2)
+	// max_tool_calls
 }
