@@ -73,7 +73,8 @@ func NewHandler(run *middleware.Run, opts ...Option) *Handler {
 
 // Context returns ctx with h attached, so that every eino component run
 // under it (an adk Runner, a compiled graph) reports to h, together with the
-// handlers already in ctx and the global ones.
+// global handlers (eino's callbacks.InitCallbacks: handlers attached to ctx
+// before are replaced).
 func (h *Handler) Context(ctx context.Context) context.Context {
 	return callbacks.InitCallbacks(ctx, &callbacks.RunInfo{}, h)
 }
