@@ -602,26 +602,32 @@ func TestHandlerEmptyErrorTextDoesNotHideLaterErrors(t *testing.T) {
 // model's and the tools' latency: no call starts with a live context after
 // the event that fired. (Run with -count=50 -race.)
 func TestStopBeforeNextStep(t *testing.T) {
+	parallel := adaptertest.Script{Input: runaway.Input, Repeat: true, Turns: []adaptertest.Turn{
+		adaptertest.NewTurn("", 50, 5, "search", `{"query":"a"}`, "search", `{"query":"b"}`)}}
 	for _, tc := range []struct {
 		policy           string
 		models, tools    int // calls that start with a live context
 		modelMs, toolsMs int
+		script           adaptertest.Script
 	}{
 		// The 4th tool_call fires: the 4th model call ran, its tool does not.
-		{"max_tool_calls: 3", 4, 3, 0, 0},
-		{"max_tool_calls: 3", 4, 3, 1, 0},
-		{"max_tool_calls: 3", 4, 3, 0, 1},
-		{"{stall: {repeats: 3}, max_tool_calls: 50}", 3, 2, 0, 0},
-		{"{stall: {repeats: 3}, max_tool_calls: 50}", 3, 2, 2, 1},
+		{"max_tool_calls: 3", 4, 3, 0, 0, runaway},
+		{"max_tool_calls: 3", 4, 3, 1, 0, runaway},
+		{"max_tool_calls: 3", 4, 3, 0, 1, runaway},
+		{"{stall: {repeats: 3}, max_tool_calls: 50}", 3, 2, 0, 0, runaway},
+		{"{stall: {repeats: 3}, max_tool_calls: 50}", 3, 2, 2, 1, runaway},
+		// Two parallel calls per turn: the second turn's second call fires;
+		// neither of that turn's tools runs.
+		{"max_tool_calls: 3", 2, 2, 0, 1, parallel},
 	} {
 		for _, streaming := range []bool{false, true} {
-			name := fmt.Sprintf("%s/model=%dms/tool=%dms/streaming=%v", tc.policy, tc.modelMs, tc.toolsMs, streaming)
+			name := fmt.Sprintf("%s/model=%dms/tool=%dms/calls=%d/streaming=%v", tc.policy, tc.modelMs, tc.toolsMs, len(tc.script.Turns[0].ToolCalls), streaming)
 			t.Run(name, func(t *testing.T) {
 				stage, _ := newStage(t, tc.policy)
-				m := &scriptedModel{script: runaway, latency: time.Duration(tc.modelMs) * time.Millisecond}
+				m := &scriptedModel{script: tc.script, latency: time.Duration(tc.modelMs) * time.Millisecond}
 				tl := &countingTool{fixedTool: fixedTool{"search"}, latency: time.Duration(tc.toolsMs) * time.Millisecond}
 				s := setup{streaming: streaming, tool: tl}
-				out := drive(t, stage, runaway.Input, s, func(ctx context.Context) adk.Agent { return newAgent(t, ctx, "assistant", m, s) }, m)
+				out := drive(t, stage, tc.script.Input, s, func(ctx context.Context) adk.Agent { return newAgent(t, ctx, "assistant", m, s) }, m)
 				if out.res.Outcome == termination.OutcomeSucceeded {
 					t.Fatalf("cause = %#v, want a stop", out.res.Cause)
 				}
