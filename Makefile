@@ -23,7 +23,7 @@ vet:
 test: vet test-core test-adapters test-dashboards
 
 test-core:
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 30m ./... # adaptertest installs every adapter from a module proxy: minutes on a cold cache
 
 test-adapters:
 	@set -e; for d in $(ADAPTERS); do \

@@ -27,6 +27,7 @@ type config struct {
 	onWarning      func(context.Context, termination.Cause)
 	drainTimeout   time.Duration
 	recorder       Recorder
+	recorders      recorders // given with WithRecorder, combined into recorder
 	customReasons  []string
 	providerName   string
 	errs           []error
@@ -97,13 +98,58 @@ func WithDrainTimeout(d time.Duration) Option {
 }
 
 // WithRecorder records the stage's runs (spans, metrics) through r; see
-// package telemetry. Default: nothing is recorded. nil is ignored.
+// package telemetry. Given several times, every recorder records every run,
+// in the order given (each one's context is the parent of the next one's).
+// Default: nothing is recorded. nil is ignored.
 func WithRecorder(r Recorder) Option {
 	return optionFunc(func(c *config) {
 		if r != nil {
-			c.recorder = r
+			c.recorders = append(c.recorders, r)
 		}
 	})
+}
+
+// recorders fans a run out to several recorders.
+type recorders []Recorder
+
+func (rs recorders) StartRun(ctx context.Context, info RunInfo) (context.Context, RunRecorder) {
+	out := make(runRecorders, 0, len(rs))
+	for _, r := range rs {
+		rctx, rr := r.StartRun(ctx, info)
+		if rctx != nil {
+			ctx = rctx
+		}
+		if rr != nil {
+			out = append(out, rr)
+		}
+	}
+	return ctx, out
+}
+
+type runRecorders []RunRecorder
+
+func (rs runRecorders) Event(ev *termination.Event) {
+	for _, r := range rs {
+		r.Event(ev)
+	}
+}
+
+func (rs runRecorders) Warning(c termination.Cause) {
+	for _, r := range rs {
+		r.Warning(c)
+	}
+}
+
+func (rs runRecorders) Error(err error) {
+	for _, r := range rs {
+		r.Error(err)
+	}
+}
+
+func (rs runRecorders) End(res *termination.Result) {
+	for _, r := range rs {
+		r.End(res)
+	}
 }
 
 // WithCustomReasons allow-lists Custom reasons (and the tags of registered
@@ -141,6 +187,13 @@ func newConfig(stage string, opts []Option) (config, error) {
 	}
 	if len(c.errs) > 0 {
 		return c, fmt.Errorf("middleware: New(%q): %w", stage, errors.Join(c.errs...))
+	}
+	switch len(c.recorders) {
+	case 0:
+	case 1:
+		c.recorder = c.recorders[0]
+	default:
+		c.recorder = c.recorders
 	}
 	for i, cond := range c.conds {
 		if err := termination.Validate(cond); err != nil {
