@@ -20,6 +20,7 @@ vet:
 test: vet test-core test-adapters test-dashboards
 
 test-core:
+	bash fleet/redisfleet/ensure-redis.sh
 	$(GO) test -race -count=1 ./...
 
 test-adapters:
