@@ -19,7 +19,8 @@ import (
 // YAML). A flat policy stops when any of its conditions fires; "any" and
 // "all" take lists of policies and nest. The zero Policy never fires.
 type Policy struct {
-	cond Condition
+	cond  Condition
+	fleet *FleetBudget // the top-level fleet_budget, if any (fleetbudget.go)
 }
 
 // PolicyError is an invalid policy: Path names the key
@@ -65,7 +66,7 @@ func ParsePolicy(data []byte) (Policy, error) {
 	if err != nil {
 		return Policy{}, err
 	}
-	return Policy{cond: c}, nil
+	return Policy{cond: c, fleet: fleetBudgetOf(root)}, nil
 }
 
 // LoadPolicy reads and parses the policy file at path; errors name the file.
@@ -104,7 +105,7 @@ func (p Policy) String() string { return p.Condition().String() }
 
 // policyKeys are the keys a policy mapping may hold, for error messages.
 var policyKeys = []string{"max_iterations", "max_tool_calls", "timeout", "token_budget", "cost_budget",
-	"stall", "errors", "text_mention", "function_call", "handoff", "source_match", "stop_message", "any", "all"}
+	"stall", "errors", "text_mention", "function_call", "handoff", "source_match", "stop_message", "any", "all", "fleet_budget"}
 
 func perr(path string, n *yaml.Node, format string, args ...any) error {
 	line := 0
@@ -285,6 +286,8 @@ func parsePolicyNode(path string, n *yaml.Node) (Condition, error) {
 			if b {
 				conds = append(conds, StopMessage())
 			}
+		case "fleet_budget":
+			return parseFleetBudgetKey(p, v)
 		case "any", "all":
 			if v.Kind != yaml.SequenceNode {
 				return perr(p, v, "must be a list of policies, got %s", describe(v))

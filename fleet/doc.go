@@ -1,0 +1,81 @@
+// Package fleet lets an operator see, stop and block the runs of a stage
+// across every process that runs it, and lets those runs share budgets
+// (contract §7).
+//
+// # The two sides
+//
+// A [Fleet] is what a stage uses: with middleware.WithFleet, every run of
+// the stage gets a library-generated id ([NewRunID], 128 random bits), joins
+// the fleet when it starts ([Fleet.Join]) with its stage, labels (given with
+// middleware.WithLabels; names snake_case, values at most 256 bytes; they
+// select runs and key budgets and never become metric attributes) and the
+// stage's fleet_budget, and leaves it when it ends ([Member.Leave]). In
+// between the middleware reports every event's usage ([Member.Spend]) and
+// the run's figures ([Member.Progress]) — both in-process, allocation-free,
+// never waiting on the network — and the fleet reaches the run through
+// [Hooks]: Stop ends it, Warn adds a warning.
+//
+// A [Control] is what operators use (the agentstop CLI's runs, stop, block,
+// unblock, blocks and budgets commands): list the live runs ([Control.Runs]),
+// stop the runs a [Selector] matches ([Control.Stop], confirmed and
+// counted in a [StopReport]), block new runs ([Control.Block]), and list
+// blocks and budgets.
+//
+// Two implementations share this package's interfaces and pass the same
+// behavioural suite (package fleet/fleettest):
+//
+//   - [Local], the embedded default: one process, no server. Everything in
+//     §7 works inside the process — registry, stop, block with expiry,
+//     shared budgets per window — which is what a single service, a test or
+//     the quickstart without Redis needs.
+//   - package fleet/redisfleet: a fleet shared through Redis (>= 7), for
+//     runs on many hosts. Packages termination, middleware and fleet import
+//     nothing of Redis.
+//
+// # What a run sees
+//
+//   - An operator's stop ends it with Cancelled{reason: external, detail:
+//     "REASON (by WHO)"}: its context is cancelled and its consumer still
+//     gets every event forwarded before the stop.
+//   - A block that matches it when it starts ends it at once with
+//     Skipped{reason: blocked, detail: "REASON (by WHO)"}; live runs are not
+//     affected by a block.
+//   - A fleet_budget in the stage's policy makes it share a budget with
+//     every run of the same key value (the stage, or a label's value) in
+//     fixed windows aligned to the Unix epoch. Crossing the pressure
+//     threshold gives every live sharing run a BudgetPressure{scope: fleet}
+//     warning (in its result, to the stage's warning hook and recorder);
+//     reaching a limit stops every live sharing run with
+//     BudgetExhausted{scope: fleet}, and new runs end at once with
+//     Skipped{reason: fleet_budget_exhausted} until the next window. A run
+//     whose fleet_budget disagrees with the one the first run stored, or
+//     that lacks the keyed label, ends at once with Failed{reason:
+//     invalid_input} naming the difference.
+//
+// # Overshoot
+//
+// Per-event work stays in the process. A networked fleet reserves usage
+// from the shared budget in leases and settles it in the background, so a
+// shared limit can be passed before every process learns it has been
+// reached. While the store is reachable, the usage recorded past a limit
+// is at most
+//
+//	lease size × processes + the usage of the events in flight when the limit is reached
+//
+// (an event in flight is one whose Spend ran before the stop reached its
+// run). [Local] has one process and accounts exactly: its overshoot is the
+// usage of the event that reached the limit plus the events other runs
+// spent concurrently before they were stopped. When the store is
+// unreachable, a fail-open fleet lets runs spend what is left of their
+// leases and then only the runs' own limits apply: the bound no longer
+// holds.
+//
+// # Telemetry
+//
+// Fleet stops, blocks and budgets show in the stage metrics as
+// cancelled/external, skipped/blocked, budget pressure and exhaustion.
+// [Metrics] adds the fleet's own instruments: agent.fleet.errors
+// (operation), agent.fleet.budget.pressure and agent.fleet.budget.exhausted
+// (resource; once per crossing per process, not per run),
+// agent.fleet.runs.stopped and agent.fleet.runs.rejected (reason).
+package fleet

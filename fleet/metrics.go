@@ -1,0 +1,155 @@
+package fleet
+
+import (
+	"context"
+	"sync"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/metric/noop"
+
+	"github.com/agentstop/agentstop/termination"
+)
+
+// ScopeName is the instrumentation scope of the fleet's metrics.
+const ScopeName = "github.com/agentstop/agentstop/fleet"
+
+// Operations counted by agent.fleet.errors (the operation attribute).
+// Implementations may add their own snake_case operations.
+const (
+	OpJoin     = "join"     // registering a run, checking blocks and budgets
+	OpLeave    = "leave"    // deregistering a run, returning a lease
+	OpRenew    = "renew"    // renewing run leases, publishing figures
+	OpReserve  = "reserve"  // reserving a budget lease
+	OpSettle   = "settle"   // settling spent usage
+	OpStop     = "stop"     // issuing or delivering a stop
+	OpBlock    = "block"    // issuing, removing or reading blocks
+	OpList     = "list"     // runs, blocks, budgets listings
+	OpConnect  = "connect"  // (re)connecting, subscribing
+	OpInternal = "internal" // anything else
+)
+
+// Reasons counted by agent.fleet.runs.rejected (the reason attribute): the
+// Skipped reasons and "invalid_input".
+const (
+	RejectBlocked              = termination.SkipBlocked
+	RejectFleetBudgetExhausted = termination.SkipFleetBudgetExhausted
+	RejectFleetUnavailable     = termination.SkipFleetUnavailable
+	RejectInvalidInput         = string(termination.FailInvalidInput)
+)
+
+// Metrics are a fleet's own instruments, built once per fleet from a
+// MeterProvider (OTel API only):
+//
+//   - agent.fleet.errors (counter, operation): failures of the fleet's
+//     store or its background work;
+//   - agent.fleet.budget.pressure (counter, resource): a shared budget
+//     crossed its pressure threshold, once per crossing per process;
+//   - agent.fleet.budget.exhausted (counter, resource): a shared budget
+//     reached a limit, once per crossing per process;
+//   - agent.fleet.runs.stopped (counter): runs this process stopped on an
+//     operator's stop;
+//   - agent.fleet.runs.rejected (counter, reason): runs this process ended
+//     at Join (blocked, fleet_budget_exhausted, fleet_unavailable,
+//     invalid_input).
+//
+// Attribute values come from closed sets, so cardinality is bounded; labels
+// and stage names are never attributes. A nil *Metrics records nothing.
+// Methods are safe for concurrent use and do not allocate once an
+// attribute value has been seen.
+type Metrics struct {
+	errors, pressure, exhausted, stopped, rejected metric.Int64Counter
+
+	mu   sync.Mutex
+	sets map[string]metric.MeasurementOption // "key=value" → cached attribute set option
+}
+
+// NewMetrics builds the instruments from mp; nil means the global
+// MeterProvider. Instrument creation errors go to otel.Handle and leave a
+// no-op instrument.
+func NewMetrics(mp metric.MeterProvider) *Metrics {
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	m := mp.Meter(ScopeName)
+	counter := func(name, unit, desc string) metric.Int64Counter {
+		c, err := m.Int64Counter(name, metric.WithUnit(unit), metric.WithDescription(desc))
+		if err != nil {
+			otel.Handle(err)
+		}
+		if c == nil {
+			c = noop.Int64Counter{}
+		}
+		return c
+	}
+	return &Metrics{
+		errors:    counter("agent.fleet.errors", "{error}", "Failures of the fleet's store or background work, by operation."),
+		pressure:  counter("agent.fleet.budget.pressure", "{crossing}", "Shared budgets that crossed their pressure threshold, once per crossing per process."),
+		exhausted: counter("agent.fleet.budget.exhausted", "{crossing}", "Shared budgets that reached a limit, once per crossing per process."),
+		stopped:   counter("agent.fleet.runs.stopped", "{run}", "Runs stopped by an operator's fleet stop."),
+		rejected:  counter("agent.fleet.runs.rejected", "{run}", "Runs ended when they joined the fleet, by reason."),
+		sets:      map[string]metric.MeasurementOption{},
+	}
+}
+
+func (m *Metrics) attrs(key, value string) metric.MeasurementOption {
+	k := key + "=" + value
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	o, ok := m.sets[k]
+	if !ok {
+		o = metric.WithAttributeSet(attribute.NewSet(attribute.String(key, value)))
+		m.sets[k] = o
+	}
+	return o
+}
+
+// Error counts a failure of operation (one of the Op constants).
+func (m *Metrics) Error(operation string) {
+	if m == nil {
+		return
+	}
+	m.errors.Add(context.Background(), 1, m.attrs("operation", operation))
+}
+
+// Pressure counts one crossing of a shared budget's pressure threshold on
+// resource.
+func (m *Metrics) Pressure(resource termination.Resource) {
+	if m == nil {
+		return
+	}
+	m.pressure.Add(context.Background(), 1, m.attrs("resource", string(resource)))
+}
+
+// Exhausted counts one shared budget reaching its limit on resource.
+func (m *Metrics) Exhausted(resource termination.Resource) {
+	if m == nil {
+		return
+	}
+	m.exhausted.Add(context.Background(), 1, m.attrs("resource", string(resource)))
+}
+
+// Stopped counts n runs stopped by an operator's stop.
+func (m *Metrics) Stopped(n int) {
+	if m == nil || n <= 0 {
+		return
+	}
+	m.stopped.Add(context.Background(), int64(n))
+}
+
+// Rejected counts a run ended at Join with cause c (its Skipped reason, or
+// invalid_input for a Failed).
+func (m *Metrics) Rejected(c termination.Cause) {
+	if m == nil {
+		return
+	}
+	reason := RejectInvalidInput
+	switch c := c.(type) {
+	case termination.Skipped:
+		reason = c.Reason
+	case termination.Failed:
+		reason = string(c.Reason)
+	}
+	m.rejected.Add(context.Background(), 1, m.attrs("reason", reason))
+}
