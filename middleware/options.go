@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -28,14 +29,20 @@ type config struct {
 	drainTimeout   time.Duration
 	recorder       Recorder
 	customReasons  []string
+	fleet          fleet.Fleet              // fleet.go
+	fleetBudget    *termination.FleetBudget // fleet.go
 	errs           []error
 }
 
 // WithPolicy adds the policy's conditions to the stage. Several policies and
-// conditions combine as "any of". Default: no conditions; the stream's end
-// decides.
+// conditions combine as "any of". A policy's fleet_budget becomes the
+// stage's fleet budget, enforced only with [WithFleet]; a second one is an
+// error. Default: no conditions; the stream's end decides.
 func WithPolicy(p termination.Policy) Option {
-	return optionFunc(func(c *config) { c.conds = append(c.conds, p.Condition()) })
+	return optionFunc(func(c *config) {
+		c.conds = append(c.conds, p.Condition())
+		c.setFleetBudget(p.FleetBudget(), "WithPolicy") // fleet.go
+	})
 }
 
 // WithCondition adds a condition to the stage; nil is ignored.

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -108,6 +109,9 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 	if !live {
 		return runCtx, r
 	}
+	if r.startFleet() { // bad labels, or the fleet refused the run (fleet.go)
+		return runCtx, r
+	}
 	if len(s.timeouts) > 0 {
 		// Under the lock: a very short timeout's callback may already be
 		// re-arming r.timer for the next limit.
@@ -165,6 +169,8 @@ type Run struct {
 	ctx        context.Context
 	cancel     context.CancelCauseFunc
 	stopParent func() bool
+	id         string       // set with a fleet (fleet.go)
+	member     fleet.Member // the run's fleet membership, nil without a fleet
 
 	mu      sync.Mutex
 	rec     RunRecorder
@@ -218,12 +224,21 @@ func (r *Run) observe(ev termination.Event) (_ termination.Cause, _ bool, late b
 		}
 		warnings = w
 	}
+	var prog termination.Progress
+	if r.member != nil {
+		prog = r.eval.Progress()
+	}
 	r.mu.Unlock()
 	for _, w := range warnings {
 		r.warn(w)
 	}
 	if stop {
 		r.stopped(cause)
+	}
+	if r.member != nil {
+		if c, fleetStop := r.fleetEvent(ev.Usage, ev.Cost, &prog); fleetStop && !stop {
+			cause, stop = c, true
+		}
 	}
 	return cause, stop, false
 }
@@ -256,14 +271,16 @@ func (r *Run) Stop(reason string) {
 	r.stopWith(termination.Cancelled{Reason: termination.CancelExternal, Detail: reason})
 }
 
-// stopWith ends the run with c unless it has already stopped.
-func (r *Run) stopWith(c termination.Cause) {
+// stopWith ends the run with c unless it has already stopped, and reports
+// whether c became the run's cause.
+func (r *Run) stopWith(c termination.Cause) bool {
 	r.mu.Lock()
 	ok := r.eval.Stop(c)
 	r.mu.Unlock()
 	if ok {
 		r.stopped(c)
 	}
+	return ok
 }
 
 // stopped cancels the run's context with the cause and closes Done.
@@ -334,9 +351,14 @@ func (r *Run) finish(err error) {
 		r.rec.Error(fmt.Errorf("middleware: stage %q: TreatAsSuccess panicked: %v", r.stage.name, treatPanic))
 	}
 	res.Drained = r.drained
+	for _, w := range r.eval.WarningsSince(r.nwarn) {
+		r.rec.Warning(w) // a fleet's warning that no event delivered
+	}
+	r.nwarn = len(res.Warnings)
 	r.rec.End(&res)
 	r.result = &res
 	r.mu.Unlock()
+	r.leaveFleet(&res)
 	r.stopParent()
 	r.stopped(res.Cause)
 	close(r.ended)

@@ -1,0 +1,419 @@
+package fleet
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"slices"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/agentstop/agentstop/termination"
+)
+
+// Local is the in-process fleet, the embedded default: the runs of every
+// stage that uses it in this process form the fleet, with no server. It
+// implements both [Fleet] and [Control]: registry, stops (confirmed and
+// counted at once), blocks with expiry, and shared budgets per window,
+// accounted exactly. It starts no goroutines; expiries and windows are
+// applied when they are next looked at. The zero value is not usable; use
+// [NewLocal].
+type Local struct {
+	host    string
+	pid     int
+	now     func() time.Time
+	metrics *Metrics
+
+	mu       sync.Mutex
+	runs     map[string]*localMember
+	blocks   map[string]Block // by Selector.String()
+	accounts map[BudgetID]*Account
+}
+
+// Option configures a Local fleet.
+type Option interface{ apply(*localConfig) }
+
+type optionFunc func(*localConfig)
+
+func (f optionFunc) apply(c *localConfig) { f(c) }
+
+type localConfig struct {
+	mp  metric.MeterProvider
+	now func() time.Time
+}
+
+// WithMeterProvider records the fleet's metrics ([Metrics]) through mp.
+// Default: the global MeterProvider. nil is ignored.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *localConfig) {
+		if mp != nil {
+			c.mp = mp
+		}
+	})
+}
+
+// WithClock makes the fleet read the time from now (block expiries,
+// budget windows, start times), for tests. Default: time.Now. nil is
+// ignored.
+func WithClock(now func() time.Time) Option {
+	return optionFunc(func(c *localConfig) {
+		if now != nil {
+			c.now = now
+		}
+	})
+}
+
+// NewLocal returns an in-process fleet.
+func NewLocal(opts ...Option) *Local {
+	c := localConfig{now: time.Now}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&c)
+		}
+	}
+	host, _ := os.Hostname()
+	return &Local{host: host, pid: os.Getpid(), now: c.now, metrics: NewMetrics(c.mp),
+		runs: map[string]*localMember{}, blocks: map[string]Block{}, accounts: map[BudgetID]*Account{}}
+}
+
+// localMember is a run that joined a Local fleet.
+type localMember struct {
+	f     *Local
+	info  RunInfo // immutable after Join
+	hooks Hooks
+	acct  *AccountMember // nil without a fleet budget
+
+	mu   sync.Mutex
+	prog termination.Progress
+	left bool
+}
+
+// Join implements Fleet.
+func (l *Local) Join(_ context.Context, run RunInfo, budget *termination.FleetBudget, hooks Hooks) (Member, termination.Cause) {
+	m, c := l.join(run, budget, hooks)
+	if c != nil {
+		l.metrics.Rejected(c)
+		return nil, c
+	}
+	return m, nil
+}
+
+func (l *Local) join(run RunInfo, budget *termination.FleetBudget, hooks Hooks) (*localMember, termination.Cause) {
+	if run.ID == "" {
+		return nil, invalidInput("fleet: Join: the run has no id")
+	}
+	if err := termination.ValidateLabels(run.Labels); err != nil {
+		return nil, invalidInput("fleet: Join: " + err.Error())
+	}
+	if budget != nil {
+		if err := budget.Validate(); err != nil {
+			return nil, invalidInput("fleet: Join: " + err.Error())
+		}
+	}
+	now := l.now()
+	run.Host, run.PID = l.host, l.pid
+	if run.Started.IsZero() {
+		run.Started = now
+	}
+	run.Labels = maps.Clone(run.Labels)
+	m := &localMember{f: l, info: run, hooks: hooks}
+
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, dup := l.runs[run.ID]; dup {
+		return nil, invalidInput(fmt.Sprintf("fleet: Join: run id %s has already joined", run.ID))
+	}
+	if b, ok := l.blockingLocked(run, now); ok {
+		return nil, b.Cause()
+	}
+	if budget != nil {
+		id, c := BudgetIDOf(budget, run.Stage, run.Labels)
+		if c != nil {
+			return nil, c
+		}
+		a := l.accountLocked(id, *budget, now)
+		if c := MismatchCause(id, *budget, a.Spec()); c != nil {
+			return nil, c
+		}
+		am, c := a.Join(hooks)
+		if c != nil {
+			return nil, c
+		}
+		m.acct = am
+	}
+	l.runs[run.ID] = m
+	return m, nil
+}
+
+func invalidInput(msg string) termination.Failed {
+	return termination.Failed{Reason: termination.FailInvalidInput, Err: msg}
+}
+
+// blockingLocked returns the first active block (by selector order) that
+// matches run, dropping expired blocks.
+func (l *Local) blockingLocked(run RunInfo, now time.Time) (Block, bool) {
+	l.expireLocked(now)
+	for _, k := range slices.Sorted(maps.Keys(l.blocks)) {
+		if b := l.blocks[k]; b.Selector.MatchesRun(run.ID, run.Stage, run.Labels) {
+			return b, true
+		}
+	}
+	return Block{}, false
+}
+
+func (l *Local) expireLocked(now time.Time) {
+	for k, b := range l.blocks {
+		if !b.Expires.IsZero() && !now.Before(b.Expires) {
+			delete(l.blocks, k)
+		}
+	}
+}
+
+// accountLocked returns the account of id for the window holding now,
+// creating it (with spec as its stored limits) when there is none, or when
+// its window is over and no run shares it any more; a window that is over
+// while runs still share it is rolled forward.
+func (l *Local) accountLocked(id BudgetID, spec termination.FleetBudget, now time.Time) *Account {
+	a, ok := l.accounts[id]
+	if ok {
+		start, end := a.Window()
+		switch {
+		case now.Before(end):
+			return a
+		case a.Members() == 0:
+			ok = false
+		default:
+			if s := WindowStart(now, a.Spec().Window); s.After(start) {
+				a.Roll(s)
+			}
+			return a
+		}
+	}
+	a = NewAccount(id, spec, WindowStart(now, spec.Window), l.metrics, nil)
+	l.accounts[id] = a
+	return a
+}
+
+// Spend implements Member.
+func (m *localMember) Spend(u termination.Usage, cost float64) (warning, stop termination.Cause) {
+	if m.acct == nil || (u.IsZero() && cost == 0) {
+		return nil, nil
+	}
+	a := m.acct.a
+	if now := m.f.now(); now.UnixNano() >= a.end.Load() {
+		// The window is over: the next one starts afresh.
+		a.Roll(WindowStart(now, a.spec.Window))
+	}
+	return m.acct.Spend(u, cost)
+}
+
+// Progress implements Member.
+func (m *localMember) Progress(p termination.Progress) {
+	m.mu.Lock()
+	m.prog = p
+	m.mu.Unlock()
+}
+
+// Leave implements Member.
+func (m *localMember) Leave(*termination.Result) {
+	m.mu.Lock()
+	if m.left {
+		m.mu.Unlock()
+		return
+	}
+	m.left = true
+	m.mu.Unlock()
+	l := m.f
+	l.mu.Lock()
+	if l.runs[m.info.ID] == m {
+		delete(l.runs, m.info.ID)
+	}
+	l.mu.Unlock()
+	if m.acct != nil {
+		m.acct.Leave()
+	}
+}
+
+func (m *localMember) snapshot(now time.Time) RunInfo {
+	r := m.info
+	r.Labels = maps.Clone(r.Labels)
+	m.mu.Lock()
+	r.SetProgress(m.prog)
+	m.mu.Unlock()
+	// The process holds the live figures: they are current as of now.
+	r.Updated = now
+	return r
+}
+
+// members returns the live runs s matches.
+func (l *Local) members(s Selector) []*localMember {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []*localMember
+	for _, m := range l.runs {
+		if s.Matches(m.info) {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// Runs implements Control.
+func (l *Local) Runs(ctx context.Context, sel Selector) ([]RunInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if !sel.IsZero() {
+		if err := sel.Validate(); err != nil {
+			return nil, err
+		}
+	}
+	now := l.now()
+	ms := l.members(sel)
+	out := make([]RunInfo, len(ms))
+	for i, m := range ms {
+		out[i] = m.snapshot(now)
+	}
+	SortRuns(out)
+	return out, nil
+}
+
+// SortRuns sorts runs by start time, then id, as Runs returns them.
+func SortRuns(runs []RunInfo) {
+	slices.SortFunc(runs, func(a, b RunInfo) int {
+		if c := a.Started.Compare(b.Started); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.ID, b.ID)
+	})
+}
+
+// Stop implements Control. Every matching run is stopped before Stop
+// returns, so none is unconfirmed.
+func (l *Local) Stop(ctx context.Context, req StopRequest) (StopReport, error) {
+	if err := req.Validate(); err != nil {
+		return StopReport{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return StopReport{}, err
+	}
+	if req.By == "" {
+		req.By = DefaultBy()
+	}
+	cause := StopCause(req.Reason, req.By)
+	ms := l.members(req.Selector)
+	rep := StopReport{Matched: len(ms)}
+	for _, m := range ms {
+		if m.hooks.Stop != nil && m.hooks.Stop(cause) {
+			rep.Stopped++
+		} else {
+			rep.AlreadyEnded++
+		}
+	}
+	l.metrics.Stopped(rep.Stopped)
+	return rep, nil
+}
+
+// Block implements Control.
+func (l *Local) Block(ctx context.Context, req BlockRequest) (Block, error) {
+	if err := req.Validate(); err != nil {
+		return Block{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return Block{}, err
+	}
+	if req.By == "" {
+		req.By = DefaultBy()
+	}
+	now := l.now()
+	b := Block{Selector: req.Selector, Reason: req.Reason, By: req.By, Created: now}
+	b.Selector.Labels = maps.Clone(b.Selector.Labels)
+	if req.Expire > 0 {
+		b.Expires = now.Add(req.Expire)
+	}
+	l.mu.Lock()
+	l.blocks[b.Selector.String()] = b
+	l.mu.Unlock()
+	return b, nil
+}
+
+// Unblock implements Control.
+func (l *Local) Unblock(ctx context.Context, sel Selector) (int, error) {
+	if err := sel.Validate(); err != nil {
+		return 0, err
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, err
+	}
+	k := sel.String()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.expireLocked(l.now())
+	if _, ok := l.blocks[k]; !ok {
+		return 0, nil
+	}
+	delete(l.blocks, k)
+	return 1, nil
+}
+
+// Blocks implements Control.
+func (l *Local) Blocks(ctx context.Context) ([]Block, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.expireLocked(l.now())
+	out := make([]Block, 0, len(l.blocks))
+	for _, k := range slices.Sorted(maps.Keys(l.blocks)) {
+		b := l.blocks[k]
+		b.Selector.Labels = maps.Clone(b.Selector.Labels)
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// Budgets implements Control: the shared budgets whose window holds now,
+// or that live runs still share.
+func (l *Local) Budgets(ctx context.Context) ([]Budget, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	now := l.now()
+	l.mu.Lock()
+	var out []Budget
+	for id, a := range l.accounts {
+		_, end := a.Window()
+		if !now.Before(end) {
+			if a.Members() == 0 {
+				delete(l.accounts, id)
+				continue
+			}
+			a.Roll(WindowStart(now, a.Spec().Window))
+		}
+		out = append(out, a.Status())
+	}
+	l.mu.Unlock()
+	SortBudgets(out)
+	return out, nil
+}
+
+// SortBudgets sorts budgets by key, then value, as Budgets returns them.
+func SortBudgets(bs []Budget) {
+	slices.SortFunc(bs, func(a, b Budget) int {
+		if c := cmp.Compare(a.Key, b.Key); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.Value, b.Value)
+	})
+}
+
+var (
+	_ Fleet   = (*Local)(nil)
+	_ Control = (*Local)(nil)
+	_ Member  = (*localMember)(nil)
+)
