@@ -60,10 +60,14 @@ func newShared(id fleet.BudgetID, esc string, spec termination.FleetBudget, frac
 	return s
 }
 
-// spend charges one event. It never does I/O: when the lease runs low it
-// wakes the sync loop, and when no lease is left and none could be
-// reserved at the last try, the budget is exhausted at once.
-func (s *shared) spend(f *Fleet, u termination.Usage, cost float64) (warning, stop termination.Cause) {
+// spend charges one event for run m. It never does I/O: when the lease
+// runs low it wakes the sync loop. Its estimate of the window's usage is
+// the committed usage at the last reserve (which counts this process's
+// whole lease) plus what it spent past its lease: when that reaches the
+// pressure threshold it warns at once (and the sync loop warns the other
+// local runs), and when it reaches a limit with no lease left the budget
+// is exhausted at once.
+func (s *shared) spend(f *Fleet, m *member, u termination.Usage, cost float64) (warning, stop termination.Cause) {
 	a := [4]float64{float64(u.InputTokens + u.OutputTokens), float64(u.InputTokens), float64(u.OutputTokens), cost}
 	low := false
 	s.mu.Lock()
@@ -81,22 +85,56 @@ func (s *shared) spend(f *Fleet, u termination.Usage, cost float64) (warning, st
 		if s.bal[i] < s.lease[i]/2 {
 			low = true
 		}
-		if stop == nil && s.full[i] && s.bal[i] <= 0 {
-			used := s.committed[i]
-			if s.bal[i] < 0 {
-				used -= s.bal[i]
-			}
-			s.exhausted = termination.BudgetExhausted{Resource: resources[i], Used: used, Limit: s.limits[i], Scope: termination.ScopeFleet}
+		est := s.committed[i]
+		if s.bal[i] < 0 {
+			est -= s.bal[i]
+		}
+		if stop == nil && s.bal[i] <= 0 && est >= s.limits[i] {
+			s.exhausted = termination.BudgetExhausted{Resource: resources[i], Used: est, Limit: s.limits[i], Scope: termination.ScopeFleet}
 			s.exWS = s.ws
 			stop = s.exhausted
 		}
+		if warning == nil && s.spec.Pressure > 0 && s.warned[i] != s.ws+1 && est >= s.spec.Pressure*s.limits[i] {
+			s.warned[i] = s.ws + 1
+			w := termination.BudgetPressure{Resource: resources[i], Threshold: s.spec.Pressure, Used: est, Limit: s.limits[i], Scope: termination.ScopeFleet}
+			warning = w
+		}
 	}
+	ws, we := s.ws, s.we
 	s.mu.Unlock()
-	if (low || stop != nil) && !s.pending.Load() {
+	if (low || stop != nil || warning != nil) && !s.pending.Load() {
 		s.pending.Store(true)
 		f.poke()
 	}
-	return nil, stop
+	if warning != nil || stop != nil {
+		f.crossed(s, m, ws, we, warning, stop) // rare: once per window
+	}
+	return warning, stop
+}
+
+// crossed gives the other local runs of s the pressure warning or the
+// exhaustion that run m's Spend found; the sync loop tells the server,
+// which tells the other processes.
+func (f *Fleet) crossed(s *shared, m *member, ws, we int64, warning, stop termination.Cause) {
+	if we == 0 { // no lease reserved yet: the current window by the server's clock
+		now := f.serverNow()
+		ws = now - now%s.window
+		we = ws + s.window
+	}
+	if w, ok := warning.(termination.BudgetPressure); ok {
+		f.metrics.Pressure(w.Resource)
+		f.mu.Lock()
+		hit := membersOf(s)
+		f.mu.Unlock()
+		for _, o := range hit {
+			if o != m && o.hooks.Warn != nil {
+				o.hooks.Warn(w)
+			}
+		}
+	}
+	if x, ok := stop.(termination.BudgetExhausted); ok {
+		f.budgetExhausted(s.esc, ws, we, resourceIndex(x.Resource), x.Used, x.Limit)
+	}
 }
 
 // syncBudgets settles and reserves for every budget that needs it.
@@ -147,6 +185,9 @@ func (f *Fleet) reserve(ctx context.Context, s *shared) {
 		if s.bal[i] < 0 {
 			debt[i] = -s.bal[i]
 			s.bal[i] = 0
+		}
+		if x, ok := s.exhausted.(termination.BudgetExhausted); ok && x.Resource == resources[i] {
+			dry[i] = true // exhausted here: the server records it unless it has room
 		}
 		switch {
 		case members == 0:
@@ -275,6 +316,15 @@ func (f *Fleet) reserve(ctx context.Context, s *shared) {
 	}
 }
 
+func resourceIndex(r termination.Resource) int {
+	for i, x := range resources {
+		if x == r {
+			return i
+		}
+	}
+	return 0
+}
+
 func membersOf(s *shared) []*member {
 	out := make([]*member, 0, len(s.members))
 	for m := range s.members {
@@ -301,7 +351,9 @@ func (f *Fleet) budgetExhausted(esc string, ws, we int64, i int, used, limit flo
 	if s := f.budgets[esc]; s != nil {
 		s.mu.Lock()
 		if s.ws == 0 || s.ws == ws {
-			s.exhausted, s.exWS = cause, ws
+			if s.exhausted == nil {
+				s.exhausted, s.exWS = cause, ws
+			}
 			hit = membersOf(s)
 		}
 		s.mu.Unlock()

@@ -140,8 +140,8 @@ func (c *Control) entries(ctx context.Context) ([]entry, int64, error) {
 type record struct {
 	Kind     string
 	ID       string
-	At       int64 // server ms
-	Expires  int64 // server ms; 0: none
+	At       int64          // server ms
+	Expires  int64          // server ms; 0: none
 	Selector fleet.Selector `json:"selector"`
 	Reason   string         `json:"reason"`
 	By       string         `json:"by"`

@@ -36,6 +36,7 @@ type Fleet struct {
 	offset atomic.Int64 // server clock − local clock, ms
 	up     atomic.Bool  // the last call to the server succeeded
 	wake   chan struct{}
+	flush  chan chan struct{}
 
 	mu        sync.Mutex
 	runs      map[string]*member // by escaped id
@@ -88,6 +89,7 @@ func New(ctx context.Context, url string, opts ...Option) (*Fleet, error) {
 		host:      host,
 		pid:       os.Getpid(),
 		wake:      make(chan struct{}, 1),
+		flush:     make(chan chan struct{}),
 		runs:      map[string]*member{},
 		blocks:    map[string]record{},
 		stops:     map[string]int64{},
@@ -150,6 +152,37 @@ func (f *Fleet) poke() {
 func (f *Fleet) fail(op string) {
 	f.metrics.Error(op)
 	f.up.Store(false)
+}
+
+// Flush waits until the sync loop has done one round of its work from
+// now: runs started before it are registered, ended runs removed, budget
+// usage settled (when the server is reachable). It returns ctx's error if
+// ctx ends first.
+func (f *Fleet) Flush(ctx context.Context) error {
+	if f.closed.Load() {
+		return errClosed
+	}
+	done := make(chan struct{})
+	select {
+	case f.flush <- done:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Budgets implements fleet.Control: like Control.Budgets, after settling
+// this process's usage.
+func (f *Fleet) Budgets(ctx context.Context) ([]fleet.Budget, error) {
+	fctx, cancel := f.timeout(ctx)
+	_ = f.Flush(fctx)
+	cancel()
+	return f.Control.Budgets(ctx)
 }
 
 // Join implements fleet.Fleet. It answers from local state only.
@@ -241,7 +274,7 @@ func (m *member) Spend(u termination.Usage, cost float64) (warning, stop termina
 	if m.sh == nil {
 		return nil, nil
 	}
-	return m.sh.spend(m.f, u, cost)
+	return m.sh.spend(m.f, m, u, cost)
 }
 
 func (m *member) Progress(p termination.Progress) {
@@ -300,6 +333,10 @@ func (f *Fleet) loop(ctx context.Context) {
 			return
 		case <-t.C:
 		case <-f.wake:
+		case done := <-f.flush:
+			f.sync(ctx, false)
+			close(done)
+			continue
 		}
 		f.sync(ctx, false)
 	}
@@ -323,7 +360,7 @@ func (f *Fleet) sync(ctx context.Context, first bool) {
 	}
 }
 
-var errClosed = errors.New("closed")
+var errClosed = errors.New("redisfleet: the fleet is closed")
 
 // syncRuns registers new runs (and every run again after the server lost
 // them), publishes changed figures, renews leases and removes ended runs.

@@ -31,19 +31,19 @@ type keys struct {
 	prefix string
 }
 
-func (k keys) runs() string              { return k.prefix + "runs" }
-func (k keys) run(id string) string      { return k.prefix + "run:" + escape(id) }
-func (k keys) ctl() string               { return k.prefix + "ctl" }
-func (k keys) stops() string             { return k.prefix + "stops" }
-func (k keys) stop(id string) string     { return k.prefix + "stop:" + escape(id) }
-func (k keys) stopAck(id string) string  { return k.prefix + "stopack:" + escape(id) }
-func (k keys) blocks() string            { return k.prefix + "blocks" }
-func (k keys) block(id string) string    { return k.prefix + "block:" + escape(id) }
-func (k keys) budgets() string           { return k.prefix + "budgets" }
-func (k keys) runPrefix() string         { return k.prefix + "run:" }
-func (k keys) blockPrefix() string       { return k.prefix + "block:" }
-func (k keys) stopPrefix() string        { return k.prefix + "stop:" }
-func (k keys) budgetPrefix() string      { return k.prefix + "budget:" }
+func (k keys) runs() string             { return k.prefix + "runs" }
+func (k keys) run(id string) string     { return k.prefix + "run:" + escape(id) }
+func (k keys) ctl() string              { return k.prefix + "ctl" }
+func (k keys) stops() string            { return k.prefix + "stops" }
+func (k keys) stop(id string) string    { return k.prefix + "stop:" + escape(id) }
+func (k keys) stopAck(id string) string { return k.prefix + "stopack:" + escape(id) }
+func (k keys) blocks() string           { return k.prefix + "blocks" }
+func (k keys) block(id string) string   { return k.prefix + "block:" + escape(id) }
+func (k keys) budgets() string          { return k.prefix + "budgets" }
+func (k keys) runPrefix() string        { return k.prefix + "run:" }
+func (k keys) blockPrefix() string      { return k.prefix + "block:" }
+func (k keys) stopPrefix() string       { return k.prefix + "stop:" }
+func (k keys) budgetPrefix() string     { return k.prefix + "budget:" }
 func (k keys) budgetID(b budgetRef) string {
 	return escape(b.scope) + ":" + escape(b.name) + ":" + escape(b.value)
 }

@@ -71,7 +71,7 @@ var listScript = redis.NewScript(luaNow + `
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 local ids = redis.call('ZRANGE', KEYS[1], 0, -1)
 local out = {now}
-for _, id = ipairs(ids) do
+for _, id in ipairs(ids) do
   local v = redis.call('GET', ARGV[1] .. id)
   if v then out[#out + 1] = v else redis.call('ZREM', KEYS[1], id) end
 end
@@ -226,17 +226,19 @@ end
 local ex = tonumber(redis.call('HGET', key, 'ex') or '0')
 local exu = tonumber(redis.call('HGET', key, 'exu') or '0')
 local pressure = tonumber(ARGV[32])
-if mismatch == '' and ARGV[19] == '1' then
+if mismatch == '' then
   for i = 1, 4 do
     local limit = tonumber(ARGV[27+i])
     if limit > 0 and ex == 0 then
-      local want = tonumber(ARGV[19+i])
-      local room = limit - c[i]
-      if room < 0 then room = 0 end
-      if want > room then want = room end
-      if want > 0 then
-        g[i] = want
-        c[i] = tonumber(redis.call('HINCRBYFLOAT', key, 'c' .. i, want))
+      if ARGV[19] == '1' then
+        local want = tonumber(ARGV[19+i])
+        local room = limit - c[i]
+        if room < 0 then room = 0 end
+        if want > room then want = room end
+        if want > 0 then
+          g[i] = want
+          c[i] = tonumber(redis.call('HINCRBYFLOAT', key, 'c' .. i, want))
+        end
       end
       local dry = ARGV[23+i] == '1'
       if s[i] >= limit or (dry and g[i] == 0 and c[i] >= limit) then
