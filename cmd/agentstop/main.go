@@ -66,6 +66,8 @@ func run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		return exitOK
 	case "replay":
 		return replay(args[1:], stdin, stdout, stderr)
+	case "runs", "stop", "block", "unblock", "blocks", "budgets": // fleet.go
+		return runFleet(args[0], args[1:], stdout, stderr, os.Getenv)
 	}
 	fmt.Fprintf(stderr, "agentstop: unknown command %q (want replay; see agentstop -h)\n", args[0])
 	return exitBad
