@@ -346,6 +346,7 @@ func (f *Fleet) loop(ctx context.Context) {
 // first false after the loop ended, with ctx the caller's).
 func (f *Fleet) sync(ctx context.Context, first bool) {
 	wasUp := f.up.Load()
+
 	f.syncRuns(ctx)
 	if !f.up.Load() && !first {
 		return
@@ -359,6 +360,9 @@ func (f *Fleet) sync(ctx context.Context, first bool) {
 		f.readControl(ctx)
 	}
 }
+
+// figuresEvery is how often a run's changed figures are published.
+const figuresEvery = 500 * time.Millisecond
 
 var errClosed = errors.New("redisfleet: the fleet is closed")
 
@@ -375,7 +379,7 @@ func (f *Fleet) syncRuns(ctx context.Context) {
 		dirty := m.dirty
 		m.mu.Unlock()
 		switch {
-		case !m.registered || dirty && now.Sub(m.published) >= time.Second:
+		case !m.registered || dirty && now.Sub(m.published) >= figuresEvery:
 			ups = append(ups, m)
 		case renewDue:
 			renew = append(renew, esc)
