@@ -39,7 +39,7 @@ bench:
 
 ## fuzz: each fuzz target for FUZZTIME (default 1m).
 fuzz:
-	@set -e; for pkg in ./termination; do \
+	@set -e; for pkg in ./termination ./fleet/redisfleet; do \
 		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 			echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) $$pkg; \
 		done; \

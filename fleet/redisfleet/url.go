@@ -24,7 +24,7 @@ func ParseURL(raw string) (*redis.Options, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, fmt.Errorf("malformed redis URL: %s", scrub(err.Error(), raw))
+		return nil, fmt.Errorf("malformed redis URL: %s", general(err.Error(), raw))
 	}
 	switch u.Scheme {
 	case "redis", "rediss":
@@ -38,7 +38,7 @@ func ParseURL(raw string) (*redis.Options, error) {
 	}
 	opts, err := redis.ParseURL(raw)
 	if err != nil {
-		return nil, fmt.Errorf("malformed redis URL: %s", scrub(strings.TrimPrefix(err.Error(), "redis: "), raw))
+		return nil, fmt.Errorf("malformed redis URL: %s", general(strings.TrimPrefix(err.Error(), "redis: "), raw))
 	}
 	return opts, nil
 }
@@ -58,6 +58,22 @@ func Redact(raw string) string {
 		}
 	}
 	return u.String()
+}
+
+// general keeps what an error says is wrong and drops what it quotes of
+// the URL (net/url quotes parts of it, and with a missing "@" a password
+// can look like a port), then scrubs the credentials as a second guard.
+func general(msg, raw string) string {
+	if i := strings.IndexAny(msg, "\"'"); i >= 0 {
+		msg = strings.TrimSpace(msg[:i])
+		msg = strings.TrimSuffix(msg, ":")
+	} else if i := strings.Index(msg, ": "); i >= 0 {
+		msg = msg[:i]
+	}
+	if msg == "" {
+		msg = "cannot parse it"
+	}
+	return scrub(msg, raw)
 }
 
 // scrub removes every credential of raw from msg.
