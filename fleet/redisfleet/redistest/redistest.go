@@ -182,7 +182,8 @@ func ping(addr string) error {
 	if err != nil {
 		return err
 	}
-	if r != "+PONG" {
+	// -NOAUTH: a server with a password is up too.
+	if r != "+PONG" && !strings.HasPrefix(r, "-NOAUTH") {
 		return fmt.Errorf("PING: %s", r)
 	}
 	return nil
