@@ -32,7 +32,13 @@ type Local struct {
 	runs     map[string]*localMember
 	blocks   map[string]Block // by Selector.String()
 	accounts map[BudgetID]*Account
+	swept    time.Time // when accounts were last swept of past windows
 }
+
+// sweepEvery is how often Join drops the accounts of past windows that no
+// run shares any more, so that a process serving many tenants does not
+// keep one account per tenant forever.
+const sweepEvery = time.Minute
 
 // Option configures a Local fleet.
 type Option interface{ apply(*localConfig) }
@@ -124,6 +130,9 @@ func (l *Local) join(run RunInfo, budget *termination.FleetBudget, hooks Hooks) 
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if now.Sub(l.swept) >= sweepEvery {
+		l.sweepLocked(now)
+	}
 	if _, dup := l.runs[run.ID]; dup {
 		return nil, invalidInput(fmt.Sprintf("fleet: Join: run id %s has already joined", run.ID))
 	}
@@ -196,6 +205,17 @@ func (l *Local) accountLocked(id BudgetID, spec termination.FleetBudget, now tim
 	a = NewAccount(id, spec, WindowStart(now, spec.Window), l.metrics, nil)
 	l.accounts[id] = a
 	return a
+}
+
+// sweepLocked drops the accounts whose window is over and that no run
+// shares.
+func (l *Local) sweepLocked(now time.Time) {
+	l.swept = now
+	for id, a := range l.accounts {
+		if _, end := a.Window(); !now.Before(end) && a.Members() == 0 {
+			delete(l.accounts, id)
+		}
+	}
 }
 
 // Spend implements Member.
@@ -385,15 +405,11 @@ func (l *Local) Budgets(ctx context.Context) ([]Budget, error) {
 	}
 	now := l.now()
 	l.mu.Lock()
+	l.sweepLocked(now)
 	var out []Budget
-	for id, a := range l.accounts {
-		_, end := a.Window()
-		if !now.Before(end) {
-			if a.Members() == 0 {
-				delete(l.accounts, id)
-				continue
-			}
-			a.Roll(WindowStart(now, a.Spec().Window))
+	for _, a := range l.accounts {
+		if _, end := a.Window(); !now.Before(end) {
+			a.Roll(WindowStart(now, a.Spec().Window)) // live runs share the next window
 		}
 		out = append(out, a.Status())
 	}

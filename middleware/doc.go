@@ -61,6 +61,24 @@
 // are also handed to [WithOnWarning] as they happen so the loop can tell the
 // agent to wrap up.
 //
+// # Fleets
+//
+// With [WithFleet] every run joins a fleet (package fleet) when it starts:
+// it gets an id ([Run.ID]) and is visible, with its labels ([WithLabels])
+// and figures, to operators, who can stop it (Cancelled{reason: external,
+// detail: "REASON (by WHO)"}) or block new runs (Skipped{reason: blocked}).
+// A policy's fleet_budget (or [WithFleetBudget]) makes runs with the same
+// key share one budget per window: each event's usage is charged
+// in-process, without allocating or waiting on the network; when the
+// shared budget runs out every sharing run stops with
+// BudgetExhausted{scope: fleet}, and new runs are skipped until the next
+// window. A fleet warning raised by another run (BudgetPressure{scope:
+// fleet}) is in the run's result at once and reaches [WithOnWarning] and
+// the recorder with the run's next event. Labels are checked at Start
+// (snake_case names, values of at most 256 bytes): bad ones end the run
+// with Failed{reason: invalid_input}. Without a fleet, runs have no id and
+// a fleet_budget is ignored.
+//
 // # Telemetry
 //
 // The middleware records through the small [Recorder] interface and records

@@ -8,6 +8,12 @@ import (
 	"github.com/agentstop/agentstop/termination"
 )
 
+// fleetConfig is the stage's fleet configuration, part of config.
+type fleetConfig struct {
+	fleet       fleet.Fleet
+	fleetBudget *termination.FleetBudget
+}
+
 // WithFleet makes every run of the stage join f when it starts (package
 // fleet): the run gets an id ([Run.ID]), is visible in f's registry with
 // its labels ([WithLabels]) and figures, can be stopped by an operator
@@ -79,6 +85,16 @@ func (r *Run) Labels() map[string]string {
 	return out
 }
 
+// runID returns a new run id for a live run of a stage with a fleet, and
+// "" otherwise. Start takes it before the recorder hears of the run, so
+// that the recorder can be told it.
+func (s *Stage) runID(live bool) string {
+	if !live || s.cfg.fleet == nil {
+		return ""
+	}
+	return fleet.NewRunID()
+}
+
 // startFleet checks the run's labels and joins the stage's fleet. It
 // reports whether the run was ended at once (bad labels, or the fleet
 // refused it).
@@ -92,7 +108,6 @@ func (r *Run) startFleet() bool {
 	if f == nil {
 		return false
 	}
-	r.id = fleet.NewRunID()
 	info := fleet.RunInfo{ID: r.id, Stage: r.stage.name, Labels: r.info.labels, Started: time.Now()}
 	m, cause := f.Join(r.parent, info, r.stage.cfg.fleetBudget, fleet.Hooks{Stop: r.stopWith, Warn: r.fleetWarn})
 	if cause != nil {

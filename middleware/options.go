@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -29,9 +28,9 @@ type config struct {
 	drainTimeout   time.Duration
 	recorder       Recorder
 	customReasons  []string
-	fleet          fleet.Fleet              // fleet.go
-	fleetBudget    *termination.FleetBudget // fleet.go
 	errs           []error
+
+	fleetConfig // fleet.go
 }
 
 // WithPolicy adds the policy's conditions to the stage. Several policies and

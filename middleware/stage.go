@@ -72,6 +72,7 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 			o.applyRun(&rc)
 		}
 	}
+	runID := s.runID(live) // "" without a fleet (fleet.go)
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -106,6 +107,7 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 		done:       runCtx.Done(), // shared with the loop, which selects on it too
 		ended:      make(chan struct{}),
 	}
+	r.id = runID
 	if !live {
 		return runCtx, r
 	}

@@ -238,14 +238,27 @@ func (p Policy) FleetBudget() *FleetBudget {
 	return &b
 }
 
+// readFleetBudget reads the fleet_budget key's value at path into pol. It
+// returns no condition: a fleet_budget is enforced by a stage's fleet, not
+// by the Evaluator. The key is allowed only at the top level of a policy.
+func readFleetBudget(path string, v *yaml.Node, pol *Policy) (Condition, error) {
+	b, err := parseFleetBudget(path, v)
+	if err != nil {
+		return nil, err
+	}
+	pol.fleet = &b
+	return nil, nil
+}
+
 // parseFleetBudgetKey is parsePolicyNode's handling of the fleet_budget
 // key: an error anywhere but the top level (path "policy"), or when the
 // value is invalid. The parsed value is read again by fleetBudgetOf.
 func parseFleetBudgetKey(path string, v *yaml.Node) error {
 	if path != "policy.fleet_budget" {
-		return perr(path, v, "is allowed only at the top level of a policy")
+		return perr(path, v, "allowed only at the top level of a policy")
 	}
-	_, err := parseFleetBudget(path, v)
+	var p Policy
+	_, err := readFleetBudget(path, v, &p)
 	return err
 }
 
@@ -257,11 +270,11 @@ func fleetBudgetOf(root *yaml.Node) *FleetBudget {
 	}
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		if root.Content[i].Value == "fleet_budget" {
-			b, err := parseFleetBudget("policy.fleet_budget", root.Content[i+1])
-			if err != nil {
+			var p Policy
+			if _, err := readFleetBudget("policy.fleet_budget", root.Content[i+1], &p); err != nil {
 				return nil
 			}
-			return &b
+			return p.fleet
 		}
 	}
 	return nil
@@ -349,7 +362,7 @@ func (e *Evaluator) AddWarning(c Cause) bool {
 	if e.cause != nil || c == nil {
 		return false
 	}
-	e.warnings = append(e.warnings, c)
+	e.sink.warn(c)
 	return true
 }
 

@@ -34,8 +34,8 @@ func TestParseFleetBudget(t *testing.T) {
 
 func TestParseFleetBudgetErrors(t *testing.T) {
 	for _, tc := range []struct{ policy, want string }{
-		{"any: [{fleet_budget: {key: stage, window: 1h, cost: 1}}]", "policy.any[0].fleet_budget: is allowed only at the top level"},
-		{"all: [{max_iterations: 2, fleet_budget: {key: stage, window: 1h, cost: 1}}]", "policy.all[0].fleet_budget: is allowed only at the top level"},
+		{"any: [{fleet_budget: {key: stage, window: 1h, cost: 1}}]", "policy.any[0].fleet_budget: allowed only at the top level"},
+		{"all: [{max_iterations: 2, fleet_budget: {key: stage, window: 1h, cost: 1}}]", "policy.all[0].fleet_budget: allowed only at the top level"},
 		{"fleet_budget: {window: 1h, cost: 1}", "policy.fleet_budget.key: is required"},
 		{"fleet_budget: {key: stage, cost: 1}", "policy.fleet_budget.window: is required"},
 		{"fleet_budget: {key: tenant, window: 1h, cost: 1}", `policy.fleet_budget.key: must be "stage" or "label:NAME", got "tenant"`},
@@ -114,4 +114,43 @@ func TestEvaluatorFleetHooks(t *testing.T) {
 	if r.StoppedAt != 1 || r.Cause != x || len(r.Fired) != 1 || len(r.Warnings) != 1 {
 		t.Errorf("result = %+v", r)
 	}
+}
+
+func FuzzFleetBudgetPolicy(f *testing.F) {
+	for _, s := range []string{
+		"fleet_budget: {key: stage, window: 1h, total_tokens: 10}",
+		"fleet_budget: {key: 'label:tenant', window: 90s, cost: 2.5, pressure: 0.8}",
+		"fleet_budget: {key: 'label:', window: 1h, cost: 1}",
+		"fleet_budget: {key: stage, window: 0s, cost: 1}",
+		"fleet_budget: {key: stage, window: 1h, cost: .nan}",
+		"fleet_budget: {key: stage, window: 1h, input_tokens: 1e30}",
+		`{"fleet_budget": {"key": "stage", "window": "1h", "output_tokens": 5}, "max_iterations": 3}`,
+		"any: [{fleet_budget: {key: stage, window: 1h, cost: 1}}]",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		p, err := ParsePolicy(data)
+		if err != nil {
+			if strings.Contains(err.Error(), "\n") {
+				t.Fatalf("error is not one line: %q", err)
+			}
+			return
+		}
+		b := p.FleetBudget()
+		if b == nil {
+			return
+		}
+		if err := b.Validate(); err != nil {
+			t.Fatalf("ParsePolicy accepted %q but Validate says %v", data, err)
+		}
+		js, err := json.Marshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var back FleetBudget
+		if err := json.Unmarshal(js, &back); err != nil || back != *b {
+			t.Fatalf("JSON round trip of %+v: %+v, %v", *b, back, err)
+		}
+	})
 }

@@ -1,0 +1,441 @@
+package fleet_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// testClock is a settable clock.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *testClock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func msg(tokens int64) termination.Event {
+	return termination.Event{Kind: termination.KindMessage, Usage: termination.Usage{InputTokens: tokens}}
+}
+
+func skipReason(res termination.Result) string {
+	if s, ok := res.Cause.(termination.Skipped); ok {
+		return s.Reason
+	}
+	return ""
+}
+
+func TestLocalBudgetWindows(t *testing.T) {
+	clock := &testClock{now: time.Date(2026, 11, 23, 10, 0, 30, 0, time.UTC)}
+	l := fleet.NewLocal(fleet.WithClock(clock.Now))
+	s, err := middleware.New("windows", middleware.WithFleet(l),
+		middleware.WithFleetBudget(termination.FleetBudget{Key: "stage", Window: time.Minute, TotalTokens: 100}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, a := s.Start(t.Context())
+	_, b := s.Start(t.Context())
+	a.Observe(msg(60))
+	resA := a.Finish(nil)
+	b.Observe(msg(40))
+	resB := b.Finish(nil)
+	if resA.Cause.TagValue() != termination.TagNaturalCompletion || resB.StoppedAt != 1 {
+		t.Fatalf("a: %v; b: %v at %d", resA.Cause, resB.Cause, resB.StoppedAt)
+	}
+	_, c := s.Start(t.Context())
+	res := c.Finish(nil)
+	if skipReason(res) != termination.SkipFleetBudgetExhausted || !strings.Contains(res.Cause.(termination.Skipped).Detail, "2026-11-23T10:01:00Z") {
+		t.Fatalf("run in the exhausted window: %#v", res.Cause)
+	}
+
+	clock.Add(30 * time.Second) // 10:01:00, the next window
+	_, d := s.Start(t.Context())
+	_, e := s.Start(t.Context())
+	d.Observe(msg(90))
+	bs, _ := l.Budgets(t.Context())
+	if len(bs) != 1 || bs[0].Used.Total() != 90 || bs[0].Exhausted != "" || !bs[0].WindowStart.Equal(time.Date(2026, 11, 23, 10, 1, 0, 0, time.UTC)) || bs[0].Runs != 2 {
+		t.Fatalf("Budgets() = %+v", bs)
+	}
+	clock.Add(time.Minute) // e lives on into 10:02
+	if _, stop := e.Observe(msg(90)); stop {
+		t.Errorf("a live run's spend in a new window stopped it: %v", context.Cause(e.Context()))
+	}
+	if _, stop := d.Observe(msg(10)); !stop {
+		t.Errorf("100 of 100 in the new window did not stop")
+	}
+	d.Finish(nil)
+	e.Finish(nil)
+	clock.Add(5 * time.Minute)
+	if bs, _ := l.Budgets(t.Context()); len(bs) != 0 {
+		t.Errorf("a budget with no runs and a past window is still listed: %+v", bs)
+	}
+	// Accounts of past windows are swept as runs join, Budgets or not.
+	for _, tenant := range []string{"a", "b", "c"} {
+		s2, _ := middleware.New("sweep_"+tenant, middleware.WithFleet(l),
+			middleware.WithFleetBudget(termination.FleetBudget{Key: "stage", Window: time.Minute, TotalTokens: 100}))
+		_, r := s2.Start(t.Context())
+		r.Observe(msg(1))
+		r.Finish(nil)
+	}
+	clock.Add(2 * time.Minute)
+	_, r := s.Start(t.Context())
+	r.Finish(nil)
+	if n := fleet.LocalAccounts(l); n != 1 { // the joining run's own
+		t.Errorf("%d accounts after a join, want 1: past windows are kept", n)
+	}
+}
+
+func TestLocalBlockExpiryClock(t *testing.T) {
+	clock := &testClock{now: time.Unix(1_800_000_000, 0)}
+	l := fleet.NewLocal(fleet.WithClock(clock.Now))
+	s, _ := middleware.New("expiry", middleware.WithFleet(l))
+	b, err := l.Block(t.Context(), fleet.BlockRequest{Selector: fleet.Selector{All: true}, Reason: "freeze", By: "ops", Expire: time.Hour})
+	if err != nil || !b.Expires.Equal(clock.now.Add(time.Hour)) {
+		t.Fatalf("Block = %+v, %v", b, err)
+	}
+	_, r := s.Start(t.Context())
+	if res := r.Finish(nil); skipReason(res) != termination.SkipBlocked || res.Cause.(termination.Skipped).Detail != "freeze (by ops)" {
+		t.Errorf("blocked run: %#v", res.Cause)
+	}
+	clock.Add(time.Hour - time.Nanosecond)
+	if bs, _ := l.Blocks(t.Context()); len(bs) != 1 {
+		t.Errorf("block gone before its expiry")
+	}
+	clock.Add(time.Nanosecond)
+	_, r = s.Start(t.Context())
+	if res := r.Finish(nil); res.Cause.TagValue() != termination.TagNaturalCompletion {
+		t.Errorf("run after the expiry: %v", res.Cause)
+	}
+	if bs, _ := l.Blocks(t.Context()); len(bs) != 0 {
+		t.Errorf("expired block listed: %+v", bs)
+	}
+	// A block on the same selector replaces the earlier one.
+	l.Block(t.Context(), fleet.BlockRequest{Selector: fleet.Selector{Stage: "expiry"}, Reason: "one", By: "a"})
+	l.Block(t.Context(), fleet.BlockRequest{Selector: fleet.Selector{Stage: "expiry"}, Reason: "two", By: "b"})
+	if bs, _ := l.Blocks(t.Context()); len(bs) != 1 || bs[0].Reason != "two" {
+		t.Errorf("Blocks() = %+v, want the second block only", bs)
+	}
+}
+
+func counterValues(t *testing.T, reader *sdkmetric.ManualReader, name string) map[string]int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int64{}
+	for _, sm := range rm.ScopeMetrics {
+		if sm.Scope.Name != fleet.ScopeName {
+			continue
+		}
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				key := ""
+				for _, kv := range dp.Attributes.ToSlice() {
+					key += string(kv.Key) + "=" + kv.Value.AsString()
+				}
+				out[key] += dp.Value
+			}
+		}
+	}
+	return out
+}
+
+func TestLocalMetrics(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	l := fleet.NewLocal(fleet.WithMeterProvider(mp))
+	s, _ := middleware.New("metrics", middleware.WithFleet(l),
+		middleware.WithFleetBudget(termination.FleetBudget{Key: "stage", Window: time.Hour, TotalTokens: 100, Cost: 10, Pressure: 0.5}))
+	var runs []*middleware.Run
+	for range 3 {
+		_, r := s.Start(t.Context())
+		runs = append(runs, r)
+	}
+	runs[0].Observe(msg(30))
+	runs[1].Observe(msg(30)) // pressure: once, though three runs are warned
+	runs[2].Observe(msg(50)) // exhausted: once, though three runs stop
+	for _, r := range runs {
+		if res := r.Finish(nil); res.Cause.TagValue() != termination.TagBudgetExhausted {
+			t.Errorf("run ended with %v", res.Cause)
+		}
+		if res := r.Wait(); len(res.Warnings) != 1 {
+			t.Errorf("run warnings %v, want one fleet pressure warning", res.Warnings)
+		}
+	}
+	_, r := s.Start(t.Context()) // rejected: exhausted
+	r.Finish(nil)
+	other, _ := middleware.New("metrics_other", middleware.WithFleet(l))
+	_, live := other.Start(t.Context())
+	_, live2 := other.Start(t.Context())
+	rep, _ := l.Stop(t.Context(), fleet.StopRequest{Selector: fleet.Selector{Stage: "metrics_other"}, Reason: "x", By: "y"})
+	if rep.Stopped != 2 {
+		t.Errorf("stopped %d", rep.Stopped)
+	}
+	live.Finish(nil)
+	live2.Finish(nil)
+	l.Block(t.Context(), fleet.BlockRequest{Selector: fleet.Selector{Stage: "metrics_other"}, Reason: "x", By: "y"})
+	_, r = other.Start(t.Context())
+	r.Finish(nil)
+
+	for name, want := range map[string]map[string]int64{
+		"agent.fleet.budget.pressure":  {"resource=total_tokens": 1},
+		"agent.fleet.budget.exhausted": {"resource=total_tokens": 1},
+		"agent.fleet.runs.stopped":     {"": 2},
+		"agent.fleet.runs.rejected":    {"reason=fleet_budget_exhausted": 1, "reason=blocked": 1},
+	} {
+		got := counterValues(t, reader, name)
+		if len(got) != len(want) {
+			t.Errorf("%s = %v, want %v", name, got, want)
+			continue
+		}
+		for k, v := range want {
+			if got[k] != v {
+				t.Errorf("%s = %v, want %v", name, got, want)
+			}
+		}
+	}
+}
+
+func TestAccountLeases(t *testing.T) {
+	lows := 0
+	spec := termination.FleetBudget{Key: "stage", Window: time.Hour, InputTokens: 1000, Pressure: 0.5}
+	a := fleet.NewAccount(fleet.BudgetID{Key: "stage", Value: "s"}, spec, fleet.WindowStart(time.Now(), time.Hour), nil, func() { lows++ })
+	var stopped, warned []termination.Cause
+	other, c := a.Join(fleet.Hooks{
+		Stop: func(c termination.Cause) bool { stopped = append(stopped, c); return true },
+		Warn: func(c termination.Cause) { warned = append(warned, c) },
+	})
+	if c != nil {
+		t.Fatal(c)
+	}
+	self, _ := a.Join(fleet.Hooks{})
+	a.SetLease(fleet.Amounts{InputTokens: 100})
+	self.Spend(termination.Usage{InputTokens: 40}, 0)
+	if lows != 0 {
+		t.Fatal("low at 60 of 100 left")
+	}
+	self.Spend(termination.Usage{InputTokens: 20}, 0)
+	self.Spend(termination.Usage{InputTokens: 20}, 0)
+	if lows != 1 {
+		t.Fatalf("low called %d times, want once until the next lease", lows)
+	}
+	if left, ok := a.Lease(); !ok || left.InputTokens != 20 {
+		t.Errorf("Lease() = %+v, %v", left, ok)
+	}
+	if got := a.Take(); got.InputTokens != 80 {
+		t.Errorf("Take() = %+v", got)
+	}
+	if got := a.Take(); !got.IsZero() {
+		t.Errorf("second Take() = %+v", got)
+	}
+	// The store reports other processes' usage: 80 here + 440 elsewhere.
+	if a.Apply(fleet.Amounts{InputTokens: 520}) {
+		t.Fatal("exhausted at 520 of 1000")
+	}
+	if len(warned) != 1 || warned[0].(termination.BudgetPressure).Used != 520 {
+		t.Errorf("warnings = %v", warned)
+	}
+	a.SetLease(fleet.Amounts{InputTokens: 100})
+	if lows != 1 {
+		t.Error("SetLease called low")
+	}
+	a.Exhaust(termination.ResourceInputTokens, 1000, 1000)
+	a.Exhaust(termination.ResourceInputTokens, 1000, 1000)
+	if len(stopped) != 1 {
+		t.Errorf("stops = %v, want one", stopped)
+	}
+	if _, stop := self.Spend(termination.Usage{InputTokens: 1}, 0); stop == nil {
+		t.Error("a spend after the exhaustion did not stop")
+	}
+	if _, c := a.Join(fleet.Hooks{}); c == nil || c.(termination.Skipped).Reason != termination.SkipFleetBudgetExhausted {
+		t.Errorf("Join after exhaustion = %v", c)
+	}
+	if other.Leave() != 1 || self.Leave() != 0 {
+		t.Error("Leave counts")
+	}
+	start, _ := a.Window()
+	if a.Roll(start) || !a.Roll(start.Add(time.Hour)) {
+		t.Error("Roll")
+	}
+	if st := a.Status(); st.Exhausted != "" || !st.Used.IsZero() || st.Pressure {
+		t.Errorf("after Roll: %+v", st)
+	}
+	if _, c := a.Join(fleet.Hooks{}); c != nil {
+		t.Errorf("Join in the new window = %v", c)
+	}
+}
+
+// TestLocalOvershoot: runs spending concurrently from one shared budget
+// stop at its limit, passing it by no more than one event per run (the
+// events in flight when the limit is reached).
+func TestLocalOvershoot(t *testing.T) {
+	const runs, limit, perEvent = 8, 10_000, 7
+	l := fleet.NewLocal()
+	s, _ := middleware.New("overshoot", middleware.WithFleet(l),
+		middleware.WithFleetBudget(termination.FleetBudget{Key: "stage", Window: time.Hour, TotalTokens: limit}))
+	var wg sync.WaitGroup
+	results := make([]termination.Result, runs)
+	for i := range runs {
+		wg.Go(func() {
+			ctx, run := s.Start(context.Background())
+			ch, produced := make(chan int), make(chan struct{})
+			defer func() { <-produced }() // the producer has exited
+			go func() {
+				defer close(produced)
+				defer close(ch)
+				for i := 0; ; i++ {
+					select {
+					case ch <- i:
+					case <-ctx.Done():
+						return
+					}
+				}
+			}()
+			for range middleware.Forward(run, ch, func(int) termination.Event { return msg(perEvent) }) {
+			}
+			results[i] = run.Wait()
+		})
+	}
+	wg.Wait()
+	var total int64
+	for i, res := range results {
+		var x termination.BudgetExhausted
+		if !errors.As(res.Cause, &x) || x.Scope != termination.ScopeFleet {
+			t.Errorf("run %d: %v", i, res.Cause)
+		}
+		total += res.Tokens.Total()
+	}
+	if total < limit || total > limit+runs*perEvent {
+		t.Errorf("runs spent %d tokens of %d: overshoot beyond one event per run", total, limit)
+	}
+}
+
+func TestSelector(t *testing.T) {
+	id := fleet.NewRunID()
+	for _, tc := range []struct {
+		sel  fleet.Selector
+		want string
+	}{
+		{fleet.Selector{}, "no selector"},
+		{fleet.Selector{All: true, Stage: "s"}, "all cannot be combined"},
+		{fleet.Selector{RunID: "ABC"}, `run id "ABC" is not 32 lowercase hex digits`},
+		{fleet.Selector{Stage: "  "}, "stage name is blank"},
+		{fleet.Selector{Labels: map[string]string{"Tenant": "x"}}, `label name "Tenant"`},
+		{fleet.Selector{Labels: map[string]string{"t": strings.Repeat("v", 300)}}, "300 bytes"},
+	} {
+		err := tc.sel.Validate()
+		if !errors.Is(err, fleet.ErrInvalid) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Validate(%+v) = %v, want %q", tc.sel, err, tc.want)
+		}
+	}
+	run := fleet.RunInfo{ID: id, Stage: "s", Labels: map[string]string{"tenant": "acme", "tier": "gold"}}
+	for _, tc := range []struct {
+		sel  fleet.Selector
+		want bool
+	}{
+		{fleet.Selector{}, true},
+		{fleet.Selector{All: true}, true},
+		{fleet.Selector{RunID: id}, true},
+		{fleet.Selector{RunID: fleet.NewRunID()}, false},
+		{fleet.Selector{Stage: "s", Labels: map[string]string{"tenant": "acme"}}, true},
+		{fleet.Selector{Stage: "s", Labels: map[string]string{"tenant": "acme", "tier": "free"}}, false},
+		{fleet.Selector{Labels: map[string]string{"region": ""}}, false},
+		{fleet.Selector{Stage: "t"}, false},
+	} {
+		if got := tc.sel.Matches(run); got != tc.want {
+			t.Errorf("%+v.Matches = %v", tc.sel, got)
+		}
+	}
+	sel := fleet.Selector{Stage: "my stage", Labels: map[string]string{"tier": "gold", "tenant": "acme"}}
+	if got := sel.String(); got != `-stage "my stage" -label tenant=acme -label tier=gold` {
+		t.Errorf("String() = %s", got)
+	}
+	if !sel.Equal(fleet.Selector{Stage: "my stage", Labels: map[string]string{"tenant": "acme", "tier": "gold"}}) || sel.Equal(fleet.Selector{Stage: "my stage"}) {
+		t.Error("Equal")
+	}
+	if k, v, err := fleet.ParseLabel("tenant=a=b"); err != nil || k != "tenant" || v != "a=b" {
+		t.Errorf("ParseLabel = %q %q %v", k, v, err)
+	}
+	for _, bad := range []string{"tenant", "Tenant=x", "=x"} {
+		if _, _, err := fleet.ParseLabel(bad); !errors.Is(err, fleet.ErrInvalid) {
+			t.Errorf("ParseLabel(%q) = %v", bad, err)
+		}
+	}
+}
+
+func TestWindowStart(t *testing.T) {
+	for _, tc := range []struct {
+		t    time.Time
+		w    time.Duration
+		want time.Time
+	}{
+		{time.Unix(3725, 5), time.Hour, time.Unix(3600, 0)},
+		{time.Unix(3600, 0), time.Hour, time.Unix(3600, 0)},
+		{time.Unix(-1, 0), time.Hour, time.Unix(-3600, 0)},
+		{time.Unix(10, 0), 3 * time.Second, time.Unix(9, 0)},
+	} {
+		if got := fleet.WindowStart(tc.t, tc.w); !got.Equal(tc.want) {
+			t.Errorf("WindowStart(%v, %s) = %v, want %v", tc.t.Unix(), tc.w, got.Unix(), tc.want.Unix())
+		}
+	}
+}
+
+func TestLocalJoinErrors(t *testing.T) {
+	l := fleet.NewLocal()
+	id := fleet.NewRunID()
+	m, c := l.Join(t.Context(), fleet.RunInfo{ID: id, Stage: "s"}, nil, fleet.Hooks{})
+	if c != nil {
+		t.Fatal(c)
+	}
+	defer m.Leave(nil)
+	for name, tc := range map[string]struct {
+		run    fleet.RunInfo
+		budget *termination.FleetBudget
+		want   string
+	}{
+		"no id":          {fleet.RunInfo{Stage: "s"}, nil, "no id"},
+		"duplicate id":   {fleet.RunInfo{ID: id, Stage: "s"}, nil, "already joined"},
+		"bad label":      {fleet.RunInfo{ID: fleet.NewRunID(), Labels: map[string]string{"A": "b"}}, nil, "snake_case"},
+		"invalid budget": {fleet.RunInfo{ID: fleet.NewRunID()}, &termination.FleetBudget{Key: "stage"}, "fleet_budget.window"},
+	} {
+		_, c := l.Join(t.Context(), tc.run, tc.budget, fleet.Hooks{})
+		f, ok := c.(termination.Failed)
+		if !ok || f.Reason != termination.FailInvalidInput || !strings.Contains(f.Err, tc.want) {
+			t.Errorf("%s: %#v", name, c)
+		}
+	}
+	rs, _ := l.Runs(t.Context(), fleet.Selector{})
+	if len(rs) != 1 || rs[0].PID == 0 || rs[0].Host == "" {
+		t.Errorf("Runs() = %+v", rs)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := l.Runs(ctx, fleet.Selector{}); !errors.Is(err, context.Canceled) {
+		t.Errorf("Runs on a cancelled context: %v", err)
+	}
+}
