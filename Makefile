@@ -34,7 +34,8 @@ test-dashboards:
 
 ## bench: the hot-path benchmarks, one compact line each (raw output in /tmp/agentstop-bench.txt).
 bench:
-	@$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./middleware/ ./termination/ ./telemetry/ | tee /tmp/agentstop-bench.txt | \
+	@bash fleet/redisfleet/ensure-redis.sh
+	@$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./middleware/ ./termination/ ./telemetry/ ./fleet/redisfleet/ | tee /tmp/agentstop-bench.txt | \
 		awk '/^pkg:/ { pkg=$$2; sub(".*/", "", pkg) } /^Benchmark/ { line=sprintf("%-13s %-36s", pkg, $$1); for (i=3; i<NF; i+=2) line=line sprintf("  %10s %s", $$i, $$(i+1)); print line }'
 
 ## fuzz: each fuzz target for FUZZTIME (default 1m).

@@ -86,6 +86,23 @@ func childMain() int {
 				b, _ := termination.MarshalCause(c)
 				out.println("ended", name, string(b))
 			}()
+		case "many": // many N STAGE: N runs; each prints "cancelled ID UNIXNANO" when stopped
+			n, _ := strconv.Atoi(fs[1])
+			s, err := middleware.New(fs[2], middleware.WithFleet(f))
+			if err != nil {
+				out.println("error", err.Error())
+				continue
+			}
+			for range n {
+				ctx, run := s.Start(context.Background())
+				go func() {
+					<-ctx.Done()
+					at := time.Now().UnixNano()
+					run.Finish(nil)
+					out.println("cancelled", run.ID(), strconv.FormatInt(at, 10))
+				}()
+			}
+			out.println("many", fs[1])
 		case "spend":
 			in, _ := strconv.ParseInt(fs[2], 10, 64)
 			o, _ := strconv.ParseInt(fs[3], 10, 64)
@@ -122,7 +139,7 @@ func (l *lockedWriter) println(a ...string) {
 
 // child is a test's handle on one child process.
 type child struct {
-	t     *testing.T
+	t     testing.TB
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	lines chan string
@@ -132,6 +149,11 @@ type child struct {
 }
 
 func startChild(t *testing.T, url, prefix string, lease time.Duration) *child {
+	t.Helper()
+	return startChildTB(t, url, prefix, lease)
+}
+
+func startChildTB(t testing.TB, url, prefix string, lease time.Duration) *child {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), childEnv+"=1", "REDISFLEET_TEST_URL="+url,
