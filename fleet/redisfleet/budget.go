@@ -224,11 +224,11 @@ func (f *Fleet) reserve(ctx context.Context, s *shared) {
 	for _, v := range s.limits {
 		args = append(args, fmtFloat(v))
 	}
-	args = append(args, fmtFloat(s.spec.Pressure))
+	args = append(args, fmtFloat(s.spec.Pressure), f.k.ctl())
 
 	cctx, cancel := f.timeout(ctx)
 	sent := time.Now()
-	res, err := budgetScript.Run(cctx, f.client, []string{f.k.budgets(), f.k.ctl()}, args...).Slice()
+	res, err := budgetScript.Run(cctx, f.client, []string{f.k.budgets()}, args...).Slice()
 	cancel()
 	if err != nil || len(res) != 19 {
 		// Put everything back: the next try settles it.

@@ -118,7 +118,7 @@ func sortRuns(rs []fleet.RunInfo) {
 func (c *Control) entries(ctx context.Context) ([]entry, int64, error) {
 	ctx, cancel := c.timeout(ctx)
 	defer cancel()
-	res, err := listScript.Run(ctx, c.client, []string{c.k.runs()}, c.k.runPrefix()).Slice()
+	res, err := listScript.RunRO(ctx, c.client, []string{c.k.runs()}, c.k.runPrefix()).Slice()
 	if err != nil {
 		return nil, 0, c.unavailable(fleet.OpList, err)
 	}
@@ -185,8 +185,8 @@ func (c *Control) publish(ctx context.Context, kind, index, key, id string, ttl 
 	}
 	ctx, cancel := c.timeout(ctx)
 	defer cancel()
-	res, err := publishScript.Run(ctx, c.client, []string{index, key, c.k.ctl()},
-		kind, id, ttl.Milliseconds(), string(js)).Int64Slice()
+	res, err := publishScript.Run(ctx, c.client, []string{index, key},
+		kind, id, ttl.Milliseconds(), string(js), c.k.ctl()).Int64Slice()
 	if err != nil {
 		return 0, err
 	}
@@ -332,8 +332,8 @@ func (c *Control) Unblock(ctx context.Context, sel fleet.Selector) (int, error) 
 	}
 	ctx, cancel := c.timeout(ctx)
 	defer cancel()
-	res, err := unblockScript.Run(ctx, c.client, []string{c.k.blocks(), c.k.ctl()},
-		c.k.blockPrefix(), blockID(sel)).Int64Slice()
+	res, err := unblockScript.Run(ctx, c.client, []string{c.k.blocks()},
+		c.k.blockPrefix(), c.k.ctl(), blockID(sel)).Int64Slice()
 	if err != nil {
 		return 0, c.unavailable(fleet.OpBlock, err)
 	}
@@ -358,7 +358,7 @@ func (c *Control) Blocks(ctx context.Context) ([]fleet.Block, error) {
 func (c *Control) read(ctx context.Context, index, prefix string) ([]record, int64, error) {
 	ctx, cancel := c.timeout(ctx)
 	defer cancel()
-	res, err := readScript.Run(ctx, c.client, []string{index}, prefix).Slice()
+	res, err := readScript.RunRO(ctx, c.client, []string{index}, prefix).Slice()
 	if err != nil {
 		return nil, 0, err
 	}

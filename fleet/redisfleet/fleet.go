@@ -573,6 +573,23 @@ func (f *Fleet) subscribe(ctx context.Context, ps *redis.PubSub) {
 	}
 }
 
+// verify reports whether key holds value (want true) or is gone (want
+// false). When the server cannot say, the message is not trusted: the
+// next re-read of the stored state applies it.
+func (f *Fleet) verify(ctx context.Context, key, value string, want bool) bool {
+	cctx, cancel := f.timeout(ctx)
+	defer cancel()
+	got, err := f.client.Get(cctx, key).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return !want
+	case err != nil:
+		f.fail(fleet.OpConnect)
+		return false
+	}
+	return want && got == value
+}
+
 // handle applies one control message.
 func (f *Fleet) handle(ctx context.Context, p string) {
 	kind, rest, _ := strings.Cut(p, " ")
@@ -583,6 +600,16 @@ func (f *Fleet) handle(ctx context.Context, p string) {
 			f.metrics.Error(fleet.OpInternal)
 			return
 		}
+		// Only what an operator stored counts: a message without its
+		// record (published by a client that may publish on the channel
+		// but not write stops or blocks) is ignored.
+		key := f.k.stop(r.ID)
+		if kind == "block" {
+			key = f.k.block(r.ID)
+		}
+		if !f.verify(ctx, key, p, true) {
+			return
+		}
 		if kind == "stop" {
 			f.applyStop(ctx, r, false)
 			return
@@ -591,6 +618,9 @@ func (f *Fleet) handle(ctx context.Context, p string) {
 		f.blocks[r.ID] = r
 		f.mu.Unlock()
 	case "unblock":
+		if !f.verify(ctx, f.k.block(rest), "", false) {
+			return
+		}
 		f.mu.Lock()
 		delete(f.blocks, rest)
 		f.mu.Unlock()

@@ -8,7 +8,8 @@ import "github.com/redis/go-redis/v9"
 // server's time (ms since the Unix epoch) first, which the process uses to
 // estimate its offset from the server's clock.
 //
-// Keys that depend on data (a run's entry, a budget's window) are built
+// Channels are passed as arguments, never as KEYS, so that ACL key
+// patterns need not cover them. Keys that depend on data (a run's entry, a budget's window) are built
 // inside the scripts from a prefix passed as an argument: this needs a
 // standalone Redis or a primary with replicas (Sentinel), not Redis Cluster.
 
@@ -62,18 +63,18 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 return out
 `)
 
-// listScript returns the live runs' entries: {now, entry...}, dropping
-// index members whose lease lapsed.
+// listScript returns the live runs' entries: {now, entry...}. It only
+// reads (the sync script drops lapsed index members), so a read-only ACL
+// user can list runs (it runs with EVALSHA_RO, whose keys need read access only).
 //
 //	KEYS[1]  P runs
 //	ARGV[1]  P run:
 var listScript = redis.NewScript(luaNow + `
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local ids = redis.call('ZRANGE', KEYS[1], 0, -1)
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], now, '+inf')
 local out = {now}
 for _, id in ipairs(ids) do
   local v = redis.call('GET', ARGV[1] .. id)
-  if v then out[#out + 1] = v else redis.call('ZREM', KEYS[1], id) end
+  if v then out[#out + 1] = v end
 end
 return out
 `)
@@ -83,11 +84,11 @@ return out
 //
 //	KEYS[1]  index (P stops or P blocks)
 //	KEYS[2]  the record's key (P stop:ID or P block:ID)
-//	KEYS[3]  the control channel's name (P ctl); not a key, a channel
 //	ARGV[1]  kind: "stop" or "block"
 //	ARGV[2]  id
 //	ARGV[3]  ttl (ms); 0: none (a block without expiry)
 //	ARGV[4]  the record (JSON)
+//	ARGV[5]  the control channel (P ctl)
 //
 // The stored value and the message are "KIND ID AT EXPIRES RECORD" (AT and
 // EXPIRES in server ms, EXPIRES 0 for none). Returns {now, receivers}.
@@ -104,44 +105,45 @@ else
   redis.call('ZADD', KEYS[1], '+inf', ARGV[2])
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local r = redis.call('PUBLISH', KEYS[3], v)
+local r = redis.call('PUBLISH', ARGV[5], v)
 return {now, r}
 `)
 
 // unblockScript removes blocks and publishes each removal.
 //
 //	KEYS[1]  P blocks
-//	KEYS[2]  P ctl (channel)
 //	ARGV[1]  P block:
-//	ARGV[2…] block ids (escaped)
+//	ARGV[2]  the control channel (P ctl)
+//	ARGV[3…] block ids (escaped)
 //
 // Returns {now, removed}.
 var unblockScript = redis.NewScript(luaNow + `
 local removed = 0
-for i = 2, #ARGV do
+for i = 3, #ARGV do
   local id = ARGV[i]
   local gone = redis.call('DEL', ARGV[1] .. id)
   local was = redis.call('ZREM', KEYS[1], id)
   if gone == 1 or was == 1 then
     removed = removed + 1
-    redis.call('PUBLISH', KEYS[2], 'unblock ' .. id)
+    redis.call('PUBLISH', ARGV[2], 'unblock ' .. id)
   end
 end
 return {now, removed}
 `)
 
 // readScript returns the stored, unexpired records of an index:
-// {now, value...}.
+// {now, value...}. It only reads (publishScript drops expired index
+// members), so applications whose ACL lets them read stops and blocks but
+// not write them can run it (with EVALSHA_RO).
 //
 //	KEYS[1]  index (P stops or P blocks)
 //	ARGV[1]  the records' key prefix (P stop: or P block:)
 var readScript = redis.NewScript(luaNow + `
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local ids = redis.call('ZRANGE', KEYS[1], 0, -1)
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], now, '+inf')
 local out = {now}
 for _, id in ipairs(ids) do
   local v = redis.call('GET', ARGV[1] .. id)
-  if v then out[#out + 1] = v else redis.call('ZREM', KEYS[1], id) end
+  if v then out[#out + 1] = v end
 end
 return out
 `)
@@ -157,7 +159,6 @@ return out
 // crossed).
 //
 //	KEYS[1]  P budgets (index of windows: budget key → window end)
-//	KEYS[2]  P ctl (channel)
 //	ARGV[1]  P budget:ID:  (the window keys' prefix; the window start follows)
 //	ARGV[2]  ID (escaped budget id, for messages)
 //	ARGV[3]  spec (canonical JSON of the fleet_budget)
@@ -172,6 +173,7 @@ return out
 //	ARGV[24..27]  1 when the process has no lease left for resource i
 //	ARGV[28..31]  limits (0: none)
 //	ARGV[32]      pressure fraction (0: none)
+//	ARGV[33]      the control channel (P ctl)
 //
 // Returns {now, window start, window end, mismatch ("" or the stored spec),
 // exhausted resource (0 none), exhausted usage, pressure bitmask (resources
@@ -246,7 +248,7 @@ if mismatch == '' then
         exu = c[i]
         if s[i] > exu then exu = s[i] end
         redis.call('HSET', key, 'ex', i, 'exu', fmt(exu))
-        redis.call('PUBLISH', KEYS[2], 'bex ' .. id .. ' ' .. string.format('%d', ws) .. ' ' .. string.format('%d', ws + window) .. ' ' .. i .. ' ' .. fmt(exu) .. ' ' .. fmt(limit))
+        redis.call('PUBLISH', ARGV[33], 'bex ' .. id .. ' ' .. string.format('%d', ws) .. ' ' .. string.format('%d', ws + window) .. ' ' .. i .. ' ' .. fmt(exu) .. ' ' .. fmt(limit))
       end
     end
   end
@@ -261,7 +263,7 @@ if mismatch == '' and pressure > 0 then
       elseif c[i] >= pressure * limit then
         redis.call('HSET', key, 'pr' .. i, '1')
         pmask = pmask + 2 ^ (i - 1)
-        redis.call('PUBLISH', KEYS[2], 'bpr ' .. id .. ' ' .. string.format('%d', ws) .. ' ' .. string.format('%d', ws + window) .. ' ' .. i .. ' ' .. fmt(c[i]) .. ' ' .. fmt(limit))
+        redis.call('PUBLISH', ARGV[33], 'bpr ' .. id .. ' ' .. string.format('%d', ws) .. ' ' .. string.format('%d', ws + window) .. ' ' .. i .. ' ' .. fmt(c[i]) .. ' ' .. fmt(limit))
       end
     end
   end
