@@ -187,8 +187,8 @@ func newFleet(rec middleware.Recorder) (*fleet, error) {
 		if err != nil {
 			return nil, fmt.Errorf("stage %s: %w", spec.name, err)
 		}
-		st, err := middleware.New(spec.name, middleware.WithPolicy(policy), middleware.WithCondition(dangerousTools),
-			middleware.WithRecorder(rec), middleware.WithDrainTimeout(time.Second))
+		st, err := middleware.New(spec.name, append([]middleware.Option{middleware.WithPolicy(policy), middleware.WithCondition(dangerousTools),
+			middleware.WithRecorder(rec), middleware.WithDrainTimeout(time.Second)}, fleetOptions...)...)
 		if err != nil {
 			return nil, err
 		}
@@ -228,7 +228,7 @@ func runOnce(parent context.Context, st *middleware.Stage, wrap string, b behavi
 		t := time.AfterFunc(b.cancelAfter, cancel)
 		defer t.Stop()
 	}
-	ctx, run := st.Start(caller)
+	ctx, run := st.Start(caller, tenantLabel(rng))
 	if b.stopAfter > 0 {
 		t := time.AfterFunc(b.stopAfter, func() { run.Stop("operator pressed Stop") })
 		defer t.Stop()

@@ -6,6 +6,7 @@
 //
 //	go run ./examples/quickstart                 # until Ctrl-C
 //	go run ./examples/quickstart -duration 20s -listen 127.0.0.1:9464
+//	go run ./examples/quickstart -redis redis://127.0.0.1:6379   # runs join the fleet
 //
 // No network, no API keys: the agents are scripts. Traces are sampled and
 // kept in process, or sent over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.
@@ -32,11 +33,19 @@ func main() {
 	listen := flag.String("listen", "127.0.0.1:9464", "address to serve /metrics on")
 	duration := flag.Duration("duration", 0, "how long to run (0: until Ctrl-C)")
 	refresh := flag.Duration("refresh", time.Second, "how often to redraw the table (plain output: every 5 refreshes)")
+	redisURL := flag.String("redis", "", "join the runs to the Redis fleet at this URL (redis:// or rediss://), with a tenant label")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	leave, err := joinRedis(ctx, *redisURL) // redis.go
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "quickstart:", err)
+		os.Exit(2)
+	}
+	defer leave()
 	if err := run(ctx, *listen, *duration, *refresh, os.Stdout); err != nil {
 		stop()
+		leave()
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
 		os.Exit(1)
 	}
