@@ -149,7 +149,7 @@ func (f *Fleet) syncBudgets(ctx context.Context) {
 			s.exhausted = nil // a new window
 		}
 		s.mu.Unlock()
-		if s.pending.Load() || rollover || time.Since(s.lastSettle) >= time.Second || len(s.members) == 0 {
+		if s.pending.Load() || rollover || time.Since(s.lastSettle) >= f.renewEvery() || len(s.members) == 0 {
 			todo = append(todo, s)
 		}
 	}
@@ -162,6 +162,10 @@ func (f *Fleet) syncBudgets(ctx context.Context) {
 	}
 }
 
+// renewEvery is how often a process settles and renews its leases while it
+// has runs: every second, or a third of the lease when that is shorter.
+func (f *Fleet) renewEvery() time.Duration { return min(time.Second, f.cfg.lease/3) }
+
 // reserve settles s's usage and asks for a new lease in one script call.
 func (f *Fleet) reserve(ctx context.Context, s *shared) {
 	f.mu.Lock()
@@ -171,7 +175,7 @@ func (f *Fleet) reserve(ctx context.Context, s *shared) {
 	s.lastSettle = time.Now()
 	now := f.serverNow()
 
-	var used, debt, rel, want [4]float64
+	var used, debt, rel, want, held [4]float64
 	var dry [4]bool
 	s.mu.Lock()
 	sws := s.ws
@@ -200,10 +204,13 @@ func (f *Fleet) reserve(ctx context.Context, s *shared) {
 			want[i] = s.lease[i] - s.bal[i]
 			dry[i] = s.bal[i] <= 0
 		}
+		if !rollover {
+			held[i] = s.bal[i]
+		}
 	}
 	s.mu.Unlock()
 
-	args := make([]any, 0, 32)
+	args := make([]any, 0, 40)
 	args = append(args, f.k.budgetPrefix()+s.esc+":", s.esc, s.specJSON, s.window, (f.cfg.lease * 2).Milliseconds(), sws)
 	for _, v := range used {
 		args = append(args, fmtFloat(v))
@@ -224,7 +231,10 @@ func (f *Fleet) reserve(ctx context.Context, s *shared) {
 	for _, v := range s.limits {
 		args = append(args, fmtFloat(v))
 	}
-	args = append(args, fmtFloat(s.spec.Pressure), f.k.ctl())
+	args = append(args, fmtFloat(s.spec.Pressure), f.k.ctl(), f.proc, f.cfg.lease.Milliseconds())
+	for _, v := range held {
+		args = append(args, fmtFloat(v))
+	}
 
 	cctx, cancel := f.timeout(ctx)
 	sent := time.Now()

@@ -70,7 +70,11 @@
 // [WithLeaseFraction]) of each limit at a time with an atomic Lua script,
 // spends it locally, asks for more when half of it is left, and settles its
 // usage in the same script call. When the last local run of a budget ends,
-// the unused part of its lease is returned at the next sync. A lease is
+// the unused part of its lease is returned at the next sync. Each process
+// renews its lease record at least every second; a process that dies stops
+// renewing, and one lease period later the next call of any process
+// returns its lease to the budget (its usage not yet settled, at most about
+// a second's worth, is lost). A lease is
 // granted only from what is neither settled nor leased, so while the server
 // is reachable the usage past a limit is at most
 //

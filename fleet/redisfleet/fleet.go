@@ -32,6 +32,7 @@ type Fleet struct {
 
 	host string
 	pid  int
+	proc string // this Fleet's id in budget leases
 
 	offset atomic.Int64 // server clock − local clock, ms
 	up     atomic.Bool  // the last call to the server succeeded
@@ -88,6 +89,7 @@ func New(ctx context.Context, url string, opts ...Option) (*Fleet, error) {
 		Control:   newControl(ro, cfg),
 		host:      host,
 		pid:       os.Getpid(),
+		proc:      fleet.NewRunID(),
 		wake:      make(chan struct{}, 1),
 		flush:     make(chan chan struct{}),
 		runs:      map[string]*member{},

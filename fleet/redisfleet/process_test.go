@@ -3,10 +3,13 @@ package redisfleet
 import (
 	"context"
 	"errors"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
@@ -288,4 +291,54 @@ func TestServerRestart(t *testing.T) {
 	if !errors.As(context.Cause(live.Context()), &x) || x.Detail != "bye (by ops)" {
 		t.Errorf("cause = %v", context.Cause(live.Context()))
 	}
+}
+
+// TestDeadProcessLeaseReturns: the budget lease of a process killed with
+// SIGKILL goes back to the budget one lease period later.
+func TestDeadProcessLeaseReturns(t *testing.T) {
+	srv := redistest.Start(t)
+	prefix := testPrefix(t)
+	ch := startChild(t, srv.URL(), prefix, time.Second)
+	ch.start("a", "research", "tenant=acme", "100000") // lease: 1% = 1000
+	ch.spend("a", 10, 0)
+	ro, _ := ParseURL(srv.URL())
+	raw := redis.NewClient(ro)
+	defer raw.Close()
+	window := func() (c1 float64, leases int) {
+		keys, err := raw.Keys(context.Background(), prefix+"budget:*").Result()
+		if err != nil || len(keys) != 1 {
+			return -1, -1
+		}
+		h, _ := raw.HGetAll(context.Background(), keys[0]).Result()
+		for f := range h {
+			if strings.HasPrefix(f, "L:") {
+				leases++
+			}
+		}
+		c1, _ = strconv.ParseFloat(h["c1"], 64)
+		return c1, leases
+	}
+	eventually(t, 3*time.Second, "the child holds a lease", func() bool {
+		c1, n := window()
+		return c1 == 1010 && n == 1
+	})
+	if err := ch.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-ch.done
+	time.Sleep(1100 * time.Millisecond)
+
+	f := newTestFleet(t, srv, WithPrefix(prefix), WithLease(time.Second))
+	s, err := middleware.New("research", middleware.WithFleet(f),
+		middleware.WithFleetBudget(termination.FleetBudget{Key: "label:tenant", Window: time.Hour, TotalTokens: 100000}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, run := s.Start(t.Context(), middleware.WithLabels(map[string]string{"tenant": "acme"}))
+	defer run.Finish(nil)
+	eventually(t, 3*time.Second, "the dead child's lease is returned (10 spent + 1000 leased to this process)", func() bool {
+		_ = f.Flush(t.Context())
+		c1, n := window()
+		return c1 == 1010 && n == 1
+	})
 }

@@ -174,6 +174,15 @@ return out
 //	ARGV[28..31]  limits (0: none)
 //	ARGV[32]      pressure fraction (0: none)
 //	ARGV[33]      the control channel (P ctl)
+//	ARGV[34]      the process's id
+//	ARGV[35]      the lease period (ms)
+//	ARGV[36..39]  the lease the process still holds, per resource (before this grant)
+//
+// Each process's lease is recorded in the window as L:PROCESS = "A1 A2 A3
+// A4 EXPIRES" and renewed by each of its calls (at least every second
+// while it has runs of the budget). A lease whose process has not renewed
+// it for a lease period (the process died) is returned to the budget by
+// the next call of any process.
 //
 // Returns {now, window start, window end, mismatch ("" or the stored spec),
 // exhausted resource (0 none), exhausted usage, pressure bitmask (resources
@@ -218,6 +227,26 @@ local key = prefix .. string.format('%d', ws)
 local stored = touch(key, ws)
 local mismatch = ''
 if stored ~= spec then mismatch = stored end
+local proc = 'L:' .. ARGV[34]
+local leaseMs = tonumber(ARGV[35])
+if sws ~= ws then
+  redis.call('HDEL', prefix .. string.format('%d', sws), proc) -- an old window's lease is void
+end
+-- Leases of processes that stopped renewing them (they died) go back.
+local h = redis.call('HGETALL', key)
+for j = 1, #h, 2 do
+  local f = h[j]
+  if string.sub(f, 1, 2) == 'L:' and f ~= proc then
+    local a1, a2, a3, a4, exp = string.match(h[j+1], '^(%S+) (%S+) (%S+) (%S+) (%S+)$')
+    if exp and tonumber(exp) < now then
+      local a = {tonumber(a1), tonumber(a2), tonumber(a3), tonumber(a4)}
+      for i = 1, 4 do
+        if a[i] ~= 0 then redis.call('HINCRBYFLOAT', key, 'c' .. i, -a[i]) end
+      end
+      redis.call('HDEL', key, f)
+    end
+  end
+end
 local g = {0, 0, 0, 0}
 local c = {0, 0, 0, 0}
 local s = {0, 0, 0, 0}
@@ -267,6 +296,18 @@ if mismatch == '' and pressure > 0 then
       end
     end
   end
+end
+-- This process's lease: what it holds after this call, until it renews it.
+local held = {}
+local any = false
+for i = 1, 4 do
+  held[i] = tonumber(ARGV[35+i]) + g[i]
+  if held[i] ~= 0 then any = true end
+end
+if any then
+  redis.call('HSET', key, proc, fmt(held[1]) .. ' ' .. fmt(held[2]) .. ' ' .. fmt(held[3]) .. ' ' .. fmt(held[4]) .. ' ' .. string.format('%d', now + leaseMs))
+else
+  redis.call('HDEL', key, proc)
 end
 return {now, ws, ws + window, mismatch, ex, fmt(exu), pmask,
   fmt(g[1]), fmt(g[2]), fmt(g[3]), fmt(g[4]),
