@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
@@ -220,7 +222,8 @@ func TestKilledProcessLeavesRegistry(t *testing.T) {
 // Fail-closed skips new runs while the server is away.
 func TestServerRestart(t *testing.T) {
 	srv := redistest.Start(t)
-	open := newTestFleet(t, srv)
+	reader := sdkmetric.NewManualReader()
+	open := newTestFleet(t, srv, WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
 	closed := newTestFleet(t, srv, WithFailClosed(), WithPrefix(open.cfg.prefix))
 	ctl := newTestControl(t, srv, open.cfg.prefix)
 	so, err := middleware.New("restart", middleware.WithFleet(open))
@@ -255,6 +258,9 @@ func TestServerRestart(t *testing.T) {
 	if _, stop := liveClosed.Observe(termination.Event{Kind: termination.KindMessage, Text: "on"}); stop {
 		t.Fatalf("fail-closed live run stopped: %v", context.Cause(liveClosed.Context()))
 	}
+	eventually(t, 3*time.Second, "agent.fleet.errors counts the failures by operation", func() bool {
+		return fleetErrors(t, reader) > 0
+	})
 	_, fresh := so.Start(t.Context())
 	if c, ok := fresh.Cause(); ok {
 		t.Fatalf("fail-open new run ended at once: %v", c)
@@ -341,4 +347,28 @@ func TestDeadProcessLeaseReturns(t *testing.T) {
 		c1, n := window()
 		return c1 == 1010 && n == 1
 	})
+}
+
+// fleetErrors sums agent.fleet.errors over its operation attribute values,
+// failing the test if a point lacks the attribute.
+func fleetErrors(t *testing.T, r *sdkmetric.ManualReader) int64 {
+	var rm metricdata.ResourceMetrics
+	if err := r.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != "agent.fleet.errors" {
+				continue
+			}
+			for _, p := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				if op, ok := p.Attributes.Value("operation"); !ok || op.AsString() == "" {
+					t.Errorf("agent.fleet.errors point without operation: %v", p.Attributes)
+				}
+				n += p.Value
+			}
+		}
+	}
+	return n
 }
