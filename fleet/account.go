@@ -167,6 +167,12 @@ func (a *Account) Members() int {
 // crossed.
 func (m *AccountMember) Spend(u termination.Usage, cost float64) (warning, stop termination.Cause) {
 	a := m.a
+	switch {
+	case math.IsInf(cost, 1):
+		cost = math.MaxFloat64 // as the run's own cost budget: an infinite cost exhausts it
+	case math.IsNaN(cost) || math.IsInf(cost, -1):
+		cost = 0
+	}
 	a.mu.Lock()
 	if a.exhausted != nil {
 		// Exhausted before this event reached us (another run, another
@@ -178,9 +184,7 @@ func (m *AccountMember) Spend(u termination.Usage, cost float64) (warning, stop 
 	}
 	a.local.InputTokens += u.InputTokens
 	a.local.OutputTokens += u.OutputTokens
-	if !math.IsNaN(cost) && !math.IsInf(cost, 0) {
-		a.local.Cost += cost
-	}
+	a.local.Cost += cost
 	low := false
 	if a.leased {
 		a.lease.InputTokens -= u.InputTokens

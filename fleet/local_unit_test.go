@@ -3,6 +3,7 @@ package fleet_test
 import (
 	"context"
 	"errors"
+	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -298,11 +299,21 @@ func TestLocalOvershoot(t *testing.T) {
 	l := fleet.NewLocal()
 	s, _ := middleware.New("overshoot", middleware.WithFleet(l),
 		middleware.WithFleetBudget(termination.FleetBudget{Key: "stage", Window: time.Hour, TotalTokens: limit}))
+	// Every run starts before any spends: a run that started after the
+	// budget ran out would be skipped.
+	type started struct {
+		ctx context.Context
+		run *middleware.Run
+	}
+	var all []started
+	for range runs {
+		ctx, run := s.Start(context.Background())
+		all = append(all, started{ctx, run})
+	}
 	var wg sync.WaitGroup
 	results := make([]termination.Result, runs)
-	for i := range runs {
+	for i, st := range all {
 		wg.Go(func() {
-			ctx, run := s.Start(context.Background())
 			ch, produced := make(chan int), make(chan struct{})
 			defer func() { <-produced }() // the producer has exited
 			go func() {
@@ -311,14 +322,14 @@ func TestLocalOvershoot(t *testing.T) {
 				for i := 0; ; i++ {
 					select {
 					case ch <- i:
-					case <-ctx.Done():
+					case <-st.ctx.Done():
 						return
 					}
 				}
 			}()
-			for range middleware.Forward(run, ch, func(int) termination.Event { return msg(perEvent) }) {
+			for range middleware.Forward(st.run, ch, func(int) termination.Event { return msg(perEvent) }) {
 			}
-			results[i] = run.Wait()
+			results[i] = st.run.Wait()
 		})
 	}
 	wg.Wait()
@@ -437,5 +448,22 @@ func TestLocalJoinErrors(t *testing.T) {
 	cancel()
 	if _, err := l.Runs(ctx, fleet.Selector{}); !errors.Is(err, context.Canceled) {
 		t.Errorf("Runs on a cancelled context: %v", err)
+	}
+}
+
+func TestAccountOddCosts(t *testing.T) {
+	spec := termination.FleetBudget{Key: "stage", Window: time.Hour, Cost: 10}
+	a := fleet.NewAccount(fleet.BudgetID{Key: "stage", Value: "s"}, spec, time.Unix(0, 0), nil, nil)
+	m, _ := a.Join(fleet.Hooks{})
+	for _, c := range []float64{math.NaN(), math.Inf(-1), 1} {
+		if _, stop := m.Spend(termination.Usage{}, c); stop != nil {
+			t.Fatalf("cost %g stopped the run", c)
+		}
+	}
+	if got := a.Status().Cost; got != 1 {
+		t.Errorf("cost = %g, want 1 (NaN and -Inf ignored)", got)
+	}
+	if _, stop := m.Spend(termination.Usage{}, math.Inf(1)); stop == nil {
+		t.Error("an infinite cost did not exhaust the budget")
 	}
 }

@@ -22,7 +22,10 @@ type fleetConfig struct {
 // stage's fleet_budget ([WithPolicy], [WithFleetBudget]) with the other
 // runs of the same key. Per event the run charges its usage to the shared
 // budget in-process, without allocating and without waiting on the
-// network. Default: no fleet; runs have no id and a fleet_budget is
+// network. A fleet warning that this run's own event raised reaches
+// [WithOnWarning] at once; one that another run raised is in the run's
+// result at once and reaches the hook and the recorder with this run's
+// next event (the recorder at the run's end if none comes). Default: no fleet; runs have no id and a fleet_budget is
 // ignored. nil is ignored.
 func WithFleet(f fleet.Fleet) Option {
 	return optionFunc(func(c *config) {

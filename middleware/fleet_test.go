@@ -77,30 +77,6 @@ func (m *scriptedMember) Leave(res *termination.Result) {
 	m.mu.Unlock()
 }
 
-// warnRecorder records warnings and ends of one run.
-type warnRecorder struct {
-	mu       sync.Mutex
-	warnings []termination.Cause
-	calls    []string
-}
-
-func (r *warnRecorder) StartRun(ctx context.Context, _ string) (context.Context, middleware.RunRecorder) {
-	return ctx, r
-}
-func (r *warnRecorder) Event(*termination.Event) {}
-func (r *warnRecorder) Warning(c termination.Cause) {
-	r.mu.Lock()
-	r.warnings = append(r.warnings, c)
-	r.calls = append(r.calls, "warning")
-	r.mu.Unlock()
-}
-func (r *warnRecorder) Error(error) {}
-func (r *warnRecorder) End(*termination.Result) {
-	r.mu.Lock()
-	r.calls = append(r.calls, "end")
-	r.mu.Unlock()
-}
-
 func TestRunLabelsValidated(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
@@ -188,7 +164,7 @@ func TestFleetRejectsAtStart(t *testing.T) {
 
 func TestFleetHooksStopAndWarn(t *testing.T) {
 	f := &scriptedFleet{}
-	rec := &warnRecorder{}
+	rec := &fakeRecorder{} // recorder_test.go
 	var hooked []termination.Cause
 	s, _ := middleware.New("hooks", middleware.WithFleet(f), middleware.WithRecorder(rec),
 		middleware.WithOnWarning(func(_ context.Context, c termination.Cause) { hooked = append(hooked, c) }))
@@ -200,8 +176,8 @@ func TestFleetHooksStopAndWarn(t *testing.T) {
 		t.Error("the warning hook ran on the fleet's goroutine")
 	}
 	run.Observe(termination.Event{Kind: termination.KindMessage})
-	if len(hooked) != 1 || hooked[0] != w || len(rec.warnings) != 1 {
-		t.Fatalf("after the next event: hook %v, recorder %v", hooked, rec.warnings)
+	if len(hooked) != 1 || hooked[0] != w || len(rec.only(t).warnings) != 1 {
+		t.Fatalf("after the next event: hook %v, recorder %v", hooked, rec.only(t).warnings)
 	}
 	cause := fleet.StopCause("runaway", "ops@host")
 	if !h.Stop(cause) {
@@ -219,14 +195,14 @@ func TestFleetHooksStopAndWarn(t *testing.T) {
 		t.Errorf("result: cause %v, warnings %v", res.Cause, res.Warnings)
 	}
 	h.Warn(w) // after the end: nothing
-	if len(rec.warnings) != 1 {
-		t.Error("a warning after the end was recorded")
+	if fr := rec.only(t); len(fr.warnings) != 1 || len(fr.misuse) > 0 {
+		t.Errorf("recorder: warnings %v, misuse %v", fr.warnings, fr.misuse)
 	}
 }
 
 func TestFleetWarningWithoutLaterEvent(t *testing.T) {
 	f := &scriptedFleet{}
-	rec := &warnRecorder{}
+	rec := &fakeRecorder{}
 	s, _ := middleware.New("late_warning", middleware.WithFleet(f), middleware.WithRecorder(rec))
 	_, run := s.Start(context.Background())
 	w := termination.BudgetPressure{Resource: termination.ResourceCost, Threshold: 0.8, Used: 8, Limit: 10, Scope: termination.ScopeFleet}
@@ -235,8 +211,8 @@ func TestFleetWarningWithoutLaterEvent(t *testing.T) {
 	if len(res.Warnings) != 1 {
 		t.Errorf("result warnings = %v", res.Warnings)
 	}
-	if strings.Join(rec.calls, ",") != "warning,end" {
-		t.Errorf("recorder calls = %v, want the warning before the end", rec.calls)
+	if fr := rec.only(t); strings.Join(fr.calls, ",") != "warning,end" || len(fr.misuse) > 0 {
+		t.Errorf("recorder calls = %v (misuse %v), want the warning before the end", fr.calls, fr.misuse)
 	}
 }
 

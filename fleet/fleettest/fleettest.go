@@ -13,8 +13,8 @@
 // the Fleet it returns and operator commands through the Control: registry
 // visibility and figures, stop by run, stage, label and all with counts,
 // block, unblock and expiry, a shared budget's pressure warning and
-// exhaustion across runs, and the invalid_input of a mismatched budget or
-// a missing keyed label. Effects that a networked fleet delivers
+// exhaustion across runs, its next window, and the invalid_input of a
+// mismatched budget or a missing keyed label. Effects that a networked fleet delivers
 // asynchronously are awaited (up to [Timeout]) rather than expected at
 // once. newFleet must return a fleet that no other subtest shares (a fresh
 // key prefix for a shared store), and clean it up with t.Cleanup.
@@ -56,6 +56,7 @@ func Run(t *testing.T, newFleet func(t *testing.T) (fleet.Fleet, fleet.Control))
 		{"BlockByLabel", testBlockByLabel},
 		{"SharedBudget", testSharedBudget},
 		{"BudgetMismatch", testBudgetMismatch},
+		{"BudgetWindow", testBudgetWindow},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, c := newFleet(t)
@@ -613,4 +614,43 @@ func testBudgetMismatch(t *testing.T, f fleet.Fleet, _ fleet.Control) {
 	if fl, ok := res.Cause.(termination.Failed); !ok || fl.Reason != termination.FailInvalidInput || !strings.Contains(fl.Err, "tenant") {
 		t.Errorf("missing keyed label: cause = %#v, want Failed{invalid_input} naming the label", res.Cause)
 	}
+}
+
+// testBudgetWindow: an exhausted budget opens again in the next window
+// (fixed windows aligned to the Unix epoch).
+func testBudgetWindow(t *testing.T, f fleet.Fleet, _ fleet.Control) {
+	const window = 3 * time.Second
+	budget := termination.FleetBudget{Key: "stage", Window: window, TotalTokens: 100}
+	s := newStage(t, f, "fleettest_window", middleware.WithFleetBudget(budget))
+	// Start early in a window, so that the checks below happen in it.
+	for time.Now().Sub(fleet.WindowStart(time.Now(), window)) > window/4 {
+		time.Sleep(20 * time.Millisecond)
+	}
+	first := fleet.WindowStart(time.Now(), window)
+	_, a := start(t, s, nil)
+	if _, st := a.Observe(message(100, 0)); !st {
+		t.Fatalf("100 of 100 did not stop the run")
+	}
+	a.Finish(nil)
+	eventually(t, "a new run in the exhausted window is skipped", func() bool {
+		if !fleet.WindowStart(time.Now(), window).Equal(first) {
+			t.Fatal("the window ended before a new run was skipped")
+		}
+		_, run := s.Start(t.Context())
+		return skipReason(run.Finish(nil)) == termination.SkipFleetBudgetExhausted
+	})
+	r := startLive(t, s, nil) // once the next window has begun
+	if got := fleet.WindowStart(time.Now(), window); !got.After(first) {
+		t.Errorf("a run started in the exhausted window %v", first)
+	}
+	if _, st := r.Observe(message(50, 0)); st {
+		t.Errorf("the new window did not start afresh: %v", context.Cause(r.Context()))
+	}
+}
+
+func skipReason(res termination.Result) string {
+	if s, ok := res.Cause.(termination.Skipped); ok {
+		return s.Reason
+	}
+	return ""
 }
