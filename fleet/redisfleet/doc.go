@@ -90,6 +90,13 @@
 // of the overshoot. Pressure and exhaustion are published to every process
 // and stored with the window, so new runs are skipped until the window ends.
 //
+// The first run of a window stores its fleet_budget with it. A run whose
+// policy disagrees with another run of the same process ends at once with
+// Failed{invalid_input}; one that disagrees with the stored budget (set by
+// another process) ends with it as soon as its process hears back from the
+// server (its first reserve, within a sync), and later runs of that process
+// end at once.
+//
 // # Faults
 //
 // When the server is unreachable a Fleet is fail-open by default: live runs
