@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/agentstop/agentstop/fleet/redisfleet"
 	"github.com/agentstop/agentstop/middleware"
 )
@@ -19,6 +21,9 @@ func joinRedis(ctx context.Context, url string) (func(), error) {
 	if url == "" {
 		return func() {}, nil
 	}
+	// go-redis logs connection failures to stderr, over the live table;
+	// the fleet counts them in agent.fleet.errors instead.
+	redis.SetLogger(quietRedis{})
 	f, err := redisfleet.New(ctx, url)
 	if err != nil {
 		return nil, err
@@ -30,6 +35,10 @@ func joinRedis(ctx context.Context, url string) (func(), error) {
 		_ = f.Close(cctx)
 	}, nil
 }
+
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
 
 var tenants = []string{"acme", "globex", "initech"}
 
