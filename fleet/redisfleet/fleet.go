@@ -52,6 +52,7 @@ type Fleet struct {
 	lastRenew, lastRead time.Time
 
 	cancel context.CancelFunc
+	bgDone <-chan struct{} // closed when the background work is told to stop
 	wg     sync.WaitGroup
 	closed atomic.Bool
 }
@@ -100,7 +101,7 @@ func New(ctx context.Context, url string, opts ...Option) (*Fleet, error) {
 	}
 	f.sync(ctx, true) // a first sync: the server's clock, blocks and stops
 	bg, cancel := context.WithCancel(context.Background())
-	f.cancel = cancel
+	f.cancel, f.bgDone = cancel, bg.Done()
 	ps := f.client.Subscribe(bg, f.k.ctl())
 	f.wg.Add(2)
 	go f.subscribe(bg, ps)
@@ -167,12 +168,16 @@ func (f *Fleet) Flush(ctx context.Context) error {
 	done := make(chan struct{})
 	select {
 	case f.flush <- done:
+	case <-f.bgDone:
+		return errClosed
 	case <-ctx.Done():
 		return ctx.Err()
 	}
 	select {
 	case <-done:
 		return nil
+	case <-f.bgDone:
+		return errClosed
 	case <-ctx.Done():
 		return ctx.Err()
 	}
@@ -350,8 +355,8 @@ func (f *Fleet) sync(ctx context.Context, first bool) {
 	wasUp := f.up.Load()
 
 	f.syncRuns(ctx)
-	if !f.up.Load() && !first {
-		return
+	if !f.up.Load() {
+		return // unreachable: the next round tries again
 	}
 	f.syncBudgets(ctx)
 	f.mu.Lock()
