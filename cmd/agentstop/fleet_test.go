@@ -120,7 +120,25 @@ func TestFleetCommands(t *testing.T) {
 	if err := json.Unmarshal([]byte(check(runFleetCLI(t, env, "budgets", "-json"))), &budgets); err != nil || len(budgets) != 0 {
 		t.Errorf("budgets -json = %+v, %v", budgets, err)
 	}
-	check(runFleetCLI(t, env, "budgets"))
+	shared, err := middleware.New("writer", middleware.WithFleet(f),
+		middleware.WithFleetBudget(termination.FleetBudget{Key: "label:tenant", Window: time.Hour, TotalTokens: 1000, Pressure: 0.5}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, spender := shared.Start(context.Background(), middleware.WithLabels(map[string]string{"tenant": "acme"}))
+	defer spender.Finish(nil)
+	spender.Observe(termination.Event{Kind: termination.KindMessage, Text: "x", Usage: termination.Usage{InputTokens: 500, OutputTokens: 20}})
+	if err := f.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	out = check(runFleetCLI(t, env, "budgets"))
+	if !strings.Contains(out, "label:tenant") || !strings.Contains(out, "acme") || !strings.Contains(out, "total_tokens 520/1000") ||
+		!strings.Contains(out, "pressure") || !strings.Contains(out, "1 shared budget") {
+		t.Errorf("budgets:\n%s", out)
+	}
+	if err := json.Unmarshal([]byte(check(runFleetCLI(t, env, "budgets", "-json"))), &budgets); err != nil || len(budgets) != 1 || budgets[0].Used.Total() != 520 || budgets[0].Runs != 1 {
+		t.Errorf("budgets -json = %+v, %v", budgets, err)
+	}
 	code, stdout, _ := runFleetCLI(t, env, "stop", "-h")
 	if code != 0 || !strings.Contains(stdout, "-reason") || !strings.Contains(stdout, "-wait") {
 		t.Errorf("stop -h: %d %s", code, stdout)
