@@ -193,8 +193,9 @@ func (c *Control) publish(ctx context.Context, kind, index, key, id string, ttl 
 	return res[0], nil
 }
 
-// Stop implements fleet.Control: it stores the stop (for at least one lease
-// period, so processes that reconnect still see it), publishes it, and
+// Stop implements fleet.Control: it stores the stop (for the longer of the
+// lease and a minute, plus the wait, so processes that reconnect still see
+// it), publishes it, and
 // waits up to req.Wait for the owning processes' confirmations.
 func (c *Control) Stop(ctx context.Context, req fleet.StopRequest) (fleet.StopReport, error) {
 	if err := req.Validate(); err != nil {
@@ -220,7 +221,10 @@ func (c *Control) Stop(ctx context.Context, req fleet.StopRequest) (fleet.StopRe
 		state[r.ID] = open
 	}
 	id := fleet.NewRunID()
-	ttl := c.cfg.lease + req.Wait
+	// Stored for at least a lease period of any process (whose lease this
+	// Control may not know: a minute covers it unless leases are longer),
+	// so that a process reconnecting within it still applies the stop.
+	ttl := max(c.cfg.lease, time.Minute) + req.Wait
 	if _, err := c.publish(ctx, "stop", c.k.stops(), c.k.stop(id), id, ttl,
 		recordBody{Selector: req.Selector, Reason: req.Reason, By: req.By}); err != nil {
 		return fleet.StopReport{}, c.unavailable(fleet.OpStop, err)
