@@ -47,10 +47,10 @@ func (a Amounts) Of(r termination.Resource) float64 {
 }
 
 // Account is one process's accounting of one shared budget (a [BudgetID]
-// under a [termination.FleetBudget]) in its current window. Both
-// implementations use it: [Local] keeps the whole budget in one Account;
-// a networked fleet keeps one per budget its local runs share and feeds it
-// the store's view in the background.
+// under a [termination.FleetBudget]) in its current window. [Local] keeps
+// each shared budget in one Account; a networked fleet can keep one per
+// budget its local runs share and feed it the store's view in the
+// background (Take, Apply, SetLease, Exhaust, Roll).
 //
 // The Account's view of the window's usage is Shared (what the store
 // reported: every process's settled usage) plus Unsettled (spent here since
