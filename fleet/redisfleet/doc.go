@@ -53,14 +53,17 @@
 //
 // # Stops and blocks
 //
-// A stop is stored (for one lease period plus the command's wait) and
-// published in one script. A process that receives it ends every matching
+// A stop is stored (for the longer of a lease period and a minute, plus
+// the command's wait) and published in one script. A process that receives
+// it checks the stored record, ends every matching
 // live run with Cancelled{external, "REASON (by WHO)"} and confirms each
 // on the stop's list. A process that missed the message (it was
 // reconnecting) finds the stored stop when it re-reads and applies it to
 // the runs that started before the stop was issued. A block is stored until
 // unblocked or until its expiry (a server-side TTL) and published; every
-// process keeps the set of blocks and checks new runs against it.
+// process keeps the set of blocks and checks new runs against it, so a new
+// run is blocked from the moment its process receives the block (within
+// milliseconds; at worst at its next re-read, a second later).
 //
 // # Fleet budgets and the overshoot bound
 //
