@@ -131,7 +131,8 @@ func startBenchChild(b *testing.B, url, prefix string) *child {
 }
 
 // BenchmarkOvershoot: how far the usage of a shared budget goes past its
-// limit when runs in 3 processes spend concurrently until stopped, against
+// limit when runs in 3 fleets (each with its own connections and leases,
+// as 3 processes would be) spend concurrently until stopped, against
 // the documented bound: lease size × processes + the events in flight
 // (one event per run). Reported per iteration; the benchmark fails when
 // the bound does not hold.

@@ -50,6 +50,8 @@ type Fleet struct {
 
 	// used by the sync loop only (and by New and Close around it)
 	lastRenew, lastRead time.Time
+	offsetAt            time.Time     // when the offset was last sampled
+	bestRTT             time.Duration // the shortest round trip of a kept sample
 
 	cancel context.CancelFunc
 	bgDone <-chan struct{} // closed when the background work is told to stop
@@ -136,11 +138,23 @@ func (f *Fleet) Close(ctx context.Context) error {
 
 func (f *Fleet) serverNow() int64 { return time.Now().UnixMilli() + f.offset.Load() }
 
+// setOffset takes one sample of the server's clock: server is the TIME a
+// script read, between sent and now. The sample's error is at most half
+// its round trip, so a sample is kept only when its round trip is not much
+// longer than the best recent one (a call that waited for a connection or
+// for the scheduler says little about the clock).
 func (f *Fleet) setOffset(server int64, sent time.Time) {
-	// The server's TIME ran somewhere between sending and receiving: take
-	// the middle.
-	local := sent.UnixMilli() + time.Since(sent).Milliseconds()/2
+	rtt := time.Since(sent)
+	stale := f.offsetAt.IsZero() || time.Since(f.offsetAt) > 30*time.Second
+	if !stale && rtt > 2*f.bestRTT+time.Millisecond {
+		return
+	}
+	local := sent.UnixMilli() + rtt.Milliseconds()/2
 	f.offset.Store(server - local)
+	f.offsetAt = time.Now()
+	if stale || rtt < f.bestRTT {
+		f.bestRTT = rtt
+	}
 }
 
 func (f *Fleet) poke() {
