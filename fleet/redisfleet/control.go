@@ -178,19 +178,21 @@ func (r record) block() fleet.Block {
 	return b
 }
 
-func (c *Control) publish(ctx context.Context, kind, index, key, id string, ttl time.Duration, body recordBody) (now int64, err error) {
+// publish stores and publishes a stop or block and returns the server's
+// time and how many subscribers received it.
+func (c *Control) publish(ctx context.Context, kind, index, key, id string, ttl time.Duration, body recordBody) (now, receivers int64, err error) {
 	js, err := json.Marshal(body)
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
 	ctx, cancel := c.timeout(ctx)
 	defer cancel()
 	res, err := publishScript.Run(ctx, c.client, []string{index, key},
 		kind, id, ttl.Milliseconds(), string(js), c.k.ctl()).Int64Slice()
 	if err != nil {
-		return 0, err
+		return 0, 0, err
 	}
-	return res[0], nil
+	return res[0], res[1], nil
 }
 
 // Stop implements fleet.Control: it stores the stop (for the longer of the
@@ -225,14 +227,18 @@ func (c *Control) Stop(ctx context.Context, req fleet.StopRequest) (fleet.StopRe
 	// Control may not know: a minute covers it unless leases are longer),
 	// so that a process reconnecting within it still applies the stop.
 	ttl := max(c.cfg.lease, time.Minute) + req.Wait
-	if _, err := c.publish(ctx, "stop", c.k.stops(), c.k.stop(id), id, ttl,
-		recordBody{Selector: req.Selector, Reason: req.Reason, By: req.By}); err != nil {
+	_, receivers, err := c.publish(ctx, "stop", c.k.stops(), c.k.stop(id), id, ttl,
+		recordBody{Selector: req.Selector, Reason: req.Reason, By: req.By})
+	if err != nil {
 		return fleet.StopReport{}, c.unavailable(fleet.OpStop, err)
 	}
-	// Delivered. Count confirmations until every matched run is accounted
-	// for or the wait is over; errors from here on leave runs unconfirmed.
+	// Delivered. Count confirmations until every process that received the
+	// stop has applied it and every matched run is accounted for, or the
+	// wait is over; errors from here on leave runs unconfirmed. (A run that
+	// started after the listing is counted from its process's
+	// confirmation.)
 	deadline := time.Now().Add(req.Wait)
-	seen := 0
+	seen, applied := 0, 0
 	for {
 		lctx, cancel := c.timeout(ctx)
 		acks, err := c.client.LRange(lctx, c.k.stopAck(id), int64(seen), -1).Result()
@@ -242,6 +248,8 @@ func (c *Control) Stop(ctx context.Context, req fleet.StopRequest) (fleet.StopRe
 			for _, a := range acks {
 				kind, rid, _ := strings.Cut(a, " ")
 				switch {
+				case kind == "p":
+					applied++
 				case kind == "s":
 					state[rid] = stopped
 				case state[rid] != stopped:
@@ -258,7 +266,7 @@ func (c *Control) Stop(ctx context.Context, req fleet.StopRequest) (fleet.StopRe
 		for _, rid := range c.gone(ctx, pending) {
 			state[rid] = ended // left the registry without a confirmation: it had ended
 		}
-		if len(pending) == 0 || !time.Now().Before(deadline) || ctx.Err() != nil {
+		if len(pending) == 0 && int64(applied) >= receivers || !time.Now().Before(deadline) || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(min(25*time.Millisecond, time.Until(deadline)))
@@ -317,7 +325,7 @@ func (c *Control) Block(ctx context.Context, req fleet.BlockRequest) (fleet.Bloc
 		req.By = fleet.DefaultBy()
 	}
 	id := blockID(req.Selector)
-	now, err := c.publish(ctx, "block", c.k.blocks(), c.k.block(id), id, req.Expire,
+	now, _, err := c.publish(ctx, "block", c.k.blocks(), c.k.block(id), id, req.Expire,
 		recordBody{Selector: req.Selector, Reason: req.Reason, By: req.By})
 	if err != nil {
 		return fleet.Block{}, c.unavailable(fleet.OpBlock, err)

@@ -519,7 +519,7 @@ func (f *Fleet) readControl(ctx context.Context) {
 }
 
 // applyStop ends the local runs a stop matches, once per stop, and
-// confirms them. Read back from the store (stored), it applies only to
+// confirms them, then that the process is done with it. Read back from the store (stored), it applies only to
 // runs that started before the stop was issued.
 func (f *Fleet) applyStop(ctx context.Context, s record, stored bool) {
 	f.mu.Lock()
@@ -542,11 +542,8 @@ func (f *Fleet) applyStop(ctx context.Context, s record, stored bool) {
 		}
 	}
 	f.mu.Unlock()
-	if len(hit) == 0 {
-		return
-	}
 	cause := fleet.StopCause(s.Reason, s.By)
-	acks := make([]any, 0, len(hit))
+	acks := make([]any, 0, len(hit)+1)
 	n := 0
 	for _, m := range hit {
 		if m.hooks.Stop != nil && m.hooks.Stop(cause) {
@@ -557,6 +554,9 @@ func (f *Fleet) applyStop(ctx context.Context, s record, stored bool) {
 		}
 	}
 	f.metrics.Stopped(n)
+	// "p PROCESS" last: this process has applied the stop (the command
+	// waits for one per process that received it).
+	acks = append(acks, "p "+f.proc)
 	cctx, cancel := f.timeout(ctx)
 	defer cancel()
 	pipe := f.client.Pipeline()

@@ -64,7 +64,7 @@ func TestStoredStopIsReRead(t *testing.T) {
 		t.Errorf("a run that started after the stop ended: %v", c)
 	}
 	acks, _ := raw.LRange(context.Background(), f.k.stopAck(id), 0, -1).Result()
-	if len(acks) != 1 || acks[0] != "s "+before.ID() {
+	if len(acks) != 2 || acks[0] != "s "+before.ID() || acks[1] != "p "+f.proc {
 		t.Errorf("confirmations = %q", acks)
 	}
 }
