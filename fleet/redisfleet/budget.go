@@ -120,6 +120,16 @@ func (f *Fleet) crossed(s *shared, m *member, ws, we int64, warning, stop termin
 		now := f.serverNow()
 		ws = now - now%s.window
 		we = ws + s.window
+		s.mu.Lock()
+		for i := range s.warned {
+			if s.warned[i] == 1 { // warned before the window was known
+				s.warned[i] = ws + 1
+			}
+		}
+		if s.exWS == 0 && s.exhausted != nil {
+			s.exWS = ws
+		}
+		s.mu.Unlock()
 	}
 	if w, ok := warning.(termination.BudgetPressure); ok {
 		f.metrics.Pressure(w.Resource)
