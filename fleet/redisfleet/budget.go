@@ -37,7 +37,6 @@ type shared struct {
 	bal       [4]float64 // lease left (negative: spent past the lease)
 	used      [4]float64 // usage since the last settle
 	committed [4]float64 // the window's committed usage at the last reserve
-	full      [4]bool    // no room was left at the last reserve
 	ws, we    int64      // the lease's window, server ms
 	exhausted termination.Cause
 	exWS      int64
@@ -89,7 +88,10 @@ func (s *shared) spend(f *Fleet, m *member, u termination.Usage, cost float64) (
 		if s.bal[i] < 0 {
 			est -= s.bal[i]
 		}
-		if stop == nil && s.bal[i] <= 0 && est >= s.limits[i] {
+		// While the server is unreachable (fail-open) only its word ends
+		// the budget: a process spends what is left of its lease, then the
+		// runs' own limits apply.
+		if stop == nil && s.bal[i] <= 0 && est >= s.limits[i] && f.up.Load() {
 			s.exhausted = termination.BudgetExhausted{Resource: resources[i], Used: est, Limit: s.limits[i], Scope: termination.ScopeFleet}
 			s.exWS = s.ws
 			stop = s.exhausted
@@ -286,7 +288,6 @@ func (f *Fleet) reserve(ctx context.Context, s *shared) {
 	for i := range s.limits {
 		s.bal[i] += g[i]
 		s.committed[i] = c[i]
-		s.full[i] = s.limits[i] > 0 && c[i] >= s.limits[i]
 	}
 	if ex == 0 && s.exhausted != nil && members > 0 && s.exWS <= ws {
 		// Exhausted locally, but the server found room (another process
