@@ -23,6 +23,7 @@ vet:
 test: vet test-core test-adapters test-dashboards
 
 test-core:
+	bash fleet/redisfleet/ensure-redis.sh
 	$(GO) test -race -count=1 -timeout 30m ./... # adaptertest installs every adapter from a module proxy: minutes on a cold cache
 
 test-adapters:
@@ -36,12 +37,13 @@ test-dashboards:
 
 ## bench: the hot-path benchmarks, one compact line each (raw output in /tmp/agentstop-bench.txt).
 bench:
-	@$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./middleware/ ./termination/ ./telemetry/ ./telemetry/otelsetup/ | tee /tmp/agentstop-bench.txt | \
+	@bash fleet/redisfleet/ensure-redis.sh
+	@$(GO) test -run '^$$' -bench . -benchmem -benchtime $(BENCHTIME) ./middleware/ ./termination/ ./telemetry/ ./telemetry/otelsetup/ ./fleet/ ./fleet/redisfleet/ | tee /tmp/agentstop-bench.txt | \
 		awk '/^pkg:/ { pkg=$$2; sub(".*/", "", pkg) } /^Benchmark/ { line=sprintf("%-13s %-36s", pkg, $$1); for (i=3; i<NF; i+=2) line=line sprintf("  %10s %s", $$i, $$(i+1)); print line }'
 
 ## fuzz: each fuzz target for FUZZTIME (default 1m).
 fuzz:
-	@set -e; for pkg in ./termination ./termination/internal/jsonscan; do \
+	@set -e; for pkg in ./termination ./termination/internal/jsonscan ./fleet/redisfleet; do \
 		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 			echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $$pkg; \
 		done; \
