@@ -98,7 +98,7 @@ func jsonCauseAttributes(c termination.Cause) []attribute.KeyValue {
 	}
 	keys := make([]string, 0, len(fields))
 	for k := range fields {
-		if k != termination.KindKey {
+		if k != termination.CauseKindKey {
 			keys = append(keys, k)
 		}
 	}
