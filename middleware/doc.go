@@ -3,6 +3,12 @@
 // while the loop's consumer keeps receiving the same events in the same
 // order.
 //
+// It is the live side of the contract in docs/spec.md of the repository:
+// events (§1) are evaluated against conditions and policies (§3) as replay
+// (§4) evaluates a recorded log, every run ends with one cause of §2, runs
+// are recorded as §5 describes, the hot path meets the budgets of §6, and
+// [WithFleet] joins the fleet control of §7.
+//
 // # Stages and runs
 //
 // A [Stage] is a named, configured guard ([New] with [WithPolicy],

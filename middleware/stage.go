@@ -40,7 +40,7 @@ func New(stage string, opts ...Option) (*Stage, error) {
 	default:
 		cond = termination.AnyOf(cfg.conds...)
 	}
-	s := &Stage{name: stage, cond: cond, timeouts: termination.Timeouts(cond), cfg: cfg}
+	s := &Stage{name: stage, cond: cond, timeouts: live.Timeouts(cond), cfg: cfg}
 	if reasons := slices.Clone(cfg.customReasons); len(reasons) > 0 {
 		s.allowed = func(r string) bool { return slices.Contains(reasons, r) }
 	}
@@ -238,11 +238,11 @@ func (r *Run) observe(ev termination.Event) (_ termination.Cause, _ bool, late b
 		return c, true, true
 	}
 	r.cur = ev
-	cause, stop := r.eval.ObserveRef(&r.cur)
+	cause, stop := live.ObserveRef(r.eval, &r.cur)
 	r.lastFinal = ev.Kind == termination.KindFinal
 	r.rec.Event(&r.cur)
 	var warnings []termination.Cause
-	if w := r.eval.WarningsSince(r.nwarn); len(w) > 0 {
+	if w := live.WarningsSince(r.eval, r.nwarn); len(w) > 0 {
 		r.nwarn += len(w)
 		for _, c := range w {
 			r.rec.Warning(c)
@@ -350,7 +350,7 @@ func (r *Run) stopLeaving(final bool) {
 	)
 	if final {
 		c = termination.NaturalCompletion{}
-		ok = r.eval.EndStream(c)
+		ok = live.EndStream(r.eval, c)
 	} else {
 		ok = r.eval.Stop(c)
 	}
@@ -382,7 +382,7 @@ func (r *Run) armTimer(i int) {
 	d := r.stage.timeouts[i]
 	r.timer = time.AfterFunc(d, func() {
 		r.mu.Lock()
-		cause, stop := r.eval.Tick(time.Now())
+		cause, stop := live.Tick(r.eval, time.Now())
 		if !stop && i+1 < len(r.stage.timeouts) {
 			r.armTimer(i + 1)
 		}
@@ -420,7 +420,7 @@ func (r *Run) finish(err error) {
 		// limit mapped by an adapter): that cause stands. Stop refuses a
 		// typed nil, which leaves err a plain stream error.
 	default:
-		r.eval.EndStream(termination.Failed{Reason: termination.FailStreamError, Err: errorText(err)})
+		live.EndStream(r.eval, termination.Failed{Reason: termination.FailStreamError, Err: errorText(err)})
 	}
 	res := r.eval.Result()
 	res.Stage = r.stage.name
@@ -444,7 +444,7 @@ func (r *Run) finish(err error) {
 		r.rec.Error(fmt.Errorf("middleware: stage %q: TreatAsSuccess panicked: %v", r.stage.name, treatPanic))
 	}
 	res.Drained = r.drained
-	for _, w := range r.eval.WarningsSince(r.nwarn) {
+	for _, w := range live.WarningsSince(r.eval, r.nwarn) {
 		r.rec.Warning(w) // a fleet's warning that no event delivered
 	}
 	r.nwarn = len(res.Warnings)

@@ -89,9 +89,9 @@ func Validate(c Condition) error {
 	return c.validate()
 }
 
-// Timeouts returns the distinct timeout limits in c, ascending. A live stage
+// timeoutsOf returns the distinct timeout limits in c, ascending. A live stage
 // arms a timer for each.
-func Timeouts(c Condition) []time.Duration {
+func timeoutsOf(c Condition) []time.Duration {
 	var out []time.Duration
 	if c == nil {
 		return nil

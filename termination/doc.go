@@ -2,6 +2,11 @@
 // (Event), why a stage run stopped (Cause), when it should stop (Condition,
 // Policy) and what a run amounts to once it has stopped (Result).
 //
+// It implements the contract in docs/spec.md of the repository: events are
+// §1, causes and their termination_cause tags §2, conditions and the policy
+// file §3, the replay result §4, run labels and fleet budgets §7. "The
+// contract" below means that file.
+//
 // # How the pieces fit
 //
 // An agent loop is seen as a stream of framework-neutral [Event] values. An
@@ -21,27 +26,30 @@
 // ([NewEvaluator]), so one Condition or Policy serves any number of
 // concurrent runs with no reset calls. The Evaluator takes events one at a
 // time, keeps the running counts ([Progress]), asks the condition tree whether
-// anything fired, and applies the precedence of the contract when several
-// causes fire on the same event. Once it has stopped, or once the stream has
-// ended, [Evaluator.Result] reports the [Result].
+// anything fired, and applies the precedence of the contract (docs/spec.md
+// §3, "Several causes on one event") when several causes fire on the same
+// event. Once it has stopped, or once the stream has ended,
+// [Evaluator.Result] reports the [Result].
 //
 // Every finished run has exactly one [Cause]. Causes are plain Go types
 // (Completed, MaxToolCallsReached, Timeout, ...) that also implement error,
 // so a cause carried by context.Cause is recovered with errors.As. Each has a
 // low-cardinality [Cause.TagValue], the termination_cause attribute of spans
 // and metrics; [Tag] applies a stage's allow-list of custom reasons, so the
-// set of emitted values stays closed. Causes have a JSON form with a "$kind"
-// discriminator ([MarshalCause], [UnmarshalCause]); user-defined cause types
+// set of emitted values stays closed (docs/spec.md §2). Causes have a JSON
+// form with a "$kind" discriminator ([MarshalCause], [UnmarshalCause]); user-defined cause types
 // join it with [RegisterCause].
 //
 // # Names that differ from the contract's condition list
 //
-// The contract names both a cause and a condition "Timeout" and "All". In Go
+// The contract (docs/spec.md §2 and §3) names both a cause and a condition "Timeout" and "All". In Go
 // one package cannot hold both, so the causes keep the contract's $kind names
 // (they travel in JSON and through errors.As) and the conditions are the
 // constructors [TimeoutAfter] and [AllOf]; [AnyOf] matches for symmetry.
 //
 // # Choices where the contract is silent
+//
+// docs/spec.md leaves these open; this package decides them as follows.
 //
 //   - A budget-pressure warning is recorded on whichever event crosses the
 //     threshold, a final answer included; only the grace stop is withheld on

@@ -324,11 +324,11 @@ func parseFleetBudget(p string, v *yaml.Node) (FleetBudget, error) {
 	return b, nil
 }
 
-// AddWarning records a warning that came from outside the event stream (a
+// addWarning records a warning that came from outside the event stream (a
 // fleet's shared budget crossing its pressure threshold): it joins the
-// run's warnings, in order, and WarningsSince reports it. A stopped
+// run's warnings, in order, and warningsSince reports it. A stopped
 // Evaluator ignores it and reports false.
-func (e *Evaluator) AddWarning(c Cause) bool {
+func (e *Evaluator) addWarning(c Cause) bool {
 	if e.cause != nil || c == nil {
 		return false
 	}
@@ -336,11 +336,11 @@ func (e *Evaluator) AddWarning(c Cause) bool {
 	return true
 }
 
-// StopOnEvent ends the run with c as if it had fired on the last observed
+// stopOnEvent ends the run with c as if it had fired on the last observed
 // event (StoppedAt is that event, Fired is [c]), unless it has already
 // stopped; it reports whether c became the cause. A fleet's shared budget
 // exhausted by the run's own spending stops the run this way.
-func (e *Evaluator) StopOnEvent(c Cause) bool {
+func (e *Evaluator) stopOnEvent(c Cause) bool {
 	if !e.Stop(c) {
 		return false
 	}

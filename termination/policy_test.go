@@ -104,7 +104,7 @@ any: [ {max_iterations: 10}, {stop_message: true} ]
 all: [ {text_mention: {text: LGTM}}, {source_match: reviewer} ]
 `))
 	require.NoError(t, err)
-	assert.Equal(t, []time.Duration{2 * time.Minute}, Timeouts(p.Condition()))
+	assert.Equal(t, []time.Duration{2 * time.Minute}, timeoutsOf(p.Condition()))
 	// It behaves: the critic's TERMINATE completes the run; the writer's does not.
 	res := replayEvents(t, p.Condition(), input("TERMINATE"), msg("writer", "TERMINATE"), msg("critic", "TERMINATE"))
 	assert.Equal(t, Completed{Condition: ConditionTextMention, Detail: "TERMINATE"}, res.Cause)
@@ -331,7 +331,7 @@ func TestLoadPolicy(t *testing.T) {
 
 	p, err := LoadPolicy("../testdata/policy.yaml")
 	require.NoError(t, err)
-	assert.Equal(t, []time.Duration{5 * time.Minute}, Timeouts(p.Condition()))
+	assert.Equal(t, []time.Duration{5 * time.Minute}, timeoutsOf(p.Condition()))
 }
 
 func TestZeroPolicy(t *testing.T) {
