@@ -324,7 +324,7 @@ func TestDeadProcessLeaseReturns(t *testing.T) {
 		c1, _ = strconv.ParseFloat(h["c1"], 64)
 		return c1, leases
 	}
-	eventually(t, 3*time.Second, "the child holds a lease", func() bool {
+	eventually(t, 10*time.Second, "the child holds a lease", func() bool {
 		c1, n := window()
 		return c1 == 1010 && n == 1
 	})
