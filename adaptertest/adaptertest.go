@@ -12,10 +12,19 @@
 //     max_tool_calls and by stall (repeated_tool_call) with the right typed
 //     cause;
 //   - after the stop the framework's loop really ends: the harness returns
-//     and the model is not called again more than once.
+//     and the model is not called again more than once;
+//   - where the framework gives them, tool call ids and the model's name
+//     reach the events ([Harness.CallIDs], [Harness.Model]).
+//
+// It also holds what adapters' own tests share: the suite's scripts
+// ([Lookup], [Runaway]) and turns ([NewTurn], [Calls]), a stage that
+// records what it evaluates ([NewStage], [Events]), [CheckCallIDs], and
+// [Server], a scripted model API on 127.0.0.1 for adapters that drive a
+// provider's real SDK.
 package adaptertest
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -38,6 +47,32 @@ type Turn struct {
 	Text      string
 	ToolCalls []ToolCall
 	Usage     termination.Usage
+	// Stop is the provider's finish or stop reason when it is not the one
+	// the turn implies (tool calls, else the end of the turn): "length",
+	// "max_tokens", ... Scripted servers put it on the wire as is.
+	Stop string
+	// Refusal is the text of a refusal, for APIs that report one apart.
+	Refusal string
+	// CacheRead is the prompt tokens read from a prompt cache, for APIs
+	// that report them apart from Usage.InputTokens (Anthropic's
+	// cache_read_input_tokens).
+	CacheRead int64
+}
+
+// NewTurn returns a turn with text, usage (input and output tokens) and
+// tool calls given as name and JSON arguments pairs (see [Calls]).
+func NewTurn(text string, input, output int64, calls ...string) Turn {
+	return Turn{Text: text, ToolCalls: Calls(calls...), Usage: termination.Usage{InputTokens: input, OutputTokens: output}}
+}
+
+// Calls returns tool calls from name and JSON arguments, in pairs:
+// Calls("search", `{"q":"a"}`, "echo", `{}`).
+func Calls(nameArgs ...string) []ToolCall {
+	out := make([]ToolCall, 0, len(nameArgs)/2)
+	for i := 0; i+1 < len(nameArgs); i += 2 {
+		out = append(out, ToolCall{Name: nameArgs[i], Args: nameArgs[i+1]})
+	}
+	return out
 }
 
 // Script is a scripted conversation.
@@ -83,6 +118,20 @@ type Harness struct {
 	// Timeout bounds one run; a loop that does not end by then fails the
 	// suite. Default 30s.
 	Timeout time.Duration
+	// CallIDs says that the framework gives tool calls ids (its scripted
+	// model gives each call one) and the adapter reports them: the suite
+	// then checks that every tool_call event carries its own call id and
+	// every tool_result the id of its call (see [CheckCallIDs]).
+	CallIDs bool
+	// ToolErrorsGoOn says that the loop hands a failed tool's error back
+	// to the model and goes on (a tool named "fail" fails): the suite then
+	// checks that a stop firing on a tool_result (the errors condition on
+	// the second failure) ends the loop before its next model call.
+	ToolErrorsGoOn bool
+	// Model, when not empty, is the model name the framework reports with
+	// the scripted model's responses: the suite checks that every message
+	// and final event carries it.
+	Model string
 }
 
 // Run runs the conformance suite against h.
@@ -100,6 +149,32 @@ func Run(t *testing.T, h Harness) {
 		testRunaway(t, h, "{stall: {repeats: 3}, max_tool_calls: 50}",
 			termination.StallDetected{Signal: termination.SignalRepeatedToolCall, Repeats: 3})
 	})
+	if h.ToolErrorsGoOn {
+		t.Run("StopOnToolResult", func(t *testing.T) { testStopOnToolResult(t, h) })
+	}
+}
+
+// Failing is a runaway whose every tool call fails: the loop hands the
+// error back to the model, which calls the tool again.
+var Failing = Script{
+	Input: "Keep trying.",
+	Turns: []Turn{{
+		ToolCalls: []ToolCall{{Name: "fail", Args: `{}`}},
+		Usage:     termination.Usage{InputTokens: 1, OutputTokens: 1},
+	}},
+	Repeat: true,
+}
+
+func testStopOnToolResult(t *testing.T, h Harness) {
+	stage, _ := NewStage(t, "adaptertest_tool_result", "{errors: {total: 2}, max_iterations: 20}", middleware.WithDrainTimeout(2*time.Second))
+	rep := runHarness(t, h, stage, Failing)
+	var failed termination.Failed
+	if !errors.As(rep.Result.Cause, &failed) || failed.Reason != termination.FailErrorThreshold {
+		t.Fatalf("cause = %#v, want Failed{error_threshold} (a stop on a tool_result must not surface as the next request's error)", rep.Result.Cause)
+	}
+	if rep.ModelCalls != 2 {
+		t.Errorf("model calls = %d, want 2: the stop fired on the second tool result, before the third call", rep.ModelCalls)
+	}
 }
 
 // Lookup is the suite's conversation that completes: a tool call, its
@@ -190,6 +265,44 @@ func NewStage(t testing.TB, name, policy string, opts ...middleware.Option) (*mi
 	return stage, events
 }
 
+// CheckCallIDs checks that the tool call ids of a framework reach the
+// events: every tool_call has a call id of its own, and every tool_result
+// carries the call id of an earlier tool_call of the same tool, at most
+// once. It returns an error naming the first event that breaks it.
+func CheckCallIDs(events []termination.Event) error {
+	type call struct {
+		tool     string
+		answered bool
+	}
+	calls := map[string]*call{}
+	for i, ev := range events {
+		switch ev.Kind {
+		case termination.KindToolCall:
+			if ev.CallID == "" {
+				return fmt.Errorf("event %d: tool_call %s has no call id", i, ev.Tool)
+			}
+			if calls[ev.CallID] != nil {
+				return fmt.Errorf("event %d: tool_call %s reuses call id %q", i, ev.Tool, ev.CallID)
+			}
+			calls[ev.CallID] = &call{tool: ev.Tool}
+		case termination.KindToolResult:
+			c := calls[ev.CallID]
+			switch {
+			case ev.CallID == "":
+				return fmt.Errorf("event %d: tool_result %s has no call id", i, ev.Tool)
+			case c == nil:
+				return fmt.Errorf("event %d: tool_result %s has call id %q of no earlier tool_call", i, ev.Tool, ev.CallID)
+			case c.tool != ev.Tool:
+				return fmt.Errorf("event %d: tool_result %s has call id %q of a call to %s", i, ev.Tool, ev.CallID, c.tool)
+			case c.answered:
+				return fmt.Errorf("event %d: second tool_result for call id %q", i, ev.CallID)
+			}
+			c.answered = true
+		}
+	}
+	return nil
+}
+
 func runHarness(t *testing.T, h Harness, stage *middleware.Stage, s Script) Report {
 	t.Helper()
 	timeout := h.Timeout
@@ -244,8 +357,20 @@ func testCompletes(t *testing.T, h Harness) {
 	if rep.ModelCalls != 2 {
 		t.Errorf("model calls = %d, want 2", rep.ModelCalls)
 	}
+	if h.CallIDs {
+		if err := CheckCallIDs(rec.All()); err != nil {
+			t.Errorf("the framework's tool call ids do not reach the events: %v", err)
+		}
+	}
+	if h.Model != "" {
+		for i, ev := range rec.All() {
+			if (ev.Kind == termination.KindMessage || ev.Kind == termination.KindFinal) && ev.Model != h.Model {
+				t.Errorf("event %d (%s) model = %q, want %q", i, ev.Kind, ev.Model, h.Model)
+			}
+		}
+	}
 	for _, ev := range rec.All() {
-		if ev.Kind == termination.KindToolCall && (ev.Tool != "search" || termination.Canonical(ev.Args) != termination.Canonical([]byte(`{"query":"capital of France"}`))) {
+		if ev.Kind == termination.KindToolCall && (ev.Tool != "search" || termination.ArgsFingerprint(ev.Args) != termination.ArgsFingerprint([]byte(`{"query":"capital of France"}`))) {
 			t.Errorf("tool_call event = tool %q args %s, want search {\"query\":\"capital of France\"}", ev.Tool, ev.Args)
 		}
 	}

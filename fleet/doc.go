@@ -1,6 +1,6 @@
 // Package fleet lets an operator see, stop and block the runs of a stage
 // across every process that runs it, and lets those runs share budgets
-// (contract §7).
+// (the contract's fleet control, docs/spec.md §7).
 //
 // # The two sides
 //

@@ -19,11 +19,11 @@ import (
 // the benchmark streams, so every event is evaluated by every condition
 // and nothing fires.
 const benchPolicy = `
-max_iterations: 1000000000
-max_tool_calls: 1000000000
+max_iterations: {limit: 1000000000, pressure: 0.8}
+max_tool_calls: {limit: 1000000000, pressure: 0.8, per_tool: {search: 1000000000, calculator: 1000000000}}
 token_budget: {total: 1000000000000, pressure: 0.8, grace: 2}
 cost_budget: {limit: 1000000000, pressure: 0.9}
-stall: {repeats: 3, token_tolerance: 0.1}
+stall: {repeats: 3, window: 8, warn_at: 2, cycle: 3, token_tolerance: 0.1}
 errors: {consecutive: 3, total: 1000000000}
 text_mention: {text: TERMINATE}
 function_call: [approve]
@@ -33,13 +33,14 @@ stop_message: true
 
 // benchEvents is a realistic loop's mix: model turns with usage, tool calls
 // with JSON args and their results (one failing now and then), varied so
-// that no stall fires.
+// that no stall fires: the 16 calls of a round all differ, so no call
+// repeats within a window of 8 and no block of 2 to 4 calls repeats.
 func benchEvents() []termination.Event {
 	args := []string{
-		`{"query":"capital of France","limit":5}`,
-		`{"query":"population of Paris","limit":5,"lang":"en"}`,
-		`{"path":"/tmp/report.md","content":"# Findings\n..."}`,
-		`{"expression":"(3 + 4) * 12"}`,
+		`{"query":"capital of France","limit":5,"page":%d}`,
+		`{"query":"population of Paris","limit":5,"lang":"en","page":%d}`,
+		`{"path":"/tmp/report.md","content":"# Findings\n...","part":%d}`,
+		`{"expression":"(3 + 4) * %d"}`,
 	}
 	texts := []string{"Let me search for that.", "I found part of it.", "Writing it down.", "Checking the numbers."}
 	tools := []string{"search", "search", "write_file", "calculator"}
@@ -49,7 +50,7 @@ func benchEvents() []termination.Event {
 		evs = append(evs,
 			termination.Event{Kind: termination.KindMessage, Source: "assistant", Text: texts[k],
 				Usage: termination.Usage{InputTokens: int64(800 + 400*(i%2)), OutputTokens: 40}, Cost: 0.002},
-			termination.Event{Kind: termination.KindToolCall, Source: "assistant", Tool: tools[k], Args: []byte(args[k])},
+			termination.Event{Kind: termination.KindToolCall, Source: "assistant", Tool: tools[k], Args: fmt.Appendf(nil, args[k], i)},
 		)
 		res := termination.Event{Kind: termination.KindToolResult, Source: "tools", Tool: tools[k], Text: "ok"}
 		if i%7 == 6 {

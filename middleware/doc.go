@@ -3,6 +3,12 @@
 // while the loop's consumer keeps receiving the same events in the same
 // order.
 //
+// It is the live side of the contract in docs/spec.md of the repository:
+// events (§1) are evaluated against conditions and policies (§3) as replay
+// (§4) evaluates a recorded log, every run ends with one cause of §2, runs
+// are recorded as §5 describes, the hot path meets the budgets of §6, and
+// [WithFleet] joins the fleet control of §7.
+//
 // # Stages and runs
 //
 // A [Stage] is a named, configured guard ([New] with [WithPolicy],
@@ -66,9 +72,9 @@
 // iteration limit mapped by an adapter, keeps that cause); a cancelled caller context is
 // Cancelled{reason: context}; anything else is NaturalCompletion. The
 // [termination.Result] carries the cause, the outcome (overridable with
-// [WithTreatAsSuccess]), the counts and the budget-pressure warnings, which
-// are also handed to [WithOnWarning] as they happen so the loop can tell the
-// agent to wrap up.
+// [WithTreatAsSuccess]), the counts and the warnings (budget and count
+// pressure, stall warn_at), which are also handed to [WithOnWarning] as they
+// happen so the loop can tell the agent to wrap up.
 //
 // # Fleets
 //

@@ -127,7 +127,7 @@ func (r *Run) startFleet() bool {
 // loop's goroutine, or at the run's end.
 func (r *Run) fleetWarn(c termination.Cause) {
 	r.mu.Lock()
-	r.eval.AddWarning(c)
+	live.AddWarning(r.eval, c)
 	r.mu.Unlock()
 }
 
@@ -144,7 +144,7 @@ func (r *Run) fleetEvent(u termination.Usage, cost float64, p *termination.Progr
 	warning, stop := m.Spend(u, cost)
 	if warning != nil {
 		r.mu.Lock()
-		r.eval.AddWarning(warning)
+		live.AddWarning(r.eval, warning)
 		r.mu.Unlock()
 		r.deliverWarnings()
 	}
@@ -152,7 +152,7 @@ func (r *Run) fleetEvent(u termination.Usage, cost float64, p *termination.Progr
 		return nil, false
 	}
 	r.mu.Lock()
-	ok := r.eval.StopOnEvent(stop)
+	ok := live.StopOnEvent(r.eval, stop)
 	c, _ := r.eval.Stopped()
 	r.mu.Unlock()
 	if ok {
@@ -165,7 +165,7 @@ func (r *Run) fleetEvent(u termination.Usage, cost float64, p *termination.Progr
 // recorder and the warning hook, in order.
 func (r *Run) deliverWarnings() {
 	r.mu.Lock()
-	w := r.eval.WarningsSince(r.nwarn)
+	w := live.WarningsSince(r.eval, r.nwarn)
 	r.nwarn += len(w)
 	for _, c := range w {
 		r.rec.Warning(c)

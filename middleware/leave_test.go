@@ -66,25 +66,32 @@ func TestLeavingEarly(t *testing.T) {
 	// consume reads until leave says so, then stops the run; it returns the
 	// run's context and how many items the consumer took.
 	type consume func(t *testing.T, stage *middleware.Stage, leave func(item) bool) (context.Context, *middleware.Run, int)
-	ranging := func(out <-chan item, leave func(item) bool) int {
-		n := 0
-		for it := range out {
-			n++
-			if leave(it) {
-				break
+	// leaving makes a consume of a wrapper: the consumer ranges over the
+	// wrapper's output until leave says so, then stops the run.
+	leaving := func(output func(ctx context.Context, run *middleware.Run) iter.Seq2[item, error]) consume {
+		return func(t *testing.T, stage *middleware.Stage, leave func(item) bool) (context.Context, *middleware.Run, int) {
+			ctx, run := stage.Start(context.Background())
+			n := 0
+			for it := range output(ctx, run) {
+				n++
+				if leave(it) {
+					break
+				}
 			}
+			run.Stop("consumer left")
+			return ctx, run, n
 		}
-		return n
 	}
-	rangingSeq := func(seq iter.Seq2[item, error], leave func(item) bool) int {
-		n := 0
-		for it := range seq {
-			n++
-			if leave(it) {
-				break
+	// fromChan ranges over a channel wrapper's output; breaking stops
+	// reading it, as a consumer that leaves a range over the channel does.
+	fromChan := func(out <-chan item) iter.Seq2[item, error] {
+		return func(yield func(item, error) bool) {
+			for it := range out {
+				if !yield(it, nil) {
+					return
+				}
 			}
 		}
-		return n
 	}
 	wrappers := []struct {
 		name    string
@@ -92,30 +99,18 @@ func TestLeavingEarly(t *testing.T) {
 		detail  string // Cancelled's detail when the consumer leaves before the end
 		inSteps bool   // Result.Events may exceed the items taken by the one handed over
 	}{
-		{"Forward", func(t *testing.T, stage *middleware.Stage, leave func(item) bool) (context.Context, *middleware.Run, int) {
-			ctx, run := stage.Start(context.Background())
-			n := ranging(middleware.Forward(run, leavingChan(ctx), decodeItem), leave)
-			run.Stop("consumer left")
-			return ctx, run, n
-		}, "consumer left", true},
-		{"ForwardEach", func(t *testing.T, stage *middleware.Stage, leave func(item) bool) (context.Context, *middleware.Run, int) {
-			ctx, run := stage.Start(context.Background())
-			n := ranging(middleware.ForwardEach(run, leavingChan(ctx), decodeItemEach), leave)
-			run.Stop("consumer left")
-			return ctx, run, n
-		}, "consumer left", true},
-		{"ForwardSeq", func(t *testing.T, stage *middleware.Stage, leave func(item) bool) (context.Context, *middleware.Run, int) {
-			ctx, run := stage.Start(context.Background())
-			n := rangingSeq(middleware.ForwardSeq(run, leavingSeq(ctx), decodeItem), leave)
-			run.Stop("consumer left")
-			return ctx, run, n
-		}, "consumer stopped iterating", false},
-		{"ForwardSeqEach", func(t *testing.T, stage *middleware.Stage, leave func(item) bool) (context.Context, *middleware.Run, int) {
-			ctx, run := stage.Start(context.Background())
-			n := rangingSeq(middleware.ForwardSeqEach(run, leavingSeq(ctx), decodeItemEach), leave)
-			run.Stop("consumer left")
-			return ctx, run, n
-		}, "consumer stopped iterating", false},
+		{"Forward", leaving(func(ctx context.Context, run *middleware.Run) iter.Seq2[item, error] {
+			return fromChan(middleware.Forward(run, leavingChan(ctx), decodeItem))
+		}), "consumer left", true},
+		{"ForwardEach", leaving(func(ctx context.Context, run *middleware.Run) iter.Seq2[item, error] {
+			return fromChan(middleware.ForwardEach(run, leavingChan(ctx), decodeItemEach))
+		}), "consumer left", true},
+		{"ForwardSeq", leaving(func(ctx context.Context, run *middleware.Run) iter.Seq2[item, error] {
+			return middleware.ForwardSeq(run, leavingSeq(ctx), decodeItem)
+		}), "consumer stopped iterating", false},
+		{"ForwardSeqEach", leaving(func(ctx context.Context, run *middleware.Run) iter.Seq2[item, error] {
+			return middleware.ForwardSeqEach(run, leavingSeq(ctx), decodeItemEach)
+		}), "consumer stopped iterating", false},
 		{"Observe", func(t *testing.T, stage *middleware.Stage, leave func(item) bool) (context.Context, *middleware.Run, int) {
 			// A callback loop: the callback observes each event; the
 			// application decides to leave, stops the run, and finishes

@@ -204,8 +204,23 @@ func randomPolicy(r *rand.Rand, depth int) string {
 			parts = append(parts, fmt.Sprintf(format, args...))
 		}
 	}
-	add("max_iterations: %d", 1+r.IntN(12))
-	add("max_tool_calls: %d", 1+r.IntN(8))
+	switch r.IntN(8) {
+	case 0, 1:
+		parts = append(parts, fmt.Sprintf("max_iterations: %d", 1+r.IntN(12)))
+	case 2:
+		parts = append(parts, fmt.Sprintf("max_iterations: {limit: %d, pressure: 0.%d}", 1+r.IntN(12), 1+r.IntN(9)))
+	}
+	switch r.IntN(8) {
+	case 0:
+		parts = append(parts, fmt.Sprintf("max_tool_calls: %d", 1+r.IntN(8)))
+	case 1:
+		parts = append(parts, fmt.Sprintf("max_tool_calls: {limit: %d, pressure: 0.%d}", 1+r.IntN(8), 1+r.IntN(9)))
+	case 2:
+		parts = append(parts, fmt.Sprintf("max_tool_calls: {per_tool: {%s: %d}}", pick(r, tools), 1+r.IntN(3)))
+	case 3:
+		parts = append(parts, fmt.Sprintf("max_tool_calls: {limit: %d, pressure: 0.5, per_tool: {search: %d, calc: %d}}",
+			1+r.IntN(8), 1+r.IntN(3), 1+r.IntN(3)))
+	}
 	switch r.IntN(4) {
 	case 0:
 		parts = append(parts, fmt.Sprintf("token_budget: {total: %d, pressure: 0.%d, grace: %d}", 300+r.IntN(3000), 5+r.IntN(4), r.IntN(3)))
@@ -213,7 +228,16 @@ func randomPolicy(r *rand.Rand, depth int) string {
 		parts = append(parts, fmt.Sprintf("token_budget: {input: %d, output: %d, pressure: 0.7}", 300+r.IntN(2000), 50+r.IntN(200)))
 	}
 	add("cost_budget: {limit: %g, pressure: 0.5}", float64(1+r.IntN(20))/100)
-	add("stall: {repeats: %d, token_tolerance: 0.%d}", 2+r.IntN(3), r.IntN(3))
+	switch repeats := 2 + r.IntN(3); r.IntN(10) {
+	case 0, 1:
+		parts = append(parts, fmt.Sprintf("stall: {repeats: %d, token_tolerance: 0.%d}", repeats, r.IntN(3)))
+	case 2:
+		parts = append(parts, fmt.Sprintf("stall: {repeats: %d, window: %d, warn_at: 2}", repeats+1, repeats+1+r.IntN(4)))
+	case 3, 5:
+		parts = append(parts, fmt.Sprintf("stall: {cycle: %d}", 2+r.IntN(2)))
+	case 4:
+		parts = append(parts, fmt.Sprintf("stall: {repeats: %d, window: %d, cycle: 2, token_tolerance: 0.1}", repeats, repeats+r.IntN(3)))
+	}
 	add("errors: {consecutive: %d, total: %d}", 1+r.IntN(3), 2+r.IntN(4))
 	add("text_mention: {text: TERMINATE}")
 	add("text_mention: {text: APPROVE, sources: [critic]}")

@@ -27,6 +27,7 @@ type config struct {
 	onWarning      func(context.Context, termination.Cause)
 	drainTimeout   time.Duration
 	recorder       Recorder
+	recorders      recorders // given with WithRecorder, combined into recorder
 	customReasons  []string
 	providerName   string
 	errs           []error
@@ -67,10 +68,14 @@ func WithTreatAsSuccess(f func(termination.Cause) bool) Option {
 	})
 }
 
-// WithOnWarning calls f with every budget-pressure warning, synchronously,
-// on the goroutine that delivered the event that crossed the threshold, with
-// the run's context: the loop can inject a "wrap up now" instruction. A
-// panic in f is recovered and reported. Default: none. nil is ignored.
+// WithOnWarning calls f with every warning of a run: BudgetPressure (token
+// and cost budgets, and the pressure of max_iterations and max_tool_calls,
+// resources iterations and tool_calls) and StallDetected (stall.warn_at, at
+// most one per run). Several warnings on one event come in the contract's
+// order. f runs synchronously, on the goroutine that delivered the event
+// that raised the warning, with the run's context: the loop can inject a
+// "wrap up now" or "you are repeating yourself" instruction. A panic in f
+// is recovered and reported. Default: none. nil is ignored.
 func WithOnWarning(f func(context.Context, termination.Cause)) Option {
 	return optionFunc(func(c *config) {
 		if f != nil {
@@ -93,13 +98,58 @@ func WithDrainTimeout(d time.Duration) Option {
 }
 
 // WithRecorder records the stage's runs (spans, metrics) through r; see
-// package telemetry. Default: nothing is recorded. nil is ignored.
+// package telemetry. Given several times, every recorder records every run,
+// in the order given (each one's context is the parent of the next one's).
+// Default: nothing is recorded. nil is ignored.
 func WithRecorder(r Recorder) Option {
 	return optionFunc(func(c *config) {
 		if r != nil {
-			c.recorder = r
+			c.recorders = append(c.recorders, r)
 		}
 	})
+}
+
+// recorders fans a run out to several recorders.
+type recorders []Recorder
+
+func (rs recorders) StartRun(ctx context.Context, info RunInfo) (context.Context, RunRecorder) {
+	out := make(runRecorders, 0, len(rs))
+	for _, r := range rs {
+		rctx, rr := r.StartRun(ctx, info)
+		if rctx != nil {
+			ctx = rctx
+		}
+		if rr != nil {
+			out = append(out, rr)
+		}
+	}
+	return ctx, out
+}
+
+type runRecorders []RunRecorder
+
+func (rs runRecorders) Event(ev *termination.Event) {
+	for _, r := range rs {
+		r.Event(ev)
+	}
+}
+
+func (rs runRecorders) Warning(c termination.Cause) {
+	for _, r := range rs {
+		r.Warning(c)
+	}
+}
+
+func (rs runRecorders) Error(err error) {
+	for _, r := range rs {
+		r.Error(err)
+	}
+}
+
+func (rs runRecorders) End(res *termination.Result) {
+	for _, r := range rs {
+		r.End(res)
+	}
 }
 
 // WithCustomReasons allow-lists Custom reasons (and the tags of registered
@@ -137,6 +187,13 @@ func newConfig(stage string, opts []Option) (config, error) {
 	}
 	if len(c.errs) > 0 {
 		return c, fmt.Errorf("middleware: New(%q): %w", stage, errors.Join(c.errs...))
+	}
+	switch len(c.recorders) {
+	case 0:
+	case 1:
+		c.recorder = c.recorders[0]
+	default:
+		c.recorder = c.recorders
 	}
 	for i, cond := range c.conds {
 		if err := termination.Validate(cond); err != nil {

@@ -126,7 +126,7 @@ func TestForwardingProperty(t *testing.T) {
 				p, err := termination.ParsePolicy([]byte(src))
 				require.NoError(t, err, "policy %s", src)
 				stage := mustStage(t, "prop", middleware.WithPolicy(p), middleware.WithDrainTimeout(time.Second))
-				items := group(r, randomEvents(r, r.IntN(40)), each)
+				items := group(r, loopy(r, randomEvents(r, r.IntN(40))), each)
 
 				wantIdx, want := expected(p.Condition(), items)
 				out, got := fwd(t, stage, items)
@@ -155,7 +155,7 @@ func TestObserveMatchesReplay(t *testing.T) {
 		src := randomPolicy(r, 0)
 		p := termination.MustParsePolicy(src)
 		stage := mustStage(t, "observe", middleware.WithPolicy(p))
-		evs := randomEvents(r, r.IntN(40))
+		evs := loopy(r, randomEvents(r, r.IntN(40)))
 		want := replay(p.Condition(), evs)
 		_, run := stage.Start(context.Background())
 		for i, ev := range evs {
@@ -169,4 +169,68 @@ func TestObserveMatchesReplay(t *testing.T) {
 		got := run.Finish(nil)
 		require.Empty(t, sameCounts(got, want), "case %d: policy %s", c, src)
 	}
+}
+
+// TestPropertyGeneratorCoverage: the random policies and streams of the
+// property tests reach the newer conditions often, so that live and replay
+// are compared on them.
+func TestPropertyGeneratorCoverage(t *testing.T) {
+	r := rand.New(rand.NewPCG(seed(t), 3))
+	covered := map[string]int{}
+	for range 1000 {
+		p := termination.MustParsePolicy(randomPolicy(r, 0))
+		noteCovered(covered, replay(p.Condition(), loopy(r, randomEvents(r, r.IntN(40)))))
+	}
+	t.Logf("%v", covered)
+	for _, k := range []string{"per-tool limit", "cycle", "iteration pressure", "tool-call pressure", "stall warning"} {
+		assert.GreaterOrEqual(t, covered[k], 5, "random runs that reached a %s: widen the generator", k)
+	}
+}
+
+// noteCovered records which of the newer conditions fired or warned in res.
+func noteCovered(covered map[string]int, res termination.Result) {
+	for _, c := range append(slices.Clone(res.Fired), res.Warnings...) {
+		switch c := c.(type) {
+		case termination.MaxToolCallsReached:
+			if c.Tool != "" {
+				covered["per-tool limit"]++
+			}
+		case termination.StallDetected:
+			if c.Signal == termination.SignalCycle {
+				covered["cycle"]++
+			}
+		}
+	}
+	for _, w := range res.Warnings {
+		switch w := w.(type) {
+		case termination.BudgetPressure:
+			switch w.Resource {
+			case termination.ResourceIterations:
+				covered["iteration pressure"]++
+			case termination.ResourceToolCalls:
+				covered["tool-call pressure"]++
+			}
+		case termination.StallDetected:
+			covered["stall warning"]++
+		}
+	}
+}
+
+// loopy makes one stream in two call its tools in a loop (A, B, A, B, or
+// A, B, C, ...), mostly, with more tool calls, so that stall cycles and
+// windows get to fire.
+func loopy(r *rand.Rand, evs []termination.Event) []termination.Event {
+	if r.IntN(2) > 0 {
+		return evs
+	}
+	period := 2 + r.IntN(2)
+	n := 0
+	for i := range evs {
+		if (evs[i].Kind == termination.KindToolCall || r.IntN(3) == 0) && r.IntN(10) > 0 {
+			evs[i] = termination.Event{Kind: termination.KindToolCall, Source: evs[i].Source, Usage: evs[i].Usage,
+				Tool: tools[n%period], Args: []byte(argsSet[n%period])}
+			n++
+		}
+	}
+	return evs
 }

@@ -60,8 +60,8 @@ type RunRecorder interface {
 	// Event is called for every evaluated event, on the hot path: it must
 	// not allocate. ev is valid only during the call.
 	Event(ev *termination.Event)
-	// Warning is called for every warning the run's conditions raise
-	// (budget pressure, stall warnings).
+	// Warning is called for every warning (BudgetPressure, StallDetected),
+	// in the order of Result.Warnings.
 	Warning(c termination.Cause)
 	// Error reports a failure that did not stop the loop, or that the loop
 	// should know about: a panicking hook, a decode panic.

@@ -40,7 +40,7 @@ func New(stage string, opts ...Option) (*Stage, error) {
 	default:
 		cond = termination.AnyOf(cfg.conds...)
 	}
-	s := &Stage{name: stage, cond: cond, timeouts: termination.Timeouts(cond), cfg: cfg}
+	s := &Stage{name: stage, cond: cond, timeouts: live.Timeouts(cond), cfg: cfg}
 	if reasons := slices.Clone(cfg.customReasons); len(reasons) > 0 {
 		s.allowed = func(r string) bool { return slices.Contains(reasons, r) }
 	}
@@ -258,11 +258,11 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 		r.mu.Unlock()
 		return c, true, true
 	}
-	cause, stop := r.eval.ObserveRef(ev)
+	cause, stop := live.ObserveRef(r.eval, ev)
 	r.lastFinal = ev.Kind == termination.KindFinal
 	r.rec.Event(ev)
 	var warnings []termination.Cause
-	if len(r.eval.WarningsSince(r.nwarn)) > 0 {
+	if len(live.WarningsSince(r.eval, r.nwarn)) > 0 {
 		warnings = r.takeWarnings()
 	}
 	if r.member != nil {
@@ -287,7 +287,7 @@ func (r *Run) observedFleet(ev *termination.Event, cause termination.Cause, stop
 // takeWarnings hands the warnings recorded since the last event to the
 // recorder, with r.mu held, and returns them for the hook.
 func (r *Run) takeWarnings() []termination.Cause {
-	w := r.eval.WarningsSince(r.nwarn)
+	w := live.WarningsSince(r.eval, r.nwarn)
 	r.nwarn += len(w)
 	for _, c := range w {
 		r.rec.Warning(c)
@@ -398,7 +398,7 @@ func (r *Run) stopLeaving(final bool) {
 	)
 	if final {
 		c = termination.NaturalCompletion{}
-		ok = r.eval.EndStream(c)
+		ok = live.EndStream(r.eval, c)
 	} else {
 		ok = r.eval.Stop(c)
 	}
@@ -450,7 +450,7 @@ func (r *Run) armTimer(i int) {
 	d := r.stage.timeouts[i]
 	r.timer = time.AfterFunc(d, func() {
 		r.mu.Lock()
-		cause, stop := r.eval.Tick(time.Now())
+		cause, stop := live.Tick(r.eval, time.Now())
 		if !stop && i+1 < len(r.stage.timeouts) {
 			r.armTimer(i + 1)
 		}
@@ -488,7 +488,7 @@ func (r *Run) finish(err error) {
 		// limit mapped by an adapter): that cause stands. Stop refuses a
 		// typed nil, which leaves err a plain stream error.
 	default:
-		r.eval.EndStream(termination.Failed{Reason: termination.FailStreamError, Err: errorText(err)})
+		live.EndStream(r.eval, termination.Failed{Reason: termination.FailStreamError, Err: errorText(err)})
 	}
 	res := r.eval.Result()
 	res.Stage = r.stage.name
@@ -512,7 +512,7 @@ func (r *Run) finish(err error) {
 		r.rec.Error(fmt.Errorf("middleware: stage %q: TreatAsSuccess panicked: %v", r.stage.name, treatPanic))
 	}
 	res.Drained = r.drained
-	for _, w := range r.eval.WarningsSince(r.nwarn) {
+	for _, w := range live.WarningsSince(r.eval, r.nwarn) {
 		r.rec.Warning(w) // a fleet's warning that no event delivered
 	}
 	r.nwarn = len(res.Warnings)

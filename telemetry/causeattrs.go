@@ -9,24 +9,28 @@ import (
 	"github.com/agentstop/agentstop/termination"
 )
 
+// causeKeyPrefix starts the attribute key of every cause field on the
+// termination event: "termination.<field>".
+const causeKeyPrefix attribute.Key = "termination."
+
 // Attribute keys of the termination event's cause fields.
 const (
-	keyCondition = attribute.Key("termination.condition")
-	keyDetail    = attribute.Key("termination.detail")
-	keyTarget    = attribute.Key("termination.target")
-	keySource    = attribute.Key("termination.source")
-	keyLimit     = attribute.Key("termination.limit")
-	keyCount     = attribute.Key("termination.count")
-	keyResource  = attribute.Key("termination.resource")
-	keyThreshold = attribute.Key("termination.threshold")
-	keyUsed      = attribute.Key("termination.used")
-	keySignal    = attribute.Key("termination.signal")
-	keyRepeats   = attribute.Key("termination.repeats")
-	keyElapsed   = attribute.Key("termination.elapsed")
-	keyReason    = attribute.Key("termination.reason")
-	keyError     = attribute.Key("termination.error")
-	keyProps     = attribute.Key("termination.properties")
-	keyCauses    = attribute.Key("termination.causes")
+	keyCondition = causeKeyPrefix + "condition"
+	keyDetail    = causeKeyPrefix + "detail"
+	keyTarget    = causeKeyPrefix + "target"
+	keySource    = causeKeyPrefix + "source"
+	keyLimit     = causeKeyPrefix + "limit"
+	keyCount     = causeKeyPrefix + "count"
+	keyResource  = causeKeyPrefix + "resource"
+	keyThreshold = causeKeyPrefix + "threshold"
+	keyUsed      = causeKeyPrefix + "used"
+	keySignal    = causeKeyPrefix + "signal"
+	keyRepeats   = causeKeyPrefix + "repeats"
+	keyElapsed   = causeKeyPrefix + "elapsed"
+	keyReason    = causeKeyPrefix + "reason"
+	keyError     = causeKeyPrefix + "error"
+	keyProps     = causeKeyPrefix + "properties"
+	keyCauses    = causeKeyPrefix + "causes"
 )
 
 // causeAttributes turns a cause's JSON fields into "termination.<field>"
@@ -98,7 +102,7 @@ func jsonCauseAttributes(c termination.Cause) []attribute.KeyValue {
 	}
 	keys := make([]string, 0, len(fields))
 	for k := range fields {
-		if k != termination.KindKey {
+		if k != termination.CauseKindKey {
 			keys = append(keys, k)
 		}
 	}

@@ -77,14 +77,15 @@
 // so that its series stay bounded by tools, not tools × stages;
 // gen_ai.invoke_agent.duration leaves out gen_ai.request.model (a run's
 // model may change), and carries gen_ai.operation.name and
-// gen_ai.provider.name as the contract asks. The conventions have no
+// gen_ai.provider.name as the contract asks (docs/spec.md §5.1). The conventions have no
 // attribute for why an agent stopped yet (gen_ai.agent.finish_reason is
 // under discussion): termination_cause stays the key until one is
 // published.
 //
 // # Bounded cardinality
 //
-// termination_cause only takes the contract's closed set of values, plus
+// termination_cause only takes the contract's closed set of values
+// (docs/spec.md §2 and §5), plus
 // the custom reasons the stage allow-lists (middleware.WithCustomReasons,
 // the one allow-list), up to [MaxCustomTags] over all stages. The recorder
 // takes the tag from the typed cause and the allow-list it is given with

@@ -2,23 +2,19 @@ package telemetry_test
 
 import (
 	"context"
-	"errors"
-	"log"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/agentstop/agentstop/internal/testutil"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/telemetry"
-	"github.com/agentstop/agentstop/termination"
 )
 
 // harness is a Recorder on in-memory providers.
@@ -83,30 +79,14 @@ func (h *harness) requireAllEnded(t testing.TB) {
 	}
 }
 
-// observe runs one callback-style run of st over events and returns its
-// result.
-func observe(st *middleware.Stage, events ...termination.Event) termination.Result {
-	_, run := st.Start(context.Background())
-	for _, ev := range events {
-		if _, stop := run.Observe(ev); stop {
-			break
-		}
-	}
-	return run.Finish(nil)
-}
-
-func msg(source, text string, in, out int64) termination.Event {
-	return termination.Event{Kind: termination.KindMessage, Source: source, Text: text,
-		Usage: termination.Usage{InputTokens: in, OutputTokens: out}}
-}
-
-func call(tool, args string) termination.Event {
-	return termination.Event{Kind: termination.KindToolCall, Tool: tool, Args: []byte(args)}
-}
-
-func result(tool, err string) termination.Event {
-	return termination.Event{Kind: termination.KindToolResult, Tool: tool, Err: err}
-}
+// The shared helpers, under the short names these tests use.
+var (
+	observe       = testutil.Observe
+	msg           = testutil.Msg
+	call          = testutil.Call
+	result        = testutil.Result
+	captureErrors = testutil.CaptureErrors
+)
 
 // attrMap turns attributes into a map for comparisons.
 func attrMap(kvs []attribute.KeyValue) map[string]attribute.Value {
@@ -115,34 +95,6 @@ func attrMap(kvs []attribute.KeyValue) map[string]attribute.Value {
 		m[string(kv.Key)] = kv.Value
 	}
 	return m
-}
-
-// errorSink captures what is sent to otel.Handle while installed.
-type errorSink struct {
-	mu   sync.Mutex
-	errs []error
-}
-
-func (e *errorSink) Handle(err error) {
-	e.mu.Lock()
-	e.errs = append(e.errs, err)
-	e.mu.Unlock()
-}
-
-func (e *errorSink) all() error {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return errors.Join(e.errs...)
-}
-
-// captureErrors installs an errorSink as the global OTel error handler for
-// the test. Tests that use it must not run in parallel.
-func captureErrors(t testing.TB) *errorSink {
-	t.Helper()
-	sink := &errorSink{}
-	otel.SetErrorHandler(sink)
-	t.Cleanup(func() { otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Print(err) })) })
-	return sink
 }
 
 // waitDone waits for a run to stop by itself (a timer), at most d.

@@ -214,7 +214,7 @@ func (rr *runRecorder) End(res *termination.Result) {
 }
 
 func (rr *runRecorder) endSpan(res *termination.Result, tag string) {
-	kind, err := termination.KindOf(res.Cause)
+	kind, err := termination.CauseKind(res.Cause)
 	if err != nil {
 		kind = fmt.Sprintf("%T", res.Cause) // an unregistered user type still gets a name
 	}

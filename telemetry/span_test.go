@@ -389,7 +389,7 @@ func TestHookPanicIsReported(t *testing.T) {
 	res := observe(st, msg("s", "a", 60, 0), termination.Event{Kind: termination.KindFinal, Text: "done"})
 	require.Equal(t, "natural_completion", res.Tag())
 	h.requireAllEnded(t)
-	require.ErrorContains(t, errs.all(), "hook bug")
+	require.ErrorContains(t, errs.All(), "hook bug")
 	span := h.spans.Ended()[0]
 	names := []string{}
 	for _, e := range span.Events() {

@@ -33,12 +33,12 @@ func benchLog(n int) []byte {
 // benchPolicy never fires on benchLog, so every event is decoded and
 // evaluated by every condition.
 const benchPolicy = `
-max_iterations: 100000
-max_tool_calls: 100000
+max_iterations: {limit: 100000, pressure: 0.8}
+max_tool_calls: {limit: 100000, pressure: 0.8, per_tool: {search: 100000}}
 timeout: 1000h
 token_budget: {total: 1000000000, pressure: 0.8, grace: 1}
 cost_budget: {limit: 1000000, pressure: 0.9}
-stall: {repeats: 3, token_tolerance: 0.0001}
+stall: {repeats: 3, window: 8, warn_at: 2, cycle: 3, token_tolerance: 0.0001}
 errors: {consecutive: 3, total: 100}
 text_mention: {text: TERMINATE, sources: [critic]}
 function_call: [approve]
@@ -109,10 +109,11 @@ func BenchmarkEvaluate(b *testing.B) {
 func BenchmarkObserve(b *testing.B) {
 	cond := MustParsePolicy(benchPolicy).Condition()
 	var events []Event
-	for i, tool := range []string{"web_search", "fetch_page", "calculator"} {
+	for i := range 24 { // 24 different calls and texts: no stall within a window of 8
+		tool := []string{"web_search", "fetch_page", "calculator"}[i%3]
 		events = append(events,
-			msg("assistant", tool).used(int64(900+100*i), 40).costs(0.001),
-			call(tool, `{"query":"x","limit":5}`),
+			msg("assistant", fmt.Sprintf("%s, step %d", tool, i)).used(int64(900+100*(i%3)), 40).costs(0.001),
+			call(tool, fmt.Sprintf(`{"query":"x","limit":5,"page":%d}`, i)),
 			result(tool, "").withText("ok"))
 	}
 	ev := NewEvaluator(cond, EventClock)

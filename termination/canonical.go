@@ -361,8 +361,9 @@ func (p *canonParser) number() (uint64, bool) {
 // process.
 var strSeed = maphash.MakeSeed()
 
-// Canonical returns a 64-bit fingerprint of JSON args that is equal for
-// canonically equal documents (key order, whitespace and string escapes do
-// not matter; numbers compare by value). Stall detection compares tool calls
-// with it.
-func Canonical(args []byte) uint64 { return argsHash(args) }
+// ArgsFingerprint returns a 64-bit fingerprint of a tool call's JSON args
+// that is equal for canonically equal documents (key order, whitespace and
+// string escapes do not matter; numbers compare by value). Stall detection
+// compares tool calls with it. The fingerprint is seeded per process: compare
+// fingerprints within one process only, never store them.
+func ArgsFingerprint(args []byte) uint64 { return argsHash(args) }

@@ -39,7 +39,7 @@ func TestArgsHashEqual(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			assert.Equal(t, argsHash([]byte(tc.a)), argsHash([]byte(tc.b)))
-			assert.Equal(t, Canonical([]byte(tc.a)), Canonical([]byte(tc.b)))
+			assert.Equal(t, ArgsFingerprint([]byte(tc.a)), ArgsFingerprint([]byte(tc.b)))
 		})
 	}
 }

@@ -20,7 +20,8 @@ type Cause interface {
 }
 
 // OutcomeDefaulter is implemented by causes whose default outcome is not
-// failed. Built-in causes implement it.
+// failed: the built-in causes that succeed or skip, and All. Call
+// [DefaultOutcome] to get any cause's default outcome.
 type OutcomeDefaulter interface {
 	DefaultOutcome() Outcome
 }
@@ -119,8 +120,9 @@ func Tag(c Cause, allowed func(string) bool) string {
 		return Tag(c.Causes[len(c.Causes)-1], allowed)
 	case Custom:
 		return allowedTag(c.Reason, allowed)
-	case builtinCause:
-		return c.TagValue()
+	case Completed, NaturalCompletion, HandoffRequested, MaxIterationsReached, MaxToolCallsReached,
+		BudgetPressure, BudgetExhausted, StallDetected, Timeout, Cancelled, Failed, Skipped:
+		return c.TagValue() // the contract's own values need no allow-list
 	default:
 		return allowedTag(c.TagValue(), allowed)
 	}
@@ -161,12 +163,6 @@ func nilCause(c Cause) bool {
 		return v.IsNil()
 	}
 	return false
-}
-
-// builtinCause marks the contract's cause types.
-type builtinCause interface {
-	Cause
-	builtin()
 }
 
 // Completion conditions named by Completed.Condition.
@@ -327,21 +323,6 @@ type All struct {
 	Causes []Cause `json:"causes"`
 }
 
-func (Completed) builtin()            {}
-func (NaturalCompletion) builtin()    {}
-func (HandoffRequested) builtin()     {}
-func (MaxIterationsReached) builtin() {}
-func (MaxToolCallsReached) builtin()  {}
-func (BudgetPressure) builtin()       {}
-func (BudgetExhausted) builtin()      {}
-func (StallDetected) builtin()        {}
-func (Timeout) builtin()              {}
-func (Cancelled) builtin()            {}
-func (Failed) builtin()               {}
-func (Skipped) builtin()              {}
-func (Custom) builtin()               {}
-func (All) builtin()                  {}
-
 // TagValue implements Cause.
 func (Completed) TagValue() string            { return TagCompleted }
 func (NaturalCompletion) TagValue() string    { return TagNaturalCompletion }
@@ -365,20 +346,14 @@ func (a All) TagValue() string {
 	return a.Causes[len(a.Causes)-1].TagValue()
 }
 
-// DefaultOutcome implements OutcomeDefaulter.
-func (Completed) DefaultOutcome() Outcome            { return OutcomeSucceeded }
-func (NaturalCompletion) DefaultOutcome() Outcome    { return OutcomeSucceeded }
-func (HandoffRequested) DefaultOutcome() Outcome     { return OutcomeSucceeded }
-func (MaxIterationsReached) DefaultOutcome() Outcome { return OutcomeFailed }
-func (MaxToolCallsReached) DefaultOutcome() Outcome  { return OutcomeFailed }
-func (BudgetPressure) DefaultOutcome() Outcome       { return OutcomeSucceeded }
-func (BudgetExhausted) DefaultOutcome() Outcome      { return OutcomeFailed }
-func (StallDetected) DefaultOutcome() Outcome        { return OutcomeFailed }
-func (Timeout) DefaultOutcome() Outcome              { return OutcomeFailed }
-func (Cancelled) DefaultOutcome() Outcome            { return OutcomeFailed }
-func (Failed) DefaultOutcome() Outcome               { return OutcomeFailed }
-func (Skipped) DefaultOutcome() Outcome              { return OutcomeSkipped }
-func (Custom) DefaultOutcome() Outcome               { return OutcomeFailed }
+// DefaultOutcome implements OutcomeDefaulter. The other built-in causes
+// default to failed, which [DefaultOutcome] reports for any cause without
+// the method.
+func (Completed) DefaultOutcome() Outcome         { return OutcomeSucceeded }
+func (NaturalCompletion) DefaultOutcome() Outcome { return OutcomeSucceeded }
+func (HandoffRequested) DefaultOutcome() Outcome  { return OutcomeSucceeded }
+func (BudgetPressure) DefaultOutcome() Outcome    { return OutcomeSucceeded }
+func (Skipped) DefaultOutcome() Outcome           { return OutcomeSkipped }
 
 // DefaultOutcome implements OutcomeDefaulter: that of the last cause.
 func (a All) DefaultOutcome() Outcome {
@@ -399,6 +374,9 @@ func (c MaxIterationsReached) Error() string {
 	return fmt.Sprintf("agentstop: max iterations reached (%d > limit %d)", c.Count, c.Limit)
 }
 func (c MaxToolCallsReached) Error() string {
+	if c.Tool != "" {
+		return fmt.Sprintf("agentstop: max tool calls to %q reached (%d > limit %d)", c.Tool, c.Count, c.Limit)
+	}
 	return fmt.Sprintf("agentstop: max tool calls reached (%d > limit %d)", c.Count, c.Limit)
 }
 func (c BudgetPressure) Error() string {
@@ -408,6 +386,9 @@ func (c BudgetExhausted) Error() string {
 	return fmt.Sprintf("agentstop: %s budget exhausted (%g of %g used)", c.Resource, c.Used, c.Limit)
 }
 func (c StallDetected) Error() string {
+	if c.Period > 0 {
+		return fmt.Sprintf("agentstop: stall detected (%s of %d calls, %d repeats)", c.Signal, c.Period, c.Repeats)
+	}
 	return fmt.Sprintf("agentstop: stall detected (%s, %d repeats)", c.Signal, c.Repeats)
 }
 func (c Timeout) Error() string {

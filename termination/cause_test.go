@@ -89,7 +89,7 @@ var causeJSON = []struct {
 
 func TestCauseJSONRoundTrip(t *testing.T) {
 	for _, tc := range causeJSON {
-		kind, err := KindOf(tc.cause)
+		kind, err := CauseKind(tc.cause)
 		require.NoError(t, err)
 		t.Run(kind, func(t *testing.T) {
 			b, err := MarshalCause(tc.cause)
@@ -106,7 +106,7 @@ func TestCauseJSONRoundTrip(t *testing.T) {
 }
 
 func TestRegistryHasEverySpecKind(t *testing.T) {
-	registered := RegisteredKinds()
+	registered := RegisteredCauseKinds()
 	for _, k := range specCauseKinds {
 		assert.Contains(t, registered, k, "spec §2 cause %s is not registered", k)
 	}
@@ -120,7 +120,7 @@ func TestRegistryHasEverySpecKind(t *testing.T) {
 	// Every spec kind has an exact-JSON row above.
 	var covered []string
 	for _, tc := range causeJSON {
-		k, _ := KindOf(tc.cause)
+		k, _ := CauseKind(tc.cause)
 		covered = append(covered, k)
 	}
 	assert.ElementsMatch(t, specCauseKinds, covered)
@@ -186,7 +186,7 @@ func TestRegisterCause(t *testing.T) {
 	assert.ErrorContains(t, RegisterCause[escalated]("test.Other"), "already registered")
 	assert.ErrorContains(t, RegisterCause[unregistered]("Completed"), `kind "Completed" already registered`)
 	assert.ErrorContains(t, RegisterCause[unregistered](""), "empty kind")
-	_, err = KindOf(unregistered{})
+	_, err = CauseKind(unregistered{})
 	assert.ErrorIs(t, err, ErrUnregisteredCause, "failed registrations leave no trace")
 }
 

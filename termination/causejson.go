@@ -11,8 +11,10 @@ import (
 	"time"
 )
 
-// KindKey is the JSON discriminator of a cause.
-const KindKey = "$kind"
+// CauseKindKey is the key of a cause's JSON object that names its registered
+// kind (see [RegisterCause] and [CauseKind]); it is unrelated to an event's
+// [Kind].
+const CauseKindKey = "$kind"
 
 // ErrUnregisteredCause is returned when a cause's type or "$kind" is not in
 // the registry.
@@ -80,8 +82,8 @@ func init() {
 	mustRegister[All]("All")
 }
 
-// RegisteredKinds returns the registered "$kind" names, sorted.
-func RegisteredKinds() []string {
+// RegisteredCauseKinds returns the registered "$kind" names, sorted.
+func RegisteredCauseKinds() []string {
 	registry.RLock()
 	defer registry.RUnlock()
 	kinds := make([]string, 0, len(registry.byKind))
@@ -92,8 +94,9 @@ func RegisteredKinds() []string {
 	return kinds
 }
 
-// KindOf returns the registered "$kind" of c's type.
-func KindOf(c Cause) (string, error) {
+// CauseKind returns the registered "$kind" of c's type: the name
+// [MarshalCause] writes under [CauseKindKey].
+func CauseKind(c Cause) (string, error) {
 	if c == nil {
 		return "", errors.New("termination: nil cause")
 	}
@@ -111,7 +114,7 @@ func KindOf(c Cause) (string, error) {
 // "$kind" followed by the cause's snake_case fields. An unregistered cause
 // type is an error.
 func MarshalCause(c Cause) ([]byte, error) {
-	kind, err := KindOf(c)
+	kind, err := CauseKind(c)
 	if err != nil {
 		return nil, err
 	}

@@ -78,7 +78,7 @@ func TestTimeoutTick(t *testing.T) {
 		ev := NewEvaluator(TimeoutAfter(time.Minute), WallClock)
 		_, stop := ev.Observe(msg("a", "1"))
 		require.False(t, stop)
-		cause, stop := ev.Tick(time.Now().Add(time.Hour))
+		cause, stop := ev.tickAt(time.Now().Add(time.Hour))
 		require.True(t, stop)
 		to, ok := cause.(Timeout)
 		require.True(t, ok, "cause %#v", cause)
@@ -96,13 +96,13 @@ func TestTimeoutTick(t *testing.T) {
 	})
 	t.Run("wall clock tick before the limit", func(t *testing.T) {
 		ev := NewEvaluator(TimeoutAfter(time.Hour), WallClock)
-		_, stop := ev.Tick(time.Now())
+		_, stop := ev.tickAt(time.Now())
 		assert.False(t, stop)
 	})
 	t.Run("event clock ignores ticks", func(t *testing.T) {
 		ev := NewEvaluator(TimeoutAfter(time.Minute), EventClock)
 		ev.Observe(msg("a", "1").at(0))
-		_, stop := ev.Tick(t0.Add(time.Hour))
+		_, stop := ev.tickAt(t0.Add(time.Hour))
 		assert.False(t, stop)
 	})
 	t.Run("wall clock event after the limit", func(t *testing.T) {
@@ -115,7 +115,7 @@ func TestTimeoutTick(t *testing.T) {
 	})
 	t.Run("timeout inside AllOf latches from a tick", func(t *testing.T) {
 		ev := NewEvaluator(AllOf(TimeoutAfter(time.Minute), TextMention("DONE")), WallClock)
-		_, stop := ev.Tick(time.Now().Add(2 * time.Minute))
+		_, stop := ev.tickAt(time.Now().Add(2 * time.Minute))
 		require.False(t, stop)
 		cause, stop := ev.Observe(msg("a", "DONE"))
 		require.True(t, stop)
@@ -339,34 +339,6 @@ func TestStall(t *testing.T) {
 	})
 }
 
-func TestErrors(t *testing.T) {
-	failed := func(s string) Cause { return Failed{Reason: FailErrorThreshold, Err: s} }
-	runCondCases(t, []condCase{
-		{name: "consecutive error events", cond: Errors(ErrorLimits{Consecutive: 2}),
-			events: evs(errEv("e1"), errEv("e2")), want: failed("e2"), at: 2},
-		{name: "failed tool results count", cond: Errors(ErrorLimits{Consecutive: 2}),
-			events: evs(result("t", "timeout"), result("t", "refused"), msg("a", "x")), want: failed("refused"), at: 2},
-		{name: "Err wins over Text on an error event", cond: Errors(ErrorLimits{Consecutive: 1}),
-			events: evs(Event{Kind: KindError, Text: "text", Err: "err"}), want: failed("err"), at: 1},
-		{name: "reset by a message", cond: Errors(ErrorLimits{Consecutive: 2}),
-			events: evs(errEv("e1"), msg("a", "x"), errEv("e2"), msg("a", "y")), want: natural},
-		{name: "reset by a final", cond: Errors(ErrorLimits{Consecutive: 2}),
-			events: evs(errEv("e1"), final("a", "x"), errEv("e2"), msg("a", "y")), want: natural},
-		{name: "reset by a successful tool result", cond: Errors(ErrorLimits{Consecutive: 2}),
-			events: evs(result("t", "e1"), result("t", ""), result("t", "e2"), msg("a", "y")), want: natural},
-		{name: "not reset by other kinds", cond: Errors(ErrorLimits{Consecutive: 2}),
-			events: evs(errEv("e1"), call("t", `{}`), input("x"), handoffEv("a", "b"), stopEv("s"), result("t", "e2")),
-			want:   failed("e2"), at: 6},
-		{name: "total across resets", cond: Errors(ErrorLimits{Total: 3}),
-			events: evs(errEv("e1"), msg("a", "x"), result("t", "e2"), msg("a", "y"), errEv("e3"), msg("a", "z")),
-			want:   failed("e3"), at: 5},
-		{name: "total not reached", cond: Errors(ErrorLimits{Consecutive: 5, Total: 3}),
-			events: evs(errEv("e1"), msg("a", "x"), errEv("e2"), msg("a", "y")), want: natural},
-		{name: "fires on the error even when it ends the stream", cond: Errors(ErrorLimits{Total: 1}),
-			events: evs(msg("a", "x"), errEv("boom")), want: failed("boom"), at: 2},
-	})
-}
-
 func TestCompletionConditions(t *testing.T) {
 	completed := func(cond, detail string) Cause { return Completed{Condition: cond, Detail: detail} }
 	isRM := func(e Event) bool { return e.Kind == KindToolCall && e.Tool == "rm" }
@@ -524,19 +496,44 @@ func TestValidate(t *testing.T) {
 		{TimeoutAfter(time.Second), ""},
 		{TimeoutAfter(0), "timeout: must be > 0, got 0s"},
 		{TokenBudget(TokenLimits{}), "token_budget: needs at least one of total, input, output"},
-		{TokenBudget(TokenLimits{Input: -1}), "token_budget.input: must be > 0, got -1"},
+		{TokenBudget(TokenLimits{Input: -1}), "token_budget.input: must be a positive int, got -1"},
 		{TokenBudget(TokenLimits{Total: 1, Pressure: Pressure{Threshold: 1}}), "token_budget.pressure: must be in (0,1), got 1"},
 		{TokenBudget(TokenLimits{Total: 1, Pressure: Pressure{Threshold: -0.5}}), "token_budget.pressure: must be in (0,1), got -0.5"},
 		{TokenBudget(TokenLimits{Total: 1, Pressure: Pressure{Grace: GraceTurns(1)}}), "token_budget.grace: needs pressure"},
-		{TokenBudget(TokenLimits{Total: 1, Pressure: Pressure{Threshold: 0.5, Grace: GraceTurns(-1)}}), "token_budget.grace: must be >= 0, got -1"},
+		{TokenBudget(TokenLimits{Total: 1, Pressure: Pressure{Threshold: 0.5, Grace: GraceTurns(-1)}}), "token_budget.grace: must be an int >= 0, got -1"},
 		{TokenBudget(TokenLimits{Output: 1, Pressure: Pressure{Threshold: 0.5, Grace: GraceTurns(0)}}), ""},
 		{CostBudget(CostLimit{}), "cost_budget.limit: must be > 0, got 0"},
 		{CostBudget(CostLimit{Limit: 1, Pressure: Pressure{Grace: GraceTurns(0)}}), "cost_budget.grace: needs pressure"},
-		{Stall(StallLimits{Repeats: 1}), "stall.repeats: must be >= 2, got 1"},
+		{Stall(StallLimits{Repeats: 1}), "stall.repeats: must be an int >= 2, got 1"},
 		{Stall(StallLimits{Repeats: 2, TokenTolerance: 1}), "stall.token_tolerance: must be in [0,1), got 1"},
+		{IterationLimit(IterationLimits{Limit: 5}), ""},
+		{IterationLimit(IterationLimits{Limit: 5, Pressure: 0.5}), ""},
+		{IterationLimit(IterationLimits{Pressure: 0.5}), "max_iterations.limit: is required"},
+		{IterationLimit(IterationLimits{Limit: -1, Pressure: 0.5}), "max_iterations.limit: must be a positive int, got -1"},
+		{IterationLimit(IterationLimits{Limit: 5, Pressure: 1.5}), "max_iterations.pressure: must be in (0,1), got 1.5"},
+		{IterationLimit(IterationLimits{Limit: 5, Pressure: -0.5}), "max_iterations.pressure: must be in (0,1), got -0.5"},
+		{ToolCallLimit(ToolCallLimits{Limit: 5, Pressure: 0.8, PerTool: map[string]int{"search": 2}}), ""},
+		{ToolCallLimit(ToolCallLimits{PerTool: map[string]int{"search": 2}}), ""},
+		{ToolCallLimit(ToolCallLimits{}), "max_tool_calls: needs limit or per_tool"},
+		{ToolCallLimit(ToolCallLimits{Pressure: 0.5, PerTool: map[string]int{"a": 1}}), "max_tool_calls.pressure: needs limit"},
+		{ToolCallLimit(ToolCallLimits{PerTool: map[string]int{"a": 1, "b": 0}}), "max_tool_calls.per_tool.b: must be a positive int, got 0"},
+		{ToolCallLimit(ToolCallLimits{PerTool: map[string]int{}}), "max_tool_calls.per_tool: must not be empty"},
+		{ToolCallLimit(ToolCallLimits{PerTool: map[string]int{"": 1}}), "max_tool_calls.per_tool: tool names must not be empty"},
+		{Stall(StallLimits{}), "stall: needs repeats or cycle"},
+		{Stall(StallLimits{Cycle: 2}), ""},
+		{Stall(StallLimits{Repeats: 3, Window: 8, WarnAt: 2, Cycle: 3, TokenTolerance: 0.1}), ""},
+		{Stall(StallLimits{Cycle: 1}), "stall.cycle: must be an int >= 2, got 1"},
+		{Stall(StallLimits{Repeats: 3, Window: 2}), "stall.window: must be an int >= repeats (3), got 2"},
+		{Stall(StallLimits{Repeats: 3, WarnAt: 3}), "stall.warn_at: must be an int >= 2 and < repeats (3), got 3"},
+		{Stall(StallLimits{Repeats: 3, WarnAt: 1}), "stall.warn_at: must be an int >= 2 and < repeats (3), got 1"},
+		{Stall(StallLimits{Cycle: 2, Window: 4}), "stall.window: needs repeats"},
+		{Stall(StallLimits{Cycle: 2, WarnAt: 2}), "stall.warn_at: needs repeats"},
+		{Stall(StallLimits{Cycle: 2, TokenTolerance: 0.1}), "stall.token_tolerance: needs repeats"},
+		{Stall(StallLimits{Repeats: 2, TokenTolerance: -0.5}), "stall.token_tolerance: must be in [0,1), got -0.5"},
+		{AnyOf(AllOf(Stall(StallLimits{Repeats: 3, Window: 1}))), "any[0].all[0].stall.window: must be an int >= repeats (3), got 1"},
 		{Errors(ErrorLimits{}), "errors: needs consecutive or total"},
-		{Errors(ErrorLimits{Consecutive: -1}), "errors.consecutive: must be > 0, got -1"},
-		{Errors(ErrorLimits{Total: -1}), "errors.total: must be > 0, got -1"},
+		{Errors(ErrorLimits{Consecutive: -1}), "errors.consecutive: must be a positive int, got -1"},
+		{Errors(ErrorLimits{Total: -1}), "errors.total: must be a positive int, got -1"},
 		{TextMention(""), "text_mention.text: must not be empty"},
 		{TextMention("x", "a", ""), "text_mention.sources[1]: must not be empty"},
 		{FunctionCall(), "function_call: needs at least one name"},
@@ -571,16 +568,20 @@ func TestValidate(t *testing.T) {
 
 func TestTimeouts(t *testing.T) {
 	c := AnyOf(TimeoutAfter(time.Minute), AllOf(TimeoutAfter(time.Second), MaxIterations(2)), TimeoutAfter(time.Minute))
-	assert.Equal(t, []time.Duration{time.Second, time.Minute}, Timeouts(c))
-	assert.Empty(t, Timeouts(MaxIterations(1)))
-	assert.Nil(t, Timeouts(nil))
+	assert.Equal(t, []time.Duration{time.Second, time.Minute}, timeoutsOf(c))
+	assert.Empty(t, timeoutsOf(MaxIterations(1)))
+	assert.Nil(t, timeoutsOf(nil))
 }
 
 func TestConditionStrings(t *testing.T) {
 	c := AnyOf(MaxIterations(2), TimeoutAfter(90*time.Second), TokenBudget(TokenLimits{Total: 10, Pressure: Pressure{Threshold: 0.8, Grace: GraceTurns(1)}}),
 		Stall(StallLimits{Repeats: 3, TokenTolerance: 0.1}), AllOf(TextMention("T", "critic"), FunctionCall("approve")))
 	s := c.String()
-	for _, want := range []string{"max_iterations: 2", "timeout: 1m30s", "token_budget: {total_tokens=10, pressure=0.8, grace=1}",
+	s += AnyOf(IterationLimit(IterationLimits{Limit: 5, Pressure: 0.8}), ToolCallLimit(ToolCallLimits{Limit: 9, PerTool: map[string]int{"b": 2, "a": 1}}),
+		Stall(StallLimits{Repeats: 3, Window: 8, WarnAt: 2, Cycle: 3}), Errors(ErrorLimits{Total: 4})).String()
+	for _, want := range []string{"max_iterations: {limit: 5, pressure: 0.8}", "max_tool_calls: {limit: 9, per_tool: {a: 1, b: 2}}",
+		"stall: {repeats: 3, window: 8, warn_at: 2, cycle: 3}", "errors: {total: 4}",
+		"max_iterations: 2", "timeout: 1m30s", "token_budget: {total_tokens=10, pressure=0.8, grace=1}",
 		"stall: {repeats: 3, token_tolerance: 0.1}", `text_mention: {text: "T", sources: ["critic"]}`, `function_call: ["approve"]`} {
 		assert.True(t, strings.Contains(s, want), "%q lacks %q", s, want)
 	}

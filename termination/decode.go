@@ -69,13 +69,15 @@ func decodeEvent(data []byte, ev *Event) error {
 
 // checkAmounts rejects usage and cost that no model spends: negative
 // amounts (an event would give budget back) and a cost that is not finite.
+// Both the decoder and [Event.Validate] use it, so a replayed file and a
+// live event are rejected in the same words.
 func checkAmounts(ev *Event) error {
 	switch {
 	case ev.Usage.InputTokens < 0:
 		return fmt.Errorf("usage.input_tokens: must be >= 0, got %d", ev.Usage.InputTokens)
 	case ev.Usage.OutputTokens < 0:
 		return fmt.Errorf("usage.output_tokens: must be >= 0, got %d", ev.Usage.OutputTokens)
-	case ev.Cost < 0 || math.IsNaN(ev.Cost) || math.IsInf(ev.Cost, 0):
+	case !finiteAmount(ev.Cost):
 		return fmt.Errorf("cost: must be a finite amount >= 0, got %g", ev.Cost)
 	}
 	return nil

@@ -2,14 +2,21 @@
 // (Event), why a stage run stopped (Cause), when it should stop (Condition,
 // Policy) and what a run amounts to once it has stopped (Result).
 //
+// It implements the contract in docs/spec.md of the repository: events are
+// §1, causes and their termination_cause tags §2, conditions and the policy
+// file §3, the replay result §4, run labels and fleet budgets §7. "The
+// contract" below means that file.
+//
 // # How the pieces fit
 //
 // An agent loop is seen as a stream of framework-neutral [Event] values. An
 // adapter turns a framework's own events into this type; on disk (recorded
 // logs, the replay command) events are JSON Lines read by [Decoder].
 //
-// A [Condition] is an immutable description of when to stop: [MaxIterations],
-// [MaxToolCalls], [TimeoutAfter], [TokenBudget], [CostBudget], [Stall],
+// A [Condition] is an immutable description of when to stop: [MaxIterations]
+// and [IterationLimit] (with an early warning), [MaxToolCalls] and
+// [ToolCallLimit] (per tool, with an early warning), [TimeoutAfter],
+// [TokenBudget], [CostBudget], [Stall] (repeats in a window, cycles),
 // [Errors], [TextMention], [FunctionCall], [Handoff], [SourceMatch],
 // [StopMessage], [Predicate], [Func], and the combinators [AnyOf] and
 // [AllOf]. A [Policy] is the same thing read from YAML or JSON with
@@ -19,27 +26,30 @@
 // ([NewEvaluator]), so one Condition or Policy serves any number of
 // concurrent runs with no reset calls. The Evaluator takes events one at a
 // time, keeps the running counts ([Progress]), asks the condition tree whether
-// anything fired, and applies the precedence of the contract when several
-// causes fire on the same event. Once it has stopped, or once the stream has
-// ended, [Evaluator.Result] reports the [Result].
+// anything fired, and applies the precedence of the contract (docs/spec.md
+// §3, "Several causes on one event") when several causes fire on the same
+// event. Once it has stopped, or once the stream has ended,
+// [Evaluator.Result] reports the [Result].
 //
 // Every finished run has exactly one [Cause]. Causes are plain Go types
 // (Completed, MaxToolCallsReached, Timeout, ...) that also implement error,
 // so a cause carried by context.Cause is recovered with errors.As. Each has a
 // low-cardinality [Cause.TagValue], the termination_cause attribute of spans
 // and metrics; [Tag] applies a stage's allow-list of custom reasons, so the
-// set of emitted values stays closed. Causes have a JSON form with a "$kind"
-// discriminator ([MarshalCause], [UnmarshalCause]); user-defined cause types
+// set of emitted values stays closed (docs/spec.md §2). Causes have a JSON
+// form with a "$kind" discriminator ([MarshalCause], [UnmarshalCause]); user-defined cause types
 // join it with [RegisterCause].
 //
 // # Names that differ from the contract's condition list
 //
-// The contract names both a cause and a condition "Timeout" and "All". In Go
+// The contract (docs/spec.md §2 and §3) names both a cause and a condition "Timeout" and "All". In Go
 // one package cannot hold both, so the causes keep the contract's $kind names
 // (they travel in JSON and through errors.As) and the conditions are the
 // constructors [TimeoutAfter] and [AllOf]; [AnyOf] matches for symmetry.
 //
 // # Choices where the contract is silent
+//
+// docs/spec.md leaves these open; this package decides them as follows.
 //
 //   - A budget-pressure warning is recorded on whichever event crosses the
 //     threshold, a final answer included; only the grace stop is withheld on
@@ -68,8 +78,34 @@
 //   - Fired lists what fired: the causes of the stopping event (or timer
 //     tick), or the cause given to Stop. A stream that ends by itself fires
 //     nothing, so its Fired is empty ("fired": []), like its StoppedAt is 0.
+//   - Count pressure (max_iterations or max_tool_calls with pressure) warns
+//     on the first message (tool_call) at which count/limit reaches the
+//     threshold; if a final event took the count there, the next message
+//     warns, with its count, possibly on the event the limit fires. Count
+//     limits do not appear in Result.Budgets (utilization is tokens and
+//     cost).
+//   - A per-tool limit, like the overall one, fires on every call past it;
+//     in an all: the child latches on the first.
+//   - stall.warn_at: the warning's repeats is warn_at, not the count. When
+//     several stall conditions reach warn_at on one event, the first in the
+//     policy's order gives the run's one stall warning.
+//   - stall.cycle looks at tool_call events only: messages and results
+//     between the calls neither break nor extend a cycle.
+//   - errors.consecutive: a successful tool_result does not reset the
+//     error-event streak and a failed tool_result does not extend it (it
+//     belongs to the other streak); only a message or final resets it.
 //   - When several causes fire on one event, Fired lists them in precedence
-//     order, so Fired[0] is the reported cause. Causes outside the
+//     order, so Fired[0] is the reported cause. Causes of one kind keep the
+//     contract's inner orders: BudgetExhausted and BudgetPressure by
+//     resource, the overall MaxToolCallsReached before a per-tool one,
+//     StallDetected by signal; others keep firing order.
+//   - A policy's empty list (handoff: [], sources: []) is an error rather
+//     than "every name", though the Go constructor Handoff() watches every
+//     target. Validate and ParsePolicy report ranges with the same
+//     messages: the parser only reads types and shapes, and maps the
+//     condition's own validation error onto the key and line written.
+//   - Huge limits cost nothing up front: stall windows and cycles keep
+//     memory in proportion to the events seen, not to the setting. Causes outside the
 //     contract's precedence list (All, Custom, user types) rank after Timeout;
 //     All ranks as the last cause it holds.
 package termination

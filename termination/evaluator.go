@@ -28,9 +28,10 @@ type Evaluator struct {
 	clock     Clock
 	clocked   bool // the condition has a timeout, so time must be read
 	progress  Progress
-	cur       *Event // Observe's copy of the event, allocated on first use: ObserveRef callers never need it
+	cur       *Event // Observe's copy of the event, allocated on first use: observeRef callers never need it
 	sink      sink
 	warnings  []Cause
+	stalled   bool // a stall warning was recorded (at most one per run)
 	start     time.Time
 	last      time.Time
 	lastKind  Kind
@@ -50,9 +51,9 @@ func NewEvaluator(c Condition, clock Clock) *Evaluator {
 		c = AnyOf()
 	}
 	e := &Evaluator{root: c.start(), clock: clock}
-	e.sink.warnings = &e.warnings
+	e.sink.warnings, e.sink.stallWarned = &e.warnings, &e.stalled
 	eachBudget([]check{e.root}, func(b *budgetCheck) { e.budgets = append(e.budgets, b) })
-	c.timeouts(func(time.Duration) { e.clocked = true })
+	eachTimeout(c, func(time.Duration) { e.clocked = true })
 	if clock == WallClock {
 		e.start = time.Now()
 	}
@@ -72,14 +73,14 @@ func (e *Evaluator) Observe(ev Event) (Cause, bool) {
 		e.cur = new(Event)
 	}
 	*e.cur = ev
-	return e.ObserveRef(e.cur)
+	return e.observeRef(e.cur)
 }
 
-// ObserveRef is Observe without copying the event, for hot paths: ev is
+// observeRef is Observe without copying the event, for hot paths: ev is
 // read during the call only. Pass a pointer to long-lived memory (a field
 // of the caller's own state); a pointer to a local variable makes the
 // variable escape to the heap.
-func (e *Evaluator) ObserveRef(ev *Event) (Cause, bool) {
+func (e *Evaluator) observeRef(ev *Event) (Cause, bool) {
 	if e.cause != nil {
 		return e.cause, true
 	}
@@ -111,9 +112,9 @@ func (e *Evaluator) ObserveRef(ev *Event) (Cause, bool) {
 	return e.settle(p.Events)
 }
 
-// Tick evaluates the passing of time with no event: a live stage's timeout
+// tickAt evaluates the passing of time with no event: a live stage's timeout
 // timer calls it. It returns like Observe.
-func (e *Evaluator) Tick(now time.Time) (Cause, bool) {
+func (e *Evaluator) tickAt(now time.Time) (Cause, bool) {
 	if e.cause != nil {
 		return e.cause, true
 	}
@@ -146,7 +147,12 @@ func (e *Evaluator) tick(ev *Event) {
 		e.last = ev.Time
 	}
 	e.sink.fired = e.sink.fired[:0]
+	before := len(e.warnings)
 	e.root.observe(ev, p, &e.sink)
+	if len(e.warnings)-before > 1 {
+		// Several warnings on one event: in the contract's order.
+		slices.SortStableFunc(e.warnings[before:], warningOrder)
+	}
 }
 
 // invalid stops the run on an event that fails Validate: it counts as
@@ -164,7 +170,7 @@ func (e *Evaluator) settle(at int) (Cause, bool) {
 		return nil, false
 	}
 	e.fired = slices.Clone(e.sink.fired)
-	slices.SortStableFunc(e.fired, func(a, b Cause) int { return rank(a) - rank(b) })
+	slices.SortStableFunc(e.fired, precedes)
 	e.cause, e.stoppedAt = e.fired[0], at
 	e.ended = time.Now()
 	return e.cause, true
@@ -175,18 +181,18 @@ func (e *Evaluator) settle(at int) (Cause, bool) {
 // the event stream: a cancelled context, an external stop, invalid input.
 // Fired is [c]. A nil c (a typed nil included) is ignored.
 func (e *Evaluator) Stop(c Cause) bool {
-	if !e.EndStream(c) {
+	if !e.endStream(c) {
 		return false
 	}
 	e.fired = []Cause{c}
 	return true
 }
 
-// EndStream ends the run with c as the stream's own end (a stream error
+// endStream ends the run with c as the stream's own end (a stream error
 // reported by the loop) unless it has already stopped, and reports whether
 // c became the run's cause. Nothing fired: Fired is empty, as for a stream
 // that Result finds ended by itself.
-func (e *Evaluator) EndStream(c Cause) bool {
+func (e *Evaluator) endStream(c Cause) bool {
 	if e.cause != nil || nilCause(c) {
 		return false
 	}
@@ -201,7 +207,8 @@ func (e *Evaluator) Stopped() (Cause, bool) { return e.cause, e.cause != nil }
 // Progress returns the running counts so far.
 func (e *Evaluator) Progress() Progress { return e.progress }
 
-// Warnings returns the budget-pressure warnings recorded so far.
+// Warnings returns the warnings recorded so far (BudgetPressure,
+// StallDetected), in order.
 func (e *Evaluator) Warnings() []Cause { return slices.Clone(e.warnings) }
 
 // Result ends the run if it is still going (the stream ended by itself:
@@ -211,9 +218,9 @@ func (e *Evaluator) Warnings() []Cause { return slices.Clone(e.warnings) }
 func (e *Evaluator) Result() Result {
 	if e.cause == nil {
 		if e.lastKind == KindError {
-			e.EndStream(Failed{Reason: FailStreamError, Err: e.lastErr})
+			e.endStream(Failed{Reason: FailStreamError, Err: e.lastErr})
 		} else {
-			e.EndStream(NaturalCompletion{})
+			e.endStream(NaturalCompletion{})
 		}
 	}
 	r := Result{
@@ -251,7 +258,7 @@ type Result struct {
 	TerminationCause string
 	Outcome          Outcome // the cause's default outcome, or the stage's override
 	Fired            []Cause // every cause that fired on the stopping event (or timer tick, or Stop), in precedence order; empty when the stream ended by itself
-	Warnings         []Cause // budget-pressure warnings, in order
+	Warnings         []Cause // warnings (BudgetPressure, StallDetected) in the order recorded; several on one event in the contract's order
 	StoppedAt        int     // 1-based index of the event that fired; 0 when nothing fired on an event
 	Events           int     // events evaluated
 	Drained          int     // events discarded after the stop so the producer never blocked (live only)
@@ -371,10 +378,10 @@ func addTokens(a, b int64) int64 {
 	return math.MinInt64
 }
 
-// WarningsSince returns the warnings recorded after the first n, without
+// warningsSince returns the warnings recorded after the first n, without
 // copying: a live stage uses it to hand new warnings to its hooks. The slice
 // must not be modified.
-func (e *Evaluator) WarningsSince(n int) []Cause {
+func (e *Evaluator) warningsSince(n int) []Cause {
 	if n >= len(e.warnings) {
 		return nil
 	}

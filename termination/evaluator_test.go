@@ -23,7 +23,7 @@ func kindsOf(t *testing.T, cs []Cause) []string {
 	t.Helper()
 	out := make([]string, len(cs))
 	for i, c := range cs {
-		k, err := KindOf(c)
+		k, err := CauseKind(c)
 		require.NoError(t, err)
 		out[i] = k
 	}
@@ -182,7 +182,7 @@ func TestStop(t *testing.T) {
 	c, stop := ev.Observe(msg("a", "2"))
 	assert.True(t, stop)
 	assert.Equal(t, cancel, c)
-	c, stop = ev.Tick(time.Now())
+	c, stop = ev.tickAt(time.Now())
 	assert.True(t, stop)
 	assert.Equal(t, cancel, c)
 

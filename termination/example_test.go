@@ -93,3 +93,29 @@ func ExampleParsePolicy_error() {
 	// Output:
 	// policy.token_budget.presure: unknown key (did you mean "pressure"?) (line 3)
 }
+
+// Limit one tool, warn before the overall cap, and catch a ping-pong
+// between two tools: the warnings come first (the loop's cue to tell the
+// agent), then the stop.
+func ExampleToolCallLimit() {
+	cond := termination.AnyOf(
+		termination.ToolCallLimit(termination.ToolCallLimits{Limit: 20, Pressure: 0.1, PerTool: map[string]int{"web_fetch": 5}}),
+		termination.Stall(termination.StallLimits{Repeats: 3, WarnAt: 2, Cycle: 3}),
+	)
+	ev := termination.NewEvaluator(cond, termination.WallClock)
+	search := termination.Event{Kind: termination.KindToolCall, Tool: "search", Args: []byte(`{"q":"Acme CEO"}`)}
+	fetch := termination.Event{Kind: termination.KindToolCall, Tool: "web_fetch", Args: []byte(`{"url":"https://acme.example"}`)}
+	for _, e := range []termination.Event{search, fetch, search, fetch, search, fetch, search} {
+		if cause, stop := ev.Observe(e); stop {
+			fmt.Println("stop:", cause)
+			break
+		}
+	}
+	for _, w := range ev.Result().Warnings {
+		fmt.Println("warning:", w)
+	}
+	// Output:
+	// stop: agentstop: stall detected (cycle of 2 calls, 3 repeats)
+	// warning: agentstop: budget pressure on tool_calls (2 of 20 used, threshold 0.1)
+	// warning: agentstop: stall detected (repeated_tool_call, 2 repeats)
+}

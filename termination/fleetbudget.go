@@ -250,36 +250,6 @@ func readFleetBudget(path string, v *yaml.Node, pol *Policy) (Condition, error) 
 	return nil, nil
 }
 
-// parseFleetBudgetKey is parsePolicyNode's handling of the fleet_budget
-// key: an error anywhere but the top level (path "policy"), or when the
-// value is invalid. The parsed value is read again by fleetBudgetOf.
-func parseFleetBudgetKey(path string, v *yaml.Node) error {
-	if path != "policy.fleet_budget" {
-		return perr(path, v, "allowed only at the top level of a policy")
-	}
-	var p Policy
-	_, err := readFleetBudget(path, v, &p)
-	return err
-}
-
-// fleetBudgetOf returns the fleet_budget of a top-level policy mapping that
-// parsePolicyNode has accepted, or nil.
-func fleetBudgetOf(root *yaml.Node) *FleetBudget {
-	if root == nil || root.Kind != yaml.MappingNode {
-		return nil
-	}
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		if root.Content[i].Value == "fleet_budget" {
-			var p Policy
-			if _, err := readFleetBudget("policy.fleet_budget", root.Content[i+1], &p); err != nil {
-				return nil
-			}
-			return p.fleet
-		}
-	}
-	return nil
-}
-
 func parseFleetBudget(p string, v *yaml.Node) (FleetBudget, error) {
 	var b FleetBudget
 	keys := []string{"key", "window", "total_tokens", "input_tokens", "output_tokens", "cost", "pressure"}
@@ -354,11 +324,11 @@ func parseFleetBudget(p string, v *yaml.Node) (FleetBudget, error) {
 	return b, nil
 }
 
-// AddWarning records a warning that came from outside the event stream (a
+// addWarning records a warning that came from outside the event stream (a
 // fleet's shared budget crossing its pressure threshold): it joins the
-// run's warnings, in order, and WarningsSince reports it. A stopped
+// run's warnings, in order, and warningsSince reports it. A stopped
 // Evaluator ignores it and reports false.
-func (e *Evaluator) AddWarning(c Cause) bool {
+func (e *Evaluator) addWarning(c Cause) bool {
 	if e.cause != nil || c == nil {
 		return false
 	}
@@ -366,11 +336,11 @@ func (e *Evaluator) AddWarning(c Cause) bool {
 	return true
 }
 
-// StopOnEvent ends the run with c as if it had fired on the last observed
+// stopOnEvent ends the run with c as if it had fired on the last observed
 // event (StoppedAt is that event, Fired is [c]), unless it has already
 // stopped; it reports whether c became the cause. A fleet's shared budget
 // exhausted by the run's own spending stops the run this way.
-func (e *Evaluator) StopOnEvent(c Cause) bool {
+func (e *Evaluator) stopOnEvent(c Cause) bool {
 	if !e.Stop(c) {
 		return false
 	}

@@ -80,12 +80,12 @@ func FuzzDecodeEvent(f *testing.F) {
 }
 
 const fuzzPolicy = `
-max_iterations: 3
-max_tool_calls: 3
+max_iterations: {limit: 3, pressure: 0.5}
+max_tool_calls: {limit: 3, pressure: 0.5, per_tool: {t: 1, search: 2}}
 timeout: 1m
 token_budget: {total: 1000, pressure: 0.5, grace: 0}
 cost_budget: {limit: 1, pressure: 0.5}
-stall: {repeats: 2, token_tolerance: 0.1}
+stall: {repeats: 3, window: 5, warn_at: 2, cycle: 2, token_tolerance: 0.1}
 errors: {consecutive: 1}
 text_mention: {text: DONE}
 function_call: approve
@@ -103,6 +103,11 @@ func FuzzParsePolicy(f *testing.F) {
 		`any: [{max_iterations: 1}, {max_tool_calls: 0}]`, `all: [{any: [{stall: {repeats: 1}}]}]`, `max_iteratons: 5`,
 		`{"max_iterations": 25, "any": [{"handoff": ["user"]}]}`, "a: &x 1\nb: *x", `[1,2]`, "max_iterations: 1\nmax_iterations: 2",
 		`{"max_iterations": 25`, "\t- x", `max_iterations: 1e300`, `max_iterations: -0.0`, `cost_budget: {limit: 1e-320}`,
+		`max_iterations: {limit: 25, pressure: 0.8}`, `max_iterations: {pressure: 0.8}`, `max_tool_calls: {per_tool: {search: 10}}`,
+		`max_tool_calls: {limit: 5, pressure: 1, per_tool: {a.b: 0, "": 1}}`, `max_tool_calls: {per_tool: {}}`,
+		`stall: {repeats: 3, window: 8, warn_at: 2, cycle: 3}`, `stall: {cycle: 2}`, `stall: {repeats: 3, window: 2, warn_at: 3}`,
+		`stall: {repeats: 1e9, window: 4e18, cycle: 9e18}`, `any: [{stall: {cycle: 2, window: 4}}]`,
+		"a: &a [*a, *a]\nb: &b [*a, *a]\nc: [*b, *b]", "any: &x [{max_iterations: 1}]\nall: *x",
 	} {
 		f.Add([]byte(s))
 	}
@@ -128,6 +133,7 @@ func FuzzParsePolicy(f *testing.F) {
 		_ = p.String()
 		ev := NewEvaluator(p.Condition(), EventClock)
 		for _, e := range []Event{input("x").at(0), msg("a", "DONE").used(10, 10).costs(0.5), call("t", `{}`), result("t", "e"),
+			call("search", `1`), call("t", `{}`), call("search", `1`), msg("a", "DONE"),
 			errEv("x"), handoffEv("a", "user"), stopEv("s"), final("critic", "x").at(time.Hour)} {
 			if _, stop := ev.Observe(e); stop {
 				break

@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"os"
-	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -41,9 +38,9 @@ func (e *PolicyError) Error() string {
 // ParsePolicy reads a policy. It is strict: unknown keys, wrong types and
 // out-of-range values are a *PolicyError naming the key path, because a typo
 // must never silently disable a guard. Empty input is the empty policy.
-func ParsePolicy(data []byte) (Policy, error) {
+func ParsePolicy[S PolicyText](data S) (Policy, error) {
 	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec := yaml.NewDecoder(bytes.NewReader([]byte(data)))
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
 		return Policy{}, &PolicyError{Path: "policy", Msg: "not valid YAML or JSON: " + strings.TrimPrefix(err.Error(), "yaml: ")}
 	}
@@ -62,11 +59,13 @@ func ParsePolicy(data []byte) (Policy, error) {
 	if root.Kind == yaml.ScalarNode && root.Tag == "!!null" {
 		return Policy{cond: AnyOf()}, nil
 	}
-	c, err := parsePolicyNode("policy", root)
+	var p Policy
+	c, err := parsePolicyNode("policy", root, &p)
 	if err != nil {
 		return Policy{}, err
 	}
-	return Policy{cond: c, fleet: fleetBudgetOf(root)}, nil
+	p.cond = c
+	return p, nil
 }
 
 // LoadPolicy reads and parses the policy file at path; errors name the file.
@@ -82,10 +81,14 @@ func LoadPolicy(path string) (Policy, error) {
 	return p, nil
 }
 
+// PolicyText is the text of a policy, as ParsePolicy and MustParsePolicy
+// take it: a string or a []byte (a file's contents).
+type PolicyText interface{ ~string | ~[]byte }
+
 // MustParsePolicy is ParsePolicy that panics on error, for policies fixed at
 // compile time.
-func MustParsePolicy(data string) Policy {
-	p, err := ParsePolicy([]byte(data))
+func MustParsePolicy[S PolicyText](data S) Policy {
+	p, err := ParsePolicy(data)
 	if err != nil {
 		panic(err)
 	}
@@ -103,9 +106,60 @@ func (p Policy) Condition() Condition {
 // String describes the policy.
 func (p Policy) String() string { return p.Condition().String() }
 
-// policyKeys are the keys a policy mapping may hold, for error messages.
-var policyKeys = []string{"max_iterations", "max_tool_calls", "timeout", "token_budget", "cost_budget",
-	"stall", "errors", "text_mention", "function_call", "handoff", "source_match", "stop_message", "any", "all", "fleet_budget"}
+// policyKey is a key of a policy mapping: its name, whether it is allowed
+// only at the top level of a policy (not under any: or all:), and how to
+// read its value. read returns the key's condition, nil for none (such as
+// stop_message: false); it checks the value's type and shape only: the
+// condition's own validation checks ranges and combinations, and
+// parsePolicyNode reports its error at the key the user wrote. A key that
+// sets more than a condition sets it on pol.
+type policyKey struct {
+	name     string
+	topLevel bool
+	read     func(path string, v *yaml.Node, pol *Policy) (Condition, error)
+}
+
+// policyKeys are the keys a policy mapping may hold, in the contract's
+// order (filled in by init: the readers of any: and all: refer back to
+// the table). To add a key, append it here.
+var policyKeys []policyKey
+
+func init() {
+	policyKeys = []policyKey{
+		{name: "max_iterations", read: readCountLimit(ResourceIterations)},
+		{name: "max_tool_calls", read: readCountLimit(ResourceToolCalls)},
+		{name: "timeout", read: readTimeout},
+		{name: "token_budget", read: readTokenBudget},
+		{name: "cost_budget", read: readCostBudget},
+		{name: "stall", read: readStall},
+		{name: "errors", read: readErrors},
+		{name: "text_mention", read: readTextMention},
+		{name: "function_call", read: readNames("function_call")},
+		{name: "handoff", read: readNames("handoff")},
+		{name: "source_match", read: readNames("source_match")},
+		{name: "stop_message", read: readStopMessage},
+		{name: "any", read: readCombinator("any")},
+		{name: "all", read: readCombinator("all")},
+		{name: "fleet_budget", topLevel: true, read: readFleetBudget},
+	}
+}
+
+func policyKeyNames() []string {
+	names := make([]string, len(policyKeys))
+	for i, k := range policyKeys {
+		names[i] = k.name
+	}
+	return names
+}
+
+func findPolicyKey(name string) policyKey {
+	for _, k := range policyKeys {
+		if k.name == name {
+			return k
+		}
+	}
+	return policyKey{}
+}
 
 func perr(path string, n *yaml.Node, format string, args ...any) error {
 	line := 0
@@ -115,20 +169,52 @@ func perr(path string, n *yaml.Node, format string, args ...any) error {
 	return &PolicyError{Path: path, Line: line, Msg: fmt.Sprintf(format, args...)}
 }
 
-// mapping iterates a mapping node's keys, rejecting duplicates and keys not
-// in allowed.
-func mapping(path string, n *yaml.Node, allowed []string, f func(key, path string, v *yaml.Node) error) error {
+// entries iterates a mapping node's entries, rejecting non-scalar and
+// duplicate keys.
+func entries(path string, n *yaml.Node, f func(key, path string, k, v *yaml.Node) error) error {
 	if n.Kind != yaml.MappingNode {
 		return perr(path, n, "must be a mapping, got %s", describe(n))
 	}
-	seen := map[string]bool{}
+	seen := make(map[string]bool, len(n.Content)/2)
 	for i := 0; i+1 < len(n.Content); i += 2 {
 		k, v := n.Content[i], n.Content[i+1]
 		if k.Kind != yaml.ScalarNode {
 			return perr(path, k, "keys must be strings")
 		}
-		key := k.Value
-		kp := path + "." + key
+		kp := keyPath(path, k.Value)
+		if seen[k.Value] {
+			return perr(kp, k, "duplicate key")
+		}
+		seen[k.Value] = true
+		if err := f(k.Value, kp, k, v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// keyPath appends a key to a key path: as written when it is a plain name
+// (letters, digits, _ and -), quoted otherwise, so that a key with a dot,
+// a space or a newline still makes a one-line, unambiguous path
+// (policy.max_tool_calls.per_tool."web.fetch").
+func keyPath(path, key string) string {
+	plain := key != ""
+	for _, r := range key {
+		plain = plain && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-')
+	}
+	if !plain {
+		key = strconv.Quote(key)
+	}
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+// mapping iterates a mapping node's keys, rejecting duplicates and keys not
+// in allowed (with a "did you mean" when one is close).
+func mapping(path string, n *yaml.Node, allowed []string, f func(key, path string, v *yaml.Node) error) error {
+	return entries(path, n, func(key, kp string, k, v *yaml.Node) error {
 		if !contains(allowed, key) {
 			msg := "unknown key"
 			if s := suggest(key, allowed); s != "" {
@@ -136,184 +222,29 @@ func mapping(path string, n *yaml.Node, allowed []string, f func(key, path strin
 			}
 			return perr(kp, k, "%s", msg)
 		}
-		if seen[key] {
-			return perr(kp, k, "duplicate key")
-		}
-		seen[key] = true
-		if err := f(key, kp, v); err != nil {
-			return err
-		}
-	}
-	return nil
+		return f(key, kp, v)
+	})
 }
 
-func parsePolicyNode(path string, n *yaml.Node) (Condition, error) {
+// parsePolicyNode reads the policy mapping n at path: each key's
+// condition, validated by the condition itself, the whole an AnyOf (or the
+// one condition).
+func parsePolicyNode(path string, n *yaml.Node, pol *Policy) (Condition, error) {
+	top := path == "policy"
 	var conds []Condition
-	add := func(c Condition, p string, n *yaml.Node) error {
+	err := mapping(path, n, policyKeyNames(), func(key, p string, v *yaml.Node) error {
+		k := findPolicyKey(key)
+		if k.topLevel && !top {
+			return perr(p, v, "allowed only at the top level of a policy")
+		}
+		c, err := k.read(p, v, pol)
+		if err != nil || c == nil {
+			return err
+		}
 		if err := c.validate(); err != nil {
-			// The condition names its own key; report the caller's path.
-			msg := err.Error()
-			if i := strings.Index(msg, ": "); i >= 0 {
-				msg = msg[i+2:]
-			}
-			return perr(p, n, "%s", msg)
+			return settingErr(path, n, err)
 		}
 		conds = append(conds, c)
-		return nil
-	}
-	err := mapping(path, n, policyKeys, func(key, p string, v *yaml.Node) error {
-		switch key {
-		case "max_iterations", "max_tool_calls":
-			i, err := intValue(p, v)
-			if err != nil {
-				return err
-			}
-			if i <= 0 {
-				return perr(p, v, "must be a positive int, got %d", i)
-			}
-			if key == "max_iterations" {
-				conds = append(conds, MaxIterations(i))
-			} else {
-				conds = append(conds, MaxToolCalls(i))
-			}
-		case "timeout":
-			d, err := durationValue(p, v)
-			if err != nil {
-				return err
-			}
-			return add(TimeoutAfter(d), p, v)
-		case "token_budget":
-			return parseTokenBudget(p, v, &conds)
-		case "cost_budget":
-			return parseCostBudget(p, v, &conds)
-		case "stall":
-			var l StallLimits
-			if err := mapping(p, v, []string{"repeats", "token_tolerance"}, func(k, kp string, v *yaml.Node) error {
-				if k == "repeats" {
-					i, err := intValue(kp, v)
-					if err != nil {
-						return err
-					}
-					if i < 2 {
-						return perr(kp, v, "must be an int >= 2, got %d", i)
-					}
-					l.Repeats = i
-					return nil
-				}
-				f, err := floatValue(kp, v)
-				if err != nil {
-					return err
-				}
-				if !(f >= 0 && f < 1) {
-					return perr(kp, v, "must be in [0,1), got %g", f)
-				}
-				l.TokenTolerance = f
-				return nil
-			}); err != nil {
-				return err
-			}
-			if l.Repeats == 0 {
-				return perr(p+".repeats", v, "is required")
-			}
-			conds = append(conds, Stall(l))
-		case "errors":
-			var l ErrorLimits
-			if err := mapping(p, v, []string{"consecutive", "total"}, func(k, kp string, v *yaml.Node) error {
-				i, err := intValue(kp, v)
-				if err != nil {
-					return err
-				}
-				if i <= 0 {
-					return perr(kp, v, "must be a positive int, got %d", i)
-				}
-				if k == "consecutive" {
-					l.Consecutive = i
-				} else {
-					l.Total = i
-				}
-				return nil
-			}); err != nil {
-				return err
-			}
-			if l.Consecutive == 0 && l.Total == 0 {
-				return perr(p, v, "needs consecutive or total")
-			}
-			conds = append(conds, Errors(l))
-		case "text_mention":
-			var text string
-			var sources []string
-			hasText := false
-			if err := mapping(p, v, []string{"text", "sources"}, func(k, kp string, v *yaml.Node) error {
-				if k == "text" {
-					s, err := stringValue(kp, v)
-					if err != nil {
-						return err
-					}
-					if s == "" {
-						return perr(kp, v, "must not be empty")
-					}
-					text, hasText = s, true
-					return nil
-				}
-				var err error
-				sources, err = nameList(kp, v)
-				return err
-			}); err != nil {
-				return err
-			}
-			if !hasText {
-				return perr(p+".text", v, "is required")
-			}
-			conds = append(conds, TextMention(text, sources...))
-		case "function_call", "handoff", "source_match":
-			names, err := nameList(p, v)
-			if err != nil {
-				return err
-			}
-			switch key {
-			case "function_call":
-				conds = append(conds, FunctionCall(names...))
-			case "handoff":
-				conds = append(conds, Handoff(names...))
-			default:
-				conds = append(conds, SourceMatch(names...))
-			}
-		case "stop_message":
-			b, err := boolValue(p, v)
-			if err != nil {
-				return err
-			}
-			if b {
-				conds = append(conds, StopMessage())
-			}
-		case "fleet_budget":
-			return parseFleetBudgetKey(p, v)
-		case "any", "all":
-			if v.Kind != yaml.SequenceNode {
-				return perr(p, v, "must be a list of policies, got %s", describe(v))
-			}
-			if len(v.Content) == 0 {
-				return perr(p, v, "must not be empty")
-			}
-			children := make([]Condition, len(v.Content))
-			for i, item := range v.Content {
-				ip := fmt.Sprintf("%s[%d]", p, i)
-				if key == "all" && item.Kind == yaml.MappingNode && len(item.Content) == 0 {
-					// An empty policy never fires, so the all: could never fire.
-					return perr(ip, item, "an empty policy never fires, so all: could not")
-				}
-				c, err := parsePolicyNode(ip, item)
-				if err != nil {
-					return err
-				}
-				children[i] = c
-			}
-			if key == "any" {
-				conds = append(conds, AnyOf(children...))
-			} else {
-				conds = append(conds, AllOf(children...))
-			}
-		}
 		return nil
 	})
 	if err != nil {
@@ -325,266 +256,54 @@ func parsePolicyNode(path string, n *yaml.Node) (Condition, error) {
 	return AnyOf(conds...), nil
 }
 
-func parsePressure(p string, v *yaml.Node, k, kp string, pr *Pressure) (bool, error) {
-	switch k {
-	case "pressure":
-		f, err := floatValue(kp, v)
-		if err != nil {
-			return true, err
-		}
-		if !(f > 0 && f < 1) {
-			return true, perr(kp, v, "must be in (0,1), got %g", f)
-		}
-		pr.Threshold = f
-		return true, nil
-	case "grace":
-		i, err := intValue(kp, v)
-		if err != nil {
-			return true, err
-		}
-		if i < 0 {
-			return true, perr(kp, v, "must be an int >= 0, got %d", i)
-		}
-		pr.Grace = GraceTurns(i)
-		return true, nil
+// settingErr turns a condition's validation error into a *PolicyError at
+// the key the user wrote: the error's path ("token_budget.pressure",
+// "any[1].stall.window") is looked up in the policy mapping n at path.
+func settingErr(path string, n *yaml.Node, err error) error {
+	var se *settingError
+	if !errors.As(err, &se) {
+		return perr(path, n, "%s", err)
 	}
-	return false, nil
+	sub, at := locate(n, joinPath(se.cond, se.setting))
+	return perr(joinPath(path, sub), at, "%s", se.msg)
 }
 
-func checkGrace(p string, n *yaml.Node, pr Pressure) error {
-	if pr.Grace != nil && pr.Threshold == 0 {
-		return perr(p+".grace", n, "needs pressure")
-	}
-	return nil
-}
-
-func parseTokenBudget(p string, v *yaml.Node, conds *[]Condition) error {
-	var l TokenLimits
-	err := mapping(p, v, []string{"total", "input", "output", "pressure", "grace"}, func(k, kp string, v *yaml.Node) error {
-		if ok, err := parsePressure(p, v, k, kp, &l.Pressure); ok {
-			return err
-		}
-		i, err := intValue(kp, v)
-		if err != nil {
-			return err
-		}
-		if i <= 0 {
-			return perr(kp, v, "must be a positive int, got %d", i)
-		}
-		switch k {
-		case "total":
-			l.Total = int64(i)
-		case "input":
-			l.Input = int64(i)
+// locate follows a setting path ("max_tool_calls.per_tool.search",
+// "function_call[0]") into the document from n and returns the path as
+// written and the node it names. A key the document leaves out is named
+// at the mapping that lacks it; a path that goes on into a scalar (the
+// short forms: max_iterations: 25, function_call: approve) stops at it.
+func locate(n *yaml.Node, setting string) (string, *yaml.Node) {
+	path, at, rest := "", n, setting
+	for rest != "" {
+		switch at.Kind {
+		case yaml.MappingNode:
+			best := -1
+			for i := 0; i+1 < len(at.Content); i += 2 {
+				k := at.Content[i].Value
+				if strings.HasPrefix(rest, k) && (len(rest) == len(k) || rest[len(k)] == '.' || rest[len(k)] == '[') &&
+					(best < 0 || len(k) > len(at.Content[best].Value)) {
+					best = i // the longest key that fits: tool names may hold dots
+				}
+			}
+			if best < 0 {
+				return joinPath(path, rest), at
+			}
+			k := at.Content[best].Value
+			path, at, rest = keyPath(path, k), at.Content[best+1], strings.TrimPrefix(rest[len(k):], ".")
+		case yaml.SequenceNode:
+			end := strings.IndexByte(rest, ']')
+			if !strings.HasPrefix(rest, "[") || end < 0 {
+				return joinPath(path, rest), at
+			}
+			i, err := strconv.Atoi(rest[1:end])
+			if err != nil || i < 0 || i >= len(at.Content) {
+				return joinPath(path, rest), at
+			}
+			path, at, rest = path+rest[:end+1], at.Content[i], strings.TrimPrefix(rest[end+1:], ".")
 		default:
-			l.Output = int64(i)
-		}
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if l.Total == 0 && l.Input == 0 && l.Output == 0 {
-		return perr(p, v, "needs at least one of total, input, output")
-	}
-	if err := checkGrace(p, v, l.Pressure); err != nil {
-		return err
-	}
-	*conds = append(*conds, TokenBudget(l))
-	return nil
-}
-
-func parseCostBudget(p string, v *yaml.Node, conds *[]Condition) error {
-	var l CostLimit
-	hasLimit := false
-	err := mapping(p, v, []string{"limit", "pressure", "grace"}, func(k, kp string, v *yaml.Node) error {
-		if ok, err := parsePressure(p, v, k, kp, &l.Pressure); ok {
-			return err
-		}
-		f, err := floatValue(kp, v)
-		if err != nil {
-			return err
-		}
-		if !(f > 0) || math.IsInf(f, 0) {
-			return perr(kp, v, "must be > 0, got %g", f)
-		}
-		l.Limit, hasLimit = f, true
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	if !hasLimit {
-		return perr(p+".limit", v, "is required")
-	}
-	if err := checkGrace(p, v, l.Pressure); err != nil {
-		return err
-	}
-	*conds = append(*conds, CostBudget(l))
-	return nil
-}
-
-func describe(n *yaml.Node) string {
-	switch n.Kind {
-	case yaml.MappingNode:
-		return "a mapping"
-	case yaml.SequenceNode:
-		return "a list"
-	case yaml.AliasNode:
-		return "an alias"
-	case yaml.ScalarNode:
-		switch n.Tag {
-		case "!!null":
-			return "null"
-		case "!!bool":
-			return "a bool (" + n.Value + ")"
-		case "!!int":
-			return "an int (" + n.Value + ")"
-		case "!!float":
-			return "a number (" + n.Value + ")"
-		}
-		return strconv.Quote(n.Value)
-	}
-	return "nothing"
-}
-
-func intValue(p string, n *yaml.Node) (int, error) {
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
-		// JSON writes 25.0 as a float; accept it when it is whole.
-		if n.Kind == yaml.ScalarNode && n.Tag == "!!float" {
-			if f, err := strconv.ParseFloat(n.Value, 64); err == nil && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
-				return int(f), nil
-			}
-		}
-		return 0, perr(p, n, "must be an int, got %s", describe(n))
-	}
-	var i int
-	if err := n.Decode(&i); err != nil {
-		return 0, perr(p, n, "must be an int, got %s", describe(n))
-	}
-	return i, nil
-}
-
-func floatValue(p string, n *yaml.Node) (float64, error) {
-	if n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!float") {
-		return 0, perr(p, n, "must be a number, got %s", describe(n))
-	}
-	var f float64
-	if err := n.Decode(&f); err != nil || math.IsNaN(f) {
-		return 0, perr(p, n, "must be a number, got %s", describe(n))
-	}
-	return f, nil
-}
-
-func boolValue(p string, n *yaml.Node) (bool, error) {
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!bool" {
-		return false, perr(p, n, "must be true or false, got %s", describe(n))
-	}
-	var b bool
-	if err := n.Decode(&b); err != nil {
-		return false, perr(p, n, "must be true or false, got %s", describe(n))
-	}
-	return b, nil
-}
-
-func stringValue(p string, n *yaml.Node) (string, error) {
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
-		return "", perr(p, n, "must be a string, got %s", describe(n))
-	}
-	return n.Value, nil
-}
-
-func durationValue(p string, n *yaml.Node) (time.Duration, error) {
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
-		return 0, perr(p, n, `must be a Go duration string such as "2m", got %s`, describe(n))
-	}
-	d, err := time.ParseDuration(n.Value)
-	if err != nil {
-		return 0, perr(p, n, `must be a Go duration such as "2m" or "90s", got %q`, n.Value)
-	}
-	if d <= 0 {
-		return 0, perr(p, n, "must be > 0, got %s", n.Value)
-	}
-	return d, nil
-}
-
-// nameList reads a name or a list of names.
-func nameList(p string, n *yaml.Node) ([]string, error) {
-	if n.Kind == yaml.ScalarNode {
-		s, err := stringValue(p, n)
-		if err != nil {
-			return nil, err
-		}
-		if s == "" {
-			return nil, perr(p, n, "must not be empty")
-		}
-		return []string{s}, nil
-	}
-	if n.Kind != yaml.SequenceNode {
-		return nil, perr(p, n, "must be a name or a list of names, got %s", describe(n))
-	}
-	if len(n.Content) == 0 {
-		return nil, perr(p, n, "must not be empty")
-	}
-	names := make([]string, len(n.Content))
-	for i, item := range n.Content {
-		ip := fmt.Sprintf("%s[%d]", p, i)
-		s, err := stringValue(ip, item)
-		if err != nil {
-			return nil, err
-		}
-		if s == "" {
-			return nil, perr(ip, item, "must not be empty")
-		}
-		names[i] = s
-	}
-	return names, nil
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
+			return path, at
 		}
 	}
-	return false
-}
-
-// suggest returns the allowed key closest to key, when it is close.
-func suggest(key string, allowed []string) string {
-	type cand struct {
-		k string
-		d int
-	}
-	var cands []cand
-	for _, a := range allowed {
-		if d := editDistance(key, a); d <= 2 || (len(key) > 3 && strings.HasPrefix(a, key)) {
-			cands = append(cands, cand{a, d})
-		}
-	}
-	if len(cands) == 0 {
-		return ""
-	}
-	sort.SliceStable(cands, func(i, j int) bool { return cands[i].d < cands[j].d })
-	return cands[0].k
-}
-
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
+	return path, at
 }

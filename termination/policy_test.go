@@ -1,14 +1,18 @@
 package termination
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.yaml.in/yaml/v3"
 )
 
 func TestParsePolicyValid(t *testing.T) {
@@ -35,8 +39,18 @@ func TestParsePolicyValid(t *testing.T) {
 		{"cost_budget int limit", `cost_budget: {limit: 3}`, `cost_budget: {cost=3}`},
 		{"stall", `stall: {repeats: 3, token_tolerance: 0.1}`, `stall: {repeats: 3, token_tolerance: 0.1}`},
 		{"stall tolerance 0", `stall: {repeats: 2, token_tolerance: 0}`, `stall: {repeats: 2}`},
+		{"max_iterations with pressure", `max_iterations: {limit: 25, pressure: 0.8}`, `max_iterations: {limit: 25, pressure: 0.8}`},
+		{"max_iterations long form", `max_iterations: {limit: 25}`, `max_iterations: {limit: 25}`},
+		{"max_tool_calls every key", `max_tool_calls: {limit: 50, pressure: 0.8, per_tool: {search: 10, fetch: 5}}`,
+			`max_tool_calls: {limit: 50, pressure: 0.8, per_tool: {fetch: 5, search: 10}}`},
+		{"max_tool_calls per_tool only", "max_tool_calls:\n  per_tool:\n    web.fetch: 5\n", `max_tool_calls: {per_tool: {web.fetch: 5}}`},
+		{"max_tool_calls JSON", `{"max_tool_calls": {"limit": 5.0, "per_tool": {"search": 2}}}`, `max_tool_calls: {limit: 5, per_tool: {search: 2}}`},
+		{"stall every key", `stall: {repeats: 3, window: 8, warn_at: 2, cycle: 3, token_tolerance: 0.1}`,
+			`stall: {repeats: 3, window: 8, warn_at: 2, cycle: 3, token_tolerance: 0.1}`},
+		{"stall cycle only", `stall: {cycle: 2}`, `stall: {cycle: 2}`},
+		{"stall window = repeats", `stall: {repeats: 3, window: 3}`, `stall: {repeats: 3, window: 3}`},
 		{"errors", `errors: {consecutive: 3, total: 10}`, `errors: {consecutive: 3, total: 10}`},
-		{"errors total only", `errors: {total: 10}`, `errors: {consecutive: 0, total: 10}`},
+		{"errors total only", `errors: {total: 10}`, `errors: {total: 10}`},
 		{"text_mention", `text_mention: {text: TERMINATE, sources: [critic]}`, `text_mention: {text: "TERMINATE", sources: ["critic"]}`},
 		{"text_mention one source", `text_mention: {text: DONE, sources: critic}`, `text_mention: {text: "DONE", sources: ["critic"]}`},
 		{"text_mention no sources", `text_mention: {text: DONE}`, `text_mention: {text: "DONE"}`},
@@ -67,15 +81,19 @@ func TestParsePolicyValid(t *testing.T) {
 func TestParsePolicySpecExample(t *testing.T) {
 	// Spec §3's example, every key at once (any/all filled in).
 	p, err := ParsePolicy([]byte(`
-max_iterations: 25          # positive int
-max_tool_calls: 50          # positive int
+max_iterations: 25          # positive int, or {limit: 25, pressure: 0.8}
+max_tool_calls: {limit: 50, pressure: 0.8, per_tool: {search: 10}}
+                            # (limits and per_tool values positive ints; pressure in (0,1) needs limit)
 timeout: 2m                 # Go duration, > 0
 token_budget:               # at least one of total/input/output, each > 0
   total: 100000
   pressure: 0.8             # optional, in (0,1)
   grace: 1                  # optional, int >= 0; needs pressure
 cost_budget: {limit: 2.50, pressure: 0.8, grace: 1}
-stall: {repeats: 3, token_tolerance: 0.1}   # repeats int >= 2; tolerance optional, in [0,1)
+stall: {repeats: 3, window: 8, warn_at: 2, cycle: 3, token_tolerance: 0.1}
+                            # repeats int >= 2; window int >= repeats; warn_at int in [2, repeats);
+                            # cycle int >= 2; at least one of repeats/cycle; window, warn_at and
+                            # token_tolerance need repeats; tolerance in [0,1)
 errors: {consecutive: 3, total: 10}          # each optional, positive int
 text_mention: {text: TERMINATE, sources: [critic]}   # sources optional
 function_call: [approve]    # a name or a list of names
@@ -86,7 +104,7 @@ any: [ {max_iterations: 10}, {stop_message: true} ]
 all: [ {text_mention: {text: LGTM}}, {source_match: reviewer} ]
 `))
 	require.NoError(t, err)
-	assert.Equal(t, []time.Duration{2 * time.Minute}, Timeouts(p.Condition()))
+	assert.Equal(t, []time.Duration{2 * time.Minute}, timeoutsOf(p.Condition()))
 	// It behaves: the critic's TERMINATE completes the run; the writer's does not.
 	res := replayEvents(t, p.Condition(), input("TERMINATE"), msg("writer", "TERMINATE"), msg("critic", "TERMINATE"))
 	assert.Equal(t, Completed{Condition: ConditionTextMention, Detail: "TERMINATE"}, res.Cause)
@@ -111,18 +129,40 @@ func TestParsePolicyInvalid(t *testing.T) {
 		// max_iterations / max_tool_calls
 		{`max_iterations: 0`, "policy.max_iterations", "must be a positive int, got 0"},
 		{`max_iterations: -1`, "policy.max_iterations", "must be a positive int, got -1"},
-		{`max_iterations: "25"`, "policy.max_iterations", `must be an int, got "25"`},
-		{`max_iterations: 2.5`, "policy.max_iterations", "must be an int, got a number (2.5)"},
-		{`max_iterations: true`, "policy.max_iterations", "must be an int, got a bool (true)"},
-		{`max_iterations: [1]`, "policy.max_iterations", "must be an int, got a list"},
-		{`max_iterations: {n: 1}`, "policy.max_iterations", "must be an int, got a mapping"},
-		{`max_iterations:`, "policy.max_iterations", "must be an int, got null"},
-		{`max_iterations: 99999999999999999999`, "policy.max_iterations", "must be an int, got a number (99999999999999999999)"},
+		{`max_iterations: "25"`, "policy.max_iterations", `must be an int or a mapping (limit, pressure), got "25"`},
+		{`max_iterations: 2.5`, "policy.max_iterations", "must be an int or a mapping (limit, pressure), got a number (2.5)"},
+		{`max_iterations: true`, "policy.max_iterations", "must be an int or a mapping (limit, pressure), got a bool (true)"},
+		{`max_iterations: [1]`, "policy.max_iterations", "must be an int or a mapping (limit, pressure), got a list"},
+		{`max_iterations: {n: 1}`, "policy.max_iterations.n", "unknown key"},
+		{`max_iterations:`, "policy.max_iterations", "must be an int or a mapping (limit, pressure), got null"},
+		{`max_iterations: 99999999999999999999`, "policy.max_iterations", "must be an int or a mapping (limit, pressure), got a number (99999999999999999999)"},
 		{`max_tool_calls: 0`, "policy.max_tool_calls", "must be a positive int, got 0"},
-		{`max_tool_calls: many`, "policy.max_tool_calls", `must be an int, got "many"`},
+		{`max_tool_calls: many`, "policy.max_tool_calls", `must be an int or a mapping (limit, pressure, per_tool), got "many"`},
+		{`max_iterations: {limit: 0}`, "policy.max_iterations.limit", "must be a positive int, got 0"},
+		{`max_iterations: {pressure: 0.8}`, "policy.max_iterations.limit", "is required"},
+		{`max_iterations: {limit: 10, pressure: 1}`, "policy.max_iterations.pressure", "must be in (0,1), got 1"},
+		{`max_iterations: {limit: 10, pressure: 0}`, "policy.max_iterations.pressure", "must be in (0,1), got 0"},
+		{`max_iterations: {limit: 10, pressure: high}`, "policy.max_iterations.pressure", `must be a number, got "high"`},
+		{`max_iterations: {limit: 10, per_tool: {a: 1}}`, "policy.max_iterations.per_tool", "unknown key"},
+		{`max_iterations: {limt: 10}`, "policy.max_iterations.limt", `unknown key (did you mean "limit"?)`},
+		{`max_iterations: {limit: 2.5}`, "policy.max_iterations.limit", "must be an int, got a number (2.5)"},
+		{`max_tool_calls: {}`, "policy.max_tool_calls", "needs limit or per_tool"},
+		{`max_tool_calls: {pressure: 0.5, per_tool: {a: 1}}`, "policy.max_tool_calls.pressure", "needs limit"},
+		{`max_tool_calls: {limit: 0, per_tool: {a: 1}}`, "policy.max_tool_calls.limit", "must be a positive int, got 0"},
+		{`max_tool_calls: {per_tool: {}}`, "policy.max_tool_calls.per_tool", "must not be empty"},
+		{`max_tool_calls: {per_tool: {search: 0}}`, "policy.max_tool_calls.per_tool.search", "must be a positive int, got 0"},
+		{`max_tool_calls: {per_tool: {web.fetch: -1, web: 2}}`, `policy.max_tool_calls.per_tool."web.fetch"`, "must be a positive int, got -1"},
+		{`max_tool_calls: {per_tool: {"web search": x}}`, `policy.max_tool_calls.per_tool."web search"`, `must be an int, got "x"`},
+		{`{"max_iterations\n": 1}`, `policy."max_iterations\n"`, `unknown key`},
+		{"{0\r\r0}", `policy."0\n0"`, `unknown key`},
+		{`max_tool_calls: {per_tool: {search: x}}`, "policy.max_tool_calls.per_tool.search", `must be an int, got "x"`},
+		{`max_tool_calls: {per_tool: [search]}`, "policy.max_tool_calls.per_tool", "must be a mapping, got a list"},
+		{`max_tool_calls: {per_tool: {"": 2}}`, "policy.max_tool_calls.per_tool", "tool names must not be empty"},
+		{`max_tool_calls: {per_tool: {a: 1, a: 2}}`, "policy.max_tool_calls.per_tool.a", "duplicate key"},
+		{`max_tool_calls: {limit: 5, per_tol: {a: 1}}`, "policy.max_tool_calls.per_tol", `unknown key (did you mean "per_tool"?)`},
 		// timeout
 		{`timeout: 0s`, "policy.timeout", "must be > 0, got 0s"},
-		{`timeout: -1m`, "policy.timeout", "must be > 0, got -1m"},
+		{`timeout: -1m`, "policy.timeout", "must be > 0, got -1m0s"},
 		{`timeout: 120`, "policy.timeout", `must be a Go duration string such as "2m", got an int (120)`},
 		{`timeout: soon`, "policy.timeout", `must be a Go duration such as "2m" or "90s", got "soon"`},
 		{`timeout: 2 minutes`, "policy.timeout", `must be a Go duration such as "2m" or "90s", got "2 minutes"`},
@@ -157,14 +197,27 @@ func TestParsePolicyInvalid(t *testing.T) {
 		{`cost_budget: {limt: 1}`, "policy.cost_budget.limt", `unknown key (did you mean "limit"?)`},
 		// stall
 		{`stall: 3`, "policy.stall", "must be a mapping, got an int (3)"},
-		{`stall: {}`, "policy.stall.repeats", "is required"},
-		{`stall: {token_tolerance: 0.1}`, "policy.stall.repeats", "is required"},
+		{`stall: {}`, "policy.stall", "needs repeats or cycle"},
+		{`stall: {token_tolerance: 0.1}`, "policy.stall", "needs repeats or cycle"},
 		{`stall: {repeats: 1}`, "policy.stall.repeats", "must be an int >= 2, got 1"},
 		{`stall: {repeats: three}`, "policy.stall.repeats", `must be an int, got "three"`},
 		{`stall: {repeats: 3, token_tolerance: 1}`, "policy.stall.token_tolerance", "must be in [0,1), got 1"},
 		{`stall: {repeats: 3, token_tolerance: -0.1}`, "policy.stall.token_tolerance", "must be in [0,1), got -0.1"},
 		{`stall: {repeats: 3, token_tolerance: "10%"}`, "policy.stall.token_tolerance", `must be a number, got "10%"`},
 		{`stall: {repeat: 3}`, "policy.stall.repeat", `unknown key (did you mean "repeats"?)`},
+		{`stall: {repeats: 0}`, "policy.stall.repeats", "must be an int >= 2, got 0"},
+		{`stall: {repeats: 3, window: 2}`, "policy.stall.window", "must be an int >= repeats (3), got 2"},
+		{`stall: {repeats: 3, window: 0}`, "policy.stall.window", "must be an int >= repeats (3), got 0"},
+		{`stall: {cycle: 3, window: 5}`, "policy.stall.window", "needs repeats"},
+		{`stall: {repeats: 3, warn_at: 3}`, "policy.stall.warn_at", "must be an int >= 2 and < repeats (3), got 3"},
+		{`stall: {repeats: 3, warn_at: 1}`, "policy.stall.warn_at", "must be an int >= 2 and < repeats (3), got 1"},
+		{`stall: {cycle: 2, warn_at: 2}`, "policy.stall.warn_at", "needs repeats"},
+		{`stall: {cycle: 1}`, "policy.stall.cycle", "must be an int >= 2, got 1"},
+		{`stall: {repeats: 3, cycle: 2.5}`, "policy.stall.cycle", "must be an int, got a number (2.5)"},
+		{`stall: {cycle: 2, token_tolerance: 0.1}`, "policy.stall.token_tolerance", "needs repeats"},
+		{`stall: {repeats: 3, warn: 2}`, "policy.stall.warn", `unknown key (did you mean "warn_at"?)`},
+		{`stall: {cylce: 3}`, "policy.stall.cylce", `unknown key (did you mean "cycle"?)`},
+		{`stall: {windw: 3}`, "policy.stall.windw", `unknown key (did you mean "window"?)`},
 		// errors
 		{`errors: 3`, "policy.errors", "must be a mapping, got an int (3)"},
 		{`errors: {}`, "policy.errors", "needs consecutive or total"},
@@ -207,6 +260,10 @@ func TestParsePolicyInvalid(t *testing.T) {
 		{`all: [{any: [{stall: {repeats: 1}}]}]`, "policy.all[0].any[0].stall.repeats", "must be an int >= 2, got 1"},
 		{`all: [{max_iterations: 1}, {any: [{stop_message: true}, {handof: user}]}]`, "policy.all[1].any[1].handof", `unknown key (did you mean "handoff"?)`},
 		{"any:\n  - max_iterations: 1\n  - token_budget: {total: 5, pressure: 2}\n", "policy.any[1].token_budget.pressure", "must be in (0,1), got 2"},
+		{`all: [{max_iterations: 1}, {any: [{stall: {repeats: 3, window: 2}}]}]`, "policy.all[1].any[0].stall.window", "must be an int >= repeats (3), got 2"},
+		{`any: [{max_tool_calls: {per_tool: {search: 0}}}]`, "policy.any[0].max_tool_calls.per_tool.search", "must be a positive int, got 0"},
+		{`function_call: [approve, ""]`, "policy.function_call[1]", "must not be empty"},
+		{`text_mention: {text: X, sources: ""}`, "policy.text_mention.sources", "must not be empty"},
 		// unknown keys, duplicates, wrong document shapes
 		{`max_iteratons: 5`, "policy.max_iteratons", `unknown key (did you mean "max_iterations"?)`},
 		{`maxIterations: 5`, "policy.maxIterations", `unknown key`},
@@ -219,7 +276,7 @@ func TestParsePolicyInvalid(t *testing.T) {
 		// JSON
 		{`{"max_iterations": 0}`, "policy.max_iterations", "must be a positive int, got 0"},
 		{`{"token_budget": {"total": 100, "pressure": 1.2}}`, "policy.token_budget.pressure", "must be in (0,1), got 1.2"},
-		{`{"any": [{"max_tool_calls": 3}, {"max_tool_calls": "3"}]}`, "policy.any[1].max_tool_calls", `must be an int, got "3"`},
+		{`{"any": [{"max_tool_calls": 3}, {"max_tool_calls": "3"}]}`, "policy.any[1].max_tool_calls", `must be an int or a mapping (limit, pressure, per_tool), got "3"`},
 		{`{"max_iterations": 25`, "policy", "not valid YAML or JSON"},
 		{"max_iterations: 5\n  bad: [", "policy", "not valid YAML or JSON"},
 	}
@@ -246,6 +303,12 @@ func TestPolicyErrorLine(t *testing.T) {
 	_, err := ParsePolicy([]byte("max_iterations: 5\ntoken_budget:\n  total: 100\n  pressure: 1.5\n"))
 	assert.EqualError(t, err, "policy.token_budget.pressure: must be in (0,1), got 1.5 (line 4)")
 	assert.EqualError(t, &PolicyError{Path: "policy.x", Msg: "bad"}, "policy.x: bad")
+	_, err = ParsePolicy([]byte("max_iterations: 5\nmax_tool_calls:\n  limit: 9\n  per_tool:\n    search: 0\n"))
+	assert.EqualError(t, err, "policy.max_tool_calls.per_tool.search: must be a positive int, got 0 (line 5)")
+	_, err = ParsePolicy([]byte("any:\n  - stall:\n      cycle: 2\n      window: 4\n"))
+	assert.EqualError(t, err, "policy.any[0].stall.window: needs repeats (line 4)")
+	_, err = ParsePolicy([]byte("max_iterations: 5\ncost_budget:\n  pressure: 0.5\n"))
+	assert.EqualError(t, err, "policy.cost_budget.limit: is required (line 3)", "a key left out is named at its mapping")
 }
 
 func TestPolicyDidYouMeanOnlyWhenClose(t *testing.T) {
@@ -268,7 +331,7 @@ func TestLoadPolicy(t *testing.T) {
 
 	p, err := LoadPolicy("../testdata/policy.yaml")
 	require.NoError(t, err)
-	assert.Equal(t, []time.Duration{5 * time.Minute}, Timeouts(p.Condition()))
+	assert.Equal(t, []time.Duration{5 * time.Minute}, timeoutsOf(p.Condition()))
 }
 
 func TestZeroPolicy(t *testing.T) {
@@ -288,4 +351,82 @@ func TestParsePolicyMultipleDocuments(t *testing.T) {
 	assert.Equal(t, "policy: more than one YAML document; put every condition in one (line 2)", err.Error())
 	_, err = ParsePolicy([]byte("---\nmax_iterations: 5\n"))
 	assert.NoError(t, err, "one document with a leading marker")
+}
+
+// Limits written huge cost nothing until the run needs them. A stall with
+// repeats 1e9 used to allocate its rings up front (gigabytes at
+// NewEvaluator), which is what took the policy fuzzer to 0 execs/s and
+// could take a process down on a hostile policy.
+func TestHugeSettingsAllocateWithTheStream(t *testing.T) {
+	p := MustParsePolicy(`
+max_iterations: {limit: 9000000000000000000, pressure: 0.5}
+max_tool_calls: {limit: 9000000000000000000, per_tool: {search: 9000000000000000000}}
+stall: {repeats: 1000000000, window: 9000000000000000000, warn_at: 999999999, cycle: 4000000000000000000, token_tolerance: 0.5}
+`)
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	res := replayEvents(t, p.Condition(), seq(repeat(50, call("search", `{"q":1}`)), repeat(50, msg("a", "x").used(10, 0)))...)
+	runtime.ReadMemStats(&after)
+	assert.Equal(t, NaturalCompletion{}, res.Cause)
+	assert.Less(t, after.TotalAlloc-before.TotalAlloc, uint64(1<<20), "bytes allocated by a 100-event run")
+}
+
+// The README's policy section shows only policies that parse.
+func TestReadmePolicies(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(readme), "\n## Policies\n")
+	require.True(t, ok, "README has a Policies section")
+	section, _, _ = strings.Cut(section, "\n## ")
+	blocks := 0
+	for rest := section; ; {
+		var block string
+		if _, rest, ok = strings.Cut(rest, "```yaml\n"); !ok {
+			break
+		}
+		block, rest, _ = strings.Cut(rest, "```")
+		_, err := ParsePolicy([]byte(block))
+		assert.NoError(t, err, "README policy:\n%s", block)
+		blocks++
+	}
+	assert.GreaterOrEqual(t, blocks, 5)
+}
+
+// A key allowed only at the top level (fleet_budget) is refused under any:
+// and all:, naming where it was found.
+func TestTopLevelOnlyKeys(t *testing.T) {
+	saved := policyKeys
+	t.Cleanup(func() { policyKeys = saved })
+	var read int
+	policyKeys = append(slices.Clone(saved), policyKey{name: "top_only", topLevel: true,
+		read: func(string, *yaml.Node, *Policy) (Condition, error) { read++; return nil, nil }})
+	p, err := ParsePolicy([]byte("max_iterations: 3\ntop_only: {x: 1}\n"))
+	require.NoError(t, err)
+	assert.Equal(t, "max_iterations: 3", p.String(), "a key may set no condition")
+	assert.Equal(t, 1, read)
+	_, err = ParsePolicy([]byte("any:\n  - top_only: {x: 1}\n"))
+	assert.EqualError(t, err, "policy.any[0].top_only: allowed only at the top level of a policy (line 2)")
+	_, err = ParsePolicy([]byte("top_onyl: 1"))
+	assert.EqualError(t, err, `policy.top_onyl: unknown key (did you mean "top_only"?) (line 1)`)
+}
+
+// YAML aliases are never expanded: a "billion laughs" document is refused
+// at once (an alias is not a policy value), whatever it would expand to.
+func TestParsePolicyAliasBomb(t *testing.T) {
+	var doc strings.Builder
+	doc.WriteString("a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n")
+	for i := 1; i < 12; i++ {
+		fmt.Fprintf(&doc, "a%d: &a%d [*a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d, *a%d]\n", i, i, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1, i-1)
+	}
+	start := time.Now()
+	_, err := ParsePolicy([]byte(doc.String()))
+	var pe *PolicyError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "policy.a0", pe.Path)
+	_, err = ParsePolicy([]byte("x: &x {max_iterations: 1}\nany: [*x, *x]\n"))
+	assert.Error(t, err)
+	_, err = ParsePolicy([]byte("any: &x [{max_iterations: 1}]\nall: *x\n"))
+	assert.EqualError(t, err, "policy.all: must be a list of policies, got an alias (line 2)")
+	assert.Less(t, time.Since(start), 2*time.Second)
 }

@@ -15,14 +15,8 @@ func (e *Event) Validate() error {
 		return fmt.Errorf("kind: missing (want one of %s)", kindList)
 	case !e.Kind.Valid():
 		return fmt.Errorf("kind: %d is not one of %s", uint8(e.Kind), kindList)
-	case e.Usage.InputTokens < 0:
-		return fmt.Errorf("usage.input_tokens: must be >= 0, got %d", e.Usage.InputTokens)
-	case e.Usage.OutputTokens < 0:
-		return fmt.Errorf("usage.output_tokens: must be >= 0, got %d", e.Usage.OutputTokens)
-	case !finiteAmount(e.Cost):
-		return fmt.Errorf("cost: must be a finite amount >= 0, got %g", e.Cost)
 	}
-	return nil
+	return checkAmounts(e)
 }
 
 const kindList = "input, message, tool_call, tool_result, handoff, stop, error, final"

@@ -66,6 +66,7 @@ func TestConformance(t *testing.T) {
 					res, calls := drive(stage, &runner.Runner{Agent: "assistant", Model: scripted(script), Streaming: streaming}, script.Input)
 					return adaptertest.Report{Result: res, ModelCalls: calls}
 				},
+				CallIDs: true,
 			})
 		})
 	}

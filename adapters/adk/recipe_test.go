@@ -55,10 +55,10 @@ func decodeADK(ev *session.Event, emit func(termination.Event)) {
 	for _, p := range parts(ev) {
 		if c := p.FunctionCall; c != nil {
 			args, _ := json.Marshal(c.Args)
-			emit(termination.Event{Kind: termination.KindToolCall, Source: ev.Author, Tool: c.Name, Args: args})
+			emit(termination.Event{Kind: termination.KindToolCall, Source: ev.Author, Tool: c.Name, Args: args, CallID: c.ID})
 		}
 		if r := p.FunctionResponse; r != nil {
-			res := termination.Event{Kind: termination.KindToolResult, Source: ev.Author, Tool: r.Name}
+			res := termination.Event{Kind: termination.KindToolResult, Source: ev.Author, Tool: r.Name, CallID: r.ID}
 			if e, ok := r.Response["error"]; ok && e != nil {
 				res.Err = fmt.Sprint(e)
 			}

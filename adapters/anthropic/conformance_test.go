@@ -10,18 +10,11 @@ import (
 // harness drives one of the loops against the scripted server.
 func harness(l loop) adaptertest.Harness {
 	return adaptertest.Harness{Run: func(t *testing.T, stage *middleware.Stage, s adaptertest.Script) adaptertest.Report {
-		turns := make([]turn, len(s.Turns))
-		for i, st := range s.Turns {
-			turns[i] = turn{text: st.Text, input: st.Usage.InputTokens, output: st.Usage.OutputTokens}
-			for _, c := range st.ToolCalls {
-				turns[i].calls = append(turns[i].calls, call{c.Name, c.Args})
-			}
-		}
-		m := newModel(t, s.Repeat, turns...)
+		m := adaptertest.NewServer(t, "/v1/messages", s, respond)
 		ctx, run := stage.Start(t.Context())
-		res := l.run(ctx, run, m.client(), s.Input)
-		return adaptertest.Report{Result: res, ModelCalls: m.calls()}
-	}}
+		res := l.run(ctx, run, client(m), s.Input)
+		return adaptertest.Report{Result: res, ModelCalls: m.Requests()}
+	}, CallIDs: !l.runner, Model: "scripted", ToolErrorsGoOn: true} // the tool runner does not give tools their call's id
 }
 
 func TestConformance(t *testing.T) {

@@ -3,9 +3,10 @@
 // [middleware.Run], so a policy can stop the loop: a hand-written loop, or
 // the SDK's own beta tool runner.
 //
-// A hand-written loop calls [Observe] (or [ObserveStream] for a streamed
-// message, accumulated with the SDK's Message.Accumulate) after each model
-// call and [ObserveToolResult] after each tool:
+// A hand-written loop calls [Observe] after each model call (a streamed
+// message is first read with [Accumulate], which accumulates it with the
+// SDK's Message.Accumulate) and [ObserveToolResult] after each tool; every
+// Observe function returns (cause, stop), stop meaning the loop must end:
 //
 //	ctx, run := stage.Start(ctx)
 //	for {
@@ -19,7 +20,7 @@
 //		if msg.StopReason != anthropic.StopReasonToolUse {
 //			break // final answer
 //		}
-//		... run each tool_use block, anthropicstop.ObserveToolResult(run, call, out, err) ...
+//		... run each tool_use block; if _, stop := anthropicstop.ObserveToolResult(run, call, out, err); stop { return run.Finish(nil) } ...
 //	}
 //	return run.Finish(nil)
 //
@@ -51,8 +52,10 @@
 // (exactly once; input is input_tokens plus the prompt-cache tokens
 // cache_creation_input_tokens and cache_read_input_tokens, which the model
 // also processed; output is output_tokens) and the text of its text blocks,
-// the model's name as source; one tool_call event per tool call; and an
-// error event when the turn is not an answer. stop_reason decides the kind:
+// the model's name as source and model; one tool_call event per tool call,
+// with the tool_use block's id as call id (ToolResultEvent carries it too;
+// the results [Tools] reports carry none: the tool runner does not give a
+// tool its call's id); and an error event when the turn is not an answer. stop_reason decides the kind:
 //
 //	stop_reason                        events
 //	tool_use                           message, tool_call per tool_use block

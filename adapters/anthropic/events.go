@@ -35,7 +35,7 @@ func Events(m *anthropic.Message, emit func(termination.Event)) {
 		refusal: refusal(m.StopDetails.Explanation, string(m.StopDetails.Category)),
 		usage:   usage(u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens, u.OutputTokens),
 	}, m.Content, func(b *anthropic.ContentBlockUnion) block {
-		return block{typ: b.Type, text: b.Text, name: b.Name, input: b.Input}
+		return block{typ: b.Type, text: b.Text, name: b.Name, id: b.ID, input: b.Input}
 	}, emit)
 }
 
@@ -52,14 +52,15 @@ func BetaEvents(m *anthropic.BetaMessage, emit func(termination.Event)) {
 		refusal: refusal(m.StopDetails.Explanation, string(m.StopDetails.Category)),
 		usage:   usage(u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens, u.OutputTokens),
 	}, m.Content, func(b *anthropic.BetaContentBlockUnion) block {
-		return block{typ: b.Type, text: b.Text, name: b.Name, input: b.Input}
+		return block{typ: b.Type, text: b.Text, name: b.Name, id: b.ID, input: b.Input}
 	}, emit)
 }
 
 // ToolResultEvent returns the tool_result event of one tool_use block:
-// output as its text, and err's text as its Err when the tool failed.
+// output as its text, err's text as its Err when the tool failed, and the
+// block's id as its call id.
 func ToolResultEvent(call anthropic.ToolUseBlock, output string, err error) termination.Event {
-	ev := termination.Event{Kind: termination.KindToolResult, Tool: call.Name, Text: output}
+	ev := termination.Event{Kind: termination.KindToolResult, Tool: call.Name, Text: output, CallID: call.ID}
 	if err != nil {
 		ev.Err = err.Error()
 	}
@@ -90,12 +91,12 @@ type turn struct {
 }
 
 type block struct {
-	typ, text, name string
-	input           json.RawMessage
+	typ, text, name, id string
+	input               json.RawMessage
 }
 
 func decode[B any](t turn, content []B, get func(*B) block, emit func(termination.Event)) {
-	ev := termination.Event{Kind: termination.KindFinal, Source: t.model, Usage: t.usage}
+	ev := termination.Event{Kind: termination.KindFinal, Source: t.model, Model: t.model, Usage: t.usage}
 	var problem string
 	switch t.stop {
 	case "tool_use", "pause_turn", "compaction":
@@ -129,7 +130,7 @@ func decode[B any](t turn, content []B, get func(*B) block, emit func(terminatio
 			// Server and MCP tools ran on Anthropic's side, whatever the
 			// turn's stop reason.
 			b.typ == "server_tool_use", b.typ == "mcp_tool_use":
-			emit(termination.Event{Kind: termination.KindToolCall, Tool: b.name, Args: args(b.input)})
+			emit(termination.Event{Kind: termination.KindToolCall, Tool: b.name, Args: args(b.input), CallID: b.id})
 		}
 	}
 	if problem != "" {

@@ -8,6 +8,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go"
 
 	anthropicstop "github.com/agentstop/agentstop/adapters/anthropic"
+	"github.com/agentstop/agentstop/adaptertest"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -16,9 +17,10 @@ import (
 // stopped on the 4th call. (The model here is a scripted server on
 // 127.0.0.1; without option.WithBaseURL the client talks to the real API.)
 func ExampleAll() {
-	m, _ := startModel(true, turn{calls: []call{{"search", `{"q":"agentstop"}`}}, input: 120, output: 15})
-	defer m.srv.Close()
-	client := m.client()
+	m, _ := adaptertest.StartServer("/v1/messages", adaptertest.Script{Repeat: true, Turns: []adaptertest.Turn{
+		adaptertest.NewTurn("", 120, 15, "search", `{"q":"agentstop"}`)}}, respond)
+	defer m.Close()
+	client := client(m)
 
 	stage, _ := middleware.New("researcher",
 		middleware.WithPolicy(termination.MustParsePolicy("max_tool_calls: 3")))
@@ -39,7 +41,7 @@ func ExampleAll() {
 
 	var limit termination.MaxToolCallsReached
 	fmt.Println(res.Tag(), errors.As(context.Cause(ctx), &limit), limit.Count)
-	fmt.Println("requests:", m.calls(), "tokens:", res.Tokens.InputTokens, res.Tokens.OutputTokens)
+	fmt.Println("requests:", m.Requests(), "tokens:", res.Tokens.InputTokens, res.Tokens.OutputTokens)
 	// Output:
 	// max_tool_calls true 4
 	// requests: 4 tokens: 480 60

@@ -3,7 +3,7 @@ module github.com/agentstop/agentstop/adapters/anthropic
 go 1.26.0
 
 require (
-	github.com/agentstop/agentstop v0.0.0
+	github.com/agentstop/agentstop v0.1.0
 	github.com/anthropics/anthropic-sdk-go v1.84.0
 	go.uber.org/goleak v1.3.0
 )
@@ -30,5 +30,3 @@ require (
 	go.yaml.in/yaml/v4 v4.0.0-rc.2 // indirect
 	golang.org/x/sync v0.16.0 // indirect
 )
-
-replace github.com/agentstop/agentstop => ../..

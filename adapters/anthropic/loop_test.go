@@ -43,25 +43,12 @@ func forEachLoop(t *testing.T, f func(t *testing.T, l loop)) {
 	}
 }
 
-func newStage(t *testing.T, rec *adaptertest.Events, policy string) *middleware.Stage {
-	t.Helper()
-	cond := termination.MustParsePolicy(policy).Condition()
-	if rec != nil {
-		cond = termination.AnyOf(rec.Condition(), cond)
-	}
-	stage, err := middleware.New("anthropic-test", middleware.WithCondition(cond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return stage
-}
-
 func TestRunawayStoppedByMaxToolCalls(t *testing.T) {
 	forEachLoop(t, func(t *testing.T, l loop) {
-		m := newModel(t, true, turn{text: "searching", calls: []call{{"search", `{"q":"again"}`}}, input: 10, cacheRead: 90, output: 3})
-		stage := newStage(t, nil, "max_tool_calls: 3")
+		m := newModel(t, true, adaptertest.Turn{Text: "searching", ToolCalls: adaptertest.Calls("search", `{"q":"again"}`), Usage: termination.Usage{InputTokens: 10, OutputTokens: 3}, CacheRead: 90})
+		stage, _ := adaptertest.NewStage(t, "anthropic_test", "max_tool_calls: 3")
 		ctx, run := stage.Start(t.Context())
-		res := l.run(ctx, run, m.client(), "find it")
+		res := l.run(ctx, run, client(m), "find it")
 
 		var limit termination.MaxToolCallsReached
 		if !errors.As(res.Cause, &limit) || limit.Limit != 3 || limit.Count != 4 {
@@ -71,7 +58,7 @@ func TestRunawayStoppedByMaxToolCalls(t *testing.T) {
 			t.Errorf("context.Cause(ctx) = %v, want the typed cause", context.Cause(ctx))
 		}
 		// The 4th response requested the 4th call: no request after it.
-		if got := m.calls(); got != 4 {
+		if got := m.Requests(); got != 4 {
 			t.Errorf("model calls = %d, want 4", got)
 		}
 		// Cached prompt tokens count as input.
@@ -83,16 +70,16 @@ func TestRunawayStoppedByMaxToolCalls(t *testing.T) {
 
 func TestRunawayStoppedByStall(t *testing.T) {
 	forEachLoop(t, func(t *testing.T, l loop) {
-		m := newModel(t, true, turn{calls: []call{{"search", `{"q": "same", "page": 1}`}}, input: 7, output: 2})
-		stage := newStage(t, nil, "{stall: {repeats: 3}, max_iterations: 50}")
+		m := newModel(t, true, adaptertest.NewTurn("", 7, 2, "search", `{"q": "same", "page": 1}`))
+		stage, _ := adaptertest.NewStage(t, "anthropic_test", "{stall: {repeats: 3}, max_iterations: 50}")
 		ctx, run := stage.Start(t.Context())
-		res := l.run(ctx, run, m.client(), "find it")
+		res := l.run(ctx, run, client(m), "find it")
 
 		var stall termination.StallDetected
 		if !errors.As(res.Cause, &stall) || stall.Signal != termination.SignalRepeatedToolCall || stall.Repeats != 3 {
 			t.Fatalf("cause = %#v, want StallDetected{repeated_tool_call, 3}", res.Cause)
 		}
-		if got := m.calls(); got != 3 {
+		if got := m.Requests(); got != 3 {
 			t.Errorf("model calls = %d, want 3", got)
 		}
 		if res.Tokens != (termination.Usage{InputTokens: 21, OutputTokens: 6}) {
@@ -104,14 +91,13 @@ func TestRunawayStoppedByStall(t *testing.T) {
 func TestNaturalCompletion(t *testing.T) {
 	forEachLoop(t, func(t *testing.T, l loop) {
 		m := newModel(t, false,
-			turn{text: "let me look", calls: []call{{"search", `{"q":"a"}`}, {"search", `{"q":"b"}`}}, input: 100, output: 20},
-			turn{calls: []call{{"fail", `{}`}}, input: 150, output: 5},
-			turn{text: "the answer is 42", input: 200, output: 30},
+			adaptertest.NewTurn("let me look", 100, 20, "search", `{"q":"a"}`, "search", `{"q":"b"}`),
+			adaptertest.NewTurn("", 150, 5, "fail", `{}`),
+			adaptertest.NewTurn("the answer is 42", 200, 30),
 		)
-		rec := &adaptertest.Events{}
-		stage := newStage(t, rec, "{max_tool_calls: 10, max_iterations: 10}")
+		stage, rec := adaptertest.NewStage(t, "anthropic_test", "{max_tool_calls: 10, max_iterations: 10}")
 		ctx, run := stage.Start(t.Context())
-		res := l.run(ctx, run, m.client(), "what is it?")
+		res := l.run(ctx, run, client(m), "what is it?")
 
 		if _, ok := res.Cause.(termination.NaturalCompletion); !ok {
 			t.Fatalf("cause = %#v, want NaturalCompletion", res.Cause)
@@ -138,6 +124,20 @@ func TestNaturalCompletion(t *testing.T) {
 		if ev[1].Tool != "search" || string(ev[1].Args) != `{"q":"a"}` {
 			t.Errorf("tool call = %+v (args %s)", ev[1], ev[1].Args)
 		}
+		// The framework's ids and model reach the events; the tool
+		// runner's tools are not given their call's id.
+		if ev[0].Model != "scripted" || ev[8].Model != "scripted" {
+			t.Errorf("model of the turns = %q, %q; want scripted", ev[0].Model, ev[8].Model)
+		}
+		wantIDs := map[int]string{1: "toolu_0_0", 2: "toolu_0_1", 3: "toolu_0_0", 4: "toolu_0_1", 6: "toolu_1_0", 7: "toolu_1_0"}
+		if l.runner {
+			wantIDs[3], wantIDs[4], wantIDs[7] = "", "", ""
+		}
+		for i, want := range wantIDs {
+			if ev[i].CallID != want {
+				t.Errorf("event %d (%s) call_id = %q, want %q", i, ev[i].Kind, ev[i].CallID, want)
+			}
+		}
 		if !ev[1].Usage.IsZero() || !ev[3].Usage.IsZero() {
 			t.Errorf("usage on a tool event: %+v, %+v", ev[1], ev[3])
 		}
@@ -147,7 +147,7 @@ func TestNaturalCompletion(t *testing.T) {
 		if ev[8].Text != "the answer is 42" {
 			t.Errorf("final = %+v", ev[8])
 		}
-		if got := m.calls(); got != 3 {
+		if got := m.Requests(); got != 3 {
 			t.Errorf("model calls = %d, want 3", got)
 		}
 	})
@@ -157,11 +157,10 @@ func TestNaturalCompletion(t *testing.T) {
 // the reason in the error text.
 func TestTruncatedAnswerFails(t *testing.T) {
 	forEachLoop(t, func(t *testing.T, l loop) {
-		m := newModel(t, false, turn{text: "the answer is", stop: "max_tokens", input: 5, output: 1024})
-		rec := &adaptertest.Events{}
-		stage := newStage(t, rec, "{}")
+		m := newModel(t, false, adaptertest.Turn{Text: "the answer is", Usage: termination.Usage{InputTokens: 5, OutputTokens: 1024}, Stop: "max_tokens"})
+		stage, _ := adaptertest.NewStage(t, "anthropic_test", "{}")
 		ctx, run := stage.Start(t.Context())
-		res := l.run(ctx, run, m.client(), "long question")
+		res := l.run(ctx, run, client(m), "long question")
 
 		var failed termination.Failed
 		if !errors.As(res.Cause, &failed) || failed.Reason != termination.FailStreamError ||
@@ -174,38 +173,19 @@ func TestTruncatedAnswerFails(t *testing.T) {
 	})
 }
 
-// A stop that fires on a tool result (here: the errors condition on a
-// failed tool) ends the runner before its next request.
-func TestStopOnToolResult(t *testing.T) {
-	forEachLoop(t, func(t *testing.T, l loop) {
-		m := newModel(t, true, turn{calls: []call{{"fail", `{}`}}, input: 1, output: 1})
-		stage := newStage(t, nil, "{errors: {total: 2}, max_iterations: 20}")
-		ctx, run := stage.Start(t.Context())
-		res := l.run(ctx, run, m.client(), "go")
-
-		var failed termination.Failed
-		if !errors.As(res.Cause, &failed) || failed.Reason != termination.FailErrorThreshold {
-			t.Fatalf("cause = %#v, want Failed{error_threshold}", res.Cause)
-		}
-		if got := m.calls(); got != 2 {
-			t.Errorf("model calls = %d, want 2", got)
-		}
-	})
-}
-
 // A run stopped from outside cancels the request the loop is waiting on.
 func TestStopCancelsLoop(t *testing.T) {
 	forEachLoop(t, func(t *testing.T, l loop) {
-		m := newModel(t, true, turn{calls: []call{{"echo", `{}`}}, input: 1, output: 1})
-		stage := newStage(t, nil, "{}")
+		m := newModel(t, true, adaptertest.NewTurn("", 1, 1, "echo", `{}`))
+		stage, _ := adaptertest.NewStage(t, "anthropic_test", "{}")
 		ctx, run := stage.Start(t.Context())
 		run.Stop("user pressed stop")
-		res := l.run(ctx, run, m.client(), "go")
+		res := l.run(ctx, run, client(m), "go")
 		var c termination.Cancelled
 		if !errors.As(res.Cause, &c) || c.Reason != termination.CancelExternal {
 			t.Fatalf("cause = %#v, want Cancelled{external}", res.Cause)
 		}
-		if got := m.calls(); got != 0 {
+		if got := m.Requests(); got != 0 {
 			t.Errorf("model calls = %d, want 0", got)
 		}
 	})

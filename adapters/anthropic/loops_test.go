@@ -38,9 +38,12 @@ func agentLoop(ctx context.Context, run *middleware.Run, client anthropic.Client
 	for {
 		var msg *anthropic.Message
 		if stream {
-			m, err := anthropicstop.ObserveStream(run, client.Messages.NewStreaming(ctx, params), nil)
+			m, err := anthropicstop.Accumulate(client.Messages.NewStreaming(ctx, params), nil)
 			if err != nil {
 				return run.Finish(err)
+			}
+			if _, stop := anthropicstop.Observe(run, &m); stop {
+				return run.Finish(nil)
 			}
 			msg = &m
 		} else {

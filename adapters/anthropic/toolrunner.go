@@ -147,7 +147,7 @@ func turnEvents(run *middleware.Run, events StreamEvents, last *streamEnd) Strea
 // observeTurn is [ObserveBeta] that also reports whether the message was
 // the final answer.
 func observeTurn(run *middleware.Run, m *anthropic.BetaMessage) (cause termination.Cause, stop, final bool) {
-	cause, stop = observe(run, func(emit func(termination.Event)) {
+	cause, stop = middleware.ObserveEach(run, m, func(m *anthropic.BetaMessage, emit func(termination.Event)) {
 		BetaEvents(m, func(ev termination.Event) {
 			final = ev.Kind == termination.KindFinal
 			emit(ev)

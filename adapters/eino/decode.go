@@ -15,10 +15,11 @@ import (
 // termination events, in order, passing each to emit:
 //
 //   - an assistant message that requests tools: a message event (its text and
-//     usage), then one tool_call event per requested call;
+//     usage), then one tool_call event per requested call (its ID as call
+//     id);
 //   - an assistant message that requests no tool: a final event (a message
 //     event when the agent is not one of [WithFinalAgents]);
-//   - a tool message: a tool_result event;
+//   - a tool message: a tool_result event (its ToolCallID as call id);
 //   - the event's action: TransferToAgent is a handoff, Exit and BreakLoop
 //     are a stop (Exit's text is the exit tool's result);
 //   - the event's Err: an error event.
@@ -57,7 +58,7 @@ func (c *config) decode(ev *adk.AgentEvent, mv *adk.MessageVariant, msg *schema.
 			if name == "" {
 				name = msg.ToolName
 			}
-			emit(termination.Event{Kind: termination.KindToolResult, Source: src, Tool: name, Text: msg.Content})
+			emit(termination.Event{Kind: termination.KindToolResult, Source: src, Tool: name, Text: msg.Content, CallID: msg.ToolCallID})
 		default:
 			c.decodeModelMessage(src, msg, nil, emit)
 		}
@@ -96,7 +97,7 @@ func (c *config) decodeModelMessage(src string, msg *schema.Message, cbUsage *mo
 	emit(ev)
 	for i := range msg.ToolCalls {
 		tc := &msg.ToolCalls[i]
-		emit(termination.Event{Kind: termination.KindToolCall, Source: src, Tool: tc.Function.Name, Args: argsJSON(tc.Function.Arguments)})
+		emit(termination.Event{Kind: termination.KindToolCall, Source: src, Tool: tc.Function.Name, Args: argsJSON(tc.Function.Arguments), CallID: tc.ID})
 	}
 }
 

@@ -8,7 +8,9 @@
 //   - [Forward] wraps the event iterator of an adk agent or Runner
 //     (*adk.AsyncIterator[*adk.AgentEvent]). The caller reads the same
 //     events from the returned iterator; streamed messages are teed, never
-//     drained.
+//     drained. Run the agent under [Context], and every model and tool call
+//     waits until Forward has evaluated the steps before it, so a stop is
+//     exact; without it the stop is best-effort.
 //   - [Handler] is a callbacks.Handler for loops that are not adk agents: it
 //     maps chat model and tool callbacks to events.
 //

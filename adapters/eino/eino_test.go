@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/cloudwego/eino/adk"
+	"github.com/cloudwego/eino/callbacks"
+	"github.com/cloudwego/eino/components"
 	"github.com/cloudwego/eino/components/model"
 	"github.com/cloudwego/eino/components/tool"
 	"github.com/cloudwego/eino/compose"
@@ -50,10 +52,13 @@ func (m *scriptedModel) next(ctx context.Context) (*schema.Message, error) {
 		case <-ctx.Done():
 		}
 	}
+	// Checked under the lock, so that a call counted after a test's
+	// snapshot (taken after a stop) started with a cancelled context.
+	m.mu.Lock()
 	if err := ctx.Err(); err != nil {
+		m.mu.Unlock()
 		return nil, err
 	}
-	m.mu.Lock()
 	i := m.calls
 	m.calls++
 	m.mu.Unlock()
@@ -115,6 +120,36 @@ func (m *scriptedModel) WithTools([]*schema.ToolInfo) (model.ToolCallingChatMode
 // fixedTool returns a short fixed text.
 type fixedTool struct{ name string }
 
+// countingTool is fixedTool that counts the calls that start with a live
+// context and takes latency to run.
+type countingTool struct {
+	fixedTool
+	latency time.Duration
+
+	mu   sync.Mutex
+	live int
+}
+
+func (t *countingTool) InvokableRun(ctx context.Context, args string, opts ...tool.Option) (string, error) {
+	t.mu.Lock()
+	if err := ctx.Err(); err != nil {
+		t.mu.Unlock()
+		return "", err
+	}
+	t.live++
+	t.mu.Unlock()
+	if t.latency > 0 {
+		time.Sleep(t.latency)
+	}
+	return t.fixedTool.InvokableRun(ctx, args, opts...)
+}
+
+func (t *countingTool) Live() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.live
+}
+
 func (t fixedTool) Info(context.Context) (*schema.ToolInfo, error) {
 	return &schema.ToolInfo{Name: t.name, Desc: "looks things up", ParamsOneOf: schema.NewParamsOneOfByParams(
 		map[string]*schema.ParameterInfo{"query": {Type: schema.String, Desc: "what to look up"}})}, nil
@@ -130,6 +165,7 @@ type setup struct {
 	handler       bool // feed the run with eino.Handler instead of Forward
 	maxIterations int
 	exit          bool
+	tool          tool.BaseTool // default fixedTool{"search"}
 }
 
 func newAgent(t *testing.T, ctx context.Context, name string, m model.ToolCallingChatModel, s setup) adk.Agent {
@@ -141,6 +177,9 @@ func newAgent(t *testing.T, ctx context.Context, name string, m model.ToolCallin
 		Model:         m,
 		ToolsConfig:   adk.ToolsConfig{ToolsNodeConfig: compose.ToolsNodeConfig{Tools: []tool.BaseTool{fixedTool{"search"}}}},
 		MaxIterations: s.maxIterations,
+	}
+	if s.tool != nil {
+		conf.ToolsConfig.Tools = []tool.BaseTool{s.tool}
 	}
 	if conf.MaxIterations == 0 {
 		conf.MaxIterations = 1000
@@ -171,6 +210,8 @@ func drive(t *testing.T, stage *middleware.Stage, input string, s setup, agentOf
 	if s.handler {
 		h = eino.NewHandler(run)
 		ctx = h.Context(ctx)
+	} else {
+		ctx = eino.Context(ctx, run)
 	}
 	runner := adk.NewRunner(ctx, adk.RunnerConfig{Agent: agentOf(ctx), EnableStreaming: s.streaming})
 	events := runner.Query(ctx, input)
@@ -178,14 +219,12 @@ func drive(t *testing.T, stage *middleware.Stage, input string, s setup, agentOf
 		events = eino.Forward(run, events)
 	}
 	var out outcome
-	var loopErr error
 	for {
 		ev, ok := events.Next()
 		if !ok {
 			break
 		}
 		if ev.Err != nil {
-			loopErr = ev.Err
 			out.consumed = append(out.consumed, "error: "+ev.Err.Error())
 			continue
 		}
@@ -213,7 +252,8 @@ func drive(t *testing.T, stage *middleware.Stage, input string, s setup, agentOf
 		out.consumed = append(out.consumed, fmt.Sprintf("%s: %s", mv.Role, text))
 	}
 	if s.handler {
-		out.res = h.Finish(loopErr)
+		// The loop's errors are not collected: the Handler sees them.
+		out.res = h.Finish(nil)
 	} else {
 		out.res = run.Wait()
 	}
@@ -231,6 +271,7 @@ func harness(s setup) adaptertest.Harness {
 			}, m)
 			return adaptertest.Report{Result: out.res, ModelCalls: out.calls}
 		},
+		CallIDs: true, // the model is named only to callbacks, by components that report their Config
 	}
 }
 
@@ -318,19 +359,13 @@ func TestRunawayStopsAgent(t *testing.T) {
 		t.Run(fmt.Sprintf("%+v", s), func(t *testing.T) {
 			stage, _ := newStage(t, "{stall: {repeats: 3}, max_tool_calls: 50}")
 			m := &scriptedModel{script: runaway}
-			if !s.handler {
-				// Forward reads an agent that does not wait for its reader;
-				// a model with some latency, like a real one, keeps them in
-				// step. The Handler is in step with an instant model too.
-				m.latency = 2 * time.Millisecond
-			}
 			out := drive(t, stage, runaway.Input, s, func(ctx context.Context) adk.Agent { return newAgent(t, ctx, "assistant", m, s) }, m)
 			want := termination.StallDetected{Signal: termination.SignalRepeatedToolCall, Repeats: 3}
 			if out.res.Cause != want {
 				t.Errorf("cause = %#v, want %#v", out.res.Cause, want)
 			}
-			if out.calls > 4 {
-				t.Errorf("model called %d times after a stop at its 3rd turn", out.calls)
+			if out.calls != 3 {
+				t.Errorf("model called %d times with a live context; the stop fired on its 3rd turn", out.calls)
 			}
 		})
 	}
@@ -560,5 +595,94 @@ func TestHandlerEmptyErrorTextDoesNotHideLaterErrors(t *testing.T) {
 	}
 	if n != 2 {
 		t.Errorf("error events = %d, want 2", n)
+	}
+}
+
+// The stop lands before the agent's next model or tool call, whatever the
+// model's and the tools' latency: no call starts with a live context after
+// the event that fired. (Run with -count=50 -race.)
+func TestStopBeforeNextStep(t *testing.T) {
+	parallel := adaptertest.Script{Input: runaway.Input, Repeat: true, Turns: []adaptertest.Turn{
+		adaptertest.NewTurn("", 50, 5, "search", `{"query":"a"}`, "search", `{"query":"b"}`)}}
+	for _, tc := range []struct {
+		policy           string
+		models, tools    int // calls that start with a live context
+		modelMs, toolsMs int
+		script           adaptertest.Script
+	}{
+		// The 4th tool_call fires: the 4th model call ran, its tool does not.
+		{"max_tool_calls: 3", 4, 3, 0, 0, runaway},
+		{"max_tool_calls: 3", 4, 3, 1, 0, runaway},
+		{"max_tool_calls: 3", 4, 3, 0, 1, runaway},
+		{"{stall: {repeats: 3}, max_tool_calls: 50}", 3, 2, 0, 0, runaway},
+		{"{stall: {repeats: 3}, max_tool_calls: 50}", 3, 2, 2, 1, runaway},
+		// Two parallel calls per turn: the second turn's second call fires;
+		// neither of that turn's tools runs.
+		{"max_tool_calls: 3", 2, 2, 0, 1, parallel},
+	} {
+		for _, streaming := range []bool{false, true} {
+			name := fmt.Sprintf("%s/model=%dms/tool=%dms/calls=%d/streaming=%v", tc.policy, tc.modelMs, tc.toolsMs, len(tc.script.Turns[0].ToolCalls), streaming)
+			t.Run(name, func(t *testing.T) {
+				stage, _ := newStage(t, tc.policy)
+				m := &scriptedModel{script: tc.script, latency: time.Duration(tc.modelMs) * time.Millisecond}
+				tl := &countingTool{fixedTool: fixedTool{"search"}, latency: time.Duration(tc.toolsMs) * time.Millisecond}
+				s := setup{streaming: streaming, tool: tl}
+				out := drive(t, stage, tc.script.Input, s, func(ctx context.Context) adk.Agent { return newAgent(t, ctx, "assistant", m, s) }, m)
+				if out.res.Outcome == termination.OutcomeSucceeded {
+					t.Fatalf("cause = %#v, want a stop", out.res.Cause)
+				}
+				if out.calls != tc.models || tl.Live() != tc.tools {
+					t.Errorf("model, tool calls with a live context = %d, %d; want %d, %d (%d, %d after the stop)",
+						out.calls, tl.Live(), tc.models, tc.tools, out.calls-tc.models, tl.Live()-tc.tools)
+				}
+			})
+		}
+	}
+}
+
+// A caller that reads one event and leaves calls Stop: the agent makes no
+// further model or tool call with a live context, and the run ends at once
+// with Cancelled{external}.
+func TestForwardLeaveEarlyWithStop(t *testing.T) {
+	stage, _ := newStage(t, "max_tool_calls: 50")
+	ctx, run := stage.Start(context.Background())
+	ctx = eino.Context(ctx, run)
+	m := &scriptedModel{script: runaway, latency: time.Millisecond}
+	tl := &countingTool{fixedTool: fixedTool{"search"}}
+	s := setup{tool: tl}
+	runner := adk.NewRunner(ctx, adk.RunnerConfig{Agent: newAgent(t, ctx, "assistant", m, s)})
+	events := eino.Forward(run, runner.Query(ctx, runaway.Input))
+	if _, ok := events.Next(); !ok {
+		t.Fatal("no first event")
+	}
+	run.Stop("caller left")
+	models, tools := m.Calls(), tl.Live()
+	done := make(chan termination.Result, 1)
+	go func() { done <- run.Wait() }()
+	select {
+	case res := <-done:
+		if c, ok := res.Cause.(termination.Cancelled); !ok || c.Reason != termination.CancelExternal {
+			t.Errorf("cause = %#v, want Cancelled{external}", res.Cause)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("run did not end within 5s of Stop")
+	}
+	if m.Calls() != models || tl.Live() != tools {
+		t.Errorf("model, tool calls with a live context after Stop = %d, %d; want 0, 0", m.Calls()-models, tl.Live()-tools)
+	}
+}
+
+// The Handler reports the model a callback's Config names (tool call ids
+// are checked by the conformance suite).
+func TestHandlerModelAndCallID(t *testing.T) {
+	stage, seen := newStage(t, "max_tool_calls: 3")
+	ctx, run := stage.Start(context.Background())
+	h := eino.NewHandler(run)
+	h.OnEnd(ctx, &callbacks.RunInfo{Component: components.ComponentOfChatModel},
+		&model.CallbackOutput{Message: schema.AssistantMessage("hi", nil), Config: &model.Config{Model: "gpt-test"}})
+	h.Finish(nil)
+	evs := seen.All()
+	if len(evs) != 1 || evs[0].Model != "gpt-test" {
+		t.Fatalf("events = %+v, want one with model gpt-test", evs)
 	}
 }

@@ -22,6 +22,7 @@ func ExampleForward() {
 
 	stage, _ := middleware.New("research", middleware.WithCondition(termination.MaxToolCalls(3)))
 	ctx, run := stage.Start(ctx)
+	ctx = eino.Context(ctx, run) // the agent's steps wait for Forward: the stop lands before the next call
 
 	agent, _ := adk.NewChatModelAgent(ctx, &adk.ChatModelAgentConfig{
 		Name: "researcher", Description: "finds facts", Model: chatModel,

@@ -14,21 +14,35 @@ import (
 // Forward returns an iterator that yields the same agent events as in, in
 // the same order, and feeds each to run (see [Decode] for the mapping).
 //
-// Run the agent under the context that middleware.Stage.Start returned: when
-// a condition fires, the event that fired it is still yielded, then the
-// returned iterator ends, the run's context is cancelled with the typed
-// cause (eino's graph checks its context before every step, so the agent
-// stops), and the rest of in is drained in the background — message streams
-// of drained events are closed — until the framework closes it. The run is
-// finished when in ends; run.Wait returns its result.
+// Run the agent under [Context] of the context that middleware.Stage.Start
+// returned:
 //
-// An eino agent does not wait for its iterator to be read: it sends events
-// into an unbounded buffer and goes on. Forward reads them on its own
-// goroutine within microseconds, so with real models (whose calls take far
-// longer) the stop lands before the next model call; with a model that
-// answers instantly the agent can run ahead of any reader. Where the stop
-// must be synchronous with the agent's steps, feed the run with a [Handler]
-// instead: callbacks run on the agent's own goroutine.
+//	ctx, run := stage.Start(ctx)
+//	ctx = eino.Context(ctx, run)
+//	events := eino.Forward(run, runner.Query(ctx, "task"))
+//
+// Then the stop is exact: every model and tool call of the agent waits
+// until Forward has evaluated the events of the steps before it, so when a
+// condition fires the agent's next model or tool call starts with the run's
+// context already cancelled, with the typed cause (eino's graph also checks
+// its context before every step). The event that fired is still yielded,
+// then the returned iterator ends, and the rest of in is drained in the
+// background — message streams of drained events are closed — until the
+// framework closes it. The run is finished when in ends; run.Wait returns
+// its result.
+//
+// Without [Context] the stop is best-effort: an eino agent does not wait
+// for its iterator to be read, so it may start its next model call (with a
+// live context) before Forward has evaluated the event that stops it; with
+// a model that answers instantly it can run several steps ahead.
+//
+// Leaving early: an eino agent does not know whether its iterator is read,
+// so a caller that stops reading before the iterator ends must call
+// run.Stop (the run ends with Cancelled{reason: external}); under [Context]
+// the agent then makes no further model or tool call with a live context,
+// and the run finishes once the framework has closed in. A caller that
+// stops after the final answer needs nothing: the agent ends on its own
+// and the run ends with NaturalCompletion.
 //
 // Streaming message outputs are teed, never drained: the yielded event
 // carries a copy of the stream for the consumer to read as usual, and
@@ -50,7 +64,10 @@ func Forward(run *middleware.Run, in *adk.AsyncIterator[*adk.AgentEvent], opts .
 		}
 		return out
 	}
-	f := &forwarder{cfg: newConfig(opts), run: run, in: in, gen: gen, live: true}
+	f := &forwarder{cfg: newConfig(opts), run: run, in: in, gen: gen, live: true, gate: gateOf(run, false)}
+	if f.gate != nil {
+		f.gate.attach()
+	}
 	go f.pump()
 	return out
 }
@@ -62,7 +79,8 @@ type forwarder struct {
 	run  *middleware.Run
 	in   *adk.AsyncIterator[*adk.AgentEvent]
 	gen  *adk.AsyncGenerator[*adk.AgentEvent]
-	live bool // still yielding; false once the run stopped
+	live bool  // still yielding; false once the run stopped
+	gate *gate // the run's gate when the agent runs under Context, else nil
 
 	stop    bool  // a condition fired on the current agent event
 	lastErr error // Err of the last agent event, if it carried one
@@ -70,6 +88,9 @@ type forwarder struct {
 }
 
 func (f *forwarder) pump() {
+	if f.gate != nil {
+		defer f.gate.end()
+	}
 	defer func() {
 		if p := recover(); p != nil {
 			if f.live {
@@ -80,7 +101,7 @@ func (f *forwarder) pump() {
 		}
 	}()
 	for f.live {
-		ev, ok := f.in.Next()
+		ev, ok := f.next()
 		if !ok {
 			f.gen.Close()
 			f.run.Finish(frameworkLimit(f.lastErr, f.turns))
@@ -119,6 +140,7 @@ func (f *forwarder) forward(ev *adk.AgentEvent) {
 		}
 		f.countTurn(mv, msg)
 		f.cfg.decode(ev, mv, msg, f.observe)
+		f.stepEvaluated(mv, msg)
 		f.gen.Send(ev)
 		f.afterYield()
 		return
@@ -132,7 +154,33 @@ func (f *forwarder) forward(ev *adk.AgentEvent) {
 	msg := concat(copies[1])
 	f.countTurn(mv, msg)
 	f.cfg.decode(ev, mv, msg, f.observe)
+	f.stepEvaluated(mv, msg)
 	f.afterYield()
+}
+
+// next reads the agent's next event, telling the gate that Forward is
+// idle meanwhile.
+func (f *forwarder) next() (*adk.AgentEvent, bool) {
+	if f.gate == nil {
+		return f.in.Next()
+	}
+	f.gate.setIdle(true)
+	ev, ok := f.in.Next()
+	f.gate.setIdle(false)
+	return ev, ok
+}
+
+// stepEvaluated tells the gate that the events of one model response or
+// tool result have been evaluated: the agent's next step may start.
+func (f *forwarder) stepEvaluated(mv *adk.MessageVariant, msg *schema.Message) {
+	if f.gate == nil || mv == nil {
+		return
+	}
+	role := mv.Role
+	if role == "" && msg != nil {
+		role = msg.Role
+	}
+	f.gate.evaluated(role == schema.Assistant, role == schema.Tool)
 }
 
 func (f *forwarder) countTurn(mv *adk.MessageVariant, msg *schema.Message) {

@@ -3,7 +3,7 @@ module github.com/agentstop/agentstop/adapters/eino
 go 1.26.0
 
 require (
-	github.com/agentstop/agentstop v0.0.0
+	github.com/agentstop/agentstop v0.1.0
 	github.com/cloudwego/eino v0.7.36
 	go.uber.org/goleak v1.3.0
 )
@@ -38,5 +38,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
-
-replace github.com/agentstop/agentstop => ../..

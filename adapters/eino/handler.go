@@ -12,6 +12,7 @@ import (
 	"github.com/cloudwego/eino/components"
 	"github.com/cloudwego/eino/components/model"
 	"github.com/cloudwego/eino/components/tool"
+	"github.com/cloudwego/eino/compose"
 	"github.com/cloudwego/eino/schema"
 
 	"github.com/agentstop/agentstop/middleware"
@@ -26,10 +27,10 @@ import (
 //   - a ChatModel's end is a message event (a final event when the response
 //     requests no tool and the agent is final, see [WithFinalAgents]) with
 //     the response's usage: ResponseMeta.Usage, else the callback's
-//     TokenUsage, never both;
+//     TokenUsage, never both; its model is the callback's Config.Model;
 //   - a Tool's start is a tool_call event (the tool's name and JSON
 //     arguments), its end a tool_result event, its error a failed
-//     tool_result;
+//     tool_result, each with the tool call's id (compose.GetToolCallID);
 //   - the end of adk's transfer_to_agent tool is followed by a handoff event
 //     (to the agent named in its arguments), the end of adk's exit tool by a
 //     stop event, as Forward reports their actions;
@@ -72,18 +73,25 @@ func NewHandler(run *middleware.Run, opts ...Option) *Handler {
 
 // Context returns ctx with h attached, so that every eino component run
 // under it (an adk Runner, a compiled graph) reports to h, together with the
-// handlers already in ctx and the global ones.
+// global handlers (eino's callbacks.InitCallbacks: handlers attached to ctx
+// before are replaced).
 func (h *Handler) Context(ctx context.Context) context.Context {
 	return callbacks.InitCallbacks(ctx, &callbacks.RunInfo{}, h)
 }
 
 // Finish waits for streamed outputs still being read, then finishes the run
 // with err, the loop's error (nil when it returned normally). An
-// adk.ErrExceedMaxIterations is reported as [ErrMaxIterations].
+// adk.ErrExceedMaxIterations is reported as [ErrMaxIterations], whether it
+// is err or reached the handler's callbacks (an adk agent reports it as an
+// event, so a loop that reads the events without collecting their errors
+// may pass nil).
 func (h *Handler) Finish(err error) termination.Result {
 	h.pending.Wait()
 	h.mu.Lock()
 	turns := h.turns
+	if err == nil && errors.Is(h.lastErr, adk.ErrExceedMaxIterations) {
+		err = h.lastErr
+	}
 	h.mu.Unlock()
 	return h.run.Finish(frameworkLimit(err, turns))
 }
@@ -98,7 +106,7 @@ func (h *Handler) OnStart(ctx context.Context, info *callbacks.RunInfo, input ca
 	if in != nil {
 		args = in.ArgumentsInJSON
 	}
-	h.emit(termination.Event{Kind: termination.KindToolCall, Tool: info.Name, Args: argsJSON(args)})
+	h.emit(termination.Event{Kind: termination.KindToolCall, Tool: info.Name, Args: argsJSON(args), CallID: compose.GetToolCallID(ctx)})
 	if info.Name == adk.TransferToAgentToolName {
 		return context.WithValue(ctx, transferKey{}, args)
 	}
@@ -121,14 +129,14 @@ func (h *Handler) OnEnd(ctx context.Context, info *callbacks.RunInfo, output cal
 		if out == nil || out.Message == nil {
 			return ctx
 		}
-		h.modelEnd(out.Message, out.TokenUsage)
+		h.modelEnd(out.Message, out.TokenUsage, modelName(out.Config))
 	case components.ComponentOfTool:
 		out := tool.ConvCallbackOutput(output)
 		var text string
 		if out != nil {
 			text = out.Response
 		}
-		h.emit(termination.Event{Kind: termination.KindToolResult, Tool: info.Name, Text: text})
+		h.emit(termination.Event{Kind: termination.KindToolResult, Tool: info.Name, Text: text, CallID: compose.GetToolCallID(ctx)})
 		switch info.Name {
 		case adk.TransferToAgentToolName:
 			var p struct {
@@ -153,7 +161,7 @@ func (h *Handler) OnError(ctx context.Context, info *callbacks.RunInfo, err erro
 	}
 	if info != nil && info.Component == components.ComponentOfTool {
 		h.remember(err)
-		h.emit(termination.Event{Kind: termination.KindToolResult, Tool: info.Name, Err: err.Error()})
+		h.emit(termination.Event{Kind: termination.KindToolResult, Tool: info.Name, Err: err.Error(), CallID: compose.GetToolCallID(ctx)})
 		return ctx
 	}
 	if h.remember(err) {
@@ -205,13 +213,14 @@ func (h *Handler) OnEndWithStreamOutput(ctx context.Context, info *callbacks.Run
 	h.order = done
 	h.pending.Add(1)
 	h.mu.Unlock()
-	comp, name := info.Component, info.Name
+	comp, name, callID := info.Component, info.Name, compose.GetToolCallID(ctx)
 	go func() {
 		defer h.pending.Done()
 		defer close(done)
 		defer output.Close()
 		var msgs []*schema.Message
 		var usage *model.TokenUsage
+		var modelID string
 		var text strings.Builder
 		for {
 			chunk, err := output.Recv()
@@ -226,6 +235,9 @@ func (h *Handler) OnEndWithStreamOutput(ctx context.Context, info *callbacks.Run
 					}
 					if out.TokenUsage != nil {
 						usage = maxUsage(usage, out.TokenUsage)
+					}
+					if m := modelName(out.Config); m != "" {
+						modelID = m
 					}
 				}
 			case components.ComponentOfTool:
@@ -244,9 +256,9 @@ func (h *Handler) OnEndWithStreamOutput(ctx context.Context, info *callbacks.Run
 			if err != nil {
 				return
 			}
-			h.observeModel(msg, usage)
+			h.observeModel(msg, usage, modelID)
 		case components.ComponentOfTool:
-			h.observe(termination.Event{Kind: termination.KindToolResult, Tool: name, Text: text.String()})
+			h.observe(termination.Event{Kind: termination.KindToolResult, Tool: name, Text: text.String(), CallID: callID})
 		}
 	}()
 	return ctx
@@ -263,14 +275,22 @@ func maxUsage(a, b *model.TokenUsage) *model.TokenUsage {
 }
 
 // modelEnd observes a model response delivered whole.
-func (h *Handler) modelEnd(msg *schema.Message, usage *model.TokenUsage) {
+func (h *Handler) modelEnd(msg *schema.Message, usage *model.TokenUsage, modelID string) {
 	h.waitOrder()
-	h.observeModel(msg, usage)
+	h.observeModel(msg, usage, modelID)
+}
+
+// modelName is the model a callback's configuration names, if any.
+func modelName(c *model.Config) string {
+	if c == nil {
+		return ""
+	}
+	return c.Model
 }
 
 // observeModel maps a model response without its tool calls: with a
 // Handler the calls are reported by the tools' own starts.
-func (h *Handler) observeModel(msg *schema.Message, usage *model.TokenUsage) {
+func (h *Handler) observeModel(msg *schema.Message, usage *model.TokenUsage, modelID string) {
 	h.mu.Lock()
 	h.turns++
 	h.mu.Unlock()
@@ -278,7 +298,7 @@ func (h *Handler) observeModel(msg *schema.Message, usage *model.TokenUsage) {
 	if len(msg.ToolCalls) > 0 || !h.cfg.isFinalAgent("") {
 		kind = termination.KindMessage
 	}
-	h.observe(termination.Event{Kind: kind, Text: msg.Content, Usage: usageOf(msg, usage)})
+	h.observe(termination.Event{Kind: kind, Text: msg.Content, Usage: usageOf(msg, usage), Model: modelID})
 }
 
 // emit observes ev after any streamed output that came before it.

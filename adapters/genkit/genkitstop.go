@@ -22,7 +22,8 @@ const (
 
 // Events turns one model response into events and passes them to emit, in
 // order: a message or final event with the response's usage, a tool_call
-// event per tool request, and an error event when the turn is not an answer
+// event per tool request (its Ref as call id; the tool_result that
+// Middleware reports carries the response's Ref), and an error event when the turn is not an answer
 // (finish reason length or blocked). The package doc has the full mapping.
 // A nil response emits nothing.
 func Events(resp *ai.ModelResponse, emit func(termination.Event)) {
@@ -53,7 +54,7 @@ func Events(resp *ai.ModelResponse, emit func(termination.Event)) {
 	}
 	emit(ev)
 	for _, c := range calls {
-		emit(termination.Event{Kind: termination.KindToolCall, Tool: c.Name, Args: marshal(c.Input)})
+		emit(termination.Event{Kind: termination.KindToolCall, Tool: c.Name, Args: marshal(c.Input), CallID: c.Ref})
 	}
 	if problem != "" {
 		emit(termination.Event{Kind: termination.KindError, Err: problem})
@@ -111,20 +112,17 @@ func Middleware(run *middleware.Run) ai.ModelMiddleware {
 				return resp, err
 			}
 			n := 0
-			Events(resp, func(ev termination.Event) {
-				if !stop {
+			cause, stop = middleware.ObserveEach(run, resp, func(resp *ai.ModelResponse, emit func(termination.Event)) {
+				Events(resp, func(ev termination.Event) {
 					if ev.Kind == termination.KindToolCall {
 						n++
 					}
-					cause, stop = run.Observe(ev)
-				}
+					emit(ev)
+				})
 			})
 			mu.Lock()
 			pending += n
 			mu.Unlock()
-			if !stop {
-				cause, stop = run.Cause()
-			}
 			if stop && n > 0 {
 				return nil, cause
 			}
@@ -152,7 +150,7 @@ func toolResults(run *middleware.Run, req *ai.ModelRequest, pending *int) (termi
 			continue
 		}
 		*pending--
-		ev := termination.Event{Kind: termination.KindToolResult, Tool: p.ToolResponse.Name}
+		ev := termination.Event{Kind: termination.KindToolResult, Tool: p.ToolResponse.Name, CallID: p.ToolResponse.Ref}
 		if out := marshal(p.ToolResponse.Output); out != nil {
 			if s, ok := p.ToolResponse.Output.(string); ok {
 				ev.Text = s

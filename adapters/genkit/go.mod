@@ -3,7 +3,7 @@ module github.com/agentstop/agentstop/adapters/genkit
 go 1.26.0
 
 require (
-	github.com/agentstop/agentstop v0.0.0
+	github.com/agentstop/agentstop v0.1.0
 	github.com/firebase/genkit/go v1.4.0
 	go.uber.org/goleak v1.3.0
 )
@@ -36,5 +36,3 @@ require (
 	golang.org/x/sys v0.48.0 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
 )
-
-replace github.com/agentstop/agentstop => ../..

@@ -58,23 +58,10 @@ func forEachMode(t *testing.T, f func(t *testing.T, m mode)) {
 	}
 }
 
-func newStage(t *testing.T, rec *adaptertest.Events, policy string) *middleware.Stage {
-	t.Helper()
-	cond := termination.MustParsePolicy(policy).Condition()
-	if rec != nil {
-		cond = termination.AnyOf(rec.Condition(), cond)
-	}
-	stage, err := middleware.New("genkit-test", middleware.WithCondition(cond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return stage
-}
-
 func TestRunawayStoppedByMaxToolCalls(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		g, model := newGenkit(t.Context(), true, turn{text: "searching", calls: []call{{"search", `{"q":"again"}`}}, input: 10, output: 3})
-		stage := newStage(t, nil, "max_tool_calls: 3")
+		stage, _ := adaptertest.NewStage(t, "genkit_test", "max_tool_calls: 3")
 		ctx, run := stage.Start(t.Context())
 		res, err := m.run(ctx, g, run, "find it")
 
@@ -97,7 +84,7 @@ func TestRunawayStoppedByMaxToolCalls(t *testing.T) {
 func TestRunawayStoppedByStall(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		g, model := newGenkit(t.Context(), true, turn{calls: []call{{"search", `{"q": "same", "page": 1}`}}, input: 7, output: 2})
-		stage := newStage(t, nil, "{stall: {repeats: 3}, max_iterations: 50}")
+		stage, _ := adaptertest.NewStage(t, "genkit_test", "{stall: {repeats: 3}, max_iterations: 50}")
 		ctx, run := stage.Start(t.Context())
 		res, _ := m.run(ctx, g, run, "find it")
 
@@ -121,8 +108,7 @@ func TestNaturalCompletion(t *testing.T) {
 			turn{calls: []call{{"search", `{"q":"c"}`}}, input: 150, output: 5},
 			turn{text: "the answer is 42", input: 200, output: 30},
 		)
-		rec := &adaptertest.Events{}
-		stage := newStage(t, rec, "{max_tool_calls: 10, max_iterations: 10}")
+		stage, rec := adaptertest.NewStage(t, "genkit_test", "{max_tool_calls: 10, max_iterations: 10}")
 		ctx, run := stage.Start(t.Context())
 		res, err := m.run(ctx, g, run, "what is it?")
 		if err != nil {
@@ -152,6 +138,16 @@ func TestNaturalCompletion(t *testing.T) {
 		if ev[3].Kind != termination.KindToolResult || ev[3].Text == "" || !ev[3].Usage.IsZero() {
 			t.Errorf("tool result = %+v", ev[3])
 		}
+		// The tool requests' refs reach the events as call ids; genkit runs
+		// a turn's tools in parallel, so the results are paired by id.
+		for i, want := range map[int]string{1: "call_0_0", 2: "call_0_1", 6: "call_1_0"} {
+			if ev[i].CallID != want {
+				t.Errorf("event %d (%s) call_id = %q, want %q", i, ev[i].Kind, ev[i].CallID, want)
+			}
+		}
+		if err := adaptertest.CheckCallIDs(ev); err != nil {
+			t.Error(err)
+		}
 		if ev[8].Text != "the answer is 42" {
 			t.Errorf("final = %+v", ev[8])
 		}
@@ -166,7 +162,7 @@ func TestNaturalCompletion(t *testing.T) {
 func TestToolFailure(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		g, model := newGenkit(t.Context(), true, turn{calls: []call{{"fail", `{}`}}, input: 1, output: 1})
-		stage := newStage(t, nil, "max_iterations: 10")
+		stage, _ := adaptertest.NewStage(t, "genkit_test", "max_iterations: 10")
 		ctx, run := stage.Start(t.Context())
 		res, err := m.run(ctx, g, run, "go")
 		var failed termination.Failed
@@ -183,7 +179,7 @@ func TestToolFailure(t *testing.T) {
 func TestStoppedRunMakesNoCall(t *testing.T) {
 	forEachMode(t, func(t *testing.T, m mode) {
 		g, model := newGenkit(t.Context(), true, turn{calls: []call{{"echo", `{}`}}, input: 1, output: 1})
-		stage := newStage(t, nil, "{}")
+		stage, _ := adaptertest.NewStage(t, "genkit_test", "{}")
 		ctx, run := stage.Start(t.Context())
 		run.Stop("user pressed stop")
 		res, _ := m.run(ctx, g, run, "go")
@@ -201,7 +197,7 @@ func TestStoppedRunMakesNoCall(t *testing.T) {
 // Cancelled{external}, and genkit's extra yield after the break is absorbed.
 func TestStreamConsumerLeaves(t *testing.T) {
 	g, model := newGenkit(t.Context(), true, turn{text: "thinking hard", calls: []call{{"echo", `{}`}}, input: 1, output: 1})
-	stage := newStage(t, nil, "{}")
+	stage, _ := adaptertest.NewStage(t, "genkit_test", "{}")
 	ctx, run := stage.Start(t.Context())
 	for range genkitstop.GenerateStream(ctx, g, run, options("go")...) {
 		break

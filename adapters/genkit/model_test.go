@@ -81,12 +81,12 @@ func (s *scripted) generate(ctx context.Context, req *ai.ModelRequest, cb ai.Mod
 			}
 		}
 	}
-	for _, c := range tr.calls {
+	for i, c := range tr.calls {
 		var in map[string]any
 		if err := json.Unmarshal([]byte(c.args), &in); err != nil {
 			return nil, err
 		}
-		parts = append(parts, ai.NewToolRequestPart(&ai.ToolRequest{Name: c.name, Input: in}))
+		parts = append(parts, ai.NewToolRequestPart(&ai.ToolRequest{Name: c.name, Input: in, Ref: fmt.Sprintf("call_%d_%d", n, i)}))
 	}
 	finish := tr.finish
 	if finish == "" {

@@ -14,7 +14,8 @@
 // # Mapping
 //
 // One model response is one message event with the response's token usage,
-// followed by a tool_call event per agent action; the response the agent
+// followed by a tool_call event per agent action (its ToolID as call id,
+// which the tool's tool_result carries too); the response the agent
 // turns into its answer is a final event instead. A tool's end is a
 // tool_result, its error a failed tool_result, a chain's or model's error an
 // error event (each error once, as it travels up the chains). The executor's

@@ -33,6 +33,7 @@ type Handler struct {
 	sawLLM   bool   // the model reports its responses
 	lastLog  string // log of the last action, to group actions without model callbacks
 	tool     string // tool of the last action
+	toolID   string // call id of the last action
 	turns    int
 	reported []error
 }
@@ -135,15 +136,15 @@ func (h *Handler) HandleAgentAction(_ context.Context, action schema.AgentAction
 		h.observe(termination.Event{Kind: termination.KindMessage, Source: h.source, Text: action.Log})
 	}
 	h.lastLog = action.Log
-	h.tool = action.Tool
-	h.observe(termination.Event{Kind: termination.KindToolCall, Source: h.source, Tool: action.Tool, Args: argsJSON(action.ToolInput)})
+	h.tool, h.toolID = action.Tool, action.ToolID
+	h.observe(termination.Event{Kind: termination.KindToolCall, Source: h.source, Tool: action.Tool, Args: argsJSON(action.ToolInput), CallID: action.ToolID})
 }
 
 // HandleToolEnd implements callbacks.Handler.
 func (h *Handler) HandleToolEnd(_ context.Context, output string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.observe(termination.Event{Kind: termination.KindToolResult, Source: h.source, Tool: h.tool, Text: output})
+	h.observe(termination.Event{Kind: termination.KindToolResult, Source: h.source, Tool: h.tool, Text: output, CallID: h.toolID})
 }
 
 // HandleToolError implements callbacks.Handler.
@@ -154,7 +155,7 @@ func (h *Handler) HandleToolError(_ context.Context, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.rememberLocked(err)
-	h.observe(termination.Event{Kind: termination.KindToolResult, Source: h.source, Tool: h.tool, Err: err.Error()})
+	h.observe(termination.Event{Kind: termination.KindToolResult, Source: h.source, Tool: h.tool, Err: err.Error(), CallID: h.toolID})
 }
 
 // HandleAgentFinish implements callbacks.Handler: the answer is final,

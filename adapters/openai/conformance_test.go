@@ -11,18 +11,11 @@ import (
 // scripted server.
 func harness(stream bool) adaptertest.Harness {
 	return adaptertest.Harness{Run: func(t *testing.T, stage *middleware.Stage, s adaptertest.Script) adaptertest.Report {
-		turns := make([]turn, len(s.Turns))
-		for i, st := range s.Turns {
-			turns[i] = turn{text: st.Text, input: st.Usage.InputTokens, output: st.Usage.OutputTokens}
-			for _, c := range st.ToolCalls {
-				turns[i].calls = append(turns[i].calls, call{c.Name, c.Args})
-			}
-		}
-		m := newModel(t, s.Repeat, turns...)
+		m := adaptertest.NewServer(t, "/v1/chat/completions", s, respond)
 		ctx, run := stage.Start(t.Context())
-		res := agentLoop(ctx, run, m.client(), stream, s.Input)
-		return adaptertest.Report{Result: res, ModelCalls: m.calls()}
-	}}
+		res := agentLoop(ctx, run, client(m), stream, s.Input)
+		return adaptertest.Report{Result: res, ModelCalls: m.Requests()}
+	}, CallIDs: true, Model: "scripted", ToolErrorsGoOn: true}
 }
 
 func TestConformance(t *testing.T) {

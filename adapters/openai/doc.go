@@ -25,16 +25,32 @@
 //		params.Messages = append(params.Messages, msg.ToParam())
 //		for _, call := range msg.ToolCalls {
 //			out, err := runTool(ctx, call)
-//			openaistop.ObserveToolResult(run, call, out, err)
+//			if _, stop := openaistop.ObserveToolResult(run, call, out, err); stop {
+//				return run.Finish(nil) // e.g. the errors condition fired on a failed tool
+//			}
 //			params.Messages = append(params.Messages, openai.ToolMessage(out, call.ID))
 //		}
 //	}
 //	return run.Finish(nil)
 //
-// Streamed responses go through [ObserveStream], which accumulates the chunks
-// with the SDK's ChatCompletionAccumulator and reports the accumulated
-// completion once the stream has ended. Ask for usage with
-// StreamOptions.IncludeUsage, or the streamed turns carry no tokens.
+// Every Observe function returns (cause, stop): stop is true when the loop
+// must end (the run's context is already cancelled, so the next request
+// would only fail with "context canceled").
+//
+// Streamed responses are read with [Accumulate], which accumulates the
+// chunks with the SDK's ChatCompletionAccumulator, then reported with
+// [Observe] like any completion:
+//
+//	completion, err := openaistop.Accumulate(client.Chat.Completions.NewStreaming(ctx, params), onChunk)
+//	if err != nil {
+//		return run.Finish(err)
+//	}
+//	if _, stop := openaistop.Observe(run, &completion); stop {
+//		break
+//	}
+//
+// Ask for usage with StreamOptions.IncludeUsage, or the streamed turns carry
+// no tokens.
 //
 // # Events
 //
@@ -42,10 +58,12 @@
 //
 //   - one message or final event carrying the completion's usage (exactly
 //     once: prompt_tokens as input, completion_tokens as output), with the
-//     text of Choices[0] and the model's name as source;
+//     text of Choices[0] and the completion's model as source and model;
 //   - one tool_call event per tool call of Choices[0] (function calls with
 //     their arguments; custom tool calls with their input as a JSON string;
-//     the deprecated function_call too);
+//     the deprecated function_call too, which has no id), with the call's
+//     id as call_id (tool results carry it too, pairing a result with its
+//     call when one tool runs in parallel);
 //   - an error event when the model did not deliver a usable answer.
 //
 // finish_reason decides the kind:

@@ -8,6 +8,7 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	openaistop "github.com/agentstop/agentstop/adapters/openai"
+	"github.com/agentstop/agentstop/adaptertest"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -16,9 +17,10 @@ import (
 // stopped on the 4th call. (The model here is a scripted server on
 // 127.0.0.1; point option.WithBaseURL at nothing to use the real API.)
 func Example() {
-	m, _ := startModel(true, turn{calls: []call{{"search", `{"q":"agentstop"}`}}, input: 120, output: 15})
-	defer m.srv.Close()
-	client := m.client()
+	m, _ := adaptertest.StartServer("/v1/chat/completions", adaptertest.Script{Repeat: true, Turns: []adaptertest.Turn{
+		adaptertest.NewTurn("", 120, 15, "search", `{"q":"agentstop"}`)}}, respond)
+	defer m.Close()
+	client := client(m)
 
 	stage, _ := middleware.New("researcher",
 		middleware.WithPolicy(termination.MustParsePolicy("max_tool_calls: 3")))
@@ -28,23 +30,26 @@ func Example() {
 		Model:    "gpt-5-mini",
 		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is agentstop?")},
 	}
+loop:
 	for {
 		completion, err := client.Chat.Completions.New(ctx, params)
 		if err != nil {
 			run.Finish(err)
-			break
+			break loop
 		}
 		if _, stop := openaistop.Observe(run, completion); stop {
-			break
+			break loop
 		}
 		msg := completion.Choices[0].Message
 		if len(msg.ToolCalls) == 0 {
-			break
+			break loop
 		}
 		params.Messages = append(params.Messages, msg.ToParam())
 		for _, call := range msg.ToolCalls {
 			out := "no results" // run the tool here
-			openaistop.ObserveToolResult(run, call, out, nil)
+			if _, stop := openaistop.ObserveToolResult(run, call, out, nil); stop {
+				break loop // the run's context is cancelled: no further request
+			}
 			params.Messages = append(params.Messages, openai.ToolMessage(out, call.ID))
 		}
 	}
@@ -52,7 +57,7 @@ func Example() {
 
 	var limit termination.MaxToolCallsReached
 	fmt.Println(res.Tag(), errors.As(context.Cause(ctx), &limit), limit.Count)
-	fmt.Println("requests:", m.calls(), "tokens:", res.Tokens.InputTokens, res.Tokens.OutputTokens)
+	fmt.Println("requests:", m.Requests(), "tokens:", res.Tokens.InputTokens, res.Tokens.OutputTokens)
 	// Output:
 	// max_tool_calls true 4
 	// requests: 4 tokens: 480 60

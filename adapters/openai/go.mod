@@ -3,7 +3,7 @@ module github.com/agentstop/agentstop/adapters/openai
 go 1.26.0
 
 require (
-	github.com/agentstop/agentstop v0.0.0
+	github.com/agentstop/agentstop v0.1.0
 	github.com/openai/openai-go/v3 v3.96.0
 	go.uber.org/goleak v1.3.0
 )
@@ -16,5 +16,3 @@ require (
 	github.com/tidwall/sjson v1.2.5 // indirect
 	go.yaml.in/yaml/v3 v3.0.6 // indirect
 )
-
-replace github.com/agentstop/agentstop => ../..

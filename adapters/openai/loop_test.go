@@ -33,9 +33,12 @@ func agentLoop(ctx context.Context, run *middleware.Run, client openai.Client, s
 	for {
 		var completion *openai.ChatCompletion
 		if stream {
-			c, err := openaistop.ObserveStream(run, client.Chat.Completions.NewStreaming(ctx, params), nil)
+			c, err := openaistop.Accumulate(client.Chat.Completions.NewStreaming(ctx, params), nil)
 			if err != nil {
 				return run.Finish(err)
+			}
+			if _, stop := openaistop.Observe(run, &c); stop {
+				return run.Finish(nil)
 			}
 			completion = &c
 		} else {
@@ -63,19 +66,6 @@ func agentLoop(ctx context.Context, run *middleware.Run, client openai.Client, s
 	}
 }
 
-func newStage(t *testing.T, rec *adaptertest.Events, policy string) *middleware.Stage {
-	t.Helper()
-	cond := termination.MustParsePolicy(policy).Condition()
-	if rec != nil {
-		cond = termination.AnyOf(rec.Condition(), cond)
-	}
-	stage, err := middleware.New("openai-test", middleware.WithCondition(cond))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return stage
-}
-
 func forEachMode(t *testing.T, f func(t *testing.T, stream bool)) {
 	for _, mode := range []struct {
 		name   string
@@ -87,10 +77,10 @@ func forEachMode(t *testing.T, f func(t *testing.T, stream bool)) {
 
 func TestRunawayStoppedByMaxToolCalls(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
-		m := newModel(t, true, turn{text: "searching", calls: []call{{"echo", `{"q":"again"}`}}, input: 10, output: 3})
-		stage := newStage(t, nil, "max_tool_calls: 3")
+		m := newModel(t, true, adaptertest.NewTurn("searching", 10, 3, "echo", `{"q":"again"}`))
+		stage, _ := adaptertest.NewStage(t, "openai_test", "max_tool_calls: 3")
 		ctx, run := stage.Start(t.Context())
-		res := agentLoop(ctx, run, m.client(), stream, "find it")
+		res := agentLoop(ctx, run, client(m), stream, "find it")
 
 		var limit termination.MaxToolCallsReached
 		if !errors.As(res.Cause, &limit) || limit.Limit != 3 || limit.Count != 4 {
@@ -100,7 +90,7 @@ func TestRunawayStoppedByMaxToolCalls(t *testing.T) {
 			t.Errorf("context.Cause(ctx) = %v, want the typed cause", context.Cause(ctx))
 		}
 		// The 4th response requested the 4th call: no request after it.
-		if got := m.calls(); got != 4 {
+		if got := m.Requests(); got != 4 {
 			t.Errorf("model calls = %d, want 4", got)
 		}
 		if res.Tokens.InputTokens != 40 || res.Tokens.OutputTokens != 12 {
@@ -111,16 +101,16 @@ func TestRunawayStoppedByMaxToolCalls(t *testing.T) {
 
 func TestRunawayStoppedByStall(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
-		m := newModel(t, true, turn{calls: []call{{"echo", `{"q": "same", "page": 1}`}}, input: 7, output: 2})
-		stage := newStage(t, nil, "{stall: {repeats: 3}, max_iterations: 50}")
+		m := newModel(t, true, adaptertest.NewTurn("", 7, 2, "echo", `{"q": "same", "page": 1}`))
+		stage, _ := adaptertest.NewStage(t, "openai_test", "{stall: {repeats: 3}, max_iterations: 50}")
 		ctx, run := stage.Start(t.Context())
-		res := agentLoop(ctx, run, m.client(), stream, "find it")
+		res := agentLoop(ctx, run, client(m), stream, "find it")
 
 		var stall termination.StallDetected
 		if !errors.As(res.Cause, &stall) || stall.Signal != termination.SignalRepeatedToolCall || stall.Repeats != 3 {
 			t.Fatalf("cause = %#v, want StallDetected{repeated_tool_call, 3}", res.Cause)
 		}
-		if got := m.calls(); got != 3 {
+		if got := m.Requests(); got != 3 {
 			t.Errorf("model calls = %d, want 3", got)
 		}
 		if res.Tokens.InputTokens != 21 || res.Tokens.OutputTokens != 6 {
@@ -132,14 +122,13 @@ func TestRunawayStoppedByStall(t *testing.T) {
 func TestNaturalCompletion(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
 		m := newModel(t, false,
-			turn{text: "let me look", calls: []call{{"echo", `{"q":"a"}`}, {"echo", `{"q":"b"}`}}, input: 100, output: 20},
-			turn{calls: []call{{"fail", `{}`}}, input: 150, output: 5},
-			turn{text: "the answer is 42", input: 200, output: 30},
+			adaptertest.NewTurn("let me look", 100, 20, "echo", `{"q":"a"}`, "echo", `{"q":"b"}`),
+			adaptertest.NewTurn("", 150, 5, "fail", `{}`),
+			adaptertest.NewTurn("the answer is 42", 200, 30),
 		)
-		rec := &adaptertest.Events{}
-		stage := newStage(t, rec, "{max_tool_calls: 10, max_iterations: 10}")
+		stage, rec := adaptertest.NewStage(t, "openai_test", "{max_tool_calls: 10, max_iterations: 10}")
 		ctx, run := stage.Start(t.Context())
-		res := agentLoop(ctx, run, m.client(), stream, "what is it?")
+		res := agentLoop(ctx, run, client(m), stream, "what is it?")
 
 		if _, ok := res.Cause.(termination.NaturalCompletion); !ok {
 			t.Fatalf("cause = %#v, want NaturalCompletion", res.Cause)
@@ -162,6 +151,15 @@ func TestNaturalCompletion(t *testing.T) {
 		if ev[2].Tool != "echo" || string(ev[2].Args) != `{"q":"a"}` {
 			t.Errorf("tool call = %+v", ev[2])
 		}
+		// The framework's ids and model reach the events.
+		if ev[1].Model != "scripted" || ev[9].Model != "scripted" {
+			t.Errorf("model of the turns = %q, %q; want scripted", ev[1].Model, ev[9].Model)
+		}
+		for i, want := range map[int]string{2: "call_0_0", 3: "call_0_1", 4: "call_0_0", 5: "call_0_1", 7: "call_1_0", 8: "call_1_0"} {
+			if ev[i].CallID != want {
+				t.Errorf("event %d (%s) call_id = %q, want %q", i, ev[i].Kind, ev[i].CallID, want)
+			}
+		}
 		if ev[2].Usage != (termination.Usage{}) || ev[4].Usage != (termination.Usage{}) {
 			t.Errorf("usage on a tool event: %+v, %+v", ev[2], ev[4])
 		}
@@ -171,7 +169,7 @@ func TestNaturalCompletion(t *testing.T) {
 		if ev[9].Text != "the answer is 42" {
 			t.Errorf("final = %+v", ev[9])
 		}
-		if got := m.calls(); got != 3 {
+		if got := m.Requests(); got != 3 {
 			t.Errorf("model calls = %d, want 3", got)
 		}
 	})
@@ -181,11 +179,10 @@ func TestNaturalCompletion(t *testing.T) {
 // the reason in the error text.
 func TestTruncatedAnswerFails(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
-		m := newModel(t, false, turn{text: "the answer is", finish: "length", input: 5, output: 4096})
-		rec := &adaptertest.Events{}
-		stage := newStage(t, rec, "{}")
+		m := newModel(t, false, adaptertest.Turn{Text: "the answer is", Usage: termination.Usage{InputTokens: 5, OutputTokens: 4096}, Stop: "length"})
+		stage, rec := adaptertest.NewStage(t, "openai_test", "{}")
 		ctx, run := stage.Start(t.Context())
-		res := agentLoop(ctx, run, m.client(), stream, "long question")
+		res := agentLoop(ctx, run, client(m), stream, "long question")
 
 		var failed termination.Failed
 		if !errors.As(res.Cause, &failed) || failed.Reason != termination.FailStreamError {
@@ -203,16 +200,16 @@ func TestTruncatedAnswerFails(t *testing.T) {
 // The stop reaches requests in flight: a run stopped from outside cancels
 // the request the loop is waiting on.
 func TestStopCancelsLoop(t *testing.T) {
-	m := newModel(t, true, turn{calls: []call{{"echo", `{}`}}, input: 1, output: 1})
-	stage := newStage(t, nil, "{}")
+	m := newModel(t, true, adaptertest.NewTurn("", 1, 1, "echo", `{}`))
+	stage, _ := adaptertest.NewStage(t, "openai_test", "{}")
 	ctx, run := stage.Start(t.Context())
 	run.Stop("user pressed stop")
-	res := agentLoop(ctx, run, m.client(), false, "go")
+	res := agentLoop(ctx, run, client(m), false, "go")
 	var c termination.Cancelled
 	if !errors.As(res.Cause, &c) || c.Reason != termination.CancelExternal {
 		t.Fatalf("cause = %#v, want Cancelled{external}", res.Cause)
 	}
-	if got := m.calls(); got != 0 {
+	if got := m.Requests(); got != 0 {
 		t.Errorf("model calls = %d, want 0", got)
 	}
 }

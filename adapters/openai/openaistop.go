@@ -34,6 +34,7 @@ func Events(c *openai.ChatCompletion, emit func(termination.Event)) {
 	turn := termination.Event{
 		Kind:   termination.KindFinal,
 		Source: c.Model,
+		Model:  c.Model,
 		Usage: termination.Usage{
 			InputTokens:  c.Usage.PromptTokens,
 			OutputTokens: c.Usage.CompletionTokens,
@@ -80,17 +81,17 @@ func Events(c *openai.ChatCompletion, emit func(termination.Event)) {
 
 // ToolCallEvent returns the tool_call event of one tool call: the function's
 // name and arguments, or a custom tool's name and its input as a JSON
-// string.
+// string, with the call's id.
 func ToolCallEvent(call openai.ChatCompletionMessageToolCallUnion) termination.Event {
 	name, input := toolCall(call)
-	return termination.Event{Kind: termination.KindToolCall, Tool: name, Args: input}
+	return termination.Event{Kind: termination.KindToolCall, Tool: name, Args: input, CallID: call.ID}
 }
 
 // ToolResultEvent returns the tool_result event of one tool call: output as
-// its text, and err's text as its Err when the tool failed.
+// its text, err's text as its Err when the tool failed, and the call's id.
 func ToolResultEvent(call openai.ChatCompletionMessageToolCallUnion, output string, err error) termination.Event {
 	name, _ := toolCall(call)
-	ev := termination.Event{Kind: termination.KindToolResult, Tool: name, Text: output}
+	ev := termination.Event{Kind: termination.KindToolResult, Tool: name, Text: output, CallID: call.ID}
 	if err != nil {
 		ev.Err = err.Error()
 	}
@@ -124,21 +125,10 @@ func args(s string) json.RawMessage {
 // cause and true when the loop must stop: on this completion or earlier. The
 // run's context is then already cancelled with the cause, so requests made
 // under it fail; the loop should break and call run.Finish. A nil
-// completion is not reported.
+// completion is not reported. Every Observe function of this package
+// returns this shape.
 func Observe(run *middleware.Run, c *openai.ChatCompletion) (termination.Cause, bool) {
-	var (
-		cause termination.Cause
-		stop  bool
-	)
-	Events(c, func(ev termination.Event) {
-		if !stop {
-			cause, stop = run.Observe(ev)
-		}
-	})
-	if !stop {
-		cause, stop = run.Cause()
-	}
-	return cause, stop
+	return middleware.ObserveEach(run, c, Events)
 }
 
 // ObserveToolResult reports the result of one tool call to run (see
@@ -149,28 +139,22 @@ func ObserveToolResult(run *middleware.Run, call openai.ChatCompletionMessageToo
 
 // ObserveError reports a loop-level error that the loop survives (a failed
 // request it retries) as an error event, so that the errors condition counts
-// it, and returns the cause and true when the loop must stop. An error that
-// ends the loop goes to run.Finish instead. A nil err reports nothing.
+// it, and returns the cause and true when the loop must stop; see
+// middleware.ObserveError. An error that ends the loop goes to run.Finish
+// instead.
 func ObserveError(run *middleware.Run, err error) (termination.Cause, bool) {
-	if err == nil {
-		return run.Cause()
-	}
-	return run.Observe(termination.Event{Kind: termination.KindError, Err: err.Error()})
+	return middleware.ObserveError(run, err)
 }
 
-// ObserveStream reads a streamed chat completion to its end, passing each
+// Accumulate reads a streamed chat completion to its end, passing each
 // chunk to onChunk (if not nil) as it arrives and accumulating it with the
-// SDK's ChatCompletionAccumulator, then closes the stream and reports the
-// accumulated completion to run like [Observe]. Usage is only streamed when
-// the request sets StreamOptions.IncludeUsage.
-//
-// It returns the accumulated completion and: nil to go on; the stream's
-// error when the stream failed (not reported to run: pass it to run.Finish,
-// or to [ObserveError] and retry); or the run's typed cause (a
-// [termination.Cause], which is an error) when the loop must stop. Either
-// error can be handed straight to run.Finish, which keeps a cause that has
-// already stopped the run.
-func ObserveStream(run *middleware.Run, stream *ssestream.Stream[openai.ChatCompletionChunk], onChunk func(openai.ChatCompletionChunk)) (openai.ChatCompletion, error) {
+// SDK's ChatCompletionAccumulator, closes the stream, and returns the
+// accumulated completion with the stream's error. Report the completion
+// with [Observe], like one that was not streamed; hand an error to
+// run.Finish (which keeps the run's cause when the stream failed because
+// the run stopped) or to [ObserveError] and retry. Usage is only streamed
+// when the request sets StreamOptions.IncludeUsage.
+func Accumulate(stream *ssestream.Stream[openai.ChatCompletionChunk], onChunk func(openai.ChatCompletionChunk)) (openai.ChatCompletion, error) {
 	if stream == nil {
 		return openai.ChatCompletion{}, errNilStream
 	}
@@ -183,16 +167,7 @@ func ObserveStream(run *middleware.Run, stream *ssestream.Stream[openai.ChatComp
 			onChunk(chunk)
 		}
 	}
-	if err := stream.Err(); err != nil {
-		if cause, stopped := run.Cause(); stopped {
-			return acc.ChatCompletion, cause
-		}
-		return acc.ChatCompletion, err
-	}
-	if cause, stop := Observe(run, &acc.ChatCompletion); stop {
-		return acc.ChatCompletion, cause
-	}
-	return acc.ChatCompletion, nil
+	return acc.ChatCompletion, stream.Err()
 }
 
 var errNilStream = errors.New("openaistop: nil stream")

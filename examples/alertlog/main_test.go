@@ -9,13 +9,14 @@ import (
 	"net/http/httptest"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/agentstop/agentstop/internal/testutil"
 )
 
 func TestMain(m *testing.M) {
@@ -109,27 +110,9 @@ func TestReceiveRejectsBadNotifications(t *testing.T) {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a writer and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestRunServesUntilCancelled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out := &testutil.SyncBuffer{}
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, "127.0.0.1:0", 5, out) }()
 	addrRE := regexp.MustCompile(`webhooks on http://(\S+)/webhook`)

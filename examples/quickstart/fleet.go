@@ -204,8 +204,8 @@ func newFleet(rec middleware.Recorder, feed int) (*fleet, error) {
 		if err != nil {
 			return nil, fmt.Errorf("stage %s: %w", spec.name, err)
 		}
-		st, err := middleware.New(spec.name, middleware.WithPolicy(policy), middleware.WithCondition(dangerousTools),
-			middleware.WithRecorder(rec), middleware.WithDrainTimeout(time.Second), middleware.WithProviderName("openai"))
+		st, err := middleware.New(spec.name, append([]middleware.Option{middleware.WithPolicy(policy), middleware.WithCondition(dangerousTools),
+			middleware.WithRecorder(rec), middleware.WithDrainTimeout(time.Second), middleware.WithProviderName("openai")}, fleetOptions...)...)
 		if err != nil {
 			return nil, err
 		}
@@ -282,7 +282,7 @@ func runOnce(hard context.Context, st *middleware.Stage, wrap string, b behaviou
 		defer t.Stop()
 	}
 	ctx, run := st.Start(caller, middleware.WithAgentID(st.Name()+"-agent"),
-		middleware.WithConversationID(fmt.Sprintf("conv-%d", rng.IntN(1_000_000))))
+		middleware.WithConversationID(fmt.Sprintf("conv-%d", rng.IntN(1_000_000))), tenantLabel(rng))
 	if b.stopAfter > 0 {
 		t := time.AfterFunc(b.stopAfter, func() { run.Stop("operator pressed Stop") })
 		defer t.Stop()

@@ -7,13 +7,15 @@
 //	go run ./examples/quickstart                 # until Ctrl-C
 //	go run ./examples/quickstart -duration 20s -listen 127.0.0.1:9464
 //	go run ./examples/quickstart -h              # every flag
+//	go run ./examples/quickstart -redis redis://127.0.0.1:6379   # runs join the fleet
 //
 // It starts with one line per stage saying what its scripted runs do, and
 // shows beside the table the latest stops with their cause details (which
 // limit or budget, which tool repeated). At Ctrl-C or the end of -duration
 // it starts no new runs and lets the runs in flight finish by their own
 // cause (for up to -drain); runs still going after that are interrupted
-// and reported apart, never counted as cancelled.//
+// and reported apart, never counted as cancelled.
+//
 // No network, no API keys: the agents are scripts. Traces are sampled and
 // kept in process, or sent over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.
 package main
@@ -46,8 +48,15 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	leave, err := joinRedis(ctx, opts.redis) // redis.go
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "quickstart:", err)
+		os.Exit(2)
+	}
+	defer leave()
 	if err := run(ctx, opts, os.Stdout); err != nil {
 		stop()
+		leave()
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
 		os.Exit(1)
 	}
@@ -61,6 +70,7 @@ type options struct {
 	refresh  time.Duration // -refresh: how often the table is redrawn
 	drain    time.Duration // -drain: how long runs in flight may take to finish at shutdown
 	feed     int           // -feed: how many of the latest stops are shown
+	redis    string        // -redis: the Redis fleet to join, "" for none
 }
 
 func defaultOptions() options {
@@ -82,6 +92,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.refresh, "refresh", o.refresh, "how often to redraw the table (plain output: every 5 refreshes)")
 	fs.DurationVar(&o.drain, "drain", o.drain, "at shutdown, how long the runs in flight may take to finish before they are interrupted (and reported apart)")
 	fs.IntVar(&o.feed, "feed", o.feed, "how many of the latest stops to show with their cause details (0: none)")
+	fs.StringVar(&o.redis, "redis", o.redis, "join the runs to the Redis fleet at this URL (redis:// or rediss://), each with a tenant label")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/agentstop/agentstop/internal/testutil"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -26,24 +26,6 @@ import (
 // ignored (goleak already ignores os/signal's own).
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
-}
-
-// syncBuffer is a bytes.Buffer safe for a writer and a reader.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 var (
@@ -67,7 +49,7 @@ func TestQuickstartExposesEveryCause(t *testing.T) {
 	const duration = 20 * time.Second
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	out := &syncBuffer{}
+	out := &testutil.SyncBuffer{}
 	done := make(chan error, 1)
 	start := time.Now()
 	go func() {

@@ -12,6 +12,8 @@
 // [Telemetry.Shutdown] flushes and stops everything.
 //
 // It is a separate package so that package telemetry, the Recorder, depends
-// on the OpenTelemetry API only: this one pulls in the SDK, the exporters,
-// gRPC and the Prometheus client.
+// on the OpenTelemetry API only (docs/spec.md §5: the library uses the API;
+// the SDK and exporters are set up by helpers such as this one or by the
+// user): this one pulls in the SDK, the exporters, gRPC and the Prometheus
+// client.
 package otelsetup

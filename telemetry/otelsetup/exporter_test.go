@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/goleak"
 
+	"github.com/agentstop/agentstop/internal/testutil"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/telemetry/otelsetup"
 	"github.com/agentstop/agentstop/termination"
@@ -131,7 +132,7 @@ func TestUnreachableCollector(t *testing.T) {
 			before := goleak.IgnoreCurrent()
 			addr, stopEndpoint := tc.endpoint(t)
 			setOTLPEnv(t, addr, tc.protocol, true)
-			errs := captureErrors(t)
+			errs := testutil.CaptureErrors(t)
 
 			tel, err := otelsetup.Setup(context.Background(), otelsetup.WithoutGlobal())
 			require.NoError(t, err)
@@ -150,7 +151,7 @@ func TestUnreachableCollector(t *testing.T) {
 			tries := otelsetup.SpanProcessorsStarted(tel)
 			assert.GreaterOrEqual(t, tries, 2, "export is tried again after the pause")
 			spanReports := 0
-			for _, e := range errs.list() {
+			for _, e := range errs.List() {
 				if strings.Contains(e.Error(), "otelsetup: exporting spans") {
 					spanReports++
 				}
@@ -223,7 +224,7 @@ func TestCollectorRecovers(t *testing.T) {
 	c := newCollector(t)
 	before := goleak.IgnoreCurrent()
 	setOTLPEnv(t, strings.TrimPrefix(c.URL, "http://"), "http/protobuf", true)
-	captureErrors(t)
+	testutil.CaptureErrors(t)
 	tel, err := otelsetup.Setup(context.Background(), otelsetup.WithoutGlobal())
 	require.NoError(t, err)
 	st, err := middleware.New("worker", middleware.WithRecorder(tel.Recorder()))
@@ -253,11 +254,11 @@ func runOnce(tb testing.TB, st *middleware.Stage) {
 	for i := range 90 {
 		switch i % 3 {
 		case 0:
-			in <- msg("w", "turn", 10, 5)
+			in <- testutil.Msg("w", "turn", 10, 5)
 		case 1:
-			in <- call("search", `{}`)
+			in <- testutil.Call("search", `{}`)
 		default:
-			in <- result("search", "")
+			in <- testutil.Result("search", "")
 		}
 	}
 	close(in)
@@ -290,7 +291,7 @@ func BenchmarkCollectorDown(b *testing.B) {
 			addr, stop := tc.endpoint(b)
 			defer stop()
 			setOTLPEnv(b, addr, tc.protocol, false)
-			captureErrors(b)
+			testutil.CaptureErrors(b)
 			down, err := otelsetup.Setup(context.Background(), otelsetup.WithoutGlobal())
 			require.NoError(b, err)
 			defer down.Shutdown(context.Background())
@@ -355,7 +356,7 @@ func (e *failingExporter) Shutdown(context.Context) error   { return errors.New(
 // reach otel.Handle.
 func TestFailingMetricReaderBreaksNothing(t *testing.T) {
 	clearOTelEnv(t)
-	errs := captureErrors(t)
+	errs := testutil.CaptureErrors(t)
 	exp := &failingExporter{}
 	reader := sdkmetric.NewPeriodicReader(exp, sdkmetric.WithInterval(10*time.Millisecond))
 	tel, err := otelsetup.Setup(context.Background(), otelsetup.WithoutGlobal(), otelsetup.WithMetricReader(reader))
@@ -376,7 +377,7 @@ func TestFailingMetricReaderBreaksNothing(t *testing.T) {
 	defer cancel()
 	err = tel.Shutdown(ctx)
 	assert.ErrorContains(t, err, "failed", "Shutdown reports the reader's failure")
-	assert.ErrorContains(t, errs.all(), "backend down", "export failures reach otel.Handle")
+	assert.ErrorContains(t, errs.All(), "backend down", "export failures reach otel.Handle")
 }
 
 // TestSetupErrorLeavesNothingRunning: when Setup fails after it started a

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
 
+	"github.com/agentstop/agentstop/internal/testutil"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/telemetry/otelsetup"
 )
@@ -54,7 +55,7 @@ func TestShutdownClosesGRPCConnections(t *testing.T) {
 	before := goleak.IgnoreCurrent()
 
 	setOTLPEnv(t, ln.Addr().String(), "grpc", true)
-	captureErrors(t)
+	testutil.CaptureErrors(t)
 	tel, err := otelsetup.Setup(context.Background(), otelsetup.WithoutGlobal())
 	require.NoError(t, err)
 	st, err := middleware.New("worker", middleware.WithRecorder(tel.Recorder()))

@@ -19,6 +19,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/agentstop/agentstop/internal/testutil"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/telemetry/otelsetup"
 	"github.com/agentstop/agentstop/termination"
@@ -40,8 +41,8 @@ func promRun(t *testing.T, opts ...otelsetup.Option) (string, *tracetest.SpanRec
 	st, err := middleware.New("planner", middleware.WithRecorder(tel.Recorder()), middleware.WithPolicy(termination.MustParsePolicy(
 		"token_budget: {total: 1000, pressure: 0.5, grace: 1}\nmax_tool_calls: 1\n")))
 	require.NoError(t, err)
-	observe(st, msg("p", "a", 600, 0), msg("p", "b", 100, 50))
-	observe(st, call("t", `{}`), result("t", ""), call("t", `{}`))
+	testutil.Observe(st, testutil.Msg("p", "a", 600, 0), testutil.Msg("p", "b", 100, 50))
+	testutil.Observe(st, testutil.Call("t", `{}`), testutil.Result("t", ""), testutil.Call("t", `{}`))
 
 	return scrape(t, tel.Handler()), spans
 }

@@ -287,6 +287,37 @@ func (s *Scanner) Literal(lit string) bool {
 	return true
 }
 
+// enter moves past a container's opening byte and the space after it, and
+// reports whether the container is empty: its closing byte close follows
+// (and has been moved past).
+func (s *Scanner) enter(close byte) bool {
+	s.Pos++
+	s.SkipSpace()
+	if s.Peek() == close {
+		s.Pos++
+		return true
+	}
+	return false
+}
+
+// next moves past the space after a container's element and what follows
+// it: a comma and the space after it (more is true: another element
+// follows), or the closing byte close (more is false, ok is true). Anything
+// else is not JSON (both are false).
+func (s *Scanner) next(close byte) (more, ok bool) {
+	s.SkipSpace()
+	switch s.Peek() {
+	case ',':
+		s.Pos++
+		s.SkipSpace()
+		return true, true
+	case close:
+		s.Pos++
+		return false, true
+	}
+	return false, false
+}
+
 // Skip moves past the JSON value at the cursor, validating it. depth is
 // the nesting depth of the value's container; a value nested deeper than
 // maxDepth is reported as not accepted.
@@ -296,10 +327,7 @@ func (s *Scanner) Skip(depth, maxDepth int) bool {
 	}
 	switch s.Peek() {
 	case '{':
-		s.Pos++
-		s.SkipSpace()
-		if s.Peek() == '}' {
-			s.Pos++
+		if s.enter('}') {
 			return true
 		}
 		for {
@@ -315,39 +343,20 @@ func (s *Scanner) Skip(depth, maxDepth int) bool {
 			if !s.Skip(depth+1, maxDepth) {
 				return false
 			}
-			s.SkipSpace()
-			switch s.Peek() {
-			case ',':
-				s.Pos++
-				s.SkipSpace()
-			case '}':
-				s.Pos++
-				return true
-			default:
-				return false
+			if more, ok := s.next('}'); !more {
+				return ok
 			}
 		}
 	case '[':
-		s.Pos++
-		s.SkipSpace()
-		if s.Peek() == ']' {
-			s.Pos++
+		if s.enter(']') {
 			return true
 		}
 		for {
 			if !s.Skip(depth+1, maxDepth) {
 				return false
 			}
-			s.SkipSpace()
-			switch s.Peek() {
-			case ',':
-				s.Pos++
-				s.SkipSpace()
-			case ']':
-				s.Pos++
-				return true
-			default:
-				return false
+			if more, ok := s.next(']'); !more {
+				return ok
 			}
 		}
 	case '"':

@@ -1,0 +1,123 @@
+package adaptertest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+)
+
+// Responder writes one answer of a scripted model API: turn, the script's
+// answer to request n (0-based), in the API's own encoding, as JSON or as a
+// stream when req (the request's JSON body) asks for one.
+type Responder func(w http.ResponseWriter, req map[string]any, n int, turn Turn)
+
+// Server is a scripted model API on 127.0.0.1 for adapter tests that drive
+// a provider's real SDK (point its base URL at Server.URL): it answers the
+// n-th POST to its path with the script's n-th turn (following
+// Script.Repeat), through the adapter's Responder, and counts the requests.
+// A request to another path is a 404, a body that is not JSON a 400, a
+// request past the end of a script that does not repeat a 500, each with
+// an error body of the shape the provider APIs share.
+type Server struct {
+	// URL is the server's base URL, http://127.0.0.1:port.
+	URL string
+
+	srv     *httptest.Server
+	path    string
+	script  Script
+	respond Responder
+
+	mu       sync.Mutex
+	requests []map[string]any
+}
+
+// StartServer starts a Server answering POSTs to path; the caller closes
+// it. Tests use [NewServer]; StartServer is for Example functions.
+func StartServer(path string, script Script, respond Responder) (*Server, error) {
+	if respond == nil || len(script.Turns) == 0 {
+		return nil, fmt.Errorf("adaptertest: StartServer needs a responder and a script with turns")
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{path: path, script: script, respond: respond}
+	s.srv = &httptest.Server{Listener: l, Config: &http.Server{Handler: http.HandlerFunc(s.serve)}}
+	s.srv.Start()
+	s.URL = s.srv.URL
+	return s, nil
+}
+
+// NewServer starts a Server that is closed when t ends.
+func NewServer(t testing.TB, path string, script Script, respond Responder) *Server {
+	t.Helper()
+	s, err := StartServer(path, script, respond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// Close shuts the server down.
+func (s *Server) Close() { s.srv.Close() }
+
+// HTTPClient returns an HTTP client for the server.
+func (s *Server) HTTPClient() *http.Client { return s.srv.Client() }
+
+// Requests returns how many answers the server was asked for.
+func (s *Server) Requests() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.requests)
+}
+
+// Request returns the JSON body of the i-th request (0-based).
+func (s *Server) Request(i int) map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if i < 0 || i >= len(s.requests) {
+		return nil
+	}
+	return s.requests[i]
+}
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost || r.URL.Path != s.path {
+		writeError(w, http.StatusNotFound, "not_found_error", "not found")
+		return
+	}
+	body, _ := io.ReadAll(r.Body)
+	var req map[string]any
+	if err := json.Unmarshal(body, &req); err != nil {
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "bad json")
+		return
+	}
+	s.mu.Lock()
+	n := len(s.requests)
+	s.requests = append(s.requests, req)
+	s.mu.Unlock()
+	turn, ok := s.script.TurnAt(n)
+	if !ok {
+		writeError(w, http.StatusInternalServerError, "api_error", "script exhausted")
+		return
+	}
+	s.respond(w, req, n, turn)
+}
+
+func writeError(w http.ResponseWriter, code int, typ, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	fmt.Fprintf(w, `{"type":"error","error":{"type":%q,"message":%q}}`, typ, msg)
+}
+
+// Stream reports whether a request's JSON body asks for a stream.
+func Stream(req map[string]any) bool {
+	s, _ := req["stream"].(bool)
+	return s
+}

@@ -1,0 +1,366 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/fleet/redisfleet"
+)
+
+// fleetCommands are the fleet control commands (contract §7): name and the
+// one-line summary "agentstop -h" shows. runFleet runs any of them.
+var fleetCommands = []struct{ name, summary string }{
+	{"runs", "list the live runs of a fleet (Redis)"},
+	{"stop", "stop the live runs a selector matches, fleet-wide"},
+	{"block", "make new runs a selector matches end at once as skipped"},
+	{"unblock", "remove a block"},
+	{"blocks", "list the active blocks"},
+	{"budgets", "list the shared budgets of the current windows"},
+}
+
+// fleetTimeout bounds each call to the server, so that an unreachable one
+// is reported well within 10 s.
+const fleetTimeout = 3 * time.Second
+
+const fleetUsageHead = `Usage: agentstop %s %s
+
+%s
+
+The fleet is the Redis server at -redis (or $AGENTSTOP_REDIS_URL): a
+redis:// or rediss:// URL, with an optional ACL user and password (never
+printed). Selectors: -run ID, -stage NAME, -label k=v (repeatable; all must
+match), or -all. -json prints JSON for scripts instead of a table. A missing
+or malformed selector, or a server that cannot be reached: one line on
+stderr, exit status 2.
+
+Flags:
+`
+
+var fleetSynopsis = map[string][2]string{
+	"runs":    {"[-redis URL] [-json] [-run ID] [-stage NAME] [-label k=v]...", "Lists the live runs (all of them without a selector): id, stage, labels, host,\npid, start, iterations, tool calls, tokens, cost, last update."},
+	"stop":    {"[-redis URL] -reason TEXT (-run ID | -stage NAME | -label k=v... | -all) [-wait 2s] [-by WHO] [-json]", "Stops every matching run live when its process receives the stop: it ends\nwith Cancelled{external, \"REASON (by WHO)\"}. Waits up to -wait for the owning\nprocesses to confirm and prints how many runs were stopped, had already\nended, or did not confirm. Exit status 0 once the stop is delivered."},
+	"block":   {"[-redis URL] -reason TEXT (-stage NAME | -label k=v... | -all) [-expire D] [-by WHO] [-json]", "Makes every new matching run (from 1 s after this returns) end at once as\nSkipped{blocked, \"REASON (by WHO)\"}, until unblock or -expire. Live runs go on."},
+	"unblock": {"[-redis URL] (-stage NAME | -label k=v... | -all) [-json]", "Removes the block with exactly this selector."},
+	"blocks":  {"[-redis URL] [-json]", "Lists the active blocks: selector, reason, by whom, since, until."},
+	"budgets": {"[-redis URL] [-json]", "Lists the shared budgets (fleet_budget) of the current windows: usage\nagainst the limits, exhaustion, pressure, live runs sharing each."},
+}
+
+// labelFlags collects repeated -label k=v flags.
+type labelFlags struct{ m map[string]string }
+
+func (l *labelFlags) String() string { return "" }
+
+func (l *labelFlags) Set(kv string) error {
+	name, value, err := fleet.ParseLabel(kv)
+	if err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), fleet.ErrInvalid.Error()+": "))
+	}
+	if l.m == nil {
+		l.m = map[string]string{}
+	}
+	if _, dup := l.m[name]; dup {
+		return fmt.Errorf("label %q given twice", name)
+	}
+	l.m[name] = value
+	return nil
+}
+
+// quietRedis keeps go-redis from logging (connection errors are reported
+// as the command's one line instead).
+type quietRedis struct{}
+
+func (quietRedis) Printf(context.Context, string, ...any) {}
+
+// runFleet runs fleet command name with its arguments and returns the exit
+// status.
+func runFleet(name string, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	redis.SetLogger(quietRedis{})
+	fail := func(format string, a ...any) int {
+		msg := fmt.Sprintf(format, a...)
+		if i := strings.IndexByte(msg, '\n'); i >= 0 {
+			msg = msg[:i]
+		}
+		fmt.Fprintf(stderr, "agentstop %s: %s\n", name, msg)
+		return exitBad
+	}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	url := fs.String("redis", getenv("AGENTSTOP_REDIS_URL"), "Redis URL, redis://[user:password@]host:port[/db] or rediss://… (default $AGENTSTOP_REDIS_URL)")
+	prefix := fs.String("prefix", redisfleet.DefaultPrefix, "key and channel prefix the fleet uses")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	var sel fleet.Selector
+	var labels labelFlags
+	var reason, by *string
+	var wait, expire *time.Duration
+	selectors := name != "blocks" && name != "budgets"
+	if selectors {
+		if name == "runs" || name == "stop" {
+			fs.StringVar(&sel.RunID, "run", "", "select the run with this id")
+		}
+		fs.StringVar(&sel.Stage, "stage", "", "select the runs of this stage")
+		fs.Var(&labels, "label", "select runs with label k=v (repeatable; all must match)")
+		fs.BoolVar(&sel.All, "all", false, "select every run")
+	}
+	if name == "stop" || name == "block" {
+		reason = fs.String("reason", "", "why (required); the runs' cause detail shows it")
+		by = fs.String("by", fleet.DefaultBy(), "who issues it, shown in the cause detail and in blocks")
+	}
+	if name == "stop" {
+		wait = fs.Duration("wait", fleet.DefaultStopWait, "how long to wait for the owning processes to confirm")
+	}
+	if name == "block" {
+		expire = fs.Duration("expire", 0, "remove the block after this long (default: until unblock)")
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			syn := fleetSynopsis[name]
+			fmt.Fprintf(stdout, fleetUsageHead, name, syn[0], syn[1])
+			fs.SetOutput(stdout)
+			fs.PrintDefaults()
+			return exitOK
+		}
+		return fail("%s (see agentstop %s -h)", err, name)
+	}
+	if fs.NArg() > 0 {
+		return fail("unexpected argument %q (see agentstop %s -h)", fs.Arg(0), name)
+	}
+	sel.Labels = labels.m
+	if strings.TrimSpace(*url) == "" {
+		return fail("-redis URL (or AGENTSTOP_REDIS_URL) is required")
+	}
+	if selectors && name != "runs" && sel.IsZero() {
+		what := "-stage NAME, -label k=v"
+		if name == "stop" {
+			what = "-run ID, " + what
+		}
+		return fail("a selector is required: %s, or -all (see agentstop %s -h)", what, name)
+	}
+	if selectors {
+		if err := sel.Validate(); err != nil && !(name == "runs" && sel.IsZero()) {
+			return fail("%s", trimInvalid(err))
+		}
+	}
+	if wait != nil && *wait < 0 {
+		return fail("-wait must be >= 0, got %s", *wait)
+	}
+	if expire != nil && *expire < 0 {
+		return fail("-expire must be > 0, got %s", *expire)
+	}
+	if reason != nil && strings.TrimSpace(*reason) == "" {
+		return fail("-reason TEXT is required")
+	}
+
+	c, err := redisfleet.NewControl(*url, redisfleet.WithPrefix(*prefix), redisfleet.WithTimeout(fleetTimeout))
+	if err != nil {
+		return fail("%s", strings.TrimPrefix(err.Error(), "redisfleet: "))
+	}
+	defer c.Close()
+	budget := 8 * time.Second
+	if wait != nil {
+		budget += *wait
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), budget)
+	defer cancel()
+
+	var out any
+	var table func(w io.Writer)
+	switch name {
+	case "runs":
+		rs, err := c.Runs(ctx, sel)
+		if err != nil {
+			return fail("%s", trimInvalid(err))
+		}
+		out, table = nonNil(rs), func(w io.Writer) { runsTable(w, rs) }
+	case "stop":
+		rep, err := c.Stop(ctx, fleet.StopRequest{Selector: sel, Reason: *reason, By: *by, Wait: max(*wait, time.Millisecond)})
+		if err != nil {
+			return fail("%s", trimInvalid(err))
+		}
+		out = rep
+		table = func(w io.Writer) {
+			fmt.Fprintf(w, "stopped %d %s (%d matched, %d already ended, %d unconfirmed after %s)\n",
+				rep.Stopped, plural(rep.Stopped, "run"), rep.Matched, rep.AlreadyEnded, rep.Unconfirmed, *wait)
+		}
+	case "block":
+		b, err := c.Block(ctx, fleet.BlockRequest{Selector: sel, Reason: *reason, By: *by, Expire: *expire})
+		if err != nil {
+			return fail("%s", trimInvalid(err))
+		}
+		out = b
+		table = func(w io.Writer) {
+			until := "until unblocked"
+			if !b.Expires.IsZero() {
+				until = "until " + b.Expires.Format(time.RFC3339)
+			}
+			fmt.Fprintf(w, "blocked %s %s: %s\n", b.Selector, until, fleet.Detail(b.Reason, b.By))
+		}
+	case "unblock":
+		n, err := c.Unblock(ctx, sel)
+		if err != nil {
+			return fail("%s", trimInvalid(err))
+		}
+		out = map[string]int{"removed": n}
+		table = func(w io.Writer) {
+			if n == 0 {
+				fmt.Fprintf(w, "no block on %s\n", sel)
+				return
+			}
+			fmt.Fprintf(w, "unblocked %s\n", sel)
+		}
+	case "blocks":
+		bs, err := c.Blocks(ctx)
+		if err != nil {
+			return fail("%s", trimInvalid(err))
+		}
+		out, table = nonNil(bs), func(w io.Writer) { blocksTable(w, bs) }
+	case "budgets":
+		bs, err := c.Budgets(ctx)
+		if err != nil {
+			return fail("%s", trimInvalid(err))
+		}
+		out, table = nonNil(bs), func(w io.Writer) { budgetsTable(w, bs) }
+	default:
+		return fail("unknown fleet command")
+	}
+	if *asJSON {
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(out); err != nil {
+			return fail("%s", err)
+		}
+		return exitOK
+	}
+	table(stdout)
+	return exitOK
+}
+
+func nonNil[T any](s []T) []T {
+	if s == nil {
+		return []T{}
+	}
+	return s
+}
+
+// trimInvalid drops the "fleet: invalid request: " prefix: the command's
+// name already says where the line comes from.
+func trimInvalid(err error) string {
+	s := err.Error()
+	s = strings.TrimPrefix(s, fleet.ErrInvalid.Error()+": ")
+	s = strings.TrimPrefix(s, fleet.ErrUnavailable.Error()+": ")
+	if errors.Is(err, fleet.ErrUnavailable) {
+		s = "cannot use " + s
+	}
+	return s
+}
+
+func plural(n int, s string) string {
+	if n == 1 {
+		return s
+	}
+	return s + "s"
+}
+
+func labelsString(m map[string]string) string {
+	if len(m) == 0 {
+		return "-"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, k+"="+m[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+func ago(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := time.Since(t).Round(time.Second)
+	if d < 0 {
+		d = 0
+	}
+	return d.String() + " ago"
+}
+
+func runsTable(w io.Writer, rs []fleet.RunInfo) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "RUN\tSTAGE\tLABELS\tHOST\tPID\tSTARTED\tITER\tTOOLS\tTOKENS IN/OUT\tCOST\tUPDATED")
+	for _, r := range rs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d/%d\t%s\t%s\n", r.ID, r.Stage, labelsString(r.Labels), r.Host, r.PID,
+			r.Started.Local().Format("15:04:05"), r.Iterations, r.ToolCalls, r.InputTokens, r.OutputTokens,
+			strconv.FormatFloat(r.Cost, 'f', -1, 64), ago(r.Updated))
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "%d live %s\n", len(rs), plural(len(rs), "run"))
+}
+
+func blocksTable(w io.Writer, bs []fleet.Block) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SELECTOR\tREASON\tBY\tSINCE\tUNTIL")
+	for _, b := range bs {
+		until := "unblock"
+		if !b.Expires.IsZero() {
+			until = b.Expires.Local().Format(time.RFC3339)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", b.Selector, b.Reason, b.By, b.Created.Local().Format(time.RFC3339), until)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "%d active %s\n", len(bs), plural(len(bs), "block"))
+}
+
+func budgetsTable(w io.Writer, bs []fleet.Budget) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "KEY\tVALUE\tWINDOW\tUSED\tSTATE\tRUNS")
+	for _, b := range bs {
+		var used []string
+		for _, l := range b.Policy.Limits() {
+			var u float64
+			switch l.Resource {
+			case "total_tokens":
+				u = float64(b.Used.Total())
+			case "input_tokens":
+				u = float64(b.Used.InputTokens)
+			case "output_tokens":
+				u = float64(b.Used.OutputTokens)
+			case "cost":
+				u = b.Cost
+			}
+			used = append(used, fmt.Sprintf("%s %s/%s", l.Resource, strconv.FormatFloat(u, 'f', -1, 64), strconv.FormatFloat(l.Limit, 'f', -1, 64)))
+		}
+		state := "ok"
+		switch {
+		case b.Exhausted != "":
+			state = "exhausted (" + string(b.Exhausted) + ")"
+		case b.Pressure:
+			state = "pressure"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s–%s\t%s\t%s\t%d\n", b.Key, b.Value, b.WindowStart.Local().Format("15:04:05"),
+			b.WindowEnd.Local().Format("15:04:05"), strings.Join(used, ", "), state, b.Runs)
+	}
+	tw.Flush()
+	fmt.Fprintf(w, "%d shared %s\n", len(bs), plural(len(bs), "budget"))
+}
+
+// The fleet commands are rows of the dispatch table (commands.go).
+func init() {
+	for _, c := range fleetCommands {
+		name := c.name
+		commands = append(commands, command{name, c.summary, func(args []string, sio stdio) int {
+			return runFleet(name, args, sio.out, sio.err, sio.getenv)
+		}})
+	}
+}

@@ -1,0 +1,277 @@
+package redisfleet
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// The multi-process tests re-execute the test binary as child processes
+// (childEnv set): each child joins the fleet and obeys line commands on
+// stdin, reporting on stdout:
+//
+//	start NAME STAGE LABELS BUDGET   → started NAME ID | ended NAME CAUSEJSON
+//	spend NAME IN OUT                → spent NAME
+//	finish NAME                      → finished NAME TAG
+//	quit                             → (exits)
+//
+// LABELS is k=v,k=v or "-"; BUDGET is TOTAL (a fleet_budget keyed by label
+// tenant, window 1h) or "-". Whenever a run ends, the child prints
+// "ended NAME CAUSEJSON".
+const childEnv = "REDISFLEET_TEST_CHILD"
+
+func childMain() int {
+	lease, _ := time.ParseDuration(os.Getenv("REDISFLEET_TEST_LEASE"))
+	opts := []Option{WithPrefix(os.Getenv("REDISFLEET_TEST_PREFIX")), WithLease(lease)}
+	f, err := New(context.Background(), os.Getenv("REDISFLEET_TEST_URL"), opts...)
+	if err != nil {
+		fmt.Println("error", err)
+		return 1
+	}
+	out := &lockedWriter{w: os.Stdout}
+	stages := map[string]*middleware.Stage{}
+	runs := map[string]*middleware.Run{}
+	in := bufio.NewScanner(os.Stdin)
+	for in.Scan() {
+		fs := strings.Fields(in.Text())
+		if len(fs) == 0 {
+			continue
+		}
+		switch fs[0] {
+		case "start":
+			name, stage, labels, budget := fs[1], fs[2], fs[3], fs[4]
+			key := stage + "/" + budget
+			s := stages[key]
+			if s == nil {
+				opts := []middleware.Option{middleware.WithFleet(f)}
+				if budget != "-" {
+					total, _ := strconv.ParseInt(budget, 10, 64)
+					opts = append(opts, middleware.WithFleetBudget(termination.FleetBudget{Key: "label:tenant", Window: time.Hour, TotalTokens: total}))
+				}
+				s, err = middleware.New(stage, opts...)
+				if err != nil {
+					out.println("error", err.Error())
+					continue
+				}
+				stages[key] = s
+			}
+			lm := map[string]string{}
+			if labels != "-" {
+				for _, kv := range strings.Split(labels, ",") {
+					k, v, _ := strings.Cut(kv, "=")
+					lm[k] = v
+				}
+			}
+			_, run := s.Start(context.Background(), middleware.WithLabels(lm))
+			runs[name] = run
+			out.println("started", name, run.ID())
+			go func() {
+				<-run.Done()
+				run.Finish(nil) // the run ends when stopped: it leaves the fleet
+				c, _ := run.Cause()
+				b, _ := termination.MarshalCause(c)
+				out.println("ended", name, string(b))
+			}()
+		case "many": // many N STAGE: N runs; each prints "cancelled ID UNIXNANO" when stopped
+			n, _ := strconv.Atoi(fs[1])
+			s, err := middleware.New(fs[2], middleware.WithFleet(f))
+			if err != nil {
+				out.println("error", err.Error())
+				continue
+			}
+			for range n {
+				ctx, run := s.Start(context.Background())
+				go func() {
+					<-ctx.Done()
+					at := time.Now().UnixNano()
+					run.Finish(nil)
+					out.println("cancelled", run.ID(), strconv.FormatInt(at, 10))
+				}()
+			}
+			out.println("many", fs[1])
+		case "spend":
+			in, _ := strconv.ParseInt(fs[2], 10, 64)
+			o, _ := strconv.ParseInt(fs[3], 10, 64)
+			if r := runs[fs[1]]; r != nil {
+				r.Observe(termination.Event{Kind: termination.KindMessage, Source: "agent", Text: "working " + fs[2],
+					Usage: termination.Usage{InputTokens: in, OutputTokens: o}})
+			}
+			out.println("spent", fs[1])
+		case "finish":
+			if r := runs[fs[1]]; r != nil {
+				res := r.Finish(nil)
+				out.println("finished", fs[1], res.TerminationCause)
+			}
+		case "quit":
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			_ = f.Close(ctx)
+			cancel()
+			return 0
+		}
+	}
+	return 0
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) println(a ...string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	fmt.Fprintln(l.w, strings.Join(a, " "))
+}
+
+// child is a test's handle on one child process.
+type child struct {
+	t     testing.TB
+	cmd   *exec.Cmd
+	stdin io.WriteCloser
+	lines chan string
+	pid   int
+	ids   map[string]string
+	done  chan struct{}
+}
+
+func startChild(t *testing.T, url, prefix string, lease time.Duration) *child {
+	t.Helper()
+	return startChildTB(t, url, prefix, lease)
+}
+
+func startChildTB(t testing.TB, url, prefix string, lease time.Duration) *child {
+	t.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), childEnv+"=1", "REDISFLEET_TEST_URL="+url,
+		"REDISFLEET_TEST_PREFIX="+prefix, "REDISFLEET_TEST_LEASE="+lease.String())
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	c := &child{t: t, cmd: cmd, stdin: stdin, lines: make(chan string, 1024), pid: cmd.Process.Pid, ids: map[string]string{}, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			c.lines <- sc.Text()
+		}
+		_ = cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		_, _ = io.WriteString(stdin, "quit\n")
+		select {
+		case <-c.done:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-c.done
+		}
+	})
+	return c
+}
+
+func (c *child) send(cmd string) {
+	c.t.Helper()
+	if _, err := io.WriteString(c.stdin, cmd+"\n"); err != nil {
+		c.t.Fatalf("child %d: %v", c.pid, err)
+	}
+}
+
+// expect waits for a line starting with prefix and returns it; other lines
+// are kept for later expectations.
+func (c *child) expect(prefix string, timeout time.Duration) string {
+	c.t.Helper()
+	var held []string
+	defer func() {
+		for _, l := range held {
+			c.lines <- l
+		}
+	}()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case l := <-c.lines:
+			if strings.HasPrefix(l, prefix) {
+				return l
+			}
+			held = append(held, l)
+		case <-deadline:
+			c.t.Fatalf("child %d: no %q within %s (held %q)", c.pid, prefix, timeout, held)
+			return ""
+		}
+	}
+}
+
+// start starts run name and returns its id.
+func (c *child) start(name, stage, labels, budget string) string {
+	c.t.Helper()
+	c.send(strings.Join([]string{"start", name, stage, labels, budget}, " "))
+	l := c.expect("started "+name+" ", 5*time.Second)
+	id := strings.Fields(l)[2]
+	c.ids[name] = id
+	return id
+}
+
+// ended waits for run name's end and returns its cause.
+func (c *child) ended(name string, timeout time.Duration) termination.Cause {
+	c.t.Helper()
+	l := c.expect("ended "+name+" ", timeout)
+	js := strings.SplitN(l, " ", 3)[2]
+	cause, err := termination.UnmarshalCause(json.RawMessage(js))
+	if err != nil {
+		c.t.Fatalf("child %d: cause %s: %v", c.pid, js, err)
+	}
+	return cause
+}
+
+func (c *child) spend(name string, in, out int64) {
+	c.t.Helper()
+	c.send(fmt.Sprintf("spend %s %d %d", name, in, out))
+	c.expect("spent "+name, 5*time.Second)
+}
+
+// notEnded checks that run name has not reported its end.
+func (c *child) notEnded(name string) {
+	c.t.Helper()
+	var held []string
+	defer func() {
+		for _, l := range held {
+			c.lines <- l
+		}
+	}()
+	for {
+		select {
+		case l := <-c.lines:
+			held = append(held, l)
+			if strings.HasPrefix(l, "ended "+name+" ") {
+				c.t.Errorf("child %d: run %s ended: %s", c.pid, name, l)
+			}
+		default:
+			return
+		}
+	}
+}
+
+var _ = fleet.Selector{}

@@ -1,0 +1,483 @@
+package redisfleet
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// Control steers a Redis fleet: it lists runs, blocks and budgets, and
+// issues stops and blocks (the agentstop CLI's commands). It starts no
+// goroutine of its own. A [Fleet] is also a Control.
+type Control struct {
+	client  *redis.Client
+	k       keys
+	cfg     *config
+	metrics *fleet.Metrics
+	addr    string
+}
+
+var _ fleet.Control = (*Control)(nil)
+
+// NewControl connects lazily to the server at url (redis:// or rediss://,
+// with an optional ACL user and password, which no error ever shows).
+func NewControl(url string, opts ...Option) (*Control, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	ro, err := ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redisfleet: %w", err)
+	}
+	return newControl(ro, cfg), nil
+}
+
+func newControl(ro *redis.Options, cfg *config) *Control {
+	ro.DialTimeout = min(cfg.opTimeout, 5*time.Second)
+	ro.ReadTimeout = cfg.opTimeout
+	ro.WriteTimeout = cfg.opTimeout
+	ro.MaxRetries = 1
+	ro.DisableIdentity = true
+	return &Control{
+		client:  redis.NewClient(ro),
+		k:       keys{prefix: cfg.prefix},
+		cfg:     cfg,
+		metrics: fleet.NewMetrics(cfg.meter),
+		addr:    ro.Addr,
+	}
+}
+
+// Close closes the connections.
+func (c *Control) Close() error { return c.client.Close() }
+
+// unavailable wraps a server error as fleet.ErrUnavailable, naming the
+// address (never the credentials) and counting it under operation.
+func (c *Control) unavailable(op string, err error) error {
+	c.metrics.Error(op)
+	return fmt.Errorf("%w: redis at %s: %s", fleet.ErrUnavailable, c.addr, oneLine(err))
+}
+
+func oneLine(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+func (c *Control) timeout(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, c.cfg.opTimeout)
+}
+
+// entry is a run's registry value.
+type entry struct {
+	fleet.RunInfo
+	// Budget is the escaped id of the run's shared budget, if any.
+	Budget string `json:"budget,omitempty"`
+}
+
+// Runs implements fleet.Control.
+func (c *Control) Runs(ctx context.Context, sel fleet.Selector) ([]fleet.RunInfo, error) {
+	entries, _, err := c.entries(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var out []fleet.RunInfo
+	for _, e := range entries {
+		if sel.Matches(e.RunInfo) {
+			out = append(out, e.RunInfo)
+		}
+	}
+	sortRuns(out)
+	return out, nil
+}
+
+func sortRuns(rs []fleet.RunInfo) {
+	slices.SortFunc(rs, func(a, b fleet.RunInfo) int {
+		if c := a.Started.Compare(b.Started); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
+	})
+}
+
+func (c *Control) entries(ctx context.Context) ([]entry, int64, error) {
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	res, err := listScript.RunRO(ctx, c.client, []string{c.k.runs()}, c.k.runPrefix()).Slice()
+	if err != nil {
+		return nil, 0, c.unavailable(fleet.OpList, err)
+	}
+	now, _ := res[0].(int64)
+	out := make([]entry, 0, len(res)-1)
+	for _, v := range res[1:] {
+		s, _ := v.(string)
+		var e entry
+		if err := json.Unmarshal([]byte(s), &e); err != nil {
+			c.metrics.Error(fleet.OpList)
+			continue
+		}
+		out = append(out, e)
+	}
+	return out, now, nil
+}
+
+// record is a stored stop or block: "KIND ID AT EXPIRES JSON".
+type record struct {
+	Kind     string
+	ID       string
+	At       int64          // server ms
+	Expires  int64          // server ms; 0: none
+	Selector fleet.Selector `json:"selector"`
+	Reason   string         `json:"reason"`
+	By       string         `json:"by"`
+}
+
+type recordBody struct {
+	Selector fleet.Selector `json:"selector"`
+	Reason   string         `json:"reason"`
+	By       string         `json:"by"`
+}
+
+func parseRecord(s string) (record, error) {
+	f := strings.SplitN(s, " ", 5)
+	if len(f) != 5 {
+		return record{}, errors.New("malformed record")
+	}
+	at, err1 := strconv.ParseInt(f[2], 10, 64)
+	exp, err2 := strconv.ParseInt(f[3], 10, 64)
+	if err1 != nil || err2 != nil {
+		return record{}, errors.New("malformed record times")
+	}
+	var b recordBody
+	if err := json.Unmarshal([]byte(f[4]), &b); err != nil {
+		return record{}, err
+	}
+	return record{Kind: f[0], ID: f[1], At: at, Expires: exp, Selector: b.Selector, Reason: b.Reason, By: b.By}, nil
+}
+
+func (r record) block() fleet.Block {
+	b := fleet.Block{Selector: r.Selector, Reason: r.Reason, By: r.By, Created: time.UnixMilli(r.At).UTC()}
+	if r.Expires > 0 {
+		b.Expires = time.UnixMilli(r.Expires).UTC()
+	}
+	return b
+}
+
+// publish stores and publishes a stop or block and returns the server's
+// time and how many subscribers received it.
+func (c *Control) publish(ctx context.Context, kind, index, key, id string, ttl time.Duration, body recordBody) (now, receivers int64, err error) {
+	js, err := json.Marshal(body)
+	if err != nil {
+		return 0, 0, err
+	}
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	res, err := publishScript.Run(ctx, c.client, []string{index, key},
+		kind, id, ttl.Milliseconds(), string(js), c.k.ctl()).Int64Slice()
+	if err != nil {
+		return 0, 0, err
+	}
+	return res[0], res[1], nil
+}
+
+// Stop implements fleet.Control: it stores the stop (for the longer of the
+// lease and a minute, plus the wait, so processes that reconnect still see
+// it), publishes it, and
+// waits up to req.Wait for the owning processes' confirmations.
+func (c *Control) Stop(ctx context.Context, req fleet.StopRequest) (fleet.StopReport, error) {
+	if err := req.Validate(); err != nil {
+		return fleet.StopReport{}, err
+	}
+	if req.By == "" {
+		req.By = fleet.DefaultBy()
+	}
+	if req.Wait == 0 {
+		req.Wait = fleet.DefaultStopWait
+	}
+	before, err := c.Runs(ctx, req.Selector)
+	if err != nil {
+		return fleet.StopReport{}, err
+	}
+	const (
+		open = iota
+		stopped
+		ended
+	)
+	state := make(map[string]int, len(before))
+	for _, r := range before {
+		state[r.ID] = open
+	}
+	id := fleet.NewRunID()
+	// Stored for at least a lease period of any process (whose lease this
+	// Control may not know: a minute covers it unless leases are longer),
+	// so that a process reconnecting within it still applies the stop.
+	ttl := max(c.cfg.lease, time.Minute) + req.Wait
+	_, receivers, err := c.publish(ctx, "stop", c.k.stops(), c.k.stop(id), id, ttl,
+		recordBody{Selector: req.Selector, Reason: req.Reason, By: req.By})
+	if err != nil {
+		return fleet.StopReport{}, c.unavailable(fleet.OpStop, err)
+	}
+	// Delivered. Count confirmations until every process that received the
+	// stop has applied it and every matched run is accounted for, or the
+	// wait is over; errors from here on leave runs unconfirmed. (A run that
+	// started after the listing is counted from its process's
+	// confirmation.)
+	deadline := time.Now().Add(req.Wait)
+	seen, applied := 0, 0
+	for {
+		lctx, cancel := c.timeout(ctx)
+		acks, err := c.client.LRange(lctx, c.k.stopAck(id), int64(seen), -1).Result()
+		cancel()
+		if err == nil {
+			seen += len(acks)
+			for _, a := range acks {
+				kind, rid, _ := strings.Cut(a, " ")
+				switch {
+				case kind == "p":
+					applied++
+				case kind == "s":
+					state[rid] = stopped
+				case state[rid] != stopped:
+					state[rid] = ended
+				}
+			}
+		}
+		var pending []string
+		for rid, st := range state {
+			if st == open {
+				pending = append(pending, rid)
+			}
+		}
+		for _, rid := range c.gone(ctx, pending) {
+			state[rid] = ended // left the registry without a confirmation: it had ended
+		}
+		if len(pending) == 0 && int64(applied) >= receivers || !time.Now().Before(deadline) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(min(25*time.Millisecond, time.Until(deadline)))
+	}
+	rep := fleet.StopReport{Matched: len(state)}
+	for _, st := range state {
+		switch st {
+		case open:
+			rep.Unconfirmed++
+		case stopped:
+			rep.Stopped++
+		case ended:
+			rep.AlreadyEnded++
+		}
+	}
+	return rep, nil
+}
+
+// gone returns the runs of ids that are no longer in the registry.
+func (c *Control) gone(ctx context.Context, ids []string) []string {
+	if len(ids) == 0 {
+		return nil
+	}
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	pipe := c.client.Pipeline()
+	cmds := make([]*redis.IntCmd, len(ids))
+	for i, rid := range ids {
+		cmds[i] = pipe.Exists(ctx, c.k.run(rid))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil
+	}
+	var out []string
+	for i, rid := range ids {
+		if cmds[i].Val() == 0 {
+			out = append(out, rid)
+		}
+	}
+	return out
+}
+
+// blockID identifies a block by its selector: blocking the same selector
+// again replaces the block.
+func blockID(sel fleet.Selector) string {
+	h := sha256.Sum256([]byte(sel.String()))
+	return hex.EncodeToString(h[:16])
+}
+
+// Block implements fleet.Control.
+func (c *Control) Block(ctx context.Context, req fleet.BlockRequest) (fleet.Block, error) {
+	if err := req.Validate(); err != nil {
+		return fleet.Block{}, err
+	}
+	if req.By == "" {
+		req.By = fleet.DefaultBy()
+	}
+	id := blockID(req.Selector)
+	now, _, err := c.publish(ctx, "block", c.k.blocks(), c.k.block(id), id, req.Expire,
+		recordBody{Selector: req.Selector, Reason: req.Reason, By: req.By})
+	if err != nil {
+		return fleet.Block{}, c.unavailable(fleet.OpBlock, err)
+	}
+	b := fleet.Block{Selector: req.Selector, Reason: req.Reason, By: req.By, Created: time.UnixMilli(now).UTC()}
+	if req.Expire > 0 {
+		b.Expires = time.UnixMilli(now + req.Expire.Milliseconds()).UTC()
+	}
+	return b, nil
+}
+
+// Unblock implements fleet.Control.
+func (c *Control) Unblock(ctx context.Context, sel fleet.Selector) (int, error) {
+	if err := sel.Validate(); err != nil {
+		return 0, err
+	}
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	res, err := unblockScript.Run(ctx, c.client, []string{c.k.blocks()},
+		c.k.blockPrefix(), c.k.ctl(), blockID(sel)).Int64Slice()
+	if err != nil {
+		return 0, c.unavailable(fleet.OpBlock, err)
+	}
+	return int(res[1]), nil
+}
+
+// Blocks implements fleet.Control.
+func (c *Control) Blocks(ctx context.Context) ([]fleet.Block, error) {
+	recs, _, err := c.read(ctx, c.k.blocks(), c.k.blockPrefix())
+	if err != nil {
+		return nil, c.unavailable(fleet.OpBlock, err)
+	}
+	out := make([]fleet.Block, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, r.block())
+	}
+	slices.SortFunc(out, func(a, b fleet.Block) int { return strings.Compare(a.Selector.String(), b.Selector.String()) })
+	return out, nil
+}
+
+// read returns the stored, unexpired stops or blocks and the server time.
+func (c *Control) read(ctx context.Context, index, prefix string) ([]record, int64, error) {
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	res, err := readScript.RunRO(ctx, c.client, []string{index}, prefix).Slice()
+	if err != nil {
+		return nil, 0, err
+	}
+	now, _ := res[0].(int64)
+	out := make([]record, 0, len(res)-1)
+	for _, v := range res[1:] {
+		s, _ := v.(string)
+		r, err := parseRecord(s)
+		if err != nil {
+			c.metrics.Error(fleet.OpInternal)
+			continue
+		}
+		out = append(out, r)
+	}
+	return out, now, nil
+}
+
+// resources in the order the budget script numbers them (1..4).
+var resources = [4]termination.Resource{
+	termination.ResourceTotalTokens, termination.ResourceInputTokens,
+	termination.ResourceOutputTokens, termination.ResourceCost,
+}
+
+// budgetEsc is a shared budget's id in keys and messages.
+func budgetEsc(id fleet.BudgetID) string { return escape(id.Key) + ":" + escape(id.Value) }
+
+// Budgets implements fleet.Control: the shared budgets of the current
+// windows, with the live runs the registry shows sharing each.
+func (c *Control) Budgets(ctx context.Context) ([]fleet.Budget, error) {
+	entries, now, err := c.entries(ctx)
+	if err != nil {
+		return nil, err
+	}
+	runs := map[string]int{}
+	for _, e := range entries {
+		if e.Budget != "" {
+			runs[e.Budget]++
+		}
+	}
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	names, err := c.client.ZRangeByScore(ctx, c.k.budgets(), &redis.ZRangeBy{Min: strconv.FormatInt(now, 10), Max: "+inf"}).Result()
+	if err != nil {
+		return nil, c.unavailable(fleet.OpList, err)
+	}
+	pipe := c.client.Pipeline()
+	cmds := make([]*redis.MapStringStringCmd, len(names))
+	for i, n := range names {
+		cmds[i] = pipe.HGetAll(ctx, n)
+	}
+	if len(names) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			return nil, c.unavailable(fleet.OpList, err)
+		}
+	}
+	var out []fleet.Budget
+	for i, n := range names {
+		h := cmds[i].Val()
+		b, ok := parseBudget(strings.TrimPrefix(n, c.k.budgetPrefix()), h, now)
+		if !ok {
+			continue
+		}
+		b.Runs = runs[budgetEsc(fleet.BudgetID{Key: b.Key, Value: b.Value})]
+		out = append(out, b)
+	}
+	slices.SortFunc(out, func(a, b fleet.Budget) int {
+		if c := strings.Compare(a.Key, b.Key); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Value, b.Value)
+	})
+	return out, nil
+}
+
+// parseBudget reads one window's hash; name is "KEY:VALUE:WS" escaped. It
+// reports false for a window that is not current or a malformed hash.
+func parseBudget(name string, h map[string]string, now int64) (fleet.Budget, bool) {
+	parts := strings.Split(name, ":")
+	if len(parts) != 3 || len(h) == 0 {
+		return fleet.Budget{}, false
+	}
+	ws, _ := strconv.ParseInt(h["ws"], 10, 64)
+	we, _ := strconv.ParseInt(h["we"], 10, 64)
+	if now < ws || now >= we {
+		return fleet.Budget{}, false
+	}
+	var spec termination.FleetBudget
+	if err := json.Unmarshal([]byte(h["spec"]), &spec); err != nil {
+		return fleet.Budget{}, false
+	}
+	f := func(k string) float64 { v, _ := strconv.ParseFloat(h[k], 64); return v }
+	b := fleet.Budget{
+		Key:         unescape(parts[0]),
+		Value:       unescape(parts[1]),
+		Policy:      spec,
+		WindowStart: time.UnixMilli(ws).UTC(),
+		WindowEnd:   time.UnixMilli(we).UTC(),
+		Used:        termination.Usage{InputTokens: int64(math.Round(f("s2"))), OutputTokens: int64(math.Round(f("s3")))},
+		Cost:        f("s4"),
+	}
+	if ex, _ := strconv.Atoi(h["ex"]); ex >= 1 && ex <= 4 {
+		b.Exhausted = resources[ex-1]
+	}
+	for i := 1; i <= 4; i++ {
+		if h["pr"+strconv.Itoa(i)] != "" {
+			b.Pressure = true
+		}
+	}
+	return b, true
+}

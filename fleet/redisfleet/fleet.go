@@ -1,0 +1,669 @@
+package redisfleet
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// Fleet is a fleet shared through Redis: it implements fleet.Fleet for the
+// stages of this process (middleware.WithFleet) and fleet.Control.
+//
+// Join, Spend and Progress never wait on the network: they work on local
+// state that two goroutines keep in step with the server — a subscriber
+// that receives stops, blocks and budget news as they are published, and a
+// sync loop that registers, renews and removes runs, reserves and settles
+// budget leases, and re-reads stored stops and blocks every second and
+// after every reconnect. Close stops both.
+type Fleet struct {
+	*Control
+
+	host string
+	pid  int
+	proc string // this Fleet's id in budget leases
+
+	offset atomic.Int64 // server clock − local clock, ms
+	up     atomic.Bool  // the last call to the server succeeded
+	wake   chan struct{}
+	flush  chan chan struct{}
+
+	mu        sync.Mutex
+	runs      map[string]*member // by escaped id
+	removed   []string           // escaped ids to deregister
+	blocks    map[string]record  // by block id
+	stops     map[string]int64   // stop ids applied → when to forget them (server ms)
+	budgets   map[string]*shared // by escaped budget id
+	exhausted map[string]exhaustion
+	resync    bool // re-read stops and blocks, re-register runs at the next tick
+
+	// used by the sync loop only (and by New and Close around it)
+	lastRenew, lastRead time.Time
+	offsetAt            time.Time     // when the offset was last sampled
+	bestRTT             time.Duration // the shortest round trip of a kept sample
+
+	cancel context.CancelFunc
+	bgDone <-chan struct{} // closed when the background work is told to stop
+	wg     sync.WaitGroup
+	closed atomic.Bool
+}
+
+var (
+	_ fleet.Fleet   = (*Fleet)(nil)
+	_ fleet.Control = (*Fleet)(nil)
+)
+
+// exhaustion records a shared budget exhausted until its window ends.
+type exhaustion struct {
+	we    int64 // window end, server ms
+	cause termination.BudgetExhausted
+}
+
+// New returns a Fleet on the server at url and starts its background work.
+// It tries to reach the server within ctx (and the operation timeout) so
+// that blocks are known before the first run; when it cannot, it still
+// returns a working Fleet (fail-open: runs go on; WithFailClosed: runs are
+// skipped) that keeps trying. Close releases it.
+func New(ctx context.Context, url string, opts ...Option) (*Fleet, error) {
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	ro, err := ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("redisfleet: %w", err)
+	}
+	host := cfg.host
+	if host == "" {
+		host, _ = os.Hostname()
+	}
+	f := &Fleet{
+		Control:   newControl(ro, cfg),
+		host:      host,
+		pid:       os.Getpid(),
+		proc:      fleet.NewRunID(),
+		wake:      make(chan struct{}, 1),
+		flush:     make(chan chan struct{}),
+		runs:      map[string]*member{},
+		blocks:    map[string]record{},
+		stops:     map[string]int64{},
+		budgets:   map[string]*shared{},
+		exhausted: map[string]exhaustion{},
+	}
+	f.sync(ctx, true) // a first sync: the server's clock, blocks and stops
+	bg, cancel := context.WithCancel(context.Background())
+	f.cancel, f.bgDone = cancel, bg.Done()
+	ps := f.client.Subscribe(bg, f.k.ctl())
+	f.wg.Add(2)
+	go f.subscribe(bg, ps)
+	go f.loop(bg)
+	return f, nil
+}
+
+// Close stops the background work, removes this process's remaining runs
+// from the registry, returns its unused budget leases, and closes the
+// connections. It waits at most ctx's deadline (or the operation timeout)
+// for the server.
+func (f *Fleet) Close(ctx context.Context) error {
+	if !f.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	f.cancel()
+	f.wg.Wait()
+	f.mu.Lock()
+	for esc, m := range f.runs {
+		delete(f.runs, esc)
+		if m.registered {
+			f.removed = append(f.removed, esc)
+		}
+		if m.sh != nil {
+			delete(m.sh.members, m)
+		}
+	}
+	f.mu.Unlock()
+	f.sync(ctx, false)
+	return f.client.Close()
+}
+
+func (f *Fleet) serverNow() int64 { return time.Now().UnixMilli() + f.offset.Load() }
+
+// setOffset takes one sample of the server's clock: server is the TIME a
+// script read, between sent and now. The sample's error is at most half
+// its round trip, so a sample is kept only when its round trip is not much
+// longer than the best recent one (a call that waited for a connection or
+// for the scheduler says little about the clock).
+func (f *Fleet) setOffset(server int64, sent time.Time) {
+	rtt := time.Since(sent)
+	stale := f.offsetAt.IsZero() || time.Since(f.offsetAt) > 30*time.Second
+	if !stale && rtt > 2*f.bestRTT+time.Millisecond {
+		return
+	}
+	local := sent.UnixMilli() + rtt.Milliseconds()/2
+	f.offset.Store(server - local)
+	f.offsetAt = time.Now()
+	if stale || rtt < f.bestRTT {
+		f.bestRTT = rtt
+	}
+}
+
+func (f *Fleet) poke() {
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
+}
+
+// fail records a failed call: the server is unreachable until a call
+// succeeds again.
+func (f *Fleet) fail(op string) {
+	f.metrics.Error(op)
+	f.up.Store(false)
+}
+
+// Flush waits until the sync loop has done one round of its work from
+// now: runs started before it are registered, ended runs removed, budget
+// usage settled (when the server is reachable). It returns ctx's error if
+// ctx ends first.
+func (f *Fleet) Flush(ctx context.Context) error {
+	if f.closed.Load() {
+		return errClosed
+	}
+	done := make(chan struct{})
+	select {
+	case f.flush <- done:
+	case <-f.bgDone:
+		return errClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-f.bgDone:
+		return errClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Budgets implements fleet.Control: like Control.Budgets, after settling
+// this process's usage.
+func (f *Fleet) Budgets(ctx context.Context) ([]fleet.Budget, error) {
+	fctx, cancel := f.timeout(ctx)
+	_ = f.Flush(fctx)
+	cancel()
+	return f.Control.Budgets(ctx)
+}
+
+// Join implements fleet.Fleet. It answers from local state only.
+func (f *Fleet) Join(_ context.Context, run fleet.RunInfo, budget *termination.FleetBudget, hooks fleet.Hooks) (fleet.Member, termination.Cause) {
+	reject := func(c termination.Cause) (fleet.Member, termination.Cause) {
+		f.metrics.Rejected(c)
+		return nil, c
+	}
+	if f.closed.Load() {
+		return reject(termination.Skipped{Reason: termination.SkipFleetUnavailable, Detail: "the fleet is closed"})
+	}
+	if f.cfg.failClosed && !f.up.Load() {
+		return reject(termination.Skipped{Reason: termination.SkipFleetUnavailable, Detail: "redis at " + f.addr + " is unreachable"})
+	}
+	if run.ID == "" {
+		run.ID = fleet.NewRunID()
+	}
+	if run.Started.IsZero() {
+		run.Started = time.Now()
+	}
+	run.Host, run.PID = f.host, f.pid
+	now := f.serverNow()
+	m := &member{f: f, info: run, esc: escape(run.ID), hooks: hooks, start: run.Started.UnixMilli() + f.offset.Load()}
+
+	f.mu.Lock()
+	for _, b := range f.blocks {
+		if (b.Expires == 0 || now < b.Expires) && b.Selector.MatchesRun(run.ID, run.Stage, run.Labels) {
+			f.mu.Unlock()
+			return reject(b.block().Cause())
+		}
+	}
+	if budget != nil {
+		id, c := fleet.BudgetIDOf(budget, run.Stage, run.Labels)
+		if c != nil {
+			f.mu.Unlock()
+			return reject(c)
+		}
+		esc := budgetEsc(id)
+		if ex, ok := f.exhausted[esc]; ok {
+			if now < ex.we {
+				f.mu.Unlock()
+				return reject(termination.Skipped{Reason: termination.SkipFleetBudgetExhausted,
+					Detail: fmt.Sprintf("shared budget %s=%s: %s %g of %g until %s", id.Key, id.Value,
+						ex.cause.Resource, ex.cause.Used, ex.cause.Limit, time.UnixMilli(ex.we).UTC().Format(time.RFC3339))})
+			}
+			delete(f.exhausted, esc)
+		}
+		sh := f.budgets[esc]
+		if sh == nil {
+			sh = newShared(id, esc, *budget, f.cfg.leaseFraction)
+			f.budgets[esc] = sh
+		} else if c := fleet.MismatchCause(id, *budget, sh.spec); c != nil {
+			f.mu.Unlock()
+			return reject(c)
+		}
+		if sh.mismatch != nil {
+			f.mu.Unlock()
+			return reject(sh.mismatch)
+		}
+		sh.members[m] = struct{}{}
+		sh.pending.Store(true)
+		m.sh = sh
+	}
+	f.runs[m.esc] = m
+	f.mu.Unlock()
+	f.poke()
+	return m, nil
+}
+
+// member is one local run of the fleet.
+type member struct {
+	f     *Fleet
+	esc   string
+	hooks fleet.Hooks
+	start int64 // server ms
+	sh    *shared
+
+	mu    sync.Mutex // guards info's figures and dirty
+	info  fleet.RunInfo
+	dirty bool
+
+	// guarded by f.mu
+	registered bool
+	published  time.Time
+	left       bool
+}
+
+func (m *member) Spend(u termination.Usage, cost float64) (warning, stop termination.Cause) {
+	if m.sh == nil {
+		return nil, nil
+	}
+	return m.sh.spend(m.f, m, u, cost)
+}
+
+func (m *member) Progress(p termination.Progress) {
+	m.mu.Lock()
+	m.info.SetProgress(p)
+	m.dirty = true
+	m.mu.Unlock()
+}
+
+func (m *member) Leave(*termination.Result) {
+	f := m.f
+	f.mu.Lock()
+	if m.left {
+		f.mu.Unlock()
+		return
+	}
+	m.left = true
+	if f.runs[m.esc] == m {
+		delete(f.runs, m.esc)
+	}
+	if m.registered {
+		f.removed = append(f.removed, m.esc)
+	}
+	if m.sh != nil {
+		delete(m.sh.members, m)
+		if len(m.sh.members) == 0 {
+			m.sh.pending.Store(true) // return the unused lease now
+		}
+	}
+	f.mu.Unlock()
+	f.poke()
+}
+
+// snapshot returns the run's registry value.
+func (m *member) snapshot() (string, error) {
+	m.mu.Lock()
+	e := entry{RunInfo: m.info}
+	m.dirty = false
+	m.mu.Unlock()
+	e.Updated = time.Now().UTC()
+	if m.sh != nil {
+		e.Budget = m.sh.esc
+	}
+	b, err := json.Marshal(e)
+	return string(b), err
+}
+
+// loop is the sync loop: every tick, or sooner when woken.
+func (f *Fleet) loop(ctx context.Context) {
+	defer f.wg.Done()
+	t := time.NewTicker(f.cfg.tick)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		case <-f.wake:
+		case done := <-f.flush:
+			f.sync(ctx, false)
+			close(done)
+			continue
+		}
+		f.sync(ctx, false)
+	}
+}
+
+// sync does one round of background work. first: at New (and Close with
+// first false after the loop ended, with ctx the caller's).
+func (f *Fleet) sync(ctx context.Context, first bool) {
+	wasUp := f.up.Load()
+
+	f.syncRuns(ctx)
+	if !f.up.Load() {
+		return // unreachable: the next round tries again
+	}
+	f.syncBudgets(ctx)
+	f.mu.Lock()
+	resync := f.resync || first || !wasUp
+	f.resync = false
+	f.mu.Unlock()
+	if resync || time.Since(f.lastRead) >= time.Second {
+		f.readControl(ctx)
+	}
+}
+
+// figuresEvery is how often a run's changed figures are published.
+const figuresEvery = 500 * time.Millisecond
+
+var errClosed = errors.New("redisfleet: the fleet is closed")
+
+// syncRuns registers new runs (and every run again after the server lost
+// them), publishes changed figures, renews leases and removes ended runs.
+func (f *Fleet) syncRuns(ctx context.Context) {
+	now := time.Now()
+	renewDue := now.Sub(f.lastRenew) >= f.cfg.lease/3
+	f.mu.Lock()
+	var ups []*member
+	var renew []string
+	for esc, m := range f.runs {
+		m.mu.Lock()
+		dirty := m.dirty
+		m.mu.Unlock()
+		switch {
+		case !m.registered || dirty && now.Sub(m.published) >= figuresEvery:
+			ups = append(ups, m)
+		case renewDue:
+			renew = append(renew, esc)
+		}
+	}
+	removed := f.removed
+	f.removed = nil
+	f.mu.Unlock()
+	if len(ups) == 0 && len(renew) == 0 && len(removed) == 0 && !renewDue && f.up.Load() {
+		return
+	}
+	args := make([]any, 0, 5+2*len(ups)+len(renew)+len(removed))
+	args = append(args, f.cfg.lease.Milliseconds(), f.k.runPrefix(), len(ups))
+	for _, m := range ups {
+		v, err := m.snapshot()
+		if err != nil {
+			f.metrics.Error(fleet.OpInternal)
+			continue
+		}
+		args = append(args, m.esc, v)
+	}
+	args = append(args, len(renew))
+	for _, esc := range renew {
+		args = append(args, esc)
+	}
+	args = append(args, len(removed))
+	for _, esc := range removed {
+		args = append(args, esc)
+	}
+	cctx, cancel := f.timeout(ctx)
+	sent := time.Now()
+	res, err := syncScript.Run(cctx, f.client, []string{f.k.runs()}, args...).Slice()
+	cancel()
+	if err != nil {
+		f.fail(fleet.OpRenew)
+		f.mu.Lock()
+		f.removed = append(f.removed, removed...)
+		for _, m := range ups {
+			m.mu.Lock()
+			m.dirty = true
+			m.mu.Unlock()
+		}
+		f.mu.Unlock()
+		return
+	}
+	if !f.up.Swap(true) {
+		// Reconnected (or connected for the first time): register every
+		// run again, re-read stops and blocks.
+		f.mu.Lock()
+		for _, m := range f.runs {
+			m.registered = false
+		}
+		f.resync = true
+		f.mu.Unlock()
+		f.poke()
+	}
+	if renewDue {
+		f.lastRenew = now
+	}
+	server, _ := res[0].(int64)
+	f.setOffset(server, sent)
+	f.mu.Lock()
+	for _, m := range ups {
+		if !m.left {
+			m.registered = true
+			m.published = now
+		} else {
+			f.removed = append(f.removed, m.esc) // it left while being registered
+		}
+	}
+	for _, v := range res[1:] {
+		if esc, ok := v.(string); ok {
+			if m := f.runs[esc]; m != nil {
+				m.registered = false // the server lost it: register again
+			}
+		}
+	}
+	f.mu.Unlock()
+}
+
+// readControl re-reads the stored stops and blocks: blocks replace the
+// local set; stops not yet applied are applied to the runs that started
+// before them.
+func (f *Fleet) readControl(ctx context.Context) {
+	f.lastRead = time.Now()
+	blocks, now, err := f.read(ctx, f.k.blocks(), f.k.blockPrefix())
+	if err != nil {
+		f.fail(fleet.OpBlock)
+		return
+	}
+	stops, _, err := f.read(ctx, f.k.stops(), f.k.stopPrefix())
+	if err != nil {
+		f.fail(fleet.OpStop)
+		return
+	}
+	set := make(map[string]record, len(blocks))
+	for _, b := range blocks {
+		set[b.ID] = b
+	}
+	f.mu.Lock()
+	f.blocks = set
+	for id, forget := range f.stops {
+		if forget <= now {
+			delete(f.stops, id)
+		}
+	}
+	for id, ex := range f.exhausted {
+		if ex.we <= now {
+			delete(f.exhausted, id)
+		}
+	}
+	f.mu.Unlock()
+	for _, s := range stops {
+		f.applyStop(ctx, s, true)
+	}
+}
+
+// applyStop ends the local runs a stop matches, once per stop, and
+// confirms them, then that the process is done with it. Read back from the store (stored), it applies only to
+// runs that started before the stop was issued.
+func (f *Fleet) applyStop(ctx context.Context, s record, stored bool) {
+	f.mu.Lock()
+	if _, done := f.stops[s.ID]; done {
+		f.mu.Unlock()
+		return
+	}
+	forget := s.Expires
+	if forget == 0 {
+		forget = s.At + f.cfg.lease.Milliseconds()
+	}
+	f.stops[s.ID] = forget
+	var hit []*member
+	for _, m := range f.runs {
+		if stored && m.start >= s.At {
+			continue
+		}
+		if s.Selector.MatchesRun(m.info.ID, m.info.Stage, m.info.Labels) {
+			hit = append(hit, m)
+		}
+	}
+	f.mu.Unlock()
+	cause := fleet.StopCause(s.Reason, s.By)
+	acks := make([]any, 0, len(hit)+1)
+	n := 0
+	for _, m := range hit {
+		if m.hooks.Stop != nil && m.hooks.Stop(cause) {
+			acks = append(acks, "s "+m.info.ID)
+			n++
+		} else {
+			acks = append(acks, "e "+m.info.ID)
+		}
+	}
+	f.metrics.Stopped(n)
+	// "p PROCESS" last: this process has applied the stop (the command
+	// waits for one per process that received it).
+	acks = append(acks, "p "+f.proc)
+	cctx, cancel := f.timeout(ctx)
+	defer cancel()
+	pipe := f.client.Pipeline()
+	pipe.RPush(cctx, f.k.stopAck(s.ID), acks...)
+	pipe.PExpire(cctx, f.k.stopAck(s.ID), f.cfg.lease+time.Minute)
+	if _, err := pipe.Exec(cctx); err != nil {
+		f.fail(fleet.OpStop)
+	}
+}
+
+// subscribe receives what is published on the control channel until ctx
+// ends. A (re)subscription asks the sync loop to re-read the stored state.
+func (f *Fleet) subscribe(ctx context.Context, ps *redis.PubSub) {
+	defer f.wg.Done()
+	defer ps.Close()
+	ch := ps.ChannelWithSubscriptions(redis.WithChannelSize(1024), redis.WithChannelHealthCheckInterval(time.Second))
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case msg, ok := <-ch:
+			if !ok {
+				return
+			}
+			switch msg := msg.(type) {
+			case *redis.Subscription:
+				f.mu.Lock()
+				f.resync = true
+				f.mu.Unlock()
+				f.poke()
+			case *redis.Message:
+				f.handle(ctx, msg.Payload)
+			}
+		}
+	}
+}
+
+// verify reports whether key holds value (want true) or is gone (want
+// false). When the server cannot say, the message is not trusted: the
+// next re-read of the stored state applies it.
+func (f *Fleet) verify(ctx context.Context, key, value string, want bool) bool {
+	cctx, cancel := f.timeout(ctx)
+	defer cancel()
+	got, err := f.client.Get(cctx, key).Result()
+	switch {
+	case errors.Is(err, redis.Nil):
+		return !want
+	case err != nil:
+		f.fail(fleet.OpConnect)
+		return false
+	}
+	return want && got == value
+}
+
+// handle applies one control message.
+func (f *Fleet) handle(ctx context.Context, p string) {
+	kind, rest, _ := strings.Cut(p, " ")
+	switch kind {
+	case "stop", "block":
+		r, err := parseRecord(p)
+		if err != nil {
+			f.metrics.Error(fleet.OpInternal)
+			return
+		}
+		// Only what an operator stored counts: a message without its
+		// record (published by a client that may publish on the channel
+		// but not write stops or blocks) is ignored.
+		key := f.k.stop(r.ID)
+		if kind == "block" {
+			key = f.k.block(r.ID)
+		}
+		if !f.verify(ctx, key, p, true) {
+			return
+		}
+		if kind == "stop" {
+			f.applyStop(ctx, r, false)
+			return
+		}
+		f.mu.Lock()
+		f.blocks[r.ID] = r
+		f.mu.Unlock()
+	case "unblock":
+		if !f.verify(ctx, f.k.block(rest), "", false) {
+			return
+		}
+		f.mu.Lock()
+		delete(f.blocks, rest)
+		f.mu.Unlock()
+	case "bex", "bpr":
+		// "ID WS WE I USED LIMIT"
+		fs := strings.Fields(rest)
+		if len(fs) != 6 {
+			f.metrics.Error(fleet.OpInternal)
+			return
+		}
+		ws, _ := strconv.ParseInt(fs[1], 10, 64)
+		we, _ := strconv.ParseInt(fs[2], 10, 64)
+		i, _ := strconv.Atoi(fs[3])
+		used, _ := strconv.ParseFloat(fs[4], 64)
+		limit, _ := strconv.ParseFloat(fs[5], 64)
+		if i < 1 || i > 4 {
+			return
+		}
+		if kind == "bex" {
+			f.budgetExhausted(fs[0], ws, we, i-1, used, limit)
+		} else {
+			f.budgetPressure(fs[0], ws, i-1, used, limit)
+		}
+	}
+}

@@ -1,0 +1,107 @@
+package redisfleet
+
+import (
+	"fmt"
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+)
+
+// DefaultLease is how long a run stays in the registry without its process
+// renewing it, and the longest a process holds an unused budget lease.
+const DefaultLease = 15 * time.Second
+
+// DefaultLeaseFraction is the share of a fleet budget's limit that one
+// process reserves at a time.
+const DefaultLeaseFraction = 0.01
+
+// Option configures a Fleet or a Control.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	prefix        string
+	lease         time.Duration
+	leaseFraction float64
+	failClosed    bool
+	tick          time.Duration
+	opTimeout     time.Duration
+	meter         metric.MeterProvider
+	host          string
+}
+
+func newConfig(opts []Option) (*config, error) {
+	c := &config{
+		prefix:        DefaultPrefix,
+		lease:         DefaultLease,
+		leaseFraction: DefaultLeaseFraction,
+		tick:          100 * time.Millisecond,
+		opTimeout:     2 * time.Second,
+	}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(c)
+		}
+	}
+	switch {
+	case !validPrefix(c.prefix):
+		return nil, fmt.Errorf("redisfleet: prefix %q: must be 1 to 128 printable ASCII characters without spaces, braces or glob characters (* ? [ ] \\)", c.prefix)
+	case c.lease < 100*time.Millisecond:
+		return nil, fmt.Errorf("redisfleet: lease %s: must be at least 100ms", c.lease)
+	case !(c.leaseFraction > 0 && c.leaseFraction <= 0.5):
+		return nil, fmt.Errorf("redisfleet: lease fraction %g: must be in (0, 0.5]", c.leaseFraction)
+	case c.tick <= 0 || c.tick > c.lease/3:
+		return nil, fmt.Errorf("redisfleet: sync interval %s: must be > 0 and at most a third of the lease (%s)", c.tick, c.lease)
+	case c.opTimeout <= 0:
+		return nil, fmt.Errorf("redisfleet: operation timeout %s: must be > 0", c.opTimeout)
+	}
+	return c, nil
+}
+
+// WithPrefix sets the prefix of every key and channel. Default
+// DefaultPrefix ("agentstop:"). Fleets that share a prefix share runs,
+// stops, blocks and budgets.
+func WithPrefix(p string) Option { return optionFunc(func(c *config) { c.prefix = p }) }
+
+// WithLease sets the run lease: a run whose process stops renewing it
+// (the process died) leaves the registry this long after the last renewal,
+// and an unused budget lease is held at most this long. Stops are stored
+// for at least this long. At least 100ms; default DefaultLease (15s).
+func WithLease(d time.Duration) Option { return optionFunc(func(c *config) { c.lease = d }) }
+
+// WithLeaseFraction sets the share of each fleet budget limit a process
+// reserves at a time (the lease size in the overshoot bound). In (0, 0.5];
+// default DefaultLeaseFraction (1%).
+func WithLeaseFraction(f float64) Option {
+	return optionFunc(func(c *config) { c.leaseFraction = f })
+}
+
+// WithFailClosed makes runs that start while the server is unreachable end
+// at once as Skipped{reason: fleet_unavailable}. Default: fail-open (runs
+// go on under their own policy).
+func WithFailClosed() Option { return optionFunc(func(c *config) { c.failClosed = true }) }
+
+// WithSyncInterval sets how often the background loop registers new runs,
+// removes ended ones and settles budgets. Default 100ms; at most a third of
+// the lease.
+func WithSyncInterval(d time.Duration) Option { return optionFunc(func(c *config) { c.tick = d }) }
+
+// WithTimeout bounds every call to the server. Default 2s.
+func WithTimeout(d time.Duration) Option { return optionFunc(func(c *config) { c.opTimeout = d }) }
+
+// WithMeterProvider sets where agent.fleet.* metrics go. Default: the
+// global MeterProvider. nil is ignored.
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) {
+		if mp != nil {
+			c.meter = mp
+		}
+	})
+}
+
+// WithHost sets the host name the registry shows for this process's runs.
+// Default: os.Hostname.
+func WithHost(h string) Option { return optionFunc(func(c *config) { c.host = h }) }

@@ -1,0 +1,316 @@
+package redisfleet
+
+import "github.com/redis/go-redis/v9"
+
+// The Lua scripts run atomically on the server and take every time from
+// the server's clock (TIME), so hosts with skewed clocks agree on run
+// leases, stop and block expiries and budget windows. Each returns the
+// server's time (ms since the Unix epoch) first, which the process uses to
+// estimate its offset from the server's clock.
+//
+// Channels are passed as arguments, never as KEYS, so that ACL key
+// patterns need not cover them. Keys that depend on data (a run's entry, a budget's window) are built
+// inside the scripts from a prefix passed as an argument: this needs a
+// standalone Redis or a primary with replicas (Sentinel), not Redis Cluster.
+
+// luaNow is shared by every script: the server's time in ms.
+const luaNow = `
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+`
+
+// syncScript registers, renews and removes runs in one round trip.
+//
+//	KEYS[1]  P runs
+//	ARGV[1]  lease (ms)
+//	ARGV[2]  P run:  (the run keys' prefix)
+//	ARGV[3]  n upserts, then n × (member, entry)
+//	then     m renewals, then m × member
+//	then     d removals, then d × member
+//
+// A member is a run's escaped id: its entry is at P run:MEMBER.
+//
+// Returns {now, missing ids...}: renewed runs whose entry was gone (the
+// server lost it: a restart or a failover), which the caller registers
+// again.
+var syncScript = redis.NewScript(luaNow + `
+local lease = tonumber(ARGV[1])
+local p = ARGV[2]
+local i = 3
+local out = {now}
+local n = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n do
+  redis.call('SET', p .. ARGV[i], ARGV[i+1], 'PX', lease)
+  redis.call('ZADD', KEYS[1], now + lease, ARGV[i])
+  i = i + 2
+end
+n = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n do
+  if redis.call('PEXPIRE', p .. ARGV[i], lease) == 1 then
+    redis.call('ZADD', KEYS[1], now + lease, ARGV[i])
+  else
+    out[#out + 1] = ARGV[i]
+  end
+  i = i + 1
+end
+n = tonumber(ARGV[i]); i = i + 1
+for _ = 1, n do
+  redis.call('DEL', p .. ARGV[i])
+  redis.call('ZREM', KEYS[1], ARGV[i])
+  i = i + 1
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+return out
+`)
+
+// listScript returns the live runs' entries: {now, entry...}. It only
+// reads (the sync script drops lapsed index members), so a read-only ACL
+// user can list runs (it runs with EVALSHA_RO, whose keys need read access only).
+//
+//	KEYS[1]  P runs
+//	ARGV[1]  P run:
+var listScript = redis.NewScript(luaNow + `
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], now, '+inf')
+local out = {now}
+for _, id in ipairs(ids) do
+  local v = redis.call('GET', ARGV[1] .. id)
+  if v then out[#out + 1] = v end
+end
+return out
+`)
+
+// publishScript stores a stop or a block and publishes it in one step,
+// stamped with the server's time.
+//
+//	KEYS[1]  index (P stops or P blocks)
+//	KEYS[2]  the record's key (P stop:ID or P block:ID)
+//	ARGV[1]  kind: "stop" or "block"
+//	ARGV[2]  id
+//	ARGV[3]  ttl (ms); 0: none (a block without expiry)
+//	ARGV[4]  the record (JSON)
+//	ARGV[5]  the control channel (P ctl)
+//
+// The stored value and the message are "KIND ID AT EXPIRES RECORD" (AT and
+// EXPIRES in server ms, EXPIRES 0 for none). Returns {now, receivers}.
+var publishScript = redis.NewScript(luaNow + `
+local ttl = tonumber(ARGV[3])
+local expires = 0
+if ttl > 0 then expires = now + ttl end
+local v = ARGV[1] .. ' ' .. ARGV[2] .. ' ' .. string.format('%d', now) .. ' ' .. string.format('%d', expires) .. ' ' .. ARGV[4]
+if ttl > 0 then
+  redis.call('SET', KEYS[2], v, 'PX', ttl)
+  redis.call('ZADD', KEYS[1], expires, ARGV[2])
+else
+  redis.call('SET', KEYS[2], v)
+  redis.call('ZADD', KEYS[1], '+inf', ARGV[2])
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
+local r = redis.call('PUBLISH', ARGV[5], v)
+return {now, r}
+`)
+
+// unblockScript removes blocks and publishes each removal.
+//
+//	KEYS[1]  P blocks
+//	ARGV[1]  P block:
+//	ARGV[2]  the control channel (P ctl)
+//	ARGV[3…] block ids (escaped)
+//
+// Returns {now, removed}.
+var unblockScript = redis.NewScript(luaNow + `
+local removed = 0
+for i = 3, #ARGV do
+  local id = ARGV[i]
+  local gone = redis.call('DEL', ARGV[1] .. id)
+  local was = redis.call('ZREM', KEYS[1], id)
+  if gone == 1 or was == 1 then
+    removed = removed + 1
+    redis.call('PUBLISH', ARGV[2], 'unblock ' .. id)
+  end
+end
+return {now, removed}
+`)
+
+// readScript returns the stored, unexpired records of an index:
+// {now, value...}. It only reads (publishScript drops expired index
+// members), so applications whose ACL lets them read stops and blocks but
+// not write them can run it (with EVALSHA_RO).
+//
+//	KEYS[1]  index (P stops or P blocks)
+//	ARGV[1]  the records' key prefix (P stop: or P block:)
+var readScript = redis.NewScript(luaNow + `
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], now, '+inf')
+local out = {now}
+for _, id in ipairs(ids) do
+  local v = redis.call('GET', ARGV[1] .. id)
+  if v then out[#out + 1] = v end
+end
+return out
+`)
+
+// budgetScript settles a process's usage of one shared budget and reserves
+// a new lease, atomically.
+//
+// A window's hash holds, per resource i (1 total_tokens, 2 input_tokens,
+// 3 output_tokens, 4 cost): s<i> the usage settled so far, c<i> the
+// committed amount (settled usage plus the leases processes hold), and
+// spec (the first run's fleet_budget), ws/we (the window), ex (the
+// exhausted resource), exu (the usage it was declared at), pr<i> (pressure
+// crossed).
+//
+//	KEYS[1]  P budgets (index of windows: budget key → window end)
+//	ARGV[1]  P budget:ID:  (the window keys' prefix; the window start follows)
+//	ARGV[2]  ID (escaped budget id, for messages)
+//	ARGV[3]  spec (canonical JSON of the fleet_budget)
+//	ARGV[4]  window (ms)
+//	ARGV[5]  grace (ms): a window's key lives this long after its end
+//	ARGV[6]  the window start the settled usage belongs to (0: the current one)
+//	ARGV[7..10]   used since the last settle, per resource
+//	ARGV[11..14]  debt: usage past the process's lease, per resource
+//	ARGV[15..18]  release: unused lease returned, per resource
+//	ARGV[19]      1: reserve in the current window
+//	ARGV[20..23]  wanted lease, per resource
+//	ARGV[24..27]  1 when the process has no lease left for resource i
+//	ARGV[28..31]  limits (0: none)
+//	ARGV[32]      pressure fraction (0: none)
+//	ARGV[33]      the control channel (P ctl)
+//	ARGV[34]      the process's id
+//	ARGV[35]      the lease period (ms)
+//	ARGV[36..39]  the lease the process still holds, per resource (before this grant)
+//
+// Each process's lease is recorded in the window as L:PROCESS = "A1 A2 A3
+// A4 EXPIRES" and renewed by each of its calls (at least every second
+// while it has runs of the budget). A lease whose process has not renewed
+// it for a lease period (the process died) is returned to the budget by
+// the next call of any process.
+//
+// Returns {now, window start, window end, mismatch ("" or the stored spec),
+// exhausted resource (0 none), exhausted usage, pressure bitmask (resources
+// whose pressure is crossed), g1..g4 (granted), c1..c4 (committed),
+// s1..s4 (settled)}. Numbers other than the times are strings.
+//
+// A budget is exhausted on resource i when the settled usage reaches the
+// limit, or when a process that has no lease left asks for more and every
+// unit is settled or leased (c >= limit). The first time, the script
+// records it and publishes "bex ID WS WE I USED LIMIT"; the first time
+// committed usage crosses pressure × limit it publishes "bpr ID WS WE I
+// USED LIMIT".
+var budgetScript = redis.NewScript(luaNow + `
+local prefix, id, spec = ARGV[1], ARGV[2], ARGV[3]
+local window = tonumber(ARGV[4])
+local grace = tonumber(ARGV[5])
+local function fmt(x) return string.format('%.17g', x) end
+local function touch(key, ws)
+  if redis.call('HSETNX', key, 'spec', spec) == 1 then
+    redis.call('HSET', key, 'ws', string.format('%d', ws), 'we', string.format('%d', ws + window))
+    redis.call('PEXPIREAT', key, ws + window + grace)
+    redis.call('ZADD', KEYS[1], ws + window + grace, key)
+  end
+  return redis.call('HGET', key, 'spec')
+end
+local ws = now - (now % window)
+local sws = tonumber(ARGV[6])
+if sws == 0 then sws = ws end
+do
+  local key = prefix .. string.format('%d', sws)
+  touch(key, sws)
+  for i = 1, 4 do
+    local used, debt, rel = tonumber(ARGV[6+i]), tonumber(ARGV[10+i]), tonumber(ARGV[14+i])
+    if used ~= 0 then redis.call('HINCRBYFLOAT', key, 's' .. i, used) end
+    if debt - rel ~= 0 then
+      local c = tonumber(redis.call('HINCRBYFLOAT', key, 'c' .. i, debt - rel))
+      if c < 0 then redis.call('HSET', key, 'c' .. i, '0') end
+    end
+  end
+end
+local key = prefix .. string.format('%d', ws)
+local stored = touch(key, ws)
+local mismatch = ''
+if stored ~= spec then mismatch = stored end
+local proc = 'L:' .. ARGV[34]
+local leaseMs = tonumber(ARGV[35])
+if sws ~= ws then
+  redis.call('HDEL', prefix .. string.format('%d', sws), proc) -- an old window's lease is void
+end
+-- Leases of processes that stopped renewing them (they died) go back.
+local h = redis.call('HGETALL', key)
+for j = 1, #h, 2 do
+  local f = h[j]
+  if string.sub(f, 1, 2) == 'L:' and f ~= proc then
+    local a1, a2, a3, a4, exp = string.match(h[j+1], '^(%S+) (%S+) (%S+) (%S+) (%S+)$')
+    if exp and tonumber(exp) < now then
+      local a = {tonumber(a1), tonumber(a2), tonumber(a3), tonumber(a4)}
+      for i = 1, 4 do
+        if a[i] ~= 0 then redis.call('HINCRBYFLOAT', key, 'c' .. i, -a[i]) end
+      end
+      redis.call('HDEL', key, f)
+    end
+  end
+end
+local g = {0, 0, 0, 0}
+local c = {0, 0, 0, 0}
+local s = {0, 0, 0, 0}
+for i = 1, 4 do
+  c[i] = tonumber(redis.call('HGET', key, 'c' .. i) or '0')
+  s[i] = tonumber(redis.call('HGET', key, 's' .. i) or '0')
+end
+local ex = tonumber(redis.call('HGET', key, 'ex') or '0')
+local exu = tonumber(redis.call('HGET', key, 'exu') or '0')
+local pressure = tonumber(ARGV[32])
+if mismatch == '' then
+  for i = 1, 4 do
+    local limit = tonumber(ARGV[27+i])
+    if limit > 0 and ex == 0 then
+      if ARGV[19] == '1' then
+        local want = tonumber(ARGV[19+i])
+        local room = limit - c[i]
+        if room < 0 then room = 0 end
+        if want > room then want = room end
+        if want > 0 then
+          g[i] = want
+          c[i] = tonumber(redis.call('HINCRBYFLOAT', key, 'c' .. i, want))
+        end
+      end
+      local dry = ARGV[23+i] == '1'
+      if s[i] >= limit or (dry and g[i] == 0 and c[i] >= limit) then
+        ex = i
+        exu = c[i]
+        if s[i] > exu then exu = s[i] end
+        redis.call('HSET', key, 'ex', i, 'exu', fmt(exu))
+        redis.call('PUBLISH', ARGV[33], 'bex ' .. id .. ' ' .. string.format('%d', ws) .. ' ' .. string.format('%d', ws + window) .. ' ' .. i .. ' ' .. fmt(exu) .. ' ' .. fmt(limit))
+      end
+    end
+  end
+end
+local pmask = 0
+if mismatch == '' and pressure > 0 then
+  for i = 1, 4 do
+    local limit = tonumber(ARGV[27+i])
+    if limit > 0 then
+      if redis.call('HEXISTS', key, 'pr' .. i) == 1 then
+        pmask = pmask + 2 ^ (i - 1)
+      elseif c[i] >= pressure * limit then
+        redis.call('HSET', key, 'pr' .. i, '1')
+        pmask = pmask + 2 ^ (i - 1)
+        redis.call('PUBLISH', ARGV[33], 'bpr ' .. id .. ' ' .. string.format('%d', ws) .. ' ' .. string.format('%d', ws + window) .. ' ' .. i .. ' ' .. fmt(c[i]) .. ' ' .. fmt(limit))
+      end
+    end
+  end
+end
+-- This process's lease: what it holds after this call, until it renews it.
+local held = {}
+local any = false
+for i = 1, 4 do
+  held[i] = tonumber(ARGV[35+i]) + g[i]
+  if held[i] ~= 0 then any = true end
+end
+if any then
+  redis.call('HSET', key, proc, fmt(held[1]) .. ' ' .. fmt(held[2]) .. ' ' .. fmt(held[3]) .. ' ' .. fmt(held[4]) .. ' ' .. string.format('%d', now + leaseMs))
+else
+  redis.call('HDEL', key, proc)
+end
+return {now, ws, ws + window, mismatch, ex, fmt(exu), pmask,
+  fmt(g[1]), fmt(g[2]), fmt(g[3]), fmt(g[4]),
+  fmt(c[1]), fmt(c[2]), fmt(c[3]), fmt(c[4]),
+  fmt(s[1]), fmt(s[2]), fmt(s[3]), fmt(s[4])}
+`)

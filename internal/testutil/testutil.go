@@ -1,0 +1,109 @@
+// Package testutil holds the test helpers that several packages of the
+// module share: events in a line, a callback-style run, a buffer safe for
+// concurrent use and a sink for OpenTelemetry's global error handler.
+//
+// It imports package middleware, so middleware's own tests cannot use it.
+package testutil
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log"
+	"slices"
+	"sync"
+	"testing"
+
+	"go.opentelemetry.io/otel"
+
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// Observe runs one callback-style run of st over events, up to the one
+// that stops it, and returns its result.
+func Observe(st *middleware.Stage, events ...termination.Event) termination.Result {
+	_, run := st.Start(context.Background())
+	for _, ev := range events {
+		if _, stop := run.Observe(ev); stop {
+			break
+		}
+	}
+	return run.Finish(nil)
+}
+
+// Msg is a message event from source with its token usage.
+func Msg(source, text string, in, out int64) termination.Event {
+	return termination.Event{Kind: termination.KindMessage, Source: source, Text: text,
+		Usage: termination.Usage{InputTokens: in, OutputTokens: out}}
+}
+
+// Call is a tool_call event of tool with JSON args.
+func Call(tool, args string) termination.Event {
+	return termination.Event{Kind: termination.KindToolCall, Tool: tool, Args: []byte(args)}
+}
+
+// Result is a tool_result event of tool; a non-empty err makes it failed.
+func Result(tool, err string) termination.Event {
+	return termination.Event{Kind: termination.KindToolResult, Tool: tool, Err: err}
+}
+
+// SyncBuffer is a bytes.Buffer safe for a writer and a reader in
+// different goroutines.
+type SyncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+// Write appends p to the buffer.
+func (s *SyncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+// String returns what has been written so far.
+func (s *SyncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// ErrorSink collects what is sent to otel.Handle while it is installed
+// ([CaptureErrors]).
+type ErrorSink struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+// Handle records err; it implements otel.ErrorHandler.
+func (e *ErrorSink) Handle(err error) {
+	e.mu.Lock()
+	e.errs = append(e.errs, err)
+	e.mu.Unlock()
+}
+
+// All returns every error recorded so far, joined (nil when none).
+func (e *ErrorSink) All() error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return errors.Join(e.errs...)
+}
+
+// List returns a copy of the errors recorded so far, in order.
+func (e *ErrorSink) List() []error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.errs)
+}
+
+// CaptureErrors installs an ErrorSink as the global OTel error handler
+// for the test and restores a logging handler when it ends. Tests that use
+// it must not run in parallel.
+func CaptureErrors(t testing.TB) *ErrorSink {
+	t.Helper()
+	sink := &ErrorSink{}
+	otel.SetErrorHandler(sink)
+	t.Cleanup(func() { otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Print(err) })) })
+	return sink
+}

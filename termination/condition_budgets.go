@@ -1,0 +1,200 @@
+package termination
+
+import (
+	"fmt"
+	"math"
+	"strings"
+)
+
+// Pressure configures a budget's early warning. Threshold is the fraction of
+// the limit, in (0,1), at which a BudgetPressure warning is recorded (0: no
+// warning). Grace, when set, stops the stage with BudgetPressure on the
+// Grace-th message event after the warning (0: on the warning event itself);
+// nil means warn only.
+type Pressure struct {
+	Threshold float64
+	Grace     *int
+}
+
+// GraceTurns returns a pointer to n, for Pressure.Grace.
+func GraceTurns(n int) *int { return &n }
+
+// TokenLimits is a token budget. At least one of Total, Input and Output
+// must be set; each set limit must be > 0.
+type TokenLimits struct {
+	Total, Input, Output int64
+	Pressure
+}
+
+// TokenBudget fires BudgetExhausted on the event at which cumulative usage
+// of any limited resource reaches its limit, and warns or stops with
+// BudgetPressure as Pressure says.
+func TokenBudget(l TokenLimits) Condition {
+	b := &budget{name: "token_budget", threshold: nonZero(l.Threshold), grace: l.Grace}
+	for _, r := range []struct {
+		res   Resource
+		limit int64
+	}{{ResourceTotalTokens, l.Total}, {ResourceInputTokens, l.Input}, {ResourceOutputTokens, l.Output}} {
+		if r.limit != 0 {
+			b.limits = append(b.limits, resourceLimit{r.res, float64(r.limit)})
+		}
+	}
+	return b
+}
+
+// CostLimit is a cost budget; Limit must be > 0.
+type CostLimit struct {
+	Limit float64
+	Pressure
+}
+
+// CostBudget is TokenBudget for the events' cost.
+func CostBudget(l CostLimit) Condition {
+	return &budget{name: "cost_budget", threshold: nonZero(l.Threshold), grace: l.Grace,
+		limits: []resourceLimit{{ResourceCost, l.Limit}}}
+}
+
+type resourceLimit struct {
+	res   Resource
+	limit float64
+}
+
+// budget is token_budget and cost_budget: the limits given (in resource
+// order), and the pressure settings.
+type budget struct {
+	name      string
+	limits    []resourceLimit
+	threshold setting[float64]
+	grace     *int
+}
+
+func (b *budget) String() string {
+	parts := make([]string, 0, len(b.limits)+2)
+	for _, l := range b.limits {
+		parts = append(parts, fmt.Sprintf("%s=%g", l.res, l.limit))
+	}
+	if b.threshold.set {
+		parts = append(parts, fmt.Sprintf("pressure=%g", b.threshold.v))
+	}
+	if b.grace != nil {
+		parts = append(parts, fmt.Sprintf("grace=%d", *b.grace))
+	}
+	return b.name + ": {" + strings.Join(parts, ", ") + "}"
+}
+
+func (b *budget) validate() error {
+	if len(b.limits) == 0 {
+		if b.name == "cost_budget" {
+			return badSetting(b.name, "limit", "is required")
+		}
+		return badSetting(b.name, "", "needs at least one of total, input, output")
+	}
+	for _, l := range b.limits {
+		switch {
+		case l.res == ResourceCost && (!(l.limit > 0) || math.IsInf(l.limit, 0)):
+			return badSetting(b.name, "limit", "must be > 0, got %g", l.limit)
+		case l.res != ResourceCost && !(l.limit > 0):
+			return badSetting(b.name, limitKey(l.res), "must be a positive int, got %g", l.limit)
+		}
+	}
+	if b.threshold.set && !(b.threshold.v > 0 && b.threshold.v < 1) {
+		return badSetting(b.name, "pressure", "must be in (0,1), got %g", b.threshold.v)
+	}
+	if b.grace != nil {
+		if *b.grace < 0 {
+			return badSetting(b.name, "grace", "must be an int >= 0, got %d", *b.grace)
+		}
+		if !b.threshold.set {
+			return badSetting(b.name, "grace", "needs pressure")
+		}
+	}
+	return nil
+}
+
+// limitKey is the policy key of a token limit: "total", "input", "output".
+func limitKey(r Resource) string { return strings.TrimSuffix(string(r), "_tokens") }
+
+func (b *budget) start() check {
+	return &budgetCheck{budget: b, warned: make([]bool, len(b.limits))}
+}
+
+type budgetCheck struct {
+	*budget
+	warned    []bool
+	graceOn   bool // a warning started the grace count
+	graceLeft int  // message events left before the stop
+	warnRes   int  // index of the resource that warned first
+}
+
+func used(r Resource, p *Progress) float64 {
+	switch r {
+	case ResourceTotalTokens:
+		return float64(p.Tokens.Total())
+	case ResourceInputTokens:
+		return float64(p.Tokens.InputTokens)
+	case ResourceOutputTokens:
+		return float64(p.Tokens.OutputTokens)
+	default:
+		return p.Cost
+	}
+}
+
+// costTolerance is the relative slack of cost comparisons: costs are
+// decimal amounts summed in binary floating point, so ten events costing 0.1
+// add up to 0.9999999999999999 and must still reach a limit of 1.
+const costTolerance = 1e-9
+
+// reached reports whether used has reached fraction of limit. The ratio is
+// compared rather than fraction*limit, because a product such as 0.07*100
+// rounds above 7 while 7/100 rounds to exactly 0.07: a threshold written in
+// decimal is reached when usage equals it. Token counts are exact; cost
+// comparisons allow costTolerance.
+func reached(r Resource, used, limit, fraction float64) bool {
+	if r == ResourceCost {
+		return used/limit >= fraction*(1-costTolerance)
+	}
+	if fraction == 1 {
+		return used >= limit
+	}
+	return used/limit >= fraction
+}
+
+func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
+	if ev == nil {
+		return
+	}
+	// A message after the warning spends one grace turn.
+	if b.graceOn && ev.Kind == KindMessage {
+		b.graceLeft--
+	}
+	for i, l := range b.limits {
+		u := used(l.res, p)
+		if reached(l.res, u, l.limit, 1) {
+			s.fire(BudgetExhausted{Resource: l.res, Used: u, Limit: l.limit})
+		}
+		if b.threshold.set && !b.warned[i] && reached(l.res, u, l.limit, b.threshold.v) {
+			b.warned[i] = true
+			s.warn(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: u, Limit: l.limit})
+			if b.grace != nil && !b.graceOn {
+				b.graceOn, b.graceLeft, b.warnRes = true, *b.grace, i
+			}
+		}
+	}
+	if b.graceOn && b.graceLeft <= 0 && ev.Kind != KindFinal {
+		l := b.limits[b.warnRes]
+		s.fire(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: used(l.res, p), Limit: l.limit})
+	}
+}
+
+// budgetHolder is a check that holds budgets, for Result.Budgets.
+type budgetHolder interface{ eachBudget(func(*budgetCheck)) }
+
+func eachBudget(checks []check, f func(*budgetCheck)) {
+	for _, c := range checks {
+		if h, ok := c.(budgetHolder); ok {
+			h.eachBudget(f)
+		}
+	}
+}
+
+func (b *budgetCheck) eachBudget(f func(*budgetCheck)) { f(b) }

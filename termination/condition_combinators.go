@@ -1,0 +1,149 @@
+package termination
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// AnyOf fires when any child fires. Every child sees every event (no short
+// circuit), so counting conditions stay correct and every cause that fires
+// on the same event is reported.
+func AnyOf(children ...Condition) Condition { return anyOf(slices.Clone(children)) }
+
+type anyOf []Condition
+
+func (c anyOf) String() string  { return "any: " + listString(c) }
+func (c anyOf) validate() error { return validateChildren("any", c) }
+func (c anyOf) timeouts(f func(time.Duration)) {
+	for _, ch := range c {
+		if ch != nil {
+			eachTimeout(ch, f)
+		}
+	}
+}
+func (c anyOf) start() check {
+	checks := make(anyCheck, len(c))
+	for i, ch := range c {
+		checks[i] = startChild(ch)
+	}
+	return checks
+}
+
+// startChild starts a child condition; a nil child (an invalid condition
+// that was not validated) never fires rather than crashing the run.
+func startChild(c Condition) check {
+	if c == nil {
+		return neverCheck{}
+	}
+	return c.start()
+}
+
+type neverCheck struct{}
+
+func (neverCheck) observe(*Event, *Progress, *sink) {}
+
+type anyCheck []check
+
+func (c anyCheck) eachBudget(f func(*budgetCheck))  { eachBudget(c, f) }
+func (a *allCheck) eachBudget(f func(*budgetCheck)) { eachBudget(a.children, f) }
+
+func (c anyCheck) observe(ev *Event, p *Progress, s *sink) {
+	for _, ch := range c {
+		ch.observe(ev, p, s)
+	}
+}
+
+// AllOf fires All when every child has fired at least once: each child
+// latches when it first fires. Causes are listed in the order they fired.
+func AllOf(children ...Condition) Condition { return allOf(slices.Clone(children)) }
+
+type allOf []Condition
+
+func (c allOf) String() string { return "all: " + listString(c) }
+func (c allOf) validate() error {
+	if len(c) == 0 {
+		return badSetting("all", "", "needs at least one condition")
+	}
+	return validateChildren("all", c)
+}
+func (c allOf) timeouts(f func(time.Duration)) { anyOf(c).timeouts(f) }
+func (c allOf) start() check {
+	a := &allCheck{children: make([]check, len(c)), latched: make([]Cause, len(c))}
+	for i, ch := range c {
+		a.children[i] = startChild(ch)
+	}
+	return a
+}
+
+type allCheck struct {
+	children []check
+	latched  []Cause // first cause of each child, nil until it fires
+	order    []Cause // latched causes in firing order
+	scratch  sink
+	done     bool
+}
+
+func (a *allCheck) observe(ev *Event, p *Progress, s *sink) {
+	if a.done {
+		return
+	}
+	a.scratch.warnings, a.scratch.stallWarned = s.warnings, s.stallWarned
+	for i, ch := range a.children {
+		a.scratch.fired = a.scratch.fired[:0]
+		ch.observe(ev, p, &a.scratch)
+		if a.latched[i] == nil && len(a.scratch.fired) > 0 {
+			c := pick(a.scratch.fired)
+			a.latched[i] = c
+			a.order = append(a.order, c)
+		}
+	}
+	if len(a.order) == len(a.children) {
+		a.done = true
+		s.fire(All{Causes: slices.Clone(a.order)})
+	}
+}
+
+// validateChildren validates each child, naming it by its index under key:
+// "any[1].all[0].max_tool_calls: ...".
+func validateChildren(key string, cs []Condition) error {
+	for i, c := range cs {
+		at := fmt.Sprintf("%s[%d]", key, i)
+		if c == nil {
+			return badSetting(at, "", "nil condition")
+		}
+		if err := c.validate(); err != nil {
+			var se *settingError
+			if !errors.As(err, &se) {
+				return fmt.Errorf("%s.%w", at, err)
+			}
+			return &settingError{cond: at + "." + se.cond, setting: se.setting, msg: se.msg}
+		}
+	}
+	return nil
+}
+
+func listString(cs []Condition) string {
+	parts := make([]string, len(cs))
+	for i, c := range cs {
+		if c == nil {
+			parts[i] = "{<nil>}"
+			continue
+		}
+		parts[i] = "{" + c.String() + "}"
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// pick returns the cause that wins by precedence; ties keep firing order.
+func pick(fired []Cause) Cause {
+	best := fired[0]
+	for _, c := range fired[1:] {
+		if precedes(c, best) < 0 {
+			best = c
+		}
+	}
+	return best
+}

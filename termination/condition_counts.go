@@ -1,0 +1,250 @@
+package termination
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// ---- Iterations and tool calls
+
+// IterationLimits is an iteration limit with an optional early warning.
+type IterationLimits struct {
+	// Limit is how many iterations (message and final events) are allowed;
+	// it must be positive.
+	Limit int
+	// Pressure, in (0,1), records a BudgetPressure{resource: iterations}
+	// warning on the first message event at which count/Limit >= Pressure.
+	// 0: no warning.
+	Pressure float64
+}
+
+// ToolCallLimits is a tool-call limit, overall and per tool, with an
+// optional early warning. At least one of Limit and PerTool must be set.
+type ToolCallLimits struct {
+	// Limit is how many tool calls are allowed in all; 0: no overall limit.
+	Limit int
+	// Pressure, in (0,1), records a BudgetPressure{resource: tool_calls}
+	// warning on the first tool_call event at which count/Limit >=
+	// Pressure. It needs Limit. 0: no warning.
+	Pressure float64
+	// PerTool allows each named tool that many calls (positive).
+	PerTool map[string]int
+}
+
+// MaxIterations allows n iterations (message and final events) and fires
+// MaxIterationsReached on the message event that makes the count n+1. A
+// final event never fires it. n must be positive.
+func MaxIterations(n int) Condition {
+	return &countLimit{res: ResourceIterations, limit: given(n)}
+}
+
+// IterationLimit is MaxIterations with an early warning: with Pressure p it
+// records BudgetPressure{resource: iterations, threshold: p, used: count,
+// limit: Limit} the first time count/Limit >= p on a message event (55 of
+// 100 at 0.55 warns on the 55th), once per run; the run goes on, and the
+// limit is unchanged. A final event never warns.
+func IterationLimit(l IterationLimits) Condition {
+	return &countLimit{res: ResourceIterations, limit: nonZero(l.Limit), pressure: nonZero(l.Pressure),
+		long: l.Pressure != 0}
+}
+
+// MaxToolCalls allows n tool calls and fires MaxToolCallsReached on the
+// tool_call event that makes the count n+1. n must be positive.
+func MaxToolCalls(n int) Condition {
+	return &countLimit{res: ResourceToolCalls, limit: given(n)}
+}
+
+// ToolCallLimit is MaxToolCalls with per-tool limits and an early warning.
+// A per-tool limit N for tool T fires MaxToolCallsReached{limit: N, count:
+// N+1, tool: T} on the call of T that makes T's count N+1; when the overall
+// limit fires on the same call, both are in Fired, the overall one first.
+// Pressure warns as in IterationLimit, with resource tool_calls, on a
+// tool_call event.
+func ToolCallLimit(l ToolCallLimits) Condition {
+	c := &countLimit{res: ResourceToolCalls, limit: nonZero(l.Limit), pressure: nonZero(l.Pressure),
+		long: l.Pressure != 0 || l.PerTool != nil, perToolSet: l.PerTool != nil}
+	for name, n := range l.PerTool {
+		c.perTool = append(c.perTool, toolLimit{name, n})
+	}
+	c.sortPerTool()
+	return c
+}
+
+type toolLimit struct {
+	tool  string
+	limit int
+}
+
+// countLimit is max_iterations and max_tool_calls.
+type countLimit struct {
+	res        Resource // ResourceIterations or ResourceToolCalls
+	limit      setting[int]
+	pressure   setting[float64]
+	perTool    []toolLimit // by tool name
+	perToolSet bool
+	long       bool // written as a mapping: errors name "limit"
+}
+
+func (c *countLimit) sortPerTool() {
+	slices.SortFunc(c.perTool, func(a, b toolLimit) int { return strings.Compare(a.tool, b.tool) })
+}
+
+func (c *countLimit) key() string {
+	if c.res == ResourceIterations {
+		return "max_iterations"
+	}
+	return "max_tool_calls"
+}
+
+func (c *countLimit) String() string {
+	if !c.long {
+		return fmt.Sprintf("%s: %d", c.key(), c.limit.v)
+	}
+	var parts []string
+	if c.limit.set {
+		parts = append(parts, fmt.Sprintf("limit: %d", c.limit.v))
+	}
+	if c.pressure.set {
+		parts = append(parts, fmt.Sprintf("pressure: %g", c.pressure.v))
+	}
+	if c.perToolSet {
+		tools := make([]string, len(c.perTool))
+		for i, t := range c.perTool {
+			tools[i] = fmt.Sprintf("%s: %d", t.tool, t.limit)
+		}
+		parts = append(parts, "per_tool: {"+strings.Join(tools, ", ")+"}")
+	}
+	return c.key() + ": {" + strings.Join(parts, ", ") + "}"
+}
+
+func (c *countLimit) validate() error {
+	key, limitKey := c.key(), ""
+	if c.long {
+		limitKey = "limit"
+	}
+	switch {
+	case c.limit.set:
+		if err := positive(key, limitKey, c.limit); err != nil {
+			return err
+		}
+	case c.res == ResourceIterations:
+		return badSetting(key, "limit", "is required")
+	case !c.perToolSet:
+		return badSetting(key, "", "needs limit or per_tool")
+	}
+	if c.pressure.set {
+		if !(c.pressure.v > 0 && c.pressure.v < 1) {
+			return badSetting(key, "pressure", "must be in (0,1), got %g", c.pressure.v)
+		}
+		if !c.limit.set {
+			return badSetting(key, "pressure", "needs limit")
+		}
+	}
+	if c.perToolSet && len(c.perTool) == 0 {
+		return badSetting(key, "per_tool", "must not be empty")
+	}
+	for _, t := range c.perTool {
+		if t.tool == "" {
+			return badSetting(key, "per_tool", "tool names must not be empty")
+		}
+		if t.limit <= 0 {
+			return badSetting(key, "per_tool."+t.tool, "must be a positive int, got %d", t.limit)
+		}
+	}
+	return nil
+}
+
+func (c *countLimit) start() check {
+	if len(c.perTool) == 0 && !c.pressure.set {
+		return statelessCount{c}
+	}
+	return &countCheck{countLimit: c, perToolCount: make([]int, len(c.perTool))}
+}
+
+// countCheck is the per-run state of a countLimit with per-tool limits or
+// pressure.
+type countCheck struct {
+	*countLimit
+	perToolCount []int
+	warned       bool
+}
+
+// statelessCount is the check of a plain limit, which needs no run state.
+type statelessCount struct{ *countLimit }
+
+func (s statelessCount) observe(ev *Event, p *Progress, sk *sink) {
+	if count, ok := s.counted(ev, p); ok && s.limit.set && count > s.limit.v {
+		s.fireLimit(count, sk)
+	}
+}
+
+// counted returns the count of the condition's resource when ev is an
+// event that may fire or warn it: a message for iterations (never a final),
+// a tool_call for tool calls.
+func (c *countLimit) counted(ev *Event, p *Progress) (int, bool) {
+	switch {
+	case ev == nil:
+		return 0, false
+	case c.res == ResourceIterations:
+		return p.Iterations, ev.Kind == KindMessage
+	default:
+		return p.ToolCalls, ev.Kind == KindToolCall
+	}
+}
+
+func (c *countLimit) fireLimit(count int, s *sink) {
+	if c.res == ResourceIterations {
+		s.fire(MaxIterationsReached{Limit: c.limit.v, Count: count})
+	} else {
+		s.fire(MaxToolCallsReached{Limit: c.limit.v, Count: count})
+	}
+}
+
+func (c *countCheck) observe(ev *Event, p *Progress, s *sink) {
+	count, ok := c.counted(ev, p)
+	if !ok {
+		return
+	}
+	if c.limit.set && count > c.limit.v {
+		c.fireLimit(count, s)
+	}
+	for i, t := range c.perTool {
+		if t.tool == ev.Tool {
+			c.perToolCount[i]++
+			if n := c.perToolCount[i]; n > t.limit {
+				s.fire(MaxToolCallsReached{Limit: t.limit, Count: n, Tool: t.tool})
+			}
+		}
+	}
+	if c.pressure.set && !c.warned && pressureReached(count, c.limit.v, c.pressure.v) {
+		c.warned = true
+		s.warn(BudgetPressure{Resource: c.res, Threshold: c.pressure.v, Used: float64(count), Limit: float64(c.limit.v)})
+	}
+}
+
+// ---- Timeout
+
+type timeoutAfter struct{ limit time.Duration }
+
+// TimeoutAfter fires Timeout once the run has lasted d (elapsed >= d, so a
+// run that lasted exactly d has timed out): live, from a timer
+// even when no event arrives; in replay, by the events' times since the
+// first timed event (events without a time never fire it). d must be > 0.
+func TimeoutAfter(d time.Duration) Condition { return &timeoutAfter{d} }
+
+func (c *timeoutAfter) String() string { return "timeout: " + c.limit.String() }
+func (c *timeoutAfter) validate() error {
+	if c.limit <= 0 {
+		return badSetting("timeout", "", "must be > 0, got %s", c.limit)
+	}
+	return nil
+}
+func (c *timeoutAfter) start() check                   { return c }
+func (c *timeoutAfter) timeouts(f func(time.Duration)) { f(c.limit) }
+func (c *timeoutAfter) observe(_ *Event, p *Progress, s *sink) {
+	if p.Clocked && p.Elapsed >= c.limit {
+		s.fire(Timeout{Limit: c.limit, Elapsed: p.Elapsed})
+	}
+}
