@@ -53,6 +53,11 @@ type sink struct {
 	fired       []Cause
 	warnings    *[]Cause
 	stallWarned *bool // at most one stall warning per run
+	// callKey is the tool_call's key (tool and canonical args) when keyed:
+	// the Evaluator computes it before the checks run, high on the
+	// evaluating goroutine's stack, when a stall check will need it.
+	callKey uint64
+	keyed   bool
 }
 
 func (s *sink) fire(c Cause) { s.fired = append(s.fired, c) }

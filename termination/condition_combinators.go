@@ -3,6 +3,7 @@ package termination
 import (
 	"errors"
 	"fmt"
+	"math/bits"
 	"slices"
 	"strings"
 	"time"
@@ -25,11 +26,12 @@ func (c anyOf) timeouts(f func(time.Duration)) {
 	}
 }
 func (c anyOf) start() check {
-	checks := make(anyCheck, len(c))
+	a := &anyCheck{children: make([]check, len(c))}
 	for i, ch := range c {
-		checks[i] = startChild(ch)
+		a.children[i] = startChild(ch)
 	}
-	return checks
+	a.dispatch()
+	return a
 }
 
 // startChild starts a child condition; a nil child (an invalid condition
@@ -45,13 +47,50 @@ type neverCheck struct{}
 
 func (neverCheck) observe(*Event, *Progress, *sink) {}
 
-type anyCheck []check
+// anyCheck calls each child for the kinds of events it acts on (see
+// kindFiltered), in the children's order: most events fire nothing, and
+// most conditions act on one or two kinds.
+type anyCheck struct {
+	children []check
+	// byKind[k] has bit i set when children[i] acts on events of kind k
+	// (byKind[0]: clock ticks); children from maxDispatched on are called
+	// for everything.
+	byKind [KindFinal + 1]uint16
+}
 
-func (c anyCheck) eachBudget(f func(*budgetCheck))  { eachBudget(c, f) }
+// maxDispatched is how many children of an AnyOf are dispatched by kind.
+const maxDispatched = 16
+
+func (a *anyCheck) dispatch() {
+	for i, ch := range a.children[:min(len(a.children), maxDispatched)] {
+		ks := checkKinds(ch)
+		for k := range a.byKind {
+			if ks&(1<<k) != 0 {
+				a.byKind[k] |= 1 << i
+			}
+		}
+	}
+}
+
+func (a *anyCheck) eachBudget(f func(*budgetCheck)) { eachBudget(a.children, f) }
 func (a *allCheck) eachBudget(f func(*budgetCheck)) { eachBudget(a.children, f) }
 
-func (c anyCheck) observe(ev *Event, p *Progress, s *sink) {
-	for _, ch := range c {
+func (a *anyCheck) observe(ev *Event, p *Progress, s *sink) {
+	k := 0 // a clock tick
+	if ev != nil {
+		k = int(ev.Kind)
+		if k == 0 || k >= len(a.byKind) {
+			// Not reached: the Evaluator takes valid events only.
+			for _, ch := range a.children {
+				ch.observe(ev, p, s)
+			}
+			return
+		}
+	}
+	for m := a.byKind[k]; m != 0; m &= m - 1 {
+		a.children[bits.TrailingZeros16(m)].observe(ev, p, s)
+	}
+	for _, ch := range a.children[min(len(a.children), maxDispatched):] {
 		ch.observe(ev, p, s)
 	}
 }
@@ -91,6 +130,7 @@ func (a *allCheck) observe(ev *Event, p *Progress, s *sink) {
 		return
 	}
 	a.scratch.warnings, a.scratch.stallWarned = s.warnings, s.stallWarned
+	a.scratch.callKey, a.scratch.keyed = s.callKey, s.keyed
 	for i, ch := range a.children {
 		a.scratch.fired = a.scratch.fired[:0]
 		ch.observe(ev, p, &a.scratch)

@@ -161,7 +161,10 @@ func (c *stallCheck) observe(ev *Event, _ *Progress, s *sink) {
 	}
 	switch ev.Kind {
 	case KindToolCall:
-		key := callKey(ev)
+		key := s.callKey
+		if !s.keyed {
+			key = callKey(ev)
+		}
 		c.calls.push(key)
 		if c.repeats.set {
 			c.repeated(SignalRepeatedToolCall, matches(&c.calls, key, c.windowSize()), s)

@@ -27,6 +27,7 @@ type Evaluator struct {
 	root      check
 	clock     Clock
 	clocked   bool // the condition has a timeout, so time must be read
+	callKeys  bool // a stall check needs each tool call's key
 	progress  Progress
 	cur       *Event // Observe's copy of the event, allocated on first use: observeRef callers never need it
 	sink      sink
@@ -54,6 +55,7 @@ func NewEvaluator(c Condition, clock Clock) *Evaluator {
 	e.sink.warnings, e.sink.stallWarned = &e.warnings, &e.stalled
 	eachBudget([]check{e.root}, func(b *budgetCheck) { e.budgets = append(e.budgets, b) })
 	eachTimeout(c, func(time.Duration) { e.clocked = true })
+	e.callKeys = usesCallKey(e.root)
 	if clock == WallClock {
 		e.start = time.Now()
 	}
@@ -107,6 +109,13 @@ func (e *Evaluator) observeRef(ev *Event) (Cause, bool) {
 	e.lastKind = ev.Kind
 	if ev.Kind == KindError {
 		e.lastErr = ev.ErrorText()
+	}
+	e.sink.keyed = false
+	if e.callKeys && ev.Kind == KindToolCall {
+		// Hashed here rather than under the stall check: the canonical
+		// hashing of the args recurses, and a live run's goroutine
+		// evaluates with a small stack.
+		e.sink.callKey, e.sink.keyed = callKey(ev), true
 	}
 	e.tick(ev)
 	return e.settle(p.Events)
