@@ -92,8 +92,10 @@ func hashValue(v any) uint64 {
 	return hashInvalid // not produced by json.Unmarshal into any
 }
 
+// hashStringValue hashes a string: maphash output is already well mixed,
+// so the type tag is xored in without another round.
 func hashStringValue(s string) uint64 {
-	return mix(maphash.String(strSeed, s) ^ hashString)
+	return maphash.String(strSeed, s) ^ hashString
 }
 
 func hashFloat(f float64) uint64 {
@@ -103,9 +105,10 @@ func hashFloat(f float64) uint64 {
 	return mix(hashNumber ^ math.Float64bits(f))
 }
 
-// member combines an object member's key and value hashes. Members combine
-// by addition, so their order does not matter.
-func member(k, v uint64) uint64 { return mix(k*31 ^ mix(v+0x51)) }
+// member combines an object member's key and value hashes (both already
+// mixed) in one round. Members combine by addition, so their order does
+// not matter.
+func member(k, v uint64) uint64 { return mix(k*31 ^ v ^ 0x51) }
 
 const (
 	fnvOffset   = 14695981039346656037
@@ -303,7 +306,7 @@ func (p *canonParser) str() (uint64, bool) {
 	raw := p.Data[start+1 : p.Pos-1]
 	if simple && (ascii || utf8.Valid(raw)) {
 		// The common case: the string decodes to its own bytes.
-		return mix(maphash.Bytes(strSeed, raw) ^ hashString), true
+		return maphash.Bytes(strSeed, raw) ^ hashString, true
 	}
 	return hashEscaped(raw), true
 }
@@ -327,7 +330,7 @@ func hashEscaped(raw []byte) uint64 {
 	}
 	sum := h.Sum64()
 	escapedHashes.Put(h)
-	return mix(sum ^ hashString)
+	return sum ^ hashString
 }
 
 var escapedHashes = sync.Pool{New: func() any {

@@ -209,8 +209,14 @@ func (c *stallCheck) repeated(sig StallSignal, n int, s *sink) {
 // matches counts the values equal to key among the last w of r.
 func matches[T comparable](r *ring[T], key T, w int) int {
 	n := 0
-	for i := range min(w, r.len()) {
-		if r.at(i) == key {
+	a, b := r.last(max(0, min(w, r.len()))) // an unvalidated negative window matches nothing
+	for _, v := range a {
+		if v == key {
+			n++
+		}
+	}
+	for _, v := range b {
+		if v == key {
 			n++
 		}
 	}
@@ -301,6 +307,18 @@ func (r *ring[T]) push(v T) {
 }
 
 func (r *ring[T]) len() int { return len(r.buf) }
+
+// last returns the last w values pushed (w <= len), oldest first, in at
+// most two slices of buf.
+func (r *ring[T]) last(w int) (a, b []T) {
+	if len(r.buf) < r.size {
+		return r.buf[len(r.buf)-w:], nil
+	}
+	if start := r.next - w; start >= 0 {
+		return r.buf[start:r.next], nil
+	}
+	return r.buf[r.next-w+r.size:], r.buf[:r.next]
+}
 
 // at returns the i-th most recent value (0: the last pushed), i < len.
 func (r *ring[T]) at(i int) T {
