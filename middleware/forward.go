@@ -50,9 +50,7 @@ func Forward[T any](run *Run, in <-chan T, decode func(T) termination.Event) <-c
 // run, channel or decode function gives a closed channel; the run, if any,
 // ends with Failed{reason: invalid_input}.
 func ForwardEach[T any](run *Run, in <-chan T, decode func(item T, emit func(termination.Event))) <-chan T {
-	f := &forwarder[T]{run: run, decode: decode}
-	f.emitFn = f.emit
-	return forwardChan(run, in, decode == nil, f)
+	return forwardChan(run, in, decode == nil, newEachForwarder(run, decode))
 }
 
 // forwardChan starts f's goroutine, forwarding in to the returned channel.
@@ -93,11 +91,10 @@ func checkInput(run *Run, nilInput, nilDecode bool, fn, what string) error {
 
 type forwarder[T any] struct {
 	run *Run
-	// One of decode (ForwardEach, ForwardSeqEach) and decodeOne (Forward,
-	// ForwardSeq) is set.
-	decode    func(T, func(termination.Event))
+	// One of decode (ForwardEach, ForwardSeqEach: the decode function
+	// with f.emit bound to it) and decodeOne (Forward, ForwardSeq) is set.
+	decode    func(T)
 	decodeOne func(T) termination.Event
-	emitFn    func(termination.Event) // f.emit, bound once rather than per item
 	// ev is the event being evaluated: decodeOne's result is stored here and
 	// evaluated in place, so the event is not copied again on its way to
 	// the evaluator and the recorder, and the evaluation does not run on
@@ -112,6 +109,16 @@ type forwarder[T any] struct {
 	// sentFinal is final as of the last item the consumer took (channel
 	// forwarding only; mirrored in Run.sentFinal).
 	sentFinal bool
+}
+
+// newEachForwarder is the forwarder of ForwardEach and ForwardSeqEach.
+func newEachForwarder[T any](run *Run, decode func(T, func(termination.Event))) *forwarder[T] {
+	f := &forwarder[T]{run: run}
+	if decode != nil {
+		emit := f.emit // bound once rather than per item
+		f.decode = func(item T) { decode(item, emit) }
+	}
+	return f
 }
 
 // What became of one item.
@@ -198,7 +205,7 @@ func (f *forwarder[T]) decodeEach(item *T) (ok bool) {
 			ok = false
 		}
 	}()
-	f.decode(*item, f.emitFn)
+	f.decode(*item)
 	return true
 }
 
@@ -454,9 +461,7 @@ func ForwardSeq[T any](run *Run, seq iter.Seq2[T, error], decode func(T) termina
 // Failed{reason: invalid_input}.
 func ForwardSeqEach[T any](run *Run, seq iter.Seq2[T, error], decode func(item T, emit func(termination.Event))) iter.Seq2[T, error] {
 	return forwardSeq(run, seq, decode == nil, func() *forwarder[T] {
-		f := &forwarder[T]{run: run, decode: decode}
-		f.emitFn = f.emit
-		return f
+		return newEachForwarder(run, decode)
 	})
 }
 
@@ -502,7 +507,7 @@ func forwardSeq[T any](run *Run, seq iter.Seq2[T, error], nilDecode bool, newFor
 					return
 				}
 				select {
-				case <-run.done:
+				case <-run.ctx.Done():
 					return
 				default:
 				}

@@ -111,7 +111,6 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 		stopParent: func() bool { return false },
 		rec:        rec,
 		eval:       termination.NewEvaluator(s.cond, termination.WallClock),
-		done:       runCtx.Done(), // shared with the loop, which selects on it too
 		ended:      make(chan struct{}),
 	}
 	r.id = runID
@@ -188,7 +187,6 @@ type Run struct {
 	nwarn   int
 	timer   *time.Timer
 	drained int
-	done    <-chan struct{} // ctx.Done(): closed when the run has stopped (its cause is known)
 	endOnce sync.Once
 	ended   chan struct{}       // closed when the result is final
 	result  *termination.Result // set when ended is closed
@@ -221,7 +219,7 @@ func (r *Run) Stage() *Stage { return r.stage }
 
 // Done is closed once the run has stopped: a condition fired, or it was
 // stopped, cancelled or finished.
-func (r *Run) Done() <-chan struct{} { return r.done }
+func (r *Run) Done() <-chan struct{} { return r.ctx.Done() }
 
 // Observe evaluates one event. It returns the cause and true when the run
 // must stop, on this event or earlier; the run's context is then already
@@ -375,7 +373,7 @@ func (r *Run) Stop(reason string) {
 			t := time.NewTimer(r.stage.cfg.drainTimeout)
 			defer t.Stop()
 			select {
-			case <-r.done:
+			case <-r.ctx.Done():
 				return
 			case <-r.ended:
 				return
