@@ -359,7 +359,7 @@ func parseFleetBudget(p string, v *yaml.Node) (FleetBudget, error) {
 // run's warnings, in order, and WarningsSince reports it. A stopped
 // Evaluator ignores it and reports false.
 func (e *Evaluator) AddWarning(c Cause) bool {
-	if e.cause != nil || c == nil {
+	if e.cause != nil || nilCause(c) {
 		return false
 	}
 	e.sink.warn(c)
