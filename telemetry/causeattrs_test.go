@@ -1,0 +1,59 @@
+package telemetry
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/agentstop/agentstop/termination"
+)
+
+// TestCauseAttributesCoverJSONFields pins the promise of the package doc:
+// the agentstop.termination span event carries the cause's fields as
+// termination.<field>, every field of the JSON form (§2), with every
+// optional field set: a per-tool limit's tool, a fleet budget's scope, a
+// cycle's period, a skip's detail.
+func TestCauseAttributesCoverJSONFields(t *testing.T) {
+	for _, c := range []termination.Cause{
+		termination.Completed{Condition: termination.ConditionTextMention, Detail: "TERMINATE"},
+		termination.NaturalCompletion{},
+		termination.HandoffRequested{Target: "user", Source: "planner"},
+		termination.MaxIterationsReached{Limit: 3, Count: 4},
+		termination.MaxToolCallsReached{Limit: 2, Count: 3, Tool: "search"},
+		termination.BudgetPressure{Resource: termination.ResourceTotalTokens, Threshold: 0.8, Used: 80, Limit: 100, Scope: termination.ScopeFleet},
+		termination.BudgetExhausted{Resource: termination.ResourceCost, Used: 2.5, Limit: 2, Scope: termination.ScopeFleet},
+		termination.StallDetected{Signal: termination.SignalCycle, Repeats: 3, Period: 2},
+		termination.Timeout{Limit: time.Minute, Elapsed: 61 * time.Second},
+		termination.Cancelled{Reason: termination.CancelExternal, Detail: "incident 42 (by ops@host)"},
+		termination.Failed{Reason: termination.FailInvalidInput, Err: "event 3: kind: missing"},
+		termination.Skipped{Reason: termination.SkipBlocked, Detail: "incident 42 (by ops@host)"},
+		termination.Custom{Reason: "dangerous_tool", Properties: map[string]any{"tool": "rm"}},
+		termination.All{Causes: []termination.Cause{termination.MaxIterationsReached{Limit: 1, Count: 2}}},
+	} {
+		b, err := termination.MarshalCause(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var fields map[string]json.RawMessage
+		if err := json.Unmarshal(b, &fields); err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for k := range fields {
+			if k != termination.KindKey {
+				want = append(want, "termination."+k)
+			}
+		}
+		var got []string
+		for _, kv := range causeAttributes(c) {
+			got = append(got, string(kv.Key))
+		}
+		slices.Sort(want)
+		slices.Sort(got)
+		if !slices.Equal(got, want) {
+			t.Errorf("%T: attributes %s, want the JSON form's fields %s", c, strings.Join(got, ", "), strings.Join(want, ", "))
+		}
+	}
+}
