@@ -13,7 +13,8 @@
 // limit or budget, which tool repeated). At Ctrl-C or the end of -duration
 // it starts no new runs and lets the runs in flight finish by their own
 // cause (for up to -drain); runs still going after that are interrupted
-// and reported apart, never counted as cancelled.//
+// and reported apart, never counted as cancelled.
+//
 // No network, no API keys: the agents are scripts. Traces are sampled and
 // kept in process, or sent over OTLP when OTEL_EXPORTER_OTLP_ENDPOINT is set.
 package main
