@@ -227,8 +227,10 @@ func (a *Account) leaseLow() bool {
 }
 
 // check decides on the view after a change: the first limit reached
-// exhausts the budget; otherwise the first newly crossed pressure
-// threshold warns. Called with the lock held.
+// exhausts the budget; the first newly crossed pressure threshold (of a
+// limit before it in resource order) warns, with the exhaustion when both
+// happen at once, since the crossing is marked and counted either way.
+// Called with the lock held.
 func (a *Account) check() (*termination.BudgetPressure, *termination.BudgetExhausted) {
 	if a.exhausted != nil {
 		return nil, nil
@@ -240,7 +242,7 @@ func (a *Account) check() (*termination.BudgetPressure, *termination.BudgetExhau
 		if used >= l.Limit {
 			a.exhausted = &termination.BudgetExhausted{Resource: l.Resource, Used: used, Limit: l.Limit, Scope: termination.ScopeFleet}
 			a.metrics.Exhausted(l.Resource)
-			return nil, a.exhausted
+			return warn, a.exhausted
 		}
 		if a.spec.Pressure > 0 && warn == nil && a.pressured&(1<<i) == 0 && used >= a.spec.Pressure*l.Limit {
 			a.pressured |= 1 << i
