@@ -163,16 +163,18 @@ func (a *Account) Members() int {
 
 // Spend charges one event's usage for member m and returns the warning
 // and stop cause for m's own run (see Member.Spend); the other members get
-// them through their hooks. It does not allocate unless a threshold is
-// crossed.
+// them through their hooks. Negative amounts and a NaN cost count as 0, an
+// infinite cost as the largest one. It does not allocate unless a
+// threshold is crossed.
 func (m *AccountMember) Spend(u termination.Usage, cost float64) (warning, stop termination.Cause) {
 	a := m.a
 	switch {
 	case math.IsInf(cost, 1):
 		cost = math.MaxFloat64 // as the run's own cost budget: an infinite cost exhausts it
-	case math.IsNaN(cost) || math.IsInf(cost, -1):
+	case !(cost > 0): // NaN, -Inf, negative: an event cannot give a budget back
 		cost = 0
 	}
+	u.InputTokens, u.OutputTokens = max(u.InputTokens, 0), max(u.OutputTokens, 0)
 	a.mu.Lock()
 	if a.exhausted != nil {
 		// Exhausted before this event reached us (another run, another

@@ -38,3 +38,22 @@ func TestAccountPressureAndExhaustionOnOneSpend(t *testing.T) {
 		t.Errorf("the other run got warnings %v and stops %v, want one of each", warned, stopped)
 	}
 }
+
+// Spend ignores negative amounts as it ignores NaN and -Inf costs: an
+// event cannot give a shared budget back (the middleware never passes an
+// invalid event's usage; a fleet's other callers get the same guard).
+func TestAccountIgnoresNegativeAmounts(t *testing.T) {
+	spec := termination.FleetBudget{Key: "stage", Window: time.Hour, TotalTokens: 1000, Cost: 10}
+	a := fleet.NewAccount(fleet.BudgetID{Key: "stage", Value: "s"}, spec, fleet.WindowStart(time.Now(), time.Hour), nil, nil)
+	m, _ := a.Join(fleet.Hooks{})
+	m.Spend(termination.Usage{InputTokens: 300, OutputTokens: 200}, 4)
+	m.Spend(termination.Usage{InputTokens: -300, OutputTokens: -1000}, -4)
+	if st := a.Status(); st.Used != (termination.Usage{InputTokens: 300, OutputTokens: 200}) || st.Cost != 4 {
+		t.Errorf("after a negative spend: used %+v, cost %g; want {300 200}, 4", st.Used, st.Cost)
+	}
+	a.SetLease(fleet.Amounts{InputTokens: 100, Cost: 1})
+	m.Spend(termination.Usage{InputTokens: -50}, -1)
+	if left, _ := a.Lease(); left != (fleet.Amounts{InputTokens: 100, Cost: 1}) {
+		t.Errorf("a negative spend refilled the lease: %+v", left)
+	}
+}
