@@ -57,3 +57,30 @@ func TestCauseAttributesCoverJSONFields(t *testing.T) {
 		}
 	}
 }
+
+// TestCachedAttributeSetsDoNotAllocate: once built, a stage's attribute
+// sets are found without allocating (the run's end looks several up), and
+// an unknown resource shares the "_other" set rather than growing the
+// cache.
+func TestCachedAttributeSetsDoNotAllocate(t *testing.T) {
+	r := NewRecorder()
+	s := r.stage("planner")
+	s.cause(termination.TagMaxIterations, termination.OutcomeFailed)
+	s.invokeAttrs("openai", termination.TagMaxIterations)
+	s.resource(termination.ResourceCost)
+	if n := testing.AllocsPerRun(100, func() {
+		s.cause(termination.TagMaxIterations, termination.OutcomeFailed)
+		s.invokeAttrs("openai", termination.TagMaxIterations)
+		s.resource(termination.ResourceCost)
+	}); n != 0 {
+		t.Errorf("%v allocations per lookup of cached sets, want 0", n)
+	}
+	if s.cause("a", 1) == s.cause("b", 1) || s.invokeAttrs("", "") == nil {
+		t.Error("distinct keys share a set")
+	}
+	s.resource("nonsense")
+	s.resource("more_nonsense")
+	if len(s.resources) != 2 {
+		t.Errorf("%d resource sets cached, want 2 (cost and _other)", len(s.resources))
+	}
+}
