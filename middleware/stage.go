@@ -250,7 +250,11 @@ func (r *Run) observe(ev termination.Event) (_ termination.Cause, _ bool, late b
 		warnings = w
 	}
 	var prog termination.Progress
-	if r.member != nil {
+	// An invalid event (it stopped the run with Failed{invalid_input}) adds
+	// nothing to the run's budgets, nor to a fleet's: negative usage would
+	// give a shared budget back.
+	charge := r.member != nil && !(stop && r.cur.Validate() != nil)
+	if charge {
 		prog = r.eval.Progress()
 	}
 	r.mu.Unlock()
@@ -260,7 +264,7 @@ func (r *Run) observe(ev termination.Event) (_ termination.Cause, _ bool, late b
 	if stop {
 		r.stopped(cause)
 	}
-	if r.member != nil {
+	if charge {
 		if c, fleetStop := r.fleetEvent(ev.Usage, ev.Cost, &prog); fleetStop && !stop {
 			cause, stop = c, true
 		}
