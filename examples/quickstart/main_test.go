@@ -183,7 +183,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 // on purpose), and none is interrupted when the drain timeout is long
 // enough. Before, every run in flight ended as cancelled.
 func TestShutdownDrainsRunsInFlight(t *testing.T) {
-	f, err := newFleet(nil, 8)
+	f, err := newFleet(nil, inProcess(t), 8)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	f.run(ctx)
@@ -206,7 +206,7 @@ func TestShutdownDrainsRunsInFlight(t *testing.T) {
 // TestShutdownReportsInterruptedRunsApart: with no time to drain, the runs
 // in flight are interrupted and reported apart, not counted as cancelled.
 func TestShutdownReportsInterruptedRunsApart(t *testing.T) {
-	f, err := newFleet(nil, 8)
+	f, err := newFleet(nil, inProcess(t), 8)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	f.run(ctx)
