@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	agentfleet "github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -118,3 +120,44 @@ func TestDescribeNamesTheTenantOfAFleetBudget(t *testing.T) {
 }
 
 func newRand(seed uint64) *rand.Rand { return rand.New(rand.NewPCG(seed, seed)) }
+
+// unreachable is a fleet Control whose every call fails, as the Redis
+// fleet's does while its server is down.
+type unreachable struct{ agentfleet.Control }
+
+func (unreachable) Stop(context.Context, agentfleet.StopRequest) (agentfleet.StopReport, error) {
+	return agentfleet.StopReport{}, errors.New("redis: connection refused")
+}
+
+func (unreachable) Block(context.Context, agentfleet.BlockRequest) (agentfleet.Block, error) {
+	return agentfleet.Block{}, errors.New("redis: connection refused")
+}
+
+// TestStopRunWithoutTheFleet: when the fleet cannot deliver the operator's
+// stop, the run is stopped directly, and its detail says so.
+func TestStopRunWithoutTheFleet(t *testing.T) {
+	f, err := newFleet(nil, inProcess(t), 8)
+	require.NoError(t, err)
+	f.control = unreachable{}
+	_, run := f.stages[len(f.stages)-1].Start(context.Background(), tenantLabel("acme"))
+	f.stopRun(run)
+	res := run.Finish(nil)
+	assert.Equal(t, termination.Cancelled{Reason: termination.CancelExternal,
+		Detail: "operator pressed Stop (fleet unreachable) (by quickstart)"}, res.Cause)
+}
+
+// TestStopRunThroughTheFleet: the operator's stop names the run by id, so
+// that it ends that run only, with the operator in its detail.
+func TestStopRunThroughTheFleet(t *testing.T) {
+	f, err := newFleet(nil, inProcess(t), 8)
+	require.NoError(t, err)
+	st := f.stages[len(f.stages)-1]
+	_, other := st.Start(context.Background(), tenantLabel("acme"))
+	_, run := st.Start(context.Background(), tenantLabel("acme"))
+	f.stopRun(run)
+	assert.Equal(t, termination.Cancelled{Reason: termination.CancelExternal,
+		Detail: "operator pressed Stop (by quickstart)"}, run.Finish(nil).Cause)
+	_, stopped := other.Cause()
+	assert.False(t, stopped, "the stop reached another run")
+	other.Finish(nil)
+}
