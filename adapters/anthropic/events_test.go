@@ -130,7 +130,7 @@ func TestConsumerLeaves(t *testing.T) {
 		if !l.runner {
 			t.Skip("hand-written loops have no iterator")
 		}
-		m := newModel(t, true, adaptertest.NewTurn("", 1, 1, "search", `{}`))
+		m := api.Serve(t, true, adaptertest.NewTurn("", 1, 1, "search", `{}`))
 		stage, _ := adaptertest.NewStage(t, "anthropic_test", "{}")
 		ctx, run := stage.Start(t.Context())
 		client := client(m)
@@ -185,7 +185,7 @@ func TestConsumerLeavesOnErrorOrAfterFinal(t *testing.T) {
 			}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				m := newModel(t, false, tc.turns...)
+				m := api.Serve(t, false, tc.turns...)
 				stage, _ := adaptertest.NewStage(t, "anthropic_test", "{}")
 				ctx, run := stage.Start(t.Context())
 				client := client(m)

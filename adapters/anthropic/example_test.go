@@ -17,8 +17,8 @@ import (
 // stopped on the 4th call. (The model here is a scripted server on
 // 127.0.0.1; without option.WithBaseURL the client talks to the real API.)
 func ExampleAll() {
-	m, _ := adaptertest.StartServer("/v1/messages", adaptertest.Script{Repeat: true, Turns: []adaptertest.Turn{
-		adaptertest.NewTurn("", 120, 15, "search", `{"q":"agentstop"}`)}}, respond)
+	m, _ := api.Start(adaptertest.Script{Repeat: true, Turns: []adaptertest.Turn{
+		adaptertest.NewTurn("", 120, 15, "search", `{"q":"agentstop"}`)}})
 	defer m.Close()
 	client := client(m)
 

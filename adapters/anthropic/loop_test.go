@@ -45,7 +45,7 @@ func forEachLoop(t *testing.T, f func(t *testing.T, l loop)) {
 
 func TestRunawayStoppedByMaxToolCalls(t *testing.T) {
 	forEachLoop(t, func(t *testing.T, l loop) {
-		m := newModel(t, true, adaptertest.Turn{Text: "searching", ToolCalls: adaptertest.Calls("search", `{"q":"again"}`), Usage: termination.Usage{InputTokens: 10, OutputTokens: 3}, CacheRead: 90})
+		m := api.Serve(t, true, adaptertest.Turn{Text: "searching", ToolCalls: adaptertest.Calls("search", `{"q":"again"}`), Usage: termination.Usage{InputTokens: 10, OutputTokens: 3}, CacheRead: 90})
 		stage, _ := adaptertest.NewStage(t, "anthropic_test", "max_tool_calls: 3")
 		ctx, run := stage.Start(t.Context())
 		res := l.run(ctx, run, client(m), "find it")
@@ -70,7 +70,7 @@ func TestRunawayStoppedByMaxToolCalls(t *testing.T) {
 
 func TestRunawayStoppedByStall(t *testing.T) {
 	forEachLoop(t, func(t *testing.T, l loop) {
-		m := newModel(t, true, adaptertest.NewTurn("", 7, 2, "search", `{"q": "same", "page": 1}`))
+		m := api.Serve(t, true, adaptertest.NewTurn("", 7, 2, "search", `{"q": "same", "page": 1}`))
 		stage, _ := adaptertest.NewStage(t, "anthropic_test", "{stall: {repeats: 3}, max_iterations: 50}")
 		ctx, run := stage.Start(t.Context())
 		res := l.run(ctx, run, client(m), "find it")
@@ -90,7 +90,7 @@ func TestRunawayStoppedByStall(t *testing.T) {
 
 func TestNaturalCompletion(t *testing.T) {
 	forEachLoop(t, func(t *testing.T, l loop) {
-		m := newModel(t, false,
+		m := api.Serve(t, false,
 			adaptertest.NewTurn("let me look", 100, 20, "search", `{"q":"a"}`, "search", `{"q":"b"}`),
 			adaptertest.NewTurn("", 150, 5, "fail", `{}`),
 			adaptertest.NewTurn("the answer is 42", 200, 30),
@@ -157,7 +157,7 @@ func TestNaturalCompletion(t *testing.T) {
 // the reason in the error text.
 func TestTruncatedAnswerFails(t *testing.T) {
 	forEachLoop(t, func(t *testing.T, l loop) {
-		m := newModel(t, false, adaptertest.Turn{Text: "the answer is", Usage: termination.Usage{InputTokens: 5, OutputTokens: 1024}, Stop: "max_tokens"})
+		m := api.Serve(t, false, adaptertest.Turn{Text: "the answer is", Usage: termination.Usage{InputTokens: 5, OutputTokens: 1024}, Stop: "max_tokens"})
 		stage, _ := adaptertest.NewStage(t, "anthropic_test", "{}")
 		ctx, run := stage.Start(t.Context())
 		res := l.run(ctx, run, client(m), "long question")
@@ -176,7 +176,7 @@ func TestTruncatedAnswerFails(t *testing.T) {
 // A run stopped from outside cancels the request the loop is waiting on.
 func TestStopCancelsLoop(t *testing.T) {
 	forEachLoop(t, func(t *testing.T, l loop) {
-		m := newModel(t, true, adaptertest.NewTurn("", 1, 1, "echo", `{}`))
+		m := api.Serve(t, true, adaptertest.NewTurn("", 1, 1, "echo", `{}`))
 		stage, _ := adaptertest.NewStage(t, "anthropic_test", "{}")
 		ctx, run := stage.Start(t.Context())
 		run.Stop("user pressed stop")

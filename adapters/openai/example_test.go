@@ -17,8 +17,8 @@ import (
 // stopped on the 4th call. (The model here is a scripted server on
 // 127.0.0.1; point option.WithBaseURL at nothing to use the real API.)
 func Example() {
-	m, _ := adaptertest.StartServer("/v1/chat/completions", adaptertest.Script{Repeat: true, Turns: []adaptertest.Turn{
-		adaptertest.NewTurn("", 120, 15, "search", `{"q":"agentstop"}`)}}, respond)
+	m, _ := api.Start(adaptertest.Script{Repeat: true, Turns: []adaptertest.Turn{
+		adaptertest.NewTurn("", 120, 15, "search", `{"q":"agentstop"}`)}})
 	defer m.Close()
 	client := client(m)
 

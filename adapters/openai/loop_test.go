@@ -77,7 +77,7 @@ func forEachMode(t *testing.T, f func(t *testing.T, stream bool)) {
 
 func TestRunawayStoppedByMaxToolCalls(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
-		m := newModel(t, true, adaptertest.NewTurn("searching", 10, 3, "echo", `{"q":"again"}`))
+		m := api.Serve(t, true, adaptertest.NewTurn("searching", 10, 3, "echo", `{"q":"again"}`))
 		stage, _ := adaptertest.NewStage(t, "openai_test", "max_tool_calls: 3")
 		ctx, run := stage.Start(t.Context())
 		res := agentLoop(ctx, run, client(m), stream, "find it")
@@ -101,7 +101,7 @@ func TestRunawayStoppedByMaxToolCalls(t *testing.T) {
 
 func TestRunawayStoppedByStall(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
-		m := newModel(t, true, adaptertest.NewTurn("", 7, 2, "echo", `{"q": "same", "page": 1}`))
+		m := api.Serve(t, true, adaptertest.NewTurn("", 7, 2, "echo", `{"q": "same", "page": 1}`))
 		stage, _ := adaptertest.NewStage(t, "openai_test", "{stall: {repeats: 3}, max_iterations: 50}")
 		ctx, run := stage.Start(t.Context())
 		res := agentLoop(ctx, run, client(m), stream, "find it")
@@ -121,7 +121,7 @@ func TestRunawayStoppedByStall(t *testing.T) {
 
 func TestNaturalCompletion(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
-		m := newModel(t, false,
+		m := api.Serve(t, false,
 			adaptertest.NewTurn("let me look", 100, 20, "echo", `{"q":"a"}`, "echo", `{"q":"b"}`),
 			adaptertest.NewTurn("", 150, 5, "fail", `{}`),
 			adaptertest.NewTurn("the answer is 42", 200, 30),
@@ -179,7 +179,7 @@ func TestNaturalCompletion(t *testing.T) {
 // the reason in the error text.
 func TestTruncatedAnswerFails(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
-		m := newModel(t, false, adaptertest.Turn{Text: "the answer is", Usage: termination.Usage{InputTokens: 5, OutputTokens: 4096}, Stop: "length"})
+		m := api.Serve(t, false, adaptertest.Turn{Text: "the answer is", Usage: termination.Usage{InputTokens: 5, OutputTokens: 4096}, Stop: "length"})
 		stage, rec := adaptertest.NewStage(t, "openai_test", "{}")
 		ctx, run := stage.Start(t.Context())
 		res := agentLoop(ctx, run, client(m), stream, "long question")
@@ -200,7 +200,7 @@ func TestTruncatedAnswerFails(t *testing.T) {
 // The stop reaches requests in flight: a run stopped from outside cancels
 // the request the loop is waiting on.
 func TestStopCancelsLoop(t *testing.T) {
-	m := newModel(t, true, adaptertest.NewTurn("", 1, 1, "echo", `{}`))
+	m := api.Serve(t, true, adaptertest.NewTurn("", 1, 1, "echo", `{}`))
 	stage, _ := adaptertest.NewStage(t, "openai_test", "{}")
 	ctx, run := stage.Start(t.Context())
 	run.Stop("user pressed stop")
