@@ -37,6 +37,11 @@ var loops = []loop{
 	}},
 }
 
+// on runs the loop with a client of the scripted server s.
+func (l loop) on(ctx context.Context, run *middleware.Run, s *adaptertest.Server, prompt string) termination.Result {
+	return l.run(ctx, run, client(s), prompt)
+}
+
 func forEachLoop(t *testing.T, f func(t *testing.T, l loop)) {
 	for _, l := range loops {
 		t.Run(l.name, func(t *testing.T) { f(t, l) })
@@ -157,18 +162,9 @@ func TestNaturalCompletion(t *testing.T) {
 // the reason in the error text.
 func TestTruncatedAnswerFails(t *testing.T) {
 	forEachLoop(t, func(t *testing.T, l loop) {
-		m := api.Serve(t, false, adaptertest.Turn{Text: "the answer is", Usage: termination.Usage{InputTokens: 5, OutputTokens: 1024}, Stop: "max_tokens"})
-		stage, _ := adaptertest.NewStage(t, "anthropic_test", "{}")
-		ctx, run := stage.Start(t.Context())
-		res := l.run(ctx, run, client(m), "long question")
-
-		var failed termination.Failed
-		if !errors.As(res.Cause, &failed) || failed.Reason != termination.FailStreamError ||
-			failed.Err != "stop_reason max_tokens: the response was cut off at the token limit" {
-			t.Fatalf("cause = %#v, want Failed{stream_error, max_tokens}", res.Cause)
-		}
-		if res.Tokens.OutputTokens != 1024 || res.Iterations != 1 {
-			t.Errorf("tokens, iterations = %+v, %d", res.Tokens, res.Iterations)
+		const want = "stop_reason max_tokens: the response was cut off at the token limit"
+		if _, err := adaptertest.CheckTruncatedAnswer(t, api, "max_tokens", want, l.on); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
@@ -176,17 +172,8 @@ func TestTruncatedAnswerFails(t *testing.T) {
 // A run stopped from outside cancels the request the loop is waiting on.
 func TestStopCancelsLoop(t *testing.T) {
 	forEachLoop(t, func(t *testing.T, l loop) {
-		m := api.Serve(t, true, adaptertest.NewTurn("", 1, 1, "echo", `{}`))
-		stage, _ := adaptertest.NewStage(t, "anthropic_test", "{}")
-		ctx, run := stage.Start(t.Context())
-		run.Stop("user pressed stop")
-		res := l.run(ctx, run, client(m), "go")
-		var c termination.Cancelled
-		if !errors.As(res.Cause, &c) || c.Reason != termination.CancelExternal {
-			t.Fatalf("cause = %#v, want Cancelled{external}", res.Cause)
-		}
-		if got := m.Requests(); got != 0 {
-			t.Errorf("model calls = %d, want 0", got)
+		if err := adaptertest.CheckStopCancelsLoop(t, api, l.on); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

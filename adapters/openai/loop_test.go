@@ -179,20 +179,13 @@ func TestNaturalCompletion(t *testing.T) {
 // the reason in the error text.
 func TestTruncatedAnswerFails(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
-		m := api.Serve(t, false, adaptertest.Turn{Text: "the answer is", Usage: termination.Usage{InputTokens: 5, OutputTokens: 4096}, Stop: "length"})
-		stage, rec := adaptertest.NewStage(t, "openai_test", "{}")
-		ctx, run := stage.Start(t.Context())
-		res := agentLoop(ctx, run, client(m), stream, "long question")
-
-		var failed termination.Failed
-		if !errors.As(res.Cause, &failed) || failed.Reason != termination.FailStreamError {
-			t.Fatalf("cause = %#v, want Failed{stream_error}", res.Cause)
+		const want = "finish_reason length: the response was cut off at the token limit"
+		rec, err := adaptertest.CheckTruncatedAnswer(t, api, "length", want, on(stream))
+		if err != nil {
+			t.Fatal(err)
 		}
 		if want := []string{"input", "message", "error"}; !equal(rec.Kinds(), want) {
 			t.Fatalf("events = %v, want %v", rec.Kinds(), want)
-		}
-		if res.Tokens.OutputTokens != 4096 || res.Iterations != 1 {
-			t.Errorf("tokens, iterations = %+v, %d", res.Tokens, res.Iterations)
 		}
 	})
 }
@@ -200,17 +193,18 @@ func TestTruncatedAnswerFails(t *testing.T) {
 // The stop reaches requests in flight: a run stopped from outside cancels
 // the request the loop is waiting on.
 func TestStopCancelsLoop(t *testing.T) {
-	m := api.Serve(t, true, adaptertest.NewTurn("", 1, 1, "echo", `{}`))
-	stage, _ := adaptertest.NewStage(t, "openai_test", "{}")
-	ctx, run := stage.Start(t.Context())
-	run.Stop("user pressed stop")
-	res := agentLoop(ctx, run, client(m), false, "go")
-	var c termination.Cancelled
-	if !errors.As(res.Cause, &c) || c.Reason != termination.CancelExternal {
-		t.Fatalf("cause = %#v, want Cancelled{external}", res.Cause)
-	}
-	if got := m.Requests(); got != 0 {
-		t.Errorf("model calls = %d, want 0", got)
+	forEachMode(t, func(t *testing.T, stream bool) {
+		if err := adaptertest.CheckStopCancelsLoop(t, api, on(stream)); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// on returns agentLoop with a client of the scripted server, streaming or
+// not.
+func on(stream bool) adaptertest.Loop {
+	return func(ctx context.Context, run *middleware.Run, s *adaptertest.Server, prompt string) termination.Result {
+		return agentLoop(ctx, run, client(s), stream, prompt)
 	}
 }
 
