@@ -3,7 +3,6 @@ package anthropicstop_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
@@ -95,65 +94,12 @@ func TestRunawayStoppedByStall(t *testing.T) {
 
 func TestNaturalCompletion(t *testing.T) {
 	forEachLoop(t, func(t *testing.T, l loop) {
-		m := api.Serve(t, false,
-			adaptertest.NewTurn("let me look", 100, 20, "search", `{"q":"a"}`, "search", `{"q":"b"}`),
-			adaptertest.NewTurn("", 150, 5, "fail", `{}`),
-			adaptertest.NewTurn("the answer is 42", 200, 30),
-		)
-		stage, rec := adaptertest.NewStage(t, "anthropic_test", "{max_tool_calls: 10, max_iterations: 10}")
-		ctx, run := stage.Start(t.Context())
-		res := l.run(ctx, run, client(m), "what is it?")
-
-		if _, ok := res.Cause.(termination.NaturalCompletion); !ok {
-			t.Fatalf("cause = %#v, want NaturalCompletion", res.Cause)
-		}
-		if res.Tokens != (termination.Usage{InputTokens: 450, OutputTokens: 55}) {
-			t.Errorf("tokens = %+v, want 450 in, 55 out", res.Tokens)
-		}
-		if res.Iterations != 3 || res.ToolCalls != 3 {
-			t.Errorf("iterations, tool calls = %d, %d, want 3, 3", res.Iterations, res.ToolCalls)
-		}
-		want := []string{"message", "tool_call", "tool_call", "tool_result", "tool_result",
-			"message", "tool_call", "tool_result", "final"}
-		if !l.runner {
-			want = append([]string{"input"}, want...)
-		}
-		if got := rec.Kinds(); !slices.Equal(got, want) {
-			t.Fatalf("events = %v, want %v", got, want)
-		}
-		all := rec.All()
-		ev := all[len(all)-9:] // after the input event, if any
-		if ev[0].Text != "let me look" || ev[0].Usage != (termination.Usage{InputTokens: 100, OutputTokens: 20}) || ev[0].Source != "scripted" {
-			t.Errorf("first message = %+v", ev[0])
-		}
-		if ev[1].Tool != "search" || string(ev[1].Args) != `{"q":"a"}` {
-			t.Errorf("tool call = %+v (args %s)", ev[1], ev[1].Args)
-		}
-		// The framework's ids and model reach the events; the tool
-		// runner's tools are not given their call's id.
-		if ev[0].Model != "scripted" || ev[8].Model != "scripted" {
-			t.Errorf("model of the turns = %q, %q; want scripted", ev[0].Model, ev[8].Model)
-		}
-		wantIDs := map[int]string{1: "toolu_0_0", 2: "toolu_0_1", 3: "toolu_0_0", 4: "toolu_0_1", 6: "toolu_1_0", 7: "toolu_1_0"}
-		if l.runner {
-			wantIDs[3], wantIDs[4], wantIDs[7] = "", "", ""
-		}
-		for i, want := range wantIDs {
-			if ev[i].CallID != want {
-				t.Errorf("event %d (%s) call_id = %q, want %q", i, ev[i].Kind, ev[i].CallID, want)
-			}
-		}
-		if !ev[1].Usage.IsZero() || !ev[3].Usage.IsZero() {
-			t.Errorf("usage on a tool event: %+v, %+v", ev[1], ev[3])
-		}
-		if ev[7].Tool != "fail" || ev[7].Err != "tool fail failed" {
-			t.Errorf("failed tool result = %+v", ev[7])
-		}
-		if ev[8].Text != "the answer is 42" {
-			t.Errorf("final = %+v", ev[8])
-		}
-		if got := m.Requests(); got != 3 {
-			t.Errorf("model calls = %d, want 3", got)
+		// The tool runner reports no input event and does not give its
+		// tools their call's id.
+		if err := adaptertest.CheckNaturalCompletion(t, api, l.on, adaptertest.LoopTraits{
+			Model: "scripted", Input: !l.runner, CallID: callID, ResultIDs: !l.runner,
+		}); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

@@ -35,7 +35,7 @@ func respond(w http.ResponseWriter, _ map[string]any, n int, tr adaptertest.Turn
 	}
 	for i, c := range tr.ToolCalls {
 		content = append(content, map[string]any{
-			"type": "tool_use", "id": fmt.Sprintf("toolu_%d_%d", n, i), "name": c.Name, "input": json.RawMessage(c.Args),
+			"type": "tool_use", "id": callID(n, i), "name": c.Name, "input": json.RawMessage(c.Args),
 		})
 	}
 	w.Header().Set("Content-Type", "application/json")
@@ -74,7 +74,7 @@ func stream(w http.ResponseWriter, _ map[string]any, n int, tr adaptertest.Turn)
 	}
 	for i, c := range tr.ToolCalls {
 		send(map[string]any{"type": "content_block_start", "index": index, "content_block": map[string]any{
-			"type": "tool_use", "id": fmt.Sprintf("toolu_%d_%d", n, i), "name": c.Name, "input": map[string]any{}}})
+			"type": "tool_use", "id": callID(n, i), "name": c.Name, "input": map[string]any{}}})
 		half := len(c.Args) / 2
 		for _, part := range []string{c.Args[:half], c.Args[half:]} {
 			send(map[string]any{"type": "content_block_delta", "index": index, "delta": map[string]any{"type": "input_json_delta", "partial_json": part}})
@@ -97,3 +97,6 @@ func stopReason(tr adaptertest.Turn) string {
 	}
 	return "end_turn"
 }
+
+// callID is the id of the i-th tool_use block of the n-th response.
+func callID(n, i int) string { return fmt.Sprintf("toolu_%d_%d", n, i) }

@@ -3,6 +3,7 @@ package openaistop_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -121,56 +122,10 @@ func TestRunawayStoppedByStall(t *testing.T) {
 
 func TestNaturalCompletion(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
-		m := api.Serve(t, false,
-			adaptertest.NewTurn("let me look", 100, 20, "echo", `{"q":"a"}`, "echo", `{"q":"b"}`),
-			adaptertest.NewTurn("", 150, 5, "fail", `{}`),
-			adaptertest.NewTurn("the answer is 42", 200, 30),
-		)
-		stage, rec := adaptertest.NewStage(t, "openai_test", "{max_tool_calls: 10, max_iterations: 10}")
-		ctx, run := stage.Start(t.Context())
-		res := agentLoop(ctx, run, client(m), stream, "what is it?")
-
-		if _, ok := res.Cause.(termination.NaturalCompletion); !ok {
-			t.Fatalf("cause = %#v, want NaturalCompletion", res.Cause)
-		}
-		if res.Tokens.InputTokens != 450 || res.Tokens.OutputTokens != 55 {
-			t.Errorf("tokens = %+v, want 450 in, 55 out", res.Tokens)
-		}
-		if res.Iterations != 3 || res.ToolCalls != 3 {
-			t.Errorf("iterations, tool calls = %d, %d, want 3, 3", res.Iterations, res.ToolCalls)
-		}
-		want := []string{"input", "message", "tool_call", "tool_call", "tool_result", "tool_result",
-			"message", "tool_call", "tool_result", "final"}
-		if got := rec.Kinds(); !equal(got, want) {
-			t.Fatalf("events = %v, want %v", got, want)
-		}
-		ev := rec.All()
-		if ev[1].Text != "let me look" || ev[1].Usage != (termination.Usage{InputTokens: 100, OutputTokens: 20}) || ev[1].Source != "scripted" {
-			t.Errorf("first message = %+v", ev[1])
-		}
-		if ev[2].Tool != "echo" || string(ev[2].Args) != `{"q":"a"}` {
-			t.Errorf("tool call = %+v", ev[2])
-		}
-		// The framework's ids and model reach the events.
-		if ev[1].Model != "scripted" || ev[9].Model != "scripted" {
-			t.Errorf("model of the turns = %q, %q; want scripted", ev[1].Model, ev[9].Model)
-		}
-		for i, want := range map[int]string{2: "call_0_0", 3: "call_0_1", 4: "call_0_0", 5: "call_0_1", 7: "call_1_0", 8: "call_1_0"} {
-			if ev[i].CallID != want {
-				t.Errorf("event %d (%s) call_id = %q, want %q", i, ev[i].Kind, ev[i].CallID, want)
-			}
-		}
-		if ev[2].Usage != (termination.Usage{}) || ev[4].Usage != (termination.Usage{}) {
-			t.Errorf("usage on a tool event: %+v, %+v", ev[2], ev[4])
-		}
-		if ev[8].Tool != "fail" || ev[8].Err != "tool fail failed" {
-			t.Errorf("failed tool result = %+v", ev[8])
-		}
-		if ev[9].Text != "the answer is 42" {
-			t.Errorf("final = %+v", ev[9])
-		}
-		if got := m.Requests(); got != 3 {
-			t.Errorf("model calls = %d, want 3", got)
+		if err := adaptertest.CheckNaturalCompletion(t, api, on(stream), adaptertest.LoopTraits{
+			Model: "scripted", Input: true, CallID: callID, ResultIDs: true,
+		}); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
@@ -184,7 +139,7 @@ func TestTruncatedAnswerFails(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if want := []string{"input", "message", "error"}; !equal(rec.Kinds(), want) {
+		if want := []string{"input", "message", "error"}; !slices.Equal(rec.Kinds(), want) {
 			t.Fatalf("events = %v, want %v", rec.Kinds(), want)
 		}
 	})
@@ -206,16 +161,4 @@ func on(stream bool) adaptertest.Loop {
 	return func(ctx context.Context, run *middleware.Run, s *adaptertest.Server, prompt string) termination.Result {
 		return agentLoop(ctx, run, client(s), stream, prompt)
 	}
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

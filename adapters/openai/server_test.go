@@ -73,7 +73,7 @@ func stream(w http.ResponseWriter, req map[string]any, n int, tr adaptertest.Tur
 	}
 	for i, c := range tr.ToolCalls {
 		chunk(delta(map[string]any{"tool_calls": []any{map[string]any{
-			"index": i, "id": fmt.Sprintf("call_%d_%d", n, i), "type": "function",
+			"index": i, "id": callID(n, i), "type": "function",
 			"function": map[string]any{"name": c.Name, "arguments": ""},
 		}}}, nil), nil)
 		half := len(c.Args) / 2
@@ -114,7 +114,7 @@ func toolCalls(n int, calls []adaptertest.ToolCall) any {
 	out := make([]any, len(calls))
 	for i, c := range calls {
 		out[i] = map[string]any{
-			"id": fmt.Sprintf("call_%d_%d", n, i), "type": "function",
+			"id": callID(n, i), "type": "function",
 			"function": map[string]any{"name": c.Name, "arguments": c.Args},
 		}
 	}
@@ -133,3 +133,6 @@ func echoTool(c openai.ChatCompletionMessageToolCallUnion) (string, error) {
 	}
 	return strings.TrimSpace(c.Function.Arguments), nil
 }
+
+// callID is the id of the i-th tool call of the n-th response.
+func callID(n, i int) string { return fmt.Sprintf("call_%d_%d", n, i) }
