@@ -18,9 +18,13 @@
 //
 // It also holds what adapters' own tests share: the suite's scripts
 // ([Lookup], [Runaway]) and turns ([NewTurn], [Calls]), a stage that
-// records what it evaluates ([NewStage], [Events]), [CheckCallIDs], and
-// [Server], a scripted model API on 127.0.0.1 for adapters that drive a
-// provider's real SDK.
+// records what it evaluates ([NewStage], [Events]), [CheckCallIDs], checks
+// of an adapter's decoder and helpers ([DecodeEvents], [DiffEvents],
+// [CheckToolResultEvent], [CheckObserveError]), and for adapters that
+// drive a provider's real SDK, [Server], a scripted model API on
+// 127.0.0.1 started from an [API], with the scenario checks of their tool
+// loops ([CheckNaturalCompletion], [CheckTruncatedAnswer],
+// [CheckStopCancelsLoop]).
 package adaptertest
 
 import (

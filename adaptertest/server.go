@@ -64,6 +64,45 @@ func NewServer(t testing.TB, path string, script Script, respond Responder) *Ser
 	return s
 }
 
+// API is a provider's model API as a scripted [Server] gives it: the path
+// its SDK posts to and the Responders that answer in the API's encoding.
+// An adapter's tests declare it once and start servers from it.
+type API struct {
+	Path string
+	// Respond answers the requests that do not ask for a stream, and
+	// those that do when Stream is nil.
+	Respond Responder
+	// Stream answers the requests that ask for a stream ([Stream]).
+	Stream Responder
+}
+
+// responder returns the Responder that serves the API's requests.
+func (a API) responder() Responder {
+	if a.Stream == nil || a.Respond == nil {
+		return a.Respond
+	}
+	return func(w http.ResponseWriter, req map[string]any, n int, turn Turn) {
+		if Stream(req) {
+			a.Stream(w, req, n, turn)
+			return
+		}
+		a.Respond(w, req, n, turn)
+	}
+}
+
+// Serve starts a Server for the API that answers with turns, the last one
+// forever when repeat is set, and is closed when t ends.
+func (a API) Serve(t testing.TB, repeat bool, turns ...Turn) *Server {
+	t.Helper()
+	return NewServer(t, a.Path, Script{Turns: turns, Repeat: repeat}, a.responder())
+}
+
+// Start starts a Server for the API that answers with script; the caller
+// closes it. Tests use [API.Serve]; Start is for Example functions.
+func (a API) Start(script Script) (*Server, error) {
+	return StartServer(a.Path, script, a.responder())
+}
+
 // Close shuts the server down.
 func (s *Server) Close() { s.srv.Close() }
 

@@ -163,16 +163,18 @@ func (a *Account) Members() int {
 
 // Spend charges one event's usage for member m and returns the warning
 // and stop cause for m's own run (see Member.Spend); the other members get
-// them through their hooks. It does not allocate unless a threshold is
-// crossed.
+// them through their hooks. Negative amounts and a NaN cost count as 0, an
+// infinite cost as the largest one. It does not allocate unless a
+// threshold is crossed.
 func (m *AccountMember) Spend(u termination.Usage, cost float64) (warning, stop termination.Cause) {
 	a := m.a
 	switch {
 	case math.IsInf(cost, 1):
 		cost = math.MaxFloat64 // as the run's own cost budget: an infinite cost exhausts it
-	case math.IsNaN(cost) || math.IsInf(cost, -1):
+	case !(cost > 0): // NaN, -Inf, negative: an event cannot give a budget back
 		cost = 0
 	}
+	u.InputTokens, u.OutputTokens = max(u.InputTokens, 0), max(u.OutputTokens, 0)
 	a.mu.Lock()
 	if a.exhausted != nil {
 		// Exhausted before this event reached us (another run, another
@@ -227,8 +229,10 @@ func (a *Account) leaseLow() bool {
 }
 
 // check decides on the view after a change: the first limit reached
-// exhausts the budget; otherwise the first newly crossed pressure
-// threshold warns. Called with the lock held.
+// exhausts the budget; the first newly crossed pressure threshold (of a
+// limit before it in resource order) warns, with the exhaustion when both
+// happen at once, since the crossing is marked and counted either way.
+// Called with the lock held.
 func (a *Account) check() (*termination.BudgetPressure, *termination.BudgetExhausted) {
 	if a.exhausted != nil {
 		return nil, nil
@@ -240,7 +244,7 @@ func (a *Account) check() (*termination.BudgetPressure, *termination.BudgetExhau
 		if used >= l.Limit {
 			a.exhausted = &termination.BudgetExhausted{Resource: l.Resource, Used: used, Limit: l.Limit, Scope: termination.ScopeFleet}
 			a.metrics.Exhausted(l.Resource)
-			return nil, a.exhausted
+			return warn, a.exhausted
 		}
 		if a.spec.Pressure > 0 && warn == nil && a.pressured&(1<<i) == 0 && used >= a.spec.Pressure*l.Limit {
 			a.pressured |= 1 << i

@@ -62,8 +62,10 @@ type Metrics struct {
 	errors, pressure, exhausted, stopped, rejected metric.Int64Counter
 
 	mu   sync.Mutex
-	sets map[string]metric.MeasurementOption // "key=value" → cached attribute set option
+	sets map[attrKey][]metric.AddOption // cached attribute set, as the variadic argument (a fresh one would allocate)
 }
+
+type attrKey struct{ key, value string }
 
 // NewMetrics builds the instruments from mp; nil means the global
 // MeterProvider. Instrument creation errors go to otel.Handle and leave a
@@ -89,17 +91,17 @@ func NewMetrics(mp metric.MeterProvider) *Metrics {
 		exhausted: counter("agent.fleet.budget.exhausted", "{crossing}", "Shared budgets that reached a limit, once per crossing per process."),
 		stopped:   counter("agent.fleet.runs.stopped", "{run}", "Runs stopped by an operator's fleet stop."),
 		rejected:  counter("agent.fleet.runs.rejected", "{run}", "Runs ended when they joined the fleet, by reason."),
-		sets:      map[string]metric.MeasurementOption{},
+		sets:      map[attrKey][]metric.AddOption{},
 	}
 }
 
-func (m *Metrics) attrs(key, value string) metric.MeasurementOption {
-	k := key + "=" + value
+func (m *Metrics) attrs(key, value string) []metric.AddOption {
+	k := attrKey{key, value}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	o, ok := m.sets[k]
 	if !ok {
-		o = metric.WithAttributeSet(attribute.NewSet(attribute.String(key, value)))
+		o = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(attribute.String(key, value)))}
 		m.sets[k] = o
 	}
 	return o
@@ -110,7 +112,7 @@ func (m *Metrics) Error(operation string) {
 	if m == nil {
 		return
 	}
-	m.errors.Add(context.Background(), 1, m.attrs("operation", operation))
+	m.errors.Add(context.Background(), 1, m.attrs("operation", operation)...)
 }
 
 // Pressure counts one crossing of a shared budget's pressure threshold on
@@ -119,7 +121,7 @@ func (m *Metrics) Pressure(resource termination.Resource) {
 	if m == nil {
 		return
 	}
-	m.pressure.Add(context.Background(), 1, m.attrs("resource", string(resource)))
+	m.pressure.Add(context.Background(), 1, m.attrs("resource", string(resource))...)
 }
 
 // Exhausted counts one shared budget reaching its limit on resource.
@@ -127,7 +129,7 @@ func (m *Metrics) Exhausted(resource termination.Resource) {
 	if m == nil {
 		return
 	}
-	m.exhausted.Add(context.Background(), 1, m.attrs("resource", string(resource)))
+	m.exhausted.Add(context.Background(), 1, m.attrs("resource", string(resource))...)
 }
 
 // Stopped counts n runs stopped by an operator's stop.
@@ -151,5 +153,5 @@ func (m *Metrics) Rejected(c termination.Cause) {
 	case termination.Failed:
 		reason = string(c.Reason)
 	}
-	m.rejected.Add(context.Background(), 1, m.attrs("reason", reason))
+	m.rejected.Add(context.Background(), 1, m.attrs("reason", reason)...)
 }

@@ -113,12 +113,10 @@ func (r *Run) startFleet() bool {
 	}
 	info := fleet.RunInfo{ID: r.id, Stage: r.stage.name, Labels: r.info.labels, Started: time.Now()}
 	m, cause := f.Join(r.parent, info, r.stage.cfg.fleetBudget, fleet.Hooks{Stop: r.stopWith, Warn: r.fleetWarn})
-	if cause != nil {
-		r.stopWith(cause)
-		return true
-	}
+	// A member that came with a cause (Join should return none) still
+	// leaves when the run ends; a typed-nil cause is no cause.
 	r.member = m
-	return false
+	return cause != nil && r.stopWith(cause)
 }
 
 // fleetWarn records a warning from the fleet (another run crossed the
@@ -152,13 +150,13 @@ func (r *Run) fleetEvent(u termination.Usage, cost float64, p *termination.Progr
 		return nil, false
 	}
 	r.mu.Lock()
-	ok := live.StopOnEvent(r.eval, stop)
-	c, _ := r.eval.Stopped()
+	ok := live.StopOnEvent(r.eval, stop) // refuses a typed nil: no stop
+	c, stopped := r.eval.Stopped()
 	r.mu.Unlock()
 	if ok {
 		r.stopped(stop)
 	}
-	return c, true
+	return c, stopped
 }
 
 // deliverWarnings hands warnings recorded since the last delivery to the

@@ -263,7 +263,10 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 	if len(live.WarningsSince(r.eval, r.nwarn)) > 0 {
 		warnings = r.takeWarnings()
 	}
-	if r.member != nil {
+	// An invalid event (it stopped the run with Failed{invalid_input}) adds
+	// nothing to the run's budgets, nor to a fleet's: negative usage would
+	// give a shared budget back.
+	if r.member != nil && !(stop && ev.Validate() != nil) {
 		return r.observedFleet(ev, cause, stop, warnings)
 	}
 	r.mu.Unlock()

@@ -113,23 +113,31 @@ func (s *stageAttrs) startOptions(provider string) []trace.SpanStartOption {
 }
 
 func (s *stageAttrs) cause(tag string, outcome termination.Outcome) *causeAttrs {
-	k := causeKey{tag, outcome}
-	s.mu.RLock()
-	c := s.byCause[k]
-	s.mu.RUnlock()
-	if c != nil {
-		return c
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if c = s.byCause[k]; c == nil {
-		c = &causeAttrs{
-			withOutcome: metric.WithAttributeSet(attribute.NewSet(KeyStage.String(s.name), KeyTerminationCause.String(tag), KeyOutcome.String(outcome.String()))),
-			tagOnly:     metric.WithAttributeSet(attribute.NewSet(KeyStage.String(s.name), KeyTerminationCause.String(tag))),
+	return cached(&s.mu, s.byCause, causeKey{tag, outcome}, func(k causeKey) *causeAttrs {
+		return &causeAttrs{
+			withOutcome: metric.WithAttributeSet(attribute.NewSet(KeyStage.String(s.name), KeyTerminationCause.String(k.tag), KeyOutcome.String(k.outcome.String()))),
+			tagOnly:     metric.WithAttributeSet(attribute.NewSet(KeyStage.String(s.name), KeyTerminationCause.String(k.tag))),
 		}
-		s.byCause[k] = c
+	})
+}
+
+// cached returns m[k], building it with build the first time (under mu's
+// write lock, so once per key); m is guarded by mu. A hit takes the read
+// lock only and allocates nothing.
+func cached[K comparable, V any](mu *sync.RWMutex, m map[K]V, k K, build func(K) V) V {
+	mu.RLock()
+	v, ok := m[k]
+	mu.RUnlock()
+	if ok {
+		return v
 	}
-	return c
+	mu.Lock()
+	defer mu.Unlock()
+	if v, ok = m[k]; !ok {
+		v = build(k)
+		m[k] = v
+	}
+	return v
 }
 
 // invokeAttrs is the attribute set of gen_ai.invoke_agent.duration:
@@ -137,49 +145,27 @@ func (s *stageAttrs) cause(tag string, outcome termination.Outcome) *causeAttrs 
 // given, error.type when the run failed. Both values are bounded (the
 // provider by MaxProviders, the error type is a termination_cause).
 func (s *stageAttrs) invokeAttrs(provider, errorType string) metric.MeasurementOption {
-	k := invokeKey{provider, errorType}
-	s.mu.RLock()
-	o, ok := s.invoke[k]
-	s.mu.RUnlock()
-	if ok {
-		return o
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if o, ok = s.invoke[k]; !ok {
+	return cached(&s.mu, s.invoke, invokeKey{provider, errorType}, func(k invokeKey) metric.MeasurementOption {
 		kv := []attribute.KeyValue{KeyGenAIOperationName.String("invoke_agent"), KeyGenAIAgentName.String(s.name)}
-		if provider != "" {
-			kv = append(kv, KeyGenAIProviderName.String(provider))
+		if k.provider != "" {
+			kv = append(kv, KeyGenAIProviderName.String(k.provider))
 		}
-		if errorType != "" {
-			kv = append(kv, KeyErrorType.String(errorType))
+		if k.errorType != "" {
+			kv = append(kv, KeyErrorType.String(k.errorType))
 		}
-		o = metric.WithAttributeSet(attribute.NewSet(kv...))
-		s.invoke[k] = o
-	}
-	return o
+		return metric.WithAttributeSet(attribute.NewSet(kv...))
+	})
 }
 
+// resource is the attribute set {stage, resource}; a resource outside the
+// contract's set is recorded as "_other".
 func (s *stageAttrs) resource(res termination.Resource) metric.MeasurementOption {
-	s.mu.RLock()
-	o, ok := s.resources[res]
-	s.mu.RUnlock()
-	if ok {
-		return o
+	if !knownResource(res) {
+		res = OtherValue
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if o, ok = s.resources[res]; !ok {
-		if !knownResource(res) {
-			res = OtherValue
-			if o, ok = s.resources[res]; ok {
-				return o
-			}
-		}
-		o = metric.WithAttributeSet(attribute.NewSet(KeyStage.String(s.name), KeyResource.String(string(res))))
-		s.resources[res] = o
-	}
-	return o
+	return cached(&s.mu, s.resources, res, func(res termination.Resource) metric.MeasurementOption {
+		return metric.WithAttributeSet(attribute.NewSet(KeyStage.String(s.name), KeyResource.String(string(res))))
+	})
 }
 
 func knownResource(res termination.Resource) bool {

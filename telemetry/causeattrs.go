@@ -31,13 +31,18 @@ const (
 	keyError     = causeKeyPrefix + "error"
 	keyProps     = causeKeyPrefix + "properties"
 	keyCauses    = causeKeyPrefix + "causes"
+	keyTool      = causeKeyPrefix + "tool"
+	keyScope     = causeKeyPrefix + "scope"
+	keyPeriod    = causeKeyPrefix + "period"
 )
 
 // causeAttributes turns a cause's JSON fields into "termination.<field>"
 // attributes. Built-in causes keep their Go types, so a field always has the
 // same attribute type (budget amounts are always doubles, even when whole);
 // Timeout's durations are Go duration strings as in the JSON form; nested
-// values (Custom properties, All's causes) are JSON text.
+// values (Custom properties, All's causes) are JSON text. Optional fields
+// (a per-tool limit's tool, a fleet budget's scope, a cycle's period, a
+// skip's detail) are there when the JSON form has them.
 func causeAttributes(c termination.Cause) []attribute.KeyValue {
 	switch c := c.(type) {
 	case nil:
@@ -51,14 +56,30 @@ func causeAttributes(c termination.Cause) []attribute.KeyValue {
 	case termination.MaxIterationsReached:
 		return []attribute.KeyValue{keyCount.Int(c.Count), keyLimit.Int(c.Limit)}
 	case termination.MaxToolCallsReached:
-		return []attribute.KeyValue{keyCount.Int(c.Count), keyLimit.Int(c.Limit)}
+		kv := []attribute.KeyValue{keyCount.Int(c.Count), keyLimit.Int(c.Limit)}
+		if c.Tool != "" {
+			kv = append(kv, keyTool.String(c.Tool))
+		}
+		return kv
 	case termination.BudgetPressure:
-		return []attribute.KeyValue{keyLimit.Float64(c.Limit), keyResource.String(string(c.Resource)),
+		kv := []attribute.KeyValue{keyLimit.Float64(c.Limit), keyResource.String(string(c.Resource)),
 			keyThreshold.Float64(c.Threshold), keyUsed.Float64(c.Used)}
+		if c.Scope != "" {
+			kv = append(kv, keyScope.String(c.Scope))
+		}
+		return kv
 	case termination.BudgetExhausted:
-		return []attribute.KeyValue{keyLimit.Float64(c.Limit), keyResource.String(string(c.Resource)), keyUsed.Float64(c.Used)}
+		kv := []attribute.KeyValue{keyLimit.Float64(c.Limit), keyResource.String(string(c.Resource)), keyUsed.Float64(c.Used)}
+		if c.Scope != "" {
+			kv = append(kv, keyScope.String(c.Scope))
+		}
+		return kv
 	case termination.StallDetected:
-		return []attribute.KeyValue{keyRepeats.Int(c.Repeats), keySignal.String(string(c.Signal))}
+		kv := []attribute.KeyValue{keyRepeats.Int(c.Repeats), keySignal.String(string(c.Signal))}
+		if c.Period != 0 {
+			kv = append(kv, keyPeriod.Int(c.Period))
+		}
+		return kv
 	case termination.Timeout:
 		return []attribute.KeyValue{keyElapsed.String(c.Elapsed.String()), keyLimit.String(c.Limit.String())}
 	case termination.Cancelled:
@@ -66,6 +87,9 @@ func causeAttributes(c termination.Cause) []attribute.KeyValue {
 	case termination.Failed:
 		return []attribute.KeyValue{keyError.String(c.Err), keyReason.String(string(c.Reason))}
 	case termination.Skipped:
+		if c.Detail != "" {
+			return []attribute.KeyValue{keyDetail.String(c.Detail), keyReason.String(c.Reason)}
+		}
 		return []attribute.KeyValue{keyReason.String(c.Reason)}
 	case termination.Custom:
 		props := "null"

@@ -28,6 +28,8 @@
 // gen_ai.agent.name and stage (the stage name), gen_ai.provider.name
 // (middleware.WithProviderName; left out when not given), gen_ai.agent.id
 // and gen_ai.conversation.id (middleware.WithAgentID, WithConversationID),
+// agentstop.run.id (the run's fleet id, [middleware.Run.ID], when the stage
+// has a fleet: find the span of a run that `agentstop runs` lists),
 // gen_ai.request.model only when every model seen in the run is the same
 // one; at the end termination_cause, termination.kind, outcome,
 // agent.iterations, agent.tool_calls, gen_ai.usage.input_tokens and

@@ -329,7 +329,7 @@ func parseFleetBudget(p string, v *yaml.Node) (FleetBudget, error) {
 // run's warnings, in order, and warningsSince reports it. A stopped
 // Evaluator ignores it and reports false.
 func (e *Evaluator) addWarning(c Cause) bool {
-	if e.cause != nil || c == nil {
+	if e.cause != nil || nilCause(c) {
 		return false
 	}
 	e.sink.warn(c)

@@ -10,7 +10,7 @@ import (
 // harness drives one of the loops against the scripted server.
 func harness(l loop) adaptertest.Harness {
 	return adaptertest.Harness{Run: func(t *testing.T, stage *middleware.Stage, s adaptertest.Script) adaptertest.Report {
-		m := adaptertest.NewServer(t, "/v1/messages", s, respond)
+		m := api.Serve(t, s.Repeat, s.Turns...)
 		ctx, run := stage.Start(t.Context())
 		res := l.run(ctx, run, client(m), s.Input)
 		return adaptertest.Report{Result: res, ModelCalls: m.Requests()}

@@ -29,12 +29,9 @@ func Events(m *anthropic.Message, emit func(termination.Event)) {
 		return
 	}
 	u := m.Usage
-	decode(turn{
-		model:   string(m.Model),
-		stop:    string(m.StopReason),
-		refusal: refusal(m.StopDetails.Explanation, string(m.StopDetails.Category)),
-		usage:   usage(u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens, u.OutputTokens),
-	}, m.Content, func(b *anthropic.ContentBlockUnion) block {
+	t := newTurn(m.Model, m.StopReason, m.StopDetails.Explanation, m.StopDetails.Category,
+		usage(u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens, u.OutputTokens))
+	decode(t, m.Content, func(b *anthropic.ContentBlockUnion) block {
 		return block{typ: b.Type, text: b.Text, name: b.Name, id: b.ID, input: b.Input}
 	}, emit)
 }
@@ -46,12 +43,9 @@ func BetaEvents(m *anthropic.BetaMessage, emit func(termination.Event)) {
 		return
 	}
 	u := m.Usage
-	decode(turn{
-		model:   string(m.Model),
-		stop:    string(m.StopReason),
-		refusal: refusal(m.StopDetails.Explanation, string(m.StopDetails.Category)),
-		usage:   usage(u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens, u.OutputTokens),
-	}, m.Content, func(b *anthropic.BetaContentBlockUnion) block {
+	t := newTurn(m.Model, m.StopReason, m.StopDetails.Explanation, m.StopDetails.Category,
+		usage(u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens, u.OutputTokens))
+	decode(t, m.Content, func(b *anthropic.BetaContentBlockUnion) block {
 		return block{typ: b.Type, text: b.Text, name: b.Name, id: b.ID, input: b.Input}
 	}, emit)
 }
@@ -72,6 +66,12 @@ func ToolResultEvent(call anthropic.ToolUseBlock, output string, err error) term
 // input the model processed (and is billed for), so they are counted in.
 func usage(input, cacheWrite, cacheRead, output int64) termination.Usage {
 	return termination.Usage{InputTokens: input + cacheWrite + cacheRead, OutputTokens: output}
+}
+
+// newTurn returns what decode needs of a Message or a BetaMessage, whose
+// stop reasons and refusal categories are string types of their own.
+func newTurn[Stop, Category ~string](model anthropic.Model, stop Stop, explanation string, category Category, u termination.Usage) turn {
+	return turn{model: string(model), stop: string(stop), refusal: refusal(explanation, string(category)), usage: u}
 }
 
 func refusal(explanation, category string) string {

@@ -87,61 +87,40 @@ func TestEvents(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var m anthropic.Message
-			if err := json.Unmarshal([]byte(tt.json), &m); err != nil {
-				t.Fatal(err)
-			}
-			var got []termination.Event
-			anthropicstop.Events(&m, func(ev termination.Event) { got = append(got, ev) })
-			check(t, got, tt.want)
-
+			got, err := adaptertest.DecodeEvents(tt.json, anthropicstop.Events)
+			check(t, got, err, tt.want)
 			// The beta API's messages map the same way.
-			var bm anthropic.BetaMessage
-			if err := json.Unmarshal([]byte(tt.json), &bm); err != nil {
-				t.Fatal(err)
-			}
-			got = nil
-			anthropicstop.BetaEvents(&bm, func(ev termination.Event) { got = append(got, ev) })
-			check(t, got, tt.want)
+			got, err = adaptertest.DecodeEvents(tt.json, anthropicstop.BetaEvents)
+			check(t, got, err, tt.want)
 		})
 	}
 	anthropicstop.Events(nil, func(ev termination.Event) { t.Errorf("nil message emitted %+v", ev) })
 	anthropicstop.BetaEvents(nil, func(ev termination.Event) { t.Errorf("nil message emitted %+v", ev) })
 }
 
-func check(t *testing.T, got, want []termination.Event) {
+func check(t *testing.T, got []termination.Event, err error, want []termination.Event) {
 	t.Helper()
-	if len(got) != len(want) {
-		t.Fatalf("got %d events %+v, want %d", len(got), got, len(want))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for i := range got {
-		g, w := got[i], want[i]
-		if g.Kind != w.Kind || g.Source != w.Source || g.Text != w.Text || g.Tool != w.Tool ||
-			string(g.Args) != string(w.Args) || g.Usage != w.Usage || g.Err != w.Err {
-			t.Errorf("event %d = %+v (args %s), want %+v (args %s)", i, g, g.Args, w, w.Args)
-		}
+	if err := adaptertest.DiffEvents(got, want); err != nil {
+		t.Error(err)
 	}
 }
 
 func TestToolResultEvent(t *testing.T) {
 	call := anthropic.ToolUseBlock{ID: "t1", Name: "search"}
-	ok := anthropicstop.ToolResultEvent(call, "3 hits", nil)
-	if ok.Kind != termination.KindToolResult || ok.Tool != "search" || ok.Text != "3 hits" || ok.Err != "" {
-		t.Errorf("ok = %+v", ok)
-	}
-	failed := anthropicstop.ToolResultEvent(call, "", errors.New("timeout"))
-	if failed.Err != "timeout" || !failed.Failed() {
-		t.Errorf("failed = %+v", failed)
+	if err := adaptertest.CheckToolResultEvent(func(out string, err error) termination.Event {
+		return anthropicstop.ToolResultEvent(call, out, err)
+	}); err != nil {
+		t.Error(err)
 	}
 }
 
 func TestObserveError(t *testing.T) {
-	stage, _ := adaptertest.NewStage(t, "observe_error", "errors: {total: 1}")
-	_, run := stage.Start(t.Context())
-	if _, stop := anthropicstop.ObserveError(run, errors.New("429")); !stop {
-		t.Fatal("the error was not reported")
+	if err := adaptertest.CheckObserveError(anthropicstop.ObserveError); err != nil {
+		t.Error(err)
 	}
-	run.Finish(nil)
 }
 
 // A consumer that leaves the runner's iteration early stops the run as
@@ -151,7 +130,7 @@ func TestConsumerLeaves(t *testing.T) {
 		if !l.runner {
 			t.Skip("hand-written loops have no iterator")
 		}
-		m := newModel(t, true, adaptertest.NewTurn("", 1, 1, "search", `{}`))
+		m := api.Serve(t, true, adaptertest.NewTurn("", 1, 1, "search", `{}`))
 		stage, _ := adaptertest.NewStage(t, "anthropic_test", "{}")
 		ctx, run := stage.Start(t.Context())
 		client := client(m)
@@ -206,7 +185,7 @@ func TestConsumerLeavesOnErrorOrAfterFinal(t *testing.T) {
 			}},
 		} {
 			t.Run(tc.name, func(t *testing.T) {
-				m := newModel(t, false, tc.turns...)
+				m := api.Serve(t, false, tc.turns...)
 				stage, _ := adaptertest.NewStage(t, "anthropic_test", "{}")
 				ctx, run := stage.Start(t.Context())
 				client := client(m)

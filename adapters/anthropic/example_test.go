@@ -17,8 +17,7 @@ import (
 // stopped on the 4th call. (The model here is a scripted server on
 // 127.0.0.1; without option.WithBaseURL the client talks to the real API.)
 func ExampleAll() {
-	m, _ := adaptertest.StartServer("/v1/messages", adaptertest.Script{Repeat: true, Turns: []adaptertest.Turn{
-		adaptertest.NewTurn("", 120, 15, "search", `{"q":"agentstop"}`)}}, respond)
+	m, _ := api.Start(adaptertest.Runaway) // 50 input and 5 output tokens a turn
 	defer m.Close()
 	client := client(m)
 
@@ -44,5 +43,5 @@ func ExampleAll() {
 	fmt.Println("requests:", m.Requests(), "tokens:", res.Tokens.InputTokens, res.Tokens.OutputTokens)
 	// Output:
 	// max_tool_calls true 4
-	// requests: 4 tokens: 480 60
+	// requests: 4 tokens: 200 20
 }

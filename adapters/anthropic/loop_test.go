@@ -3,7 +3,6 @@ package anthropicstop_test
 import (
 	"context"
 	"errors"
-	"slices"
 	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
@@ -37,6 +36,11 @@ var loops = []loop{
 	}},
 }
 
+// on runs the loop with a client of the scripted server s.
+func (l loop) on(ctx context.Context, run *middleware.Run, s *adaptertest.Server, prompt string) termination.Result {
+	return l.run(ctx, run, client(s), prompt)
+}
+
 func forEachLoop(t *testing.T, f func(t *testing.T, l loop)) {
 	for _, l := range loops {
 		t.Run(l.name, func(t *testing.T) { f(t, l) })
@@ -45,7 +49,7 @@ func forEachLoop(t *testing.T, f func(t *testing.T, l loop)) {
 
 func TestRunawayStoppedByMaxToolCalls(t *testing.T) {
 	forEachLoop(t, func(t *testing.T, l loop) {
-		m := newModel(t, true, adaptertest.Turn{Text: "searching", ToolCalls: adaptertest.Calls("search", `{"q":"again"}`), Usage: termination.Usage{InputTokens: 10, OutputTokens: 3}, CacheRead: 90})
+		m := api.Serve(t, true, adaptertest.Turn{Text: "searching", ToolCalls: adaptertest.Calls("search", `{"q":"again"}`), Usage: termination.Usage{InputTokens: 10, OutputTokens: 3}, CacheRead: 90})
 		stage, _ := adaptertest.NewStage(t, "anthropic_test", "max_tool_calls: 3")
 		ctx, run := stage.Start(t.Context())
 		res := l.run(ctx, run, client(m), "find it")
@@ -70,7 +74,7 @@ func TestRunawayStoppedByMaxToolCalls(t *testing.T) {
 
 func TestRunawayStoppedByStall(t *testing.T) {
 	forEachLoop(t, func(t *testing.T, l loop) {
-		m := newModel(t, true, adaptertest.NewTurn("", 7, 2, "search", `{"q": "same", "page": 1}`))
+		m := api.Serve(t, true, adaptertest.NewTurn("", 7, 2, "search", `{"q": "same", "page": 1}`))
 		stage, _ := adaptertest.NewStage(t, "anthropic_test", "{stall: {repeats: 3}, max_iterations: 50}")
 		ctx, run := stage.Start(t.Context())
 		res := l.run(ctx, run, client(m), "find it")
@@ -90,65 +94,12 @@ func TestRunawayStoppedByStall(t *testing.T) {
 
 func TestNaturalCompletion(t *testing.T) {
 	forEachLoop(t, func(t *testing.T, l loop) {
-		m := newModel(t, false,
-			adaptertest.NewTurn("let me look", 100, 20, "search", `{"q":"a"}`, "search", `{"q":"b"}`),
-			adaptertest.NewTurn("", 150, 5, "fail", `{}`),
-			adaptertest.NewTurn("the answer is 42", 200, 30),
-		)
-		stage, rec := adaptertest.NewStage(t, "anthropic_test", "{max_tool_calls: 10, max_iterations: 10}")
-		ctx, run := stage.Start(t.Context())
-		res := l.run(ctx, run, client(m), "what is it?")
-
-		if _, ok := res.Cause.(termination.NaturalCompletion); !ok {
-			t.Fatalf("cause = %#v, want NaturalCompletion", res.Cause)
-		}
-		if res.Tokens != (termination.Usage{InputTokens: 450, OutputTokens: 55}) {
-			t.Errorf("tokens = %+v, want 450 in, 55 out", res.Tokens)
-		}
-		if res.Iterations != 3 || res.ToolCalls != 3 {
-			t.Errorf("iterations, tool calls = %d, %d, want 3, 3", res.Iterations, res.ToolCalls)
-		}
-		want := []string{"message", "tool_call", "tool_call", "tool_result", "tool_result",
-			"message", "tool_call", "tool_result", "final"}
-		if !l.runner {
-			want = append([]string{"input"}, want...)
-		}
-		if got := rec.Kinds(); !slices.Equal(got, want) {
-			t.Fatalf("events = %v, want %v", got, want)
-		}
-		all := rec.All()
-		ev := all[len(all)-9:] // after the input event, if any
-		if ev[0].Text != "let me look" || ev[0].Usage != (termination.Usage{InputTokens: 100, OutputTokens: 20}) || ev[0].Source != "scripted" {
-			t.Errorf("first message = %+v", ev[0])
-		}
-		if ev[1].Tool != "search" || string(ev[1].Args) != `{"q":"a"}` {
-			t.Errorf("tool call = %+v (args %s)", ev[1], ev[1].Args)
-		}
-		// The framework's ids and model reach the events; the tool
-		// runner's tools are not given their call's id.
-		if ev[0].Model != "scripted" || ev[8].Model != "scripted" {
-			t.Errorf("model of the turns = %q, %q; want scripted", ev[0].Model, ev[8].Model)
-		}
-		wantIDs := map[int]string{1: "toolu_0_0", 2: "toolu_0_1", 3: "toolu_0_0", 4: "toolu_0_1", 6: "toolu_1_0", 7: "toolu_1_0"}
-		if l.runner {
-			wantIDs[3], wantIDs[4], wantIDs[7] = "", "", ""
-		}
-		for i, want := range wantIDs {
-			if ev[i].CallID != want {
-				t.Errorf("event %d (%s) call_id = %q, want %q", i, ev[i].Kind, ev[i].CallID, want)
-			}
-		}
-		if !ev[1].Usage.IsZero() || !ev[3].Usage.IsZero() {
-			t.Errorf("usage on a tool event: %+v, %+v", ev[1], ev[3])
-		}
-		if ev[7].Tool != "fail" || ev[7].Err != "tool fail failed" {
-			t.Errorf("failed tool result = %+v", ev[7])
-		}
-		if ev[8].Text != "the answer is 42" {
-			t.Errorf("final = %+v", ev[8])
-		}
-		if got := m.Requests(); got != 3 {
-			t.Errorf("model calls = %d, want 3", got)
+		// The tool runner reports no input event and does not give its
+		// tools their call's id.
+		if err := adaptertest.CheckNaturalCompletion(t, api, l.on, adaptertest.LoopTraits{
+			Model: "scripted", Input: !l.runner, CallID: callID, ResultIDs: !l.runner,
+		}); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
@@ -157,18 +108,9 @@ func TestNaturalCompletion(t *testing.T) {
 // the reason in the error text.
 func TestTruncatedAnswerFails(t *testing.T) {
 	forEachLoop(t, func(t *testing.T, l loop) {
-		m := newModel(t, false, adaptertest.Turn{Text: "the answer is", Usage: termination.Usage{InputTokens: 5, OutputTokens: 1024}, Stop: "max_tokens"})
-		stage, _ := adaptertest.NewStage(t, "anthropic_test", "{}")
-		ctx, run := stage.Start(t.Context())
-		res := l.run(ctx, run, client(m), "long question")
-
-		var failed termination.Failed
-		if !errors.As(res.Cause, &failed) || failed.Reason != termination.FailStreamError ||
-			failed.Err != "stop_reason max_tokens: the response was cut off at the token limit" {
-			t.Fatalf("cause = %#v, want Failed{stream_error, max_tokens}", res.Cause)
-		}
-		if res.Tokens.OutputTokens != 1024 || res.Iterations != 1 {
-			t.Errorf("tokens, iterations = %+v, %d", res.Tokens, res.Iterations)
+		const want = "stop_reason max_tokens: the response was cut off at the token limit"
+		if _, err := adaptertest.CheckTruncatedAnswer(t, api, "max_tokens", want, l.on); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
@@ -176,17 +118,8 @@ func TestTruncatedAnswerFails(t *testing.T) {
 // A run stopped from outside cancels the request the loop is waiting on.
 func TestStopCancelsLoop(t *testing.T) {
 	forEachLoop(t, func(t *testing.T, l loop) {
-		m := newModel(t, true, adaptertest.NewTurn("", 1, 1, "echo", `{}`))
-		stage, _ := adaptertest.NewStage(t, "anthropic_test", "{}")
-		ctx, run := stage.Start(t.Context())
-		run.Stop("user pressed stop")
-		res := l.run(ctx, run, client(m), "go")
-		var c termination.Cancelled
-		if !errors.As(res.Cause, &c) || c.Reason != termination.CancelExternal {
-			t.Fatalf("cause = %#v, want Cancelled{external}", res.Cause)
-		}
-		if got := m.Requests(); got != 0 {
-			t.Errorf("model calls = %d, want 0", got)
+		if err := adaptertest.CheckStopCancelsLoop(t, api, l.on); err != nil {
+			t.Fatal(err)
 		}
 	})
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
-	"testing"
 
 	"github.com/anthropics/anthropic-sdk-go"
 	"github.com/anthropics/anthropic-sdk-go/option"
@@ -12,11 +11,9 @@ import (
 	"github.com/agentstop/agentstop/adaptertest"
 )
 
-// newModel starts a scripted Messages API server (see respond); the beta
+// api is the Messages API, scripted (see respond and stream); the beta
 // endpoint (?beta=true, used by the tool runner) is the same.
-func newModel(t testing.TB, repeat bool, turns ...adaptertest.Turn) *adaptertest.Server {
-	return adaptertest.NewServer(t, "/v1/messages", adaptertest.Script{Turns: turns, Repeat: repeat}, respond)
-}
+var api = adaptertest.API{Path: "/v1/messages", Respond: respond, Stream: stream}
 
 // client returns an SDK client that talks to the scripted server only.
 func client(s *adaptertest.Server) anthropic.Client {
@@ -28,33 +25,29 @@ func client(s *adaptertest.Server) anthropic.Client {
 	)
 }
 
-// respond answers like the Messages API, as JSON or as an SSE stream, with
-// model "scripted" and tool_use ids toolu_<request>_<index>.
-func respond(w http.ResponseWriter, req map[string]any, n int, tr adaptertest.Turn) {
-	id := fmt.Sprintf("msg_%d", n)
-	if adaptertest.Stream(req) {
-		stream(w, id, n, tr)
-		return
-	}
+// respond answers like the Messages API, as JSON, with message id
+// msg_<request>, model "scripted" and tool_use ids toolu_<request>_<index>;
+// stream answers the same as an SSE stream.
+func respond(w http.ResponseWriter, _ map[string]any, n int, tr adaptertest.Turn) {
 	content := []any{}
 	if tr.Text != "" {
 		content = append(content, map[string]any{"type": "text", "text": tr.Text})
 	}
 	for i, c := range tr.ToolCalls {
 		content = append(content, map[string]any{
-			"type": "tool_use", "id": fmt.Sprintf("toolu_%d_%d", n, i), "name": c.Name, "input": json.RawMessage(c.Args),
+			"type": "tool_use", "id": callID(n, i), "name": c.Name, "input": json.RawMessage(c.Args),
 		})
 	}
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
-		"id": id, "type": "message", "role": "assistant", "model": "scripted",
+		"id": fmt.Sprintf("msg_%d", n), "type": "message", "role": "assistant", "model": "scripted",
 		"content": content, "stop_reason": stopReason(tr), "stop_sequence": nil,
 		"usage": map[string]any{"input_tokens": tr.Usage.InputTokens, "output_tokens": tr.Usage.OutputTokens,
 			"cache_read_input_tokens": tr.CacheRead, "cache_creation_input_tokens": 0},
 	})
 }
 
-func stream(w http.ResponseWriter, id string, n int, tr adaptertest.Turn) {
+func stream(w http.ResponseWriter, _ map[string]any, n int, tr adaptertest.Turn) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	send := func(v map[string]any) {
 		b, _ := json.Marshal(v)
@@ -64,7 +57,7 @@ func stream(w http.ResponseWriter, id string, n int, tr adaptertest.Turn) {
 	// provisional output count; message_delta carries the final output
 	// count (a cumulative total, not a delta).
 	send(map[string]any{"type": "message_start", "message": map[string]any{
-		"id": id, "type": "message", "role": "assistant", "model": "scripted", "content": []any{},
+		"id": fmt.Sprintf("msg_%d", n), "type": "message", "role": "assistant", "model": "scripted", "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil,
 		"usage": map[string]any{"input_tokens": tr.Usage.InputTokens, "output_tokens": 1,
 			"cache_read_input_tokens": tr.CacheRead, "cache_creation_input_tokens": 0},
@@ -81,7 +74,7 @@ func stream(w http.ResponseWriter, id string, n int, tr adaptertest.Turn) {
 	}
 	for i, c := range tr.ToolCalls {
 		send(map[string]any{"type": "content_block_start", "index": index, "content_block": map[string]any{
-			"type": "tool_use", "id": fmt.Sprintf("toolu_%d_%d", n, i), "name": c.Name, "input": map[string]any{}}})
+			"type": "tool_use", "id": callID(n, i), "name": c.Name, "input": map[string]any{}}})
 		half := len(c.Args) / 2
 		for _, part := range []string{c.Args[:half], c.Args[half:]} {
 			send(map[string]any{"type": "content_block_delta", "index": index, "delta": map[string]any{"type": "input_json_delta", "partial_json": part}})
@@ -104,3 +97,6 @@ func stopReason(tr adaptertest.Turn) string {
 	}
 	return "end_turn"
 }
+
+// callID is the id of the i-th tool_use block of the n-th response.
+func callID(n, i int) string { return fmt.Sprintf("toolu_%d_%d", n, i) }

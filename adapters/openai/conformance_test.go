@@ -11,7 +11,7 @@ import (
 // scripted server.
 func harness(stream bool) adaptertest.Harness {
 	return adaptertest.Harness{Run: func(t *testing.T, stage *middleware.Stage, s adaptertest.Script) adaptertest.Report {
-		m := adaptertest.NewServer(t, "/v1/chat/completions", s, respond)
+		m := api.Serve(t, s.Repeat, s.Turns...)
 		ctx, run := stage.Start(t.Context())
 		res := agentLoop(ctx, run, client(m), stream, s.Input)
 		return adaptertest.Report{Result: res, ModelCalls: m.Requests()}

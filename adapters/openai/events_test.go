@@ -2,7 +2,6 @@ package openaistop_test
 
 import (
 	"encoding/json"
-	"errors"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -83,21 +82,14 @@ func TestEvents(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var c openai.ChatCompletion
-			if err := json.Unmarshal([]byte(tt.json), &c); err != nil {
+			got, err := adaptertest.DecodeEvents(tt.json, openaistop.Events)
+			if err != nil {
 				t.Fatal(err)
 			}
-			var got []termination.Event
-			openaistop.Events(&c, func(ev termination.Event) { got = append(got, ev) })
-			if len(got) != len(tt.want) {
-				t.Fatalf("got %d events %+v, want %d", len(got), got, len(tt.want))
+			if err := adaptertest.DiffEvents(got, tt.want); err != nil {
+				t.Error(err)
 			}
-			for i := range got {
-				g, w := got[i], tt.want[i]
-				if g.Kind != w.Kind || g.Source != w.Source || g.Text != w.Text || g.Tool != w.Tool ||
-					string(g.Args) != string(w.Args) || g.Usage != w.Usage || g.Err != w.Err {
-					t.Errorf("event %d = %+v (args %s), want %+v (args %s)", i, g, g.Args, w, w.Args)
-				}
+			for i, g := range got {
 				if g.Args != nil && !json.Valid(g.Args) {
 					t.Errorf("event %d: args %q are not JSON", i, g.Args)
 				}
@@ -112,21 +104,15 @@ func TestToolResultEvent(t *testing.T) {
 	if err := json.Unmarshal([]byte(`{"id":"1","type":"function","function":{"name":"search","arguments":"{}"}}`), &call); err != nil {
 		t.Fatal(err)
 	}
-	ok := openaistop.ToolResultEvent(call, "3 hits", nil)
-	if ok.Kind != termination.KindToolResult || ok.Tool != "search" || ok.Text != "3 hits" || ok.Err != "" {
-		t.Errorf("ok = %+v", ok)
-	}
-	failed := openaistop.ToolResultEvent(call, "", errors.New("timeout"))
-	if failed.Err != "timeout" || !failed.Failed() {
-		t.Errorf("failed = %+v", failed)
+	if err := adaptertest.CheckToolResultEvent(func(out string, err error) termination.Event {
+		return openaistop.ToolResultEvent(call, out, err)
+	}); err != nil {
+		t.Error(err)
 	}
 }
 
 func TestObserveError(t *testing.T) {
-	stage, _ := adaptertest.NewStage(t, "observe_error", "errors: {total: 1}")
-	_, run := stage.Start(t.Context())
-	if _, stop := openaistop.ObserveError(run, errors.New("429")); !stop {
-		t.Fatal("the error was not reported")
+	if err := adaptertest.CheckObserveError(openaistop.ObserveError); err != nil {
+		t.Error(err)
 	}
-	run.Finish(nil)
 }

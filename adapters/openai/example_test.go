@@ -17,8 +17,7 @@ import (
 // stopped on the 4th call. (The model here is a scripted server on
 // 127.0.0.1; point option.WithBaseURL at nothing to use the real API.)
 func Example() {
-	m, _ := adaptertest.StartServer("/v1/chat/completions", adaptertest.Script{Repeat: true, Turns: []adaptertest.Turn{
-		adaptertest.NewTurn("", 120, 15, "search", `{"q":"agentstop"}`)}}, respond)
+	m, _ := api.Start(adaptertest.Runaway) // 50 input and 5 output tokens a turn
 	defer m.Close()
 	client := client(m)
 
@@ -60,5 +59,5 @@ loop:
 	fmt.Println("requests:", m.Requests(), "tokens:", res.Tokens.InputTokens, res.Tokens.OutputTokens)
 	// Output:
 	// max_tool_calls true 4
-	// requests: 4 tokens: 480 60
+	// requests: 4 tokens: 200 20
 }

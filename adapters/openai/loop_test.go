@@ -3,6 +3,7 @@ package openaistop_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 
 	"github.com/openai/openai-go/v3"
@@ -77,7 +78,7 @@ func forEachMode(t *testing.T, f func(t *testing.T, stream bool)) {
 
 func TestRunawayStoppedByMaxToolCalls(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
-		m := newModel(t, true, adaptertest.NewTurn("searching", 10, 3, "echo", `{"q":"again"}`))
+		m := api.Serve(t, true, adaptertest.NewTurn("searching", 10, 3, "echo", `{"q":"again"}`))
 		stage, _ := adaptertest.NewStage(t, "openai_test", "max_tool_calls: 3")
 		ctx, run := stage.Start(t.Context())
 		res := agentLoop(ctx, run, client(m), stream, "find it")
@@ -101,7 +102,7 @@ func TestRunawayStoppedByMaxToolCalls(t *testing.T) {
 
 func TestRunawayStoppedByStall(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
-		m := newModel(t, true, adaptertest.NewTurn("", 7, 2, "echo", `{"q": "same", "page": 1}`))
+		m := api.Serve(t, true, adaptertest.NewTurn("", 7, 2, "echo", `{"q": "same", "page": 1}`))
 		stage, _ := adaptertest.NewStage(t, "openai_test", "{stall: {repeats: 3}, max_iterations: 50}")
 		ctx, run := stage.Start(t.Context())
 		res := agentLoop(ctx, run, client(m), stream, "find it")
@@ -121,56 +122,10 @@ func TestRunawayStoppedByStall(t *testing.T) {
 
 func TestNaturalCompletion(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
-		m := newModel(t, false,
-			adaptertest.NewTurn("let me look", 100, 20, "echo", `{"q":"a"}`, "echo", `{"q":"b"}`),
-			adaptertest.NewTurn("", 150, 5, "fail", `{}`),
-			adaptertest.NewTurn("the answer is 42", 200, 30),
-		)
-		stage, rec := adaptertest.NewStage(t, "openai_test", "{max_tool_calls: 10, max_iterations: 10}")
-		ctx, run := stage.Start(t.Context())
-		res := agentLoop(ctx, run, client(m), stream, "what is it?")
-
-		if _, ok := res.Cause.(termination.NaturalCompletion); !ok {
-			t.Fatalf("cause = %#v, want NaturalCompletion", res.Cause)
-		}
-		if res.Tokens.InputTokens != 450 || res.Tokens.OutputTokens != 55 {
-			t.Errorf("tokens = %+v, want 450 in, 55 out", res.Tokens)
-		}
-		if res.Iterations != 3 || res.ToolCalls != 3 {
-			t.Errorf("iterations, tool calls = %d, %d, want 3, 3", res.Iterations, res.ToolCalls)
-		}
-		want := []string{"input", "message", "tool_call", "tool_call", "tool_result", "tool_result",
-			"message", "tool_call", "tool_result", "final"}
-		if got := rec.Kinds(); !equal(got, want) {
-			t.Fatalf("events = %v, want %v", got, want)
-		}
-		ev := rec.All()
-		if ev[1].Text != "let me look" || ev[1].Usage != (termination.Usage{InputTokens: 100, OutputTokens: 20}) || ev[1].Source != "scripted" {
-			t.Errorf("first message = %+v", ev[1])
-		}
-		if ev[2].Tool != "echo" || string(ev[2].Args) != `{"q":"a"}` {
-			t.Errorf("tool call = %+v", ev[2])
-		}
-		// The framework's ids and model reach the events.
-		if ev[1].Model != "scripted" || ev[9].Model != "scripted" {
-			t.Errorf("model of the turns = %q, %q; want scripted", ev[1].Model, ev[9].Model)
-		}
-		for i, want := range map[int]string{2: "call_0_0", 3: "call_0_1", 4: "call_0_0", 5: "call_0_1", 7: "call_1_0", 8: "call_1_0"} {
-			if ev[i].CallID != want {
-				t.Errorf("event %d (%s) call_id = %q, want %q", i, ev[i].Kind, ev[i].CallID, want)
-			}
-		}
-		if ev[2].Usage != (termination.Usage{}) || ev[4].Usage != (termination.Usage{}) {
-			t.Errorf("usage on a tool event: %+v, %+v", ev[2], ev[4])
-		}
-		if ev[8].Tool != "fail" || ev[8].Err != "tool fail failed" {
-			t.Errorf("failed tool result = %+v", ev[8])
-		}
-		if ev[9].Text != "the answer is 42" {
-			t.Errorf("final = %+v", ev[9])
-		}
-		if got := m.Requests(); got != 3 {
-			t.Errorf("model calls = %d, want 3", got)
+		if err := adaptertest.CheckNaturalCompletion(t, api, on(stream), adaptertest.LoopTraits{
+			Model: "scripted", Input: true, CallID: callID, ResultIDs: true,
+		}); err != nil {
+			t.Fatal(err)
 		}
 	})
 }
@@ -179,20 +134,13 @@ func TestNaturalCompletion(t *testing.T) {
 // the reason in the error text.
 func TestTruncatedAnswerFails(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
-		m := newModel(t, false, adaptertest.Turn{Text: "the answer is", Usage: termination.Usage{InputTokens: 5, OutputTokens: 4096}, Stop: "length"})
-		stage, rec := adaptertest.NewStage(t, "openai_test", "{}")
-		ctx, run := stage.Start(t.Context())
-		res := agentLoop(ctx, run, client(m), stream, "long question")
-
-		var failed termination.Failed
-		if !errors.As(res.Cause, &failed) || failed.Reason != termination.FailStreamError {
-			t.Fatalf("cause = %#v, want Failed{stream_error}", res.Cause)
+		const want = "finish_reason length: the response was cut off at the token limit"
+		rec, err := adaptertest.CheckTruncatedAnswer(t, api, "length", want, on(stream))
+		if err != nil {
+			t.Fatal(err)
 		}
-		if want := []string{"input", "message", "error"}; !equal(rec.Kinds(), want) {
+		if want := []string{"input", "message", "error"}; !slices.Equal(rec.Kinds(), want) {
 			t.Fatalf("events = %v, want %v", rec.Kinds(), want)
-		}
-		if res.Tokens.OutputTokens != 4096 || res.Iterations != 1 {
-			t.Errorf("tokens, iterations = %+v, %d", res.Tokens, res.Iterations)
 		}
 	})
 }
@@ -200,28 +148,17 @@ func TestTruncatedAnswerFails(t *testing.T) {
 // The stop reaches requests in flight: a run stopped from outside cancels
 // the request the loop is waiting on.
 func TestStopCancelsLoop(t *testing.T) {
-	m := newModel(t, true, adaptertest.NewTurn("", 1, 1, "echo", `{}`))
-	stage, _ := adaptertest.NewStage(t, "openai_test", "{}")
-	ctx, run := stage.Start(t.Context())
-	run.Stop("user pressed stop")
-	res := agentLoop(ctx, run, client(m), false, "go")
-	var c termination.Cancelled
-	if !errors.As(res.Cause, &c) || c.Reason != termination.CancelExternal {
-		t.Fatalf("cause = %#v, want Cancelled{external}", res.Cause)
-	}
-	if got := m.Requests(); got != 0 {
-		t.Errorf("model calls = %d, want 0", got)
-	}
+	forEachMode(t, func(t *testing.T, stream bool) {
+		if err := adaptertest.CheckStopCancelsLoop(t, api, on(stream)); err != nil {
+			t.Fatal(err)
+		}
+	})
 }
 
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
+// on returns agentLoop with a client of the scripted server, streaming or
+// not.
+func on(stream bool) adaptertest.Loop {
+	return func(ctx context.Context, run *middleware.Run, s *adaptertest.Server, prompt string) termination.Result {
+		return agentLoop(ctx, run, client(s), stream, prompt)
 	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }

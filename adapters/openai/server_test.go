@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"testing"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -13,10 +12,8 @@ import (
 	"github.com/agentstop/agentstop/adaptertest"
 )
 
-// newModel starts a scripted Chat Completions server (see respond).
-func newModel(t testing.TB, repeat bool, turns ...adaptertest.Turn) *adaptertest.Server {
-	return adaptertest.NewServer(t, "/v1/chat/completions", adaptertest.Script{Turns: turns, Repeat: repeat}, respond)
-}
+// api is the Chat Completions API, scripted (see respond and stream).
+var api = adaptertest.API{Path: "/v1/chat/completions", Respond: respond, Stream: stream}
 
 // client returns an SDK client that talks to the scripted server only.
 func client(s *adaptertest.Server) openai.Client {
@@ -28,21 +25,13 @@ func client(s *adaptertest.Server) openai.Client {
 	)
 }
 
-// respond answers like the Chat Completions API, as JSON or as an SSE
-// stream, with model "scripted" and call ids call_<request>_<index>.
-func respond(w http.ResponseWriter, req map[string]any, n int, tr adaptertest.Turn) {
-	id := fmt.Sprintf("chatcmpl-%d", n)
-	if adaptertest.Stream(req) {
-		includeUsage := false
-		if so, ok := req["stream_options"].(map[string]any); ok {
-			includeUsage, _ = so["include_usage"].(bool)
-		}
-		stream(w, id, n, tr, includeUsage)
-		return
-	}
+// respond answers like the Chat Completions API, as JSON, with completion
+// id chatcmpl-<request>, model "scripted" and call ids
+// call_<request>_<index>; stream answers the same as an SSE stream.
+func respond(w http.ResponseWriter, _ map[string]any, n int, tr adaptertest.Turn) {
 	w.Header().Set("Content-Type", "application/json")
 	_ = json.NewEncoder(w).Encode(map[string]any{
-		"id": id, "object": "chat.completion", "created": 1700000000, "model": "scripted",
+		"id": fmt.Sprintf("chatcmpl-%d", n), "object": "chat.completion", "created": 1700000000, "model": "scripted",
 		"choices": []any{map[string]any{
 			"index": 0, "finish_reason": finish(tr), "logprobs": nil,
 			"message": map[string]any{
@@ -54,7 +43,12 @@ func respond(w http.ResponseWriter, req map[string]any, n int, tr adaptertest.Tu
 	})
 }
 
-func stream(w http.ResponseWriter, id string, n int, tr adaptertest.Turn, includeUsage bool) {
+func stream(w http.ResponseWriter, req map[string]any, n int, tr adaptertest.Turn) {
+	includeUsage := false
+	if so, ok := req["stream_options"].(map[string]any); ok {
+		includeUsage, _ = so["include_usage"].(bool)
+	}
+	id := fmt.Sprintf("chatcmpl-%d", n)
 	w.Header().Set("Content-Type", "text/event-stream")
 	chunk := func(choices []any, u any) {
 		c := map[string]any{"id": id, "object": "chat.completion.chunk", "created": 1700000000, "model": "scripted", "choices": choices}
@@ -79,7 +73,7 @@ func stream(w http.ResponseWriter, id string, n int, tr adaptertest.Turn, includ
 	}
 	for i, c := range tr.ToolCalls {
 		chunk(delta(map[string]any{"tool_calls": []any{map[string]any{
-			"index": i, "id": fmt.Sprintf("call_%d_%d", n, i), "type": "function",
+			"index": i, "id": callID(n, i), "type": "function",
 			"function": map[string]any{"name": c.Name, "arguments": ""},
 		}}}, nil), nil)
 		half := len(c.Args) / 2
@@ -120,7 +114,7 @@ func toolCalls(n int, calls []adaptertest.ToolCall) any {
 	out := make([]any, len(calls))
 	for i, c := range calls {
 		out[i] = map[string]any{
-			"id": fmt.Sprintf("call_%d_%d", n, i), "type": "function",
+			"id": callID(n, i), "type": "function",
 			"function": map[string]any{"name": c.Name, "arguments": c.Args},
 		}
 	}
@@ -139,3 +133,6 @@ func echoTool(c openai.ChatCompletionMessageToolCallUnion) (string, error) {
 	}
 	return strings.TrimSpace(c.Function.Arguments), nil
 }
+
+// callID is the id of the i-th tool call of the n-th response.
+func callID(n, i int) string { return fmt.Sprintf("call_%d_%d", n, i) }

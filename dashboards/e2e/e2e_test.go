@@ -776,12 +776,8 @@ func unix(t time.Time) string {
 // error but may return no data; once the quickstart exports it, it must
 // return data like every other query.
 var optionalMetrics = map[string]string{
-	"agent_fleet_errors_total":           "the quickstart runs without a fleet",
-	"agent_fleet_budget_pressure_total":  "the quickstart runs without a fleet",
-	"agent_fleet_budget_exhausted_total": "the quickstart runs without a fleet",
-	"agent_fleet_runs_stopped_total":     "the quickstart runs without a fleet",
-	"agent_fleet_runs_rejected_total":    "the quickstart runs without a fleet",
-	"agent_stage_stall_warnings_total":   "no quickstart policy sets stall.warn_at",
+	"agent_fleet_errors_total":         "nothing fails in the quickstart's in-process fleet",
+	"agent_stage_stall_warnings_total": "no quickstart policy sets stall.warn_at",
 }
 
 // absentOptional returns why a query that reads metrics may be empty: the

@@ -473,8 +473,10 @@ func TestAbsentOptional(t *testing.T) {
 		want  string
 	}{
 		{[]string{"agent_stage_terminations_total"}, ""},
-		{[]string{"agent_fleet_errors_total"}, ""}, // exported: must have data
-		{[]string{"agent_stage_terminations_total", "agent_fleet_runs_stopped_total"}, "agent_fleet_runs_stopped_total: the quickstart runs without a fleet"},
+		{[]string{"agent_fleet_errors_total"}, ""},                                          // exported: must have data
+		{[]string{"agent_stage_terminations_total", "agent_fleet_runs_stopped_total"}, ""},  // the quickstart's fleet exports it
+		{[]string{"agent_stage_terminations_total", "agent_fleet_runs_rejected_total"}, ""}, // not optional: must have data
+		{[]string{"agent_fleet_budget_pressure_total", "agent_stage_stall_warnings_total"}, "agent_stage_stall_warnings_total: no quickstart policy sets stall.warn_at"},
 		{[]string{"agent_stage_stall_warnings_total"}, "agent_stage_stall_warnings_total: no quickstart policy sets stall.warn_at"},
 		{[]string{"agent_stage_active"}, ""}, // absent but not optional: must have data
 		{nil, ""},

@@ -29,10 +29,12 @@ import (
 	"os"
 	"os/signal"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unicode"
 )
 
 // maxBody bounds a notification's size.
@@ -116,23 +118,47 @@ type Received struct {
 	StartsAt    time.Time         `json:"startsAt"`
 }
 
-// line is the log line of an alert.
+// line is the log line of an alert: one line, whatever the labels and
+// annotations hold (their line breaks and control characters are escaped,
+// so that no text can start a line that looks like another alert).
 func (r Received) line() string {
 	var extra []string
 	for _, k := range slices.Sorted(maps.Keys(r.Labels)) {
 		if k != "alertname" && k != "severity" {
-			extra = append(extra, k+"="+r.Labels[k])
+			extra = append(extra, oneLine(k)+"="+oneLine(r.Labels[k]))
 		}
 	}
-	s := fmt.Sprintf("%s %s [%s] %s", r.At.UTC().Format(time.RFC3339), strings.ToUpper(r.Status), r.Labels["severity"], r.Labels["alertname"])
+	s := fmt.Sprintf("%s %s [%s] %s", r.At.UTC().Format(time.RFC3339), oneLine(strings.ToUpper(r.Status)), oneLine(r.Labels["severity"]), oneLine(r.Labels["alertname"]))
 	if len(extra) > 0 {
 		s += " " + strings.Join(extra, " ")
 	}
-	s += " receiver=" + r.Receiver
+	s += " receiver=" + oneLine(r.Receiver)
 	if sum := r.Annotations["summary"]; sum != "" {
-		s += ": " + sum
+		s += ": " + oneLine(sum)
 	}
 	return s
+}
+
+// oneLine escapes control characters and Unicode line and paragraph
+// separators in s as Go escapes (\n, \r, \x07, \u2028); the rest is kept.
+func oneLine(s string) string {
+	if !strings.ContainsFunc(s, needsEscape) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		if needsEscape(r) {
+			q := strconv.QuoteRune(r)
+			b.WriteString(q[1 : len(q)-1])
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func needsEscape(r rune) bool {
+	return unicode.IsControl(r) || r == '\u2028' || r == '\u2029'
 }
 
 // alertLog keeps the latest alerts.

@@ -2,12 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"iter"
 	"math/rand/v2"
 	"sync"
 	"time"
 
+	agentfleet "github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -31,7 +33,8 @@ type behaviour struct {
 	// hang makes the loop stop sending (but honour its context) after the
 	// script's events: a hung loop that only the timeout timer can end.
 	hang bool
-	// stopAfter makes an operator press Stop after this long.
+	// stopAfter makes an operator stop the run through the fleet after
+	// this long.
 	stopAfter time.Duration
 	// cancelAfter cancels the caller's context after this long.
 	cancelAfter time.Duration
@@ -42,7 +45,7 @@ type behaviour struct {
 var stages = []stageSpec{
 	{
 		name: "planner", wrap: "seq",
-		scenario: "plans and answers (natural_completion), or hands off to the coder (handoff)",
+		scenario: "plans and answers (natural_completion), or hands off to the coder (handoff); every 5s an operator blocks it for tenant globex for 2s (skipped: blocked)",
 		policy:   "handoff: [coder]\nmax_iterations: 8\n",
 		behaviours: []behaviour{
 			{name: "plans and finishes", next: script(
@@ -113,8 +116,11 @@ var stages = []stageSpec{
 	},
 	{
 		name: "summarizer", wrap: "seq",
-		scenario: "burns its 5,000-token budget (budget_exhausted), or wraps up one turn after the 70% warning (budget_pressure)",
-		policy:   "token_budget: {total: 5000, pressure: 0.7, grace: 1}\n",
+		scenario: "burns its 5,000-token budget (budget_exhausted), or wraps up one turn after the 70% warning (budget_pressure); " +
+			"each tenant's runs share 40,000 tokens per 10s window: past half of it they are warned (scope fleet), at the limit " +
+			"the live ones stop (budget_exhausted, scope fleet) and new ones are skipped (fleet_budget_exhausted) until the next window",
+		policy: "token_budget: {total: 5000, pressure: 0.7, grace: 1}\n" +
+			"fleet_budget:\n  key: label:tenant\n  window: 10s\n  total_tokens: 40000\n  pressure: 0.5\n",
 		behaviours: []behaviour{
 			{name: "burns the budget", next: func(i int) (termination.Event, bool) {
 				return msg("summarizer", fmt.Sprintf("Summary of part %d ...", i), 1800, 200), true
@@ -126,7 +132,7 @@ var stages = []stageSpec{
 	},
 	{
 		name: "executor", wrap: "callback",
-		scenario: "deploys and says stop (completed), an operator presses Stop (cancelled: external), its caller gives up (cancelled: context), or has nothing to deploy (skipped)",
+		scenario: "deploys and says stop (completed), an operator stops the run through the fleet (cancelled: external), its caller gives up (cancelled: context), or has nothing to deploy (skipped)",
 		policy:   "stop_message: true\nmax_tool_calls: 20\n",
 		behaviours: []behaviour{
 			{name: "deploys and stops", next: script(
@@ -181,7 +187,11 @@ func result(tool, err string) termination.Event {
 	return termination.Event{Kind: termination.KindToolResult, Source: tool, Tool: tool, Text: "ok", Err: err}
 }
 
-// fleet runs every stage with two workers each.
+// fleet runs every stage with two workers each. Every stage joins one
+// fleet (package fleet: in-process by default, Redis with -redis), every
+// run carries a tenant label, and a simulated operator steers the fleet
+// through its Control: it stops the executor's "operator" runs by id and
+// blocks the planner for one tenant now and then.
 //
 // Shutdown (Ctrl-C or -duration) stops the workers from starting new runs;
 // the runs in flight go on to their own end, so that each is counted under
@@ -189,23 +199,43 @@ func result(tool, err string) termination.Event {
 // and it is reported apart (tally.interrupted), never mixed with the
 // executor's deliberate cancellations.
 type fleet struct {
-	stages []*middleware.Stage
-	tally  *tally
-	wg     sync.WaitGroup
+	stages  []*middleware.Stage
+	control agentfleet.Control
+	tally   *tally
+	wg      sync.WaitGroup
 	// hard ends the runs still in flight after the drain timeout.
 	hard       context.Context
 	cancelHard context.CancelFunc
 }
 
-func newFleet(rec middleware.Recorder, feed int) (*fleet, error) {
-	f := &fleet{tally: newTally(feed)}
+// The operator's periodic block: every blockEvery (the first after
+// blockFirst), new runs of blockStage for blockTenant are skipped for
+// blockFor.
+const (
+	blockStage  = "planner"
+	blockTenant = "globex"
+	blockFirst  = time.Second
+	blockEvery  = 5 * time.Second
+	blockFor    = 2 * time.Second
+)
+
+// operator is who the quickstart's stops and blocks say issued them
+// (Cancelled and Skipped details end with "(by quickstart)").
+const operator = "quickstart"
+
+func newFleet(rec middleware.Recorder, m *membership, feed int) (*fleet, error) {
+	if m == nil {
+		return nil, errors.New("no fleet to join")
+	}
+	f := &fleet{tally: newTally(feed), control: m.control}
 	for _, spec := range stages {
 		policy, err := termination.ParsePolicy([]byte(spec.policy))
 		if err != nil {
 			return nil, fmt.Errorf("stage %s: %w", spec.name, err)
 		}
-		st, err := middleware.New(spec.name, append([]middleware.Option{middleware.WithPolicy(policy), middleware.WithCondition(dangerousTools),
-			middleware.WithRecorder(rec), middleware.WithDrainTimeout(time.Second), middleware.WithProviderName("openai")}, fleetOptions...)...)
+		st, err := middleware.New(spec.name, middleware.WithPolicy(policy), middleware.WithCondition(dangerousTools),
+			middleware.WithRecorder(rec), middleware.WithDrainTimeout(time.Second), middleware.WithProviderName("openai"),
+			middleware.WithFleet(m.fleet))
 		if err != nil {
 			return nil, err
 		}
@@ -215,9 +245,9 @@ func newFleet(rec middleware.Recorder, feed int) (*fleet, error) {
 	return f, nil
 }
 
-// run starts the workers and returns. A worker starts runs until ctx ends;
-// the runs themselves live under f.hard, so that the end of ctx does not
-// cancel them.
+// run starts the workers and the operator's blocks, and returns. A worker
+// starts runs until ctx ends; the runs themselves live under f.hard, so
+// that the end of ctx does not cancel them.
 func (f *fleet) run(ctx context.Context) {
 	for i, spec := range stages {
 		for w := range 2 {
@@ -228,12 +258,48 @@ func (f *fleet) run(ctx context.Context) {
 				for n := w; ctx.Err() == nil; n++ {
 					b := spec.behaviours[n%len(spec.behaviours)]
 					f.tally.begin()
-					res, info := runOnce(f.hard, f.stages[i], spec.wrap, b, rng)
+					res, info := f.runOnce(f.stages[i], spec.wrap, b, rng)
 					f.tally.add(res, info)
 					sleep(ctx, time.Duration(100+rng.IntN(300))*time.Millisecond)
 				}
 			}()
 		}
+	}
+	f.wg.Add(1)
+	go func() {
+		defer f.wg.Done()
+		f.blocks(ctx)
+	}()
+}
+
+// blocks is the operator's periodic block until ctx ends: new runs of
+// blockStage for blockTenant are Skipped{blocked} for blockFor. The block
+// expires by itself; an error (the Redis fleet unreachable) is counted by
+// the fleet in agent.fleet.errors, and the next period tries again.
+func (f *fleet) blocks(ctx context.Context) {
+	req := agentfleet.BlockRequest{
+		Selector: agentfleet.Selector{Stage: blockStage, Labels: map[string]string{"tenant": blockTenant}},
+		Reason:   fmt.Sprintf("incident drill: %s paused for tenant %s", blockStage, blockTenant),
+		By:       operator, Expire: blockFor,
+	}
+	for d := blockFirst; sleep(ctx, d); d = blockEvery {
+		_, _ = f.control.Block(ctx, req)
+	}
+}
+
+// stopRun is the operator stopping one run through the fleet's Control, as
+// `agentstop stop -run ID -reason ... -by quickstart` does: the run ends as
+// Cancelled{external, "operator pressed Stop (by quickstart)"} and the
+// fleet counts it in agent.fleet.runs.stopped. Should the fleet be
+// unreachable, the run is stopped directly, so that it still ends.
+func (f *fleet) stopRun(run *middleware.Run) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	const reason = "operator pressed Stop"
+	_, err := f.control.Stop(ctx, agentfleet.StopRequest{Selector: agentfleet.Selector{RunID: run.ID()},
+		Reason: reason, By: operator, Wait: time.Second})
+	if err != nil {
+		run.Stop(agentfleet.Detail(reason+" (fleet unreachable)", operator))
 	}
 }
 
@@ -261,6 +327,7 @@ func (f *fleet) wait(drain time.Duration) {
 // runInfo is what the quickstart knows about a run beside its result.
 type runInfo struct {
 	behaviour string // the scripted behaviour's name
+	tenant    string // the run's tenant label
 	lastTool  string // the last tool called, to name a repeated one
 	// interrupted: still in flight after the drain timeout, stopped by the
 	// quickstart's shutdown.
@@ -268,10 +335,11 @@ type runInfo struct {
 }
 
 // runOnce runs one scripted loop under the stage, wrapped the stage's way.
-// Its caller's context derives from hard: a run still in flight when the
-// drain timeout cancels hard ends as cancelled and is marked interrupted.
-func runOnce(hard context.Context, st *middleware.Stage, wrap string, b behaviour, rng *rand.Rand) (termination.Result, runInfo) {
-	info := runInfo{behaviour: b.name}
+// Its caller's context derives from f.hard: a run still in flight when the
+// drain timeout cancels it ends as cancelled and is marked interrupted.
+func (f *fleet) runOnce(st *middleware.Stage, wrap string, b behaviour, rng *rand.Rand) (termination.Result, runInfo) {
+	hard := f.hard
+	info := runInfo{behaviour: b.name, tenant: pickTenant(rng)}
 	if b.skip != "" {
 		return st.Skip(hard, b.skip), info
 	}
@@ -282,10 +350,20 @@ func runOnce(hard context.Context, st *middleware.Stage, wrap string, b behaviou
 		defer t.Stop()
 	}
 	ctx, run := st.Start(caller, middleware.WithAgentID(st.Name()+"-agent"),
-		middleware.WithConversationID(fmt.Sprintf("conv-%d", rng.IntN(1_000_000))), tenantLabel(rng))
+		middleware.WithConversationID(fmt.Sprintf("conv-%d", rng.IntN(1_000_000))), tenantLabel(info.tenant))
 	if b.stopAfter > 0 {
-		t := time.AfterFunc(b.stopAfter, func() { run.Stop("operator pressed Stop") })
-		defer t.Stop()
+		// The stop's goroutine is this run's: runOnce returns once it has
+		// returned or will never start.
+		stopped := make(chan struct{})
+		t := time.AfterFunc(b.stopAfter, func() {
+			defer close(stopped)
+			f.stopRun(run)
+		})
+		defer func() {
+			if !t.Stop() {
+				<-stopped
+			}
+		}()
 	}
 	delay := func() time.Duration { return time.Duration(40+rng.IntN(80)) * time.Millisecond }
 	watch := func(ev termination.Event) termination.Event {

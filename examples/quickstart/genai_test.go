@@ -30,7 +30,7 @@ func TestQuickstartSpeaksGenAI(t *testing.T) {
 		_ = tp.Shutdown(context.Background())
 		_ = mp.Shutdown(context.Background())
 	}()
-	f, err := newFleet(telemetry.NewRecorder(telemetry.WithTracerProvider(tp), telemetry.WithMeterProvider(mp)), 8)
+	f, err := newFleet(telemetry.NewRecorder(telemetry.WithTracerProvider(tp), telemetry.WithMeterProvider(mp)), inProcess(t), 8)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 	defer cancel()

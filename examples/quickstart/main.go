@@ -7,7 +7,14 @@
 //	go run ./examples/quickstart                 # until Ctrl-C
 //	go run ./examples/quickstart -duration 20s -listen 127.0.0.1:9464
 //	go run ./examples/quickstart -h              # every flag
-//	go run ./examples/quickstart -redis redis://127.0.0.1:6379   # runs join the fleet
+//	go run ./examples/quickstart -redis redis://127.0.0.1:6379   # runs join a Redis fleet
+//
+// Every run joins a fleet (package fleet): the in-process one by default,
+// the Redis one with -redis. Each run carries a tenant label; the
+// summarizer's tenants share a token budget per 10-second window, a
+// simulated operator stops the executor's runs through the fleet and blocks
+// the planner for one tenant now and then, so that the fleet's metrics
+// (agent.fleet.*) move too.
 //
 // It starts with one line per stage saying what its scripted runs do, and
 // shows beside the table the latest stops with their cause details (which
@@ -34,6 +41,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/agentstop/agentstop/fleet/redisfleet"
 	"github.com/agentstop/agentstop/telemetry/otelsetup"
 )
 
@@ -48,15 +56,8 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	leave, err := joinRedis(ctx, opts.redis) // redis.go
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "quickstart:", err)
-		os.Exit(2)
-	}
-	defer leave()
 	if err := run(ctx, opts, os.Stdout); err != nil {
 		stop()
-		leave()
 		fmt.Fprintln(os.Stderr, "quickstart:", err)
 		os.Exit(1)
 	}
@@ -70,7 +71,7 @@ type options struct {
 	refresh  time.Duration // -refresh: how often the table is redrawn
 	drain    time.Duration // -drain: how long runs in flight may take to finish at shutdown
 	feed     int           // -feed: how many of the latest stops are shown
-	redis    string        // -redis: the Redis fleet to join, "" for none
+	redis    string        // -redis: the Redis fleet to join, "" for the in-process one
 }
 
 func defaultOptions() options {
@@ -92,7 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.refresh, "refresh", o.refresh, "how often to redraw the table (plain output: every 5 refreshes)")
 	fs.DurationVar(&o.drain, "drain", o.drain, "at shutdown, how long the runs in flight may take to finish before they are interrupted (and reported apart)")
 	fs.IntVar(&o.feed, "feed", o.feed, "how many of the latest stops to show with their cause details (0: none)")
-	fs.StringVar(&o.redis, "redis", o.redis, "join the runs to the Redis fleet at this URL (redis:// or rediss://), each with a tenant label")
+	fs.StringVar(&o.redis, "redis", o.redis, "join the runs to the Redis fleet at this URL (redis:// or rediss://) instead of an in-process fleet")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -114,6 +115,11 @@ func (o options) validate() error {
 		return fmt.Errorf("-drain must be >= 0, got %s", o.drain)
 	case o.feed < 0 || o.feed > 1000:
 		return fmt.Errorf("-feed must be between 0 and 1000, got %d", o.feed)
+	}
+	if o.redis != "" {
+		if _, err := redisfleet.ParseURL(o.redis); err != nil {
+			return fmt.Errorf("-redis: %w", err)
+		}
 	}
 	return nil
 }
@@ -140,9 +146,15 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		_ = tel.Shutdown(sctx)
 	}()
 
+	// The fleet's metrics go to the same /metrics as the stages'.
+	member, err := joinFleet(ctx, o.redis, tel.MeterProvider) // join.go
+	if err != nil {
+		return err
+	}
+	defer member.close()
 	// Built before the server starts, so that an error leaves nothing
 	// running.
-	fleet, err := newFleet(tel.Recorder(), o.feed)
+	fleet, err := newFleet(tel.Recorder(), member, o.feed)
 	if err != nil {
 		return err
 	}
@@ -168,7 +180,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	if tel.TracesExported {
 		traces = "sampled, exported over OTLP"
 	}
-	fmt.Fprintf(stdout, "agentstop quickstart: metrics on http://%s/metrics; traces %s\n", ln.Addr(), traces)
+	fmt.Fprintf(stdout, "agentstop quickstart: metrics on http://%s/metrics; traces %s; runs join %s\n", ln.Addr(), traces, member.where)
 
 	table := &tableWriter{out: stdout, live: isTerminal(stdout), tally: fleet.tally}
 	table.scenarios()

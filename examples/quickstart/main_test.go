@@ -31,13 +31,25 @@ func TestMain(m *testing.M) {
 var (
 	addrRE  = regexp.MustCompile(`metrics on http://(\S+)/metrics`)
 	causeRE = regexp.MustCompile(`(?m)^agent_stage_terminations_total\{[^}]*termination_cause="([^"]+)"`)
+	// fleetSeries are the fleet's series the quickstart's in-process fleet
+	// exports within the run: its operator's stop and block, the
+	// summarizer's shared tenant budget crossing pressure and running out.
+	// (agent_fleet_errors_total stays absent: nothing fails.)
+	fleetSeries = map[string]*regexp.Regexp{
+		"stopped":                         regexp.MustCompile(`(?m)^agent_fleet_runs_stopped_total(\{[^}]*\})? [1-9]`),
+		"rejected blocked":                regexp.MustCompile(`(?m)^agent_fleet_runs_rejected_total\{[^}]*reason="blocked"[^}]*\} [1-9]`),
+		"rejected fleet_budget_exhausted": regexp.MustCompile(`(?m)^agent_fleet_runs_rejected_total\{[^}]*reason="fleet_budget_exhausted"[^}]*\} [1-9]`),
+		"budget pressure total_tokens":    regexp.MustCompile(`(?m)^agent_fleet_budget_pressure_total\{[^}]*resource="total_tokens"[^}]*\} [1-9]`),
+		"budget exhausted total_tokens":   regexp.MustCompile(`(?m)^agent_fleet_budget_exhausted_total\{[^}]*resource="total_tokens"[^}]*\} [1-9]`),
+	}
 )
 
 // TestQuickstartExposesEveryCause is the acceptance check "go run
 // ./examples/quickstart -duration 20s exposes all 13 causes on /metrics":
 // it runs the quickstart for at most 20s on a free port, scrapes /metrics
 // once a second, and stops as soon as every termination_cause of the
-// contract has appeared (with an exemplar, since traces are sampled).
+// contract has appeared (with an exemplar, since traces are sampled), and
+// so have the in-process fleet's metrics (fleetSeries).
 func TestQuickstartExposesEveryCause(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the fleet for up to 20s")
@@ -69,7 +81,8 @@ func TestQuickstartExposesEveryCause(t *testing.T) {
 	seen := map[string]bool{}
 	var text string
 	exemplar := false
-	for time.Since(start) < duration-time.Second && len(seen) < len(termination.TagValues()) {
+	fleetSeen := map[string]bool{}
+	for time.Since(start) < duration-time.Second && (len(seen) < len(termination.TagValues()) || len(fleetSeen) < len(fleetSeries)) {
 		time.Sleep(time.Second)
 		req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/metrics", nil)
 		require.NoError(t, err)
@@ -82,6 +95,11 @@ func TestQuickstartExposesEveryCause(t *testing.T) {
 		text = string(b)
 		for _, m := range causeRE.FindAllStringSubmatch(text, -1) {
 			seen[m[1]] = true
+		}
+		for name, re := range fleetSeries {
+			if re.MatchString(text) {
+				fleetSeen[name] = true
+			}
 		}
 		exemplar = exemplar || regexp.MustCompile(`(?m)^agent_stage_terminations_total\{.*\} \S+ # \{[^}]*trace_id="[0-9a-f]{32}"`).MatchString(text)
 	}
@@ -101,6 +119,10 @@ func TestQuickstartExposesEveryCause(t *testing.T) {
 		assert.Contains(t, termination.TagValues(), tag, "a termination_cause outside the closed set")
 	}
 	assert.True(t, exemplar, "no trace exemplar on agent_stage_terminations_total")
+	for name := range fleetSeries {
+		assert.True(t, fleetSeen[name], "fleet metric %s not on /metrics after %s", name, took)
+	}
+	assert.NotContains(t, text, "agent_fleet_errors_total{", "the in-process fleet reported an error")
 	for _, name := range []string{"agent_stage_duration_seconds_bucket", "agent_stage_iterations_bucket", "agent_stage_tool_calls_bucket",
 		"agent_stage_tokens_total", "agent_stage_budget_utilization_bucket", "agent_stage_budget_pressure_total", "agent_stage_active"} {
 		assert.Contains(t, text, name+"{")
@@ -121,6 +143,7 @@ func TestQuickstartExposesEveryCause(t *testing.T) {
 	assert.Contains(t, final, "Latest stops:")
 	assert.Regexp(t, `(?m)^  stop t=\S+ +\w+ +.+ +→ [a-z_]+: .+$`, final)
 	assert.Contains(t, final, "At shutdown: ")
+	assert.Contains(t, final, "runs join an in-process fleet")
 }
 
 func TestRunRejectsBadOptions(t *testing.T) {
@@ -152,6 +175,8 @@ func TestParseFlags(t *testing.T) {
 		{name: "not a duration", args: []string{"-duration", "soon"}, err: `invalid value "soon" for flag -duration`},
 		{name: "unknown flag", args: []string{"-verbose"}, err: "flag provided but not defined: -verbose"},
 		{name: "argument", args: []string{"run"}, err: `unexpected argument "run"`},
+		{name: "redis", args: []string{"-redis", "redis://127.0.0.1:6379/0"}, want: func(o *options) { o.redis = "redis://127.0.0.1:6379/0" }},
+		{name: "not a redis URL", args: []string{"-redis", "http://127.0.0.1:6379"}, err: "-redis: "},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stderr bytes.Buffer
@@ -173,7 +198,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 	var stderr bytes.Buffer
 	_, err := parseFlags([]string{"-h"}, &stderr)
 	require.ErrorIs(t, err, flag.ErrHelp)
-	for _, f := range []string{"-listen", "-duration", "-refresh", "-drain", "-feed"} {
+	for _, f := range []string{"-listen", "-duration", "-refresh", "-drain", "-feed", "-redis"} {
 		assert.Contains(t, stderr.String(), "  "+f+" ")
 	}
 }
@@ -183,7 +208,7 @@ func TestHelpListsEveryFlag(t *testing.T) {
 // on purpose), and none is interrupted when the drain timeout is long
 // enough. Before, every run in flight ended as cancelled.
 func TestShutdownDrainsRunsInFlight(t *testing.T) {
-	f, err := newFleet(nil, 8)
+	f, err := newFleet(nil, inProcess(t), 8)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	f.run(ctx)
@@ -206,7 +231,7 @@ func TestShutdownDrainsRunsInFlight(t *testing.T) {
 // TestShutdownReportsInterruptedRunsApart: with no time to drain, the runs
 // in flight are interrupted and reported apart, not counted as cancelled.
 func TestShutdownReportsInterruptedRunsApart(t *testing.T) {
-	f, err := newFleet(nil, 8)
+	f, err := newFleet(nil, inProcess(t), 8)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	f.run(ctx)

@@ -124,11 +124,11 @@ func describeCause(c termination.Cause, info runInfo) string {
 		}
 		return fmt.Sprintf("%d tool calls, limit %d", c.Count, c.Limit)
 	case termination.BudgetPressure:
-		return fmt.Sprintf("%s%s at %s of %s, past the %.0f%% pressure mark", scope(c.Scope), c.Resource,
-			amount(c.Resource, c.Used), amount(c.Resource, c.Limit), c.Threshold*100)
+		return fmt.Sprintf("%s%s at %s of %s, past the %.0f%% pressure mark%s", scope(c.Scope), c.Resource,
+			amount(c.Resource, c.Used), amount(c.Resource, c.Limit), c.Threshold*100, sharedBy(c.Scope, info))
 	case termination.BudgetExhausted:
-		return fmt.Sprintf("%s%s budget spent: %s of %s", scope(c.Scope), c.Resource,
-			amount(c.Resource, c.Used), amount(c.Resource, c.Limit))
+		return fmt.Sprintf("%s%s budget spent: %s of %s%s", scope(c.Scope), c.Resource,
+			amount(c.Resource, c.Used), amount(c.Resource, c.Limit), sharedBy(c.Scope, info))
 	case termination.StallDetected:
 		s := fmt.Sprintf("%s, %d repeats", c.Signal, c.Repeats)
 		if c.Signal == termination.SignalRepeatedToolCall && info.lastTool != "" {
@@ -175,6 +175,15 @@ func scope(s string) string {
 		return ""
 	}
 	return s + " "
+}
+
+// sharedBy names whose shared budget a fleet-scoped budget cause is about:
+// the quickstart keys its fleet budget by the tenant label.
+func sharedBy(scope string, info runInfo) string {
+	if scope != termination.ScopeFleet || info.tenant == "" {
+		return ""
+	}
+	return " shared by tenant " + info.tenant
 }
 
 func amount(r termination.Resource, v float64) string {

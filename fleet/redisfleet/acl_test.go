@@ -10,7 +10,6 @@ import (
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
-	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -46,11 +45,7 @@ func TestACLAppCannotStopOrBlock(t *testing.T) {
 	t.Cleanup(func() { _ = ops.Close() })
 
 	budget := termination.FleetBudget{Key: "stage", Window: time.Hour, TotalTokens: 1_000_000}
-	s, err := middleware.New("acl", middleware.WithFleet(app), middleware.WithFleetBudget(budget))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, run := s.Start(context.Background())
+	ctx, run := budgetStage(t, "acl", app, budget).Start(context.Background())
 	defer run.Finish(nil)
 	run.Observe(termination.Event{Kind: termination.KindMessage, Text: "x", Usage: termination.Usage{InputTokens: 500, OutputTokens: 20}})
 	eventually(t, 3*time.Second, "the app's run is listed with its figures and its budget usage settled", func() bool {

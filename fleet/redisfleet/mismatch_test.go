@@ -15,21 +15,19 @@ import (
 // naming the field, as soon as it hears back from the server, and rejects
 // later runs at once.
 func TestBudgetMismatchAcrossProcesses(t *testing.T) {
-	srv := redistest.Start(t)
-	a := newTestFleet(t, srv)
-	b := newTestFleet(t, srv, WithPrefix(a.cfg.prefix))
+	a, b := twoProcesses(t)
 	budget := termination.FleetBudget{Key: "label:tenant", Window: time.Hour, TotalTokens: 1000}
 	other := budget
 	other.TotalTokens = 2000
 	acme := middleware.WithLabels(map[string]string{"tenant": "acme"})
 
-	sa, _ := middleware.New("mismatch", middleware.WithFleet(a), middleware.WithFleetBudget(budget))
+	sa := budgetStage(t, "mismatch", a, budget)
 	_, ra := sa.Start(t.Context(), acme)
 	defer ra.Finish(nil)
 	if err := a.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	sb, _ := middleware.New("mismatch", middleware.WithFleet(b), middleware.WithFleetBudget(other))
+	sb := budgetStage(t, "mismatch", b, other)
 	_, rb := sb.Start(t.Context(), acme)
 	eventually(t, 3*time.Second, "the disagreeing run stops", func() bool {
 		_, done := rb.Cause()
@@ -48,4 +46,24 @@ func TestBudgetMismatchAcrossProcesses(t *testing.T) {
 	if c, done := ra.Cause(); done {
 		t.Errorf("the first process's run stopped: %v", c)
 	}
+}
+
+// twoProcesses returns two fleets on one new Redis server under one key
+// prefix: two processes of the same deployment.
+func twoProcesses(t testing.TB) (a, b *Fleet) {
+	t.Helper()
+	srv := redistest.Start(t)
+	a = newTestFleet(t, srv)
+	return a, newTestFleet(t, srv, WithPrefix(a.cfg.prefix))
+}
+
+// budgetStage returns a stage named name on fleet f that shares budget,
+// with opts; an error fails t.
+func budgetStage(t testing.TB, name string, f *Fleet, budget termination.FleetBudget, opts ...middleware.Option) *middleware.Stage {
+	t.Helper()
+	s, err := middleware.New(name, append([]middleware.Option{middleware.WithFleet(f), middleware.WithFleetBudget(budget)}, opts...)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }

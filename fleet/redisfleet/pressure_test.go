@@ -6,7 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -15,9 +14,7 @@ import (
 // warns every sharing run in every process exactly once, however many
 // events and syncs follow.
 func TestPressureOncePerRun(t *testing.T) {
-	srv := redistest.Start(t)
-	a := newTestFleet(t, srv)
-	b := newTestFleet(t, srv, WithPrefix(a.cfg.prefix))
+	a, b := twoProcesses(t)
 	budget := termination.FleetBudget{Key: "stage", Window: time.Hour, TotalTokens: 10000, Pressure: 0.5}
 	var mu sync.Mutex
 	warnings := map[string]int{}
@@ -30,8 +27,8 @@ func TestPressureOncePerRun(t *testing.T) {
 			}
 		})
 	}
-	sa, _ := middleware.New("pressure", middleware.WithFleet(a), middleware.WithFleetBudget(budget), hook("a"))
-	sb, _ := middleware.New("pressure", middleware.WithFleet(b), middleware.WithFleetBudget(budget), hook("b"))
+	sa := budgetStage(t, "pressure", a, budget, hook("a"))
+	sb := budgetStage(t, "pressure", b, budget, hook("b"))
 	_, r1 := sa.Start(t.Context())
 	defer r1.Finish(nil)
 	_, r2 := sb.Start(t.Context())
