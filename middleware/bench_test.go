@@ -106,7 +106,13 @@ func BenchmarkForward(b *testing.B) {
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
-			ctx := context.Background()
+			// The producer honours its context in every case, as a loop
+			// does: a cancellable one for the bare goroutine (a select on
+			// a nil Done channel, context.Background's, would make the
+			// floor's producer cheaper than the others'), the run's
+			// context for the wrapped ones.
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
 			var (
 				run   *middleware.Run
 				stage *middleware.Stage
