@@ -111,8 +111,8 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 		stopParent: func() bool { return false },
 		rec:        rec,
 		eval:       termination.NewEvaluator(s.cond, termination.WallClock),
-		ended:      make(chan struct{}),
 	}
+	r.ended.Add(1)
 	r.id = runID
 	if !live {
 		return runCtx, r
@@ -188,7 +188,7 @@ type Run struct {
 	timer   *time.Timer
 	drained int
 	endOnce sync.Once
-	ended   chan struct{}       // closed when the result is final
+	ended   sync.WaitGroup      // done when the result is final (a channel would be one more allocation)
 	result  *termination.Result // set when ended is closed
 
 	// Leaving early (Stop).
@@ -376,9 +376,7 @@ func (r *Run) Stop(reason string) {
 			t := time.NewTimer(r.stage.cfg.drainTimeout)
 			defer t.Stop()
 			select {
-			case <-r.ctx.Done():
-				return
-			case <-r.ended:
+			case <-r.ctx.Done(): // closed before the run is finished
 				return
 			case <-t.C:
 			}
@@ -473,7 +471,7 @@ func (r *Run) armTimer(i int) {
 // return the same result.
 func (r *Run) Finish(err error) termination.Result {
 	r.endOnce.Do(func() { r.finish(err) })
-	<-r.ended
+	r.ended.Wait()
 	return *r.result
 }
 
@@ -523,7 +521,7 @@ func (r *Run) finish(err error) {
 	r.leaveFleet(&res)
 	r.stopParent()
 	r.stopped(res.Cause)
-	close(r.ended)
+	r.ended.Done()
 }
 
 // treat calls f, recovering a panic (reported by the caller).
@@ -539,7 +537,7 @@ func treat(f func(termination.Cause) bool, c termination.Cause) (ok bool, panick
 // Wait blocks until the run has finished (its stream ended, or Finish was
 // called) and returns the result.
 func (r *Run) Wait() termination.Result {
-	<-r.ended
+	r.ended.Wait()
 	return *r.result
 }
 
