@@ -27,11 +27,11 @@
 // It also holds what adapters' own tests share: the suite's scripts
 // ([Lookup], [Runaway]) and turns ([NewTurn], [Calls]), a stage that
 // records what it evaluates ([NewStage], [Events]), [CheckCallIDs],
-// [CheckSpans], checks of an adapter's decoder and helpers ([DecodeEvents], [DiffEvents],
-// [CheckToolResultEvent], [CheckObserveError]), and for adapters that
-// drive a provider's real SDK, [Server], a scripted model API on
-// 127.0.0.1 started from an [API], with the scenario checks of their tool
-// loops ([CheckNaturalCompletion], [CheckTruncatedAnswer],
+// [CheckSpans], checks of an adapter's decoder and helpers ([DecodeEvents],
+// [DiffEvents], [CheckToolResultEvent], [CheckObserveError]), and for
+// adapters that drive a provider's real SDK, [Server], a scripted model
+// API on 127.0.0.1 started from an [API], with the scenario checks of
+// their tool loops ([CheckNaturalCompletion], [CheckTruncatedAnswer],
 // [CheckStopCancelsLoop]).
 package adaptertest
 
