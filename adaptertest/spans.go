@@ -254,8 +254,20 @@ func newSuiteStage(t testing.TB, name, policy string, opts ...middleware.Option)
 // answered says that the run answered every tool call (it completed).
 func (s suiteStage) checkSpans(t *testing.T, h Harness, answered bool) {
 	t.Helper()
-	want := SpanWant{Stage: s.stage.Name(), Model: h.Model, CallIDs: h.CallIDs, Answered: answered}
-	if err := CheckSpans(s.spans.Ended(), s.events.All(), want); err != nil {
+	want := SpanWant{Stage: s.stage.Name(), Model: h.Model, CallIDs: h.CallIDs, Answered: answered && h.CallIDs}
+	spans, events := s.spans.Ended(), s.events.All()
+	if err := CheckSpans(spans, events, want); err != nil {
 		t.Errorf("the run's spans (package telemetry): %v", err)
+		return
+	}
+	if answered && !h.CallIDs {
+		// An adapter that gives tool calls ids but not their results (the
+		// framework does not tell a tool its call's id) loses the calls'
+		// execute_tool spans: a result without an id pairs only with a
+		// call without one. Not declared, so not failed; said.
+		want.Answered = true
+		if err := CheckSpans(spans, events, want); err != nil {
+			t.Logf("adaptertest: note: execute_tool spans are missing: %v", err)
+		}
 	}
 }
