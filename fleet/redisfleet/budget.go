@@ -328,10 +328,16 @@ func (f *Fleet) reserve(ctx context.Context, s *shared) {
 		if len(s.members) == 0 && f.budgets[s.esc] == s {
 			s.mu.Lock()
 			idle := s.used == [4]float64{} && s.bal == [4]float64{}
-			s.mu.Unlock()
 			if idle {
+				// Remember the window's counted crossings until it ends:
+				// the next local run of this budget must not count them
+				// again.
 				delete(f.budgets, s.esc)
+				if s.we > 0 {
+					f.idle[s.esc] = idleBudget{ws: s.ws, we: s.we, committed: s.committed, warned: s.warned}
+				}
 			}
+			s.mu.Unlock()
 		}
 		f.mu.Unlock()
 	}
