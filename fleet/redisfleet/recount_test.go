@@ -2,6 +2,7 @@ package redisfleet
 
 import (
 	"context"
+	"net"
 	"sync"
 	"testing"
 	"time"
@@ -121,4 +122,58 @@ func crossings(t *testing.T, r *sdkmetric.ManualReader) (pressure, exhausted int
 		}
 	}
 	return pressure, exhausted
+}
+
+// TestPressureOnceWhileUnreachable: with the server unreachable from the
+// start (fail-open, no lease ever tells the window), a run past the
+// pressure threshold is warned once and the crossing counted once, however
+// many events follow.
+func TestPressureOnceWhileUnreachable(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // nothing listens there now
+	reader := sdkmetric.NewManualReader()
+	f, err := New(context.Background(), "redis://"+addr, WithTimeout(200*time.Millisecond), WithLease(2*time.Second),
+		WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = f.Close(ctx)
+	})
+	budget := termination.FleetBudget{Key: "stage", Window: time.Hour, TotalTokens: 1000, Pressure: 0.5}
+	var mu sync.Mutex
+	warnings := 0
+	stage, err := middleware.New("unreachable", middleware.WithFleet(f), middleware.WithFleetBudget(budget),
+		middleware.WithOnWarning(func(_ context.Context, w termination.Cause) {
+			if p, ok := w.(termination.BudgetPressure); ok && p.Scope == termination.ScopeFleet {
+				mu.Lock()
+				warnings++
+				mu.Unlock()
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, r := stage.Start(t.Context())
+	for range 10 {
+		r.Observe(termination.Event{Kind: termination.KindMessage, Text: "x", Usage: termination.Usage{InputTokens: 300}})
+	}
+	res := r.Finish(nil)
+	if res.Cause != nil {
+		if _, ok := res.Cause.(termination.BudgetExhausted); ok {
+			t.Fatalf("fail-open run stopped by the unreachable fleet's budget: %v", res.Cause)
+		}
+	}
+	pressure, _ := crossings(t, reader)
+	mu.Lock()
+	defer mu.Unlock()
+	if warnings != 1 || pressure != 1 {
+		t.Errorf("fleet pressure warnings = %d, agent.fleet.budget.pressure = %d, want 1 and 1", warnings, pressure)
+	}
 }
