@@ -177,3 +177,45 @@ func TestPressureOnceWhileUnreachable(t *testing.T) {
 		t.Errorf("fleet pressure warnings = %d, agent.fleet.budget.pressure = %d, want 1 and 1", warnings, pressure)
 	}
 }
+
+// TestIdleBudgetForgottenAfterWindow: what a process remembers of a budget
+// it dropped lasts until the budget's window ends, so it cannot grow
+// without bound.
+func TestIdleBudgetForgottenAfterWindow(t *testing.T) {
+	srv := redistest.Start(t)
+	f := newTestFleet(t, srv)
+	budget := termination.FleetBudget{Key: "stage", Window: time.Second, TotalTokens: 1000, Pressure: 0.5}
+	stage, err := middleware.New("forget", middleware.WithFleet(f), middleware.WithFleetBudget(budget))
+	if err != nil {
+		t.Fatal(err)
+	}
+	idle := func() int {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		return len(f.idle)
+	}
+	// A window of 1 s may end between the run's start and its drop: try a
+	// few times to see the budget remembered.
+	seen := false
+	for range 5 {
+		_, r := stage.Start(t.Context())
+		_ = f.Flush(t.Context())
+		r.Observe(termination.Event{Kind: termination.KindMessage, Text: "x", Usage: termination.Usage{InputTokens: 600}})
+		r.Finish(nil)
+		_ = f.Flush(t.Context())
+		if idle() == 1 {
+			seen = true
+			break
+		}
+	}
+	if !seen {
+		t.Fatal("the dropped budget was not remembered")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for idle() != 0 {
+		if time.Now().After(deadline) {
+			t.Fatalf("%d dropped budgets still remembered 5 s after their 1 s window", idle())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
