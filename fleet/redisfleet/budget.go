@@ -41,6 +41,11 @@ type shared struct {
 	exhausted termination.Cause
 	exWS      int64
 	warned    [4]int64 // window start + 1 of the last pressure warning
+	// guessWS is the window start by the server's clock (as estimated)
+	// when a warning came before any lease told the window (s.ws == 0, e.g.
+	// the server is unreachable): warnings before the first lease are
+	// keyed by it, so that a run is warned, and the crossing counted, once.
+	guessWS int64
 }
 
 func newShared(id fleet.BudgetID, esc string, spec termination.FleetBudget, fraction float64) *shared {
@@ -96,8 +101,12 @@ func (s *shared) spend(f *Fleet, m *member, u termination.Usage, cost float64) (
 			s.exWS = s.ws
 			stop = s.exhausted
 		}
-		if warning == nil && s.spec.Pressure > 0 && s.warned[i] != s.ws+1 && est >= s.spec.Pressure*s.limits[i] {
-			s.warned[i] = s.ws + 1
+		wk := s.ws
+		if wk == 0 {
+			wk = s.guessWS
+		}
+		if warning == nil && s.spec.Pressure > 0 && s.warned[i] != wk+1 && est >= s.spec.Pressure*s.limits[i] {
+			s.warned[i] = wk + 1
 			w := termination.BudgetPressure{Resource: resources[i], Threshold: s.spec.Pressure, Used: est, Limit: s.limits[i], Scope: termination.ScopeFleet}
 			warning = w
 		}
@@ -123,6 +132,9 @@ func (f *Fleet) crossed(s *shared, m *member, ws, we int64, warning, stop termin
 		ws = now - now%s.window
 		we = ws + s.window
 		s.mu.Lock()
+		if s.guessWS == 0 {
+			s.guessWS = ws
+		}
 		for i := range s.warned {
 			if s.warned[i] == 1 { // warned before the window was known
 				s.warned[i] = ws + 1
@@ -328,10 +340,16 @@ func (f *Fleet) reserve(ctx context.Context, s *shared) {
 		if len(s.members) == 0 && f.budgets[s.esc] == s {
 			s.mu.Lock()
 			idle := s.used == [4]float64{} && s.bal == [4]float64{}
-			s.mu.Unlock()
 			if idle {
+				// Remember the window's counted crossings until it ends:
+				// the next local run of this budget must not count them
+				// again.
 				delete(f.budgets, s.esc)
+				if s.we > 0 {
+					f.idle[s.esc] = idleBudget{ws: s.ws, we: s.we, committed: s.committed, warned: s.warned}
+				}
 			}
+			s.mu.Unlock()
 		}
 		f.mu.Unlock()
 	}

@@ -92,6 +92,11 @@
 // hold (at most lease size × (processes − 1)) go unspent, the mirror image
 // of the overshoot. Pressure and exhaustion are published to every process
 // and stored with the window, so new runs are skipped until the window ends.
+// Each process counts a window's pressure crossing and its exhaustion once
+// (agent.fleet.budget.pressure, agent.fleet.budget.exhausted) and warns each
+// run live at the crossing once, however many of its runs of the budget come
+// and go in the window: when a process drops a budget with no local run
+// left, it remembers the window's counted crossings until the window ends.
 //
 // The first run of a window stores its fleet_budget with it. A run whose
 // policy disagrees with another run of the same process ends at once with

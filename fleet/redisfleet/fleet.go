@@ -46,7 +46,8 @@ type Fleet struct {
 	stops     map[string]int64   // stop ids applied → when to forget them (server ms)
 	budgets   map[string]*shared // by escaped budget id
 	exhausted map[string]exhaustion
-	resync    bool // re-read stops and blocks, re-register runs at the next tick
+	idle      map[string]idleBudget // budgets dropped with no local run, until their window ends
+	resync    bool                  // re-read stops and blocks, re-register runs at the next tick
 
 	// used by the sync loop only (and by New and Close around it)
 	lastRenew, lastRead time.Time
@@ -63,6 +64,17 @@ var (
 	_ fleet.Fleet   = (*Fleet)(nil)
 	_ fleet.Control = (*Fleet)(nil)
 )
+
+// idleBudget remembers, until its window ends, what this process knew of a
+// shared budget it dropped when its last local run ended: the window and
+// the pressure crossings already counted and warned. A later local run of
+// the same budget picks it up again, so a crossing is counted once per
+// process however many runs come and go (not once per run).
+type idleBudget struct {
+	ws, we    int64 // the window, server ms
+	committed [4]float64
+	warned    [4]int64
+}
 
 // exhaustion records a shared budget exhausted until its window ends.
 type exhaustion struct {
@@ -100,6 +112,7 @@ func New(ctx context.Context, url string, opts ...Option) (*Fleet, error) {
 		stops:     map[string]int64{},
 		budgets:   map[string]*shared{},
 		exhausted: map[string]exhaustion{},
+		idle:      map[string]idleBudget{},
 	}
 	f.sync(ctx, true) // a first sync: the server's clock, blocks and stops
 	bg, cancel := context.WithCancel(context.Background())
@@ -254,6 +267,12 @@ func (f *Fleet) Join(_ context.Context, run fleet.RunInfo, budget *termination.F
 		sh := f.budgets[esc]
 		if sh == nil {
 			sh = newShared(id, esc, *budget, f.cfg.leaseFraction)
+			if ib, ok := f.idle[esc]; ok {
+				delete(f.idle, esc)
+				if now < ib.we {
+					sh.ws, sh.we, sh.committed, sh.warned = ib.ws, ib.we, ib.committed, ib.warned
+				}
+			}
 			f.budgets[esc] = sh
 		} else if c := fleet.MismatchCause(id, *budget, sh.spec); c != nil {
 			f.mu.Unlock()
@@ -510,6 +529,11 @@ func (f *Fleet) readControl(ctx context.Context) {
 	for id, ex := range f.exhausted {
 		if ex.we <= now {
 			delete(f.exhausted, id)
+		}
+	}
+	for id, ib := range f.idle {
+		if ib.we <= now {
+			delete(f.idle, id)
 		}
 	}
 	f.mu.Unlock()
