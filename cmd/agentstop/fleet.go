@@ -300,7 +300,7 @@ func runsTable(w io.Writer, rs []fleet.RunInfo) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tSTAGE\tLABELS\tHOST\tPID\tSTARTED\tITER\tTOOLS\tTOKENS IN/OUT\tCOST\tUPDATED")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d/%d\t%s\t%s\n", r.ID, r.Stage, labelsString(r.Labels), r.Host, r.PID,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d/%d\t%s\t%s\n", r.ID, cell(r.Stage), cell(labelsString(r.Labels)), cell(r.Host), r.PID,
 			r.Started.Local().Format("15:04:05"), r.Iterations, r.ToolCalls, r.InputTokens, r.OutputTokens,
 			strconv.FormatFloat(r.Cost, 'f', -1, 64), ago(r.Updated))
 	}
@@ -316,7 +316,7 @@ func blocksTable(w io.Writer, bs []fleet.Block) {
 		if !b.Expires.IsZero() {
 			until = b.Expires.Local().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", b.Selector, b.Reason, b.By, b.Created.Local().Format(time.RFC3339), until)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", b.Selector, cell(b.Reason), cell(b.By), b.Created.Local().Format(time.RFC3339), until)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "%d active %s\n", len(bs), plural(len(bs), "block"))
@@ -348,7 +348,7 @@ func budgetsTable(w io.Writer, bs []fleet.Budget) {
 		case b.Pressure:
 			state = "pressure"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s–%s\t%s\t%s\t%d\n", b.Key, b.Value, b.WindowStart.Local().Format("15:04:05"),
+		fmt.Fprintf(tw, "%s\t%s\t%s–%s\t%s\t%s\t%d\n", cell(b.Key), cell(b.Value), b.WindowStart.Local().Format("15:04:05"),
 			b.WindowEnd.Local().Format("15:04:05"), strings.Join(used, ", "), state, b.Runs)
 	}
 	tw.Flush()
