@@ -158,7 +158,7 @@ func runFleet(name string, args []string, stdout, stderr io.Writer, getenv func(
 		return fail("-wait must be >= 0, got %s", *wait)
 	}
 	if expire != nil && *expire < 0 {
-		return fail("-expire must be > 0, got %s", *expire)
+		return fail("-expire must not be negative (omit it to block until unblock), got %s", *expire)
 	}
 	if reason != nil && strings.TrimSpace(*reason) == "" {
 		return fail("-reason TEXT is required")
