@@ -99,7 +99,8 @@ func runFleet(name string, args []string, stdout, stderr io.Writer, getenv func(
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	url := fs.String("redis", getenv("AGENTSTOP_REDIS_URL"), "Redis URL, redis://[user:password@]host:port[/db] or rediss://… (default $AGENTSTOP_REDIS_URL)")
+	// No default value: -h would print it, password and all.
+	url := fs.String("redis", "", "Redis URL, redis://[user:password@]host:port[/db] or rediss://… (default $AGENTSTOP_REDIS_URL)")
 	prefix := fs.String("prefix", redisfleet.DefaultPrefix, "key and channel prefix the fleet uses")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	var sel fleet.Selector
@@ -139,6 +140,9 @@ func runFleet(name string, args []string, stdout, stderr io.Writer, getenv func(
 		return fail("unexpected argument %q (see agentstop %s -h)", fs.Arg(0), name)
 	}
 	sel.Labels = labels.m
+	if *url == "" {
+		*url = getenv("AGENTSTOP_REDIS_URL")
+	}
 	if strings.TrimSpace(*url) == "" {
 		return fail("-redis URL (or AGENTSTOP_REDIS_URL) is required")
 	}
