@@ -251,3 +251,24 @@ func TestSpecProbeErrorsAndCompletion(t *testing.T) {
 }
 
 func rmsgCause(n int) Cause { return StallDetected{Signal: SignalRepeatedMessage, Repeats: n} }
+
+// TestSpecProbeZeroTokenTolerance: the policy's token_tolerance is in [0,1),
+// so `token_tolerance: 0` asks for a plateau of exactly equal totals; it
+// must not silently turn the plateau off. (The Go form keeps 0 as "off".)
+func TestSpecProbeZeroTokenTolerance(t *testing.T) {
+	plateau := StallDetected{Signal: SignalTokenPlateau, Repeats: 3}
+	runCondCases(t, []condCase{
+		{name: "equal totals are a plateau at tolerance 0",
+			cond:   pol(t, `stall: {repeats: 3, token_tolerance: 0}`),
+			events: evs(msg("a", "1").used(100, 0), msg("a", "2").used(100, 0), msg("a", "3").used(100, 0)),
+			want:   plateau, at: 3},
+		{name: "one token more breaks a plateau at tolerance 0",
+			cond:   pol(t, `stall: {repeats: 3, token_tolerance: 0}`),
+			events: evs(msg("a", "1").used(100, 0), msg("a", "2").used(100, 0), msg("a", "3").used(101, 0)),
+			want:   natural},
+		{name: "the Go form's zero tolerance stays off",
+			cond:   Stall(StallLimits{Repeats: 3}),
+			events: evs(msg("a", "1").used(100, 0), msg("a", "2").used(100, 0), msg("a", "3").used(100, 0)),
+			want:   natural},
+	})
+}
