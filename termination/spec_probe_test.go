@@ -167,6 +167,13 @@ func TestSpecProbeStall(t *testing.T) {
 			cond:   pol(t, `stall: {repeats: 3, window: 4, warn_at: 2}`),
 			events: evs(call("a", `1`), call("b", `1`), call("a", `1`)),
 			want:   natural, warnings: []Cause{rtc(2)}},
+		{name: "warnings of nested conditions keep the resource order",
+			cond: pol(t, "any:\n  - max_iterations: {limit: 4, pressure: 0.5}\n  - all:\n"+
+				"      - cost_budget: {limit: 1, pressure: 0.5}\n      - token_budget: {output: 10, total: 100, pressure: 0.05}"),
+			events: evs(msg("a", "x"), msg("a", "x").used(0, 5).costs(0.5)),
+			want:   natural,
+			warnings: []Cause{pressed(ResourceTotalTokens, 0.05, 5, 100), pressed(ResourceOutputTokens, 0.05, 5, 10),
+				pressed(ResourceCost, 0.5, 0.5, 1), pressed(ResourceIterations, 0.5, 2, 4)}},
 		{name: "pressure warnings come before the stall warning on one event",
 			cond: pol(t, "stall: {repeats: 4, warn_at: 2}\nmax_tool_calls: {limit: 4, pressure: 0.5}\n"+
 				"token_budget: {output: 10, pressure: 0.5}"),
