@@ -279,3 +279,20 @@ func TestSpecProbeZeroTokenTolerance(t *testing.T) {
 			want:   natural},
 	})
 }
+
+// TestSpecProbeHugeUsage: "used >= limit" must hold for usage near the top
+// of int64 too; wrapping around to a negative total would turn the budget
+// off exactly when it matters most.
+func TestSpecProbeHugeUsage(t *testing.T) {
+	const top = int64(1<<63 - 1)
+	runCondCases(t, []condCase{
+		{name: "input + output past int64 still exhausts the total",
+			cond:   pol(t, `token_budget: {total: 100}`),
+			events: evs(msg("a", "x").used(top, 1)),
+			want:   BudgetExhausted{Resource: ResourceTotalTokens, Used: float64(top), Limit: 100}, at: 1},
+		{name: "a cumulative sum past int64 still exhausts the input budget",
+			cond:   pol(t, `token_budget: {input: 9223372036854775807}`),
+			events: evs(msg("a", "x").used(top/2+1, 0), msg("a", "x").used(top/2+1, 0)),
+			want:   BudgetExhausted{Resource: ResourceInputTokens, Used: float64(top), Limit: float64(top)}, at: 2},
+	})
+}
