@@ -156,9 +156,8 @@ func (p *fastParser) object(ev *Event) bool {
 				return false
 			}
 		default:
-			if foldsToAny(key, eventFieldNames[:]) {
-				return false
-			}
+			// Keys are case-sensitive (§1): "Text" is an unknown field,
+			// ignored, not text.
 			return p.Skip(0, fastMaxDepth)
 		}
 		return true
@@ -176,8 +175,8 @@ func (p *fastParser) usage(u *Usage) bool {
 		case "output_tokens":
 			return p.int64(&u.OutputTokens)
 		default:
-			// usage is closed: encoding/json matches a folded key, and
-			// decodeEventJSON reports an unknown one.
+			// usage is closed: decodeEventJSON reports the unknown key
+			// (keys are case-sensitive, "Input_Tokens" included).
 			return false
 		}
 	})
@@ -204,32 +203,6 @@ func fastKind(b []byte) (Kind, bool) {
 		return KindFinal, true
 	}
 	return 0, false
-}
-
-// foldsToAny reports whether the ASCII key equals one of names (all lower
-// case ASCII letters and '_') ignoring ASCII case: encoding/json's
-// case-insensitive match for such keys.
-func foldsToAny(key []byte, names []string) bool {
-	for _, name := range names {
-		if len(name) != len(key) {
-			continue
-		}
-		match := true
-		for j := 0; j < len(key); j++ {
-			c := key[j]
-			if 'A' <= c && c <= 'Z' {
-				c += 'a' - 'A'
-			}
-			if c != name[j] {
-				match = false
-				break
-			}
-		}
-		if match {
-			return true
-		}
-	}
-	return false
 }
 
 // setString decodes the string value at the cursor into *s.
