@@ -15,8 +15,8 @@ import (
 // It is a fast path only: decodeEventFast reports false whenever it is not
 // certain that json.Unmarshal (plus the checks in decodeEventJSON) would
 // accept the input and produce the same Event, and the caller then decodes
-// with encoding/json. So every error, and every unusual input (a key that
-// matches a field only case-insensitively, an escaped key, a null field, a
+// with encoding/json. So every error, and every unusual input (an escaped
+// key, a null field, a
 // number that is not a plain integer, nesting deeper than fastMaxDepth,
 // ...), goes through encoding/json exactly as before. FuzzDecodeEventFast
 // checks the two against each other.
@@ -28,8 +28,9 @@ import (
 // (rare in an event log) goes to encoding/json, whose own limit is 10000.
 const fastMaxDepth = 64
 
-// eventFieldNames are the JSON names of the fields of Event, used to send
-// keys that match one of them only case-insensitively to encoding/json.
+// eventFieldNames are the JSON names of the fields of Event; keys are
+// case-sensitive, and decodeEventJSON drops every other key before
+// encoding/json (which would match "Text" to text) sees it.
 var eventFieldNames = [...]string{"kind", "source", "text", "tool", "args", "target", "usage", "cost", "error", "time", "call_id", "model"}
 
 // fastParser is a cursor over one line of JSON. Its methods report false
