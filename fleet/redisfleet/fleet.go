@@ -37,6 +37,9 @@ type Fleet struct {
 	offset atomic.Int64 // server clock − local clock, ms
 	up     atomic.Bool  // the last call to the server succeeded
 	wake   chan struct{}
+
+	roundMu sync.Mutex
+	round   chan struct{} // closed when the sync loop ends a round; then replaced
 	flush  chan chan struct{}
 
 	mu        sync.Mutex
@@ -168,6 +171,27 @@ func (f *Fleet) setOffset(server int64, sent time.Time) {
 	if stale || rtt < f.bestRTT {
 		f.bestRTT = rtt
 	}
+}
+
+// nextRound returns a channel closed when the sync loop ends its current
+// (or next) round.
+func (f *Fleet) nextRound() <-chan struct{} {
+	f.roundMu.Lock()
+	defer f.roundMu.Unlock()
+	if f.round == nil {
+		f.round = make(chan struct{})
+	}
+	return f.round
+}
+
+// endRound wakes the Spends waiting for the end of a sync round.
+func (f *Fleet) endRound() {
+	f.roundMu.Lock()
+	if f.round != nil {
+		close(f.round)
+		f.round = nil
+	}
+	f.roundMu.Unlock()
 }
 
 func (f *Fleet) poke() {
@@ -385,6 +409,7 @@ func (f *Fleet) loop(ctx context.Context) {
 // sync does one round of background work. first: at New (and Close with
 // first false after the loop ended, with ctx the caller's).
 func (f *Fleet) sync(ctx context.Context, first bool) {
+	defer f.endRound()
 	wasUp := f.up.Load()
 
 	f.syncRuns(ctx)
