@@ -40,7 +40,7 @@ type Fleet struct {
 
 	roundMu sync.Mutex
 	round   chan struct{} // closed when the sync loop ends a round; then replaced
-	flush  chan chan struct{}
+	flush   chan chan struct{}
 
 	mu        sync.Mutex
 	runs      map[string]*member // by escaped id
