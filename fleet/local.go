@@ -261,9 +261,13 @@ func (m *localMember) Leave(*termination.Result) {
 func (m *localMember) snapshot(now time.Time) RunInfo {
 	r := m.info
 	r.Labels = maps.Clone(r.Labels)
-	m.mu.Lock()
-	r.SetProgress(m.prog)
-	m.mu.Unlock()
+	if m.hooks.Progress != nil {
+		r.SetProgress(m.hooks.Progress())
+	} else {
+		m.mu.Lock()
+		r.SetProgress(m.prog)
+		m.mu.Unlock()
+	}
 	// The process holds the live figures: they are current as of now.
 	r.Updated = now
 	return r

@@ -372,8 +372,31 @@ func (m *member) Leave(*termination.Result) {
 	f.poke()
 }
 
+// pull reads the run's figures through its Progress hook, when it has
+// one, and reports whether they changed since the last pull. It is
+// called by the sync loop without f.mu.
+func (m *member) pull() bool {
+	if m.hooks.Progress == nil {
+		return false
+	}
+	p := m.hooks.Progress()
+	var next fleet.RunInfo
+	next.SetProgress(p)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i := &m.info
+	changed := i.Iterations != next.Iterations || i.ToolCalls != next.ToolCalls ||
+		i.InputTokens != next.InputTokens || i.OutputTokens != next.OutputTokens || i.Cost != next.Cost
+	if changed {
+		i.SetProgress(p)
+		m.dirty = true
+	}
+	return changed
+}
+
 // snapshot returns the run's registry value.
 func (m *member) snapshot() (string, error) {
+	m.pull()
 	m.mu.Lock()
 	e := entry{RunInfo: m.info}
 	m.dirty = false
@@ -437,15 +460,18 @@ func (f *Fleet) syncRuns(ctx context.Context) {
 	now := time.Now()
 	renewDue := now.Sub(f.lastRenew) >= f.cfg.lease/3
 	f.mu.Lock()
-	var ups []*member
+	var ups, maybe []*member
 	var renew []string
 	for esc, m := range f.runs {
 		m.mu.Lock()
 		dirty := m.dirty
 		m.mu.Unlock()
+		stale := now.Sub(m.published) >= figuresEvery
 		switch {
-		case !m.registered || dirty && now.Sub(m.published) >= figuresEvery:
+		case !m.registered || dirty && stale:
 			ups = append(ups, m)
+		case stale && m.hooks.Progress != nil:
+			maybe = append(maybe, m) // its figures are read below, without f.mu
 		case renewDue:
 			renew = append(renew, esc)
 		}
@@ -453,6 +479,14 @@ func (f *Fleet) syncRuns(ctx context.Context) {
 	removed := f.removed
 	f.removed = nil
 	f.mu.Unlock()
+	for _, m := range maybe {
+		switch {
+		case m.pull():
+			ups = append(ups, m)
+		case renewDue:
+			renew = append(renew, m.esc)
+		}
+	}
 	if len(ups) == 0 && len(renew) == 0 && len(removed) == 0 && !renewDue && f.up.Load() {
 		return
 	}
