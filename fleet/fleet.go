@@ -76,7 +76,9 @@ type Member interface {
 	// Spend charges one event's usage to the run's shared budget, if it
 	// has one. It is on the per-event path: it must not allocate, block on
 	// I/O or wait on the network (a networked fleet spends from a local
-	// lease and settles in the background). warning is a
+	// lease and settles in the background; redisfleet waits for its sync
+	// loop only when a process spends a whole lease past its grants within
+	// one round trip, which bounds the overshoot). warning is a
 	// BudgetPressure{scope: fleet} when this spend crossed the pressure
 	// threshold; stop is a BudgetExhausted{scope: fleet} when the shared
 	// budget is exhausted: the run must end with it. Either is nil

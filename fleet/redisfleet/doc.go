@@ -16,7 +16,11 @@
 //
 // Nothing on a run's path waits on the network. Join answers from local
 // state (blocks, exhausted budgets, whether the server is reachable); Spend
-// and Progress update memory. Two goroutines per Fleet keep that state in
+// updates memory, and the runs' figures are read through
+// fleet.Hooks.Progress when they are published. (The one exception: a
+// process that spends a whole lease past what the server granted it, in
+// less than a reserve's round trip, waits for the next reserve; see the
+// overshoot bound below.) Two goroutines per Fleet keep that state in
 // step with the server:
 //
 //   - a subscriber on the channel PREFIX ctl receives stops, blocks,

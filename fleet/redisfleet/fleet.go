@@ -21,7 +21,9 @@ import (
 // Fleet is a fleet shared through Redis: it implements fleet.Fleet for the
 // stages of this process (middleware.WithFleet) and fleet.Control.
 //
-// Join, Spend and Progress never wait on the network: they work on local
+// Join, Spend and Progress do not wait on the network (but for the
+// one-lease cap on spending past the leases, see the package
+// documentation): they work on local
 // state that two goroutines keep in step with the server — a subscriber
 // that receives stops, blocks and budget news as they are published, and a
 // sync loop that registers, renews and removes runs, reserves and settles
