@@ -249,14 +249,10 @@ func (r *Run) observe(ev termination.Event) (_ termination.Cause, _ bool, late b
 		}
 		warnings = w
 	}
-	var prog termination.Progress
 	// An invalid event (it stopped the run with Failed{invalid_input}) adds
 	// nothing to the run's budgets, nor to a fleet's: negative usage would
 	// give a shared budget back.
 	charge := r.member != nil && !(stop && r.cur.Validate() != nil)
-	if charge {
-		prog = r.eval.Progress()
-	}
 	r.mu.Unlock()
 	for _, w := range warnings {
 		r.warn(w)
@@ -265,7 +261,7 @@ func (r *Run) observe(ev termination.Event) (_ termination.Cause, _ bool, late b
 		r.stopped(cause)
 	}
 	if charge {
-		if c, fleetStop := r.fleetEvent(ev.Usage, ev.Cost, &prog); fleetStop && !stop {
+		if c, fleetStop := r.fleetEvent(ev.Usage, ev.Cost); fleetStop && !stop {
 			cause, stop = c, true
 		}
 	}

@@ -35,6 +35,7 @@ type shared struct {
 
 	mu        sync.Mutex
 	bal       [4]float64 // lease left (negative: spent past the lease)
+	sent      [4]float64 // usage past the lease sent in a reserve not answered yet
 	used      [4]float64 // usage since the last settle
 	committed [4]float64 // the window's committed usage at the last reserve
 	ws, we    int64      // the lease's window, server ms
@@ -73,7 +74,7 @@ func newShared(id fleet.BudgetID, esc string, spec termination.FleetBudget, frac
 // is exhausted at once.
 func (s *shared) spend(f *Fleet, m *member, u termination.Usage, cost float64) (warning, stop termination.Cause) {
 	a := [4]float64{float64(u.InputTokens + u.OutputTokens), float64(u.InputTokens), float64(u.OutputTokens), cost}
-	low := false
+	low, over := false, false
 	s.mu.Lock()
 	if s.exhausted != nil {
 		stop = s.exhausted
@@ -88,6 +89,9 @@ func (s *shared) spend(f *Fleet, m *member, u termination.Usage, cost float64) (
 		s.bal[i] -= a[i]
 		if s.bal[i] < s.lease[i]/2 {
 			low = true
+		}
+		if s.sent[i]-s.bal[i] >= s.lease[i] {
+			over = true // spent a whole lease past what the server granted
 		}
 		est := s.committed[i]
 		if s.bal[i] < 0 {
@@ -120,7 +124,61 @@ func (s *shared) spend(f *Fleet, m *member, u termination.Usage, cost float64) (
 	if warning != nil || stop != nil {
 		f.crossed(s, m, ws, we, warning, stop) // rare: once per window
 	}
+	if over && stop == nil {
+		stop = s.overdrawn(f)
+	}
 	return warning, stop
+}
+
+// overdrawn waits, while the server is reachable, until this process's
+// usage past its leases is less than one lease again (the sync loop
+// settled it and the server granted a new lease) or the budget is
+// exhausted, and returns the exhaustion if so. This is what bounds the
+// overshoot past a limit to a lease per process: without it a process
+// that spends faster than a reserve's round trip would spend, before the
+// server answers, all the room it saw at its last reserve, and so would
+// every other process. A loop waits here only when it spends a whole
+// lease (1% of the limit by default) within one round trip; the wait
+// ends at the latest after the operation timeout, and at once when the
+// server is found unreachable (fail-open) or the fleet closes.
+func (s *shared) overdrawn(f *Fleet) termination.Cause {
+	deadline := time.Now().Add(f.cfg.opTimeout)
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		round := f.nextRound()
+		s.mu.Lock()
+		stop, over := s.exhausted, false
+		for i := range s.limits {
+			if s.limits[i] > 0 && s.sent[i]-s.bal[i] >= s.lease[i] {
+				over = true
+			}
+		}
+		s.mu.Unlock()
+		if stop != nil || !over || !f.up.Load() || f.closed.Load() {
+			return stop
+		}
+		s.pending.Store(true)
+		f.poke()
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil
+		}
+		if timer == nil {
+			timer = time.NewTimer(left)
+		}
+		select {
+		case <-round:
+		case <-timer.C:
+			return nil
+		case <-f.bgDone:
+			return nil
+		}
+	}
 }
 
 // crossed gives the other local runs of s the pressure warning or the
@@ -214,6 +272,7 @@ func (f *Fleet) reserve(ctx context.Context, s *shared) {
 			debt[i] = -s.bal[i]
 			s.bal[i] = 0
 		}
+		s.sent[i] = debt[i]
 		if x, ok := s.exhausted.(termination.BudgetExhausted); ok && x.Resource == resources[i] {
 			dry[i] = true // exhausted here: the server records it unless it has room
 		}
@@ -271,6 +330,7 @@ func (f *Fleet) reserve(ctx context.Context, s *shared) {
 			s.used[i] += used[i]
 			s.bal[i] += rel[i] - debt[i]
 		}
+		s.sent = [4]float64{}
 		s.mu.Unlock()
 		s.pending.Store(true)
 		f.fail(fleet.OpReserve)
@@ -297,6 +357,7 @@ func (f *Fleet) reserve(ctx context.Context, s *shared) {
 		}
 		s.ws, s.we = ws, we
 	}
+	s.sent = [4]float64{}
 	for i := range s.limits {
 		s.bal[i] += g[i]
 		s.committed[i] = c[i]
