@@ -14,16 +14,24 @@
 //   - after the stop the framework's loop really ends: the harness returns
 //     and the model is not called again more than once;
 //   - where the framework gives them, tool call ids and the model's name
-//     reach the events ([Harness.CallIDs], [Harness.Model]).
+//     reach the events ([Harness.CallIDs], [Harness.Model]);
+//   - every run also records through package telemetry's Recorder (an SDK
+//     tracer provider with an in-memory span recorder), and its spans
+//     follow the events ([CheckSpans]): each answered tool call is one
+//     execute_tool {tool} span, child of the run's invoke_agent {stage}
+//     span, carrying the framework's call id (gen_ai.tool.call.id) when
+//     the harness declares CallIDs; the run's span carries the declared
+//     model (gen_ai.request.model); a failed tool result's span has status
+//     Error and error.type=tool_error.
 //
 // It also holds what adapters' own tests share: the suite's scripts
 // ([Lookup], [Runaway]) and turns ([NewTurn], [Calls]), a stage that
-// records what it evaluates ([NewStage], [Events]), [CheckCallIDs], checks
-// of an adapter's decoder and helpers ([DecodeEvents], [DiffEvents],
-// [CheckToolResultEvent], [CheckObserveError]), and for adapters that
-// drive a provider's real SDK, [Server], a scripted model API on
-// 127.0.0.1 started from an [API], with the scenario checks of their tool
-// loops ([CheckNaturalCompletion], [CheckTruncatedAnswer],
+// records what it evaluates ([NewStage], [Events]), [CheckCallIDs],
+// [CheckSpans], checks of an adapter's decoder and helpers ([DecodeEvents],
+// [DiffEvents], [CheckToolResultEvent], [CheckObserveError]), and for
+// adapters that drive a provider's real SDK, [Server], a scripted model
+// API on 127.0.0.1 started from an [API], with the scenario checks of
+// their tool loops ([CheckNaturalCompletion], [CheckTruncatedAnswer],
 // [CheckStopCancelsLoop]).
 package adaptertest
 
@@ -125,7 +133,9 @@ type Harness struct {
 	// CallIDs says that the framework gives tool calls ids (its scripted
 	// model gives each call one) and the adapter reports them: the suite
 	// then checks that every tool_call event carries its own call id and
-	// every tool_result the id of its call (see [CheckCallIDs]).
+	// every tool_result the id of its call (see [CheckCallIDs]), and that
+	// every execute_tool span carries its call's id as
+	// gen_ai.tool.call.id (see [CheckSpans]).
 	CallIDs bool
 	// ToolErrorsGoOn says that the loop hands a failed tool's error back
 	// to the model and goes on (a tool named "fail" fails): the suite then
@@ -134,7 +144,8 @@ type Harness struct {
 	ToolErrorsGoOn bool
 	// Model, when not empty, is the model name the framework reports with
 	// the scripted model's responses: the suite checks that every message
-	// and final event carries it.
+	// and final event carries it, and that the run's invoke_agent span
+	// carries it as gen_ai.request.model.
 	Model string
 }
 
@@ -170,8 +181,9 @@ var Failing = Script{
 }
 
 func testStopOnToolResult(t *testing.T, h Harness) {
-	stage, _ := NewStage(t, "adaptertest_tool_result", "{errors: {total: 2}, max_iterations: 20}", middleware.WithDrainTimeout(2*time.Second))
-	rep := runHarness(t, h, stage, Failing)
+	ss := newSuiteStage(t, "adaptertest_tool_result", "{errors: {total: 2}, max_iterations: 20}", middleware.WithDrainTimeout(2*time.Second))
+	rep := runHarness(t, h, ss.stage, Failing)
+	ss.checkSpans(t, h, false)
 	var failed termination.Failed
 	if !errors.As(rep.Result.Cause, &failed) || failed.Reason != termination.FailErrorThreshold {
 		t.Fatalf("cause = %#v, want Failed{error_threshold} (a stop on a tool_result must not surface as the next request's error)", rep.Result.Cause)
@@ -340,9 +352,14 @@ func runHarness(t *testing.T, h Harness, stage *middleware.Stage, s Script) Repo
 
 func testCompletes(t *testing.T, h Harness) {
 	script := Lookup
-	stage, rec := NewStage(t, "adaptertest_completes", "max_tool_calls: 10", middleware.WithDrainTimeout(2*time.Second))
-	rep := runHarness(t, h, stage, script)
+	ss := newSuiteStage(t, "adaptertest_completes", "max_tool_calls: 10", middleware.WithDrainTimeout(2*time.Second))
+	rec := ss.events
+	rep := runHarness(t, h, ss.stage, script)
 	res := rep.Result
+	ss.checkSpans(t, h, true)
+	if n := len(ss.spans.Ended()); h.CallIDs && n != 2 {
+		t.Errorf("%d spans ended, want 2: invoke_agent and one execute_tool", n)
+	}
 
 	if _, ok := res.Cause.(termination.NaturalCompletion); !ok {
 		t.Errorf("cause = %v (%T), want NaturalCompletion", res.Cause, res.Cause)
@@ -382,9 +399,10 @@ func testCompletes(t *testing.T, h Harness) {
 
 func testRunaway(t *testing.T, h Harness, policy string, want termination.Cause) {
 	script := Runaway
-	stage, _ := NewStage(t, "adaptertest_runaway", policy, middleware.WithDrainTimeout(2*time.Second))
-	rep := runHarness(t, h, stage, script)
+	ss := newSuiteStage(t, "adaptertest_runaway", policy, middleware.WithDrainTimeout(2*time.Second))
+	rep := runHarness(t, h, ss.stage, script)
 	res := rep.Result
+	ss.checkSpans(t, h, false)
 	if fmt.Sprintf("%#v", res.Cause) != fmt.Sprintf("%#v", want) {
 		t.Errorf("cause = %#v, want %#v", res.Cause, want)
 	}

@@ -2,6 +2,7 @@ package adaptertest_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"sync/atomic"
@@ -23,69 +24,86 @@ func TestMain(m *testing.M) {
 
 // toyStep is what the toy framework's loop emits.
 type toyStep struct {
-	Kind  string // "turn", "call", "result", "answer"
-	Text  string
-	Tool  string
-	Args  string
-	Usage termination.Usage
+	Kind   string // "turn", "call", "result", "answer"
+	Text   string
+	Tool   string
+	Args   string
+	Usage  termination.Usage
+	CallID string // of a call and its result
+	Model  string // of a turn and an answer
+	Err    string // of a result: the tool "fail" fails
 }
+
+// toyModel is the name the toy framework reports with its model's turns.
+const toyModel = "toy-model"
 
 // toyLoop is a tiny ReAct framework: it calls the scripted model, runs the
 // tools it asks for, and repeats until the model answers without tools.
-// It honours ctx between every step.
+// Its model gives every tool call an id and its name with every turn; the
+// tool "fail" fails and the loop hands its error back to the model. It
+// honours ctx between every step.
 func toyLoop(ctx context.Context, script adaptertest.Script, modelCalls *atomic.Int64) <-chan toyStep {
 	out := make(chan toyStep)
 	go func() {
 		defer close(out)
-		send := func(s toyStep) bool {
+		toyRun(ctx, script, modelCalls, func(s toyStep) bool {
 			select {
 			case out <- s:
 				return true
 			case <-ctx.Done():
 				return false
 			}
-		}
-		for i := 0; ctx.Err() == nil; i++ {
-			modelCalls.Add(1)
-			turn, ok := script.TurnAt(i)
-			if !ok {
-				return
-			}
-			if len(turn.ToolCalls) == 0 {
-				send(toyStep{Kind: "answer", Text: turn.Text, Usage: turn.Usage})
-				return
-			}
-			if !send(toyStep{Kind: "turn", Text: turn.Text, Usage: turn.Usage}) {
-				return
-			}
-			for _, tc := range turn.ToolCalls {
-				if !send(toyStep{Kind: "call", Tool: tc.Name, Args: tc.Args}) ||
-					!send(toyStep{Kind: "result", Tool: tc.Name, Text: "42"}) {
-					return
-				}
-			}
-		}
+		})
 	}()
 	return out
+}
+
+// toyRun is toyLoop's loop, handing every step to send in turn, until send
+// returns false or ctx ends.
+func toyRun(ctx context.Context, script adaptertest.Script, modelCalls *atomic.Int64, send func(toyStep) bool) {
+	for i := 0; ctx.Err() == nil; i++ {
+		modelCalls.Add(1)
+		turn, ok := script.TurnAt(i)
+		if !ok {
+			return
+		}
+		if len(turn.ToolCalls) == 0 {
+			send(toyStep{Kind: "answer", Text: turn.Text, Usage: turn.Usage, Model: toyModel})
+			return
+		}
+		if !send(toyStep{Kind: "turn", Text: turn.Text, Usage: turn.Usage, Model: toyModel}) {
+			return
+		}
+		for j, tc := range turn.ToolCalls {
+			id := fmt.Sprintf("call_%d_%d", i, j)
+			result := toyStep{Kind: "result", Tool: tc.Name, Text: "42", CallID: id}
+			if tc.Name == "fail" {
+				result.Text, result.Err = "", "tool failed"
+			}
+			if !send(toyStep{Kind: "call", Tool: tc.Name, Args: tc.Args, CallID: id}) || !send(result) {
+				return
+			}
+		}
+	}
 }
 
 // decodeToy is the toy framework's adapter.
 func decodeToy(s toyStep) termination.Event {
 	switch s.Kind {
 	case "turn":
-		return termination.Event{Kind: termination.KindMessage, Source: "assistant", Text: s.Text, Usage: s.Usage}
+		return termination.Event{Kind: termination.KindMessage, Source: "assistant", Text: s.Text, Usage: s.Usage, Model: s.Model}
 	case "call":
-		return termination.Event{Kind: termination.KindToolCall, Source: "assistant", Tool: s.Tool, Args: []byte(s.Args)}
+		return termination.Event{Kind: termination.KindToolCall, Source: "assistant", Tool: s.Tool, Args: []byte(s.Args), CallID: s.CallID}
 	case "result":
-		return termination.Event{Kind: termination.KindToolResult, Tool: s.Tool, Text: s.Text}
+		return termination.Event{Kind: termination.KindToolResult, Tool: s.Tool, Text: s.Text, CallID: s.CallID, Err: s.Err}
 	case "answer":
-		return termination.Event{Kind: termination.KindFinal, Source: "assistant", Text: s.Text, Usage: s.Usage}
+		return termination.Event{Kind: termination.KindFinal, Source: "assistant", Text: s.Text, Usage: s.Usage, Model: s.Model}
 	}
 	return termination.Event{}
 }
 
 func harness(decode func(toyStep) termination.Event) adaptertest.Harness {
-	return adaptertest.Harness{Timeout: 5 * time.Second, Run: func(t *testing.T, stage *middleware.Stage, script adaptertest.Script) adaptertest.Report {
+	return adaptertest.Harness{Timeout: 5 * time.Second, CallIDs: true, Model: toyModel, Run: func(t *testing.T, stage *middleware.Stage, script adaptertest.Script) adaptertest.Report {
 		var calls atomic.Int64
 		ctx, run := stage.Start(context.Background())
 		for range middleware.Forward(run, toyLoop(ctx, script, &calls), decode) {
@@ -95,9 +113,39 @@ func harness(decode func(toyStep) termination.Event) adaptertest.Harness {
 	}}
 }
 
-// TestToyAdapterConforms: a correct adapter passes the suite.
+// syncHarness is the toy framework with an adapter that observes every step
+// before the loop goes on (as a tool wrapper does): a stop on a
+// tool_result ends the loop before its next model call.
+func syncHarness(decode func(toyStep) termination.Event) adaptertest.Harness {
+	h := harness(decode)
+	h.ToolErrorsGoOn = true
+	h.Run = func(t *testing.T, stage *middleware.Stage, script adaptertest.Script) adaptertest.Report {
+		var calls atomic.Int64
+		ctx, run := stage.Start(context.Background())
+		toyRun(ctx, script, &calls, func(s toyStep) bool {
+			_, stop := run.Observe(decode(s))
+			return !stop
+		})
+		return adaptertest.Report{Result: run.Finish(nil), ModelCalls: int(calls.Load())}
+	}
+	return h
+}
+
+// TestToyAdapterConforms: a correct adapter passes the suite, with the
+// framework's call ids and model, and without (an adapter of a framework
+// that gives none declares none).
 func TestToyAdapterConforms(t *testing.T) {
-	adaptertest.Run(t, harness(decodeToy))
+	t.Run("CallIDs", func(t *testing.T) { adaptertest.Run(t, harness(decodeToy)) })
+	t.Run("Sync", func(t *testing.T) { adaptertest.Run(t, syncHarness(decodeToy)) })
+	t.Run("NoCallIDs", func(t *testing.T) {
+		h := harness(func(s toyStep) termination.Event {
+			ev := decodeToy(s)
+			ev.CallID, ev.Model = "", ""
+			return ev
+		})
+		h.CallIDs, h.Model = false, ""
+		adaptertest.Run(t, h)
+	})
 }
 
 // Broken adapters, each run by the suite in a child process, which must
@@ -119,6 +167,28 @@ var broken = map[string]struct {
 		}
 		return decodeToy(s)
 	}), "event kinds ="},
+	"tool call ids dropped": {harness(func(s toyStep) termination.Event {
+		ev := decodeToy(s)
+		ev.CallID = ""
+		return ev
+	}), "do not reach the spans"},
+	"result call ids dropped": {harness(func(s toyStep) termination.Event {
+		ev := decodeToy(s)
+		if s.Kind == "result" {
+			ev.CallID = ""
+		}
+		return ev
+	}), "is on no execute_tool span"},
+	"model dropped": {harness(func(s toyStep) termination.Event {
+		ev := decodeToy(s)
+		ev.Model = ""
+		return ev
+	}), "gen_ai.request.model"},
+	"tool errors dropped": {syncHarness(func(s toyStep) termination.Event {
+		ev := decodeToy(s)
+		ev.Err = ""
+		return ev
+	}), "want Failed{error_threshold}"},
 	"stop ignored": {adaptertest.Harness{Run: func(t *testing.T, stage *middleware.Stage, script adaptertest.Script) adaptertest.Report {
 		// The loop runs under a context the stage does not control: the
 		// stop never reaches it.

@@ -77,6 +77,10 @@ type Account struct {
 	metrics *Metrics
 	low     func()
 	end     atomic.Int64 // the window's end in Unix nanoseconds, readable without the lock
+	// ended is set by endTimer (guarded by mu) when the window's end comes:
+	// Local reads the clock in Spend only then (see Local.armEnd).
+	ended    atomic.Bool
+	endTimer *time.Timer
 
 	mu        sync.Mutex
 	start     time.Time // the window's start

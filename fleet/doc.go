@@ -10,10 +10,10 @@
 // middleware.WithLabels; names snake_case, values at most 256 bytes; they
 // select runs and key budgets and never become metric attributes) and the
 // stage's fleet_budget, and leaves it when it ends ([Member.Leave]). In
-// between the middleware reports every event's usage ([Member.Spend]) and
-// the run's figures ([Member.Progress]) — both in-process, allocation-free,
-// never waiting on the network — and the fleet reaches the run through
-// [Hooks]: Stop ends it, Warn adds a warning.
+// between the middleware reports every event's usage ([Member.Spend]:
+// in-process, allocation-free, not waiting on the network) and the fleet
+// reaches the run through [Hooks]: Stop ends it, Warn adds a warning,
+// Progress reads its figures when the fleet lists or publishes them.
 //
 // A [Control] is what operators use (the agentstop CLI's runs, stop, block,
 // unblock, blocks and budgets commands): list the live runs ([Control.Runs]),

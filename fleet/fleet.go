@@ -63,6 +63,12 @@ type Hooks struct {
 	// It is in the run's Result at once and reaches the stage's warning
 	// hook and recorder with the run's next event (or at its end).
 	Warn func(c termination.Cause)
+	// Progress returns the run's running figures. A fleet reads them
+	// through it when it lists or publishes the run, off the per-event
+	// path, so the run does not hand them over with every event. It must
+	// not call into the fleet. When nil, the fleet uses the figures last
+	// given to Member.Progress. middleware sets it.
+	Progress func() termination.Progress
 }
 
 // Member is a run's membership of a fleet, returned by Join.
@@ -70,15 +76,19 @@ type Member interface {
 	// Spend charges one event's usage to the run's shared budget, if it
 	// has one. It is on the per-event path: it must not allocate, block on
 	// I/O or wait on the network (a networked fleet spends from a local
-	// lease and settles in the background). warning is a
+	// lease and settles in the background; redisfleet waits for its sync
+	// loop only when a process spends a whole lease past its grants within
+	// one round trip, which bounds the overshoot). warning is a
 	// BudgetPressure{scope: fleet} when this spend crossed the pressure
 	// threshold; stop is a BudgetExhausted{scope: fleet} when the shared
 	// budget is exhausted: the run must end with it. Either is nil
 	// otherwise. The Member does not also deliver them through Hooks.
 	Spend(u termination.Usage, cost float64) (warning, stop termination.Cause)
-	// Progress reports the run's running figures for the registry. It is
-	// called after every evaluated event, with the same constraints as
-	// Spend; a networked fleet publishes the latest figures periodically.
+	// Progress reports the run's running figures for the registry, for a
+	// run that joined without Hooks.Progress: such a caller calls it after
+	// every evaluated event, with the same constraints as Spend; a
+	// networked fleet publishes the latest figures periodically. A run
+	// whose Hooks.Progress is set (as middleware's are) need not call it.
 	Progress(p termination.Progress)
 	// Leave is called once, when the run has ended, with its final result
 	// (nil when the run ended without one). The run leaves the registry;

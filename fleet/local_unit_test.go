@@ -467,3 +467,35 @@ func TestAccountOddCosts(t *testing.T) {
 		t.Error("an infinite cost did not exhaust the budget")
 	}
 }
+
+// TestLocalWindowEndsOnRealClock: without WithClock, Spend reads the clock
+// only once a timer marked the window's end; the next window still starts
+// afresh for a run that spans it, and a Progress hook gives the figures
+// Runs lists.
+func TestLocalWindowEndsOnRealClock(t *testing.T) {
+	l := fleet.NewLocal()
+	b := termination.FleetBudget{Key: "stage", Window: time.Second, TotalTokens: 100}
+	// Start just after a window starts, so that the spends below fall in it.
+	time.Sleep(time.Until(fleet.WindowStart(time.Now(), time.Second).Add(time.Second + 10*time.Millisecond)))
+	prog := termination.Progress{Iterations: 3, ToolCalls: 2}
+	m, c := l.Join(t.Context(), fleet.RunInfo{ID: fleet.NewRunID(), Stage: "s"}, &b,
+		fleet.Hooks{Stop: func(termination.Cause) bool { return true }, Progress: func() termination.Progress { return prog }})
+	if c != nil {
+		t.Fatal(c)
+	}
+	defer m.Leave(nil)
+	if _, stop := m.Spend(termination.Usage{InputTokens: 100}, 0); stop == nil {
+		t.Fatal("spending the whole budget did not exhaust it")
+	}
+	if _, stop := m.Spend(termination.Usage{InputTokens: 1}, 0); stop == nil {
+		t.Fatal("an exhausted budget took more")
+	}
+	rs, err := l.Runs(t.Context(), fleet.Selector{})
+	if err != nil || len(rs) != 1 || rs[0].Iterations != 3 || rs[0].ToolCalls != 2 {
+		t.Fatalf("Runs = %+v, %v; want the hook's figures", rs, err)
+	}
+	time.Sleep(time.Until(fleet.WindowStart(time.Now(), time.Second).Add(time.Second + 50*time.Millisecond)))
+	if _, stop := m.Spend(termination.Usage{InputTokens: 10}, 0); stop != nil {
+		t.Fatalf("the next window: %v", stop)
+	}
+}

@@ -112,11 +112,20 @@ func (r *Run) startFleet() bool {
 		return false
 	}
 	info := fleet.RunInfo{ID: r.id, Stage: r.stage.name, Labels: r.info.labels, Started: time.Now()}
-	m, cause := f.Join(r.parent, info, r.stage.cfg.fleetBudget, fleet.Hooks{Stop: r.stopWith, Warn: r.fleetWarn})
+	m, cause := f.Join(r.parent, info, r.stage.cfg.fleetBudget, fleet.Hooks{Stop: r.stopWith, Warn: r.fleetWarn, Progress: r.progress})
 	// A member that came with a cause (Join should return none) still
 	// leaves when the run ends; a typed-nil cause is no cause.
 	r.member = m
 	return cause != nil && r.stopWith(cause)
+}
+
+// progress returns the run's running figures: the fleet reads them when it
+// lists or publishes the run (fleet.Hooks.Progress), so no event hands
+// them over.
+func (r *Run) progress() termination.Progress {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.eval.Progress()
 }
 
 // fleetWarn records a warning from the fleet (another run crossed the
@@ -133,13 +142,11 @@ func (r *Run) fleetWarn(c termination.Cause) {
 // acts on what the fleet says. It runs without the run's lock (the fleet
 // may stop other runs from here). It reports the run's stop cause when the
 // shared budget is exhausted.
-func (r *Run) fleetEvent(u termination.Usage, cost float64, p *termination.Progress) (termination.Cause, bool) {
-	m := r.member
-	m.Progress(*p)
+func (r *Run) fleetEvent(u termination.Usage, cost float64) (termination.Cause, bool) {
 	if u.IsZero() && cost == 0 {
 		return nil, false
 	}
-	warning, stop := m.Spend(u, cost)
+	warning, stop := r.member.Spend(u, cost)
 	if warning != nil {
 		r.mu.Lock()
 		live.AddWarning(r.eval, warning)

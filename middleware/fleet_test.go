@@ -246,8 +246,11 @@ func TestFleetSpendStopsOnEvent(t *testing.T) {
 		t.Errorf("warnings: hook %v, result %v", hooked, res.Warnings)
 	}
 	m := f.member
-	if m.spent.Total() != 100 || m.cost != 0.5 || m.prog.Iterations != 3 || m.prog.ToolCalls != 1 || m.prog.Events != 4 {
-		t.Errorf("member saw spent %v, cost %g, progress %+v", m.spent, m.cost, m.prog)
+	// The fleet reads the run's figures through the Progress hook (no
+	// event hands them over: Member.Progress is not called).
+	prog := f.hooks[0].Progress()
+	if m.spent.Total() != 100 || m.cost != 0.5 || prog.Iterations != 3 || prog.ToolCalls != 1 || prog.Events != 4 || m.prog != (termination.Progress{}) {
+		t.Errorf("member saw spent %v, cost %g, progress %+v (hook) %+v (Progress)", m.spent, m.cost, prog, m.prog)
 	}
 }
 

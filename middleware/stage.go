@@ -271,7 +271,7 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 	}
 	r.mu.Unlock()
 	if warnings != nil || stop {
-		r.afterObserve(cause, stop, warnings, nil, termination.Usage{}, 0)
+		r.afterObserve(cause, stop, warnings, false, termination.Usage{}, 0)
 	}
 	return cause, stop, false
 }
@@ -280,9 +280,9 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 // charged without the lock. (A function of its own keeps observeLocked's
 // frame small.)
 func (r *Run) observedFleet(ev *termination.Event, cause termination.Cause, stop bool, warnings []termination.Cause) (termination.Cause, bool, bool) {
-	prog, usage, cost := r.eval.Progress(), ev.Usage, ev.Cost
+	usage, cost := ev.Usage, ev.Cost
 	r.mu.Unlock()
-	return r.afterObserve(cause, stop, warnings, &prog, usage, cost)
+	return r.afterObserve(cause, stop, warnings, true, usage, cost)
 }
 
 // takeWarnings hands the warnings recorded since the last event to the
@@ -297,16 +297,16 @@ func (r *Run) takeWarnings() []termination.Cause {
 }
 
 // afterObserve is what follows an evaluated event without the lock: the
-// warning hook, the stop, the fleet's share (prog non-nil with a fleet).
-func (r *Run) afterObserve(cause termination.Cause, stop bool, warnings []termination.Cause, prog *termination.Progress, usage termination.Usage, cost float64) (termination.Cause, bool, bool) {
+// warning hook, the stop, the fleet's share (charge: with a fleet).
+func (r *Run) afterObserve(cause termination.Cause, stop bool, warnings []termination.Cause, charge bool, usage termination.Usage, cost float64) (termination.Cause, bool, bool) {
 	for _, w := range warnings {
 		r.warn(w)
 	}
 	if stop {
 		r.stopped(cause)
 	}
-	if prog != nil {
-		if c, fleetStop := r.fleetEvent(usage, cost, prog); fleetStop && !stop {
+	if charge {
+		if c, fleetStop := r.fleetEvent(usage, cost); fleetStop && !stop {
 			cause, stop = c, true
 		}
 	}

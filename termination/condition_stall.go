@@ -27,7 +27,8 @@ type StallLimits struct {
 	// (P in 2..4, the smallest that fits) repeated Cycle times, the block
 	// holding at least two different calls. 0: off.
 	Cycle int
-	// TokenTolerance, in [0,1), also detects a token plateau when > 0.
+	// TokenTolerance, in [0,1), also detects a token plateau when > 0 (a
+	// policy's token_tolerance: 0 asks for exactly equal totals).
 	// Needs Repeats.
 	TokenTolerance float64
 }
@@ -62,7 +63,7 @@ func (c *stall) String() string {
 			parts = append(parts, fmt.Sprintf("%s: %d", s.key, s.v.v))
 		}
 	}
-	if c.tolerance.v > 0 {
+	if c.tolerance.set {
 		parts = append(parts, fmt.Sprintf("token_tolerance: %g", c.tolerance.v))
 	}
 	return "stall: {" + strings.Join(parts, ", ") + "}"
@@ -116,7 +117,7 @@ func (c *stall) start() check {
 	if c.repeats.set {
 		calls = c.windowSize()
 		s.msgs = newRing[uint64](c.windowSize())
-		if c.tolerance.v > 0 {
+		if c.tolerance.set {
 			s.tokens = newRing[int64](c.repeats.v)
 		}
 	}
@@ -185,7 +186,7 @@ func (c *stallCheck) observe(ev *Event, _ *Progress, s *sink) {
 				c.repeated(SignalRepeatedMessage, matches(&c.msgs, key, c.windowSize()), s)
 			}
 		}
-		if c.tolerance.v > 0 {
+		if c.tolerance.set {
 			if total := ev.Usage.Total(); total > 0 {
 				c.tokens.push(total)
 				if ev.Kind == KindMessage && c.plateau() {

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"math"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -137,12 +138,9 @@ func unknownUsageKey(data []byte) (string, bool) {
 		if err := dec.Decode(&skip); err != nil {
 			return "", false
 		}
-		// Ask encoding/json itself whether the key names a field (it
-		// matches case-insensitively); a null value cannot be a type error.
-		probe, _ := json.Marshal(map[string]any{key: nil})
-		strict := json.NewDecoder(bytes.NewReader(probe))
-		strict.DisallowUnknownFields()
-		if strict.Decode(new(Usage)) != nil {
+		// Keys are case-sensitive: encoding/json would match
+		// "Input_Tokens" too, the contract does not.
+		if key != "input_tokens" && key != "output_tokens" {
 			return key, true
 		}
 	}
@@ -190,7 +188,7 @@ var fieldForms = map[string]string{
 func decodeEventJSON(data []byte, ev *Event) error {
 	*ev = Event{}
 	var w wireEvent
-	if err := json.Unmarshal(data, &w); err != nil {
+	if err := json.Unmarshal(exactFields(data), &w); err != nil {
 		return describeJSONError(err)
 	}
 	if w.Kind == 0 {
@@ -372,4 +370,55 @@ func Replay(c Condition, r io.Reader) (Result, error) {
 			return ev.Result(), nil
 		}
 	}
+}
+
+// exactFields returns the event object data without the members whose key
+// is not exactly one of the contract's field names, so that encoding/json,
+// which matches keys case-insensitively, ignores "Text" or "KIND" as the
+// unknown fields they are (§1). Data that is not a well-formed object, or
+// has no such member, is returned as is for json.Unmarshal to judge.
+func exactFields(data []byte) []byte {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return data
+	}
+	type member struct {
+		key string
+		val json.RawMessage
+	}
+	var members []member
+	dropped := false
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return data
+		}
+		key, _ := tok.(string)
+		var val json.RawMessage
+		if err := dec.Decode(&val); err != nil {
+			return data
+		}
+		if !slices.Contains(eventFieldNames[:], key) {
+			dropped = true
+			continue
+		}
+		members = append(members, member{key, val})
+	}
+	if !dropped {
+		return data
+	}
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, m := range members {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		k, _ := json.Marshal(m.key)
+		b.Write(k)
+		b.WriteByte(':')
+		b.Write(m.val)
+	}
+	b.WriteByte('}')
+	return b.Bytes()
 }

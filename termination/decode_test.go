@@ -246,7 +246,7 @@ func TestDecodeMessages(t *testing.T) {
 		{"tokens an exponent", `{"kind":"message","usage":{"input_tokens":1e3}}`, "usage.input_tokens: must be an integer, got 1e3"},
 		{"tokens too large", `{"kind":"message","usage":{"input_tokens":99999999999999999999}}`,
 			"usage.input_tokens: must be an integer from 0 to 9223372036854775807, got 99999999999999999999"},
-		{"tokens a folded key", `{"kind":"message","usage":{"Input_Tokens":true}}`, "usage.input_tokens: must be an integer, got true or false"},
+		{"tokens a folded key", `{"kind":"message","usage":{"Input_Tokens":true}}`, `usage: unknown key "Input_Tokens" (want input_tokens or output_tokens)`}, // keys are case-sensitive (§1)
 		{"tokens negative", `{"kind":"message","usage":{"input_tokens":-5}}`, "usage.input_tokens: must be >= 0, got -5"},
 		{"usage an array", `{"kind":"message","usage":[1]}`, `usage: must be an object such as {"input_tokens": 120, "output_tokens": 40}, got an array`},
 		{"usage a number", `{"kind":"message","usage":12}`, `usage: must be an object such as {"input_tokens": 120, "output_tokens": 40}, got a number`},

@@ -69,8 +69,9 @@
 //     as U+FFFD, as in encoding/json.
 //   - max_iterations fires on the first message event past the limit; if a
 //     final event took the count past it, that message's count is N+2.
-//   - Event JSON keys are matched as encoding/json matches struct fields:
-//     exactly, or else case-insensitively ("Kind" reads as "kind").
+//   - Event JSON keys are case-sensitive: "Kind" or "Text" is an unknown
+//     field, ignored (a framework's extra must not fire text_mention), and
+//     "Input_Tokens" is an unknown usage key, an error.
 //   - Negative usage or cost, or a cost that is not finite, is bad input in
 //     a log; live events are summed as they come, saturating at the limits.
 //   - A policy file holds one YAML document; a second one is an error, not

@@ -3,6 +3,7 @@ package termination
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"time"
 )
 
@@ -82,11 +83,11 @@ type Usage struct {
 }
 
 // Total returns input plus output tokens.
-func (u Usage) Total() int64 { return u.InputTokens + u.OutputTokens }
+func (u Usage) Total() int64 { return satAdd(u.InputTokens, u.OutputTokens) }
 
 // Add returns the sum of u and v.
 func (u Usage) Add(v Usage) Usage {
-	return Usage{InputTokens: u.InputTokens + v.InputTokens, OutputTokens: u.OutputTokens + v.OutputTokens}
+	return Usage{InputTokens: satAdd(u.InputTokens, v.InputTokens), OutputTokens: satAdd(u.OutputTokens, v.OutputTokens)}
 }
 
 // IsZero reports whether u carries no tokens.
@@ -126,4 +127,14 @@ func (e *Event) ErrorText() string {
 		return e.Text
 	}
 	return e.Err
+}
+
+// satAdd adds token counts (never negative once decoded), saturating at
+// the largest int64 instead of wrapping to a negative total that would
+// turn a budget off.
+func satAdd(a, b int64) int64 {
+	if s := a + b; s >= a || b < 0 {
+		return s
+	}
+	return math.MaxInt64
 }

@@ -15,8 +15,8 @@ import (
 // It is a fast path only: decodeEventFast reports false whenever it is not
 // certain that json.Unmarshal (plus the checks in decodeEventJSON) would
 // accept the input and produce the same Event, and the caller then decodes
-// with encoding/json. So every error, and every unusual input (a key that
-// matches a field only case-insensitively, an escaped key, a null field, a
+// with encoding/json. So every error, and every unusual input (an escaped
+// key, a null field, a
 // number that is not a plain integer, nesting deeper than fastMaxDepth,
 // ...), goes through encoding/json exactly as before. FuzzDecodeEventFast
 // checks the two against each other.
@@ -28,8 +28,9 @@ import (
 // (rare in an event log) goes to encoding/json, whose own limit is 10000.
 const fastMaxDepth = 64
 
-// eventFieldNames are the JSON names of the fields of Event, used to send
-// keys that match one of them only case-insensitively to encoding/json.
+// eventFieldNames are the JSON names of the fields of Event; keys are
+// case-sensitive, and decodeEventJSON drops every other key before
+// encoding/json (which would match "Text" to text) sees it.
 var eventFieldNames = [...]string{"kind", "source", "text", "tool", "args", "target", "usage", "cost", "error", "time", "call_id", "model"}
 
 // fastParser is a cursor over one line of JSON. Its methods report false
@@ -156,9 +157,8 @@ func (p *fastParser) object(ev *Event) bool {
 				return false
 			}
 		default:
-			if foldsToAny(key, eventFieldNames[:]) {
-				return false
-			}
+			// Keys are case-sensitive (§1): "Text" is an unknown field,
+			// ignored, not text.
 			return p.Skip(0, fastMaxDepth)
 		}
 		return true
@@ -176,8 +176,8 @@ func (p *fastParser) usage(u *Usage) bool {
 		case "output_tokens":
 			return p.int64(&u.OutputTokens)
 		default:
-			// usage is closed: encoding/json matches a folded key, and
-			// decodeEventJSON reports an unknown one.
+			// usage is closed: decodeEventJSON reports the unknown key
+			// (keys are case-sensitive, "Input_Tokens" included).
 			return false
 		}
 	})
@@ -204,32 +204,6 @@ func fastKind(b []byte) (Kind, bool) {
 		return KindFinal, true
 	}
 	return 0, false
-}
-
-// foldsToAny reports whether the ASCII key equals one of names (all lower
-// case ASCII letters and '_') ignoring ASCII case: encoding/json's
-// case-insensitive match for such keys.
-func foldsToAny(key []byte, names []string) bool {
-	for _, name := range names {
-		if len(name) != len(key) {
-			continue
-		}
-		match := true
-		for j := 0; j < len(key); j++ {
-			c := key[j]
-			if 'A' <= c && c <= 'Z' {
-				c += 'a' - 'A'
-			}
-			if c != name[j] {
-				match = false
-				break
-			}
-		}
-		if match {
-			return true
-		}
-	}
-	return false
 }
 
 // setString decodes the string value at the cursor into *s.

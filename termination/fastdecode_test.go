@@ -67,13 +67,14 @@ var fastDecodeCases = []struct {
 	{"time UTC", `{"kind":"input","time":"2026-11-20T09:00:04.123456789Z"}`, true},
 	{"time offset", `{"kind":"input","time":"2026-11-20T09:00:04-07:30"}`, true},
 
-	// encoding/json matches keys case-insensitively: handed over.
+	// Keys are case-sensitive (§1): a folded key is an unknown field, skipped
+	// (encoding/json would match it; decodeEventJSON drops it first).
 	{"folded key", `{"Kind":"input"}`, false},
-	{"folded key then exact", `{"KIND":"input","kind":"message"}`, false},
-	{"exact key then folded", `{"kind":"message","Kind":"input"}`, false},
-	{"folded field", `{"kind":"input","Source":"x"}`, false},
-	{"folded call_id", `{"kind":"tool_call","Call_ID":"x"}`, false},
-	{"folded model", `{"kind":"message","MODEL":"x"}`, false},
+	{"folded key then exact", `{"KIND":"input","kind":"message"}`, true},
+	{"exact key then folded", `{"kind":"message","Kind":"input"}`, true},
+	{"folded field", `{"kind":"input","Source":"x"}`, true},
+	{"folded call_id", `{"kind":"tool_call","Call_ID":"x"}`, true},
+	{"folded model", `{"kind":"message","MODEL":"x"}`, true},
 	{"folded usage field", `{"kind":"input","usage":{"Input_Tokens":5}}`, false},
 
 	// usage is closed: an unknown key is an error, reported by encoding/json's path.

@@ -7,6 +7,7 @@ import (
 	"math"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 )
@@ -214,8 +215,9 @@ func ValidLabelName(name string) bool {
 }
 
 // ValidateLabels checks run labels (contract §7): names snake_case
-// ([ValidLabelName]), values at most [MaxLabelValue] bytes. The error names
-// the offending label.
+// ([ValidLabelName]), values valid UTF-8 of at most [MaxLabelValue] bytes
+// (JSON, which carries them between processes, cannot hold other bytes
+// unchanged). The error names the offending label.
 func ValidateLabels(labels map[string]string) error {
 	for k, v := range labels {
 		if !ValidLabelName(k) {
@@ -223,6 +225,9 @@ func ValidateLabels(labels map[string]string) error {
 		}
 		if len(v) > MaxLabelValue {
 			return fmt.Errorf("label %q: value is %d bytes, the limit is %d", k, len(v), MaxLabelValue)
+		}
+		if !utf8.ValidString(v) {
+			return fmt.Errorf("label %q: value %q is not valid UTF-8", k, v)
 		}
 	}
 	return nil

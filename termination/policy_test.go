@@ -38,7 +38,7 @@ func TestParsePolicyValid(t *testing.T) {
 		{"cost_budget", `cost_budget: {limit: 2.50, pressure: 0.8, grace: 1}`, `cost_budget: {cost=2.5, pressure=0.8, grace=1}`},
 		{"cost_budget int limit", `cost_budget: {limit: 3}`, `cost_budget: {cost=3}`},
 		{"stall", `stall: {repeats: 3, token_tolerance: 0.1}`, `stall: {repeats: 3, token_tolerance: 0.1}`},
-		{"stall tolerance 0", `stall: {repeats: 2, token_tolerance: 0}`, `stall: {repeats: 2}`},
+		{"stall tolerance 0", `stall: {repeats: 2, token_tolerance: 0}`, `stall: {repeats: 2, token_tolerance: 0}`}, // 0 is a tolerance (exact plateau), not "off" (spec §3: tolerance in [0,1))
 		{"max_iterations with pressure", `max_iterations: {limit: 25, pressure: 0.8}`, `max_iterations: {limit: 25, pressure: 0.8}`},
 		{"max_iterations long form", `max_iterations: {limit: 25}`, `max_iterations: {limit: 25}`},
 		{"max_tool_calls every key", `max_tool_calls: {limit: 50, pressure: 0.8, per_tool: {search: 10, fetch: 5}}`,

@@ -14,7 +14,7 @@ func harness(l loop) adaptertest.Harness {
 		ctx, run := stage.Start(t.Context())
 		res := l.run(ctx, run, client(m), s.Input)
 		return adaptertest.Report{Result: res, ModelCalls: m.Requests()}
-	}, CallIDs: !l.runner, Model: "scripted", ToolErrorsGoOn: true} // the tool runner does not give tools their call's id
+	}, CallIDs: true, Model: "scripted", ToolErrorsGoOn: true}
 }
 
 func TestConformance(t *testing.T) {

@@ -53,9 +53,10 @@
 // cache_creation_input_tokens and cache_read_input_tokens, which the model
 // also processed; output is output_tokens) and the text of its text blocks,
 // the model's name as source and model; one tool_call event per tool call,
-// with the tool_use block's id as call id (ToolResultEvent carries it too;
-// the results [Tools] reports carry none: the tool runner does not give a
-// tool its call's id); and an error event when the turn is not an answer. stop_reason decides the kind:
+// with the tool_use block's id as call id (ToolResultEvent carries it too,
+// and so do the results [Tools] reports when the runner is wrapped by [All]
+// or [AllStreaming]: see Tools); and an error event when the turn is not an
+// answer. stop_reason decides the kind:
 //
 //	stop_reason                        events
 //	tool_use                           message, tool_call per tool_use block

@@ -24,7 +24,14 @@ import (
 // cause, from run.Wait or context.Cause, says why the loop ended. Wrap the
 // runner's tools with [Tools] to report tool results too.
 func All(run *middleware.Run, seq iter.Seq2[*anthropic.BetaMessage, error]) iter.Seq2[*anthropic.BetaMessage, error] {
-	return middleware.ForwardSeqEach(run, quiet(run, seq), BetaEvents)
+	calls := callsFor(run, false)
+	if calls == nil {
+		return middleware.ForwardSeqEach(run, quiet(run, seq), BetaEvents)
+	}
+	return middleware.ForwardSeqEach(run, quiet(run, seq), func(m *anthropic.BetaMessage, emit func(termination.Event)) {
+		calls.record(m) // before the runner runs m's tools: it does so when asked for the next message
+		BetaEvents(m, emit)
+	})
 }
 
 // quiet drops the errors a sequence yields once run has stopped: they are
@@ -147,6 +154,8 @@ func turnEvents(run *middleware.Run, events StreamEvents, last *streamEnd) Strea
 // observeTurn is [ObserveBeta] that also reports whether the message was
 // the final answer.
 func observeTurn(run *middleware.Run, m *anthropic.BetaMessage) (cause termination.Cause, stop, final bool) {
+	// The runner runs the turn's tools when the next turn starts.
+	callsFor(run, false).record(m)
 	cause, stop = middleware.ObserveEach(run, m, func(m *anthropic.BetaMessage, emit func(termination.Event)) {
 		BetaEvents(m, func(ev termination.Event) {
 			final = ev.Kind == termination.KindFinal
@@ -161,11 +170,23 @@ func observeTurn(run *middleware.Run, m *anthropic.BetaMessage) (cause terminati
 // once it has returned. The runner runs the tools of one turn in parallel;
 // their results are reported in the order they finish. A nil tool stays
 // nil; with a nil run the tools report nothing.
+//
+// The runner does not tell a tool which tool_use block it answers; when the
+// runner's iterator is wrapped with [All] or [AllStreaming] (with the same
+// run), each result carries the id of the block it answers as its call id:
+// the first block of the last reported message, not answered yet, with the
+// tool's name and the input the tool was given (so parallel calls of one
+// tool each get their own id). Without them, or when no block matches, the
+// result has no call id.
 func Tools(run *middleware.Run, tools ...anthropic.BetaTool) []anthropic.BetaTool {
+	var calls *openCalls
+	if run != nil {
+		calls = callsFor(run, true)
+	}
 	out := make([]anthropic.BetaTool, len(tools))
 	for i, t := range tools {
 		if t != nil {
-			out[i] = observedTool{BetaTool: t, run: run}
+			out[i] = observedTool{BetaTool: t, run: run, calls: calls}
 		}
 	}
 	return out
@@ -173,12 +194,17 @@ func Tools(run *middleware.Run, tools ...anthropic.BetaTool) []anthropic.BetaToo
 
 type observedTool struct {
 	anthropic.BetaTool
-	run *middleware.Run
+	run   *middleware.Run
+	calls *openCalls
 }
 
 func (t observedTool) Execute(ctx context.Context, input json.RawMessage) ([]anthropic.BetaToolResultBlockParamContentUnion, error) {
+	// The call is taken before the tool runs, so that calls of one tool
+	// running in parallel with the same input get their ids in turn.
+	name := t.Name()
+	id := t.calls.take(name, input)
 	out, err := t.BetaTool.Execute(ctx, input)
-	ev := termination.Event{Kind: termination.KindToolResult, Tool: t.Name(), Text: resultText(out)}
+	ev := termination.Event{Kind: termination.KindToolResult, Tool: name, Text: resultText(out), CallID: id}
 	if err != nil {
 		ev.Err = err.Error()
 	}

@@ -99,7 +99,8 @@ func runFleet(name string, args []string, stdout, stderr io.Writer, getenv func(
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	url := fs.String("redis", getenv("AGENTSTOP_REDIS_URL"), "Redis URL, redis://[user:password@]host:port[/db] or rediss://… (default $AGENTSTOP_REDIS_URL)")
+	// No default value: -h would print it, password and all.
+	url := fs.String("redis", "", "Redis URL, redis://[user:password@]host:port[/db] or rediss://… (default $AGENTSTOP_REDIS_URL)")
 	prefix := fs.String("prefix", redisfleet.DefaultPrefix, "key and channel prefix the fleet uses")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	var sel fleet.Selector
@@ -139,6 +140,9 @@ func runFleet(name string, args []string, stdout, stderr io.Writer, getenv func(
 		return fail("unexpected argument %q (see agentstop %s -h)", fs.Arg(0), name)
 	}
 	sel.Labels = labels.m
+	if *url == "" {
+		*url = getenv("AGENTSTOP_REDIS_URL")
+	}
 	if strings.TrimSpace(*url) == "" {
 		return fail("-redis URL (or AGENTSTOP_REDIS_URL) is required")
 	}
@@ -158,7 +162,7 @@ func runFleet(name string, args []string, stdout, stderr io.Writer, getenv func(
 		return fail("-wait must be >= 0, got %s", *wait)
 	}
 	if expire != nil && *expire < 0 {
-		return fail("-expire must be > 0, got %s", *expire)
+		return fail("-expire must not be negative (omit it to block until unblock), got %s", *expire)
 	}
 	if reason != nil && strings.TrimSpace(*reason) == "" {
 		return fail("-reason TEXT is required")
@@ -300,7 +304,7 @@ func runsTable(w io.Writer, rs []fleet.RunInfo) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tSTAGE\tLABELS\tHOST\tPID\tSTARTED\tITER\tTOOLS\tTOKENS IN/OUT\tCOST\tUPDATED")
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d/%d\t%s\t%s\n", r.ID, r.Stage, labelsString(r.Labels), r.Host, r.PID,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d/%d\t%s\t%s\n", r.ID, cell(r.Stage), cell(labelsString(r.Labels)), cell(r.Host), r.PID,
 			r.Started.Local().Format("15:04:05"), r.Iterations, r.ToolCalls, r.InputTokens, r.OutputTokens,
 			strconv.FormatFloat(r.Cost, 'f', -1, 64), ago(r.Updated))
 	}
@@ -316,7 +320,7 @@ func blocksTable(w io.Writer, bs []fleet.Block) {
 		if !b.Expires.IsZero() {
 			until = b.Expires.Local().Format(time.RFC3339)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", b.Selector, b.Reason, b.By, b.Created.Local().Format(time.RFC3339), until)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", b.Selector, cell(b.Reason), cell(b.By), b.Created.Local().Format(time.RFC3339), until)
 	}
 	tw.Flush()
 	fmt.Fprintf(w, "%d active %s\n", len(bs), plural(len(bs), "block"))
@@ -348,7 +352,7 @@ func budgetsTable(w io.Writer, bs []fleet.Budget) {
 		case b.Pressure:
 			state = "pressure"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s–%s\t%s\t%s\t%d\n", b.Key, b.Value, b.WindowStart.Local().Format("15:04:05"),
+		fmt.Fprintf(tw, "%s\t%s\t%s–%s\t%s\t%s\t%d\n", cell(b.Key), cell(b.Value), b.WindowStart.Local().Format("15:04:05"),
 			b.WindowEnd.Local().Format("15:04:05"), strings.Join(used, ", "), state, b.Runs)
 	}
 	tw.Flush()

@@ -776,8 +776,7 @@ func unix(t time.Time) string {
 // error but may return no data; once the quickstart exports it, it must
 // return data like every other query.
 var optionalMetrics = map[string]string{
-	"agent_fleet_errors_total":         "nothing fails in the quickstart's in-process fleet",
-	"agent_stage_stall_warnings_total": "no quickstart policy sets stall.warn_at",
+	"agent_fleet_errors_total": "nothing fails in the quickstart's in-process fleet",
 }
 
 // absentOptional returns why a query that reads metrics may be empty: the

@@ -58,8 +58,9 @@ var stages = []stageSpec{
 	},
 	{
 		name: "researcher", wrap: "channel",
-		scenario: "searches with ever new queries until 5 tool calls (max_tool_calls), repeats one search 3 times (stall), or answers (natural_completion)",
-		policy:   "max_tool_calls: 5\nstall: {repeats: 3}\n",
+		scenario: "searches with ever new queries, warned at 3 of 5 tool calls (budget pressure, tool_calls), until 5 (max_tool_calls), " +
+			"repeats one search: warned at the 2nd time (stall warning), stopped at the 3rd (stall), or answers (natural_completion)",
+		policy: "max_tool_calls: {limit: 5, pressure: 0.6}\nstall: {repeats: 3, warn_at: 2}\n",
 		behaviours: []behaviour{
 			{name: "searches with new queries forever", next: func(i int) (termination.Event, bool) {
 				if i%2 == 0 {

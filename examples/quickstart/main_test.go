@@ -42,6 +42,13 @@ var (
 		"budget pressure total_tokens":    regexp.MustCompile(`(?m)^agent_fleet_budget_pressure_total\{[^}]*resource="total_tokens"[^}]*\} [1-9]`),
 		"budget exhausted total_tokens":   regexp.MustCompile(`(?m)^agent_fleet_budget_exhausted_total\{[^}]*resource="total_tokens"[^}]*\} [1-9]`),
 	}
+	// warningSeries are the warnings of runs that went on: the researcher's
+	// stall.warn_at (stall warnings) and its max_tool_calls pressure
+	// (count pressure on tool_calls).
+	warningSeries = map[string]*regexp.Regexp{
+		"stall warning researcher":   regexp.MustCompile(`(?m)^agent_stage_stall_warnings_total\{[^}]*stage="researcher"[^}]*\} [1-9]`),
+		"budget pressure tool_calls": regexp.MustCompile(`(?m)^agent_stage_budget_pressure_total\{[^}]*resource="tool_calls"[^}]*stage="researcher"[^}]*\} [1-9]`),
+	}
 )
 
 // TestQuickstartExposesEveryCause is the acceptance check "go run
@@ -49,7 +56,8 @@ var (
 // it runs the quickstart for at most 20s on a free port, scrapes /metrics
 // once a second, and stops as soon as every termination_cause of the
 // contract has appeared (with an exemplar, since traces are sampled), and
-// so have the in-process fleet's metrics (fleetSeries).
+// so have the in-process fleet's metrics (fleetSeries) and the warnings of
+// runs that went on (warningSeries).
 func TestQuickstartExposesEveryCause(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs the fleet for up to 20s")
@@ -82,7 +90,9 @@ func TestQuickstartExposesEveryCause(t *testing.T) {
 	var text string
 	exemplar := false
 	fleetSeen := map[string]bool{}
-	for time.Since(start) < duration-time.Second && (len(seen) < len(termination.TagValues()) || len(fleetSeen) < len(fleetSeries)) {
+	warnSeen := map[string]bool{}
+	for time.Since(start) < duration-time.Second && (len(seen) < len(termination.TagValues()) || len(fleetSeen) < len(fleetSeries) ||
+		len(warnSeen) < len(warningSeries)) {
 		time.Sleep(time.Second)
 		req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/metrics", nil)
 		require.NoError(t, err)
@@ -99,6 +109,11 @@ func TestQuickstartExposesEveryCause(t *testing.T) {
 		for name, re := range fleetSeries {
 			if re.MatchString(text) {
 				fleetSeen[name] = true
+			}
+		}
+		for name, re := range warningSeries {
+			if re.MatchString(text) {
+				warnSeen[name] = true
 			}
 		}
 		exemplar = exemplar || regexp.MustCompile(`(?m)^agent_stage_terminations_total\{.*\} \S+ # \{[^}]*trace_id="[0-9a-f]{32}"`).MatchString(text)
@@ -121,6 +136,9 @@ func TestQuickstartExposesEveryCause(t *testing.T) {
 	assert.True(t, exemplar, "no trace exemplar on agent_stage_terminations_total")
 	for name := range fleetSeries {
 		assert.True(t, fleetSeen[name], "fleet metric %s not on /metrics after %s", name, took)
+	}
+	for name := range warningSeries {
+		assert.True(t, warnSeen[name], "warning metric %s not on /metrics after %s", name, took)
 	}
 	assert.NotContains(t, text, "agent_fleet_errors_total{", "the in-process fleet reported an error")
 	for _, name := range []string{"agent_stage_duration_seconds_bucket", "agent_stage_iterations_bucket", "agent_stage_tool_calls_bucket",

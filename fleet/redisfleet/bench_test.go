@@ -30,7 +30,8 @@ var benchStream = []termination.Event{
 
 // BenchmarkFleetBudget: the per-event cost of a fleet budget shared
 // through Redis against the same budget held by the run alone (contract
-// §7: target <= 1.1x). Spend works on the local lease: no event waits on
+// §7: target <= 1.1x), through Observe and through a live Forward run
+// (one event per op). Spend works on the local lease: no event waits on
 // the network.
 func BenchmarkFleetBudget(b *testing.B) {
 	srv := redistest.Start(b)
@@ -49,7 +50,7 @@ func BenchmarkFleetBudget(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		b.Run(c.name, func(b *testing.B) {
+		b.Run("observe/"+c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			_, run := stage.Start(context.Background(), labels)
 			b.ResetTimer()
@@ -59,6 +60,32 @@ func BenchmarkFleetBudget(b *testing.B) {
 			b.StopTimer()
 			if res := run.Finish(nil); res.Tag() != termination.TagNaturalCompletion {
 				b.Fatalf("cause %v", res.Cause)
+			}
+		})
+		// A live Forward run, one event per op, as middleware's
+		// BenchmarkForward measures it.
+		b.Run("forward/"+c.name, func(b *testing.B) {
+			b.ReportAllocs()
+			ctx, run := stage.Start(context.Background(), labels)
+			in := make(chan termination.Event)
+			go func() {
+				defer close(in)
+				for i := range b.N {
+					select {
+					case in <- benchStream[i%len(benchStream)]:
+					case <-ctx.Done():
+						return
+					}
+				}
+			}()
+			b.ResetTimer()
+			n := 0
+			for range middleware.Forward(run, in, func(ev termination.Event) termination.Event { return ev }) {
+				n++
+			}
+			b.StopTimer()
+			if res := run.Wait(); n != b.N || res.Tag() != termination.TagNaturalCompletion {
+				b.Fatalf("forwarded %d of %d events; cause %v", n, b.N, res.Cause)
 			}
 		})
 	}

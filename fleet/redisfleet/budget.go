@@ -35,12 +35,18 @@ type shared struct {
 
 	mu        sync.Mutex
 	bal       [4]float64 // lease left (negative: spent past the lease)
+	sent      [4]float64 // usage past the lease sent in a reserve not answered yet
 	used      [4]float64 // usage since the last settle
 	committed [4]float64 // the window's committed usage at the last reserve
 	ws, we    int64      // the lease's window, server ms
 	exhausted termination.Cause
 	exWS      int64
 	warned    [4]int64 // window start + 1 of the last pressure warning
+	// guessWS is the window start by the server's clock (as estimated)
+	// when a warning came before any lease told the window (s.ws == 0, e.g.
+	// the server is unreachable): warnings before the first lease are
+	// keyed by it, so that a run is warned, and the crossing counted, once.
+	guessWS int64
 }
 
 func newShared(id fleet.BudgetID, esc string, spec termination.FleetBudget, fraction float64) *shared {
@@ -68,7 +74,7 @@ func newShared(id fleet.BudgetID, esc string, spec termination.FleetBudget, frac
 // is exhausted at once.
 func (s *shared) spend(f *Fleet, m *member, u termination.Usage, cost float64) (warning, stop termination.Cause) {
 	a := [4]float64{float64(u.InputTokens + u.OutputTokens), float64(u.InputTokens), float64(u.OutputTokens), cost}
-	low := false
+	low, over := false, false
 	s.mu.Lock()
 	if s.exhausted != nil {
 		stop = s.exhausted
@@ -84,6 +90,9 @@ func (s *shared) spend(f *Fleet, m *member, u termination.Usage, cost float64) (
 		if s.bal[i] < s.lease[i]/2 {
 			low = true
 		}
+		if s.sent[i]-s.bal[i] >= s.lease[i] {
+			over = true // spent a whole lease past what the server granted
+		}
 		est := s.committed[i]
 		if s.bal[i] < 0 {
 			est -= s.bal[i]
@@ -96,8 +105,12 @@ func (s *shared) spend(f *Fleet, m *member, u termination.Usage, cost float64) (
 			s.exWS = s.ws
 			stop = s.exhausted
 		}
-		if warning == nil && s.spec.Pressure > 0 && s.warned[i] != s.ws+1 && est >= s.spec.Pressure*s.limits[i] {
-			s.warned[i] = s.ws + 1
+		wk := s.ws
+		if wk == 0 {
+			wk = s.guessWS
+		}
+		if warning == nil && s.spec.Pressure > 0 && s.warned[i] != wk+1 && est >= s.spec.Pressure*s.limits[i] {
+			s.warned[i] = wk + 1
 			w := termination.BudgetPressure{Resource: resources[i], Threshold: s.spec.Pressure, Used: est, Limit: s.limits[i], Scope: termination.ScopeFleet}
 			warning = w
 		}
@@ -111,7 +124,61 @@ func (s *shared) spend(f *Fleet, m *member, u termination.Usage, cost float64) (
 	if warning != nil || stop != nil {
 		f.crossed(s, m, ws, we, warning, stop) // rare: once per window
 	}
+	if over && stop == nil {
+		stop = s.overdrawn(f)
+	}
 	return warning, stop
+}
+
+// overdrawn waits, while the server is reachable, until this process's
+// usage past its leases is less than one lease again (the sync loop
+// settled it and the server granted a new lease) or the budget is
+// exhausted, and returns the exhaustion if so. This is what bounds the
+// overshoot past a limit to a lease per process: without it a process
+// that spends faster than a reserve's round trip would spend, before the
+// server answers, all the room it saw at its last reserve, and so would
+// every other process. A loop waits here only when it spends a whole
+// lease (1% of the limit by default) within one round trip; the wait
+// ends at the latest after the operation timeout, and at once when the
+// server is found unreachable (fail-open) or the fleet closes.
+func (s *shared) overdrawn(f *Fleet) termination.Cause {
+	deadline := time.Now().Add(f.cfg.opTimeout)
+	var timer *time.Timer
+	defer func() {
+		if timer != nil {
+			timer.Stop()
+		}
+	}()
+	for {
+		round := f.nextRound()
+		s.mu.Lock()
+		stop, over := s.exhausted, false
+		for i := range s.limits {
+			if s.limits[i] > 0 && s.sent[i]-s.bal[i] >= s.lease[i] {
+				over = true
+			}
+		}
+		s.mu.Unlock()
+		if stop != nil || !over || !f.up.Load() || f.closed.Load() {
+			return stop
+		}
+		s.pending.Store(true)
+		f.poke()
+		left := time.Until(deadline)
+		if left <= 0 {
+			return nil
+		}
+		if timer == nil {
+			timer = time.NewTimer(left)
+		}
+		select {
+		case <-round:
+		case <-timer.C:
+			return nil
+		case <-f.bgDone:
+			return nil
+		}
+	}
 }
 
 // crossed gives the other local runs of s the pressure warning or the
@@ -123,6 +190,9 @@ func (f *Fleet) crossed(s *shared, m *member, ws, we int64, warning, stop termin
 		ws = now - now%s.window
 		we = ws + s.window
 		s.mu.Lock()
+		if s.guessWS == 0 {
+			s.guessWS = ws
+		}
 		for i := range s.warned {
 			if s.warned[i] == 1 { // warned before the window was known
 				s.warned[i] = ws + 1
@@ -202,6 +272,7 @@ func (f *Fleet) reserve(ctx context.Context, s *shared) {
 			debt[i] = -s.bal[i]
 			s.bal[i] = 0
 		}
+		s.sent[i] = debt[i]
 		if x, ok := s.exhausted.(termination.BudgetExhausted); ok && x.Resource == resources[i] {
 			dry[i] = true // exhausted here: the server records it unless it has room
 		}
@@ -259,6 +330,7 @@ func (f *Fleet) reserve(ctx context.Context, s *shared) {
 			s.used[i] += used[i]
 			s.bal[i] += rel[i] - debt[i]
 		}
+		s.sent = [4]float64{}
 		s.mu.Unlock()
 		s.pending.Store(true)
 		f.fail(fleet.OpReserve)
@@ -285,6 +357,7 @@ func (f *Fleet) reserve(ctx context.Context, s *shared) {
 		}
 		s.ws, s.we = ws, we
 	}
+	s.sent = [4]float64{}
 	for i := range s.limits {
 		s.bal[i] += g[i]
 		s.committed[i] = c[i]
@@ -328,10 +401,16 @@ func (f *Fleet) reserve(ctx context.Context, s *shared) {
 		if len(s.members) == 0 && f.budgets[s.esc] == s {
 			s.mu.Lock()
 			idle := s.used == [4]float64{} && s.bal == [4]float64{}
-			s.mu.Unlock()
 			if idle {
+				// Remember the window's counted crossings until it ends:
+				// the next local run of this budget must not count them
+				// again.
 				delete(f.budgets, s.esc)
+				if s.we > 0 {
+					f.idle[s.esc] = idleBudget{ws: s.ws, we: s.we, committed: s.committed, warned: s.warned}
+				}
 			}
+			s.mu.Unlock()
 		}
 		f.mu.Unlock()
 	}

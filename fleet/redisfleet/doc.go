@@ -16,7 +16,11 @@
 //
 // Nothing on a run's path waits on the network. Join answers from local
 // state (blocks, exhausted budgets, whether the server is reachable); Spend
-// and Progress update memory. Two goroutines per Fleet keep that state in
+// updates memory, and the runs' figures are read through
+// fleet.Hooks.Progress when they are published. (The one exception: a
+// process that spends a whole lease past what the server granted it, in
+// less than a reserve's round trip, waits for the next reserve; see the
+// overshoot bound below.) Two goroutines per Fleet keep that state in
 // step with the server:
 //
 //   - a subscriber on the channel PREFIX ctl receives stops, blocks,
@@ -84,14 +88,24 @@
 //	lease size × processes + the usage of the events in flight when the limit is reached
 //
 // (an event is in flight if its run spent it before learning the limit was
-// reached; one per run at most, since a run that finds its process's lease
-// exhausted with no room left stops at once). BenchmarkOvershoot measures
-// it against this bound. The budget is declared exhausted when its settled
+// reached; one per run at most). A process's usage past what the server
+// granted it is capped at one lease: an event that reaches the cap (the
+// process spent a whole lease within one reserve's round trip, which an
+// agent loop whose events are model calls never does) waits for the sync
+// loop's next round, which settles the usage and brings a new lease or the
+// exhaustion; the wait lasts at most the operation timeout and never
+// happens while the server is unreachable. BenchmarkOvershoot measures
+// the overshoot against this bound and TestOvershootBound checks it. The budget is declared exhausted when its settled
 // usage reaches a limit, or when a process with no lease left finds every
 // unit settled or leased: at that moment the leases other processes still
 // hold (at most lease size × (processes − 1)) go unspent, the mirror image
 // of the overshoot. Pressure and exhaustion are published to every process
 // and stored with the window, so new runs are skipped until the window ends.
+// Each process counts a window's pressure crossing and its exhaustion once
+// (agent.fleet.budget.pressure, agent.fleet.budget.exhausted) and warns each
+// run live at the crossing once, however many of its runs of the budget come
+// and go in the window: when a process drops a budget with no local run
+// left, it remembers the window's counted crossings until the window ends.
 //
 // The first run of a window stores its fleet_budget with it. A run whose
 // policy disagrees with another run of the same process ends at once with

@@ -21,7 +21,9 @@ import (
 // Fleet is a fleet shared through Redis: it implements fleet.Fleet for the
 // stages of this process (middleware.WithFleet) and fleet.Control.
 //
-// Join, Spend and Progress never wait on the network: they work on local
+// Join, Spend and Progress do not wait on the network (but for the
+// one-lease cap on spending past the leases, see the package
+// documentation): they work on local
 // state that two goroutines keep in step with the server — a subscriber
 // that receives stops, blocks and budget news as they are published, and a
 // sync loop that registers, renews and removes runs, reserves and settles
@@ -37,7 +39,10 @@ type Fleet struct {
 	offset atomic.Int64 // server clock − local clock, ms
 	up     atomic.Bool  // the last call to the server succeeded
 	wake   chan struct{}
-	flush  chan chan struct{}
+
+	roundMu sync.Mutex
+	round   chan struct{} // closed when the sync loop ends a round; then replaced
+	flush   chan chan struct{}
 
 	mu        sync.Mutex
 	runs      map[string]*member // by escaped id
@@ -46,7 +51,8 @@ type Fleet struct {
 	stops     map[string]int64   // stop ids applied → when to forget them (server ms)
 	budgets   map[string]*shared // by escaped budget id
 	exhausted map[string]exhaustion
-	resync    bool // re-read stops and blocks, re-register runs at the next tick
+	idle      map[string]idleBudget // budgets dropped with no local run, until their window ends
+	resync    bool                  // re-read stops and blocks, re-register runs at the next tick
 
 	// used by the sync loop only (and by New and Close around it)
 	lastRenew, lastRead time.Time
@@ -63,6 +69,17 @@ var (
 	_ fleet.Fleet   = (*Fleet)(nil)
 	_ fleet.Control = (*Fleet)(nil)
 )
+
+// idleBudget remembers, until its window ends, what this process knew of a
+// shared budget it dropped when its last local run ended: the window and
+// the pressure crossings already counted and warned. A later local run of
+// the same budget picks it up again, so a crossing is counted once per
+// process however many runs come and go (not once per run).
+type idleBudget struct {
+	ws, we    int64 // the window, server ms
+	committed [4]float64
+	warned    [4]int64
+}
 
 // exhaustion records a shared budget exhausted until its window ends.
 type exhaustion struct {
@@ -100,6 +117,7 @@ func New(ctx context.Context, url string, opts ...Option) (*Fleet, error) {
 		stops:     map[string]int64{},
 		budgets:   map[string]*shared{},
 		exhausted: map[string]exhaustion{},
+		idle:      map[string]idleBudget{},
 	}
 	f.sync(ctx, true) // a first sync: the server's clock, blocks and stops
 	bg, cancel := context.WithCancel(context.Background())
@@ -155,6 +173,27 @@ func (f *Fleet) setOffset(server int64, sent time.Time) {
 	if stale || rtt < f.bestRTT {
 		f.bestRTT = rtt
 	}
+}
+
+// nextRound returns a channel closed when the sync loop ends its current
+// (or next) round.
+func (f *Fleet) nextRound() <-chan struct{} {
+	f.roundMu.Lock()
+	defer f.roundMu.Unlock()
+	if f.round == nil {
+		f.round = make(chan struct{})
+	}
+	return f.round
+}
+
+// endRound wakes the Spends waiting for the end of a sync round.
+func (f *Fleet) endRound() {
+	f.roundMu.Lock()
+	if f.round != nil {
+		close(f.round)
+		f.round = nil
+	}
+	f.roundMu.Unlock()
 }
 
 func (f *Fleet) poke() {
@@ -254,6 +293,12 @@ func (f *Fleet) Join(_ context.Context, run fleet.RunInfo, budget *termination.F
 		sh := f.budgets[esc]
 		if sh == nil {
 			sh = newShared(id, esc, *budget, f.cfg.leaseFraction)
+			if ib, ok := f.idle[esc]; ok {
+				delete(f.idle, esc)
+				if now < ib.we {
+					sh.ws, sh.we, sh.committed, sh.warned = ib.ws, ib.we, ib.committed, ib.warned
+				}
+			}
 			f.budgets[esc] = sh
 		} else if c := fleet.MismatchCause(id, *budget, sh.spec); c != nil {
 			f.mu.Unlock()
@@ -329,8 +374,31 @@ func (m *member) Leave(*termination.Result) {
 	f.poke()
 }
 
+// pull reads the run's figures through its Progress hook, when it has
+// one, and reports whether they changed since the last pull. It is
+// called by the sync loop without f.mu.
+func (m *member) pull() bool {
+	if m.hooks.Progress == nil {
+		return false
+	}
+	p := m.hooks.Progress()
+	var next fleet.RunInfo
+	next.SetProgress(p)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	i := &m.info
+	changed := i.Iterations != next.Iterations || i.ToolCalls != next.ToolCalls ||
+		i.InputTokens != next.InputTokens || i.OutputTokens != next.OutputTokens || i.Cost != next.Cost
+	if changed {
+		i.SetProgress(p)
+		m.dirty = true
+	}
+	return changed
+}
+
 // snapshot returns the run's registry value.
 func (m *member) snapshot() (string, error) {
+	m.pull()
 	m.mu.Lock()
 	e := entry{RunInfo: m.info}
 	m.dirty = false
@@ -366,6 +434,7 @@ func (f *Fleet) loop(ctx context.Context) {
 // sync does one round of background work. first: at New (and Close with
 // first false after the loop ended, with ctx the caller's).
 func (f *Fleet) sync(ctx context.Context, first bool) {
+	defer f.endRound()
 	wasUp := f.up.Load()
 
 	f.syncRuns(ctx)
@@ -393,15 +462,18 @@ func (f *Fleet) syncRuns(ctx context.Context) {
 	now := time.Now()
 	renewDue := now.Sub(f.lastRenew) >= f.cfg.lease/3
 	f.mu.Lock()
-	var ups []*member
+	var ups, maybe []*member
 	var renew []string
 	for esc, m := range f.runs {
 		m.mu.Lock()
 		dirty := m.dirty
 		m.mu.Unlock()
+		stale := now.Sub(m.published) >= figuresEvery
 		switch {
-		case !m.registered || dirty && now.Sub(m.published) >= figuresEvery:
+		case !m.registered || dirty && stale:
 			ups = append(ups, m)
+		case stale && m.hooks.Progress != nil:
+			maybe = append(maybe, m) // its figures are read below, without f.mu
 		case renewDue:
 			renew = append(renew, esc)
 		}
@@ -409,6 +481,14 @@ func (f *Fleet) syncRuns(ctx context.Context) {
 	removed := f.removed
 	f.removed = nil
 	f.mu.Unlock()
+	for _, m := range maybe {
+		switch {
+		case m.pull():
+			ups = append(ups, m)
+		case renewDue:
+			renew = append(renew, m.esc)
+		}
+	}
 	if len(ups) == 0 && len(renew) == 0 && len(removed) == 0 && !renewDue && f.up.Load() {
 		return
 	}
@@ -510,6 +590,11 @@ func (f *Fleet) readControl(ctx context.Context) {
 	for id, ex := range f.exhausted {
 		if ex.we <= now {
 			delete(f.exhausted, id)
+		}
+	}
+	for id, ib := range f.idle {
+		if ib.we <= now {
+			delete(f.idle, id)
 		}
 	}
 	f.mu.Unlock()

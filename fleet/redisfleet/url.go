@@ -36,6 +36,9 @@ func ParseURL(raw string) (*redis.Options, error) {
 	if u.Host == "" {
 		return nil, errors.New("malformed redis URL: no host (want redis://host:port)")
 	}
+	if colonInHost(u) {
+		return nil, errors.New(`malformed redis URL: ":" in the host (a missing "@" after user:password?)`)
+	}
 	opts, err := redis.ParseURL(raw)
 	if err != nil {
 		return nil, fmt.Errorf("malformed redis URL: %s", general(strings.TrimPrefix(err.Error(), "redis: "), raw))
@@ -48,6 +51,9 @@ func ParseURL(raw string) (*redis.Options, error) {
 func Redact(raw string) string {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	if err != nil {
+		return "(malformed redis URL)"
+	}
+	if colonInHost(u) {
 		return "(malformed redis URL)"
 	}
 	if u.User != nil {
@@ -64,6 +70,7 @@ func Redact(raw string) string {
 // the URL (net/url quotes parts of it, and with a missing "@" a password
 // can look like a port), then scrubs the credentials as a second guard.
 func general(msg, raw string) string {
+	msg = strings.TrimPrefix(msg, "net/url: ")
 	if i := strings.IndexAny(msg, "\"'"); i >= 0 {
 		msg = strings.TrimSpace(msg[:i])
 		msg = strings.TrimSuffix(msg, ":")
@@ -104,4 +111,11 @@ func scrub(msg, raw string) string {
 		}
 	}
 	return msg
+}
+
+// colonInHost reports a ":" in a host name that is not a bracketed IPv6
+// address: what a URL missing the "@" after user:password parses as, its
+// credentials taken for the host.
+func colonInHost(u *url.URL) bool {
+	return !strings.HasPrefix(u.Host, "[") && strings.Contains(u.Hostname(), ":")
 }
