@@ -118,7 +118,7 @@ func sortRuns(rs []fleet.RunInfo) {
 func (c *Control) entries(ctx context.Context) ([]entry, int64, error) {
 	ctx, cancel := c.timeout(ctx)
 	defer cancel()
-	res, err := listScript.RunRO(ctx, c.client, []string{c.k.runs()}, c.k.runPrefix()).Slice()
+	res, err := readScript.RunRO(ctx, c.client, []string{c.k.runs()}, c.k.runPrefix()).Slice()
 	if err != nil {
 		return nil, 0, c.unavailable(fleet.OpList, err)
 	}

@@ -63,13 +63,16 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 return out
 `)
 
-// listScript returns the live runs' entries: {now, entry...}. It only
-// reads (the sync script drops lapsed index members), so a read-only ACL
-// user can list runs (it runs with EVALSHA_RO, whose keys need read access only).
+// readScript returns the live, unexpired records of an index: {now,
+// value...}, for the runs (index P runs, records P run:ID) and for stops
+// and blocks (P stops / P blocks, P stop:ID / P block:ID). It only reads
+// (the sync and publish scripts drop lapsed index members), so a read-only
+// ACL user can list runs, stops and blocks (it runs with EVALSHA_RO, whose
+// keys need read access only).
 //
-//	KEYS[1]  P runs
-//	ARGV[1]  P run:
-var listScript = redis.NewScript(luaNow + `
+//	KEYS[1]  the index
+//	ARGV[1]  the records' key prefix
+var readScript = redis.NewScript(luaNow + `
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], now, '+inf')
 local out = {now}
 for _, id in ipairs(ids) do
@@ -129,23 +132,6 @@ for i = 3, #ARGV do
   end
 end
 return {now, removed}
-`)
-
-// readScript returns the stored, unexpired records of an index:
-// {now, value...}. It only reads (publishScript drops expired index
-// members), so applications whose ACL lets them read stops and blocks but
-// not write them can run it (with EVALSHA_RO).
-//
-//	KEYS[1]  index (P stops or P blocks)
-//	ARGV[1]  the records' key prefix (P stop: or P block:)
-var readScript = redis.NewScript(luaNow + `
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], now, '+inf')
-local out = {now}
-for _, id in ipairs(ids) do
-  local v = redis.call('GET', ARGV[1] .. id)
-  if v then out[#out + 1] = v end
-end
-return out
 `)
 
 // budgetScript settles a process's usage of one shared budget and reserves
