@@ -191,8 +191,9 @@ type HandoffRequested struct {
 
 // MaxIterationsReached: more model turns than the limit allows.
 type MaxIterationsReached struct {
-	Limit int `json:"limit"`
-	Count int `json:"count"`
+	Limit int    `json:"limit"`
+	Count int    `json:"count"`
+	Scope string `json:"scope,omitempty"` // "tree" for a tree limit (§8)
 }
 
 // MaxToolCallsReached: more tool calls than the limit allows.
@@ -200,7 +201,8 @@ type MaxToolCallsReached struct {
 	Limit int `json:"limit"`
 	Count int `json:"count"`
 	// Tool is set only when a per-tool limit fired.
-	Tool string `json:"tool,omitempty"`
+	Tool  string `json:"tool,omitempty"`
+	Scope string `json:"scope,omitempty"` // "tree" for a tree limit (§8)
 }
 
 // Resource is a budgeted quantity.
@@ -216,9 +218,15 @@ const (
 	ResourceToolCalls    Resource = "tool_calls"
 )
 
-// ScopeFleet marks a budget shared by a fleet of runs (BudgetPressure.Scope,
-// BudgetExhausted.Scope); a run's own budget has no scope.
-const ScopeFleet = "fleet"
+// Scopes of a limit (BudgetPressure.Scope, BudgetExhausted.Scope, and for
+// trees MaxIterationsReached, MaxToolCallsReached and Timeout): a run's own
+// limit has no scope.
+const (
+	// ScopeFleet marks a budget shared by a fleet of runs (§7).
+	ScopeFleet = "fleet"
+	// ScopeTree marks a limit over a run and its descendants (§8).
+	ScopeTree = "tree"
+)
 
 // BudgetPressure: usage crossed the pressure threshold. As a warning the run
 // goes on; as a cause the grace turns after the warning ran out.
@@ -227,7 +235,7 @@ type BudgetPressure struct {
 	Threshold float64  `json:"threshold"` // the pressure fraction
 	Used      float64  `json:"used"`
 	Limit     float64  `json:"limit"`
-	Scope     string   `json:"scope,omitempty"` // "fleet" for a shared budget
+	Scope     string   `json:"scope,omitempty"` // "fleet" for a shared budget, "tree" for a tree limit
 }
 
 // BudgetExhausted: usage reached the limit.
@@ -235,7 +243,7 @@ type BudgetExhausted struct {
 	Resource Resource `json:"resource"`
 	Used     float64  `json:"used"`
 	Limit    float64  `json:"limit"`
-	Scope    string   `json:"scope,omitempty"` // "fleet" for a shared budget
+	Scope    string   `json:"scope,omitempty"` // "fleet" for a shared budget, "tree" for a tree limit
 }
 
 // StallSignal says how a stall was detected.
@@ -244,6 +252,7 @@ type StallSignal string
 // Stall signals.
 const (
 	SignalRepeatedToolCall StallSignal = "repeated_tool_call"
+	SignalRepeatedResult   StallSignal = "repeated_result"
 	SignalRepeatedMessage  StallSignal = "repeated_message"
 	SignalCycle            StallSignal = "cycle"
 	SignalTokenPlateau     StallSignal = "token_plateau"
@@ -262,6 +271,7 @@ type StallDetected struct {
 type Timeout struct {
 	Limit   time.Duration `json:"limit"`
 	Elapsed time.Duration `json:"elapsed"`
+	Scope   string        `json:"scope,omitempty"` // "tree" for a tree limit (§8)
 }
 
 // CancelReason says who cancelled a run.
@@ -271,6 +281,7 @@ type CancelReason string
 const (
 	CancelContext  CancelReason = "context"  // the caller's context ended
 	CancelExternal CancelReason = "external" // Stop was called
+	CancelParent   CancelReason = "parent"   // an ancestor run ended (§8)
 )
 
 // Cancelled: the run was cancelled before any condition fired.
@@ -309,6 +320,10 @@ const (
 	SkipFleetBudgetExhausted = "fleet_budget_exhausted"
 	SkipFleetUnavailable     = "fleet_unavailable"
 )
+
+// SkipParentEnded is the Skipped reason of a child run that starts after
+// its parent run has ended (§8).
+const SkipParentEnded = "parent_ended"
 
 // Custom: a user-defined stop. Its tag is "custom" unless the stage
 // allow-lists Reason.

@@ -169,7 +169,8 @@ func (t Timeout) MarshalJSON() ([]byte, error) {
 	return json.Marshal(struct {
 		Limit   string `json:"limit"`
 		Elapsed string `json:"elapsed"`
-	}{t.Limit.String(), t.Elapsed.String()})
+		Scope   string `json:"scope,omitempty"`
+	}{t.Limit.String(), t.Elapsed.String(), t.Scope})
 }
 
 // UnmarshalJSON reads Go duration strings.
@@ -177,11 +178,12 @@ func (t *Timeout) UnmarshalJSON(b []byte) error {
 	var raw struct {
 		Limit   string `json:"limit"`
 		Elapsed string `json:"elapsed"`
+		Scope   string `json:"scope"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return err
 	}
-	var out Timeout
+	out := Timeout{Scope: raw.Scope}
 	var err error
 	if out.Limit, err = parseOptionalDuration(raw.Limit); err != nil {
 		return fmt.Errorf("limit: %w", err)

@@ -276,6 +276,15 @@ type Result struct {
 	Tokens           Usage
 	Cost             float64
 	Duration         time.Duration
+	// Evidence is the 1-based indices of the events that make up the
+	// cause's signal, ascending (§3 "Evidence"); nil for a timeout, a
+	// cancellation or a natural completion.
+	Evidence []int
+	// Truncated is set when a lenient replay reached a truncated last line
+	// (§1, §4).
+	Truncated bool
+	// Run is the run's id and Parent its parent run's id, when known (§8).
+	Run, Parent string
 	// Budgets is the usage of every budgeted resource at the end of the
 	// run, for utilization metrics.
 	Budgets []BudgetUsage

@@ -113,6 +113,17 @@ type Event struct {
 	CallID string `json:"call_id,omitempty"`
 	// Model is the model that produced this turn (message, final).
 	Model string `json:"model,omitempty"`
+	// Run is the run this event belongs to, in a log that holds many runs
+	// (contract §4.1, §8).
+	Run string `json:"run,omitempty"`
+	// Parent is, on a run's first event, the run id of its parent run (§8).
+	Parent string `json:"parent,omitempty"`
+	// ArgsHash stands in for Args in a log recorded without content: the
+	// hash of the canonical args (§1).
+	ArgsHash string `json:"args_hash,omitempty"`
+	// TextHash stands in for Text (and, on a tool_result, Err) in a log
+	// recorded without content: the hash of the trimmed text (§1).
+	TextHash string `json:"text_hash,omitempty"`
 }
 
 // Failed reports whether e is an error event or a failed tool result.
