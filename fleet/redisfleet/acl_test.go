@@ -17,7 +17,7 @@ import (
 // budgets; only operators stop and block.
 var aclUsers = [][]string{
 	strings.Fields("ACL SETUSER agentstop-app on >app-pw resetkeys resetchannels " +
-		"%RW~agentstop:run* %RW~agentstop:budget* %R~agentstop:stop* %W~agentstop:stopack:* %R~agentstop:block* " +
+		"%RW~agentstop:{runs}* %RW~agentstop:{budget* %R~agentstop:{stops}* %RW~agentstop:{stops}:ack:* %R~agentstop:{blocks}* " +
 		"&agentstop:ctl -@all +@connection +@scripting +@read +@write +@pubsub +time -@dangerous -@admin"),
 	strings.Fields("ACL SETUSER agentstop-ops on >ops-pw resetkeys resetchannels ~agentstop:* &agentstop:ctl " +
 		"-@all +@connection +@scripting +@read +@write +@pubsub +time -@dangerous -@admin"),

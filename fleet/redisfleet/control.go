@@ -23,7 +23,8 @@ import (
 // issues stops and blocks (the agentstop CLI's commands). It starts no
 // goroutine of its own. A [Fleet] is also a Control.
 type Control struct {
-	client  *redis.Client
+	client  redis.UniversalClient
+	cluster *redis.ClusterClient // the same client when it is a cluster's, else nil
 	k       keys
 	cfg     *config
 	metrics *fleet.Metrics
@@ -33,32 +34,45 @@ type Control struct {
 var _ fleet.Control = (*Control)(nil)
 
 // NewControl connects lazily to the server at url (redis:// or rediss://,
-// with an optional ACL user and password, which no error ever shows).
+// with an optional ACL user and password, which no error ever shows), or
+// to the Redis Cluster it names (see ParseClusterURL and WithCluster).
 func NewControl(url string, opts ...Option) (*Control, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
 		return nil, err
 	}
+	return newControl(url, cfg)
+}
+
+func newControl(url string, cfg *config) (*Control, error) {
+	c := &Control{k: keys{prefix: cfg.prefix}, cfg: cfg, metrics: fleet.NewMetrics(cfg.meter)}
+	if cfg.cluster || IsClusterURL(url) {
+		co, err := ParseClusterURL(url)
+		if err != nil {
+			return nil, fmt.Errorf("redisfleet: %w", err)
+		}
+		co.DialTimeout = min(cfg.opTimeout, 5*time.Second)
+		co.ReadTimeout = cfg.opTimeout
+		co.WriteTimeout = cfg.opTimeout
+		co.MaxRetries = 1
+		co.DisableIdentity = true
+		c.cluster = redis.NewClusterClient(co)
+		c.client = c.cluster
+		c.addr = strings.Join(co.Addrs, ",")
+		return c, nil
+	}
 	ro, err := ParseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("redisfleet: %w", err)
 	}
-	return newControl(ro, cfg), nil
-}
-
-func newControl(ro *redis.Options, cfg *config) *Control {
 	ro.DialTimeout = min(cfg.opTimeout, 5*time.Second)
 	ro.ReadTimeout = cfg.opTimeout
 	ro.WriteTimeout = cfg.opTimeout
 	ro.MaxRetries = 1
 	ro.DisableIdentity = true
-	return &Control{
-		client:  redis.NewClient(ro),
-		k:       keys{prefix: cfg.prefix},
-		cfg:     cfg,
-		metrics: fleet.NewMetrics(cfg.meter),
-		addr:    ro.Addr,
-	}
+	c.client = redis.NewClient(ro)
+	c.addr = ro.Addr
+	return c, nil
 }
 
 // Close closes the connections.
@@ -116,22 +130,51 @@ func sortRuns(rs []fleet.RunInfo) {
 }
 
 func (c *Control) entries(ctx context.Context) ([]entry, int64, error) {
-	ctx, cancel := c.timeout(ctx)
-	defer cancel()
-	res, err := readScript.RunRO(ctx, c.client, []string{c.k.runs()}, c.k.runPrefix()).Slice()
+	vals, now, err := c.records(ctx, c.k.runs())
 	if err != nil {
 		return nil, 0, c.unavailable(fleet.OpList, err)
 	}
-	now, _ := res[0].(int64)
-	out := make([]entry, 0, len(res)-1)
-	for _, v := range res[1:] {
-		s, _ := v.(string)
+	out := make([]entry, 0, len(vals))
+	for _, s := range vals {
 		var e entry
 		if err := json.Unmarshal([]byte(s), &e); err != nil {
 			c.metrics.Error(fleet.OpList)
 			continue
 		}
 		out = append(out, e)
+	}
+	return out, now, nil
+}
+
+// records returns the live records of an index (runs, stops or blocks)
+// and the server's time: the index's live ids by indexScript, then their
+// records by one MGET in the index's slot (a record that expired in
+// between is left out).
+func (c *Control) records(ctx context.Context, index string) ([]string, int64, error) {
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	res, err := indexScript.RunRO(ctx, c.client, []string{index}).Slice()
+	if err != nil {
+		return nil, 0, err
+	}
+	now, _ := res[0].(int64)
+	if len(res) == 1 {
+		return nil, now, nil
+	}
+	keys := make([]string, 0, len(res)-1)
+	for _, v := range res[1:] {
+		id, _ := v.(string)
+		keys = append(keys, c.k.record(index, id))
+	}
+	vals, err := c.client.MGet(ctx, keys...).Result()
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]string, 0, len(vals))
+	for _, v := range vals {
+		if s, ok := v.(string); ok {
+			out = append(out, s)
+		}
 	}
 	return out, now, nil
 }
@@ -344,8 +387,9 @@ func (c *Control) Unblock(ctx context.Context, sel fleet.Selector) (int, error) 
 	}
 	ctx, cancel := c.timeout(ctx)
 	defer cancel()
-	res, err := unblockScript.Run(ctx, c.client, []string{c.k.blocks()},
-		c.k.blockPrefix(), c.k.ctl(), blockID(sel)).Int64Slice()
+	id := blockID(sel)
+	res, err := unblockScript.Run(ctx, c.client, []string{c.k.blocks(), c.k.block(id)},
+		c.k.ctl(), id).Int64Slice()
 	if err != nil {
 		return 0, c.unavailable(fleet.OpBlock, err)
 	}
@@ -354,7 +398,7 @@ func (c *Control) Unblock(ctx context.Context, sel fleet.Selector) (int, error) 
 
 // Blocks implements fleet.Control.
 func (c *Control) Blocks(ctx context.Context) ([]fleet.Block, error) {
-	recs, _, err := c.read(ctx, c.k.blocks(), c.k.blockPrefix())
+	recs, _, err := c.read(ctx, c.k.blocks())
 	if err != nil {
 		return nil, c.unavailable(fleet.OpBlock, err)
 	}
@@ -367,17 +411,13 @@ func (c *Control) Blocks(ctx context.Context) ([]fleet.Block, error) {
 }
 
 // read returns the stored, unexpired stops or blocks and the server time.
-func (c *Control) read(ctx context.Context, index, prefix string) ([]record, int64, error) {
-	ctx, cancel := c.timeout(ctx)
-	defer cancel()
-	res, err := readScript.RunRO(ctx, c.client, []string{index}, prefix).Slice()
+func (c *Control) read(ctx context.Context, index string) ([]record, int64, error) {
+	vals, now, err := c.records(ctx, index)
 	if err != nil {
 		return nil, 0, err
 	}
-	now, _ := res[0].(int64)
-	out := make([]record, 0, len(res)-1)
-	for _, v := range res[1:] {
-		s, _ := v.(string)
+	out := make([]record, 0, len(vals))
+	for _, s := range vals {
 		r, err := parseRecord(s)
 		if err != nil {
 			c.metrics.Error(fleet.OpInternal)
@@ -429,7 +469,11 @@ func (c *Control) Budgets(ctx context.Context) ([]fleet.Budget, error) {
 	var out []fleet.Budget
 	for i, n := range names {
 		h := cmds[i].Val()
-		b, ok := parseBudget(strings.TrimPrefix(n, c.k.budgetPrefix()), h, now)
+		esc, _, ok := c.k.budgetOf(n)
+		if !ok {
+			continue
+		}
+		b, ok := parseBudget(esc, h, now)
 		if !ok {
 			continue
 		}
@@ -445,11 +489,12 @@ func (c *Control) Budgets(ctx context.Context) ([]fleet.Budget, error) {
 	return out, nil
 }
 
-// parseBudget reads one window's hash; name is "KEY:VALUE:WS" escaped. It
-// reports false for a window that is not current or a malformed hash.
-func parseBudget(name string, h map[string]string, now int64) (fleet.Budget, bool) {
-	parts := strings.Split(name, ":")
-	if len(parts) != 3 || len(h) == 0 {
+// parseBudget reads one window's hash; esc is the budget's "KEY:VALUE",
+// escaped. It reports false for a window that is not current or a
+// malformed hash.
+func parseBudget(esc string, h map[string]string, now int64) (fleet.Budget, bool) {
+	parts := strings.Split(esc, ":")
+	if len(parts) != 2 || len(h) == 0 {
 		return fleet.Budget{}, false
 	}
 	ws, _ := strconv.ParseInt(h["ws"], 10, 64)

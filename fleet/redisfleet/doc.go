@@ -150,8 +150,8 @@
 // runs exactly these):
 //
 //	ACL SETUSER agentstop-app on >APP-PASSWORD resetkeys resetchannels \
-//	    %RW~agentstop:run* %RW~agentstop:budget* %R~agentstop:stop* %W~agentstop:stopack:* \
-//	    %R~agentstop:block* &agentstop:ctl \
+//	    %RW~agentstop:{runs}* %RW~agentstop:{budget* %R~agentstop:{stops}* \
+//	    %RW~agentstop:{stops}:ack:* %R~agentstop:{blocks}* &agentstop:ctl \
 //	    -@all +@connection +@scripting +@read +@write +@pubsub +time -@dangerous -@admin
 //	ACL SETUSER agentstop-ops on >OPS-PASSWORD resetkeys resetchannels \
 //	    ~agentstop:* &agentstop:ctl \

@@ -31,6 +31,7 @@ type config struct {
 	opTimeout     time.Duration
 	meter         metric.MeterProvider
 	host          string
+	cluster       bool
 }
 
 func newConfig(opts []Option) (*config, error) {
@@ -101,6 +102,13 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 		}
 	})
 }
+
+// WithCluster makes the URL name a Redis Cluster even without addr=
+// parameters: its host is a seed node from which the client learns the
+// cluster's slots (redis://user:password@node:port). A URL with addr=
+// parameters names a cluster without it. Default: one server (standalone,
+// or the primary of a Sentinel-managed set).
+func WithCluster() Option { return optionFunc(func(c *config) { c.cluster = true }) }
 
 // WithHost sets the host name the registry shows for this process's runs.
 // Default: os.Hostname.

@@ -34,7 +34,7 @@ func testPrefix(t *testing.T) string {
 	return "p" + itoa(prefixes.Add(1)) + "x" + itoa(time.Now().UnixNano()%1e6) + ":"
 }
 
-func newTestControl(t *testing.T, srv *redistest.Server, prefix string) *Control {
+func newTestControl(t *testing.T, srv deployment, prefix string) *Control {
 	t.Helper()
 	c, err := NewControl(srv.URL(), WithPrefix(prefix))
 	if err != nil {
@@ -311,7 +311,7 @@ func TestDeadProcessLeaseReturns(t *testing.T) {
 	raw := redis.NewClient(ro)
 	defer raw.Close()
 	window := func() (c1 float64, leases int) {
-		keys, err := raw.Keys(context.Background(), prefix+"budget:*").Result()
+		keys, err := raw.Keys(context.Background(), prefix+"{budget:*").Result()
 		if err != nil || len(keys) != 1 {
 			return -1, -1
 		}
