@@ -361,7 +361,7 @@ func (f *Fleet) reserve(ctx context.Context, s *shared) {
 		keys, starts := f.windowKeys(s, sws)
 		args[0] = starts
 		cctx, cancel := f.timeout(ctx)
-		res, err = budgetScript.Run(cctx, f.client, keys, args...).Slice()
+		res, err = budgetScript.Run(cctx, f.scripts, keys, args...).Slice()
 		cancel()
 		if err != nil || len(res) != 1 {
 			break

@@ -25,6 +25,7 @@ import (
 type Control struct {
 	client  redis.UniversalClient
 	cluster *redis.ClusterClient // the same client when it is a cluster's, else nil
+	scripts redis.Scripter       // runs the scripts: client, or a test's wrapper of it
 	k       keys
 	cfg     *config
 	metrics *fleet.Metrics
@@ -59,6 +60,7 @@ func newControl(url string, cfg *config) (*Control, error) {
 		c.cluster = redis.NewClusterClient(co)
 		c.client = c.cluster
 		c.addr = strings.Join(co.Addrs, ",")
+		c.scripts = cfg.wrapScripts(c.client)
 		return c, nil
 	}
 	ro, err := ParseURL(url)
@@ -72,6 +74,7 @@ func newControl(url string, cfg *config) (*Control, error) {
 	ro.DisableIdentity = true
 	c.client = redis.NewClient(ro)
 	c.addr = ro.Addr
+	c.scripts = cfg.wrapScripts(c.client)
 	return c, nil
 }
 
@@ -153,7 +156,7 @@ func (c *Control) entries(ctx context.Context) ([]entry, int64, error) {
 func (c *Control) records(ctx context.Context, index string) ([]string, int64, error) {
 	ctx, cancel := c.timeout(ctx)
 	defer cancel()
-	res, err := indexScript.RunRO(ctx, c.client, []string{index}).Slice()
+	res, err := indexScript.RunRO(ctx, c.scripts, []string{index}).Slice()
 	if err != nil {
 		return nil, 0, err
 	}
@@ -230,7 +233,7 @@ func (c *Control) publish(ctx context.Context, kind, index, key, id string, ttl 
 	}
 	ctx, cancel := c.timeout(ctx)
 	defer cancel()
-	res, err := publishScript.Run(ctx, c.client, []string{index, key},
+	res, err := publishScript.Run(ctx, c.scripts, []string{index, key},
 		kind, id, ttl.Milliseconds(), string(js), c.k.ctl()).Int64Slice()
 	if err != nil {
 		return 0, 0, err
@@ -388,7 +391,7 @@ func (c *Control) Unblock(ctx context.Context, sel fleet.Selector) (int, error) 
 	ctx, cancel := c.timeout(ctx)
 	defer cancel()
 	id := blockID(sel)
-	res, err := unblockScript.Run(ctx, c.client, []string{c.k.blocks(), c.k.block(id)},
+	res, err := unblockScript.Run(ctx, c.scripts, []string{c.k.blocks(), c.k.block(id)},
 		c.k.ctl(), id).Int64Slice()
 	if err != nil {
 		return 0, c.unavailable(fleet.OpBlock, err)

@@ -196,7 +196,7 @@ func (f *Fleet) estimateClock(ctx context.Context) bool {
 	for range clockSamples {
 		cctx, cancel := f.timeout(ctx)
 		sent := time.Now()
-		t, err := clockScript.RunRO(cctx, f.client, []string{f.k.runs()}).StringSlice()
+		t, err := clockScript.RunRO(cctx, f.scripts, []string{f.k.runs()}).StringSlice()
 		rtt := time.Since(sent)
 		cancel()
 		if err != nil || len(t) != 2 {
@@ -571,7 +571,7 @@ func (f *Fleet) syncRuns(ctx context.Context) {
 		args = append(args, esc)
 	}
 	cctx, cancel := f.timeout(ctx)
-	res, err := syncScript.Run(cctx, f.client, keys, args...).Slice()
+	res, err := syncScript.Run(cctx, f.scripts, keys, args...).Slice()
 	cancel()
 	if err != nil {
 		f.fail(fleet.OpRenew)
@@ -702,7 +702,7 @@ func (f *Fleet) applyStop(ctx context.Context, s record, stored bool) {
 	cctx, cancel := f.timeout(ctx)
 	defer cancel()
 	ttl := (f.cfg.lease + time.Minute).Milliseconds()
-	if err := ackScript.Run(cctx, f.client, []string{f.k.stopAck(s.ID)}, append([]any{ttl}, acks...)...).Err(); err != nil {
+	if err := ackScript.Run(cctx, f.scripts, []string{f.k.stopAck(s.ID)}, append([]any{ttl}, acks...)...).Err(); err != nil {
 		f.fail(fleet.OpStop)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -32,6 +34,14 @@ type config struct {
 	meter         metric.MeterProvider
 	host          string
 	cluster       bool
+	scripter      func(redis.Scripter) redis.Scripter // tests: wraps the script runner
+}
+
+func (c *config) wrapScripts(s redis.Scripter) redis.Scripter {
+	if c.scripter != nil {
+		return c.scripter(s)
+	}
+	return s
 }
 
 func newConfig(opts []Option) (*config, error) {

@@ -36,7 +36,7 @@ func testPrefix(t *testing.T) string {
 
 func newTestControl(t *testing.T, srv deployment, prefix string) *Control {
 	t.Helper()
-	c, err := NewControl(srv.URL(), WithPrefix(prefix))
+	c, err := NewControl(srv.URL(), WithPrefix(prefix), withKeyGuard(t))
 	if err != nil {
 		t.Fatal(err)
 	}

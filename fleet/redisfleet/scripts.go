@@ -11,8 +11,8 @@ import "github.com/redis/go-redis/v9"
 // Every key a script touches is passed in KEYS[] (never built from an
 // argument), and the keys of one call share a hash tag (see keys), so each
 // script runs in one slot of a Redis Cluster as on one server; the tests
-// run every script with a guard that fails on any key not in KEYS[]
-// (TestScriptsTouchOnlyTheirKeys). A value and its TTL are written inside
+// run every script under a Lua guard that fails on any key not in KEYS[]
+// (keyguard_test.go), on one server and on a cluster. A value and its TTL are written inside
 // one script (or one SET … PX), never by two calls a crash can split.
 // Channels are passed as arguments, never as KEYS, so that ACL key
 // patterns need not cover them.

@@ -20,11 +20,16 @@ var prefixes atomic.Int64
 type deployment interface{ URL() string }
 
 // newTestFleet returns a Fleet on r under a prefix of its own, closed
-// when the test ends.
+// when the test ends. In tests (not benchmarks) its scripts run under the
+// key guard (withKeyGuard).
 func newTestFleet(t testing.TB, r deployment, opts ...Option) *Fleet {
 	t.Helper()
 	p := WithPrefix("t" + time.Now().Format("150405") + "x" + itoa(prefixes.Add(1)) + ":")
-	f, err := New(context.Background(), r.URL(), append([]Option{p, WithLease(2 * time.Second)}, opts...)...)
+	base := []Option{p, WithLease(2 * time.Second)}
+	if _, bench := t.(*testing.B); !bench {
+		base = append(base, withKeyGuard(t))
+	}
+	f, err := New(context.Background(), r.URL(), append(base, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
