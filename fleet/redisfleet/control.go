@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -238,7 +239,31 @@ func (c *Control) publish(ctx context.Context, kind, index, key, id string, ttl 
 	if err != nil {
 		return 0, 0, err
 	}
-	return res[0], res[1], nil
+	return res[0], c.subscribers(ctx, res[1]), nil
+}
+
+// subscribers returns how many clients are subscribed to the control
+// channel. PUBLISH answers with the subscribers of the node it ran on
+// (local); on a cluster, where every node forwards the message to its own
+// subscribers, it is the sum of PUBSUB NUMSUB over the nodes (local when
+// a node cannot be asked).
+func (c *Control) subscribers(ctx context.Context, local int64) int64 {
+	if c.cluster == nil {
+		return local
+	}
+	var mu sync.Mutex
+	var n int64
+	err := c.cluster.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error {
+		m, err := node.PubSubNumSub(ctx, c.k.ctl()).Result()
+		mu.Lock()
+		n += m[c.k.ctl()]
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		return local
+	}
+	return n
 }
 
 // Stop implements fleet.Control: it stores the stop (for the longer of the
