@@ -57,8 +57,7 @@ type Fleet struct {
 
 	// used by the sync loop only (and by New and Close around it)
 	lastRenew, lastRead time.Time
-	clockAt             time.Time     // when the clock was last estimated; zero: estimate at the next round
-	clockEvery          time.Duration // how often it is estimated again
+	clockAt             time.Time // when the clock was last estimated; zero: estimate at the next round
 
 	cancel context.CancelFunc
 	bgDone <-chan struct{} // closed when the background work is told to stop
@@ -107,19 +106,18 @@ func New(ctx context.Context, url string, opts ...Option) (*Fleet, error) {
 		host, _ = os.Hostname()
 	}
 	f := &Fleet{
-		Control:    ctl,
-		host:       host,
-		pid:        os.Getpid(),
-		proc:       fleet.NewRunID(),
-		wake:       make(chan struct{}, 1),
-		flush:      make(chan chan struct{}),
-		runs:       map[string]*member{},
-		blocks:     map[string]record{},
-		stops:      map[string]int64{},
-		budgets:    map[string]*shared{},
-		exhausted:  map[string]exhaustion{},
-		idle:       map[string]idleBudget{},
-		clockEvery: ClockInterval,
+		Control:   ctl,
+		host:      host,
+		pid:       os.Getpid(),
+		proc:      fleet.NewRunID(),
+		wake:      make(chan struct{}, 1),
+		flush:     make(chan chan struct{}),
+		runs:      map[string]*member{},
+		blocks:    map[string]record{},
+		stops:     map[string]int64{},
+		budgets:   map[string]*shared{},
+		exhausted: map[string]exhaustion{},
+		idle:      map[string]idleBudget{},
 	}
 	f.sync(ctx, true) // a first sync: the server's clock, blocks and stops
 	bg, cancel := context.WithCancel(context.Background())
@@ -483,7 +481,7 @@ func (f *Fleet) sync(ctx context.Context, first bool) {
 	defer f.endRound()
 	wasUp := f.up.Load()
 
-	if f.clockAt.IsZero() || time.Since(f.clockAt) >= f.clockEvery || !wasUp {
+	if f.clockAt.IsZero() || time.Since(f.clockAt) >= f.cfg.clockEvery || !wasUp {
 		if !f.estimateClock(ctx) {
 			f.fail(fleet.OpConnect)
 			return // unreachable: the next round tries again

@@ -34,6 +34,7 @@ type config struct {
 	meter         metric.MeterProvider
 	host          string
 	cluster       bool
+	clockEvery    time.Duration                       // how often the server's clock is estimated again
 	scripter      func(redis.Scripter) redis.Scripter // tests: wraps the script runner
 }
 
@@ -51,6 +52,7 @@ func newConfig(opts []Option) (*config, error) {
 		leaseFraction: DefaultLeaseFraction,
 		tick:          100 * time.Millisecond,
 		opTimeout:     2 * time.Second,
+		clockEvery:    ClockInterval,
 	}
 	for _, o := range opts {
 		if o != nil {
