@@ -48,33 +48,23 @@ func NewControl(url string, opts ...Option) (*Control, error) {
 
 func newControl(url string, cfg *config) (*Control, error) {
 	c := &Control{k: keys{prefix: cfg.prefix}, cfg: cfg, metrics: fleet.NewMetrics(cfg.meter)}
+	dial := min(cfg.opTimeout, 5*time.Second)
 	if cfg.cluster || IsClusterURL(url) {
 		co, err := ParseClusterURL(url)
 		if err != nil {
 			return nil, fmt.Errorf("redisfleet: %w", err)
 		}
-		co.DialTimeout = min(cfg.opTimeout, 5*time.Second)
-		co.ReadTimeout = cfg.opTimeout
-		co.WriteTimeout = cfg.opTimeout
-		co.MaxRetries = 1
-		co.DisableIdentity = true
+		co.DialTimeout, co.ReadTimeout, co.WriteTimeout, co.MaxRetries, co.DisableIdentity = dial, cfg.opTimeout, cfg.opTimeout, 1, true
 		c.cluster = redis.NewClusterClient(co)
-		c.client = c.cluster
-		c.addr = strings.Join(co.Addrs, ",")
-		c.scripts = cfg.wrapScripts(c.client)
-		return c, nil
+		c.client, c.addr = c.cluster, strings.Join(co.Addrs, ",")
+	} else {
+		ro, err := ParseURL(url)
+		if err != nil {
+			return nil, fmt.Errorf("redisfleet: %w", err)
+		}
+		ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout, ro.MaxRetries, ro.DisableIdentity = dial, cfg.opTimeout, cfg.opTimeout, 1, true
+		c.client, c.addr = redis.NewClient(ro), ro.Addr
 	}
-	ro, err := ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("redisfleet: %w", err)
-	}
-	ro.DialTimeout = min(cfg.opTimeout, 5*time.Second)
-	ro.ReadTimeout = cfg.opTimeout
-	ro.WriteTimeout = cfg.opTimeout
-	ro.MaxRetries = 1
-	ro.DisableIdentity = true
-	c.client = redis.NewClient(ro)
-	c.addr = ro.Addr
 	c.scripts = cfg.wrapScripts(c.client)
 	return c, nil
 }

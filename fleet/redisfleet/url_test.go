@@ -34,23 +34,34 @@ func TestParseURL(t *testing.T) {
 		{url: "redis:///0", wantErr: "no host"},
 	} {
 		o, err := ParseURL(tc.url)
-		if tc.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("ParseURL(%q) err = %v, want %q", tc.url, err, tc.wantErr)
-			}
-			if err != nil && strings.Contains(err.Error(), "s3cret") {
-				t.Errorf("ParseURL(%q) error shows the password: %v", tc.url, err)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("ParseURL(%q): %v", tc.url, err)
+		if urlCaseDone(t, "ParseURL", tc.url, err, tc.wantErr) {
 			continue
 		}
 		if o.Addr != tc.addr || o.Username != tc.user || o.Password != tc.pass || o.DB != tc.db || (o.TLSConfig != nil) != tc.tls {
 			t.Errorf("ParseURL(%q) = addr %q user %q pass %q db %d tls %v", tc.url, o.Addr, o.Username, o.Password, o.DB, o.TLSConfig != nil)
 		}
 	}
+}
+
+// urlCaseDone checks a URL parser's error against wantErr ("": none) and
+// that it never shows the password, and reports whether the case ends
+// there (an error, wanted or not).
+func urlCaseDone(t *testing.T, parser, url string, err error, wantErr string) bool {
+	t.Helper()
+	if err != nil && strings.Contains(err.Error(), "s3cret") {
+		t.Errorf("%s(%q) error shows the password: %v", parser, url, err)
+	}
+	switch {
+	case wantErr != "":
+		if err == nil || !strings.Contains(err.Error(), wantErr) {
+			t.Errorf("%s(%q) err = %v, want %q", parser, url, err, wantErr)
+		}
+		return true
+	case err != nil:
+		t.Errorf("%s(%q): %v", parser, url, err)
+		return true
+	}
+	return false
 }
 
 func TestParseClusterURL(t *testing.T) {
@@ -73,17 +84,7 @@ func TestParseClusterURL(t *testing.T) {
 		{url: "redis://app:s3cret@?addr=n2:1", wantErr: "no host"},
 	} {
 		o, err := ParseClusterURL(tc.url)
-		if tc.wantErr != "" {
-			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("ParseClusterURL(%q) err = %v, want %q", tc.url, err, tc.wantErr)
-			}
-			if err != nil && strings.Contains(err.Error(), "s3cret") {
-				t.Errorf("ParseClusterURL(%q) error shows the password: %v", tc.url, err)
-			}
-			continue
-		}
-		if err != nil {
-			t.Errorf("ParseClusterURL(%q): %v", tc.url, err)
+		if urlCaseDone(t, "ParseClusterURL", tc.url, err, tc.wantErr) {
 			continue
 		}
 		if got := strings.Join(o.Addrs, " "); got != tc.addrs || o.Username != tc.user || o.Password != tc.pass || (o.TLSConfig != nil) != tc.tls {
