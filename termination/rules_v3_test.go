@@ -1,6 +1,7 @@
 package termination
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -115,13 +116,13 @@ func TestRuleSameResult(t *testing.T) {
 			want: rr(3), at: 6, evidence: []int{2, 4, 6}},
 		{name: "the error is part of the signature", cond: pol(t, sr),
 			events: evs(call("t", `1`), out("t", "x", ""), call("t", `1`), out("t", "x", "e"), call("t", `1`), out("t", "x", "")),
-			want: natural},
+			want:   natural},
 		{name: "the args are part of the signature", cond: pol(t, sr),
 			events: evs(call("t", `1`), out("t", "x", ""), call("t", `2`), out("t", "x", ""), call("t", `1`), out("t", "x", "")),
-			want: natural},
+			want:   natural},
 		{name: "the window counts completed calls", cond: pol(t, `stall: {repeats: 2, window: 2, same_result: true}`),
 			events: evs(call("t", `1`), out("t", "x", ""), call("u", `1`), out("u", "y", ""), call("t", `1`), out("t", "x", "")),
-			want: natural},
+			want:   natural},
 		{name: "parallel calls of one tool with call_id pair by id", cond: pol(t, `stall: {repeats: 2, same_result: true}`),
 			// Two calls in flight, answered in reverse order: by id, each
 			// result goes to its own call, so the pairs are (1,"a") twice.
@@ -135,33 +136,33 @@ func TestRuleSameResult(t *testing.T) {
 				call("t", `1`), out("t", "a", "")),
 			want: stalled(SignalRepeatedResult, 2), at: 6, evidence: []int{3, 6}},
 		{name: "a result whose call_id matches no call takes the oldest call of its tool without one",
-			cond: pol(t, `stall: {repeats: 2, same_result: true}`),
+			cond:   pol(t, `stall: {repeats: 2, same_result: true}`),
 			events: evs(call("t", `1`), out("t", "a", "").withID("zz"), call("t", `1`), out("t", "a", "")),
 			want:   stalled(SignalRepeatedResult, 2), at: 4, evidence: []int{2, 4}},
 		{name: "a result with no open call counts for nothing", cond: pol(t, `stall: {repeats: 2, same_result: true}`),
 			events: evs(out("t", "a", ""), out("t", "a", ""), call("t", `1`), out("t", "a", ""), out("t", "a", "")),
-			want: natural},
+			want:   natural},
 		{name: "a call answered once is closed", cond: pol(t, `stall: {repeats: 2, same_result: true}`),
 			events: evs(call("t", `1`).withID("c1"), out("t", "a", "").withID("c1"), out("t", "a", "").withID("c1")),
-			want: natural},
+			want:   natural},
 		{name: "same_result turns off repeated_tool_call and repeated_message",
 			cond:   pol(t, `stall: {repeats: 2, same_result: true}`),
 			events: evs(msg("a", "again"), call("t", `1`), msg("a", "again"), call("t", `1`)), want: natural},
 		{name: "same_result keeps cycle", cond: pol(t, `stall: {repeats: 3, cycle: 2, same_result: true}`),
 			events: evs(call("a", `1`), call("b", `1`), call("a", `1`), call("b", `1`)),
-			want: StallDetected{Signal: SignalCycle, Repeats: 2, Period: 2}, at: 4, evidence: []int{1, 2, 3, 4}},
+			want:   StallDetected{Signal: SignalCycle, Repeats: 2, Period: 2}, at: 4, evidence: []int{1, 2, 3, 4}},
 		{name: "same_result keeps token_plateau", cond: pol(t, `stall: {repeats: 2, token_tolerance: 0.1, same_result: true}`),
 			events: evs(msg("a", "1").used(100, 0), call("t", `1`), msg("a", "2").used(105, 0)),
-			want: stalled(SignalTokenPlateau, 2), at: 3, evidence: []int{1, 3}},
+			want:   stalled(SignalTokenPlateau, 2), at: 3, evidence: []int{1, 3}},
 		{name: "warn_at warns on repeated results", cond: pol(t, `stall: {repeats: 3, warn_at: 2, same_result: true}`),
 			events: evs(call("t", `1`), out("t", "a", ""), call("t", `1`), out("t", "a", ""), msg("a", "x")),
-			want: natural, warnings: []Cause{stalled(SignalRepeatedResult, 2)}},
+			want:   natural, warnings: []Cause{stalled(SignalRepeatedResult, 2)}},
 		{name: "recorded without content: compared by hashes", cond: pol(t, `stall: {repeats: 2, same_result: true}`),
 			events: evs(hashed(call("t", `{"a":1}`)), hashed(out("t", " x ", "")), hashed(call("t", `{ "a" : 1 }`)), hashed(out("t", "x", ""))),
-			want: stalled(SignalRepeatedResult, 2), at: 4, evidence: []int{2, 4}},
+			want:   stalled(SignalRepeatedResult, 2), at: 4, evidence: []int{2, 4}},
 		{name: "recorded without content: different results differ", cond: pol(t, `stall: {repeats: 2, same_result: true}`),
 			events: evs(hashed(call("t", `1`)), hashed(out("t", "x", "")), hashed(call("t", `1`)), hashed(out("t", "y", ""))),
-			want: natural},
+			want:   natural},
 	})
 }
 
@@ -169,10 +170,10 @@ func TestRuleHashedContent(t *testing.T) {
 	runCondCases(t, []condCase{
 		{name: "hashed args repeat", cond: pol(t, `stall: {repeats: 2}`),
 			events: evs(hashed(call("t", `{"q":1, "p":2}`)), hashed(call("t", `{"p":2,"q":1.0}`))),
-			want: stalled(SignalRepeatedToolCall, 2), at: 2, evidence: []int{1, 2}},
+			want:   stalled(SignalRepeatedToolCall, 2), at: 2, evidence: []int{1, 2}},
 		{name: "hashed messages repeat", cond: pol(t, `stall: {repeats: 2}`),
 			events: evs(hashed(msg("a", "same ")), hashed(msg("a", " same"))),
-			want: stalled(SignalRepeatedMessage, 2), at: 2, evidence: []int{1, 2}},
+			want:   stalled(SignalRepeatedMessage, 2), at: 2, evidence: []int{1, 2}},
 		{name: "hashed empty messages do not count", cond: pol(t, `stall: {repeats: 2}`),
 			events: evs(hashed(msg("a", " ")), hashed(msg("a", ""))), want: natural},
 		{name: "text_mention cannot fire on a hashed text", cond: pol(t, `text_mention: {text: DONE}`),
@@ -349,4 +350,21 @@ func TestRuleEvidence(t *testing.T) {
 		res := replayEvents(t, c, msg("a", "x"), msg("a", "y"))
 		assert.Equal(t, []int{2}, res.Evidence)
 	})
+}
+
+func TestSignalRankMatchesSpec(t *testing.T) {
+	want := []StallSignal{SignalRepeatedToolCall, SignalRepeatedResult, SignalRepeatedMessage, SignalCycle, SignalTokenPlateau}
+	var causes []Cause
+	for i := len(want) - 1; i >= 0; i-- {
+		causes = append(causes, StallDetected{Signal: want[i]})
+	}
+	slices.SortStableFunc(causes, precedes)
+	for i, c := range causes {
+		assert.Equal(t, want[i], c.(StallDetected).Signal, "precedence %d", i)
+	}
+	slices.SortStableFunc(causes, func(a, b Cause) int { return -precedes(a, b) })
+	slices.SortStableFunc(causes, warningOrder)
+	for i, c := range causes {
+		assert.Equal(t, want[i], c.(StallDetected).Signal, "warning order %d", i)
+	}
 }
