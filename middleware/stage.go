@@ -256,7 +256,17 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 		r.mu.Unlock()
 		return c, true, true
 	}
+	evaluated := r.eval.Progress().Events
 	cause, stop := live.ObserveRef(r.eval, ev)
+	if stop && r.eval.Progress().Events == evaluated {
+		// The timeout's deadline had passed before ev arrived (the timer
+		// was about to fire): the run stopped on that clock tick, before
+		// ev, and ev was not evaluated, as replay does (§3).
+		r.drained++
+		r.mu.Unlock()
+		r.stopped(cause)
+		return cause, true, true
+	}
 	r.lastFinal = ev.Kind == termination.KindFinal
 	r.rec.Event(ev)
 	var warnings []termination.Cause
