@@ -83,11 +83,12 @@ func TestRuleReplayedTimeout(t *testing.T) {
 			events: evs(msg("a", "0"), msg("a", "1").at(time.Hour), msg("a", "2").at(time.Hour+2*time.Minute)),
 			want:   Timeout{Limit: time.Minute, Elapsed: time.Minute}, at: 2},
 	})
-	t.Run("duration ends at the last event evaluated", func(t *testing.T) {
+	t.Run("the late event is not evaluated; the run lasted until the deadline", func(t *testing.T) {
 		res := replayEvents(t, pol(t, `timeout: 10m`), msg("a", "0").at(0), msg("a", "1").at(4*time.Minute),
 			msg("a", "2").at(14*time.Minute))
 		assert.Equal(t, 2, res.Events)
 		assert.Equal(t, 2, res.Iterations)
+		assert.Equal(t, 10*time.Minute, res.Duration, "a replayed timeout lasts until the deadline")
 	})
 }
 
