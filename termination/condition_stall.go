@@ -302,9 +302,15 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 
 // openCall notes a tool call waiting for its result.
 func (c *stallCheck) openCall(key uint64, ev *Event) {
-	if len(c.open) == maxOpenCalls {
+	switch n := len(c.open); {
+	case n == maxOpenCalls:
 		copy(c.open, c.open[1:])
-		c.open = c.open[:len(c.open)-1]
+		c.open = c.open[:n-1]
+	case n == cap(c.open):
+		// Grown by hand so that the slice never holds more than the bound.
+		grown := make([]openCall, n, min(max(2*n, 4), maxOpenCalls))
+		copy(grown, c.open)
+		c.open = grown
 	}
 	c.open = append(c.open, openCall{key: key, tool: ev.Tool, callID: ev.CallID})
 }

@@ -112,6 +112,11 @@
 //   - stall.same_result keeps at most 64 calls open waiting for their
 //     results (the oldest is dropped past that, as telemetry's pairing
 //     does), so a loop that never reports results cannot grow a live run.
+//   - Evidence is kept as event indices in the conditions' windows: the
+//     stall windows hold an index beside each key, the error streaks the
+//     last consecutive failures, errors.total the run's failures up to
+//     total (it names them all when it fires); they grow with the events
+//     seen, up to those bounds, never per event once full.
 //   - A hashed value (args_hash, text_hash) never equals a plain one: a log
 //     is recorded with content or without it, not both.
 //   - Evidence: invalid input names the invalid event; a Func or Predicate
