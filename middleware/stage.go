@@ -224,7 +224,9 @@ func (r *Run) Done() <-chan struct{} { return r.ctx.Done() }
 // Observe evaluates one event. It returns the cause and true when the run
 // must stop, on this event or earlier; the run's context is then already
 // cancelled. Events observed after the stop are not evaluated; they count as
-// drained. An event that fails [termination.Event.Validate] (a missing or
+// drained. An event that arrives past the timeout's deadline, before the
+// timer has fired, is such an event: the timeout fires before it, as replay
+// fires it (StoppedAt is the last event evaluated). An event that fails [termination.Event.Validate] (a missing or
 // unknown Kind, negative usage, a negative or non-finite cost) ends the run
 // with Failed{reason: invalid_input} naming the problem, as replay does.
 // Observe never blocks on anything but the run's lock.
