@@ -84,7 +84,7 @@ func (c *errorLimit) start() check {
 	buf := make([]int, 2*streak+total)
 	if c.consecutive.set {
 		e.resultIdx = ring[int]{buf: buf[0:0:streak], size: max(c.consecutive.v, 0)}
-		e.errorIdx = ring[int]{buf: buf[streak:streak:2*streak], size: max(c.consecutive.v, 0)}
+		e.errorIdx = ring[int]{buf: buf[streak : streak : 2*streak], size: max(c.consecutive.v, 0)}
 	}
 	if c.total.set {
 		e.allIdx = ring[int]{buf: buf[2*streak : 2*streak : 2*streak+total], size: max(c.total.v, 0)}
