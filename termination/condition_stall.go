@@ -11,17 +11,19 @@ import (
 // StallLimits configures stall detection. Set at least one of Repeats and
 // Cycle.
 type StallLimits struct {
-	// Repeats (>= 2) is how many matching tool calls or messages among the
-	// last Window make a stall (repeated_tool_call, repeated_message), and
-	// how many iterations make a token plateau. 0: off.
+	// Repeats (>= 2) is how many matching tool calls or messages (with
+	// SameResult: completed calls) among the last Window make a stall
+	// (repeated_tool_call, repeated_message; repeated_result), and how many
+	// iterations make a token plateau. 0: off.
 	Repeats int
 	// Window (>= Repeats) is how many of the last tool calls (or non-empty
-	// messages) are searched for matches. 0: Repeats, which means the last
-	// Repeats must all match. Needs Repeats.
+	// messages, or completed calls) are searched for matches. 0: Repeats,
+	// which means the last Repeats must all match. Needs Repeats.
 	Window int
 	// WarnAt, in [2, Repeats), records one StallDetected{repeats: WarnAt}
-	// warning the first time a repeated_tool_call or repeated_message count
-	// reaches it; the run goes on. 0: no warning. Needs Repeats.
+	// warning the first time a repeated_tool_call, repeated_message or
+	// repeated_result count reaches it; the run goes on. 0: no warning.
+	// Needs Repeats.
 	WarnAt int
 	// Cycle (>= 2) fires StallDetected{signal: cycle, repeats: Cycle,
 	// period: P} when the last P×Cycle tool calls are one block of P calls
