@@ -1,6 +1,11 @@
 package redisfleet
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +14,8 @@ import (
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/termination"
 )
 
 // TestControlReachesEveryNode: on a cluster, a block, an unblock and a
@@ -60,4 +67,82 @@ func TestControlReachesEveryNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect("stop")
+}
+
+// TestClusterFailover: the master that holds the runs' slot dies; its
+// replica takes over (the cluster's failover). Meanwhile the live run goes
+// on (fail-open) and new runs start; afterwards the process lists its runs
+// again, and a block and a stop issued after the failover apply.
+func TestClusterFailover(t *testing.T) {
+	cl := redistest.StartClusterWithReplicas(t)
+	t.Cleanup(func() { waitDialers(t) }) // after the fleet's and the control's Close
+	f := newTestFleet(t, cl.AsRedis(), WithTimeout(time.Second))
+	ctl := newTestControl(t, cl.AsRedis(), f.cfg.prefix)
+	s, err := middleware.New("failover", middleware.WithFleet(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, live := s.Start(t.Context())
+	defer live.Finish(nil)
+	listed := func(id string) bool {
+		rs, err := ctl.Runs(t.Context(), fleet.Selector{RunID: id})
+		return err == nil && len(rs) == 1
+	}
+	eventually(t, 3*time.Second, "the run is listed", func() bool { return listed(live.ID()) })
+
+	reply, err := cl.Nodes[0].Do("CLUSTER", "KEYSLOT", f.k.runs())
+	if err != nil || !strings.HasPrefix(reply, ":") {
+		t.Fatalf("CLUSTER KEYSLOT: %q, %v", reply, err)
+	}
+	slot, _ := strconv.Atoi(reply[1:])
+	victim := min(slot/(16384/len(cl.Nodes)), len(cl.Nodes)-1)
+	cl.Nodes[victim].Kill()
+
+	if _, stop := live.Observe(termination.Event{Kind: termination.KindMessage, Text: "on"}); stop {
+		t.Fatalf("the live run stopped when a master died: %v", context.Cause(live.Context()))
+	}
+	_, during := s.Start(t.Context())
+	defer during.Finish(nil)
+	if c, ok := during.Cause(); ok {
+		t.Fatalf("a new run ended while the master was down (fail-open): %v", c)
+	}
+	eventually(t, 30*time.Second, "after the failover both runs are listed", func() bool {
+		return listed(live.ID()) && listed(during.ID())
+	})
+	if _, err := ctl.Block(t.Context(), fleet.BlockRequest{Selector: fleet.Selector{Stage: "failover"}, Reason: "after failover", By: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "the block issued after the failover applies", func() bool {
+		_, r := s.Start(t.Context())
+		sk, ok := r.Finish(nil).Cause.(termination.Skipped)
+		return ok && sk.Reason == termination.SkipBlocked
+	})
+	rep, err := ctl.Stop(t.Context(), fleet.StopRequest{Selector: fleet.Selector{RunID: live.ID()}, Reason: "bye", By: "ops"})
+	if err != nil || rep.Stopped != 1 {
+		t.Errorf("Stop after the failover = %+v, %v", rep, err)
+	}
+	var x termination.Cancelled
+	if !errors.As(context.Cause(live.Context()), &x) || x.Detail != "bye (by ops)" {
+		t.Errorf("cause = %v, want Cancelled{external, bye (by ops)}", context.Cause(live.Context()))
+	}
+}
+
+// waitDialers waits, up to 5 s, until go-redis's dial probers have ended:
+// a pool whose server died probes it every second until the pool is
+// closed, and the prober ends at its next wake after Close.
+func waitDialers(t *testing.T) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if !bytes.Contains(buf[:n], []byte("pool.(*ConnPool).tryDial")) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Error("go-redis dial probers still run 5s after their clients were closed")
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

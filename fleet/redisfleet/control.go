@@ -55,6 +55,11 @@ func newControl(url string, cfg *config) (*Control, error) {
 			return nil, fmt.Errorf("redisfleet: %w", err)
 		}
 		co.DialTimeout, co.ReadTimeout, co.WriteTimeout, co.MaxRetries, co.DisableIdentity = dial, cfg.opTimeout, cfg.opTimeout, 1, true
+		// The slots are read again at least this often, and at once after a
+		// failed call (refresh): go-redis reloads them on MOVED, but not when
+		// a dead master refuses connections, which is how a failover looks
+		// until its replica is promoted.
+		co.ClusterStateReloadInterval = clusterReload
 		c.cluster = redis.NewClusterClient(co)
 		c.client, c.addr = c.cluster, strings.Join(co.Addrs, ",")
 	} else {
@@ -69,12 +74,26 @@ func newControl(url string, cfg *config) (*Control, error) {
 	return c, nil
 }
 
+// clusterReload is how often a cluster's slots are read again when no
+// call failed.
+const clusterReload = 5 * time.Second
+
 // Close closes the connections.
 func (c *Control) Close() error { return c.client.Close() }
+
+// refresh has a cluster's client read the slots again (in the background;
+// at most one read at a time) after a failed call: a node may have died
+// and its replica taken over its slots.
+func (c *Control) refresh() {
+	if c.cluster != nil {
+		c.cluster.ReloadState(context.Background())
+	}
+}
 
 // unavailable wraps a server error as fleet.ErrUnavailable, naming the
 // address (never the credentials) and counting it under operation.
 func (c *Control) unavailable(op string, err error) error {
+	c.refresh()
 	c.metrics.Error(op)
 	return fmt.Errorf("%w: redis at %s: %s", fleet.ErrUnavailable, c.addr, oneLine(err))
 }

@@ -86,12 +86,19 @@
 //     subscribers on every node (PUBSUB NUMSUB) to know how many processes
 //     to wait for. The stored copies are re-read every second and after
 //     every resubscription, as on one server.
-//   - A failover promotes a replica of the failed master within the
-//     cluster's node timeout; meanwhile the calls for its slots fail (the
-//     fleet counts them in agent.fleet.errors and goes on fail-open or
-//     fail-closed as configured) and subscriptions on it reconnect
-//     elsewhere. As on one server, writes the old master acknowledged but
-//     had not replicated are lost (see Faults).
+//   - A failover promotes a replica of the failed master after the
+//     cluster's node timeout and an election; meanwhile the calls for its
+//     slots fail (the fleet counts them in agent.fleet.errors and goes on
+//     fail-open or fail-closed as configured). After any failed call, and
+//     every 5 s regardless, the client reads the slots again (a dead master
+//     refuses connections and sends no MOVED, so without this it would keep
+//     calling it for a minute), so a process follows the promoted replica
+//     at its next sync; subscriptions reconnect and the stored stops and
+//     blocks are re-read. TestClusterFailover kills a master under a live
+//     run and checks that the run goes on, is listed again, and that a
+//     block and a stop issued after the failover apply. As on one server,
+//     writes the old master acknowledged but had not replicated are lost
+//     (see Faults).
 //   - A resharding moves slots between masters key by key. A script sent
 //     while a slot it touches is half moved is redirected (ASK) or fails
 //     (TRYAGAIN, its keys split across the two nodes) and is retried by

@@ -250,6 +250,7 @@ func (f *Fleet) poke() {
 // fail records a failed call: the server is unreachable until a call
 // succeeds again.
 func (f *Fleet) fail(op string) {
+	f.refresh()
 	f.metrics.Error(op)
 	f.up.Store(false)
 }

@@ -17,6 +17,9 @@ import (
 type Cluster struct {
 	// Nodes are the three masters, in slot order.
 	Nodes []*Server
+	// Replicas are the masters' replicas (StartClusterWithReplicas), in
+	// the same order; none for StartCluster.
+	Replicas []*Server
 }
 
 // clusterNodes is the number of masters StartCluster starts.
@@ -29,9 +32,28 @@ const clusterNodes = 3
 // WithArgs("--requirepass", pw)).
 func StartCluster(tb testing.TB, opts ...Option) *Cluster {
 	tb.Helper()
+	return startCluster(tb, false, opts)
+}
+
+// StartClusterWithReplicas starts a cluster as StartCluster does, plus one
+// replica of each master (Replicas[i] of Nodes[i]), and waits until every
+// replica is in sync: killing a master (Nodes[i].Kill) then makes the
+// cluster promote its replica after the node timeout (3 s) and an
+// election, a failover as in production.
+func StartClusterWithReplicas(tb testing.TB, opts ...Option) *Cluster {
+	tb.Helper()
+	return startCluster(tb, true, opts)
+}
+
+func startCluster(tb testing.TB, replicas bool, opts []Option) *Cluster {
+	tb.Helper()
 	c := &Cluster{}
-	busPorts := make([]int, clusterNodes)
-	for i := range clusterNodes {
+	n := clusterNodes
+	if replicas {
+		n *= 2
+	}
+	busPorts := make([]int, n)
+	for i := range n {
 		bus, err := freePort()
 		if err != nil {
 			tb.Fatalf("redistest: free port: %v", err)
@@ -45,7 +67,12 @@ func StartCluster(tb testing.TB, opts ...Option) *Cluster {
 			// A test that stops a node must not leave every slot unserved.
 			"--cluster-require-full-coverage", "no",
 		)}, opts...)
-		c.Nodes = append(c.Nodes, Start(tb, o...))
+		srv := Start(tb, o...)
+		if i < clusterNodes {
+			c.Nodes = append(c.Nodes, srv)
+		} else {
+			c.Replicas = append(c.Replicas, srv)
+		}
 	}
 	if err := c.form(busPorts); err != nil {
 		tb.Fatal(err)
@@ -66,23 +93,27 @@ func (c *Cluster) form(busPorts []int) error {
 		}
 	}
 	first := c.Nodes[0]
-	for i, n := range c.Nodes[1:] {
+	all := append(append([]*Server(nil), c.Nodes...), c.Replicas...)
+	for i, n := range all[1:] {
 		_, port, _ := net.SplitHostPort(n.Addr)
 		if r, err := do(first.Addr, first.password, "CLUSTER", "MEET", "127.0.0.1", port, strconv.Itoa(busPorts[i+1])); err != nil || r != "+OK" {
 			return fmt.Errorf("redistest: CLUSTER MEET %s: %q %v", n.Addr, r, err)
 		}
 	}
+	if err := c.replicate(all); err != nil {
+		return err
+	}
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		bad := ""
-		for _, n := range c.Nodes {
+		for _, n := range all {
 			info, err := do(n.Addr, n.password, "CLUSTER", "INFO")
 			if err != nil {
 				bad = n.Addr + ": " + err.Error()
 				break
 			}
 			if !strings.Contains(info, "cluster_state:ok") || !strings.Contains(info, "cluster_slots_ok:16384") ||
-				!strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(clusterNodes)) {
+				!strings.Contains(info, "cluster_known_nodes:"+strconv.Itoa(len(all))) {
 				bad = n.Addr + ": " + strings.Join(strings.Fields(info)[:min(6, len(strings.Fields(info)))], " ")
 				break
 			}
@@ -95,6 +126,46 @@ func (c *Cluster) form(busPorts []int) error {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
+}
+
+// replicate makes each replica replicate its master once every node knows
+// every other, and waits until each is in sync.
+func (c *Cluster) replicate(all []*Server) error {
+	if len(c.Replicas) == 0 {
+		return nil
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for i, r := range c.Replicas {
+		m := c.Nodes[i]
+		id, err := do(m.Addr, m.password, "CLUSTER", "MYID")
+		if err != nil {
+			return fmt.Errorf("redistest: CLUSTER MYID on %s: %v", m.Addr, err)
+		}
+		for {
+			// The replica must have learned of its master through gossip.
+			reply, err := do(r.Addr, r.password, "CLUSTER", "REPLICATE", id)
+			if err == nil && reply == "+OK" {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("redistest: CLUSTER REPLICATE on %s: %q %v", r.Addr, reply, err)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	for _, r := range c.Replicas {
+		for {
+			info, err := do(r.Addr, r.password, "INFO", "replication")
+			if err == nil && strings.Contains(info, "master_link_status:up") {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("redistest: replica %s not in sync within 20s", r.Addr)
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	return nil
 }
 
 // URL returns the cluster in go-redis's cluster URL form:
@@ -122,11 +193,12 @@ func (c *Cluster) Addrs() []string {
 	return out
 }
 
-// Do sends one command to every node (e.g. ACL SETUSER, which a cluster
-// does not propagate) and returns the first failure's reply.
+// Do sends one command to every node, replicas included (e.g. ACL
+// SETUSER, which a cluster does not propagate), and returns the first
+// failure's reply.
 func (c *Cluster) Do(args ...string) (string, error) {
 	var r string
-	for _, n := range c.Nodes {
+	for _, n := range append(append([]*Server(nil), c.Nodes...), c.Replicas...) {
 		var err error
 		if r, err = do(n.Addr, n.password, args...); err != nil || strings.HasPrefix(r, "-") {
 			return r, err
