@@ -298,12 +298,31 @@ func describeSyntaxError(data []byte, syn *json.SyntaxError) error {
 		what = `a backslash in a string must start an escape such as \n, \" or \u00e9`
 	case strings.Contains(msg, "string literal") && r < ' ':
 		what = fmt.Sprintf("a control character (U+%04X) in a string must be escaped", r)
-	case strings.Contains(msg, "after top-level value"):
-		what = fmt.Sprintf("unexpected %s after the event's closing brace (one event per line)", describeChar(r))
+	case strings.Contains(msg, "exceeded max depth"):
+		what = "values nested more than 10000 levels deep"
 	default:
 		what = "unexpected " + describeChar(r)
+		for _, w := range syntaxWhere {
+			if strings.Contains(msg, w.lexer) {
+				what += " " + w.user
+				break
+			}
+		}
 	}
 	return fmt.Errorf("malformed JSON at column %d: %s", col, what)
+}
+
+// syntaxWhere says where in the line encoding/json's lexer was, in the
+// words of someone reading the line.
+var syntaxWhere = [...]struct{ lexer, user string }{
+	{"after top-level value", "after the event's closing brace (one event per line)"},
+	{"numeric literal", "in a number (numbers look like 12, -0.5 or 1e3)"},
+	{"beginning of object key", "where a quoted key should be"},
+	{"after object key:value pair", "after a value (want a comma or a closing brace)"},
+	{"after object key", "after a key (want a colon)"},
+	{"after array element", "after an array element (want a comma or a closing bracket)"},
+	{"beginning of value", "where a value should be"},
+	{"in literal", "in true, false or null"},
 }
 
 // describeChar names a character as a user would find it in the line.
@@ -311,6 +330,8 @@ func describeChar(r rune) string {
 	switch {
 	case r == utf8.RuneError:
 		return "byte that is not UTF-8"
+	case r == '\'':
+		return "single quote (JSON strings take double quotes)"
 	case r < ' ' || r == 0x7f || !unicode.IsPrint(r):
 		return fmt.Sprintf("character U+%04X", r)
 	}
