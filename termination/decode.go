@@ -408,8 +408,8 @@ func jsonKindOf(data []byte) string {
 //   - a truncated log, whose last line ends inside an event with no newline
 //     after it (an agent killed while writing): an error wrapping
 //     [ErrTruncated] that says so. Every event before that line has been
-//     returned, so a caller may treat it as the end of the log, as a lenient
-//     replay does ([WithLenient]).
+//     returned and Next returns io.EOF after it, so a caller may treat it
+//     as the end of the log, as a lenient replay does ([WithLenient]).
 type Decoder struct {
 	sc     *bufio.Scanner
 	line   int
