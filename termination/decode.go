@@ -520,6 +520,16 @@ func (d *Decoder) lineError(b []byte, err error) error {
 	return err
 }
 
+// listOfObjects reports whether the JSON value v is an array whose first
+// element is an object.
+func listOfObjects(v json.RawMessage) bool {
+	if len(v) == 0 || v[0] != '[' {
+		return false
+	}
+	rest := bytes.TrimLeft(v[1:], " \t\r\n")
+	return len(rest) > 0 && rest[0] == '{'
+}
+
 // endsInsideValue reports whether b is the start of a JSON value that
 // ends too soon: what is there is JSON, but a string, number, object or
 // array is still open.
@@ -530,10 +540,11 @@ func endsInsideValue(b []byte) bool {
 }
 
 // listMember returns the key of the first member of the object b whose
-// value is an array, other than an event's own fields (args may be an
-// array), if b is an object without a kind: the shape of a
-// document holding a list of messages or steps ({"messages": [...]}),
-// which no event has.
+// value is an array of objects, other than an event's own fields (args may
+// be one), if b is an object without a kind: the shape of a document
+// holding a list of messages, steps or spans ({"messages": [{...}, ...]}),
+// which no event has. (An event without a kind but with a list of strings
+// among its extra fields is still "missing kind".)
 func listMember(b []byte) (string, bool) {
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(b, &obj) != nil {
@@ -556,7 +567,7 @@ func listMember(b []byte) (string, bool) {
 			return "", false
 		}
 		key, _ := tok.(string)
-		if len(val) > 0 && val[0] == '[' && !slices.Contains(eventFieldNames[:], key) {
+		if listOfObjects(val) && !slices.Contains(eventFieldNames[:], key) {
 			return key, true
 		}
 	}
