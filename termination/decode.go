@@ -24,6 +24,8 @@ type DecodeError struct {
 	Err  error // what is wrong with it
 }
 
+// Error returns "line N: " and what is wrong with the line, or, for a
+// truncated log, a sentence that names the line as where the log was cut.
 func (e *DecodeError) Error() string {
 	if e.Err == ErrTruncated {
 		return fmt.Sprintf("the log looks truncated at line %d: its last line ends inside an event, with no newline after it (was the agent stopped while writing?)", e.Line)
