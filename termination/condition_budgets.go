@@ -66,6 +66,7 @@ type budget struct {
 	limits    []resourceLimit
 	threshold setting[float64]
 	grace     *int
+	scope     string // ScopeTree for a tree limit (Tree), "" for a run's own
 }
 
 func (b *budget) String() string {
@@ -170,11 +171,11 @@ func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
 	for i, l := range b.limits {
 		u := used(l.res, p)
 		if reached(l.res, u, l.limit, 1) {
-			s.fire(BudgetExhausted{Resource: l.res, Used: u, Limit: l.limit})
+			s.fire(BudgetExhausted{Resource: l.res, Used: u, Limit: l.limit, Scope: b.scope})
 		}
 		if b.threshold.set && !b.warned[i] && reached(l.res, u, l.limit, b.threshold.v) {
 			b.warned[i] = true
-			s.warn(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: u, Limit: l.limit})
+			s.warn(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: u, Limit: l.limit, Scope: b.scope})
 			if b.grace != nil && !b.graceOn {
 				b.graceOn, b.graceLeft, b.warnRes = true, *b.grace, i
 			}
@@ -182,7 +183,7 @@ func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
 	}
 	if b.graceOn && b.graceLeft <= 0 && ev.Kind != KindFinal {
 		l := b.limits[b.warnRes]
-		s.fire(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: used(l.res, p), Limit: l.limit})
+		s.fire(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: used(l.res, p), Limit: l.limit, Scope: b.scope})
 	}
 }
 

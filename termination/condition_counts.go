@@ -84,7 +84,8 @@ type countLimit struct {
 	pressure   setting[float64]
 	perTool    []toolLimit // by tool name
 	perToolSet bool
-	long       bool // written as a mapping: errors name "limit"
+	long       bool   // written as a mapping: errors name "limit"
+	scope      string // ScopeTree for a tree limit (Tree), "" for a run's own
 }
 
 func (c *countLimit) sortPerTool() {
@@ -196,9 +197,9 @@ func (c *countLimit) counted(ev *Event, p *Progress) (int, bool) {
 
 func (c *countLimit) fireLimit(count int, s *sink) {
 	if c.res == ResourceIterations {
-		s.fire(MaxIterationsReached{Limit: c.limit.v, Count: count})
+		s.fire(MaxIterationsReached{Limit: c.limit.v, Count: count, Scope: c.scope})
 	} else {
-		s.fire(MaxToolCallsReached{Limit: c.limit.v, Count: count})
+		s.fire(MaxToolCallsReached{Limit: c.limit.v, Count: count, Scope: c.scope})
 	}
 }
 
@@ -214,25 +215,28 @@ func (c *countCheck) observe(ev *Event, p *Progress, s *sink) {
 		if t.tool == ev.Tool {
 			c.perToolCount[i]++
 			if n := c.perToolCount[i]; n > t.limit {
-				s.fire(MaxToolCallsReached{Limit: t.limit, Count: n, Tool: t.tool})
+				s.fire(MaxToolCallsReached{Limit: t.limit, Count: n, Tool: t.tool, Scope: c.scope})
 			}
 		}
 	}
 	if c.pressure.set && !c.warned && pressureReached(count, c.limit.v, c.pressure.v) {
 		c.warned = true
-		s.warn(BudgetPressure{Resource: c.res, Threshold: c.pressure.v, Used: float64(count), Limit: float64(c.limit.v)})
+		s.warn(BudgetPressure{Resource: c.res, Threshold: c.pressure.v, Used: float64(count), Limit: float64(c.limit.v), Scope: c.scope})
 	}
 }
 
 // ---- Timeout
 
-type timeoutAfter struct{ limit time.Duration }
+type timeoutAfter struct {
+	limit time.Duration
+	scope string // ScopeTree for a tree limit (Tree), "" for a run's own
+}
 
 // TimeoutAfter fires Timeout once the run has lasted d (elapsed >= d, so a
 // run that lasted exactly d has timed out): live, from a timer
 // even when no event arrives; in replay, by the events' times since the
 // first timed event (events without a time never fire it). d must be > 0.
-func TimeoutAfter(d time.Duration) Condition { return &timeoutAfter{d} }
+func TimeoutAfter(d time.Duration) Condition { return &timeoutAfter{limit: d} }
 
 func (c *timeoutAfter) String() string { return "timeout: " + c.limit.String() }
 func (c *timeoutAfter) validate() error {
@@ -245,6 +249,6 @@ func (c *timeoutAfter) start() check                   { return c }
 func (c *timeoutAfter) timeouts(f func(time.Duration)) { f(c.limit) }
 func (c *timeoutAfter) observe(_ *Event, p *Progress, s *sink) {
 	if p.Clocked && p.Elapsed >= c.limit {
-		s.fire(Timeout{Limit: c.limit, Elapsed: p.Elapsed})
+		s.fire(Timeout{Limit: c.limit, Elapsed: p.Elapsed, Scope: c.scope})
 	}
 }

@@ -310,7 +310,8 @@ func (r Result) Tag() string {
 
 // MarshalJSON writes the contract's replay object: stage,
 // termination_cause, outcome, cause, fired, warnings, stopped_at, events,
-// iterations, tool_calls, tokens {input, output}, cost.
+// iterations, tool_calls, tokens {input, output}, cost, and run and
+// parent when set (§8).
 func (r Result) MarshalJSON() ([]byte, error) {
 	cause, err := marshalOptionalCause(r.Cause)
 	if err != nil {
@@ -329,6 +330,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		Cause: cause, Fired: fired, Warnings: warnings,
 		StoppedAt: r.StoppedAt, Events: r.Events, Iterations: r.Iterations, ToolCalls: r.ToolCalls,
 		Tokens: tokensJSON{Input: r.Tokens.InputTokens, Output: r.Tokens.OutputTokens}, Cost: r.Cost,
+		Run: r.Run, Parent: r.Parent,
 	})
 }
 
@@ -340,7 +342,8 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 	}
 	out := Result{Stage: raw.Stage, TerminationCause: raw.TerminationCause, Outcome: raw.Outcome,
 		StoppedAt: raw.StoppedAt, Events: raw.Events, Iterations: raw.Iterations, ToolCalls: raw.ToolCalls,
-		Tokens: Usage{InputTokens: raw.Tokens.Input, OutputTokens: raw.Tokens.Output}, Cost: raw.Cost}
+		Tokens: Usage{InputTokens: raw.Tokens.Input, OutputTokens: raw.Tokens.Output}, Cost: raw.Cost,
+		Run: raw.Run, Parent: raw.Parent}
 	var err error
 	if len(raw.Cause) > 0 && string(raw.Cause) != "null" {
 		if out.Cause, err = UnmarshalCause(raw.Cause); err != nil {
@@ -370,6 +373,8 @@ type resultJSON struct {
 	ToolCalls        int               `json:"tool_calls"`
 	Tokens           tokensJSON        `json:"tokens"`
 	Cost             float64           `json:"cost"`
+	Run              string            `json:"run,omitempty"`    // §8: a run of a multi-run log
+	Parent           string            `json:"parent,omitempty"` // §8: its parent run
 }
 
 type tokensJSON struct {
