@@ -174,10 +174,10 @@ func (r *Run) joinTree(p parentRef) bool {
 	r.tree = t // before the run is visible to its parent's cascade
 	if up := p.run; up != nil {
 		up.mu.Lock()
-		if _, ended := up.eval.Stopped(); ended {
+		if c, ended := up.eval.Stopped(); ended {
 			up.mu.Unlock()
 			r.stopWith(termination.Skipped{Reason: termination.SkipParentEnded,
-				Detail: fmt.Sprintf("parent run %s of stage %q had ended", p.id, up.stage.name)})
+				Detail: termination.ParentEnded(up.stage.name, termination.Tag(c, up.stage.allowed)).Detail})
 			return true
 		}
 		ut := up.treeLocked()

@@ -31,8 +31,8 @@ func ReplayStage(name string) ReplayOption {
 //
 //   - A run starts at its first line. Its Parent, when it names a run seen
 //     earlier in the log, makes it that run's child; a parent that has
-//     already ended makes it end at once as Skipped{reason: parent_ended}
-//     (its lines are not evaluated). A parent not in the log (a caller in
+//     already ended makes it end at once as Skipped{reason: parent_ended,
+//     detail: "STAGE ended: TAG"} (its lines are not evaluated). A parent not in the log (a caller in
 //     another service) is only recorded.
 //   - Each line is evaluated by its run's condition first; then, unless
 //     the run had already stopped (its later lines are not evaluated) or
@@ -123,7 +123,7 @@ func (rp *replayer) begin(ev *Event) *replayRun {
 		up = nil
 	}
 	if up != nil && up.ended {
-		r.eval.Stop(Skipped{Reason: SkipParentEnded})
+		r.eval.Stop(Skipped{Reason: SkipParentEnded, Detail: ParentEnded(rp.stage, Tag(up.eval.cause, nil)).Detail})
 		rp.end(r, nil)
 		return r
 	}
