@@ -69,7 +69,7 @@ func ExampleNewEvaluator() {
 	// Output:
 	// stop: agentstop: max iterations reached (3 > limit 2)
 	// warning: agentstop: budget pressure on total_tokens (850 of 1000 used, threshold 0.8)
-	// {"stage":"","termination_cause":"max_iterations","outcome":"failed","cause":{"$kind":"MaxIterationsReached","limit":2,"count":3},"fired":[{"$kind":"MaxIterationsReached","limit":2,"count":3}],"warnings":[{"$kind":"BudgetPressure","resource":"total_tokens","threshold":0.8,"used":850,"limit":1000}],"stopped_at":4,"events":4,"iterations":3,"tool_calls":0,"tokens":{"input":560,"output":390},"cost":0}
+	// {"stage":"","termination_cause":"max_iterations","outcome":"failed","cause":{"$kind":"MaxIterationsReached","limit":2,"count":3},"fired":[{"$kind":"MaxIterationsReached","limit":2,"count":3}],"warnings":[{"$kind":"BudgetPressure","resource":"total_tokens","threshold":0.8,"used":850,"limit":1000}],"stopped_at":4,"events":4,"iterations":3,"tool_calls":0,"tokens":{"input":560,"output":390},"cost":0,"evidence":[4]}
 }
 
 // Tag keeps the termination_cause label set closed: a Custom reason is its
