@@ -1,23 +1,17 @@
 package termination
 
-// ReplayOption configures [ReplayRuns].
-type ReplayOption interface{ applyReplay(*replayConfig) }
+// ReplayStage names the stage of the runs [ReplayRuns] replays: each
+// Result's Stage, and the STAGE of a cascade's Cancelled{reason: parent,
+// detail: "STAGE ended: TAG"}. Default: "replay", as the replay command's.
+// ReplayWith, which returns a Result without a stage, ignores it.
+func ReplayStage(name string) ReplayOption { return stageOption(name) }
 
-type replayConfig struct{ stage string }
+type stageOption string
 
-type replayOptionFunc func(*replayConfig)
-
-func (f replayOptionFunc) applyReplay(c *replayConfig) { f(c) }
-
-// ReplayStage names the stage of the replayed runs: each Result's Stage,
-// and the STAGE of a cascade's Cancelled{reason: parent, detail: "STAGE
-// ended: TAG"}. Default: "replay", as the replay command's.
-func ReplayStage(name string) ReplayOption {
-	return replayOptionFunc(func(c *replayConfig) {
-		if name != "" {
-			c.stage = name
-		}
-	})
+func (o stageOption) apply(c *replayConfig) {
+	if o != "" {
+		c.stage = string(o)
+	}
 }
 
 // ReplayRuns evaluates p over a log of many runs (events carry Run, and a
@@ -54,7 +48,7 @@ func ReplayRuns(p *Policy, events []Event, opts ...ReplayOption) []Result {
 	cfg := replayConfig{stage: "replay"}
 	for _, o := range opts {
 		if o != nil {
-			o.applyReplay(&cfg)
+			o.apply(&cfg)
 		}
 	}
 	var pol Policy
