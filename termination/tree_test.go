@@ -188,7 +188,7 @@ func TestReplayRunsRules(t *testing.T) {
 		},
 		{
 			name: "a holder's own event crosses its tree limit", policy: "tree: {max_tool_calls: 1}",
-			log: []Event{ev("p", "", KindToolCall), ev("p", "", KindToolCall)},
+			log:  []Event{ev("p", "", KindToolCall), ev("p", "", KindToolCall)},
 			want: []want{{"p", "", MaxToolCallsReached{Limit: 1, Count: 2, Scope: ScopeTree}, 2, 2}},
 		},
 		{
