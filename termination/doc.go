@@ -31,6 +31,15 @@
 // event. Once it has stopped, or once the stream has ended,
 // [Evaluator.Result] reports the [Result].
 //
+// Tree limits (§8) are the same count, budget and timeout conditions with
+// scope tree: [Tree] in Go, the policy's top-level tree: key
+// ([Policy.Tree]). The run that holds them evaluates them with one more
+// Evaluator fed by its own events and its descendants'; package middleware
+// does this live, and [ReplayRuns] over a log of many runs (events with
+// run and parent), one Result per run. [Limits] are amounts left
+// ([Evaluator.Remaining]), in a text form a propagator carries
+// ([ParseLimits]).
+//
 // Every finished run has exactly one [Cause]. Causes are plain Go types
 // (Completed, MaxToolCallsReached, Timeout, ...) that also implement error,
 // so a cause carried by context.Cause is recovered with errors.As. Each has a
