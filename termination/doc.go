@@ -4,7 +4,8 @@
 //
 // It implements the contract in docs/spec.md of the repository: events are
 // §1, causes and their termination_cause tags §2, conditions and the policy
-// file §3, the replay result §4, run labels and fleet budgets §7. "The
+// file §3, the replay result §4, run labels and fleet budgets §7, trees of
+// runs §8. "The
 // contract" below means that file.
 //
 // # How the pieces fit
