@@ -5,8 +5,7 @@
 // It implements the contract in docs/spec.md of the repository: events are
 // §1, causes and their termination_cause tags §2, conditions and the policy
 // file §3, the replay result §4, run labels and fleet budgets §7, trees of
-// runs §8. "The
-// contract" below means that file.
+// runs §8. "The contract" below means that file.
 //
 // # How the pieces fit
 //
@@ -61,6 +60,15 @@
 //
 // docs/spec.md leaves these open; this package decides them as follows.
 //
+//   - Trees (§8, ReplayRuns): a holder stopped by its own event has that
+//     event as StoppedAt and evidence; one stopped by a descendant's event
+//     (or a tree timeout) has StoppedAt 0 and no evidence, as for any stop
+//     from outside its stream. A cascade ends the descendants depth first,
+//     in the order they started. A parent named by a run's first event
+//     that is not in the log (a caller in another service) is recorded
+//     only. A late child's Skipped{parent_ended} has the detail "STAGE
+//     ended: TAG" of its parent's end. Every run of a replay holds the
+//     policy's tree: limits, as every run of a live stage does.
 //   - A budget-pressure warning is recorded on whichever event crosses the
 //     threshold, a final answer included; only the grace stop is withheld on
 //     a final event.
