@@ -154,7 +154,9 @@ func (r *RunInfo) SetProgress(p termination.Progress) {
 func NewRunID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return hex.EncodeToString(b[:])
+	var h [32]byte         // encoded on the stack: the string is the one allocation
+	hex.Encode(h[:], b[:])
+	return string(h[:])
 }
 
 // ValidRunID reports whether id has the form of NewRunID's ids.
