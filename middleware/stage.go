@@ -591,7 +591,7 @@ func (r *Run) finish(err error) {
 	if t != nil {
 		t.leave()
 	}
-	unregisterRun(r)
+	unregisterRun(r, &res)
 	r.ended.Done()
 }
 

@@ -202,6 +202,10 @@ func TestTreeWithParent(t *testing.T) {
 	assert.Equal(t, parentCancel("planner", "cancelled"), c.Finish(nil).Cause)
 	p.Finish(nil)
 
+	// By id, after the parent finished: a late child.
+	_, late := child.Start(context.Background(), middleware.WithParent(p.ID()))
+	assert.Equal(t, termination.Skipped{Reason: termination.SkipParentEnded, Detail: "planner ended: cancelled"}, late.Finish(nil).Cause)
+
 	// A parent in another process: recorded, nothing more.
 	const remote = "0123456789abcdef0123456789abcdef"
 	rec := &fakeRecorder{}
