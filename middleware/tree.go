@@ -223,8 +223,11 @@ func (r *Run) joinTree(p parentRef) bool {
 			return true
 		}
 		ut := up.treeLocked()
-		ut.mu.Lock()
+		if len(ut.holders) > 0 { // read only once set: no lock needed
+			t.holders = append(t.holders[:len(t.holders):len(t.holders)], ut.holders...)
+		}
 		t.up = ut
+		ut.mu.Lock()
 		t.next = ut.first
 		if ut.first != nil {
 			ut.first.prev = t
@@ -232,9 +235,6 @@ func (r *Run) joinTree(p parentRef) bool {
 		ut.first = t
 		ut.mu.Unlock()
 		up.mu.Unlock()
-		if len(ut.holders) > 0 {
-			t.holders = append(t.holders[:len(t.holders):len(t.holders)], ut.holders...)
-		}
 	}
 	if limits != nil {
 		if ts := live.Timeouts(limits); len(ts) > 0 {
@@ -255,7 +255,7 @@ func (r *Run) treeLocked() *tree {
 	return r.tree
 }
 
-// leaveTree takes a finished run out of its parent's live children, so
+// leave takes a finished run out of its parent's live children, so
 // that the parent holds nothing for it, and stops its tree timer.
 func (t *tree) leave() {
 	t.mu.Lock()
