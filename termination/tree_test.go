@@ -137,6 +137,8 @@ func TestEvaluatorRemaining(t *testing.T) {
 // TestReplayRunsRules: the rules of §8 over a log, one case each.
 func TestReplayRunsRules(t *testing.T) {
 	ev := func(run, parent string, k Kind) Event { return Event{Run: run, Parent: parent, Kind: k, Tool: "t"} }
+	t0 := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	at := func(e Event, s int) Event { e.Time = t0.Add(time.Duration(s) * time.Second); return e }
 	type want struct {
 		run, parent string
 		cause       Cause
@@ -192,6 +194,15 @@ func TestReplayRunsRules(t *testing.T) {
 			name: "a holder's own event crosses its tree limit", policy: "tree: {max_tool_calls: 1}",
 			log:  []Event{ev("p", "", KindToolCall), ev("p", "", KindToolCall)},
 			want: []want{{"p", "", MaxToolCallsReached{Limit: 1, Count: 2, Scope: ScopeTree}, 2, 2}},
+		},
+		{
+			name: "a tree timeout fires before the first line of the subtree past it", policy: "tree: {timeout: 3s}",
+			log: []Event{at(ev("p", "", KindInput), 0), at(ev("c", "p", KindMessage), 1), at(ev("c", "", KindMessage), 2),
+				at(ev("c", "", KindMessage), 5), at(ev("p", "", KindFinal), 6)},
+			want: []want{
+				{"p", "", Timeout{Limit: 3 * time.Second, Elapsed: 3 * time.Second, Scope: ScopeTree}, 1, 0},
+				{"c", "p", ParentEnded("replay", "timeout"), 2, 0},
+			},
 		},
 		{
 			name: "a remote parent is recorded only", policy: "{}",
