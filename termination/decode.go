@@ -607,6 +607,7 @@ type ReplayOption interface {
 
 type replayConfig struct {
 	lenient bool
+	stage   string // ReplayStage (replayruns.go)
 }
 
 type lenientOption struct{}
