@@ -25,6 +25,8 @@ import (
 // stdin, reporting on stdout:
 //
 //	start NAME STAGE LABELS BUDGET   → started NAME ID | ended NAME CAUSEJSON
+//	child NAME STAGE PARENTID        → as start, a child of run PARENTID (middleware.WithParent)
+//	sub NAME STAGE PARENTNAME        → as start, a child of this process's run PARENTNAME (by its context)
 //	spend NAME IN OUT                → spent NAME
 //	finish NAME                      → finished NAME TAG
 //	quit                             → (exits)
@@ -45,6 +47,30 @@ func childMain() int {
 	out := &lockedWriter{w: os.Stdout}
 	stages := map[string]*middleware.Stage{}
 	runs := map[string]*middleware.Run{}
+	ctxs := map[string]context.Context{}
+	watch := func(name string, ctx context.Context, run *middleware.Run) {
+		runs[name], ctxs[name] = run, ctx
+		out.println("started", name, run.ID())
+		go func() {
+			<-run.Done()
+			run.Finish(nil) // the run ends when stopped: it leaves the fleet
+			c, _ := run.Cause()
+			b, _ := termination.MarshalCause(c)
+			out.println("ended", name, string(b))
+		}()
+	}
+	plain := func(stage string) *middleware.Stage {
+		s := stages[stage+"/-"]
+		if s == nil {
+			s, err = middleware.New(stage, middleware.WithFleet(f))
+			if err != nil {
+				out.println("error", err.Error())
+				return nil
+			}
+			stages[stage+"/-"] = s
+		}
+		return s
+	}
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		fs := strings.Fields(in.Text())
@@ -76,16 +102,18 @@ func childMain() int {
 					lm[k] = v
 				}
 			}
-			_, run := s.Start(context.Background(), middleware.WithLabels(lm))
-			runs[name] = run
-			out.println("started", name, run.ID())
-			go func() {
-				<-run.Done()
-				run.Finish(nil) // the run ends when stopped: it leaves the fleet
-				c, _ := run.Cause()
-				b, _ := termination.MarshalCause(c)
-				out.println("ended", name, string(b))
-			}()
+			ctx, run := s.Start(context.Background(), middleware.WithLabels(lm))
+			watch(name, ctx, run)
+		case "child":
+			if s := plain(fs[2]); s != nil {
+				ctx, run := s.Start(context.Background(), middleware.WithParent(fs[3]))
+				watch(fs[1], ctx, run)
+			}
+		case "sub":
+			if s, pctx := plain(fs[2]), ctxs[fs[3]]; s != nil && pctx != nil {
+				ctx, run := s.Start(pctx)
+				watch(fs[1], ctx, run)
+			}
 		case "many": // many N STAGE: N runs; each prints "cancelled ID UNIXNANO" when stopped
 			n, _ := strconv.Atoi(fs[1])
 			s, err := middleware.New(fs[2], middleware.WithFleet(f))
@@ -222,6 +250,28 @@ func (c *child) expect(prefix string, timeout time.Duration) string {
 			return ""
 		}
 	}
+}
+
+// child starts run name as a child of run parent (an id, of any process)
+// and returns its id.
+func (c *child) child(name, stage, parent string) string {
+	c.t.Helper()
+	c.send(strings.Join([]string{"child", name, stage, parent}, " "))
+	l := c.expect("started "+name+" ", 5*time.Second)
+	id := strings.Fields(l)[2]
+	c.ids[name] = id
+	return id
+}
+
+// sub starts run name as a child of this process's run parent (by name)
+// and returns its id.
+func (c *child) sub(name, stage, parent string) string {
+	c.t.Helper()
+	c.send(strings.Join([]string{"sub", name, stage, parent}, " "))
+	l := c.expect("started "+name+" ", 5*time.Second)
+	id := strings.Fields(l)[2]
+	c.ids[name] = id
+	return id
 }
 
 // start starts run name and returns its id.

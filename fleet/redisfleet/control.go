@@ -277,8 +277,12 @@ func (c *Control) subscribers(ctx context.Context, local int64) int64 {
 
 // Stop implements fleet.Control: it stores the stop (for the longer of the
 // lease and a minute, plus the wait, so processes that reconnect still see
-// it), publishes it, and
-// waits up to req.Wait for the owning processes' confirmations.
+// it), publishes it, and waits up to req.Wait for the owning processes'
+// confirmations. A stopped run's descendants (§8), in its process and in
+// every other (each ends when the stored record of its parent's end
+// reaches its process), are confirmed too, and counted in
+// StopReport.Descendants; Stop also waits for the descendants the registry
+// showed, until each is confirmed or gone.
 func (c *Control) Stop(ctx context.Context, req fleet.StopRequest) (fleet.StopReport, error) {
 	if err := req.Validate(); err != nil {
 		return fleet.StopReport{}, err
@@ -289,9 +293,15 @@ func (c *Control) Stop(ctx context.Context, req fleet.StopRequest) (fleet.StopRe
 	if req.Wait == 0 {
 		req.Wait = fleet.DefaultStopWait
 	}
-	before, err := c.Runs(ctx, req.Selector)
+	all, err := c.Runs(ctx, fleet.Selector{})
 	if err != nil {
 		return fleet.StopReport{}, err
+	}
+	var before []fleet.RunInfo
+	for _, r := range all {
+		if req.Selector.Matches(r) {
+			before = append(before, r)
+		}
 	}
 	const (
 		open = iota
@@ -302,6 +312,11 @@ func (c *Control) Stop(ctx context.Context, req fleet.StopRequest) (fleet.StopRe
 	for _, r := range before {
 		state[r.ID] = open
 	}
+	// The registered descendants of the matched runs (§8), which their
+	// processes end with them and confirm as "d ID": waited for like the
+	// matched runs, until confirmed or gone from the registry.
+	awaited := registryDescendants(all, state)
+	desc := map[string]bool{}
 	id := fleet.NewRunID()
 	// Stored for at least a lease period of any process (whose lease this
 	// Control may not know: a minute covers it unless leases are longer),
@@ -330,6 +345,11 @@ func (c *Control) Stop(ctx context.Context, req fleet.StopRequest) (fleet.StopRe
 				switch {
 				case kind == "p":
 					applied++
+				case kind == "d":
+					if _, matched := state[rid]; !matched {
+						desc[rid] = true
+						delete(awaited, rid)
+					}
 				case kind == "s":
 					state[rid] = stopped
 				case state[rid] != stopped:
@@ -343,15 +363,38 @@ func (c *Control) Stop(ctx context.Context, req fleet.StopRequest) (fleet.StopRe
 				pending = append(pending, rid)
 			}
 		}
-		for _, rid := range c.gone(ctx, pending) {
-			state[rid] = ended // left the registry without a confirmation: it had ended
+		n := len(pending)
+		for rid := range awaited {
+			pending = append(pending, rid)
 		}
-		if len(pending) == 0 && int64(applied) >= receivers || !time.Now().Before(deadline) || ctx.Err() != nil {
+		for _, rid := range c.gone(ctx, pending) {
+			if _, matched := state[rid]; matched {
+				state[rid] = ended // left the registry without a confirmation: it had ended
+			} else {
+				delete(awaited, rid) // ended, by the cascade or on its own
+			}
+		}
+		pending = pending[:n]
+		if len(pending) == 0 && len(awaited) == 0 && int64(applied) >= receivers || !time.Now().Before(deadline) || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(min(25*time.Millisecond, time.Until(deadline)))
 	}
-	rep := fleet.StopReport{Matched: len(state)}
+	// The confirmations written after the loop's last read (a descendant
+	// may leave the registry just before its process confirms it).
+	lctx, cancel := c.timeout(ctx)
+	acks, err := c.client.LRange(lctx, c.k.stopAck(id), int64(seen), -1).Result()
+	cancel()
+	if err == nil {
+		for _, a := range acks {
+			if kind, rid, _ := strings.Cut(a, " "); kind == "d" {
+				if _, matched := state[rid]; !matched {
+					desc[rid] = true
+				}
+			}
+		}
+	}
+	rep := fleet.StopReport{Matched: len(state), Descendants: len(desc)}
 	for _, st := range state {
 		switch st {
 		case open:
@@ -363,6 +406,35 @@ func (c *Control) Stop(ctx context.Context, req fleet.StopRequest) (fleet.StopRe
 		}
 	}
 	return rep, nil
+}
+
+// registryDescendants returns the runs of all under the runs of matched
+// (any depth, by their registered parents) that are not matched
+// themselves.
+func registryDescendants(all []fleet.RunInfo, matched map[string]int) map[string]bool {
+	children := map[string][]string{}
+	for _, r := range all {
+		if r.Parent != "" {
+			children[r.Parent] = append(children[r.Parent], r.ID)
+		}
+	}
+	out := map[string]bool{}
+	stack := make([]string, 0, len(matched))
+	for id := range matched {
+		stack = append(stack, id)
+	}
+	for len(stack) > 0 {
+		id := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for _, k := range children[id] {
+			if _, m := matched[k]; m || out[k] {
+				continue
+			}
+			out[k] = true
+			stack = append(stack, k)
+		}
+	}
+	return out
 }
 
 // gone returns the runs of ids that are no longer in the registry.

@@ -48,6 +48,7 @@ type Fleet struct {
 	mu        sync.Mutex
 	runs      map[string]*member // by escaped id
 	removed   []string           // escaped ids to deregister
+	ended     []*member          // ended runs whose records (P{runs}:end:ID) are not written yet
 	blocks    map[string]record  // by block id
 	stops     map[string]int64   // stop ids applied → when to forget them (server ms)
 	budgets   map[string]*shared // by escaped budget id
@@ -291,7 +292,7 @@ func (f *Fleet) Budgets(ctx context.Context) ([]fleet.Budget, error) {
 }
 
 // Join implements fleet.Fleet. It answers from local state only.
-func (f *Fleet) Join(_ context.Context, run fleet.RunInfo, budget *termination.FleetBudget, hooks fleet.Hooks) (fleet.Member, termination.Cause) {
+func (f *Fleet) Join(ctx context.Context, run fleet.RunInfo, budget *termination.FleetBudget, hooks fleet.Hooks) (fleet.Member, termination.Cause) {
 	reject := func(c termination.Cause) (fleet.Member, termination.Cause) {
 		f.metrics.Rejected(c)
 		return nil, c
@@ -358,9 +359,71 @@ func (f *Fleet) Join(_ context.Context, run fleet.RunInfo, budget *termination.F
 		m.sh = sh
 	}
 	f.runs[m.esc] = m
+	_, parentHere := f.runs[escape(run.Parent)]
 	f.mu.Unlock()
+	// A child of a run of another process (§8): refused when that run has
+	// ended. The run is in f.runs first, so an end announced from now on
+	// reaches it (checkParents) whatever this lookup found.
+	if run.Parent != "" && !parentHere && f.up.Load() {
+		if rec, ok := f.endedRecord(ctx, run.Parent); ok {
+			m.refused = true
+			m.Leave(nil)
+			return reject(termination.Skipped{Reason: termination.SkipParentEnded, Detail: rec.Skip})
+		}
+	}
 	f.poke()
 	return m, nil
+}
+
+// endRecord is a stored ended run (P{runs}:end:ID): what its children in
+// other processes end with (Cascade: the detail of their Cancelled{reason:
+// parent}) or are refused with (Skip: the detail of Skipped{reason:
+// parent_ended}), and the fleet stop that ended it, if one did (its
+// children's processes confirm them to that stop as descendants).
+type endRecord struct {
+	Stop    string `json:"stop,omitempty"`
+	Cascade string `json:"cascade"`
+	Skip    string `json:"skip"`
+}
+
+// endRecordOf is the record of run m that ended with res (nil: unknown).
+// As in one process, a cascade names the run whose end started it (a
+// grandchild names the planner, not the researcher between them), and a
+// late child names its own parent.
+func endRecordOf(m *member, res *termination.Result) endRecord {
+	tag := "ended"
+	if res != nil {
+		tag = res.Tag()
+	}
+	r := endRecord{Skip: termination.ParentEnded(m.info.Stage, tag).Detail}
+	r.Cascade = r.Skip
+	if res != nil {
+		if c, ok := res.Cause.(termination.Cancelled); ok && c.Reason == termination.CancelParent {
+			r.Cascade = c.Detail
+		}
+	}
+	return r
+}
+
+// endedRecord reads the stored record of run id's end; ok is false when
+// there is none (the run is live, unknown, or ended more than the ended
+// TTL ago) or the server cannot say (the run is admitted: fail-open).
+func (f *Fleet) endedRecord(ctx context.Context, id string) (endRecord, bool) {
+	cctx, cancel := f.timeout(ctx)
+	defer cancel()
+	v, err := f.client.Get(cctx, f.k.ended(id)).Result()
+	if err != nil {
+		if !errors.Is(err, redis.Nil) {
+			f.fail(fleet.OpConnect)
+		}
+		return endRecord{}, false
+	}
+	var rec endRecord
+	if json.Unmarshal([]byte(v), &rec) != nil {
+		f.metrics.Error(fleet.OpInternal)
+		return endRecord{}, false
+	}
+	return rec, true
 }
 
 // member is one local run of the fleet.
@@ -379,6 +442,9 @@ type member struct {
 	registered bool
 	published  time.Time
 	left       bool
+	refused    bool      // Join refused it: it leaves no ended record
+	stopID     string    // the fleet stop that ended it or an ancestor, if any
+	end        endRecord // set by Leave
 }
 
 func (m *member) Spend(u termination.Usage, cost float64) (warning, stop termination.Cause) {
@@ -395,7 +461,7 @@ func (m *member) Progress(p termination.Progress) {
 	m.mu.Unlock()
 }
 
-func (m *member) Leave(*termination.Result) {
+func (m *member) Leave(res *termination.Result) {
 	f := m.f
 	f.mu.Lock()
 	if m.left {
@@ -405,6 +471,10 @@ func (m *member) Leave(*termination.Result) {
 	m.left = true
 	if f.runs[m.esc] == m {
 		delete(f.runs, m.esc)
+	}
+	if !m.refused {
+		m.end = endRecordOf(m, res)
+		f.ended = append(f.ended, m)
 	}
 	if m.registered {
 		f.removed = append(f.removed, m.esc)
@@ -531,6 +601,15 @@ func (f *Fleet) syncRuns(ctx context.Context) {
 	}
 	removed := f.removed
 	f.removed = nil
+	ended := f.ended
+	f.ended = nil
+	ends := make([]string, len(ended))
+	for i, m := range ended {
+		rec := m.end
+		rec.Stop = m.stopID
+		b, _ := json.Marshal(rec) // strings only: cannot fail
+		ends[i] = string(b)
+	}
 	f.mu.Unlock()
 	for _, m := range maybe {
 		switch {
@@ -540,13 +619,13 @@ func (f *Fleet) syncRuns(ctx context.Context) {
 			renew = append(renew, m.esc)
 		}
 	}
-	if len(ups) == 0 && len(renew) == 0 && len(removed) == 0 && !renewDue && f.up.Load() {
+	if len(ups) == 0 && len(renew) == 0 && len(removed) == 0 && len(ended) == 0 && !renewDue && f.up.Load() {
 		return
 	}
-	keys := make([]string, 1, 1+len(ups)+len(renew)+len(removed))
+	keys := make([]string, 1, 1+len(ups)+len(renew)+len(removed)+len(ended))
 	keys[0] = f.k.runs()
-	args := make([]any, 0, 4+2*len(ups)+len(renew)+len(removed))
-	args = append(args, f.cfg.lease.Milliseconds(), 0)
+	args := make([]any, 0, 7+2*len(ups)+len(renew)+len(removed)+2*len(ended))
+	args = append(args, f.cfg.lease.Milliseconds(), f.cfg.endedTTL.Milliseconds(), f.k.ctl(), 0)
 	n := 0
 	for _, m := range ups {
 		v, err := m.snapshot()
@@ -558,7 +637,7 @@ func (f *Fleet) syncRuns(ctx context.Context) {
 		args = append(args, m.esc, v)
 		n++
 	}
-	args[1] = n
+	args[3] = n
 	args = append(args, len(renew))
 	for _, esc := range renew {
 		keys = append(keys, f.k.record(keys[0], esc))
@@ -569,6 +648,11 @@ func (f *Fleet) syncRuns(ctx context.Context) {
 		keys = append(keys, f.k.record(keys[0], esc))
 		args = append(args, esc)
 	}
+	args = append(args, len(ended))
+	for i, m := range ended {
+		keys = append(keys, f.k.ended(m.info.ID))
+		args = append(args, m.esc, ends[i])
+	}
 	cctx, cancel := f.timeout(ctx)
 	res, err := syncScript.Run(cctx, f.scripts, keys, args...).Slice()
 	cancel()
@@ -576,6 +660,7 @@ func (f *Fleet) syncRuns(ctx context.Context) {
 		f.fail(fleet.OpRenew)
 		f.mu.Lock()
 		f.removed = append(f.removed, removed...)
+		f.ended = append(f.ended, ended...)
 		for _, m := range ups {
 			m.mu.Lock()
 			m.dirty = true
@@ -657,6 +742,7 @@ func (f *Fleet) readControl(ctx context.Context) {
 	for _, s := range stops {
 		f.applyStop(ctx, s, true)
 	}
+	f.checkParents(ctx, nil)
 }
 
 // applyStop ends the local runs a stop matches, once per stop, and
@@ -682,14 +768,24 @@ func (f *Fleet) applyStop(ctx context.Context, s record, stored bool) {
 			hit = append(hit, m)
 		}
 	}
+	matched := make(map[*member]bool, len(hit))
+	for _, m := range hit {
+		matched[m] = true
+	}
+	subtrees := f.markSubtreesLocked(hit, matched, s.ID)
 	f.mu.Unlock()
 	cause := fleet.StopCause(s.Reason, s.By)
 	acks := make([]any, 0, len(hit)+1)
 	n := 0
-	for _, m := range hit {
+	for i, m := range hit {
 		if m.hooks.Stop != nil && m.hooks.Stop(cause) {
 			acks = append(acks, "s "+m.info.ID)
 			n++
+			// The middleware ended its live descendants of this process
+			// with it (Cancelled{reason: parent}) before Stop returned.
+			for _, d := range subtrees[i] {
+				acks = append(acks, "d "+d.info.ID)
+			}
 		} else {
 			acks = append(acks, "e "+m.info.ID)
 		}
@@ -784,6 +880,15 @@ func (f *Fleet) handle(ctx context.Context, p string) {
 		f.mu.Lock()
 		delete(f.blocks, rest)
 		f.mu.Unlock()
+	case "end":
+		// "end ID..." (escaped ids): runs that ended, whose records were
+		// stored with the message. Only the stored records count.
+		ids := strings.Fields(rest)
+		only := make(map[string]bool, len(ids))
+		for _, id := range ids {
+			only[id] = true
+		}
+		f.checkParents(ctx, only)
 	case "bex", "bpr":
 		// "ID WS WE I USED LIMIT"
 		fs := strings.Fields(rest)
@@ -804,5 +909,128 @@ func (f *Fleet) handle(ctx context.Context, p string) {
 		} else {
 			f.budgetPressure(fs[0], ws, i-1, used, limit)
 		}
+	}
+}
+
+// markSubtreesLocked returns, for each root, its live descendants in this
+// process (any depth; not roots themselves nor in skip), and marks the
+// roots and those descendants as ended by fleet stop stopID (their ended
+// records carry it, so that their children elsewhere are confirmed to the
+// stop as descendants). f.mu is held.
+func (f *Fleet) markSubtreesLocked(roots []*member, skip map[*member]bool, stopID string) [][]*member {
+	out := make([][]*member, len(roots))
+	if len(roots) == 0 {
+		return out
+	}
+	var children map[string][]*member
+	for _, m := range f.runs {
+		if m.info.Parent != "" {
+			if children == nil {
+				children = map[string][]*member{}
+			}
+			children[m.info.Parent] = append(children[m.info.Parent], m)
+		}
+	}
+	seen := map[*member]bool{}
+	for i, r := range roots {
+		if stopID != "" && r.stopID == "" {
+			r.stopID = stopID
+		}
+		stack := []string{r.info.ID}
+		for len(stack) > 0 {
+			id := stack[len(stack)-1]
+			stack = stack[:len(stack)-1]
+			for _, c := range children[id] {
+				if seen[c] || skip[c] || c == r {
+					continue
+				}
+				seen[c] = true
+				if stopID != "" && c.stopID == "" {
+					c.stopID = stopID
+				}
+				out[i] = append(out[i], c)
+				stack = append(stack, c.info.ID)
+			}
+		}
+	}
+	return out
+}
+
+// checkParents ends the local runs whose parent runs in another process
+// and has ended (§8): each with Cancelled{reason: parent} and the detail
+// the parent's stored record gives, its descendants of this process with
+// it (the middleware's cascade). When the parent was ended by a fleet stop
+// (or under a run that was), the runs it ended are confirmed to that stop
+// as descendants. only limits the parents looked up (escaped ids, from an
+// "end" message); nil looks up every remote parent of a local run (the
+// periodic re-read, which catches a lost message). One MGET in the {runs}
+// slot; nothing when no local run has a remote parent.
+func (f *Fleet) checkParents(ctx context.Context, only map[string]bool) {
+	f.mu.Lock()
+	byParent := map[string][]*member{}
+	for _, m := range f.runs {
+		p := m.info.Parent
+		if p == "" || m.left {
+			continue
+		}
+		pe := escape(p)
+		if _, here := f.runs[pe]; here {
+			continue // a live run of this process: the middleware's tree
+		}
+		if only != nil && !only[pe] {
+			continue
+		}
+		byParent[p] = append(byParent[p], m)
+	}
+	f.mu.Unlock()
+	if len(byParent) == 0 {
+		return
+	}
+	parents := make([]string, 0, len(byParent))
+	keys := make([]string, 0, len(byParent))
+	for p := range byParent {
+		parents = append(parents, p)
+		keys = append(keys, f.k.ended(p))
+	}
+	cctx, cancel := f.timeout(ctx)
+	vals, err := f.client.MGet(cctx, keys...).Result()
+	cancel()
+	if err != nil {
+		f.fail(fleet.OpConnect)
+		return
+	}
+	acks := map[string][]any{} // by stop id
+	for i, v := range vals {
+		js, ok := v.(string)
+		if !ok {
+			continue
+		}
+		var rec endRecord
+		if json.Unmarshal([]byte(js), &rec) != nil {
+			f.metrics.Error(fleet.OpInternal)
+			continue
+		}
+		kids := byParent[parents[i]]
+		f.mu.Lock()
+		subtrees := f.markSubtreesLocked(kids, nil, rec.Stop)
+		f.mu.Unlock()
+		cause := termination.Cancelled{Reason: termination.CancelParent, Detail: rec.Cascade}
+		for j, m := range kids {
+			if m.hooks.Stop == nil || !m.hooks.Stop(cause) || rec.Stop == "" {
+				continue
+			}
+			acks[rec.Stop] = append(acks[rec.Stop], "d "+m.info.ID)
+			for _, d := range subtrees[j] {
+				acks[rec.Stop] = append(acks[rec.Stop], "d "+d.info.ID)
+			}
+		}
+	}
+	ttl := (f.cfg.lease + time.Minute).Milliseconds()
+	for stop, a := range acks {
+		cctx, cancel := f.timeout(ctx)
+		if err := ackScript.Run(cctx, f.scripts, []string{f.k.stopAck(stop)}, append([]any{ttl}, a...)...).Err(); err != nil {
+			f.fail(fleet.OpStop)
+		}
+		cancel()
 	}
 }

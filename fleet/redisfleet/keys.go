@@ -23,6 +23,8 @@ const DefaultPrefix = "agentstop:"
 //
 //	P{runs}             sorted set: run id → lease expiry (server ms)
 //	P{runs}:ID          string: the run's registry entry, TTL = lease
+//	P{runs}:end:ID      string: an ended run's record (§8: what its remote
+//	                    children end with, or are refused with), TTL = WithEndedTTL
 //	P{stops}            sorted set: stop id → expiry (server ms)
 //	P{stops}:ID         string: a stop's selector, reason, by, at; TTL
 //	P{stops}:ack:ID     list: confirmations of stop ID; TTL
@@ -33,8 +35,11 @@ const DefaultPrefix = "agentstop:"
 //	P ctl               pub/sub channel: stops, blocks, unblocks, budget news
 //
 // B is KEY:VALUE, both escaped (KEY is "stage" or "label%3ANAME"); IDs are
-// escaped. So the families' slots are: all runs and the runs index in one
-// ({runs}: listing runs reads the index and then the entries in one slot),
+// escaped (an escaped id has no ':', so P{runs}:end:ID never names a run's
+// entry). So the families' slots are: all runs, the runs index and the
+// ended runs' records in one ({runs}: listing runs reads the index and then
+// the entries in one slot; removing a run and recording its end is one
+// script),
 // all stops and their confirmations in one ({stops}), all blocks in one
 // ({blocks}), the budget index in one ({budgets}), and each shared budget's
 // windows in a slot of their own ({budget:B}), so budgets spread over the
@@ -52,6 +57,7 @@ type keys struct {
 
 func (k keys) runs() string             { return k.prefix + "{runs}" }
 func (k keys) run(id string) string     { return k.prefix + "{runs}:" + escape(id) }
+func (k keys) ended(id string) string   { return k.prefix + "{runs}:end:" + escape(id) }
 func (k keys) ctl() string              { return k.prefix + "ctl" }
 func (k keys) stops() string            { return k.prefix + "{stops}" }
 func (k keys) stop(id string) string    { return k.prefix + "{stops}:" + escape(id) }

@@ -13,6 +13,10 @@ import (
 // renewing it, and the longest a process holds an unused budget lease.
 const DefaultLease = 15 * time.Second
 
+// DefaultEndedTTL is how long the fleet remembers that a run ended, by
+// default (WithEndedTTL).
+const DefaultEndedTTL = 10 * time.Minute
+
 // DefaultLeaseFraction is the share of a fleet budget's limit that one
 // process reserves at a time.
 const DefaultLeaseFraction = 0.01
@@ -35,6 +39,7 @@ type config struct {
 	host          string
 	cluster       bool
 	clockEvery    time.Duration                       // how often the server's clock is estimated again
+	endedTTL      time.Duration
 	scripter      func(redis.Scripter) redis.Scripter // tests: wraps the script runner
 }
 
@@ -53,6 +58,7 @@ func newConfig(opts []Option) (*config, error) {
 		tick:          100 * time.Millisecond,
 		opTimeout:     2 * time.Second,
 		clockEvery:    ClockInterval,
+		endedTTL:      DefaultEndedTTL,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -70,6 +76,8 @@ func newConfig(opts []Option) (*config, error) {
 		return nil, fmt.Errorf("redisfleet: sync interval %s: must be > 0 and at most a third of the lease (%s)", c.tick, c.lease)
 	case c.opTimeout <= 0:
 		return nil, fmt.Errorf("redisfleet: operation timeout %s: must be > 0", c.opTimeout)
+	case c.endedTTL < time.Second:
+		return nil, fmt.Errorf("redisfleet: ended-run TTL %s: must be at least 1s", c.endedTTL)
 	}
 	return c, nil
 }
@@ -125,3 +133,13 @@ func WithCluster() Option { return optionFunc(func(c *config) { c.cluster = true
 // WithHost sets the host name the registry shows for this process's runs.
 // Default: os.Hostname.
 func WithHost(h string) Option { return optionFunc(func(c *config) { c.host = h }) }
+
+// WithEndedTTL sets how long the server keeps the record of a run that
+// ended (§8): a child in any process whose parent ended within this long
+// is refused when it starts (Skipped{reason: parent_ended}), and a live
+// child whose process missed the end is ended at its next re-read (within
+// a second). A child that starts later than this after its parent ended is
+// taken for the child of a run the fleet does not know, and runs. Every
+// run that ends leaves one record of about 150 bytes for this long. At
+// least 1s; default DefaultEndedTTL (10m).
+func WithEndedTTL(d time.Duration) Option { return optionFunc(func(c *config) { c.endedTTL = d }) }

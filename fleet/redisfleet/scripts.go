@@ -26,20 +26,26 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 // syncScript registers, renews and removes runs in one round trip.
 //
 //	KEYS[1]    P{runs}
-//	KEYS[2…]   the entries (P{runs}:MEMBER) of the members below, in order
+//	KEYS[2…]   the entries (P{runs}:MEMBER) of the members below, in order,
+//	           then the ended records (P{runs}:end:MEMBER)
 //	ARGV[1]    lease (ms)
-//	ARGV[2]    n upserts, then n × (member, entry)
+//	ARGV[2]    ended records' TTL (ms)
+//	ARGV[3]    the control channel (P ctl)
+//	ARGV[4]    n upserts, then n × (member, entry)
 //	then       m renewals, then m × member
 //	then       d removals, then d × member
+//	then       e ended records, then e × (member, record)
 //
-// A member is a run's escaped id.
+// A member is a run's escaped id. The ended records (§8: what a run's
+// children in other processes end with, or are refused with) are stored
+// with their TTL and announced in one message, "end MEMBER...".
 //
 // Returns {now, missing ids...}: renewed runs whose entry was gone (the
 // server lost it: a restart or a failover), which the caller registers
 // again.
 var syncScript = redis.NewScript(luaNow + `
 local lease = tonumber(ARGV[1])
-local i, k = 2, 2
+local i, k = 4, 2
 local out = {now}
 local n = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n do
@@ -61,6 +67,16 @@ for _ = 1, n do
   redis.call('DEL', KEYS[k])
   redis.call('ZREM', KEYS[1], ARGV[i])
   i, k = i + 1, k + 1
+end
+n = tonumber(ARGV[i]); i = i + 1
+if n > 0 then
+  local msg = {'end'}
+  for _ = 1, n do
+    redis.call('SET', KEYS[k], ARGV[i+1], 'PX', ARGV[2])
+    msg[#msg + 1] = ARGV[i]
+    i, k = i + 2, k + 1
+  end
+  redis.call('PUBLISH', ARGV[3], table.concat(msg, ' '))
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 return out
