@@ -38,7 +38,7 @@ type config struct {
 	meter         metric.MeterProvider
 	host          string
 	cluster       bool
-	clockEvery    time.Duration                       // how often the server's clock is estimated again
+	clockEvery    time.Duration // how often the server's clock is estimated again
 	endedTTL      time.Duration
 	scripter      func(redis.Scripter) redis.Scripter // tests: wraps the script runner
 }
