@@ -50,9 +50,11 @@ type Fleet interface {
 	// run.Parent names the run's parent (§8), which may run in another
 	// process (a request's context carried it). The middleware has already
 	// refused a child of an ended parent of its own process; a fleet that
-	// knows of a remote parent's end may refuse the child with
-	// Skipped{parent_ended} (neither Local nor redisfleet tracks ended runs
-	// yet, so both admit it).
+	// knows of a remote parent's end refuses the child with
+	// Skipped{parent_ended, detail "STAGE ended: TAG"} naming that parent,
+	// and ends a live child through Hooks.Stop with Cancelled{parent} when
+	// its remote parent ends (redisfleet does both; Local, one process,
+	// has no remote parents).
 	Join(ctx context.Context, run RunInfo, budget *termination.FleetBudget, hooks Hooks) (Member, termination.Cause)
 }
 
@@ -324,8 +326,9 @@ type StopReport struct {
 	Unconfirmed  int `json:"unconfirmed"`   // matched, no confirmation within the wait
 	// Descendants counts the live runs under the stopped ones (any depth,
 	// not matched themselves) that the stop ended with Cancelled{reason:
-	// parent} (§8). Local reports the runs of its process; a fleet that
-	// does not track trees reports 0.
+	// parent} (§8): Local those of its process, redisfleet those of every
+	// process that confirmed them within the wait; a fleet that does not
+	// track trees reports 0.
 	Descendants int `json:"descendants,omitempty"`
 }
 

@@ -25,7 +25,8 @@ import (
 // stdin, reporting on stdout:
 //
 //	start NAME STAGE LABELS BUDGET   → started NAME ID | ended NAME CAUSEJSON
-//	child NAME STAGE PARENTID        → as start, a child of run PARENTID (middleware.WithParent)
+//	child NAME STAGE PARENTID [keep] → as start, a child of run PARENTID (middleware.WithParent);
+//	                                   keep: a stopped run is not finished until "finish NAME"
 //	sub NAME STAGE PARENTNAME        → as start, a child of this process's run PARENTNAME (by its context)
 //	spend NAME IN OUT                → spent NAME
 //	finish NAME                      → finished NAME TAG
@@ -48,12 +49,14 @@ func childMain() int {
 	stages := map[string]*middleware.Stage{}
 	runs := map[string]*middleware.Run{}
 	ctxs := map[string]context.Context{}
-	watch := func(name string, ctx context.Context, run *middleware.Run) {
+	watch := func(name string, ctx context.Context, run *middleware.Run, keep ...bool) {
 		runs[name], ctxs[name] = run, ctx
 		out.println("started", name, run.ID())
 		go func() {
 			<-run.Done()
-			run.Finish(nil) // the run ends when stopped: it leaves the fleet
+			if len(keep) == 0 {
+				run.Finish(nil) // the run ends when stopped: it leaves the fleet
+			}
 			c, _ := run.Cause()
 			b, _ := termination.MarshalCause(c)
 			out.println("ended", name, string(b))
@@ -107,7 +110,11 @@ func childMain() int {
 		case "child":
 			if s := plain(fs[2]); s != nil {
 				ctx, run := s.Start(context.Background(), middleware.WithParent(fs[3]))
-				watch(fs[1], ctx, run)
+				if len(fs) > 4 && fs[4] == "keep" {
+					watch(fs[1], ctx, run, true)
+				} else {
+					watch(fs[1], ctx, run)
+				}
 			}
 		case "sub":
 			if s, pctx := plain(fs[2]), ctxs[fs[3]]; s != nil && pctx != nil {
@@ -254,9 +261,9 @@ func (c *child) expect(prefix string, timeout time.Duration) string {
 
 // child starts run name as a child of run parent (an id, of any process)
 // and returns its id.
-func (c *child) child(name, stage, parent string) string {
+func (c *child) child(name, stage, parent string, keep ...string) string {
 	c.t.Helper()
-	c.send(strings.Join([]string{"child", name, stage, parent}, " "))
+	c.send(strings.Join(append([]string{"child", name, stage, parent}, keep...), " "))
 	l := c.expect("started "+name+" ", 5*time.Second)
 	id := strings.Fields(l)[2]
 	c.ids[name] = id

@@ -135,6 +135,61 @@
 // run is blocked from the moment its process receives the block (within
 // milliseconds; at worst at its next re-read, a second later).
 //
+// # Trees of runs
+//
+// A run's parent (docs/spec.md §8: the run whose context it was started
+// from, middleware.WithParent, or a parent middleware.Propagator extracted
+// from an incoming request) is in its registry entry, whichever process
+// runs the parent: `agentstop runs` shows it and `agentstop runs -tree`
+// draws each run under its parent. Within a process the middleware keeps
+// the tree; across processes the fleet does, with a record of every run's
+// end:
+//
+//   - When a run ends, for whatever cause, its process stores a record of
+//     the end (P{runs}:end:ID, with the detail its children get) and
+//     announces it on the control channel, in the script that removes the
+//     run from the registry (within a sync, 100ms, of its Finish; of the
+//     stop itself when the fleet stopped it or its parent, so a cascade
+//     does not wait for the loops in between to finish). Every process that
+//     has a live child of that run ends it with Cancelled{reason: parent}
+//     — the detail names the run whose end started the cascade, as within
+//     a process: the planner, not the researcher between them ("planner
+//     ended: cancelled" after a fleet stop) — and the middleware ends that
+//     child's own descendants in its process with it; their ends are
+//     stored and announced in turn, so a cascade crosses any number of
+//     processes, one sync and one message per hop. A process acts only on
+//     the stored record, never on the message alone; one that missed the
+//     message finds the record at its next re-read (every second).
+//   - A child that starts while its parent, in another process, has ended
+//     is refused: Join reads the parent's record (one GET, the only round
+//     trip on a run's start, and only for a child whose parent does not
+//     run in its own process; skipped while the server is unreachable)
+//     and the run ends at once with Skipped{reason: parent_ended} naming
+//     its parent ("researcher ended: cancelled"). The records are kept for
+//     [WithEndedTTL] (default 10 minutes): a child that starts later than
+//     that after its parent's end is taken for the child of a run the
+//     fleet does not know, and runs. A child that starts in the instant
+//     its parent's end is being stored is admitted and then ended by the
+//     announcement (it is registered locally before the lookup). Each
+//     ended run leaves one record of about 150 bytes for the TTL (at 100
+//     runs ending per second, about 9 MB with the default).
+//   - A fleet stop of a run (stop -run ID, or any selector) ends its
+//     descendants in every process: its own process's with it, the others
+//     through the record, which names the stop, so that each process
+//     confirms the descendants it ended on the stop's list. Stop waits
+//     (within -wait) for the descendants the registry showed, until each
+//     is confirmed or has left the registry, and reports how many were
+//     confirmed (StopReport.Descendants; `stop` prints "and N descendants
+//     under them").
+//   - A parent whose process dies leaves no record: its remote children
+//     go on under their own limits (and their request's context, which the
+//     dead caller's connection usually cancels).
+//
+// Tree limits (a policy's tree:) are not shared through the fleet: a
+// remote child holds the remaining limits its caller propagated (min with
+// its own) and the caller charges the usage the callee reports with
+// middleware's Run.Charge, as without a fleet (see the README).
+//
 // # Fleet budgets and the overshoot bound
 //
 // A budget's window is a hash in Redis holding, per resource, the settled
@@ -224,7 +279,12 @@
 //	    -@all +@connection +@scripting +@read +@write +@pubsub +time +cluster|slots -@dangerous -@admin
 //
 // The application user may read stops and blocks but not write them, so
-// the scripts that store them fail with NOPERM. It may publish on the
+// the scripts that store them fail with NOPERM. It writes the records of
+// its runs' ends (under {runs}, with its registry entries), so an
+// application with these credentials could forge the end of a run and end
+// that run's children in other processes (Cancelled{reason: parent}), as
+// it could remove other runs' registry entries; it cannot stop or block
+// runs. It may publish on the
 // control channel (it publishes budget news there, and Redis grants
 // publish and subscribe together), but a stop, block or unblock message
 // counts only when the stored record agrees: every process checks the

@@ -405,6 +405,44 @@ func endRecordOf(m *member, res *termination.Result) endRecord {
 	return r
 }
 
+// queueEndLocked queues run m's ended record for the next sync, once: when
+// the fleet stopped the run (at once, before its loop finishes it) or when
+// it leaves. f.mu is held.
+func (f *Fleet) queueEndLocked(m *member, rec endRecord) {
+	if m.endQueued {
+		return
+	}
+	m.end, m.endQueued = rec, true
+	f.ended = append(f.ended, m)
+}
+
+// queueStopped queues the ended records of runs the fleet just stopped
+// with cause, and of their descendants in this process, which the
+// middleware ended with them (subtrees[i] under roots[i]) with
+// Cancelled{reason: parent}: their children in other processes end now,
+// not when the loops get round to finishing them. cascade is what the
+// roots' children end with ("" for the roots' own "STAGE ended: TAG").
+func (f *Fleet) queueStopped(roots []*member, subtrees [][]*member, cause termination.Cause, cascade string) {
+	if len(roots) == 0 {
+		return
+	}
+	tag := termination.Tag(cause, nil)
+	f.mu.Lock()
+	for i, m := range roots {
+		skip := termination.ParentEnded(m.info.Stage, tag).Detail
+		down := cascade
+		if down == "" {
+			down = skip
+		}
+		f.queueEndLocked(m, endRecord{Cascade: down, Skip: skip})
+		for _, d := range subtrees[i] { // ended with Cancelled{parent, down}
+			f.queueEndLocked(d, endRecord{Cascade: down, Skip: termination.ParentEnded(d.info.Stage, termination.TagCancelled).Detail})
+		}
+	}
+	f.mu.Unlock()
+	f.poke()
+}
+
 // endedRecord reads the stored record of run id's end; ok is false when
 // there is none (the run is live, unknown, or ended more than the ended
 // TTL ago) or the server cannot say (the run is admitted: fail-open).
@@ -444,7 +482,8 @@ type member struct {
 	left       bool
 	refused    bool      // Join refused it: it leaves no ended record
 	stopID     string    // the fleet stop that ended it or an ancestor, if any
-	end        endRecord // set by Leave
+	end        endRecord // its ended record, once queued (endQueued)
+	endQueued  bool
 }
 
 func (m *member) Spend(u termination.Usage, cost float64) (warning, stop termination.Cause) {
@@ -473,8 +512,7 @@ func (m *member) Leave(res *termination.Result) {
 		delete(f.runs, m.esc)
 	}
 	if !m.refused {
-		m.end = endRecordOf(m, res)
-		f.ended = append(f.ended, m)
+		f.queueEndLocked(m, endRecordOf(m, res))
 	}
 	if m.registered {
 		f.removed = append(f.removed, m.esc)
@@ -777,10 +815,13 @@ func (f *Fleet) applyStop(ctx context.Context, s record, stored bool) {
 	cause := fleet.StopCause(s.Reason, s.By)
 	acks := make([]any, 0, len(hit)+1)
 	n := 0
+	var roots []*member
+	var under [][]*member
 	for i, m := range hit {
 		if m.hooks.Stop != nil && m.hooks.Stop(cause) {
 			acks = append(acks, "s "+m.info.ID)
 			n++
+			roots, under = append(roots, m), append(under, subtrees[i])
 			// The middleware ended its live descendants of this process
 			// with it (Cancelled{reason: parent}) before Stop returned.
 			for _, d := range subtrees[i] {
@@ -790,6 +831,7 @@ func (f *Fleet) applyStop(ctx context.Context, s record, stored bool) {
 			acks = append(acks, "e "+m.info.ID)
 		}
 	}
+	f.queueStopped(roots, under, cause, "")
 	f.metrics.Stopped(n)
 	// "p PROCESS" last: this process has applied the stop (the command
 	// waits for one per process that received it).
@@ -1015,8 +1057,14 @@ func (f *Fleet) checkParents(ctx context.Context, only map[string]bool) {
 		subtrees := f.markSubtreesLocked(kids, nil, rec.Stop)
 		f.mu.Unlock()
 		cause := termination.Cancelled{Reason: termination.CancelParent, Detail: rec.Cascade}
+		var roots []*member
+		var under [][]*member
 		for j, m := range kids {
-			if m.hooks.Stop == nil || !m.hooks.Stop(cause) || rec.Stop == "" {
+			if m.hooks.Stop == nil || !m.hooks.Stop(cause) {
+				continue
+			}
+			roots, under = append(roots, m), append(under, subtrees[j])
+			if rec.Stop == "" {
 				continue
 			}
 			acks[rec.Stop] = append(acks[rec.Stop], "d "+m.info.ID)
@@ -1024,6 +1072,7 @@ func (f *Fleet) checkParents(ctx context.Context, only map[string]bool) {
 				acks[rec.Stop] = append(acks[rec.Stop], "d "+d.info.ID)
 			}
 		}
+		f.queueStopped(roots, under, cause, rec.Cascade)
 	}
 	ttl := (f.cfg.lease + time.Minute).Milliseconds()
 	for stop, a := range acks {

@@ -32,9 +32,10 @@ func parentEnded(t *testing.T, what string, c termination.Cause, detail string) 
 // in the same process and a reader under it in a third. The registry shows
 // every parent; a fleet stop of the planner ends every descendant in every
 // process with Cancelled{parent, "planner ended: cancelled"} and reports
-// them; children that start afterwards are refused with
-// Skipped{parent_ended} naming their own parent; a run's ordinary end
-// ends its remote children too.
+// them (the researcher's remote child ends although the researcher's loop
+// has not finished it yet); children that start afterwards are refused
+// with Skipped{parent_ended} naming their own parent; a run's ordinary
+// end ends its remote children too.
 func TestTreeAcrossProcesses(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, srv redistest.Redis) {
 		prefix := testPrefix(t)
@@ -45,7 +46,7 @@ func TestTreeAcrossProcesses(t *testing.T) {
 			startChild(t, srv.URL(), prefix, 3*time.Second),
 		}
 		plan := cs[0].start("plan", "planner", "-", "-")
-		res := cs[1].child("res", "researcher", plan)
+		res := cs[1].child("res", "researcher", plan, "keep") // stopped, not finished
 		fetch := cs[1].sub("fetch", "fetcher", "res")
 		read := cs[2].child("read", "reader", res)
 		other := cs[2].start("other", "planner", "-", "-")
@@ -79,6 +80,8 @@ func TestTreeAcrossProcesses(t *testing.T) {
 		parentEnded(t, "a late child of the planner", cs[2].ended("late", 2*time.Second), "planner ended: cancelled")
 		cs[0].child("late2", "reader", res)
 		parentEnded(t, "a late child of the researcher", cs[0].ended("late2", 2*time.Second), "researcher ended: cancelled")
+		cs[1].send("finish res")
+		cs[1].expect("finished res cancelled", 2*time.Second)
 
 		// An ordinary end (not a stop) ends the remote children too; the
 		// stop of a run without descendants reports none.
