@@ -146,8 +146,13 @@
 //     the remote child stops within what was left when it was called, and
 //     the caller's tree stops once the charges reach its limits; the
 //     caller's end reaches the remote child only as its request's
-//     cancellation (Cancelled{reason: context}). A fleet that carries
-//     trees across processes is not implemented yet.
+//     cancellation (Cancelled{reason: context}). With a fleet that
+//     carries trees across processes (fleet/redisfleet), the remote
+//     child is registered with its parent's id, ends with Cancelled{reason:
+//     parent} when its parent ends in any process (a fleet stop
+//     included), and is refused with Skipped{reason: parent_ended} when
+//     its parent has already ended; tree limits are still carried as
+//     above, not shared through the fleet.
 //
 // Lock order: a run's lock before a tree's; no code holding a tree's lock
 // takes a run's (cascades and warnings copy the children out first).
