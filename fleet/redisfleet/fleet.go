@@ -366,7 +366,9 @@ func (f *Fleet) Join(ctx context.Context, run fleet.RunInfo, budget *termination
 	// reaches it (checkParents) whatever this lookup found.
 	if run.Parent != "" && !parentHere && f.up.Load() {
 		if rec, ok := f.endedRecord(ctx, run.Parent); ok {
-			m.refused = true
+			f.mu.Lock()
+			m.refused = true // it leaves no ended record
+			f.mu.Unlock()
 			m.Leave(nil)
 			return reject(termination.Skipped{Reason: termination.SkipParentEnded, Detail: rec.Skip})
 		}
