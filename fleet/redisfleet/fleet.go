@@ -291,7 +291,11 @@ func (f *Fleet) Budgets(ctx context.Context) ([]fleet.Budget, error) {
 	return f.Control.Budgets(ctx)
 }
 
-// Join implements fleet.Fleet. It answers from local state only.
+// Join implements fleet.Fleet. It answers from local state, but for a
+// child whose parent is not a live run of this Fleet: it reads the
+// parent's ended record (one GET, within ctx and the operation timeout;
+// skipped while the server is unreachable) and refuses the child with
+// Skipped{reason: parent_ended} when the parent has ended.
 func (f *Fleet) Join(ctx context.Context, run fleet.RunInfo, budget *termination.FleetBudget, hooks fleet.Hooks) (fleet.Member, termination.Cause) {
 	reject := func(c termination.Cause) (fleet.Member, termination.Cause) {
 		f.metrics.Rejected(c)
@@ -453,7 +457,7 @@ func (f *Fleet) endedRecord(ctx context.Context, id string) (endRecord, bool) {
 	defer cancel()
 	v, err := f.client.Get(cctx, f.k.ended(id)).Result()
 	if err != nil {
-		if !errors.Is(err, redis.Nil) {
+		if !errors.Is(err, redis.Nil) && ctx.Err() == nil { // not the caller giving up
 			f.fail(fleet.OpConnect)
 		}
 		return endRecord{}, false
