@@ -327,8 +327,7 @@ type StopReport struct {
 	// Descendants counts the live runs under the stopped ones (any depth,
 	// not matched themselves) that the stop ended with Cancelled{reason:
 	// parent} (§8): Local those of its process, redisfleet those of every
-	// process that confirmed them within the wait; a fleet that does not
-	// track trees reports 0.
+	// process that confirmed them within the wait.
 	Descendants int `json:"descendants,omitempty"`
 }
 

@@ -12,6 +12,7 @@
 // Each subtest calls newFleet once and drives real middleware runs through
 // the Fleet it returns and operator commands through the Control: registry
 // visibility and figures, stop by run, stage, label and all with counts,
+// the parents of a tree of runs and a stop that ends a run's descendants,
 // block, unblock and expiry, a shared budget's pressure warning and
 // exhaustion across runs, its next window, and the invalid_input of a
 // mismatched budget or a missing keyed label. Effects that a networked fleet delivers
@@ -50,6 +51,7 @@ func Run(t *testing.T, newFleet func(t *testing.T) (fleet.Fleet, fleet.Control))
 		{"StopByRun", testStopByRun},
 		{"StopByStageLabelAll", testStopBySelectors},
 		{"StopLeavesLaterRuns", testStopLeavesLaterRuns},
+		{"StopTree", testStopTree},
 		{"InvalidRequests", testInvalidRequests},
 		{"BlockUnblock", testBlockUnblock},
 		{"BlockExpiry", testBlockExpiry},
@@ -301,6 +303,48 @@ func testStopBySelectors(t *testing.T, f fleet.Fleet, c fleet.Control) {
 		t.Errorf("Stop(all) = %+v, want 1 stopped", rep)
 	}
 	checkStopCause(t, ctx4, r4, "everything")
+}
+
+// testStopTree: the registry shows each run's parent (§8), and a stop of
+// a run ends its descendants with Cancelled{reason: parent} naming it and
+// reports them, while a run outside the tree goes on.
+func testStopTree(t *testing.T, f fleet.Fleet, c fleet.Control) {
+	planner := newStage(t, f, "fleettest_planner")
+	worker := newStage(t, f, "fleettest_worker")
+	pctx, p := start(t, planner, nil)
+	child := func(ctx context.Context) (context.Context, *middleware.Run) {
+		cctx, run := worker.Start(ctx)
+		t.Cleanup(func() { run.Finish(nil) })
+		return cctx, run
+	}
+	rctx, r := child(pctx)
+	gctx, g := child(rctx)
+	_, other := start(t, worker, nil)
+	waitListed(t, c, p, r, g, other)
+	rs := runs(t, c, fleet.Selector{})
+	for _, want := range []struct {
+		run    *middleware.Run
+		parent string
+	}{{p, ""}, {r, p.ID()}, {g, r.ID()}, {other, ""}} {
+		if got, _ := hasRun(rs, want.run.ID()); got.Parent != want.parent {
+			t.Errorf("run %s: parent %q, want %q", want.run.ID(), got.Parent, want.parent)
+		}
+	}
+
+	rep := stop(t, c, fleet.Selector{RunID: p.ID()}, "runaway tree")
+	if rep != (fleet.StopReport{Matched: 1, Stopped: 1, Descendants: 2}) {
+		t.Errorf("Stop(planner) = %+v, want 1 matched and stopped, 2 descendants", rep)
+	}
+	checkStopCause(t, pctx, p, "runaway tree")
+	for _, ctx := range []context.Context{rctx, gctx} {
+		var cc termination.Cancelled
+		if !errors.As(context.Cause(ctx), &cc) || cc.Reason != termination.CancelParent || cc.Detail != "fleettest_planner ended: cancelled" {
+			t.Errorf("a descendant's cause = %v, want Cancelled{parent, fleettest_planner ended: cancelled}", context.Cause(ctx))
+		}
+	}
+	if stopped(other) {
+		t.Error("a run outside the tree stopped")
+	}
 }
 
 func testStopLeavesLaterRuns(t *testing.T, f fleet.Fleet, c fleet.Control) {
