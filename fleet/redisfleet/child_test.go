@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
+
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
@@ -25,8 +27,10 @@ import (
 // stdin, reporting on stdout:
 //
 //	start NAME STAGE LABELS BUDGET   → started NAME ID | ended NAME CAUSEJSON
-//	child NAME STAGE PARENTID [keep] → as start, a child of run PARENTID (middleware.WithParent);
-//	                                   keep: a stopped run is not finished until "finish NAME"
+//	child NAME STAGE PARENTID [FLAG…] → as start, a child of run PARENTID (middleware.WithParent);
+//	                                   keep: a stopped run is not finished until "finish NAME";
+//	                                   prop: the parent comes from a request's headers
+//	                                   (middleware.Propagator) instead of WithParent
 //	sub NAME STAGE PARENTNAME        → as start, a child of this process's run PARENTNAME (by its context)
 //	spend NAME IN OUT                → spent NAME
 //	finish NAME                      → finished NAME TAG
@@ -109,8 +113,16 @@ func childMain() int {
 			watch(name, ctx, run)
 		case "child":
 			if s := plain(fs[2]); s != nil {
-				ctx, run := s.Start(context.Background(), middleware.WithParent(fs[3]))
-				if len(fs) > 4 && fs[4] == "keep" {
+				flags := strings.Join(fs[4:], " ")
+				var ctx context.Context
+				var run *middleware.Run
+				if strings.Contains(flags, "prop") {
+					req := middleware.Propagator().Extract(context.Background(), propagation.MapCarrier{middleware.RunHeader: fs[3]})
+					ctx, run = s.Start(req)
+				} else {
+					ctx, run = s.Start(context.Background(), middleware.WithParent(fs[3]))
+				}
+				if strings.Contains(flags, "keep") {
 					watch(fs[1], ctx, run, true)
 				} else {
 					watch(fs[1], ctx, run)

@@ -28,7 +28,8 @@ func parentEnded(t *testing.T, what string, c termination.Cause, detail string) 
 }
 
 // TestTreeAcrossProcesses (§8 across processes): a planner in one process,
-// a researcher under it in a second, with a fetcher under the researcher
+// a researcher under it in a second (started from a request whose headers
+// the Propagator read), with a fetcher under the researcher
 // in the same process and a reader under it in a third. The registry shows
 // every parent; a fleet stop of the planner ends every descendant in every
 // process with Cancelled{parent, "planner ended: cancelled"} and reports
@@ -46,7 +47,7 @@ func TestTreeAcrossProcesses(t *testing.T) {
 			startChild(t, srv.URL(), prefix, 3*time.Second),
 		}
 		plan := cs[0].start("plan", "planner", "-", "-")
-		res := cs[1].child("res", "researcher", plan, "keep") // stopped, not finished
+		res := cs[1].child("res", "researcher", plan, "keep", "prop") // from a request's headers; stopped, not finished
 		fetch := cs[1].sub("fetch", "fetcher", "res")
 		read := cs[2].child("read", "reader", res)
 		other := cs[2].start("other", "planner", "-", "-")
