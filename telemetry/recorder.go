@@ -44,7 +44,15 @@ const (
 	KeyGenAIToolCallID     = attribute.Key("gen_ai.tool.call.id")
 	KeyErrorType           = attribute.Key("error.type")
 	KeyRunID               = attribute.Key("agentstop.run.id")
+	// KeyParentRunID is the parent's run id on the invoke_agent span of a
+	// child run (docs/spec.md §8).
+	KeyParentRunID = attribute.Key("agentstop.parent.run.id")
 )
+
+// ResourceTimeout is the resource attribute of agent.tree.limits.reached
+// for a tree timeout (a Timeout with scope tree), beside the budgeted
+// resources of termination.Resource.
+const ResourceTimeout = "timeout"
 
 // ToolError is the error.type of a failed tool call (never the tool's
 // free-text error).
@@ -70,8 +78,11 @@ const MaxProviders = 32
 
 // Bucket layouts of the contract.
 var (
-	DurationBuckets    = []float64{0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2, 102.4, 204.8, 409.6}
-	CountBuckets       = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
+	DurationBuckets = []float64{0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2, 102.4, 204.8, 409.6}
+	CountBuckets    = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
+	// AgentCallBuckets are the buckets of gen_ai.invoke_agent.inference_calls
+	// and gen_ai.invoke_agent.tool_calls: 1, 2, 4 … 128.
+	AgentCallBuckets   = []float64{1, 2, 4, 8, 16, 32, 64, 128}
 	UtilizationBuckets = []float64{0.25, 0.5, 0.75, 0.8, 0.9, 1, 1.25, 1.5, 2}
 	// ToolDurationBuckets are the GenAI conventions' advice for
 	// gen_ai.execute_tool.duration: 0.01 … 81.92 s, doubling.
@@ -161,6 +172,10 @@ type Recorder struct {
 	active         metric.Int64UpDownCounter
 	invokeDuration metric.Float64Histogram
 	toolDuration   metric.Float64Histogram
+	inferenceCalls metric.Int64Histogram
+	agentToolCalls metric.Int64Histogram
+	treeCancelled  metric.Int64Counter
+	treeLimits     metric.Int64Counter
 
 	stageLimit int
 	toolLimit  int
@@ -246,6 +261,20 @@ func NewRecorder(opts ...Option) *Recorder {
 		metric.WithDescription("The duration of a single tool execution."),
 		metric.WithExplicitBucketBoundaries(ToolDurationBuckets...))
 	handle(err)
+	r.inferenceCalls, err = meter.Int64Histogram("gen_ai.invoke_agent.inference_calls", metric.WithUnit("{inference_call}"),
+		metric.WithDescription("The number of inference calls made during a single agent invocation."),
+		metric.WithExplicitBucketBoundaries(AgentCallBuckets...))
+	handle(err)
+	r.agentToolCalls, err = meter.Int64Histogram("gen_ai.invoke_agent.tool_calls", metric.WithUnit("{tool_call}"),
+		metric.WithDescription("The number of tool calls made during a single agent invocation."),
+		metric.WithExplicitBucketBoundaries(AgentCallBuckets...))
+	handle(err)
+	r.treeCancelled, err = meter.Int64Counter("agent.tree.runs.cancelled", metric.WithUnit("{run}"),
+		metric.WithDescription("Runs ended because an ancestor run ended (Cancelled with reason parent)."))
+	handle(err)
+	r.treeLimits, err = meter.Int64Counter("agent.tree.limits.reached",
+		metric.WithDescription("Tree limits reached: runs ended by a limit over themselves and their descendants (scope tree)."))
+	handle(err)
 	return r
 }
 
@@ -327,6 +356,14 @@ func (r *Recorder) StartRun(ctx context.Context, info middleware.RunInfo) (conte
 		if info.RunID != "" {
 			span.SetAttributes(KeyRunID.String(info.RunID))
 		}
+		if info.ParentRunID != "" {
+			span.SetAttributes(KeyParentRunID.String(info.ParentRunID))
+		}
+	}
+	if info.ParentRunID != "" && !s.hasChildren.Load() && s.hasChildren.CompareAndSwap(false, true) {
+		// The stage's first child run: export agent.tree.runs.cancelled at
+		// 0, so that a dashboard's increase() counts the first cascade too.
+		r.treeCancelled.Add(ctx, 0, s.treeCancel...)
 	}
 	return ctx, rr
 }

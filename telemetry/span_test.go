@@ -270,6 +270,8 @@ func TestSpanAndMetricsForEachCause(t *testing.T) {
 				"agent.tool_calls":           attribute.Int64Value(int64(tc.toolCalls)),
 				"gen_ai.usage.input_tokens":  attribute.Int64Value(tc.in),
 				"gen_ai.usage.output_tokens": attribute.Int64Value(tc.out),
+				// Every run has an id (§8), with or without a fleet.
+				"agentstop.run.id": attribute.StringValue(runID(t, res)),
 			}
 			if tc.outcome == "failed" {
 				want["error.type"] = attribute.StringValue(tc.tag)
