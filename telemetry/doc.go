@@ -41,11 +41,16 @@
 // cause's fields as termination.<field>.
 //
 // Trees of runs: a child run's span is a child of its parent's span when
-// the parent runs in this process (the child starts under the parent's
-// context, which carries the parent's span), so a delegation is one trace;
-// a parent in another process is named by agentstop.parent.run.id, and the
-// two spans are one trace when the request's context carried the caller's
-// trace (otelhttp, otelgrpc) beside the run link (middleware.Propagator).
+// the parent runs in this process, so a delegation is one trace. A child
+// started under its parent's context gets it from the context, which
+// carries the parent's span; a child started with middleware.WithParent
+// from a context without a span gets it from the Recorder, which keeps the
+// span context of each live sampled run (and forgets it when the run
+// ends); from a context with a span of another trace, the caller's trace
+// wins and the child's span links to the parent's. A parent in another
+// process is named by agentstop.parent.run.id, and the two spans are one
+// trace when the request's context carried the caller's trace (otelhttp,
+// otelgrpc) beside the run link (middleware.Propagator).
 //
 // "execute_tool {tool}" (kind INTERNAL, child of the run's span, from the
 // call to its result): gen_ai.operation.name=execute_tool,

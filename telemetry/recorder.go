@@ -188,6 +188,10 @@ type Recorder struct {
 	stages    map[string]*stageAttrs
 	tools     map[string]*toolAttrs
 	providers map[string]struct{} // provider names recorded as themselves
+
+	// spans holds the span context of every live run whose span is
+	// sampled, by run id, for its children's spans (underParent).
+	spans sync.Map
 }
 
 var _ middleware.Recorder = (*Recorder)(nil)
@@ -336,16 +340,49 @@ func (r *Recorder) provider(name string) string {
 	return name
 }
 
+// underParent places a child run's span under its parent's when the
+// parent is a live, sampled run of this Recorder that the context does not
+// already carry (a child started with middleware.WithParent rather than
+// under its parent's context): a context without a span gets the parent's
+// span as the new span's parent; a context with a span of another trace
+// keeps it (the caller's trace wins), and the span links to the parent's.
+// A child started under its parent's context already has the parent's
+// span, or one below it, as its parent.
+func (r *Recorder) underParent(ctx context.Context, parent string, opts []trace.SpanStartOption) (context.Context, []trace.SpanStartOption) {
+	v, ok := r.spans.Load(parent)
+	if !ok {
+		return ctx, opts // not a run of this Recorder, or not sampled
+	}
+	psc := v.(trace.SpanContext)
+	cur := trace.SpanContextFromContext(ctx)
+	switch {
+	case !cur.IsValid():
+		return trace.ContextWithSpanContext(ctx, psc), opts
+	case cur.TraceID() != psc.TraceID():
+		return ctx, append(opts[:len(opts):len(opts)], trace.WithLinks(trace.Link{SpanContext: psc}))
+	}
+	return ctx, opts
+}
+
 // StartRun implements middleware.Recorder: it starts the run's span and
 // counts the run as active.
 func (r *Recorder) StartRun(ctx context.Context, info middleware.RunInfo) (context.Context, middleware.RunRecorder) {
 	s := r.stage(info.Stage)
 	provider := r.provider(info.Provider)
-	ctx, span := r.tracer.Start(ctx, s.spanName, s.startOptions(info.Provider)...)
+	opts := s.startOptions(info.Provider)
+	if info.ParentRunID != "" {
+		ctx, opts = r.underParent(ctx, info.ParentRunID, opts)
+	}
+	ctx, span := r.tracer.Start(ctx, s.spanName, opts...)
 	r.active.Add(ctx, 1, s.stage)
 	rr := &runRecorder{rec: r, stage: s, ctx: ctx, span: span, recording: span.IsRecording(),
 		info: info, provider: provider}
 	rr.pending = rr.pendingBuf[:0]
+	if rr.recording && info.RunID != "" {
+		// A child started with middleware.WithParent from a context
+		// without a span finds this run's span here (underParent).
+		r.spans.Store(info.RunID, span.SpanContext())
+	}
 	if rr.recording {
 		if info.AgentID != "" {
 			span.SetAttributes(KeyGenAIAgentID.String(info.AgentID))

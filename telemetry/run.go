@@ -215,6 +215,9 @@ func (rr *runRecorder) End(res *termination.Result) {
 	rr.pending = rr.pending[:0]
 	if rr.recording {
 		rr.endSpan(res, tag)
+		if id := rr.info.RunID; id != "" {
+			r.spans.Delete(id)
+		}
 	}
 	rr.span.End()
 }

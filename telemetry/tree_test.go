@@ -281,3 +281,37 @@ func TestTreeEndDoesNotAllocate(t *testing.T) {
 		assert.LessOrEqual(t, n, base, "allocations of a run ending with %v beyond a plain run's", c)
 	}
 }
+
+// TestWithParentSpanUnderLocalParent: a child started with WithParent from
+// a context without a span (an orchestrator that passes ids, not contexts)
+// still gets its live parent's span as its span's parent; from a context
+// with a span of another trace, the caller's trace wins and the span links
+// to the parent's.
+func TestWithParentSpanUnderLocalParent(t *testing.T) {
+	h := newHarness(t, nil)
+	planner := h.stage(t, "planner")
+	researcher := h.stage(t, "researcher")
+	_, prun := planner.Start(context.Background())
+
+	_, byID := researcher.Start(context.Background(), middleware.WithParent(prun.ID()))
+	require.Equal(t, prun.ID(), byID.Parent())
+	byID.Finish(nil)
+
+	otherCtx, other := h.tp.Tracer("test").Start(context.Background(), "request")
+	_, linked := h.stage(t, "critic").Start(otherCtx, middleware.WithParent(prun.ID()))
+	linked.Finish(nil)
+	other.End()
+	prun.Finish(nil)
+	h.requireAllEnded(t)
+
+	ps := h.spanNamed(t, "invoke_agent planner")
+	cs := h.spanNamed(t, "invoke_agent researcher")
+	assert.Equal(t, ps.SpanContext().TraceID(), cs.SpanContext().TraceID(), "one trace")
+	assert.Equal(t, ps.SpanContext().SpanID(), cs.Parent().SpanID())
+	assert.Equal(t, attribute.StringValue(prun.ID()), attrMap(cs.Attributes())["agentstop.parent.run.id"])
+
+	ls := h.spanNamed(t, "invoke_agent critic")
+	assert.Equal(t, other.SpanContext().SpanID(), ls.Parent().SpanID(), "the caller's trace wins")
+	require.Len(t, ls.Links(), 1)
+	assert.Equal(t, ps.SpanContext(), ls.Links()[0].SpanContext, "linked to the parent's span")
+}
