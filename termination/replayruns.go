@@ -1,23 +1,17 @@
 package termination
 
-// ReplayOption configures [ReplayRuns].
-type ReplayOption interface{ applyReplay(*replayConfig) }
+// ReplayStage names the stage of the runs [ReplayRuns] replays: each
+// Result's Stage, and the STAGE of a cascade's Cancelled{reason: parent,
+// detail: "STAGE ended: TAG"}. Default: "replay", as the replay command's.
+// ReplayWith, which returns a Result without a stage, ignores it.
+func ReplayStage(name string) ReplayOption { return stageOption(name) }
 
-type replayConfig struct{ stage string }
+type stageOption string
 
-type replayOptionFunc func(*replayConfig)
-
-func (f replayOptionFunc) applyReplay(c *replayConfig) { f(c) }
-
-// ReplayStage names the stage of the replayed runs: each Result's Stage,
-// and the STAGE of a cascade's Cancelled{reason: parent, detail: "STAGE
-// ended: TAG"}. Default: "replay", as the replay command's.
-func ReplayStage(name string) ReplayOption {
-	return replayOptionFunc(func(c *replayConfig) {
-		if name != "" {
-			c.stage = name
-		}
-	})
+func (o stageOption) apply(c *replayConfig) {
+	if o != "" {
+		c.stage = string(o)
+	}
 }
 
 // ReplayRuns evaluates p over a log of many runs (events carry Run, and a
@@ -31,8 +25,8 @@ func ReplayStage(name string) ReplayOption {
 //
 //   - A run starts at its first line. Its Parent, when it names a run seen
 //     earlier in the log, makes it that run's child; a parent that has
-//     already ended makes it end at once as Skipped{reason: parent_ended}
-//     (its lines are not evaluated). A parent not in the log (a caller in
+//     already ended makes it end at once as Skipped{reason: parent_ended,
+//     detail: "STAGE ended: TAG"} (its lines are not evaluated). A parent not in the log (a caller in
 //     another service) is only recorded.
 //   - Each line is evaluated by its run's condition first; then, unless
 //     the run had already stopped (its later lines are not evaluated) or
@@ -54,7 +48,7 @@ func ReplayRuns(p *Policy, events []Event, opts ...ReplayOption) []Result {
 	cfg := replayConfig{stage: "replay"}
 	for _, o := range opts {
 		if o != nil {
-			o.applyReplay(&cfg)
+			o.apply(&cfg)
 		}
 	}
 	var pol Policy
@@ -123,7 +117,7 @@ func (rp *replayer) begin(ev *Event) *replayRun {
 		up = nil
 	}
 	if up != nil && up.ended {
-		r.eval.Stop(Skipped{Reason: SkipParentEnded})
+		r.eval.Stop(Skipped{Reason: SkipParentEnded, Detail: ParentEnded(rp.stage, Tag(up.eval.cause, nil)).Detail})
 		rp.end(r, nil)
 		return r
 	}

@@ -434,16 +434,18 @@ func ParentEnded(stage, tag string) Cancelled {
 // stopFired ends the run with the causes another evaluator fired (a
 // holder's tree limits), fired[0] the cause, unless it has already
 // stopped; onEvent: the run's own last event crossed the limit (StoppedAt
-// names it), otherwise the stop came from outside its stream (StoppedAt
-// 0). It reports whether the run stopped.
+// and Evidence name it), otherwise the stop came from outside its stream
+// (StoppedAt 0, no evidence). It reports whether the run stopped.
 func (e *Evaluator) stopFired(fired []Cause, onEvent bool) bool {
 	if e.cause != nil || len(fired) == 0 {
 		return false
 	}
 	e.cause, e.fired = fired[0], append([]Cause(nil), fired...)
-	e.stoppedAt = 0
+	e.stoppedAt, e.evidence = 0, nil
 	if onEvent {
-		e.stoppedAt = e.progress.Events
+		// The evidence is the holder's own event that crossed the limit:
+		// the tree's other events are other runs'.
+		e.stoppedAt, e.evidence = e.progress.Events, []int{e.progress.Events}
 	}
 	e.ended = time.Now()
 	return true
