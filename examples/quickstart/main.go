@@ -1,7 +1,7 @@
 // Command quickstart runs a small simulated fleet of agent stages — planner
-// and its analysts, researcher, coder, critic, summarizer, executor — whose
-// scripted behaviours end with every termination cause of the contract
-// within 15 seconds, again and again. It serves their metrics on /metrics (OpenMetrics
+// and its analysts, researcher, coder, fixer, critic, summarizer, executor —
+// whose scripted behaviours end with every termination cause of the
+// contract within 15 seconds, again and again. It serves their metrics on /metrics (OpenMetrics
 // with trace exemplars) and prints a live table of why each stage stopped.
 //
 //	go run ./examples/quickstart                 # until Ctrl-C
