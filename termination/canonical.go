@@ -312,32 +312,25 @@ func (p *canonParser) str() (uint64, bool) {
 }
 
 // hashEscaped hashes a string with escapes or invalid UTF-8: it decodes it
-// into a streaming hash, which equals maphash.Bytes of the decoded string.
-// The hash comes from a pool: a maphash.Hash is large, and this runs on
-// the stack of the goroutine that evaluates a run, deep in the recursion.
+// into a pooled buffer and hashes that, as maphash.Bytes of the decoded
+// string. The buffer comes from a pool: this runs deep in the recursion,
+// on the stack of the goroutine that evaluates a run, which stays small.
 func hashEscaped(raw []byte) uint64 {
-	h := escapedHashes.Get().(*maphash.Hash)
-	h.Reset()
-	var enc [utf8.UTFMax]byte
-	for i := 0; i < len(raw); {
-		lit, r, next := jsonscan.Unquote(raw, i)
-		if len(lit) > 0 {
-			h.Write(lit)
-		} else {
-			h.Write(enc[:utf8.EncodeRune(enc[:], r)])
-		}
-		i = next
+	buf := unquoteBuffers.Get().(*[]byte)
+	b := jsonscan.AppendUnquoted((*buf)[:0], raw)
+	sum := maphash.Bytes(strSeed, b)
+	if cap(b) <= maxPooledUnquote {
+		*buf = b
+		unquoteBuffers.Put(buf)
 	}
-	sum := h.Sum64()
-	escapedHashes.Put(h)
 	return sum ^ hashString
 }
 
-var escapedHashes = sync.Pool{New: func() any {
-	h := new(maphash.Hash)
-	h.SetSeed(strSeed)
-	return h
-}}
+// maxPooledUnquote bounds the buffers hashEscaped keeps for reuse: an
+// unusually long string does not stay in memory.
+const maxPooledUnquote = 64 << 10
+
+var unquoteBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 // number hashes the number at the cursor by value, so 1, 1.0 and 1e0 are
 // equal.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"unicode/utf8"
+	"unsafe"
 
 	"github.com/agentstop/agentstop/termination/internal/jsonscan"
 )
@@ -206,13 +207,21 @@ func fastKind(b []byte) (Kind, bool) {
 	return 0, false
 }
 
-// setString decodes the string value at the cursor into *s.
+// setString decodes the string value at the cursor into *s, with one
+// allocation: a string with escapes is decoded into memory of its own that
+// becomes the string.
 func (p *fastParser) setString(s *string) bool {
-	b, ok := p.str()
-	if !ok {
+	start, simple, ascii := p.String()
+	if start < 0 {
 		return false
 	}
-	*s = string(b)
+	raw := p.Data[start+1 : p.Pos-1]
+	if simple && (ascii || utf8.Valid(raw)) {
+		*s = string(raw)
+		return true
+	}
+	b := jsonscan.AppendUnquoted(make([]byte, 0, len(raw)), raw)
+	*s = unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
 	return true
 }
 

@@ -10,6 +10,9 @@
 package jsonscan
 
 import (
+	"bytes"
+	"encoding/binary"
+	"math/bits"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -57,7 +60,18 @@ func (s *Scanner) String() (start int, simple, ascii bool) {
 	}
 	start = s.Pos
 	simple, ascii = true, true
+	high := uint64(msbs) // bytes >= 0x80 are looked at until the first one
 	for i := start + 1; i < len(data); {
+		// Eight bytes at a time while none of them needs a look: real
+		// strings (code, prose) have long runs between escapes.
+		if i+8 <= len(data) {
+			m := specialBytes(binary.LittleEndian.Uint64(data[i:]), high)
+			if m == 0 {
+				i += 8
+				continue
+			}
+			i += bits.TrailingZeros64(m) >> 3 // the first byte flagged is one to look at
+		}
 		c := data[i]
 		if !stringSpecial[c] {
 			i++
@@ -86,11 +100,27 @@ func (s *Scanner) String() (start int, simple, ascii bool) {
 		case c < ' ':
 			return -1, false, false
 		default:
-			ascii = false
+			ascii, high = false, 0
 			i++
 		}
 	}
 	return -1, false, false
+}
+
+const (
+	lsbs = 0x0101010101010101
+	msbs = 0x8080808080808080
+)
+
+// specialBytes flags (with the high bit of the byte) the bytes of w, eight
+// bytes of a string read little-endian, that String must look at: a quote,
+// a backslash, a control character and, when high is msbs, a byte >= 0x80.
+// A flag may be wrong only above (after) a byte that is rightly flagged, so
+// the lowest flag is always right, and no flag means none of the eight.
+func specialBytes(w, high uint64) uint64 {
+	q := w ^ (lsbs * '"')
+	b := w ^ (lsbs * '\\')
+	return ((q-lsbs)&^q|(b-lsbs)&^b|(w-lsbs*' ')&^w)&msbs | w&high
 }
 
 // stringSpecial marks the bytes String must look at: the closing quote, a
@@ -171,8 +201,19 @@ func Unquote(raw []byte, i int) (lit []byte, r rune, next int) {
 }
 
 // AppendUnquoted appends the decoded string contents raw (see Unquote).
+// The runs between escapes that are valid UTF-8, all of them in most
+// strings, are copied whole.
 func AppendUnquoted(dst, raw []byte) []byte {
 	for i := 0; i < len(raw); {
+		run := raw[i:]
+		if j := bytes.IndexByte(run, '\\'); j >= 0 {
+			run = run[:j]
+		}
+		if len(run) > 0 && utf8.Valid(run) {
+			dst = append(dst, run...)
+			i += len(run)
+			continue
+		}
 		lit, r, next := Unquote(raw, i)
 		if len(lit) > 0 {
 			dst = append(dst, lit...)

@@ -2,6 +2,7 @@ package jsonscan
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -173,4 +174,72 @@ func FuzzString(f *testing.F) {
 			t.Fatalf("%q: simple ASCII string decodes to something else", in)
 		}
 	})
+}
+
+// TestStringLong: strings longer than a word, with the bytes String must
+// look at in every position of a word (String reads eight bytes at a time
+// between them), agree with encoding/json and with a byte-by-byte reading.
+func TestStringLong(t *testing.T) {
+	pieces := []string{"abcdefg", "x", `\n`, `\"`, `\\`, `\u00e9`, "é", "日本", "\x7f", "\x01", "\xff", `"`, `\q`, "0123456789abcdef"}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		var b strings.Builder
+		b.WriteByte('"')
+		for range r.IntN(12) {
+			b.WriteString(pieces[r.IntN(len(pieces))])
+		}
+		b.WriteString(`"`)
+		in := b.String()
+		s := Scanner{Data: []byte(in + " ,")}
+		start, simple, ascii := s.String()
+		wantStart, wantSimple, wantASCII, wantEnd := slowString(in)
+		require.Equal(t, wantStart, start, "%q", in)
+		if start < 0 {
+			continue
+		}
+		require.Equal(t, wantEnd, s.Pos, "%q", in)
+		require.Equal(t, wantSimple, simple, "simple %q", in)
+		require.Equal(t, wantASCII, ascii, "ascii %q", in)
+		var want string
+		if err := json.Unmarshal([]byte(in[:s.Pos]), &want); err == nil {
+			require.Equal(t, want, string(AppendUnquoted(nil, []byte(in[1:s.Pos-1]))), "%q", in)
+		}
+	}
+}
+
+// slowString is String byte by byte, as it was written before it read
+// words.
+func slowString(in string) (start int, simple, ascii bool, end int) {
+	simple, ascii = true, true
+	for i := 1; i < len(in); {
+		c := in[i]
+		switch {
+		case c == '"':
+			return 0, simple, ascii, i + 1
+		case c == '\\':
+			simple = false
+			if i+1 >= len(in) {
+				return -1, false, false, 0
+			}
+			switch in[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(in) || !isHex(in[i+2]) || !isHex(in[i+3]) || !isHex(in[i+4]) || !isHex(in[i+5]) {
+					return -1, false, false, 0
+				}
+				i += 6
+			default:
+				return -1, false, false, 0
+			}
+		case c < ' ':
+			return -1, false, false, 0
+		case c >= 0x80:
+			ascii = false
+			i++
+		default:
+			i++
+		}
+	}
+	return -1, false, false, 0
 }
