@@ -37,13 +37,15 @@
 //     evaluates and yields each item in the ranging goroutine, with no
 //     goroutine and no channel hop of its own — the cheapest guard for a
 //     channel loop. When a condition fires, the item that fired it is still
-//     yielded, then the loop ends; a stop from outside ends it at once; a
-//     body that breaks out ends the run (Cancelled{reason: external}, or
+//     yielded, then the loop ends; a stop from outside ends it when the
+//     producer, told by the cancelled context, closes its channel; a body
+//     that breaks out ends the run (Cancelled{reason: external}, or
 //     NaturalCompletion right after the final answer). When the loop ends
 //     early, the rest of the input is drained in the same goroutine, so the
 //     range statement returns once the producer has closed its channel (at
 //     once for a producer that honours the run's context, at the latest
-//     after the drain timeout).
+//     after the drain timeout). Range waits for the producer as a bare
+//     range loop does: a producer that ignores its context holds it.
 //   - [Forward] and [ForwardEach] wrap a channel: one goroutine, owned by the
 //     run, copies items to the returned channel. When a condition fires, the
 //     item that fired it is still delivered, then the output is closed, the
@@ -56,9 +58,10 @@
 //     after the final answer, Cancelled{reason: external} otherwise) and
 //     [Run.Wait] returns as soon as the producer has closed its channel.
 //     Prefer Forward to Range when the guarded stream must stay a channel
-//     (it is selected on, or handed on), or when the consumer must be able
-//     to walk away without waiting for the producer: Forward drains in its
-//     own goroutine, at the cost of a second channel hop per item.
+//     (it is selected on, or handed on), or when the consumer must not wait
+//     for a producer that may ignore its context: Forward closes its output
+//     at once when the run stops and drains in its own goroutine, at the
+//     cost of a second channel hop per item.
 //   - [ForwardSeq] and [ForwardSeqEach] wrap an iter.Seq2 inline, with no
 //     goroutine: the loop runs in the consumer's goroutine, so a loop that
 //     ignores its context cannot be interrupted between items; a loop that

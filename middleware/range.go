@@ -35,12 +35,16 @@ func Range[T any](run *Run, in <-chan T, decode func(T) termination.Event) iter.
 //     the loop ends. An item whose decode function panicked ends the run
 //     with Failed{reason: panic} and is yielded the same way.
 //   - When the run stops from outside (timeout timer, Run.Stop, the
-//     caller's context, a fleet) while the loop waits for the producer, the
-//     loop ends at once; an item received after the stop is not evaluated
-//     or yielded (it counts as drained). An item already yielded was
-//     evaluated: the body never sees an item the run did not evaluate, and
-//     sees every item it did, so Result.Events counts exactly the events of
-//     the items the body received.
+//     caller's context, a fleet), its context is cancelled and the loop
+//     ends at the producer's next step: when it closes in, as a producer
+//     that honours the run's context does at once, or at its next item,
+//     which is not evaluated or yielded (it counts as drained). Range waits
+//     for the producer as a bare range loop does, so a producer that
+//     ignores its context holds the loop as it would hold a bare one; use
+//     Forward for such a loop. An item already yielded was evaluated: the
+//     body never sees an item the run did not evaluate, and sees every item
+//     it did, so Result.Events counts exactly the events of the items the
+//     body received.
 //   - A loop body that breaks out ends the run right after the final
 //     answer as if the stream had ended there (NaturalCompletion), and with
 //     Cancelled{reason: external, detail: "consumer stopped iterating"}
@@ -59,12 +63,12 @@ func Range[T any](run *Run, in <-chan T, decode func(T) termination.Event) iter.
 // once. A nil run, channel or decode function yields nothing; the run, if
 // any, ends with Failed{reason: invalid_input}.
 //
-// Use Range when the consumer is a loop in one goroutine that can hold the
-// range statement until the producer lets go of its channel: it is the
-// cheapest guard. Use Forward when the guarded stream must stay a channel
-// (it is handed to code that selects on it, or fans out), or when the
-// consumer must be able to walk away without waiting for the producer
-// (Forward drains in its own goroutine).
+// Use Range when the consumer is a loop in one goroutine and the producer
+// honours the run's context: it is the cheapest guard. Use Forward when the
+// guarded stream must stay a channel (it is handed to code that selects on
+// it, or fans out), or when the consumer must be able to walk away without
+// waiting for the producer: Forward closes its output at once when the run
+// stops and drains in its own goroutine.
 func RangeEach[T any](run *Run, in <-chan T, decode func(item T, emit func(termination.Event))) iter.Seq[T] {
 	return rangeChan(run, in, decode == nil, func() *forwarder[T] { return newEachForwarder(run, decode) })
 }
@@ -117,46 +121,33 @@ func (f *forwarder[T]) rangeOver(in <-chan T, yield func(T) bool) {
 
 // rangeItems receives, evaluates and yields items until in is closed, the
 // run stops or the loop body leaves, and says which.
+//
+// It waits for the producer with a plain receive, as the bare loop does: a
+// select that also watched the run's stop would cost a two-case select per
+// item, most of them blocking (producer and consumer take turns on one
+// core). A stop from outside cancels the run's context, which tells the
+// producer to close in; an item received after the stop is not evaluated
+// or yielded.
 func (f *forwarder[T]) rangeItems(in <-chan T, yield func(T) bool) (how int, panicked any) {
-	done := f.run.ctx.Done()
-	item := &f.item
 	defer func() {
 		if p := recover(); p != nil {
 			how, panicked = rangePanicked, p
 		}
 	}()
-	for {
-		// Try without blocking first: on a busy stream that is all it
-		// takes, and a one-case receive is much cheaper than a select.
-		select {
-		case v, ok := <-in:
-			if !ok {
-				return rangeClosed, nil
-			}
-			*item = v
-		default:
-			select {
-			case v, ok := <-in:
-				if !ok {
-					return rangeClosed, nil
-				}
-				*item = v
-			case <-done:
-				return rangeStopped, nil
-			}
-		}
-		what := f.observe(item)
+	for item := range in {
+		what := f.observe(&item)
 		if what == itemLate {
 			// Stopped from outside before this item: drained, not yielded.
 			return rangeStopped, nil
 		}
-		if !yield(*item) {
+		if !yield(item) {
 			return rangeLeft, nil
 		}
 		if what == itemFired {
 			return rangeStopped, nil
 		}
 	}
+	return rangeClosed, nil
 }
 
 // drainRange receives and discards the rest of in until it is closed, so
