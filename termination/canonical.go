@@ -308,16 +308,18 @@ func (p *canonParser) str() (uint64, bool) {
 		// The common case: the string decodes to its own bytes.
 		return maphash.Bytes(strSeed, raw) ^ hashString, true
 	}
-	return hashEscaped(raw), true
+	return hashEscaped(p.Data[start:p.Pos]), true
 }
 
-// hashEscaped hashes a string with escapes or invalid UTF-8: it decodes it
-// into a pooled buffer and hashes that, as maphash.Bytes of the decoded
-// string. The buffer comes from a pool: this runs deep in the recursion,
-// on the stack of the goroutine that evaluates a run, which stays small.
-func hashEscaped(raw []byte) uint64 {
+// hashEscaped hashes the string token tok (quotes included, validated by
+// String) that has escapes or invalid UTF-8: it decodes it into a pooled
+// buffer and hashes that, as maphash.Bytes of the decoded string. The
+// buffer comes from a pool: this runs deep in the recursion, on the stack
+// of the goroutine that evaluates a run, which stays small.
+func hashEscaped(tok []byte) uint64 {
 	buf := unquoteBuffers.Get().(*[]byte)
-	b := jsonscan.AppendUnquoted((*buf)[:0], raw)
+	d := jsonscan.Scanner{Data: tok}
+	b, _, _ := d.DecodeString((*buf)[:0])
 	sum := maphash.Bytes(strSeed, b)
 	if cap(b) <= maxPooledUnquote {
 		*buf = b

@@ -3,8 +3,8 @@ package termination
 import (
 	"encoding/json"
 	"strconv"
+	"sync"
 	"unicode/utf8"
-	"unsafe"
 
 	"github.com/agentstop/agentstop/termination/internal/jsonscan"
 )
@@ -39,13 +39,26 @@ var eventFieldNames = [...]string{"kind", "source", "text", "tool", "args", "tar
 // decoded string or args.
 type fastParser struct {
 	jsonscan.Scanner
+	scratch *[]byte // where strings with escapes are decoded (scratchBuffers)
 }
+
+// scratchBuffers hold the decoded strings of a line on their way to
+// becoming Go strings: one buffer a line, not one allocation a string.
+var scratchBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxScratch bounds the buffers kept in scratchBuffers.
+const maxScratch = 64 << 10
 
 // decodeEventFast decodes data into *ev, which must be the zero Event. It
 // reports whether it succeeded; on false *ev is left in an unspecified
 // state and the caller must decode data with decodeEventJSON.
 func decodeEventFast(data []byte, ev *Event) bool {
-	p := fastParser{jsonscan.Scanner{Data: data}}
+	p := fastParser{Scanner: jsonscan.Scanner{Data: data}, scratch: scratchBuffers.Get().(*[]byte)}
+	defer func() {
+		if cap(*p.scratch) <= maxScratch {
+			scratchBuffers.Put(p.scratch)
+		}
+	}()
 	p.SkipSpace()
 	if !p.object(ev) {
 		return false
@@ -207,21 +220,18 @@ func fastKind(b []byte) (Kind, bool) {
 	return 0, false
 }
 
-// setString decodes the string value at the cursor into *s, with one
-// allocation: a string with escapes is decoded into memory of its own that
-// becomes the string.
+// setString decodes the string value at the cursor into *s, in one pass
+// and with one allocation (a string with escapes is decoded into the
+// scratch buffer first).
 func (p *fastParser) setString(s *string) bool {
-	start, simple, ascii := p.String()
-	if start < 0 {
+	b, copied, ok := p.DecodeString((*p.scratch)[:0])
+	if !ok {
 		return false
 	}
-	raw := p.Data[start+1 : p.Pos-1]
-	if simple && (ascii || utf8.Valid(raw)) {
-		*s = string(raw)
-		return true
+	*s = string(b)
+	if copied {
+		*p.scratch = b
 	}
-	b := jsonscan.AppendUnquoted(make([]byte, 0, len(raw)), raw)
-	*s = unsafe.String(unsafe.SliceData(b), len(b)) // b is never written again
 	return true
 }
 

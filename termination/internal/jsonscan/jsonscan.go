@@ -107,6 +107,101 @@ func (s *Scanner) String() (start int, simple, ascii bool) {
 	return -1, false, false
 }
 
+// DecodeString reads the string token at the cursor as String does and
+// decodes it as encoding/json does, in one pass. It returns the decoded
+// contents: the token's own bytes (aliasing Data) when they decode to
+// themselves, or else dst with the decoded contents appended (copied is
+// then true). ok is false, and Pos unspecified, if there is no valid string
+// token at the cursor.
+func (s *Scanner) DecodeString(dst []byte) (str []byte, copied, ok bool) {
+	data := s.Data
+	if s.Peek() != '"' {
+		return nil, false, false
+	}
+	run := s.Pos + 1 // the start of the bytes read but not yet appended
+	for i := run; i < len(data); {
+		if i+8 <= len(data) {
+			m := specialBytes(binary.LittleEndian.Uint64(data[i:]), msbs)
+			if m == 0 {
+				i += 8
+				continue
+			}
+			i += bits.TrailingZeros64(m) >> 3
+		}
+		c := data[i]
+		switch {
+		case !stringSpecial[c]:
+			i++
+		case c == '"':
+			s.Pos = i + 1
+			if !copied {
+				return data[run:i], false, true
+			}
+			return append(dst, data[run:i]...), true, true
+		case c == '\\':
+			if i+1 >= len(data) {
+				return nil, false, false
+			}
+			dst, copied = append(dst, data[run:i]...), true
+			if e := simpleEscapes[data[i+1]]; e != 0 {
+				// The common escapes (\n, \t, \", \\, ...), inline.
+				dst = append(dst, e)
+				i += 2
+				run = i
+				continue
+			}
+			if data[i+1] != 'u' || i+6 > len(data) || !isHex(data[i+2]) || !isHex(data[i+3]) || !isHex(data[i+4]) || !isHex(data[i+5]) {
+				return nil, false, false
+			}
+			// Unquote reads a \u escape's low surrogate only if it is a
+			// complete escape, which never reaches past the closing quote.
+			_, r, next := Unquote(data, i)
+			dst = utf8.AppendRune(dst, r)
+			i, run = next, next
+		case c < ' ':
+			return nil, false, false
+		default: // >= 0x80
+			if size := validRune(data[i:]); size > 0 {
+				i += size // valid UTF-8 decodes to itself
+				continue
+			}
+			dst, copied = append(dst, data[run:i]...), true
+			dst = utf8.AppendRune(dst, utf8.RuneError)
+			i++
+			run = i
+		}
+	}
+	return nil, false, false
+}
+
+// simpleEscapes maps the byte after a backslash to what the escape
+// decodes to, for every escape but \u (0: not one of them).
+var simpleEscapes = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+// validRune returns the length of the valid UTF-8 encoding of a rune that
+// b starts with (b[0] >= 0x80), or 0 if it does not start with one. Two-
+// and three-byte runes, most of the non-ASCII text there is, are checked
+// inline.
+func validRune(b []byte) int {
+	c := b[0]
+	switch {
+	case 0xC2 <= c && c <= 0xDF:
+		if len(b) >= 2 && b[1]&0xC0 == 0x80 {
+			return 2
+		}
+		return 0
+	case 0xE1 <= c && c <= 0xEC || c == 0xEE || c == 0xEF:
+		if len(b) >= 3 && b[1]&0xC0 == 0x80 && b[2]&0xC0 == 0x80 {
+			return 3
+		}
+		return 0
+	}
+	if r, size := utf8.DecodeRune(b); r != utf8.RuneError || size > 1 {
+		return size
+	}
+	return 0
+}
+
 const (
 	lsbs = 0x0101010101010101
 	msbs = 0x8080808080808080

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -60,6 +61,7 @@ func TestString(t *testing.T) {
 			got := string(AppendUnquoted(nil, s.Data[1:s.Pos-1]))
 			assert.Equal(t, tc.want, got)
 			assert.Equal(t, want, got, "as encoding/json decodes it")
+			checkDecodeString(t, tc.in, want)
 		})
 	}
 }
@@ -170,6 +172,10 @@ func FuzzString(f *testing.F) {
 		if got := string(AppendUnquoted(nil, raw)); got != want {
 			t.Fatalf("%q: decoded %q, encoding/json %q", in, got, want)
 		}
+		d := Scanner{Data: in, Pos: first}
+		if got, _, ok := d.DecodeString(nil); !ok || d.Pos != end || string(got) != want {
+			t.Fatalf("%q: DecodeString %q, %v, end %d; encoding/json %q, end %d", in, got, ok, d.Pos, want, end)
+		}
 		if simple && ascii && string(raw) != want {
 			t.Fatalf("%q: simple ASCII string decodes to something else", in)
 		}
@@ -203,8 +209,26 @@ func TestStringLong(t *testing.T) {
 		var want string
 		if err := json.Unmarshal([]byte(in[:s.Pos]), &want); err == nil {
 			require.Equal(t, want, string(AppendUnquoted(nil, []byte(in[1:s.Pos-1]))), "%q", in)
+			checkDecodeString(t, in[:s.Pos], want)
 		}
 	}
+}
+
+// checkDecodeString: DecodeString accepts in (a valid string token) as
+// String does, decodes it to want, and copies exactly when the token's
+// bytes are not the decoded string.
+func checkDecodeString(t *testing.T, in, want string) {
+	t.Helper()
+	s := Scanner{Data: []byte(in + ` ,"next"`)}
+	str, copied, ok := s.DecodeString([]byte("prefix:"))
+	require.True(t, ok, "%q", in)
+	require.Equal(t, len(in), s.Pos, "%q", in)
+	if copied {
+		require.Equal(t, "prefix:"+want, string(str), "%q", in)
+	} else {
+		require.Equal(t, want, string(str), "%q", in)
+	}
+	require.Equal(t, in[1:len(in)-1] != want, copied, "copied %q", in)
 }
 
 // slowString is String byte by byte, as it was written before it read
@@ -242,4 +266,31 @@ func slowString(in string) (start int, simple, ascii bool, end int) {
 		}
 	}
 	return -1, false, false, 0
+}
+
+// TestValidRune agrees with utf8.DecodeRune on every lead byte >= 0x80
+// followed by every pair of bytes, and on short inputs.
+func TestValidRune(t *testing.T) {
+	want := func(b []byte) int {
+		if r, size := utf8.DecodeRune(b); r != utf8.RuneError || size > 1 {
+			return size
+		}
+		return 0
+	}
+	b := make([]byte, 4)
+	for c := 0x80; c <= 0xFF; c++ {
+		for c1 := range 256 {
+			for c2 := range 256 {
+				b[0], b[1], b[2], b[3] = byte(c), byte(c1), byte(c2), 0x80
+				if got, w := validRune(b), want(b); got != w {
+					t.Fatalf("% x: %d, utf8 says %d", b, got, w)
+				}
+				for n := 1; n <= 3; n++ {
+					if got, w := validRune(b[:n]), want(b[:n]); got != w {
+						t.Fatalf("% x: %d, utf8 says %d", b[:n], got, w)
+					}
+				}
+			}
+		}
+	}
 }
