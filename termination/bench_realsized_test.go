@@ -162,3 +162,27 @@ func TestRealSizedLog(t *testing.T) {
 		t.Fatalf("replay: %v, %d events, stopped at %d (%v)", err, res.Events, res.StoppedAt, res.Cause)
 	}
 }
+
+// TestReplayHashesArgsWhileDecoding: replay hashes tool calls' args from
+// the raw bytes as it decodes them; canonically equal args still match
+// whatever their escapes, key order and number forms, including args the
+// decoder leaves to be hashed later (duplicate keys).
+func TestReplayHashesArgsWhileDecoding(t *testing.T) {
+	cond := MustParsePolicy("stall: {repeats: 4}").Condition()
+	log := `{"kind":"tool_call","tool":"grep","args":{"q":"é\n","n":1}}
+{"kind":"tool_call","tool":"grep","args":{"n":1.0,"q":"\u00e9\u000a"}}
+{"kind":"tool_call","tool":"grep","args":{ "q" : "\u00E9\n" , "n" : 1e0 }}
+{"kind":"tool_call","tool":"grep","args":{"q":"x","n":1,"q":"é\n"}}
+`
+	res, err := Replay(cond, strings.NewReader(log))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.StoppedAt != 4 || res.Tag() != TagStall {
+		t.Fatalf("stopped at %d with %v, want a stall at 4", res.StoppedAt, res.Cause)
+	}
+	different := strings.Replace(log, `"q":"é\n"}}`, `"q":"e\n"}}`, 1)
+	if res, err := Replay(cond, strings.NewReader(different)); err != nil || res.StoppedAt != 0 {
+		t.Fatalf("different args: stopped at %d with %v (%v)", res.StoppedAt, res.Cause, err)
+	}
+}

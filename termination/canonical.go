@@ -156,6 +156,10 @@ type canonParser struct {
 	// slow is set when the document may be valid JSON that the fast path
 	// cannot hash canonically (duplicate keys, too many keys, too deep).
 	slow bool
+	// buf, when set, is where strings with escapes are decoded, in one
+	// pass (replay's decoder lends its scratch buffer); without it they
+	// are decoded into a pooled buffer.
+	buf *[]byte
 }
 
 func (p *canonParser) value(depth int) (uint64, bool) {
@@ -299,6 +303,16 @@ func (p *canonParser) array(depth int) (uint64, bool) {
 // str hashes the decoded string at the cursor, so "\u0041" and "A" are
 // equal: the hash of the bytes encoding/json would decode.
 func (p *canonParser) str() (uint64, bool) {
+	if p.buf != nil {
+		b, copied, ok := p.DecodeString((*p.buf)[:0])
+		if !ok {
+			return 0, false
+		}
+		if copied {
+			*p.buf = b
+		}
+		return maphash.Bytes(strSeed, b) ^ hashString, true
+	}
 	start, simple, ascii := p.String()
 	if start < 0 {
 		return 0, false

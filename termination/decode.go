@@ -55,17 +55,27 @@ func DecodeEvent(data []byte) (Event, error) {
 // line it is not certain about, every bad line included, is decoded by
 // decodeEventJSON, which defines the behaviour.
 func decodeEvent(data []byte, ev *Event) error {
+	_, _, err := decodeEventHashed(data, ev, false)
+	return err
+}
+
+// decodeEventHashed is decodeEvent that, with hashArgs, also returns the
+// canonical hash of the event's args when the fast path computed it while
+// decoding them (hashed).
+func decodeEventHashed(data []byte, ev *Event, hashArgs bool) (argsKey uint64, hashed bool, err error) {
 	*ev = Event{}
-	if !decodeEventFast(data, ev) {
+	ok, argsKey, hashed := decodeEventFastHashed(data, ev, hashArgs)
+	if !ok {
+		argsKey, hashed = 0, false
 		if err := decodeEventJSON(data, ev); err != nil {
-			return err
+			return 0, false, err
 		}
 	}
 	if err := checkAmounts(ev); err != nil {
 		*ev = Event{}
-		return err
+		return 0, false, err
 	}
-	return nil
+	return argsKey, hashed, nil
 }
 
 // checkAmounts rejects usage and cost that no model spends: negative
@@ -295,6 +305,12 @@ type Decoder struct {
 	sc   *bufio.Scanner
 	line int
 	ev   Event // decoding target, reused
+	// With hashArgs (replay with a policy that compares tool calls), each
+	// event's canonical args hash is computed from the line's bytes while
+	// they are decoded: argsKey, when argsHashed.
+	hashArgs   bool
+	argsHashed bool
+	argsKey    uint64
 }
 
 // NewDecoder returns a Decoder reading from r. It reads r in chunks as Next
@@ -318,7 +334,8 @@ func (d *Decoder) Next() (Event, error) {
 		if len(b) == 0 {
 			continue
 		}
-		if err := decodeEvent(b, &d.ev); err != nil {
+		var err error
+		if d.argsKey, d.argsHashed, err = decodeEventHashed(b, &d.ev, d.hashArgs); err != nil {
 			return Event{}, &DecodeError{Line: d.line, Err: err}
 		}
 		return d.ev, nil
@@ -358,6 +375,9 @@ func (d *Decoder) Line() int { return d.line }
 func Replay(c Condition, r io.Reader) (Result, error) {
 	ev := NewEvaluator(c, EventClock)
 	dec := NewDecoder(r)
+	// Tool calls' args are hashed from the raw bytes as they are decoded,
+	// when the policy compares them.
+	dec.hashArgs = ev.callKeys
 	for {
 		e, err := dec.Next()
 		if errors.Is(err, io.EOF) {
@@ -366,7 +386,7 @@ func Replay(c Condition, r io.Reader) (Result, error) {
 		if err != nil {
 			return Result{}, err
 		}
-		if _, stopped := ev.Observe(e); stopped {
+		if _, stopped := ev.observeWithArgsKey(e, dec.argsKey, dec.argsHashed); stopped {
 			return ev.Result(), nil
 		}
 	}

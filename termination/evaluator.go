@@ -24,10 +24,15 @@ const (
 // decides whether the run must stop. It is not safe for concurrent use; one
 // run, one Evaluator.
 type Evaluator struct {
-	root      check
-	clock     Clock
-	clocked   bool // the condition has a timeout, so time must be read
-	callKeys  bool // a stall check needs each tool call's key
+	root     check
+	clock    Clock
+	clocked  bool // the condition has a timeout, so time must be read
+	callKeys bool // a stall check needs each tool call's key
+	// argsKey is argsHash of the next event's args when argsKeyed, set by
+	// a caller that computed it already (replay, while decoding); the next
+	// event consumes it.
+	argsKey   uint64
+	argsKeyed bool
 	progress  Progress
 	cur       *Event // Observe's copy of the event, allocated on first use: observeRef callers never need it
 	sink      sink
@@ -78,6 +83,15 @@ func (e *Evaluator) Observe(ev Event) (Cause, bool) {
 	return e.observeRef(e.cur)
 }
 
+// observeWithArgsKey is Observe for an event whose args the caller hashed
+// already: h is argsHash(ev.Args) when keyed (replay, while decoding).
+func (e *Evaluator) observeWithArgsKey(ev Event, h uint64, keyed bool) (Cause, bool) {
+	e.argsKey, e.argsKeyed = h, keyed
+	c, stop := e.Observe(ev)
+	e.argsKeyed = false
+	return c, stop
+}
+
 // observeRef is Observe without copying the event, for hot paths: ev is
 // read during the call only. Pass a pointer to long-lived memory (a field
 // of the caller's own state); a pointer to a local variable makes the
@@ -115,8 +129,13 @@ func (e *Evaluator) observeRef(ev *Event) (Cause, bool) {
 		// Hashed here rather than under the stall check: the canonical
 		// hashing of the args recurses, and a live run's goroutine
 		// evaluates with a small stack.
-		e.sink.callKey, e.sink.keyed = callKey(ev), true
+		h := e.argsKey
+		if !e.argsKeyed {
+			h = argsHash(ev.Args)
+		}
+		e.sink.callKey, e.sink.keyed = pairKey(ev.Tool, h), true
 	}
+	e.argsKeyed = false
 	e.tick(ev)
 	return e.settle(p.Events)
 }

@@ -150,17 +150,39 @@ func (s *Scanner) DecodeString(dst []byte) (str []byte, copied, ok bool) {
 				run = i
 				continue
 			}
-			if data[i+1] != 'u' || i+6 > len(data) || !isHex(data[i+2]) || !isHex(data[i+3]) || !isHex(data[i+4]) || !isHex(data[i+5]) {
+			if data[i+1] != 'u' || i+6 > len(data) {
 				return nil, false, false
 			}
-			// Unquote reads a \u escape's low surrogate only if it is a
-			// complete escape, which never reaches past the closing quote.
-			_, r, next := Unquote(data, i)
+			r := hex4(data[i+2], data[i+3], data[i+4], data[i+5])
+			switch {
+			case r < 0:
+				return nil, false, false
+			case utf16.IsSurrogate(r):
+				// Unquote reads the low surrogate only if it is a
+				// complete escape, which never reaches past the closing
+				// quote.
+				_, r, i = Unquote(data, i)
+			default:
+				i += 6
+			}
 			dst = utf8.AppendRune(dst, r)
-			i, run = next, next
+			run = i
 		case c < ' ':
 			return nil, false, false
 		default: // >= 0x80
+			// Two- and three-byte runes, most non-ASCII text, inline.
+			switch {
+			case c < 0xE0:
+				if c >= 0xC2 && i+1 < len(data) && data[i+1]&0xC0 == 0x80 {
+					i += 2
+					continue
+				}
+			case c < 0xF0 && c != 0xE0 && c != 0xED:
+				if i+2 < len(data) && data[i+1]&0xC0 == 0x80 && data[i+2]&0xC0 == 0x80 {
+					i += 3
+					continue
+				}
+			}
 			if size := validRune(data[i:]); size > 0 {
 				i += size // valid UTF-8 decodes to itself
 				continue
@@ -177,6 +199,32 @@ func (s *Scanner) DecodeString(dst []byte) (str []byte, copied, ok bool) {
 // simpleEscapes maps the byte after a backslash to what the escape
 // decodes to, for every escape but \u (0: not one of them).
 var simpleEscapes = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+// hex4 is the value of four hex digits, or -1 if one is not a hex digit.
+func hex4(a, b, c, d byte) rune {
+	v0, v1, v2, v3 := hexValue[a], hexValue[b], hexValue[c], hexValue[d]
+	if v0|v1|v2|v3 < 0 {
+		return -1
+	}
+	return rune(v0)<<12 | rune(v1)<<8 | rune(v2)<<4 | rune(v3)
+}
+
+// hexValue is the value of a hex digit, -1 for any other byte.
+var hexValue = func() (t [256]int8) {
+	for c := range t {
+		switch {
+		case '0' <= c && c <= '9':
+			t[c] = int8(c - '0')
+		case 'a' <= c && c <= 'f':
+			t[c] = int8(c - 'a' + 10)
+		case 'A' <= c && c <= 'F':
+			t[c] = int8(c - 'A' + 10)
+		default:
+			t[c] = -1
+		}
+	}
+	return t
+}()
 
 // validRune returns the length of the valid UTF-8 encoding of a rune that
 // b starts with (b[0] >= 0x80), or 0 if it does not start with one. Two-
