@@ -24,15 +24,10 @@ const (
 // decides whether the run must stop. It is not safe for concurrent use; one
 // run, one Evaluator.
 type Evaluator struct {
-	root     check
-	clock    Clock
-	clocked  bool // the condition has a timeout, so time must be read
-	callKeys bool // a stall check needs each tool call's key
-	// argsKey is argsHash of the next event's args when argsKeyed, set by
-	// a caller that computed it already (replay, while decoding); the next
-	// event consumes it.
-	argsKey   uint64
-	argsKeyed bool
+	root      check
+	clock     Clock
+	clocked   bool // the condition has a timeout, so time must be read
+	callKeys  bool // a stall check needs each tool call's key
 	progress  Progress
 	cur       *Event // Observe's copy of the event, allocated on first use: observeRef callers never need it
 	sink      sink
@@ -86,10 +81,14 @@ func (e *Evaluator) Observe(ev Event) (Cause, bool) {
 // observeWithArgsKey is Observe for an event whose args the caller hashed
 // already: h is argsHash(ev.Args) when keyed (replay, while decoding).
 func (e *Evaluator) observeWithArgsKey(ev Event, h uint64, keyed bool) (Cause, bool) {
-	e.argsKey, e.argsKeyed = h, keyed
-	c, stop := e.Observe(ev)
-	e.argsKeyed = false
-	return c, stop
+	if e.cause != nil {
+		return e.cause, true
+	}
+	if e.cur == nil {
+		e.cur = new(Event)
+	}
+	*e.cur = ev
+	return e.observeRefKeyed(e.cur, h, keyed)
 }
 
 // observeRef is Observe without copying the event, for hot paths: ev is
@@ -97,6 +96,12 @@ func (e *Evaluator) observeWithArgsKey(ev Event, h uint64, keyed bool) (Cause, b
 // of the caller's own state); a pointer to a local variable makes the
 // variable escape to the heap.
 func (e *Evaluator) observeRef(ev *Event) (Cause, bool) {
+	return e.observeRefKeyed(ev, 0, false)
+}
+
+// observeRefKeyed is observeRef for an event whose args' hash the caller
+// may have computed already: argsKey is argsHash(ev.Args) when argsKeyed.
+func (e *Evaluator) observeRefKeyed(ev *Event, argsKey uint64, argsKeyed bool) (Cause, bool) {
 	if e.cause != nil {
 		return e.cause, true
 	}
@@ -129,13 +134,11 @@ func (e *Evaluator) observeRef(ev *Event) (Cause, bool) {
 		// Hashed here rather than under the stall check: the canonical
 		// hashing of the args recurses, and a live run's goroutine
 		// evaluates with a small stack.
-		h := e.argsKey
-		if !e.argsKeyed {
-			h = argsHash(ev.Args)
+		if !argsKeyed {
+			argsKey = argsHash(ev.Args)
 		}
-		e.sink.callKey, e.sink.keyed = pairKey(ev.Tool, h), true
+		e.sink.callKey, e.sink.keyed = pairKey(ev.Tool, argsKey), true
 	}
-	e.argsKeyed = false
 	e.tick(ev)
 	return e.settle(p.Events)
 }
