@@ -262,14 +262,14 @@ func TestResultJSON(t *testing.T) {
 		Stage: "research", Cause: MaxToolCallsReached{Limit: 3, Count: 4}, Outcome: OutcomeFailed,
 		Fired:     []Cause{MaxToolCallsReached{Limit: 3, Count: 4}},
 		StoppedAt: 12, Events: 12, Iterations: 5, ToolCalls: 4,
-		Tokens: Usage{InputTokens: 1200, OutputTokens: 340},
+		Tokens: Usage{InputTokens: 1200, OutputTokens: 340}, Evidence: []int{12},
 	}
 	b, err := json.Marshal(r)
 	require.NoError(t, err)
 	assert.Equal(t, `{"stage":"research","termination_cause":"max_tool_calls","outcome":"failed",`+
 		`"cause":{"$kind":"MaxToolCallsReached","limit":3,"count":4},`+
 		`"fired":[{"$kind":"MaxToolCallsReached","limit":3,"count":4}],"warnings":[],`+
-		`"stopped_at":12,"events":12,"iterations":5,"tool_calls":4,"tokens":{"input":1200,"output":340},"cost":0}`, string(b))
+		`"stopped_at":12,"events":12,"iterations":5,"tool_calls":4,"tokens":{"input":1200,"output":340},"cost":0,"evidence":[12]}`, string(b))
 	var back Result
 	require.NoError(t, json.Unmarshal(b, &back))
 	want := r
@@ -282,6 +282,9 @@ func TestResultJSON(t *testing.T) {
 	b, err = json.Marshal(r)
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"termination_cause":"human_review","outcome":"succeeded","cause":{"$kind":"Custom","reason":"human_review","properties":null}`)
+	assert.Contains(t, string(b), `"evidence":[]`, "evidence is always an array")
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.Nil(t, back.Evidence, "no evidence reads back as nil, as a Result has it")
 
 	// A zero Result has a null cause.
 	b, err = json.Marshal(Result{})

@@ -39,9 +39,15 @@ type Evaluator struct {
 	lastErr   string
 	cause     Cause
 	fired     []Cause
+	evidence  []int
 	stoppedAt int
 	ended     time.Time
 	budgets   []*budgetCheck
+	// timeouts are the condition's timeout limits, ascending; replay ticks
+	// at each deadline before the first event past it (next: the first
+	// not yet ticked).
+	timeouts []time.Duration
+	next     int
 }
 
 // NewEvaluator starts a run of c. c must be valid ([Validate]); an invalid
@@ -55,6 +61,9 @@ func NewEvaluator(c Condition, clock Clock) *Evaluator {
 	e.sink.warnings, e.sink.stallWarned = &e.warnings, &e.stalled
 	eachBudget([]check{e.root}, func(b *budgetCheck) { e.budgets = append(e.budgets, b) })
 	eachTimeout(c, func(time.Duration) { e.clocked = true })
+	if e.clocked {
+		e.timeouts = timeoutsOf(c)
+	}
 	e.callKeys = usesCallKey(e.root)
 	if clock == WallClock {
 		e.start = time.Now()
@@ -108,6 +117,9 @@ func (e *Evaluator) observeRefKeyed(ev *Event, argsKey uint64, argsKeyed bool) (
 	if !ev.valid() {
 		return e.invalid(ev)
 	}
+	if e.clocked && e.deadlineBefore(ev) {
+		return e.cause, true // the timeout fired before ev: ev is not evaluated
+	}
 	p := &e.progress
 	p.Events++
 	switch ev.Kind {
@@ -152,9 +164,45 @@ func (e *Evaluator) tickAt(now time.Time) (Cause, bool) {
 	if e.clock == WallClock {
 		e.progress.Elapsed, e.progress.Clocked = now.Sub(e.start), true
 	}
-	e.sink.fired = e.sink.fired[:0]
+	e.sink.reset()
 	e.root.observe(nil, &e.progress, &e.sink)
-	return e.settle(0)
+	return e.settle(e.progress.Events)
+}
+
+// deadlineBefore fires the timeouts whose deadline ev is at or past before
+// ev is evaluated, as the live timer would have (§3): a clock tick at each
+// deadline in turn, with elapsed the limit in replay (the time now, live).
+// It reports whether the run stopped; StoppedAt is then the last event
+// evaluated.
+func (e *Evaluator) deadlineBefore(ev *Event) bool {
+	var elapsed time.Duration
+	switch {
+	case e.clock == WallClock:
+		elapsed = time.Since(e.start)
+	case ev.Time.IsZero() || e.start.IsZero():
+		return false
+	default:
+		elapsed = ev.Time.Sub(e.start)
+	}
+	for ; e.next < len(e.timeouts) && e.timeouts[e.next] <= elapsed; e.next++ {
+		tick := e.timeouts[e.next]
+		if e.clock == WallClock {
+			tick = elapsed
+		}
+		p := &e.progress
+		saved := *p
+		p.Elapsed, p.Clocked = tick, true
+		e.sink.reset()
+		e.root.observe(nil, p, &e.sink)
+		if _, stopped := e.settle(p.Events); stopped {
+			if e.clock == EventClock {
+				e.last = e.start.Add(tick) // the run lasted until the deadline (§4 duration)
+			}
+			return true
+		}
+		*p = saved
+	}
+	return false
 }
 
 func (e *Evaluator) tick(ev *Event) {
@@ -177,7 +225,7 @@ func (e *Evaluator) tick(ev *Event) {
 		}
 		e.last = ev.Time
 	}
-	e.sink.fired = e.sink.fired[:0]
+	e.sink.reset()
 	before := len(e.warnings)
 	e.root.observe(ev, p, &e.sink)
 	if len(e.warnings)-before > 1 {
@@ -192,6 +240,7 @@ func (e *Evaluator) invalid(ev *Event) (Cause, bool) {
 	e.progress.Events++
 	c := Failed{Reason: FailInvalidInput, Err: fmt.Sprintf("event %d: %v", e.progress.Events, ev.Validate())}
 	e.cause, e.fired, e.stoppedAt = c, []Cause{c}, e.progress.Events
+	e.evidence = []int{e.progress.Events}
 	e.ended = time.Now()
 	return c, true
 }
@@ -203,6 +252,7 @@ func (e *Evaluator) settle(at int) (Cause, bool) {
 	e.fired = slices.Clone(e.sink.fired)
 	slices.SortStableFunc(e.fired, precedes)
 	e.cause, e.stoppedAt = e.fired[0], at
+	e.evidence = e.sink.evidenceOf(pickIndex(e.sink.fired), at)
 	e.ended = time.Now()
 	return e.cause, true
 }
@@ -250,6 +300,7 @@ func (e *Evaluator) Result() Result {
 	if e.cause == nil {
 		if e.lastKind == KindError {
 			e.endStream(Failed{Reason: FailStreamError, Err: e.lastErr})
+			e.evidence = []int{e.progress.Events} // the final error event
 		} else {
 			e.endStream(NaturalCompletion{})
 		}
@@ -265,6 +316,7 @@ func (e *Evaluator) Result() Result {
 		ToolCalls:  e.progress.ToolCalls,
 		Tokens:     e.progress.Tokens,
 		Cost:       e.progress.Cost,
+		Evidence:   slices.Clone(e.evidence),
 	}
 	for _, b := range e.budgets {
 		for _, l := range b.limits {
@@ -332,7 +384,8 @@ func (r Result) Tag() string {
 
 // MarshalJSON writes the contract's replay object: stage,
 // termination_cause, outcome, cause, fired, warnings, stopped_at, events,
-// iterations, tool_calls, tokens {input, output}, cost.
+// iterations, tool_calls, tokens {input, output}, cost, evidence (always an
+// array).
 func (r Result) MarshalJSON() ([]byte, error) {
 	cause, err := marshalOptionalCause(r.Cause)
 	if err != nil {
@@ -349,7 +402,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 	return json.Marshal(resultJSON{
 		Stage: r.Stage, TerminationCause: r.Tag(), Outcome: r.Outcome,
 		Cause: cause, Fired: fired, Warnings: warnings,
-		StoppedAt: r.StoppedAt, Events: r.Events, Iterations: r.Iterations, ToolCalls: r.ToolCalls,
+		StoppedAt: r.StoppedAt, Evidence: evidenceJSON(r.Evidence), Events: r.Events, Iterations: r.Iterations, ToolCalls: r.ToolCalls,
 		Tokens: tokensJSON{Input: r.Tokens.InputTokens, Output: r.Tokens.OutputTokens}, Cost: r.Cost,
 	})
 }
@@ -361,13 +414,16 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	out := Result{Stage: raw.Stage, TerminationCause: raw.TerminationCause, Outcome: raw.Outcome,
-		StoppedAt: raw.StoppedAt, Events: raw.Events, Iterations: raw.Iterations, ToolCalls: raw.ToolCalls,
+		StoppedAt: raw.StoppedAt, Evidence: slices.Clip(raw.Evidence), Events: raw.Events, Iterations: raw.Iterations, ToolCalls: raw.ToolCalls,
 		Tokens: Usage{InputTokens: raw.Tokens.Input, OutputTokens: raw.Tokens.Output}, Cost: raw.Cost}
 	var err error
 	if len(raw.Cause) > 0 && string(raw.Cause) != "null" {
 		if out.Cause, err = UnmarshalCause(raw.Cause); err != nil {
 			return err
 		}
+	}
+	if len(out.Evidence) == 0 {
+		out.Evidence = nil
 	}
 	if out.Fired, err = unmarshalCauses(raw.Fired); err != nil {
 		return err
@@ -392,11 +448,20 @@ type resultJSON struct {
 	ToolCalls        int               `json:"tool_calls"`
 	Tokens           tokensJSON        `json:"tokens"`
 	Cost             float64           `json:"cost"`
+	Evidence         []int             `json:"evidence"`
 }
 
 type tokensJSON struct {
 	Input  int64 `json:"input"`
 	Output int64 `json:"output"`
+}
+
+// evidenceJSON is the evidence as written: [] rather than null when none.
+func evidenceJSON(ev []int) []int {
+	if ev == nil {
+		return []int{}
+	}
+	return ev
 }
 
 func marshalOptionalCause(c Cause) (json.RawMessage, error) {

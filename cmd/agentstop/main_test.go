@@ -57,10 +57,11 @@ func TestReplayGoldenMeaning(t *testing.T) {
 	cases := map[string]struct {
 		tag, outcome      string
 		stoppedAt, events int
+		evidence          []int
 	}{
-		"react_complete": {"natural_completion", "succeeded", 0, 8},
-		"runaway_search": {"stall", "failed", 9, 9},
-		"budget_burner":  {"budget_exhausted", "failed", 17, 17},
+		"react_complete": {"natural_completion", "succeeded", 0, 8, []int{}},
+		"runaway_search": {"stall", "failed", 9, 9, []int{3, 6, 9}}, // the three repeated calls
+		"budget_burner":  {"budget_exhausted", "failed", 17, 17, []int{17}},
 	}
 	for name, want := range cases {
 		b, err := os.ReadFile(filepath.Join("testdata", name+".golden"))
@@ -71,6 +72,7 @@ func TestReplayGoldenMeaning(t *testing.T) {
 			Outcome          string `json:"outcome"`
 			StoppedAt        int    `json:"stopped_at"`
 			Events           int    `json:"events"`
+			Evidence         []int  `json:"evidence"`
 		}
 		require.NoError(t, json.Unmarshal(b, &got))
 		assert.Equal(t, "replay", got.Stage, name)
@@ -78,6 +80,7 @@ func TestReplayGoldenMeaning(t *testing.T) {
 		assert.Equal(t, want.outcome, got.Outcome, name)
 		assert.Equal(t, want.stoppedAt, got.StoppedAt, name)
 		assert.Equal(t, want.events, got.Events, name)
+		assert.Equal(t, want.evidence, got.Evidence, name)
 	}
 }
 
