@@ -146,10 +146,12 @@ func (e *Evaluator) observeRefKeyed(ev *Event, argsKey uint64, argsKeyed bool) (
 		// Hashed here rather than under the stall check: the canonical
 		// hashing of the args recurses, and a live run's goroutine
 		// evaluates with a small stack.
-		if !argsKeyed {
-			argsKey = argsHash(ev.Args)
+		if argsKeyed && ev.ArgsHash == "" {
+			e.sink.callKey = pairKey(ev.Tool, argsKey) // callKey, hashed already
+		} else {
+			e.sink.callKey = callKey(ev)
 		}
-		e.sink.callKey, e.sink.keyed = pairKey(ev.Tool, argsKey), true
+		e.sink.keyed = true
 	}
 	e.tick(ev)
 	return e.settle(p.Events)
