@@ -2,7 +2,6 @@ package termination
 
 import (
 	"bytes"
-	"encoding/binary"
 	"encoding/json"
 	"hash/maphash"
 	"math"
@@ -96,7 +95,7 @@ func hashValue(v any) uint64 {
 // hashStringValue hashes a string: maphash output is already well mixed,
 // so the type tag is xored in without another round.
 func hashStringValue(s string) uint64 {
-	return strHash(unsafe.Slice(unsafe.StringData(s), len(s))) ^ hashString
+	return maphash.String(strSeed, s) ^ hashString
 }
 
 func hashFloat(f float64) uint64 {
@@ -312,7 +311,7 @@ func (p *canonParser) str() (uint64, bool) {
 		if copied {
 			*p.buf = b
 		}
-		return strHash(b) ^ hashString, true
+		return maphash.Bytes(strSeed, b) ^ hashString, true
 	}
 	start, simple, ascii := p.String()
 	if start < 0 {
@@ -321,7 +320,7 @@ func (p *canonParser) str() (uint64, bool) {
 	raw := p.Data[start+1 : p.Pos-1]
 	if simple && (ascii || utf8.Valid(raw)) {
 		// The common case: the string decodes to its own bytes.
-		return strHash(raw) ^ hashString, true
+		return maphash.Bytes(strSeed, raw) ^ hashString, true
 	}
 	return hashEscaped(p.Data[start:p.Pos]), true
 }
@@ -335,7 +334,7 @@ func hashEscaped(tok []byte) uint64 {
 	buf := unquoteBuffers.Get().(*[]byte)
 	d := jsonscan.Scanner{Data: tok}
 	b, _, _ := d.DecodeString((*buf)[:0])
-	sum := strHash(b)
+	sum := maphash.Bytes(strSeed, b)
 	if cap(b) <= maxPooledUnquote {
 		*buf = b
 		unquoteBuffers.Put(buf)
@@ -373,35 +372,6 @@ func (p *canonParser) number() (uint64, bool) {
 // strSeed seeds string hashes; fingerprints only need to agree within one
 // process.
 var strSeed = maphash.MakeSeed()
-
-// shortSeed1 and shortSeed2 seed strHash's inline path, from strSeed.
-var (
-	shortSeed1 = maphash.String(strSeed, "agentstop short strings 1")
-	shortSeed2 = maphash.String(strSeed, "agentstop short strings 2")
-)
-
-// strHash hashes the bytes of a decoded string: every string of tool
-// arguments, keys included, goes through it, so it is the same function
-// on every path. Strings of at most 16 bytes (most keys, many values) are
-// hashed inline: their length and two words that cover all their bytes,
-// through two rounds of the splitmix64 finalizer with per-process seeds.
-// Longer ones go to maphash.
-func strHash(b []byte) uint64 {
-	n := len(b)
-	if n > 16 {
-		return maphash.Bytes(strSeed, b)
-	}
-	var lo, hi uint64
-	switch {
-	case n >= 8:
-		lo, hi = binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[n-8:])
-	case n >= 4:
-		lo, hi = uint64(binary.LittleEndian.Uint32(b)), uint64(binary.LittleEndian.Uint32(b[n-4:]))
-	case n > 0:
-		lo = uint64(b[0])<<16 | uint64(b[n>>1])<<8 | uint64(b[n-1])
-	}
-	return mix(mix(lo^shortSeed1) ^ hi ^ shortSeed2 ^ uint64(n)*0x9e3779b97f4a7c15)
-}
 
 // ArgsFingerprint returns a 64-bit fingerprint of a tool call's JSON args
 // that is equal for canonically equal documents (key order, whitespace and
