@@ -53,15 +53,17 @@
 //     forwarded) so the producer never blocks, and draining gives up after
 //     the drain timeout ([WithDrainTimeout], default 5s). A consumer that
 //     reads until the output closes receives every item that was
-//     evaluated, however the run stopped. A consumer that leaves early must
-//     call [Run.Stop]: the run then ends at once (NaturalCompletion right
+//     evaluated, however the run stopped — a supervisor's [Run.Stop]
+//     included: the item evaluated before the stop is still handed over
+//     (within the drain timeout). A consumer that leaves early must say so
+//     with [Run.Leave]: the run then ends at once (NaturalCompletion right
 //     after the final answer, Cancelled{reason: external} otherwise) and
 //     [Run.Wait] returns as soon as the producer has closed its channel.
 //     Prefer Forward to Range when the guarded stream must stay a channel
 //     (it is selected on, or handed on), or when the consumer must not wait
-//     for a producer that may ignore its context: Forward closes its output
-//     at once when the run stops and drains in its own goroutine, at the
-//     cost of a second channel hop per item.
+//     for a producer that may ignore its context: Forward ends its output
+//     when the run stops, whatever the producer does, and drains in its own
+//     goroutine, at the cost of a second channel hop per item.
 //   - [ForwardSeq] and [ForwardSeqEach] wrap an iter.Seq2 inline, with no
 //     goroutine: the loop runs in the consumer's goroutine, so a loop that
 //     ignores its context cannot be interrupted between items; a loop that

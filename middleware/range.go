@@ -67,8 +67,8 @@ func Range[T any](run *Run, in <-chan T, decode func(T) termination.Event) iter.
 // honours the run's context: it is the cheapest guard. Use Forward when the
 // guarded stream must stay a channel (it is handed to code that selects on
 // it, or fans out), or when the consumer must be able to walk away without
-// waiting for the producer: Forward closes its output at once when the run
-// stops and drains in its own goroutine.
+// waiting for the producer: Forward ends its output when the run stops,
+// whatever the producer does, and drains in its own goroutine.
 func RangeEach[T any](run *Run, in <-chan T, decode func(item T, emit func(termination.Event))) iter.Seq[T] {
 	return rangeChan(run, in, decode == nil, func() *forwarder[T] { return newEachForwarder(run, decode) })
 }
@@ -99,12 +99,9 @@ func (f *forwarder[T]) rangeOver(in <-chan T, yield func(T) bool) {
 	how, panicked := f.rangeItems(in, yield)
 	switch how {
 	case rangeLeft:
-		if f.final {
-			// Right after the final answer: as if the stream ended there.
-			run.stopLeaving(true)
-		} else {
-			run.stopWith(termination.Cancelled{Reason: termination.CancelExternal, Detail: "consumer stopped iterating"})
-		}
+		// Right after the final answer: as if the stream ended there
+		// (NaturalCompletion); otherwise Cancelled{external}.
+		run.stopLeaving(f.final, "consumer stopped iterating")
 	case rangePanicked:
 		// A panic from the consumer's own loop body is theirs: end the
 		// run, then let it go on.

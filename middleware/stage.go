@@ -191,20 +191,20 @@ type Run struct {
 	ended   sync.WaitGroup      // done when the result is final (a channel would be one more allocation)
 	result  *termination.Result // set when ended is closed
 
-	// Leaving early (Stop).
+	// Stopping from outside (Stop) and leaving early (Leave).
 	lastFinal bool        // under mu: the last evaluated event was a final answer
-	left      bool        // under mu: Stop was called
+	left      bool        // under mu: Leave was called
 	leftFlag  atomic.Bool // left, for the channel forwarder's per-item check
-	reason    string      // under mu: Stop's reason
+	reason    string      // under mu: Leave's reason
 	// The channel forwarder's wake-up, set under mu before it starts: wake
-	// is closed (woken) by Stop and when the run stops, so that a
+	// is closed (woken) by Leave and when the run stops, so that a
 	// forwarder waiting for the producer or the consumer watches one
 	// channel for both. leave is made by the forwarder once the run has
-	// stopped and an item waits for the consumer; Stop closes it.
+	// stopped and an item waits for the consumer; Leave closes it.
 	wake  chan struct{}
 	woken bool
 	leave chan struct{}
-	// The channel forwarder's hand-over, read by Stop: sentFinal is whether
+	// The channel forwarder's hand-over, read by Leave: sentFinal is whether
 	// the last item the consumer took ended with a final answer; inFlight is
 	// set while an item that would change sentFinal is being handed over.
 	sentFinal atomic.Bool
@@ -345,21 +345,40 @@ func (r *Run) report(err error) {
 	r.mu.Unlock()
 }
 
-// Stop stops the run from outside the loop (a Stop button, a supervisor,
-// or a consumer that leaves early) with Cancelled{reason: external, detail:
-// reason}, unless it has already stopped; when the last event handed to the
-// consumer was a final answer, the run ends as NaturalCompletion instead, as
-// if the stream had ended there. The run's context is cancelled; the
-// stream's end still has to be reached: Forward drains the producer and
-// finishes the run once it has closed its channel (at the latest after the
-// drain timeout); with Observe, call Finish once the loop has returned.
+// Stop stops the run from outside the loop — a Stop button, a supervisor,
+// AutoGen's ExternalTermination — with Cancelled{reason: external, detail:
+// reason}, unless it has already stopped; when the last event evaluated
+// was a final answer, the run ends as NaturalCompletion instead, as if the
+// stream had ended there. The run's context is cancelled; the stream's end
+// still has to be reached: Forward drains the producer and finishes the run
+// once it has closed its channel (at the latest after the drain timeout);
+// with Observe, call Finish once the loop has returned.
 //
-// Stop is also how a consumer of Forward says it has left: an item that was
-// evaluated but not yet taken is then given up as soon as the producer has
-// closed its channel, rather than waited for until the drain timeout. A
-// consumer that still reads until the output closes gets it if it takes it
-// before then.
+// Stop does not mean that the consumer has gone: Forward still hands over
+// the item that was evaluated before the stop, waiting for the consumer up
+// to the drain timeout, so a consumer that reads until the output closes
+// gets every item whose events were evaluated (Result.Events counts
+// exactly them). A consumer that leaves without reading on says so with
+// [Run.Leave].
 func (r *Run) Stop(reason string) {
+	r.mu.Lock()
+	final := r.lastFinal
+	r.mu.Unlock()
+	r.stopLeaving(final, reason)
+}
+
+// Leave says that the consumer of Forward has left: it will take no more
+// items (it broke out of its range loop). The run ends as Stop ends it,
+// except that the answer is judged by what the consumer took:
+// NaturalCompletion when the last item it took carried the final answer,
+// Cancelled{reason: external, detail: reason} otherwise. An item that was
+// evaluated but not taken is given up as soon as the producer has closed
+// its channel, rather than waited for until the drain timeout, so Run.Wait
+// returns promptly. Leave after the run has stopped (a condition fired, or
+// Stop) keeps the cause and only releases the item left behind. With
+// ForwardSeq, Observe or an adapter's loop, Leave is Stop: breaking out of
+// an iterator already tells the run.
+func (r *Run) Leave(reason string) {
 	r.mu.Lock()
 	if r.left {
 		r.mu.Unlock()
@@ -395,16 +414,22 @@ func (r *Run) Stop(reason string) {
 		}
 		final = r.sentFinal.Load()
 	}
-	r.stopLeaving(final)
+	r.stopLeaving(final, reason)
 }
 
-// stopLeaving ends the run as Stop does: NaturalCompletion when the last
-// event the consumer took was a final answer, Cancelled{external, reason}
-// otherwise.
-func (r *Run) stopLeaving(final bool) {
+// leaveReason returns Leave's reason.
+func (r *Run) leaveReason() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reason
+}
+
+// stopLeaving ends the run as Stop and Leave do: NaturalCompletion when
+// final (the answer has been given), Cancelled{external, reason} otherwise.
+func (r *Run) stopLeaving(final bool, reason string) {
 	r.mu.Lock()
 	var (
-		c  termination.Cause = termination.Cancelled{Reason: termination.CancelExternal, Detail: r.reason}
+		c  termination.Cause = termination.Cancelled{Reason: termination.CancelExternal, Detail: reason}
 		ok bool
 	)
 	if final {
@@ -442,8 +467,8 @@ func (r *Run) stopped(c termination.Cause) {
 	r.mu.Unlock()
 }
 
-// leaveChan returns the channel Stop closes, made on first use, or true if
-// Stop has been called.
+// leaveChan returns the channel Leave closes, made on first use, or true if
+// Leave has been called.
 func (r *Run) leaveChan() (<-chan struct{}, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()

@@ -325,10 +325,18 @@ func (e *Evaluator) Result() Result {
 			r.Budgets = append(r.Budgets, BudgetUsage{Resource: l.res, Used: used(l.res, &e.progress), Limit: l.limit})
 		}
 	}
-	if e.clock == WallClock {
+	switch {
+	case e.clock == WallClock:
 		r.Duration = e.ended.Sub(e.start)
-	} else if !e.start.IsZero() {
+	case e.start.IsZero():
+		r.Untimed = true // no event carried a time
+	default:
 		r.Duration = e.last.Sub(e.start)
+		if t, ok := e.cause.(Timeout); ok && t.Scope == "" {
+			// A replayed timeout fires as the timer would have: the run
+			// lasted until the limit, not until the last event before it.
+			r.Duration = max(r.Duration, t.Elapsed)
+		}
 	}
 	return r
 }
@@ -351,7 +359,13 @@ type Result struct {
 	ToolCalls        int
 	Tokens           Usage
 	Cost             float64
-	Duration         time.Duration
+	// Duration is how long the run lasted: live, from its start to its
+	// end; in replay, from the first event that carries a time to the last
+	// evaluated event that carries one, or to the timeout.
+	Duration time.Duration
+	// Untimed is set by replay when no evaluated event carried a time:
+	// Duration is then unknown, and the JSON form has no "duration".
+	Untimed bool
 	// Evidence is the 1-based indices of the events that make up the
 	// cause's signal, ascending (§3 "Evidence"); nil for a timeout, a
 	// cancellation or a natural completion.
@@ -387,7 +401,8 @@ func (r Result) Tag() string {
 // MarshalJSON writes the contract's replay object: stage,
 // termination_cause, outcome, cause, fired, warnings, stopped_at, events,
 // iterations, tool_calls, tokens {input, output}, cost, evidence (always an
-// array).
+// array), duration (a Go duration string such as "41s"; absent when
+// Untimed) and truncated (only when true).
 func (r Result) MarshalJSON() ([]byte, error) {
 	cause, err := marshalOptionalCause(r.Cause)
 	if err != nil {
@@ -406,6 +421,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		Cause: cause, Fired: fired, Warnings: warnings,
 		StoppedAt: r.StoppedAt, Evidence: evidenceJSON(r.Evidence), Events: r.Events, Iterations: r.Iterations, ToolCalls: r.ToolCalls,
 		Tokens: tokensJSON{Input: r.Tokens.InputTokens, Output: r.Tokens.OutputTokens}, Cost: r.Cost,
+		Duration: durationJSON(r), Truncated: r.Truncated,
 	})
 }
 
@@ -423,6 +439,12 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		if out.Cause, err = UnmarshalCause(raw.Cause); err != nil {
 			return err
 		}
+	}
+	out.Truncated = raw.Truncated
+	if raw.Duration == nil {
+		out.Untimed = true
+	} else if out.Duration, err = time.ParseDuration(*raw.Duration); err != nil {
+		return fmt.Errorf("duration: must be a duration such as 41s or 1m30s, got %q", *raw.Duration)
 	}
 	if len(out.Evidence) == 0 {
 		out.Evidence = nil
@@ -451,6 +473,17 @@ type resultJSON struct {
 	Tokens           tokensJSON        `json:"tokens"`
 	Cost             float64           `json:"cost"`
 	Evidence         []int             `json:"evidence"`
+	Duration         *string           `json:"duration,omitempty"`
+	Truncated        bool              `json:"truncated,omitempty"`
+}
+
+// durationJSON is the "duration" of r: nil (absent) when Untimed.
+func durationJSON(r Result) *string {
+	if r.Untimed {
+		return nil
+	}
+	d := r.Duration.String()
+	return &d
 }
 
 type tokensJSON struct {
