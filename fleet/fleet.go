@@ -46,6 +46,13 @@ type Fleet interface {
 	// budget's stored limits or the run lacks the label the budget is keyed
 	// by. Join must not wait on the network for longer than ctx allows, and
 	// should not wait at all when it can answer from local state.
+	//
+	// run.Parent names the run's parent (§8), which may run in another
+	// process (a request's context carried it). The middleware has already
+	// refused a child of an ended parent of its own process; a fleet that
+	// knows of a remote parent's end may refuse the child with
+	// Skipped{parent_ended} (neither Local nor redisfleet tracks ended runs
+	// yet, so both admit it).
 	Join(ctx context.Context, run RunInfo, budget *termination.FleetBudget, hooks Hooks) (Member, termination.Cause)
 }
 
@@ -127,8 +134,11 @@ type Control interface {
 
 // RunInfo is a live run as the registry shows it.
 type RunInfo struct {
-	ID           string            `json:"id"`
-	Stage        string            `json:"stage"`
+	ID    string `json:"id"`
+	Stage string `json:"stage"`
+	// Parent is the id of the run's parent run (docs/spec.md §8), "" for a
+	// run without one. The parent may run in another process.
+	Parent       string            `json:"parent,omitempty"`
 	Labels       map[string]string `json:"labels,omitempty"`
 	Host         string            `json:"host"`
 	PID          int               `json:"pid"`
@@ -151,7 +161,9 @@ func (r *RunInfo) SetProgress(p termination.Progress) {
 func NewRunID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return hex.EncodeToString(b[:])
+	var h [32]byte         // encoded on the stack: the string is the one allocation
+	hex.Encode(h[:], b[:])
+	return string(h[:])
 }
 
 // ValidRunID reports whether id has the form of NewRunID's ids.
@@ -310,6 +322,11 @@ type StopReport struct {
 	Stopped      int `json:"stopped"`       // confirmed stopped by this command
 	AlreadyEnded int `json:"already_ended"` // matched, but had ended or stopped when their process received it
 	Unconfirmed  int `json:"unconfirmed"`   // matched, no confirmation within the wait
+	// Descendants counts the live runs under the stopped ones (any depth,
+	// not matched themselves) that the stop ended with Cancelled{reason:
+	// parent} (§8). Local reports the runs of its process; a fleet that
+	// does not track trees reports 0.
+	Descendants int `json:"descendants,omitempty"`
 }
 
 // BlockRequest asks a fleet to block new runs.

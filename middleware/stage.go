@@ -21,7 +21,11 @@ type Stage struct {
 	timeouts []time.Duration
 	cfg      config
 	allowed  func(string) bool
-	info     RunInfo // what the recorder is told about every run; ids added per run
+	info     RunInfo               // what the recorder is told about every run; ids added per run
+	tree     termination.Condition // the tree limits every run holds (tree.go); nil for none
+	// treeTimeout is the shortest timeout of tree, 0 for none: part of
+	// the run's context deadline.
+	treeTimeout time.Duration
 }
 
 // New returns a Stage named stage. An empty name, an invalid option or an
@@ -41,6 +45,12 @@ func New(stage string, opts ...Option) (*Stage, error) {
 		cond = termination.AnyOf(cfg.conds...)
 	}
 	s := &Stage{name: stage, cond: cond, timeouts: live.Timeouts(cond), cfg: cfg}
+	if len(cfg.trees) > 0 {
+		s.tree = termination.Tree(cfg.trees...)
+		if ts := live.Timeouts(s.tree); len(ts) > 0 {
+			s.treeTimeout = ts[0]
+		}
+	}
 	if reasons := slices.Clone(cfg.customReasons); len(reasons) > 0 {
 		s.allowed = func(r string) bool { return slices.Contains(reasons, r) }
 	}
@@ -57,8 +67,9 @@ func (s *Stage) Name() string { return s.name }
 func (s *Stage) Condition() termination.Condition { return s.cond }
 
 // Start begins a run. The returned context is the one the loop must run
-// under: it keeps ctx's values, reports the earlier of ctx's deadline and
-// the stage's shortest timeout as its Deadline, and is cancelled when the
+// under: it keeps ctx's values, reports the earliest of ctx's deadline,
+// the stage's shortest timeout and the run's tree timeouts (§8) as its
+// Deadline, and is cancelled when the
 // run stops (a
 // condition fires, the timeout timer fires, Stop is called, or ctx ends),
 // with the typed cause as its context.Cause. The caller must end the run:
@@ -77,13 +88,17 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 			o.applyRun(&rc)
 		}
 	}
-	runID := s.runID(live) // "" without a fleet (fleet.go)
+	runID := s.runID()
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	parent := ctx
+	var up parentRef
+	if live {
+		up = findParent(ctx, &rc) // tree.go
+	}
 	info := s.info
-	info.AgentID, info.ConversationID, info.RunID = rc.agentID, rc.conversationID, runID
+	info.AgentID, info.ConversationID, info.RunID, info.ParentRunID = rc.agentID, rc.conversationID, runID, up.id
 	recCtx, rec := s.cfg.recorder.StartRun(ctx, info)
 	if recCtx != nil {
 		ctx = recCtx
@@ -95,28 +110,41 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 	// so that its cause is always the run's typed cause: the parent's end is
 	// turned into Cancelled{reason: context} below.
 	base := context.WithoutCancel(ctx)
-	if d, ok := runDeadline(parent, s.timeouts); ok {
+	if d, ok := runDeadline(parent, s.timeouts); ok || s.treeTimeout > 0 || up.limits.Has&termination.LimitTime != 0 {
 		// WithoutCancel drops the deadline too; loops size their own
-		// timeouts from it, so keep the earlier of the caller's and the
-		// stage's.
+		// timeouts from it, so keep the earliest of the caller's, the
+		// stage's, and the run's tree timeouts (its own tree limits' and
+		// those a remote parent propagated; a local parent's are in the
+		// caller's deadline already).
+		for _, t := range []time.Duration{s.treeTimeout, up.limits.Time} {
+			if t > 0 && (!ok || time.Now().Add(t).Before(d)) {
+				d, ok = time.Now().Add(t), true
+			}
+		}
 		base = deadlineContext{base, d}
 	}
-	runCtx, cancel := context.WithCancelCause(base)
 	r := &Run{
 		stage:      s,
 		info:       rc,
 		parent:     parent,
-		ctx:        runCtx,
-		cancel:     cancel,
 		stopParent: func() bool { return false },
 		rec:        rec,
 		eval:       termination.NewEvaluator(s.cond, termination.WallClock),
 	}
+	// The run's context carries the run, so that a run started under it
+	// is its child (tree.go).
+	r.value = runValue{Context: base, run: r}
+	r.ctx, r.cancel = context.WithCancelCause(&r.value)
+	runCtx := r.ctx
 	r.ended.Add(1)
 	r.id = runID
 	if !live {
 		return runCtx, r
 	}
+	if r.joinTree(up) { // its parent had ended (tree.go)
+		return runCtx, r
+	}
+	registerRun(r)      // WithParent finds it from now on (tree.go)
 	if r.startFleet() { // bad labels, or the fleet refused the run (fleet.go)
 		return runCtx, r
 	}
@@ -177,8 +205,10 @@ type Run struct {
 	ctx        context.Context
 	cancel     context.CancelCauseFunc
 	stopParent func() bool
-	id         string       // set with a fleet (fleet.go)
+	id         string       // 128 random bits, hex
 	member     fleet.Member // the run's fleet membership, nil without a fleet
+	value      runValue     // the layer of ctx that carries the run (tree.go)
+	tree       *tree        // under mu: the run's place in a tree of runs (tree.go); nil for none
 
 	mu      sync.Mutex
 	rec     RunRecorder
@@ -276,14 +306,18 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 		warnings = r.takeWarnings()
 	}
 	// An invalid event (it stopped the run with Failed{invalid_input}) adds
-	// nothing to the run's budgets, nor to a fleet's: negative usage would
-	// give a shared budget back.
-	if r.member != nil && !(stop && ev.Validate() != nil) {
-		return r.observedFleet(ev, cause, stop, warnings)
+	// nothing to the run's budgets, nor to a fleet's or a tree's: negative
+	// usage would give a shared budget back.
+	valid := !stop || ev.Validate() == nil
+	// The tree limits of the run and its ancestors, nearest first, after
+	// the run's own (tree.go).
+	tree := r.tree != nil && len(r.tree.holders) > 0 && valid && r.tree.rollUp(ev)
+	if r.member != nil && valid {
+		return r.observedFleet(ev, cause, stop, warnings, tree)
 	}
 	r.mu.Unlock()
-	if warnings != nil || stop {
-		r.afterObserve(cause, stop, warnings, false, termination.Usage{}, 0)
+	if warnings != nil || stop || tree {
+		return r.afterObserve(cause, stop, warnings, false, termination.Usage{}, 0, tree)
 	}
 	return cause, stop, false
 }
@@ -291,10 +325,10 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 // observedFleet ends observeLocked for a run in a fleet: the fleet is
 // charged without the lock. (A function of its own keeps observeLocked's
 // frame small.)
-func (r *Run) observedFleet(ev *termination.Event, cause termination.Cause, stop bool, warnings []termination.Cause) (termination.Cause, bool, bool) {
+func (r *Run) observedFleet(ev *termination.Event, cause termination.Cause, stop bool, warnings []termination.Cause, tree bool) (termination.Cause, bool, bool) {
 	usage, cost := ev.Usage, ev.Cost
 	r.mu.Unlock()
-	return r.afterObserve(cause, stop, warnings, true, usage, cost)
+	return r.afterObserve(cause, stop, warnings, true, usage, cost, tree)
 }
 
 // takeWarnings hands the warnings recorded since the last event to the
@@ -309,8 +343,9 @@ func (r *Run) takeWarnings() []termination.Cause {
 }
 
 // afterObserve is what follows an evaluated event without the lock: the
-// warning hook, the stop, the fleet's share (charge: with a fleet).
-func (r *Run) afterObserve(cause termination.Cause, stop bool, warnings []termination.Cause, charge bool, usage termination.Usage, cost float64) (termination.Cause, bool, bool) {
+// warning hook, the stop, the fleet's share (charge: with a fleet), what
+// the event did to the tree limits (tree).
+func (r *Run) afterObserve(cause termination.Cause, stop bool, warnings []termination.Cause, charge bool, usage termination.Usage, cost float64, tree bool) (termination.Cause, bool, bool) {
 	for _, w := range warnings {
 		r.warn(w)
 	}
@@ -320,6 +355,12 @@ func (r *Run) afterObserve(cause termination.Cause, stop bool, warnings []termin
 	if charge {
 		if c, fleetStop := r.fleetEvent(usage, cost); fleetStop && !stop {
 			cause, stop = c, true
+		}
+	}
+	if tree {
+		r.treeEvent()
+		if !stop {
+			cause, stop = r.Cause()
 		}
 	}
 	return cause, stop, false
@@ -456,8 +497,17 @@ func (r *Run) stopWith(c termination.Cause) bool {
 	return ok
 }
 
-// stopped cancels the run's context with the cause and closes Done.
+// stopped ends the run's live descendants (tree.go), cancels the run's
+// context with the cause and closes Done. The descendants end first, so
+// that a child's watch of this run's context does not end it as
+// Cancelled{reason: context} before the cascade reaches it.
 func (r *Run) stopped(c termination.Cause) {
+	r.mu.Lock()
+	t := r.tree
+	r.mu.Unlock()
+	if t != nil {
+		t.endChildren(c)
+	}
 	r.cancel(c) // the first cancel's cause stands; later calls do nothing
 	r.mu.Lock()
 	if r.wake != nil && !r.woken {
@@ -527,7 +577,10 @@ func (r *Run) finish(err error) {
 		live.EndStream(r.eval, termination.Failed{Reason: termination.FailStreamError, Err: errorText(err)})
 	}
 	res := r.eval.Result()
-	res.Stage = r.stage.name
+	res.Stage, res.Run = r.stage.name, r.id
+	if r.tree != nil {
+		res.Parent = r.tree.parent
+	}
 	res.TerminationCause = termination.Tag(res.Cause, r.stage.allowed)
 	if r.timer != nil {
 		r.timer.Stop()
@@ -558,6 +611,13 @@ func (r *Run) finish(err error) {
 	r.leaveFleet(&res)
 	r.stopParent()
 	r.stopped(res.Cause)
+	r.mu.Lock()
+	t := r.tree
+	r.mu.Unlock()
+	if t != nil {
+		t.leave()
+	}
+	unregisterRun(r, &res)
 	r.ended.Done()
 }
 

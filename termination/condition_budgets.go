@@ -67,6 +67,7 @@ type budget struct {
 	limits    []resourceLimit
 	threshold setting[float64]
 	grace     *int
+	scope     string // ScopeTree for a tree limit (Tree), "" for a run's own
 }
 
 func (b *budget) String() string {
@@ -197,11 +198,11 @@ func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
 	for i, l := range b.limits {
 		st, u := &b.state[i], used(l.res, p)
 		if reached(l.res, u, l.limit, 1) {
-			s.fire(BudgetExhausted{Resource: l.res, Used: u, Limit: l.limit}, b)
+			s.fire(BudgetExhausted{Resource: l.res, Used: u, Limit: l.limit, Scope: b.scope}, b)
 		}
 		if b.threshold.set && !st.warned && reached(l.res, u, l.limit, b.threshold.v) {
 			st.warned = true
-			s.warn(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: u, Limit: l.limit})
+			s.warn(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: u, Limit: l.limit, Scope: b.scope})
 			if b.grace != nil && !b.graceOn {
 				b.graceOn, b.graceLeft, b.warnRes, b.warnedAt = true, *b.grace, i, p.Events
 			}
@@ -209,7 +210,7 @@ func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
 	}
 	if b.graceOn && b.graceLeft <= 0 {
 		l := b.limits[b.warnRes]
-		s.fire(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: used(l.res, p), Limit: l.limit}, b)
+		s.fire(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: used(l.res, p), Limit: l.limit, Scope: b.scope}, b)
 	}
 }
 

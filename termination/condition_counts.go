@@ -84,7 +84,8 @@ type countLimit struct {
 	pressure   setting[float64]
 	perTool    []toolLimit // by tool name
 	perToolSet bool
-	long       bool // written as a mapping: errors name "limit"
+	long       bool   // written as a mapping: errors name "limit"
+	scope      string // ScopeTree for a tree limit (Tree), "" for a run's own
 }
 
 func (c *countLimit) sortPerTool() {
@@ -199,9 +200,9 @@ func (c *countLimit) counted(ev *Event, p *Progress) (int, bool) {
 
 func (c *countLimit) fireLimit(count int, s *sink, w witness) {
 	if c.res == ResourceIterations {
-		s.fire(MaxIterationsReached{Limit: c.limit.v, Count: count}, w)
+		s.fire(MaxIterationsReached{Limit: c.limit.v, Count: count, Scope: c.scope}, w)
 	} else {
-		s.fire(MaxToolCallsReached{Limit: c.limit.v, Count: count}, w)
+		s.fire(MaxToolCallsReached{Limit: c.limit.v, Count: count, Scope: c.scope}, w)
 	}
 }
 
@@ -225,13 +226,13 @@ func (c *countCheck) observe(ev *Event, p *Progress, s *sink) {
 		if t.tool == ev.Tool {
 			c.perToolCount[i]++
 			if n := c.perToolCount[i]; n > t.limit {
-				s.fire(MaxToolCallsReached{Limit: t.limit, Count: n, Tool: t.tool}, nil)
+				s.fire(MaxToolCallsReached{Limit: t.limit, Count: n, Tool: t.tool, Scope: c.scope}, nil)
 			}
 		}
 	}
 	if c.pressure.set && !c.warned && pressureReached(count, c.limit.v, c.pressure.v) {
 		c.warned = true
-		s.warn(BudgetPressure{Resource: c.res, Threshold: c.pressure.v, Used: float64(count), Limit: float64(c.limit.v)})
+		s.warn(BudgetPressure{Resource: c.res, Threshold: c.pressure.v, Used: float64(count), Limit: float64(c.limit.v), Scope: c.scope})
 	}
 }
 
@@ -246,7 +247,10 @@ func (c *countCheck) evidence(cause Cause, at int) []int {
 
 // ---- Timeout
 
-type timeoutAfter struct{ limit time.Duration }
+type timeoutAfter struct {
+	limit time.Duration
+	scope string // ScopeTree for a tree limit (Tree), "" for a run's own
+}
 
 // TimeoutAfter fires Timeout once the run has lasted d (elapsed >= d, so a
 // run that lasted exactly d has timed out): live, from a timer even when no
@@ -256,7 +260,7 @@ type timeoutAfter struct{ limit time.Duration }
 // a time never fire it). It fires on clock ticks only: a live event that
 // arrives past the deadline is preceded by a tick, as in replay. d must be
 // > 0.
-func TimeoutAfter(d time.Duration) Condition { return &timeoutAfter{d} }
+func TimeoutAfter(d time.Duration) Condition { return &timeoutAfter{limit: d} }
 
 func (c *timeoutAfter) String() string { return "timeout: " + c.limit.String() }
 func (c *timeoutAfter) validate() error {
@@ -269,6 +273,6 @@ func (c *timeoutAfter) start() check                   { return c }
 func (c *timeoutAfter) timeouts(f func(time.Duration)) { f(c.limit) }
 func (c *timeoutAfter) observe(ev *Event, p *Progress, s *sink) {
 	if ev == nil && p.Clocked && p.Elapsed >= c.limit {
-		s.fire(Timeout{Limit: c.limit, Elapsed: p.Elapsed}, noEvidence{})
+		s.fire(Timeout{Limit: c.limit, Elapsed: p.Elapsed, Scope: c.scope}, noEvidence{})
 	}
 }

@@ -624,6 +624,7 @@ type ReplayOption interface {
 
 type replayConfig struct {
 	lenient bool
+	stage   string // ReplayStage (replayruns.go)
 }
 
 type lenientOption struct{}

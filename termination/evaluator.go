@@ -402,7 +402,7 @@ func (r Result) Tag() string {
 // termination_cause, outcome, cause, fired, warnings, stopped_at, events,
 // iterations, tool_calls, tokens {input, output}, cost, evidence (always an
 // array), duration (a Go duration string such as "41s"; absent when
-// Untimed) and truncated (only when true).
+// Untimed), truncated (only when true), and run and parent when set (§8).
 func (r Result) MarshalJSON() ([]byte, error) {
 	cause, err := marshalOptionalCause(r.Cause)
 	if err != nil {
@@ -422,6 +422,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		StoppedAt: r.StoppedAt, Evidence: evidenceJSON(r.Evidence), Events: r.Events, Iterations: r.Iterations, ToolCalls: r.ToolCalls,
 		Tokens: tokensJSON{Input: r.Tokens.InputTokens, Output: r.Tokens.OutputTokens}, Cost: r.Cost,
 		Duration: durationJSON(r), Truncated: r.Truncated,
+		Run: r.Run, Parent: r.Parent,
 	})
 }
 
@@ -433,7 +434,8 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 	}
 	out := Result{Stage: raw.Stage, TerminationCause: raw.TerminationCause, Outcome: raw.Outcome,
 		StoppedAt: raw.StoppedAt, Evidence: slices.Clip(raw.Evidence), Events: raw.Events, Iterations: raw.Iterations, ToolCalls: raw.ToolCalls,
-		Tokens: Usage{InputTokens: raw.Tokens.Input, OutputTokens: raw.Tokens.Output}, Cost: raw.Cost}
+		Tokens: Usage{InputTokens: raw.Tokens.Input, OutputTokens: raw.Tokens.Output}, Cost: raw.Cost,
+		Run: raw.Run, Parent: raw.Parent}
 	var err error
 	if len(raw.Cause) > 0 && string(raw.Cause) != "null" {
 		if out.Cause, err = UnmarshalCause(raw.Cause); err != nil {
@@ -475,6 +477,8 @@ type resultJSON struct {
 	Evidence         []int             `json:"evidence"`
 	Duration         *string           `json:"duration,omitempty"`
 	Truncated        bool              `json:"truncated,omitempty"`
+	Run              string            `json:"run,omitempty"`    // §8: a run of a multi-run log
+	Parent           string            `json:"parent,omitempty"` // §8: its parent run
 }
 
 // durationJSON is the "duration" of r: nil (absent) when Untimed.

@@ -27,6 +27,13 @@ the events before that line and adds "truncated": true to the result. A JSON
 document (a pretty-printed object, an array of events or runs) is not an event
 log: convert it with agentstop import.
 
+A log whose events carry "run" holds many runs, and a run's first event may
+name its "parent": it is read whole and replayed as a tree (as is any log when
+the policy has tree: limits). Each run is evaluated with the policy, each
+run's tree: limits over its descendants, in the order of the lines, and one
+result per run is printed, one JSON object per line with "run" (and "parent"),
+in the order the runs ended. -fail-on then applies to every run.
+
 Exit status: 0 when the replay ran; 1 when its outcome is listed in -fail-on;
 2 on bad input (unreadable file, malformed line, unknown kind, invalid policy),
 with one line on stderr naming the file, line or key.
@@ -108,6 +115,12 @@ func runReplay(args []string, sio stdio) int {
 		}
 		defer f.Close()
 		in = f
+	}
+	// A log of many runs (§8), or a policy with tree: limits, is read
+	// whole and replayed as a tree (replay_runs.go).
+	in, multi := peekRuns(in, policy)
+	if multi {
+		return replayRuns(sio, policy, in, name, *stage, *lenient, failOn)
 	}
 	var opts []termination.ReplayOption
 	if *lenient {
