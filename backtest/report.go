@@ -208,6 +208,7 @@ func (o Outcome) MarshalJSON() ([]byte, error) {
 		{"file", o.File, true},
 		{"policy", o.Policy, true},
 		{"label", o.Label.String(), o.Label != Unlabelled},
+		{"truncated", true, o.Result.Truncated},
 		{"saved", o.Saved, true},
 		{"all", o.All, o.All != nil},
 	}
