@@ -56,7 +56,7 @@ func importMiniSWEAgent(file string, data []byte, _ *Options) ([]Run, error) {
 		return nil, &EntryError{File: file, Err: fmt.Errorf("not a mini-swe-agent trajectory: no messages")}
 	}
 	var events []termination.Event
-	task := false // the task's user message has been seen
+	task := false                  // the task's user message has been seen
 	var pending *termination.Event // the tool_call awaiting its observation
 	for i := 0; i < len(t.Messages); i++ {
 		m := t.Messages[i]
