@@ -3,8 +3,10 @@ package importer
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -94,6 +96,10 @@ func Import(formatName, file string, data []byte, opts Options) ([]Run, error) {
 func ImportFile(formatName, path string, opts Options) ([]Run, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is in the message already
+		}
 		return nil, fmt.Errorf("cannot read %s: %w", path, err)
 	}
 	return Import(formatName, path, data, opts)

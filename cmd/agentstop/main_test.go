@@ -186,9 +186,9 @@ func TestReplayBadInput(t *testing.T) {
 		{"flag without its value", []string{"replay", "x.jsonl", "-policy"},
 			"agentstop replay: flag needs an argument: -policy (see agentstop replay -h)\n"},
 		{"unknown command", []string{"replya"},
-			"agentstop: unknown command \"replya\" (want one of replay, backtest, version, runs, stop, block, unblock, blocks, budgets; see agentstop -h)\n"},
+			"agentstop: unknown command \"replya\" (want one of replay, backtest, import, version, runs, stop, block, unblock, blocks, budgets; see agentstop -h)\n"},
 		{"help for an unknown command", []string{"help", "replya"},
-			"agentstop: unknown command \"replya\" (want one of replay, backtest, version, runs, stop, block, unblock, blocks, budgets; see agentstop -h)\n"},
+			"agentstop: unknown command \"replya\" (want one of replay, backtest, import, version, runs, stop, block, unblock, blocks, budgets; see agentstop -h)\n"},
 		{"version with an argument", []string{"version", "now"},
 			"agentstop version: takes no arguments, got \"now\"\n"},
 		{"version with a flag", []string{"version", "-json"},
@@ -296,6 +296,7 @@ func TestUsage(t *testing.T) {
 	flags := map[string][]string{
 		"replay":   {"-policy", "-stage", `(default "replay")`, "-fail-on"},
 		"backtest": {"-policy", "-labels", "-all", "-lenient", "-format", "-j", "-max-false-stops"},
+		"import":   {"-from", "-o", "-messages", "-id", "-error-prefix"},
 		"version":  {},
 		"runs":     {"-redis", "-json", "-run", "-stage", "-label", "-all", "-prefix"},
 		"stop":     {"-redis", "-reason", "-run", "-stage", "-label", "-all", "-wait", "-by", "-json"},
@@ -326,7 +327,7 @@ func TestUsage(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "")
 	assert.Equal(t, 2, code)
 	assert.Empty(t, stdout)
-	assert.Equal(t, "agentstop: want a command, one of replay, backtest, version, runs, stop, block, unblock, blocks, budgets (see agentstop -h)\n", stderr)
+	assert.Equal(t, "agentstop: want a command, one of replay, backtest, import, version, runs, stop, block, unblock, blocks, budgets (see agentstop -h)\n", stderr)
 }
 
 func TestVersion(t *testing.T) {
