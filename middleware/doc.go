@@ -38,8 +38,10 @@
 //     forwarded) so the producer never blocks, and draining gives up after
 //     the drain timeout ([WithDrainTimeout], default 5s). A consumer that
 //     reads until the output closes receives every item that was
-//     evaluated, however the run stopped. A consumer that leaves early must
-//     call [Run.Stop]: the run then ends at once (NaturalCompletion right
+//     evaluated, however the run stopped — a supervisor's [Run.Stop]
+//     included: the item evaluated before the stop is still handed over
+//     (within the drain timeout). A consumer that leaves early must say so
+//     with [Run.Leave]: the run then ends at once (NaturalCompletion right
 //     after the final answer, Cancelled{reason: external} otherwise) and
 //     [Run.Wait] returns as soon as the producer has closed its channel.
 //   - [ForwardSeq] and [ForwardSeqEach] wrap an iter.Seq2 inline, with no

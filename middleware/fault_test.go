@@ -103,7 +103,7 @@ func TestConsumerStopsReadingAndStops(t *testing.T) {
 			if fires {
 				require.Eventually(t, func() bool { _, ok := run.Cause(); return ok }, time.Second, time.Millisecond)
 			}
-			run.Stop("consumer left")
+			run.Leave("consumer left")
 			res := waitResult(t, run, time.Second)
 			if fires {
 				assert.Equal(t, termination.MaxToolCallsReached{Limit: 3, Count: 4}, res.Cause)

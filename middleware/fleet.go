@@ -25,8 +25,7 @@ type fleetConfig struct {
 // network. A fleet warning that this run's own event raised reaches
 // [WithOnWarning] at once; one that another run raised is in the run's
 // result at once and reaches the hook and the recorder with this run's
-// next event (the recorder at the run's end if none comes). Default: no fleet; runs have no id and a fleet_budget is
-// ignored. nil is ignored.
+// next event (the recorder at the run's end if none comes). Default: no fleet; a fleet_budget is ignored. nil is ignored.
 func WithFleet(f fleet.Fleet) Option {
 	return optionFunc(func(c *config) {
 		if f != nil {
@@ -72,8 +71,9 @@ func (s *Stage) FleetBudget() *termination.FleetBudget {
 	return &b
 }
 
-// ID returns the run's id (32 hex digits, 128 random bits) when its stage
-// has a fleet, and "" otherwise.
+// ID returns the run's id: 32 hex digits, 128 random bits. Every run has
+// one, with or without a fleet, so that parents, results, event logs and
+// traces can name it.
 func (r *Run) ID() string { return r.id }
 
 // Labels returns a copy of the labels the run was started with.
@@ -88,15 +88,9 @@ func (r *Run) Labels() map[string]string {
 	return out
 }
 
-// runID returns a new run id for a live run of a stage with a fleet, and
-// "" otherwise. Start takes it before the recorder hears of the run, so
-// that the recorder can be told it.
-func (s *Stage) runID(live bool) string {
-	if !live || s.cfg.fleet == nil {
-		return ""
-	}
-	return fleet.NewRunID()
-}
+// runID returns a new run id. Start takes it before the recorder hears of
+// the run, so that the recorder can be told it.
+func (s *Stage) runID() string { return fleet.NewRunID() }
 
 // startFleet checks the run's labels and joins the stage's fleet. It
 // reports whether the run was ended at once (bad labels, or the fleet

@@ -118,13 +118,17 @@ func TestRunLabelsValidated(t *testing.T) {
 	}
 }
 
-func TestRunIDOnlyWithFleet(t *testing.T) {
+func TestRunIDWithAndWithoutFleet(t *testing.T) {
 	s, _ := middleware.New("noid")
 	_, run := s.Start(context.Background())
-	if run.ID() != "" {
-		t.Errorf("run without a fleet has id %q", run.ID())
+	_, other := s.Start(context.Background())
+	if !fleet.ValidRunID(run.ID()) || !fleet.ValidRunID(other.ID()) || run.ID() == other.ID() {
+		t.Errorf("runs without a fleet have ids %q, %q", run.ID(), other.ID())
 	}
-	run.Finish(nil)
+	if res := run.Finish(nil); res.Run != run.ID() {
+		t.Errorf("Result.Run = %q, want %q", res.Run, run.ID())
+	}
+	other.Finish(nil)
 
 	f := &scriptedFleet{}
 	s, _ = middleware.New("ids", middleware.WithFleet(f))

@@ -14,12 +14,14 @@ import (
 // event per item; see ForwardEach for what happens when the run stops.
 //
 // Read the output until it is closed. A consumer that leaves early (breaks
-// out of its range loop) must call run.Stop: the run then ends promptly —
+// out of its range loop) must call run.Leave: the run then ends promptly —
 // NaturalCompletion if the last item it took carried the final answer,
 // Cancelled{reason: external} otherwise — and Run.Wait returns as soon as
 // the producer has closed in (at the latest after the drain timeout).
-// Without Stop nothing tells the forwarder that nobody reads any more, and
-// Wait blocks until the loop ends by itself or is stopped otherwise.
+// Without Leave nothing tells the forwarder that nobody reads any more, and
+// Wait blocks until the loop ends by itself or is stopped otherwise. A
+// supervisor that stops the run (run.Stop) while the consumer still reads
+// is not a consumer leaving: the consumer still gets every evaluated item.
 func Forward[T any](run *Run, in <-chan T, decode func(T) termination.Event) <-chan T {
 	return forwardChan(run, in, decode == nil, &forwarder[T]{run: run, decodeOne: decode})
 }
@@ -44,8 +46,9 @@ func Forward[T any](run *Run, in <-chan T, decode func(T) termination.Event) <-c
 // the last item waits for the consumer, so it never blocks.
 //
 // The last item is given up, and reported to the recorder, if the consumer
-// does not take it within the drain timeout; after Stop (a consumer that has
-// left, see Forward) it is given up as soon as the producer has closed in.
+// does not take it within the drain timeout; after Leave (a consumer that
+// has left, see Forward) it is given up as soon as the producer has closed
+// in. Stop never gives it up earlier than the drain timeout.
 // The run is finished (Run.Wait returns) once the goroutine exits. A nil
 // run, channel or decode function gives a closed channel; the run, if any,
 // ends with Failed{reason: invalid_input}.
@@ -246,7 +249,7 @@ func (f *forwarder[T]) loop(in <-chan T, out chan<- T) {
 			return
 		}
 		// An item that changes whether the consumer has had the final
-		// answer is flagged while it is handed over, for Stop.
+		// answer is flagged while it is handed over, for Leave.
 		changes := f.final != f.sentFinal
 		if changes {
 			f.run.inFlight.Store(true)
@@ -264,7 +267,7 @@ func (f *forwarder[T]) loop(in <-chan T, out chan<- T) {
 const (
 	recvItem    = iota // an item
 	recvClosed         // in was closed
-	recvStopped        // the run has stopped, or the consumer has left (Stop)
+	recvStopped        // the run has stopped, or the consumer has left (Leave)
 	recvWait           // nothing yet (tryReceive only)
 )
 
@@ -277,7 +280,7 @@ const (
 //go:noinline
 func (f *forwarder[T]) tryReceive(in <-chan T, item *T) int {
 	if f.run.leftFlag.Load() {
-		// Stop was called while items kept flowing.
+		// Leave was called while items kept flowing.
 		f.left()
 		return recvStopped
 	}
@@ -359,18 +362,18 @@ func (f *forwarder[T]) sent() {
 	f.run.inFlight.Store(false)
 }
 
-// left ends the run after Stop, by what the consumer took.
+// left ends the run after Leave, by what the consumer took.
 func (f *forwarder[T]) left() {
 	f.run.inFlight.Store(false)
-	f.run.stopLeaving(f.sentFinal)
+	f.run.stopLeaving(f.sentFinal, f.run.leaveReason())
 }
 
 // end finishes a stopped run. It hands the last evaluated item (pending)
 // to the consumer, then closes the output, while it drains in so that the
 // producer never blocks, and finishes the run once both are done. The item
 // is given up when the consumer has not taken it within the drain timeout,
-// or once Stop has been called (the consumer has left) and the producer has
-// closed in; draining gives up after the drain timeout.
+// or once Leave has been called (the consumer has left) and the producer
+// has closed in; draining gives up after the drain timeout.
 func (f *forwarder[T]) end(in <-chan T, out chan<- T, pending *T) {
 	run := f.run
 	var item T // the select below reads it even while send is nil
@@ -381,7 +384,7 @@ func (f *forwarder[T]) end(in <-chan T, out chan<- T, pending *T) {
 	defer t.Stop()
 	var (
 		send  chan<- T        // out while the item waits for the consumer
-		leave <-chan struct{} // closed by Stop, watched while the item waits
+		leave <-chan struct{} // closed by Leave, watched while the item waits
 		left  bool
 		recv  = in
 		n     int
@@ -415,7 +418,7 @@ func (f *forwarder[T]) end(in <-chan T, out chan<- T, pending *T) {
 			}
 		case <-t.C:
 			if send != nil {
-				if !left { // after Stop, nobody is expected to take it
+				if !left { // after Leave, nobody is expected to take it
 					run.report(fmt.Errorf("middleware: stage %q: consumer did not take the last item within %s", run.stage.name, run.stage.cfg.drainTimeout))
 				}
 				send = nil

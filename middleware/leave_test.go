@@ -2,6 +2,7 @@ package middleware_test
 
 import (
 	"context"
+	"fmt"
 	"iter"
 	"testing"
 	"time"
@@ -57,7 +58,7 @@ func leavingSeq(ctx context.Context) iter.Seq2[item, error] {
 	}
 }
 
-// A consumer that leaves early calls Stop, and that is all it takes, with
+// A consumer that leaves early calls Leave, and that is all it takes, with
 // every wrapper: the run ends promptly (well within the default 5s drain
 // timeout) as NaturalCompletion when the consumer left right after the
 // final answer, Cancelled{external} otherwise; the loop's context is
@@ -78,7 +79,7 @@ func TestLeavingEarly(t *testing.T) {
 					break
 				}
 			}
-			run.Stop("consumer left")
+			run.Leave("consumer left")
 			return ctx, run, n
 		}
 	}
@@ -122,7 +123,7 @@ func TestLeavingEarly(t *testing.T) {
 				run.Observe(it.evs[0])
 				n++
 				if leave(it) {
-					run.Stop("consumer left")
+					run.Leave("consumer left")
 				}
 			}
 			run.Finish(ctx.Err())
@@ -163,7 +164,7 @@ func TestLeavingEarly(t *testing.T) {
 	}
 }
 
-// Stop from the consumer after a condition fired on the item it left
+// Leave from the consumer after a condition fired on the item it left
 // behind: the cause stands, and the run is released at once.
 func TestLeavingAfterFiring(t *testing.T) {
 	stage := mustStage(t, "leaver", policy(t, "max_iterations: 1"))
@@ -173,13 +174,13 @@ func TestLeavingAfterFiring(t *testing.T) {
 	<-out
 	<-out // the final answer fires nothing (a final never fires max_iterations); "more" does
 	require.Eventually(t, func() bool { _, ok := run.Cause(); return ok }, time.Second, time.Millisecond)
-	run.Stop("consumer left")
+	run.Leave("consumer left")
 	res := waitResult(t, run, time.Second)
 	assert.Equal(t, termination.MaxIterationsReached{Limit: 1, Count: 3}, res.Cause)
 	assert.Equal(t, 4, res.Events)
 }
 
-// A producer that ignores its context: after Stop, Wait returns once the
+// A producer that ignores its context: after Leave, Wait returns once the
 // drain timeout has passed, and the forwarding goroutine is gone.
 func TestLeavingWithAStubbornProducer(t *testing.T) {
 	rec := &fakeRecorder{}
@@ -190,12 +191,113 @@ func TestLeavingWithAStubbornProducer(t *testing.T) {
 	<-out
 	<-out
 	start := time.Now()
-	run.Stop("consumer left")
+	run.Leave("consumer left")
 	res := waitResult(t, run, 2*time.Second)
 	assert.GreaterOrEqual(t, time.Since(start), drain/2)
 	assert.Equal(t, termination.Cancelled{Reason: termination.CancelExternal, Detail: "consumer left"}, res.Cause)
 	assert.Positive(t, res.Drained)
 	errs := rec.only(t).snapshot().errs
-	require.Len(t, errs, 1, "the item left behind is not an error after Stop")
+	require.Len(t, errs, 1, "the item left behind is not an error after Leave")
 	assert.Contains(t, errs[0].Error(), "producer still sending")
+}
+
+// A supervisor's Stop is not the consumer leaving (issue 21): a supervisor
+// calls Stop while the consumer is busy with item 0 and the forwarder
+// holds the evaluated item 1; the consumer then keeps reading until the
+// output closes. It gets item 1 too, Result.Events agrees, and Wait
+// returns once it has taken it — not after the drain timeout, and whether
+// the producer closes its channel before or after the consumer comes back.
+func TestSupervisorStopKeepsTheEvaluatedItem(t *testing.T) {
+	wrappers := []struct {
+		name    string
+		forward func(run *middleware.Run, in <-chan item) <-chan item
+	}{
+		{"Forward", func(run *middleware.Run, in <-chan item) <-chan item { return middleware.Forward(run, in, decodeItem) }},
+		{"ForwardEach", func(run *middleware.Run, in <-chan item) <-chan item {
+			return middleware.ForwardEach(run, in, decodeItemEach)
+		}},
+	}
+	for _, w := range wrappers {
+		for _, closesFirst := range []bool{true, false} {
+			t.Run(fmt.Sprintf("%s/producer closes first %v", w.name, closesFirst), func(t *testing.T) {
+				rec := &fakeRecorder{}
+				const drain = 3 * time.Second
+				stage := mustStage(t, "supervised", middleware.WithRecorder(rec), middleware.WithDrainTimeout(drain))
+				ctx, run := stage.Start(context.Background())
+				out := w.forward(run, leavingChan(ctx))
+
+				first := <-out // the consumer is now busy with item 0
+				assert.Equal(t, 0, first.i)
+				// The forwarder takes item 1, evaluates it and waits for
+				// the consumer to take it.
+				require.Eventually(t, func() bool { return len(rec.only(t).snapshot().events) == 2 }, time.Second, time.Millisecond)
+				start := time.Now()
+				run.Stop("supervisor")
+				require.Error(t, ctx.Err(), "the loop's context is cancelled at once")
+				if closesFirst {
+					time.Sleep(50 * time.Millisecond) // the producer sees its context and closes
+				}
+				got := []int{first.i}
+				for it := range out {
+					got = append(got, it.i)
+				}
+				res := waitResult(t, run, time.Second)
+				assert.Less(t, time.Since(start), drain/2, "released when the consumer took the item, not by the drain timeout")
+				assert.Equal(t, []int{0, 1}, got, "the evaluated item 1 is not given up")
+				assert.Equal(t, len(got), res.Events)
+				assert.Equal(t, termination.Cancelled{Reason: termination.CancelExternal, Detail: "supervisor"}, res.Cause)
+				assert.Empty(t, rec.only(t).snapshot().errs, "nothing was given up")
+			})
+		}
+	}
+}
+
+// A consumer that leaves after a supervisor's Stop, without taking the item
+// that waits for it, releases the run at once: Leave after Stop keeps the
+// cause and gives the item up.
+func TestLeaveAfterSupervisorStop(t *testing.T) {
+	rec := &fakeRecorder{}
+	stage := mustStage(t, "supervised", middleware.WithRecorder(rec)) // the default drain timeout: 5s
+	ctx, run := stage.Start(context.Background())
+	out := middleware.Forward(run, leavingChan(ctx), decodeItem)
+	<-out
+	require.Eventually(t, func() bool { return len(rec.only(t).snapshot().events) == 2 }, time.Second, time.Millisecond)
+	run.Stop("supervisor")
+	time.Sleep(20 * time.Millisecond) // the producer closes
+	start := time.Now()
+	run.Leave("consumer left")
+	res := waitResult(t, run, time.Second)
+	assert.Less(t, time.Since(start), time.Second)
+	assert.Equal(t, termination.Cancelled{Reason: termination.CancelExternal, Detail: "supervisor"}, res.Cause)
+	assert.Equal(t, 2, res.Events)
+	assert.Empty(t, rec.only(t).snapshot().errs, "an item given up after Leave is not an error")
+}
+
+// A supervisor's Stop right after the final answer was evaluated ends the
+// run as the stream would have: NaturalCompletion, and the consumer still
+// gets the answer.
+func TestSupervisorStopAfterTheFinalAnswer(t *testing.T) {
+	rec := &fakeRecorder{}
+	stage := mustStage(t, "supervised", middleware.WithRecorder(rec))
+	in := make(chan item)
+	_, run := stage.Start(context.Background())
+	out := middleware.Forward(run, in, decodeItem)
+	go func() {
+		defer close(in)
+		for i := range leavingScript {
+			in <- item{i: i, evs: []termination.Event{leavingScript[i]}}
+		}
+	}()
+	<-out
+	<-out
+	require.Eventually(t, func() bool { return len(rec.only(t).snapshot().events) == 3 }, time.Second, time.Millisecond)
+	run.Stop("supervisor")
+	var got []int
+	for it := range out {
+		got = append(got, it.i)
+	}
+	res := waitResult(t, run, time.Second)
+	assert.Equal(t, []int{2}, got, "the final answer is handed over")
+	assert.Equal(t, termination.NaturalCompletion{}, res.Cause)
+	assert.Equal(t, 3, res.Events)
 }

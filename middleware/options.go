@@ -31,6 +31,7 @@ type config struct {
 	customReasons  []string
 	providerName   string
 	errs           []error
+	trees          []termination.Condition // tree limits: WithTreeLimits, a policy's tree: (tree.go)
 
 	fleetConfig // fleet.go
 }
@@ -38,10 +39,15 @@ type config struct {
 // WithPolicy adds the policy's conditions to the stage. Several policies and
 // conditions combine as "any of". A policy's fleet_budget becomes the
 // stage's fleet budget, enforced only with [WithFleet]; a second one is an
-// error. Default: no conditions; the stream's end decides.
+// error. A policy's tree: limits become tree limits that every run of the
+// stage holds ([WithTreeLimits]). Default: no conditions; the stream's end
+// decides.
 func WithPolicy(p termination.Policy) Option {
 	return optionFunc(func(c *config) {
 		c.conds = append(c.conds, p.Condition())
+		if t := p.Tree(); t != nil {
+			c.trees = append(c.trees, t)
+		}
 		c.setFleetBudget(p.FleetBudget(), "WithPolicy") // fleet.go
 	})
 }
@@ -198,6 +204,11 @@ func newConfig(stage string, opts []Option) (config, error) {
 	for i, cond := range c.conds {
 		if err := termination.Validate(cond); err != nil {
 			return c, fmt.Errorf("middleware: New(%q): condition %d: %w", stage, i, err)
+		}
+	}
+	for _, t := range c.trees {
+		if err := termination.Validate(t); err != nil {
+			return c, fmt.Errorf("middleware: New(%q): WithTreeLimits: %w", stage, err)
 		}
 	}
 	return c, nil

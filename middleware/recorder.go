@@ -32,8 +32,13 @@ type RunInfo struct {
 	// WithConversationID); "" when not given.
 	AgentID        string
 	ConversationID string
-	// RunID identifies the run when the stage gives runs ids; "" otherwise.
+	// RunID identifies the run (32 hex digits, 128 random bits; every
+	// run has one, with or without a fleet).
 	RunID string
+	// ParentRunID is the id of the run's parent (§8: the run its context
+	// descends from, WithParent, or a parent Propagator extracted); ""
+	// for a run without one.
+	ParentRunID string
 	// CustomReasons is the stage's allow-list of custom termination_cause
 	// values (WithCustomReasons): the only custom values a Recorder may
 	// record as themselves; any other custom reason is recorded as

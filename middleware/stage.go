@@ -21,7 +21,8 @@ type Stage struct {
 	timeouts []time.Duration
 	cfg      config
 	allowed  func(string) bool
-	info     RunInfo // what the recorder is told about every run; ids added per run
+	info     RunInfo               // what the recorder is told about every run; ids added per run
+	tree     termination.Condition // the tree limits every run holds (tree.go); nil for none
 }
 
 // New returns a Stage named stage. An empty name, an invalid option or an
@@ -41,6 +42,9 @@ func New(stage string, opts ...Option) (*Stage, error) {
 		cond = termination.AnyOf(cfg.conds...)
 	}
 	s := &Stage{name: stage, cond: cond, timeouts: live.Timeouts(cond), cfg: cfg}
+	if len(cfg.trees) > 0 {
+		s.tree = termination.Tree(cfg.trees...)
+	}
 	if reasons := slices.Clone(cfg.customReasons); len(reasons) > 0 {
 		s.allowed = func(r string) bool { return slices.Contains(reasons, r) }
 	}
@@ -77,13 +81,17 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 			o.applyRun(&rc)
 		}
 	}
-	runID := s.runID(live) // "" without a fleet (fleet.go)
+	runID := s.runID()
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	parent := ctx
+	var up parentRef
+	if live {
+		up = findParent(ctx, &rc) // tree.go
+	}
 	info := s.info
-	info.AgentID, info.ConversationID, info.RunID = rc.agentID, rc.conversationID, runID
+	info.AgentID, info.ConversationID, info.RunID, info.ParentRunID = rc.agentID, rc.conversationID, runID, up.id
 	recCtx, rec := s.cfg.recorder.StartRun(ctx, info)
 	if recCtx != nil {
 		ctx = recCtx
@@ -101,20 +109,26 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 		// stage's.
 		base = deadlineContext{base, d}
 	}
-	runCtx, cancel := context.WithCancelCause(base)
 	r := &Run{
 		stage:      s,
 		info:       rc,
 		parent:     parent,
-		ctx:        runCtx,
-		cancel:     cancel,
 		stopParent: func() bool { return false },
 		rec:        rec,
 		eval:       termination.NewEvaluator(s.cond, termination.WallClock),
 	}
+	// The run's context carries the run, so that a run started under it
+	// is its child (tree.go).
+	r.value = runValue{Context: base, run: r}
+	r.ctx, r.cancel = context.WithCancelCause(&r.value)
+	runCtx := r.ctx
 	r.ended.Add(1)
 	r.id = runID
 	if !live {
+		return runCtx, r
+	}
+	registerRun(r)
+	if r.joinTree(up) { // its parent had ended (tree.go)
 		return runCtx, r
 	}
 	if r.startFleet() { // bad labels, or the fleet refused the run (fleet.go)
@@ -177,8 +191,10 @@ type Run struct {
 	ctx        context.Context
 	cancel     context.CancelCauseFunc
 	stopParent func() bool
-	id         string       // set with a fleet (fleet.go)
+	id         string       // 128 random bits, hex
 	member     fleet.Member // the run's fleet membership, nil without a fleet
+	value      runValue     // the layer of ctx that carries the run (tree.go)
+	tree       *tree        // under mu: the run's place in a tree of runs (tree.go); nil for none
 
 	mu      sync.Mutex
 	rec     RunRecorder
@@ -191,20 +207,20 @@ type Run struct {
 	ended   sync.WaitGroup      // done when the result is final (a channel would be one more allocation)
 	result  *termination.Result // set when ended is closed
 
-	// Leaving early (Stop).
+	// Stopping from outside (Stop) and leaving early (Leave).
 	lastFinal bool        // under mu: the last evaluated event was a final answer
-	left      bool        // under mu: Stop was called
+	left      bool        // under mu: Leave was called
 	leftFlag  atomic.Bool // left, for the channel forwarder's per-item check
-	reason    string      // under mu: Stop's reason
+	reason    string      // under mu: Leave's reason
 	// The channel forwarder's wake-up, set under mu before it starts: wake
-	// is closed (woken) by Stop and when the run stops, so that a
+	// is closed (woken) by Leave and when the run stops, so that a
 	// forwarder waiting for the producer or the consumer watches one
 	// channel for both. leave is made by the forwarder once the run has
-	// stopped and an item waits for the consumer; Stop closes it.
+	// stopped and an item waits for the consumer; Leave closes it.
 	wake  chan struct{}
 	woken bool
 	leave chan struct{}
-	// The channel forwarder's hand-over, read by Stop: sentFinal is whether
+	// The channel forwarder's hand-over, read by Leave: sentFinal is whether
 	// the last item the consumer took ended with a final answer; inFlight is
 	// set while an item that would change sentFinal is being handed over.
 	sentFinal atomic.Bool
@@ -264,14 +280,18 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 		warnings = r.takeWarnings()
 	}
 	// An invalid event (it stopped the run with Failed{invalid_input}) adds
-	// nothing to the run's budgets, nor to a fleet's: negative usage would
-	// give a shared budget back.
-	if r.member != nil && !(stop && ev.Validate() != nil) {
-		return r.observedFleet(ev, cause, stop, warnings)
+	// nothing to the run's budgets, nor to a fleet's or a tree's: negative
+	// usage would give a shared budget back.
+	valid := !stop || ev.Validate() == nil
+	// The tree limits of the run and its ancestors, nearest first, after
+	// the run's own (tree.go).
+	tree := r.tree != nil && len(r.tree.holders) > 0 && valid && r.tree.rollUp(ev)
+	if r.member != nil && valid {
+		return r.observedFleet(ev, cause, stop, warnings, tree)
 	}
 	r.mu.Unlock()
-	if warnings != nil || stop {
-		r.afterObserve(cause, stop, warnings, false, termination.Usage{}, 0)
+	if warnings != nil || stop || tree {
+		return r.afterObserve(cause, stop, warnings, false, termination.Usage{}, 0, tree)
 	}
 	return cause, stop, false
 }
@@ -279,10 +299,10 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 // observedFleet ends observeLocked for a run in a fleet: the fleet is
 // charged without the lock. (A function of its own keeps observeLocked's
 // frame small.)
-func (r *Run) observedFleet(ev *termination.Event, cause termination.Cause, stop bool, warnings []termination.Cause) (termination.Cause, bool, bool) {
+func (r *Run) observedFleet(ev *termination.Event, cause termination.Cause, stop bool, warnings []termination.Cause, tree bool) (termination.Cause, bool, bool) {
 	usage, cost := ev.Usage, ev.Cost
 	r.mu.Unlock()
-	return r.afterObserve(cause, stop, warnings, true, usage, cost)
+	return r.afterObserve(cause, stop, warnings, true, usage, cost, tree)
 }
 
 // takeWarnings hands the warnings recorded since the last event to the
@@ -297,8 +317,9 @@ func (r *Run) takeWarnings() []termination.Cause {
 }
 
 // afterObserve is what follows an evaluated event without the lock: the
-// warning hook, the stop, the fleet's share (charge: with a fleet).
-func (r *Run) afterObserve(cause termination.Cause, stop bool, warnings []termination.Cause, charge bool, usage termination.Usage, cost float64) (termination.Cause, bool, bool) {
+// warning hook, the stop, the fleet's share (charge: with a fleet), what
+// the event did to the tree limits (tree).
+func (r *Run) afterObserve(cause termination.Cause, stop bool, warnings []termination.Cause, charge bool, usage termination.Usage, cost float64, tree bool) (termination.Cause, bool, bool) {
 	for _, w := range warnings {
 		r.warn(w)
 	}
@@ -308,6 +329,12 @@ func (r *Run) afterObserve(cause termination.Cause, stop bool, warnings []termin
 	if charge {
 		if c, fleetStop := r.fleetEvent(usage, cost); fleetStop && !stop {
 			cause, stop = c, true
+		}
+	}
+	if tree {
+		r.treeEvent()
+		if !stop {
+			cause, stop = r.Cause()
 		}
 	}
 	return cause, stop, false
@@ -333,21 +360,40 @@ func (r *Run) report(err error) {
 	r.mu.Unlock()
 }
 
-// Stop stops the run from outside the loop (a Stop button, a supervisor,
-// or a consumer that leaves early) with Cancelled{reason: external, detail:
-// reason}, unless it has already stopped; when the last event handed to the
-// consumer was a final answer, the run ends as NaturalCompletion instead, as
-// if the stream had ended there. The run's context is cancelled; the
-// stream's end still has to be reached: Forward drains the producer and
-// finishes the run once it has closed its channel (at the latest after the
-// drain timeout); with Observe, call Finish once the loop has returned.
+// Stop stops the run from outside the loop — a Stop button, a supervisor,
+// AutoGen's ExternalTermination — with Cancelled{reason: external, detail:
+// reason}, unless it has already stopped; when the last event evaluated
+// was a final answer, the run ends as NaturalCompletion instead, as if the
+// stream had ended there. The run's context is cancelled; the stream's end
+// still has to be reached: Forward drains the producer and finishes the run
+// once it has closed its channel (at the latest after the drain timeout);
+// with Observe, call Finish once the loop has returned.
 //
-// Stop is also how a consumer of Forward says it has left: an item that was
-// evaluated but not yet taken is then given up as soon as the producer has
-// closed its channel, rather than waited for until the drain timeout. A
-// consumer that still reads until the output closes gets it if it takes it
-// before then.
+// Stop does not mean that the consumer has gone: Forward still hands over
+// the item that was evaluated before the stop, waiting for the consumer up
+// to the drain timeout, so a consumer that reads until the output closes
+// gets every item whose events were evaluated (Result.Events counts
+// exactly them). A consumer that leaves without reading on says so with
+// [Run.Leave].
 func (r *Run) Stop(reason string) {
+	r.mu.Lock()
+	final := r.lastFinal
+	r.mu.Unlock()
+	r.stopLeaving(final, reason)
+}
+
+// Leave says that the consumer of Forward has left: it will take no more
+// items (it broke out of its range loop). The run ends as Stop ends it,
+// except that the answer is judged by what the consumer took:
+// NaturalCompletion when the last item it took carried the final answer,
+// Cancelled{reason: external, detail: reason} otherwise. An item that was
+// evaluated but not taken is given up as soon as the producer has closed
+// its channel, rather than waited for until the drain timeout, so Run.Wait
+// returns promptly. Leave after the run has stopped (a condition fired, or
+// Stop) keeps the cause and only releases the item left behind. With
+// ForwardSeq, Observe or an adapter's loop, Leave is Stop: breaking out of
+// an iterator already tells the run.
+func (r *Run) Leave(reason string) {
 	r.mu.Lock()
 	if r.left {
 		r.mu.Unlock()
@@ -383,16 +429,22 @@ func (r *Run) Stop(reason string) {
 		}
 		final = r.sentFinal.Load()
 	}
-	r.stopLeaving(final)
+	r.stopLeaving(final, reason)
 }
 
-// stopLeaving ends the run as Stop does: NaturalCompletion when the last
-// event the consumer took was a final answer, Cancelled{external, reason}
-// otherwise.
-func (r *Run) stopLeaving(final bool) {
+// leaveReason returns Leave's reason.
+func (r *Run) leaveReason() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.reason
+}
+
+// stopLeaving ends the run as Stop and Leave do: NaturalCompletion when
+// final (the answer has been given), Cancelled{external, reason} otherwise.
+func (r *Run) stopLeaving(final bool, reason string) {
 	r.mu.Lock()
 	var (
-		c  termination.Cause = termination.Cancelled{Reason: termination.CancelExternal, Detail: r.reason}
+		c  termination.Cause = termination.Cancelled{Reason: termination.CancelExternal, Detail: reason}
 		ok bool
 	)
 	if final {
@@ -419,8 +471,17 @@ func (r *Run) stopWith(c termination.Cause) bool {
 	return ok
 }
 
-// stopped cancels the run's context with the cause and closes Done.
+// stopped ends the run's live descendants (tree.go), cancels the run's
+// context with the cause and closes Done. The descendants end first, so
+// that a child's watch of this run's context does not end it as
+// Cancelled{reason: context} before the cascade reaches it.
 func (r *Run) stopped(c termination.Cause) {
+	r.mu.Lock()
+	t := r.tree
+	r.mu.Unlock()
+	if t != nil {
+		t.endChildren(c)
+	}
 	r.cancel(c) // the first cancel's cause stands; later calls do nothing
 	r.mu.Lock()
 	if r.wake != nil && !r.woken {
@@ -430,8 +491,8 @@ func (r *Run) stopped(c termination.Cause) {
 	r.mu.Unlock()
 }
 
-// leaveChan returns the channel Stop closes, made on first use, or true if
-// Stop has been called.
+// leaveChan returns the channel Leave closes, made on first use, or true if
+// Leave has been called.
 func (r *Run) leaveChan() (<-chan struct{}, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -490,7 +551,10 @@ func (r *Run) finish(err error) {
 		live.EndStream(r.eval, termination.Failed{Reason: termination.FailStreamError, Err: errorText(err)})
 	}
 	res := r.eval.Result()
-	res.Stage = r.stage.name
+	res.Stage, res.Run = r.stage.name, r.id
+	if r.tree != nil {
+		res.Parent = r.tree.parent
+	}
 	res.TerminationCause = termination.Tag(res.Cause, r.stage.allowed)
 	if r.timer != nil {
 		r.timer.Stop()
@@ -521,6 +585,13 @@ func (r *Run) finish(err error) {
 	r.leaveFleet(&res)
 	r.stopParent()
 	r.stopped(res.Cause)
+	r.mu.Lock()
+	t := r.tree
+	r.mu.Unlock()
+	if t != nil {
+		t.leave()
+	}
+	unregisterRun(r)
 	r.ended.Done()
 }
 

@@ -262,14 +262,14 @@ func TestResultJSON(t *testing.T) {
 		Stage: "research", Cause: MaxToolCallsReached{Limit: 3, Count: 4}, Outcome: OutcomeFailed,
 		Fired:     []Cause{MaxToolCallsReached{Limit: 3, Count: 4}},
 		StoppedAt: 12, Events: 12, Iterations: 5, ToolCalls: 4,
-		Tokens: Usage{InputTokens: 1200, OutputTokens: 340},
+		Tokens: Usage{InputTokens: 1200, OutputTokens: 340}, Evidence: []int{12}, Duration: 41 * time.Second,
 	}
 	b, err := json.Marshal(r)
 	require.NoError(t, err)
 	assert.Equal(t, `{"stage":"research","termination_cause":"max_tool_calls","outcome":"failed",`+
 		`"cause":{"$kind":"MaxToolCallsReached","limit":3,"count":4},`+
 		`"fired":[{"$kind":"MaxToolCallsReached","limit":3,"count":4}],"warnings":[],`+
-		`"stopped_at":12,"events":12,"iterations":5,"tool_calls":4,"tokens":{"input":1200,"output":340},"cost":0}`, string(b))
+		`"stopped_at":12,"events":12,"iterations":5,"tool_calls":4,"tokens":{"input":1200,"output":340},"cost":0,"evidence":[12],"duration":"41s"}`, string(b))
 	var back Result
 	require.NoError(t, json.Unmarshal(b, &back))
 	want := r
@@ -282,6 +282,9 @@ func TestResultJSON(t *testing.T) {
 	b, err = json.Marshal(r)
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"termination_cause":"human_review","outcome":"succeeded","cause":{"$kind":"Custom","reason":"human_review","properties":null}`)
+	assert.Contains(t, string(b), `"evidence":[]`, "evidence is always an array")
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.Nil(t, back.Evidence, "no evidence reads back as nil, as a Result has it")
 
 	// A zero Result has a null cause.
 	b, err = json.Marshal(Result{})
@@ -289,6 +292,23 @@ func TestResultJSON(t *testing.T) {
 	assert.Contains(t, string(b), `"termination_cause":"","outcome":"unknown","cause":null,"fired":[]`)
 	require.NoError(t, json.Unmarshal(b, &back))
 	assert.Nil(t, back.Cause)
+
+	// A replay in which no event carried a time has no duration; a lenient
+	// replay that reached a truncated last line says so.
+	r = Result{Cause: NaturalCompletion{}, Outcome: OutcomeSucceeded, Untimed: true, Truncated: true}
+	b, err = json.Marshal(r)
+	require.NoError(t, err)
+	assert.NotContains(t, string(b), `"duration"`)
+	assert.True(t, strings.HasSuffix(string(b), `"cost":0,"evidence":[],"truncated":true}`), string(b))
+	back = Result{}
+	require.NoError(t, json.Unmarshal(b, &back))
+	assert.True(t, back.Untimed)
+	assert.True(t, back.Truncated)
+	r = Result{Cause: NaturalCompletion{}, Outcome: OutcomeSucceeded, Duration: 90 * time.Second}
+	b, err = json.Marshal(r)
+	require.NoError(t, err)
+	assert.True(t, strings.HasSuffix(string(b), `"cost":0,"evidence":[],"duration":"1m30s"}`), string(b))
+	assert.ErrorContains(t, json.Unmarshal([]byte(`{"duration":"soon"}`), &back), `duration: must be a duration such as 41s or 1m30s, got "soon"`)
 }
 
 func TestCauseErrorsAs(t *testing.T) {

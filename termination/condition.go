@@ -50,7 +50,10 @@ type check interface {
 // point into the run's Evaluator, so that every sink of a run (AllOf's
 // children report into a scratch sink) records into the run's warnings.
 type sink struct {
-	fired       []Cause
+	fired []Cause
+	// by[i] gives the evidence of fired[i] (see witness); nil means the
+	// firing event alone.
+	by          []witness
 	warnings    *[]Cause
 	stallWarned *bool // at most one stall warning per run
 	// callKey is the tool_call's key (tool and canonical args) when keyed:
@@ -60,7 +63,46 @@ type sink struct {
 	keyed   bool
 }
 
-func (s *sink) fire(c Cause) { s.fired = append(s.fired, c) }
+// fire records a cause that fired on the current event; w gives its
+// evidence if it is the run's cause (nil: the firing event alone).
+func (s *sink) fire(c Cause, w witness) {
+	s.fired = append(s.fired, c)
+	s.by = append(s.by, w)
+}
+
+// reset empties the sink for the next event.
+func (s *sink) reset() {
+	s.fired = s.fired[:0]
+	clear(s.by)
+	s.by = s.by[:0]
+}
+
+// witness is implemented by the checks whose causes have evidence other
+// than the firing event (contract §3 "Evidence"). Evidence is asked for
+// only once a cause is reported, on the event that fired it, so the checks
+// keep no more than the event indices already in their windows and nothing
+// is allocated until a run stops.
+type witness interface {
+	// evidence returns the 1-based indices of the events that make up c,
+	// which the check fired on event at, ascending.
+	evidence(c Cause, at int) []int
+}
+
+// noEvidence is the witness of the causes that list no events: a timeout.
+type noEvidence struct{}
+
+func (noEvidence) evidence(Cause, int) []int { return nil }
+
+// evidenceOf returns the evidence of the fired cause i of s on event at.
+func (s *sink) evidenceOf(i, at int) []int {
+	if w := s.by[i]; w != nil {
+		return w.evidence(s.fired[i], at)
+	}
+	if at <= 0 {
+		return nil
+	}
+	return []int{at}
+}
 func (s *sink) warn(c Cause) { *s.warnings = append(*s.warnings, c) }
 
 // warnStall records a stall warning unless the run already has one.

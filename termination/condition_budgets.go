@@ -3,6 +3,7 @@ package termination
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -66,6 +67,7 @@ type budget struct {
 	limits    []resourceLimit
 	threshold setting[float64]
 	grace     *int
+	scope     string // ScopeTree for a tree limit (Tree), "" for a run's own
 }
 
 func (b *budget) String() string {
@@ -115,15 +117,26 @@ func (b *budget) validate() error {
 func limitKey(r Resource) string { return strings.TrimSuffix(string(r), "_tokens") }
 
 func (b *budget) start() check {
-	return &budgetCheck{budget: b, warned: make([]bool, len(b.limits))}
+	return &budgetCheck{budget: b, state: make([]limitState, len(b.limits))}
 }
 
 type budgetCheck struct {
 	*budget
-	warned    []bool
-	graceOn   bool // a warning started the grace count
-	graceLeft int  // message events left before the stop
-	warnRes   int  // index of the resource that warned first
+	state     []limitState // per limit
+	graceOn   bool         // a warning started the grace count
+	graceLeft int          // message events left before the stop
+	warnRes   int          // index of the resource that warned first
+	warnedAt  int          // the event that recorded that warning
+}
+
+// limitState is the run state of one budgeted resource.
+type limitState struct {
+	warned bool
+	// finalAt and finalWarnAt are the final events at which the limit and
+	// the pressure threshold were first reached, 0 if none: a final never
+	// fires or warns (§3), the next event does, and the evidence names the
+	// final.
+	finalAt, finalWarnAt int
 }
 
 func used(r Resource, p *Progress) float64 {
@@ -163,27 +176,75 @@ func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
 	if ev == nil {
 		return
 	}
+	if ev.Kind == KindFinal {
+		// A final's usage counts, but it never fires or warns (§3): a loop
+		// that delivers its final answer has not run away. Whatever it
+		// reached fires on the next event.
+		for i, l := range b.limits {
+			st, u := &b.state[i], used(l.res, p)
+			if st.finalAt == 0 && reached(l.res, u, l.limit, 1) {
+				st.finalAt = p.Events
+			}
+			if b.threshold.set && !st.warned && st.finalWarnAt == 0 && reached(l.res, u, l.limit, b.threshold.v) {
+				st.finalWarnAt = p.Events
+			}
+		}
+		return
+	}
 	// A message after the warning spends one grace turn.
 	if b.graceOn && ev.Kind == KindMessage {
 		b.graceLeft--
 	}
 	for i, l := range b.limits {
-		u := used(l.res, p)
+		st, u := &b.state[i], used(l.res, p)
 		if reached(l.res, u, l.limit, 1) {
-			s.fire(BudgetExhausted{Resource: l.res, Used: u, Limit: l.limit})
+			s.fire(BudgetExhausted{Resource: l.res, Used: u, Limit: l.limit, Scope: b.scope}, b)
 		}
-		if b.threshold.set && !b.warned[i] && reached(l.res, u, l.limit, b.threshold.v) {
-			b.warned[i] = true
-			s.warn(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: u, Limit: l.limit})
+		if b.threshold.set && !st.warned && reached(l.res, u, l.limit, b.threshold.v) {
+			st.warned = true
+			s.warn(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: u, Limit: l.limit, Scope: b.scope})
 			if b.grace != nil && !b.graceOn {
-				b.graceOn, b.graceLeft, b.warnRes = true, *b.grace, i
+				b.graceOn, b.graceLeft, b.warnRes, b.warnedAt = true, *b.grace, i, p.Events
 			}
 		}
 	}
-	if b.graceOn && b.graceLeft <= 0 && ev.Kind != KindFinal {
+	if b.graceOn && b.graceLeft <= 0 {
 		l := b.limits[b.warnRes]
-		s.fire(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: used(l.res, p), Limit: l.limit})
+		s.fire(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: used(l.res, p), Limit: l.limit, Scope: b.scope}, b)
 	}
+}
+
+// evidence is the event that exhausted the budget, preceded by the final
+// that reached the limit first if one did; for a grace stop, the event that
+// recorded the warning and the one that stopped (and the final that reached
+// the threshold first, if one did).
+func (b *budgetCheck) evidence(c Cause, at int) []int {
+	var out []int
+	switch c := c.(type) {
+	case BudgetExhausted:
+		for i, l := range b.limits {
+			if l.res == c.Resource && b.state[i].finalAt > 0 {
+				out = append(out, b.state[i].finalAt)
+				break
+			}
+		}
+	case BudgetPressure:
+		if f := b.state[b.warnRes].finalWarnAt; f > 0 {
+			out = append(out, f)
+		}
+		out = append(out, b.warnedAt)
+	}
+	return sortedSet(append(out, at))
+}
+
+// sortedSet sorts the indices and drops duplicates and zeros.
+func sortedSet(s []int) []int {
+	slices.Sort(s)
+	s = slices.Compact(s)
+	if len(s) > 0 && s[0] <= 0 {
+		s = s[1:]
+	}
+	return s
 }
 
 // budgetHolder is a check that holds budgets, for Result.Budgets.

@@ -121,6 +121,7 @@ type allCheck struct {
 	children []check
 	latched  []Cause // first cause of each child, nil until it fires
 	order    []Cause // latched causes in firing order
+	proof    []int   // the union of the latched causes' evidence
 	scratch  sink
 	done     bool
 }
@@ -131,19 +132,31 @@ func (a *allCheck) observe(ev *Event, p *Progress, s *sink) {
 	}
 	a.scratch.warnings, a.scratch.stallWarned = s.warnings, s.stallWarned
 	a.scratch.callKey, a.scratch.keyed = s.callKey, s.keyed
+	at := 0 // a clock tick has no event of its own
+	if ev != nil {
+		at = p.Events
+	}
 	for i, ch := range a.children {
-		a.scratch.fired = a.scratch.fired[:0]
+		a.scratch.reset()
 		ch.observe(ev, p, &a.scratch)
 		if a.latched[i] == nil && len(a.scratch.fired) > 0 {
-			c := pick(a.scratch.fired)
+			j := pickIndex(a.scratch.fired)
+			c := a.scratch.fired[j]
 			a.latched[i] = c
 			a.order = append(a.order, c)
+			// Taken now: the child's windows move on with later events.
+			a.proof = append(a.proof, a.scratch.evidenceOf(j, at)...)
 		}
 	}
 	if len(a.order) == len(a.children) {
 		a.done = true
-		s.fire(All{Causes: slices.Clone(a.order)})
+		s.fire(All{Causes: slices.Clone(a.order)}, a)
 	}
+}
+
+// evidence is the union of the children's evidence (§3).
+func (a *allCheck) evidence(Cause, int) []int {
+	return sortedSet(slices.Clone(a.proof))
 }
 
 // validateChildren validates each child, naming it by its index under key:
@@ -177,12 +190,13 @@ func listString(cs []Condition) string {
 	return "[" + strings.Join(parts, ", ") + "]"
 }
 
-// pick returns the cause that wins by precedence; ties keep firing order.
-func pick(fired []Cause) Cause {
-	best := fired[0]
-	for _, c := range fired[1:] {
-		if precedes(c, best) < 0 {
-			best = c
+// pickIndex returns the index of the cause that wins by precedence; ties
+// keep firing order.
+func pickIndex(fired []Cause) int {
+	best := 0
+	for i := 1; i < len(fired); i++ {
+		if precedes(fired[i], fired[best]) < 0 {
+			best = i
 		}
 	}
 	return best

@@ -40,13 +40,14 @@ func (c *textMention) validate() error {
 
 func (c *textMention) start() check { return c }
 func (c *textMention) observe(ev *Event, _ *Progress, s *sink) {
-	if ev == nil || ev.Kind == KindInput || !strings.Contains(ev.Text, c.text) {
+	// A hashed text (a log recorded without content) cannot mention anything.
+	if ev == nil || ev.Kind == KindInput || ev.TextHash != "" || !strings.Contains(ev.Text, c.text) {
 		return
 	}
 	if len(c.sources) > 0 && !slices.Contains(c.sources, ev.Source) {
 		return
 	}
-	s.fire(Completed{Condition: ConditionTextMention, Detail: c.text})
+	s.fire(Completed{Condition: ConditionTextMention, Detail: c.text}, nil)
 }
 
 // nameMatch is FunctionCall, Handoff and SourceMatch: an event kind and a
@@ -74,7 +75,7 @@ type functionCall struct{ nameMatch }
 func (c *functionCall) start() check { return c }
 func (c *functionCall) observe(ev *Event, _ *Progress, s *sink) {
 	if ev != nil && ev.Kind == KindToolResult && ev.Err == "" && c.match(ev.Tool) {
-		s.fire(Completed{Condition: ConditionFunctionCall, Detail: ev.Tool})
+		s.fire(Completed{Condition: ConditionFunctionCall, Detail: ev.Tool}, nil)
 	}
 }
 
@@ -89,7 +90,7 @@ type handoff struct{ nameMatch }
 func (c *handoff) start() check { return c }
 func (c *handoff) observe(ev *Event, _ *Progress, s *sink) {
 	if ev != nil && ev.Kind == KindHandoff && c.match(ev.Target) {
-		s.fire(HandoffRequested{Target: ev.Target, Source: ev.Source})
+		s.fire(HandoffRequested{Target: ev.Target, Source: ev.Source}, nil)
 	}
 }
 
@@ -104,7 +105,7 @@ type sourceMatch struct{ nameMatch }
 func (c *sourceMatch) start() check { return c }
 func (c *sourceMatch) observe(ev *Event, _ *Progress, s *sink) {
 	if ev != nil && (ev.Kind == KindMessage || ev.Kind == KindFinal) && c.match(ev.Source) {
-		s.fire(Completed{Condition: ConditionSourceMatch, Detail: ev.Source})
+		s.fire(Completed{Condition: ConditionSourceMatch, Detail: ev.Source}, nil)
 	}
 }
 
@@ -118,7 +119,7 @@ func (*stopMessage) validate() error { return nil }
 func (c *stopMessage) start() check  { return c }
 func (*stopMessage) observe(ev *Event, _ *Progress, s *sink) {
 	if ev != nil && ev.Kind == KindStop {
-		s.fire(Completed{Condition: ConditionStopMessage, Detail: ev.Text})
+		s.fire(Completed{Condition: ConditionStopMessage, Detail: ev.Text}, nil)
 	}
 }
 
@@ -164,7 +165,7 @@ func (c *funcCondition) observe(ev *Event, p *Progress, s *sink) {
 		return
 	}
 	if cause := c.call(ev, p); !nilCause(cause) {
-		s.fire(cause)
+		s.fire(cause, nil)
 	}
 }
 

@@ -84,7 +84,8 @@ type countLimit struct {
 	pressure   setting[float64]
 	perTool    []toolLimit // by tool name
 	perToolSet bool
-	long       bool // written as a mapping: errors name "limit"
+	long       bool   // written as a mapping: errors name "limit"
+	scope      string // ScopeTree for a tree limit (Tree), "" for a run's own
 }
 
 func (c *countLimit) sortPerTool() {
@@ -157,26 +158,29 @@ func (c *countLimit) validate() error {
 }
 
 func (c *countLimit) start() check {
-	if len(c.perTool) == 0 && !c.pressure.set {
+	if c.res == ResourceToolCalls && len(c.perTool) == 0 && !c.pressure.set {
 		return statelessCount{c}
 	}
 	return &countCheck{countLimit: c, perToolCount: make([]int, len(c.perTool))}
 }
 
 // countCheck is the per-run state of a countLimit with per-tool limits or
-// pressure.
+// pressure, or of an iteration limit (which notes the final event that
+// took the count past it, for the evidence).
 type countCheck struct {
 	*countLimit
 	perToolCount []int
 	warned       bool
+	finalAt      int // the final event that took the iterations past the limit, 0 if none
 }
 
-// statelessCount is the check of a plain limit, which needs no run state.
+// statelessCount is the check of a plain tool-call limit, which needs no
+// run state.
 type statelessCount struct{ *countLimit }
 
 func (s statelessCount) observe(ev *Event, p *Progress, sk *sink) {
 	if count, ok := s.counted(ev, p); ok && s.limit.set && count > s.limit.v {
-		s.fireLimit(count, sk)
+		s.fireLimit(count, sk, nil)
 	}
 }
 
@@ -194,45 +198,69 @@ func (c *countLimit) counted(ev *Event, p *Progress) (int, bool) {
 	}
 }
 
-func (c *countLimit) fireLimit(count int, s *sink) {
+func (c *countLimit) fireLimit(count int, s *sink, w witness) {
 	if c.res == ResourceIterations {
-		s.fire(MaxIterationsReached{Limit: c.limit.v, Count: count})
+		s.fire(MaxIterationsReached{Limit: c.limit.v, Count: count, Scope: c.scope}, w)
 	} else {
-		s.fire(MaxToolCallsReached{Limit: c.limit.v, Count: count})
+		s.fire(MaxToolCallsReached{Limit: c.limit.v, Count: count, Scope: c.scope}, w)
 	}
 }
 
 func (c *countCheck) observe(ev *Event, p *Progress, s *sink) {
+	if ev != nil && ev.Kind == KindFinal {
+		// A final never fires a limit (§3); the next message does, and its
+		// evidence names the final that took the count past the limit.
+		if c.res == ResourceIterations && c.limit.set && c.finalAt == 0 && p.Iterations > c.limit.v {
+			c.finalAt = p.Events
+		}
+		return
+	}
 	count, ok := c.counted(ev, p)
 	if !ok {
 		return
 	}
 	if c.limit.set && count > c.limit.v {
-		c.fireLimit(count, s)
+		c.fireLimit(count, s, c)
 	}
 	for i, t := range c.perTool {
 		if t.tool == ev.Tool {
 			c.perToolCount[i]++
 			if n := c.perToolCount[i]; n > t.limit {
-				s.fire(MaxToolCallsReached{Limit: t.limit, Count: n, Tool: t.tool})
+				s.fire(MaxToolCallsReached{Limit: t.limit, Count: n, Tool: t.tool, Scope: c.scope}, nil)
 			}
 		}
 	}
 	if c.pressure.set && !c.warned && pressureReached(count, c.limit.v, c.pressure.v) {
 		c.warned = true
-		s.warn(BudgetPressure{Resource: c.res, Threshold: c.pressure.v, Used: float64(count), Limit: float64(c.limit.v)})
+		s.warn(BudgetPressure{Resource: c.res, Threshold: c.pressure.v, Used: float64(count), Limit: float64(c.limit.v), Scope: c.scope})
 	}
+}
+
+// evidence is the firing event, preceded by the final event that took the
+// iterations past the limit when there was one.
+func (c *countCheck) evidence(cause Cause, at int) []int {
+	if _, ok := cause.(MaxIterationsReached); ok && c.finalAt > 0 && c.finalAt < at {
+		return []int{c.finalAt, at}
+	}
+	return []int{at}
 }
 
 // ---- Timeout
 
-type timeoutAfter struct{ limit time.Duration }
+type timeoutAfter struct {
+	limit time.Duration
+	scope string // ScopeTree for a tree limit (Tree), "" for a run's own
+}
 
 // TimeoutAfter fires Timeout once the run has lasted d (elapsed >= d, so a
-// run that lasted exactly d has timed out): live, from a timer
-// even when no event arrives; in replay, by the events' times since the
-// first timed event (events without a time never fire it). d must be > 0.
-func TimeoutAfter(d time.Duration) Condition { return &timeoutAfter{d} }
+// run that lasted exactly d has timed out): live, from a timer even when no
+// event arrives; in replay, as that timer would have, by the events' times
+// since the first timed event: before the first event whose time is at or
+// past the deadline, which is not evaluated, with Elapsed d (events without
+// a time never fire it). It fires on clock ticks only: a live event that
+// arrives past the deadline is preceded by a tick, as in replay. d must be
+// > 0.
+func TimeoutAfter(d time.Duration) Condition { return &timeoutAfter{limit: d} }
 
 func (c *timeoutAfter) String() string { return "timeout: " + c.limit.String() }
 func (c *timeoutAfter) validate() error {
@@ -243,8 +271,8 @@ func (c *timeoutAfter) validate() error {
 }
 func (c *timeoutAfter) start() check                   { return c }
 func (c *timeoutAfter) timeouts(f func(time.Duration)) { f(c.limit) }
-func (c *timeoutAfter) observe(_ *Event, p *Progress, s *sink) {
-	if p.Clocked && p.Elapsed >= c.limit {
-		s.fire(Timeout{Limit: c.limit, Elapsed: p.Elapsed})
+func (c *timeoutAfter) observe(ev *Event, p *Progress, s *sink) {
+	if ev == nil && p.Clocked && p.Elapsed >= c.limit {
+		s.fire(Timeout{Limit: c.limit, Elapsed: p.Elapsed, Scope: c.scope}, noEvidence{})
 	}
 }

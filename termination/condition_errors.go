@@ -2,27 +2,43 @@ package termination
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 )
 
-// ErrorLimits configures the error threshold; set at least one, each > 0.
+// ErrorLimits configures the error threshold; set at least one of
+// Consecutive and Total, each > 0.
 type ErrorLimits struct {
 	// Consecutive watches two streaks and fires when either reaches it:
 	// failed tool_results in a row, reset only by a successful tool_result
 	// (model turns in between do not reset it), and error events in a row,
-	// reset by a message or final event.
+	// reset by a successful tool_result and by a model turn (message or
+	// final) that follows another model turn with no error event between
+	// them: message, error, message, error is a streak of two (an agent
+	// whose every response is rejected), error, message, message, error is
+	// one and then one.
 	Consecutive int
 	// Total counts error events and failed tool results in the run.
 	Total int
+	// IgnoreTools names tools whose failed results count towards neither
+	// streak nor Total and reset neither (grep exits 1 when nothing
+	// matches); their successful results reset the streaks as any other.
+	// A result is matched by its own tool name.
+	IgnoreTools []string
 }
 
 // Errors fires Failed{reason: error_threshold} when error events and failed
 // tool results reach either limit.
 func Errors(l ErrorLimits) Condition {
-	return &errorLimit{consecutive: nonZero(l.Consecutive), total: nonZero(l.Total)}
+	return &errorLimit{consecutive: nonZero(l.Consecutive), total: nonZero(l.Total),
+		ignore: slices.Clone(l.IgnoreTools), ignoreSet: l.IgnoreTools != nil}
 }
 
-type errorLimit struct{ consecutive, total setting[int] }
+type errorLimit struct {
+	consecutive, total setting[int]
+	ignore             []string
+	ignoreSet          bool // a policy's ignore_tools: [] is an error
+}
 
 func (c *errorLimit) String() string {
 	var parts []string
@@ -31,6 +47,9 @@ func (c *errorLimit) String() string {
 	}
 	if c.total.set {
 		parts = append(parts, fmt.Sprintf("total: %d", c.total.v))
+	}
+	if c.ignoreSet {
+		parts = append(parts, "ignore_tools: ["+strings.Join(c.ignore, ", ")+"]")
 	}
 	return "errors: {" + strings.Join(parts, ", ") + "}"
 }
@@ -42,42 +61,89 @@ func (c *errorLimit) validate() error {
 	if err := positive("errors", "consecutive", c.consecutive); err != nil {
 		return err
 	}
-	return positive("errors", "total", c.total)
+	if err := positive("errors", "total", c.total); err != nil {
+		return err
+	}
+	if c.ignoreSet {
+		return validNames("errors", "ignore_tools", c.ignore, false)
+	}
+	return nil
 }
 
-func (c *errorLimit) start() check { return &errorCheck{errorLimit: c} }
+func (c *errorLimit) start() check {
+	e := &errorCheck{errorLimit: c}
+	if c.consecutive.set {
+		e.resultIdx, e.errorIdx = newRing[int](c.consecutive.v), newRing[int](c.consecutive.v)
+	}
+	if c.total.set {
+		e.allIdx = newRing[int](c.total.v)
+	}
+	return e
+}
 
 type errorCheck struct {
 	*errorLimit
-	failedResults int // failed tool_results in a row
-	errorEvents   int // error events in a row
-	seen          int // error events and failed tool_results in the run
+	failedResults int  // failed tool_results in a row
+	errorEvents   int  // error events in a row
+	turn          bool // a model turn came after the last error event
+	seen          int  // error events and failed tool_results in the run
+	// The indices of the last failures, for the evidence: of each streak
+	// (as many as Consecutive) and of the run (as many as Total).
+	resultIdx, errorIdx, allIdx ring[int]
+	streakFired                 bool // the last firing was a streak's
 }
 
-func (c *errorCheck) observe(ev *Event, _ *Progress, s *sink) {
+func (c *errorCheck) observe(ev *Event, p *Progress, s *sink) {
 	if ev == nil {
 		return
 	}
-	streak := 0
+	var streak int
 	switch ev.Kind {
 	case KindToolResult:
 		if ev.Err == "" {
-			c.failedResults = 0
+			c.failedResults, c.errorEvents = 0, 0
 			return
 		}
+		if slices.Contains(c.ignore, ev.Tool) {
+			return // neither counts nor resets
+		}
 		c.failedResults++
+		c.resultIdx.push(p.Events)
 		streak = c.failedResults
 	case KindError:
 		c.errorEvents++
+		c.turn = false
+		c.errorIdx.push(p.Events)
 		streak = c.errorEvents
 	case KindMessage, KindFinal:
-		c.errorEvents = 0
+		if c.turn {
+			c.errorEvents = 0 // two model turns with no error between them
+		}
+		c.turn = true
 		return
 	default:
 		return
 	}
 	c.seen++
-	if (c.consecutive.set && streak >= c.consecutive.v) || (c.total.set && c.seen >= c.total.v) {
-		s.fire(Failed{Reason: FailErrorThreshold, Err: ev.ErrorText()})
+	c.allIdx.push(p.Events)
+	byStreak := c.consecutive.set && streak >= c.consecutive.v
+	if byStreak || (c.total.set && c.seen >= c.total.v) {
+		c.streakFired = byStreak
+		s.fire(Failed{Reason: FailErrorThreshold, Err: ev.ErrorText()}, c)
 	}
+}
+
+// evidence is the failures of the streak that fired (the last Consecutive
+// of the current event's streak), or else the run's failures that reached
+// Total.
+func (c *errorCheck) evidence(_ Cause, at int) []int {
+	r, n := &c.allIdx, c.total.v
+	if c.streakFired {
+		r, n = &c.resultIdx, c.consecutive.v
+		if ev := c.errorIdx; ev.len() > 0 && ev.at(0) == at {
+			r = &c.errorIdx
+		}
+	}
+	a, b := r.last(min(n, r.len()))
+	return append(slices.Clone(a), b...)
 }

@@ -46,7 +46,13 @@ var (
 )
 
 func (s statelessCount) kinds() kindSet { return s.countLimit.countedKinds() }
-func (c *countCheck) kinds() kindSet    { return c.countLimit.countedKinds() }
+func (c *countCheck) kinds() kindSet {
+	if c.res == ResourceIterations {
+		return iterationKinds | kinds(KindFinal) // a final is noted for the evidence
+	}
+	return c.countLimit.countedKinds()
+}
+func (*timeoutAfter) kinds() kindSet { return tickKind }
 
 // countedKinds is the kind counted() accepts.
 func (c *countLimit) countedKinds() kindSet {
@@ -57,7 +63,9 @@ func (c *countLimit) countedKinds() kindSet {
 }
 
 func (*budgetCheck) kinds() kindSet { return allEvents }
-func (*stallCheck) kinds() kindSet  { return kinds(KindToolCall, KindMessage, KindFinal) }
+func (*stallCheck) kinds() kindSet {
+	return kinds(KindToolCall, KindToolResult, KindMessage, KindFinal)
+}
 func (*errorCheck) kinds() kindSet {
 	return kinds(KindToolResult, KindError, KindMessage, KindFinal)
 }

@@ -63,17 +63,19 @@ func resourceRank(r Resource) int {
 }
 
 // signalRank is the contract's order of stall signals: repeated_tool_call,
-// repeated_message, cycle, token_plateau.
+// repeated_result, repeated_message, cycle, token_plateau.
 func signalRank(s StallSignal) int {
 	switch s {
 	case SignalRepeatedToolCall:
 		return 0
-	case SignalRepeatedMessage:
+	case SignalRepeatedResult:
 		return 1
-	case SignalCycle:
+	case SignalRepeatedMessage:
 		return 2
-	case SignalTokenPlateau:
+	case SignalCycle:
 		return 3
+	case SignalTokenPlateau:
+		return 4
 	}
-	return 4
+	return 5
 }

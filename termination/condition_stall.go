@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"hash/maphash"
 	"math"
+	"slices"
 	"strings"
 )
 
@@ -31,6 +32,15 @@ type StallLimits struct {
 	// policy's token_tolerance: 0 asks for exactly equal totals).
 	// Needs Repeats.
 	TokenTolerance float64
+	// SameResult counts a repeat only when the call also got the same
+	// result: each tool_result is paired with its call (by call_id, else
+	// the oldest open call of that tool without one), and Repeats of the
+	// last Window completed calls with the same tool, canonical args,
+	// trimmed result text and error fire repeated_result on the result
+	// (WarnAt warns on repeated results). repeated_tool_call and
+	// repeated_message are then off; cycle and token_plateau are not. A
+	// result with no open call counts for nothing. Needs Repeats.
+	SameResult bool
 }
 
 // Stall fires StallDetected. With Window W (default Repeats):
@@ -41,16 +51,23 @@ type StallLimits struct {
 // text; the cause's Repeats is the number of matches found. token_plateau
 // on a message when each of the last Repeats iterations that carry usage
 // spent total tokens within TokenTolerance of the one before. cycle as
-// StallLimits.Cycle says. WarnAt warns before the stop (at most one stall
-// warning per run). A final event never fires or warns.
+// StallLimits.Cycle says; repeated_result as StallLimits.SameResult says.
+// WarnAt warns before the stop (at most one stall warning per run). A final
+// event never fires or warns.
+//
+// Events recorded without content (Event.ArgsHash, Event.TextHash) are
+// compared by their hashes in place of the args, the message text and the
+// result's text and error; a hashed value never equals an unhashed one.
 func Stall(l StallLimits) Condition {
 	return &stall{repeats: nonZero(l.Repeats), window: nonZero(l.Window), warnAt: nonZero(l.WarnAt),
-		cycle: nonZero(l.Cycle), tolerance: nonZero(l.TokenTolerance)}
+		cycle: nonZero(l.Cycle), tolerance: nonZero(l.TokenTolerance),
+		sameResult: l.SameResult, sameResultSet: l.SameResult}
 }
 
 type stall struct {
 	repeats, window, warnAt, cycle setting[int]
 	tolerance                      setting[float64]
+	sameResult, sameResultSet      bool // a policy may write same_result: false
 }
 
 func (c *stall) String() string {
@@ -66,6 +83,9 @@ func (c *stall) String() string {
 	if c.tolerance.set {
 		parts = append(parts, fmt.Sprintf("token_tolerance: %g", c.tolerance.v))
 	}
+	if c.sameResultSet {
+		parts = append(parts, fmt.Sprintf("same_result: %t", c.sameResult))
+	}
 	return "stall: {" + strings.Join(parts, ", ") + "}"
 }
 
@@ -80,7 +100,7 @@ func (c *stall) validate() error {
 	for _, s := range []struct {
 		name string
 		set  bool
-	}{{"window", c.window.set}, {"warn_at", c.warnAt.set}, {"token_tolerance", c.tolerance.set}} {
+	}{{"window", c.window.set}, {"warn_at", c.warnAt.set}, {"token_tolerance", c.tolerance.set}, {"same_result", c.sameResultSet}} {
 		if s.set && !c.repeats.set {
 			return badSetting(key, s.name, "needs repeats")
 		}
@@ -115,10 +135,15 @@ func (c *stall) start() check {
 	s := &stallCheck{stall: c}
 	calls := 0
 	if c.repeats.set {
-		calls = c.windowSize()
-		s.msgs = newRing[uint64](c.windowSize())
+		if c.sameResult {
+			s.results = newRing[keyAt](c.windowSize())
+			s.open = make([]openCall, 0, min(c.windowSize(), maxOpenCalls))
+		} else {
+			calls = c.windowSize()
+			s.msgs = newRing[keyAt](c.windowSize())
+		}
 		if c.tolerance.set {
-			s.tokens = newRing[int64](c.repeats.v)
+			s.tokens = newRing[tokensAt](c.repeats.v)
 		}
 	}
 	if c.cycle.set {
@@ -128,8 +153,35 @@ func (c *stall) start() check {
 		}
 		calls = max(calls, need)
 	}
-	s.calls = newRing[uint64](calls)
+	s.calls = newRing[keyAt](calls)
 	return s
+}
+
+// maxOpenCalls bounds the calls a same_result stall keeps open waiting for
+// their results: past it the oldest is dropped (a loop that never reports
+// results must not grow a live run without bound), as telemetry's pairing
+// does.
+const maxOpenCalls = 64
+
+// keyAt is a stall key and the event (1-based index) it came from: the
+// windows keep the indices for the evidence, so that naming the events of a
+// stall costs nothing until one fires.
+type keyAt struct {
+	key uint64
+	at  int
+}
+
+// tokensAt is an iteration's total tokens and its event.
+type tokensAt struct {
+	total int64
+	at    int
+}
+
+// openCall is a tool call waiting for its result (stall.same_result).
+type openCall struct {
+	key    uint64 // callKey
+	tool   string
+	callID string
 }
 
 // keySeed seeds the hashes of stall keys. The rings hold 64-bit hashes of
@@ -144,19 +196,56 @@ func pairKey(a string, b uint64) uint64 {
 	return h ^ (b + 0x9e3779b97f4a7c15 + h<<6 + h>>2)
 }
 
-func callKey(ev *Event) uint64 { return pairKey(ev.Tool, argsHash(ev.Args)) }
+// hashedDomain sets a stored content hash (args_hash, text_hash) apart from
+// a value's own hash, so that a hash never equals a value.
+const hashedDomain = 0x51ed270b27f0a1c3
 
-func msgKey(source, text string) uint64 { return pairKey(source, maphash.String(keySeed, text)) }
+func hashedKey(h string) uint64 { return maphash.String(keySeed, h) ^ hashedDomain }
+
+// callKey is the key of a tool call: its tool and canonical args, or its
+// args_hash in a log recorded without content.
+func callKey(ev *Event) uint64 {
+	if ev.ArgsHash != "" {
+		return pairKey(ev.Tool, hashedKey(ev.ArgsHash))
+	}
+	return pairKey(ev.Tool, argsHash(ev.Args))
+}
+
+// msgKey is the key of a message with a non-empty trimmed text (or a
+// text_hash): its source and text; ok is false for an empty message.
+func msgKey(ev *Event) (key uint64, ok bool) {
+	if ev.TextHash != "" {
+		return pairKey(ev.Source, hashedKey(ev.TextHash)), ev.TextHash != emptyTextHash
+	}
+	text := strings.TrimSpace(ev.Text)
+	return pairKey(ev.Source, maphash.String(keySeed, text)), text != ""
+}
+
+// emptyTextHash is the text_hash of an empty text: a message recorded
+// without content whose text was empty.
+var emptyTextHash = TextHash("")
+
+// resultKey is the signature of a completed call: the call's key and the
+// result's trimmed text and error, or its text_hash.
+func resultKey(call uint64, ev *Event) uint64 {
+	if ev.TextHash != "" {
+		return pairKey("\x00hashed result", call^hashedKey(ev.TextHash))
+	}
+	h := pairKey(strings.TrimSpace(ev.Err), maphash.String(keySeed, strings.TrimSpace(ev.Text)))
+	return pairKey("\x00result", call^h)
+}
 
 // stallCheck keeps the last keys of each signal in rings.
 type stallCheck struct {
 	*stall
-	calls  ring[uint64] // callKey of the last tool calls
-	msgs   ring[uint64] // msgKey of the last non-empty messages
-	tokens ring[int64]
+	calls   ring[keyAt] // callKey of the last tool calls
+	msgs    ring[keyAt] // msgKey of the last non-empty messages
+	results ring[keyAt] // resultKey of the last completed calls (same_result)
+	open    []openCall  // calls waiting for their results (same_result), oldest first
+	tokens  ring[tokensAt]
 }
 
-func (c *stallCheck) observe(ev *Event, _ *Progress, s *sink) {
+func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 	if ev == nil {
 		return
 	}
@@ -166,58 +255,148 @@ func (c *stallCheck) observe(ev *Event, _ *Progress, s *sink) {
 		if !s.keyed {
 			key = callKey(ev)
 		}
-		c.calls.push(key)
+		c.calls.push(keyAt{key, p.Events})
 		if c.repeats.set {
-			c.repeated(SignalRepeatedToolCall, matches(&c.calls, key, c.windowSize()), s)
+			if c.sameResult {
+				c.openCall(key, ev)
+			} else {
+				c.repeated(SignalRepeatedToolCall, matches(&c.calls, key, c.windowSize()), s)
+			}
 		}
 		if c.cycle.set {
 			if p := c.period(); p > 0 {
-				s.fire(StallDetected{Signal: SignalCycle, Repeats: c.cycle.v, Period: p})
+				s.fire(StallDetected{Signal: SignalCycle, Repeats: c.cycle.v, Period: p}, c)
 			}
 		}
+	case KindToolResult:
+		if !c.sameResult || !c.repeats.set {
+			return
+		}
+		call, ok := c.closeCall(ev)
+		if !ok {
+			return // no open call to pair with: counts for nothing
+		}
+		key := resultKey(call, ev)
+		c.results.push(keyAt{key, p.Events})
+		c.repeated(SignalRepeatedResult, matches(&c.results, key, c.windowSize()), s)
 	case KindMessage, KindFinal:
 		if !c.repeats.set {
 			return
 		}
-		if ev.Kind == KindMessage {
-			if text := strings.TrimSpace(ev.Text); text != "" {
-				key := msgKey(ev.Source, text)
-				c.msgs.push(key)
+		if ev.Kind == KindMessage && !c.sameResult {
+			if key, ok := msgKey(ev); ok {
+				c.msgs.push(keyAt{key, p.Events})
 				c.repeated(SignalRepeatedMessage, matches(&c.msgs, key, c.windowSize()), s)
 			}
 		}
 		if c.tolerance.set {
 			if total := ev.Usage.Total(); total > 0 {
-				c.tokens.push(total)
+				c.tokens.push(tokensAt{total, p.Events})
 				if ev.Kind == KindMessage && c.plateau() {
-					s.fire(StallDetected{Signal: SignalTokenPlateau, Repeats: c.repeats.v})
+					s.fire(StallDetected{Signal: SignalTokenPlateau, Repeats: c.repeats.v}, c)
 				}
 			}
 		}
 	}
 }
 
+// openCall notes a tool call waiting for its result.
+func (c *stallCheck) openCall(key uint64, ev *Event) {
+	if len(c.open) == maxOpenCalls {
+		copy(c.open, c.open[1:])
+		c.open = c.open[:len(c.open)-1]
+	}
+	c.open = append(c.open, openCall{key: key, tool: ev.Tool, callID: ev.CallID})
+}
+
+// closeCall pairs a tool_result with its call and closes the call: the open
+// call with the result's call_id; else (no call_id, or none matches) the
+// oldest open call of the result's tool that has no call_id.
+func (c *stallCheck) closeCall(ev *Event) (uint64, bool) {
+	i := -1
+	if ev.CallID != "" {
+		i = slices.IndexFunc(c.open, func(o openCall) bool { return o.callID == ev.CallID })
+	}
+	if i < 0 {
+		i = slices.IndexFunc(c.open, func(o openCall) bool { return o.callID == "" && o.tool == ev.Tool })
+	}
+	if i < 0 {
+		return 0, false
+	}
+	key := c.open[i].key
+	copy(c.open[i:], c.open[i+1:])
+	c.open[len(c.open)-1] = openCall{}
+	c.open = c.open[:len(c.open)-1]
+	return key, true
+}
+
 // repeated fires or warns a repetition signal with n matches.
 func (c *stallCheck) repeated(sig StallSignal, n int, s *sink) {
 	if n >= c.repeats.v {
-		s.fire(StallDetected{Signal: sig, Repeats: n})
+		s.fire(StallDetected{Signal: sig, Repeats: n}, c)
 	}
 	if c.warnAt.set && n >= c.warnAt.v {
 		s.warnStall(StallDetected{Signal: sig, Repeats: c.warnAt.v})
 	}
 }
 
-// matches counts the values equal to key among the last w of r.
-func matches[T comparable](r *ring[T], key T, w int) int {
+// evidence is the events of the signal that fired: the matching calls,
+// results or messages in the window, the cycle's calls, the plateau's
+// iterations.
+func (c *stallCheck) evidence(cause Cause, _ int) []int {
+	sd, _ := cause.(StallDetected)
+	var out []int
+	switch sd.Signal {
+	case SignalRepeatedToolCall:
+		out = matchIndices(&c.calls, c.windowSize())
+	case SignalRepeatedMessage:
+		out = matchIndices(&c.msgs, c.windowSize())
+	case SignalRepeatedResult:
+		out = matchIndices(&c.results, c.windowSize())
+	case SignalCycle:
+		n := min(sd.Period*sd.Repeats, c.calls.len())
+		for i := n - 1; i >= 0; i-- {
+			out = append(out, c.calls.at(i).at)
+		}
+	case SignalTokenPlateau:
+		n := min(c.repeats.v, c.tokens.len())
+		for i := n - 1; i >= 0; i-- {
+			out = append(out, c.tokens.at(i).at)
+		}
+	}
+	return out
+}
+
+// matchIndices returns the events of the entries among the last w of r
+// whose key is the last one's, oldest first.
+func matchIndices(r *ring[keyAt], w int) []int {
+	if r.len() == 0 {
+		return nil
+	}
+	key := r.at(0).key
+	var out []int
+	a, b := r.last(max(0, min(w, r.len())))
+	for _, part := range [2][]keyAt{a, b} {
+		for _, v := range part {
+			if v.key == key {
+				out = append(out, v.at)
+			}
+		}
+	}
+	return out
+}
+
+// matches counts the entries with key among the last w of r.
+func matches(r *ring[keyAt], key uint64, w int) int {
 	n := 0
 	a, b := r.last(max(0, min(w, r.len()))) // an unvalidated negative window matches nothing
 	for _, v := range a {
-		if v == key {
+		if v.key == key {
 			n++
 		}
 	}
 	for _, v := range b {
-		if v == key {
+		if v.key == key {
 			n++
 		}
 	}
@@ -245,12 +424,12 @@ func (c *stallCheck) period() int {
 
 func (c *stallCheck) repeatsBlock(p, k int) bool {
 	for i := range p * (k - 1) {
-		if c.calls.at(i) != c.calls.at(i+p) {
+		if c.calls.at(i).key != c.calls.at(i+p).key {
 			return false
 		}
 	}
 	for i := 1; i < p; i++ {
-		if c.calls.at(i) != c.calls.at(0) {
+		if c.calls.at(i).key != c.calls.at(0).key {
 			return true
 		}
 	}
@@ -265,7 +444,7 @@ func (c *stallCheck) plateau() bool {
 		return false
 	}
 	for i := range n - 1 {
-		cur, prev := c.tokens.at(i), c.tokens.at(i+1)
+		cur, prev := c.tokens.at(i).total, c.tokens.at(i+1).total
 		if math.Abs(float64(cur-prev))/float64(prev) > c.tolerance.v {
 			return false
 		}

@@ -53,21 +53,32 @@ func TestTimeoutEventClock(t *testing.T) {
 	runCondCases(t, []condCase{
 		{name: "within the limit", cond: TimeoutAfter(time.Minute),
 			events: evs(input("go").at(0), msg("a", "1").at(30*time.Second), msg("a", "2").at(59*time.Second)), want: natural},
-		{name: "fires at elapsed == limit", cond: TimeoutAfter(time.Minute),
+		{name: "fires before the event at elapsed == limit", cond: TimeoutAfter(time.Minute),
 			events: evs(input("go").at(0), msg("a", "1").at(30*time.Second), msg("a", "2").at(time.Minute)),
-			want:   Timeout{Limit: time.Minute, Elapsed: time.Minute}, at: 3},
-		{name: "fires on any kind, a final included", cond: TimeoutAfter(time.Minute),
+			want:   Timeout{Limit: time.Minute, Elapsed: time.Minute}, at: 2, evidence: []int{}},
+		{name: "fires before a late event of any kind, a final included", cond: TimeoutAfter(time.Minute),
 			events: evs(input("go").at(0), final("a", "done").at(90*time.Second)),
-			want:   Timeout{Limit: time.Minute, Elapsed: 90 * time.Second}, at: 2},
+			want:   Timeout{Limit: time.Minute, Elapsed: time.Minute}, at: 1},
+		{name: "the late event is not evaluated: its tokens do not count", cond: pol(t, `{timeout: 1m, token_budget: {total: 10}}`),
+			events: evs(msg("a", "1").at(0), msg("a", "2").at(10*time.Minute).used(50, 0)),
+			want:   Timeout{Limit: time.Minute, Elapsed: time.Minute}, at: 1},
 		{name: "measured from the first timed event", cond: TimeoutAfter(time.Minute),
 			events: evs(input("go"), msg("a", "1").at(time.Hour), msg("a", "2").at(time.Hour+59*time.Second),
 				msg("a", "3").at(time.Hour+61*time.Second)),
-			want: Timeout{Limit: time.Minute, Elapsed: 61 * time.Second}, at: 4},
+			want: Timeout{Limit: time.Minute, Elapsed: time.Minute}, at: 3},
+		{name: "two timeouts: the shorter fires first", cond: pol(t, `any: [{timeout: 2m}, {timeout: 1m}]`),
+			events: evs(msg("a", "1").at(0), msg("a", "2").at(5*time.Minute)),
+			want:   Timeout{Limit: time.Minute, Elapsed: time.Minute}, at: 1},
+		{name: "a timeout latched in all: before the late event, which then fires the rest",
+			cond:   pol(t, `all: [{timeout: 1m}, {text_mention: {text: DONE}}]`),
+			events: evs(msg("a", "1").at(0), msg("a", "DONE").at(5*time.Minute)),
+			want: All{Causes: []Cause{Timeout{Limit: time.Minute, Elapsed: time.Minute},
+				Completed{Condition: ConditionTextMention, Detail: "DONE"}}}, at: 2, evidence: []int{2}},
 		{name: "events without time never fire it", cond: TimeoutAfter(time.Minute),
 			events: evs(input("go").at(0), msg("a", "1"), msg("a", "2")), want: natural},
 		{name: "untimed events do not end the clock", cond: TimeoutAfter(time.Minute),
 			events: evs(input("go").at(0), msg("a", "1"), msg("a", "2").at(2*time.Minute)),
-			want:   Timeout{Limit: time.Minute, Elapsed: 2 * time.Minute}, at: 3},
+			want:   Timeout{Limit: time.Minute, Elapsed: time.Minute}, at: 2},
 		{name: "no time at all", cond: TimeoutAfter(time.Nanosecond),
 			events: evs(input("go"), msg("a", "1")), want: natural},
 	})
@@ -85,8 +96,9 @@ func TestTimeoutTick(t *testing.T) {
 		assert.Equal(t, time.Minute, to.Limit)
 		assert.GreaterOrEqual(t, to.Elapsed, time.Hour-time.Second)
 		res := ev.Result()
-		assert.Equal(t, 0, res.StoppedAt, "a tick is not an event")
+		assert.Equal(t, 1, res.StoppedAt, "a tick stops after the last event evaluated, as replay does")
 		assert.Equal(t, 1, res.Events)
+		assert.Empty(t, res.Evidence, "a timeout has no evidence")
 		assert.Equal(t, []Cause{cause}, res.Fired)
 		// Stopped: later events and ticks report the same cause.
 		c2, stop := ev.Observe(msg("a", "2"))
@@ -106,12 +118,17 @@ func TestTimeoutTick(t *testing.T) {
 		assert.False(t, stop)
 	})
 	t.Run("wall clock event after the limit", func(t *testing.T) {
+		// The timer is late: the event finds the deadline passed and the
+		// timeout fires before it, as in replay; the event is not evaluated.
 		ev := NewEvaluator(TimeoutAfter(time.Nanosecond), WallClock)
 		time.Sleep(time.Millisecond)
 		cause, stop := ev.Observe(msg("a", "1"))
 		require.True(t, stop)
 		assert.IsType(t, Timeout{}, cause)
-		assert.Equal(t, 1, ev.Result().StoppedAt)
+		res := ev.Result()
+		assert.Equal(t, 0, res.StoppedAt)
+		assert.Equal(t, 0, res.Events)
+		assert.Equal(t, 0, res.Iterations)
 	})
 	t.Run("timeout inside AllOf latches from a tick", func(t *testing.T) {
 		ev := NewEvaluator(AllOf(TimeoutAfter(time.Minute), TextMention("DONE")), WallClock)
@@ -150,9 +167,11 @@ func TestTokenBudget(t *testing.T) {
 		{name: "output only", cond: TokenBudget(TokenLimits{Output: 10}),
 			events: evs(msg("a", "1").used(500, 9), call("t", `{}`), msg("a", "2").used(0, 2)),
 			want:   BudgetExhausted{Resource: ResourceOutputTokens, Used: 11, Limit: 10}, at: 3},
-		{name: "exhaustion fires on a final", cond: TokenBudget(TokenLimits{Total: 10}),
-			events: evs(msg("a", "1").used(5, 0), final("a", "2").used(5, 0)),
-			want:   BudgetExhausted{Resource: ResourceTotalTokens, Used: 10, Limit: 10}, at: 2},
+		{name: "exhaustion never fires on a final", cond: TokenBudget(TokenLimits{Total: 10}),
+			events: evs(msg("a", "1").used(5, 0), final("a", "2").used(5, 0)), want: natural},
+		{name: "exhaustion a final reached fires on the next event, naming both", cond: TokenBudget(TokenLimits{Total: 10}),
+			events: evs(msg("a", "1").used(5, 0), final("a", "2").used(5, 0), call("t", `{}`)),
+			want:   BudgetExhausted{Resource: ResourceTotalTokens, Used: 10, Limit: 10}, at: 3, evidence: []int{2, 3}},
 		{name: "usage on any kind counts", cond: TokenBudget(TokenLimits{Total: 10}),
 			events: evs(input("go").used(4, 0), result("t", "").used(6, 0)),
 			want:   BudgetExhausted{Resource: ResourceTotalTokens, Used: 10, Limit: 10}, at: 2},
@@ -180,8 +199,10 @@ func TestTokenBudget(t *testing.T) {
 			warnings: []Cause{bp(ResourceTotalTokens, 0.07, 7, 100)}},
 		{name: "no pressure, no warning", cond: TokenBudget(TokenLimits{Total: 100}),
 			events: evs(msg("a", "1").used(99, 0)), want: natural},
-		{name: "warning recorded on a final", cond: TokenBudget(TokenLimits{Total: 100, Pressure: pressure(0.8)}),
-			events: evs(msg("a", "1").used(10, 0), final("a", "2").used(80, 0)), want: natural,
+		{name: "no warning on a final", cond: TokenBudget(TokenLimits{Total: 100, Pressure: pressure(0.8)}),
+			events: evs(msg("a", "1").used(10, 0), final("a", "2").used(80, 0)), want: natural},
+		{name: "the warning a final reached is recorded on the next event", cond: TokenBudget(TokenLimits{Total: 100, Pressure: pressure(0.8)}),
+			events: evs(msg("a", "1").used(10, 0), final("a", "2").used(80, 0), input("more")), want: natural,
 			warnings: []Cause{bp(ResourceTotalTokens, 0.8, 90, 100)}},
 		{name: "grace 0 stops on the warning event", cond: TokenBudget(TokenLimits{Total: 100, Pressure: pressure(0.8, 0)}),
 			events: evs(msg("a", "1").used(50, 0), msg("a", "2").used(30, 0), msg("a", "3")),
@@ -192,7 +213,10 @@ func TestTokenBudget(t *testing.T) {
 			want:   bp(ResourceTotalTokens, 0.8, 80, 100), at: 2,
 			warnings: []Cause{bp(ResourceTotalTokens, 0.8, 80, 100)}},
 		{name: "no grace stop on a final", cond: TokenBudget(TokenLimits{Total: 100, Pressure: pressure(0.8, 0)}),
-			events: evs(msg("a", "1").used(50, 0), final("a", "2").used(30, 0)), want: natural,
+			events: evs(msg("a", "1").used(50, 0), final("a", "2").used(30, 0)), want: natural},
+		{name: "a grace stop due on a final fires on the next event", cond: TokenBudget(TokenLimits{Total: 100, Pressure: pressure(0.8, 0)}),
+			events: evs(msg("a", "1").used(50, 0), final("a", "2").used(30, 0), msg("a", "3")),
+			want:   bp(ResourceTotalTokens, 0.8, 80, 100), at: 3, evidence: []int{2, 3},
 			warnings: []Cause{bp(ResourceTotalTokens, 0.8, 80, 100)}},
 		{name: "grace 1 stops on the first message after the warning",
 			cond: TokenBudget(TokenLimits{Total: 100, Pressure: pressure(0.8, 1)}),

@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 )
 
 // DecodeError is a bad line in a JSON Lines event log.
@@ -22,7 +24,12 @@ type DecodeError struct {
 	Err  error // what is wrong with it
 }
 
-func (e *DecodeError) Error() string { return fmt.Sprintf("line %d: %v", e.Line, e.Err) }
+func (e *DecodeError) Error() string {
+	if e.Err == ErrTruncated {
+		return fmt.Sprintf("the log looks truncated at line %d: its last line ends inside an event, with no newline after it (was the agent stopped while writing?)", e.Line)
+	}
+	return fmt.Sprintf("line %d: %v", e.Line, e.Err)
+}
 
 func (e *DecodeError) Unwrap() error { return e.Err }
 
@@ -61,9 +68,36 @@ func decodeEvent(data []byte, ev *Event) error {
 			return err
 		}
 	}
-	if err := checkAmounts(ev); err != nil {
+	if err := checkDecoded(ev); err != nil {
 		*ev = Event{}
 		return err
+	}
+	return nil
+}
+
+// checkDecoded is what the decoder checks beyond the JSON's form, on
+// either path: the amounts (checkAmounts) and the content hashes
+// (checkContentHashes).
+func checkDecoded(ev *Event) error {
+	if err := checkAmounts(ev); err != nil {
+		return err
+	}
+	return checkContentHashes(ev)
+}
+
+// checkContentHashes rejects an event that carries both a value and the
+// hash that stands in for it (§1): args with args_hash, or text with
+// text_hash. A recorder writes the hash in place of the value, never both;
+// with both, whichever replay compared, a hash that does not match its
+// value would go unnoticed. An args of null counts as no args, and a
+// tool_result's error may go with its text_hash (the error says the call
+// failed; the hash covers the text and the error).
+func checkContentHashes(ev *Event) error {
+	switch {
+	case ev.ArgsHash != "" && len(ev.Args) > 0 && string(ev.Args) != "null":
+		return errors.New("args and args_hash: an event carries one or the other (args_hash stands in for args in a log recorded without content)")
+	case ev.TextHash != "" && ev.Text != "":
+		return errors.New("text and text_hash: an event carries one or the other (text_hash stands in for text in a log recorded without content)")
 	}
 	return nil
 }
@@ -87,18 +121,22 @@ func checkAmounts(ev *Event) error {
 // wireEvent is Event as encoding/json decodes it: the same fields, with a
 // closed usage object and a time whose errors are worded for users.
 type wireEvent struct {
-	Kind   Kind            `json:"kind"`
-	Source string          `json:"source"`
-	Text   string          `json:"text"`
-	Tool   string          `json:"tool"`
-	Args   json.RawMessage `json:"args"`
-	Target string          `json:"target"`
-	Usage  wireUsage       `json:"usage"`
-	Cost   float64         `json:"cost"`
-	Err    string          `json:"error"`
-	Time   wireTime        `json:"time"`
-	CallID string          `json:"call_id"`
-	Model  string          `json:"model"`
+	Kind     Kind            `json:"kind"`
+	Source   string          `json:"source"`
+	Text     string          `json:"text"`
+	Tool     string          `json:"tool"`
+	Args     json.RawMessage `json:"args"`
+	Target   string          `json:"target"`
+	Usage    wireUsage       `json:"usage"`
+	Cost     float64         `json:"cost"`
+	Err      string          `json:"error"`
+	Time     wireTime        `json:"time"`
+	CallID   string          `json:"call_id"`
+	Model    string          `json:"model"`
+	Run      string          `json:"run"`
+	Parent   string          `json:"parent"`
+	ArgsHash string          `json:"args_hash"`
+	TextHash string          `json:"text_hash"`
 }
 
 // wireUsage is Usage as a closed object: a key that matches neither field
@@ -175,6 +213,10 @@ var fieldForms = map[string]string{
 	"error":               "a string",
 	"call_id":             "a string",
 	"model":               "a string",
+	"run":                 "a string",
+	"parent":              "a string",
+	"args_hash":           "a string",
+	"text_hash":           "a string",
 	"usage":               `an object such as {"input_tokens": 120, "output_tokens": 40}`,
 	"usage.input_tokens":  "an integer",
 	"usage.output_tokens": "an integer",
@@ -189,6 +231,10 @@ func decodeEventJSON(data []byte, ev *Event) error {
 	*ev = Event{}
 	var w wireEvent
 	if err := json.Unmarshal(exactFields(data), &w); err != nil {
+		var syn *json.SyntaxError
+		if errors.As(err, &syn) {
+			return describeSyntaxError(data, syn)
+		}
 		return describeJSONError(err)
 	}
 	if w.Kind == 0 {
@@ -197,6 +243,7 @@ func decodeEventJSON(data []byte, ev *Event) error {
 	*ev = Event{
 		Kind: w.Kind, Source: w.Source, Text: w.Text, Tool: w.Tool, Args: w.Args, Target: w.Target,
 		Usage: Usage(w.Usage), Cost: w.Cost, Err: w.Err, Time: w.Time.t, CallID: w.CallID, Model: w.Model,
+		Run: w.Run, Parent: w.Parent, ArgsHash: w.ArgsHash, TextHash: w.TextHash,
 	}
 	return nil
 }
@@ -230,6 +277,44 @@ func describeJSONError(err error) error {
 		return &fieldError{field: typ.Field, msg: "must be " + form + ", got " + got}
 	}
 	return err // kind and usage errors are worded already
+}
+
+// describeSyntaxError words encoding/json's syntax error in data for the
+// person who wrote the line: where (the column, counted in characters) and
+// what is wrong there, never the lexer's state ("in string escape code").
+func describeSyntaxError(data []byte, syn *json.SyntaxError) error {
+	at := int(syn.Offset) - 1 // the byte the lexer stopped at
+	if at < 0 || at >= len(data) || endsInsideValue(data) {
+		return errors.New("malformed JSON: the line ends inside an event (a string, object or array is not closed)")
+	}
+	col := utf8.RuneCount(data[:at]) + 1
+	r, _ := utf8.DecodeRune(data[at:])
+	var what string
+	switch msg := syn.Error(); {
+	case strings.Contains(msg, "escape"):
+		if i := bytes.LastIndexByte(data[:at], '\\'); i >= 0 {
+			col = utf8.RuneCount(data[:i]) + 1 // the backslash, not the byte after it
+		}
+		what = `a backslash in a string must start an escape such as \n, \" or \u00e9`
+	case strings.Contains(msg, "string literal") && r < ' ':
+		what = fmt.Sprintf("a control character (U+%04X) in a string must be escaped", r)
+	case strings.Contains(msg, "after top-level value"):
+		what = fmt.Sprintf("unexpected %s after the event's closing brace (one event per line)", describeChar(r))
+	default:
+		what = "unexpected " + describeChar(r)
+	}
+	return fmt.Errorf("malformed JSON at column %d: %s", col, what)
+}
+
+// describeChar names a character as a user would find it in the line.
+func describeChar(r rune) string {
+	switch {
+	case r == utf8.RuneError:
+		return "byte that is not UTF-8"
+	case r < ' ' || r == 0x7f || !unicode.IsPrint(r):
+		return fmt.Sprintf("character U+%04X", r)
+	}
+	return "'" + string(r) + "'"
 }
 
 // describeTypeValue words an UnmarshalTypeError's Value ("string",
@@ -291,22 +376,76 @@ func jsonKindOf(data []byte) string {
 // Decoder reads events from JSON Lines: one object per line, blank lines
 // skipped, a UTF-8 byte-order mark at the start skipped. A line longer
 // than 16 MiB is an error.
+//
+// Two kinds of file that are not an event log get errors of their own,
+// since encoding/json's words for them ("unexpected end of JSON input")
+// point at the wrong problem:
+//   - a JSON document (a pretty-printed object, an array of events or of
+//     runs, an object holding a list such as an agent's trajectory file):
+//     an error wrapping [ErrJSONDocument] on its first line, which names
+//     agentstop import, the command that converts such files;
+//   - a truncated log, whose last line ends inside an event with no newline
+//     after it (an agent killed while writing): an error wrapping
+//     [ErrTruncated] that says so. Every event before that line has been
+//     returned, so a caller may treat it as the end of the log, as a lenient
+//     replay does ([WithLenient]).
 type Decoder struct {
-	sc   *bufio.Scanner
-	line int
-	ev   Event // decoding target, reused
+	sc     *bufio.Scanner
+	line   int
+	events int   // events returned so far
+	ev     Event // decoding target, reused
+	// unterminated is set by the split function when the line it returned
+	// last is the end of the input, with no newline after it.
+	unterminated bool
 }
 
 // NewDecoder returns a Decoder reading from r. It reads r in chunks as Next
 // asks for events, never further ahead than one buffer.
 func NewDecoder(r io.Reader) *Decoder {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 64<<10), maxLineBytes)
-	return &Decoder{sc: sc}
+	d := &Decoder{sc: bufio.NewScanner(r)}
+	d.sc.Buffer(make([]byte, 0, 64<<10), maxLineBytes)
+	d.sc.Split(d.splitLines)
+	return d
 }
 
+// splitLines is bufio.ScanLines (a trailing \r is left for TrimSpace) that
+// also records whether the line it returns had no newline after it.
+func (d *Decoder) splitLines(data []byte, atEOF bool) (int, []byte, error) {
+	if i := bytes.IndexByte(data, '\n'); i >= 0 {
+		d.unterminated = false
+		return i + 1, data[:i], nil
+	}
+	if atEOF && len(data) > 0 {
+		d.unterminated = true
+		return len(data), data, nil
+	}
+	return 0, nil, nil
+}
+
+// ErrTruncated is wrapped by the error the Decoder returns for a truncated
+// log: its last line ends inside an event, with no newline after it.
+// errors.Is(err, ErrTruncated) tells it apart from a malformed line; the
+// *DecodeError it comes in names the line.
+var ErrTruncated = errors.New("the log looks truncated: its last line ends inside an event, with no newline after it (was the agent stopped while writing?)")
+
+// ErrJSONDocument is wrapped by the error the Decoder returns for a file
+// that is a JSON document (a pretty-printed object, an array of events or
+// of runs, an object holding a list) rather than JSON Lines.
+var ErrJSONDocument = errors.New("the file is a JSON document, not JSON Lines (one event object per line)")
+
+// documentError is the error for a JSON document: what it looks like, and
+// what to do about it.
+type documentError struct{ what string }
+
+func (e *documentError) Error() string {
+	return ErrJSONDocument.Error() + ": " + e.what + "; agentstop import converts agents' logs into events"
+}
+
+func (e *documentError) Unwrap() error { return ErrJSONDocument }
+
 // Next returns the next event, io.EOF at the end, or a *DecodeError naming
-// the line.
+// the line (wrapping [ErrTruncated] or [ErrJSONDocument] for the files
+// described at [Decoder]).
 func (d *Decoder) Next() (Event, error) {
 	for d.sc.Scan() {
 		d.line++
@@ -319,8 +458,9 @@ func (d *Decoder) Next() (Event, error) {
 			continue
 		}
 		if err := decodeEvent(b, &d.ev); err != nil {
-			return Event{}, &DecodeError{Line: d.line, Err: err}
+			return Event{}, &DecodeError{Line: d.line, Err: d.lineError(b, err)}
 		}
+		d.events++
 		return d.ev, nil
 	}
 	if err := d.sc.Err(); err != nil {
@@ -336,6 +476,70 @@ func (d *Decoder) Next() (Event, error) {
 		return Event{}, &DecodeError{Line: d.line + 1, Err: err}
 	}
 	return Event{}, io.EOF
+}
+
+// lineError is the error for the line b, which decodeEvent rejected with
+// err: a truncation or a JSON document when the line says so, err
+// otherwise.
+func (d *Decoder) lineError(b []byte, err error) error {
+	incomplete := endsInsideValue(b)
+	switch {
+	case incomplete && d.unterminated:
+		return ErrTruncated
+	case d.events > 0:
+		return err
+	case b[0] == '[':
+		return &documentError{"it starts with an array (a list of events or of runs)"}
+	case incomplete:
+		return &documentError{"its first object does not end on its first line (a pretty-printed object)"}
+	}
+	if key, ok := listMember(b); ok {
+		return &documentError{fmt.Sprintf("its first line is an object holding a list, %q, not an event", key)}
+	}
+	return err
+}
+
+// endsInsideValue reports whether b is the start of a JSON value that
+// ends too soon: what is there is JSON, but a string, number, object or
+// array is still open.
+func endsInsideValue(b []byte) bool {
+	var v json.RawMessage
+	err := json.NewDecoder(bytes.NewReader(b)).Decode(&v)
+	return errors.Is(err, io.ErrUnexpectedEOF)
+}
+
+// listMember returns the key of the first member of the object b whose
+// value is an array, other than an event's own fields (args may be an
+// array), if b is an object without a kind: the shape of a
+// document holding a list of messages or steps ({"messages": [...]}),
+// which no event has.
+func listMember(b []byte) (string, bool) {
+	var obj map[string]json.RawMessage
+	if json.Unmarshal(b, &obj) != nil {
+		return "", false
+	}
+	if _, ok := obj["kind"]; ok {
+		return "", false
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return "", false
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		var val json.RawMessage
+		if dec.Decode(&val) != nil {
+			return "", false
+		}
+		key, _ := tok.(string)
+		if len(val) > 0 && val[0] == '[' && !slices.Contains(eventFieldNames[:], key) {
+			return key, true
+		}
+	}
+	return "", false
 }
 
 // readError is a failure to read the event log itself (inside a
@@ -355,13 +559,54 @@ func (d *Decoder) Line() int { return d.line }
 // run are not read, so they are neither evaluated nor checked, and a log of
 // millions of events that stops early returns at once. Errors before that
 // point are *DecodeErrors naming the line. The Result has no stage.
+//
+// Replay is ReplayWith without options: a truncated last line is an error
+// wrapping [ErrTruncated].
 func Replay(c Condition, r io.Reader) (Result, error) {
+	return ReplayWith(c, r)
+}
+
+// ReplayOption configures [ReplayWith].
+type ReplayOption interface {
+	apply(*replayConfig)
+}
+
+type replayConfig struct {
+	lenient bool
+	stage   string // ReplayStage (replayruns.go)
+}
+
+type lenientOption struct{}
+
+func (lenientOption) apply(c *replayConfig) { c.lenient = true }
+
+// WithLenient makes a replay of a truncated log (its last line ends inside
+// an event, with no newline after it: an agent killed while writing)
+// evaluate the events before that line and return the result with
+// Truncated set, instead of an error. A replay that stops before the
+// truncated line never reads it, lenient or not. Every other bad line is
+// still an error. The default is strict.
+func WithLenient() ReplayOption { return lenientOption{} }
+
+// ReplayWith is [Replay] with options. Nil options are ignored.
+func ReplayWith(c Condition, r io.Reader, opts ...ReplayOption) (Result, error) {
+	var cfg replayConfig
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
 	ev := NewEvaluator(c, EventClock)
 	dec := NewDecoder(r)
 	for {
 		e, err := dec.Next()
 		if errors.Is(err, io.EOF) {
 			return ev.Result(), nil
+		}
+		if cfg.lenient && errors.Is(err, ErrTruncated) {
+			res := ev.Result()
+			res.Truncated = true
+			return res, nil
 		}
 		if err != nil {
 			return Result{}, err

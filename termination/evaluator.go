@@ -39,9 +39,15 @@ type Evaluator struct {
 	lastErr   string
 	cause     Cause
 	fired     []Cause
+	evidence  []int
 	stoppedAt int
 	ended     time.Time
 	budgets   []*budgetCheck
+	// timeouts are the condition's timeout limits, ascending; replay ticks
+	// at each deadline before the first event past it (next: the first
+	// not yet ticked).
+	timeouts []time.Duration
+	next     int
 }
 
 // NewEvaluator starts a run of c. c must be valid ([Validate]); an invalid
@@ -55,6 +61,9 @@ func NewEvaluator(c Condition, clock Clock) *Evaluator {
 	e.sink.warnings, e.sink.stallWarned = &e.warnings, &e.stalled
 	eachBudget([]check{e.root}, func(b *budgetCheck) { e.budgets = append(e.budgets, b) })
 	eachTimeout(c, func(time.Duration) { e.clocked = true })
+	if e.clocked {
+		e.timeouts = timeoutsOf(c)
+	}
 	e.callKeys = usesCallKey(e.root)
 	if clock == WallClock {
 		e.start = time.Now()
@@ -88,6 +97,9 @@ func (e *Evaluator) observeRef(ev *Event) (Cause, bool) {
 	}
 	if !ev.valid() {
 		return e.invalid(ev)
+	}
+	if e.clocked && e.deadlineBefore(ev) {
+		return e.cause, true // the timeout fired before ev: ev is not evaluated
 	}
 	p := &e.progress
 	p.Events++
@@ -130,9 +142,42 @@ func (e *Evaluator) tickAt(now time.Time) (Cause, bool) {
 	if e.clock == WallClock {
 		e.progress.Elapsed, e.progress.Clocked = now.Sub(e.start), true
 	}
-	e.sink.fired = e.sink.fired[:0]
+	e.sink.reset()
 	e.root.observe(nil, &e.progress, &e.sink)
-	return e.settle(0)
+	return e.settle(e.progress.Events)
+}
+
+// deadlineBefore fires the timeouts whose deadline ev is at or past before
+// ev is evaluated, as the live timer would have (§3): a clock tick at each
+// deadline in turn, with elapsed the limit in replay (the time now, live).
+// It reports whether the run stopped; StoppedAt is then the last event
+// evaluated.
+func (e *Evaluator) deadlineBefore(ev *Event) bool {
+	var elapsed time.Duration
+	switch {
+	case e.clock == WallClock:
+		elapsed = time.Since(e.start)
+	case ev.Time.IsZero() || e.start.IsZero():
+		return false
+	default:
+		elapsed = ev.Time.Sub(e.start)
+	}
+	for ; e.next < len(e.timeouts) && e.timeouts[e.next] <= elapsed; e.next++ {
+		tick := e.timeouts[e.next]
+		if e.clock == WallClock {
+			tick = elapsed
+		}
+		p := &e.progress
+		saved := *p
+		p.Elapsed, p.Clocked = tick, true
+		e.sink.reset()
+		e.root.observe(nil, p, &e.sink)
+		if _, stopped := e.settle(p.Events); stopped {
+			return true
+		}
+		*p = saved
+	}
+	return false
 }
 
 func (e *Evaluator) tick(ev *Event) {
@@ -155,7 +200,7 @@ func (e *Evaluator) tick(ev *Event) {
 		}
 		e.last = ev.Time
 	}
-	e.sink.fired = e.sink.fired[:0]
+	e.sink.reset()
 	before := len(e.warnings)
 	e.root.observe(ev, p, &e.sink)
 	if len(e.warnings)-before > 1 {
@@ -170,6 +215,7 @@ func (e *Evaluator) invalid(ev *Event) (Cause, bool) {
 	e.progress.Events++
 	c := Failed{Reason: FailInvalidInput, Err: fmt.Sprintf("event %d: %v", e.progress.Events, ev.Validate())}
 	e.cause, e.fired, e.stoppedAt = c, []Cause{c}, e.progress.Events
+	e.evidence = []int{e.progress.Events}
 	e.ended = time.Now()
 	return c, true
 }
@@ -181,6 +227,7 @@ func (e *Evaluator) settle(at int) (Cause, bool) {
 	e.fired = slices.Clone(e.sink.fired)
 	slices.SortStableFunc(e.fired, precedes)
 	e.cause, e.stoppedAt = e.fired[0], at
+	e.evidence = e.sink.evidenceOf(pickIndex(e.sink.fired), at)
 	e.ended = time.Now()
 	return e.cause, true
 }
@@ -228,6 +275,7 @@ func (e *Evaluator) Result() Result {
 	if e.cause == nil {
 		if e.lastKind == KindError {
 			e.endStream(Failed{Reason: FailStreamError, Err: e.lastErr})
+			e.evidence = []int{e.progress.Events} // the final error event
 		} else {
 			e.endStream(NaturalCompletion{})
 		}
@@ -243,16 +291,25 @@ func (e *Evaluator) Result() Result {
 		ToolCalls:  e.progress.ToolCalls,
 		Tokens:     e.progress.Tokens,
 		Cost:       e.progress.Cost,
+		Evidence:   slices.Clone(e.evidence),
 	}
 	for _, b := range e.budgets {
 		for _, l := range b.limits {
 			r.Budgets = append(r.Budgets, BudgetUsage{Resource: l.res, Used: used(l.res, &e.progress), Limit: l.limit})
 		}
 	}
-	if e.clock == WallClock {
+	switch {
+	case e.clock == WallClock:
 		r.Duration = e.ended.Sub(e.start)
-	} else if !e.start.IsZero() {
+	case e.start.IsZero():
+		r.Untimed = true // no event carried a time
+	default:
 		r.Duration = e.last.Sub(e.start)
+		if t, ok := e.cause.(Timeout); ok && t.Scope == "" {
+			// A replayed timeout fires as the timer would have: the run
+			// lasted until the limit, not until the last event before it.
+			r.Duration = max(r.Duration, t.Elapsed)
+		}
 	}
 	return r
 }
@@ -275,7 +332,13 @@ type Result struct {
 	ToolCalls        int
 	Tokens           Usage
 	Cost             float64
-	Duration         time.Duration
+	// Duration is how long the run lasted: live, from its start to its
+	// end; in replay, from the first event that carries a time to the last
+	// evaluated event that carries one, or to the timeout.
+	Duration time.Duration
+	// Untimed is set by replay when no evaluated event carried a time:
+	// Duration is then unknown, and the JSON form has no "duration".
+	Untimed bool
 	// Evidence is the 1-based indices of the events that make up the
 	// cause's signal, ascending (§3 "Evidence"); nil for a timeout, a
 	// cancellation or a natural completion.
@@ -310,7 +373,9 @@ func (r Result) Tag() string {
 
 // MarshalJSON writes the contract's replay object: stage,
 // termination_cause, outcome, cause, fired, warnings, stopped_at, events,
-// iterations, tool_calls, tokens {input, output}, cost.
+// iterations, tool_calls, tokens {input, output}, cost, evidence (always an
+// array), duration (a Go duration string such as "41s"; absent when
+// Untimed), truncated (only when true), and run and parent when set (§8).
 func (r Result) MarshalJSON() ([]byte, error) {
 	cause, err := marshalOptionalCause(r.Cause)
 	if err != nil {
@@ -327,8 +392,10 @@ func (r Result) MarshalJSON() ([]byte, error) {
 	return json.Marshal(resultJSON{
 		Stage: r.Stage, TerminationCause: r.Tag(), Outcome: r.Outcome,
 		Cause: cause, Fired: fired, Warnings: warnings,
-		StoppedAt: r.StoppedAt, Events: r.Events, Iterations: r.Iterations, ToolCalls: r.ToolCalls,
+		StoppedAt: r.StoppedAt, Evidence: evidenceJSON(r.Evidence), Events: r.Events, Iterations: r.Iterations, ToolCalls: r.ToolCalls,
 		Tokens: tokensJSON{Input: r.Tokens.InputTokens, Output: r.Tokens.OutputTokens}, Cost: r.Cost,
+		Duration: durationJSON(r), Truncated: r.Truncated,
+		Run: r.Run, Parent: r.Parent,
 	})
 }
 
@@ -339,13 +406,23 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	out := Result{Stage: raw.Stage, TerminationCause: raw.TerminationCause, Outcome: raw.Outcome,
-		StoppedAt: raw.StoppedAt, Events: raw.Events, Iterations: raw.Iterations, ToolCalls: raw.ToolCalls,
-		Tokens: Usage{InputTokens: raw.Tokens.Input, OutputTokens: raw.Tokens.Output}, Cost: raw.Cost}
+		StoppedAt: raw.StoppedAt, Evidence: slices.Clip(raw.Evidence), Events: raw.Events, Iterations: raw.Iterations, ToolCalls: raw.ToolCalls,
+		Tokens: Usage{InputTokens: raw.Tokens.Input, OutputTokens: raw.Tokens.Output}, Cost: raw.Cost,
+		Run: raw.Run, Parent: raw.Parent}
 	var err error
 	if len(raw.Cause) > 0 && string(raw.Cause) != "null" {
 		if out.Cause, err = UnmarshalCause(raw.Cause); err != nil {
 			return err
 		}
+	}
+	if len(out.Evidence) == 0 {
+		out.Evidence = nil
+	}
+	out.Truncated = raw.Truncated
+	if raw.Duration == nil {
+		out.Untimed = true
+	} else if out.Duration, err = time.ParseDuration(*raw.Duration); err != nil {
+		return fmt.Errorf("duration: must be a duration such as 41s or 1m30s, got %q", *raw.Duration)
 	}
 	if out.Fired, err = unmarshalCauses(raw.Fired); err != nil {
 		return err
@@ -370,11 +447,33 @@ type resultJSON struct {
 	ToolCalls        int               `json:"tool_calls"`
 	Tokens           tokensJSON        `json:"tokens"`
 	Cost             float64           `json:"cost"`
+	Evidence         []int             `json:"evidence"`
+	Duration         *string           `json:"duration,omitempty"`
+	Truncated        bool              `json:"truncated,omitempty"`
+	Run              string            `json:"run,omitempty"`    // §8: a run of a multi-run log
+	Parent           string            `json:"parent,omitempty"` // §8: its parent run
+}
+
+// durationJSON is the "duration" of r: nil (absent) when Untimed.
+func durationJSON(r Result) *string {
+	if r.Untimed {
+		return nil
+	}
+	d := r.Duration.String()
+	return &d
 }
 
 type tokensJSON struct {
 	Input  int64 `json:"input"`
 	Output int64 `json:"output"`
+}
+
+// evidenceJSON is the evidence as written: [] rather than null when none.
+func evidenceJSON(ev []int) []int {
+	if ev == nil {
+		return []int{}
+	}
+	return ev
 }
 
 func marshalOptionalCause(c Cause) (json.RawMessage, error) {

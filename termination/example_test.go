@@ -48,7 +48,9 @@ func ExampleNewEvaluator() {
 		termination.MaxIterations(2),
 		termination.TokenBudget(termination.TokenLimits{Total: 1000, Pressure: termination.Pressure{Threshold: 0.8}}),
 	)
-	ev := termination.NewEvaluator(cond, termination.WallClock)
+	// A live stage uses WallClock; EventClock here keeps the printed result
+	// free of the time it took (events without a time give no duration).
+	ev := termination.NewEvaluator(cond, termination.EventClock)
 	for _, e := range []termination.Event{
 		{Kind: termination.KindInput, Text: "Plan a trip."},
 		{Kind: termination.KindMessage, Text: "Day 1 ...", Usage: termination.Usage{InputTokens: 500, OutputTokens: 350}},
@@ -69,7 +71,7 @@ func ExampleNewEvaluator() {
 	// Output:
 	// stop: agentstop: max iterations reached (3 > limit 2)
 	// warning: agentstop: budget pressure on total_tokens (850 of 1000 used, threshold 0.8)
-	// {"stage":"","termination_cause":"max_iterations","outcome":"failed","cause":{"$kind":"MaxIterationsReached","limit":2,"count":3},"fired":[{"$kind":"MaxIterationsReached","limit":2,"count":3}],"warnings":[{"$kind":"BudgetPressure","resource":"total_tokens","threshold":0.8,"used":850,"limit":1000}],"stopped_at":4,"events":4,"iterations":3,"tool_calls":0,"tokens":{"input":560,"output":390},"cost":0}
+	// {"stage":"","termination_cause":"max_iterations","outcome":"failed","cause":{"$kind":"MaxIterationsReached","limit":2,"count":3},"fired":[{"$kind":"MaxIterationsReached","limit":2,"count":3}],"warnings":[{"$kind":"BudgetPressure","resource":"total_tokens","threshold":0.8,"used":850,"limit":1000}],"stopped_at":4,"events":4,"iterations":3,"tool_calls":0,"tokens":{"input":560,"output":390},"cost":0,"evidence":[4]}
 }
 
 // Tag keeps the termination_cause label set closed: a Custom reason is its
@@ -102,7 +104,9 @@ func ExampleToolCallLimit() {
 		termination.ToolCallLimit(termination.ToolCallLimits{Limit: 20, Pressure: 0.1, PerTool: map[string]int{"web_fetch": 5}}),
 		termination.Stall(termination.StallLimits{Repeats: 3, WarnAt: 2, Cycle: 3}),
 	)
-	ev := termination.NewEvaluator(cond, termination.WallClock)
+	// A live stage uses WallClock; EventClock here keeps the printed result
+	// free of the time it took (events without a time give no duration).
+	ev := termination.NewEvaluator(cond, termination.EventClock)
 	search := termination.Event{Kind: termination.KindToolCall, Tool: "search", Args: []byte(`{"q":"Acme CEO"}`)}
 	fetch := termination.Event{Kind: termination.KindToolCall, Tool: "web_fetch", Args: []byte(`{"url":"https://acme.example"}`)}
 	for _, e := range []termination.Event{search, fetch, search, fetch, search, fetch, search} {

@@ -31,7 +31,8 @@ const fastMaxDepth = 64
 // eventFieldNames are the JSON names of the fields of Event; keys are
 // case-sensitive, and decodeEventJSON drops every other key before
 // encoding/json (which would match "Text" to text) sees it.
-var eventFieldNames = [...]string{"kind", "source", "text", "tool", "args", "target", "usage", "cost", "error", "time", "call_id", "model"}
+var eventFieldNames = [...]string{"kind", "source", "text", "tool", "args", "target", "usage", "cost", "error", "time", "call_id", "model",
+	"run", "parent", "args_hash", "text_hash"}
 
 // fastParser is a cursor over one line of JSON. Its methods report false
 // for anything they do not handle; none of them allocates except to keep a
@@ -127,6 +128,14 @@ func (p *fastParser) object(ev *Event) bool {
 			return p.setString(&ev.CallID)
 		case "model":
 			return p.setString(&ev.Model)
+		case "run":
+			return p.setString(&ev.Run)
+		case "parent":
+			return p.setString(&ev.Parent)
+		case "args_hash":
+			return p.setString(&ev.ArgsHash)
+		case "text_hash":
+			return p.setString(&ev.TextHash)
 		case "args":
 			// json.RawMessage: an exact copy of the value's bytes, "null" included.
 			start := p.Pos

@@ -27,6 +27,13 @@ var fastDecodeCases = []struct {
 		`"target":"user","usage":{"input_tokens":12,"output_tokens":3},"cost":0.25,"error":"e",` +
 		`"time":"2026-11-20T09:00:04.5+01:00","future_field":{"nested":[1,2]},"id":7}`, true},
 	{"call_id and model", `{"kind":"tool_call","tool":"search","call_id":"call_7f3a","model":"gpt-5"}`, true},
+	{"run, parent and hashes", `{"kind":"tool_call","run":"r-2","parent":"r-1","tool":"bash","args_hash":"0f3a","text_hash":"9c"}`, true},
+	{"run escaped", `{"kind":"input","run":"a\u002fb\n"}`, true},
+	{"args with args_hash is an error", `{"kind":"tool_call","args":{"a":1},"args_hash":"0f3a"}`, true},
+	{"text with text_hash is an error", `{"kind":"message","text":"x","text_hash":"9c"}`, true},
+	{"null run", `{"kind":"input","run":null}`, false},
+	{"parent a number", `{"kind":"input","parent":1}`, false},
+	{"folded args_hash", `{"kind":"tool_call","Args_Hash":"x"}`, true},
 	{"call_id escaped", `{"kind":"tool_result","call_id":"call\u005f1\n"}`, true},
 	{"model non-ASCII", `{"kind":"final","model":"modèle"}`, true},
 	{"duplicate call_id: last wins", `{"kind":"tool_call","call_id":"a","call_id":"b"}`, true},
@@ -190,7 +197,7 @@ var fastDecodeCases = []struct {
 // checkFastDecode fails t unless decoding line takes the fast path exactly
 // when encoding/json would accept it and decode the same event, and unless
 // decodeEvent returns what decodeEventJSON (the oracle) returns, error text
-// included (the oracle followed by checkAmounts). It reports whether the
+// included (the oracle followed by checkDecoded). It reports whether the
 // fast path decoded the line.
 func checkFastDecode(t testing.TB, line []byte) bool {
 	var want Event
@@ -207,9 +214,10 @@ func checkFastDecode(t testing.TB, line []byte) bool {
 		}
 	}
 
-	// decodeEvent also rejects amounts no model spends, on either path.
+	// decodeEvent also rejects amounts no model spends and a value with
+	// its hash, on either path.
 	if wantErr == nil {
-		if err := checkAmounts(&want); err != nil {
+		if err := checkDecoded(&want); err != nil {
 			want, wantErr = Event{}, err
 		}
 	}

@@ -108,6 +108,9 @@ func FuzzParsePolicy(f *testing.F) {
 		`stall: {repeats: 3, window: 8, warn_at: 2, cycle: 3}`, `stall: {cycle: 2}`, `stall: {repeats: 3, window: 2, warn_at: 3}`,
 		`stall: {repeats: 1e9, window: 4e18, cycle: 9e18}`, `any: [{stall: {cycle: 2, window: 4}}]`,
 		"a: &a [*a, *a]\nb: &b [*a, *a]\nc: [*b, *b]", "any: &x [{max_iterations: 1}]\nall: *x",
+		`stall: {repeats: 3, window: 8, same_result: true}`, `stall: {cycle: 2, same_result: true}`, `stall: {repeats: 2, same_result: 1}`,
+		`errors: {consecutive: 3, ignore_tools: [grep]}`, `errors: {ignore_tools: grep}`, `errors: {total: 2, ignore_tools: []}`,
+		`errors: {total: 2, ignore_tools: [""]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -133,6 +136,7 @@ func FuzzParsePolicy(f *testing.F) {
 		_ = p.String()
 		ev := NewEvaluator(p.Condition(), EventClock)
 		for _, e := range []Event{input("x").at(0), msg("a", "DONE").used(10, 10).costs(0.5), call("t", `{}`), result("t", "e"),
+			call("grep", `1`), result("grep", "exit 1"), call("grep", `1`), result("grep", "exit 1"),
 			call("search", `1`), call("t", `{}`), call("search", `1`), msg("a", "DONE"),
 			errEv("x"), handoffEv("a", "user"), stopEv("s"), final("critic", "x").at(time.Hour)} {
 			if _, stop := ev.Observe(e); stop {

@@ -79,6 +79,8 @@ type condCase struct {
 	at       int
 	fired    []Cause
 	warnings []Cause
+	// evidence, when not nil, is the result's Evidence ([]int{}: none).
+	evidence []int
 }
 
 func runCondCases(t *testing.T, cases []condCase) {
@@ -108,6 +110,13 @@ func runCondCases(t *testing.T, cases []condCase) {
 				wantEvents = tc.at
 			}
 			assert.Equal(t, wantEvents, res.Events, "events evaluated")
+			if tc.evidence != nil {
+				if len(tc.evidence) == 0 {
+					assert.Empty(t, res.Evidence, "evidence")
+				} else {
+					assert.Equal(t, tc.evidence, res.Evidence, "evidence")
+				}
+			}
 		})
 	}
 }

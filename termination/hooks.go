@@ -12,6 +12,8 @@ func init() {
 		AddWarning:    (*Evaluator).addWarning,
 		StopOnEvent:   (*Evaluator).stopOnEvent,
 		WarningsSince: (*Evaluator).warningsSince,
+		StopFired:     (*Evaluator).stopFired,
+		Fired:         (*Evaluator).firedCauses,
 		Timeouts:      timeoutsOf,
 	})
 }

@@ -18,6 +18,7 @@ import (
 type Policy struct {
 	cond  Condition
 	fleet *FleetBudget // the top-level fleet_budget, if any (fleetbudget.go)
+	tree  Condition    // the top-level tree: limits, if any (tree.go)
 }
 
 // PolicyError is an invalid policy: Path names the key
@@ -141,6 +142,7 @@ func init() {
 		{name: "any", read: readCombinator("any")},
 		{name: "all", read: readCombinator("all")},
 		{name: "fleet_budget", topLevel: true, read: readFleetBudget},
+		{name: "tree", topLevel: true, read: readTree},
 	}
 }
 

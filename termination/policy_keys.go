@@ -104,10 +104,15 @@ func readCostBudget(p string, v *yaml.Node, _ *Policy) (Condition, error) {
 func readStall(p string, v *yaml.Node, _ *Policy) (Condition, error) {
 	c := &stall{}
 	ints := map[string]*setting[int]{"repeats": &c.repeats, "window": &c.window, "warn_at": &c.warnAt, "cycle": &c.cycle}
-	err := mapping(p, v, []string{"repeats", "window", "warn_at", "cycle", "token_tolerance"}, func(k, kp string, v *yaml.Node) error {
-		if k == "token_tolerance" {
+	err := mapping(p, v, []string{"repeats", "window", "warn_at", "cycle", "token_tolerance", "same_result"}, func(k, kp string, v *yaml.Node) error {
+		switch k {
+		case "token_tolerance":
 			f, err := floatValue(kp, v)
 			c.tolerance = given(f)
+			return err
+		case "same_result":
+			b, err := boolValue(kp, v)
+			c.sameResult, c.sameResultSet = b, true
 			return err
 		}
 		n, err := intValue(kp, v)
@@ -119,7 +124,12 @@ func readStall(p string, v *yaml.Node, _ *Policy) (Condition, error) {
 
 func readErrors(p string, v *yaml.Node, _ *Policy) (Condition, error) {
 	c := &errorLimit{}
-	err := mapping(p, v, []string{"consecutive", "total"}, func(k, kp string, v *yaml.Node) error {
+	err := mapping(p, v, []string{"consecutive", "total", "ignore_tools"}, func(k, kp string, v *yaml.Node) error {
+		if k == "ignore_tools" {
+			names, err := nameList(kp, v)
+			c.ignore, c.ignoreSet = names, true
+			return err
+		}
 		n, err := intValue(kp, v)
 		if k == "consecutive" {
 			c.consecutive = given(n)

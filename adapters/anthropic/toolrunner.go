@@ -99,7 +99,7 @@ func AllStreaming(run *middleware.Run, turns iter.Seq2[StreamEvents, error]) ite
 			}
 		}()
 		if left && !last.err && !last.final && !stopped(run) {
-			run.Stop("consumer stopped iterating")
+			run.Leave("consumer stopped iterating")
 		}
 		run.Finish(nil)
 	}

@@ -224,7 +224,7 @@ func GenerateStream(ctx context.Context, g *genkit.Genkit, run *middleware.Run, 
 			return true
 		})
 		if gaveUp {
-			run.Stop("consumer stopped iterating")
+			run.Leave("consumer stopped iterating")
 		}
 		run.Finish(lastErr)
 	}

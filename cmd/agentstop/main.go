@@ -1,15 +1,16 @@
 // Command agentstop answers "why did this agent loop stop?" for recorded
 // event logs.
 //
-//	agentstop replay -policy POLICY.yaml [-stage NAME] [-fail-on failed[,skipped]] EVENTS.jsonl|-
+//	agentstop replay -policy POLICY.yaml [-stage NAME] [-lenient] [-fail-on failed[,skipped]] EVENTS.jsonl|-
 //	agentstop version
 //
 // replay evaluates a termination policy over a JSON Lines event log exactly
 // as the live middleware would, stops at the first cause (it does not read
 // the rest of the log), and prints one JSON object: the stage's
 // termination_cause, outcome, typed cause, the causes that fired, warnings
-// and the run's counts. Bad input prints one line on stderr naming the
-// file, line or policy key, and exits 2. With -fail-on, an outcome in the
+// and the run's counts and duration. Bad input prints one line on stderr
+// naming the file, line or policy key, and exits 2; -lenient replays a log
+// whose last line was cut off by a crash up to that line. With -fail-on, an outcome in the
 // list exits 1 (for CI jobs that replay recorded runs).
 //
 // version prints the module version from the binary's build information

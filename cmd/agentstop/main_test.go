@@ -57,10 +57,11 @@ func TestReplayGoldenMeaning(t *testing.T) {
 	cases := map[string]struct {
 		tag, outcome      string
 		stoppedAt, events int
+		evidence          []int
 	}{
-		"react_complete": {"natural_completion", "succeeded", 0, 8},
-		"runaway_search": {"stall", "failed", 9, 9},
-		"budget_burner":  {"budget_exhausted", "failed", 17, 17},
+		"react_complete": {"natural_completion", "succeeded", 0, 8, []int{}},
+		"runaway_search": {"stall", "failed", 9, 9, []int{3, 6, 9}}, // the three repeated calls
+		"budget_burner":  {"budget_exhausted", "failed", 17, 17, []int{17}},
 	}
 	for name, want := range cases {
 		b, err := os.ReadFile(filepath.Join("testdata", name+".golden"))
@@ -71,6 +72,7 @@ func TestReplayGoldenMeaning(t *testing.T) {
 			Outcome          string `json:"outcome"`
 			StoppedAt        int    `json:"stopped_at"`
 			Events           int    `json:"events"`
+			Evidence         []int  `json:"evidence"`
 		}
 		require.NoError(t, json.Unmarshal(b, &got))
 		assert.Equal(t, "replay", got.Stage, name)
@@ -78,6 +80,7 @@ func TestReplayGoldenMeaning(t *testing.T) {
 		assert.Equal(t, want.outcome, got.Outcome, name)
 		assert.Equal(t, want.stoppedAt, got.StoppedAt, name)
 		assert.Equal(t, want.events, got.Events, name)
+		assert.Equal(t, want.evidence, got.Evidence, name)
 	}
 }
 
@@ -101,6 +104,46 @@ func TestReplayStdin(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Empty(t, stdout)
 	assert.Equal(t, "agentstop replay: stdin: line 2: unknown kind \"nap\" (want one of input, message, tool_call, tool_result, handoff, stop, error, final)\n", stderr)
+}
+
+// TestReplayLenient: -lenient replays a log cut off by a crash up to its
+// truncated last line and says so in the result; without the flag the same
+// log is bad input. A replay that stops before the cut never reaches it.
+func TestReplayLenient(t *testing.T) {
+	log, err := os.ReadFile("../../testdata/react_complete.jsonl")
+	require.NoError(t, err)
+	cut := string(log[:len(log)-20]) // inside the last event, no newline after it
+	code, stdout, stderr := runCLI(t, cut, "replay", "-policy", policy, "-lenient", "-")
+	require.Equal(t, 0, code, stderr)
+	assert.Empty(t, stderr)
+	var res map[string]any
+	require.NoError(t, json.Unmarshal([]byte(stdout), &res))
+	assert.Equal(t, true, res["truncated"])
+	assert.Equal(t, "natural_completion", res["termination_cause"])
+	assert.EqualValues(t, 7, res["events"], "the events before the cut line")
+	assert.Contains(t, res, "duration")
+
+	code, stdout, stderr = runCLI(t, cut, "replay", "-policy", policy, "-")
+	assert.Equal(t, 2, code)
+	assert.Empty(t, stdout)
+	assert.Equal(t, "agentstop replay: stdin: the log looks truncated at line 8: its last line ends inside an event, "+
+		"with no newline after it (was the agent stopped while writing?); -lenient evaluates the events before it\n", stderr)
+
+	// The stall of runaway_search fires on event 9: a cut after it is
+	// never read, with or without -lenient, and the result is the golden one.
+	log, err = os.ReadFile("../../testdata/runaway_search.jsonl")
+	require.NoError(t, err)
+	want, err := os.ReadFile("testdata/runaway_search.golden")
+	require.NoError(t, err)
+	lines := strings.SplitAfter(string(log), "\n")
+	require.Greater(t, len(lines), 10)
+	cut = strings.Join(lines[:10], "") + lines[10][:len(lines[10])/2]
+	for _, args := range [][]string{{"replay", "-policy", policy, "-"}, {"replay", "-policy", policy, "-lenient", "-"}} {
+		code, stdout, stderr = runCLI(t, cut, args...)
+		require.Equal(t, 0, code, stderr)
+		assert.Equal(t, string(want), stdout)
+		assert.NotContains(t, stdout, "truncated")
+	}
 }
 
 // writeFile writes content to name in dir and returns its path.
@@ -133,7 +176,10 @@ func TestReplayBadInput(t *testing.T) {
 	badTime := events("time.jsonl", "{\"kind\":\"input\"}\n{\"kind\":\"message\",\"time\":\"yesterday\"}\n")
 	badTokens := events("tokens.jsonl", "{\"kind\":\"message\",\"usage\":{\"input_tokens\":\"12\"}}\n")
 	typoUsage := events("usage.jsonl", "{\"kind\":\"input\"}\n\n{\"kind\":\"message\",\"usage\":{\"input_token\":12}}\n")
-	notObject := events("array.jsonl", "[1,2]\n")
+	notObject := events("array.jsonl", "{\"kind\":\"input\"}\n[1,2]\n")
+	document := events("trajectory.traj", "{\n  \"messages\": [\n    {\"role\": \"user\", \"content\": \"hi\"}\n  ]\n}\n")
+	array := events("events-array.txt", "[{\"kind\":\"input\"},{\"kind\":\"final\"}]")
+	truncated := events("crashed.jsonl", "{\"kind\":\"input\"}\n{\"kind\":\"message\",\"text\":\"C:\\")
 	long := events("long.jsonl", "{\"kind\":\"input\"}\n{\"kind\":\"message\",\"text\":\""+strings.Repeat("x", 16<<20)+"\"}\n")
 
 	cases := []struct {
@@ -142,7 +188,7 @@ func TestReplayBadInput(t *testing.T) {
 		stderr string // exact
 	}{
 		{"malformed line", []string{"replay", "-policy", policy, "../../testdata/malformed.jsonl"},
-			"agentstop replay: ../../testdata/malformed.jsonl: line 2: malformed JSON: unexpected end of JSON input\n"},
+			"agentstop replay: ../../testdata/malformed.jsonl: line 2: malformed JSON: the line ends inside an event (a string, object or array is not closed)\n"},
 		{"unknown kind", []string{"replay", "-policy", policy, "../../testdata/unknown_kind.jsonl"},
 			"agentstop replay: ../../testdata/unknown_kind.jsonl: line 3: unknown kind \"thinking\" (want one of input, message, tool_call, tool_result, handoff, stop, error, final)\n"},
 		{"bad time", []string{"replay", "-policy", policy, badTime},
@@ -152,7 +198,16 @@ func TestReplayBadInput(t *testing.T) {
 		{"typo in a usage key", []string{"replay", "-policy", policy, typoUsage},
 			"agentstop replay: " + typoUsage + ": line 3: usage: unknown key \"input_token\" (want input_tokens or output_tokens)\n"},
 		{"not an object", []string{"replay", "-policy", policy, notObject},
-			"agentstop replay: " + notObject + ": line 1: an event must be a JSON object, got an array\n"},
+			"agentstop replay: " + notObject + ": line 2: an event must be a JSON object, got an array\n"},
+		{"a pretty-printed JSON document", []string{"replay", "-policy", policy, document},
+			"agentstop replay: " + document + ": line 1: the file is a JSON document, not JSON Lines (one event object per line): " +
+				"its first object does not end on its first line (a pretty-printed object); agentstop import converts agents' logs into events\n"},
+		{"a JSON array of events", []string{"replay", "-policy", policy, "-lenient", array},
+			"agentstop replay: " + array + ": line 1: the file is a JSON document, not JSON Lines (one event object per line): " +
+				"it starts with an array (a list of events or of runs); agentstop import converts agents' logs into events\n"},
+		{"a truncated log", []string{"replay", "-policy", policy, truncated},
+			"agentstop replay: " + truncated + ": the log looks truncated at line 2: its last line ends inside an event, " +
+				"with no newline after it (was the agent stopped while writing?); -lenient evaluates the events before it\n"},
 		{"line too long", []string{"replay", "-policy", policy, long},
 			"agentstop replay: " + long + ": line 2: longer than 16 MiB, the limit for one event\n"},
 		{"events file is a directory", []string{"replay", "-policy", policy, dir},
@@ -321,7 +376,7 @@ func TestUsage(t *testing.T) {
 		}
 	}
 	assert.Contains(t, func() string { _, out, _ := runCLI(t, "", "replay", "-h"); return out }(),
-		"agentstop replay -policy POLICY.yaml [-stage NAME] [-fail-on failed[,skipped]] EVENTS.jsonl|-")
+		"agentstop replay -policy POLICY.yaml [-stage NAME] [-lenient] [-fail-on failed[,skipped]] EVENTS.jsonl|-")
 
 	// No arguments: one line on stderr, exit 2.
 	code, stdout, stderr := runCLI(t, "")
@@ -395,7 +450,7 @@ func TestBinary(t *testing.T) {
 
 	code, _, stderr = runBin("replay", "-policy", policy, "../../testdata/malformed.jsonl")
 	assert.Equal(t, 2, code)
-	assert.Equal(t, "agentstop replay: ../../testdata/malformed.jsonl: line 2: malformed JSON: unexpected end of JSON input\n", stderr)
+	assert.Equal(t, "agentstop replay: ../../testdata/malformed.jsonl: line 2: malformed JSON: the line ends inside an event (a string, object or array is not closed)\n", stderr)
 
 	code, stdout, _ = runBin("-h")
 	assert.Equal(t, 0, code)

@@ -13,11 +13,26 @@ import (
 	"github.com/agentstop/agentstop/termination"
 )
 
-const replayUsage = `Usage: agentstop replay -policy POLICY.yaml [-stage NAME] [-fail-on failed[,skipped]] EVENTS.jsonl|-
+const replayUsage = `Usage: agentstop replay -policy POLICY.yaml [-stage NAME] [-lenient] [-fail-on failed[,skipped]] EVENTS.jsonl|-
 
 Evaluates POLICY over the events (JSON Lines: one object per line; "-" reads
 stdin) exactly as the live middleware would, stops at the first cause without
-reading the rest of the log, and prints one JSON object on stdout.
+reading the rest of the log, and prints one JSON object on stdout, with
+"duration" (first to last evaluated event that carries a time) when the events
+carry times.
+
+A log whose last line ends inside an event, with no newline after it (an agent
+killed while writing), is truncated: an error, unless -lenient, which evaluates
+the events before that line and adds "truncated": true to the result. A JSON
+document (a pretty-printed object, an array of events or runs) is not an event
+log: convert it with agentstop import.
+
+A log whose events carry "run" holds many runs, and a run's first event may
+name its "parent": it is read whole and replayed as a tree (as is any log when
+the policy has tree: limits). Each run is evaluated with the policy, each
+run's tree: limits over its descendants, in the order of the lines, and one
+result per run is printed, one JSON object per line with "run" (and "parent"),
+in the order the runs ended. -fail-on then applies to every run.
 
 Exit status: 0 when the replay ran; 1 when its outcome is listed in -fail-on;
 2 on bad input (unreadable file, malformed line, unknown kind, invalid policy),
@@ -26,6 +41,7 @@ with one line on stderr naming the file, line or key.
 Example:
   agentstop replay -policy testdata/policy.yaml testdata/runaway_search.jsonl
   agentstop replay -policy policy.yaml -fail-on failed run.jsonl   # in CI
+  agentstop replay -policy policy.yaml -lenient crashed-run.jsonl
 `
 
 // parseOutcomes parses the value of -fail-on: failed, skipped, or both,
@@ -55,6 +71,7 @@ func runReplay(args []string, sio stdio) int {
 	policyPath := fs.String("policy", "", "termination policy file, YAML or JSON (required)")
 	stage := fs.String("stage", "replay", "stage name reported in the result")
 	failOnFlag := fs.String("fail-on", "", "exit 1 when the outcome is one of these: failed, skipped, or failed,skipped (for CI)")
+	lenient := fs.Bool("lenient", false, "evaluate the events before a truncated last line and mark the result \"truncated\": true, instead of failing")
 	files, code, done := parseFlags(fs, args, replayUsage, sio)
 	if done {
 		return code
@@ -99,7 +116,20 @@ func runReplay(args []string, sio stdio) int {
 		defer f.Close()
 		in = f
 	}
-	res, err := termination.Replay(policy.Condition(), in)
+	// A log of many runs (§8), or a policy with tree: limits, is read
+	// whole and replayed as a tree (replay_runs.go).
+	in, multi := peekRuns(in, policy)
+	if multi {
+		return replayRuns(sio, policy, in, name, *stage, *lenient, failOn)
+	}
+	var opts []termination.ReplayOption
+	if *lenient {
+		opts = append(opts, termination.WithLenient())
+	}
+	res, err := termination.ReplayWith(policy.Condition(), in, opts...)
+	if errors.Is(err, termination.ErrTruncated) {
+		return fail("%s: %v; -lenient evaluates the events before it", name, err)
+	}
 	if err != nil {
 		return fail("%s: %v", name, err)
 	}

@@ -34,6 +34,12 @@ type Hooks[E, Ev, C, Cond any] struct {
 	// StopOnEvent ends the run with c as if it had fired on the last
 	// observed event, unless it has already stopped.
 	StopOnEvent func(e E, c C) bool
+	// StopFired ends the run with the causes another evaluator fired (a
+	// holder's tree limits; fired[0] is the cause) unless it has already
+	// stopped; onEvent: on the run's own last event (StoppedAt names it).
+	StopFired func(e E, fired []C, onEvent bool) bool
+	// Fired returns what fired when the run stopped, without copying.
+	Fired func(e E) []C
 	// WarningsSince returns the warnings recorded after the first n,
 	// without copying; the slice must not be modified.
 	WarningsSince func(e E, n int) []C

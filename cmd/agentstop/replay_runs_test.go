@@ -1,0 +1,93 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentstop/agentstop/termination"
+)
+
+const treePolicy = "../../testdata/tree_policy.yaml"
+
+// TestReplayTree: a log whose events carry run and parent is replayed as a
+// tree (§8): one result per run, one JSON object per line, in the order the
+// runs ended, with run and parent.
+func TestReplayTree(t *testing.T) {
+	code, stdout, stderr := runCLI(t, "", "replay", "-policy", treePolicy, "../../testdata/tree_planner.jsonl")
+	require.Equal(t, 0, code, stderr)
+	assert.Empty(t, stderr)
+	golden := filepath.Join("testdata", "tree_planner.golden")
+	if *update {
+		require.NoError(t, os.WriteFile(golden, []byte(stdout), 0o644))
+	}
+	want, err := os.ReadFile(golden)
+	require.NoError(t, err)
+	assert.Equal(t, string(want), stdout)
+
+	var runs, causes []string
+	for line := range strings.Lines(stdout) {
+		var res termination.Result
+		require.NoError(t, json.Unmarshal([]byte(line), &res), line)
+		runs = append(runs, res.Run+"<"+res.Parent)
+		causes = append(causes, termination.Tag(res.Cause, nil))
+	}
+	// fetch-a ends at its last line; the fifth tool call of the tree (res-b's)
+	// ends the planner, then its live descendants in the order they started;
+	// res-c starts after the planner ended.
+	assert.Equal(t, []string{"fetch-a<res-a", "planner<", "res-a<planner", "res-b<planner", "res-c<planner"}, runs)
+	assert.Equal(t, []string{"natural_completion", "max_tool_calls", "cancelled", "cancelled", "skipped"}, causes)
+
+	// -fail-on applies to every run.
+	code, stdout2, stderr := runCLI(t, "", "replay", "-policy", treePolicy, "-fail-on", "skipped", "../../testdata/tree_planner.jsonl")
+	assert.Equal(t, 1, code)
+	assert.Equal(t, stdout, stdout2)
+	assert.Equal(t, "agentstop replay: 1 of 5 runs have an outcome listed in -fail-on\n", stderr)
+
+	// From stdin, with -stage.
+	log, err := os.ReadFile("../../testdata/tree_planner.jsonl")
+	require.NoError(t, err)
+	code, stdout, stderr = runCLI(t, string(log), "replay", "-policy", treePolicy, "-stage", "research", "-")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, `"detail":"research ended: max_tool_calls"`)
+	assert.Equal(t, 5, strings.Count(stdout, `{"stage":"research",`))
+}
+
+// TestReplayTreeSingleRun: a log without run ids under a policy with tree:
+// limits is a tree of one run: its tree limits count its own events.
+func TestReplayTreeSingleRun(t *testing.T) {
+	log := `{"kind":"tool_call","tool":"a"}` + "\n" + `{"kind":"tool_call","tool":"b"}` + "\n"
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "p.yaml")
+	require.NoError(t, os.WriteFile(pol, []byte("tree: {max_tool_calls: 1}\n"), 0o644))
+	code, stdout, stderr := runCLI(t, log, "replay", "-policy", pol, "-")
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, 1, strings.Count(stdout, "\n"))
+	assert.Contains(t, stdout, `"cause":{"$kind":"MaxToolCallsReached","limit":1,"count":2,"scope":"tree"}`)
+	assert.Contains(t, stdout, `"stopped_at":2`)
+	assert.NotContains(t, stdout, `"run"`)
+}
+
+// TestReplayTreeBadInput: a bad line of a multi-run log is one line on
+// stderr naming it, exit 2, as for one run.
+func TestReplayTreeBadInput(t *testing.T) {
+	log := `{"run":"a","kind":"input"}` + "\n" + `{"run":"b","parent":"a","kind":"nap"}` + "\n"
+	code, stdout, stderr := runCLI(t, log, "replay", "-policy", treePolicy, "-")
+	assert.Equal(t, 2, code)
+	assert.Empty(t, stdout)
+	assert.Equal(t, "agentstop replay: stdin: line 2: unknown kind \"nap\" (want one of input, message, tool_call, tool_result, handoff, stop, error, final)\n", stderr)
+
+	// A truncated last line: an error, or with -lenient every result says so.
+	log = `{"run":"a","kind":"input"}` + "\n" + `{"run":"a","kind":"mess`
+	code, _, stderr = runCLI(t, log, "replay", "-policy", treePolicy, "-")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, stderr, "-lenient")
+	code, stdout, stderr = runCLI(t, log, "replay", "-policy", treePolicy, "-lenient", "-")
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, `"truncated":true,"run":"a"`)
+}

@@ -1,0 +1,88 @@
+package middleware
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// The propagator's fields: the parent run's id, and what is left of its
+// limits (termination.Limits' text form).
+const (
+	// RunHeader carries the id of the run that makes a request: the
+	// callee's runs are its children.
+	RunHeader = "agentstop-run"
+	// RemainingHeader carries what is left of the calling run's limits
+	// (Run.Remaining, in the form termination.Limits.String writes):
+	// without a fleet, they become the callee's runs' tree limits.
+	RemainingHeader = "agentstop-remaining"
+)
+
+// maxRemainingHeader bounds the remaining-limits value a propagator reads:
+// a longer one is malformed (the longest well-formed value is far shorter).
+const maxRemainingHeader = 512
+
+// remoteKey is the context key of a parent run extracted from a request.
+type remoteKey struct{}
+
+// remoteParent is a parent run in another process.
+type remoteParent struct {
+	id     string
+	limits termination.Limits
+}
+
+// Propagator returns the OpenTelemetry TextMapPropagator of trees of runs
+// (§8). Inject writes the id of the run the context carries (RunHeader)
+// and what is left of its limits, [Run.Remaining] (RemainingHeader); a
+// context without a run injects nothing. Extract reads them into the
+// returned context: a run started under it ([Stage.Start]) is the remote
+// run's child, with the propagated limits as its tree limits (the smaller
+// of them and its stage's own, per resource). A missing or malformed
+// header is ignored (a malformed run id drops both; malformed limits drop
+// the limits only): the propagator never fails a request.
+//
+// Compose it with the trace context so that otelhttp or otelgrpc carry
+// both:
+//
+//	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(
+//		propagation.TraceContext{}, propagation.Baggage{}, middleware.Propagator()))
+//
+// Without a fleet the callee's usage does not reach the caller's tree on
+// its own: the caller charges what the callee reports with [Run.Charge]
+// when the call returns.
+func Propagator() propagation.TextMapPropagator { return runPropagator{} }
+
+type runPropagator struct{}
+
+func (runPropagator) Inject(ctx context.Context, carrier propagation.TextMapCarrier) {
+	r := RunFromContext(ctx)
+	if r == nil || carrier == nil {
+		return
+	}
+	carrier.Set(RunHeader, r.id)
+	if left := r.Remaining(); left.Has != 0 {
+		carrier.Set(RemainingHeader, left.String())
+	}
+}
+
+func (runPropagator) Extract(ctx context.Context, carrier propagation.TextMapCarrier) context.Context {
+	if carrier == nil {
+		return ctx
+	}
+	id := carrier.Get(RunHeader)
+	if !fleet.ValidRunID(id) {
+		return ctx
+	}
+	p := remoteParent{id: id}
+	if s := carrier.Get(RemainingHeader); s != "" && len(s) <= maxRemainingHeader {
+		if l, err := termination.ParseLimits(s); err == nil {
+			p.limits = l
+		}
+	}
+	return context.WithValue(ctx, remoteKey{}, p)
+}
+
+func (runPropagator) Fields() []string { return []string{RunHeader, RemainingHeader} }

@@ -1,0 +1,414 @@
+package middleware
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/agentstop/agentstop/termination"
+)
+
+// Trees of runs (docs/spec.md §8). A run's place in a tree is a *tree that
+// the Run points to: the parent link, the run's tree limits and their
+// roll-up, and the live children. A run that has no parent, holds no tree
+// limits and never had a child has none.
+//
+// Locks: a Run's mu is taken before a tree's mu (the event path holds the
+// run's lock while it feeds its holders' tree limits; a child's start holds
+// its parent's run lock while it joins the parent's children), and no code
+// holding a tree's mu takes a run's: cascades and warnings copy the
+// children out first.
+
+// tree is a run's place in a tree of runs.
+type tree struct {
+	run    *Run
+	parent string // the parent's run id; "" for a root
+	up     *tree  // the parent's tree when the parent runs in this process
+	// holders are the trees whose limits count this run's events: this one
+	// when it holds limits, then its ancestors' that do, nearest first. Set
+	// before the run is visible; read only.
+	holders []*tree
+
+	mu     sync.Mutex
+	limits *termination.Evaluator // the tree limits this run holds; nil for none
+	nwarn  int                    // limits' warnings already handed to the subtree
+	fired  bool                   // the limits fired and the holder was told
+	ended  bool                   // the run ended: its live children were ended
+	timer  *time.Timer            // the tree timeout's timer, nil for none
+	// The live children: an intrusive list, so that a finished child
+	// leaves nothing behind.
+	first, prev, next *tree
+}
+
+// runKey is the context key under which a run's context carries its run.
+type runKey struct{}
+
+// runValue is the layer of a run's context that carries the run; it lives
+// inside the Run, so carrying it costs no allocation.
+type runValue struct {
+	context.Context
+	run *Run
+}
+
+func (c *runValue) Value(key any) any {
+	if key == (runKey{}) {
+		return c.run
+	}
+	return c.Context.Value(key)
+}
+
+// RunFromContext returns the run whose context ctx is or descends from, or
+// nil. A run started under such a context is that run's child.
+func RunFromContext(ctx context.Context) *Run {
+	if ctx == nil {
+		return nil
+	}
+	r, _ := ctx.Value(runKey{}).(*Run)
+	return r
+}
+
+// WithParent makes the run a child of the run with id parent (§8): a run
+// of this process (any stage) when one is live with that id; otherwise
+// the parent runs elsewhere, and the id is recorded (Run.Parent,
+// Result.Parent, the recorder's RunInfo.ParentRunID) with no limits or
+// cascade in this process. It takes precedence over the run a context
+// carries and over a propagated parent. An empty id is ignored. Default:
+// the parent is the run the context passed to Start descends from, if
+// any, else the one Propagator extracted into it.
+func WithParent(parent string) RunOption {
+	return runOptionFunc(func(c *runConfig) {
+		if parent != "" {
+			c.parent = parent
+		}
+	})
+}
+
+// WithTreeLimits makes every run of the stage hold tree limits (§8, a
+// policy's tree: key): limits over the run and all its descendants,
+// however deep, in this process. c is a [termination.Tree] of count,
+// budget and timeout conditions; given several times, or with a policy's
+// tree:, the limits combine (each fires on its own). Default: none. nil is
+// ignored.
+func WithTreeLimits(c termination.Condition) Option {
+	return optionFunc(func(cfg *config) {
+		if c == nil {
+			return
+		}
+		cfg.trees = append(cfg.trees, termination.Tree(c))
+	})
+}
+
+// liveRuns finds a live run by id, for WithParent.
+var liveRuns = struct {
+	sync.Mutex
+	m map[string]*Run
+}{m: map[string]*Run{}}
+
+func registerRun(r *Run) {
+	liveRuns.Lock()
+	liveRuns.m[r.id] = r
+	liveRuns.Unlock()
+}
+
+func unregisterRun(r *Run) {
+	liveRuns.Lock()
+	if liveRuns.m[r.id] == r {
+		delete(liveRuns.m, r.id)
+	}
+	liveRuns.Unlock()
+}
+
+func lookupRun(id string) *Run {
+	liveRuns.Lock()
+	defer liveRuns.Unlock()
+	return liveRuns.m[id]
+}
+
+// parentRef is who a starting run's parent is.
+type parentRef struct {
+	run       *Run   // in this process; nil for none or a remote parent
+	id        string // the parent's id; "" for none
+	limits    termination.Limits
+	hasLimits bool // limits propagated from a remote parent
+}
+
+// findParent resolves a starting run's parent: WithParent, else the run
+// ctx descends from, else a parent the Propagator extracted into ctx.
+func findParent(ctx context.Context, rc *runConfig) parentRef {
+	if rc.parent != "" {
+		return parentRef{run: lookupRun(rc.parent), id: rc.parent}
+	}
+	if p := RunFromContext(ctx); p != nil {
+		return parentRef{run: p, id: p.id}
+	}
+	if rp, ok := ctx.Value(remoteKey{}).(remoteParent); ok {
+		return parentRef{id: rp.id, limits: rp.limits, hasLimits: rp.limits.Has != 0}
+	}
+	return parentRef{}
+}
+
+// joinTree gives a starting run its place in a tree: its tree limits (the
+// stage's, and those a remote parent propagated), and its parent's
+// children. It reports whether the run was ended at once: its parent had
+// ended (Skipped{reason: parent_ended}).
+func (r *Run) joinTree(p parentRef) bool {
+	limits := r.stage.tree
+	if p.hasLimits {
+		if remote := p.limits.Condition(); remote != nil {
+			if limits != nil {
+				limits = termination.Tree(limits, remote)
+			} else {
+				limits = remote
+			}
+		}
+	}
+	if p.id == "" && limits == nil {
+		return false
+	}
+	t := &tree{run: r, parent: p.id}
+	if limits != nil {
+		t.limits = termination.NewEvaluator(limits, termination.WallClock)
+		t.holders = []*tree{t}
+	}
+	r.tree = t // before the run is visible to its parent's cascade
+	if up := p.run; up != nil {
+		up.mu.Lock()
+		if c, ended := up.eval.Stopped(); ended {
+			up.mu.Unlock()
+			r.stopWith(termination.Skipped{Reason: termination.SkipParentEnded,
+				Detail: termination.ParentEnded(up.stage.name, termination.Tag(c, up.stage.allowed)).Detail})
+			return true
+		}
+		ut := up.treeLocked()
+		ut.mu.Lock()
+		t.up = ut
+		t.next = ut.first
+		if ut.first != nil {
+			ut.first.prev = t
+		}
+		ut.first = t
+		ut.mu.Unlock()
+		up.mu.Unlock()
+		if len(ut.holders) > 0 {
+			t.holders = append(t.holders[:len(t.holders):len(t.holders)], ut.holders...)
+		}
+	}
+	if limits != nil {
+		if ts := live.Timeouts(limits); len(ts) > 0 {
+			t.mu.Lock()
+			t.timer = time.AfterFunc(ts[0], t.timeout)
+			t.mu.Unlock()
+		}
+	}
+	return false
+}
+
+// treeLocked returns the run's tree, made on first use (a run becomes a
+// tree's root when its first child starts). r.mu is held.
+func (r *Run) treeLocked() *tree {
+	if r.tree == nil {
+		r.tree = &tree{run: r}
+	}
+	return r.tree
+}
+
+// leaveTree takes a finished run out of its parent's live children, so
+// that the parent holds nothing for it, and stops its tree timer.
+func (t *tree) leave() {
+	t.mu.Lock()
+	if t.timer != nil {
+		t.timer.Stop()
+	}
+	t.mu.Unlock()
+	up := t.up
+	if up == nil {
+		return
+	}
+	up.mu.Lock()
+	if t.prev != nil {
+		t.prev.next = t.next
+	} else if up.first == t {
+		up.first = t.next
+	}
+	if t.next != nil {
+		t.next.prev = t.prev
+	}
+	t.prev, t.next = nil, nil
+	up.mu.Unlock()
+}
+
+// children returns the live children.
+func (t *tree) children() []*tree {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	var out []*tree
+	for c := t.first; c != nil; c = c.next {
+		out = append(out, c)
+	}
+	return out
+}
+
+// endChildren ends the run's live descendants (once, when the run has
+// stopped with c): with c itself when c is a parent's cascade that reached
+// this run, so that a grandchild names the run whose end started it, and
+// with Cancelled{reason: parent, detail: "STAGE ended: TAG"} naming this
+// run otherwise. Each child ends its own children the same way.
+func (t *tree) endChildren(c termination.Cause) {
+	t.mu.Lock()
+	if t.ended {
+		t.mu.Unlock()
+		return
+	}
+	t.ended = true
+	t.mu.Unlock()
+	kids := t.children()
+	if len(kids) == 0 {
+		return
+	}
+	cause, ok := c.(termination.Cancelled)
+	if !ok || cause.Reason != termination.CancelParent {
+		cause = termination.ParentEnded(t.run.stage.name, termination.Tag(c, t.run.stage.allowed))
+	}
+	for _, k := range kids {
+		k.run.stopWith(cause)
+	}
+}
+
+// rollUp evaluates the run's event ev with its holders' tree limits,
+// nearest first, with the run's lock held. It reports whether any of them
+// warned or fired: the caller then calls Run.treeEvent without the lock.
+func (t *tree) rollUp(ev *termination.Event) bool {
+	acted := false
+	for _, h := range t.holders {
+		h.mu.Lock()
+		if _, stopped := h.limits.Stopped(); !stopped {
+			_, stop := live.ObserveRef(h.limits, ev)
+			acted = acted || stop || len(live.WarningsSince(h.limits, h.nwarn)) > 0
+		}
+		h.mu.Unlock()
+	}
+	return acted
+}
+
+// treeEvent acts on what the run's last event did to its holders' tree
+// limits: their warnings go to each holder and its live descendants, and
+// a holder whose limits fired ends with their cause (its descendants,
+// this run included, with Cancelled{reason: parent}).
+func (r *Run) treeEvent() {
+	for _, h := range r.tree.holders {
+		h.mu.Lock()
+		w := live.WarningsSince(h.limits, h.nwarn)
+		h.nwarn += len(w)
+		var fired []termination.Cause
+		if _, stopped := h.limits.Stopped(); stopped && !h.fired {
+			h.fired, fired = true, live.Fired(h.limits)
+		}
+		h.mu.Unlock()
+		if len(w) > 0 {
+			h.warnSubtree(w)
+		}
+		if fired != nil {
+			h.run.stopTree(fired, h == r.tree)
+		}
+	}
+	r.deliverWarnings()
+}
+
+// warnSubtree records the holder's tree warnings on the holder and every
+// live descendant. A run hands them to its hook and recorder with its next
+// event, or at its end (the run whose event raised them, at once).
+func (t *tree) warnSubtree(w []termination.Cause) {
+	r := t.run
+	r.mu.Lock()
+	for _, c := range w {
+		live.AddWarning(r.eval, c)
+	}
+	r.mu.Unlock()
+	for _, k := range t.children() {
+		k.warnSubtree(w)
+	}
+}
+
+// stopTree ends the run with what its tree limits fired.
+func (r *Run) stopTree(fired []termination.Cause, onEvent bool) {
+	r.mu.Lock()
+	ok := live.StopFired(r.eval, fired, onEvent)
+	r.mu.Unlock()
+	if ok {
+		r.stopped(fired[0])
+	}
+}
+
+// timeout is the tree timeout's timer: the holder's tree has lasted its
+// shortest tree timeout.
+func (t *tree) timeout() {
+	t.mu.Lock()
+	_, stop := live.Tick(t.limits, time.Now())
+	var fired []termination.Cause
+	if stop && !t.fired {
+		t.fired, fired = true, live.Fired(t.limits)
+	}
+	t.mu.Unlock()
+	if fired != nil {
+		t.run.stopTree(fired, false)
+	}
+}
+
+// Parent returns the id of the run's parent (§8), or "" for a run that has
+// none.
+func (r *Run) Parent() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.tree == nil {
+		return ""
+	}
+	return r.tree.parent
+}
+
+// Remaining returns what is left of the run's limits: its own count,
+// budget and timeout limits and the tree limits of the run and its
+// ancestors in this process (including those a remote caller propagated),
+// the smallest for each resource. An orchestrator splits it across
+// children or tells a remote agent its budget; Propagator carries it.
+func (r *Run) Remaining() termination.Limits {
+	r.mu.Lock()
+	left := r.eval.Remaining()
+	t := r.tree
+	r.mu.Unlock()
+	if t == nil {
+		return left
+	}
+	for _, h := range t.holders {
+		h.mu.Lock()
+		left = left.Min(h.limits.Remaining())
+		h.mu.Unlock()
+	}
+	return left
+}
+
+// Charge charges usage and cost spent on the run's behalf outside its own
+// events (a remote agent's usage, reported when the call returns) to the
+// tree limits of the run and its ancestors, nearest first, as an event of
+// the run would: they may warn or fire. The run's own limits and counts
+// count its own events only. A run that holds no tree limits and has no
+// ancestor that does, or that has stopped, ignores it. Negative or
+// non-finite amounts are reported to the recorder and ignored.
+func (r *Run) Charge(usage termination.Usage, cost float64) {
+	ev := &termination.Event{Kind: termination.KindToolResult, Usage: usage, Cost: cost}
+	if err := ev.Validate(); err != nil {
+		r.report(fmt.Errorf("middleware: stage %q: Charge: %w", r.stage.name, err))
+		return
+	}
+	r.mu.Lock()
+	t := r.tree
+	if _, stopped := r.eval.Stopped(); stopped || t == nil || len(t.holders) == 0 {
+		r.mu.Unlock()
+		return
+	}
+	acted := t.rollUp(ev)
+	r.mu.Unlock()
+	if acted {
+		r.treeEvent()
+	}
+}

@@ -1,0 +1,201 @@
+package middleware_test
+
+import (
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// randomTreePart returns a random tree: key (never empty).
+func randomTreePart(r *rand.Rand) string {
+	var parts []string
+	for len(parts) == 0 {
+		if r.IntN(2) == 0 {
+			parts = append(parts, fmt.Sprintf("max_iterations: {limit: %d, pressure: 0.%d}", 2+r.IntN(20), 3+r.IntN(6)))
+		}
+		if r.IntN(2) == 0 {
+			parts = append(parts, fmt.Sprintf("max_tool_calls: %d", 1+r.IntN(12)))
+		}
+		if r.IntN(2) == 0 {
+			parts = append(parts, fmt.Sprintf("token_budget: {total: %d, pressure: 0.%d}", 200+r.IntN(3000), 3+r.IntN(6)))
+		}
+		if r.IntN(3) == 0 {
+			parts = append(parts, fmt.Sprintf("cost_budget: {limit: %g, pressure: 0.5}", float64(1+r.IntN(30))/100))
+		}
+	}
+	return "tree: {" + strings.Join(parts, ", ") + "}"
+}
+
+// treeLog is a random log of a tree of runs: each line is one event of one
+// run; a run's first line names its parent (an earlier run, or none).
+func treeLog(r *rand.Rand) []termination.Event {
+	nRuns := 1 + r.IntN(7)
+	ids := make([]string, nRuns)
+	parents := make([]string, nRuns)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("r%d", i)
+		if i > 0 && r.IntN(5) > 0 {
+			parents[i] = ids[r.IntN(i)]
+		}
+	}
+	var log []termination.Event
+	started := 0
+	for n := 4 + r.IntN(40); n > 0 || started < nRuns; n-- {
+		// Start the next run now and then; otherwise a line of a started run.
+		var i int
+		if started < nRuns && (started == 0 || r.IntN(4) == 0 || n <= 0) {
+			i = started
+			started++
+		} else {
+			i = r.IntN(started)
+		}
+		ev := randomEvents(r, 1)[0]
+		if ev.Kind == termination.KindFinal && r.IntN(2) == 0 {
+			ev.Kind = termination.KindMessage // keep runs going now and then
+		}
+		ev.Run = ids[i]
+		if !seenRun(log, ids[i]) {
+			ev.Parent = parents[i]
+		}
+		log = append(log, ev)
+	}
+	return log
+}
+
+func seenRun(log []termination.Event, id string) bool {
+	for _, ev := range log {
+		if ev.Run == id {
+			return true
+		}
+	}
+	return false
+}
+
+// liveTree runs the log live, in the order of its lines: a run starts at
+// its first line under its parent's context, observes its lines, and is
+// finished at its last line. It returns the results by log run id.
+func liveTree(t *testing.T, stage *middleware.Stage, log []termination.Event) (map[string]termination.Result, map[string]string) {
+	t.Helper()
+	last := map[string]int{}
+	for i, ev := range log {
+		last[ev.Run] = i
+	}
+	runs := map[string]*middleware.Run{}
+	ctxs := map[string]context.Context{}
+	logID := map[string]string{} // live id -> log id
+	for i, ev := range log {
+		run := runs[ev.Run]
+		if run == nil {
+			parent := context.Background()
+			if ev.Parent != "" {
+				parent = ctxs[ev.Parent]
+			}
+			ctxs[ev.Run], run = stage.Start(parent)
+			runs[ev.Run] = run
+			logID[run.ID()] = ev.Run
+		}
+		run.Observe(ev)
+		if last[ev.Run] == i {
+			run.Finish(nil)
+		}
+	}
+	out := map[string]termination.Result{}
+	for id, run := range runs {
+		out[id] = run.Wait()
+	}
+	return out, logID
+}
+
+// TestTreePropertyLiveEqualsReplay: random trees of runs under random
+// policies with random tree: limits give the same result per run live
+// (middleware) and replayed (termination.ReplayRuns), the cascade's
+// causes, the tree limits' causes and warnings included.
+func TestTreePropertyLiveEqualsReplay(t *testing.T) {
+	seed := uint64(20261124)
+	r := rand.New(rand.NewPCG(seed, 22))
+	seen := map[string]int{} // what the cases exercised
+	for n := range 400 {
+		pol := randomPolicy(r, 0)
+		tp := randomTreePart(r)
+		if pol == "{}" {
+			pol = "{" + tp + "}"
+		} else {
+			pol = pol[:len(pol)-1] + ", " + tp + "}"
+		}
+		p, err := termination.ParsePolicy(pol)
+		if err != nil {
+			t.Fatalf("case %d: policy %s: %v", n, pol, err)
+		}
+		log := treeLog(r)
+		stage := mustStage(t, "replay", middleware.WithPolicy(p))
+		got, logID := liveTree(t, stage, log)
+		want := termination.ReplayRuns(&p, log)
+		if len(want) != len(got) {
+			t.Fatalf("case %d: %d live runs, %d replayed", n, len(got), len(want))
+		}
+		for _, w := range want {
+			g, ok := got[w.Run]
+			if !ok {
+				t.Fatalf("case %d: run %s not live", n, w.Run)
+			}
+			if d := sameCounts(g, w); d != "" {
+				t.Fatalf("case %d: policy %s\nrun %s: %s\nlog:\n%s", n, pol, w.Run, d, logText(log))
+			}
+			if logID[g.Parent] != w.Parent && g.Parent != w.Parent {
+				t.Fatalf("case %d: run %s: parent %q, want %q", n, w.Run, logID[g.Parent], w.Parent)
+			}
+			seen[treeKind(w)]++
+			for _, c := range w.Warnings {
+				if bp, ok := c.(termination.BudgetPressure); ok && bp.Scope == termination.ScopeTree {
+					seen["tree warning"]++
+				}
+			}
+		}
+	}
+	// The cases must exercise every rule they compare, or the test proves
+	// little.
+	t.Log(seen)
+	for _, k := range []string{"tree limit", "cancelled by parent", "parent_ended", "tree warning", "own"} {
+		if seen[k] < 10 {
+			t.Errorf("only %d runs ended by %q: %v", seen[k], k, seen)
+		}
+	}
+}
+
+// treeKind classifies a result for the property test's coverage check.
+func treeKind(r termination.Result) string {
+	switch c := r.Cause.(type) {
+	case termination.Cancelled:
+		if c.Reason == termination.CancelParent {
+			return "cancelled by parent"
+		}
+	case termination.Skipped:
+		return c.Reason
+	case termination.MaxIterationsReached:
+		if c.Scope == termination.ScopeTree {
+			return "tree limit"
+		}
+	case termination.MaxToolCallsReached:
+		if c.Scope == termination.ScopeTree {
+			return "tree limit"
+		}
+	case termination.BudgetExhausted:
+		if c.Scope == termination.ScopeTree {
+			return "tree limit"
+		}
+	}
+	return "own"
+}
+
+func logText(log []termination.Event) string {
+	var b strings.Builder
+	for i, ev := range log {
+		fmt.Fprintf(&b, "%3d %s(parent %s) %s tool=%s text=%q usage=%v cost=%g err=%q\n", i+1, ev.Run, ev.Parent, ev.Kind, ev.Tool, ev.Text, ev.Usage, ev.Cost, ev.Err)
+	}
+	return b.String()
+}

@@ -1,0 +1,388 @@
+package middleware_test
+
+import (
+	"context"
+	"errors"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+	"weak"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/termination"
+)
+
+var (
+	msg  = termination.Event{Kind: termination.KindMessage, Usage: termination.Usage{InputTokens: 100, OutputTokens: 10}, Cost: 0.01}
+	call = termination.Event{Kind: termination.KindToolCall, Tool: "search", Args: []byte(`{"q":1}`)}
+	fin  = termination.Event{Kind: termination.KindFinal, Usage: termination.Usage{InputTokens: 100, OutputTokens: 10}, Cost: 0.01}
+)
+
+func parentCancel(stage, tag string) termination.Cause {
+	return termination.Cancelled{Reason: termination.CancelParent, Detail: stage + " ended: " + tag}
+}
+
+// TestTreeRules: each rule of §8 in one process, as a table: a planner (P)
+// with a researcher (R) under it and a worker (W) under the researcher;
+// steps drive them; the causes are checked.
+func TestTreeRules(t *testing.T) {
+	type runs struct{ p, r, w *middleware.Run }
+	cases := []struct {
+		name    string
+		planner string // the planner stage's policy
+		steps   func(t *testing.T, x runs)
+		want    [3]termination.Cause // P, R, W
+	}{
+		{
+			name:    "a planner's end cancels its descendants, naming the planner",
+			planner: "max_iterations: 1",
+			steps: func(t *testing.T, x runs) {
+				x.p.Observe(msg)
+				_, stop := x.p.Observe(msg)
+				require.True(t, stop)
+			},
+			want: [3]termination.Cause{termination.MaxIterationsReached{Limit: 1, Count: 2},
+				parentCancel("planner", "max_iterations"), parentCancel("planner", "max_iterations")},
+		},
+		{
+			name:    "a natural end cascades too",
+			planner: "{}",
+			steps:   func(t *testing.T, x runs) { x.p.Finish(nil) },
+			want: [3]termination.Cause{termination.NaturalCompletion{},
+				parentCancel("planner", "natural_completion"), parentCancel("planner", "natural_completion")},
+		},
+		{
+			name:    "an external stop cascades as cancelled",
+			planner: "{}",
+			steps:   func(t *testing.T, x runs) { x.p.Stop("operator") },
+			want: [3]termination.Cause{termination.Cancelled{Reason: termination.CancelExternal, Detail: "operator"},
+				parentCancel("planner", "cancelled"), parentCancel("planner", "cancelled")},
+		},
+		{
+			name:    "a researcher's failure never ends its planner",
+			planner: "{}",
+			steps: func(t *testing.T, x runs) {
+				x.r.Finish(errors.New("boom"))
+				x.p.Observe(msg)
+			},
+			want: [3]termination.Cause{termination.NaturalCompletion{},
+				termination.Failed{Reason: termination.FailStreamError, Err: "boom"}, parentCancel("researcher", "failed")},
+		},
+		{
+			name:    "tree max_tool_calls rolls up from depth 2 and cancels the crossing run",
+			planner: "tree: {max_tool_calls: 3}",
+			steps: func(t *testing.T, x runs) {
+				x.p.Observe(call)
+				x.r.Observe(call)
+				x.w.Observe(call)
+				c, stop := x.w.Observe(call)
+				require.True(t, stop, "the crossing event stops the run that made it")
+				assert.Equal(t, parentCancel("planner", "max_tool_calls"), c)
+			},
+			want: [3]termination.Cause{termination.MaxToolCallsReached{Limit: 3, Count: 4, Scope: termination.ScopeTree},
+				parentCancel("planner", "max_tool_calls"), parentCancel("planner", "max_tool_calls")},
+		},
+		{
+			name:    "tree token budget",
+			planner: "tree: {token_budget: {total: 300}}",
+			steps: func(t *testing.T, x runs) {
+				x.w.Observe(msg)
+				x.r.Observe(msg)
+				_, stop := x.w.Observe(msg)
+				require.True(t, stop)
+			},
+			want: [3]termination.Cause{termination.BudgetExhausted{Resource: termination.ResourceTotalTokens, Used: 330, Limit: 300, Scope: termination.ScopeTree},
+				parentCancel("planner", "budget_exhausted"), parentCancel("planner", "budget_exhausted")},
+		},
+		{
+			name:    "a final event never fires a tree limit; the next event does",
+			planner: "tree: {cost_budget: {limit: 0.02}}",
+			steps: func(t *testing.T, x runs) {
+				x.r.Observe(msg)
+				_, stop := x.w.Observe(fin)
+				require.False(t, stop, "final")
+				_, stop = x.p.Observe(termination.Event{Kind: termination.KindToolResult, Tool: "search"})
+				require.True(t, stop)
+			},
+			want: [3]termination.Cause{termination.BudgetExhausted{Resource: termination.ResourceCost, Used: 0.02, Limit: 0.02, Scope: termination.ScopeTree},
+				parentCancel("planner", "budget_exhausted"), parentCancel("planner", "budget_exhausted")},
+		},
+		{
+			name:    "the run's own policy first: its own limit is its cause",
+			planner: "tree: {max_iterations: 2}",
+			steps: func(t *testing.T, x runs) {
+				x.w.Observe(msg)
+				x.w.Observe(msg)
+				c, stop := x.w.Observe(msg) // the worker's own max_iterations: 2 and the tree's fire
+				require.True(t, stop)
+				assert.Equal(t, termination.MaxIterationsReached{Limit: 2, Count: 3}, c)
+			},
+			want: [3]termination.Cause{termination.MaxIterationsReached{Limit: 2, Count: 3, Scope: termination.ScopeTree},
+				parentCancel("planner", "max_iterations"), termination.MaxIterationsReached{Limit: 2, Count: 3}},
+		},
+		{
+			name:    "a tree timeout fires from a timer",
+			planner: "tree: {timeout: 30ms}",
+			steps: func(t *testing.T, x runs) {
+				select {
+				case <-x.w.Done():
+				case <-time.After(5 * time.Second):
+					t.Fatal("tree timeout did not fire")
+				}
+			},
+			want: [3]termination.Cause{termination.Timeout{Limit: 30 * time.Millisecond, Scope: termination.ScopeTree},
+				parentCancel("planner", "timeout"), parentCancel("planner", "timeout")},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			planner := mustStage(t, "planner", policy(t, c.planner))
+			researcher := mustStage(t, "researcher")
+			worker := mustStage(t, "worker", policy(t, "max_iterations: 2"))
+			pctx, p := planner.Start(context.Background())
+			rctx, r := researcher.Start(pctx)
+			wctx, w := worker.Start(rctx)
+			assert.Equal(t, p.ID(), r.Parent())
+			assert.Equal(t, r.ID(), w.Parent())
+			assert.Equal(t, "", p.Parent())
+			c.steps(t, runs{p, r, w})
+			got := [3]termination.Result{p.Finish(nil), r.Finish(nil), w.Finish(nil)}
+			for i, res := range got {
+				want := c.want[i]
+				if to, ok := want.(termination.Timeout); ok {
+					// Elapsed is the timer's: at least the limit.
+					gt, ok := res.Cause.(termination.Timeout)
+					require.True(t, ok, "%v", res.Cause)
+					assert.GreaterOrEqual(t, gt.Elapsed, to.Limit)
+					to.Elapsed = gt.Elapsed
+					want = to
+				}
+				assert.Equal(t, want, res.Cause, "run %d", i)
+			}
+			assert.Equal(t, p.ID(), got[1].Parent)
+			assert.Equal(t, r.ID(), got[2].Parent)
+			for i, ctx := range []context.Context{pctx, rctx, wctx} {
+				assert.Error(t, ctx.Err(), "run %d's context", i)
+				assert.Equal(t, got[i].Cause, context.Cause(ctx), "run %d's context cause", i)
+			}
+		})
+	}
+}
+
+func TestTreeLateChildIsSkipped(t *testing.T) {
+	planner := mustStage(t, "planner", policy(t, "max_iterations: 1"))
+	child := mustStage(t, "child")
+	pctx, p := planner.Start(context.Background())
+	p.Observe(msg)
+	p.Observe(msg) // stops the planner
+	cctx, c := child.Start(pctx)
+	assert.Error(t, cctx.Err())
+	res := c.Finish(nil)
+	assert.Equal(t, termination.Skipped{Reason: termination.SkipParentEnded, Detail: "planner ended: max_iterations"}, res.Cause)
+	assert.Equal(t, termination.OutcomeSkipped, res.Outcome)
+	assert.Equal(t, p.ID(), res.Parent)
+	p.Finish(nil)
+	// A finished planner refuses children too.
+	_, c = child.Start(pctx)
+	assert.Equal(t, termination.Skipped{Reason: termination.SkipParentEnded, Detail: "planner ended: max_iterations"}, c.Finish(nil).Cause)
+}
+
+func TestTreeWithParent(t *testing.T) {
+	planner := mustStage(t, "planner")
+	child := mustStage(t, "child")
+	_, p := planner.Start(context.Background())
+	// By id, from a context that carries no run: a child all the same.
+	_, c := child.Start(context.Background(), middleware.WithParent(p.ID()))
+	assert.Equal(t, p.ID(), c.Parent())
+	p.Stop("done")
+	assert.Equal(t, parentCancel("planner", "cancelled"), c.Finish(nil).Cause)
+	p.Finish(nil)
+
+	// A parent in another process: recorded, nothing more.
+	const remote = "0123456789abcdef0123456789abcdef"
+	rec := &fakeRecorder{}
+	child = mustStage(t, "child", middleware.WithRecorder(rec))
+	_, c = child.Start(context.Background(), middleware.WithParent(remote))
+	assert.Equal(t, remote, c.Parent())
+	res := c.Finish(nil)
+	assert.Equal(t, termination.NaturalCompletion{}, res.Cause)
+	assert.Equal(t, remote, res.Parent)
+	assert.Equal(t, remote, rec.only(t).info.ParentRunID)
+	assert.Equal(t, c.ID(), rec.only(t).info.RunID)
+}
+
+// TestTreePressureWarnsEveryLiveDescendant: a tree pressure warning goes
+// to the holder and every live descendant, at once in their results and
+// through the warning hook with their next event.
+func TestTreePressureWarnsEveryLiveDescendant(t *testing.T) {
+	var mu sync.Mutex
+	hooked := map[string]int{}
+	hook := func(stage string) middleware.Option {
+		return middleware.WithOnWarning(func(_ context.Context, c termination.Cause) {
+			if bp, ok := c.(termination.BudgetPressure); ok && bp.Scope == termination.ScopeTree {
+				mu.Lock()
+				hooked[stage]++
+				mu.Unlock()
+			}
+		})
+	}
+	planner := mustStage(t, "planner", policy(t, "tree: {token_budget: {total: 1000, pressure: 0.5}}"), hook("planner"))
+	researcher := mustStage(t, "researcher", hook("researcher"))
+	pctx, p := planner.Start(context.Background())
+	r1ctx, r1 := researcher.Start(pctx)
+	_, r2 := researcher.Start(pctx)
+	_, w := researcher.Start(r1ctx)
+	done := researcher.Skip(pctx, "not needed") // ended: gets nothing
+	require.Equal(t, termination.OutcomeSkipped, done.Outcome)
+	for range 4 {
+		r2.Observe(msg) // 440 tokens
+	}
+	_, stop := w.Observe(msg) // 550: crosses 0.5
+	require.False(t, stop)
+	want := termination.BudgetPressure{Resource: termination.ResourceTotalTokens, Threshold: 0.5, Used: 550, Limit: 1000, Scope: termination.ScopeTree}
+	for _, run := range []*middleware.Run{p, r1, r2} {
+		run.Observe(termination.Event{Kind: termination.KindToolResult}) // delivers to the hook
+	}
+	for i, run := range []*middleware.Run{p, r1, r2, w} {
+		res := run.Finish(nil)
+		assert.Contains(t, res.Warnings, termination.Cause(want), "run %d", i)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	assert.Equal(t, map[string]int{"planner": 1, "researcher": 3}, hooked)
+}
+
+func TestTreeRemainingAndCharge(t *testing.T) {
+	planner := mustStage(t, "planner", policy(t, `{max_iterations: 10, tree: {max_iterations: 5, token_budget: {total: 1000}, cost_budget: {limit: 1}, timeout: 1h}}`))
+	child := mustStage(t, "child", policy(t, "token_budget: {total: 200}"))
+	pctx, p := planner.Start(context.Background())
+	_, c := child.Start(pctx)
+	p.Observe(msg)
+	c.Observe(msg)
+	left := c.Remaining()
+	assert.Equal(t, termination.LimitIterations|termination.LimitTotalTokens|termination.LimitCost|termination.LimitTime, left.Has)
+	assert.Equal(t, 3, left.Iterations, "the tree's 5 less 2")
+	assert.Equal(t, int64(90), left.TotalTokens, "the child's own 200 less 110 is less than the tree's 780")
+	assert.InDelta(t, 0.98, left.Cost, 1e-9)
+	assert.True(t, left.Time > 59*time.Minute && left.Time <= time.Hour, "%s", left.Time)
+	pl := p.Remaining()
+	assert.Equal(t, 3, pl.Iterations, "the planner's own 9 left is more than the tree's 3")
+	assert.Equal(t, int64(780), pl.TotalTokens)
+
+	// A remote callee's usage, charged when the call returns: counted by
+	// the tree limits, not by the child's own.
+	c.Charge(termination.Usage{InputTokens: 500}, 0.5)
+	assert.Equal(t, int64(280), p.Remaining().TotalTokens)
+	assert.Equal(t, int64(90), c.Remaining().TotalTokens)
+	c.Charge(termination.Usage{InputTokens: -1}, 0) // ignored
+	c.Charge(termination.Usage{}, 0.6)              // exhausts the tree's cost
+	assert.Equal(t, termination.BudgetExhausted{Resource: termination.ResourceCost, Used: 1.12, Limit: 1, Scope: termination.ScopeTree}, roundCost(p.Finish(nil).Cause))
+	assert.Equal(t, parentCancel("planner", "budget_exhausted"), c.Finish(nil).Cause)
+
+	// Without limits anywhere, nothing is limited.
+	_, lone := child.Start(context.Background())
+	assert.Equal(t, termination.LimitTotalTokens, lone.Remaining().Has)
+	lone.Charge(termination.Usage{InputTokens: 10}, 0) // nothing to charge: no tree
+	assert.Equal(t, termination.NaturalCompletion{}, lone.Finish(nil).Cause)
+}
+
+func roundCost(c termination.Cause) termination.Cause {
+	if b, ok := c.(termination.BudgetExhausted); ok {
+		b.Used = float64(int(b.Used*100+0.5)) / 100
+		return b
+	}
+	return c
+}
+
+// TestTreeFinishedChildrenHoldNoMemory: a parent with 10,000 finished
+// children holds nothing for them: every child is garbage once finished.
+func TestTreeFinishedChildrenHoldNoMemory(t *testing.T) {
+	planner := mustStage(t, "planner", policy(t, "tree: {max_tool_calls: 1000000}"))
+	child := mustStage(t, "child")
+	pctx, p := planner.Start(context.Background())
+	refs := make([]weak.Pointer[middleware.Run], 0, 10000)
+	for range 10000 {
+		_, c := child.Start(pctx)
+		c.Observe(call)
+		c.Finish(nil)
+		refs = append(refs, weak.Make(c))
+	}
+	runtime.GC()
+	runtime.GC()
+	alive := 0
+	for _, ref := range refs {
+		if ref.Value() != nil {
+			alive++
+		}
+	}
+	assert.Zero(t, alive, "finished children still reachable")
+	_, c := child.Start(pctx)
+	assert.Equal(t, 1000000-10000, c.Remaining().ToolCalls, "the children's calls were counted")
+	c.Finish(nil)
+	p.Finish(nil)
+}
+
+// TestTreeConcurrentChildren: thousands of children on their own
+// goroutines spend one tree budget; the tree stops once, every child ends
+// with the planner's cause or its own, and nothing races or deadlocks
+// (run with -race).
+func TestTreeConcurrentChildren(t *testing.T) {
+	planner := mustStage(t, "planner", policy(t, "tree: {max_tool_calls: 3000, token_budget: {total: 100000000, pressure: 0.5}}"))
+	child := mustStage(t, "child")
+	pctx, p := planner.Start(context.Background())
+	const n = 2000
+	var wg sync.WaitGroup
+	results := make([]termination.Result, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, c := child.Start(pctx)
+			gctx, g := child.Start(ctx) // a grandchild too
+			for range 3 {
+				c.Observe(call)
+				g.Observe(msg)
+			}
+			_ = gctx
+			g.Finish(nil)
+			results[i] = c.Finish(nil)
+		}()
+	}
+	wg.Wait()
+	pres := p.Finish(nil)
+	assert.Equal(t, termination.MaxToolCallsReached{Limit: 3000, Count: 3001, Scope: termination.ScopeTree}, pres.Cause)
+	cancelled := 0
+	for _, r := range results {
+		switch r.Cause {
+		case parentCancel("planner", "max_tool_calls"), termination.Cause(termination.Skipped{Reason: termination.SkipParentEnded, Detail: "planner ended: max_tool_calls"}):
+			cancelled++
+		case termination.NaturalCompletion{}:
+		default:
+			t.Fatalf("child cause %v", r.Cause)
+		}
+	}
+	assert.Positive(t, cancelled)
+}
+
+func TestTreeLimitsOption(t *testing.T) {
+	_, err := middleware.New("s", middleware.WithTreeLimits(termination.Stall(termination.StallLimits{Repeats: 3})))
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "WithTreeLimits")
+	assert.ErrorContains(t, err, "not a tree limit")
+
+	_, err = middleware.New("s", middleware.WithTreeLimits(termination.TokenBudget(termination.TokenLimits{Total: -1})))
+	assert.ErrorContains(t, err, "tree.token_budget.total")
+
+	s := mustStage(t, "s", middleware.WithTreeLimits(termination.MaxToolCalls(1)), middleware.WithTreeLimits(nil))
+	_, r := s.Start(context.Background())
+	r.Observe(call)
+	_, stop := r.Observe(call)
+	require.True(t, stop)
+	res := r.Finish(nil)
+	assert.Equal(t, termination.MaxToolCallsReached{Limit: 1, Count: 2, Scope: termination.ScopeTree}, res.Cause)
+	assert.Equal(t, 2, res.StoppedAt, "the holder's own event crossed it")
+}

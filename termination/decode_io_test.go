@@ -1,0 +1,337 @@
+package termination
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestDecodeRunParentAndHashes: run, parent, args_hash and text_hash are
+// read on both paths (the fast path takes the line itself), and written
+// back by Event's JSON form.
+func TestDecodeRunParentAndHashes(t *testing.T) {
+	cases := []struct {
+		name string
+		line string
+		want Event
+	}{
+		{"run and parent", `{"kind":"input","run":"r-2","parent":"r-1","text":"task"}`,
+			Event{Kind: KindInput, Run: "r-2", Parent: "r-1", Text: "task"}},
+		{"hashed call", `{"kind":"tool_call","tool":"bash","args_hash":"0f3a","run":"r"}`,
+			Event{Kind: KindToolCall, Tool: "bash", ArgsHash: "0f3a", Run: "r"}},
+		{"hashed result with its error", `{"kind":"tool_result","tool":"bash","text_hash":"9c1e","error":"exit code 1"}`,
+			Event{Kind: KindToolResult, Tool: "bash", TextHash: "9c1e", Err: "exit code 1"}},
+		{"hashed message", `{"kind":"message","source":"agent","text_hash":"77aa"}`,
+			Event{Kind: KindMessage, Source: "agent", TextHash: "77aa"}},
+		{"args null with args_hash", `{"kind":"tool_call","tool":"t","args":null,"args_hash":"ab"}`,
+			Event{Kind: KindToolCall, Tool: "t", Args: json.RawMessage("null"), ArgsHash: "ab"}},
+		{"empty text with text_hash", `{"kind":"message","text":"","text_hash":"ab"}`,
+			Event{Kind: KindMessage, TextHash: "ab"}},
+		{"escaped run", `{"kind":"input","run":"a\u002fb"}`, Event{Kind: KindInput, Run: "a/b"}},
+		{"keys are case-sensitive", `{"kind":"input","Run":"x","PARENT":"y","Args_Hash":"z"}`, Event{Kind: KindInput}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := DecodeEvent([]byte(tc.line))
+			require.NoError(t, err)
+			assert.Equal(t, tc.want, got)
+			checkFastDecode(t, []byte(tc.line))
+			b, err := json.Marshal(got)
+			require.NoError(t, err)
+			back, err := DecodeEvent(b)
+			require.NoError(t, err)
+			assert.Equal(t, got, back)
+		})
+	}
+	// The common forms take the fast path.
+	for _, line := range []string{cases[0].line, cases[1].line, cases[2].line, cases[3].line} {
+		var ev Event
+		assert.True(t, decodeEventFast([]byte(line), &ev), line)
+	}
+}
+
+// TestDecoderJSONDocument: a file that is a JSON document, not JSON Lines,
+// is one error on its first line that says so and names agentstop import,
+// never "unexpected end of JSON input".
+func TestDecoderJSONDocument(t *testing.T) {
+	cases := []struct {
+		name, input string
+		line        int
+		what        string
+	}{
+		{"pretty-printed object", "{\n  \"kind\": \"input\",\n  \"text\": \"hi\"\n}\n", 1, "a pretty-printed object"},
+		{"pretty-printed trajectory", "{\n  \"info\": {\"exit_status\": \"Submitted\"},\n  \"messages\": [\n    {\"role\": \"user\"}\n  ]\n}\n", 1, "a pretty-printed object"},
+		{"object opening on a line of its own after blank lines", "\n\n{\n\"messages\": []}\n", 3, "a pretty-printed object"},
+		{"array of events on one line", `[{"kind":"input"},{"kind":"final"}]` + "\n", 1, "a list of events or of runs"},
+		{"pretty-printed array of runs", "[\n  {\"run\": \"a\", \"events\": []}\n]\n", 1, "a list of events or of runs"},
+		{"empty array", "[]", 1, "a list of events or of runs"},
+		{"an object holding a list on one line", `{"messages":[{"role":"user","content":"hi"}],"model":"gpt-5"}` + "\n", 1, `"messages"`},
+		{"with a byte-order mark", "\xef\xbb\xbf[\n{\"kind\":\"input\"}\n]\n", 1, "a list of events or of runs"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := decodeAll(t, tc.input)
+			require.ErrorIs(t, err, ErrJSONDocument)
+			require.NotErrorIs(t, err, ErrTruncated)
+			var de *DecodeError
+			require.ErrorAs(t, err, &de)
+			assert.Equal(t, tc.line, de.Line)
+			msg := err.Error()
+			assert.True(t, strings.HasPrefix(msg, "line "+itoa(tc.line)+": the file is a JSON document, not JSON Lines (one event object per line): "), msg)
+			assert.Contains(t, msg, tc.what)
+			assert.Contains(t, msg, "agentstop import")
+			assert.NotContains(t, msg, "unexpected end")
+			assertUserTerms(t, msg)
+
+			// Replay, lenient or not, reports the same error.
+			_, err = ReplayWith(nil, strings.NewReader(tc.input), WithLenient())
+			assert.ErrorIs(t, err, ErrJSONDocument)
+		})
+	}
+
+	// Once an event has been read, a line that is not one is a bad line of
+	// a JSON Lines file, not a document.
+	for _, input := range []string{
+		"{\"kind\":\"input\"}\n[1]\n",
+		"{\"kind\":\"input\"}\n{\n\"kind\": \"final\"}\n",
+		"{\"kind\":\"input\"}\n{\"messages\":[]}\n",
+	} {
+		_, err := decodeAll(t, input)
+		var de *DecodeError
+		require.ErrorAs(t, err, &de, input)
+		assert.Equal(t, 2, de.Line)
+		assert.NotErrorIs(t, err, ErrJSONDocument, input)
+		assert.NotErrorIs(t, err, ErrTruncated, input)
+		assertUserTerms(t, err.Error())
+	}
+	// An event without a kind is still "missing kind", not a document.
+	_, err := decodeAll(t, `{"text":"hi","args":[1]}`+"\n")
+	assert.NotErrorIs(t, err, ErrJSONDocument)
+	assert.ErrorContains(t, err, "missing kind")
+}
+
+// TestDecoderTruncated: a last line that ends inside a value with no
+// newline after it is a truncated log, typed (ErrTruncated) and worded as
+// such, with every event before it returned first.
+func TestDecoderTruncated(t *testing.T) {
+	const head = "{\"kind\":\"input\"}\n{\"kind\":\"message\",\"text\":\"x\"}\n"
+	cases := []struct {
+		name, input string
+		events      int
+		line        int
+		truncated   bool
+	}{
+		{"inside a string escape", head + `{"kind":"message","text":"a\`, 2, 3, true},
+		{"inside a unicode escape", head + `{"kind":"message","text":"a\u00`, 2, 3, true},
+		{"inside a string", head + `{"kind":"tool_call","tool":"bas`, 2, 3, true},
+		{"inside a number", head + `{"kind":"message","cost":0.`, 2, 3, true},
+		{"after a key", head + `{"kind":"message","text"`, 2, 3, true},
+		{"inside nested args", head + `{"kind":"tool_call","args":{"a":[1,{"b":`, 2, 3, true},
+		{"after blank lines", head + "\n\n" + `{"kind":"fin`, 2, 5, true},
+		{"the only line", `{"kind":"mess`, 0, 1, true},
+		{"with CR", head + "{\"kind\":\"message\",\"text\":\"a\r", 2, 3, true},
+		// Not truncated: the line is followed by a newline, or is wrong
+		// before its end.
+		{"newline after it", head + `{"kind":"message","text":"a` + "\n", 2, 3, false},
+		{"wrong before its end", head + `{"kind":"message","text":x`, 2, 3, false},
+		{"a whole bad event", head + `{"kind":"thinking"}`, 2, 3, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := decodeAll(t, tc.input)
+			assert.Len(t, got, tc.events)
+			var de *DecodeError
+			require.ErrorAs(t, err, &de)
+			assert.Equal(t, tc.line, de.Line)
+			assertUserTerms(t, err.Error())
+			assert.NotContains(t, err.Error(), "escape code")
+			if !tc.truncated {
+				assert.NotErrorIs(t, err, ErrTruncated)
+				return
+			}
+			require.ErrorIs(t, err, ErrTruncated)
+			assert.Equal(t, "the log looks truncated at line "+itoa(tc.line)+
+				": its last line ends inside an event, with no newline after it (was the agent stopped while writing?)", err.Error())
+		})
+	}
+}
+
+// TestReplayLenient: a lenient replay evaluates the events before a
+// truncated last line and marks the result; a strict one fails; a replay
+// that stops before it never reads it, either way.
+func TestReplayLenient(t *testing.T) {
+	const log = `{"kind":"input","time":"2026-11-20T09:00:00Z"}
+{"kind":"message","usage":{"input_tokens":10},"time":"2026-11-20T09:00:10Z"}
+{"kind":"tool_call","tool":"search","args":{"q":"x"},"time":"2026-11-20T09:00:41Z"}
+{"kind":"message","text":"cut her`
+	t.Run("strict", func(t *testing.T) {
+		_, err := Replay(MaxIterations(10), strings.NewReader(log))
+		require.ErrorIs(t, err, ErrTruncated)
+		var de *DecodeError
+		require.ErrorAs(t, err, &de)
+		assert.Equal(t, 4, de.Line)
+	})
+	t.Run("lenient", func(t *testing.T) {
+		res, err := ReplayWith(MaxIterations(10), strings.NewReader(log), WithLenient())
+		require.NoError(t, err)
+		assert.True(t, res.Truncated)
+		assert.Equal(t, NaturalCompletion{}, res.Cause)
+		assert.Equal(t, 3, res.Events)
+		assert.Equal(t, 1, res.Iterations)
+		assert.Equal(t, 41*time.Second, res.Duration)
+		b, err := json.Marshal(res)
+		require.NoError(t, err)
+		assert.Contains(t, string(b), `"duration":"41s","truncated":true}`)
+	})
+	t.Run("stops before the truncated line", func(t *testing.T) {
+		// MaxIterations(1) fires on line 3; the truncated line 4 comes in
+		// a read of its own, which fails if it is ever made.
+		const head = "{\"kind\":\"input\"}\n{\"kind\":\"message\"}\n{\"kind\":\"message\"}\n"
+		for _, opts := range [][]ReplayOption{nil, {WithLenient()}} {
+			r := &stagedReader{chunks: []string{head, `{"kind":"message","text":"cut`}, fail: errors.New("read past the stop")}
+			res, err := ReplayWith(MaxIterations(1), r, opts...)
+			require.NoError(t, err)
+			assert.False(t, res.Truncated)
+			assert.Equal(t, 3, res.StoppedAt)
+			assert.Equal(t, 1, r.reads, "the truncated line is never read")
+		}
+	})
+	t.Run("other errors stay errors", func(t *testing.T) {
+		_, err := ReplayWith(nil, strings.NewReader("{\"kind\":\"input\"}\n{\"kind\":\"x\"}\n{\"kind\":\"fin"), WithLenient())
+		var de *DecodeError
+		require.ErrorAs(t, err, &de)
+		assert.Equal(t, 2, de.Line)
+		_, err = ReplayWith(nil, failingReader{errors.New("disk on fire")}, WithLenient(), nil)
+		assert.ErrorContains(t, err, "disk on fire")
+	})
+	t.Run("a complete log is not truncated", func(t *testing.T) {
+		res, err := ReplayWith(nil, strings.NewReader(strings.TrimSuffix(log, "\n{\"kind\":\"message\",\"text\":\"cut her")), WithLenient())
+		require.NoError(t, err)
+		assert.False(t, res.Truncated)
+		assert.Equal(t, 3, res.Events)
+	})
+	// A truncated line after the log's end is reached is the decoder's
+	// last word: Next then reports the end.
+	d := NewDecoder(strings.NewReader(log))
+	for range 3 {
+		_, err := d.Next()
+		require.NoError(t, err)
+	}
+	_, err := d.Next()
+	require.ErrorIs(t, err, ErrTruncated)
+	_, err = d.Next()
+	assert.ErrorIs(t, err, io.EOF)
+}
+
+// TestReplayDuration: duration runs from the first event that carries a
+// time to the last evaluated event that carries one, or to the timeout; it
+// is absent when no event carries a time.
+func TestReplayDuration(t *testing.T) {
+	at := func(s string) string { return `,"time":"2026-11-20T09:` + s + `Z"` }
+	cases := []struct {
+		name    string
+		cond    Condition
+		lines   []string
+		want    time.Duration
+		untimed bool
+	}{
+		{"no event carries a time", nil, []string{`{"kind":"input"}`, `{"kind":"final"}`}, 0, true},
+		{"one timed event", nil, []string{`{"kind":"input"` + at("00:05") + `}`, `{"kind":"final"}`}, 0, false},
+		{"first to last timed event", nil, []string{`{"kind":"input"}`, `{"kind":"message"` + at("00:05") + `}`,
+			`{"kind":"message"` + at("01:30") + `}`, `{"kind":"final"}`}, 85 * time.Second, false},
+		{"the last evaluated event, not the log's last", MaxIterations(1), []string{`{"kind":"input"` + at("00:00") + `}`,
+			`{"kind":"message"` + at("00:10") + `}`, `{"kind":"message"` + at("00:20") + `}`, `{"kind":"message"` + at("09:00") + `}`}, 20 * time.Second, false},
+		{"to the timeout", TimeoutAfter(time.Minute), []string{`{"kind":"input"` + at("00:00") + `}`,
+			`{"kind":"message"` + at("00:50") + `}`, `{"kind":"message"` + at("13:55") + `}`}, 0, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			res, err := Replay(tc.cond, strings.NewReader(strings.Join(tc.lines, "\n")))
+			require.NoError(t, err)
+			assert.Equal(t, tc.untimed, res.Untimed)
+			b, err := json.Marshal(res)
+			require.NoError(t, err)
+			if tc.untimed {
+				assert.NotContains(t, string(b), `"duration"`)
+				return
+			}
+			if to, ok := res.Cause.(Timeout); ok {
+				// However the timeout fires, the run lasted until the limit.
+				assert.Equal(t, to.Elapsed, res.Duration)
+				assert.GreaterOrEqual(t, res.Duration, time.Minute)
+				return
+			}
+			assert.Equal(t, tc.want, res.Duration)
+			assert.Contains(t, string(b), `"duration":"`+tc.want.String()+`"`)
+		})
+	}
+}
+
+// FuzzDecoder reads whole files: the decoder never panics, every error is
+// one line naming a line of the file, a truncation is reported only for a
+// last line without a newline and a document only before the first event,
+// and a lenient replay differs from a strict one only on a truncation.
+func FuzzDecoder(f *testing.F) {
+	for _, s := range []string{
+		"{\"kind\":\"input\"}\n{\"kind\":\"final\"}\n",
+		"{\"kind\":\"input\"}\n{\"kind\":\"message\",\"text\":\"a\\",
+		"{\n  \"kind\": \"input\"\n}\n", "[{\"kind\":\"input\"}]", "[\n]\n", "{\"messages\":[{}]}\n",
+		"\xef\xbb\xbf{\"kind\":\"stop\"}", "{\"kind\":\"message\",\"time\":\"2026-11-20T09:00:00Z\"}\n{\"kind\":\"fin",
+		"{\"kind\":\"tool_call\",\"run\":\"a\",\"parent\":\"b\",\"args_hash\":\"c\"}\n{\"kind\":\"message\",\"text_hash\":\"d\",\"text\":\"e\"}",
+		"\n\n{\"kind\":\"input\"}\r\n{\"kind\":\"message\",\"cost\":1.", "{\"kind\":\"input\",}\n", "{\"kind\":\"input\"}\n{\n",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		data = data[:min(len(data), maxFuzzLine)]
+		lines := strings.Count(string(data), "\n") + 1
+		d := NewDecoder(strings.NewReader(string(data)))
+		events := 0
+		var err error
+		for {
+			if _, err = d.Next(); err != nil {
+				break
+			}
+			events++
+		}
+		if !errors.Is(err, io.EOF) {
+			var de *DecodeError
+			if !errors.As(err, &de) {
+				t.Fatalf("error %v is not a *DecodeError", err)
+			}
+			if de.Line < 1 || de.Line > lines {
+				t.Fatalf("error on line %d of %d: %v", de.Line, lines, err)
+			}
+			msg := err.Error()
+			for _, leak := range []string{"\n", "unexpected end of JSON input", "escape code", "looking for beginning"} {
+				if strings.Contains(msg, leak) {
+					t.Fatalf("message %q contains %q", msg, leak)
+				}
+			}
+			if errors.Is(err, ErrTruncated) && (len(data) > 0 && data[len(data)-1] == '\n' || de.Line != lines) {
+				t.Fatalf("truncated at line %d of %d, input ending %q", de.Line, lines, data[max(0, len(data)-4):])
+			}
+			if errors.Is(err, ErrJSONDocument) && events > 0 {
+				t.Fatalf("a JSON document after %d events", events)
+			}
+		}
+		strict, serr := Replay(nil, strings.NewReader(string(data)))
+		lenient, lerr := ReplayWith(nil, strings.NewReader(string(data)), WithLenient())
+		switch {
+		case errors.Is(serr, ErrTruncated):
+			if lerr != nil || !lenient.Truncated || lenient.Events != events {
+				t.Fatalf("lenient replay of a truncated log: %v, truncated %v, %d events (want %d)", lerr, lenient.Truncated, lenient.Events, events)
+			}
+		case (serr == nil) != (lerr == nil) || serr != nil && serr.Error() != lerr.Error():
+			t.Fatalf("strict %v, lenient %v", serr, lerr)
+		case serr == nil && (strict.Events != lenient.Events || lenient.Truncated):
+			t.Fatalf("strict and lenient replays differ: %+v, %+v", strict, lenient)
+		}
+	})
+}

@@ -1,0 +1,182 @@
+package termination
+
+// ReplayStage names the stage of the runs [ReplayRuns] replays: each
+// Result's Stage, and the STAGE of a cascade's Cancelled{reason: parent,
+// detail: "STAGE ended: TAG"}. Default: "replay", as the replay command's.
+// ReplayWith, which returns a Result without a stage, ignores it.
+func ReplayStage(name string) ReplayOption { return stageOption(name) }
+
+type stageOption string
+
+func (o stageOption) apply(c *replayConfig) {
+	if o != "" {
+		c.stage = string(o)
+	}
+}
+
+// ReplayRuns evaluates p over a log of many runs (events carry Run, and a
+// run's first event may carry Parent) as replay does (docs/spec.md §8):
+// each run with p's condition, each holder's tree: limits over its
+// subtree, in the order of the lines. It returns one Result per run, in
+// the order the runs ended, with Run and Parent set and
+// Events/StoppedAt/Evidence counting that run's own events.
+//
+// The lines are taken in order, as the live middleware takes events:
+//
+//   - A run starts at its first line. Its Parent, when it names a run seen
+//     earlier in the log, makes it that run's child; a parent that has
+//     already ended makes it end at once as Skipped{reason: parent_ended,
+//     detail: "STAGE ended: TAG"} (its lines are not evaluated). A parent not in the log (a caller in
+//     another service) is only recorded.
+//   - Each line is evaluated by its run's condition first; then, unless
+//     the run had already stopped (its later lines are not evaluated) or
+//     the event was invalid, by the tree limits of the run itself and of
+//     its ancestors, nearest first. A tree limit that fires ends its holder
+//     with the cause (StoppedAt names the line when it is the holder's
+//     own, 0 otherwise) and its live descendants with Cancelled{reason:
+//     parent}, the run whose line crossed the limit included; a tree
+//     pressure warning goes to the holder and to every live descendant.
+//   - A run ends at its stopping line, at its last line, or when an
+//     ancestor ends; when it ends, its live descendants end with
+//     Cancelled{reason: parent, detail: "STAGE ended: TAG"} naming it, in
+//     the order they started (depth first).
+//
+// Events without Run belong to the run "". The clock is the events' time
+// (EventClock): a tree timeout counts from the holder's first timed line
+// and fires on a line of its subtree. A nil p is the empty policy.
+func ReplayRuns(p *Policy, events []Event, opts ...ReplayOption) []Result {
+	cfg := replayConfig{stage: "replay"}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	var pol Policy
+	if p != nil {
+		pol = *p
+	}
+	rp := &replayer{cond: pol.Condition(), tree: pol.Tree(), stage: cfg.stage, runs: map[string]*replayRun{}}
+	last := map[string]int{}
+	for i := range events {
+		last[events[i].Run] = i
+	}
+	for i := range events {
+		rp.line(&events[i], last[events[i].Run] == i)
+	}
+	return rp.results
+}
+
+type replayer struct {
+	cond    Condition
+	tree    Condition // nil without tree limits
+	stage   string
+	runs    map[string]*replayRun
+	results []Result
+}
+
+// replayRun is one run of the log.
+type replayRun struct {
+	id, parent string
+	eval       *Evaluator
+	limits     *Evaluator   // the run's tree limits, nil without
+	holders    []*replayRun // the run itself (when it holds limits) and its ancestors that do, nearest first
+	children   []*replayRun
+	ended      bool
+}
+
+func (rp *replayer) line(ev *Event, lastLine bool) {
+	r := rp.runs[ev.Run]
+	if r == nil {
+		r = rp.begin(ev)
+	}
+	if r.ended {
+		return
+	}
+	before := r.eval.progress.Events
+	_, stop := r.eval.Observe(*ev)
+	evaluated := r.eval.progress.Events > before && ev.valid()
+	if stop {
+		rp.end(r, nil)
+	}
+	if evaluated {
+		for _, h := range r.holders {
+			rp.rollUp(h, r, ev)
+		}
+	}
+	if lastLine && !r.ended {
+		rp.end(r, nil)
+	}
+}
+
+// begin starts the run of ev's first line.
+func (rp *replayer) begin(ev *Event) *replayRun {
+	r := &replayRun{id: ev.Run, parent: ev.Parent, eval: NewEvaluator(rp.cond, EventClock)}
+	rp.runs[ev.Run] = r
+	up := rp.runs[ev.Parent]
+	if ev.Parent == "" || up == r {
+		up = nil
+	}
+	if up != nil && up.ended {
+		r.eval.Stop(Skipped{Reason: SkipParentEnded, Detail: ParentEnded(rp.stage, Tag(up.eval.cause, nil)).Detail})
+		rp.end(r, nil)
+		return r
+	}
+	if rp.tree != nil {
+		r.limits = NewEvaluator(rp.tree, EventClock)
+		r.holders = append(r.holders, r)
+	}
+	if up != nil {
+		up.children = append(up.children, r)
+		r.holders = append(r.holders, up.holders...)
+	}
+	return r
+}
+
+// rollUp evaluates r's event ev with holder h's tree limits.
+func (rp *replayer) rollUp(h, r *replayRun, ev *Event) {
+	if _, stopped := h.limits.Stopped(); stopped {
+		return
+	}
+	nw := len(h.limits.warnings)
+	_, stop := h.limits.observeRef(ev)
+	for _, w := range h.limits.warnings[nw:] {
+		h.each(func(d *replayRun) { d.eval.addWarning(w) })
+	}
+	if stop && h.eval.stopFired(h.limits.fired, h == r) {
+		rp.end(h, nil)
+	}
+}
+
+// each calls f with r and its live descendants, depth first.
+func (r *replayRun) each(f func(*replayRun)) {
+	if r.ended {
+		return
+	}
+	f(r)
+	for _, c := range r.children {
+		c.each(f)
+	}
+}
+
+// end reports r's result and ends its live descendants: with cause (the
+// cascade that reached r), or with one naming r.
+func (rp *replayer) end(r *replayRun, cause Cause) {
+	if r.ended {
+		return
+	}
+	r.ended = true
+	res := r.eval.Result()
+	res.Stage, res.Run, res.Parent = rp.stage, r.id, r.parent
+	res.TerminationCause = Tag(res.Cause, nil)
+	rp.results = append(rp.results, res)
+	if cause == nil {
+		cause = ParentEnded(rp.stage, res.TerminationCause)
+	}
+	for _, c := range r.children {
+		if !c.ended {
+			c.eval.Stop(cause)
+			rp.end(c, cause)
+		}
+	}
+	r.children = nil // ended runs are never cascaded again
+}
