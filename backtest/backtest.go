@@ -255,19 +255,36 @@ func evaluateFile(f *File, cfg *Config) []Outcome {
 }
 
 // evaluateRuns is the one place where a file's runs meet a policy: it
-// returns one replay result per run of f, in the order of f.Runs. A file
-// of one run is replayed as agentstop replay replays it. In a file of many
-// runs each run is evaluated on its own with the policy's condition.
+// returns one replay result per run of f, in the order of f.Runs, each the
+// result agentstop replay gives. A file of one run, with a policy without
+// tree: limits, is replayed as replay replays one run
+// (termination.ReplayEvents, the events Replay would decode). A file of
+// many runs, or a policy with tree: limits, is replayed as replay replays
+// a tree (termination.ReplayRuns): each run with the policy, each holder's
+// tree: limits over its subtree, in the order of the lines.
 func evaluateRuns(p *termination.Policy, f *File) []termination.Result {
 	out := make([]termination.Result, len(f.Runs))
-	for i, r := range f.Runs {
+	if !f.Multi && p.Tree() == nil {
+		r := f.Runs[0]
 		res := termination.ReplayEvents(p.Condition(), r.Events)
-		if f.Multi {
-			res.Run, res.Parent = r.ID, r.Parent
-		}
 		// A lenient replay that reached the truncated last line says so
 		// (§4); one that stopped before it never read it.
 		res.Truncated = r.Truncated && res.Events == len(r.Events) && len(res.Fired) == 0
+		out[0] = res
+		return out
+	}
+	results := termination.ReplayRuns(p, f.Events)
+	byRun := make(map[string]termination.Result, len(results))
+	for _, res := range results {
+		byRun[res.Run] = res
+	}
+	for i, r := range f.Runs {
+		id := r.ID
+		if !f.Multi {
+			id = "" // the events of a one-run file name no run
+		}
+		res := byRun[id]
+		res.Truncated = r.Truncated
 		out[i] = res
 	}
 	return out

@@ -4,11 +4,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -324,27 +327,39 @@ func TestLoadPolicy(t *testing.T) {
 	assert.Equal(t, "strict.yaml", p.Name)
 }
 
-// TestBacktestEqualsReplay is the property test: over random runs and
-// random policies, each backtest result is the result termination.Replay
-// (what agentstop replay prints) gives for that run and policy.
+// TestBacktestEqualsReplay is the property test: over random runs (files
+// of one run, and files of many interleaved runs with parent links) and
+// random policies (tree: limits included), each backtest result is the
+// result replay gives for that run and policy: termination.Replay for a
+// one-run file, termination.ReplayRuns for a log of many runs or a policy
+// with tree: limits, as agentstop replay chooses.
 func TestBacktestEqualsReplay(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 2026))
 	dir := t.TempDir()
-	const runs = 60
-	for i := range runs {
+	const single, multi = 40, 15
+	for i := range single {
 		writeRandomRun(t, rng, filepath.Join(dir, fmt.Sprintf("run-%02d.jsonl", i)))
+	}
+	for i := range multi {
+		writeRandomTree(t, rng, filepath.Join(dir, fmt.Sprintf("tree-%02d.jsonl", i)))
 	}
 	snippets := []string{
 		"max_iterations: %d", "max_tool_calls: %d", "stall: {repeats: %d}", "token_budget: {total: %d00}",
 		"cost_budget: {limit: 0.0%d}", "errors: {consecutive: %d}", "timeout: %ds", "text_mention: {text: done%d}",
 		"token_budget: {total: %d000, pressure: 0.5, grace: 1}", "stall: {repeats: 2, window: %d}", "function_call: [tool%d]",
+		"stall: {repeats: %d, same_result: true}", "tree: {max_iterations: %d}", "tree: {token_budget: {total: %d000}}",
+		"tree: {max_tool_calls: %d, timeout: 40s}",
 	}
 	var pols []Policy
-	for k := range 12 {
+	for k := range 14 {
 		var lines []string
 		for range 1 + rng.IntN(4) {
 			s := snippets[rng.IntN(len(snippets))]
-			line := fmt.Sprintf(s, 2+rng.IntN(6))
+			n := 2 + rng.IntN(6)
+			if strings.HasPrefix(s, "tree:") {
+				n = 4 + rng.IntN(20)
+			}
+			line := fmt.Sprintf(s, n)
 			key, _, _ := strings.Cut(line, ":")
 			if !strings.Contains(strings.Join(lines, "\n"), key+":") {
 				lines = append(lines, line)
@@ -356,28 +371,104 @@ func TestBacktestEqualsReplay(t *testing.T) {
 		pols = append(pols, Policy{Name: fmt.Sprintf("p%d", k), Policy: p})
 	}
 	rep := evaluate(t, []string{dir}, Config{Policies: pols, Workers: 3})
+	files := map[string][]termination.Event{}
+	runs := 0
+	for _, o := range rep.Outcomes {
+		if _, ok := files[o.File]; !ok {
+			files[o.File] = decodeAll(t, o.File)
+		}
+		if o.Policy == "p0" {
+			runs++
+		}
+	}
+	require.Greater(t, runs, single+2*multi)
 	require.Len(t, rep.Outcomes, runs*len(pols))
 	for _, o := range rep.Outcomes {
-		var pol termination.Policy
-		for _, p := range pols {
-			if p.Name == o.Policy {
-				pol = p.Policy
+		pol := pols[slices.IndexFunc(pols, func(p Policy) bool { return p.Name == o.Policy })].Policy
+		events := files[o.File]
+		var want termination.Result
+		if events[0].Run == "" && pol.Tree() == nil {
+			f, err := os.Open(o.File)
+			require.NoError(t, err)
+			want, err = termination.Replay(pol.Condition(), f)
+			f.Close()
+			require.NoError(t, err)
+			want.Stage = "replay"
+		} else {
+			id := o.Run
+			if events[0].Run == "" {
+				id = ""
+			}
+			for _, r := range termination.ReplayRuns(&pol, events) {
+				if r.Run == id {
+					want = r
+				}
 			}
 		}
-		f, err := os.Open(o.File)
-		require.NoError(t, err)
-		want, err := termination.Replay(pol.Condition(), f)
-		f.Close()
-		require.NoError(t, err)
-		want.Stage = "replay"
-		wj, err := json.Marshal(want)
-		require.NoError(t, err)
-		gj, err := json.Marshal(o.Result)
-		require.NoError(t, err)
-		require.Equal(t, string(wj), string(gj), "run %s, policy %s (%s)", o.Run, o.Policy, pol)
+		require.Equal(t, jsonOf(t, want), jsonOf(t, o.Result), "run %s, policy %s (%s)", o.Run, o.Policy, pol)
 		assert.Equal(t, want.Evidence, o.Result.Evidence)
 		assert.Equal(t, want.Duration, o.Result.Duration)
 	}
+}
+
+func decodeAll(t testing.TB, path string) []termination.Event {
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	var events []termination.Event
+	dec := termination.NewDecoder(f)
+	for {
+		ev, err := dec.Next()
+		if errors.Is(err, io.EOF) {
+			return events
+		}
+		require.NoError(t, err)
+		events = append(events, ev)
+	}
+}
+
+// writeRandomTree writes a log of 2 to 5 runs whose lines interleave, each
+// run but the first started by an earlier one.
+func writeRandomTree(t *testing.T, rng *rand.Rand, path string) {
+	n := 2 + rng.IntN(4)
+	var runs [][]termination.Event
+	for k := range n {
+		tmp := filepath.Join(t.TempDir(), "r.jsonl")
+		writeRandomRun(t, rng, tmp)
+		events := decodeAll(t, tmp)
+		for i := range events {
+			events[i].Run = fmt.Sprintf("r%d", k)
+		}
+		if k > 0 {
+			events[0].Parent = fmt.Sprintf("r%d", rng.IntN(k))
+		}
+		runs = append(runs, events)
+	}
+	// Interleave: a child's lines start after its parent's first line.
+	var out bytes.Buffer
+	next := make([]int, n)
+	started := []int{0}
+	for len(started) > 0 {
+		i := rng.IntN(len(started))
+		k := started[i]
+		ev := runs[k][next[k]]
+		line, err := json.Marshal(ev)
+		require.NoError(t, err)
+		out.Write(line)
+		out.WriteByte('\n')
+		next[k]++
+		if next[k] == len(runs[k]) {
+			started = slices.Delete(started, i, i+1)
+		}
+		if next[k] == 1 {
+			for c := range n {
+				if c > k && next[c] == 0 && !slices.Contains(started, c) && runs[c][0].Parent == fmt.Sprintf("r%d", k) {
+					started = append(started, c)
+				}
+			}
+		}
+	}
+	require.NoError(t, os.WriteFile(path, out.Bytes(), 0o644))
 }
 
 func writeRandomRun(t *testing.T, rng *rand.Rand, path string) {
@@ -418,4 +509,73 @@ func writeRandomRun(t *testing.T, rng *rand.Rand, path string) {
 		emit(termination.Event{Kind: termination.KindFinal, Source: "agent", Text: "answer"})
 	}
 	require.NoError(t, os.WriteFile(path, b.Bytes(), 0o644))
+}
+
+// TestManyRunsInOneFile backtests a file whose events carry run and
+// parent: one outcome per run, in the order of their first lines, named by
+// their run; a policy's tree: limits count the planner and its researchers.
+func TestManyRunsInOneFile(t *testing.T) {
+	rep := evaluate(t, []string{"testdata/multi.jsonl"}, Config{Policies: policies(t, "strict.yaml", "tree.yaml")})
+	require.Len(t, rep.Outcomes, 6)
+	var got []string
+	for _, o := range rep.Outcomes {
+		got = append(got, fmt.Sprintf("%s %s<-%s %s", o.Policy, o.Run, o.Parent, o.Result.Tag()))
+	}
+	assert.Equal(t, []string{
+		"strict.yaml planner<- natural_completion",
+		"tree.yaml planner<- max_iterations",
+		"strict.yaml research-1<-planner stall",
+		"tree.yaml research-1<-planner cancelled",
+		"strict.yaml research-2<-planner natural_completion",
+		"tree.yaml research-2<-planner cancelled",
+	}, got)
+	planner := rep.Outcomes[1]
+	assert.Equal(t, termination.MaxIterationsReached{Limit: 6, Count: 7, Scope: termination.ScopeTree}, planner.Result.Cause)
+	assert.True(t, planner.Stopped)
+	assert.Equal(t, "planner", planner.Result.Run)
+	r1 := rep.Outcomes[3]
+	assert.True(t, r1.Stopped, "a cancelled descendant is stopped")
+	assert.Positive(t, r1.Saved.Events, "its lines after the cancellation are saved")
+	total := r1.Spent
+	total.add(r1.Saved)
+	assert.Equal(t, 10, total.Events, "research-1 has 10 lines")
+
+	// Each result is the one replay gives for the log.
+	f, err := os.Open("testdata/multi.jsonl")
+	require.NoError(t, err)
+	defer f.Close()
+	var events []termination.Event
+	dec := termination.NewDecoder(f)
+	for {
+		ev, err := dec.Next()
+		if err != nil {
+			break
+		}
+		events = append(events, ev)
+	}
+	tree := policies(t, "tree.yaml")[0].Policy
+	for _, want := range termination.ReplayRuns(&tree, events) {
+		for _, o := range rep.Outcomes {
+			if o.Policy == "tree.yaml" && o.Run == want.Run {
+				assert.Equal(t, jsonOf(t, want), jsonOf(t, o.Result), want.Run)
+			}
+		}
+	}
+}
+
+func jsonOf(t testing.TB, v any) string {
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// TestTreePolicyOnOneRun: tree: limits over a one-run file count the run
+// alone, as replay does.
+func TestTreePolicyOnOneRun(t *testing.T) {
+	rep := evaluate(t, []string{"testdata/corpus/good/long.jsonl"}, Config{Policies: policies(t, "tree.yaml")})
+	o := rep.Outcomes[0]
+	assert.Equal(t, "long", o.Run)
+	assert.Equal(t, termination.MaxIterationsReached{Limit: 6, Count: 7, Scope: termination.ScopeTree}, o.Result.Cause)
+	assert.Equal(t, 20, o.Result.StoppedAt)
+	assert.Equal(t, 6, o.Saved.Events, "stopped at event 20 of 26")
 }

@@ -2,7 +2,6 @@ package backtest
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -111,8 +110,8 @@ type Run struct {
 	// Events are the run's own events, in the order of the lines.
 	Events []termination.Event
 	// Truncated is set when, with Lenient, the file's truncated last line
-	// was skipped and this run is the one the line most likely belonged to
-	// (the run of the last complete line).
+	// was skipped: on every run of the file, since the line's run cannot be
+	// read (as agentstop replay -lenient marks a log of many runs).
 	Truncated bool
 }
 
@@ -149,9 +148,12 @@ func decodeFile(src Source, data []byte, lenient bool) (*File, error) {
 			break
 		}
 		if err != nil {
-			if lenient && truncatedLastLine(data, err) {
-				truncated = true
-				break
+			if errors.Is(err, termination.ErrTruncated) {
+				if lenient {
+					truncated = true
+					break
+				}
+				return nil, fmt.Errorf("%s: %w; -lenient evaluates the events before it", src.Path, err)
 			}
 			return nil, fmt.Errorf("%s: %w", src.Path, err)
 		}
@@ -188,25 +190,8 @@ func decodeFile(src Source, data []byte, lenient bool) (*File, error) {
 		}
 		r.Events = append(r.Events, ev)
 	}
-	if truncated {
-		byID[f.Events[len(f.Events)-1].Run].Truncated = true
+	for _, r := range f.Runs {
+		r.Truncated = truncated
 	}
 	return f, nil
-}
-
-// truncatedLastLine reports whether err is the decoder's error for the last
-// line of data, that line has no newline after it, and it ends inside a
-// JSON value: the shape of a log whose writer was killed mid-line (§1).
-func truncatedLastLine(data []byte, err error) bool {
-	var de *termination.DecodeError
-	if !errors.As(err, &de) || len(data) == 0 || data[len(data)-1] == '\n' {
-		return false
-	}
-	if de.Line != bytes.Count(data, []byte{'\n'})+1 {
-		return false
-	}
-	last := bytes.TrimSpace(data[bytes.LastIndexByte(data, '\n')+1:])
-	var v json.RawMessage
-	var se *json.SyntaxError
-	return errors.As(json.Unmarshal(last, &v), &se) && se.Offset >= int64(len(last))
 }

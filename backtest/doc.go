@@ -17,11 +17,14 @@
 // under, without .jsonl. [Evaluate] hands the files to Config.Workers
 // goroutines (it owns them; they end before it returns); each worker
 // decodes a file and evaluates every policy over its runs in that pass. The
-// evaluation is termination's own: [termination.ReplayEvents], the
-// function replay is checked against, so a backtest result is the result
-// agentstop replay prints for the same run and policy (stage "replay",
-// same stopped_at, same evidence). evaluateRuns is the one place where a
-// file's runs meet a policy.
+// evaluation is termination's own, chosen as agentstop replay chooses it:
+// [termination.ReplayEvents] for a one-run file (the events
+// [termination.Replay] would decode), [termination.ReplayRuns] for a file
+// of many runs or a policy with tree: limits (each holder's limits over its
+// subtree, in the order of the lines, §8). So a backtest result is the
+// result replay prints for the same run and policy (stage "replay", same
+// stopped_at, same evidence). evaluateRuns is the one place where a file's
+// runs meet a policy.
 //
 // The [Report] holds one [Outcome] per (run, policy) and one [Summary] per
 // policy, and writes itself as a table for people, JSON Lines or CSV.
@@ -40,14 +43,15 @@
 //     saved.
 //   - A file with no events, or whose events name their run on some lines
 //     and not on others, is bad input naming the file (and the line).
-//   - With Lenient, a truncated last line is skipped; in a file of many
-//     runs the run marked truncated is the run of the last complete line.
-//     A run's result carries truncated only when its replay reached the
-//     end of the run, as replay -lenient does.
+//   - With Lenient, a truncated last line is skipped. In a file of one run
+//     the result carries truncated only when its replay reached the end of
+//     the run, as replay -lenient does; in a file of many runs every run's
+//     result carries it (the line's run cannot be read), as replay -lenient
+//     marks a log of many runs.
 //   - -all evaluates each top-level condition of a policy on its own
 //     ([termination.Policy.Conditions]); its "at" is the stopped_at that
-//     condition alone would have had. A policy's tree: limits are not
-//     listed there.
+//     condition alone would have had, over the run alone. A policy's tree:
+//     limits are not listed there.
 //   - Labels are case-sensitive: "good", "bad", true, false. A labelled run
 //     that is not in the corpus is ignored.
 //   - Outcomes are in the order of the files (PATHs in the order given,

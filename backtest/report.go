@@ -342,16 +342,16 @@ func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	labelled := len(r.Summaries) > 0 && r.Summaries[0].Labels != nil
 	if labelled {
-		fmt.Fprintln(tw, "POLICY\tRUNS\tSTOPPED\tBAD STOPPED\tGOOD STOPPED (FALSE STOPS)\tSAVED ON BAD\tLOST ON GOOD\tSAVED IN ALL\t")
+		fmt.Fprintln(tw, "POLICY\tRUNS\tSTOPPED\tBAD STOPPED\tGOOD STOPPED (FALSE STOPS)\tSAVED ON BAD\tLOST ON GOOD\tSAVED (ALL RUNS)")
 	} else {
 		fmt.Fprintln(tw, "POLICY\tRUNS\tSTOPPED\tSAVED\t")
 	}
 	for _, s := range r.Summaries {
 		if l := s.Labels; l != nil {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d of %d\t%d of %d\t%s\t%s\t%s\t\n", s.Policy, s.Runs, s.Stopped,
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d of %d\t%d of %d\t%s\t%s\t%s\n", s.Policy, s.Runs, s.Stopped,
 				l.BadStopped, l.Bad, l.GoodStopped, l.Good, short(l.SavedOnBad), short(l.LostOnGood), short(s.Saved))
 		} else {
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t\n", s.Policy, s.Runs, s.Stopped, short(s.Saved))
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", s.Policy, s.Runs, s.Stopped, short(s.Saved))
 		}
 	}
 	if err := tw.Flush(); err != nil {
@@ -391,9 +391,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintln(w)
 		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 		if labelled {
-			fmt.Fprint(tw, "  RUN\tLABEL\tCAUSE\tSTOPPED AT\tSAVED\t\n")
+			fmt.Fprint(tw, "  RUN\tLABEL\tCAUSE\tSTOPPED AT\tSAVED\n")
 		} else {
-			fmt.Fprint(tw, "  RUN\tCAUSE\tSTOPPED AT\tSAVED\t\n")
+			fmt.Fprint(tw, "  RUN\tCAUSE\tSTOPPED AT\tSAVED\n")
 		}
 		for _, o := range stopped {
 			at := fmt.Sprintf("%d of %d", o.Result.Events, o.Result.Events+o.Saved.Events)
@@ -405,9 +405,9 @@ func (r *Report) WriteTable(w io.Writer) error {
 				label = "-"
 			}
 			if labelled {
-				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\t\n", o.Run, label, o.Result.Tag(), at, short(o.Saved))
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", o.Run, label, o.Result.Tag(), at, short(o.Saved))
 			} else {
-				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t\n", o.Run, o.Result.Tag(), at, short(o.Saved))
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", o.Run, o.Result.Tag(), at, short(o.Saved))
 			}
 		}
 		if err := tw.Flush(); err != nil {
