@@ -111,7 +111,11 @@ func runBacktest(args []string, sio stdio) int {
 		failed := false
 		for _, s := range rep.Summaries {
 			if n := s.FalseStops(); n > *maxFalse {
-				fmt.Fprintf(sio.err, "agentstop backtest: %s stops %d good runs, more than -max-false-stops %d\n", s.Policy, n, *maxFalse)
+				runs := "runs"
+				if n == 1 {
+					runs = "run"
+				}
+				fmt.Fprintf(sio.err, "agentstop backtest: %s stops %d good %s, more than -max-false-stops %d\n", s.Policy, n, runs, *maxFalse)
 				failed = true
 			}
 		}
