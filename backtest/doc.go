@@ -41,6 +41,9 @@
 //     Spent (lost_on_good, for good runs) is what the evaluated ones did.
 //     For a timeout, whose firing event is not evaluated, that event is
 //     saved.
+//   - A file that a glob matches is named by its base name, without .jsonl
+//     (a glob has no directory to be relative to); a directory a glob
+//     matches names its files relative to itself.
 //   - A file with no events, or whose events name their run on some lines
 //     and not on others, is bad input naming the file (and the line).
 //   - With Lenient, a truncated last line is skipped. In a file of one run

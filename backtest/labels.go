@@ -138,7 +138,6 @@ func parseCSVLabels(data []byte) (Labels, error) {
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		line, _ := r.FieldPos(0)
 		if err != nil {
 			var pe *csv.ParseError
 			if errors.As(err, &pe) {
@@ -146,6 +145,7 @@ func parseCSVLabels(data []byte) (Labels, error) {
 			}
 			return nil, err
 		}
+		line, _ := r.FieldPos(0)
 		if len(rec) != 2 {
 			return nil, fmt.Errorf("line %d: want two columns run,label, got %d (a labels file is a JSON object or a CSV run,label)", line, len(rec))
 		}
