@@ -115,6 +115,7 @@ func TestMiniSWEAgentMapping(t *testing.T) {
 		"final",
 	}, got)
 	assert.Equal(t, termination.Usage{InputTokens: 1500, OutputTokens: 60}, r.Events[2].Usage)
+	assert.Equal(t, 0.0125, r.Events[2].Cost, "cost from the response's usage.cost")
 	assert.Equal(t, "2025-11-17T09:00:00Z", r.Events[2].Time.Format("2006-01-02T15:04:05Z07:00"), "time is the response's created")
 	assert.Equal(t, "THOUGHT: Done; submit.", r.Events[len(r.Events)-1].Text, "the submission's command and output are not emitted")
 	assert.JSONEq(t, `{"command": "cd /testbed && grep -rn \"ASCIIUsernameValidator\" django/contrib/auth/validators.py"}`, string(r.Events[3].Args))

@@ -97,8 +97,16 @@ func importMiniSWEAgent(file string, data []byte, _ *Options) ([]Run, error) {
 			if msg.Usage, err = usage(m.Extra.Response.Usage); err != nil {
 				return nil, bad("extra.response.%v", err)
 			}
-			if m.Extra.Cost != nil {
+			switch cost, err := usageCost(m.Extra.Response.Usage); {
+			case m.Extra.Cost != nil:
 				msg.Cost = *m.Extra.Cost
+			case err != nil:
+				return nil, bad("extra.response.usage.cost: %v", err)
+			default:
+				msg.Cost = cost
+			}
+			if msg.Cost < 0 {
+				return nil, bad("cost: negative")
 			}
 			switch {
 			case m.Extra.Response.Created > 0:
@@ -145,6 +153,24 @@ func importMiniSWEAgent(file string, data []byte, _ *Options) ([]Run, error) {
 		return nil, &EntryError{File: file, Err: fmt.Errorf("no messages")}
 	}
 	return []Run{{ID: baseName(file), Events: events}}, nil
+}
+
+// usageCost reads the cost a provider reports in its usage object (LiteLLM
+// and OpenRouter write usage.cost); 0 when there is none.
+func usageCost(raw json.RawMessage) (float64, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return 0, nil
+	}
+	var u struct {
+		Cost *float64 `json:"cost"`
+	}
+	if err := json.Unmarshal(raw, &u); err != nil {
+		return 0, fmt.Errorf("want a number")
+	}
+	if u.Cost == nil {
+		return 0, nil
+	}
+	return *u.Cost, nil
 }
 
 func submits(command string) bool {
