@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/agentstop/agentstop/termination"
@@ -157,6 +158,7 @@ func decodeFile(src Source, data []byte, lenient bool) (*File, error) {
 			}
 			return nil, fmt.Errorf("%s: %w", src.Path, err)
 		}
+		fingerprintArgs(&ev)
 		if ev.Run != "" {
 			f.Multi = true
 		} else if firstWithout == 0 {
@@ -194,4 +196,20 @@ func decodeFile(src Source, data []byte, lenient bool) (*File, error) {
 		r.Truncated = truncated
 	}
 	return f, nil
+}
+
+// fingerprintArgs replaces a tool call's args with their fingerprint
+// (termination.ArgsFingerprint), given as an in-process args_hash, so that
+// the canonical args are hashed once per run rather than once per policy:
+// stall detection compares a call's args by exactly this fingerprint, and
+// compares args_hash values for equality, so every policy's result is the
+// same (the property test checks it against replay). Nothing else in an
+// evaluation reads args. The "\x00" prefix keeps it apart from a recorded
+// args_hash, which never starts so.
+func fingerprintArgs(ev *termination.Event) {
+	if ev.Kind != termination.KindToolCall || ev.ArgsHash != "" || len(ev.Args) == 0 {
+		return
+	}
+	ev.ArgsHash = "\x00" + strconv.FormatUint(termination.ArgsFingerprint(ev.Args), 16)
+	ev.Args = nil
 }
