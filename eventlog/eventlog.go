@@ -116,7 +116,8 @@ type Writer struct {
 	queue    chan record
 	stop     chan struct{}
 	done     chan struct{}
-	closed   atomic.Bool
+	closing  sync.RWMutex // Event holds it for reading while it enqueues; Close for writing to set closed
+	closed   bool
 	dropped  atomic.Int64
 	once     sync.Once
 	argsPool sync.Pool
@@ -192,7 +193,11 @@ func (w *Writer) StartRun(ctx context.Context, info middleware.RunInfo) (context
 // recorded after Close are dropped. Close is idempotent.
 func (w *Writer) Close() error {
 	w.once.Do(func() {
-		w.closed.Store(true)
+		// Wait for the Events enqueueing now: what they enqueue is
+		// written; every later Event is dropped and counted.
+		w.closing.Lock()
+		w.closed = true
+		w.closing.Unlock()
 		close(w.stop)
 	})
 	<-w.done
@@ -211,7 +216,9 @@ type runRecorder struct {
 // are immutable and shared.
 func (r *runRecorder) Event(ev *termination.Event) {
 	w := r.w
-	if w.closed.Load() {
+	w.closing.RLock()
+	defer w.closing.RUnlock()
+	if w.closed {
 		w.dropped.Add(1)
 		return
 	}

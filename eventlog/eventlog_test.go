@@ -274,3 +274,29 @@ func TestHideContent(t *testing.T) {
 	assert.Equal(t, termination.TextHash("hi"), ev.TextHash)
 	assert.Empty(t, ev.Text)
 }
+
+// TestCloseWhileRecording: events recorded by many runs while Close runs
+// are either written or counted as dropped, never lost silently.
+func TestCloseWhileRecording(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	w, err := New(path, WithBuffer(64))
+	require.NoError(t, err)
+	const runs, each = 8, 500
+	var wg sync.WaitGroup
+	for i := range runs {
+		_, rec := w.StartRun(context.Background(), middleware.RunInfo{RunID: fmt.Sprintf("r%d", i)})
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range each {
+				ev := termination.Event{Kind: termination.KindToolCall, Tool: "t", Args: []byte(fmt.Sprintf(`{"k":%d}`, k))}
+				rec.Event(&ev)
+			}
+		}()
+	}
+	time.Sleep(time.Millisecond)
+	require.NoError(t, w.Close())
+	wg.Wait()
+	written := len(decodeFile(t, path))
+	assert.Equal(t, int64(runs*each), int64(written)+w.Dropped(), "written %d, dropped %d", written, w.Dropped())
+}

@@ -169,6 +169,7 @@ func TestImportErrors(t *testing.T) {
 	}{
 		{"unknown format", "langchain", "{}", Options{}, `unknown format "langchain" (want one of openai-chat, mini-swe-agent, otlp)`},
 		{"empty", "openai-chat", " \n", Options{}, "f.json: empty file"},
+		{"empty list", "openai-chat", "[]", Options{}, "f.json: no runs: an empty list"},
 		{"malformed", "openai-chat", "[\n{\"role\": \"user\",,}]", Options{}, "f.json: line 2: malformed JSON"},
 		{"no messages field", "openai-chat", `{"msgs": []}`, Options{}, `f.json: no "messages" field (name the field holding the messages with -messages)`},
 		{"messages not a list", "openai-chat", `{"messages": 3}`, Options{}, "messages: want a list of messages, got a number"},

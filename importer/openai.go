@@ -85,6 +85,9 @@ func importOpenAIChat(file string, data []byte, o *Options) ([]Run, error) {
 			docs = append(docs, d)
 		}
 	}
+	if len(docs) == 0 {
+		return nil, &EntryError{File: file, Err: fmt.Errorf("no runs: an empty list")}
+	}
 	base := baseName(file)
 	runs := make([]Run, 0, len(docs))
 	for i, d := range docs {
