@@ -127,8 +127,11 @@ type Control interface {
 
 // RunInfo is a live run as the registry shows it.
 type RunInfo struct {
-	ID           string            `json:"id"`
-	Stage        string            `json:"stage"`
+	ID    string `json:"id"`
+	Stage string `json:"stage"`
+	// Parent is the id of the run's parent run (docs/spec.md §8), "" for a
+	// run without one. The parent may run in another process.
+	Parent       string            `json:"parent,omitempty"`
 	Labels       map[string]string `json:"labels,omitempty"`
 	Host         string            `json:"host"`
 	PID          int               `json:"pid"`
@@ -151,7 +154,9 @@ func (r *RunInfo) SetProgress(p termination.Progress) {
 func NewRunID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	return hex.EncodeToString(b[:])
+	var h [32]byte         // encoded on the stack: the string is the one allocation
+	hex.Encode(h[:], b[:])
+	return string(h[:])
 }
 
 // ValidRunID reports whether id has the form of NewRunID's ids.
@@ -310,6 +315,11 @@ type StopReport struct {
 	Stopped      int `json:"stopped"`       // confirmed stopped by this command
 	AlreadyEnded int `json:"already_ended"` // matched, but had ended or stopped when their process received it
 	Unconfirmed  int `json:"unconfirmed"`   // matched, no confirmation within the wait
+	// Descendants counts the live runs under the stopped ones (any depth,
+	// not matched themselves) that the stop ended with Cancelled{reason:
+	// parent} (§8). Local reports the runs of its process; a fleet that
+	// does not track trees reports 0.
+	Descendants int `json:"descendants,omitempty"`
 }
 
 // BlockRequest asks a fleet to block new runs.

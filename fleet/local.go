@@ -372,16 +372,53 @@ func (l *Local) Stop(ctx context.Context, req StopRequest) (StopReport, error) {
 	}
 	cause := StopCause(req.Reason, req.By)
 	ms := l.members(req.Selector)
+	all := l.members(Selector{All: true}) // the live runs, for the descendants ended with them
 	rep := StopReport{Matched: len(ms)}
+	var stopped []string
 	for _, m := range ms {
 		if m.hooks.Stop != nil && m.hooks.Stop(cause) {
 			rep.Stopped++
+			stopped = append(stopped, m.info.ID)
 		} else {
 			rep.AlreadyEnded++
 		}
 	}
+	rep.Descendants = descendants(all, ms, stopped)
 	l.metrics.Stopped(rep.Stopped)
 	return rep, nil
+}
+
+// descendants counts the runs of all under the runs with the given ids (at
+// any depth) that are not in matched: a stopped run's stage ends its live
+// descendants with it (the middleware's cascade, in this process, before
+// Hooks.Stop returns).
+func descendants(all, matched []*localMember, ids []string) int {
+	if len(ids) == 0 {
+		return 0
+	}
+	children := map[string][]*localMember{}
+	for _, m := range all {
+		if m.info.Parent != "" {
+			children[m.info.Parent] = append(children[m.info.Parent], m)
+		}
+	}
+	seen := map[*localMember]bool{}
+	for _, m := range matched {
+		seen[m] = true
+	}
+	n := 0
+	for len(ids) > 0 {
+		id := ids[len(ids)-1]
+		ids = ids[:len(ids)-1]
+		for _, c := range children[id] {
+			if !seen[c] {
+				seen[c] = true
+				n++
+				ids = append(ids, c.info.ID)
+			}
+		}
+	}
+	return n
 }
 
 // Block implements Control.

@@ -320,3 +320,62 @@ func endLiveRuns(lives []liveRun) {
 	}
 	wg.Wait()
 }
+
+// benchTreeLimits are the tree limits of BenchmarkTree's holder: token and
+// cost budgets (with pressure) and tool calls, out of reach of the stream.
+const benchTreeLimits = `tree: {max_tool_calls: {limit: 1000000000, pressure: 0.8}, token_budget: {total: 1000000000000, pressure: 0.8}, cost_budget: {limit: 1000000000, pressure: 0.9}}`
+
+// BenchmarkTree (§6): Observe of a run three levels below the holder of
+// tree: limits, whose every event is also evaluated by the holder's tree
+// limits, against Observe of the same run (full policy) alone. One event
+// per op.
+func BenchmarkTree(b *testing.B) {
+	evs := benchEvents()
+	leaf, err := middleware.New("leaf", benchStageOptions(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	holderPolicy, err := termination.ParsePolicy(benchTreeLimits)
+	if err != nil {
+		b.Fatal(err)
+	}
+	holder, err := middleware.New("holder", middleware.WithPolicy(holderPolicy))
+	if err != nil {
+		b.Fatal(err)
+	}
+	middle, err := middleware.New("middle")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, depth := range []struct {
+		name string
+		d    int
+	}{{"alone", 0}, {"depth3", 3}} {
+		b.Run(depth.name, func(b *testing.B) {
+			b.ReportAllocs()
+			var ancestors []*middleware.Run
+			ctx := context.Background()
+			if depth.d > 0 {
+				var r *middleware.Run
+				ctx, r = holder.Start(ctx)
+				ancestors = append(ancestors, r)
+				for range depth.d - 1 {
+					ctx, r = middle.Start(ctx)
+					ancestors = append(ancestors, r)
+				}
+			}
+			_, run := leaf.Start(ctx)
+			b.ResetTimer()
+			for i := range b.N {
+				if _, stop := run.Observe(evs[i%len(evs)]); stop {
+					b.Fatalf("fired at event %d: %v", i, run.Finish(nil).Cause)
+				}
+			}
+			b.StopTimer()
+			run.Finish(nil)
+			for i := len(ancestors) - 1; i >= 0; i-- {
+				ancestors[i].Finish(nil)
+			}
+		})
+	}
+}

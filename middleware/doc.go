@@ -6,8 +6,8 @@
 // It is the live side of the contract in docs/spec.md of the repository:
 // events (§1) are evaluated against conditions and policies (§3) as replay
 // (§4) evaluates a recorded log, every run ends with one cause of §2, runs
-// are recorded as §5 describes, the hot path meets the budgets of §6, and
-// [WithFleet] joins the fleet control of §7.
+// are recorded as §5 describes, the hot path meets the budgets of §6,
+// [WithFleet] joins the fleet control of §7, and runs form trees (§8).
 //
 // # Stages and runs
 //
@@ -93,8 +93,63 @@
 // fleet}) is in the run's result at once and reaches [WithOnWarning] and
 // the recorder with the run's next event. Labels are checked at Start
 // (snake_case names, values of at most 256 bytes): bad ones end the run
-// with Failed{reason: invalid_input}. Without a fleet, runs have no id and
-// a fleet_budget is ignored.
+// with Failed{reason: invalid_input}. Without a fleet a fleet_budget is
+// ignored; every run has an id all the same.
+//
+// # Trees of runs
+//
+// Agents delegate, and a run can be another run's child (docs/spec.md §8).
+// A run started under a context that descends from a live run's context
+// ([Stage.Start] with the parent's ctx) is that run's child; so is one
+// started with [WithParent], or under a context into which [Propagator]
+// extracted a parent from an incoming request. [Run.Parent] names the
+// parent, and Result.Parent and the recorder's RunInfo.ParentRunID carry
+// it; every run has an id ([Run.ID], 128 random bits).
+//
+// A run's place in a tree is a value of its own that the Run points to,
+// made only for runs that have a parent, hold tree limits or have had a
+// child: the parent link, the tree limits the run holds, and its live
+// children in an intrusive list (a finished child unlinks itself, so a
+// parent of 10,000 finished children holds nothing for them). No
+// goroutine is started per child.
+//
+//   - Cascade: when a run ends, for whatever cause, its live descendants
+//     end with Cancelled{reason: parent, detail: "STAGE ended: TAG"} naming
+//     the run whose end started the cascade (a grandchild names the
+//     planner, not the researcher between them), before the run's own
+//     context is cancelled, so that their contexts' causes are that one. A
+//     child that starts after its parent ended ends at once as
+//     Skipped{reason: parent_ended}. A run's end never ends its parent.
+//   - Tree limits: a policy's tree: key ([WithPolicy]) or
+//     [WithTreeLimits] gives every run of the stage limits over itself and
+//     its descendants. They are termination conditions with scope tree,
+//     evaluated by one more evaluator per holder, fed by every event of the
+//     subtree: an event is evaluated by its run's own condition, then,
+//     with the run's lock held, by the tree limits of the run and of its
+//     ancestors in this process, nearest first (one lock and one
+//     evaluation per holder, no allocation). A tree limit that fires ends
+//     the holder with its cause and the descendants with
+//     Cancelled{reason: parent}, the run whose event crossed it included
+//     (its Observe reports the stop). A tree pressure warning is recorded
+//     on the holder and every live descendant at once and reaches each
+//     one's [WithOnWarning] hook and recorder with its next event (the
+//     run whose event raised it: at once). A tree timeout runs from a
+//     timer armed when the holder starts.
+//   - [Run.Remaining] is what is left of the run's own and its trees'
+//     limits; [Run.Charge] charges usage spent on the run's behalf
+//     elsewhere (a remote agent's, reported when the call returns) to its
+//     trees.
+//   - Across processes, [Propagator] carries the run's id and what is left
+//     of its tree limits. Without a fleet the remote child takes them as
+//     tree limits of its own (the smaller of them and its stage's), and
+//     the caller charges the callee's reported usage with [Run.Charge]:
+//     the remote child stops within what was left when it was called, and
+//     the caller's tree stops once the charges reach its limits, but the
+//     caller's end does not reach the remote child. A fleet that carries
+//     trees across processes is not implemented yet.
+//
+// Lock order: a run's lock before a tree's; no code holding a tree's lock
+// takes a run's (cascades and warnings copy the children out first).
 //
 // # Telemetry
 //

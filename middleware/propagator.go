@@ -9,15 +9,15 @@ import (
 	"github.com/agentstop/agentstop/termination"
 )
 
-// The propagator's fields: the parent run's id, and what is left of its
-// limits (termination.Limits' text form).
+// The propagator's fields: the parent run's id, and what is left of the
+// tree limits over it (termination.Limits' text form).
 const (
 	// RunHeader carries the id of the run that makes a request: the
 	// callee's runs are its children.
 	RunHeader = "agentstop-run"
-	// RemainingHeader carries what is left of the calling run's limits
-	// (Run.Remaining, in the form termination.Limits.String writes):
-	// without a fleet, they become the callee's runs' tree limits.
+	// RemainingHeader carries what is left of the tree limits over the
+	// calling run (in the form termination.Limits.String writes): without
+	// a fleet, they become the callee's runs' tree limits.
 	RemainingHeader = "agentstop-remaining"
 )
 
@@ -36,8 +36,10 @@ type remoteParent struct {
 
 // Propagator returns the OpenTelemetry TextMapPropagator of trees of runs
 // (§8). Inject writes the id of the run the context carries (RunHeader)
-// and what is left of its limits, [Run.Remaining] (RemainingHeader); a
-// context without a run injects nothing. Extract reads them into the
+// and what is left of the tree limits that count its events, its own tree
+// limits and its ancestors' (RemainingHeader; the run's own limits count
+// its own events only and are not sent); a context without a run injects
+// nothing. Extract reads them into the
 // returned context: a run started under it ([Stage.Start]) is the remote
 // run's child, with the propagated limits as its tree limits (the smaller
 // of them and its stage's own, per resource). A missing or malformed
@@ -63,7 +65,7 @@ func (runPropagator) Inject(ctx context.Context, carrier propagation.TextMapCarr
 		return
 	}
 	carrier.Set(RunHeader, r.id)
-	if left := r.Remaining(); left.Has != 0 {
+	if left := r.treeRemaining(); left.Has != 0 {
 		carrier.Set(RemainingHeader, left.String())
 	}
 }

@@ -127,10 +127,10 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 	if !live {
 		return runCtx, r
 	}
-	registerRun(r)
 	if r.joinTree(up) { // its parent had ended (tree.go)
 		return runCtx, r
 	}
+	registerRun(r)      // WithParent finds it from now on (tree.go)
 	if r.startFleet() { // bad labels, or the fleet refused the run (fleet.go)
 		return runCtx, r
 	}

@@ -370,12 +370,22 @@ func (r *Run) Parent() string {
 // budget and timeout limits and the tree limits of the run and its
 // ancestors in this process (including those a remote caller propagated),
 // the smallest for each resource. An orchestrator splits it across
-// children or tells a remote agent its budget; Propagator carries it.
+// children or tells a remote agent its budget.
 func (r *Run) Remaining() termination.Limits {
 	r.mu.Lock()
 	left := r.eval.Remaining()
+	r.mu.Unlock()
+	return left.Min(r.treeRemaining())
+}
+
+// treeRemaining is what is left of the tree limits that count the run's
+// events (its own tree limits and its ancestors'), the smallest for each
+// resource: what Propagator sends a remote child.
+func (r *Run) treeRemaining() termination.Limits {
+	r.mu.Lock()
 	t := r.tree
 	r.mu.Unlock()
+	var left termination.Limits
 	if t == nil {
 		return left
 	}

@@ -386,3 +386,52 @@ func TestTreeLimitsOption(t *testing.T) {
 	assert.Equal(t, termination.MaxToolCallsReached{Limit: 1, Count: 2, Scope: termination.ScopeTree}, res.Cause)
 	assert.Equal(t, 2, res.StoppedAt, "the holder's own event crossed it")
 }
+
+// TestTreeCascadeEndsForwardedChildren: children fed by Forward (a
+// goroutine each, owned by the run) end when their planner is stopped,
+// their producers see their contexts cancelled, and every goroutine exits
+// (goleak, TestMain).
+func TestTreeCascadeEndsForwardedChildren(t *testing.T) {
+	planner := mustStage(t, "planner")
+	child := mustStage(t, "child", shortDrain)
+	pctx, p := planner.Start(context.Background())
+	const n = 100
+	var wg sync.WaitGroup
+	results := make([]termination.Result, n)
+	started := make(chan struct{}, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, run := child.Start(pctx)
+			in := make(chan termination.Event)
+			go func() { // the loop: produces until its context ends
+				defer close(in)
+				for {
+					select {
+					case in <- msg:
+					case <-ctx.Done():
+						return
+					}
+				}
+			}()
+			first := true
+			for range middleware.Forward(run, in, identity) {
+				if first {
+					started <- struct{}{}
+					first = false
+				}
+			}
+			results[i] = run.Wait()
+		}()
+	}
+	for range n {
+		<-started
+	}
+	p.Stop("enough")
+	wg.Wait()
+	for i, r := range results {
+		require.Equal(t, parentCancel("planner", "cancelled"), r.Cause, "child %d", i)
+	}
+	p.Finish(nil)
+}

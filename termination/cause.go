@@ -386,19 +386,27 @@ func (c HandoffRequested) Error() string {
 	return fmt.Sprintf("agentstop: handoff from %q to %q", c.Source, c.Target)
 }
 func (c MaxIterationsReached) Error() string {
-	return fmt.Sprintf("agentstop: max iterations reached (%d > limit %d)", c.Count, c.Limit)
+	return fmt.Sprintf("agentstop: max iterations reached (%d > limit %d%s)", c.Count, c.Limit, scopeText(c.Scope))
+}
+
+// scopeText is the end of a scoped cause's text: ", scope tree".
+func scopeText(scope string) string {
+	if scope == "" {
+		return ""
+	}
+	return ", scope " + scope
 }
 func (c MaxToolCallsReached) Error() string {
 	if c.Tool != "" {
-		return fmt.Sprintf("agentstop: max tool calls to %q reached (%d > limit %d)", c.Tool, c.Count, c.Limit)
+		return fmt.Sprintf("agentstop: max tool calls to %q reached (%d > limit %d%s)", c.Tool, c.Count, c.Limit, scopeText(c.Scope))
 	}
-	return fmt.Sprintf("agentstop: max tool calls reached (%d > limit %d)", c.Count, c.Limit)
+	return fmt.Sprintf("agentstop: max tool calls reached (%d > limit %d%s)", c.Count, c.Limit, scopeText(c.Scope))
 }
 func (c BudgetPressure) Error() string {
-	return fmt.Sprintf("agentstop: budget pressure on %s (%g of %g used, threshold %g)", c.Resource, c.Used, c.Limit, c.Threshold)
+	return fmt.Sprintf("agentstop: budget pressure on %s (%g of %g used, threshold %g%s)", c.Resource, c.Used, c.Limit, c.Threshold, scopeText(c.Scope))
 }
 func (c BudgetExhausted) Error() string {
-	return fmt.Sprintf("agentstop: %s budget exhausted (%g of %g used)", c.Resource, c.Used, c.Limit)
+	return fmt.Sprintf("agentstop: %s budget exhausted (%g of %g used%s)", c.Resource, c.Used, c.Limit, scopeText(c.Scope))
 }
 func (c StallDetected) Error() string {
 	if c.Period > 0 {
@@ -407,7 +415,7 @@ func (c StallDetected) Error() string {
 	return fmt.Sprintf("agentstop: stall detected (%s, %d repeats)", c.Signal, c.Repeats)
 }
 func (c Timeout) Error() string {
-	return fmt.Sprintf("agentstop: timeout after %s (limit %s)", c.Elapsed, c.Limit)
+	return fmt.Sprintf("agentstop: timeout after %s (limit %s%s)", c.Elapsed, c.Limit, scopeText(c.Scope))
 }
 func (c Cancelled) Error() string {
 	if c.Detail == "" {

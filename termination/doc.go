@@ -4,8 +4,8 @@
 //
 // It implements the contract in docs/spec.md of the repository: events are
 // §1, causes and their termination_cause tags §2, conditions and the policy
-// file §3, the replay result §4, run labels and fleet budgets §7. "The
-// contract" below means that file.
+// file §3, the replay result §4, run labels and fleet budgets §7, trees of
+// runs §8. "The contract" below means that file.
 //
 // # How the pieces fit
 //
@@ -31,6 +31,15 @@
 // event. Once it has stopped, or once the stream has ended,
 // [Evaluator.Result] reports the [Result].
 //
+// Tree limits (§8) are the same count, budget and timeout conditions with
+// scope tree: [Tree] in Go, the policy's top-level tree: key
+// ([Policy.Tree]). The run that holds them evaluates them with one more
+// Evaluator fed by its own events and its descendants'; package middleware
+// does this live, and [ReplayRuns] over a log of many runs (events with
+// run and parent), one Result per run. [Limits] are amounts left
+// ([Evaluator.Remaining]), in a text form a propagator carries
+// ([ParseLimits]).
+//
 // Every finished run has exactly one [Cause]. Causes are plain Go types
 // (Completed, MaxToolCallsReached, Timeout, ...) that also implement error,
 // so a cause carried by context.Cause is recovered with errors.As. Each has a
@@ -51,6 +60,15 @@
 //
 // docs/spec.md leaves these open; this package decides them as follows.
 //
+//   - Trees (§8, ReplayRuns): a holder stopped by its own event has that
+//     event as StoppedAt and evidence; one stopped by a descendant's event
+//     (or a tree timeout) has StoppedAt 0 and no evidence, as for any stop
+//     from outside its stream. A cascade ends the descendants depth first,
+//     in the order they started. A parent named by a run's first event
+//     that is not in the log (a caller in another service) is recorded
+//     only. A late child's Skipped{parent_ended} has the detail "STAGE
+//     ended: TAG" of its parent's end. Every run of a replay holds the
+//     policy's tree: limits, as every run of a live stage does.
 //   - A budget-pressure warning is recorded on whichever event crosses the
 //     threshold, a final answer included; only the grace stop is withheld on
 //     a final event.

@@ -50,7 +50,7 @@ Flags:
 `
 
 var fleetSynopsis = map[string][2]string{
-	"runs":    {"[-redis URL] [-json] [-run ID] [-stage NAME] [-label k=v]...", "Lists the live runs (all of them without a selector): id, stage, labels, host,\npid, start, iterations, tool calls, tokens, cost, last update."},
+	"runs":    {"[-redis URL] [-json] [-tree] [-run ID] [-stage NAME] [-label k=v]...", "Lists the live runs (all of them without a selector): id, stage, labels, host,\npid, start, iterations, tool calls, tokens, cost, last update. -tree draws each\nrun under its parent (-json: parents first, each with \"parent\")."},
 	"stop":    {"[-redis URL] -reason TEXT (-run ID | -stage NAME | -label k=v... | -all) [-wait 2s] [-by WHO] [-json]", "Stops every matching run live when its process receives the stop: it ends\nwith Cancelled{external, \"REASON (by WHO)\"}. Waits up to -wait for the owning\nprocesses to confirm and prints how many runs were stopped, had already\nended, or did not confirm. Exit status 0 once the stop is delivered."},
 	"block":   {"[-redis URL] -reason TEXT (-stage NAME | -label k=v... | -all) [-expire D] [-by WHO] [-json]", "Makes every new matching run (from 1 s after this returns) end at once as\nSkipped{blocked, \"REASON (by WHO)\"}, until unblock or -expire. Live runs go on."},
 	"unblock": {"[-redis URL] (-stage NAME | -label k=v... | -all) [-json]", "Removes the block with exactly this selector."},
@@ -115,6 +115,10 @@ func runFleet(name string, args []string, stdout, stderr io.Writer, getenv func(
 		fs.StringVar(&sel.Stage, "stage", "", "select the runs of this stage")
 		fs.Var(&labels, "label", "select runs with label k=v (repeatable; all must match)")
 		fs.BoolVar(&sel.All, "all", false, "select every run")
+	}
+	var tree *bool
+	if name == "runs" {
+		tree = fs.Bool("tree", false, "draw the runs as trees: each under its parent (§8)")
 	}
 	if name == "stop" || name == "block" {
 		reason = fs.String("reason", "", "why (required); the runs' cause detail shows it")
@@ -188,7 +192,10 @@ func runFleet(name string, args []string, stdout, stderr io.Writer, getenv func(
 		if err != nil {
 			return fail("%s", trimInvalid(err))
 		}
-		out, table = nonNil(rs), func(w io.Writer) { runsTable(w, rs) }
+		if *tree {
+			rs = treeOrder(rs)
+		}
+		out, table = nonNil(rs), func(w io.Writer) { runsTableOf(w, rs, *tree) }
 	case "stop":
 		rep, err := c.Stop(ctx, fleet.StopRequest{Selector: sel, Reason: *reason, By: *by, Wait: max(*wait, time.Millisecond)})
 		if err != nil {
@@ -198,6 +205,9 @@ func runFleet(name string, args []string, stdout, stderr io.Writer, getenv func(
 		table = func(w io.Writer) {
 			fmt.Fprintf(w, "stopped %d %s (%d matched, %d already ended, %d unconfirmed after %s)\n",
 				rep.Stopped, plural(rep.Stopped, "run"), rep.Matched, rep.AlreadyEnded, rep.Unconfirmed, *wait)
+			if rep.Descendants > 0 {
+				fmt.Fprintf(w, "and %d %s under them (cancelled: parent)\n", rep.Descendants, plural(rep.Descendants, "descendant"))
+			}
 		}
 	case "block":
 		b, err := c.Block(ctx, fleet.BlockRequest{Selector: sel, Reason: *reason, By: *by, Expire: *expire})
@@ -300,11 +310,26 @@ func ago(t time.Time) string {
 	return d.String() + " ago"
 }
 
-func runsTable(w io.Writer, rs []fleet.RunInfo) {
+func runsTable(w io.Writer, rs []fleet.RunInfo) { runsTableOf(w, rs, false) }
+
+// runsTableOf writes the runs table; tree: the runs are in treeOrder, and
+// each is drawn under its parent.
+func runsTableOf(w io.Writer, rs []fleet.RunInfo, tree bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "RUN\tSTAGE\tLABELS\tHOST\tPID\tSTARTED\tITER\tTOOLS\tTOKENS IN/OUT\tCOST\tUPDATED")
+	fmt.Fprintln(tw, "RUN\tPARENT\tSTAGE\tLABELS\tHOST\tPID\tSTARTED\tITER\tTOOLS\tTOKENS IN/OUT\tCOST\tUPDATED")
+	depth := map[string]int{}
 	for _, r := range rs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d/%d\t%s\t%s\n", r.ID, cell(r.Stage), cell(labelsString(r.Labels)), cell(r.Host), r.PID,
+		id, parent := r.ID, r.Parent
+		if parent == "" {
+			parent = "-"
+		}
+		if d, ok := depth[r.Parent]; ok && tree && r.Parent != "" {
+			depth[r.ID] = d + 1
+			id = strings.Repeat("  ", d) + "└ " + r.ID
+		} else {
+			depth[r.ID] = 0
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d/%d\t%s\t%s\n", id, cell(parent), cell(r.Stage), cell(labelsString(r.Labels)), cell(r.Host), r.PID,
 			r.Started.Local().Format("15:04:05"), r.Iterations, r.ToolCalls, r.InputTokens, r.OutputTokens,
 			strconv.FormatFloat(r.Cost, 'f', -1, 64), ago(r.Updated))
 	}
@@ -367,4 +392,44 @@ func init() {
 			return runFleet(name, args, sio.out, sio.err, sio.getenv)
 		}})
 	}
+}
+
+// treeOrder orders runs as trees (§8, runs -tree): each run right after
+// its parent and its parent's earlier children's subtrees, depth first;
+// runs whose parent is not listed (a root, or a parent that ended or runs
+// unlisted) start a tree. Within a level the order given is kept.
+func treeOrder(rs []fleet.RunInfo) []fleet.RunInfo {
+	listed := make(map[string]bool, len(rs))
+	for _, r := range rs {
+		listed[r.ID] = true
+	}
+	children := map[string][]fleet.RunInfo{}
+	var roots []fleet.RunInfo
+	for _, r := range rs {
+		if r.Parent != "" && r.Parent != r.ID && listed[r.Parent] {
+			children[r.Parent] = append(children[r.Parent], r)
+		} else {
+			roots = append(roots, r)
+		}
+	}
+	out := make([]fleet.RunInfo, 0, len(rs))
+	seen := make(map[string]bool, len(rs))
+	var walk func(r fleet.RunInfo)
+	walk = func(r fleet.RunInfo) {
+		if seen[r.ID] {
+			return // a cycle of parents: each run once
+		}
+		seen[r.ID] = true
+		out = append(out, r)
+		for _, c := range children[r.ID] {
+			walk(c)
+		}
+	}
+	for _, r := range roots {
+		walk(r)
+	}
+	for _, r := range rs { // runs on a cycle of parents, none of them a root
+		walk(r)
+	}
+	return out
 }
