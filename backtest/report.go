@@ -342,14 +342,28 @@ func (r *Report) WriteTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	labelled := len(r.Summaries) > 0 && r.Summaries[0].Labels != nil
 	if labelled {
-		fmt.Fprintln(tw, "POLICY\tRUNS\tSTOPPED\tBAD STOPPED\tGOOD STOPPED (FALSE STOPS)\tSAVED ON BAD\tLOST ON GOOD\tSAVED (ALL RUNS)")
+		fmt.Fprintln(tw, "POLICY\tRUNS\tSTOPPED\tBAD STOPPED\tGOOD STOPPED (FALSE STOPS)\tSAVED ON BAD RUNS\tLOST ON GOOD RUNS\tSAVED IN ALL")
 	} else {
 		fmt.Fprintln(tw, "POLICY\tRUNS\tSTOPPED\tSAVED\t")
 	}
-	for _, s := range r.Summaries {
+	for j, s := range r.Summaries {
 		if l := s.Labels; l != nil {
+			// What the bad runs spent in all, and the good ones: the
+			// savings and losses read as shares of them.
+			var bad, good Amounts
+			for k := j; k < len(r.Outcomes); k += len(r.Summaries) {
+				o := &r.Outcomes[k]
+				switch o.Label {
+				case Bad:
+					bad.add(o.Spent)
+					bad.add(o.Saved)
+				case Good:
+					good.add(o.Spent)
+					good.add(o.Saved)
+				}
+			}
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%d of %d\t%d of %d\t%s\t%s\t%s\n", s.Policy, s.Runs, s.Stopped,
-				l.BadStopped, l.Bad, l.GoodStopped, l.Good, short(l.SavedOnBad), short(l.LostOnGood), short(s.Saved))
+				l.BadStopped, l.Bad, l.GoodStopped, l.Good, shortOf(l.SavedOnBad, bad), shortOf(l.LostOnGood, good), short(s.Saved))
 		} else {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", s.Policy, s.Runs, s.Stopped, short(s.Saved))
 		}
@@ -430,6 +444,12 @@ func labelRank(l Label) int {
 // short writes amounts in a table cell: "40 events, 821.1k tokens, $1.37".
 func short(a Amounts) string {
 	return fmt.Sprintf("%d events, %s tokens, cost %s", a.Events, count(a.Tokens.Total()), f64(round(a.Cost)))
+}
+
+// shortOf writes amounts as parts of a total: "31 of 54 events, 59.7k of
+// 89.0k tokens".
+func shortOf(a, total Amounts) string {
+	return fmt.Sprintf("%d of %d events, %s of %s tokens", a.Events, total.Events, count(a.Tokens.Total()), count(total.Tokens.Total()))
 }
 
 // long writes amounts in full.
