@@ -245,3 +245,15 @@ func TestUsageCounting(t *testing.T) {
 	_, err := usage([]byte(`{"prompt_tokens": -1}`))
 	assert.ErrorContains(t, err, "negative")
 }
+
+func TestOTLPOlderUsageNames(t *testing.T) {
+	data := `{"resourceSpans":[{"scopeSpans":[{"spans":[
+{"traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b174","name":"invoke_agent a","startTimeUnixNano":"1","endTimeUnixNano":"9"},
+{"traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b175","parentSpanId":"eee19b7ec3c1b174","name":"chat m","startTimeUnixNano":"2","endTimeUnixNano":"3",
+ "attributes":[{"key":"gen_ai.usage.prompt_tokens","value":{"intValue":"70"}},{"key":"gen_ai.usage.completion_tokens","value":{"intValue":7}}]}]}]}]}`
+	runs, err := Import("otlp", "old.json", []byte(data), Options{})
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	assert.Equal(t, termination.Usage{InputTokens: 70, OutputTokens: 7}, runs[0].Events[0].Usage)
+	assert.Equal(t, termination.KindFinal, runs[0].Events[0].Kind)
+}

@@ -221,6 +221,12 @@ func spanEvents(agent *span, items []*span) ([]termination.Event, *spanError) {
 			continue
 		}
 		in, out := s.ints["gen_ai.usage.input_tokens"], s.ints["gen_ai.usage.output_tokens"]
+		if _, ok := s.ints["gen_ai.usage.input_tokens"]; !ok {
+			in = s.ints["gen_ai.usage.prompt_tokens"] // the conventions' name before 1.27
+		}
+		if _, ok := s.ints["gen_ai.usage.output_tokens"]; !ok {
+			out = s.ints["gen_ai.usage.completion_tokens"]
+		}
 		if in < 0 || out < 0 {
 			return nil, &spanError{s.entry, fmt.Errorf("negative gen_ai.usage token count")}
 		}
