@@ -14,8 +14,11 @@
 // events and writes them through a buffered file, which it rotates by size
 // (events.jsonl becomes events.jsonl.1, …, keeping WithMaxFiles old files).
 // When the buffer is full an event is dropped, never waited for: drops are
-// counted on the agentstop.eventlog.dropped counter and reported to
-// otel.Handle, once per burst, with the count. Close writes every event
+// counted on the agentstop.eventlog.dropped counter, reported to
+// otel.Handle, once per burst, with the count, and marked in the log
+// itself: the next line written for a run that lost events carries
+// "dropped": N, a field replay ignores (§1: unknown fields are ignored), so
+// a reader of the log knows where events are missing. Close writes every event
 // buffered before it and closes the file: a clean shutdown loses nothing.
 // The package imports termination and middleware; nothing imports it but
 // the user's wiring.

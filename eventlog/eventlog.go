@@ -105,6 +105,9 @@ type record struct {
 	args   *[]byte // the copy of ev.Args, from argsPool
 	run    string
 	parent string // on the run's first event only
+	// dropped is how many events of the run were dropped since the last
+	// one written: the line says so, in a field replay ignores.
+	dropped int64
 }
 
 // Writer writes the events of the runs it records to a JSON Lines file.
@@ -205,10 +208,11 @@ func (w *Writer) Close() error {
 }
 
 type runRecorder struct {
-	w      *Writer
-	run    string
-	parent string
-	wrote  bool
+	w       *Writer
+	run     string
+	parent  string
+	wrote   bool
+	dropped int64 // events dropped since the last one enqueued
 }
 
 // Event copies ev into the buffer, or drops it when the buffer is full. It
@@ -222,7 +226,7 @@ func (r *runRecorder) Event(ev *termination.Event) {
 		w.dropped.Add(1)
 		return
 	}
-	rec := record{ev: *ev, run: r.run}
+	rec := record{ev: *ev, run: r.run, dropped: r.dropped}
 	if !r.wrote {
 		rec.parent = r.parent
 	}
@@ -237,11 +241,12 @@ func (r *runRecorder) Event(ev *termination.Event) {
 	}
 	select {
 	case w.queue <- rec:
-		r.wrote = true
+		r.wrote, r.dropped = true, 0
 	default:
 		if rec.args != nil {
 			w.argsPool.Put(rec.args)
 		}
+		r.dropped++
 		w.dropped.Add(1)
 	}
 }
@@ -307,6 +312,12 @@ func (w *Writer) write(rec *record) {
 	if err != nil {
 		w.fail(fmt.Errorf("eventlog: cannot encode a %s event of run %s: %w", ev.Kind, rec.run, err))
 		return
+	}
+	if rec.dropped > 0 {
+		// {…,"dropped":N}: the events of this run missing before this one.
+		line = append(line[:len(line)-1], `,"dropped":`...)
+		line = strconv.AppendInt(line, rec.dropped, 10)
+		line = append(line, '}')
 	}
 	line = append(line, '\n')
 	if w.size > 0 && w.size+int64(len(line)) > w.cfg.maxBytes {

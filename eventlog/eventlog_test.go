@@ -214,12 +214,24 @@ func TestDropsNeverBlock(t *testing.T) {
 	assert.Less(t, time.Since(start), time.Second, "Event never waits")
 	assert.Equal(t, int64(3), w.Dropped())
 	go w.loop()
+	for len(w.queue) > 0 {
+		time.Sleep(time.Millisecond)
+	}
+	// Room again: the next event says how many of its run's were lost.
+	ev := termination.Event{Kind: termination.KindMessage, Text: "after the drops"}
+	rec.Event(&ev)
 	require.NoError(t, w.Close())
 
 	events := decodeFile(t, path)
-	require.Len(t, events, 2, "what was buffered is written")
+	require.Len(t, events, 3, "what was buffered is written")
 	assert.Equal(t, "p", events[0].Parent)
 	assert.JSONEq(t, `{"k":1}`, string(events[1].Args), "args were copied when recorded")
+	assert.Equal(t, "after the drops", events[2].Text)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	assert.NotContains(t, lines[1], "dropped")
+	assert.True(t, strings.HasSuffix(lines[2], `,"dropped":3}`), lines[2])
 
 	var rm metricdata.ResourceMetrics
 	require.NoError(t, reader.Collect(context.Background(), &rm))
@@ -232,7 +244,7 @@ func TestDropsNeverBlock(t *testing.T) {
 	hmu.Unlock()
 
 	// After Close, events are dropped, not written.
-	ev := termination.Event{Kind: termination.KindMessage}
+	ev = termination.Event{Kind: termination.KindMessage}
 	rec.Event(&ev)
 	assert.Equal(t, int64(4), w.Dropped())
 }
