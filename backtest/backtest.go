@@ -172,8 +172,9 @@ func Evaluate(ctx context.Context, sources []Source, cfg Config) (*Report, error
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var buf []byte
 			for i := range next {
-				f, err := ReadFile(sources[i], cfg.Lenient)
+				f, err := readFile(sources[i], cfg.Lenient, &buf)
 				if err != nil {
 					errs[i] = &FileError{Path: sources[i].Path, Err: err}
 					cancel()

@@ -131,11 +131,45 @@ type File struct {
 // (one that ends inside a value, with no newline after it: an agent killed
 // while writing) is skipped and its run marked Truncated instead.
 func ReadFile(src Source, lenient bool) (*File, error) {
-	data, err := os.ReadFile(src.Path)
+	var buf []byte
+	return readFile(src, lenient, &buf)
+}
+
+// readFile is ReadFile reading into *buf, which a worker reuses from file
+// to file: the decoded events keep no reference to it.
+func readFile(src Source, lenient bool, buf *[]byte) (*File, error) {
+	data, err := readInto(src.Path, buf)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read %s: %v", src.Path, pathErrorText(err))
 	}
 	return decodeFile(src, data, lenient)
+}
+
+// readInto reads the file at path into *buf, growing it as needed.
+func readInto(path string, buf *[]byte) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := (*buf)[:0]
+	if fi, err := f.Stat(); err == nil && int64(cap(b)) < fi.Size()+1 {
+		b = make([]byte, 0, fi.Size()+512)
+	}
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := f.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			*buf = b
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
 
 func decodeFile(src Source, data []byte, lenient bool) (*File, error) {
