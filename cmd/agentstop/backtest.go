@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -38,13 +39,14 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 func runBacktest(args []string, sio stdio) int {
 	fs := newFlags("backtest")
 	var policyPaths stringList
-	fs.Var(&policyPaths, "policy", "a termination policy file, YAML or JSON (repeatable; at least one)")
-	labelsPath := fs.String("labels", "", `a labels file: a JSON object {"RUN": "good"|"bad"|true|false} or a CSV run,label`)
+	fs.Var(&policyPaths, "policy", "a termination policy `FILE`, YAML or JSON (repeatable; at least one)")
+	labelsPath := fs.String("labels", "", "a labels `FILE`: a JSON object {\"RUN\": \"good\"|\"bad\"|true|false} or a CSV run,label")
 	all := fs.Bool("all", false, "also list every condition that would fire over the whole run, each with the event where it first fires")
 	lenient := fs.Bool("lenient", false, "skip a truncated last line of a file and mark its run truncated, instead of failing")
-	format := fs.String("format", "table", "output format: table (for people), json (one object per line) or csv")
-	workers := fs.Int("j", runtime.NumCPU(), "how many files to evaluate at once")
-	maxFalse := fs.Int("max-false-stops", -1, "exit 1 when a policy stops more than N good runs (needs -labels; for CI)")
+	format := fs.String("format", "table", "output `FORMAT`: table (for people), json (one object per line) or csv")
+	workers := fs.Int("j", runtime.NumCPU(), "how many files to evaluate at once (`N` workers)")
+	var maxFalseStops optionalInt
+	fs.Var(&maxFalseStops, "max-false-stops", "exit 1 when a policy stops more than `N` good runs (needs -labels; for CI)")
 	paths, code, done := parseFlags(fs, args, backtestUsage, sio)
 	if done {
 		return code
@@ -59,9 +61,9 @@ func runBacktest(args []string, sio stdio) int {
 		return fail("-format %q: want table, json or csv", *format)
 	case *workers < 1:
 		return fail("-j %d: want at least 1 worker", *workers)
-	case *maxFalse < -1:
-		return fail("-max-false-stops %d: want a number of runs, 0 or more", *maxFalse)
-	case *maxFalse >= 0 && *labelsPath == "":
+	case maxFalseStops.set && maxFalseStops.n < 0:
+		return fail("-max-false-stops %d: want a number of runs, 0 or more", maxFalseStops.n)
+	case maxFalseStops.set && *labelsPath == "":
 		return fail("-max-false-stops needs -labels: without labels no run is known to be good")
 	}
 	cfg := backtest.Config{All: *all, Lenient: *lenient, Workers: *workers}
@@ -107,15 +109,15 @@ func runBacktest(args []string, sio stdio) int {
 	if err != nil {
 		return fail("cannot write the report: %v", err)
 	}
-	if *maxFalse >= 0 {
+	if maxFalseStops.set {
 		failed := false
 		for _, s := range rep.Summaries {
-			if n := s.FalseStops(); n > *maxFalse {
+			if n := s.FalseStops(); n > maxFalseStops.n {
 				runs := "runs"
 				if n == 1 {
 					runs = "run"
 				}
-				fmt.Fprintf(sio.err, "agentstop backtest: %s stops %d good %s, more than -max-false-stops %d\n", s.Policy, n, runs, *maxFalse)
+				fmt.Fprintf(sio.err, "agentstop backtest: %s stops %d good %s, more than -max-false-stops %d\n", s.Policy, n, runs, maxFalseStops.n)
 				failed = true
 			}
 		}
@@ -124,6 +126,28 @@ func runBacktest(args []string, sio stdio) int {
 		}
 	}
 	return exitOK
+}
+
+// optionalInt is an int flag that knows whether it was given.
+type optionalInt struct {
+	n   int
+	set bool
+}
+
+func (o *optionalInt) String() string {
+	if o == nil || !o.set {
+		return ""
+	}
+	return strconv.Itoa(o.n)
+}
+
+func (o *optionalInt) Set(v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return fmt.Errorf("want a whole number of runs, got %q", v)
+	}
+	o.n, o.set = n, true
+	return nil
 }
 
 // isTerminal reports whether w is a terminal (a character device).

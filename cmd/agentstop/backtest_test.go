@@ -93,6 +93,7 @@ func TestBacktestBadInput(t *testing.T) {
 		{"bad format", []string{p, "-format", "xml", bt + "corpus"}, `-format "xml": want table, json or csv`},
 		{"bad workers", []string{p, "-j", "0", bt + "corpus"}, "-j 0: want at least 1 worker"},
 		{"bad max", []string{p, "-labels", bt + "labels.csv", "-max-false-stops", "-2", bt + "corpus"}, "-max-false-stops -2"},
+		{"max not a number", []string{p, "-labels", bt + "labels.csv", "-max-false-stops", "few", bt + "corpus"}, `want a whole number of runs, got "few"`},
 		{"max without labels", []string{p, "-max-false-stops", "0", bt + "corpus"}, "-max-false-stops needs -labels"},
 		{"unknown flag", []string{p, "-bogus", bt + "corpus"}, "flag provided but not defined: -bogus"},
 		{"bad policy", []string{"-policy", badPolicy, bt + "corpus"}, "bad.yaml: policy.stall.repeats"},

@@ -24,11 +24,11 @@ Example:
 
 func runImport(args []string, sio stdio) int {
 	fs := newFlags("import")
-	from := fs.String("from", "", "the input format: "+strings.Join(importer.Formats(), ", ")+" (required)")
-	dir := fs.String("o", "", "write each run to DIR/RUN.jsonl instead of one stream on stdout")
-	messages := fs.String("messages", "", `openai-chat: the field holding the list of messages (default "messages")`)
-	id := fs.String("id", "", "openai-chat: the field naming the run (default: runs are named FILE#N)")
-	errorPrefix := fs.String("error-prefix", "", "openai-chat: a tool message whose content starts with this is a failed tool result")
+	from := fs.String("from", "", "the input `FORMAT`: "+strings.Join(importer.Formats(), ", ")+" (required)")
+	dir := fs.String("o", "", "write each run to `DIR`/RUN.jsonl instead of one stream on stdout")
+	messages := fs.String("messages", "", "openai-chat: the `FIELD` holding the list of messages (default \"messages\")")
+	id := fs.String("id", "", "openai-chat: the `FIELD` naming the run (default: runs are named FILE#N)")
+	errorPrefix := fs.String("error-prefix", "", "openai-chat: a tool message whose content starts with `P` is a failed tool result")
 	files, code, done := parseFlags(fs, args, importUsage, sio)
 	if done {
 		return code
