@@ -119,7 +119,9 @@ type Outcome struct {
 	Saved Amounts
 	// Spent is what the run spent up to the stop (the events evaluated).
 	Spent Amounts
-	// All is filled when Config.All is set.
+	// All is set when Config.All is: every top-level condition that fires
+	// over the whole run, in the policy's order (empty, not nil, when none
+	// does).
 	All []Firing
 }
 
@@ -294,7 +296,8 @@ func evaluateRuns(p *termination.Policy, f *File) []termination.Result {
 // firings evaluates each condition on its own over the whole run and
 // returns those that fire, each with the event where it first fires.
 func firings(conds []termination.Condition, events []termination.Event) []Firing {
-	var out []Firing
+	out := []Firing{} // with Config.All, an empty list says that nothing fires
+
 	for _, c := range conds {
 		res := termination.ReplayEvents(c, events)
 		if len(res.Fired) == 0 {
