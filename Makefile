@@ -47,7 +47,7 @@ test-dashboards:
 ## BENCHSTRICT=1 makes a missed limit fail the target.
 bench:
 	@bash fleet/redisfleet/ensure-redis.sh
-	@set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) -benchtime $(BENCHTIME) ./middleware/ ./termination/ ./backtest/ ./telemetry/ ./telemetry/otelsetup/ ./fleet/ ./fleet/redisfleet/ | tee $(BENCHOUT) | \
+	@set -o pipefail; $(GO) test -run '^$$' -bench . -benchmem -count $(BENCHCOUNT) -benchtime $(BENCHTIME) ./middleware/ ./termination/ ./telemetry/ ./telemetry/otelsetup/ ./fleet/ ./fleet/redisfleet/ | tee $(BENCHOUT) | \
 		$(GO) run ./internal/benchreport $(if $(BENCHSTRICT),-strict)
 
 ## bench-readme: rewrite the README's performance table from the last make bench (BENCHOUT).
