@@ -24,7 +24,13 @@
 // subtree, in the order of the lines, §8). So a backtest result is the
 // result replay prints for the same run and policy (stage "replay", same
 // stopped_at, same evidence). evaluateRuns is the one place where a file's
-// runs meet a policy.
+// runs meet a policy. What a file's decoding can share across policies is
+// done once: a tool call's args are fingerprinted once per run
+// ([termination.ArgsFingerprint], the key stall detection compares), not
+// once per policy.
+//
+// The package imports termination only; nothing but cmd/agentstop (and a
+// user's own tooling) imports it.
 //
 // The [Report] holds one [Outcome] per (run, policy) and one [Summary] per
 // policy, and writes itself as a table for people, JSON Lines or CSV.
