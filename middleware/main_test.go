@@ -145,6 +145,7 @@ func sameCounts(got, want termination.Result) string {
 	check("Tokens", got.Tokens, want.Tokens)
 	check("Cost", got.Cost, want.Cost)
 	check("Budgets", got.Budgets, want.Budgets)
+	check("Evidence", got.Evidence, want.Evidence)
 	return strings.Join(diffs, "; ")
 }
 
@@ -153,6 +154,8 @@ var (
 	tools   = []string{"search", "calc", "approve"}
 	argsSet = []string{`{"q":"a"}`, `{ "q" : "a" }`, `{"q":"b","n":1}`, `{"n":1,"q":"b"}`, `[]`, ``}
 	texts   = []string{"", "thinking", "thinking ", "TERMINATE now", "done", "APPROVE"}
+	outputs = []string{"ok", " ok\n", "changed"} // tool results' texts, for stall.same_result
+	callIDs = []string{"c1", "c2"}
 	kinds   = []termination.Kind{
 		termination.KindInput, termination.KindMessage, termination.KindMessage, termination.KindMessage,
 		termination.KindToolCall, termination.KindToolCall, termination.KindToolResult, termination.KindToolResult,
@@ -181,10 +184,17 @@ func randomEvents(r *rand.Rand, n int) []termination.Event {
 			}
 		case termination.KindToolCall:
 			ev.Tool, ev.Args = pick(r, tools), []byte(pick(r, argsSet))
+			if r.IntN(3) == 0 {
+				ev.CallID = pick(r, callIDs)
+			}
 		case termination.KindToolResult:
 			ev.Tool = pick(r, tools)
+			ev.Text = pick(r, outputs)
 			if r.IntN(4) == 0 {
 				ev.Err = "tool failed"
+			}
+			if r.IntN(3) == 0 {
+				ev.CallID = pick(r, callIDs)
 			}
 		case termination.KindHandoff:
 			ev.Target = pick(r, []string{"user", "planner"})
@@ -237,8 +247,11 @@ func randomPolicy(r *rand.Rand, depth int) string {
 		parts = append(parts, fmt.Sprintf("stall: {cycle: %d}", 2+r.IntN(2)))
 	case 4:
 		parts = append(parts, fmt.Sprintf("stall: {repeats: %d, window: %d, cycle: 2, token_tolerance: 0.1}", repeats, repeats+r.IntN(3)))
+	case 6, 7:
+		parts = append(parts, fmt.Sprintf("stall: {repeats: %d, window: %d, warn_at: 2, same_result: true}", repeats+1, repeats+1+r.IntN(6)))
 	}
 	add("errors: {consecutive: %d, total: %d}", 1+r.IntN(3), 2+r.IntN(4))
+	add("errors: {consecutive: %d, total: %d, ignore_tools: [search]}", 1+r.IntN(3), 2+r.IntN(4))
 	add("text_mention: {text: TERMINATE}")
 	add("text_mention: {text: APPROVE, sources: [critic]}")
 	add("function_call: [approve]")

@@ -182,9 +182,12 @@ func TestPropertyGeneratorCoverage(t *testing.T) {
 		noteCovered(covered, replay(p.Condition(), loopy(r, randomEvents(r, r.IntN(40)))))
 	}
 	t.Logf("%v", covered)
-	for _, k := range []string{"per-tool limit", "cycle", "iteration pressure", "tool-call pressure", "stall warning"} {
+	for _, k := range []string{"per-tool limit", "cycle", "iteration pressure", "tool-call pressure", "stall warning",
+		"repeated_result", "evidence of several events"} {
 		assert.GreaterOrEqual(t, covered[k], 5, "random runs that reached a %s: widen the generator", k)
 	}
+	// Finals are rare in the random streams (the loop ends after one).
+	assert.GreaterOrEqual(t, covered["limit a final reached"], 2, "random runs that stopped on a limit a final reached: widen the generator")
 }
 
 // noteCovered records which of the newer conditions fired or warned in res.
@@ -196,9 +199,20 @@ func noteCovered(covered map[string]int, res termination.Result) {
 				covered["per-tool limit"]++
 			}
 		case termination.StallDetected:
-			if c.Signal == termination.SignalCycle {
+			switch c.Signal {
+			case termination.SignalCycle:
 				covered["cycle"]++
+			case termination.SignalRepeatedResult:
+				covered["repeated_result"]++
 			}
+		}
+	}
+	if len(res.Evidence) > 1 {
+		covered["evidence of several events"]++
+		switch res.Cause.(type) {
+		case termination.MaxIterationsReached, termination.BudgetExhausted:
+			// [the final that reached the limit, the event that fired]
+			covered["limit a final reached"]++
 		}
 	}
 	for _, w := range res.Warnings {
@@ -229,6 +243,11 @@ func loopy(r *rand.Rand, evs []termination.Event) []termination.Event {
 		if (evs[i].Kind == termination.KindToolCall || r.IntN(3) == 0) && r.IntN(10) > 0 {
 			evs[i] = termination.Event{Kind: termination.KindToolCall, Source: evs[i].Source, Usage: evs[i].Usage,
 				Tool: tools[n%period], Args: []byte(argsSet[n%period])}
+			if i+1 < len(evs) && r.IntN(2) == 0 {
+				// Its result, often the same one: stall.same_result's repeats.
+				evs[i+1] = termination.Event{Kind: termination.KindToolResult, Source: evs[i].Tool, Tool: evs[i].Tool,
+					Text: pick(r, outputs[:2])}
+			}
 			n++
 		}
 	}

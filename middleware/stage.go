@@ -240,7 +240,9 @@ func (r *Run) Done() <-chan struct{} { return r.ctx.Done() }
 // Observe evaluates one event. It returns the cause and true when the run
 // must stop, on this event or earlier; the run's context is then already
 // cancelled. Events observed after the stop are not evaluated; they count as
-// drained. An event that fails [termination.Event.Validate] (a missing or
+// drained. An event that arrives past the timeout's deadline, before the
+// timer has fired, is such an event: the timeout fires before it, as replay
+// fires it (StoppedAt is the last event evaluated). An event that fails [termination.Event.Validate] (a missing or
 // unknown Kind, negative usage, a negative or non-finite cost) ends the run
 // with Failed{reason: invalid_input} naming the problem, as replay does.
 // Observe never blocks on anything but the run's lock.
@@ -272,7 +274,17 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 		r.mu.Unlock()
 		return c, true, true
 	}
+	evaluated := r.eval.Progress().Events
 	cause, stop := live.ObserveRef(r.eval, ev)
+	if stop && r.eval.Progress().Events == evaluated {
+		// The timeout's deadline had passed before ev arrived (the timer
+		// was about to fire): the run stopped on that clock tick, before
+		// ev, and ev was not evaluated, as replay does (§3).
+		r.drained++
+		r.mu.Unlock()
+		r.stopped(cause)
+		return cause, true, true
+	}
 	r.lastFinal = ev.Kind == termination.KindFinal
 	r.rec.Event(ev)
 	var warnings []termination.Cause

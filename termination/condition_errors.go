@@ -72,11 +72,22 @@ func (c *errorLimit) validate() error {
 
 func (c *errorLimit) start() check {
 	e := &errorCheck{errorLimit: c}
+	// One allocation for the three windows' first slots; a window that
+	// outgrows its share grows apart.
+	var streak, total int
 	if c.consecutive.set {
-		e.resultIdx, e.errorIdx = newRing[int](c.consecutive.v), newRing[int](c.consecutive.v)
+		streak = min(max(c.consecutive.v, 0), ringPrealloc)
 	}
 	if c.total.set {
-		e.allIdx = newRing[int](c.total.v)
+		total = min(max(c.total.v, 0), ringPrealloc)
+	}
+	buf := make([]int, 2*streak+total)
+	if c.consecutive.set {
+		e.resultIdx = ring[int]{buf: buf[0:0:streak], size: max(c.consecutive.v, 0)}
+		e.errorIdx = ring[int]{buf: buf[streak : streak : 2*streak], size: max(c.consecutive.v, 0)}
+	}
+	if c.total.set {
+		e.allIdx = ring[int]{buf: buf[2*streak : 2*streak : 2*streak+total], size: max(c.total.v, 0)}
 	}
 	return e
 }

@@ -224,3 +224,209 @@ func TestStallMatchesReference(t *testing.T) {
 		require.Greater(t, seen[k], 50, "random cases that reached %s", k)
 	}
 }
+
+// refErrors is a naive reading of the contract's errors rules (v3: the
+// error-event row survives one model turn between errors; ignore_tools),
+// recomputed from the whole history at every event by walking it
+// backwards. The evaluator must agree with it, the evidence included.
+type refErrors struct {
+	consecutive, total int
+	ignore             []string
+	history            []Event
+}
+
+func (r *refErrors) failed(ev Event) bool {
+	switch ev.Kind {
+	case KindError:
+		return true
+	case KindToolResult:
+		return ev.Err != "" && !slices.Contains(r.ignore, ev.Tool)
+	}
+	return false
+}
+
+func (r *refErrors) observe(ev Event) (fired bool, evidence []int) {
+	r.history = append(r.history, ev)
+	if !r.failed(ev) {
+		return false, nil
+	}
+	at := len(r.history)
+	// The streak this failure belongs to, walking back.
+	var streak []int
+	if ev.Kind == KindToolResult {
+		for i := at - 1; i >= 0; i-- {
+			e := r.history[i]
+			if e.Kind == KindToolResult && e.Err == "" {
+				break // a success resets
+			}
+			if e.Kind == KindToolResult && r.failed(e) {
+				streak = append([]int{i + 1}, streak...)
+			}
+		}
+	} else {
+		prevTurn := false // the event after this one (walking back) was a model turn
+		for i := at - 1; i >= 0; i-- {
+			e := r.history[i]
+			if e.Kind == KindToolResult && e.Err == "" {
+				break
+			}
+			turn := e.Kind == KindMessage || e.Kind == KindFinal
+			if turn && prevTurn {
+				break // two model turns with no error between them
+			}
+			switch {
+			case turn:
+				prevTurn = true
+			case e.Kind == KindError:
+				prevTurn = false
+				streak = append([]int{i + 1}, streak...)
+			}
+		}
+	}
+	if r.consecutive > 0 && len(streak) >= r.consecutive {
+		return true, streak[len(streak)-r.consecutive:]
+	}
+	var all []int
+	for i, e := range r.history {
+		if r.failed(e) {
+			all = append(all, i+1)
+		}
+	}
+	if r.total > 0 && len(all) >= r.total {
+		return true, all[len(all)-r.total:]
+	}
+	return false, nil
+}
+
+func TestErrorsMatchReference(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 8))
+	seen := map[string]int{}
+	for c := range 3000 {
+		ref := &refErrors{}
+		if r.IntN(3) > 0 {
+			ref.consecutive = 1 + r.IntN(4)
+		}
+		if ref.consecutive == 0 || r.IntN(2) == 0 {
+			ref.total = 1 + r.IntN(8)
+		}
+		if r.IntN(2) == 0 {
+			ref.ignore = []string{"grep"}
+		}
+		cond := Errors(ErrorLimits{Consecutive: ref.consecutive, Total: ref.total, IgnoreTools: ref.ignore})
+		require.NoError(t, Validate(cond))
+		var evs []Event
+		for range 30 {
+			switch r.IntN(7) {
+			case 0, 1:
+				evs = append(evs, msg("a", "x"))
+			case 2:
+				evs = append(evs, final("a", "y"))
+			case 3:
+				evs = append(evs, errEv("e"))
+			case 4:
+				evs = append(evs, call("t", `1`))
+			default:
+				evs = append(evs, result([]string{"grep", "bash"}[r.IntN(2)], []string{"", "fail", "fail"}[r.IntN(3)]))
+			}
+		}
+		evs = append(evs, msg("a", "end")) // not a stream error
+		at := 0
+		var evidence []int
+		for i, ev := range evs {
+			if fired, e := ref.observe(ev); fired {
+				at, evidence = i+1, e
+				break
+			}
+		}
+		res := replayEvents(t, cond, evs...)
+		desc := fmt.Sprintf("case %d: %s", c, cond)
+		require.Equal(t, at, res.StoppedAt, desc)
+		if at > 0 {
+			require.Equal(t, evidence, res.Evidence, desc+": evidence")
+			if len(evidence) > 1 {
+				seen["evidence of several failures"]++
+			}
+			seen[evs[at-1].Kind.String()]++
+		}
+	}
+	t.Logf("%v", seen)
+	for _, k := range []string{"error", "tool_result", "evidence of several failures"} {
+		require.Greater(t, seen[k], 100, "random cases that fired on %s", k)
+	}
+}
+
+// FuzzConditionsMatchReference derives a stream and a stall and errors
+// policy from the input and checks the evaluator against refStall and
+// refErrors, evidence included, with content and recorded without it.
+func FuzzConditionsMatchReference(f *testing.F) {
+	f.Add([]byte{3, 8, 2, 1, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13})
+	f.Add([]byte{2, 2, 0, 0, 5, 5, 5, 5, 5, 5, 2, 2, 2})
+	f.Add([]byte{4, 9, 3, 1, 16, 17, 18, 19, 16, 17, 18, 19, 16, 17, 18, 19})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) < 3 || len(data) > 200 {
+			return
+		}
+		repeats := 2 + int(data[0]%3)
+		ref := &refStall{repeats: repeats, window: repeats + int(data[1]%5), sameResult: data[2]&2 != 0}
+		if data[2]&0x80 != 0 {
+			ref.cycle = 2 + int(data[2]%2)
+		}
+		errRef := &refErrors{consecutive: 1 + int(data[1]>>4%4), total: 2 + int(data[0]>>4%6)}
+		if data[2]&4 != 0 {
+			errRef.ignore = []string{"b"}
+		}
+		var evs []Event
+		for _, b := range data[3:] {
+			tool := []string{"a", "b"}[b>>6&1]
+			switch b % 8 {
+			case 0, 1:
+				evs = append(evs, call(tool, []string{`1`, `{"x":1}`, `{ "x" : 1.0 }`}[int(b>>3)%3]).withID([]string{"", "", "i"}[int(b>>4)%3]))
+			case 2, 3:
+				evs = append(evs, out(tool, []string{"ok", " ok ", "no"}[int(b>>3)%3], []string{"", "e"}[b>>5&1]).withID([]string{"", "i", ""}[int(b>>4)%3]))
+			case 4:
+				evs = append(evs, msg("s", []string{"hi", " hi", ""}[int(b>>3)%3]))
+			case 5:
+				evs = append(evs, errEv("e"))
+			case 6:
+				evs = append(evs, final("s", "hi"))
+			default:
+				evs = append(evs, input("go"))
+			}
+		}
+		stallCond := Stall(StallLimits{Repeats: ref.repeats, Window: ref.window, Cycle: ref.cycle, SameResult: ref.sameResult})
+		errCond := Errors(ErrorLimits{Consecutive: errRef.consecutive, Total: errRef.total, IgnoreTools: errRef.ignore})
+		at, wantEvidence := 0, []int(nil)
+		var wantFired []Cause
+		for i, ev := range evs {
+			if f, _, e := ref.observe(ev, i+1); len(f) > 0 {
+				at, wantEvidence, wantFired = i+1, e, f
+				break
+			}
+		}
+		for _, in := range [][]Event{evs, hashedAll(evs)} {
+			res := replayEvents(t, stallCond, in...)
+			if res.StoppedAt != at || (at > 0 && (!slices.Equal(res.Evidence, wantEvidence) || len(res.Fired) != len(wantFired))) {
+				t.Fatalf("%s: stopped at %d with %v evidence %v; reference: %d, %v, %v", stallCond, res.StoppedAt, res.Fired, res.Evidence, at, wantFired, wantEvidence)
+			}
+		}
+		at, wantEvidence = 0, nil
+		for i, ev := range evs {
+			if fired, e := errRef.observe(ev); fired {
+				at, wantEvidence = i+1, e
+				break
+			}
+		}
+		res := replayEvents(t, errCond, evs...)
+		if res.StoppedAt != at || (at > 0 && !slices.Equal(res.Evidence, wantEvidence)) {
+			t.Fatalf("%s: stopped at %d evidence %v; reference: %d, %v", errCond, res.StoppedAt, res.Evidence, at, wantEvidence)
+		}
+	})
+}
+
+func hashedAll(evs []Event) []Event {
+	out := make([]Event, len(evs))
+	for i, ev := range evs {
+		out[i] = hashed(ev)
+	}
+	return out
+}

@@ -11,17 +11,19 @@ import (
 // StallLimits configures stall detection. Set at least one of Repeats and
 // Cycle.
 type StallLimits struct {
-	// Repeats (>= 2) is how many matching tool calls or messages among the
-	// last Window make a stall (repeated_tool_call, repeated_message), and
-	// how many iterations make a token plateau. 0: off.
+	// Repeats (>= 2) is how many matching tool calls or messages (with
+	// SameResult: completed calls) among the last Window make a stall
+	// (repeated_tool_call, repeated_message; repeated_result), and how many
+	// iterations make a token plateau. 0: off.
 	Repeats int
 	// Window (>= Repeats) is how many of the last tool calls (or non-empty
-	// messages) are searched for matches. 0: Repeats, which means the last
-	// Repeats must all match. Needs Repeats.
+	// messages, or completed calls) are searched for matches. 0: Repeats,
+	// which means the last Repeats must all match. Needs Repeats.
 	Window int
 	// WarnAt, in [2, Repeats), records one StallDetected{repeats: WarnAt}
-	// warning the first time a repeated_tool_call or repeated_message count
-	// reaches it; the run goes on. 0: no warning. Needs Repeats.
+	// warning the first time a repeated_tool_call, repeated_message or
+	// repeated_result count reaches it; the run goes on. 0: no warning.
+	// Needs Repeats.
 	WarnAt int
 	// Cycle (>= 2) fires StallDetected{signal: cycle, repeats: Cycle,
 	// period: P} when the last P×Cycle tool calls are one block of P calls
@@ -302,9 +304,15 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 
 // openCall notes a tool call waiting for its result.
 func (c *stallCheck) openCall(key uint64, ev *Event) {
-	if len(c.open) == maxOpenCalls {
+	switch n := len(c.open); {
+	case n == maxOpenCalls:
 		copy(c.open, c.open[1:])
-		c.open = c.open[:len(c.open)-1]
+		c.open = c.open[:n-1]
+	case n == cap(c.open):
+		// Grown by hand so that the slice never holds more than the bound.
+		grown := make([]openCall, n, min(max(2*n, 4), maxOpenCalls))
+		copy(grown, c.open)
+		c.open = grown
 	}
 	c.open = append(c.open, openCall{key: key, tool: ev.Tool, callID: ev.CallID})
 }

@@ -16,8 +16,8 @@
 // A [Condition] is an immutable description of when to stop: [MaxIterations]
 // and [IterationLimit] (with an early warning), [MaxToolCalls] and
 // [ToolCallLimit] (per tool, with an early warning), [TimeoutAfter],
-// [TokenBudget], [CostBudget], [Stall] (repeats in a window, cycles),
-// [Errors], [TextMention], [FunctionCall], [Handoff], [SourceMatch],
+// [TokenBudget], [CostBudget], [Stall] (repeats in a window, the same
+// result again, cycles), [Errors] (streaks, totals, ignored tools), [TextMention], [FunctionCall], [Handoff], [SourceMatch],
 // [StopMessage], [Predicate], [Func], and the combinators [AnyOf] and
 // [AllOf]. A [Policy] is the same thing read from YAML or JSON with
 // [ParsePolicy]; its [Policy.Condition] is an ordinary Condition.
@@ -29,7 +29,10 @@
 // anything fired, and applies the precedence of the contract (docs/spec.md
 // §3, "Several causes on one event") when several causes fire on the same
 // event. Once it has stopped, or once the stream has ended,
-// [Evaluator.Result] reports the [Result].
+// [Evaluator.Result] reports the [Result]. Its Evidence names the events
+// that made the cause (§3): the conditions keep event indices in the
+// windows they already have, and the list is built only when a cause
+// fires, so evidence costs a run nothing until it stops.
 //
 // Tree limits (§8) are the same count, budget and timeout conditions with
 // scope tree: [Tree] in Go, the policy's top-level tree: key
@@ -69,14 +72,24 @@
 //     only. A late child's Skipped{parent_ended} has the detail "STAGE
 //     ended: TAG" of its parent's end. Every run of a replay holds the
 //     policy's tree: limits, as every run of a live stage does.
-//   - A budget-pressure warning is recorded on whichever event crosses the
-//     threshold, a final answer included; only the grace stop is withheld on
-//     a final event.
+//   - A final event never fires or warns a limit (the contract, §3). What
+//     a final's usage reached is acted on at the next event that is not a
+//     final, whatever its kind: the budget fires there, the pressure
+//     warning is recorded there (with grace 0 the grace stop fires there
+//     too). Evidence then names the final first.
 //   - token_plateau with repeats N looks at the last N iterations that carry
 //     usage: N values, N-1 ratios, like the other stall signals, where N equal
 //     things are N values.
-//   - A stop forced from outside the event stream (a timer, Stop, a cancelled
-//     context, invalid input) has StoppedAt 0.
+//   - A timeout fires on a clock tick, never on an event: live from the
+//     timer, in replay before the first event at or past the deadline. Both
+//     stop after the last event evaluated (StoppedAt is its index, 0 if
+//     none), so live and replay agree. A live event that arrives after the
+//     deadline before the timer has fired is not evaluated either: the
+//     evaluator ticks first. Live, Elapsed is the time measured (a little
+//     past the limit); in replay it is the limit. With several timeouts,
+//     replay ticks at each deadline in turn.
+//   - A stop forced from outside the event stream (Stop, a cancelled
+//     context) has StoppedAt 0.
 //   - Budget thresholds compare used/limit with the fraction, so a decimal
 //     threshold is reached exactly when usage equals it (0.07*100 rounds
 //     above 7 in binary floating point; 7/100 does not). Cost, a sum of
@@ -110,9 +123,25 @@
 //     policy's order gives the run's one stall warning.
 //   - stall.cycle looks at tool_call events only: messages and results
 //     between the calls neither break nor extend a cycle.
-//   - errors.consecutive: a successful tool_result does not reset the
-//     error-event streak and a failed tool_result does not extend it (it
-//     belongs to the other streak); only a message or final resets it.
+//   - errors.consecutive: a failed tool_result neither extends nor breaks
+//     the error-event row (it belongs to the other streak), and an error
+//     event does not break the failed results' row. errors.ignore_tools
+//     matches a tool_result by its own tool field.
+//   - stall.same_result keeps at most 64 calls open waiting for their
+//     results (the oldest is dropped past that, as telemetry's pairing
+//     does), so a loop that never reports results cannot grow a live run.
+//   - Evidence is kept as event indices in the conditions' windows: the
+//     stall windows hold an index beside each key, the error streaks the
+//     last consecutive failures, errors.total the run's failures up to
+//     total (it names them all when it fires); they grow with the events
+//     seen, up to those bounds, never per event once full.
+//   - A hashed value (args_hash, text_hash) never equals a plain one: a log
+//     is recorded with content or without it, not both.
+//   - Evidence: invalid input names the invalid event; a Func or Predicate
+//     cause names the firing event; when a streak longer than
+//     errors.consecutive fires again (in an all:), the last consecutive
+//     failures; for a grace stop whose threshold a final reached, the final
+//     too. Stop and a stream that ends by an iterator error list none.
 //   - When several causes fire on one event, Fired lists them in precedence
 //     order, so Fired[0] is the reported cause. Causes of one kind keep the
 //     contract's inner orders: BudgetExhausted and BudgetPressure by

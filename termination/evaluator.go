@@ -173,6 +173,9 @@ func (e *Evaluator) deadlineBefore(ev *Event) bool {
 		e.sink.reset()
 		e.root.observe(nil, p, &e.sink)
 		if _, stopped := e.settle(p.Events); stopped {
+			if e.clock == EventClock {
+				e.last = e.start.Add(tick) // the run lasted until the deadline (§4 duration)
+			}
 			return true
 		}
 		*p = saved

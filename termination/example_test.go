@@ -123,3 +123,25 @@ func ExampleToolCallLimit() {
 	// warning: agentstop: budget pressure on tool_calls (2 of 20 used, threshold 0.1)
 	// warning: agentstop: stall detected (repeated_tool_call, 2 repeats)
 }
+
+// A coding agent's stall guard: with SameResult, re-running the tests after
+// each edit is progress as long as their output changes; the same output a
+// third time is a stall, and the evidence names the three results.
+func ExampleStall_sameResult() {
+	guard := termination.Stall(termination.StallLimits{Repeats: 3, Window: 8, SameResult: true})
+	run := func(outputs ...string) termination.Result {
+		ev := termination.NewEvaluator(guard, termination.EventClock)
+		for _, out := range outputs {
+			ev.Observe(termination.Event{Kind: termination.KindToolCall, Tool: "bash", Args: []byte(`{"cmd":"go test ./..."}`)})
+			ev.Observe(termination.Event{Kind: termination.KindToolResult, Tool: "bash", Text: out, Err: "exit status 1"})
+		}
+		return ev.Result()
+	}
+	progress := run("FAIL: 3 tests", "FAIL: 2 tests", "FAIL: 1 test")
+	fmt.Println(progress.Tag())
+	stuck := run("FAIL: TestParse", "FAIL: TestParse\n", "  FAIL: TestParse")
+	fmt.Println(stuck.Cause, stuck.Evidence)
+	// Output:
+	// natural_completion
+	// agentstop: stall detected (repeated_result, 3 repeats) [2 4 6]
+}

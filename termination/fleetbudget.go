@@ -350,5 +350,8 @@ func (e *Evaluator) stopOnEvent(c Cause) bool {
 		return false
 	}
 	e.stoppedAt = e.progress.Events
+	if e.stoppedAt > 0 {
+		e.evidence = []int{e.stoppedAt} // the event that crossed the shared limit
+	}
 	return true
 }

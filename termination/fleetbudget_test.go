@@ -114,6 +114,9 @@ func TestEvaluatorFleetHooks(t *testing.T) {
 	if r.StoppedAt != 1 || r.Cause != x || len(r.Fired) != 1 || len(r.Warnings) != 1 {
 		t.Errorf("result = %+v", r)
 	}
+	if len(r.Evidence) != 1 || r.Evidence[0] != 1 {
+		t.Errorf("evidence = %v, want the event that crossed the shared limit, [1]", r.Evidence)
+	}
 }
 
 // maxFuzzPolicy bounds FuzzFleetBudgetPolicy's inputs, well above its

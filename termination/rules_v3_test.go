@@ -83,11 +83,12 @@ func TestRuleReplayedTimeout(t *testing.T) {
 			events: evs(msg("a", "0"), msg("a", "1").at(time.Hour), msg("a", "2").at(time.Hour+2*time.Minute)),
 			want:   Timeout{Limit: time.Minute, Elapsed: time.Minute}, at: 2},
 	})
-	t.Run("duration ends at the last event evaluated", func(t *testing.T) {
+	t.Run("the late event is not evaluated; the run lasted until the deadline", func(t *testing.T) {
 		res := replayEvents(t, pol(t, `timeout: 10m`), msg("a", "0").at(0), msg("a", "1").at(4*time.Minute),
 			msg("a", "2").at(14*time.Minute))
 		assert.Equal(t, 2, res.Events)
 		assert.Equal(t, 2, res.Iterations)
+		assert.Equal(t, 10*time.Minute, res.Duration, "a replayed timeout lasts until the deadline")
 	})
 }
 
@@ -367,4 +368,45 @@ func TestSignalRankMatchesSpec(t *testing.T) {
 	for i, c := range causes {
 		assert.Equal(t, want[i], c.(StallDetected).Signal, "warning order %d", i)
 	}
+}
+
+// TestEvidenceCostsNothingPerEvent: the windows that keep the evidence's
+// event indices, the open calls of same_result and the failures of the
+// error streaks are allocated when the run starts or grow to their bound;
+// once warm, an event allocates nothing, and a loop that never reports its
+// results does not grow the run.
+func TestEvidenceCostsNothingPerEvent(t *testing.T) {
+	cond := pol(t, `{max_iterations: {limit: 1000000, pressure: 0.9}, token_budget: {total: 1000000000, pressure: 0.9, grace: 1},
+		stall: {repeats: 3, window: 8, warn_at: 2, cycle: 3, token_tolerance: 0.0001, same_result: true},
+		errors: {consecutive: 1000000, total: 1000000000, ignore_tools: [grep]}, text_mention: {text: DONE}}`)
+	var evs []Event
+	for i := range 30 {
+		tool := []string{"edit", "bash", "grep"}[i%3]
+		evs = append(evs, msg("a", "step "+string(rune('a'+i))).used(int64(100+50*(i%5)), 10),
+			call(tool, `{"n":`+string(rune('0'+i%10))+`}`),
+			out(tool, "output "+string(rune('a'+i)), []string{"", "exit 1"}[i%2]))
+	}
+	ev := NewEvaluator(cond, EventClock)
+	for i := range 3000 { // warm: every window full
+		if _, stop := ev.Observe(evs[i%len(evs)]); stop {
+			t.Fatalf("stopped at %d: %v", i, ev.Result().Cause)
+		}
+	}
+	i := 0
+	allocs := testing.AllocsPerRun(1000, func() {
+		ev.Observe(evs[i%len(evs)])
+		i++
+	})
+	// The failures of errors.total (a bound of 1e9) are the one window that
+	// grows with the run: amortized, appends of a growing slice.
+	assert.Less(t, allocs, 0.05, "allocations per event")
+
+	// Calls never answered: the open calls stay bounded.
+	open := NewEvaluator(pol(t, `stall: {repeats: 3, same_result: true}`), EventClock)
+	for i := range 10_000 {
+		open.Observe(call("t", `{"n":`+string(rune('0'+i%10))+`}`))
+	}
+	sc := open.root.(*stallCheck)
+	assert.LessOrEqual(t, len(sc.open), maxOpenCalls)
+	assert.LessOrEqual(t, cap(sc.open), maxOpenCalls)
 }

@@ -104,6 +104,24 @@ var stages = []stageSpec{
 		},
 	},
 	{
+		name: "fixer", wrap: "seq",
+		scenario: "edits and re-tests, the test output changing each time, until the tests pass (natural_completion: never a stall), " +
+			"or re-runs the same failing command and gets the same output a 3rd time (stall: repeated_result)",
+		policy: fixerPolicy,
+		behaviours: []behaviour{
+			{name: "edits and re-tests", next: editAndRetest},
+			{name: "re-runs the same failing command", next: func(i int) (termination.Event, bool) {
+				switch i % 3 {
+				case 0:
+					return msg("fixer", fmt.Sprintf("The test still fails; running it again (%d).", i/3), 500, 40), true
+				case 1:
+					return call("run_tests", `{"cmd":"go test ./parser/"}`), true
+				}
+				return output("run_tests", "--- FAIL: TestParse (0.00s)\n    parser_test.go:12: got 1, want 2", "exit status 1"), true
+			}},
+		},
+	},
+	{
 		name: "critic", wrap: "callback",
 		scenario: "says APPROVE (completed: text_mention), or hangs on the model until its 2s timeout (timeout)",
 		policy:   "text_mention: {text: APPROVE, sources: [critic]}\ntimeout: 2s\n",
@@ -151,6 +169,37 @@ var stages = []stageSpec{
 	},
 }
 
+// fixerPolicy is the fixer's: a coding agent's stall guard, which counts a
+// repeat only when the call also got the same result. Without same_result
+// the edit-and-test loop, which re-runs the same test command after every
+// edit, would be stopped as repeated_tool_call on its 3rd run.
+const fixerPolicy = "stall: {repeats: 3, window: 8, same_result: true}\n"
+
+// editAndRetest edits a file and re-runs the same test command, whose
+// output changes with each edit (one failure fewer each time), until the
+// tests pass and it answers.
+func editAndRetest(i int) (termination.Event, bool) {
+	const rounds = 4
+	if i >= rounds*5 {
+		return final("fixer", "All tests pass; the parser is fixed.", 600, 60), i == rounds*5
+	}
+	round := i / 5
+	switch i % 5 {
+	case 0:
+		return msg("fixer", fmt.Sprintf("Fixing the next failure (%d left).", rounds-round), 700, 90), true
+	case 1:
+		return call("edit_file", fmt.Sprintf(`{"path":"parser/parse.go","hunk":%d}`, round)), true
+	case 2:
+		return output("edit_file", "applied", ""), true
+	case 3:
+		return call("run_tests", `{"cmd":"go test ./parser/"}`), true
+	}
+	if failing := rounds - 1 - round; failing > 0 {
+		return output("run_tests", fmt.Sprintf("FAIL: %d of 12 tests failed", failing), "exit status 1"), true
+	}
+	return output("run_tests", "ok  parser 0.012s", ""), true
+}
+
 // dangerousTools is the custom guard: calling one stops the run with a
 // Custom cause (recorded as termination_cause="custom").
 var dangerousTools = termination.Func("dangerous_tool", func(ev termination.Event, _ termination.Progress) termination.Cause {
@@ -185,7 +234,12 @@ func call(tool, args string) termination.Event {
 }
 
 func result(tool, err string) termination.Event {
-	return termination.Event{Kind: termination.KindToolResult, Source: tool, Tool: tool, Text: "ok", Err: err}
+	return output(tool, "ok", err)
+}
+
+// output is a tool result with its output text.
+func output(tool, text, err string) termination.Event {
+	return termination.Event{Kind: termination.KindToolResult, Source: tool, Tool: tool, Text: text, Err: err}
 }
 
 // fleet runs every stage with two workers each. Every stage joins one

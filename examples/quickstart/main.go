@@ -1,5 +1,5 @@
 // Command quickstart runs a small simulated fleet of agent stages — planner,
-// researcher, coder, critic, summarizer, executor — whose scripted
+// researcher, coder, fixer, critic, summarizer, executor — whose scripted
 // behaviours end with every termination cause of the contract within 15
 // seconds, again and again. It serves their metrics on /metrics (OpenMetrics
 // with trace exemplars) and prints a live table of why each stage stopped.

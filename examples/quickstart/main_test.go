@@ -48,6 +48,11 @@ var (
 	warningSeries = map[string]*regexp.Regexp{
 		"stall warning researcher":   regexp.MustCompile(`(?m)^agent_stage_stall_warnings_total\{[^}]*stage="researcher"[^}]*\} [1-9]`),
 		"budget pressure tool_calls": regexp.MustCompile(`(?m)^agent_stage_budget_pressure_total\{[^}]*resource="tool_calls"[^}]*stage="researcher"[^}]*\} [1-9]`),
+		// The fixer's two kinds of runs side by side on the dashboard: the
+		// edit-and-test runs end by themselves, the re-runs of one failing
+		// command stop as a stall.
+		"fixer natural_completion": regexp.MustCompile(`(?m)^agent_stage_terminations_total\{[^}]*stage="fixer"[^}]*termination_cause="natural_completion"[^}]*\} [1-9]`),
+		"fixer stall":              regexp.MustCompile(`(?m)^agent_stage_terminations_total\{[^}]*stage="fixer"[^}]*termination_cause="stall"[^}]*\} [1-9]`),
 	}
 )
 
@@ -149,7 +154,7 @@ func TestQuickstartExposesEveryCause(t *testing.T) {
 	// Plain output (not a terminal): the summary lines, then the final table.
 	final := out.String()
 	assert.Contains(t, final, "Why the stages stopped:")
-	for _, stage := range []string{"planner", "researcher", "coder", "critic", "summarizer", "executor"} {
+	for _, stage := range []string{"planner", "researcher", "coder", "fixer", "critic", "summarizer", "executor"} {
 		assert.Contains(t, final, stage)
 	}
 	assert.NotContains(t, final, "\033[", "no terminal escapes when stdout is not a terminal")
@@ -302,6 +307,8 @@ func TestDescribe(t *testing.T) {
 			runInfo{}, "fleet cost budget spent: $50.5000 of $50.0000"},
 		{"stall names the tool", termination.Result{Cause: termination.StallDetected{Signal: "repeated_tool_call", Repeats: 3}},
 			runInfo{lastTool: "web_search"}, "web_search repeated 3 times with the same arguments (repeated_tool_call)"},
+		{"repeated result names the tool", termination.Result{Cause: termination.StallDetected{Signal: "repeated_result", Repeats: 3}},
+			runInfo{lastTool: "run_tests"}, "run_tests gave the same result 3 times (repeated_result)"},
 		{"cycle", termination.Result{Cause: termination.StallDetected{Signal: "cycle", Repeats: 2, Period: 2}}, runInfo{lastTool: "x"},
 			"cycle, 2 repeats, period 2"},
 		{"timeout", termination.Result{Cause: termination.Timeout{Limit: 2 * time.Second, Elapsed: 2*time.Second + 300*time.Microsecond}},

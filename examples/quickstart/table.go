@@ -131,8 +131,11 @@ func describeCause(c termination.Cause, info runInfo) string {
 			amount(c.Resource, c.Used), amount(c.Resource, c.Limit), sharedBy(c.Scope, info))
 	case termination.StallDetected:
 		s := fmt.Sprintf("%s, %d repeats", c.Signal, c.Repeats)
-		if c.Signal == termination.SignalRepeatedToolCall && info.lastTool != "" {
+		switch {
+		case c.Signal == termination.SignalRepeatedToolCall && info.lastTool != "":
 			s = fmt.Sprintf("%s repeated %d times with the same arguments (%s)", info.lastTool, c.Repeats, c.Signal)
+		case c.Signal == termination.SignalRepeatedResult && info.lastTool != "":
+			s = fmt.Sprintf("%s gave the same result %d times (%s)", info.lastTool, c.Repeats, c.Signal)
 		}
 		if c.Period > 0 {
 			s += fmt.Sprintf(", period %d", c.Period)

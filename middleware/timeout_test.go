@@ -1,0 +1,40 @@
+package middleware_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// TestLiveTimeoutStopsAfterTheLastEvent: the timer's timeout stops the run
+// after the last event evaluated, as replay does (§3): StoppedAt is that
+// event, elapsed at least the limit, no evidence; an event that comes after
+// is not evaluated.
+func TestLiveTimeoutStopsAfterTheLastEvent(t *testing.T) {
+	stage := mustStage(t, "timer", middleware.WithCondition(termination.TimeoutAfter(30*time.Millisecond)))
+	_, run := stage.Start(context.Background())
+	for range 2 {
+		_, stop := run.Observe(termination.Event{Kind: termination.KindMessage, Text: "thinking"})
+		require.False(t, stop)
+	}
+	select {
+	case <-run.Done():
+	case <-time.After(5 * time.Second):
+		t.Fatal("the timeout timer did not stop the run")
+	}
+	_, stop := run.Observe(termination.Event{Kind: termination.KindMessage, Text: "late"})
+	require.True(t, stop)
+	res := run.Finish(nil)
+	to, ok := res.Cause.(termination.Timeout)
+	require.True(t, ok, "cause %v", res.Cause)
+	assert.GreaterOrEqual(t, to.Elapsed, 30*time.Millisecond)
+	assert.Equal(t, 2, res.StoppedAt, "the last event evaluated")
+	assert.Equal(t, 2, res.Events)
+	assert.Empty(t, res.Evidence)
+}
