@@ -579,3 +579,20 @@ func TestTreePolicyOnOneRun(t *testing.T) {
 	assert.Equal(t, 20, o.Result.StoppedAt)
 	assert.Equal(t, 6, o.Saved.Events, "stopped at event 20 of 26")
 }
+
+// TestTableWithoutLabels: without labels the table has no label columns
+// and lists the stopped runs by where they stopped.
+func TestTableWithoutLabels(t *testing.T) {
+	rep := evaluate(t, []string{"testdata/corpus"}, Config{Policies: policies(t, "loose.yaml")})
+	var b bytes.Buffer
+	require.NoError(t, rep.WriteTable(&b))
+	out := b.String()
+	first, _, _ := strings.Cut(out, "\n")
+	assert.Equal(t, "POLICY      RUNS  STOPPED  SAVED", strings.TrimSpace(first))
+	assert.NotContains(t, out, "LABEL")
+	assert.NotContains(t, out, "labels:")
+	assert.Contains(t, out, "  RUN       CAUSE             STOPPED AT      SAVED\n")
+	assert.Contains(t, out, "  bad/loop  stall             event 10 of 20")
+	assert.Nil(t, rep.Summaries[0].Labels)
+	assert.Zero(t, rep.Summaries[0].FalseStops())
+}
