@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 	"time"
@@ -99,8 +100,11 @@ stop_message: true
 // decoded once per run, so ten policies cost at most 3 × one), and
 // workers=1 against workers=2 with one policy (two workers give at least
 // 1.7 × the throughput of one). Bytes/s is the corpus's size over the
-// time.
+// time. It runs with the command's garbage-collector setting,
+// BatchGCPercent.
 func BenchmarkBacktest(b *testing.B) {
+	// As the command runs (BatchGCPercent).
+	defer debug.SetGCPercent(debug.SetGCPercent(BatchGCPercent))
 	dir := b.TempDir()
 	size := benchCorpus(b, dir, 24, 300)
 	sources, err := Find([]string{dir})

@@ -173,7 +173,8 @@ func readInto(path string, buf *[]byte) ([]byte, error) {
 }
 
 func decodeFile(src Source, data []byte, lenient bool) (*File, error) {
-	f := &File{Source: src}
+	// One event per line at most: the events are appended without a copy.
+	f := &File{Source: src, Events: make([]termination.Event, 0, bytes.Count(data, []byte{'\n'})+1)}
 	dec := termination.NewDecoder(bytes.NewReader(data))
 	truncated := false
 	firstWithout := 0 // the first line of an event with no run

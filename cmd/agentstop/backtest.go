@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"sync"
@@ -87,6 +88,11 @@ func runBacktest(args []string, sio stdio) int {
 	sources, err := backtest.Find(paths)
 	if err != nil {
 		return fail("%v", err)
+	}
+	if os.Getenv("GOGC") == "" {
+		// A batch job with a small live heap: collect less often, so that
+		// the collector leaves the cores to the workers.
+		debug.SetGCPercent(backtest.BatchGCPercent)
 	}
 	var progress *progressLine
 	if isTerminal(sio.err) {
