@@ -299,7 +299,7 @@ func TestResultJSON(t *testing.T) {
 	b, err = json.Marshal(r)
 	require.NoError(t, err)
 	assert.NotContains(t, string(b), `"duration"`)
-	assert.True(t, strings.HasSuffix(string(b), `"cost":0,"evidence":[],"truncated":true}`), string(b))
+	assert.True(t, strings.HasSuffix(string(b), `,"truncated":true}`), string(b))
 	back = Result{}
 	require.NoError(t, json.Unmarshal(b, &back))
 	assert.True(t, back.Untimed)
@@ -307,7 +307,7 @@ func TestResultJSON(t *testing.T) {
 	r = Result{Cause: NaturalCompletion{}, Outcome: OutcomeSucceeded, Duration: 90 * time.Second}
 	b, err = json.Marshal(r)
 	require.NoError(t, err)
-	assert.True(t, strings.HasSuffix(string(b), `"cost":0,"evidence":[],"duration":"1m30s"}`), string(b))
+	assert.True(t, strings.HasSuffix(string(b), `,"duration":"1m30s"}`), string(b))
 	assert.ErrorContains(t, json.Unmarshal([]byte(`{"duration":"soon"}`), &back), `duration: must be a duration such as 41s or 1m30s, got "soon"`)
 }
 

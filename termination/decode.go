@@ -24,6 +24,8 @@ type DecodeError struct {
 	Err  error // what is wrong with it
 }
 
+// Error returns "line N: " and what is wrong with the line, or, for a
+// truncated log, a sentence that names the line as where the log was cut.
 func (e *DecodeError) Error() string {
 	if e.Err == ErrTruncated {
 		return fmt.Sprintf("the log looks truncated at line %d: its last line ends inside an event, with no newline after it (was the agent stopped while writing?)", e.Line)
@@ -298,12 +300,31 @@ func describeSyntaxError(data []byte, syn *json.SyntaxError) error {
 		what = `a backslash in a string must start an escape such as \n, \" or \u00e9`
 	case strings.Contains(msg, "string literal") && r < ' ':
 		what = fmt.Sprintf("a control character (U+%04X) in a string must be escaped", r)
-	case strings.Contains(msg, "after top-level value"):
-		what = fmt.Sprintf("unexpected %s after the event's closing brace (one event per line)", describeChar(r))
+	case strings.Contains(msg, "exceeded max depth"):
+		what = "values nested more than 10000 levels deep"
 	default:
 		what = "unexpected " + describeChar(r)
+		for _, w := range syntaxWhere {
+			if strings.Contains(msg, w.lexer) {
+				what += " " + w.user
+				break
+			}
+		}
 	}
 	return fmt.Errorf("malformed JSON at column %d: %s", col, what)
+}
+
+// syntaxWhere says where in the line encoding/json's lexer was, in the
+// words of someone reading the line.
+var syntaxWhere = [...]struct{ lexer, user string }{
+	{"after top-level value", "after the event's closing brace (one event per line)"},
+	{"numeric literal", "in a number (numbers look like 12, -0.5 or 1e3)"},
+	{"beginning of object key", "where a quoted key should be"},
+	{"after object key:value pair", "after a value (want a comma or a closing brace)"},
+	{"after object key", "after a key (want a colon)"},
+	{"after array element", "after an array element (want a comma or a closing bracket)"},
+	{"beginning of value", "where a value should be"},
+	{"in literal", "in true, false or null"},
 }
 
 // describeChar names a character as a user would find it in the line.
@@ -311,6 +332,8 @@ func describeChar(r rune) string {
 	switch {
 	case r == utf8.RuneError:
 		return "byte that is not UTF-8"
+	case r == '\'':
+		return "single quote (JSON strings take double quotes)"
 	case r < ' ' || r == 0x7f || !unicode.IsPrint(r):
 		return fmt.Sprintf("character U+%04X", r)
 	}
@@ -387,8 +410,8 @@ func jsonKindOf(data []byte) string {
 //   - a truncated log, whose last line ends inside an event with no newline
 //     after it (an agent killed while writing): an error wrapping
 //     [ErrTruncated] that says so. Every event before that line has been
-//     returned, so a caller may treat it as the end of the log, as a lenient
-//     replay does ([WithLenient]).
+//     returned and Next returns io.EOF after it, so a caller may treat it
+//     as the end of the log, as a lenient replay does ([WithLenient]).
 type Decoder struct {
 	sc     *bufio.Scanner
 	line   int
@@ -499,6 +522,16 @@ func (d *Decoder) lineError(b []byte, err error) error {
 	return err
 }
 
+// listOfObjects reports whether the JSON value v is an array whose first
+// element is an object.
+func listOfObjects(v json.RawMessage) bool {
+	if len(v) == 0 || v[0] != '[' {
+		return false
+	}
+	rest := bytes.TrimLeft(v[1:], " \t\r\n")
+	return len(rest) > 0 && rest[0] == '{'
+}
+
 // endsInsideValue reports whether b is the start of a JSON value that
 // ends too soon: what is there is JSON, but a string, number, object or
 // array is still open.
@@ -509,10 +542,11 @@ func endsInsideValue(b []byte) bool {
 }
 
 // listMember returns the key of the first member of the object b whose
-// value is an array, other than an event's own fields (args may be an
-// array), if b is an object without a kind: the shape of a
-// document holding a list of messages or steps ({"messages": [...]}),
-// which no event has.
+// value is an array of objects, other than an event's own fields (args may
+// be one), if b is an object without a kind: the shape of a document
+// holding a list of messages, steps or spans ({"messages": [{...}, ...]}),
+// which no event has. (An event without a kind but with a list of strings
+// among its extra fields is still "missing kind".)
 func listMember(b []byte) (string, bool) {
 	var obj map[string]json.RawMessage
 	if json.Unmarshal(b, &obj) != nil {
@@ -535,7 +569,7 @@ func listMember(b []byte) (string, bool) {
 			return "", false
 		}
 		key, _ := tok.(string)
-		if len(val) > 0 && val[0] == '[' && !slices.Contains(eventFieldNames[:], key) {
+		if listOfObjects(val) && !slices.Contains(eventFieldNames[:], key) {
 			return key, true
 		}
 	}

@@ -72,6 +72,7 @@ func TestDecoderJSONDocument(t *testing.T) {
 		{"pretty-printed array of runs", "[\n  {\"run\": \"a\", \"events\": []}\n]\n", 1, "a list of events or of runs"},
 		{"empty array", "[]", 1, "a list of events or of runs"},
 		{"an object holding a list on one line", `{"messages":[{"role":"user","content":"hi"}],"model":"gpt-5"}` + "\n", 1, `"messages"`},
+		{"OTLP/JSON on one line", `{"resourceSpans":[ {"resource":{},"scopeSpans":[]}]}`, 1, `"resourceSpans"`},
 		{"with a byte-order mark", "\xef\xbb\xbf[\n{\"kind\":\"input\"}\n]\n", 1, "a list of events or of runs"},
 	}
 	for _, tc := range cases {
@@ -111,9 +112,11 @@ func TestDecoderJSONDocument(t *testing.T) {
 		assertUserTerms(t, err.Error())
 	}
 	// An event without a kind is still "missing kind", not a document.
-	_, err := decodeAll(t, `{"text":"hi","args":[1]}`+"\n")
-	assert.NotErrorIs(t, err, ErrJSONDocument)
-	assert.ErrorContains(t, err, "missing kind")
+	for _, line := range []string{`{"text":"hi","args":[{"a":1}]}`, `{"text":"hi","tags":["a","b"]}`, `{"text":"hi","steps":[]}`} {
+		_, err := decodeAll(t, line+"\n")
+		assert.NotErrorIs(t, err, ErrJSONDocument, line)
+		assert.ErrorContains(t, err, "missing kind", line)
+	}
 }
 
 // TestDecoderTruncated: a last line that ends inside a value with no

@@ -11,7 +11,11 @@
 //
 // An agent loop is seen as a stream of framework-neutral [Event] values. An
 // adapter turns a framework's own events into this type; on disk (recorded
-// logs, the replay command) events are JSON Lines read by [Decoder].
+// logs, the replay command) events are JSON Lines read by [Decoder], whose
+// errors name the line and say what to fix; a truncated last line
+// ([ErrTruncated]) and a JSON document that is not JSON Lines
+// ([ErrJSONDocument]) are errors of their own. [Replay] and [ReplayWith]
+// ([WithLenient] for a truncated log) evaluate a log as a live stage would.
 //
 // A [Condition] is an immutable description of when to stop: [MaxIterations]
 // and [IterationLimit] (with an early warning), [MaxToolCalls] and

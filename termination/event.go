@@ -119,10 +119,13 @@ type Event struct {
 	// Parent is, on a run's first event, the run id of its parent run (§8).
 	Parent string `json:"parent,omitempty"`
 	// ArgsHash stands in for Args in a log recorded without content: the
-	// hash of the canonical args (§1).
+	// hash of the canonical args (§1). An event carries one or the other:
+	// the decoder rejects a line with both (a null args aside).
 	ArgsHash string `json:"args_hash,omitempty"`
 	// TextHash stands in for Text (and, on a tool_result, Err) in a log
-	// recorded without content: the hash of the trimmed text (§1).
+	// recorded without content: the hash of the trimmed text (§1). The
+	// decoder rejects a line with both a text and a text_hash; a failed
+	// tool_result keeps its error beside its text_hash.
 	TextHash string `json:"text_hash,omitempty"`
 }
 

@@ -23,6 +23,8 @@ func FuzzDecodeEvent(f *testing.F) {
 		`{"kind":"final","text":"done","time":"2026-11-20T09:00:04.123456789+02:00"}`,
 		`{"kind":"thinking"}`, `{"text":"no kind"}`, `{"kind":""}`, `{"kind":3}`, `{"kind":"message"`, `null`, `[]`, ``,
 		`{"kind":"message","usage":{"input_tokens":1e3}}`, `{"kind":"message","time":"nope"}`, "{\"kind\":\"message\",\"text\":\"\xff\"}",
+		`{"kind":"tool_call","run":"r2","parent":"r1","tool":"t","args_hash":"ab"}`, `{"kind":"message","text_hash":"cd","text":"x"}`,
+		`{"kind":"tool_call","args":{"a":1},"args_hash":"ab"}`, `{"kind":"input","run":7}`,
 	} {
 		f.Add([]byte(s))
 	}

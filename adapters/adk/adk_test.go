@@ -189,3 +189,23 @@ func TestErrorResponseKeepsUsage(t *testing.T) {
 		t.Errorf("cause = %#v, want Failed{stream_error, SAFETY: blocked}", res.Cause)
 	}
 }
+
+// Usage is counted as the GenAI conventions count it (contract §1): cached
+// content is part of Gemini's prompt count and is not added again; thoughts
+// are apart from the candidates and are added, and so is the prompt of a
+// built-in tool.
+func TestUsageCountsThoughtsAndCache(t *testing.T) {
+	stage, _ := newStage(t, "max_tool_calls: 3")
+	llm := func(ctx context.Context, i int) (*model.LLMResponse, error) {
+		return &model.LLMResponse{Content: &genai.Content{Role: "model", Parts: []*genai.Part{{Text: "done"}}},
+			UsageMetadata: &genai.GenerateContentResponseUsageMetadata{PromptTokenCount: 1200, CachedContentTokenCount: 1000,
+				ToolUsePromptTokenCount: 50, CandidatesTokenCount: 40, ThoughtsTokenCount: 300, TotalTokenCount: 1590}}, nil
+	}
+	res, _ := drive(stage, &runner.Runner{Agent: "a", Model: llm}, "go")
+	if want := (termination.Usage{InputTokens: 1250, OutputTokens: 340}); res.Tokens != want {
+		t.Errorf("tokens = %+v, want %+v", res.Tokens, want)
+	}
+	if res.Tokens.Total() != 1590 {
+		t.Errorf("total = %d, want the response's total 1590", res.Tokens.Total())
+	}
+}

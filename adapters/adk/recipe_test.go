@@ -31,6 +31,9 @@ func decodeADK(ev *session.Event, emit func(termination.Event)) {
 	}
 	var usage termination.Usage
 	if u := ev.UsageMetadata; u != nil {
+		// As the GenAI conventions count tokens: the prompt count includes
+		// the cached content (not added again), thoughts are apart from
+		// the candidates (added).
 		usage.InputTokens = int64(u.PromptTokenCount) + int64(u.ToolUsePromptTokenCount)
 		usage.OutputTokens = int64(u.CandidatesTokenCount) + int64(u.ThoughtsTokenCount)
 	}

@@ -49,9 +49,11 @@
 // # Events
 //
 // One message becomes, in order: one message or final event with its usage
-// (exactly once; input is input_tokens plus the prompt-cache tokens
-// cache_creation_input_tokens and cache_read_input_tokens, which the model
-// also processed; output is output_tokens) and the text of its text blocks,
+// (exactly once, counted as the OpenTelemetry GenAI conventions count it:
+// input is input_tokens plus the prompt-cache tokens
+// cache_creation_input_tokens and cache_read_input_tokens, which Anthropic
+// reports apart although the model processed them; output is
+// output_tokens, which includes extended thinking) and the text of its text blocks,
 // the model's name as source and model; one tool_call event per tool call,
 // with the tool_use block's id as call id (ToolResultEvent carries it too,
 // and so do the results [Tools] reports when the runner is wrapped by [All]

@@ -106,12 +106,30 @@ func (c *config) decodeModelMessage(src string, msg *schema.Message, cbUsage *mo
 func usageOf(msg *schema.Message, cbUsage *model.TokenUsage) termination.Usage {
 	if msg != nil && msg.ResponseMeta != nil && msg.ResponseMeta.Usage != nil {
 		u := msg.ResponseMeta.Usage
-		return termination.Usage{InputTokens: int64(u.PromptTokens), OutputTokens: int64(u.CompletionTokens)}
+		return genAIUsage(u.PromptTokens, u.CompletionTokens, u.CompletionTokensDetails.ReasoningTokens, u.TotalTokens)
 	}
 	if cbUsage != nil {
-		return termination.Usage{InputTokens: int64(cbUsage.PromptTokens), OutputTokens: int64(cbUsage.CompletionTokens)}
+		u := cbUsage
+		return genAIUsage(u.PromptTokens, u.CompletionTokens, u.CompletionTokensDetails.ReasoningTokens, u.TotalTokens)
 	}
 	return termination.Usage{}
+}
+
+// genAIUsage counts a response's tokens as the OpenTelemetry GenAI
+// conventions do: input includes cached input tokens, output includes
+// reasoning tokens. Eino's PromptTokens include every input token, the
+// cached ones too (PromptTokenDetails.CachedTokens is a part of them).
+// Its chat models disagree on reasoning: OpenAI's (and ARK's, Qwen's)
+// CompletionTokens include the ReasoningTokens that the details repeat,
+// while Gemini's are the candidates only, with the thoughts apart and in
+// TotalTokens. The reasoning is added when the total shows it is not in
+// CompletionTokens.
+func genAIUsage(prompt, completion, reasoning, total int) termination.Usage {
+	in, out := int64(prompt), int64(completion)
+	if r := int64(reasoning); r > 0 && int64(total) >= in+out+r {
+		out += r
+	}
+	return termination.Usage{InputTokens: in, OutputTokens: out}
 }
 
 // argsJSON returns tool arguments as JSON: the arguments themselves when

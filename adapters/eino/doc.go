@@ -45,6 +45,10 @@
 //     workflow count as iterations and can be caught stalling.
 //   - Usage is taken from the message's ResponseMeta.Usage and, only when
 //     it has none, from the callback's TokenUsage, so a response is counted
-//     once.
+//     once. Tokens are counted as the OpenTelemetry GenAI conventions count
+//     them: input is PromptTokens (cached tokens included, as eino reports
+//     them); output is CompletionTokens, plus ReasoningTokens when the model
+//     reports them apart (Gemini: TotalTokens covers them) rather than
+//     inside CompletionTokens (OpenAI, ARK, Qwen).
 //   - Tool arguments that are not valid JSON are reported as a JSON string.
 package eino

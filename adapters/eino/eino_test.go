@@ -519,6 +519,38 @@ func (m *slowModel) Generate(ctx context.Context, in []*schema.Message, opts ...
 
 func (m *slowModel) WithTools([]*schema.ToolInfo) (model.ToolCallingChatModel, error) { return m, nil }
 
+// Usage is counted as the GenAI conventions count it (contract §1), from
+// ResponseMeta.Usage, whichever chat model produced it.
+func TestDecodeUsage(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		u    schema.TokenUsage
+		want string
+	}{
+		{"plain", schema.TokenUsage{PromptTokens: 7, CompletionTokens: 3, TotalTokens: 10}, "{7 3}"},
+		{"cached prompt tokens are part of the prompt", schema.TokenUsage{PromptTokens: 1200, PromptTokenDetails: schema.PromptTokenDetails{CachedTokens: 1000},
+			CompletionTokens: 3, TotalTokens: 1203}, "{1200 3}"},
+		{"reasoning inside completion (OpenAI)", schema.TokenUsage{PromptTokens: 50, CompletionTokens: 340,
+			CompletionTokensDetails: schema.CompletionTokensDetails{ReasoningTokens: 300}, TotalTokens: 390}, "{50 340}"},
+		{"reasoning apart (Gemini)", schema.TokenUsage{PromptTokens: 50, CompletionTokens: 40,
+			CompletionTokensDetails: schema.CompletionTokensDetails{ReasoningTokens: 300}, TotalTokens: 390}, "{50 340}"},
+		{"reasoning without a total", schema.TokenUsage{PromptTokens: 50, CompletionTokens: 40,
+			CompletionTokensDetails: schema.CompletionTokensDetails{ReasoningTokens: 300}}, "{50 40}"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			answer := schema.AssistantMessage("42", nil)
+			u := tc.u
+			answer.ResponseMeta = &schema.ResponseMeta{Usage: &u}
+			var evs []termination.Event
+			eino.Decode(withName("a", adk.EventFromMessage(answer, nil, schema.Assistant, "")), func(ev termination.Event) { evs = append(evs, ev) })
+			got := describe(evs)
+			if len(got) != 1 || got[0] != `final a "42" `+tc.want {
+				t.Fatalf("events %q, want one final with usage %s", got, tc.want)
+			}
+		})
+	}
+}
+
 // Decode maps each kind of agent event.
 func TestDecode(t *testing.T) {
 	tcMsg := schema.AssistantMessage("thinking", []schema.ToolCall{{ID: "1", Function: schema.FunctionCall{Name: "calc", Arguments: "1+1"}}})

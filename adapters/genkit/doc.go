@@ -19,8 +19,13 @@
 // # Events
 //
 // Every model response becomes, in order: one message or final event with
-// its usage (exactly once: inputTokens and outputTokens of the response's
-// GenerationUsage); one tool_call event per tool request, with its input;
+// its usage (exactly once, counted as the OpenTelemetry GenAI conventions
+// count it: input is the response's GenerationUsage.InputTokens, which
+// genkit's plugins report with the cached tokens included; output is
+// OutputTokens plus ThoughtsTokens when the plugin reports the thoughts
+// apart — Gemini's, whose TotalTokens includes them — and OutputTokens alone
+// when they are already part of it, as with OpenAI-compatible models); one
+// tool_call event per tool request, with its input;
 // and an error event when the turn is not an answer.
 //
 //	response                          events

@@ -59,3 +59,32 @@ func TestEvents(t *testing.T) {
 	}
 	genkitstop.Events(nil, func(ev termination.Event) { t.Errorf("nil response emitted %+v", ev) })
 }
+
+// TestEventsUsage: tokens are counted as the GenAI conventions count them,
+// whichever plugin served the response (contract §1).
+func TestEventsUsage(t *testing.T) {
+	cases := []struct {
+		name string
+		u    ai.GenerationUsage
+		want termination.Usage
+	}{
+		{"plain", ai.GenerationUsage{InputTokens: 9, OutputTokens: 4, TotalTokens: 13}, termination.Usage{InputTokens: 9, OutputTokens: 4}},
+		{"no total", ai.GenerationUsage{InputTokens: 9, OutputTokens: 4}, termination.Usage{InputTokens: 9, OutputTokens: 4}},
+		// googlegenai: prompt (cache included), candidates, thoughts apart, total of all.
+		{"gemini thoughts and cache", ai.GenerationUsage{InputTokens: 1200, CachedContentTokens: 1000, OutputTokens: 40, ThoughtsTokens: 300, TotalTokens: 1540},
+			termination.Usage{InputTokens: 1200, OutputTokens: 340}},
+		// compat_oai: completion tokens already include the reasoning.
+		{"openai-compatible reasoning", ai.GenerationUsage{InputTokens: 500, CachedContentTokens: 400, OutputTokens: 340, ThoughtsTokens: 300, TotalTokens: 840},
+			termination.Usage{InputTokens: 500, OutputTokens: 340}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var got []termination.Event
+			genkitstop.Events(&ai.ModelResponse{Message: ai.NewModelTextMessage("done"), FinishReason: ai.FinishReasonStop, Usage: &tc.u},
+				func(ev termination.Event) { got = append(got, ev) })
+			if len(got) != 1 || got[0].Usage != tc.want {
+				t.Fatalf("events %+v, want one final with usage %+v", got, tc.want)
+			}
+		})
+	}
+}

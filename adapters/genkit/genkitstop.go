@@ -32,7 +32,7 @@ func Events(resp *ai.ModelResponse, emit func(termination.Event)) {
 	}
 	ev := termination.Event{Kind: termination.KindFinal}
 	if resp.Usage != nil {
-		ev.Usage = termination.Usage{InputTokens: int64(resp.Usage.InputTokens), OutputTokens: int64(resp.Usage.OutputTokens)}
+		ev.Usage = usage(resp.Usage)
 	}
 	var problem string
 	switch resp.FinishReason {
@@ -239,4 +239,20 @@ func interrupted(run *middleware.Run, resp *ai.ModelResponse) {
 	if resp != nil && resp.FinishReason == ai.FinishReasonInterrupted {
 		run.Observe(termination.Event{Kind: termination.KindStop, Text: resp.FinishMessage})
 	}
+}
+
+// usage counts a response's tokens as the OpenTelemetry GenAI conventions
+// do: input includes cached input tokens, output includes reasoning
+// tokens. Genkit's plugins put cached tokens inside InputTokens
+// (CachedContentTokens is a part of it), but disagree on thoughts:
+// googlegenai's OutputTokens are Gemini's candidates only, with the
+// thoughts apart (and in TotalTokens), while compat_oai's OutputTokens
+// already include the reasoning that its ThoughtsTokens repeats. The
+// thoughts are added when the total shows they are not in OutputTokens.
+func usage(u *ai.GenerationUsage) termination.Usage {
+	in, out := int64(u.InputTokens), int64(u.OutputTokens)
+	if th := int64(u.ThoughtsTokens); th > 0 && int64(u.TotalTokens) >= in+out+th {
+		out += th
+	}
+	return termination.Usage{InputTokens: in, OutputTokens: out}
 }

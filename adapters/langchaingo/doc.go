@@ -33,7 +33,14 @@
 //     provider's keys: PromptTokens/CompletionTokens (OpenAI, Ollama, Google
 //     AI's standardized keys), InputTokens/OutputTokens (Anthropic),
 //     input_tokens/output_tokens (Google AI, Bedrock), or a "usage" struct
-//     with PromptTokens/CompletionTokens fields (Mistral).
+//     with PromptTokens/CompletionTokens fields (Mistral). Tokens are
+//     counted as the OpenTelemetry GenAI conventions count them: input
+//     includes cached input tokens (Anthropic's CacheCreationInputTokens
+//     and CacheReadInputTokens are added; OpenAI's and Google AI's prompt
+//     counts include them already), output includes reasoning tokens
+//     (OpenAI's completion count includes them; Google AI reports Gemini's
+//     thoughts only in its total, so a total above input + output adds the
+//     rest to output).
 //   - The executor does not check its context between iterations: the stop
 //     reaches it when the next model or tool call fails with the cancelled
 //     context, which every network client does.

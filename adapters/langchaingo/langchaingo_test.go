@@ -299,6 +299,16 @@ func TestUsage(t *testing.T) {
 		}}, termination.Usage{InputTokens: 10, OutputTokens: 20}},
 		{"GoogleInt32", &llms.ContentResponse{Choices: []*llms.ContentChoice{{GenerationInfo: map[string]any{"input_tokens": int32(5), "output_tokens": int32(6)}}}}, termination.Usage{InputTokens: 5, OutputTokens: 6}},
 		{"Float", &llms.ContentResponse{Choices: []*llms.ContentChoice{{GenerationInfo: map[string]any{"prompt_tokens": 5.0, "completion_tokens": 6.0}}}}, termination.Usage{InputTokens: 5, OutputTokens: 6}},
+		{"AnthropicCache", &llms.ContentResponse{Choices: []*llms.ContentChoice{{GenerationInfo: map[string]any{
+			"InputTokens": 9, "OutputTokens": 4, "CacheCreationInputTokens": 100, "CacheReadInputTokens": 1000}}}},
+			termination.Usage{InputTokens: 1109, OutputTokens: 4}},
+		{"OpenAIReasoningAndCacheCountedOnce", &llms.ContentResponse{Choices: []*llms.ContentChoice{{GenerationInfo: map[string]any{
+			"PromptTokens": 1200, "PromptCachedTokens": 1000, "CompletionTokens": 340, "ReasoningTokens": 300, "TotalTokens": 1540}}}},
+			termination.Usage{InputTokens: 1200, OutputTokens: 340}},
+		{"GoogleAIThoughtsInTheTotal", &llms.ContentResponse{Choices: []*llms.ContentChoice{{GenerationInfo: map[string]any{
+			"input_tokens": int32(1200), "output_tokens": int32(40), "total_tokens": int32(1540), "CacheReadInputTokens": int32(1000),
+			"PromptTokens": int32(1200), "CompletionTokens": int32(40), "TotalTokens": int32(1540)}}}},
+			termination.Usage{InputTokens: 1200, OutputTokens: 340}},
 		{"MistralStruct", &llms.ContentResponse{Choices: []*llms.ContentChoice{{GenerationInfo: map[string]any{"usage": &mistralUsage{7, 8, 15}}}}}, termination.Usage{InputTokens: 7, OutputTokens: 8}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

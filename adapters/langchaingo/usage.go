@@ -10,18 +10,33 @@ import (
 )
 
 // usageKeys are the GenerationInfo keys providers put a response's token
-// counts under, input then output.
-var usageKeys = [...][2]string{
-	{"PromptTokens", "CompletionTokens"}, // openai, ollama, maritaca, googleai (standardized)
-	{"InputTokens", "OutputTokens"},      // anthropic
-	{"input_tokens", "output_tokens"},    // googleai, vertex, bedrock
-	{"prompt_tokens", "completion_tokens"},
+// counts under: input, output, the total ("" when the provider gives none)
+// and the input tokens a provider reports apart from input (Anthropic's
+// prompt cache).
+var usageKeys = [...]struct {
+	in, out, total string
+	moreIn         []string
+}{
+	{"PromptTokens", "CompletionTokens", "TotalTokens", nil},                                          // openai, ollama, maritaca, googleai (standardized)
+	{"InputTokens", "OutputTokens", "", []string{"CacheCreationInputTokens", "CacheReadInputTokens"}}, // anthropic
+	{"input_tokens", "output_tokens", "total_tokens", nil},                                            // googleai, vertex, bedrock
+	{"prompt_tokens", "completion_tokens", "total_tokens", nil},
 }
 
 // Usage returns the tokens a model response reports in its choices'
 // GenerationInfo: the first choice that carries them, since providers repeat
 // the response's usage in every choice. It returns zero usage when no choice
 // carries a known key.
+//
+// Tokens are counted as the OpenTelemetry GenAI conventions count them:
+// input includes cached input tokens, output includes reasoning tokens.
+// Anthropic reports its prompt-cache tokens apart (CacheCreationInputTokens,
+// CacheReadInputTokens): they are added to input. OpenAI's prompt and
+// completion tokens already include cached and reasoning tokens. Google AI
+// reports Gemini's thinking tokens only in its total: when a total exceeds
+// input + output, the rest is counted as output (the thoughts, plus the
+// prompt of a built-in tool when one ran), so that input + output is the
+// provider's total.
 func Usage(res *llms.ContentResponse) termination.Usage {
 	if res == nil {
 		return termination.Usage{}
@@ -32,11 +47,19 @@ func Usage(res *llms.ContentResponse) termination.Usage {
 		}
 		gi := c.GenerationInfo
 		for _, k := range usageKeys {
-			in, okIn := count(gi[k[0]])
-			out, okOut := count(gi[k[1]])
-			if okIn || okOut {
-				return termination.Usage{InputTokens: in, OutputTokens: out}
+			in, okIn := count(gi[k.in])
+			out, okOut := count(gi[k.out])
+			if !okIn && !okOut {
+				continue
 			}
+			for _, key := range k.moreIn {
+				n, _ := count(gi[key])
+				in += max(n, 0)
+			}
+			if total, ok := count(gi[k.total]); ok && k.total != "" && total > in+out {
+				out = total - in
+			}
+			return termination.Usage{InputTokens: in, OutputTokens: out}
 		}
 		if u, ok := usageStruct(gi["usage"]); ok { // mistral
 			return u

@@ -57,7 +57,10 @@
 // One completion becomes, in order:
 //
 //   - one message or final event carrying the completion's usage (exactly
-//     once: prompt_tokens as input, completion_tokens as output), with the
+//     once: prompt_tokens as input, completion_tokens as output — counted
+//     as the OpenTelemetry GenAI conventions count them, since OpenAI's
+//     prompt_tokens include the cached tokens and its completion_tokens the
+//     reasoning tokens, which the usage details only break down), with the
 //     text of Choices[0] and the completion's model as source and model;
 //   - one tool_call event per tool call of Choices[0] (function calls with
 //     their arguments; custom tool calls with their input as a JSON string;

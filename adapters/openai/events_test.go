@@ -116,3 +116,20 @@ func TestObserveError(t *testing.T) {
 		t.Error(err)
 	}
 }
+
+// TestEventsUsageDetails: cached and reasoning tokens are already inside
+// prompt_tokens and completion_tokens; the details are not added again
+// (contract §1: input includes cached tokens, output reasoning tokens).
+func TestEventsUsageDetails(t *testing.T) {
+	var c openai.ChatCompletion
+	if err := json.Unmarshal([]byte(`{"model":"o4","choices":[{"finish_reason":"stop","message":{"role":"assistant","content":"done"}}],`+
+		`"usage":{"prompt_tokens":1200,"completion_tokens":340,"total_tokens":1540,`+
+		`"prompt_tokens_details":{"cached_tokens":1000},"completion_tokens_details":{"reasoning_tokens":300}}}`), &c); err != nil {
+		t.Fatal(err)
+	}
+	var got []termination.Event
+	openaistop.Events(&c, func(ev termination.Event) { got = append(got, ev) })
+	if want := (termination.Usage{InputTokens: 1200, OutputTokens: 340}); len(got) != 1 || got[0].Usage != want {
+		t.Fatalf("events %+v, want one final with usage %+v", got, want)
+	}
+}

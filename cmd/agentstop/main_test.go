@@ -466,3 +466,18 @@ func TestReplayFlagsAfterFile(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Equal(t, "agentstop replay: want exactly one events file (or - for stdin), got 2\n", errOut)
 }
+
+// TestReadmeReplayExample: the README's replay example shows what the
+// command prints for it.
+func TestReadmeReplayExample(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(readme), "## Replay recorded runs\n")
+	require.True(t, ok, "README has a replay section")
+	_, block, ok := strings.Cut(section, "```json\n")
+	require.True(t, ok)
+	block, _, _ = strings.Cut(block, "```")
+	code, stdout, stderr := runCLI(t, "", "replay", "-policy", "../../testdata/policy.yaml", "../../testdata/runaway_search.jsonl")
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, block, stdout)
+}
