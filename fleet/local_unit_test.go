@@ -210,6 +210,11 @@ func TestLocalMetrics(t *testing.T) {
 		"agent.fleet.runs.rejected":    {"reason=fleet_budget_exhausted": 1, "reason=blocked": 1},
 	} {
 		got := counterValues(t, reader, name)
+		for k, v := range got {
+			if v == 0 {
+				delete(got, k) // exported at 0 from the start (TestMetricsExportedAtZero)
+			}
+		}
 		if len(got) != len(want) {
 			t.Errorf("%s = %v, want %v", name, got, want)
 			continue
@@ -497,5 +502,47 @@ func TestLocalWindowEndsOnRealClock(t *testing.T) {
 	time.Sleep(time.Until(fleet.WindowStart(time.Now(), time.Second).Add(time.Second + 50*time.Millisecond)))
 	if _, stop := m.Spend(termination.Usage{InputTokens: 10}, 0); stop != nil {
 		t.Fatalf("the next window: %v", stop)
+	}
+}
+
+// TestMetricsExportedAtZero: from the moment a fleet starts, before
+// anything happens, every fleet counter is exported at 0 for each of its
+// known attribute values (§5.1), so a dashboard shows 0 and not "No data".
+func TestMetricsExportedAtZero(t *testing.T) {
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	defer mp.Shutdown(context.Background())
+	fleet.NewLocal(fleet.WithMeterProvider(mp))
+	resources := map[string]int64{"resource=total_tokens": 0, "resource=input_tokens": 0, "resource=output_tokens": 0, "resource=cost": 0}
+	want := map[string]map[string]int64{
+		"agent.fleet.errors":           {},
+		"agent.fleet.runs.rejected":    {},
+		"agent.fleet.budget.pressure":  resources,
+		"agent.fleet.budget.exhausted": resources,
+		"agent.fleet.runs.stopped":     {"": 0},
+	}
+	for _, op := range fleet.Operations {
+		want["agent.fleet.errors"]["operation="+op] = 0
+	}
+	for _, r := range fleet.RejectReasons {
+		want["agent.fleet.runs.rejected"]["reason="+r] = 0
+	}
+	if n := len(want["agent.fleet.errors"]); n != 10 {
+		t.Errorf("%d operations, want the 10 Op constants", n)
+	}
+	if n := len(want["agent.fleet.runs.rejected"]); n != 4 {
+		t.Errorf("%d reject reasons, want blocked, fleet_budget_exhausted, fleet_unavailable, invalid_input", n)
+	}
+	for name, w := range want {
+		got := counterValues(t, reader, name)
+		if len(got) != len(w) {
+			t.Errorf("%s = %v, want %v", name, got, w)
+			continue
+		}
+		for k := range w {
+			if v, ok := got[k]; !ok || v != 0 {
+				t.Errorf("%s{%s} = %d (exported: %v), want 0", name, k, v, ok)
+			}
+		}
 	}
 }

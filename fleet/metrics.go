@@ -30,6 +30,10 @@ const (
 	OpInternal = "internal" // anything else
 )
 
+// Operations are the operations agent.fleet.errors counts, each exported
+// at 0 from the moment a fleet starts.
+var Operations = []string{OpJoin, OpLeave, OpRenew, OpReserve, OpSettle, OpStop, OpBlock, OpList, OpConnect, OpInternal}
+
 // Reasons counted by agent.fleet.runs.rejected (the reason attribute): the
 // Skipped reasons and "invalid_input".
 const (
@@ -38,6 +42,17 @@ const (
 	RejectFleetUnavailable     = termination.SkipFleetUnavailable
 	RejectInvalidInput         = string(termination.FailInvalidInput)
 )
+
+// RejectReasons are the reasons agent.fleet.runs.rejected counts, each
+// exported at 0 from the moment a fleet starts.
+var RejectReasons = []string{RejectBlocked, RejectFleetBudgetExhausted, RejectFleetUnavailable, RejectInvalidInput}
+
+// budgetResources are the resources of a fleet budget (the resource
+// attribute of agent.fleet.budget.pressure and .exhausted).
+var budgetResources = []termination.Resource{
+	termination.ResourceTotalTokens, termination.ResourceInputTokens,
+	termination.ResourceOutputTokens, termination.ResourceCost,
+}
 
 // Metrics are a fleet's own instruments, built once per fleet from a
 // MeterProvider (OTel API only):
@@ -55,7 +70,12 @@ const (
 //     invalid_input).
 //
 // Attribute values come from closed sets, so cardinality is bounded; labels
-// and stage names are never attributes. A nil *Metrics records nothing.
+// and stage names are never attributes. Every counter is exported at 0 for
+// each of its known attribute values (Operations, RejectReasons, the four
+// budget resources) as soon as NewMetrics builds it, that is from the
+// moment a fleet starts: a dashboard shows 0, not "No data", in quiet
+// times, and a rate over the first failure has a point to start from. A
+// nil *Metrics records nothing.
 // Methods are safe for concurrent use and do not allocate once an
 // attribute value has been seen.
 type Metrics struct {
@@ -85,7 +105,7 @@ func NewMetrics(mp metric.MeterProvider) *Metrics {
 		}
 		return c
 	}
-	return &Metrics{
+	ms := &Metrics{
 		errors:    counter("agent.fleet.errors", "{error}", "Failures of the fleet's store or background work, by operation."),
 		pressure:  counter("agent.fleet.budget.pressure", "{crossing}", "Shared budgets that crossed their pressure threshold, once per crossing per process."),
 		exhausted: counter("agent.fleet.budget.exhausted", "{crossing}", "Shared budgets that reached a limit, once per crossing per process."),
@@ -93,6 +113,25 @@ func NewMetrics(mp metric.MeterProvider) *Metrics {
 		rejected:  counter("agent.fleet.runs.rejected", "{run}", "Runs ended when they joined the fleet, by reason."),
 		sets:      map[attrKey][]metric.AddOption{},
 	}
+	ms.zero()
+	return ms
+}
+
+// zero adds 0 to every counter for each of its known attribute values, so
+// that each is exported from the start.
+func (m *Metrics) zero() {
+	ctx := context.Background()
+	for _, op := range Operations {
+		m.errors.Add(ctx, 0, m.attrs("operation", op)...)
+	}
+	for _, r := range RejectReasons {
+		m.rejected.Add(ctx, 0, m.attrs("reason", r)...)
+	}
+	for _, r := range budgetResources {
+		m.pressure.Add(ctx, 0, m.attrs("resource", string(r))...)
+		m.exhausted.Add(ctx, 0, m.attrs("resource", string(r))...)
+	}
+	m.stopped.Add(ctx, 0)
 }
 
 func (m *Metrics) attrs(key, value string) []metric.AddOption {

@@ -41,7 +41,9 @@ const fleetUsageHead = `Usage: agentstop %s %s
 
 The fleet is the Redis server at -redis (or $AGENTSTOP_REDIS_URL): a
 redis:// or rediss:// URL, with an optional ACL user and password (never
-printed). Selectors: -run ID, -stage NAME, -label k=v (repeatable; all must
+printed); a Redis Cluster is named by its nodes,
+redis://[user:password@]host1:port1?addr=host2:port2&addr=host3:port3.
+Selectors: -run ID, -stage NAME, -label k=v (repeatable; all must
 match), or -all. -json prints JSON for scripts instead of a table. A missing
 or malformed selector, or a server that cannot be reached: one line on
 stderr, exit status 2.
@@ -100,7 +102,7 @@ func runFleet(name string, args []string, stdout, stderr io.Writer, getenv func(
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
 	// No default value: -h would print it, password and all.
-	url := fs.String("redis", "", "Redis URL, redis://[user:password@]host:port[/db] or rediss://… (default $AGENTSTOP_REDIS_URL)")
+	url := fs.String("redis", "", "Redis URL, redis://[user:password@]host:port[/db] or rediss://…, or a cluster's redis://host1:port1?addr=host2:port2&addr=… (default $AGENTSTOP_REDIS_URL)")
 	prefix := fs.String("prefix", redisfleet.DefaultPrefix, "key and channel prefix the fleet uses")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	var sel fleet.Selector

@@ -35,12 +35,22 @@ func noLeaks(t *testing.T) {
 
 const testPassword = "s3cret-pw"
 
+// withPassword adds the test password to a redistest URL (one server's or
+// a cluster's: the cluster's nodes share it).
+func withPassword(url string) string {
+	return strings.Replace(url, "redis://", "redis://:"+testPassword+"@", 1)
+}
+
 // TestFleetCommands drives every fleet command against a real redis-server
-// (with a password, which no output may show) and a live fleet.
+// and a real three-master cluster (with a password, which no output may
+// show) and a live fleet.
 func TestFleetCommands(t *testing.T) {
 	noLeaks(t)
-	srv := redistest.Start(t, redistest.WithArgs("--requirepass", testPassword))
-	url := "redis://:" + testPassword + "@" + srv.Addr
+	redistest.Each(t, testFleetCommands, redistest.WithArgs("--requirepass", testPassword))
+}
+
+func testFleetCommands(t *testing.T, srv redistest.Redis) {
+	url := withPassword(srv.URL())
 	env := map[string]string{"AGENTSTOP_REDIS_URL": url}
 	f, err := redisfleet.New(context.Background(), url)
 	if err != nil {
@@ -152,6 +162,9 @@ func TestFleetCommandErrors(t *testing.T) {
 	srv := redistest.Start(t, redistest.WithArgs("--requirepass", testPassword))
 	good := map[string]string{"AGENTSTOP_REDIS_URL": "redis://:" + testPassword + "@" + srv.Addr}
 	wrong := map[string]string{"AGENTSTOP_REDIS_URL": "redis://app:wrong-" + testPassword + "@" + srv.Addr}
+	cl := redistest.StartCluster(t, redistest.WithArgs("--requirepass", testPassword))
+	wrongCluster := map[string]string{"AGENTSTOP_REDIS_URL": strings.Replace(cl.URL(), "redis://", "redis://app:wrong-"+testPassword+"@", 1)}
+	refusedCluster := map[string]string{"AGENTSTOP_REDIS_URL": "redis://127.0.0.1:1?addr=127.0.0.1:2"}
 	refused := map[string]string{"AGENTSTOP_REDIS_URL": "redis://127.0.0.1:1"}
 	// A server that accepts connections and never answers.
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -195,6 +208,10 @@ func TestFleetCommandErrors(t *testing.T) {
 		{"block a run", good, []string{"block", "-run", fleet.NewRunID(), "-reason", "x"}, "flag provided but not defined: -run"},
 		{"extra argument", good, []string{"blocks", "extra"}, `unexpected argument "extra"`},
 		{"wrong password", wrong, []string{"blocks"}, "cannot use redis at " + srv.Addr},
+		{"wrong password, cluster", wrongCluster, []string{"blocks"}, "cannot use redis at " + cl.Nodes[0].Addr},
+		{"refused cluster", refusedCluster, []string{"runs"}, "cannot use redis at 127.0.0.1:1,127.0.0.1:2"},
+		{"malformed cluster url", map[string]string{"AGENTSTOP_REDIS_URL": "redis://:" + testPassword + "@127.0.0.1:1?addr=nope"}, []string{"runs"}, "malformed redis URL: unable to parse addr param"},
+		{"cluster url with a database", map[string]string{"AGENTSTOP_REDIS_URL": "redis://127.0.0.1:1/3?addr=127.0.0.1:2"}, []string{"runs"}, "a Redis Cluster has no database"},
 		{"refused", refused, []string{"stop", "-all", "-reason", "x"}, "cannot use redis at 127.0.0.1:1"},
 		{"silent server", silent, []string{"runs"}, "cannot use redis at " + l.Addr().String()},
 	} {

@@ -93,7 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.DurationVar(&o.refresh, "refresh", o.refresh, "how often to redraw the table (plain output: every 5 refreshes)")
 	fs.DurationVar(&o.drain, "drain", o.drain, "at shutdown, how long the runs in flight may take to finish before they are interrupted (and reported apart)")
 	fs.IntVar(&o.feed, "feed", o.feed, "how many of the latest stops to show with their cause details (0: none)")
-	fs.StringVar(&o.redis, "redis", o.redis, "join the runs to the Redis fleet at this URL (redis:// or rediss://) instead of an in-process fleet")
+	fs.StringVar(&o.redis, "redis", o.redis, "join the runs to the Redis fleet at this URL (redis:// or rediss://) instead of an in-process fleet; a Redis Cluster as redis://host1:port1?addr=host2:port2&addr=…")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -117,7 +117,7 @@ func (o options) validate() error {
 		return fmt.Errorf("-feed must be between 0 and 1000, got %d", o.feed)
 	}
 	if o.redis != "" {
-		if _, err := redisfleet.ParseURL(o.redis); err != nil {
+		if err := redisfleet.CheckURL(o.redis); err != nil {
 			return fmt.Errorf("-redis: %w", err)
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	agentfleet "github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/internal/testutil"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -34,7 +35,7 @@ var (
 	// fleetSeries are the fleet's series the quickstart's in-process fleet
 	// exports within the run: its operator's stop and block, the
 	// summarizer's shared tenant budget crossing pressure and running out.
-	// (agent_fleet_errors_total stays absent: nothing fails.)
+	// (agent_fleet_errors_total stays at 0: nothing fails; see quietSeries.)
 	fleetSeries = map[string]*regexp.Regexp{
 		"stopped":                         regexp.MustCompile(`(?m)^agent_fleet_runs_stopped_total(\{[^}]*\})? [1-9]`),
 		"rejected blocked":                regexp.MustCompile(`(?m)^agent_fleet_runs_rejected_total\{[^}]*reason="blocked"[^}]*\} [1-9]`),
@@ -145,7 +146,13 @@ func TestQuickstartExposesEveryCause(t *testing.T) {
 	for name := range warningSeries {
 		assert.True(t, warnSeen[name], "warning metric %s not on /metrics after %s", name, took)
 	}
-	assert.NotContains(t, text, "agent_fleet_errors_total{", "the in-process fleet reported an error")
+	assert.NotRegexp(t, `(?m)^agent_fleet_errors_total\{[^}]*\} [1-9]`, text, "the in-process fleet reported an error")
+	// The fleet's counters are exported at 0 from the start (§5.1): the
+	// dashboard's fleet panels show 0, not "No data", when nothing fails.
+	for _, op := range agentfleet.Operations {
+		assert.Regexp(t, `(?m)^agent_fleet_errors_total\{[^}]*operation="`+op+`"[^}]*\} 0(\.0)?$`, text, "agent_fleet_errors_total{operation=%q} not exported at 0", op)
+	}
+	assert.Regexp(t, `(?m)^agent_fleet_runs_rejected_total\{[^}]*reason="fleet_unavailable"[^}]*\} 0(\.0)?$`, text, "agent_fleet_runs_rejected_total{reason=\"fleet_unavailable\"} not exported at 0")
 	for _, name := range []string{"agent_stage_duration_seconds_bucket", "agent_stage_iterations_bucket", "agent_stage_tool_calls_bucket",
 		"agent_stage_tokens_total", "agent_stage_budget_utilization_bucket", "agent_stage_budget_pressure_total", "agent_stage_active"} {
 		assert.Contains(t, text, name+"{")

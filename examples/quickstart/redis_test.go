@@ -16,30 +16,33 @@ import (
 )
 
 // TestJoinRedis: with -redis, the quickstart's runs are in the Redis
-// fleet's registry with a tenant label.
+// fleet's registry with a tenant label, on one server and on a cluster.
 func TestJoinRedis(t *testing.T) {
 	o := defaultOptions()
 	o.redis = "http://nope"
 	assert.ErrorContains(t, o.validate(), "-redis: ")
-	srv := redistest.Start(t)
-	m, err := joinFleet(context.Background(), srv.URL(), nil)
-	require.NoError(t, err)
-	t.Cleanup(m.close)
-	assert.Contains(t, m.where, "Redis fleet")
-	f, err := newFleet(nil, m, 8)
-	require.NoError(t, err)
-	ctl, err := redisfleet.NewControl(srv.URL())
-	require.NoError(t, err)
-	defer ctl.Close()
-	ctx, run := f.stages[0].Start(context.Background(), tenantLabel(pickTenant(rand.New(rand.NewPCG(1, 2)))))
-	defer run.Finish(nil)
-	var rs []agentfleet.RunInfo
-	for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline) && len(rs) == 0; time.Sleep(20 * time.Millisecond) {
-		rs, _ = ctl.Runs(ctx, agentfleet.Selector{RunID: run.ID()})
-	}
-	if len(rs) != 1 || rs[0].Labels["tenant"] == "" || rs[0].Stage != f.stages[0].Name() {
-		t.Fatalf("registry = %+v, want the run with a tenant label", rs)
-	}
+	redistest.Each(t, func(t *testing.T, srv redistest.Redis) {
+		o.redis = srv.URL()
+		require.NoError(t, o.validate())
+		m, err := joinFleet(context.Background(), srv.URL(), nil)
+		require.NoError(t, err)
+		t.Cleanup(m.close)
+		assert.Contains(t, m.where, "Redis fleet")
+		f, err := newFleet(nil, m, 8)
+		require.NoError(t, err)
+		ctl, err := redisfleet.NewControl(srv.URL())
+		require.NoError(t, err)
+		defer ctl.Close()
+		ctx, run := f.stages[0].Start(context.Background(), tenantLabel(pickTenant(rand.New(rand.NewPCG(1, 2)))))
+		defer run.Finish(nil)
+		var rs []agentfleet.RunInfo
+		for deadline := time.Now().Add(3 * time.Second); time.Now().Before(deadline) && len(rs) == 0; time.Sleep(20 * time.Millisecond) {
+			rs, _ = ctl.Runs(ctx, agentfleet.Selector{RunID: run.ID()})
+		}
+		if len(rs) != 1 || rs[0].Labels["tenant"] == "" || rs[0].Stage != f.stages[0].Name() {
+			t.Fatalf("registry = %+v, want the run with a tenant label", rs)
+		}
+	})
 }
 
 // TestRedisFleetIsSteered: on the Redis fleet, as on the in-process one,

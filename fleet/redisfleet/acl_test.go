@@ -6,8 +6,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
 	"github.com/agentstop/agentstop/termination"
@@ -17,22 +15,25 @@ import (
 // budgets; only operators stop and block.
 var aclUsers = [][]string{
 	strings.Fields("ACL SETUSER agentstop-app on >app-pw resetkeys resetchannels " +
-		"%RW~agentstop:run* %RW~agentstop:budget* %R~agentstop:stop* %W~agentstop:stopack:* %R~agentstop:block* " +
-		"&agentstop:ctl -@all +@connection +@scripting +@read +@write +@pubsub +time -@dangerous -@admin"),
+		"%RW~agentstop:{runs}* %RW~agentstop:{budget* %R~agentstop:{stops}* %RW~agentstop:{stops}:ack:* %R~agentstop:{blocks}* " +
+		"&agentstop:ctl -@all +@connection +@scripting +@read +@write +@pubsub +time +cluster|slots -@dangerous -@admin"),
 	strings.Fields("ACL SETUSER agentstop-ops on >ops-pw resetkeys resetchannels ~agentstop:* &agentstop:ctl " +
-		"-@all +@connection +@scripting +@read +@write +@pubsub +time -@dangerous -@admin"),
+		"-@all +@connection +@scripting +@read +@write +@pubsub +time +cluster|slots -@dangerous -@admin"),
 	strings.Fields("ACL SETUSER default off"),
 }
 
 func TestACLAppCannotStopOrBlock(t *testing.T) {
-	srv := redistest.Start(t)
+	redistest.Each(t, testACL)
+}
+
+func testACL(t *testing.T, srv redistest.Redis) {
 	for _, cmd := range aclUsers {
 		if r, err := srv.Do(cmd...); err != nil || r != "+OK" {
 			t.Fatalf("%v: %q, %v", cmd, r, err)
 		}
 	}
-	appURL := "redis://agentstop-app:app-pw@" + srv.Addr
-	opsURL := "redis://agentstop-ops:ops-pw@" + srv.Addr
+	appURL := strings.Replace(srv.URL(), "redis://", "redis://agentstop-app:app-pw@", 1)
+	opsURL := strings.Replace(srv.URL(), "redis://", "redis://agentstop-ops:ops-pw@", 1)
 	app, err := New(context.Background(), appURL)
 	if err != nil {
 		t.Fatal(err)
@@ -71,9 +72,7 @@ func TestACLAppCannotStopOrBlock(t *testing.T) {
 		t.Errorf("app Block: err = %v, want NOPERM", err)
 	}
 	// ...and a stop it publishes by hand, without a stored record, is ignored.
-	ro, _ := ParseURL(appURL)
-	raw := redis.NewClient(ro)
-	defer raw.Close()
+	raw := rawClient(t, urlOnly(appURL))
 	fake := "stop " + fleet.NewRunID() + " 1 0 " + `{"selector":{"all":true},"reason":"fake","by":"app"}`
 	if err := raw.Publish(context.Background(), "agentstop:ctl", fake).Err(); err != nil {
 		t.Fatal(err)
@@ -95,3 +94,8 @@ func TestACLAppCannotStopOrBlock(t *testing.T) {
 		t.Errorf("cause = %v", c)
 	}
 }
+
+// urlOnly is a deployment named by its URL alone.
+type urlOnly string
+
+func (u urlOnly) URL() string { return string(u) }

@@ -3,10 +3,14 @@ package redisfleet
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/termination"
@@ -32,6 +36,7 @@ type shared struct {
 
 	// used by the sync loop only
 	lastSettle time.Time
+	indexed    int64 // the last window start added to the budget index
 
 	mu        sync.Mutex
 	bal       [4]float64 // lease left (negative: spent past the lease)
@@ -244,6 +249,34 @@ func (f *Fleet) syncBudgets(ctx context.Context) {
 	}
 }
 
+// windowKeys returns the window keys a reserve of s may touch and their
+// window starts, space-separated: the settled usage's window sws (when
+// set), and the windows before, at and after the current one by the
+// estimated server clock.
+func (f *Fleet) windowKeys(s *shared, sws int64) ([]string, string) {
+	now := f.serverNow()
+	ws := now - now%s.window
+	var keys []string
+	var starts strings.Builder
+	add := func(w int64) {
+		if w <= 0 || slices.Contains(keys, f.k.budget(s.esc, w)) {
+			return
+		}
+		keys = append(keys, f.k.budget(s.esc, w))
+		if starts.Len() > 0 {
+			starts.WriteByte(' ')
+		}
+		starts.WriteString(strconv.FormatInt(w, 10))
+	}
+	if sws != 0 {
+		add(sws)
+	}
+	add(ws)
+	add(ws - s.window)
+	add(ws + s.window)
+	return keys, starts.String()
+}
+
 // renewEvery is how often a process settles and renews its leases while it
 // has runs: every second, or a third of the lease when that is shorter.
 func (f *Fleet) renewEvery() time.Duration { return min(time.Second, f.cfg.lease/3) }
@@ -294,7 +327,7 @@ func (f *Fleet) reserve(ctx context.Context, s *shared) {
 	s.mu.Unlock()
 
 	args := make([]any, 0, 40)
-	args = append(args, f.k.budgetPrefix()+s.esc+":", s.esc, s.specJSON, s.window, (f.cfg.lease * 2).Milliseconds(), sws)
+	args = append(args, "", s.esc, s.specJSON, s.window, (f.cfg.lease * 2).Milliseconds(), sws)
 	for _, v := range used {
 		args = append(args, fmtFloat(v))
 	}
@@ -319,10 +352,27 @@ func (f *Fleet) reserve(ctx context.Context, s *shared) {
 		args = append(args, fmtFloat(v))
 	}
 
-	cctx, cancel := f.timeout(ctx)
-	sent := time.Now()
-	res, err := budgetScript.Run(cctx, f.client, []string{f.k.budgets()}, args...).Slice()
-	cancel()
+	var res []any
+	var err error
+	for try := 0; try < 2; try++ {
+		// The windows around the current one by this process's estimate
+		// of the server's clock, and the settled usage's: the script
+		// touches only these keys.
+		keys, starts := f.windowKeys(s, sws)
+		args[0] = starts
+		cctx, cancel := f.timeout(ctx)
+		res, err = budgetScript.Run(cctx, f.scripts, keys, args...).Slice()
+		cancel()
+		if err != nil || len(res) != 1 {
+			break
+		}
+		// The server's window was none of the keys: the clock estimate
+		// was off by more than a window (the server's clock stepped).
+		// Estimate it again and retry.
+		if !f.estimateClock(ctx) {
+			break
+		}
+	}
 	if err != nil || len(res) != 19 {
 		// Put everything back: the next try settles it.
 		s.mu.Lock()
@@ -336,8 +386,6 @@ func (f *Fleet) reserve(ctx context.Context, s *shared) {
 		f.fail(fleet.OpReserve)
 		return
 	}
-	server, _ := res[0].(int64)
-	f.setOffset(server, sent)
 	ws, _ := res[1].(int64)
 	we, _ := res[2].(int64)
 	mismatch, _ := res[3].(string)
@@ -350,6 +398,22 @@ func (f *Fleet) reserve(ctx context.Context, s *shared) {
 		c[i] = parseFloat(res[11+i])
 	}
 
+	if ws != s.indexed {
+		// A window this process has not listed yet: add it to the budget
+		// index (in a slot of its own; a failure is retried by the next
+		// reserve).
+		cctx, cancel := f.timeout(ctx)
+		key := f.k.budget(s.esc, ws)
+		pipe := f.client.Pipeline()
+		pipe.ZAdd(cctx, f.k.budgets(), redis.Z{Score: float64(we + (f.cfg.lease * 2).Milliseconds()), Member: key})
+		pipe.ZRemRangeByScore(cctx, f.k.budgets(), "-inf", strconv.FormatInt(f.serverNow(), 10))
+		if _, err := pipe.Exec(cctx); err != nil {
+			f.fail(fleet.OpReserve)
+		} else {
+			s.indexed = ws
+		}
+		cancel()
+	}
 	s.mu.Lock()
 	if ws != s.ws {
 		if s.ws != 0 {

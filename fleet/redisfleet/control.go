@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,7 +24,9 @@ import (
 // issues stops and blocks (the agentstop CLI's commands). It starts no
 // goroutine of its own. A [Fleet] is also a Control.
 type Control struct {
-	client  *redis.Client
+	client  redis.UniversalClient
+	cluster *redis.ClusterClient // the same client when it is a cluster's, else nil
+	scripts redis.Scripter       // runs the scripts: client, or a test's wrapper of it
 	k       keys
 	cfg     *config
 	metrics *fleet.Metrics
@@ -33,40 +36,64 @@ type Control struct {
 var _ fleet.Control = (*Control)(nil)
 
 // NewControl connects lazily to the server at url (redis:// or rediss://,
-// with an optional ACL user and password, which no error ever shows).
+// with an optional ACL user and password, which no error ever shows), or
+// to the Redis Cluster it names (see ParseClusterURL and WithCluster).
 func NewControl(url string, opts ...Option) (*Control, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
 		return nil, err
 	}
-	ro, err := ParseURL(url)
-	if err != nil {
-		return nil, fmt.Errorf("redisfleet: %w", err)
-	}
-	return newControl(ro, cfg), nil
+	return newControl(url, cfg)
 }
 
-func newControl(ro *redis.Options, cfg *config) *Control {
-	ro.DialTimeout = min(cfg.opTimeout, 5*time.Second)
-	ro.ReadTimeout = cfg.opTimeout
-	ro.WriteTimeout = cfg.opTimeout
-	ro.MaxRetries = 1
-	ro.DisableIdentity = true
-	return &Control{
-		client:  redis.NewClient(ro),
-		k:       keys{prefix: cfg.prefix},
-		cfg:     cfg,
-		metrics: fleet.NewMetrics(cfg.meter),
-		addr:    ro.Addr,
+func newControl(url string, cfg *config) (*Control, error) {
+	c := &Control{k: keys{prefix: cfg.prefix}, cfg: cfg, metrics: fleet.NewMetrics(cfg.meter)}
+	dial := min(cfg.opTimeout, 5*time.Second)
+	if cfg.cluster || IsClusterURL(url) {
+		co, err := ParseClusterURL(url)
+		if err != nil {
+			return nil, fmt.Errorf("redisfleet: %w", err)
+		}
+		co.DialTimeout, co.ReadTimeout, co.WriteTimeout, co.MaxRetries, co.DisableIdentity = dial, cfg.opTimeout, cfg.opTimeout, 1, true
+		// The slots are read again at least this often, and at once after a
+		// failed call (refresh): go-redis reloads them on MOVED, but not when
+		// a dead master refuses connections, which is how a failover looks
+		// until its replica is promoted.
+		co.ClusterStateReloadInterval = clusterReload
+		c.cluster = redis.NewClusterClient(co)
+		c.client, c.addr = c.cluster, strings.Join(co.Addrs, ",")
+	} else {
+		ro, err := ParseURL(url)
+		if err != nil {
+			return nil, fmt.Errorf("redisfleet: %w", err)
+		}
+		ro.DialTimeout, ro.ReadTimeout, ro.WriteTimeout, ro.MaxRetries, ro.DisableIdentity = dial, cfg.opTimeout, cfg.opTimeout, 1, true
+		c.client, c.addr = redis.NewClient(ro), ro.Addr
 	}
+	c.scripts = cfg.wrapScripts(c.client)
+	return c, nil
 }
+
+// clusterReload is how often a cluster's slots are read again when no
+// call failed.
+const clusterReload = 5 * time.Second
 
 // Close closes the connections.
 func (c *Control) Close() error { return c.client.Close() }
 
+// refresh has a cluster's client read the slots again (in the background;
+// at most one read at a time) after a failed call: a node may have died
+// and its replica taken over its slots.
+func (c *Control) refresh() {
+	if c.cluster != nil {
+		c.cluster.ReloadState(context.Background())
+	}
+}
+
 // unavailable wraps a server error as fleet.ErrUnavailable, naming the
 // address (never the credentials) and counting it under operation.
 func (c *Control) unavailable(op string, err error) error {
+	c.refresh()
 	c.metrics.Error(op)
 	return fmt.Errorf("%w: redis at %s: %s", fleet.ErrUnavailable, c.addr, oneLine(err))
 }
@@ -116,22 +143,51 @@ func sortRuns(rs []fleet.RunInfo) {
 }
 
 func (c *Control) entries(ctx context.Context) ([]entry, int64, error) {
-	ctx, cancel := c.timeout(ctx)
-	defer cancel()
-	res, err := readScript.RunRO(ctx, c.client, []string{c.k.runs()}, c.k.runPrefix()).Slice()
+	vals, now, err := c.records(ctx, c.k.runs())
 	if err != nil {
 		return nil, 0, c.unavailable(fleet.OpList, err)
 	}
-	now, _ := res[0].(int64)
-	out := make([]entry, 0, len(res)-1)
-	for _, v := range res[1:] {
-		s, _ := v.(string)
+	out := make([]entry, 0, len(vals))
+	for _, s := range vals {
 		var e entry
 		if err := json.Unmarshal([]byte(s), &e); err != nil {
 			c.metrics.Error(fleet.OpList)
 			continue
 		}
 		out = append(out, e)
+	}
+	return out, now, nil
+}
+
+// records returns the live records of an index (runs, stops or blocks)
+// and the server's time: the index's live ids by indexScript, then their
+// records by one MGET in the index's slot (a record that expired in
+// between is left out).
+func (c *Control) records(ctx context.Context, index string) ([]string, int64, error) {
+	ctx, cancel := c.timeout(ctx)
+	defer cancel()
+	res, err := indexScript.RunRO(ctx, c.scripts, []string{index}).Slice()
+	if err != nil {
+		return nil, 0, err
+	}
+	now, _ := res[0].(int64)
+	if len(res) == 1 {
+		return nil, now, nil
+	}
+	keys := make([]string, 0, len(res)-1)
+	for _, v := range res[1:] {
+		id, _ := v.(string)
+		keys = append(keys, c.k.record(index, id))
+	}
+	vals, err := c.client.MGet(ctx, keys...).Result()
+	if err != nil {
+		return nil, 0, err
+	}
+	out := make([]string, 0, len(vals))
+	for _, v := range vals {
+		if s, ok := v.(string); ok {
+			out = append(out, s)
+		}
 	}
 	return out, now, nil
 }
@@ -187,12 +243,36 @@ func (c *Control) publish(ctx context.Context, kind, index, key, id string, ttl 
 	}
 	ctx, cancel := c.timeout(ctx)
 	defer cancel()
-	res, err := publishScript.Run(ctx, c.client, []string{index, key},
+	res, err := publishScript.Run(ctx, c.scripts, []string{index, key},
 		kind, id, ttl.Milliseconds(), string(js), c.k.ctl()).Int64Slice()
 	if err != nil {
 		return 0, 0, err
 	}
-	return res[0], res[1], nil
+	return res[0], c.subscribers(ctx, res[1]), nil
+}
+
+// subscribers returns how many clients are subscribed to the control
+// channel. PUBLISH answers with the subscribers of the node it ran on
+// (local); on a cluster, where every node forwards the message to its own
+// subscribers, it is the sum of PUBSUB NUMSUB over the nodes (local when
+// a node cannot be asked).
+func (c *Control) subscribers(ctx context.Context, local int64) int64 {
+	if c.cluster == nil {
+		return local
+	}
+	var mu sync.Mutex
+	var n int64
+	err := c.cluster.ForEachShard(ctx, func(ctx context.Context, node *redis.Client) error {
+		m, err := node.PubSubNumSub(ctx, c.k.ctl()).Result()
+		mu.Lock()
+		n += m[c.k.ctl()]
+		mu.Unlock()
+		return err
+	})
+	if err != nil {
+		return local
+	}
+	return n
 }
 
 // Stop implements fleet.Control: it stores the stop (for the longer of the
@@ -344,8 +424,9 @@ func (c *Control) Unblock(ctx context.Context, sel fleet.Selector) (int, error) 
 	}
 	ctx, cancel := c.timeout(ctx)
 	defer cancel()
-	res, err := unblockScript.Run(ctx, c.client, []string{c.k.blocks()},
-		c.k.blockPrefix(), c.k.ctl(), blockID(sel)).Int64Slice()
+	id := blockID(sel)
+	res, err := unblockScript.Run(ctx, c.scripts, []string{c.k.blocks(), c.k.block(id)},
+		c.k.ctl(), id).Int64Slice()
 	if err != nil {
 		return 0, c.unavailable(fleet.OpBlock, err)
 	}
@@ -354,7 +435,7 @@ func (c *Control) Unblock(ctx context.Context, sel fleet.Selector) (int, error) 
 
 // Blocks implements fleet.Control.
 func (c *Control) Blocks(ctx context.Context) ([]fleet.Block, error) {
-	recs, _, err := c.read(ctx, c.k.blocks(), c.k.blockPrefix())
+	recs, _, err := c.read(ctx, c.k.blocks())
 	if err != nil {
 		return nil, c.unavailable(fleet.OpBlock, err)
 	}
@@ -367,17 +448,13 @@ func (c *Control) Blocks(ctx context.Context) ([]fleet.Block, error) {
 }
 
 // read returns the stored, unexpired stops or blocks and the server time.
-func (c *Control) read(ctx context.Context, index, prefix string) ([]record, int64, error) {
-	ctx, cancel := c.timeout(ctx)
-	defer cancel()
-	res, err := readScript.RunRO(ctx, c.client, []string{index}, prefix).Slice()
+func (c *Control) read(ctx context.Context, index string) ([]record, int64, error) {
+	vals, now, err := c.records(ctx, index)
 	if err != nil {
 		return nil, 0, err
 	}
-	now, _ := res[0].(int64)
-	out := make([]record, 0, len(res)-1)
-	for _, v := range res[1:] {
-		s, _ := v.(string)
+	out := make([]record, 0, len(vals))
+	for _, s := range vals {
 		r, err := parseRecord(s)
 		if err != nil {
 			c.metrics.Error(fleet.OpInternal)
@@ -429,7 +506,11 @@ func (c *Control) Budgets(ctx context.Context) ([]fleet.Budget, error) {
 	var out []fleet.Budget
 	for i, n := range names {
 		h := cmds[i].Val()
-		b, ok := parseBudget(strings.TrimPrefix(n, c.k.budgetPrefix()), h, now)
+		esc, _, ok := c.k.budgetOf(n)
+		if !ok {
+			continue
+		}
+		b, ok := parseBudget(esc, h, now)
 		if !ok {
 			continue
 		}
@@ -445,11 +526,12 @@ func (c *Control) Budgets(ctx context.Context) ([]fleet.Budget, error) {
 	return out, nil
 }
 
-// parseBudget reads one window's hash; name is "KEY:VALUE:WS" escaped. It
-// reports false for a window that is not current or a malformed hash.
-func parseBudget(name string, h map[string]string, now int64) (fleet.Budget, bool) {
-	parts := strings.Split(name, ":")
-	if len(parts) != 3 || len(h) == 0 {
+// parseBudget reads one window's hash; esc is the budget's "KEY:VALUE",
+// escaped. It reports false for a window that is not current or a
+// malformed hash.
+func parseBudget(esc string, h map[string]string, now int64) (fleet.Budget, bool) {
+	parts := strings.Split(esc, ":")
+	if len(parts) != 2 || len(h) == 0 {
 		return fleet.Budget{}, false
 	}
 	ws, _ := strconv.ParseInt(h["ws"], 10, 64)

@@ -1,9 +1,10 @@
 // Package redisfleet shares a fleet (package fleet, contract §7) across
-// processes and hosts through Redis (>= 7, standalone or a primary with
-// replicas behind Sentinel; not Redis Cluster: scripts build keys from a
-// prefix).
+// processes and hosts through Redis (>= 7): one server (standalone, or a
+// primary with replicas behind Sentinel) or a Redis Cluster. Valkey speaks
+// the same protocol and should work, but is not tested here.
 //
 //	f, err := redisfleet.New(ctx, "rediss://app:PASSWORD@redis.internal:6380/0")
+//	// a cluster: redis://app:PASSWORD@node1:6379?addr=node2:6379&addr=node3:6379
 //	if err != nil { … }              // only a malformed URL or option
 //	defer f.Close(context.Background())
 //	stage, err := middleware.New("research", middleware.WithFleet(f), middleware.WithPolicy(p))
@@ -35,18 +36,83 @@
 //
 // Every time that matters — run leases, stop and block expiries, budget
 // windows aligned to the Unix epoch — comes from the server's clock (TIME
-// and TTLs inside Lua scripts), never a host's; a process estimates its
-// offset from the server's clock on every call and uses it to check block
-// expiries and budget windows locally.
+// and TTLs inside Lua scripts), never a host's. To check block expiries
+// and budget windows locally (a run's start, a new window) a process
+// estimates the server's clock: five round trips reading the server's
+// TIME, one after the other, of which the one with the smallest round trip
+// wins, taken at its middle. The server read its clock within that round
+// trip, so the estimate is off by at most half of it, plus the millisecond
+// the fleet counts in: [Fleet.ClockBound] reports that bound, measured, not
+// assumed (on loopback well under a millisecond; a loaded machine widens
+// it, and the next estimate narrows it again). The estimate is taken again
+// every [ClockInterval] (10 s) and after every reconnect, so a clock step
+// of either side is corrected within that; between estimates only the
+// drift of the two clocks adds (microseconds). On a cluster every node has
+// a clock of its own: the estimate is of the node that holds the runs'
+// keys, and a budget's window follows the clock of the node that holds the
+// budget, so the nodes' clocks must agree (NTP) to within the precision
+// wanted of window edges.
 //
 // # Keys
 //
 // Every key and the channel share a prefix (default "agentstop:",
-// [WithPrefix]): runs, run:ID, ctl, stops, stop:ID, stopack:ID, blocks,
-// block:ID, budgets, budget:KEY:VALUE:WINDOW. Stage names and label values
-// are escaped (bytes other than letters, digits, '_', '-' and '.' become
-// %XX), so a value can neither form another key nor act as a pattern; no
-// command of this package takes a pattern.
+// [WithPrefix]) and every key carries a hash tag, one per family:
+// {runs} (the runs' index and entries), {stops} (the stops' index,
+// records and confirmations), {blocks}, {budgets} (the index of budget
+// windows) and {budget:KEY:VALUE} (one shared budget's windows). Every key
+// a script touches is passed in KEYS[] and shares its tag with the
+// others, so each script runs in one slot of a cluster; a value and its
+// TTL are written by one command or inside one script, never by two calls
+// a crash could split (a counter left without its TTL would never expire).
+// The layout is in keys.go. Stage names and label values are escaped
+// (bytes other than letters, digits, '_', '-' and '.' become %XX), so a
+// value can neither form another key, nor a hash tag, nor act as a
+// pattern; no command of this package takes a pattern.
+//
+// # Redis Cluster
+//
+// A URL with addr= parameters names a cluster by some of its nodes
+// (redis://[user:password@]host1:port1?addr=host2:port2&addr=…, go-redis's
+// form; no database number), and [WithCluster] makes a URL of one node a
+// cluster's. The client learns the slots from the nodes and follows
+// MOVED and ASK redirections. What changes on a cluster:
+//
+//   - Load spreads by family: all runs live in one slot (listing them is one
+//     read there), stops in another, blocks in a third; each shared budget
+//     has a slot of its own, so budgets spread over the masters.
+//   - Stops, blocks, unblocks and budget news are published on the control
+//     channel with PUBLISH, which a cluster forwards to every node: a
+//     process's subscription on any node receives them. A stop counts the
+//     subscribers on every node (PUBSUB NUMSUB) to know how many processes
+//     to wait for. The stored copies are re-read every second and after
+//     every resubscription, as on one server.
+//   - A failover promotes a replica of the failed master after the
+//     cluster's node timeout and an election; meanwhile the calls for its
+//     slots fail (the fleet counts them in agent.fleet.errors and goes on
+//     fail-open or fail-closed as configured). After any failed call, and
+//     every 5 s regardless, the client reads the slots again (a dead master
+//     refuses connections and sends no MOVED, so without this it would keep
+//     calling it for a minute), so a process follows the promoted replica
+//     at its next sync; subscriptions reconnect and the stored stops and
+//     blocks are re-read. TestClusterFailover kills a master under a live
+//     run and checks that the run goes on, is listed again, and that a
+//     block and a stop issued after the failover apply. As on one server,
+//     writes the old master acknowledged but had not replicated are lost
+//     (see Faults).
+//   - A resharding moves slots between masters key by key. A script sent
+//     while a slot it touches is half moved is redirected (ASK) or fails
+//     (TRYAGAIN, its keys split across the two nodes) and is retried by
+//     the next sync; a budget's usage settled in that moment is put back
+//     and settled later.
+//     What a resharding can lose is what a failover can: nothing that was
+//     replicated, but a migration interrupted by a node failure can leave a
+//     slot's keys on the failed node, and with them the runs, stops or
+//     budget windows of that family until the node returns (runs are
+//     registered again at the next renewal; a budget window lost this way
+//     starts again from zero).
+//   - ACL rules are per node: run ACL SETUSER on every node, and allow
+//     CLUSTER SLOTS (+cluster|slots, below), which the client reads the
+//     slots with.
 //
 // # Registry
 //
@@ -127,7 +193,7 @@
 // re-reads stops and blocks, so a stop or block issued while it was away
 // still applies.
 //
-// A Redis failover can lose the writes the old primary acknowledged but had
+// A Redis failover (Sentinel, or a cluster's) can lose the writes the old primary acknowledged but had
 // not replicated yet (replication is asynchronous): recent registrations
 // and figures (restored at the next sync), a stop or block issued just
 // before the failover (the stop's pub/sub delivery may still have reached
@@ -150,12 +216,12 @@
 // runs exactly these):
 //
 //	ACL SETUSER agentstop-app on >APP-PASSWORD resetkeys resetchannels \
-//	    %RW~agentstop:run* %RW~agentstop:budget* %R~agentstop:stop* %W~agentstop:stopack:* \
-//	    %R~agentstop:block* &agentstop:ctl \
-//	    -@all +@connection +@scripting +@read +@write +@pubsub +time -@dangerous -@admin
+//	    %RW~agentstop:{runs}* %RW~agentstop:{budget* %R~agentstop:{stops}* \
+//	    %RW~agentstop:{stops}:ack:* %R~agentstop:{blocks}* &agentstop:ctl \
+//	    -@all +@connection +@scripting +@read +@write +@pubsub +time +cluster|slots -@dangerous -@admin
 //	ACL SETUSER agentstop-ops on >OPS-PASSWORD resetkeys resetchannels \
 //	    ~agentstop:* &agentstop:ctl \
-//	    -@all +@connection +@scripting +@read +@write +@pubsub +time -@dangerous -@admin
+//	    -@all +@connection +@scripting +@read +@write +@pubsub +time +cluster|slots -@dangerous -@admin
 //
 // The application user may read stops and blocks but not write them, so
 // the scripts that store them fail with NOPERM. It may publish on the

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Makes sure redis-server (Redis >= 7) exists for the fleet/redisfleet and
-# cmd/agentstop tests, which start their own servers on free 127.0.0.1 ports.
+# Makes sure redis-server (Redis >= 7) exists for the fleet/redisfleet,
+# cmd/agentstop and quickstart tests, which start their own servers on free
+# 127.0.0.1 ports: single servers, and three-master clusters of the same
+# binary (--cluster-enabled yes, formed by the tests with CLUSTER
+# ADDSLOTSRANGE and CLUSTER MEET, so redis-cli is not needed).
 # Called by `make test-core`. Installs Debian's redis-server package with
 # apt-get when it is missing and this runs as root; no service is started.
 set -euo pipefail

@@ -36,7 +36,8 @@ type Fleet struct {
 	pid  int
 	proc string // this Fleet's id in budget leases
 
-	offset atomic.Int64 // server clock − local clock, ms
+	offset atomic.Int64 // server clock − local clock, µs
+	bound  atomic.Int64 // the offset's error bound, ns (ClockBound)
 	up     atomic.Bool  // the last call to the server succeeded
 	wake   chan struct{}
 
@@ -56,8 +57,7 @@ type Fleet struct {
 
 	// used by the sync loop only (and by New and Close around it)
 	lastRenew, lastRead time.Time
-	offsetAt            time.Time     // when the offset was last sampled
-	bestRTT             time.Duration // the shortest round trip of a kept sample
+	clockAt             time.Time // when the clock was last estimated; zero: estimate at the next round
 
 	cancel context.CancelFunc
 	bgDone <-chan struct{} // closed when the background work is told to stop
@@ -97,16 +97,16 @@ func New(ctx context.Context, url string, opts ...Option) (*Fleet, error) {
 	if err != nil {
 		return nil, err
 	}
-	ro, err := ParseURL(url)
+	ctl, err := newControl(url, cfg)
 	if err != nil {
-		return nil, fmt.Errorf("redisfleet: %w", err)
+		return nil, err
 	}
 	host := cfg.host
 	if host == "" {
 		host, _ = os.Hostname()
 	}
 	f := &Fleet{
-		Control:   newControl(ro, cfg),
+		Control:   ctl,
 		host:      host,
 		pid:       os.Getpid(),
 		proc:      fleet.NewRunID(),
@@ -154,25 +154,69 @@ func (f *Fleet) Close(ctx context.Context) error {
 	return f.client.Close()
 }
 
-func (f *Fleet) serverNow() int64 { return time.Now().UnixMilli() + f.offset.Load() }
+// serverNow is the server's clock, as this process estimates it, in ms
+// since the Unix epoch.
+func (f *Fleet) serverNow() int64 { return (time.Now().UnixMicro() + f.offset.Load()) / 1000 }
 
-// setOffset takes one sample of the server's clock: server is the TIME a
-// script read, between sent and now. The sample's error is at most half
-// its round trip, so a sample is kept only when its round trip is not much
-// longer than the best recent one (a call that waited for a connection or
-// for the scheduler says little about the clock).
-func (f *Fleet) setOffset(server int64, sent time.Time) {
-	rtt := time.Since(sent)
-	stale := f.offsetAt.IsZero() || time.Since(f.offsetAt) > 30*time.Second
-	if !stale && rtt > 2*f.bestRTT+time.Millisecond {
-		return
+// ClockInterval is how often a Fleet estimates the server's clock again.
+const ClockInterval = 10 * time.Second
+
+// clockSamples is how many round trips one estimate takes.
+const clockSamples = 5
+
+// ClockBound returns how far the Fleet's estimate of the server's clock
+// may be from the server's clock: half the round trip of the estimate's
+// best sample, plus 1 ms for the millisecond the fleet works in. Block
+// expiries and budget windows checked without a round trip (a run's start,
+// a new window) follow the server's clock to within this bound. It is
+// measured, not assumed: a loaded machine widens it, and it narrows again
+// at the next estimate (every ClockInterval). Before the first estimate
+// (the server unreachable since New) it is one hour: the process's own
+// clock is all there is.
+func (f *Fleet) ClockBound() time.Duration {
+	b := f.bound.Load()
+	if b == 0 {
+		return time.Hour
 	}
-	local := sent.UnixMilli() + rtt.Milliseconds()/2
-	f.offset.Store(server - local)
-	f.offsetAt = time.Now()
-	if stale || rtt < f.bestRTT {
-		f.bestRTT = rtt
+	return time.Duration(b)
+}
+
+// estimateClock estimates the server's clock: clockSamples round trips,
+// one after the other, each reading the server's TIME (microseconds); the
+// sample with the smallest round trip wins, its offset taken at the
+// middle of the round trip. The server read its clock at some instant
+// within the round trip, so the estimate is off by at most half of it;
+// the other samples, slowed by the network, the scheduler or a busy
+// server, are worse and dropped. It reports whether a sample was taken.
+func (f *Fleet) estimateClock(ctx context.Context) bool {
+	best := time.Duration(-1)
+	var offset int64
+	for range clockSamples {
+		cctx, cancel := f.timeout(ctx)
+		sent := time.Now()
+		t, err := clockScript.RunRO(cctx, f.scripts, []string{f.k.runs()}).StringSlice()
+		rtt := time.Since(sent)
+		cancel()
+		if err != nil || len(t) != 2 {
+			break
+		}
+		sec, err1 := strconv.ParseInt(t[0], 10, 64)
+		usec, err2 := strconv.ParseInt(t[1], 10, 64)
+		if err1 != nil || err2 != nil {
+			break
+		}
+		if best < 0 || rtt < best {
+			best = rtt
+			offset = sec*1_000_000 + usec - sent.Add(rtt/2).UnixMicro()
+		}
 	}
+	if best < 0 {
+		return false
+	}
+	f.offset.Store(offset)
+	f.bound.Store(int64(best/2 + time.Millisecond))
+	f.clockAt = time.Now()
+	return true
 }
 
 // nextRound returns a channel closed when the sync loop ends its current
@@ -206,6 +250,7 @@ func (f *Fleet) poke() {
 // fail records a failed call: the server is unreachable until a call
 // succeeds again.
 func (f *Fleet) fail(op string) {
+	f.refresh()
 	f.metrics.Error(op)
 	f.up.Store(false)
 }
@@ -265,7 +310,7 @@ func (f *Fleet) Join(_ context.Context, run fleet.RunInfo, budget *termination.F
 	}
 	run.Host, run.PID = f.host, f.pid
 	now := f.serverNow()
-	m := &member{f: f, info: run, esc: escape(run.ID), hooks: hooks, start: run.Started.UnixMilli() + f.offset.Load()}
+	m := &member{f: f, info: run, esc: escape(run.ID), hooks: hooks, start: (run.Started.UnixMicro() + f.offset.Load()) / 1000}
 
 	f.mu.Lock()
 	for _, b := range f.blocks {
@@ -437,6 +482,12 @@ func (f *Fleet) sync(ctx context.Context, first bool) {
 	defer f.endRound()
 	wasUp := f.up.Load()
 
+	if f.clockAt.IsZero() || time.Since(f.clockAt) >= f.cfg.clockEvery || !wasUp {
+		if !f.estimateClock(ctx) {
+			f.fail(fleet.OpConnect)
+			return // unreachable: the next round tries again
+		}
+	}
 	f.syncRuns(ctx)
 	if !f.up.Load() {
 		return // unreachable: the next round tries again
@@ -492,27 +543,34 @@ func (f *Fleet) syncRuns(ctx context.Context) {
 	if len(ups) == 0 && len(renew) == 0 && len(removed) == 0 && !renewDue && f.up.Load() {
 		return
 	}
-	args := make([]any, 0, 5+2*len(ups)+len(renew)+len(removed))
-	args = append(args, f.cfg.lease.Milliseconds(), f.k.runPrefix(), len(ups))
+	keys := make([]string, 1, 1+len(ups)+len(renew)+len(removed))
+	keys[0] = f.k.runs()
+	args := make([]any, 0, 4+2*len(ups)+len(renew)+len(removed))
+	args = append(args, f.cfg.lease.Milliseconds(), 0)
+	n := 0
 	for _, m := range ups {
 		v, err := m.snapshot()
 		if err != nil {
 			f.metrics.Error(fleet.OpInternal)
 			continue
 		}
+		keys = append(keys, f.k.record(keys[0], m.esc))
 		args = append(args, m.esc, v)
+		n++
 	}
+	args[1] = n
 	args = append(args, len(renew))
 	for _, esc := range renew {
+		keys = append(keys, f.k.record(keys[0], esc))
 		args = append(args, esc)
 	}
 	args = append(args, len(removed))
 	for _, esc := range removed {
+		keys = append(keys, f.k.record(keys[0], esc))
 		args = append(args, esc)
 	}
 	cctx, cancel := f.timeout(ctx)
-	sent := time.Now()
-	res, err := syncScript.Run(cctx, f.client, []string{f.k.runs()}, args...).Slice()
+	res, err := syncScript.Run(cctx, f.scripts, keys, args...).Slice()
 	cancel()
 	if err != nil {
 		f.fail(fleet.OpRenew)
@@ -540,8 +598,6 @@ func (f *Fleet) syncRuns(ctx context.Context) {
 	if renewDue {
 		f.lastRenew = now
 	}
-	server, _ := res[0].(int64)
-	f.setOffset(server, sent)
 	f.mu.Lock()
 	for _, m := range ups {
 		if !m.left {
@@ -566,12 +622,12 @@ func (f *Fleet) syncRuns(ctx context.Context) {
 // before them.
 func (f *Fleet) readControl(ctx context.Context) {
 	f.lastRead = time.Now()
-	blocks, now, err := f.read(ctx, f.k.blocks(), f.k.blockPrefix())
+	blocks, now, err := f.read(ctx, f.k.blocks())
 	if err != nil {
 		f.fail(fleet.OpBlock)
 		return
 	}
-	stops, _, err := f.read(ctx, f.k.stops(), f.k.stopPrefix())
+	stops, _, err := f.read(ctx, f.k.stops())
 	if err != nil {
 		f.fail(fleet.OpStop)
 		return
@@ -644,10 +700,8 @@ func (f *Fleet) applyStop(ctx context.Context, s record, stored bool) {
 	acks = append(acks, "p "+f.proc)
 	cctx, cancel := f.timeout(ctx)
 	defer cancel()
-	pipe := f.client.Pipeline()
-	pipe.RPush(cctx, f.k.stopAck(s.ID), acks...)
-	pipe.PExpire(cctx, f.k.stopAck(s.ID), f.cfg.lease+time.Minute)
-	if _, err := pipe.Exec(cctx); err != nil {
+	ttl := (f.cfg.lease + time.Minute).Milliseconds()
+	if err := ackScript.Run(cctx, f.scripts, []string{f.k.stopAck(s.ID)}, append([]any{ttl}, acks...)...).Err(); err != nil {
 		f.fail(fleet.OpStop)
 	}
 }

@@ -11,14 +11,18 @@ import (
 )
 
 // TestHostileNamesAreLiteral: a stage named "*" and label values with
-// "*", ":", spaces and newlines are stored, listed, stopped and blocked as
-// themselves, never as patterns: a selector on them touches no other run.
+// "*", ":", braces (a hash tag), spaces and newlines are stored, listed,
+// stopped and blocked as themselves, never as patterns or slots: a
+// selector on them touches no other run, on one server or a cluster.
 func TestHostileNamesAreLiteral(t *testing.T) {
-	srv := redistest.Start(t)
-	f := newTestFleet(t, srv)
+	redistest.Each(t, testHostileNames)
+}
+
+func testHostileNames(t *testing.T, r redistest.Redis) {
+	f := newTestFleet(t, r)
 	star, _ := middleware.New("*", middleware.WithFleet(f))
 	plain, _ := middleware.New("plain", middleware.WithFleet(f))
-	hostile := "a*:b c\nd?[x]"
+	hostile := "a*:b {c}\nd?[x]"
 	_, hr := star.Start(t.Context(), middleware.WithLabels(map[string]string{"tenant": hostile}))
 	defer hr.Finish(nil)
 	_, pr := plain.Start(t.Context(), middleware.WithLabels(map[string]string{"tenant": "a"}))

@@ -11,53 +11,78 @@ const DefaultPrefix = "agentstop:"
 
 // keys builds the names of every key and channel under one prefix. Names,
 // stages and label values are escaped (escape) before they become part of
-// a key, so a value can never form another key or act as a pattern.
+// a key, so a value can never form another key, a hash tag or a pattern.
 //
-// Layout (P is the prefix):
+// Every key carries a hash tag ({…}: Redis Cluster places a key by the
+// part between its first "{" and the next "}"), one per family, so that
+// each script's keys fall in one slot. A script touches only the keys it
+// is given in KEYS[] (never a key it builds from an argument), and a value
+// and its TTL are written by one command (SET … PX) or inside one script.
 //
-//	P runs                     sorted set: run id → lease expiry (server ms)
-//	P run:ID                   hash: the run's registry entry, TTL = lease
-//	P ctl                      pub/sub channel: stops, blocks, unblocks, budget news
-//	P stops                    sorted set: stop id → expiry (server ms)
-//	P stop:ID                  hash: a stop's selector, reason, by, at; TTL
-//	P stopack:ID               list: run ids whose owners confirmed stop ID; TTL
-//	P blocks                   sorted set: block id → expiry (server ms, +inf for none)
-//	P block:ID                 hash: a block's selector, reason, by, at, expires
-//	P budgets                  sorted set: budget key → its window's end (server ms)
-//	P budget:S:NAME:VALUE:W    hash: one shared budget's window starting at W (ms)
+// Layout (P is the prefix, which has no braces):
 //
-// S is "stage" or "label"; NAME and VALUE are escaped.
+//	P{runs}             sorted set: run id → lease expiry (server ms)
+//	P{runs}:ID          string: the run's registry entry, TTL = lease
+//	P{stops}            sorted set: stop id → expiry (server ms)
+//	P{stops}:ID         string: a stop's selector, reason, by, at; TTL
+//	P{stops}:ack:ID     list: confirmations of stop ID; TTL
+//	P{blocks}           sorted set: block id → expiry (server ms, +inf for none)
+//	P{blocks}:ID        string: a block's selector, reason, by, at, expires; TTL = expiry
+//	P{budgets}          sorted set: window key → the key's expiry (server ms)
+//	P{budget:B}:W       hash: shared budget B's window starting at W (ms); TTL = window end + 2 leases
+//	P ctl               pub/sub channel: stops, blocks, unblocks, budget news
+//
+// B is KEY:VALUE, both escaped (KEY is "stage" or "label%3ANAME"); IDs are
+// escaped. So the families' slots are: all runs and the runs index in one
+// ({runs}: listing runs reads the index and then the entries in one slot),
+// all stops and their confirmations in one ({stops}), all blocks in one
+// ({blocks}), the budget index in one ({budgets}), and each shared budget's
+// windows in a slot of their own ({budget:B}), so budgets spread over the
+// cluster. The budget index is written after the budget's script, by its
+// own command (it spans budgets, so it cannot share their slots); a
+// window missing from it for a moment is only missing from `budgets`.
+//
+// A new family (e.g. the runs of one tree) takes a tag of its own,
+// P{NAME:ID}…, with every key one script touches under the same tag, and
+// its index, if it needs one, as P{NAMEs}. Channels carry no tag: PUBLISH
+// on a cluster reaches every node's subscribers.
 type keys struct {
 	prefix string
 }
 
-func (k keys) runs() string             { return k.prefix + "runs" }
-func (k keys) run(id string) string     { return k.prefix + "run:" + escape(id) }
+func (k keys) runs() string             { return k.prefix + "{runs}" }
+func (k keys) run(id string) string     { return k.prefix + "{runs}:" + escape(id) }
 func (k keys) ctl() string              { return k.prefix + "ctl" }
-func (k keys) stops() string            { return k.prefix + "stops" }
-func (k keys) stop(id string) string    { return k.prefix + "stop:" + escape(id) }
-func (k keys) stopAck(id string) string { return k.prefix + "stopack:" + escape(id) }
-func (k keys) blocks() string           { return k.prefix + "blocks" }
-func (k keys) block(id string) string   { return k.prefix + "block:" + escape(id) }
-func (k keys) budgets() string          { return k.prefix + "budgets" }
-func (k keys) runPrefix() string        { return k.prefix + "run:" }
-func (k keys) blockPrefix() string      { return k.prefix + "block:" }
-func (k keys) stopPrefix() string       { return k.prefix + "stop:" }
-func (k keys) budgetPrefix() string     { return k.prefix + "budget:" }
-func (k keys) budgetID(b budgetRef) string {
-	return escape(b.scope) + ":" + escape(b.name) + ":" + escape(b.value)
+func (k keys) stops() string            { return k.prefix + "{stops}" }
+func (k keys) stop(id string) string    { return k.prefix + "{stops}:" + escape(id) }
+func (k keys) stopAck(id string) string { return k.prefix + "{stops}:ack:" + escape(id) }
+func (k keys) blocks() string           { return k.prefix + "{blocks}" }
+func (k keys) block(id string) string   { return k.prefix + "{blocks}:" + escape(id) }
+func (k keys) budgets() string          { return k.prefix + "{budgets}" }
+
+// record returns the key of record id (already escaped) of the index
+// family index (runs, stops or blocks): the index's name, ":", the id.
+func (k keys) record(index, esc string) string { return index + ":" + esc }
+
+// budget is the key of shared budget esc's (budgetEsc) window starting at
+// windowStart (server ms since the Unix epoch).
+func (k keys) budget(esc string, windowStart int64) string {
+	return k.prefix + "{budget:" + esc + "}:" + strconv.FormatInt(windowStart, 10)
 }
 
-// budget is the key of budget b's window starting at windowStart (server
-// ms since the Unix epoch).
-func (k keys) budget(b budgetRef, windowStart int64) string {
-	return k.prefix + "budget:" + k.budgetID(b) + ":" + strconv.FormatInt(windowStart, 10)
-}
-
-// budgetRef names a shared budget: scope "stage" (name is the stage) or
-// "label" (name is the label's name), and the key's value.
-type budgetRef struct {
-	scope, name, value string
+// budgetOf parses a window key back into the budget's escaped id and the
+// window start.
+func (k keys) budgetOf(key string) (esc string, windowStart int64, ok bool) {
+	rest, found := strings.CutPrefix(key, k.prefix+"{budget:")
+	if !found {
+		return "", 0, false
+	}
+	esc, ws, found := strings.Cut(rest, "}:")
+	if !found {
+		return "", 0, false
+	}
+	w, err := strconv.ParseInt(ws, 10, 64)
+	return esc, w, err == nil
 }
 
 // escape makes s safe inside a key or channel name: bytes other than

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -31,6 +33,16 @@ type config struct {
 	opTimeout     time.Duration
 	meter         metric.MeterProvider
 	host          string
+	cluster       bool
+	clockEvery    time.Duration                       // how often the server's clock is estimated again
+	scripter      func(redis.Scripter) redis.Scripter // tests: wraps the script runner
+}
+
+func (c *config) wrapScripts(s redis.Scripter) redis.Scripter {
+	if c.scripter != nil {
+		return c.scripter(s)
+	}
+	return s
 }
 
 func newConfig(opts []Option) (*config, error) {
@@ -40,6 +52,7 @@ func newConfig(opts []Option) (*config, error) {
 		leaseFraction: DefaultLeaseFraction,
 		tick:          100 * time.Millisecond,
 		opTimeout:     2 * time.Second,
+		clockEvery:    ClockInterval,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -101,6 +114,13 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 		}
 	})
 }
+
+// WithCluster makes the URL name a Redis Cluster even without addr=
+// parameters: its host is a seed node from which the client learns the
+// cluster's slots (redis://user:password@node:port). A URL with addr=
+// parameters names a cluster without it. Default: one server (standalone,
+// or the primary of a Sentinel-managed set).
+func WithCluster() Option { return optionFunc(func(c *config) { c.cluster = true }) }
 
 // WithHost sets the host name the registry shows for this process's runs.
 // Default: os.Hostname.

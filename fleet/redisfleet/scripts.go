@@ -8,10 +8,14 @@ import "github.com/redis/go-redis/v9"
 // server's time (ms since the Unix epoch) first, which the process uses to
 // estimate its offset from the server's clock.
 //
+// Every key a script touches is passed in KEYS[] (never built from an
+// argument), and the keys of one call share a hash tag (see keys), so each
+// script runs in one slot of a Redis Cluster as on one server; the tests
+// run every script under a Lua guard that fails on any key not in KEYS[]
+// (keyguard_test.go), on one server and on a cluster. A value and its TTL are written inside
+// one script (or one SET … PX), never by two calls a crash can split.
 // Channels are passed as arguments, never as KEYS, so that ACL key
-// patterns need not cover them. Keys that depend on data (a run's entry, a budget's window) are built
-// inside the scripts from a prefix passed as an argument: this needs a
-// standalone Redis or a primary with replicas (Sentinel), not Redis Cluster.
+// patterns need not cover them.
 
 // luaNow is shared by every script: the server's time in ms.
 const luaNow = `
@@ -21,72 +25,87 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 // syncScript registers, renews and removes runs in one round trip.
 //
-//	KEYS[1]  P runs
-//	ARGV[1]  lease (ms)
-//	ARGV[2]  P run:  (the run keys' prefix)
-//	ARGV[3]  n upserts, then n × (member, entry)
-//	then     m renewals, then m × member
-//	then     d removals, then d × member
+//	KEYS[1]    P{runs}
+//	KEYS[2…]   the entries (P{runs}:MEMBER) of the members below, in order
+//	ARGV[1]    lease (ms)
+//	ARGV[2]    n upserts, then n × (member, entry)
+//	then       m renewals, then m × member
+//	then       d removals, then d × member
 //
-// A member is a run's escaped id: its entry is at P run:MEMBER.
+// A member is a run's escaped id.
 //
 // Returns {now, missing ids...}: renewed runs whose entry was gone (the
 // server lost it: a restart or a failover), which the caller registers
 // again.
 var syncScript = redis.NewScript(luaNow + `
 local lease = tonumber(ARGV[1])
-local p = ARGV[2]
-local i = 3
+local i, k = 2, 2
 local out = {now}
 local n = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n do
-  redis.call('SET', p .. ARGV[i], ARGV[i+1], 'PX', lease)
+  redis.call('SET', KEYS[k], ARGV[i+1], 'PX', lease)
   redis.call('ZADD', KEYS[1], now + lease, ARGV[i])
-  i = i + 2
+  i, k = i + 2, k + 1
 end
 n = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n do
-  if redis.call('PEXPIRE', p .. ARGV[i], lease) == 1 then
+  if redis.call('PEXPIRE', KEYS[k], lease) == 1 then
     redis.call('ZADD', KEYS[1], now + lease, ARGV[i])
   else
     out[#out + 1] = ARGV[i]
   end
-  i = i + 1
+  i, k = i + 1, k + 1
 end
 n = tonumber(ARGV[i]); i = i + 1
 for _ = 1, n do
-  redis.call('DEL', p .. ARGV[i])
+  redis.call('DEL', KEYS[k])
   redis.call('ZREM', KEYS[1], ARGV[i])
-  i = i + 1
+  i, k = i + 1, k + 1
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 return out
 `)
 
-// readScript returns the live, unexpired records of an index: {now,
-// value...}, for the runs (index P runs, records P run:ID) and for stops
-// and blocks (P stops / P blocks, P stop:ID / P block:ID). It only reads
-// (the sync and publish scripts drop lapsed index members), so a read-only
-// ACL user can list runs, stops and blocks (it runs with EVALSHA_RO, whose
-// keys need read access only).
+// indexScript returns the live members of an index, {now, id...}, for the
+// runs (P{runs}), stops (P{stops}) and blocks (P{blocks}); the caller then
+// reads their records (INDEX:ID, in the index's slot) with one MGET. It
+// only reads (the sync and publish scripts drop lapsed index members), so
+// a read-only ACL user can list runs, stops and blocks (it runs with
+// EVALSHA_RO, whose keys need read access only).
 //
 //	KEYS[1]  the index
-//	ARGV[1]  the records' key prefix
-var readScript = redis.NewScript(luaNow + `
-local ids = redis.call('ZRANGEBYSCORE', KEYS[1], now, '+inf')
-local out = {now}
-for _, id in ipairs(ids) do
-  local v = redis.call('GET', ARGV[1] .. id)
-  if v then out[#out + 1] = v end
-end
+var indexScript = redis.NewScript(luaNow + `
+local out = redis.call('ZRANGEBYSCORE', KEYS[1], now, '+inf')
+table.insert(out, 1, now)
 return out
+`)
+
+// clockScript reads the server's clock, {seconds, microseconds}, on the
+// node that serves KEYS[1] (P{runs}: on a cluster every node has a clock of
+// its own; the runs' node is the one whose clock run leases follow). It
+// touches no key.
+var clockScript = redis.NewScript(`
+local _ = KEYS[1]
+return redis.call('TIME')
+`)
+
+// ackScript records a process's confirmations of a stop and the list's
+// TTL in one step.
+//
+//	KEYS[1]  P{stops}:ack:ID
+//	ARGV[1]  TTL (ms)
+//	ARGV[2…] confirmations
+var ackScript = redis.NewScript(`
+redis.call('RPUSH', KEYS[1], unpack(ARGV, 2))
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+return 1
 `)
 
 // publishScript stores a stop or a block and publishes it in one step,
 // stamped with the server's time.
 //
-//	KEYS[1]  index (P stops or P blocks)
-//	KEYS[2]  the record's key (P stop:ID or P block:ID)
+//	KEYS[1]  index (P{stops} or P{blocks})
+//	KEYS[2]  the record's key (P{stops}:ID or P{blocks}:ID)
 //	ARGV[1]  kind: "stop" or "block"
 //	ARGV[2]  id
 //	ARGV[3]  ttl (ms); 0: none (a block without expiry)
@@ -114,21 +133,21 @@ return {now, r}
 
 // unblockScript removes blocks and publishes each removal.
 //
-//	KEYS[1]  P blocks
-//	ARGV[1]  P block:
-//	ARGV[2]  the control channel (P ctl)
-//	ARGV[3…] block ids (escaped)
+//	KEYS[1]    P{blocks}
+//	KEYS[2…]   the blocks' keys (P{blocks}:ID), in the order of the ids
+//	ARGV[1]    the control channel (P ctl)
+//	ARGV[2…]   block ids (escaped)
 //
 // Returns {now, removed}.
 var unblockScript = redis.NewScript(luaNow + `
 local removed = 0
-for i = 3, #ARGV do
+for i = 2, #ARGV do
   local id = ARGV[i]
-  local gone = redis.call('DEL', ARGV[1] .. id)
+  local gone = redis.call('DEL', KEYS[i])
   local was = redis.call('ZREM', KEYS[1], id)
   if gone == 1 or was == 1 then
     removed = removed + 1
-    redis.call('PUBLISH', ARGV[2], 'unblock ' .. id)
+    redis.call('PUBLISH', ARGV[1], 'unblock ' .. id)
   end
 end
 return {now, removed}
@@ -144,8 +163,11 @@ return {now, removed}
 // exhausted resource), exu (the usage it was declared at), pr<i> (pressure
 // crossed).
 //
-//	KEYS[1]  P budgets (index of windows: budget key → window end)
-//	ARGV[1]  P budget:ID:  (the window keys' prefix; the window start follows)
+//	KEYS[1…]  window keys of the budget (P{budget:ID}:W): the window the
+//	          settled usage belongs to, and the windows around the one the
+//	          caller estimates current (its estimate of the server's clock
+//	          may be a little off)
+//	ARGV[1]  the window starts W of KEYS[1…], space-separated, in order
 //	ARGV[2]  ID (escaped budget id, for messages)
 //	ARGV[3]  spec (canonical JSON of the fleet_budget)
 //	ARGV[4]  window (ms)
@@ -170,6 +192,13 @@ return {now, removed}
 // it for a lease period (the process died) is returned to the budget by
 // the next call of any process.
 //
+// When the current window (by the server's TIME) is not among KEYS, the
+// script changes nothing and returns {now}: the caller corrects its clock
+// estimate and calls again. A settled usage whose window has ended more
+// than grace ago is dropped (its key is gone: writing it would leave a
+// counter without a TTL). The caller adds a new window to P{budgets}
+// itself (that index spans budgets, so it is in another slot).
+//
 // Returns {now, window start, window end, mismatch ("" or the stored spec),
 // exhausted resource (0 none), exhausted usage, pressure bitmask (resources
 // whose pressure is crossed), g1..g4 (granted), c1..c4 (committed),
@@ -182,23 +211,33 @@ return {now, removed}
 // committed usage crosses pressure × limit it publishes "bpr ID WS WE I
 // USED LIMIT".
 var budgetScript = redis.NewScript(luaNow + `
-local prefix, id, spec = ARGV[1], ARGV[2], ARGV[3]
+local id, spec = ARGV[2], ARGV[3]
 local window = tonumber(ARGV[4])
 local grace = tonumber(ARGV[5])
+local keyOf = {}
+do
+  local j = 1
+  for w in string.gmatch(ARGV[1], '%S+') do
+    keyOf[tonumber(w)] = KEYS[j]
+    j = j + 1
+  end
+end
 local function fmt(x) return string.format('%.17g', x) end
 local function touch(key, ws)
   if redis.call('HSETNX', key, 'spec', spec) == 1 then
     redis.call('HSET', key, 'ws', string.format('%d', ws), 'we', string.format('%d', ws + window))
     redis.call('PEXPIREAT', key, ws + window + grace)
-    redis.call('ZADD', KEYS[1], ws + window + grace, key)
   end
   return redis.call('HGET', key, 'spec')
 end
 local ws = now - (now % window)
+local key = keyOf[ws]
+if not key then return {now} end
 local sws = tonumber(ARGV[6])
 if sws == 0 then sws = ws end
-do
-  local key = prefix .. string.format('%d', sws)
+local skey = keyOf[sws]
+if skey and sws + window + grace > now then
+  local key = skey
   touch(key, sws)
   for i = 1, 4 do
     local used, debt, rel = tonumber(ARGV[6+i]), tonumber(ARGV[10+i]), tonumber(ARGV[14+i])
@@ -209,14 +248,13 @@ do
     end
   end
 end
-local key = prefix .. string.format('%d', ws)
 local stored = touch(key, ws)
 local mismatch = ''
 if stored ~= spec then mismatch = stored end
 local proc = 'L:' .. ARGV[34]
 local leaseMs = tonumber(ARGV[35])
-if sws ~= ws then
-  redis.call('HDEL', prefix .. string.format('%d', sws), proc) -- an old window's lease is void
+if sws ~= ws and skey and redis.call('EXISTS', skey) == 1 then
+  redis.call('HDEL', skey, proc) -- an old window's lease is void
 end
 -- Leases of processes that stopped renewing them (they died) go back.
 local h = redis.call('HGETALL', key)

@@ -12,10 +12,74 @@ import (
 // ParseURL turns a redis:// or rediss:// URL (with an optional ACL user and
 // password, and a database number as its path) into client options. Errors
 // never contain the password or the user: they name the part that is wrong.
+// A cluster URL (one with addr= parameters) is refused here: see
+// ParseClusterURL.
 func ParseURL(raw string) (*redis.Options, error) {
+	_, raw, err := checkURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	if IsClusterURL(raw) {
+		return nil, errors.New("malformed redis URL: addr= names the nodes of a Redis Cluster (use it with redisfleet.New, NewControl or the CLI, or drop the addr= parameters)")
+	}
+	opts, err := redis.ParseURL(raw)
+	if err != nil {
+		return nil, fmt.Errorf("malformed redis URL: %s", general(strings.TrimPrefix(err.Error(), "redis: "), raw))
+	}
+	return opts, nil
+}
+
+// ParseClusterURL turns a Redis Cluster URL in go-redis's form,
+// redis://[user:password@]host1:port1?addr=host2:port2&addr=host3:port3
+// (or rediss://), into cluster client options: the host of the URL and
+// every addr= parameter are seed nodes, from which the client learns the
+// cluster's slots. A cluster has no database number: a path other than
+// "/" or "/0" is an error. Errors never contain the credentials.
+func ParseClusterURL(raw string) (*redis.ClusterOptions, error) {
+	u, raw, err := checkURL(raw)
+	if err != nil {
+		return nil, err
+	}
+	if p := strings.TrimPrefix(u.Path, "/"); p != "" && p != "0" {
+		return nil, fmt.Errorf("malformed redis URL: a Redis Cluster has no database %q (drop the path)", p)
+	}
+	if u.Path != "" {
+		u.Path = ""
+		raw = u.String()
+	}
+	opts, err := redis.ParseClusterURL(raw)
+	if err != nil {
+		return nil, fmt.Errorf("malformed redis URL: %s", general(strings.TrimPrefix(err.Error(), "redis: "), raw))
+	}
+	return opts, nil
+}
+
+// IsClusterURL reports whether raw names a Redis Cluster: it carries at
+// least one addr= parameter (go-redis's cluster URL form). A URL naming a
+// single node of a cluster needs WithCluster instead.
+func IsClusterURL(raw string) bool {
+	u, err := url.Parse(strings.TrimSpace(raw))
+	return err == nil && u.Query().Has("addr")
+}
+
+// CheckURL reports what is wrong with raw as a -redis URL, one server's or
+// a cluster's, or nil. It does not connect.
+func CheckURL(raw string) error {
+	var err error
+	if IsClusterURL(raw) {
+		_, err = ParseClusterURL(raw)
+	} else {
+		_, err = ParseURL(raw)
+	}
+	return err
+}
+
+// checkURL does the checks both URL forms share and returns the parsed URL
+// and raw trimmed.
+func checkURL(raw string) (*url.URL, string, error) {
 	raw = strings.TrimSpace(raw)
 	if raw == "" {
-		return nil, errors.New("redis URL is empty (want redis://[user:password@]host:port[/db] or rediss://…)")
+		return nil, "", errors.New("redis URL is empty (want redis://[user:password@]host:port[/db] or rediss://…)")
 	}
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -24,26 +88,22 @@ func ParseURL(raw string) (*redis.Options, error) {
 		if errors.As(err, &ue) {
 			err = ue.Err
 		}
-		return nil, fmt.Errorf("malformed redis URL: %s", general(err.Error(), raw))
+		return nil, "", fmt.Errorf("malformed redis URL: %s", general(err.Error(), raw))
 	}
 	switch u.Scheme {
 	case "redis", "rediss":
 	case "":
-		return nil, errors.New("malformed redis URL: no scheme (want redis:// or rediss://)")
+		return nil, "", errors.New("malformed redis URL: no scheme (want redis:// or rediss://)")
 	default:
-		return nil, fmt.Errorf("malformed redis URL: scheme %q (want redis:// or rediss://)", u.Scheme)
+		return nil, "", fmt.Errorf("malformed redis URL: scheme %q (want redis:// or rediss://)", u.Scheme)
 	}
 	if u.Host == "" {
-		return nil, errors.New("malformed redis URL: no host (want redis://host:port)")
+		return nil, "", errors.New("malformed redis URL: no host (want redis://host:port)")
 	}
 	if colonInHost(u) {
-		return nil, errors.New(`malformed redis URL: ":" in the host (a missing "@" after user:password?)`)
+		return nil, "", errors.New(`malformed redis URL: ":" in the host (a missing "@" after user:password?)`)
 	}
-	opts, err := redis.ParseURL(raw)
-	if err != nil {
-		return nil, fmt.Errorf("malformed redis URL: %s", general(strings.TrimPrefix(err.Error(), "redis: "), raw))
-	}
-	return opts, nil
+	return u, raw, nil
 }
 
 // Redact returns raw with its password (and the user) replaced by "xxxxx",

@@ -1,5 +1,9 @@
 // Package redistest starts a real redis-server for tests: on a free
 // 127.0.0.1 port, in a temporary directory, stopped when the test ends.
+// StartCluster starts three of them as a Redis Cluster of three masters
+// (no replicas), its 16384 slots split evenly, and Each runs a test
+// against one server and against a cluster, so that every fleet test
+// that can runs on both.
 //
 // The server binary is found as $REDIS_SERVER, then redis-server on $PATH,
 // then /usr/bin/redis-server (Debian's redis-server package; `make test`
@@ -12,6 +16,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -31,12 +36,13 @@ type Server struct {
 	// Dir is the server's working directory (its append-only file, if any).
 	Dir string
 
-	bin  string
-	tb   testing.TB
-	mu   sync.Mutex
-	cmd  *exec.Cmd
-	done chan struct{}
-	args []string
+	bin      string
+	password string // from --requirepass: the setup commands authenticate
+	tb       testing.TB
+	mu       sync.Mutex
+	cmd      *exec.Cmd
+	done     chan struct{}
+	args     []string
 }
 
 // Option configures a server.
@@ -79,6 +85,11 @@ func Start(tb testing.TB, opts ...Option) *Server {
 		tb.Fatalf("redistest: free port: %v", err)
 	}
 	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+	for i, a := range s.args {
+		if a == "--requirepass" && i+1 < len(s.args) {
+			s.password = s.args[i+1]
+		}
+	}
 	if err := s.start(); err != nil {
 		tb.Fatal(err)
 	}
@@ -174,11 +185,11 @@ func (s *Server) Stop() { s.kill() }
 // Do sends one command with a fresh connection and returns the reply's first
 // line, for tests that need to poke the server without a client library.
 func (s *Server) Do(args ...string) (string, error) {
-	return do(s.Addr, args...)
+	return do(s.Addr, "", args...)
 }
 
 func ping(addr string) error {
-	r, err := do(addr, "PING")
+	r, err := do(addr, "", "PING")
 	if err != nil {
 		return err
 	}
@@ -189,7 +200,9 @@ func ping(addr string) error {
 	return nil
 }
 
-func do(addr string, args ...string) (string, error) {
+// do sends one command (after AUTH when password is set) and returns the
+// reply's first line; a bulk string reply is returned whole.
+func do(addr, password string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	var d net.Dialer
@@ -200,15 +213,59 @@ func do(addr string, args ...string) (string, error) {
 	defer c.Close()
 	_ = c.SetDeadline(time.Now().Add(2 * time.Second))
 	var b strings.Builder
-	fmt.Fprintf(&b, "*%d\r\n", len(args))
-	for _, a := range args {
-		fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+	cmds := [][]string{args}
+	if password != "" {
+		cmds = [][]string{{"AUTH", password}, args}
+	}
+	for _, cmd := range cmds {
+		fmt.Fprintf(&b, "*%d\r\n", len(cmd))
+		for _, a := range cmd {
+			fmt.Fprintf(&b, "$%d\r\n%s\r\n", len(a), a)
+		}
 	}
 	if _, err := c.Write([]byte(b.String())); err != nil {
 		return "", err
 	}
-	line, err := bufio.NewReader(c).ReadString('\n')
-	return strings.TrimRight(line, "\r\n"), err
+	r := bufio.NewReader(c)
+	var reply string
+	for range cmds {
+		if reply, err = readReply(r); err != nil {
+			return "", err
+		}
+		if strings.HasPrefix(reply, "-") {
+			break // AUTH failed: that is the answer
+		}
+	}
+	return reply, nil
+}
+
+// readReply reads one reply: a status, error or integer line as it is
+// ("+OK", "-ERR …", ":1"), a bulk string's content, "(nil)" for a null.
+// Arrays are not needed by the setup commands and are refused.
+func readReply(r *bufio.Reader) (string, error) {
+	line, err := r.ReadString('\n')
+	if err != nil {
+		return "", err
+	}
+	line = strings.TrimRight(line, "\r\n")
+	if !strings.HasPrefix(line, "$") {
+		if strings.HasPrefix(line, "*") {
+			return "", fmt.Errorf("redistest: array reply not supported")
+		}
+		return line, nil
+	}
+	n, err := strconv.Atoi(line[1:])
+	if err != nil {
+		return "", fmt.Errorf("redistest: bad bulk length %q", line)
+	}
+	if n < 0 {
+		return "(nil)", nil
+	}
+	buf := make([]byte, n+2)
+	if _, err := io.ReadFull(r, buf); err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
 }
 
 func freePort() (int, error) {
