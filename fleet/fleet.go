@@ -46,6 +46,13 @@ type Fleet interface {
 	// budget's stored limits or the run lacks the label the budget is keyed
 	// by. Join must not wait on the network for longer than ctx allows, and
 	// should not wait at all when it can answer from local state.
+	//
+	// run.Parent names the run's parent (§8), which may run in another
+	// process (a request's context carried it). The middleware has already
+	// refused a child of an ended parent of its own process; a fleet that
+	// knows of a remote parent's end may refuse the child with
+	// Skipped{parent_ended} (neither Local nor redisfleet tracks ended runs
+	// yet, so both admit it).
 	Join(ctx context.Context, run RunInfo, budget *termination.FleetBudget, hooks Hooks) (Member, termination.Cause)
 }
 

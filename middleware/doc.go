@@ -144,8 +144,9 @@
 //     tree limits of its own (the smaller of them and its stage's), and
 //     the caller charges the callee's reported usage with [Run.Charge]:
 //     the remote child stops within what was left when it was called, and
-//     the caller's tree stops once the charges reach its limits, but the
-//     caller's end does not reach the remote child. A fleet that carries
+//     the caller's tree stops once the charges reach its limits; the
+//     caller's end reaches the remote child only as its request's
+//     cancellation (Cancelled{reason: context}). A fleet that carries
 //     trees across processes is not implemented yet.
 //
 // Lock order: a run's lock before a tree's; no code holding a tree's lock

@@ -23,6 +23,9 @@ type Stage struct {
 	allowed  func(string) bool
 	info     RunInfo               // what the recorder is told about every run; ids added per run
 	tree     termination.Condition // the tree limits every run holds (tree.go); nil for none
+	// treeTimeout is the shortest timeout of tree, 0 for none: part of
+	// the run's context deadline.
+	treeTimeout time.Duration
 }
 
 // New returns a Stage named stage. An empty name, an invalid option or an
@@ -44,6 +47,9 @@ func New(stage string, opts ...Option) (*Stage, error) {
 	s := &Stage{name: stage, cond: cond, timeouts: live.Timeouts(cond), cfg: cfg}
 	if len(cfg.trees) > 0 {
 		s.tree = termination.Tree(cfg.trees...)
+		if ts := live.Timeouts(s.tree); len(ts) > 0 {
+			s.treeTimeout = ts[0]
+		}
 	}
 	if reasons := slices.Clone(cfg.customReasons); len(reasons) > 0 {
 		s.allowed = func(r string) bool { return slices.Contains(reasons, r) }
@@ -61,8 +67,9 @@ func (s *Stage) Name() string { return s.name }
 func (s *Stage) Condition() termination.Condition { return s.cond }
 
 // Start begins a run. The returned context is the one the loop must run
-// under: it keeps ctx's values, reports the earlier of ctx's deadline and
-// the stage's shortest timeout as its Deadline, and is cancelled when the
+// under: it keeps ctx's values, reports the earliest of ctx's deadline,
+// the stage's shortest timeout and the run's tree timeouts (§8) as its
+// Deadline, and is cancelled when the
 // run stops (a
 // condition fires, the timeout timer fires, Stop is called, or ctx ends),
 // with the typed cause as its context.Cause. The caller must end the run:
@@ -103,10 +110,17 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 	// so that its cause is always the run's typed cause: the parent's end is
 	// turned into Cancelled{reason: context} below.
 	base := context.WithoutCancel(ctx)
-	if d, ok := runDeadline(parent, s.timeouts); ok {
+	if d, ok := runDeadline(parent, s.timeouts); ok || s.treeTimeout > 0 || up.limits.Has&termination.LimitTime != 0 {
 		// WithoutCancel drops the deadline too; loops size their own
-		// timeouts from it, so keep the earlier of the caller's and the
-		// stage's.
+		// timeouts from it, so keep the earliest of the caller's, the
+		// stage's, and the run's tree timeouts (its own tree limits' and
+		// those a remote parent propagated; a local parent's are in the
+		// caller's deadline already).
+		for _, t := range []time.Duration{s.treeTimeout, up.limits.Time} {
+			if t > 0 && (!ok || time.Now().Add(t).Before(d)) {
+				d, ok = time.Now().Add(t), true
+			}
+		}
 		base = deadlineContext{base, d}
 	}
 	r := &Run{
@@ -603,7 +617,7 @@ func (r *Run) finish(err error) {
 	if t != nil {
 		t.leave()
 	}
-	unregisterRun(r)
+	unregisterRun(r, &res)
 	r.ended.Done()
 }
 

@@ -69,10 +69,12 @@ func RunFromContext(ctx context.Context) *Run {
 }
 
 // WithParent makes the run a child of the run with id parent (§8): a run
-// of this process (any stage) when one is live with that id; otherwise
-// the parent runs elsewhere, and the id is recorded (Run.Parent,
-// Result.Parent, the recorder's RunInfo.ParentRunID) with no limits or
-// cascade in this process. It takes precedence over the run a context
+// of this process (any stage) when one is live with that id; a run that
+// starts after that parent has ended ends at once as Skipped{reason:
+// parent_ended} (the process remembers the last 1,024 runs that
+// finished); otherwise the parent runs elsewhere, and the id is recorded
+// (Run.Parent, Result.Parent, the recorder's RunInfo.ParentRunID) with no
+// limits or cascade in this process. It takes precedence over the run a context
 // carries and over a propagated parent. An empty id is ignored. Default:
 // the parent is the run the context passed to Start descends from, if
 // any, else the one Propagator extracted into it.
@@ -86,10 +88,11 @@ func WithParent(parent string) RunOption {
 
 // WithTreeLimits makes every run of the stage hold tree limits (§8, a
 // policy's tree: key): limits over the run and all its descendants,
-// however deep, in this process. c is a [termination.Tree] of count,
-// budget and timeout conditions; given several times, or with a policy's
-// tree:, the limits combine (each fires on its own). Default: none. nil is
-// ignored.
+// however deep, in this process. c holds count, budget and timeout
+// conditions ([termination.Tree] of them, or one of them, or AnyOf them);
+// any other condition is an error from New naming it. Given several
+// times, or with a policy's tree:, the limits combine (each fires on its
+// own). Default: none. nil is ignored.
 func WithTreeLimits(c termination.Condition) Option {
 	return optionFunc(func(cfg *config) {
 		if c == nil {
@@ -102,7 +105,12 @@ func WithTreeLimits(c termination.Condition) Option {
 // liveRuns finds a live run by id, for WithParent.
 var liveRuns = struct {
 	sync.Mutex
-	m map[string]*Run
+	m     map[string]*Run
+	ended struct { // the last recentlyEnded finished runs, oldest at next
+		ids  []string
+		runs map[string]endedRun
+		next int
+	}
 }{m: map[string]*Run{}}
 
 func registerRun(r *Run) {
@@ -111,33 +119,64 @@ func registerRun(r *Run) {
 	liveRuns.Unlock()
 }
 
-func unregisterRun(r *Run) {
+// unregisterRun removes a finished run from liveRuns and remembers it
+// among the recently ended runs, with the detail a late child's
+// Skipped{parent_ended} gives.
+func unregisterRun(r *Run, res *termination.Result) {
+	end := endedRun{stage: r.stage.name, tag: res.Tag()}
 	liveRuns.Lock()
 	if liveRuns.m[r.id] == r {
 		delete(liveRuns.m, r.id)
 	}
+	e := &liveRuns.ended
+	if e.ids == nil {
+		e.ids, e.runs = make([]string, recentlyEnded), make(map[string]endedRun, recentlyEnded)
+	}
+	if old := e.ids[e.next]; old != "" {
+		delete(e.runs, old)
+	}
+	e.ids[e.next], e.runs[r.id] = r.id, end
+	e.next = (e.next + 1) % recentlyEnded
 	liveRuns.Unlock()
 }
 
-func lookupRun(id string) *Run {
+// recentlyEnded is how many finished runs WithParent still knows as ended
+// (a bounded memory: a child naming an older one is taken for a child of a
+// run elsewhere).
+const recentlyEnded = 1024
+
+// lookupRun returns the live run with id, or the Skipped detail of a
+// recently ended one.
+func lookupRun(id string) (*Run, string) {
 	liveRuns.Lock()
 	defer liveRuns.Unlock()
-	return liveRuns.m[id]
+	if r := liveRuns.m[id]; r != nil {
+		return r, ""
+	}
+	if e, ok := liveRuns.ended.runs[id]; ok {
+		return nil, termination.ParentEnded(e.stage, e.tag).Detail
+	}
+	return nil, ""
 }
+
+// endedRun is what a late child's Skipped detail says of a finished run.
+type endedRun struct{ stage, tag string }
 
 // parentRef is who a starting run's parent is.
 type parentRef struct {
 	run       *Run   // in this process; nil for none or a remote parent
 	id        string // the parent's id; "" for none
 	limits    termination.Limits
-	hasLimits bool // limits propagated from a remote parent
+	hasLimits bool   // limits propagated from a remote parent
+	ended     string // WithParent named a run of this process that has finished: the Skipped detail
 }
 
 // findParent resolves a starting run's parent: WithParent, else the run
 // ctx descends from, else a parent the Propagator extracted into ctx.
 func findParent(ctx context.Context, rc *runConfig) parentRef {
 	if rc.parent != "" {
-		return parentRef{run: lookupRun(rc.parent), id: rc.parent}
+		r, ended := lookupRun(rc.parent)
+		return parentRef{run: r, id: rc.parent, ended: ended}
 	}
 	if p := RunFromContext(ctx); p != nil {
 		return parentRef{run: p, id: p.id}
@@ -172,6 +211,10 @@ func (r *Run) joinTree(p parentRef) bool {
 		t.holders = []*tree{t}
 	}
 	r.tree = t // before the run is visible to its parent's cascade
+	if p.ended != "" {
+		r.stopWith(termination.Skipped{Reason: termination.SkipParentEnded, Detail: p.ended})
+		return true
+	}
 	if up := p.run; up != nil {
 		up.mu.Lock()
 		if c, ended := up.eval.Stopped(); ended {
@@ -181,8 +224,11 @@ func (r *Run) joinTree(p parentRef) bool {
 			return true
 		}
 		ut := up.treeLocked()
-		ut.mu.Lock()
+		if len(ut.holders) > 0 { // read only once set: no lock needed
+			t.holders = append(t.holders[:len(t.holders):len(t.holders)], ut.holders...)
+		}
 		t.up = ut
+		ut.mu.Lock()
 		t.next = ut.first
 		if ut.first != nil {
 			ut.first.prev = t
@@ -190,9 +236,6 @@ func (r *Run) joinTree(p parentRef) bool {
 		ut.first = t
 		ut.mu.Unlock()
 		up.mu.Unlock()
-		if len(ut.holders) > 0 {
-			t.holders = append(t.holders[:len(t.holders):len(t.holders)], ut.holders...)
-		}
 	}
 	if limits != nil {
 		if ts := live.Timeouts(limits); len(ts) > 0 {
@@ -213,7 +256,7 @@ func (r *Run) treeLocked() *tree {
 	return r.tree
 }
 
-// leaveTree takes a finished run out of its parent's live children, so
+// leave takes a finished run out of its parent's live children, so
 // that the parent holds nothing for it, and stops its tree timer.
 func (t *tree) leave() {
 	t.mu.Lock()

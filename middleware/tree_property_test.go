@@ -146,6 +146,9 @@ func TestTreePropertyLiveEqualsReplay(t *testing.T) {
 			if d := sameCounts(g, w); d != "" {
 				t.Fatalf("case %d: policy %s\nrun %s: %s\nlog:\n%s", n, pol, w.Run, d, logText(log))
 			}
+			if fmt.Sprint(g.Evidence) != fmt.Sprint(w.Evidence) {
+				t.Fatalf("case %d: policy %s\nrun %s: evidence %v, want %v\nlog:\n%s", n, pol, w.Run, g.Evidence, w.Evidence, logText(log))
+			}
 			if logID[g.Parent] != w.Parent && g.Parent != w.Parent {
 				t.Fatalf("case %d: run %s: parent %q, want %q", n, w.Run, logID[g.Parent], w.Parent)
 			}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
@@ -201,6 +202,10 @@ func TestTreeWithParent(t *testing.T) {
 	p.Stop("done")
 	assert.Equal(t, parentCancel("planner", "cancelled"), c.Finish(nil).Cause)
 	p.Finish(nil)
+
+	// By id, after the parent finished: a late child.
+	_, late := child.Start(context.Background(), middleware.WithParent(p.ID()))
+	assert.Equal(t, termination.Skipped{Reason: termination.SkipParentEnded, Detail: "planner ended: cancelled"}, late.Finish(nil).Cause)
 
 	// A parent in another process: recorded, nothing more.
 	const remote = "0123456789abcdef0123456789abcdef"
@@ -434,4 +439,31 @@ func TestTreeCascadeEndsForwardedChildren(t *testing.T) {
 		require.Equal(t, parentCancel("planner", "cancelled"), r.Cause, "child %d", i)
 	}
 	p.Finish(nil)
+}
+
+// TestTreeDeadline: a run's context reports the earliest of its own
+// timeout, its tree timeout and its ancestors' (through the caller's
+// deadline), and a remote parent's propagated time.
+func TestTreeDeadline(t *testing.T) {
+	planner := mustStage(t, "planner", policy(t, "{timeout: 1h, tree: {timeout: 1m}}"))
+	child := mustStage(t, "child", policy(t, "timeout: 2h"))
+	start := time.Now()
+	pctx, p := planner.Start(context.Background())
+	d, ok := pctx.Deadline()
+	require.True(t, ok)
+	assert.WithinDuration(t, start.Add(time.Minute), d, 5*time.Second, "the tree's timeout")
+	cctx, c := child.Start(pctx)
+	cd, ok := cctx.Deadline()
+	require.True(t, ok)
+	assert.WithinDuration(t, d, cd, 5*time.Second, "the planner's tree timeout holds for the child")
+	c.Finish(nil)
+	p.Finish(nil)
+
+	remote := middleware.Propagator().Extract(context.Background(),
+		propagation.MapCarrier{"agentstop-run": "0123456789abcdef0123456789abcdef", "agentstop-remaining": "time=30s"})
+	rctx, r := child.Start(remote)
+	rd, ok := rctx.Deadline()
+	require.True(t, ok)
+	assert.WithinDuration(t, time.Now().Add(30*time.Second), rd, 5*time.Second, "the propagated time")
+	r.Finish(nil)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/agentstop/agentstop/internal/testutil"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/telemetry"
+	"github.com/agentstop/agentstop/termination"
 )
 
 // harness is a Recorder on in-memory providers.
@@ -108,3 +109,11 @@ func waitDone(t testing.TB, run *middleware.Run, d time.Duration) {
 }
 
 func newManualReader() *sdkmetric.ManualReader { return sdkmetric.NewManualReader() }
+
+// runID is the run's id, which every run has (§8): the value of its
+// span's agentstop.run.id.
+func runID(t testing.TB, res termination.Result) string {
+	t.Helper()
+	require.Len(t, res.Run, 32, "the run's id: 32 hex digits")
+	return res.Run
+}

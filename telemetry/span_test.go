@@ -130,7 +130,10 @@ func causeCases() []causeCase {
 		},
 		{
 			name:      "timeout from the timer",
-			stageOpts: []middleware.Option{middleware.WithCondition(termination.TimeoutAfter(30 * time.Millisecond))},
+			// Long enough that the event is evaluated before the timer
+			// fires on a loaded machine: an event past the deadline is not
+			// evaluated (§3).
+			stageOpts: []middleware.Option{middleware.WithCondition(termination.TimeoutAfter(500 * time.Millisecond))},
 			drive: func(t *testing.T, st *middleware.Stage) termination.Result {
 				_, run := st.Start(context.Background())
 				run.Observe(msg("critic", "reviewing", 1, 1))
@@ -138,7 +141,7 @@ func causeCases() []causeCase {
 				return run.Finish(nil)
 			},
 			tag: "timeout", kind: "Timeout", outcome: "failed",
-			fields:     map[string]attribute.Value{"termination.limit": attribute.StringValue("30ms"), "termination.elapsed": anyValue},
+			fields:     map[string]attribute.Value{"termination.limit": attribute.StringValue("500ms"), "termination.elapsed": anyValue},
 			iterations: 1, in: 1, out: 1,
 		},
 		{
@@ -270,6 +273,8 @@ func TestSpanAndMetricsForEachCause(t *testing.T) {
 				"agent.tool_calls":           attribute.Int64Value(int64(tc.toolCalls)),
 				"gen_ai.usage.input_tokens":  attribute.Int64Value(tc.in),
 				"gen_ai.usage.output_tokens": attribute.Int64Value(tc.out),
+				// Every run has an id (§8), with or without a fleet.
+				"agentstop.run.id": attribute.StringValue(runID(t, res)),
 			}
 			if tc.outcome == "failed" {
 				want["error.type"] = attribute.StringValue(tc.tag)

@@ -418,14 +418,14 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 			return err
 		}
 	}
-	if len(out.Evidence) == 0 {
-		out.Evidence = nil
-	}
 	out.Truncated = raw.Truncated
 	if raw.Duration == nil {
 		out.Untimed = true
 	} else if out.Duration, err = time.ParseDuration(*raw.Duration); err != nil {
 		return fmt.Errorf("duration: must be a duration such as 41s or 1m30s, got %q", *raw.Duration)
+	}
+	if len(out.Evidence) == 0 {
+		out.Evidence = nil
 	}
 	if out.Fired, err = unmarshalCauses(raw.Fired); err != nil {
 		return err

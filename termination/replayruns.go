@@ -1,5 +1,10 @@
 package termination
 
+import (
+	"slices"
+	"time"
+)
+
 // ReplayStage names the stage of the runs [ReplayRuns] replays: each
 // Result's Stage, and the STAGE of a cascade's Cancelled{reason: parent,
 // detail: "STAGE ended: TAG"}. Default: "replay", as the replay command's.
@@ -43,7 +48,9 @@ func (o stageOption) apply(c *replayConfig) {
 //
 // Events without Run belong to the run "". The clock is the events' time
 // (EventClock): a tree timeout counts from the holder's first timed line
-// and fires on a line of its subtree. A nil p is the empty policy.
+// and fires before the first line of its subtree at or past the deadline,
+// as the holder's timer would have (that line is not evaluated; the
+// holder's StoppedAt is 0). A nil p is the empty policy.
 func ReplayRuns(p *Policy, events []Event, opts ...ReplayOption) []Result {
 	cfg := replayConfig{stage: "replay"}
 	for _, o := range opts {
@@ -72,6 +79,7 @@ type replayer struct {
 	stage   string
 	runs    map[string]*replayRun
 	results []Result
+	due     []*replayRun // scratch: holders whose tree timeout is due
 }
 
 // replayRun is one run of the log.
@@ -91,6 +99,33 @@ func (rp *replayer) line(ev *Event, lastLine bool) {
 	}
 	if r.ended {
 		return
+	}
+	if !ev.Time.IsZero() && ev.valid() {
+		// The tree timeouts whose deadline this line is at or past fired
+		// before it, as the holders' timers would have live: a holder that
+		// timed out has ended, with its descendants, before the line.
+		// In the order of their deadlines, as the timers fire.
+		due := rp.due[:0]
+		for _, h := range r.holders {
+			if d, ok := h.limits.nextDeadline(); ok && !d.After(ev.Time) {
+				due = append(due, h)
+			}
+		}
+		slices.SortStableFunc(due, func(a, b *replayRun) int {
+			da, _ := a.limits.nextDeadline()
+			db, _ := b.limits.nextDeadline()
+			return da.Compare(db)
+		})
+		for _, h := range due {
+			if _, stopped := h.limits.Stopped(); !stopped && h.limits.deadlineBefore(ev) &&
+				h.eval.stopFired(h.limits.fired, false) {
+				rp.end(h, nil)
+			}
+		}
+		rp.due = due
+		if r.ended {
+			return
+		}
 	}
 	before := r.eval.progress.Events
 	_, stop := r.eval.Observe(*ev)
@@ -179,4 +214,13 @@ func (rp *replayer) end(r *replayRun, cause Cause) {
 		}
 	}
 	r.children = nil // ended runs are never cascaded again
+}
+
+// nextDeadline is when the evaluator's next timeout falls due on the
+// events' clock, once a timed event has started it.
+func (e *Evaluator) nextDeadline() (time.Time, bool) {
+	if e.cause != nil || !e.clocked || e.clock != EventClock || e.start.IsZero() || e.next >= len(e.timeouts) {
+		return time.Time{}, false
+	}
+	return e.start.Add(e.timeouts[e.next]), true
 }

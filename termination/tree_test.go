@@ -1,6 +1,8 @@
 package termination
 
 import (
+	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -135,6 +137,8 @@ func TestEvaluatorRemaining(t *testing.T) {
 // TestReplayRunsRules: the rules of §8 over a log, one case each.
 func TestReplayRunsRules(t *testing.T) {
 	ev := func(run, parent string, k Kind) Event { return Event{Run: run, Parent: parent, Kind: k, Tool: "t"} }
+	t0 := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	at := func(e Event, s int) Event { e.Time = t0.Add(time.Duration(s) * time.Second); return e }
 	type want struct {
 		run, parent string
 		cause       Cause
@@ -190,6 +194,15 @@ func TestReplayRunsRules(t *testing.T) {
 			name: "a holder's own event crosses its tree limit", policy: "tree: {max_tool_calls: 1}",
 			log:  []Event{ev("p", "", KindToolCall), ev("p", "", KindToolCall)},
 			want: []want{{"p", "", MaxToolCallsReached{Limit: 1, Count: 2, Scope: ScopeTree}, 2, 2}},
+		},
+		{
+			name: "a tree timeout fires before the first line of the subtree past it", policy: "tree: {timeout: 3s}",
+			log: []Event{at(ev("p", "", KindInput), 0), at(ev("c", "p", KindMessage), 1), at(ev("c", "", KindMessage), 2),
+				at(ev("c", "", KindMessage), 5), at(ev("p", "", KindFinal), 6)},
+			want: []want{
+				{"p", "", Timeout{Limit: 3 * time.Second, Elapsed: 3 * time.Second, Scope: ScopeTree}, 1, 0},
+				{"c", "p", ParentEnded("replay", "timeout"), 2, 0},
+			},
 		},
 		{
 			name: "a remote parent is recorded only", policy: "{}",
@@ -268,6 +281,56 @@ func FuzzParseLimits(f *testing.F) {
 		}
 		if back != l {
 			t.Fatalf("%q: %+v reads back as %+v", s, l, back)
+		}
+	})
+}
+
+// FuzzReplayRunsTree: whatever a policy's tree: holds and however a log's
+// runs name their parents, parsing reports a *PolicyError or a valid tree,
+// and ReplayRuns returns one result per run without panicking.
+func FuzzReplayRunsTree(f *testing.F) {
+	for _, s := range []string{
+		`tree: {max_tool_calls: 2}`, `tree: {max_iterations: {limit: 3, pressure: 0.5}, token_budget: {total: 100, pressure: 0.5, grace: 0}}`,
+		`tree: {cost_budget: {limit: 0.1}, timeout: 1s}`, `tree: {}`, `tree: {stall: {repeats: 2}}`, `any: [{tree: {max_iterations: 1}}]`,
+		`{max_iterations: 2, tree: {max_tool_calls: {per_tool: {t: 1}}}}`, `tree: [1]`, `tree: {timeout: -1s}`,
+	} {
+		f.Add([]byte(s), []byte{0, 1, 2, 1, 0, 3, 2, 2, 1})
+	}
+	f.Fuzz(func(t *testing.T, policy, shape []byte) {
+		p, err := ParsePolicy(policy)
+		if err != nil {
+			var pe *PolicyError
+			if !errors.As(err, &pe) || !strings.HasPrefix(pe.Path, "policy") {
+				t.Fatalf("error %v is not a *PolicyError at policy", err)
+			}
+			return
+		}
+		if tr := p.Tree(); tr != nil {
+			if err := Validate(tr); err != nil {
+				t.Fatalf("ParsePolicy accepted %q but its tree is invalid: %v", policy, err)
+			}
+		}
+		// Each byte is a line: the run (b%4), a parent on a run's first
+		// line (b/4%5: none or run 0..3), the kind.
+		kinds := []Kind{KindMessage, KindToolCall, KindToolResult, KindFinal, KindInput}
+		var log []Event
+		seen := map[string]bool{}
+		t0 := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)
+		for i, b := range shape {
+			run := fmt.Sprint("r", b%4)
+			ev := Event{Run: run, Kind: kinds[int(b/20)%len(kinds)], Tool: "t", Usage: Usage{InputTokens: int64(b % 7)},
+				Cost: float64(b%3) / 100, Time: t0.Add(time.Duration(i) * 300 * time.Millisecond)}
+			if !seen[run] {
+				seen[run] = true
+				if q := int(b/4) % 5; q > 0 {
+					ev.Parent = fmt.Sprint("r", q-1)
+				}
+			}
+			log = append(log, ev)
+		}
+		got := ReplayRuns(&p, log)
+		if len(got) != len(seen) {
+			t.Fatalf("%d results for %d runs", len(got), len(seen))
 		}
 	})
 }
