@@ -13,7 +13,7 @@
 #      module, so `go test ./...` there does not reach it): go vet and its tests;
 #   5. the Go end-to-end test in dashboards/e2e (AGENTSTOP_E2E=1): quickstart,
 #      Prometheus, Alertmanager and alertlog on 127.0.0.1; every panel,
-#      variable and rule query evaluated; the stall and budget alerts
+#      variable and rule query evaluated; the stall, budget and tree alerts
 #      delivered to the webhook receiver.
 set -euo pipefail
 

@@ -2,6 +2,7 @@ package telemetry
 
 import (
 	"sync"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
@@ -17,6 +18,15 @@ type stageAttrs struct {
 	stage    metric.MeasurementOption // {stage}
 	input    metric.MeasurementOption // {stage, token_type=input}
 	output   metric.MeasurementOption // {stage, token_type=output}
+	agent    metric.MeasurementOption // {gen_ai.agent.name}
+
+	// The options of the tree counters, as slices built once: passing one
+	// option as a variadic argument would allocate per call.
+	treeCancel []metric.AddOption            // {stage}
+	treeLimits map[string][]metric.AddOption // by resource: {stage, resource}
+
+	// hasChildren is set at the stage's first run with a parent.
+	hasChildren atomic.Bool
 
 	mu        sync.RWMutex
 	starts    map[string][]trace.SpanStartOption // by provider name ("" for none)
@@ -73,16 +83,19 @@ func (r *Recorder) stage(name string) *stageAttrs {
 		recorded = OtherStage
 	}
 	s = &stageAttrs{
-		name:      recorded,
-		spanName:  "invoke_agent " + recorded,
-		stage:     metric.WithAttributeSet(attribute.NewSet(KeyStage.String(recorded))),
-		input:     metric.WithAttributeSet(attribute.NewSet(KeyStage.String(recorded), KeyTokenType.String("input"))),
-		output:    metric.WithAttributeSet(attribute.NewSet(KeyStage.String(recorded), KeyTokenType.String("output"))),
-		starts:    map[string][]trace.SpanStartOption{},
-		byCause:   map[causeKey]*causeAttrs{},
-		resources: map[termination.Resource]metric.MeasurementOption{},
-		signals:   map[termination.StallSignal]metric.MeasurementOption{},
-		invoke:    map[invokeKey]metric.MeasurementOption{},
+		name:       recorded,
+		spanName:   "invoke_agent " + recorded,
+		stage:      metric.WithAttributeSet(attribute.NewSet(KeyStage.String(recorded))),
+		input:      metric.WithAttributeSet(attribute.NewSet(KeyStage.String(recorded), KeyTokenType.String("input"))),
+		output:     metric.WithAttributeSet(attribute.NewSet(KeyStage.String(recorded), KeyTokenType.String("output"))),
+		agent:      metric.WithAttributeSet(attribute.NewSet(KeyGenAIAgentName.String(recorded))),
+		treeCancel: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(KeyStage.String(recorded)))},
+		treeLimits: map[string][]metric.AddOption{},
+		starts:     map[string][]trace.SpanStartOption{},
+		byCause:    map[causeKey]*causeAttrs{},
+		resources:  map[termination.Resource]metric.MeasurementOption{},
+		signals:    map[termination.StallSignal]metric.MeasurementOption{},
+		invoke:     map[invokeKey]metric.MeasurementOption{},
 	}
 	r.stages[recorded] = s
 	return s
@@ -165,6 +178,18 @@ func (s *stageAttrs) resource(res termination.Resource) metric.MeasurementOption
 	}
 	return cached(&s.mu, s.resources, res, func(res termination.Resource) metric.MeasurementOption {
 		return metric.WithAttributeSet(attribute.NewSet(KeyStage.String(s.name), KeyResource.String(string(res))))
+	})
+}
+
+// treeLimit is the attribute set of agent.tree.limits.reached: {stage,
+// resource}, resource a budgeted resource or "timeout"; anything else is
+// recorded as "_other".
+func (s *stageAttrs) treeLimit(res string) []metric.AddOption {
+	if res != ResourceTimeout && !knownResource(termination.Resource(res)) {
+		res = OtherValue
+	}
+	return cached(&s.mu, s.treeLimits, res, func(res string) []metric.AddOption {
+		return []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(KeyStage.String(s.name), KeyResource.String(res)))}
 	})
 }
 

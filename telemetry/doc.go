@@ -28,8 +28,9 @@
 // gen_ai.agent.name and stage (the stage name), gen_ai.provider.name
 // (middleware.WithProviderName; left out when not given), gen_ai.agent.id
 // and gen_ai.conversation.id (middleware.WithAgentID, WithConversationID),
-// agentstop.run.id (the run's fleet id, [middleware.Run.ID], when the stage
-// has a fleet: find the span of a run that `agentstop runs` lists),
+// agentstop.run.id (the run's id, [middleware.Run.ID]: every run has one;
+// find the span of a run that `agentstop runs` lists),
+// agentstop.parent.run.id (a child run's parent's id, docs/spec.md §8),
 // gen_ai.request.model only when every model seen in the run is the same
 // one; at the end termination_cause, termination.kind, outcome,
 // agent.iterations, agent.tool_calls, gen_ai.usage.input_tokens and
@@ -38,6 +39,18 @@
 // agentstop.budget_pressure and agentstop.stall_warning for warnings,
 // agentstop.error for reported failures, agentstop.termination with the
 // cause's fields as termination.<field>.
+//
+// Trees of runs: a child run's span is a child of its parent's span when
+// the parent runs in this process, so a delegation is one trace. A child
+// started under its parent's context gets it from the context, which
+// carries the parent's span; a child started with middleware.WithParent
+// from a context without a span gets it from the Recorder, which keeps the
+// span context of each live sampled run (and forgets it when the run
+// ends); from a context with a span of another trace, the caller's trace
+// wins and the child's span links to the parent's. A parent in another
+// process is named by agentstop.parent.run.id, and the two spans are one
+// trace when the request's context carried the caller's trace (otelhttp,
+// otelgrpc) beside the run link (middleware.Propagator).
 //
 // "execute_tool {tool}" (kind INTERNAL, child of the run's span, from the
 // call to its result): gen_ai.operation.name=execute_tool,
@@ -62,10 +75,40 @@
 //	gen_ai.invoke_agent.duration    histogram, s         gen_ai.operation.name, gen_ai.agent.name,
 //	                                                     gen_ai.provider.name (when given), error.type (when failed)
 //	gen_ai.execute_tool.duration    histogram, s         gen_ai.tool.name, error.type=tool_error (when failed)
+//	gen_ai.invoke_agent.inference_calls  histogram       gen_ai.agent.name
+//	gen_ai.invoke_agent.tool_calls       histogram       gen_ai.agent.name
+//	agent.tree.runs.cancelled       counter              stage
+//	agent.tree.limits.reached       counter              stage, resource (tokens, cost, iterations, tool_calls, timeout)
 //
 // gen_ai.invoke_agent.duration has the buckets of agent.stage.duration
 // ([DurationBuckets]); gen_ai.execute_tool.duration those the conventions
 // advise ([ToolDurationBuckets], 0.01 … 81.92 s).
+// gen_ai.invoke_agent.inference_calls ({inference_call}: the run's
+// iterations, its model turns) and gen_ai.invoke_agent.tool_calls
+// ({tool_call}) are recorded once per run, buckets 1, 2, 4 … 128
+// ([AgentCallBuckets]).
+//
+// # Trees on metrics
+//
+// The termination_cause set is closed (docs/spec.md §2), so trees add no
+// value to it: a run that an ancestor's end cancelled is "cancelled", a
+// run that reached a tree limit has that limit's tag. Two counters, taken
+// from the typed cause at the run's end, tell them apart for a dashboard:
+// agent.tree.runs.cancelled {stage} counts the runs that ended with
+// Cancelled{reason: parent} (an ancestor ended, or its tree limit was
+// reached), under the cancelled run's stage; agent.tree.limits.reached
+// {stage, resource} counts the runs that held a tree limit and reached it
+// (a cause with scope "tree": BudgetExhausted and a BudgetPressure grace
+// stop by their resource, MaxIterationsReached as iterations,
+// MaxToolCallsReached as tool_calls, Timeout as [ResourceTimeout]), under
+// the holder's stage: once per tree that hit its limit, not once per run
+// the cascade ended. For All, the last cause to fire decides, as for its
+// tag. agent.tree.runs.cancelled is exported at 0 for a stage from its
+// first run that has a parent, so that Prometheus' increase() counts the
+// first cascade too. A tree's pressure warning reaches the holder and
+// every live descendant: it is on their spans (agentstop.budget_pressure
+// with scope tree), not on agent.stage.budget.pressure, which counts a
+// run's own budgets.
 //
 // # Semantic conventions followed
 //

@@ -58,7 +58,8 @@ func TestInstruments(t *testing.T) {
 	// genai_test.go for it and the gen_ai.* ones in detail).
 	assert.ElementsMatch(t, []string{"agent.stage.terminations", "agent.stage.duration", "agent.stage.iterations",
 		"agent.stage.tool_calls", "agent.stage.tokens", "agent.stage.budget.utilization", "agent.stage.budget.pressure",
-		"agent.stage.active", "gen_ai.invoke_agent.duration", "gen_ai.execute_tool.duration"}, keys(m))
+		"agent.stage.active", "gen_ai.invoke_agent.duration", "gen_ai.execute_tool.duration",
+		"gen_ai.invoke_agent.inference_calls", "gen_ai.invoke_agent.tool_calls"}, keys(m))
 	opts := []metricdatatest.Option{metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars()}
 
 	metricdatatest.AssertEqual(t, metricdata.Metrics{

@@ -44,7 +44,15 @@ const (
 	KeyGenAIToolCallID     = attribute.Key("gen_ai.tool.call.id")
 	KeyErrorType           = attribute.Key("error.type")
 	KeyRunID               = attribute.Key("agentstop.run.id")
+	// KeyParentRunID is the parent's run id on the invoke_agent span of a
+	// child run (docs/spec.md §8).
+	KeyParentRunID = attribute.Key("agentstop.parent.run.id")
 )
+
+// ResourceTimeout is the resource attribute of agent.tree.limits.reached
+// for a tree timeout (a Timeout with scope tree), beside the budgeted
+// resources of termination.Resource.
+const ResourceTimeout = "timeout"
 
 // ToolError is the error.type of a failed tool call (never the tool's
 // free-text error).
@@ -70,8 +78,11 @@ const MaxProviders = 32
 
 // Bucket layouts of the contract.
 var (
-	DurationBuckets    = []float64{0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2, 102.4, 204.8, 409.6}
-	CountBuckets       = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
+	DurationBuckets = []float64{0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2, 102.4, 204.8, 409.6}
+	CountBuckets    = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
+	// AgentCallBuckets are the buckets of gen_ai.invoke_agent.inference_calls
+	// and gen_ai.invoke_agent.tool_calls: 1, 2, 4 … 128.
+	AgentCallBuckets   = []float64{1, 2, 4, 8, 16, 32, 64, 128}
 	UtilizationBuckets = []float64{0.25, 0.5, 0.75, 0.8, 0.9, 1, 1.25, 1.5, 2}
 	// ToolDurationBuckets are the GenAI conventions' advice for
 	// gen_ai.execute_tool.duration: 0.01 … 81.92 s, doubling.
@@ -161,6 +172,10 @@ type Recorder struct {
 	active         metric.Int64UpDownCounter
 	invokeDuration metric.Float64Histogram
 	toolDuration   metric.Float64Histogram
+	inferenceCalls metric.Int64Histogram
+	agentToolCalls metric.Int64Histogram
+	treeCancelled  metric.Int64Counter
+	treeLimits     metric.Int64Counter
 
 	stageLimit int
 	toolLimit  int
@@ -173,6 +188,10 @@ type Recorder struct {
 	stages    map[string]*stageAttrs
 	tools     map[string]*toolAttrs
 	providers map[string]struct{} // provider names recorded as themselves
+
+	// spans holds the span context of every live run whose span is
+	// sampled, by run id, for its children's spans (underParent).
+	spans sync.Map
 }
 
 var _ middleware.Recorder = (*Recorder)(nil)
@@ -246,6 +265,20 @@ func NewRecorder(opts ...Option) *Recorder {
 		metric.WithDescription("The duration of a single tool execution."),
 		metric.WithExplicitBucketBoundaries(ToolDurationBuckets...))
 	handle(err)
+	r.inferenceCalls, err = meter.Int64Histogram("gen_ai.invoke_agent.inference_calls", metric.WithUnit("{inference_call}"),
+		metric.WithDescription("The number of inference calls made during a single agent invocation."),
+		metric.WithExplicitBucketBoundaries(AgentCallBuckets...))
+	handle(err)
+	r.agentToolCalls, err = meter.Int64Histogram("gen_ai.invoke_agent.tool_calls", metric.WithUnit("{tool_call}"),
+		metric.WithDescription("The number of tool calls made during a single agent invocation."),
+		metric.WithExplicitBucketBoundaries(AgentCallBuckets...))
+	handle(err)
+	r.treeCancelled, err = meter.Int64Counter("agent.tree.runs.cancelled", metric.WithUnit("{run}"),
+		metric.WithDescription("Runs ended because an ancestor run ended (Cancelled with reason parent)."))
+	handle(err)
+	r.treeLimits, err = meter.Int64Counter("agent.tree.limits.reached",
+		metric.WithDescription("Tree limits reached: runs ended by a limit over themselves and their descendants (scope tree)."))
+	handle(err)
 	return r
 }
 
@@ -307,16 +340,49 @@ func (r *Recorder) provider(name string) string {
 	return name
 }
 
+// underParent places a child run's span under its parent's when the
+// parent is a live, sampled run of this Recorder that the context does not
+// already carry (a child started with middleware.WithParent rather than
+// under its parent's context): a context without a span gets the parent's
+// span as the new span's parent; a context with a span of another trace
+// keeps it (the caller's trace wins), and the span links to the parent's.
+// A child started under its parent's context already has the parent's
+// span, or one below it, as its parent.
+func (r *Recorder) underParent(ctx context.Context, parent string, opts []trace.SpanStartOption) (context.Context, []trace.SpanStartOption) {
+	v, ok := r.spans.Load(parent)
+	if !ok {
+		return ctx, opts // not a run of this Recorder, or not sampled
+	}
+	psc := v.(trace.SpanContext)
+	cur := trace.SpanContextFromContext(ctx)
+	switch {
+	case !cur.IsValid():
+		return trace.ContextWithSpanContext(ctx, psc), opts
+	case cur.TraceID() != psc.TraceID():
+		return ctx, append(opts[:len(opts):len(opts)], trace.WithLinks(trace.Link{SpanContext: psc}))
+	}
+	return ctx, opts
+}
+
 // StartRun implements middleware.Recorder: it starts the run's span and
 // counts the run as active.
 func (r *Recorder) StartRun(ctx context.Context, info middleware.RunInfo) (context.Context, middleware.RunRecorder) {
 	s := r.stage(info.Stage)
 	provider := r.provider(info.Provider)
-	ctx, span := r.tracer.Start(ctx, s.spanName, s.startOptions(info.Provider)...)
+	opts := s.startOptions(info.Provider)
+	if info.ParentRunID != "" {
+		ctx, opts = r.underParent(ctx, info.ParentRunID, opts)
+	}
+	ctx, span := r.tracer.Start(ctx, s.spanName, opts...)
 	r.active.Add(ctx, 1, s.stage)
 	rr := &runRecorder{rec: r, stage: s, ctx: ctx, span: span, recording: span.IsRecording(),
 		info: info, provider: provider}
 	rr.pending = rr.pendingBuf[:0]
+	if rr.recording && info.RunID != "" {
+		// A child started with middleware.WithParent from a context
+		// without a span finds this run's span here (underParent).
+		r.spans.Store(info.RunID, span.SpanContext())
+	}
 	if rr.recording {
 		if info.AgentID != "" {
 			span.SetAttributes(KeyGenAIAgentID.String(info.AgentID))
@@ -327,6 +393,14 @@ func (r *Recorder) StartRun(ctx context.Context, info middleware.RunInfo) (conte
 		if info.RunID != "" {
 			span.SetAttributes(KeyRunID.String(info.RunID))
 		}
+		if info.ParentRunID != "" {
+			span.SetAttributes(KeyParentRunID.String(info.ParentRunID))
+		}
+	}
+	if info.ParentRunID != "" && !s.hasChildren.Load() && s.hasChildren.CompareAndSwap(false, true) {
+		// The stage's first child run: export agent.tree.runs.cancelled at
+		// 0, so that a dashboard's increase() counts the first cascade too.
+		r.treeCancelled.Add(ctx, 0, s.treeCancel...)
 	}
 	return ctx, rr
 }

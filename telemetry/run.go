@@ -141,7 +141,9 @@ func (rr *runRecorder) toolResult(ev *termination.Event) {
 // stall warnings on agent.stage.stall.warnings. A fleet budget's pressure
 // (scope fleet) reaches every run that shares it: it is on the span, but
 // counted once per crossing per process by the fleet's own
-// agent.fleet.budget.pressure, not once per run here.
+// agent.fleet.budget.pressure, not once per run here. A tree limit's
+// pressure (scope tree) reaches the holder and every live descendant: it is
+// on their spans only.
 func (rr *runRecorder) Warning(c termination.Cause) {
 	switch w := c.(type) {
 	case termination.BudgetPressure:
@@ -195,6 +197,10 @@ func (rr *runRecorder) End(res *termination.Result) {
 	r.invokeDuration.Record(ctx, res.Duration.Seconds(), s.invokeAttrs(rr.provider, errorType))
 	r.iterations.Record(ctx, int64(res.Iterations), ca.tagOnly)
 	r.toolCalls.Record(ctx, int64(res.ToolCalls), ca.tagOnly)
+	// Iterations are the inference calls (docs/spec.md §5.1).
+	r.inferenceCalls.Record(ctx, int64(res.Iterations), s.agent)
+	r.agentToolCalls.Record(ctx, int64(res.ToolCalls), s.agent)
+	rr.recordTree(res.Cause)
 	if n := res.Tokens.InputTokens; n > 0 {
 		r.tokens.Add(ctx, n, s.input)
 	}
@@ -209,8 +215,57 @@ func (rr *runRecorder) End(res *termination.Result) {
 	rr.pending = rr.pending[:0]
 	if rr.recording {
 		rr.endSpan(res, tag)
+		if id := rr.info.RunID; id != "" {
+			r.spans.Delete(id)
+		}
 	}
 	rr.span.End()
+}
+
+// recordTree counts what a run's end says about its tree (docs/spec.md
+// §8), from the typed cause (for All, the last cause to fire, the one its
+// tag names): a run cancelled because an ancestor ended on
+// agent.tree.runs.cancelled {stage}; a tree limit reached by the run that
+// holds it on agent.tree.limits.reached {stage, resource}, where resource is
+// the budget's resource, iterations, tool_calls, or timeout. No new
+// termination_cause value: both are cancelled / the limit's own tag on
+// agent.stage.terminations.
+func (rr *runRecorder) recordTree(c termination.Cause) {
+	if all, ok := c.(termination.All); ok && len(all.Causes) > 0 {
+		c = all.Causes[len(all.Causes)-1]
+	}
+	r, s, ctx := rr.rec, rr.stage, rr.ctx
+	res := ""
+	switch c := c.(type) {
+	case termination.Cancelled:
+		if c.Reason == termination.CancelParent {
+			r.treeCancelled.Add(ctx, 1, s.treeCancel...)
+		}
+		return
+	case termination.BudgetExhausted:
+		if c.Scope == termination.ScopeTree {
+			res = string(c.Resource)
+		}
+	case termination.BudgetPressure: // a grace stop of a tree budget
+		if c.Scope == termination.ScopeTree {
+			res = string(c.Resource)
+		}
+	case termination.MaxIterationsReached:
+		if c.Scope == termination.ScopeTree {
+			res = string(termination.ResourceIterations)
+		}
+	case termination.MaxToolCallsReached:
+		if c.Scope == termination.ScopeTree {
+			res = string(termination.ResourceToolCalls)
+		}
+	case termination.Timeout:
+		if c.Scope == termination.ScopeTree {
+			res = ResourceTimeout
+		}
+	}
+	if res != "" {
+		r.treeLimits.Add(ctx, 1, s.treeLimit(res)...)
+	}
 }
 
 func (rr *runRecorder) endSpan(res *termination.Result, tag string) {

@@ -129,7 +129,7 @@ func causeCases() []causeCase {
 			toolCalls: 2,
 		},
 		{
-			name:      "timeout from the timer",
+			name: "timeout from the timer",
 			// Long enough that the event is evaluated before the timer
 			// fires on a loaded machine: an event past the deadline is not
 			// evaluated (§3).

@@ -26,7 +26,7 @@
 //     /metrics. It also runs a real Alertmanager (dashboards/alertmanager/
 //     alertmanager.yml, receivers pointed at examples/alertlog, group
 //     timings shortened) with every alert's `for:` shortened, and checks that
-//     the stall and budget alerts of the quickstart reach alertlog through
+//     the stall, budget and tree alerts of the quickstart reach alertlog through
 //     the receiver named after their severity. Processes it starts are
 //     stopped when the test ends.
 //

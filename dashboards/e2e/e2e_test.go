@@ -415,12 +415,14 @@ scrape_configs:
 		}
 	})
 
-	t.Run("stall and budget alerts reach the webhook receiver", func(t *testing.T) {
-		// The quickstart's researcher stalls on a third of its runs and its
-		// summarizer exhausts its token budget on half: with the `for:`
-		// durations shortened, Prometheus fires both alerts, Alertmanager
-		// routes them by severity and alertlog receives them.
-		want := map[string]string{"AgentStageStallRateHigh": "researcher", "AgentStageBudgetExhausted": "summarizer"}
+	t.Run("stall, budget and tree alerts reach the webhook receiver", func(t *testing.T) {
+		// The quickstart's researcher stalls on a third of its runs, its
+		// summarizer exhausts its token budget on half, and its planner's
+		// analysts overspend its tree budget on a quarter of its runs: with
+		// the `for:` durations shortened, Prometheus fires the three alerts,
+		// Alertmanager routes them by severity and alertlog receives them.
+		want := map[string]string{"AgentStageStallRateHigh": "researcher", "AgentStageBudgetExhausted": "summarizer",
+			"AgentTreeLimitsReachedHigh": "planner"}
 		var got []receivedAlert
 		deadline := time.Now().Add(alertDeadline)
 		for {

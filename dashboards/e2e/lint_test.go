@@ -33,6 +33,9 @@ var specMetrics = map[string]bool{
 	"agent_stage_budget_pressure_total":     true,
 	"agent_stage_active":                    true,
 	"agent_stage_stall_warnings_total":      true,
+	// Trees of runs (spec §8): stage of the holder / of the cancelled run.
+	"agent_tree_limits_reached_total": true,
+	"agent_tree_runs_cancelled_total": true,
 	// Fleet control (spec §7): process-wide, no stage label.
 	"agent_fleet_errors_total":           true,
 	"agent_fleet_budget_pressure_total":  true,
@@ -61,6 +64,7 @@ var requiredAlerts = []string{
 	"AgentStageBudgetPressureHigh",
 	"AgentStageFailureRatioHigh",
 	"AgentStageTimeoutsHigh",
+	"AgentTreeLimitsReachedHigh",
 	"AgentFleetBudgetExhausted",
 	"AgentFleetErrors",
 }
@@ -191,7 +195,7 @@ func TestRequiredPanels(t *testing.T) {
 		"Duration by cause (p50, p95)", "Iterations per run (p50, p95)", "Tool calls per run (p50, p95)",
 		"Budget utilization", "Budget-pressure warnings", "Stall and budget-exhausted stops", "Active stages",
 		"Stall warnings", "Fleet runs rejected by reason", "Fleet budget pressure and exhaustion", "Fleet errors by operation",
-		"Fleet runs stopped",
+		"Fleet runs stopped", "Tree limits reached by resource", "Runs cancelled by a parent",
 	}
 	titles := map[string]bool{}
 	for _, d := range loadDashboards(t) {

@@ -23,6 +23,10 @@ type stageSpec struct {
 	policy     string
 	wrap       string // how the loop is wrapped: channel, seq or callback
 	behaviours []behaviour
+	// delegated: the stage has no workers of its own; its runs are the
+	// sub-agents a planner run starts (behaviour.delegate), children of
+	// that run (spec §8).
+	delegated bool
 }
 
 // behaviour scripts one run. next returns the i-th event and false once the
@@ -40,14 +44,37 @@ type behaviour struct {
 	cancelAfter time.Duration
 	// skip skips the stage instead of running it.
 	skip string
+	// delegate are the sub-agents the run starts after its first event, as
+	// runs of delegateStage under the run's context (its children, spec
+	// §8), all at once; the run's loop goes on when they have all ended.
+	delegate []behaviour
 }
+
+// delegateStage is the stage of the planner's sub-agents.
+const delegateStage = "analyst"
+
+// treeBudget is the planner's tree: token budget, over the planner and
+// its analysts together.
+const treeBudget = 8000
 
 var stages = []stageSpec{
 	{
 		name: "planner", wrap: "seq",
-		scenario: "plans and answers (natural_completion), or hands off to the coder (handoff); every 5s an operator blocks it for tenant globex for 2s (skipped: blocked)",
-		policy:   "handoff: [coder]\nmax_iterations: 8\n",
+		scenario: "plans and answers (natural_completion), hands off to the coder (handoff), or delegates to three analysts under a tree budget " +
+			"of 8,000 tokens: they overspend it (budget_exhausted, scope tree; the live analysts: cancelled, reason parent), " +
+			"or one crashes and the planner goes on (natural_completion); every 5s an operator blocks it for tenant globex for 2s (skipped: blocked)",
+		policy: fmt.Sprintf("handoff: [coder]\nmax_iterations: 8\ntree: {token_budget: {total: %d, pressure: 0.75}}\n", treeBudget),
 		behaviours: []behaviour{
+			{name: "delegates to analysts who overspend", delegate: []behaviour{
+				analystRunaway("market size"), analystRunaway("pricing"), analystRunaway("competitors")},
+				next: script(
+					msg("planner", "Splitting the research across three analysts.", 300, 60),
+					final("planner", "Report assembled from the analysts' findings.", 420, 80))},
+			{name: "delegates; one analyst crashes", delegate: []behaviour{
+				analystReports("market size"), analystCrashes("pricing"), analystReports("competitors")},
+				next: script(
+					msg("planner", "Splitting the research across three analysts.", 300, 60),
+					final("planner", "Report assembled from two analysts' findings.", 420, 80))},
 			{name: "plans and finishes", next: script(
 				msg("planner", "Breaking the task into steps.", 300, 60),
 				final("planner", "Plan: research, implement, review.", 420, 80))},
@@ -55,6 +82,12 @@ var stages = []stageSpec{
 				msg("planner", "This needs code.", 280, 40),
 				termination.Event{Kind: termination.KindHandoff, Source: "planner", Target: "coder"})},
 		},
+	},
+	{
+		name: delegateStage, wrap: "channel", delegated: true,
+		scenario: "the planner's sub-agents (its children): research until the planner's tree budget runs out (cancelled, reason parent), " +
+			"report (natural_completion), or crash on a 429 (failed: stream_error), which does not stop the planner",
+		policy: "max_iterations: 20\nerrors: {consecutive: 2}\n",
 	},
 	{
 		name: "researcher", wrap: "channel",
@@ -169,6 +202,33 @@ var stages = []stageSpec{
 	},
 }
 
+// analystRunaway researches a topic without end: only the planner's tree
+// budget stops it (its own max_iterations is out of reach).
+func analystRunaway(topic string) behaviour {
+	return behaviour{name: "researches " + topic + " without end", next: func(i int) (termination.Event, bool) {
+		if i%2 == 0 {
+			return msg(delegateStage, fmt.Sprintf("More on %s (%d).", topic, i/2), 600, 100), true
+		}
+		return call("web_fetch", fmt.Sprintf(`{"topic":%q,"page":%d}`, topic, i/2)), true
+	}}
+}
+
+// analystReports researches a topic and reports.
+func analystReports(topic string) behaviour {
+	return behaviour{name: "reports on " + topic, next: script(
+		msg(delegateStage, "Looking into "+topic+".", 400, 60),
+		call("web_fetch", fmt.Sprintf(`{"topic":%q}`, topic)),
+		result("web_fetch", ""),
+		final(delegateStage, "Findings on "+topic+".", 500, 80))}
+}
+
+// analystCrashes fails on its own: its planner goes on.
+func analystCrashes(topic string) behaviour {
+	return behaviour{name: "crashes on " + topic, next: script(
+		msg(delegateStage, "Looking into "+topic+".", 300, 40),
+		termination.Event{Kind: termination.KindError, Source: delegateStage, Err: "model provider: 429 rate limited"})}
+}
+
 // fixerPolicy is the fixer's: a coding agent's stall guard, which counts a
 // repeat only when the call also got the same result. Without same_result
 // the edit-and-test loop, which re-runs the same test command after every
@@ -254,7 +314,8 @@ func output(tool, text, err string) termination.Event {
 // and it is reported apart (tally.interrupted), never mixed with the
 // executor's deliberate cancellations.
 type fleet struct {
-	stages  []*middleware.Stage
+	stages  []*middleware.Stage // in the order of the stages variable
+	byName  map[string]*middleware.Stage
 	control agentfleet.Control
 	tally   *tally
 	wg      sync.WaitGroup
@@ -282,7 +343,7 @@ func newFleet(rec middleware.Recorder, m *membership, feed int) (*fleet, error) 
 	if m == nil {
 		return nil, errors.New("no fleet to join")
 	}
-	f := &fleet{tally: newTally(feed), control: m.control}
+	f := &fleet{tally: newTally(feed), control: m.control, byName: map[string]*middleware.Stage{}}
 	for _, spec := range stages {
 		policy, err := termination.ParsePolicy([]byte(spec.policy))
 		if err != nil {
@@ -295,6 +356,7 @@ func newFleet(rec middleware.Recorder, m *membership, feed int) (*fleet, error) 
 			return nil, err
 		}
 		f.stages = append(f.stages, st)
+		f.byName[spec.name] = st
 	}
 	f.hard, f.cancelHard = context.WithCancel(context.Background())
 	return f, nil
@@ -305,6 +367,9 @@ func newFleet(rec middleware.Recorder, m *membership, feed int) (*fleet, error) 
 // that the end of ctx does not cancel them.
 func (f *fleet) run(ctx context.Context) {
 	for i, spec := range stages {
+		if spec.delegated {
+			continue // its runs are started by a planner run
+		}
 		for w := range 2 {
 			f.wg.Add(1)
 			go func() {
@@ -313,7 +378,7 @@ func (f *fleet) run(ctx context.Context) {
 				for n := w; ctx.Err() == nil; n++ {
 					b := spec.behaviours[n%len(spec.behaviours)]
 					f.tally.begin()
-					res, info := f.runOnce(f.stages[i], spec.wrap, b, rng)
+					res, info := f.runOnce(f.hard, f.stages[i], spec.wrap, b, rng, pickTenant(rng))
 					f.tally.add(res, info)
 					sleep(ctx, time.Duration(100+rng.IntN(300))*time.Millisecond)
 				}
@@ -389,16 +454,18 @@ type runInfo struct {
 	interrupted bool
 }
 
-// runOnce runs one scripted loop under the stage, wrapped the stage's way.
-// Its caller's context derives from f.hard: a run still in flight when the
-// drain timeout cancels it ends as cancelled and is marked interrupted.
-func (f *fleet) runOnce(st *middleware.Stage, wrap string, b behaviour, rng *rand.Rand) (termination.Result, runInfo) {
+// runOnce runs one scripted loop under the stage, wrapped the stage's way,
+// for a tenant. parent is f.hard for a worker's run, and the planner run's
+// context for a sub-agent (which makes it the planner run's child). Either
+// derives from f.hard: a run still in flight when the drain timeout cancels
+// it ends as cancelled and is marked interrupted.
+func (f *fleet) runOnce(parent context.Context, st *middleware.Stage, wrap string, b behaviour, rng *rand.Rand, tenant string) (termination.Result, runInfo) {
 	hard := f.hard
-	info := runInfo{behaviour: b.name, tenant: pickTenant(rng)}
+	info := runInfo{behaviour: b.name, tenant: tenant}
 	if b.skip != "" {
 		return st.Skip(hard, b.skip), info
 	}
-	caller, cancel := context.WithCancel(hard)
+	caller, cancel := context.WithCancel(parent)
 	defer cancel()
 	if b.cancelAfter > 0 {
 		t := time.AfterFunc(b.cancelAfter, cancel)
@@ -427,18 +494,23 @@ func (f *fleet) runOnce(st *middleware.Stage, wrap string, b behaviour, rng *ran
 		}
 		return ev
 	}
+	var delegate func(context.Context)
+	if len(b.delegate) > 0 {
+		seeds := [2]uint64{rng.Uint64(), rng.Uint64()}
+		delegate = func(ctx context.Context) { f.delegate(ctx, b.delegate, info.tenant, seeds) }
+	}
 	var res termination.Result
 	switch wrap {
 	case "channel":
-		for range middleware.Forward(run, produce(ctx, b, delay), watch) {
+		for range middleware.Forward(run, produce(ctx, b, delay, delegate), watch) {
 		}
 		res = run.Wait()
 	case "seq":
-		for range middleware.ForwardSeq(run, sequence(ctx, b, delay), watch) {
+		for range middleware.ForwardSeq(run, sequence(ctx, b, delay, delegate), watch) {
 		}
 		res = run.Wait()
 	default: // callback: the loop reports each event to Observe
-		for ev := range sequence(ctx, b, delay) {
+		for ev := range sequence(ctx, b, delay, delegate) {
 			if _, stop := run.Observe(watch(ev)); stop {
 				break
 			}
@@ -455,10 +527,43 @@ func (f *fleet) runOnce(st *middleware.Stage, wrap string, b behaviour, rng *ran
 
 func identity(ev termination.Event) termination.Event { return ev }
 
+// delegate runs the sub-agents of a planner run, all at once, as runs of
+// delegateStage under ctx, the planner run's context: they are its
+// children, their usage counts towards its tree budget, and its end ends
+// them (Cancelled{reason: parent}). It returns when they have all ended;
+// each is counted in the tally like any run.
+func (f *fleet) delegate(ctx context.Context, subs []behaviour, tenant string, seeds [2]uint64) {
+	st, spec := f.byName[delegateStage], stageNamed(delegateStage)
+	var wg sync.WaitGroup
+	for i, b := range subs {
+		rng := rand.New(rand.NewPCG(seeds[0], seeds[1]+uint64(i)))
+		f.tally.begin()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, info := f.runOnce(ctx, st, spec.wrap, b, rng, tenant)
+			f.tally.add(res, info)
+		}()
+	}
+	wg.Wait()
+}
+
+// stageNamed returns the stage spec of that name.
+func stageNamed(name string) stageSpec {
+	for _, s := range stages {
+		if s.name == name {
+			return s
+		}
+	}
+	panic("quickstart: no stage " + name) // the stages variable is fixed
+}
+
 // sequence is the scripted loop as an iterator; it honours ctx. Tool calls
 // get call ids as a model API would give them, and their results the id of
-// the oldest open call of their tool.
-func sequence(ctx context.Context, b behaviour, delay func() time.Duration) iter.Seq2[termination.Event, error] {
+// the oldest open call of their tool. A behaviour with sub-agents calls
+// delegate with ctx after its first event: the loop waits for its
+// sub-agents as a planner waits for its tools.
+func sequence(ctx context.Context, b behaviour, delay func() time.Duration, delegate func(context.Context)) iter.Seq2[termination.Event, error] {
 	return func(yield func(termination.Event, error) bool) {
 		open := map[string][]string{} // tool → ids of its open calls
 		for i := 0; ; i++ {
@@ -482,6 +587,9 @@ func sequence(ctx context.Context, b behaviour, delay func() time.Duration) iter
 			if !yield(ev, nil) {
 				return
 			}
+			if i == 0 && delegate != nil {
+				delegate(ctx)
+			}
 		}
 		if b.hang {
 			<-ctx.Done()
@@ -491,11 +599,11 @@ func sequence(ctx context.Context, b behaviour, delay func() time.Duration) iter
 
 // produce is the scripted loop as a goroutine sending on a channel; it
 // honours ctx and closes the channel when done.
-func produce(ctx context.Context, b behaviour, delay func() time.Duration) <-chan termination.Event {
+func produce(ctx context.Context, b behaviour, delay func() time.Duration, delegate func(context.Context)) <-chan termination.Event {
 	out := make(chan termination.Event)
 	go func() {
 		defer close(out)
-		for ev, err := range sequence(ctx, b, delay) {
+		for ev, err := range sequence(ctx, b, delay, delegate) {
 			if err != nil {
 				return
 			}

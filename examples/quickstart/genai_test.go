@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentstop/agentstop/telemetry"
 )
@@ -39,15 +40,39 @@ func TestQuickstartSpeaksGenAI(t *testing.T) {
 	f.wait(5 * time.Second)
 
 	seen := map[string]bool{}
+	planners := map[trace.SpanID]string{} // the planner spans' run ids
 	for _, s := range spans.Ended() {
 		for _, kv := range s.Attributes() {
 			seen[string(kv.Key)] = true
+			if s.Name() == "invoke_agent planner" && kv.Key == telemetry.KeyRunID {
+				planners[s.SpanContext().SpanID()] = kv.Value.AsString()
+			}
 		}
 	}
 	for _, k := range []string{"gen_ai.operation.name", "gen_ai.agent.name", "gen_ai.provider.name", "gen_ai.agent.id",
-		"gen_ai.conversation.id", "gen_ai.request.model", "gen_ai.tool.name", "gen_ai.tool.call.id", "error.type"} {
+		"gen_ai.conversation.id", "gen_ai.request.model", "gen_ai.tool.name", "gen_ai.tool.call.id", "error.type",
+		"agentstop.run.id", "agentstop.parent.run.id"} {
 		assert.True(t, seen[k], "no span carries %s", k)
 	}
+	// Each analyst's span is a child of its planner's, in one trace, and
+	// names the planner's run (spec §5.1, §8).
+	analysts := 0
+	for _, s := range spans.Ended() {
+		if s.Name() != "invoke_agent "+delegateStage {
+			continue
+		}
+		analysts++
+		parentRun, ok := planners[s.Parent().SpanID()]
+		if assert.True(t, ok, "an analyst span whose parent is not a planner span") {
+			assert.Equal(t, s.Parent().TraceID(), s.SpanContext().TraceID())
+			for _, kv := range s.Attributes() {
+				if kv.Key == telemetry.KeyParentRunID {
+					assert.Equal(t, parentRun, kv.Value.AsString())
+				}
+			}
+		}
+	}
+	assert.Positive(t, analysts, "no analyst ran")
 	var rm metricdata.ResourceMetrics
 	require.NoError(t, reader.Collect(context.Background(), &rm))
 	names := map[string]bool{}
@@ -58,4 +83,8 @@ func TestQuickstartSpeaksGenAI(t *testing.T) {
 	}
 	assert.True(t, names["gen_ai.invoke_agent.duration"])
 	assert.True(t, names["gen_ai.execute_tool.duration"])
+	assert.True(t, names["gen_ai.invoke_agent.inference_calls"])
+	assert.True(t, names["gen_ai.invoke_agent.tool_calls"])
+	assert.True(t, names["agent.tree.limits.reached"])
+	assert.True(t, names["agent.tree.runs.cancelled"])
 }

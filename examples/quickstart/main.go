@@ -1,7 +1,7 @@
-// Command quickstart runs a small simulated fleet of agent stages — planner,
-// researcher, coder, fixer, critic, summarizer, executor — whose scripted
-// behaviours end with every termination cause of the contract within 15
-// seconds, again and again. It serves their metrics on /metrics (OpenMetrics
+// Command quickstart runs a small simulated fleet of agent stages — planner
+// and its analysts, researcher, coder, fixer, critic, summarizer, executor —
+// whose scripted behaviours end with every termination cause of the
+// contract within 15 seconds, again and again. It serves their metrics on /metrics (OpenMetrics
 // with trace exemplars) and prints a live table of why each stage stopped.
 //
 //	go run ./examples/quickstart                 # until Ctrl-C
@@ -15,6 +15,14 @@
 // simulated operator stops the executor's runs through the fleet and blocks
 // the planner for one tenant now and then, so that the fleet's metrics
 // (agent.fleet.*) move too.
+//
+// The planner is a tree of runs (docs/spec.md §8): it holds a tree: token
+// budget and delegates to three analysts, runs of their own stage started
+// under its run's context (its children). When they together spend the
+// budget, the planner ends with BudgetExhausted{scope: tree} and the live
+// analysts with Cancelled{reason: parent}; an analyst that crashes does not
+// end the planner. The agent.tree.* metrics and the dashboard's Trees row
+// show it.
 //
 // It starts with one line per stage saying what its scripted runs do, and
 // shows beside the table the latest stops with their cause details (which

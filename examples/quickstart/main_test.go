@@ -43,6 +43,15 @@ var (
 		"budget pressure total_tokens":    regexp.MustCompile(`(?m)^agent_fleet_budget_pressure_total\{[^}]*resource="total_tokens"[^}]*\} [1-9]`),
 		"budget exhausted total_tokens":   regexp.MustCompile(`(?m)^agent_fleet_budget_exhausted_total\{[^}]*resource="total_tokens"[^}]*\} [1-9]`),
 	}
+	// treeSeries are the trees' counters (spec §8): the planner's tree
+	// budget reached by its analysts, and the live analysts cancelled by
+	// the planner's end; and the per-run call histograms of §5.1.
+	treeSeries = map[string]*regexp.Regexp{
+		"tree limit planner total_tokens": regexp.MustCompile(`(?m)^agent_tree_limits_reached_total\{[^}]*resource="total_tokens"[^}]*stage="planner"[^}]*\} [1-9]`),
+		"runs cancelled by a parent":      regexp.MustCompile(`(?m)^agent_tree_runs_cancelled_total\{[^}]*stage="analyst"[^}]*\} [1-9]`),
+		"inference calls per run":         regexp.MustCompile(`(?m)^gen_ai_invoke_agent_inference_calls_count\{[^}]*gen_ai_agent_name="analyst"[^}]*\} [1-9]`),
+		"tool calls per run":              regexp.MustCompile(`(?m)^gen_ai_invoke_agent_tool_calls_count\{[^}]*gen_ai_agent_name="analyst"[^}]*\} [1-9]`),
+	}
 	// warningSeries are the warnings of runs that went on: the researcher's
 	// stall.warn_at (stall warnings) and its max_tool_calls pressure
 	// (count pressure on tool_calls).
@@ -97,8 +106,9 @@ func TestQuickstartExposesEveryCause(t *testing.T) {
 	exemplar := false
 	fleetSeen := map[string]bool{}
 	warnSeen := map[string]bool{}
+	treeSeen := map[string]bool{}
 	for time.Since(start) < duration-time.Second && (len(seen) < len(termination.TagValues()) || len(fleetSeen) < len(fleetSeries) ||
-		len(warnSeen) < len(warningSeries)) {
+		len(warnSeen) < len(warningSeries) || len(treeSeen) < len(treeSeries)) {
 		time.Sleep(time.Second)
 		req, err := http.NewRequest(http.MethodGet, "http://"+addr+"/metrics", nil)
 		require.NoError(t, err)
@@ -120,6 +130,11 @@ func TestQuickstartExposesEveryCause(t *testing.T) {
 		for name, re := range warningSeries {
 			if re.MatchString(text) {
 				warnSeen[name] = true
+			}
+		}
+		for name, re := range treeSeries {
+			if re.MatchString(text) {
+				treeSeen[name] = true
 			}
 		}
 		exemplar = exemplar || regexp.MustCompile(`(?m)^agent_stage_terminations_total\{.*\} \S+ # \{[^}]*trace_id="[0-9a-f]{32}"`).MatchString(text)
@@ -146,6 +161,9 @@ func TestQuickstartExposesEveryCause(t *testing.T) {
 	for name := range warningSeries {
 		assert.True(t, warnSeen[name], "warning metric %s not on /metrics after %s", name, took)
 	}
+	for name := range treeSeries {
+		assert.True(t, treeSeen[name], "tree metric %s not on /metrics after %s", name, took)
+	}
 	assert.NotRegexp(t, `(?m)^agent_fleet_errors_total\{[^}]*\} [1-9]`, text, "the in-process fleet reported an error")
 	// The fleet's counters are exported at 0 from the start (§5.1): the
 	// dashboard's fleet panels show 0, not "No data", when nothing fails.
@@ -161,7 +179,7 @@ func TestQuickstartExposesEveryCause(t *testing.T) {
 	// Plain output (not a terminal): the summary lines, then the final table.
 	final := out.String()
 	assert.Contains(t, final, "Why the stages stopped:")
-	for _, stage := range []string{"planner", "researcher", "coder", "fixer", "critic", "summarizer", "executor"} {
+	for _, stage := range []string{"planner", "analyst", "researcher", "coder", "fixer", "critic", "summarizer", "executor"} {
 		assert.Contains(t, final, stage)
 	}
 	assert.NotContains(t, final, "\033[", "no terminal escapes when stdout is not a terminal")
@@ -252,7 +270,9 @@ func TestShutdownDrainsRunsInFlight(t *testing.T) {
 	assert.Positive(t, f.tally.drained, "no run finished after the shutdown began")
 	assert.Zero(t, f.tally.active)
 	for stage, m := range f.tally.counts {
-		if stage != "executor" {
+		// The executor's runs are cancelled on purpose, and so are the
+		// analysts the planner's tree budget ends (reason parent).
+		if stage != "executor" && stage != delegateStage {
 			assert.Zero(t, m["cancelled"], "stage %s: runs counted as cancelled", stage)
 		}
 	}
@@ -275,7 +295,9 @@ func TestShutdownReportsInterruptedRunsApart(t *testing.T) {
 	defer f.tally.mu.Unlock()
 	assert.NotEmpty(t, f.tally.interrupted)
 	for stage, m := range f.tally.counts {
-		if stage != "executor" {
+		// The executor's runs are cancelled on purpose, and so are the
+		// analysts the planner's tree budget ends (reason parent).
+		if stage != "executor" && stage != delegateStage {
 			assert.Zero(t, m["cancelled"], "stage %s: runs counted as cancelled", stage)
 		}
 	}

@@ -207,7 +207,7 @@ type tableWriter struct {
 // scenarios prints one line per stage: how its loop is wrapped and what its
 // runs do.
 func (w *tableWriter) scenarios() {
-	fmt.Fprintln(w.out, "Stages (two workers each, taking turns at these scenarios):")
+	fmt.Fprintln(w.out, "Stages (two workers each, taking turns at these scenarios; the analysts are the planner's sub-agents):")
 	tw := tabwriter.NewWriter(w.out, 0, 0, 2, ' ', 0)
 	for _, s := range stages {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.name, wrapName(s.wrap), s.scenario)
