@@ -58,7 +58,7 @@ bench-readme:
 
 ## fuzz: each fuzz target for FUZZTIME (default 1m).
 fuzz:
-	@set -e; for pkg in ./termination ./termination/internal/jsonscan ./fleet/redisfleet; do \
+	@set -e; for pkg in ./termination ./termination/internal/jsonscan ./backtest ./importer ./fleet/redisfleet; do \
 		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 			echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $$pkg; \
 		done; \
