@@ -17,8 +17,9 @@
 // [Stage.Start]:
 //
 //	ctx, run := stage.Start(ctx)       // the loop must run under ctx
-//	events := middleware.Forward(run, loop(ctx), decode)
-//	for ev := range events { ... }     // same events, same order
+//	for ev := range middleware.Range(run, loop(ctx), decode) {
+//		...                            // same events, same order
+//	}
 //	res := run.Wait()                  // why it stopped
 //
 // Like errgroup.WithContext, Start returns a derived context. It keeps the
@@ -29,8 +30,22 @@
 // context therefore ends as soon as a condition fires, the timeout timer
 // fires, [Run.Stop] is called, or the caller's context ends.
 //
-// # Three ways in
+// # Four ways in
 //
+//   - [Range] and [RangeEach] guard a channel from the consumer's side:
+//     `for item := range middleware.Range(run, in, decode)` receives,
+//     evaluates and yields each item in the ranging goroutine, with no
+//     goroutine and no channel hop of its own — the cheapest guard for a
+//     channel loop. When a condition fires, the item that fired it is still
+//     yielded, then the loop ends; a stop from outside ends it when the
+//     producer, told by the cancelled context, closes its channel; a body
+//     that breaks out ends the run (Cancelled{reason: external}, or
+//     NaturalCompletion right after the final answer). When the loop ends
+//     early, the rest of the input is drained in the same goroutine, so the
+//     range statement returns once the producer has closed its channel (at
+//     once for a producer that honours the run's context, at the latest
+//     after the drain timeout). Range waits for the producer as a bare
+//     range loop does: a producer that ignores its context holds it.
 //   - [Forward] and [ForwardEach] wrap a channel: one goroutine, owned by the
 //     run, copies items to the returned channel. When a condition fires, the
 //     item that fired it is still delivered, then the output is closed, the
@@ -44,6 +59,11 @@
 //     with [Run.Leave]: the run then ends at once (NaturalCompletion right
 //     after the final answer, Cancelled{reason: external} otherwise) and
 //     [Run.Wait] returns as soon as the producer has closed its channel.
+//     Prefer Forward to Range when the guarded stream must stay a channel
+//     (it is selected on, or handed on), or when the consumer must not wait
+//     for a producer that may ignore its context: Forward ends its output
+//     when the run stops, whatever the producer does, and drains in its own
+//     goroutine, at the cost of a second channel hop per item.
 //   - [ForwardSeq] and [ForwardSeqEach] wrap an iter.Seq2 inline, with no
 //     goroutine: the loop runs in the consumer's goroutine, so a loop that
 //     ignores its context cannot be interrupted between items; a loop that

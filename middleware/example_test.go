@@ -61,6 +61,30 @@ func ExampleForward() {
 	// Output: 4 max_tool_calls failed true 4
 }
 
+// Guard a channel-based loop from the consumer's side: no goroutine, no
+// second channel; the range loop ends when the policy fires.
+func ExampleRange() {
+	stage, err := middleware.New("researcher",
+		middleware.WithPolicy(termination.MustParsePolicy("max_tool_calls: 3")))
+	if err != nil {
+		panic(err)
+	}
+	ctx, run := stage.Start(context.Background())
+	received := 0
+	for s := range middleware.Range(run, runawayLoop(ctx), decode) {
+		received++
+		fmt.Println(received, s.Tool)
+	}
+	res := run.Wait() // already finished: the range statement has returned
+	fmt.Println(res.Tag(), res.Events, res.StoppedAt)
+	// Output:
+	// 1 search
+	// 2 search
+	// 3 search
+	// 4 search
+	// max_tool_calls 4 4
+}
+
 // Wrap an iterator-based loop.
 func ExampleForwardSeq() {
 	stage, _ := middleware.New("planner",

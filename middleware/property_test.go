@@ -36,6 +36,22 @@ var forwardings = map[string]forwarding{
 		}
 		return out, run.Wait()
 	},
+	"Range": func(t *testing.T, stage *middleware.Stage, items []item) ([]item, termination.Result) {
+		ctx, run := stage.Start(context.Background())
+		var out []item
+		for it := range middleware.Range(run, produce(ctx, items), decodeItem) {
+			out = append(out, it)
+		}
+		return out, run.Wait()
+	},
+	"RangeEach": func(t *testing.T, stage *middleware.Stage, items []item) ([]item, termination.Result) {
+		ctx, run := stage.Start(context.Background())
+		var out []item
+		for it := range middleware.RangeEach(run, produce(ctx, items), decodeItemEach) {
+			out = append(out, it)
+		}
+		return out, run.Wait()
+	},
 	"ForwardSeq": func(t *testing.T, stage *middleware.Stage, items []item) ([]item, termination.Result) {
 		_, run := stage.Start(context.Background())
 		var out []item
@@ -117,7 +133,7 @@ func TestForwardingProperty(t *testing.T) {
 		}
 	}) {
 		fwd := forwardings[name]
-		each := name == "ForwardEach" || name == "ForwardSeqEach"
+		each := name == "ForwardEach" || name == "ForwardSeqEach" || name == "RangeEach"
 		t.Run(name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(seed, 1))
 			fired := 0

@@ -156,6 +156,10 @@ type canonParser struct {
 	// slow is set when the document may be valid JSON that the fast path
 	// cannot hash canonically (duplicate keys, too many keys, too deep).
 	slow bool
+	// buf, when set, is where strings with escapes are decoded, in one
+	// pass (replay's decoder lends its scratch buffer); without it they
+	// are decoded into a pooled buffer.
+	buf *[]byte
 }
 
 func (p *canonParser) value(depth int) (uint64, bool) {
@@ -299,6 +303,16 @@ func (p *canonParser) array(depth int) (uint64, bool) {
 // str hashes the decoded string at the cursor, so "\u0041" and "A" are
 // equal: the hash of the bytes encoding/json would decode.
 func (p *canonParser) str() (uint64, bool) {
+	if p.buf != nil {
+		b, copied, ok := p.DecodeString((*p.buf)[:0])
+		if !ok {
+			return 0, false
+		}
+		if copied {
+			*p.buf = b
+		}
+		return maphash.Bytes(strSeed, b) ^ hashString, true
+	}
 	start, simple, ascii := p.String()
 	if start < 0 {
 		return 0, false
@@ -308,36 +322,31 @@ func (p *canonParser) str() (uint64, bool) {
 		// The common case: the string decodes to its own bytes.
 		return maphash.Bytes(strSeed, raw) ^ hashString, true
 	}
-	return hashEscaped(raw), true
+	return hashEscaped(p.Data[start:p.Pos]), true
 }
 
-// hashEscaped hashes a string with escapes or invalid UTF-8: it decodes it
-// into a streaming hash, which equals maphash.Bytes of the decoded string.
-// The hash comes from a pool: a maphash.Hash is large, and this runs on
-// the stack of the goroutine that evaluates a run, deep in the recursion.
-func hashEscaped(raw []byte) uint64 {
-	h := escapedHashes.Get().(*maphash.Hash)
-	h.Reset()
-	var enc [utf8.UTFMax]byte
-	for i := 0; i < len(raw); {
-		lit, r, next := jsonscan.Unquote(raw, i)
-		if len(lit) > 0 {
-			h.Write(lit)
-		} else {
-			h.Write(enc[:utf8.EncodeRune(enc[:], r)])
-		}
-		i = next
+// hashEscaped hashes the string token tok (quotes included, validated by
+// String) that has escapes or invalid UTF-8: it decodes it into a pooled
+// buffer and hashes that, as maphash.Bytes of the decoded string. The
+// buffer comes from a pool: this runs deep in the recursion, on the stack
+// of the goroutine that evaluates a run, which stays small.
+func hashEscaped(tok []byte) uint64 {
+	buf := unquoteBuffers.Get().(*[]byte)
+	d := jsonscan.Scanner{Data: tok}
+	b, _, _ := d.DecodeString((*buf)[:0])
+	sum := maphash.Bytes(strSeed, b)
+	if cap(b) <= maxPooledUnquote {
+		*buf = b
+		unquoteBuffers.Put(buf)
 	}
-	sum := h.Sum64()
-	escapedHashes.Put(h)
 	return sum ^ hashString
 }
 
-var escapedHashes = sync.Pool{New: func() any {
-	h := new(maphash.Hash)
-	h.SetSeed(strSeed)
-	return h
-}}
+// maxPooledUnquote bounds the buffers hashEscaped keeps for reuse: an
+// unusually long string does not stay in memory.
+const maxPooledUnquote = 64 << 10
+
+var unquoteBuffers = sync.Pool{New: func() any { return new([]byte) }}
 
 // number hashes the number at the cursor by value, so 1, 1.0 and 1e0 are
 // equal.

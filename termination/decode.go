@@ -64,17 +64,27 @@ func DecodeEvent(data []byte) (Event, error) {
 // line it is not certain about, every bad line included, is decoded by
 // decodeEventJSON, which defines the behaviour.
 func decodeEvent(data []byte, ev *Event) error {
+	_, _, err := decodeEventHashed(data, ev, false)
+	return err
+}
+
+// decodeEventHashed is decodeEvent that, with hashArgs, also returns the
+// canonical hash of the event's args when the fast path computed it while
+// decoding them (hashed).
+func decodeEventHashed(data []byte, ev *Event, hashArgs bool) (argsKey uint64, hashed bool, err error) {
 	*ev = Event{}
-	if !decodeEventFast(data, ev) {
+	ok, argsKey, hashed := decodeEventFastHashed(data, ev, hashArgs)
+	if !ok {
+		argsKey, hashed = 0, false
 		if err := decodeEventJSON(data, ev); err != nil {
-			return err
+			return 0, false, err
 		}
 	}
 	if err := checkDecoded(ev); err != nil {
 		*ev = Event{}
-		return err
+		return 0, false, err
 	}
-	return nil
+	return argsKey, hashed, nil
 }
 
 // checkDecoded is what the decoder checks beyond the JSON's form, on
@@ -420,6 +430,12 @@ type Decoder struct {
 	// unterminated is set by the split function when the line it returned
 	// last is the end of the input, with no newline after it.
 	unterminated bool
+	// With hashArgs (replay with a policy that compares tool calls), each
+	// event's canonical args hash is computed from the line's bytes while
+	// they are decoded: argsKey, when argsHashed.
+	hashArgs   bool
+	argsHashed bool
+	argsKey    uint64
 }
 
 // NewDecoder returns a Decoder reading from r. It reads r in chunks as Next
@@ -480,7 +496,8 @@ func (d *Decoder) Next() (Event, error) {
 		if len(b) == 0 {
 			continue
 		}
-		if err := decodeEvent(b, &d.ev); err != nil {
+		var err error
+		if d.argsKey, d.argsHashed, err = decodeEventHashed(b, &d.ev, d.hashArgs); err != nil {
 			return Event{}, &DecodeError{Line: d.line, Err: d.lineError(b, err)}
 		}
 		d.events++
@@ -632,6 +649,9 @@ func ReplayWith(c Condition, r io.Reader, opts ...ReplayOption) (Result, error) 
 	}
 	ev := NewEvaluator(c, EventClock)
 	dec := NewDecoder(r)
+	// Tool calls' args are hashed from the raw bytes as they are decoded,
+	// when the policy compares them.
+	dec.hashArgs = ev.callKeys
 	for {
 		e, err := dec.Next()
 		if errors.Is(err, io.EOF) {
@@ -645,7 +665,7 @@ func ReplayWith(c Condition, r io.Reader, opts ...ReplayOption) (Result, error) 
 		if err != nil {
 			return Result{}, err
 		}
-		if _, stopped := ev.Observe(e); stopped {
+		if _, stopped := ev.observeWithArgsKey(e, dec.argsKey, dec.argsHashed); stopped {
 			return ev.Result(), nil
 		}
 	}

@@ -87,11 +87,30 @@ func (e *Evaluator) Observe(ev Event) (Cause, bool) {
 	return e.observeRef(e.cur)
 }
 
+// observeWithArgsKey is Observe for an event whose args the caller hashed
+// already: h is argsHash(ev.Args) when keyed (replay, while decoding).
+func (e *Evaluator) observeWithArgsKey(ev Event, h uint64, keyed bool) (Cause, bool) {
+	if e.cause != nil {
+		return e.cause, true
+	}
+	if e.cur == nil {
+		e.cur = new(Event)
+	}
+	*e.cur = ev
+	return e.observeRefKeyed(e.cur, h, keyed)
+}
+
 // observeRef is Observe without copying the event, for hot paths: ev is
 // read during the call only. Pass a pointer to long-lived memory (a field
 // of the caller's own state); a pointer to a local variable makes the
 // variable escape to the heap.
 func (e *Evaluator) observeRef(ev *Event) (Cause, bool) {
+	return e.observeRefKeyed(ev, 0, false)
+}
+
+// observeRefKeyed is observeRef for an event whose args' hash the caller
+// may have computed already: argsKey is argsHash(ev.Args) when argsKeyed.
+func (e *Evaluator) observeRefKeyed(ev *Event, argsKey uint64, argsKeyed bool) (Cause, bool) {
 	if e.cause != nil {
 		return e.cause, true
 	}
@@ -127,7 +146,12 @@ func (e *Evaluator) observeRef(ev *Event) (Cause, bool) {
 		// Hashed here rather than under the stall check: the canonical
 		// hashing of the args recurses, and a live run's goroutine
 		// evaluates with a small stack.
-		e.sink.callKey, e.sink.keyed = callKey(ev), true
+		if argsKeyed && ev.ArgsHash == "" {
+			e.sink.callKey = pairKey(ev.Tool, argsKey) // callKey, hashed already
+		} else {
+			e.sink.callKey = callKey(ev)
+		}
+		e.sink.keyed = true
 	}
 	e.tick(ev)
 	return e.settle(p.Events)

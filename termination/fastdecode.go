@@ -3,6 +3,7 @@ package termination
 import (
 	"encoding/json"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/agentstop/agentstop/termination/internal/jsonscan"
@@ -39,21 +40,49 @@ var eventFieldNames = [...]string{"kind", "source", "text", "tool", "args", "tar
 // decoded string or args.
 type fastParser struct {
 	jsonscan.Scanner
+	scratch *[]byte // where strings with escapes are decoded (scratchBuffers)
+	// With hashArgs, the args are read by the canonical hash (which
+	// validates them as it goes) rather than skipped, and argsHash is set
+	// to what argsHash(ev.Args) returns when argsHashed: replay hashes the
+	// raw bytes once, while it decodes them, not again when it evaluates.
+	hashArgs   bool
+	argsHashed bool
+	argsHash   uint64
 }
+
+// scratchBuffers hold the decoded strings of a line on their way to
+// becoming Go strings: one buffer a line, not one allocation a string.
+var scratchBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// maxScratch bounds the buffers kept in scratchBuffers.
+const maxScratch = 64 << 10
 
 // decodeEventFast decodes data into *ev, which must be the zero Event. It
 // reports whether it succeeded; on false *ev is left in an unspecified
 // state and the caller must decode data with decodeEventJSON.
 func decodeEventFast(data []byte, ev *Event) bool {
-	p := fastParser{jsonscan.Scanner{Data: data}}
+	ok, _, _ := decodeEventFastHashed(data, ev, false)
+	return ok
+}
+
+// decodeEventFastHashed is decodeEventFast that, with hashArgs, also
+// returns the canonical hash of the event's args when it could compute it
+// while decoding them (hashed; see fastParser.hashArgs).
+func decodeEventFastHashed(data []byte, ev *Event, hashArgs bool) (ok bool, argsKey uint64, hashed bool) {
+	p := fastParser{Scanner: jsonscan.Scanner{Data: data}, scratch: scratchBuffers.Get().(*[]byte), hashArgs: hashArgs}
+	defer func() {
+		if cap(*p.scratch) <= maxScratch {
+			scratchBuffers.Put(p.scratch)
+		}
+	}()
 	p.SkipSpace()
 	if !p.object(ev) {
-		return false
+		return false, 0, false
 	}
 	p.SkipSpace()
 	// A missing kind (an empty object, "kind" absent) is an error, reported
 	// by encoding/json.
-	return p.Pos == len(p.Data) && ev.Kind != 0
+	return p.Pos == len(p.Data) && ev.Kind != 0, p.argsHash, p.argsHashed
 }
 
 // members walks the members of an object whose '{' is at the cursor,
@@ -139,7 +168,7 @@ func (p *fastParser) object(ev *Event) bool {
 		case "args":
 			// json.RawMessage: an exact copy of the value's bytes, "null" included.
 			start := p.Pos
-			if !p.Skip(0, fastMaxDepth) {
+			if !p.args() {
 				return false
 			}
 			ev.Args = append(json.RawMessage(nil), p.Data[start:p.Pos]...)
@@ -172,6 +201,22 @@ func (p *fastParser) object(ev *Event) bool {
 		}
 		return true
 	})
+}
+
+// args moves past the args value at the cursor, validating it; with
+// hashArgs it hashes it canonically on the way when it can (a document the
+// hash's fast path hands to encoding/json is skipped, and hashed later
+// from ev.Args as any other).
+func (p *fastParser) args() bool {
+	p.argsHashed = false // a repeated "args" key: the last one counts
+	if p.hashArgs {
+		c := canonParser{Scanner: p.Scanner, buf: p.scratch}
+		if h, ok := c.value(0); ok {
+			p.Pos, p.argsHash, p.argsHashed = c.Pos, h, true
+			return true
+		}
+	}
+	return p.Skip(0, fastMaxDepth)
 }
 
 // usage decodes a usage object into *u. Like encoding/json it decodes into
@@ -215,13 +260,18 @@ func fastKind(b []byte) (Kind, bool) {
 	return 0, false
 }
 
-// setString decodes the string value at the cursor into *s.
+// setString decodes the string value at the cursor into *s, in one pass
+// and with one allocation (a string with escapes is decoded into the
+// scratch buffer first).
 func (p *fastParser) setString(s *string) bool {
-	b, ok := p.str()
+	b, copied, ok := p.DecodeString((*p.scratch)[:0])
 	if !ok {
 		return false
 	}
 	*s = string(b)
+	if copied {
+		*p.scratch = b
+	}
 	return true
 }
 

@@ -2,6 +2,7 @@ package termination
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -190,6 +191,10 @@ var fastDecodeCases = []struct {
 	{"NUL after", "{\"kind\":\"input\"}\x00", false},
 	{"deepest args the fast path takes", `{"kind":"tool_call","args":` + strings.Repeat("[", fastMaxDepth+1) + strings.Repeat("]", fastMaxDepth+1) + `}`, true},
 	{"deep args", `{"kind":"tool_call","args":` + strings.Repeat("[", fastMaxDepth+2) + strings.Repeat("]", fastMaxDepth+2) + `}`, false},
+	{"args with duplicate keys", `{"kind":"tool_call","args":{"a":1,"b":{"c":"x","c":"y"},"a":2}}`, true},
+	{"args with many keys", `{"kind":"tool_call","args":{` + manyKeys(40) + `}}`, true},
+	{"args out of range number", `{"kind":"tool_call","args":{"n":1e999}}`, true},
+	{"args with escapes and invalid UTF-8", "{\"kind\":\"tool_call\",\"args\":{\"p\":\"a\\n\\u00e9\xff\\ud83d\\ude00\\/\"}}", true},
 	{"deep unknown field", `{"kind":"input","x":{"a":` + strings.Repeat("[", fastMaxDepth+1) + strings.Repeat("]", fastMaxDepth+1) + `}}`, false},
 	{"too deep for encoding/json", `{"kind":"tool_call","x":` + strings.Repeat("[", 10001) + strings.Repeat("]", 10001) + `}`, false},
 }
@@ -212,6 +217,20 @@ func checkFastDecode(t testing.TB, line []byte) bool {
 		if !reflect.DeepEqual(fast, want) {
 			t.Fatalf("%q: fast path and encoding/json differ:\nfast: %#v\njson: %#v", line, fast, want)
 		}
+	}
+
+	// Replay's decoder hashes the args while it reads them: the same
+	// acceptance and event, and the hash argsHash gives the decoded args.
+	var hashedEv Event
+	hok, h, hashed := decodeEventFastHashed(bytes.Clone(line), &hashedEv, true)
+	if hok != ok {
+		t.Fatalf("%q: fast path with args hashing accepts: %v, without: %v", line, hok, ok)
+	}
+	if hok && !reflect.DeepEqual(hashedEv, fast) {
+		t.Fatalf("%q: fast path with args hashing decodes:\n%#v\nwithout:\n%#v", line, hashedEv, fast)
+	}
+	if hok && hashed && h != argsHash(hashedEv.Args) {
+		t.Fatalf("%q: args hashed while decoding as %x, argsHash says %x", line, h, argsHash(hashedEv.Args))
 	}
 
 	// decodeEvent also rejects amounts no model spends and a value with
@@ -316,4 +335,13 @@ func FuzzDecodeEventFast(f *testing.F) {
 		// skipped: a skip would be a branch of its own to minimize.
 		checkFastDecode(t, line[:min(len(line), maxFuzzLine)])
 	})
+}
+
+// manyKeys is n members "k0":0, "k1":1, ... of an object.
+func manyKeys(n int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		parts[i] = fmt.Sprintf("%q:%d", fmt.Sprint("k", i), i)
+	}
+	return strings.Join(parts, ",")
 }

@@ -13,6 +13,13 @@
 // whose last line was cut off by a crash up to that line. With -fail-on, an outcome in the
 // list exits 1 (for CI jobs that replay recorded runs).
 //
+// backtest evaluates several policies over many recorded runs, each run
+// decoded once and every policy evaluated as replay would, and reports what
+// each policy would have stopped, where, and what that saves; with labels,
+// the bad runs it stops and the good runs it kills (package backtest does
+// the work). import converts other agents' logs to event logs (package
+// importer).
+//
 // version prints the module version from the binary's build information
 // (runtime/debug.ReadBuildInfo): the tagged version for a binary installed
 // with "go install github.com/agentstop/agentstop/cmd/agentstop@VERSION",

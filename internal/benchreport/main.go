@@ -147,7 +147,7 @@ func Text(r *Results, outcomes []Outcome) string {
 		if o.Err != nil {
 			measured = "missing: " + o.Err.Error()
 		}
-		fmt.Fprintf(&b, "  %-42s %-54s %-26s %s\n", strings.ReplaceAll(o.Name, "`", ""), measured, o.Limit, mark)
+		fmt.Fprintf(&b, "  %-58s %-72s %-46s %s\n", strings.ReplaceAll(o.Name, "`", ""), measured, strings.ReplaceAll(o.Limit, "`", ""), mark)
 	}
 	fmt.Fprintf(&b, "%d of %d limits met\n", met, len(outcomes))
 	return b.String()

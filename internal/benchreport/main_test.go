@@ -27,7 +27,9 @@ func TestParse(t *testing.T) {
 	if r.CPU != "Intel(R) Xeon(R) Processor @ 2.10GHz" {
 		t.Errorf("CPU = %q", r.CPU)
 	}
-	wantOrder := []string{keyRaw, keyWrapped, keySampled, keyUnsampled, keyObserve, keyLiveRun, keyReplay}
+	wantOrder := []string{keyRaw, keyWrapped, keySampled, keyUnsampled, keyObserve, keyLiveRun,
+		keyRangeRaw, keyRangeGuarded, keyTreeAlone, keyTreeDepth3, keyReplay, keyReplayReal,
+		keyPolicies1, keyPolicies10, keyWorkers1, keyWorkers2}
 	if strings.Join(r.Order, "|") != strings.Join(wantOrder, "|") {
 		t.Errorf("Order = %q, want %q", r.Order, wantOrder)
 	}
@@ -75,11 +77,16 @@ func TestEvaluate(t *testing.T) {
 		measured string
 		met      bool
 	}{
+		{"+155 ns = 1.91 × Observe (360 − 205 ns; Observe 81 ns), 0 allocs", true},
 		{"1.35 × (540 ns), 0 allocs", true},
-		{"1.45 × (580 ns), 0 allocs", true}, // exactly at the limit
+		{"1.75 × (700 ns), 0 allocs", true}, // exactly at the limit
 		{"2.625 × (1,050 ns), 1 allocs", false},
 		{"0.203 × (81 ns), 0 allocs", false},
+		{"1.524 × (125 vs 82 ns), 0 allocs", false},
 		{"1.053 M events/s", true},
+		{"410 MB/s (250,000 events/s)", true},
+		{"2.476 × (260 vs 105 ms)", true},
+		{"1.577 × (130 vs 205 ms)", false},
 		{"4.5 KiB (4,608 B: heap 2,200 + stack 2,408)", true}, // exactly at the limit
 	}
 	if len(outcomes) != len(want) {
@@ -100,7 +107,7 @@ func TestEvaluateAllocsFail(t *testing.T) {
 		keyRaw:     {{"ns/op": 100, "allocs/op": 0}},
 		keyWrapped: {{"ns/op": 110, "allocs/op": 1}},
 	}}
-	o := Evaluate(r)[0]
+	o := Evaluate(r)[1]
 	if o.Met || o.Err != nil {
 		t.Errorf("1.1 × with 1 alloc: met=%v err=%v, want a miss", o.Met, o.Err)
 	}
@@ -113,6 +120,7 @@ func TestEvaluateMissing(t *testing.T) {
 	}}
 	outcomes := Evaluate(r)
 	for i, want := range []string{
+		"no middleware BenchmarkRange/raw in the benchmark output",
 		"middleware BenchmarkForward/wrapped reports no allocs/op",
 		"no middleware BenchmarkForward/instrumented_unsampled in the benchmark output",
 	} {
@@ -196,7 +204,7 @@ func TestRun(t *testing.T) {
 		"Forward, full policy, no SDK",
 		"✔ ok",
 		"✘ FAIL",
-		"4 of 6 limits met",
+		"7 of 11 limits met",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
@@ -210,7 +218,8 @@ func TestRun(t *testing.T) {
 		"`make bench` on Intel(R) Xeon(R) Processor @ 2.10GHz, go",
 		"medians of 5 runs",
 		"(`Forward/raw`, 400 ns/event)",
-		"| `Forward`, full policy, no SDK | 1.35 × (540 ns), 0 allocs | ≤ 1.4 × bare, 0 allocs | ✔ |",
+		"| `Forward`, full policy, no SDK | 1.35 × (540 ns), 0 allocs | ≤ 1.6 × bare, 0 allocs | ✔ |",
+		"| replay of real-sized events, full policy with `text_mention` | 410 MB/s (250,000 events/s) | ≥ 400 MB/s per core | ✔ |",
 		"| `Observe`, full policy, no SDK | 0.203 × (81 ns), 0 allocs | ≤ 0.2 × bare, 0 allocs | ✘ |",
 		"\n" + endMarker + "\nrest\n",
 	} {
@@ -229,9 +238,19 @@ func TestRun(t *testing.T) {
 	}
 
 	// A figure's benchmark missing fails without -strict; bad input is 2.
-	code = run(nil, strings.NewReader("pkg: x/middleware\nBenchmarkForward/raw-2 10 5 ns/op 0 B/op 0 allocs/op\n"), &out, &errOut)
+	out.Reset()
+	code = run([]string{"-q"}, strings.NewReader("pkg: x/middleware\nBenchmarkForward/raw-2 10 5 ns/op 0 B/op 0 allocs/op\n"), &out, &errOut)
 	if code != 1 {
 		t.Errorf("missing figures: exit %d, want 1", code)
+	}
+	// A figure whose benchmark is absent prints as missing, never as met.
+	for _, want := range []string{"missing: no backtest BenchmarkBacktest/workers=1 in the benchmark output", "0 of 11 limits met"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("partial input: output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "✔") {
+		t.Errorf("partial input: a figure marked met:\n%s", out.String())
 	}
 	for name, args := range map[string][]string{
 		"no such file": {"-in", filepath.Join(t.TempDir(), "nope")},

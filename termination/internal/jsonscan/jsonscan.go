@@ -10,6 +10,9 @@
 package jsonscan
 
 import (
+	"bytes"
+	"encoding/binary"
+	"math/bits"
 	"unicode"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -57,7 +60,18 @@ func (s *Scanner) String() (start int, simple, ascii bool) {
 	}
 	start = s.Pos
 	simple, ascii = true, true
+	high := uint64(msbs) // bytes >= 0x80 are looked at until the first one
 	for i := start + 1; i < len(data); {
+		// Eight bytes at a time while none of them needs a look: real
+		// strings (code, prose) have long runs between escapes.
+		if i+8 <= len(data) {
+			m := specialBytes(binary.LittleEndian.Uint64(data[i:]), high)
+			if m == 0 {
+				i += 8
+				continue
+			}
+			i += bits.TrailingZeros64(m) >> 3 // the first byte flagged is one to look at
+		}
 		c := data[i]
 		if !stringSpecial[c] {
 			i++
@@ -86,11 +100,170 @@ func (s *Scanner) String() (start int, simple, ascii bool) {
 		case c < ' ':
 			return -1, false, false
 		default:
-			ascii = false
+			ascii, high = false, 0
 			i++
 		}
 	}
 	return -1, false, false
+}
+
+// DecodeString reads the string token at the cursor as String does and
+// decodes it as encoding/json does, in one pass. It returns the decoded
+// contents: the token's own bytes (aliasing Data) when they decode to
+// themselves, or else dst with the decoded contents appended (copied is
+// then true). ok is false, and Pos unspecified, if there is no valid string
+// token at the cursor.
+func (s *Scanner) DecodeString(dst []byte) (str []byte, copied, ok bool) {
+	data := s.Data
+	if s.Peek() != '"' {
+		return nil, false, false
+	}
+	run := s.Pos + 1 // the start of the bytes read but not yet appended
+	for i := run; i < len(data); {
+		if i+8 <= len(data) {
+			m := specialBytes(binary.LittleEndian.Uint64(data[i:]), msbs)
+			if m == 0 {
+				i += 8
+				continue
+			}
+			i += bits.TrailingZeros64(m) >> 3
+		}
+		c := data[i]
+		switch {
+		case !stringSpecial[c]:
+			i++
+		case c == '"':
+			s.Pos = i + 1
+			if !copied {
+				return data[run:i], false, true
+			}
+			return append(dst, data[run:i]...), true, true
+		case c == '\\':
+			if i+1 >= len(data) {
+				return nil, false, false
+			}
+			dst, copied = append(dst, data[run:i]...), true
+			if e := simpleEscapes[data[i+1]]; e != 0 {
+				// The common escapes (\n, \t, \", \\, ...), inline.
+				dst = append(dst, e)
+				i += 2
+				run = i
+				continue
+			}
+			if data[i+1] != 'u' || i+6 > len(data) {
+				return nil, false, false
+			}
+			r := hex4(data[i+2], data[i+3], data[i+4], data[i+5])
+			switch {
+			case r < 0:
+				return nil, false, false
+			case utf16.IsSurrogate(r):
+				// Unquote reads the low surrogate only if it is a
+				// complete escape, which never reaches past the closing
+				// quote.
+				_, r, i = Unquote(data, i)
+			default:
+				i += 6
+			}
+			dst = utf8.AppendRune(dst, r)
+			run = i
+		case c < ' ':
+			return nil, false, false
+		default: // >= 0x80
+			// Two- and three-byte runes, most non-ASCII text, inline.
+			switch {
+			case c < 0xE0:
+				if c >= 0xC2 && i+1 < len(data) && data[i+1]&0xC0 == 0x80 {
+					i += 2
+					continue
+				}
+			case c < 0xF0 && c != 0xE0 && c != 0xED:
+				if i+2 < len(data) && data[i+1]&0xC0 == 0x80 && data[i+2]&0xC0 == 0x80 {
+					i += 3
+					continue
+				}
+			}
+			if size := validRune(data[i:]); size > 0 {
+				i += size // valid UTF-8 decodes to itself
+				continue
+			}
+			dst, copied = append(dst, data[run:i]...), true
+			dst = utf8.AppendRune(dst, utf8.RuneError)
+			i++
+			run = i
+		}
+	}
+	return nil, false, false
+}
+
+// simpleEscapes maps the byte after a backslash to what the escape
+// decodes to, for every escape but \u (0: not one of them).
+var simpleEscapes = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
+
+// hex4 is the value of four hex digits, or -1 if one is not a hex digit.
+func hex4(a, b, c, d byte) rune {
+	v0, v1, v2, v3 := hexValue[a], hexValue[b], hexValue[c], hexValue[d]
+	if v0|v1|v2|v3 < 0 {
+		return -1
+	}
+	return rune(v0)<<12 | rune(v1)<<8 | rune(v2)<<4 | rune(v3)
+}
+
+// hexValue is the value of a hex digit, -1 for any other byte.
+var hexValue = func() (t [256]int8) {
+	for c := range t {
+		switch {
+		case '0' <= c && c <= '9':
+			t[c] = int8(c - '0')
+		case 'a' <= c && c <= 'f':
+			t[c] = int8(c - 'a' + 10)
+		case 'A' <= c && c <= 'F':
+			t[c] = int8(c - 'A' + 10)
+		default:
+			t[c] = -1
+		}
+	}
+	return t
+}()
+
+// validRune returns the length of the valid UTF-8 encoding of a rune that
+// b starts with (b[0] >= 0x80), or 0 if it does not start with one. Two-
+// and three-byte runes, most of the non-ASCII text there is, are checked
+// inline.
+func validRune(b []byte) int {
+	c := b[0]
+	switch {
+	case 0xC2 <= c && c <= 0xDF:
+		if len(b) >= 2 && b[1]&0xC0 == 0x80 {
+			return 2
+		}
+		return 0
+	case 0xE1 <= c && c <= 0xEC || c == 0xEE || c == 0xEF:
+		if len(b) >= 3 && b[1]&0xC0 == 0x80 && b[2]&0xC0 == 0x80 {
+			return 3
+		}
+		return 0
+	}
+	if r, size := utf8.DecodeRune(b); r != utf8.RuneError || size > 1 {
+		return size
+	}
+	return 0
+}
+
+const (
+	lsbs = 0x0101010101010101
+	msbs = 0x8080808080808080
+)
+
+// specialBytes flags (with the high bit of the byte) the bytes of w, eight
+// bytes of a string read little-endian, that String must look at: a quote,
+// a backslash, a control character and, when high is msbs, a byte >= 0x80.
+// A flag may be wrong only above (after) a byte that is rightly flagged, so
+// the lowest flag is always right, and no flag means none of the eight.
+func specialBytes(w, high uint64) uint64 {
+	q := w ^ (lsbs * '"')
+	b := w ^ (lsbs * '\\')
+	return ((q-lsbs)&^q|(b-lsbs)&^b|(w-lsbs*' ')&^w)&msbs | w&high
 }
 
 // stringSpecial marks the bytes String must look at: the closing quote, a
@@ -171,8 +344,19 @@ func Unquote(raw []byte, i int) (lit []byte, r rune, next int) {
 }
 
 // AppendUnquoted appends the decoded string contents raw (see Unquote).
+// The runs between escapes that are valid UTF-8, all of them in most
+// strings, are copied whole.
 func AppendUnquoted(dst, raw []byte) []byte {
 	for i := 0; i < len(raw); {
+		run := raw[i:]
+		if j := bytes.IndexByte(run, '\\'); j >= 0 {
+			run = run[:j]
+		}
+		if len(run) > 0 && utf8.Valid(run) {
+			dst = append(dst, run...)
+			i += len(run)
+			continue
+		}
 		lit, r, next := Unquote(raw, i)
 		if len(lit) > 0 {
 			dst = append(dst, lit...)

@@ -2,8 +2,10 @@ package jsonscan
 
 import (
 	"encoding/json"
+	"math/rand/v2"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -59,6 +61,7 @@ func TestString(t *testing.T) {
 			got := string(AppendUnquoted(nil, s.Data[1:s.Pos-1]))
 			assert.Equal(t, tc.want, got)
 			assert.Equal(t, want, got, "as encoding/json decodes it")
+			checkDecodeString(t, tc.in, want)
 		})
 	}
 }
@@ -169,8 +172,125 @@ func FuzzString(f *testing.F) {
 		if got := string(AppendUnquoted(nil, raw)); got != want {
 			t.Fatalf("%q: decoded %q, encoding/json %q", in, got, want)
 		}
+		d := Scanner{Data: in, Pos: first}
+		if got, _, ok := d.DecodeString(nil); !ok || d.Pos != end || string(got) != want {
+			t.Fatalf("%q: DecodeString %q, %v, end %d; encoding/json %q, end %d", in, got, ok, d.Pos, want, end)
+		}
 		if simple && ascii && string(raw) != want {
 			t.Fatalf("%q: simple ASCII string decodes to something else", in)
 		}
 	})
+}
+
+// TestStringLong: strings longer than a word, with the bytes String must
+// look at in every position of a word (String reads eight bytes at a time
+// between them), agree with encoding/json and with a byte-by-byte reading.
+func TestStringLong(t *testing.T) {
+	pieces := []string{"abcdefg", "x", `\n`, `\"`, `\\`, `\u00e9`, "é", "日本", "\x7f", "\x01", "\xff", `"`, `\q`, "0123456789abcdef"}
+	r := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		var b strings.Builder
+		b.WriteByte('"')
+		for range r.IntN(12) {
+			b.WriteString(pieces[r.IntN(len(pieces))])
+		}
+		b.WriteString(`"`)
+		in := b.String()
+		s := Scanner{Data: []byte(in + " ,")}
+		start, simple, ascii := s.String()
+		wantStart, wantSimple, wantASCII, wantEnd := slowString(in)
+		require.Equal(t, wantStart, start, "%q", in)
+		if start < 0 {
+			continue
+		}
+		require.Equal(t, wantEnd, s.Pos, "%q", in)
+		require.Equal(t, wantSimple, simple, "simple %q", in)
+		require.Equal(t, wantASCII, ascii, "ascii %q", in)
+		var want string
+		if err := json.Unmarshal([]byte(in[:s.Pos]), &want); err == nil {
+			require.Equal(t, want, string(AppendUnquoted(nil, []byte(in[1:s.Pos-1]))), "%q", in)
+			checkDecodeString(t, in[:s.Pos], want)
+		}
+	}
+}
+
+// checkDecodeString: DecodeString accepts in (a valid string token) as
+// String does, decodes it to want, and copies exactly when the token's
+// bytes are not the decoded string.
+func checkDecodeString(t *testing.T, in, want string) {
+	t.Helper()
+	s := Scanner{Data: []byte(in + ` ,"next"`)}
+	str, copied, ok := s.DecodeString([]byte("prefix:"))
+	require.True(t, ok, "%q", in)
+	require.Equal(t, len(in), s.Pos, "%q", in)
+	if copied {
+		require.Equal(t, "prefix:"+want, string(str), "%q", in)
+	} else {
+		require.Equal(t, want, string(str), "%q", in)
+	}
+	require.Equal(t, in[1:len(in)-1] != want, copied, "copied %q", in)
+}
+
+// slowString is String byte by byte, as it was written before it read
+// words.
+func slowString(in string) (start int, simple, ascii bool, end int) {
+	simple, ascii = true, true
+	for i := 1; i < len(in); {
+		c := in[i]
+		switch {
+		case c == '"':
+			return 0, simple, ascii, i + 1
+		case c == '\\':
+			simple = false
+			if i+1 >= len(in) {
+				return -1, false, false, 0
+			}
+			switch in[i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				i += 2
+			case 'u':
+				if i+6 > len(in) || !isHex(in[i+2]) || !isHex(in[i+3]) || !isHex(in[i+4]) || !isHex(in[i+5]) {
+					return -1, false, false, 0
+				}
+				i += 6
+			default:
+				return -1, false, false, 0
+			}
+		case c < ' ':
+			return -1, false, false, 0
+		case c >= 0x80:
+			ascii = false
+			i++
+		default:
+			i++
+		}
+	}
+	return -1, false, false, 0
+}
+
+// TestValidRune agrees with utf8.DecodeRune on every lead byte >= 0x80
+// followed by every pair of bytes, and on short inputs.
+func TestValidRune(t *testing.T) {
+	want := func(b []byte) int {
+		if r, size := utf8.DecodeRune(b); r != utf8.RuneError || size > 1 {
+			return size
+		}
+		return 0
+	}
+	b := make([]byte, 4)
+	for c := 0x80; c <= 0xFF; c++ {
+		for c1 := range 256 {
+			for c2 := range 256 {
+				b[0], b[1], b[2], b[3] = byte(c), byte(c1), byte(c2), 0x80
+				if got, w := validRune(b), want(b); got != w {
+					t.Fatalf("% x: %d, utf8 says %d", b, got, w)
+				}
+				for n := 1; n <= 3; n++ {
+					if got, w := validRune(b[:n]), want(b[:n]); got != w {
+						t.Fatalf("% x: %d, utf8 says %d", b[:n], got, w)
+					}
+				}
+			}
+		}
+	}
 }

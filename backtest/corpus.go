@@ -1,0 +1,250 @@
+package backtest
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/agentstop/agentstop/termination"
+)
+
+// Source is one JSON Lines file of the corpus and the name its run gets
+// when its events do not name their runs: its path relative to the PATH it
+// was found under, without .jsonl ("week1/run-17" for week1/run-17.jsonl
+// under the directory given).
+type Source struct {
+	Path string // the file, as found (PATH joined with the relative path)
+	Name string // the run's name in a one-run file
+}
+
+// Find resolves the corpus PATHs: a JSON Lines file, a directory (every
+// *.jsonl below it, recursively, in lexical order) or a glob (each match a
+// file or a directory as above). A PATH that matches nothing, and a
+// directory that holds no *.jsonl file, are errors: a backtest over no runs
+// is a mistake, not a report of zeros. A file found twice is read once.
+func Find(paths []string) ([]Source, error) {
+	if len(paths) == 0 {
+		return nil, errors.New("no corpus: give at least one JSON Lines file, directory or glob")
+	}
+	var out []Source
+	seen := make(map[string]bool)
+	add := func(s Source) {
+		key := filepath.Clean(s.Path)
+		if !seen[key] {
+			seen[key] = true
+			out = append(out, s)
+		}
+	}
+	for _, p := range paths {
+		matches := []string{p}
+		if hasMeta(p) {
+			m, err := filepath.Glob(p)
+			if err != nil {
+				return nil, fmt.Errorf("%s: not a valid glob: %v", p, err)
+			}
+			if len(m) == 0 {
+				return nil, fmt.Errorf("%s: no file matches", p)
+			}
+			matches = m
+		}
+		for _, m := range matches {
+			fi, err := os.Stat(m)
+			if err != nil {
+				return nil, fmt.Errorf("cannot read %s: %v", m, pathErrorText(err))
+			}
+			if !fi.IsDir() {
+				add(Source{Path: m, Name: runName(filepath.Base(m))})
+				continue
+			}
+			found := 0
+			err = filepath.WalkDir(m, func(path string, d fs.DirEntry, err error) error {
+				if err != nil {
+					return fmt.Errorf("cannot read %s: %v", path, pathErrorText(err))
+				}
+				if d.IsDir() || !strings.HasSuffix(d.Name(), ".jsonl") {
+					return nil
+				}
+				rel, err := filepath.Rel(m, path)
+				if err != nil {
+					rel = d.Name()
+				}
+				found++
+				add(Source{Path: path, Name: runName(filepath.ToSlash(rel))})
+				return nil
+			})
+			if err != nil {
+				return nil, err
+			}
+			if found == 0 {
+				return nil, fmt.Errorf("%s: a directory with no *.jsonl file", m)
+			}
+		}
+	}
+	return out, nil
+}
+
+func hasMeta(p string) bool { return strings.ContainsAny(p, `*?[`) }
+
+func runName(rel string) string { return strings.TrimSuffix(rel, ".jsonl") }
+
+// pathErrorText is what went wrong with a file, without the operation and
+// path that the caller's message already names.
+func pathErrorText(err error) string {
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
+
+// Run is one run of the corpus, decoded.
+type Run struct {
+	ID     string // the events' run, or the Source's Name in a one-run file
+	Parent string // the parent run's id (§8), "" for a root
+	File   string // the file it was read from
+	// Events are the run's own events, in the order of the lines.
+	Events []termination.Event
+	// Truncated is set when, with Lenient, the file's truncated last line
+	// was skipped: on every run of the file, since the line's run cannot be
+	// read (as agentstop replay -lenient marks a log of many runs).
+	Truncated bool
+}
+
+// File is one decoded file: its runs in the order they first appear, and
+// all its events in the order of the lines (what a tree replay evaluates).
+type File struct {
+	Source Source
+	Runs   []*Run
+	Events []termination.Event
+	// Multi is set when the events name their runs (a file of many runs).
+	Multi bool
+}
+
+// ReadFile reads and decodes one file of the corpus, whole. A bad line is
+// an error naming the file and the line; with lenient, a truncated last line
+// (one that ends inside a value, with no newline after it: an agent killed
+// while writing) is skipped and its run marked Truncated instead.
+func ReadFile(src Source, lenient bool) (*File, error) {
+	var buf []byte
+	return readFile(src, lenient, &buf)
+}
+
+// readFile is ReadFile reading into *buf, which a worker reuses from file
+// to file: the decoded events keep no reference to it.
+func readFile(src Source, lenient bool, buf *[]byte) (*File, error) {
+	data, err := readInto(src.Path, buf)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read %s: %v", src.Path, pathErrorText(err))
+	}
+	return decodeFile(src, data, lenient)
+}
+
+// readInto reads the file at path into *buf, growing it as needed.
+func readInto(path string, buf *[]byte) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b := (*buf)[:0]
+	if fi, err := f.Stat(); err == nil && int64(cap(b)) < fi.Size()+1 {
+		b = make([]byte, 0, fi.Size()+512)
+	}
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := f.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			*buf = b
+			return b, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+}
+
+func decodeFile(src Source, data []byte, lenient bool) (*File, error) {
+	// One event per line at most: the events are appended without a copy.
+	f := &File{Source: src, Events: make([]termination.Event, 0, bytes.Count(data, []byte{'\n'})+1)}
+	dec := termination.NewDecoder(bytes.NewReader(data))
+	truncated := false
+	firstWithout := 0 // the first line of an event with no run
+	for {
+		ev, err := dec.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			if errors.Is(err, termination.ErrTruncated) {
+				if lenient {
+					truncated = true
+					break
+				}
+				return nil, fmt.Errorf("%s: %w; -lenient evaluates the events before it", src.Path, err)
+			}
+			return nil, fmt.Errorf("%s: %w", src.Path, err)
+		}
+		fingerprintArgs(&ev)
+		if ev.Run != "" {
+			f.Multi = true
+		} else if firstWithout == 0 {
+			firstWithout = dec.Line()
+		}
+		f.Events = append(f.Events, ev)
+	}
+	if len(f.Events) == 0 {
+		if truncated {
+			return nil, fmt.Errorf("%s: no complete event: the file's only line is truncated", src.Path)
+		}
+		return nil, fmt.Errorf("%s: no events", src.Path)
+	}
+	if f.Multi && firstWithout > 0 {
+		return nil, fmt.Errorf("%s: line %d: no run, in a file whose other events name their run (every event of a file of many runs needs \"run\")", src.Path, firstWithout)
+	}
+	if !f.Multi {
+		f.Runs = []*Run{{ID: src.Name, File: src.Path, Events: f.Events, Truncated: truncated}}
+		return f, nil
+	}
+	byID := make(map[string]*Run)
+	for _, ev := range f.Events {
+		r := byID[ev.Run]
+		if r == nil {
+			r = &Run{ID: ev.Run, File: src.Path}
+			byID[ev.Run] = r
+			f.Runs = append(f.Runs, r)
+		}
+		if r.Parent == "" {
+			r.Parent = ev.Parent
+		}
+		r.Events = append(r.Events, ev)
+	}
+	for _, r := range f.Runs {
+		r.Truncated = truncated
+	}
+	return f, nil
+}
+
+// fingerprintArgs replaces a tool call's args with their fingerprint
+// (termination.ArgsFingerprint), given as an in-process args_hash, so that
+// the canonical args are hashed once per run rather than once per policy:
+// stall detection compares a call's args by exactly this fingerprint, and
+// compares args_hash values for equality, so every policy's result is the
+// same (the property test checks it against replay). Nothing else in an
+// evaluation reads args. The "\x00" prefix keeps it apart from a recorded
+// args_hash, which never starts so.
+func fingerprintArgs(ev *termination.Event) {
+	if ev.Kind != termination.KindToolCall || ev.ArgsHash != "" || len(ev.Args) == 0 {
+		return
+	}
+	ev.ArgsHash = "\x00" + strconv.FormatUint(termination.ArgsFingerprint(ev.Args), 16)
+	ev.Args = nil
+}

@@ -1,0 +1,70 @@
+// Package backtest answers "what would this policy have done to last
+// week's runs?": it evaluates termination policies over a corpus of
+// recorded runs and reports, for each run and policy, the replay result,
+// whether the policy would have stopped the run, where, and what the stop
+// would have saved; then, per policy, how many runs it stops and, against
+// labels, how many bad runs it stops early and how many good runs it kills.
+// It is the work behind the agentstop backtest command (contract §4.1);
+// cmd/agentstop only parses the flags and prints.
+//
+// # How the pieces fit
+//
+// [Find] turns the command's PATHs (files, directories searched for
+// *.jsonl, globs) into [Source] files. [ReadFile] reads one file whole and
+// decodes it once with termination's [termination.Decoder]: a file whose
+// events carry "run" holds many runs (interleaved lines allowed), any other
+// file is one run named by its path relative to the PATH it was found
+// under, without .jsonl. [Evaluate] hands the files to Config.Workers
+// goroutines (it owns them; they end before it returns); each worker
+// decodes a file and evaluates every policy over its runs in that pass. The
+// evaluation is termination's own, chosen as agentstop replay chooses it:
+// [termination.ReplayEvents] for a one-run file (the events
+// [termination.Replay] would decode), [termination.ReplayRuns] for a file
+// of many runs or a policy with tree: limits (each holder's limits over its
+// subtree, in the order of the lines, §8). So a backtest result is the
+// result replay prints for the same run and policy (stage "replay", same
+// stopped_at, same evidence). evaluateRuns is the one place where a file's
+// runs meet a policy. What a file's decoding can share across policies is
+// done once: a tool call's args are fingerprinted once per run
+// ([termination.ArgsFingerprint], the key stall detection compares), not
+// once per policy.
+//
+// The package imports termination only; nothing but cmd/agentstop (and a
+// user's own tooling) imports it.
+//
+// The [Report] holds one [Outcome] per (run, policy) and one [Summary] per
+// policy, and writes itself as a table for people, JSON Lines or CSV.
+// [ReadLabels] reads the good/bad labels that turn the counts into a
+// confusion table.
+//
+// # Choices where the contract is silent
+//
+//   - A policy stops a run when one of its conditions fires (Fired is not
+//     empty) or when the run is ended before its last event (a tree's
+//     cancellation). A completion condition (text_mention, function_call,
+//     ...) that fires is therefore a stop too, and counted by cause.
+//   - Saved is what the run's events after the last evaluated one spent;
+//     Spent (lost_on_good, for good runs) is what the evaluated ones did.
+//     For a timeout, whose firing event is not evaluated, that event is
+//     saved.
+//   - A file that a glob matches is named by its base name, without .jsonl
+//     (a glob has no directory to be relative to); a directory a glob
+//     matches names its files relative to itself.
+//   - A file with no events, or whose events name their run on some lines
+//     and not on others, is bad input naming the file (and the line).
+//   - With Lenient, a truncated last line is skipped. In a file of one run
+//     the result carries truncated only when its replay reached the end of
+//     the run, as replay -lenient does; in a file of many runs every run's
+//     result carries it (the line's run cannot be read), as replay -lenient
+//     marks a log of many runs.
+//   - -all evaluates each top-level condition of a policy on its own
+//     ([termination.Policy.Conditions]); its "at" is the stopped_at that
+//     condition alone would have had, over the run alone. A policy's tree:
+//     limits are not listed there.
+//   - Labels are case-sensitive: "good", "bad", true, false. A labelled run
+//     that is not in the corpus is ignored.
+//   - Outcomes are in the order of the files (PATHs in the order given,
+//     files of a directory in lexical order), runs of a file in the order
+//     of their first lines, policies in the order given, whatever the
+//     number of workers.
+package backtest

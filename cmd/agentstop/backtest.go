@@ -1,0 +1,202 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/agentstop/agentstop/backtest"
+)
+
+const backtestUsage = `Usage: agentstop backtest -policy A.yaml [-policy B.yaml ...] [-labels LABELS] [-all] [-lenient]
+                          [-format table|json|csv] [-j N] [-max-false-stops N] PATH...
+
+Evaluates each policy over recorded runs, exactly as replay would, and reports
+which runs each policy would have stopped, where, and what the stop saves.
+PATH is a JSON Lines file, a directory (every *.jsonl below it) or a glob. A
+file whose events carry "run" holds many runs; otherwise a file is one run,
+named by its path relative to PATH without .jsonl.
+
+Exit status: 0 when the backtest ran; 1 when a policy stops more good runs
+than -max-false-stops; 2 on bad input (a malformed line, a bad policy, a bad
+labels file), with one line on stderr naming the file and line.
+
+Example:
+  agentstop backtest -policy strict.yaml -policy loose.yaml -labels labels.csv runs/
+`
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
+
+func runBacktest(args []string, sio stdio) int {
+	fs := newFlags("backtest")
+	var policyPaths stringList
+	fs.Var(&policyPaths, "policy", "a termination policy `FILE`, YAML or JSON (repeatable; at least one)")
+	labelsPath := fs.String("labels", "", "a labels `FILE`: a JSON object {\"RUN\": \"good\"|\"bad\"|true|false} or a CSV run,label")
+	all := fs.Bool("all", false, "also list every condition that would fire over the whole run, each with the event where it first fires")
+	lenient := fs.Bool("lenient", false, "skip a truncated last line of a file and mark its run truncated, instead of failing")
+	format := fs.String("format", "table", "output `FORMAT`: table (for people), json (one object per line) or csv")
+	workers := fs.Int("j", runtime.NumCPU(), "how many files to evaluate at once (`N` workers)")
+	var maxFalseStops optionalInt
+	fs.Var(&maxFalseStops, "max-false-stops", "exit 1 when a policy stops more than `N` good runs (needs -labels; for CI)")
+	paths, code, done := parseFlags(fs, args, backtestUsage, sio)
+	if done {
+		return code
+	}
+	fail := func(format string, a ...any) int { return failf(sio, "backtest", format, a...) }
+	switch {
+	case len(policyPaths) == 0:
+		return fail("-policy is required (see agentstop backtest -h)")
+	case len(paths) == 0:
+		return fail("want at least one PATH: a JSON Lines file, a directory or a glob")
+	case *format != "table" && *format != "json" && *format != "csv":
+		return fail("-format %q: want table, json or csv", *format)
+	case *workers < 1:
+		return fail("-j %d: want at least 1 worker", *workers)
+	case maxFalseStops.set && maxFalseStops.n < 0:
+		return fail("-max-false-stops %d: want a number of runs, 0 or more", maxFalseStops.n)
+	case maxFalseStops.set && *labelsPath == "":
+		return fail("-max-false-stops needs -labels: without labels no run is known to be good")
+	}
+	cfg := backtest.Config{All: *all, Lenient: *lenient, Workers: *workers}
+	for _, p := range policyPaths {
+		pol, err := backtest.LoadPolicy(p)
+		if err != nil {
+			return fail("%v", err)
+		}
+		if pol.Policy.FleetBudget() != nil {
+			fmt.Fprintf(sio.err, "agentstop backtest: %s: fleet_budget is valid but ignored: a backtest evaluates runs without a fleet\n", p)
+		}
+		cfg.Policies = append(cfg.Policies, pol)
+	}
+	if *labelsPath != "" {
+		l, err := backtest.ReadLabels(*labelsPath)
+		if err != nil {
+			return fail("%v", err)
+		}
+		cfg.Labels = l
+	}
+	sources, err := backtest.Find(paths)
+	if err != nil {
+		return fail("%v", err)
+	}
+	if os.Getenv("GOGC") == "" {
+		// A batch job with a small live heap: collect less often, so that
+		// the collector leaves the cores to the workers.
+		debug.SetGCPercent(backtest.BatchGCPercent)
+	}
+	var progress *progressLine
+	if isTerminal(sio.err) {
+		progress = &progressLine{w: sio.err}
+		cfg.Progress = progress.update
+	}
+	rep, err := backtest.Evaluate(context.Background(), sources, cfg)
+	progress.clear()
+	if err != nil {
+		return fail("%v", err)
+	}
+	switch *format {
+	case "json":
+		err = rep.WriteJSON(sio.out)
+	case "csv":
+		err = rep.WriteCSV(sio.out)
+	default:
+		err = rep.WriteTable(sio.out)
+	}
+	if err != nil {
+		return fail("cannot write the report: %v", err)
+	}
+	if maxFalseStops.set {
+		failed := false
+		for _, s := range rep.Summaries {
+			if n := s.FalseStops(); n > maxFalseStops.n {
+				runs := "runs"
+				if n == 1 {
+					runs = "run"
+				}
+				fmt.Fprintf(sio.err, "agentstop backtest: %s stops %d good %s, more than -max-false-stops %d\n", s.Policy, n, runs, maxFalseStops.n)
+				failed = true
+			}
+		}
+		if failed {
+			return exitFail
+		}
+	}
+	return exitOK
+}
+
+// optionalInt is an int flag that knows whether it was given.
+type optionalInt struct {
+	n   int
+	set bool
+}
+
+func (o *optionalInt) String() string {
+	if o == nil || !o.set {
+		return ""
+	}
+	return strconv.Itoa(o.n)
+}
+
+func (o *optionalInt) Set(v string) error {
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return fmt.Errorf("want a whole number of runs, got %q", v)
+	}
+	o.n, o.set = n, true
+	return nil
+}
+
+// isTerminal reports whether w is a terminal (a character device).
+func isTerminal(w any) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	fi, err := f.Stat()
+	return err == nil && fi.Mode()&os.ModeCharDevice != 0
+}
+
+// progressLine redraws one line on a terminal: runs done, files done of
+// total, events per second; at most ten times a second.
+type progressLine struct {
+	w     interface{ Write([]byte) (int, error) }
+	mu    sync.Mutex
+	last  time.Time
+	drawn bool
+}
+
+func (p *progressLine) update(pr backtest.Progress) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if now := time.Now(); now.Sub(p.last) >= 100*time.Millisecond || pr.FilesDone == pr.Files {
+		p.last = now
+		rate := 0.0
+		if s := pr.Elapsed.Seconds(); s > 0 {
+			rate = float64(pr.Events) / s
+		}
+		fmt.Fprintf(p.w, "\r\033[Kbacktest: %d runs done (%d of %d files), %.0f events/s", pr.Runs, pr.FilesDone, pr.Files, rate)
+		p.drawn = true
+	}
+}
+
+// clear erases the progress line, if one was drawn. A nil p does nothing.
+func (p *progressLine) clear() {
+	if p == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.drawn {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}

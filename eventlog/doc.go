@@ -1,0 +1,48 @@
+// Package eventlog records live runs as the JSON Lines event log of the
+// contract (§1), so that production runs become a corpus for agentstop
+// backtest and replay: every event a stage evaluates, one object per line,
+// with the run's id in run and, on a run's first event, its parent's id in
+// parent.
+//
+// # How the pieces fit
+//
+// A [Writer] is a middleware.Recorder: give it to a stage with
+// middleware.WithRecorder (beside the telemetry recorder; a stage fans out
+// to every recorder it is given). Its RunRecorders copy each event into a
+// bounded buffer and return: the loop never waits for the disk. One
+// goroutine, owned by the Writer and ended by [Writer.Close], encodes the
+// events and writes them through a buffered file, which it rotates by size
+// (events.jsonl becomes events.jsonl.1, …, keeping WithMaxFiles old files).
+// When the buffer is full an event is dropped, never waited for: drops are
+// counted on the agentstop.eventlog.dropped counter, reported to
+// otel.Handle, once per burst, with the count, and marked in the log
+// itself: the next line written for a run that lost events carries
+// "dropped": N, a field replay ignores (§1: unknown fields are ignored), so
+// a reader of the log knows where events are missing. Close writes every event
+// buffered before it and closes the file: a clean shutdown loses nothing.
+// The package imports termination and middleware; nothing imports it but
+// the user's wiring.
+//
+// # Without content
+//
+// [WithoutContent] keeps prompts, outputs and tool arguments out of the
+// log while keeping what the policies need: a tool call's args become
+// args_hash ([termination.ArgsHash], the canonical args' hash), a message's,
+// stop's, error's or input's text becomes text_hash ([termination.TextHash]),
+// a tool result's text and error become one text_hash
+// ([termination.ResultHash]), and an error's text reads "error". Replay
+// compares the hashes where it would compare the values, so stalls,
+// repeated results, limits, budgets and error streaks replay as they ran;
+// text_mention cannot fire on a hashed text, and a stream error's cause
+// names no error text.
+//
+// # Choices
+//
+//   - An event without a time is stamped with the time it was recorded, so
+//     that replay's clock (the events' times) sees the live run's.
+//   - Only evaluated events are written: the events a run drains after its
+//     stop are not, as replay would not evaluate them.
+//   - A run that spans a rotation is in two files, each part a run of its
+//     own to a backtest; choose WithMaxBytes so that rotations are rare, or
+//     concatenate the files before a backtest.
+package eventlog

@@ -1,0 +1,425 @@
+package eventlog
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// ScopeName is the instrumentation scope of the Writer's metric.
+const ScopeName = "github.com/agentstop/agentstop/eventlog"
+
+// Defaults of the options.
+const (
+	DefaultMaxBytes = 64 << 20 // rotate at 64 MiB
+	DefaultMaxFiles = 5        // rotated files kept
+	DefaultBuffer   = 4096     // events buffered between the loops and the file
+)
+
+// Option configures a Writer.
+type Option interface{ apply(*config) }
+
+type optionFunc func(*config)
+
+func (f optionFunc) apply(c *config) { f(c) }
+
+type config struct {
+	maxBytes       int64
+	maxFiles       int
+	buffer         int
+	withoutContent bool
+	meterProvider  metric.MeterProvider
+	errs           []error
+}
+
+// WithMaxBytes rotates the log when writing a line would take it past n
+// bytes (a line is never split; a single longer line goes to a file of its
+// own). n must be positive. Default: 64 MiB.
+func WithMaxBytes(n int64) Option {
+	return optionFunc(func(c *config) {
+		if n <= 0 {
+			c.errs = append(c.errs, fmt.Errorf("WithMaxBytes: %d: want a positive number of bytes", n))
+			return
+		}
+		c.maxBytes = n
+	})
+}
+
+// WithMaxFiles keeps n rotated files (PATH.1 the newest, PATH.n the
+// oldest; older ones are removed). n must be at least 1. Default: 5.
+func WithMaxFiles(n int) Option {
+	return optionFunc(func(c *config) {
+		if n < 1 {
+			c.errs = append(c.errs, fmt.Errorf("WithMaxFiles: %d: want at least 1", n))
+			return
+		}
+		c.maxFiles = n
+	})
+}
+
+// WithBuffer sets how many events may wait for the file; beyond that an
+// event is dropped rather than waited for. n must be positive. Default:
+// 4096.
+func WithBuffer(n int) Option {
+	return optionFunc(func(c *config) {
+		if n <= 0 {
+			c.errs = append(c.errs, fmt.Errorf("WithBuffer: %d: want a positive number of events", n))
+			return
+		}
+		c.buffer = n
+	})
+}
+
+// WithoutContent writes hashes in place of texts and tool arguments (see
+// the package doc). Default: content is written.
+func WithoutContent() Option {
+	return optionFunc(func(c *config) { c.withoutContent = true })
+}
+
+// WithMeterProvider counts dropped events with mp's meter. A nil mp is
+// ignored. Default: otel.GetMeterProvider().
+func WithMeterProvider(mp metric.MeterProvider) Option {
+	return optionFunc(func(c *config) {
+		if mp != nil {
+			c.meterProvider = mp
+		}
+	})
+}
+
+// record is one event waiting for the file.
+type record struct {
+	ev     termination.Event
+	args   *[]byte // the copy of ev.Args, from argsPool
+	run    string
+	parent string // on the run's first event only
+	// dropped is how many events of the run were dropped since the last
+	// one written: the line says so, in a field replay ignores.
+	dropped int64
+}
+
+// Writer writes the events of the runs it records to a JSON Lines file.
+// It is safe for concurrent use. Close it to write what is buffered and to
+// end its goroutine.
+type Writer struct {
+	path     string
+	cfg      config
+	queue    chan record
+	stop     chan struct{}
+	done     chan struct{}
+	closing  sync.RWMutex // Event holds it for reading while it enqueues; Close for writing to set closed
+	closed   bool
+	dropped  atomic.Int64
+	once     sync.Once
+	argsPool sync.Pool
+	drops    metric.Int64Counter
+	nextID   atomic.Int64
+
+	// Owned by the goroutine.
+	file     *os.File
+	buf      *bufio.Writer
+	size     int64
+	reported int64 // drops already reported
+	err      error // the first write error, returned by Close
+}
+
+// New opens (creating or appending to) the log at path and starts the
+// Writer's goroutine. Invalid options and a file that cannot be opened are
+// errors naming the option or the file.
+func New(path string, opts ...Option) (*Writer, error) {
+	w, err := newWriter(path, opts)
+	if err != nil {
+		return nil, err
+	}
+	go w.loop()
+	return w, nil
+}
+
+// newWriter is New without starting the goroutine.
+func newWriter(path string, opts []Option) (*Writer, error) {
+	cfg := config{maxBytes: DefaultMaxBytes, maxFiles: DefaultMaxFiles, buffer: DefaultBuffer, meterProvider: otel.GetMeterProvider()}
+	for _, o := range opts {
+		if o != nil {
+			o.apply(&cfg)
+		}
+	}
+	if err := errors.Join(cfg.errs...); err != nil {
+		return nil, fmt.Errorf("eventlog: %w", err)
+	}
+	if path == "" {
+		return nil, errors.New("eventlog: empty path")
+	}
+	w := &Writer{path: path, cfg: cfg, queue: make(chan record, cfg.buffer), stop: make(chan struct{}), done: make(chan struct{})}
+	w.argsPool.New = func() any { b := make([]byte, 0, 256); return &b }
+	var err error
+	w.drops, err = cfg.meterProvider.Meter(ScopeName).Int64Counter("agentstop.eventlog.dropped",
+		metric.WithUnit("{event}"), metric.WithDescription("Events the event log dropped because its buffer was full."))
+	if err != nil {
+		otel.Handle(err)
+	}
+	if err := w.open(); err != nil {
+		return nil, err
+	}
+	return w, nil
+}
+
+// Path returns the log's path.
+func (w *Writer) Path() string { return w.path }
+
+// Dropped returns how many events were dropped because the buffer was
+// full (or came after Close).
+func (w *Writer) Dropped() int64 { return w.dropped.Load() }
+
+// StartRun implements middleware.Recorder.
+func (w *Writer) StartRun(ctx context.Context, info middleware.RunInfo) (context.Context, middleware.RunRecorder) {
+	id := info.RunID
+	if id == "" {
+		id = "run-" + strconv.FormatInt(w.nextID.Add(1), 10)
+	}
+	return ctx, &runRecorder{w: w, run: id, parent: info.ParentRunID}
+}
+
+// Close writes every event recorded before it, closes the file and ends
+// the goroutine. It returns the first error writing the log met. Events
+// recorded after Close are dropped. Close is idempotent.
+func (w *Writer) Close() error {
+	w.once.Do(func() {
+		// Wait for the Events enqueueing now: what they enqueue is
+		// written; every later Event is dropped and counted.
+		w.closing.Lock()
+		w.closed = true
+		w.closing.Unlock()
+		close(w.stop)
+	})
+	<-w.done
+	return w.err
+}
+
+type runRecorder struct {
+	w       *Writer
+	run     string
+	parent  string
+	wrote   bool
+	dropped int64 // events dropped since the last one enqueued
+}
+
+// Event copies ev into the buffer, or drops it when the buffer is full. It
+// never blocks. Its args are copied (the caller may reuse them); strings
+// are immutable and shared.
+func (r *runRecorder) Event(ev *termination.Event) {
+	w := r.w
+	w.closing.RLock()
+	defer w.closing.RUnlock()
+	if w.closed {
+		w.dropped.Add(1)
+		return
+	}
+	rec := record{ev: *ev, run: r.run, dropped: r.dropped}
+	if !r.wrote {
+		rec.parent = r.parent
+	}
+	if rec.ev.Time.IsZero() {
+		rec.ev.Time = time.Now()
+	}
+	if len(ev.Args) > 0 {
+		b := w.argsPool.Get().(*[]byte)
+		*b = append((*b)[:0], ev.Args...)
+		rec.args = b
+		rec.ev.Args = nil
+	}
+	select {
+	case w.queue <- rec:
+		r.wrote, r.dropped = true, 0
+	default:
+		if rec.args != nil {
+			w.argsPool.Put(rec.args)
+		}
+		r.dropped++
+		w.dropped.Add(1)
+	}
+}
+
+func (r *runRecorder) Warning(termination.Cause) {}
+func (r *runRecorder) Error(error)               {}
+func (r *runRecorder) End(*termination.Result)   {}
+
+// loop is the Writer's goroutine: it writes records until Close, then
+// what is left in the buffer.
+func (w *Writer) loop() {
+	defer close(w.done)
+	for {
+		select {
+		case rec := <-w.queue:
+			w.write(&rec)
+			// Write the rest of a burst, then flush once.
+			for more := true; more; {
+				select {
+				case rec := <-w.queue:
+					w.write(&rec)
+				default:
+					more = false
+				}
+			}
+			w.flush()
+			w.reportDrops()
+		case <-w.stop:
+			for {
+				select {
+				case rec := <-w.queue:
+					w.write(&rec)
+					continue
+				default:
+				}
+				break
+			}
+			w.flush()
+			w.reportDrops()
+			if err := w.file.Close(); err != nil && w.err == nil {
+				w.err = err
+			}
+			return
+		}
+	}
+}
+
+// write encodes one record as a line and writes it, rotating first when
+// the line would take the file past its size.
+func (w *Writer) write(rec *record) {
+	ev := rec.ev
+	if rec.args != nil {
+		ev.Args = *rec.args
+	}
+	ev.Run, ev.Parent = rec.run, rec.parent
+	if w.cfg.withoutContent {
+		hideContent(&ev)
+	}
+	line, err := json.Marshal(ev)
+	if rec.args != nil {
+		w.argsPool.Put(rec.args)
+	}
+	if err != nil {
+		w.fail(fmt.Errorf("eventlog: cannot encode a %s event of run %s: %w", ev.Kind, rec.run, err))
+		return
+	}
+	if rec.dropped > 0 {
+		// {…,"dropped":N}: the events of this run missing before this one.
+		line = append(line[:len(line)-1], `,"dropped":`...)
+		line = strconv.AppendInt(line, rec.dropped, 10)
+		line = append(line, '}')
+	}
+	line = append(line, '\n')
+	if w.size > 0 && w.size+int64(len(line)) > w.cfg.maxBytes {
+		w.rotate()
+	}
+	n, err := w.buf.Write(line)
+	w.size += int64(n)
+	if err != nil {
+		w.fail(fmt.Errorf("eventlog: cannot write %s: %w", w.path, err))
+	}
+}
+
+// hideContent replaces texts and args with their §1 hashes.
+func hideContent(ev *termination.Event) {
+	if len(ev.Args) > 0 && string(ev.Args) != "null" {
+		ev.ArgsHash, ev.Args = termination.ArgsHash(ev.Args), nil
+	}
+	switch ev.Kind {
+	case termination.KindToolResult:
+		if ev.Text != "" || ev.Err != "" {
+			ev.TextHash, ev.Text = termination.ResultHash(ev.Text, ev.Err), ""
+		}
+	default:
+		if ev.Text != "" {
+			ev.TextHash, ev.Text = termination.TextHash(ev.Text), ""
+		}
+	}
+	if ev.Err != "" {
+		ev.Err = "error"
+	}
+}
+
+func (w *Writer) open() error {
+	f, err := os.OpenFile(w.path, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("eventlog: cannot open the log: %w", err)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("eventlog: cannot open the log: %w", err)
+	}
+	w.file, w.size = f, fi.Size()
+	if w.buf == nil {
+		w.buf = bufio.NewWriterSize(f, 64<<10)
+	} else {
+		w.buf.Reset(f)
+	}
+	return nil
+}
+
+// rotate closes the log, shifts PATH.(k) to PATH.(k+1) (removing the
+// oldest), renames PATH to PATH.1 and opens a new PATH.
+func (w *Writer) rotate() {
+	w.flush()
+	if err := w.file.Close(); err != nil {
+		w.fail(fmt.Errorf("eventlog: cannot close %s to rotate it: %w", w.path, err))
+	}
+	n := w.cfg.maxFiles
+	os.Remove(w.path + "." + strconv.Itoa(n))
+	for k := n - 1; k >= 1; k-- {
+		os.Rename(w.path+"."+strconv.Itoa(k), w.path+"."+strconv.Itoa(k+1))
+	}
+	if err := os.Rename(w.path, w.path+".1"); err != nil {
+		w.fail(fmt.Errorf("eventlog: cannot rotate %s: %w", w.path, err))
+	}
+	if err := w.open(); err != nil {
+		w.fail(err)
+		// Keep writing nowhere rather than crash: the error is reported
+		// and returned by Close.
+		w.file, _ = os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+		w.buf.Reset(w.file)
+	}
+}
+
+func (w *Writer) flush() {
+	if err := w.buf.Flush(); err != nil {
+		w.fail(fmt.Errorf("eventlog: cannot write %s: %w", w.path, err))
+	}
+}
+
+// fail reports a write error to otel.Handle; the first is kept for Close.
+func (w *Writer) fail(err error) {
+	if w.err == nil {
+		w.err = err
+	}
+	otel.Handle(err)
+}
+
+// reportDrops counts the drops since the last report on the metric and
+// reports them to otel.Handle, once per burst.
+func (w *Writer) reportDrops() {
+	total := w.dropped.Load()
+	n := total - w.reported
+	if n <= 0 {
+		return
+	}
+	w.reported = total
+	if w.drops != nil {
+		w.drops.Add(context.Background(), n)
+	}
+	otel.Handle(fmt.Errorf("eventlog: dropped %d events (%d in all): the buffer of %d events was full; the log misses them", n, total, w.cfg.buffer))
+}
+
+var _ middleware.Recorder = (*Writer)(nil)

@@ -1,0 +1,313 @@
+package importer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/agentstop/agentstop/termination"
+)
+
+// Run is one imported run: its id, its parent's id (a run that another
+// run started; "" for a root) and its §1 events in order.
+type Run struct {
+	ID     string
+	Parent string
+	Events []termination.Event
+}
+
+// Options are the format-specific settings of an import; the zero value
+// is every format's default.
+type Options struct {
+	// MessagesField names the field that holds the messages list
+	// (openai-chat; default "messages").
+	MessagesField string
+	// IDField names the field that names a run (openai-chat; default:
+	// none, runs are named FILE#N).
+	IDField string
+	// ErrorPrefix, when not empty, makes a tool message whose content
+	// starts with it a failed tool_result (openai-chat).
+	ErrorPrefix string
+}
+
+// EntryError is an entry of an input file that cannot be mapped to
+// events: it names the file and the entry ("messages[4]", "line 3",
+// "span 5f0c…").
+type EntryError struct {
+	File  string
+	Entry string
+	Err   error
+}
+
+func (e *EntryError) Error() string {
+	if e.Entry == "" {
+		return fmt.Sprintf("%s: %v", e.File, e.Err)
+	}
+	return fmt.Sprintf("%s: %s: %v", e.File, e.Entry, e.Err)
+}
+
+func (e *EntryError) Unwrap() error { return e.Err }
+
+type format struct {
+	name   string
+	decode func(file string, data []byte, o *Options) ([]Run, error)
+}
+
+var formats = []format{
+	{"openai-chat", importOpenAIChat},
+	{"mini-swe-agent", importMiniSWEAgent},
+	{"otlp", importOTLP},
+}
+
+// Formats returns the names of the formats Import reads.
+func Formats() []string {
+	names := make([]string, len(formats))
+	for i, f := range formats {
+		names[i] = f.name
+	}
+	return names
+}
+
+// Import maps the contents of one file in the named format to runs of §1
+// events. file names the input in errors and in run names. A format that
+// does not exist, and an entry that cannot be mapped, are errors (an
+// *EntryError for the latter); nothing is skipped silently.
+func Import(formatName, file string, data []byte, opts Options) ([]Run, error) {
+	i := slices.IndexFunc(formats, func(f format) bool { return f.name == formatName })
+	if i < 0 {
+		return nil, fmt.Errorf("unknown format %q (want one of %s)", formatName, strings.Join(Formats(), ", "))
+	}
+	data = bytes.TrimPrefix(data, []byte{0xEF, 0xBB, 0xBF})
+	if len(bytes.TrimSpace(data)) == 0 {
+		return nil, &EntryError{File: file, Err: fmt.Errorf("empty file")}
+	}
+	return formats[i].decode(file, data, &opts)
+}
+
+// ImportFile is Import of the file at path.
+func ImportFile(formatName, path string, opts Options) ([]Run, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		var pe *fs.PathError
+		if errors.As(err, &pe) {
+			err = pe.Err // the path is in the message already
+		}
+		return nil, fmt.Errorf("cannot read %s: %w", path, err)
+	}
+	return Import(formatName, path, data, opts)
+}
+
+// Uniquify gives every run a distinct id, in order: a name that repeats
+// gets #2, #3, ….
+func Uniquify(runs []Run) {
+	seen := make(map[string]bool, len(runs))
+	last := make(map[string]int, len(runs))
+	for i := range runs {
+		id := runs[i].ID
+		if !seen[id] {
+			seen[id] = true
+			continue
+		}
+		for n := max(last[id], 1) + 1; ; n++ {
+			if cand := id + "#" + strconv.Itoa(n); !seen[cand] {
+				seen[cand], last[id], runs[i].ID = true, n, cand
+				break
+			}
+		}
+	}
+}
+
+// WriteStream writes runs as one JSON Lines stream: every event carries
+// its run, and a run's first event its parent. When every event has a
+// time, the runs' events are interleaved in time order (stable: ties keep
+// the order of the runs), as a live log of concurrent runs is, so that a
+// tree replay sees a child's events while its parent is still going;
+// otherwise the runs are written one after the other.
+func WriteStream(w io.Writer, runs []Run) error {
+	type line struct {
+		ev  termination.Event
+		run int
+	}
+	var lines []line
+	timed := true
+	for k, r := range runs {
+		for i, ev := range r.Events {
+			ev.Run = r.ID
+			if i == 0 {
+				ev.Parent = r.Parent
+			}
+			timed = timed && !ev.Time.IsZero()
+			lines = append(lines, line{ev, k})
+		}
+	}
+	if timed {
+		slices.SortStableFunc(lines, func(a, b line) int { return a.ev.Time.Compare(b.ev.Time) })
+	}
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	for _, l := range lines {
+		if err := enc.Encode(l.ev); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// WriteDir writes each run to DIR/RUN.jsonl (characters that cannot be in
+// a file name replaced by _), its events without run and parent: a one-run
+// file, named by its run. It returns the files written. A file that exists
+// already is an error, not overwritten.
+func WriteDir(dir string, runs []Run) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, r := range runs {
+		path := filepath.Join(dir, FileName(r.ID)+".jsonl")
+		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+		if err != nil {
+			return files, fmt.Errorf("cannot write run %s: %w", r.ID, err)
+		}
+		enc := json.NewEncoder(f)
+		enc.SetEscapeHTML(false)
+		for _, ev := range r.Events {
+			if err = enc.Encode(ev); err != nil {
+				break
+			}
+		}
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return files, fmt.Errorf("cannot write %s: %w", path, err)
+		}
+		files = append(files, path)
+	}
+	return files, nil
+}
+
+// FileName turns a run id into a file name: path separators, spaces,
+// control characters and the characters Windows forbids become _.
+func FileName(id string) string {
+	name := strings.Map(func(r rune) rune {
+		if r < ' ' || strings.ContainsRune(`/\:*?"<>| `, r) {
+			return '_'
+		}
+		return r
+	}, id)
+	if name == "" || name == "." || name == ".." {
+		name = "_" + name
+	}
+	return name
+}
+
+// baseName is a file's name without its directory and its extensions
+// (.json, .jsonl, .traj.json): how a run is named after its file.
+func baseName(file string) string {
+	name := filepath.Base(file)
+	for _, ext := range []string{".traj.json", ".jsonl", ".json", ".ndjson"} {
+		if s, ok := strings.CutSuffix(name, ext); ok {
+			return s
+		}
+	}
+	return name
+}
+
+// usage reads a usage object as §1 counts it: input tokens include cached
+// ones and output tokens reasoning ones. OpenAI's prompt_tokens and
+// completion_tokens already do (cached_tokens and reasoning_tokens are
+// parts of them); Anthropic's input_tokens does not, so
+// cache_read_input_tokens and cache_creation_input_tokens are added in.
+func usage(raw json.RawMessage) (termination.Usage, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return termination.Usage{}, nil
+	}
+	var u struct {
+		PromptTokens        *int64 `json:"prompt_tokens"`
+		CompletionTokens    *int64 `json:"completion_tokens"`
+		InputTokens         *int64 `json:"input_tokens"`
+		OutputTokens        *int64 `json:"output_tokens"`
+		CacheRead           int64  `json:"cache_read_input_tokens"`
+		CacheCreation       int64  `json:"cache_creation_input_tokens"`
+		CompletionTokensDet struct {
+			Reasoning int64 `json:"reasoning_tokens"`
+		} `json:"completion_tokens_details"`
+	}
+	if err := json.Unmarshal(raw, &u); err != nil {
+		return termination.Usage{}, fmt.Errorf("usage: want token counts (prompt_tokens, completion_tokens), got %s", jsonKind(raw))
+	}
+	var out termination.Usage
+	switch {
+	case u.PromptTokens != nil || u.CompletionTokens != nil:
+		out = termination.Usage{InputTokens: deref(u.PromptTokens), OutputTokens: deref(u.CompletionTokens)}
+	case u.InputTokens != nil || u.OutputTokens != nil:
+		out = termination.Usage{InputTokens: deref(u.InputTokens) + u.CacheRead + u.CacheCreation, OutputTokens: deref(u.OutputTokens)}
+	}
+	if out.InputTokens < 0 || out.OutputTokens < 0 {
+		return termination.Usage{}, fmt.Errorf("usage: negative token count")
+	}
+	return out, nil
+}
+
+func deref(p *int64) int64 {
+	if p == nil {
+		return 0
+	}
+	return *p
+}
+
+// jsonKind names the kind of a JSON value for an error message.
+func jsonKind(raw json.RawMessage) string {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 {
+		return "nothing"
+	}
+	switch t[0] {
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "true or false"
+	case 'n':
+		return "null"
+	}
+	return "a number"
+}
+
+// argsOf turns a tool call's arguments string into the event's args: the
+// JSON it holds, or, when it is not JSON (models do write broken
+// arguments), the string itself as a JSON string, so that the call is kept
+// and compared by its text.
+func argsOf(arguments string) json.RawMessage {
+	t := strings.TrimSpace(arguments)
+	if t == "" {
+		return nil
+	}
+	if json.Valid([]byte(t)) {
+		return json.RawMessage(t)
+	}
+	return marshalJSON(arguments)
+}
+
+// marshalJSON encodes v without escaping &, < and > (command lines are
+// full of them, and the log is read by people too).
+func marshalJSON(v any) json.RawMessage {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}

@@ -1,0 +1,297 @@
+package importer
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/agentstop/agentstop/termination"
+)
+
+// chatMessage is an OpenAI Chat Completions message.
+type chatMessage struct {
+	Role       string          `json:"role"`
+	Content    json.RawMessage `json:"content"`
+	Name       string          `json:"name"`
+	ToolCalls  []chatToolCall  `json:"tool_calls"`
+	ToolCallID string          `json:"tool_call_id"`
+	Model      string          `json:"model"`
+	Usage      json.RawMessage `json:"usage"`
+}
+
+type chatToolCall struct {
+	ID       string `json:"id"`
+	Type     string `json:"type"`
+	Function struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function"`
+}
+
+// chatDoc is one run's worth of input: its messages and where they came
+// from, for names and errors.
+type chatDoc struct {
+	entry    string // "" for the whole file, "line 3", "[2]"
+	id       string // the -id field's value, when given
+	messages []json.RawMessage
+}
+
+// importOpenAIChat reads a messages array, an object holding one, or an
+// array or JSON Lines of such objects.
+func importOpenAIChat(file string, data []byte, o *Options) ([]Run, error) {
+	field := o.MessagesField
+	if field == "" {
+		field = "messages"
+	}
+	values, lines, err := jsonValues(data)
+	if err != nil {
+		return nil, &EntryError{File: file, Err: err}
+	}
+	var docs []chatDoc
+	switch {
+	case len(values) == 1 && isArrayOfMessages(values[0]):
+		d, err := chatDocOf("", values[0], field, o.IDField, true)
+		if err != nil {
+			return nil, &EntryError{File: file, Err: err}
+		}
+		docs = append(docs, d)
+	case len(values) == 1 && jsonKind(values[0]) == "an array":
+		var items []json.RawMessage
+		if err := json.Unmarshal(values[0], &items); err != nil {
+			return nil, &EntryError{File: file, Err: err}
+		}
+		for i, it := range items {
+			entry := "[" + strconv.Itoa(i) + "]"
+			d, err := chatDocOf(entry, it, field, o.IDField, false)
+			if err != nil {
+				return nil, &EntryError{File: file, Entry: entry, Err: err}
+			}
+			docs = append(docs, d)
+		}
+	default:
+		for i, v := range values {
+			entry := ""
+			if len(values) > 1 {
+				entry = "line " + strconv.Itoa(lines[i])
+			}
+			d, err := chatDocOf(entry, v, field, o.IDField, false)
+			if err != nil {
+				return nil, &EntryError{File: file, Entry: entry, Err: err}
+			}
+			docs = append(docs, d)
+		}
+	}
+	if len(docs) == 0 {
+		return nil, &EntryError{File: file, Err: fmt.Errorf("no runs: an empty list")}
+	}
+	base := baseName(file)
+	runs := make([]Run, 0, len(docs))
+	for i, d := range docs {
+		id := d.id
+		if o.IDField == "" {
+			id = base + "#" + strconv.Itoa(i+1)
+		}
+		events, err := chatEvents(d.messages, o.ErrorPrefix)
+		if err != nil {
+			var ee *EntryError
+			if errors.As(err, &ee) {
+				ee.File = file
+				if d.entry != "" {
+					ee.Entry = d.entry + ": " + ee.Entry
+				}
+				return nil, ee
+			}
+			return nil, &EntryError{File: file, Entry: d.entry, Err: err}
+		}
+		runs = append(runs, Run{ID: id, Events: events})
+	}
+	Uniquify(runs)
+	return runs, nil
+}
+
+// jsonValues splits data into its top-level JSON values (one for a JSON
+// document, one per line for JSON Lines), with the line each starts on.
+func jsonValues(data []byte) ([]json.RawMessage, []int, error) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	var values []json.RawMessage
+	var lines []int
+	for {
+		start := dec.InputOffset()
+		var v json.RawMessage
+		err := dec.Decode(&v)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		// The value starts after the whitespace that precedes it.
+		at := int(start)
+		for at < len(data) && (data[at] == ' ' || data[at] == '\n' || data[at] == '\r' || data[at] == '\t') {
+			at++
+		}
+		line := bytes.Count(data[:at], []byte{'\n'}) + 1
+		if err != nil {
+			var se *json.SyntaxError
+			if errors.As(err, &se) {
+				return nil, nil, fmt.Errorf("line %d: malformed JSON: %v", bytes.Count(data[:min(int(se.Offset), len(data))], []byte{'\n'})+1, err)
+			}
+			return nil, nil, fmt.Errorf("line %d: malformed JSON: %v", line, err)
+		}
+		values = append(values, v)
+		lines = append(lines, line)
+	}
+	return values, lines, nil
+}
+
+// isArrayOfMessages reports whether v is an array whose first element is
+// an object with a role: a bare messages list.
+func isArrayOfMessages(v json.RawMessage) bool {
+	var items []struct {
+		Role *string `json:"role"`
+	}
+	if json.Unmarshal(v, &items) != nil || len(items) == 0 {
+		return false
+	}
+	return items[0].Role != nil
+}
+
+func chatDocOf(entry string, v json.RawMessage, field, idField string, bare bool) (chatDoc, error) {
+	d := chatDoc{entry: entry}
+	if bare {
+		if idField != "" {
+			return d, fmt.Errorf("-id %s: the file is a bare list of messages, with no field naming the run", idField)
+		}
+		return d, json.Unmarshal(v, &d.messages)
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(v, &obj); err != nil {
+		return d, fmt.Errorf("want an object with %q or a list of messages, got %s", field, jsonKind(v))
+	}
+	raw, ok := obj[field]
+	if !ok {
+		return d, fmt.Errorf("no %q field (name the field holding the messages with -messages)", field)
+	}
+	if err := json.Unmarshal(raw, &d.messages); err != nil || jsonKind(raw) != "an array" {
+		return d, fmt.Errorf("%s: want a list of messages, got %s", field, jsonKind(raw))
+	}
+	if idField != "" {
+		idRaw, ok := obj[idField]
+		if !ok {
+			return d, fmt.Errorf("no %q field (-id)", idField)
+		}
+		var s string
+		if err := json.Unmarshal(idRaw, &s); err == nil {
+			d.id = s
+		} else if n := bytes.TrimSpace(idRaw); jsonKind(n) == "a number" {
+			d.id = string(n)
+		} else {
+			return d, fmt.Errorf("%s: want a string or a number naming the run, got %s", idField, jsonKind(idRaw))
+		}
+		if d.id == "" {
+			return d, fmt.Errorf("%s: empty run name", idField)
+		}
+	}
+	return d, nil
+}
+
+// textOf reads a message's content: a string, null, or a list of parts
+// whose text parts are joined with newlines.
+func textOf(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 || string(raw) == "null" {
+		return "", nil
+	}
+	var s string
+	if err := json.Unmarshal(raw, &s); err == nil {
+		return s, nil
+	}
+	var parts []struct {
+		Type string `json:"type"`
+		Text string `json:"text"`
+	}
+	if err := json.Unmarshal(raw, &parts); err != nil {
+		return "", fmt.Errorf("content: want a string or a list of parts, got %s", jsonKind(raw))
+	}
+	var texts []string
+	for _, p := range parts {
+		if p.Type == "text" || p.Type == "input_text" || p.Type == "output_text" {
+			texts = append(texts, p.Text)
+		}
+	}
+	return strings.Join(texts, "\n"), nil
+}
+
+// chatEvents maps one run's messages.
+func chatEvents(raws []json.RawMessage, errorPrefix string) ([]termination.Event, error) {
+	msgs := make([]chatMessage, len(raws))
+	lastAssistant := -1
+	for i, raw := range raws {
+		if err := json.Unmarshal(raw, &msgs[i]); err != nil {
+			return nil, &EntryError{Entry: fmt.Sprintf("messages[%d]", i), Err: fmt.Errorf("want a message object with a role, got %s", jsonKind(raw))}
+		}
+		if msgs[i].Role == "assistant" {
+			lastAssistant = i
+		}
+	}
+	calls := map[string]string{} // call id → tool
+	var events []termination.Event
+	for i, m := range msgs {
+		entry := fmt.Sprintf("messages[%d]", i)
+		bad := func(format string, a ...any) error {
+			return &EntryError{Entry: entry, Err: fmt.Errorf(format, a...)}
+		}
+		text, err := textOf(m.Content)
+		if err != nil {
+			return nil, bad("%v", err)
+		}
+		switch m.Role {
+		case "system", "developer", "user":
+			events = append(events, termination.Event{Kind: termination.KindInput, Source: m.Role, Text: text})
+		case "assistant":
+			u, err := usage(m.Usage)
+			if err != nil {
+				return nil, bad("%v", err)
+			}
+			kind := termination.KindMessage
+			if i == lastAssistant && len(m.ToolCalls) == 0 {
+				kind = termination.KindFinal
+			}
+			events = append(events, termination.Event{Kind: kind, Source: "agent", Text: text, Model: m.Model, Usage: u})
+			for k, c := range m.ToolCalls {
+				if c.Function.Name == "" {
+					return nil, bad("tool_calls[%d]: no function name", k)
+				}
+				if c.ID != "" {
+					calls[c.ID] = c.Function.Name
+				}
+				events = append(events, termination.Event{Kind: termination.KindToolCall, Tool: c.Function.Name,
+					Args: argsOf(c.Function.Arguments), CallID: c.ID})
+			}
+		case "tool", "function":
+			tool, ok := calls[m.ToolCallID]
+			if m.Role == "function" {
+				tool, ok = m.Name, m.Name != ""
+			}
+			if !ok {
+				if m.ToolCallID == "" {
+					return nil, bad("a tool message without tool_call_id")
+				}
+				return nil, bad("tool_call_id %q: no earlier assistant tool call has this id", m.ToolCallID)
+			}
+			ev := termination.Event{Kind: termination.KindToolResult, Tool: tool, CallID: m.ToolCallID, Text: text}
+			if errorPrefix != "" && strings.HasPrefix(text, errorPrefix) {
+				ev.Err = text
+			}
+			events = append(events, ev)
+		case "":
+			return nil, bad("no role")
+		default:
+			return nil, bad("role %q: want system, developer, user, assistant or tool", m.Role)
+		}
+	}
+	if len(events) == 0 {
+		return nil, fmt.Errorf("no messages")
+	}
+	return events, nil
+}
