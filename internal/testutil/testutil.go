@@ -11,7 +11,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -145,4 +147,27 @@ func Produce(ctx context.Context, n int, evs []termination.Event) <-chan termina
 		}
 	}()
 	return in
+}
+
+// DecodeFile decodes every event of the log at path, failing t on any
+// error but the end of the file.
+func DecodeFile(t testing.TB, path string) []termination.Event {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []termination.Event
+	dec := termination.NewDecoder(f)
+	for {
+		ev, err := dec.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev)
+	}
 }
