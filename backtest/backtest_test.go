@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -19,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentstop/agentstop/internal/testutil"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -375,7 +374,7 @@ func TestBacktestEqualsReplay(t *testing.T) {
 	runs := 0
 	for _, o := range rep.Outcomes {
 		if _, ok := files[o.File]; !ok {
-			files[o.File] = decodeAll(t, o.File)
+			files[o.File] = testutil.DecodeFile(t, o.File)
 		}
 		if o.Policy == "p0" {
 			runs++
@@ -411,22 +410,6 @@ func TestBacktestEqualsReplay(t *testing.T) {
 	}
 }
 
-func decodeAll(t testing.TB, path string) []termination.Event {
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	var events []termination.Event
-	dec := termination.NewDecoder(f)
-	for {
-		ev, err := dec.Next()
-		if errors.Is(err, io.EOF) {
-			return events
-		}
-		require.NoError(t, err)
-		events = append(events, ev)
-	}
-}
-
 // writeRandomTree writes a log of 2 to 5 runs whose lines interleave, each
 // run but the first started by an earlier one.
 func writeRandomTree(t *testing.T, rng *rand.Rand, path string) {
@@ -435,7 +418,7 @@ func writeRandomTree(t *testing.T, rng *rand.Rand, path string) {
 	for k := range n {
 		tmp := filepath.Join(t.TempDir(), "r.jsonl")
 		writeRandomRun(t, rng, tmp)
-		events := decodeAll(t, tmp)
+		events := testutil.DecodeFile(t, tmp)
 		for i := range events {
 			events[i].Run = fmt.Sprintf("r%d", k)
 		}

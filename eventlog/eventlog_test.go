@@ -3,9 +3,7 @@ package eventlog
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,6 +18,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/goleak"
 
+	"github.com/agentstop/agentstop/internal/testutil"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -84,23 +83,6 @@ func recordRuns(t *testing.T, path string, opts ...Option) map[string]terminatio
 	return live
 }
 
-func decodeFile(t *testing.T, path string) []termination.Event {
-	t.Helper()
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	var out []termination.Event
-	dec := termination.NewDecoder(f)
-	for {
-		ev, err := dec.Next()
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		require.NoError(t, err)
-		out = append(out, ev)
-	}
-}
-
 // TestReplayGivesTheLiveResult: replaying the recorded log gives each live
 // run's result, with and without content.
 func TestReplayGivesTheLiveResult(t *testing.T) {
@@ -111,7 +93,7 @@ func TestReplayGivesTheLiveResult(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "events.jsonl")
 			live := recordRuns(t, path, tc.opts...)
-			events := decodeFile(t, path)
+			events := testutil.DecodeFile(t, path)
 			policy := termination.MustParsePolicy(policyText)
 			replayed := termination.ReplayRuns(&policy, events)
 			require.Len(t, replayed, 3)
@@ -222,7 +204,7 @@ func TestDropsNeverBlock(t *testing.T) {
 	rec.Event(&ev)
 	require.NoError(t, w.Close())
 
-	events := decodeFile(t, path)
+	events := testutil.DecodeFile(t, path)
 	require.Len(t, events, 3, "what was buffered is written")
 	assert.Equal(t, "p", events[0].Parent)
 	assert.JSONEq(t, `{"k":1}`, string(events[1].Args), "args were copied when recorded")
@@ -309,6 +291,6 @@ func TestCloseWhileRecording(t *testing.T) {
 	time.Sleep(time.Millisecond)
 	require.NoError(t, w.Close())
 	wg.Wait()
-	written := len(decodeFile(t, path))
+	written := len(testutil.DecodeFile(t, path))
 	assert.Equal(t, int64(runs*each), int64(written)+w.Dropped(), "written %d, dropped %d", written, w.Dropped())
 }

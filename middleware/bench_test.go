@@ -10,6 +10,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/agentstop/agentstop/internal/testutil"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/telemetry"
 	"github.com/agentstop/agentstop/termination"
@@ -124,17 +125,7 @@ func BenchmarkForward(b *testing.B) {
 				}
 				ctx, run = stage.Start(ctx)
 			}
-			in := make(chan termination.Event)
-			go func() {
-				defer close(in)
-				for i := range b.N {
-					select {
-					case in <- evs[i%len(evs)]:
-					case <-ctx.Done():
-						return
-					}
-				}
-			}()
+			in := testutil.Produce(ctx, b.N, evs)
 			var out <-chan termination.Event
 			if c.raw {
 				raw := make(chan termination.Event)
@@ -192,17 +183,7 @@ func BenchmarkRange(b *testing.B) {
 				}
 				ctx, run = stage.Start(ctx)
 			}
-			in := make(chan termination.Event)
-			go func() {
-				defer close(in)
-				for i := range b.N {
-					select {
-					case in <- evs[i%len(evs)]:
-					case <-ctx.Done():
-						return
-					}
-				}
-			}()
+			in := testutil.Produce(ctx, b.N, evs)
 			b.ResetTimer()
 			// Both bodies take the item and read it, as a loop does.
 			n, tools := 0, 0

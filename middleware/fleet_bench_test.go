@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/internal/testutil"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -35,28 +36,7 @@ func BenchmarkFleetBudget(b *testing.B) {
 			b.Fatal(err)
 		}
 		b.Run("forward/"+c.name, func(b *testing.B) {
-			b.ReportAllocs()
-			ctx, run := stage.Start(context.Background(), labels)
-			in := make(chan termination.Event)
-			go func() {
-				defer close(in)
-				for i := range b.N {
-					select {
-					case in <- evs[i%len(evs)]:
-					case <-ctx.Done():
-						return
-					}
-				}
-			}()
-			b.ResetTimer()
-			n := 0
-			for range middleware.Forward(run, in, identity) {
-				n++
-			}
-			b.StopTimer()
-			if res := run.Wait(); n != b.N || res.Tag() != termination.TagNaturalCompletion {
-				b.Fatalf("forwarded %d of %d events; cause %v", n, b.N, res.Cause)
-			}
+			testutil.BenchForward(b, stage, evs, labels)
 		})
 		b.Run("observe/"+c.name, func(b *testing.B) {
 			b.ReportAllocs()

@@ -3,6 +3,7 @@ package middleware_test
 import (
 	"context"
 	"flag"
+	"iter"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -20,56 +21,64 @@ import (
 type forwarding func(t *testing.T, stage *middleware.Stage, items []item) ([]item, termination.Result)
 
 var forwardings = map[string]forwarding{
-	"Forward": func(t *testing.T, stage *middleware.Stage, items []item) ([]item, termination.Result) {
+	"Forward": viaChan(func(run *middleware.Run, in <-chan item) <-chan item {
+		return middleware.Forward(run, in, decodeItem)
+	}),
+	"ForwardEach": viaChan(func(run *middleware.Run, in <-chan item) <-chan item {
+		return middleware.ForwardEach(run, in, decodeItemEach)
+	}),
+	"Range": viaRange(func(run *middleware.Run, in <-chan item) iter.Seq[item] {
+		return middleware.Range(run, in, decodeItem)
+	}),
+	"RangeEach": viaRange(func(run *middleware.Run, in <-chan item) iter.Seq[item] {
+		return middleware.RangeEach(run, in, decodeItemEach)
+	}),
+	"ForwardSeq": viaSeq(func(run *middleware.Run, seq iter.Seq2[item, error]) iter.Seq2[item, error] {
+		return middleware.ForwardSeq(run, seq, decodeItem)
+	}),
+	"ForwardSeqEach": viaSeq(func(run *middleware.Run, seq iter.Seq2[item, error]) iter.Seq2[item, error] {
+		return middleware.ForwardSeqEach(run, seq, decodeItemEach)
+	}),
+}
+
+// viaChan is the forwarding through a form that takes and returns a
+// channel: it starts a run, feeds the items from a producer honouring the
+// run's context, and drains the output.
+func viaChan(form func(*middleware.Run, <-chan item) <-chan item) forwarding {
+	return func(t *testing.T, stage *middleware.Stage, items []item) ([]item, termination.Result) {
 		ctx, run := stage.Start(context.Background())
 		var out []item
-		for it := range middleware.Forward(run, produce(ctx, items), decodeItem) {
+		for it := range form(run, produce(ctx, items)) {
 			out = append(out, it)
 		}
 		return out, run.Wait()
-	},
-	"ForwardEach": func(t *testing.T, stage *middleware.Stage, items []item) ([]item, termination.Result) {
+	}
+}
+
+// viaRange is viaChan for a form that returns an iterator.
+func viaRange(form func(*middleware.Run, <-chan item) iter.Seq[item]) forwarding {
+	return func(t *testing.T, stage *middleware.Stage, items []item) ([]item, termination.Result) {
 		ctx, run := stage.Start(context.Background())
 		var out []item
-		for it := range middleware.ForwardEach(run, produce(ctx, items), decodeItemEach) {
+		for it := range form(run, produce(ctx, items)) {
 			out = append(out, it)
 		}
 		return out, run.Wait()
-	},
-	"Range": func(t *testing.T, stage *middleware.Stage, items []item) ([]item, termination.Result) {
-		ctx, run := stage.Start(context.Background())
-		var out []item
-		for it := range middleware.Range(run, produce(ctx, items), decodeItem) {
-			out = append(out, it)
-		}
-		return out, run.Wait()
-	},
-	"RangeEach": func(t *testing.T, stage *middleware.Stage, items []item) ([]item, termination.Result) {
-		ctx, run := stage.Start(context.Background())
-		var out []item
-		for it := range middleware.RangeEach(run, produce(ctx, items), decodeItemEach) {
-			out = append(out, it)
-		}
-		return out, run.Wait()
-	},
-	"ForwardSeq": func(t *testing.T, stage *middleware.Stage, items []item) ([]item, termination.Result) {
+	}
+}
+
+// viaSeq is the forwarding through a form over an iter.Seq2 of the items;
+// every pair that comes out must carry a nil error.
+func viaSeq(form func(*middleware.Run, iter.Seq2[item, error]) iter.Seq2[item, error]) forwarding {
+	return func(t *testing.T, stage *middleware.Stage, items []item) ([]item, termination.Result) {
 		_, run := stage.Start(context.Background())
 		var out []item
-		for it, err := range middleware.ForwardSeq(run, seqOf(items), decodeItem) {
+		for it, err := range form(run, seqOf(items)) {
 			require.NoError(t, err)
 			out = append(out, it)
 		}
 		return out, run.Wait()
-	},
-	"ForwardSeqEach": func(t *testing.T, stage *middleware.Stage, items []item) ([]item, termination.Result) {
-		_, run := stage.Start(context.Background())
-		var out []item
-		for it, err := range middleware.ForwardSeqEach(run, seqOf(items), decodeItemEach) {
-			require.NoError(t, err)
-			out = append(out, it)
-		}
-		return out, run.Wait()
-	},
+	}
 }
 
 // group splits events into items of 1 to 3 events for the Each forms, or

@@ -9,33 +9,20 @@ import (
 // TestReadmeShowsExampleForward keeps the README's wrap example identical
 // to ExampleForward, which go test compiles and runs.
 func TestReadmeShowsExampleForward(t *testing.T) {
-	src, err := os.ReadFile("example_test.go")
-	if err != nil {
-		t.Fatal(err)
-	}
-	readme, err := os.ReadFile("../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, body, ok := strings.Cut(string(src), "func ExampleForward() {\n")
-	if !ok {
-		t.Fatal("ExampleForward not found")
-	}
-	body, _, _ = strings.Cut(body, "\n}\n")
-	lines := strings.Split(body, "\n")
-	for i, l := range lines {
-		lines[i] = strings.TrimPrefix(l, "\t")
-	}
-	want := "```go\n" + strings.Join(lines, "\n") + "\n```"
-	if !strings.Contains(string(readme), want) {
-		t.Errorf("README.md does not show ExampleForward verbatim; it should contain:\n%s", want)
-	}
+	assertReadmeShowsExample(t, "example_test.go", "ExampleForward")
 }
 
 // TestReadmeShowsExampleWithTreeLimits keeps the README's Trees example
 // identical to ExampleWithTreeLimits, which go test compiles and runs.
 func TestReadmeShowsExampleWithTreeLimits(t *testing.T) {
-	src, err := os.ReadFile("example_tree_test.go")
+	assertReadmeShowsExample(t, "example_tree_test.go", "ExampleWithTreeLimits")
+}
+
+// assertReadmeShowsExample checks that ../README.md shows the body of the
+// example function name, defined in file, verbatim in a go code block.
+func assertReadmeShowsExample(t *testing.T, file, name string) {
+	t.Helper()
+	src, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,9 +30,9 @@ func TestReadmeShowsExampleWithTreeLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, body, ok := strings.Cut(string(src), "func ExampleWithTreeLimits() {\n")
+	_, body, ok := strings.Cut(string(src), "func "+name+"() {\n")
 	if !ok {
-		t.Fatal("ExampleWithTreeLimits not found")
+		t.Fatal(name + " not found")
 	}
 	body, _, _ = strings.Cut(body, "\n}\n")
 	lines := strings.Split(body, "\n")
@@ -54,6 +41,6 @@ func TestReadmeShowsExampleWithTreeLimits(t *testing.T) {
 	}
 	want := "```go\n" + strings.Join(lines, "\n") + "\n```"
 	if !strings.Contains(string(readme), want) {
-		t.Errorf("README.md does not show ExampleWithTreeLimits verbatim; it should contain:\n%s", want)
+		t.Errorf("README.md does not show %s verbatim; it should contain:\n%s", name, want)
 	}
 }

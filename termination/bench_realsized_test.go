@@ -105,17 +105,7 @@ const realSizedEvents = 3000
 // args each, escapes and non-ASCII included. It reports MB/s (contract §6:
 // at least 400 per core) and events/s.
 func BenchmarkReplayRealSized(b *testing.B) {
-	log := realSizedLog(realSizedEvents)
-	cond := MustParsePolicy(benchPolicy).Condition()
-	b.SetBytes(int64(len(log)))
-	b.ReportAllocs()
-	for b.Loop() {
-		res, err := Replay(cond, bytes.NewReader(log))
-		if err != nil || res.Events != realSizedEvents {
-			b.Fatalf("replay: %v, %d events (%v)", err, res.Events, res.Cause)
-		}
-	}
-	b.ReportMetric(float64(realSizedEvents)*float64(b.N)/b.Elapsed().Seconds(), "events/s")
+	benchReplay(b, realSizedLog(realSizedEvents), realSizedEvents)
 }
 
 // TestRealSizedLog: the corpus is what the benchmark says: about 1 KiB of

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
+	"github.com/agentstop/agentstop/internal/testutil"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -65,28 +66,7 @@ func BenchmarkFleetBudget(b *testing.B) {
 		// A live Forward run, one event per op, as middleware's
 		// BenchmarkForward measures it.
 		b.Run("forward/"+c.name, func(b *testing.B) {
-			b.ReportAllocs()
-			ctx, run := stage.Start(context.Background(), labels)
-			in := make(chan termination.Event)
-			go func() {
-				defer close(in)
-				for i := range b.N {
-					select {
-					case in <- benchStream[i%len(benchStream)]:
-					case <-ctx.Done():
-						return
-					}
-				}
-			}()
-			b.ResetTimer()
-			n := 0
-			for range middleware.Forward(run, in, func(ev termination.Event) termination.Event { return ev }) {
-				n++
-			}
-			b.StopTimer()
-			if res := run.Wait(); n != b.N || res.Tag() != termination.TagNaturalCompletion {
-				b.Fatalf("forwarded %d of %d events; cause %v", n, b.N, res.Cause)
-			}
+			testutil.BenchForward(b, stage, benchStream, labels)
 		})
 	}
 }

@@ -131,22 +131,31 @@ func median(r *Results, key, unit string) (float64, error) {
 	return m, nil
 }
 
+// stat names a benchmark's metric: the benchmark's key and the unit.
+type stat struct{ key, unit string }
+
+// mediansOf is median of each stat, in order, up to the first error.
+func mediansOf(r *Results, stats ...stat) ([]float64, error) {
+	m := make([]float64, len(stats))
+	for i, st := range stats {
+		v, err := median(r, st.key, st.unit)
+		if err != nil {
+			return nil, err
+		}
+		m[i] = v
+	}
+	return m, nil
+}
+
 // ratio compares key's median ns/op with the bare forwarding goroutine's,
 // both per event; zeroAllocs also requires a median of 0 allocs/op.
 func ratio(key string, limit float64, zeroAllocs bool) func(*Results) (string, bool, error) {
 	return func(r *Results) (string, bool, error) {
-		raw, err := median(r, keyRaw, unitNs)
+		m, err := mediansOf(r, stat{keyRaw, unitNs}, stat{key, unitNs}, stat{key, unitAllocs})
 		if err != nil {
 			return "", false, err
 		}
-		ns, err := median(r, key, unitNs)
-		if err != nil {
-			return "", false, err
-		}
-		allocs, err := median(r, key, unitAllocs)
-		if err != nil {
-			return "", false, err
-		}
+		raw, ns, allocs := m[0], m[1], m[2]
 		x := ns / raw
 		s := fmt.Sprintf("%s × (%s ns), %s allocs", trim(x, 3), trim(ns, 0), trim(allocs, 1))
 		ok := x <= limit
@@ -182,22 +191,11 @@ func replayRealSized(r *Results) (string, bool, error) {
 // rangeAdded is what Range adds per event to a bare range loop over the
 // same producer, against twice Observe's per-event cost, all in one run.
 func rangeAdded(r *Results) (string, bool, error) {
-	raw, err := median(r, keyRangeRaw, unitNs)
+	m, err := mediansOf(r, stat{keyRangeRaw, unitNs}, stat{keyRangeGuarded, unitNs}, stat{keyRangeGuarded, unitAllocs}, stat{keyObserve, unitNs})
 	if err != nil {
 		return "", false, err
 	}
-	guarded, err := median(r, keyRangeGuarded, unitNs)
-	if err != nil {
-		return "", false, err
-	}
-	allocs, err := median(r, keyRangeGuarded, unitAllocs)
-	if err != nil {
-		return "", false, err
-	}
-	observe, err := median(r, keyObserve, unitNs)
-	if err != nil {
-		return "", false, err
-	}
+	raw, guarded, allocs, observe := m[0], m[1], m[2], m[3]
 	added := guarded - raw
 	s := fmt.Sprintf("+%s ns = %s × Observe (%s − %s ns; Observe %s ns), %s allocs",
 		trim(added, 0), trim(added/observe, 2), trim(guarded, 0), trim(raw, 0), trim(observe, 0), trim(allocs, 1))
@@ -207,18 +205,11 @@ func rangeAdded(r *Results) (string, bool, error) {
 // treeDepth compares Observe of a run three levels below the holder of
 // tree limits with Observe of the same run alone.
 func treeDepth(r *Results) (string, bool, error) {
-	alone, err := median(r, keyTreeAlone, unitNs)
+	m, err := mediansOf(r, stat{keyTreeAlone, unitNs}, stat{keyTreeDepth3, unitNs}, stat{keyTreeDepth3, unitAllocs})
 	if err != nil {
 		return "", false, err
 	}
-	deep, err := median(r, keyTreeDepth3, unitNs)
-	if err != nil {
-		return "", false, err
-	}
-	allocs, err := median(r, keyTreeDepth3, unitAllocs)
-	if err != nil {
-		return "", false, err
-	}
+	alone, deep, allocs := m[0], m[1], m[2]
 	x := deep / alone
 	s := fmt.Sprintf("%s × (%s vs %s ns), %s allocs", trim(x, 3), trim(deep, 0), trim(alone, 0), trim(allocs, 1))
 	return s, x <= 1.5 && allocs == 0, nil
@@ -227,28 +218,22 @@ func treeDepth(r *Results) (string, bool, error) {
 // backtestPolicies compares a backtest with 10 policies with one with 1,
 // same corpus and workers.
 func backtestPolicies(r *Results) (string, bool, error) {
-	one, err := median(r, keyPolicies1, unitNs)
+	m, err := mediansOf(r, stat{keyPolicies1, unitNs}, stat{keyPolicies10, unitNs})
 	if err != nil {
 		return "", false, err
 	}
-	ten, err := median(r, keyPolicies10, unitNs)
-	if err != nil {
-		return "", false, err
-	}
+	one, ten := m[0], m[1]
 	x := ten / one
 	return fmt.Sprintf("%s × (%s vs %s ms)", trim(x, 3), trim(ten/1e6, 1), trim(one/1e6, 1)), x <= 3, nil
 }
 
 // backtestWorkers is the speed-up of 2 workers over 1 on the same corpus.
 func backtestWorkers(r *Results) (string, bool, error) {
-	one, err := median(r, keyWorkers1, unitNs)
+	m, err := mediansOf(r, stat{keyWorkers1, unitNs}, stat{keyWorkers2, unitNs})
 	if err != nil {
 		return "", false, err
 	}
-	two, err := median(r, keyWorkers2, unitNs)
-	if err != nil {
-		return "", false, err
-	}
+	one, two := m[0], m[1]
 	x := one / two
 	return fmt.Sprintf("%s × (%s vs %s ms)", trim(x, 3), trim(two/1e6, 1), trim(one/1e6, 1)), x >= 1.7, nil
 }

@@ -1,15 +1,19 @@
 // Package testutil holds the test helpers that several packages of the
 // module share: events in a line, a callback-style run, a buffer safe for
-// concurrent use and a sink for OpenTelemetry's global error handler.
+// concurrent use, a sink for OpenTelemetry's global error handler, and an
+// event producer and live Forward benchmark body for the benchmarks.
 //
-// It imports package middleware, so middleware's own tests cannot use it.
+// It imports package middleware, so only middleware's external tests
+// (package middleware_test) can use it, not its in-package ones.
 package testutil
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log"
+	"os"
 	"slices"
 	"sync"
 	"testing"
@@ -106,4 +110,64 @@ func CaptureErrors(t testing.TB) *ErrorSink {
 	otel.SetErrorHandler(sink)
 	t.Cleanup(func() { otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) { log.Print(err) })) })
 	return sink
+}
+
+// BenchForward is the body of a live Forward benchmark, one event per op:
+// a run of stage started with opts forwards b.N events, cycling through
+// evs, from a producer that honours the run's context; it fails b unless
+// every event comes out and the run completes naturally.
+func BenchForward(b *testing.B, stage *middleware.Stage, evs []termination.Event, opts ...middleware.RunOption) {
+	b.Helper()
+	b.ReportAllocs()
+	ctx, run := stage.Start(context.Background(), opts...)
+	in := Produce(ctx, b.N, evs)
+	b.ResetTimer()
+	n := 0
+	for range middleware.Forward(run, in, func(ev termination.Event) termination.Event { return ev }) {
+		n++
+	}
+	b.StopTimer()
+	if res := run.Wait(); n != b.N || res.Tag() != termination.TagNaturalCompletion {
+		b.Fatalf("forwarded %d of %d events; cause %v", n, b.N, res.Cause)
+	}
+}
+
+// Produce sends n events, cycling through evs, on the channel it returns,
+// which it closes after; it stops early when ctx is done.
+func Produce(ctx context.Context, n int, evs []termination.Event) <-chan termination.Event {
+	in := make(chan termination.Event)
+	go func() {
+		defer close(in)
+		for i := range n {
+			select {
+			case in <- evs[i%len(evs)]:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return in
+}
+
+// DecodeFile decodes every event of the log at path, failing t on any
+// error but the end of the file.
+func DecodeFile(t testing.TB, path string) []termination.Event {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []termination.Event
+	dec := termination.NewDecoder(f)
+	for {
+		ev, err := dec.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev)
+	}
 }
