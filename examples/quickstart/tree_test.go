@@ -44,12 +44,7 @@ func analystStops(tl *tally) map[string][]string {
 // ends with BudgetExhausted{scope: tree} and the three live analysts with
 // Cancelled{reason: parent}; the dashboard's counters say so.
 func TestPlannerTreeBudget(t *testing.T) {
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	defer func() { _ = mp.Shutdown(context.Background()) }()
-	f, err := newFleet(telemetry.NewRecorder(telemetry.WithMeterProvider(mp)), inProcess(t), 100)
-	require.NoError(t, err)
-	defer f.cancelHard()
+	f, reader := meteredFleet(t)
 	spec, b := plannerBehaviour(t, "delegates to analysts who overspend")
 
 	res, _ := f.runOnce(f.hard, f.byName["planner"], spec.wrap, b, newRand(1), "acme")
@@ -83,12 +78,7 @@ func TestPlannerTreeBudget(t *testing.T) {
 // planner's business: the planner goes on and finishes, the other analysts
 // report, and nothing counts as a tree stop.
 func TestPlannerOutlivesACrashedAnalyst(t *testing.T) {
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	defer func() { _ = mp.Shutdown(context.Background()) }()
-	f, err := newFleet(telemetry.NewRecorder(telemetry.WithMeterProvider(mp)), inProcess(t), 100)
-	require.NoError(t, err)
-	defer f.cancelHard()
+	f, reader := meteredFleet(t)
 	spec, b := plannerBehaviour(t, "delegates; one analyst crashes")
 
 	res, _ := f.runOnce(f.hard, f.byName["planner"], spec.wrap, b, newRand(2), "acme")
@@ -103,4 +93,17 @@ func TestPlannerOutlivesACrashedAnalyst(t *testing.T) {
 	counts := fleetCounts(t, reader)
 	assert.Zero(t, counts["agent.tree.limits.reached"])
 	assert.Zero(t, counts["agent.tree.runs.cancelled"])
+}
+
+// meteredFleet is the quickstart's in-process fleet recording its metrics
+// into a manual reader, shut down when the test ends.
+func meteredFleet(t *testing.T) (*fleet, *sdkmetric.ManualReader) {
+	t.Helper()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	f, err := newFleet(telemetry.NewRecorder(telemetry.WithMeterProvider(mp)), inProcess(t), 100)
+	require.NoError(t, err)
+	t.Cleanup(f.cancelHard)
+	return f, reader
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
 	"io"
 	"os"
 	"os/exec"
@@ -198,6 +199,17 @@ type child struct {
 func startChild(t *testing.T, url, prefix string, lease time.Duration) *child {
 	t.Helper()
 	return startChildTB(t, url, prefix, lease)
+}
+
+// startChildren starts n child processes on srv under prefix, each with a
+// 3 s run lease.
+func startChildren(t *testing.T, srv redistest.Redis, prefix string, n int) []*child {
+	t.Helper()
+	cs := make([]*child, n)
+	for i := range cs {
+		cs[i] = startChild(t, srv.URL(), prefix, 3*time.Second)
+	}
+	return cs
 }
 
 func startChildTB(t testing.TB, url, prefix string, lease time.Duration) *child {

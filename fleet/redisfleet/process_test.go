@@ -59,11 +59,7 @@ func TestProcesses(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, srv redistest.Redis) {
 		prefix := testPrefix(t)
 		ctl := newTestControl(t, srv, prefix)
-		cs := []*child{
-			startChild(t, srv.URL(), prefix, 3*time.Second),
-			startChild(t, srv.URL(), prefix, 3*time.Second),
-			startChild(t, srv.URL(), prefix, 3*time.Second),
-		}
+		cs := startChildren(t, srv, prefix, 3)
 		a := cs[0].start("a", "research", "tenant=acme", "-")
 		cs[1].start("b", "research", "tenant=globex", "-")
 		cs[2].start("c", "writer", "tenant=acme,tier=gold", "-")
@@ -147,11 +143,7 @@ func TestSharedBudgetAcrossProcesses(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, srv redistest.Redis) {
 		prefix := testPrefix(t)
 		ctl := newTestControl(t, srv, prefix)
-		cs := []*child{
-			startChild(t, srv.URL(), prefix, 3*time.Second),
-			startChild(t, srv.URL(), prefix, 3*time.Second),
-			startChild(t, srv.URL(), prefix, 3*time.Second),
-		}
+		cs := startChildren(t, srv, prefix, 3)
 		cs[0].start("a", "research", "tenant=acme", "1000")
 		cs[1].start("b", "research", "tenant=acme", "1000")
 		cs[2].start("g", "research", "tenant=globex", "1000")

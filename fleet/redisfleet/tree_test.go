@@ -41,11 +41,7 @@ func TestTreeAcrossProcesses(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, srv redistest.Redis) {
 		prefix := testPrefix(t)
 		ctl := newTestControl(t, srv, prefix)
-		cs := []*child{
-			startChild(t, srv.URL(), prefix, 3*time.Second),
-			startChild(t, srv.URL(), prefix, 3*time.Second),
-			startChild(t, srv.URL(), prefix, 3*time.Second),
-		}
+		cs := startChildren(t, srv, prefix, 3)
 		plan := cs[0].start("plan", "planner", "-", "-")
 		res := cs[1].child("res", "researcher", plan, "keep", "prop") // from a request's headers; stopped, not finished
 		fetch := cs[1].sub("fetch", "fetcher", "res")
