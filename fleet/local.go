@@ -35,6 +35,8 @@ type Local struct {
 	blocks   map[string]Block // by Selector.String()
 	accounts map[BudgetID]*Account
 	swept    time.Time // when accounts were last swept of past windows
+
+	tree localTrees // Trees (localtree.go), under a lock of their own
 }
 
 // sweepEvery is how often Join drops the accounts of past windows that no

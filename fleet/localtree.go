@@ -1,0 +1,159 @@
+package fleet
+
+import (
+	"sync"
+
+	"github.com/agentstop/agentstop/termination"
+)
+
+// Local's trees (Trees): in one process there is nothing to lease. A
+// joined run's usage is charged to the holder's limits at once, through
+// the holding's Charge hook, so the holder's evaluator sees the whole tree
+// exactly; when the holder ends, its joined runs end with Cancelled{
+// reason: parent}. This is what a child started from a propagated request
+// served by the same process gets (a test's server, or two services
+// deployed in one binary).
+
+var _ Trees = (*Local)(nil)
+
+// localTrees are Local's shared trees, by holder id.
+type localTrees struct {
+	mu    sync.Mutex
+	trees map[string]*localTree
+}
+
+// localTree is one holder's tree.
+type localTree struct {
+	spec   TreeSpec
+	hooks  TreeHooks // the holder's
+	mu     sync.Mutex
+	joined map[*localTreeJoin]struct{}
+	end    termination.Cause // set when the holder has stopped
+}
+
+// HoldTree implements Trees.
+func (l *Local) HoldTree(spec TreeSpec, _ TreeUsage, hooks TreeHooks) TreeMember {
+	t := &localTree{spec: spec, hooks: hooks, joined: map[*localTreeJoin]struct{}{}}
+	l.tree.mu.Lock()
+	if l.tree.trees == nil {
+		l.tree.trees = map[string]*localTree{}
+	}
+	if old := l.tree.trees[spec.Holder]; old != nil {
+		t = old // held twice: the first holding stands
+	} else {
+		l.tree.trees[spec.Holder] = t
+	}
+	l.tree.mu.Unlock()
+	return &localHolding{l: l, t: t}
+}
+
+// JoinTree implements Trees. A holder this fleet does not know (it runs
+// in another process, or has ended and left) gives a member that charges
+// nothing: the limits the request propagated still apply to the run.
+func (l *Local) JoinTree(holder string, hooks TreeHooks) TreeMember {
+	l.tree.mu.Lock()
+	t := l.tree.trees[holder]
+	l.tree.mu.Unlock()
+	j := &localTreeJoin{t: t, hooks: hooks}
+	if t == nil {
+		return j
+	}
+	t.mu.Lock()
+	if t.end == nil {
+		t.joined[j] = struct{}{}
+	}
+	t.mu.Unlock()
+	return j
+}
+
+// localHolding is the holder's TreeMember: its own usage is counted by its
+// evaluator already.
+type localHolding struct {
+	l *Local
+	t *localTree
+}
+
+func (h *localHolding) Spend(TreeUsage) termination.Cause { return nil }
+
+func (h *localHolding) Warn(c termination.Cause) {
+	for _, j := range h.t.members() {
+		if j.hooks.Warn != nil {
+			j.hooks.Warn(c)
+		}
+	}
+}
+
+func (h *localHolding) Leave(tag string) {
+	t := h.t
+	t.mu.Lock()
+	if t.end != nil {
+		t.mu.Unlock()
+		return
+	}
+	t.end = termination.ParentEnded(t.spec.Stage, tag)
+	joined := t.membersLocked()
+	clear(t.joined)
+	t.mu.Unlock()
+	h.l.tree.mu.Lock()
+	if h.l.tree.trees[t.spec.Holder] == t {
+		delete(h.l.tree.trees, t.spec.Holder)
+	}
+	h.l.tree.mu.Unlock()
+	for _, j := range joined {
+		if j.hooks.Stop != nil {
+			j.hooks.Stop(t.end)
+		}
+	}
+}
+
+func (t *localTree) members() []*localTreeJoin {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.membersLocked()
+}
+
+func (t *localTree) membersLocked() []*localTreeJoin {
+	out := make([]*localTreeJoin, 0, len(t.joined))
+	for j := range t.joined {
+		out = append(out, j)
+	}
+	return out
+}
+
+// localTreeJoin is a joined run's TreeMember.
+type localTreeJoin struct {
+	t     *localTree // nil: a holder this fleet does not know
+	hooks TreeHooks
+}
+
+// Spend charges the holder at once; once the holder has stopped it
+// returns the Cancelled{reason: parent} its joined runs end with.
+func (j *localTreeJoin) Spend(u TreeUsage) termination.Cause {
+	t := j.t
+	if t == nil {
+		return nil
+	}
+	t.mu.Lock()
+	end := t.end
+	t.mu.Unlock()
+	if end != nil {
+		return end
+	}
+	if !u.IsZero() && t.hooks.Charge != nil {
+		t.hooks.Charge(u) // may stop the holder, whose Leave stops this run
+	}
+	t.mu.Lock()
+	end = t.end
+	t.mu.Unlock()
+	return end
+}
+
+func (j *localTreeJoin) Warn(termination.Cause) {}
+
+func (j *localTreeJoin) Leave(string) {
+	if t := j.t; t != nil {
+		t.mu.Lock()
+		delete(t.joined, j)
+		t.mu.Unlock()
+	}
+}

@@ -1,0 +1,195 @@
+package fleet
+
+import (
+	"math"
+
+	"github.com/agentstop/agentstop/termination"
+)
+
+// Trees is implemented by a fleet that shares tree limits (docs/spec.md
+// §8) across processes: a run that holds tree limits and has descendants
+// in other processes (started from requests its Propagator-carried context
+// made) is charged their usage, and they are charged against its limits,
+// through the fleet, in leases keyed by the holder's run id, as shared
+// budgets are (§7). Package middleware uses it when a stage's fleet
+// implements it; [Local] and redisfleet do.
+//
+// The holder's process calls HoldTree the first time the holder's id is
+// propagated to another process; each process where a descendant starts
+// calls JoinTree for every holder the request named. Every event of the
+// holder's subtree is then spent, in its own process, through a
+// [TreeMember] (the holder's process through the holding, the others
+// through their joins), with no I/O per event. The holding's
+// TreeHooks.Charge receives what the other processes spent, so that the
+// holder's own evaluator sees the whole tree and fires the limit with its
+// exact cause; a process that finds the tree's limits spent (its lease is
+// used up and nothing is left to reserve) stops its members at once.
+//
+// Overshoot: while the store is reachable, the tree's usage past a tree
+// limit is at most one lease per process taking part (the holder's
+// included) plus the usage of the events in flight when the limit is
+// reached, as for fleet budgets; without the store each process spends
+// what is left of its lease, and then only the limits the request
+// propagated (and each run's own) apply.
+type Trees interface {
+	// HoldTree shares the tree limits of the run spec.Holder, which runs
+	// in this process, with its descendants in other processes. used is
+	// what the holder's tree has spent so far (charged at once). Hooks.Stop
+	// ends the holder with a tree limit's cause (scope tree) when the
+	// fleet finds the limits spent; Hooks.Charge is given the usage that
+	// other processes spent under the tree. It never waits on the network.
+	HoldTree(spec TreeSpec, used TreeUsage, hooks TreeHooks) TreeMember
+	// JoinTree charges a run of this process, a descendant of the remote
+	// run holder that holds tree limits, and the runs under it, to the
+	// holder's tree limits. Hooks.Stop ends the run with Cancelled{reason:
+	// parent} naming the holder when the fleet finds the limits spent;
+	// Hooks.Warn gives it the holder's tree pressure warnings. It never
+	// waits on the network.
+	JoinTree(holder string, hooks TreeHooks) TreeMember
+}
+
+// TreeSpec is a tree's limits as its holder shares them.
+type TreeSpec struct {
+	Holder string // the holder's run id
+	Stage  string // the holder's stage: a stopped descendant's detail names it
+	// Limits are the holder's tree limits (middleware: the stage's tree:
+	// limits, whole); Time is not shared (the holder's timer ends the tree,
+	// and its end reaches every process).
+	Limits termination.Limits
+}
+
+// TreeHooks are how a fleet reaches the run of a TreeMember. They are
+// safe to call from any goroutine, return quickly, never block on the
+// run's loop, and do nothing once the run has ended.
+type TreeHooks struct {
+	// Stop ends the run with c and reports whether this call stopped it.
+	Stop func(c termination.Cause) bool
+	// Warn gives the run (and its descendants) a tree warning raised in
+	// another process: a joined run only.
+	Warn func(c termination.Cause)
+	// Charge adds usage spent in other processes under the tree to the
+	// holder's tree limits: the holding only. It may fire them (the
+	// holder then ends as its own limits would end it).
+	Charge func(u TreeUsage)
+}
+
+// TreeMember is a run's part in a tree shared through a fleet.
+type TreeMember interface {
+	// Spend charges usage of the run's subtree spent in this process. It
+	// is on the per-event path: no allocation, no network (a networked
+	// fleet waits for its sync loop only when this process spent a whole
+	// lease past its grants within one round trip, as Member.Spend). It
+	// returns the cause the run must end with when the tree's limits are
+	// spent (a tree limit's cause for the holder, Cancelled{reason:
+	// parent} for a joined run), nil otherwise; the fleet stops the
+	// tree's other members of this process through their hooks.
+	Spend(u TreeUsage) (stop termination.Cause)
+	// Warn hands a tree warning of the holder (its tree pressure) to the
+	// tree's joined runs in every process: the holding only.
+	Warn(c termination.Cause)
+	// Leave is called once, when the run has stopped, with the
+	// termination_cause tag of its cause. A holding's end ends the tree:
+	// nothing more is granted, and its joined runs end with Cancelled{
+	// reason: parent, detail: "STAGE ended: TAG"} ([Local] stops them
+	// itself; a networked fleet leaves it to the cascade of §8, which
+	// reaches them through the runs' parent links anyway).
+	Leave(tag string)
+}
+
+// TreeUsage is what events spent of a tree's limits: iterations (message
+// and final events), tool calls, tokens and cost.
+type TreeUsage struct {
+	Iterations int64             `json:"iterations,omitempty"`
+	ToolCalls  int64             `json:"tool_calls,omitempty"`
+	Tokens     termination.Usage `json:"tokens,omitzero"`
+	Cost       float64           `json:"cost,omitempty"`
+}
+
+// IsZero reports whether u spends nothing.
+func (u TreeUsage) IsZero() bool { return u == TreeUsage{} }
+
+// Add returns u + o.
+func (u TreeUsage) Add(o TreeUsage) TreeUsage {
+	return TreeUsage{Iterations: u.Iterations + o.Iterations, ToolCalls: u.ToolCalls + o.ToolCalls,
+		Tokens: termination.Usage{InputTokens: u.Tokens.InputTokens + o.Tokens.InputTokens,
+			OutputTokens: u.Tokens.OutputTokens + o.Tokens.OutputTokens},
+		Cost: u.Cost + o.Cost}
+}
+
+// TreeUsageOf returns what one event spends of a tree's limits, as an
+// Evaluator counts it: an iteration for a message or final, a tool call
+// for a tool_call, its tokens and cost (negative or non-finite amounts,
+// which a valid event never has, count as 0).
+func TreeUsageOf(ev *termination.Event) TreeUsage {
+	var u TreeUsage
+	switch ev.Kind {
+	case termination.KindMessage, termination.KindFinal:
+		u.Iterations = 1
+	case termination.KindToolCall:
+		u.ToolCalls = 1
+	}
+	u.Tokens.InputTokens, u.Tokens.OutputTokens = max(ev.Usage.InputTokens, 0), max(ev.Usage.OutputTokens, 0)
+	if ev.Cost > 0 && ev.Cost <= math.MaxFloat64 {
+		u.Cost = ev.Cost
+	}
+	return u
+}
+
+// TreeResources are the resources a shared tree counts, in the order the
+// fleets keep them.
+var TreeResources = [...]termination.Resource{
+	termination.ResourceIterations, termination.ResourceToolCalls,
+	termination.ResourceTotalTokens, termination.ResourceInputTokens, termination.ResourceOutputTokens,
+	termination.ResourceCost,
+}
+
+// Amounts returns u per resource, in TreeResources' order.
+func (u TreeUsage) Amounts() [6]float64 {
+	return [6]float64{float64(u.Iterations), float64(u.ToolCalls),
+		float64(u.Tokens.InputTokens + u.Tokens.OutputTokens), float64(u.Tokens.InputTokens), float64(u.Tokens.OutputTokens), u.Cost}
+}
+
+// TreeUsageFrom is Amounts' inverse (total tokens are implied by input and
+// output).
+func TreeUsageFrom(a [6]float64) TreeUsage {
+	return TreeUsage{Iterations: int64(a[0]), ToolCalls: int64(a[1]),
+		Tokens: termination.Usage{InputTokens: int64(a[3]), OutputTokens: int64(a[4])}, Cost: a[5]}
+}
+
+// TreeLimitsOf returns spec's limits per resource, in TreeResources'
+// order: 0 for a resource it does not limit.
+func TreeLimitsOf(l termination.Limits) [6]float64 {
+	var out [6]float64
+	set := func(i int, bit termination.LimitSet, v float64) {
+		if l.Has&bit != 0 {
+			out[i] = v
+		}
+	}
+	set(0, termination.LimitIterations, float64(l.Iterations))
+	set(1, termination.LimitToolCalls, float64(l.ToolCalls))
+	set(2, termination.LimitTotalTokens, float64(l.TotalTokens))
+	set(3, termination.LimitInputTokens, float64(l.InputTokens))
+	set(4, termination.LimitOutputTokens, float64(l.OutputTokens))
+	set(5, termination.LimitCost, l.Cost)
+	return out
+}
+
+// TreeCause is the cause a tree limit on resource fires with when a fleet
+// finds it spent (scope tree): MaxIterationsReached or MaxToolCallsReached
+// for counts (count = used), BudgetExhausted otherwise.
+func TreeCause(resource termination.Resource, used, limit float64) termination.Cause {
+	switch resource {
+	case termination.ResourceIterations:
+		return termination.MaxIterationsReached{Limit: int(limit), Count: int(used), Scope: termination.ScopeTree}
+	case termination.ResourceToolCalls:
+		return termination.MaxToolCallsReached{Limit: int(limit), Count: int(used), Scope: termination.ScopeTree}
+	}
+	return termination.BudgetExhausted{Resource: resource, Used: used, Limit: limit, Scope: termination.ScopeTree}
+}
+
+// TreeStopCause is what a joined run ends with when its tree's limits are
+// spent: Cancelled{reason: parent, detail: "STAGE ended: TAG"} naming the
+// holder's stage and the tag of cause c.
+func TreeStopCause(holderStage string, c termination.Cause) termination.Cancelled {
+	return termination.ParentEnded(holderStage, termination.Tag(c, nil))
+}
