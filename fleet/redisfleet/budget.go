@@ -147,6 +147,25 @@ func (s *shared) spend(f *Fleet, m *member, u termination.Usage, cost float64) (
 // ends at the latest after the operation timeout, and at once when the
 // server is found unreachable (fail-open) or the fleet closes.
 func (s *shared) overdrawn(f *Fleet) termination.Cause {
+	return f.waitRound(func() (termination.Cause, bool) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		over := false
+		for i := range s.limits {
+			if s.limits[i] > 0 && s.sent[i]-s.bal[i] >= s.lease[i] {
+				over = true
+			}
+		}
+		return s.exhausted, over
+	}, &s.pending)
+}
+
+// waitRound waits for the sync loop's rounds while check reports the
+// caller over its cap (asking for a round each time through pending), and
+// returns check's cause once it reports one. It returns nil at once while
+// the server is unreachable or the fleet is closing, and after the
+// operation timeout at the latest.
+func (f *Fleet) waitRound(check func() (stop termination.Cause, over bool), pending *atomic.Bool) termination.Cause {
 	deadline := time.Now().Add(f.cfg.opTimeout)
 	var timer *time.Timer
 	defer func() {
@@ -156,18 +175,11 @@ func (s *shared) overdrawn(f *Fleet) termination.Cause {
 	}()
 	for {
 		round := f.nextRound()
-		s.mu.Lock()
-		stop, over := s.exhausted, false
-		for i := range s.limits {
-			if s.limits[i] > 0 && s.sent[i]-s.bal[i] >= s.lease[i] {
-				over = true
-			}
-		}
-		s.mu.Unlock()
+		stop, over := check()
 		if stop != nil || !over || !f.up.Load() || f.closed.Load() {
 			return stop
 		}
-		s.pending.Store(true)
+		pending.Store(true)
 		f.poke()
 		left := time.Until(deadline)
 		if left <= 0 {

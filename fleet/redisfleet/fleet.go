@@ -52,6 +52,7 @@ type Fleet struct {
 	blocks    map[string]record  // by block id
 	stops     map[string]int64   // stop ids applied → when to forget them (server ms)
 	budgets   map[string]*shared // by escaped budget id
+	trees     map[string]*treeShare // by escaped holder id
 	exhausted map[string]exhaustion
 	idle      map[string]idleBudget // budgets dropped with no local run, until their window ends
 	resync    bool                  // re-read stops and blocks, re-register runs at the next tick
@@ -117,6 +118,7 @@ func New(ctx context.Context, url string, opts ...Option) (*Fleet, error) {
 		blocks:    map[string]record{},
 		stops:     map[string]int64{},
 		budgets:   map[string]*shared{},
+		trees:     map[string]*treeShare{},
 		exhausted: map[string]exhaustion{},
 		idle:      map[string]idleBudget{},
 	}
@@ -131,7 +133,7 @@ func New(ctx context.Context, url string, opts ...Option) (*Fleet, error) {
 }
 
 // Close stops the background work, removes this process's remaining runs
-// from the registry, returns its unused budget leases, and closes the
+// from the registry, settles and returns its unused budget and tree leases, and closes the
 // connections. It waits at most ctx's deadline (or the operation timeout)
 // for the server.
 func (f *Fleet) Close(ctx context.Context) error {
@@ -149,6 +151,13 @@ func (f *Fleet) Close(ctx context.Context) error {
 		if m.sh != nil {
 			delete(m.sh.members, m)
 		}
+	}
+	for _, sh := range f.trees {
+		for m := range sh.members {
+			m.left = true
+		}
+		clear(sh.members) // their leases are returned below
+		sh.holding = nil
 	}
 	f.mu.Unlock()
 	f.sync(ctx, false)
@@ -258,7 +267,8 @@ func (f *Fleet) fail(op string) {
 
 // Flush waits until the sync loop has done one round of its work from
 // now: runs started before it are registered, ended runs removed, budget
-// usage settled (when the server is reachable). It returns ctx's error if
+// usage settled, and every shared tree's usage settled and read back
+// (when the server is reachable). It returns ctx's error if
 // ctx ends first.
 func (f *Fleet) Flush(ctx context.Context) error {
 	if f.closed.Load() {
@@ -582,6 +592,11 @@ func (f *Fleet) loop(ctx context.Context) {
 		case <-t.C:
 		case <-f.wake:
 		case done := <-f.flush:
+			f.mu.Lock()
+			for _, sh := range f.trees {
+				sh.pending.Store(true) // settle, and read the tree's usage back
+			}
+			f.mu.Unlock()
 			f.sync(ctx, false)
 			close(done)
 			continue
@@ -607,6 +622,7 @@ func (f *Fleet) sync(ctx context.Context, first bool) {
 		return // unreachable: the next round tries again
 	}
 	f.syncBudgets(ctx)
+	f.syncTrees(ctx)
 	f.mu.Lock()
 	resync := f.resync || first || !wasUp
 	f.resync = false
@@ -937,6 +953,8 @@ func (f *Fleet) handle(ctx context.Context, p string) {
 			only[id] = true
 		}
 		f.checkParents(ctx, only)
+	case "tex", "twarn":
+		f.handleTree(kind, rest)
 	case "bex", "bpr":
 		// "ID WS WE I USED LIMIT"
 		fs := strings.Fields(rest)

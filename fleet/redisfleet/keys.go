@@ -32,6 +32,9 @@ const DefaultPrefix = "agentstop:"
 //	P{blocks}:ID        string: a block's selector, reason, by, at, expires; TTL = expiry
 //	P{budgets}          sorted set: window key → the key's expiry (server ms)
 //	P{budget:B}:W       hash: shared budget B's window starting at W (ms); TTL = window end + 2 leases
+//	P{tree:H}           hash: the tree limits run H holds, shared with its descendants in other
+//	                    processes (§8): limits, settled and committed usage, leases; TTL = 2
+//	                    leases + WithEndedTTL, renewed by the holder's process
 //	P ctl               pub/sub channel: stops, blocks, unblocks, budget news
 //
 // B is KEY:VALUE, both escaped (KEY is "stage" or "label%3ANAME"); IDs are
@@ -41,9 +44,11 @@ const DefaultPrefix = "agentstop:"
 // the entries in one slot; removing a run and recording its end is one
 // script),
 // all stops and their confirmations in one ({stops}), all blocks in one
-// ({blocks}), the budget index in one ({budgets}), and each shared budget's
+// ({blocks}), the budget index in one ({budgets}), each shared budget's
 // windows in a slot of their own ({budget:B}), so budgets spread over the
-// cluster. The budget index is written after the budget's script, by its
+// cluster, and each shared tree in a slot of its own ({tree:H}, H the
+// holder's escaped run id: a tree's one script call touches only its
+// hash). The budget index is written after the budget's script, by its
 // own command (it spans budgets, so it cannot share their slots); a
 // window missing from it for a moment is only missing from `budgets`.
 //
@@ -65,6 +70,9 @@ func (k keys) stopAck(id string) string { return k.prefix + "{stops}:ack:" + esc
 func (k keys) blocks() string           { return k.prefix + "{blocks}" }
 func (k keys) block(id string) string   { return k.prefix + "{blocks}:" + escape(id) }
 func (k keys) budgets() string          { return k.prefix + "{budgets}" }
+
+// tree is the key of the shared tree of holder esc (an escaped run id).
+func (k keys) tree(esc string) string { return k.prefix + "{tree:" + esc + "}" }
 
 // record returns the key of record id (already escaped) of the index
 // family index (runs, stops or blocks): the index's name, ":", the id.

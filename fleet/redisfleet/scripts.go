@@ -354,3 +354,156 @@ return {now, ws, ws + window, mismatch, ex, fmt(exu), pmask,
   fmt(c[1]), fmt(c[2]), fmt(c[3]), fmt(c[4]),
   fmt(s[1]), fmt(s[2]), fmt(s[3]), fmt(s[4])}
 `)
+
+// treeScript settles a process's usage of one shared tree (docs/spec.md
+// §8: a run's tree limits, shared with its descendants in other
+// processes) and reserves new leases, atomically. It is budgetScript
+// without windows, over the six resources of fleet.TreeResources (1
+// iterations, 2 tool_calls, 3 total_tokens, 4 input_tokens, 5
+// output_tokens, 6 cost).
+//
+// The tree's hash (P{tree:HOLDER}) holds stage ("s" and the holder's
+// stage, escaped: never empty) and l<i> (its limits, 0 for none), written once, by the
+// holder's process; per resource s<i> (the usage every process settled)
+// and c<i> (committed: settled plus the leases processes hold); L:PROCESS
+// = "A1 … A6 EXPIRES", the lease a process holds, renewed by each of its
+// calls (a lease not renewed for a lease period goes back, as for
+// budgets); ex and exu (the resource the limits were found spent on, and
+// the usage then); end (the holder has ended: nothing more is granted).
+//
+//	KEYS[1]        P{tree:HOLDER}
+//	ARGV[1]        HOLDER (the holder's escaped run id, for messages)
+//	ARGV[2]        "s" and the holder's stage, escaped; "" from a process
+//	               that only joins the tree: it never creates the record
+//	ARGV[3]        the record's TTL (ms), set by the holder's process's calls
+//	ARGV[4]        the process's id
+//	ARGV[5]        the lease period (ms)
+//	ARGV[6]        the control channel (P ctl)
+//	ARGV[7]        1: the holder has ended (record end)
+//	ARGV[8..13]    the holder's limits, per resource (with ARGV[2] only)
+//	ARGV[14..19]   used since the last settle
+//	ARGV[20..25]   debt: usage past the process's lease
+//	ARGV[26..31]   release: unused lease returned
+//	ARGV[32..37]   wanted lease
+//	ARGV[38..43]   the lease the process still holds (before this grant)
+//	ARGV[44..49]   the settled usage the holder's process last saw: a
+//	               record it creates again (the server lost it) starts
+//	               from it
+//	ARGV[50…]      tree warnings of the holder to publish (cause JSON)
+//
+// A record that does not exist is created only by the holder's process
+// (with its TTL, in this script); a joined process's call then changes
+// nothing and returns {now, "unknown"}. Otherwise, after settling, the
+// tree is exhausted on resource i when its settled usage reached the
+// limit (for iterations and tool calls: passed it, as a count limit n
+// allows n); the first time, the script records it and publishes "tex
+// HOLDER STAGE I USED LIMIT". Leases are granted from what is neither
+// settled nor leased, unless the tree is exhausted or ended.
+//
+// Returns {now, "ok", stage, end (0/1), ex (0 none), exu, l1..l6, g1..g6
+// (granted), c1..c6, s1..s6}. Numbers other than now and the flags are
+// strings.
+var treeScript = redis.NewScript(luaNow + `
+local key, holder, stage = KEYS[1], ARGV[1], ARGV[2]
+local proc = 'L:' .. ARGV[4]
+local leaseMs = tonumber(ARGV[5])
+local function fmt(x) return string.format('%.17g', x) end
+local exists = redis.call('EXISTS', key) == 1
+if not exists and stage == '' then return {now, 'unknown'} end
+if stage ~= '' then
+  if not exists then
+    for i = 1, 6 do
+      local b = tonumber(ARGV[43+i])
+      if b > 0 then redis.call('HSET', key, 's' .. i, fmt(b), 'c' .. i, fmt(b)) end
+    end
+  end
+  if redis.call('HSETNX', key, 'stage', stage) == 1 then
+    for i = 1, 6 do redis.call('HSET', key, 'l' .. i, ARGV[7+i]) end
+  end
+  redis.call('PEXPIRE', key, tonumber(ARGV[3]))
+end
+for i = 1, 6 do
+  local used, debt, rel = tonumber(ARGV[13+i]), tonumber(ARGV[19+i]), tonumber(ARGV[25+i])
+  if used ~= 0 then redis.call('HINCRBYFLOAT', key, 's' .. i, used) end
+  if debt - rel ~= 0 then
+    local c = tonumber(redis.call('HINCRBYFLOAT', key, 'c' .. i, debt - rel))
+    if c < 0 then redis.call('HSET', key, 'c' .. i, '0') end
+  end
+end
+-- Leases of processes that stopped renewing them (they died) go back.
+local h = redis.call('HGETALL', key)
+for j = 1, #h, 2 do
+  local f = h[j]
+  if string.sub(f, 1, 2) == 'L:' and f ~= proc then
+    local a = {}
+    for x in string.gmatch(h[j+1], '%S+') do a[#a + 1] = tonumber(x) end
+    if #a == 7 and a[7] < now then
+      for i = 1, 6 do
+        if a[i] ~= 0 then
+          local c = tonumber(redis.call('HINCRBYFLOAT', key, 'c' .. i, -a[i]))
+          if c < 0 then redis.call('HSET', key, 'c' .. i, '0') end
+        end
+      end
+      redis.call('HDEL', key, f)
+    end
+  end
+end
+if ARGV[7] == '1' then redis.call('HSET', key, 'end', '1') end
+local ended = redis.call('HEXISTS', key, 'end') == 1
+local rstage = redis.call('HGET', key, 'stage') or ''
+local limit, c, s, g = {}, {}, {}, {0, 0, 0, 0, 0, 0}
+for i = 1, 6 do
+  limit[i] = tonumber(redis.call('HGET', key, 'l' .. i) or '0')
+  c[i] = tonumber(redis.call('HGET', key, 'c' .. i) or '0')
+  s[i] = tonumber(redis.call('HGET', key, 's' .. i) or '0')
+end
+local ex = tonumber(redis.call('HGET', key, 'ex') or '0')
+local exu = tonumber(redis.call('HGET', key, 'exu') or '0')
+if ex == 0 then
+  for i = 1, 6 do
+    local hit = limit[i] > 0 and s[i] >= limit[i]
+    if i <= 2 then hit = limit[i] > 0 and s[i] > limit[i] end
+    if hit then
+      ex, exu = i, s[i]
+      redis.call('HSET', key, 'ex', i, 'exu', fmt(exu))
+      redis.call('PUBLISH', ARGV[6], 'tex ' .. holder .. ' ' .. rstage .. ' ' .. i .. ' ' .. fmt(exu) .. ' ' .. fmt(limit[i]))
+      break
+    end
+  end
+end
+if ex == 0 and not ended then
+  for i = 1, 6 do
+    local want = tonumber(ARGV[31+i])
+    if limit[i] > 0 and want > 0 then
+      local room = limit[i] - c[i]
+      if want > room then want = room end
+      if want > 0 then
+        g[i] = want
+        c[i] = tonumber(redis.call('HINCRBYFLOAT', key, 'c' .. i, want))
+      end
+    end
+  end
+end
+local held, any = {}, false
+for i = 1, 6 do
+  held[i] = tonumber(ARGV[37+i]) + g[i]
+  if held[i] ~= 0 then any = true end
+end
+if any then
+  redis.call('HSET', key, proc, fmt(held[1]) .. ' ' .. fmt(held[2]) .. ' ' .. fmt(held[3]) .. ' ' ..
+    fmt(held[4]) .. ' ' .. fmt(held[5]) .. ' ' .. fmt(held[6]) .. ' ' .. string.format('%d', now + leaseMs))
+else
+  redis.call('HDEL', key, proc)
+end
+for j = 50, #ARGV do
+  redis.call('PUBLISH', ARGV[6], 'twarn ' .. holder .. ' ' .. ARGV[j])
+end
+local endFlag = 0
+if ended then endFlag = 1 end
+local out = {now, 'ok', rstage, endFlag, ex, fmt(exu)}
+for i = 1, 6 do out[#out + 1] = fmt(limit[i]) end
+for i = 1, 6 do out[#out + 1] = fmt(g[i]) end
+for i = 1, 6 do out[#out + 1] = fmt(c[i]) end
+for i = 1, 6 do out[#out + 1] = fmt(s[i]) end
+return out
+`)

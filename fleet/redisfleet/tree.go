@@ -1,0 +1,583 @@
+package redisfleet
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// Trees (fleet.Trees): a tree's limits are shared through one hash per
+// holder, P{tree:HOLDER}, in leases, as fleet budgets are (budget.go),
+// without windows and over the six resources of fleet.TreeResources. See
+// the package documentation ("Trees") for the guarantees.
+
+var _ fleet.Trees = (*Fleet)(nil)
+
+// nTree is the number of resources a tree counts.
+const nTree = len(fleet.TreeResources)
+
+// treeShare is this process's side of one shared tree: the lease it holds
+// per resource and the usage it has not settled yet, for its local
+// members of the tree (the holding and the joins). Spend works on it under
+// a mutex, without I/O; the sync loop settles and reserves (reserveTree).
+type treeShare struct {
+	esc string // the holder's escaped run id
+
+	pending atomic.Bool // the sync loop should settle and reserve now
+
+	// guarded by Fleet.mu
+	members map[*treeMember]struct{}
+	holding *treeMember // the live holding of this process, if any
+	holds   bool        // this process holds the tree (its calls keep the record)
+	ending  bool        // the holding left: tell the server the tree ended
+	warns   []any       // the holding's warnings to publish (cause JSON)
+
+	// used by the sync loop only
+	lastSettle time.Time
+	mine       [nTree]float64 // what this process settled in all
+	others     [nTree]float64 // the other processes' settled usage charged to the holding
+
+	mu        sync.Mutex
+	stage     string // the holder's stage (known to a joined process after its first reserve)
+	limits    [nTree]float64
+	lease     [nTree]float64 // lease size per resource
+	bal       [nTree]float64 // lease left (negative: spent past the lease)
+	sent      [nTree]float64 // usage past the lease sent in a reserve not answered yet
+	used      [nTree]float64 // usage since the last settle
+	settled   [nTree]float64 // the tree's settled usage at the last reserve
+	full      [nTree]bool    // the last reserve found no room left (committed >= limit)
+	exhausted termination.Cause
+	ended     bool // the holder has ended: nothing more is granted
+	heard     bool // a reserve was answered (or this process holds the tree)
+	born      time.Time
+}
+
+// setLimits sets the tree's limits and the lease sizes they imply. s.mu is
+// held.
+func (s *treeShare) setLimits(limits [nTree]float64, fraction float64) {
+	s.limits = limits
+	for i, l := range limits {
+		s.lease[i] = 0
+		if l > 0 {
+			s.lease[i] = l * fraction
+			if fleet.TreeResources[i] != termination.ResourceCost && s.lease[i] < 1 {
+				s.lease[i] = 1 // counts and tokens: whole units
+			}
+		}
+	}
+}
+
+// treeMember is a local run's part in a shared tree.
+type treeMember struct {
+	f       *Fleet
+	sh      *treeShare // nil: a member that charges nothing (no holder id)
+	hooks   fleet.TreeHooks
+	holding bool
+
+	left bool // guarded by Fleet.mu
+}
+
+// share returns the tree of holder esc, made if needed. f.mu is held.
+func (f *Fleet) shareLocked(esc string) *treeShare {
+	sh := f.trees[esc]
+	if sh == nil {
+		sh = &treeShare{esc: esc, members: map[*treeMember]struct{}{}, born: time.Now()}
+		f.trees[esc] = sh
+	}
+	return sh
+}
+
+// HoldTree implements fleet.Trees. The holding's usage and the used given
+// are settled with the first reserve (within a sync); the record is
+// created then. Held twice in one process, the first holding's limits
+// and hooks stand.
+func (f *Fleet) HoldTree(spec fleet.TreeSpec, used fleet.TreeUsage, hooks fleet.TreeHooks) fleet.TreeMember {
+	if spec.Holder == "" {
+		return &treeMember{f: f, hooks: hooks, holding: true}
+	}
+	f.mu.Lock()
+	sh := f.shareLocked(escape(spec.Holder))
+	m := &treeMember{f: f, sh: sh, hooks: hooks, holding: true}
+	sh.members[m] = struct{}{}
+	sh.mu.Lock()
+	if sh.holding == nil && !sh.holds {
+		sh.holding, sh.holds, sh.heard = m, true, true
+		sh.stage = spec.Stage
+		sh.setLimits(fleet.TreeLimitsOf(spec.Limits), f.cfg.leaseFraction)
+	}
+	a := used.Amounts()
+	for i := range a {
+		sh.used[i] += a[i]
+		sh.bal[i] -= a[i] // settled at once, as debt
+	}
+	sh.mu.Unlock()
+	f.mu.Unlock()
+	sh.pending.Store(true)
+	f.poke()
+	return m
+}
+
+// JoinTree implements fleet.Trees. It learns the tree's limits from the
+// holder's record at its first reserve (within a sync); until then, and
+// while no record exists (the holder is unknown, or ended long ago), the
+// run spends without a lease and nothing stops it here: the limits its
+// request propagated still apply.
+func (f *Fleet) JoinTree(holder string, hooks fleet.TreeHooks) fleet.TreeMember {
+	if holder == "" {
+		return &treeMember{f: f, hooks: hooks}
+	}
+	f.mu.Lock()
+	sh := f.shareLocked(escape(holder))
+	m := &treeMember{f: f, sh: sh, hooks: hooks}
+	sh.members[m] = struct{}{}
+	f.mu.Unlock()
+	sh.pending.Store(true)
+	f.poke()
+	return m
+}
+
+// causeFor is the cause member m ends with when its tree is exhausted with
+// c: c itself for the holding, Cancelled{reason: parent} naming the
+// holder's stage for a joined run.
+func (m *treeMember) causeFor(c termination.Cause, stage string) termination.Cause {
+	if m.holding {
+		return c
+	}
+	return fleet.TreeStopCause(stage, c)
+}
+
+// reachedTree reports whether usage used reaches limit on resource i: a
+// count limit n allows n and is passed by the (n+1)-th; a token or cost
+// limit is reached at used >= limit, as termination's conditions fire.
+func reachedTree(i int, used, limit float64) bool {
+	if i <= 1 {
+		return used > limit
+	}
+	return used >= limit
+}
+
+// Spend implements fleet.TreeMember. It never does I/O: it draws the lease
+// down and wakes the sync loop when it runs low. The tree is exhausted at
+// once when what is known to be spent (the settled usage at the last
+// reserve plus this process's usage since) reaches a limit; a process
+// that spent a whole lease past its grants within one round trip, or any
+// usage past them once the tree has no room left, waits for the sync
+// loop's next round (see shared.overdrawn).
+func (m *treeMember) Spend(u fleet.TreeUsage) termination.Cause {
+	sh := m.sh
+	if sh == nil {
+		return nil
+	}
+	f := m.f
+	a := u.Amounts()
+	low, over := false, false
+	var hit termination.Cause
+	sh.mu.Lock()
+	if sh.exhausted != nil {
+		c, stage := sh.exhausted, sh.stage
+		sh.mu.Unlock()
+		return m.causeFor(c, stage)
+	}
+	over = !sh.heard // a joined run's first events wait for its first reserve
+	for i := range a {
+		sh.used[i] += a[i]
+		sh.bal[i] -= a[i]
+		if sh.limits[i] == 0 || sh.ended {
+			continue
+		}
+		if sh.bal[i] < sh.lease[i]/2 {
+			low = true
+		}
+		if sh.sent[i]-sh.bal[i] >= sh.lease[i] || sh.full[i] && sh.bal[i] < 0 {
+			over = true
+		}
+		if known := sh.settled[i] + sh.used[i]; hit == nil && reachedTree(i, known, sh.limits[i]) {
+			hit = fleet.TreeCause(fleet.TreeResources[i], known, sh.limits[i])
+			sh.exhausted = hit
+		}
+	}
+	stage := sh.stage
+	sh.mu.Unlock()
+	if (low || hit != nil) && !sh.pending.Load() {
+		sh.pending.Store(true)
+		f.poke()
+	}
+	if hit != nil {
+		f.stopTree(sh, m, hit, stage) // rare: once per tree
+		return m.causeFor(hit, stage)
+	}
+	if over {
+		if c := f.waitRound(sh.overdrawn, &sh.pending); c != nil {
+			return m.causeFor(c, stage)
+		}
+	}
+	return nil
+}
+
+// overdrawn reports the tree's exhaustion, and whether this process's
+// usage past its grants is at the cap: a whole lease past what the server
+// granted, or any once the server had no room left (or, for a joined
+// process, no answer to its first reserve yet: it does not know the
+// limits).
+func (s *treeShare) overdrawn() (termination.Cause, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	over := !s.heard
+	for i := range s.limits {
+		if s.limits[i] > 0 && !s.ended && (s.sent[i]-s.bal[i] >= s.lease[i] || s.full[i] && s.bal[i] < 0) {
+			over = true
+		}
+	}
+	return s.exhausted, over
+}
+
+// Warn implements fleet.TreeMember: the sync loop publishes the warning
+// (with its next reserve, at once) to the tree's joined runs in every
+// process. A joined member's Warn does nothing.
+func (m *treeMember) Warn(c termination.Cause) {
+	if m.sh == nil || !m.holding || c == nil {
+		return
+	}
+	js, err := termination.MarshalCause(c)
+	if err != nil {
+		m.f.metrics.Error(fleet.OpInternal)
+		return
+	}
+	f := m.f
+	f.mu.Lock()
+	m.sh.warns = append(m.sh.warns, string(js))
+	f.mu.Unlock()
+	m.sh.pending.Store(true)
+	f.poke()
+}
+
+// Leave implements fleet.TreeMember. The holding's leave ends the tree:
+// the next reserve records the end, after which nothing more is granted
+// (its joined runs end through their parent links, §8). The last local
+// member's leave returns the unused lease at the next sync.
+func (m *treeMember) Leave(string) {
+	sh, f := m.sh, m.f
+	if sh == nil {
+		return
+	}
+	f.mu.Lock()
+	if m.left {
+		f.mu.Unlock()
+		return
+	}
+	m.left = true
+	delete(sh.members, m)
+	if m.holding && sh.holds {
+		sh.ending = true
+		if sh.holding == m {
+			sh.holding = nil
+		}
+	}
+	f.mu.Unlock()
+	sh.pending.Store(true)
+	f.poke()
+}
+
+// stopTree ends the local members of sh (but skip, which is told by its
+// Spend) with c: the holding with c itself, joined runs with
+// Cancelled{reason: parent} naming the holder's stage.
+func (f *Fleet) stopTree(sh *treeShare, skip *treeMember, c termination.Cause, stage string) {
+	f.mu.Lock()
+	hit := make([]*treeMember, 0, len(sh.members))
+	for m := range sh.members {
+		if m != skip {
+			hit = append(hit, m)
+		}
+	}
+	f.mu.Unlock()
+	for _, m := range hit {
+		if m.hooks.Stop != nil {
+			m.hooks.Stop(m.causeFor(c, stage))
+		}
+	}
+}
+
+// treeExhausted records that the tree of holder esc is exhausted on
+// resource i (from the server: a reserve's answer or a "tex" message) and
+// stops its local members, once.
+func (f *Fleet) treeExhausted(esc, stage string, i int, used, limit float64) {
+	f.mu.Lock()
+	sh := f.trees[esc]
+	f.mu.Unlock()
+	if sh == nil || i < 0 || i >= nTree {
+		return
+	}
+	c := fleet.TreeCause(fleet.TreeResources[i], used, limit)
+	sh.mu.Lock()
+	if sh.exhausted != nil {
+		sh.mu.Unlock()
+		return
+	}
+	sh.exhausted = c
+	if sh.stage == "" {
+		sh.stage = stage
+	}
+	stage = sh.stage
+	sh.mu.Unlock()
+	f.stopTree(sh, nil, c, stage)
+}
+
+// treeWarned hands a warning the holder of tree esc published to the
+// tree's joined runs of this process.
+func (f *Fleet) treeWarned(esc, js string) {
+	f.mu.Lock()
+	sh := f.trees[esc]
+	var hit []*treeMember
+	if sh != nil {
+		for m := range sh.members {
+			if !m.holding && m.hooks.Warn != nil {
+				hit = append(hit, m)
+			}
+		}
+	}
+	f.mu.Unlock()
+	if len(hit) == 0 {
+		return
+	}
+	c, err := termination.UnmarshalCause([]byte(js))
+	if err != nil {
+		f.metrics.Error(fleet.OpInternal)
+		return
+	}
+	for _, m := range hit {
+		m.hooks.Warn(c)
+	}
+}
+
+// handleTree applies a tree message: "tex HOLDER STAGE I USED LIMIT" or
+// "twarn HOLDER CAUSEJSON".
+func (f *Fleet) handleTree(kind, rest string) {
+	if kind == "twarn" {
+		esc, js, ok := strings.Cut(rest, " ")
+		if !ok {
+			f.metrics.Error(fleet.OpInternal)
+			return
+		}
+		f.treeWarned(esc, js)
+		return
+	}
+	fs := strings.Fields(rest)
+	if len(fs) != 5 {
+		f.metrics.Error(fleet.OpInternal)
+		return
+	}
+	i, err1 := strconv.Atoi(fs[2])
+	used, err2 := strconv.ParseFloat(fs[3], 64)
+	limit, err3 := strconv.ParseFloat(fs[4], 64)
+	if err1 != nil || err2 != nil || err3 != nil {
+		f.metrics.Error(fleet.OpInternal)
+		return
+	}
+	f.treeExhausted(fs[0], stageOf(fs[1]), i-1, used, limit)
+}
+
+// stageOf decodes a stored stage ("s" and the stage, escaped).
+func stageOf(v string) string {
+	if v == "" {
+		return ""
+	}
+	return unescape(v[1:])
+}
+
+// syncTrees settles and reserves for every tree that needs it.
+func (f *Fleet) syncTrees(ctx context.Context) {
+	f.mu.Lock()
+	var todo []*treeShare
+	for _, sh := range f.trees {
+		if sh.pending.Load() || len(sh.members) == 0 || sh.ending || len(sh.warns) > 0 ||
+			time.Since(sh.lastSettle) >= f.renewEvery() {
+			todo = append(todo, sh)
+		}
+	}
+	f.mu.Unlock()
+	for _, sh := range todo {
+		if ctx.Err() != nil {
+			return
+		}
+		f.reserveTree(ctx, sh)
+	}
+}
+
+// treeArgs is the number of treeScript's fixed arguments.
+const treeArgs = 49
+
+// reserveTree settles sh's usage and asks for new leases in one script
+// call; then it hands the holding what the other processes settled since
+// the last call (TreeHooks.Charge, from this goroutine, under no lock).
+func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
+	f.mu.Lock()
+	members := len(sh.members)
+	holds, ending := sh.holds, sh.ending
+	warns := sh.warns
+	sh.warns = nil
+	f.mu.Unlock()
+	sh.pending.Store(false)
+	sh.lastSettle = time.Now()
+
+	var used, debt, rel, want, held [nTree]float64
+	sh.mu.Lock()
+	used = sh.used
+	sh.used = [nTree]float64{}
+	for i := range sh.bal {
+		if sh.bal[i] < 0 {
+			debt[i] = -sh.bal[i]
+			sh.bal[i] = 0
+		}
+		sh.sent[i] = debt[i]
+		switch {
+		case members == 0:
+			rel[i] = sh.bal[i]
+			sh.bal[i] = 0
+		case sh.limits[i] > 0 && !sh.ended && sh.exhausted == nil && sh.bal[i] < sh.lease[i]/2:
+			want[i] = sh.lease[i] - sh.bal[i]
+		}
+		held[i] = sh.bal[i]
+	}
+	stage, limits, base := "", sh.limits, sh.settled
+	if holds {
+		stage = "s" + escape(sh.stage)
+	}
+	sh.mu.Unlock()
+
+	args := make([]any, 0, treeArgs+len(warns))
+	args = append(args, sh.esc, stage, (2*f.cfg.lease + f.cfg.endedTTL).Milliseconds(), f.proc,
+		f.cfg.lease.Milliseconds(), f.k.ctl(), boolArg(ending))
+	for _, vs := range [...]*[nTree]float64{&limits, &used, &debt, &rel, &want, &held, &base} {
+		for _, v := range vs {
+			args = append(args, fmtFloat(v))
+		}
+	}
+	args = append(args, warns...)
+	cctx, cancel := f.timeout(ctx)
+	res, err := treeScript.Run(cctx, f.scripts, []string{f.k.tree(sh.esc)}, args...).Slice()
+	cancel()
+	unknown := err == nil && len(res) == 2
+	if err != nil || (len(res) != 30 && !unknown) {
+		f.putBackTree(sh, used, debt, rel, warns)
+		sh.pending.Store(true)
+		f.fail(fleet.OpReserve)
+		return
+	}
+	if unknown {
+		// No record: the holder is unknown (it runs in a process that has
+		// not shared it yet, or ended long ago). Nothing is granted; the
+		// usage is settled when a record appears.
+		f.putBackTree(sh, used, debt, rel, nil)
+		sh.mu.Lock()
+		sh.heard = true
+		sh.mu.Unlock()
+		if time.Since(sh.born) < f.cfg.lease {
+			// The holder's process may not have created the record yet
+			// (it shares the tree as its request leaves): ask again at
+			// the next sync for a lease period, then at each renewal.
+			sh.pending.Store(true)
+		}
+		f.dropTree(sh, true)
+		return
+	}
+	rstage, _ := res[2].(string)
+	ended, _ := res[3].(int64)
+	ex, _ := res[4].(int64)
+	exu := parseFloat(res[5])
+	var l, g, c, s [nTree]float64
+	for i := range nTree {
+		l[i] = parseFloat(res[6+i])
+		g[i] = parseFloat(res[12+i])
+		c[i] = parseFloat(res[18+i])
+		s[i] = parseFloat(res[24+i])
+	}
+	learned := false
+	sh.mu.Lock()
+	if !holds && sh.limits != l {
+		sh.setLimits(l, f.cfg.leaseFraction)
+		learned = true // a first lease at once
+	}
+	if sh.stage == "" {
+		sh.stage = stageOf(rstage)
+	}
+	sh.ended = ended == 1
+	sh.heard = true
+	sh.sent = [nTree]float64{}
+	for i := range nTree {
+		sh.bal[i] += g[i]
+		sh.settled[i] = s[i]
+		sh.full[i] = sh.limits[i] > 0 && c[i] >= sh.limits[i]
+	}
+	sh.mu.Unlock()
+	if ending {
+		f.mu.Lock()
+		sh.ending = false
+		sh.holds = sh.holding != nil
+		f.mu.Unlock()
+	}
+	if learned && members > 0 {
+		sh.pending.Store(true)
+		f.poke()
+	}
+	if ex >= 1 && ex <= int64(nTree) {
+		f.treeExhausted(sh.esc, stageOf(rstage), int(ex)-1, exu, l[ex-1])
+	}
+
+	// The holding's evaluator hears of the other processes' usage.
+	var delta [nTree]float64
+	charge := false
+	for i := range nTree {
+		sh.mine[i] += used[i]
+		if d := s[i] - sh.mine[i] - sh.others[i]; d > 0 {
+			delta[i] = d
+			sh.others[i] += d
+			charge = true
+		}
+	}
+	f.mu.Lock()
+	holding := sh.holding
+	f.mu.Unlock()
+	if charge && holding != nil && holding.hooks.Charge != nil {
+		holding.hooks.Charge(fleet.TreeUsageFrom(delta))
+	}
+	f.dropTree(sh, false)
+}
+
+// putBackTree restores what a failed or refused reserve took out of sh:
+// the next reserve settles it.
+func (f *Fleet) putBackTree(sh *treeShare, used, debt, rel [nTree]float64, warns []any) {
+	sh.mu.Lock()
+	for i := range sh.used {
+		sh.used[i] += used[i]
+		sh.bal[i] += rel[i] - debt[i]
+	}
+	sh.sent = [nTree]float64{}
+	sh.mu.Unlock()
+	if len(warns) > 0 {
+		f.mu.Lock()
+		sh.warns = append(warns, sh.warns...)
+		f.mu.Unlock()
+	}
+}
+
+// dropTree forgets sh when it has no local member left and nothing to
+// settle or return (or, unknown, nowhere to settle it).
+func (f *Fleet) dropTree(sh *treeShare, unknown bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(sh.members) > 0 || sh.ending || len(sh.warns) > 0 || f.trees[sh.esc] != sh {
+		return
+	}
+	sh.mu.Lock()
+	idle := unknown || sh.used == [nTree]float64{} && sh.bal == [nTree]float64{}
+	sh.mu.Unlock()
+	if idle {
+		delete(f.trees, sh.esc)
+	}
+}

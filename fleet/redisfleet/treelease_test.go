@@ -1,0 +1,446 @@
+package redisfleet
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// treeRun records what a fleet does to one TreeMember's run: the causes
+// it is stopped with, the warnings it is given, the usage charged to it.
+type treeRun struct {
+	mu      sync.Mutex
+	stops   []termination.Cause
+	warns   []termination.Cause
+	charged fleet.TreeUsage
+	charges int
+}
+
+func (r *treeRun) hooks() fleet.TreeHooks {
+	return fleet.TreeHooks{
+		Stop: func(c termination.Cause) bool {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			r.stops = append(r.stops, c)
+			return len(r.stops) == 1
+		},
+		Warn: func(c termination.Cause) {
+			r.mu.Lock()
+			r.warns = append(r.warns, c)
+			r.mu.Unlock()
+		},
+		Charge: func(u fleet.TreeUsage) {
+			r.mu.Lock()
+			r.charged = r.charged.Add(u)
+			r.charges++
+			r.mu.Unlock()
+		},
+	}
+}
+
+func (r *treeRun) stopped() termination.Cause {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.stops) == 0 {
+		return nil
+	}
+	return r.stops[0]
+}
+
+func (r *treeRun) warnings() []termination.Cause {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]termination.Cause(nil), r.warns...)
+}
+
+func (r *treeRun) chargedUsage() fleet.TreeUsage {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.charged
+}
+
+// treeFleets returns n Fleets on r under one prefix: n processes.
+func treeFleets(t *testing.T, r deployment, n int, opts ...Option) []*Fleet {
+	t.Helper()
+	fs := make([]*Fleet, n)
+	for i := range fs {
+		o := opts
+		if i > 0 {
+			o = append([]Option{WithPrefix(fs[0].cfg.prefix)}, opts...)
+		}
+		fs[i] = newTestFleet(t, r, o...)
+	}
+	return fs
+}
+
+// flushAll runs one sync round of each Fleet, in order.
+func flushAll(t *testing.T, fs ...*Fleet) {
+	t.Helper()
+	for _, f := range fs {
+		if err := f.Flush(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// treeRecord reads the stored record of holder's tree.
+func treeRecord(t *testing.T, r deployment, f *Fleet, holder string) map[string]string {
+	t.Helper()
+	h, err := rawClient(t, r).HGetAll(t.Context(), f.k.tree(escape(holder))).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func recordFloat(h map[string]string, field string) float64 {
+	v, _ := strconv.ParseFloat(h[field], 64)
+	return v
+}
+
+func tokens(n int64) fleet.TreeUsage {
+	return fleet.TreeUsage{Tokens: termination.Usage{InputTokens: n}}
+}
+
+// wantParentStop checks that a joined run's cause is Cancelled{reason:
+// parent} naming the holder's stage and the tree cause's tag.
+func wantParentStop(t *testing.T, what string, c termination.Cause, stage, tag string) {
+	t.Helper()
+	parentCancelled(t, what, c, stage+" ended: "+tag)
+}
+
+// TestTreeLeases (§8 across processes, through three Fleets on one server
+// and on a cluster): a planner in process A holds total_tokens 10,000;
+// researchers joined in B and C spend concurrently until the fleet stops
+// them. The tree's settled usage ends within the limit plus the overshoot
+// bound of the package documentation (a lease per process plus an event
+// per spending run); the holder is stopped with the tree limit's cause,
+// the joined runs (the spenders and an idle one) with Cancelled{parent};
+// the holding is charged exactly what B and C settled.
+func TestTreeLeases(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
+		fs := treeFleets(t, r, 3)
+		a, b, c := fs[0], fs[1], fs[2]
+		const (
+			limit = 10000
+			event = 37
+			lease = limit / 100 // DefaultLeaseFraction
+			own   = 1000        // the planner's own: 500 before the holding, 500 through it
+		)
+		holder := fleet.NewRunID()
+		var planner treeRun
+		hm := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
+			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, tokens(500), planner.hooks())
+		defer hm.Leave("completed")
+		for range 10 {
+			if stop := hm.Spend(tokens(50)); stop != nil {
+				t.Fatalf("the holding's own spend stopped: %v", stop)
+			}
+		}
+		var idle treeRun
+		im := b.JoinTree(holder, idle.hooks())
+		defer im.Leave("cancelled")
+		flushAll(t, a, b, c)
+
+		var wg sync.WaitGroup
+		causes := make([]termination.Cause, 2)
+		spent := make([]int64, 2)
+		for i, f := range []*Fleet{b, c} {
+			var run treeRun
+			m := f.JoinTree(holder, run.hooks())
+			defer m.Leave("cancelled")
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for n := 0; n < 2*limit/event; n++ {
+					spent[i] += event
+					if stop := m.Spend(fleet.TreeUsage{Iterations: 1, Tokens: termination.Usage{InputTokens: event / 2, OutputTokens: event - event/2}}); stop != nil {
+						causes[i] = stop
+						return
+					}
+				}
+			}()
+		}
+		wg.Wait()
+		for i, cause := range causes {
+			wantParentStop(t, "spending researcher "+strconv.Itoa(i), cause, "planner", termination.TagBudgetExhausted)
+		}
+		eventually(t, 3*time.Second, "the holder and the idle researcher are stopped", func() bool {
+			return planner.stopped() != nil && idle.stopped() != nil
+		})
+		x, ok := planner.stopped().(termination.BudgetExhausted)
+		if !ok || x.Resource != termination.ResourceTotalTokens || x.Limit != limit || x.Scope != termination.ScopeTree || x.Used < limit {
+			t.Errorf("holder's cause = %#v, want BudgetExhausted{total_tokens, used >= %d, limit %d, scope tree}", planner.stopped(), limit, limit)
+		}
+		wantParentStop(t, "idle researcher", idle.stopped(), "planner", termination.TagBudgetExhausted)
+
+		flushAll(t, b, c, a)
+		h := treeRecord(t, r, a, holder)
+		settled := recordFloat(h, "s3")
+		bound := float64(lease*3 + event*2)
+		t.Logf("settled %g tokens of a %d limit (overshoot %g, bound %g); B and C spent %v", settled, limit, settled-limit, bound, spent)
+		if settled < limit || settled > limit+bound {
+			t.Errorf("the tree's settled usage = %g, want in [%d, %g]", settled, limit, limit+bound)
+		}
+		if h["ex"] != "3" {
+			t.Errorf("record ex = %q, want 3 (total_tokens)", h["ex"])
+		}
+		eventually(t, 3*time.Second, "the holding is charged what B and C settled", func() bool {
+			_ = a.Flush(t.Context())
+			u := planner.chargedUsage()
+			return float64(u.Tokens.Total()) == settled-own
+		})
+		if u := planner.chargedUsage(); u.Iterations != int64(recordFloat(h, "s1")) || u.Tokens.Total() != int64(settled)-own {
+			t.Errorf("charged %+v; the record settled %g iterations and %g tokens (the planner's own: %d)", u, recordFloat(h, "s1"), settled, own)
+		}
+	})
+}
+
+// TestTreeCountExact: a count limit n allows n and fires on the (n+1)-th,
+// whichever process spends it, when the processes spend one at a time with
+// a sync of each between.
+func TestTreeCountExact(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
+		for _, last := range []string{"holder", "joined"} {
+			t.Run("sixth by the "+last, func(t *testing.T) {
+				fs := treeFleets(t, r, 2)
+				a, b := fs[0], fs[1]
+				holder := fleet.NewRunID()
+				var planner, worker treeRun
+				hm := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
+					Limits: termination.Limits{Has: termination.LimitIterations, Iterations: 5}}, fleet.TreeUsage{}, planner.hooks())
+				defer hm.Leave("completed")
+				jm := b.JoinTree(holder, worker.hooks())
+				defer jm.Leave("cancelled")
+				flushAll(t, a, b, b)
+				members := []fleet.TreeMember{hm, jm}
+				order := []*Fleet{a, b}
+				if last == "holder" {
+					members[0], members[1], order[0], order[1] = jm, hm, b, a
+				}
+				for n := 1; n <= 6; n++ {
+					i := (n - 1) % 2
+					stop := members[i].Spend(fleet.TreeUsage{Iterations: 1})
+					if n < 6 {
+						if stop != nil {
+							t.Fatalf("iteration %d of 5 stopped: %v", n, stop)
+						}
+						flushAll(t, order[i], order[1-i])
+						continue
+					}
+					want := termination.MaxIterationsReached{Limit: 5, Count: 6, Scope: termination.ScopeTree}
+					if last == "holder" {
+						if stop != want {
+							t.Errorf("the 6th iteration, by the holder: %#v, want %#v", stop, want)
+						}
+						eventually(t, 3*time.Second, "the joined run is stopped", func() bool { return worker.stopped() != nil })
+						wantParentStop(t, "the joined run", worker.stopped(), "planner", termination.TagMaxIterations)
+					} else {
+						wantParentStop(t, "the 6th iteration, by the joined run", stop, "planner", termination.TagMaxIterations)
+						eventually(t, 3*time.Second, "the holder is stopped", func() bool { return planner.stopped() != nil })
+						if c := planner.stopped(); c != want {
+							t.Errorf("the holder's cause = %#v, want %#v", c, want)
+						}
+					}
+				}
+			})
+		}
+	})
+}
+
+// TestTreeWarn: a warning the holding publishes (its tree pressure)
+// reaches the joined runs of every other process, decoded as sent; the
+// holding itself is not warned.
+func TestTreeWarn(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
+		fs := treeFleets(t, r, 3)
+		holder := fleet.NewRunID()
+		var planner, b1, c1 treeRun
+		hm := fs[0].HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
+			Limits: termination.Limits{Has: termination.LimitCost, Cost: 2}}, fleet.TreeUsage{}, planner.hooks())
+		defer hm.Leave("completed")
+		for i, run := range []*treeRun{&b1, &c1} {
+			m := fs[i+1].JoinTree(holder, run.hooks())
+			defer m.Leave("cancelled")
+		}
+		flushAll(t, fs...)
+		w := termination.BudgetPressure{Resource: termination.ResourceCost, Threshold: 0.8, Used: 1.7, Limit: 2, Scope: termination.ScopeTree}
+		hm.Warn(w)
+		eventually(t, 3*time.Second, "both joined runs are warned", func() bool {
+			return len(b1.warnings()) == 1 && len(c1.warnings()) == 1
+		})
+		for _, got := range [][]termination.Cause{b1.warnings(), c1.warnings()} {
+			if got[0] != w {
+				t.Errorf("warning = %#v, want %#v", got[0], w)
+			}
+		}
+		if len(planner.warnings()) != 0 {
+			t.Errorf("the holding was warned: %v", planner.warnings())
+		}
+	})
+}
+
+// TestTreeUnknownHolder: joining a tree whose holder the fleet does not
+// know grants nothing, stores nothing, counts no error, and never stops
+// the run; once the holder's process shares the tree, the join's usage is
+// settled into it and the holding is charged.
+func TestTreeUnknownHolder(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
+		fs := treeFleets(t, r, 2)
+		a, b := fs[0], fs[1]
+		holder := fleet.NewRunID()
+		var worker treeRun
+		jm := b.JoinTree(holder, worker.hooks())
+		defer jm.Leave("cancelled")
+		for range 100 {
+			if stop := jm.Spend(tokens(1000)); stop != nil {
+				t.Fatalf("a join of an unknown holder stopped: %v", stop)
+			}
+		}
+		flushAll(t, b, b)
+		if ks, _ := keysMatching(t.Context(), rawClient(t, r), a.cfg.prefix+"{tree:*"); len(ks) != 0 {
+			t.Errorf("a joined process created %v", ks)
+		}
+		if !b.up.Load() {
+			t.Error("an unknown holder counted as a failure")
+		}
+
+		var planner treeRun
+		hm := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
+			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 1_000_000}}, fleet.TreeUsage{}, planner.hooks())
+		defer hm.Leave("completed")
+		flushAll(t, a)
+		eventually(t, 3*time.Second, "the join's usage reaches the holding", func() bool {
+			flushAll(t, b, a)
+			return planner.chargedUsage().Tokens.Total() == 100_000
+		})
+	})
+}
+
+// TestTreeHolderLeaves: the holding's Leave records the tree's end: a
+// join after it is granted nothing (and a live join no more).
+func TestTreeHolderLeaves(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
+		fs := treeFleets(t, r, 3)
+		a, b, c := fs[0], fs[1], fs[2]
+		holder := fleet.NewRunID()
+		var planner, live treeRun
+		hm := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
+			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 100_000}}, fleet.TreeUsage{}, planner.hooks())
+		lm := b.JoinTree(holder, live.hooks())
+		defer lm.Leave("cancelled")
+		flushAll(t, a, b, b)
+		if h := treeRecord(t, r, a, holder); !strings.HasPrefix(h["L:"+b.proc], "0 0 1000 ") {
+			t.Fatalf("the live join's lease = %q, want 1000 tokens", h["L:"+b.proc])
+		}
+		hm.Leave("completed")
+		flushAll(t, a)
+		h := treeRecord(t, r, a, holder)
+		if h["end"] != "1" {
+			t.Fatalf("record after the holding left: %v, want end", h)
+		}
+		if _, ok := h["L:"+a.proc]; ok {
+			t.Errorf("the holder's process still holds a lease: %v", h)
+		}
+		var late treeRun
+		m := c.JoinTree(holder, late.hooks())
+		defer m.Leave("cancelled")
+		for range 3 {
+			_ = m.Spend(tokens(600)) // past any lease: asks for one
+			flushAll(t, c)
+		}
+		_ = lm.Spend(tokens(900))
+		flushAll(t, b)
+		h = treeRecord(t, r, a, holder)
+		if _, ok := h["L:"+c.proc]; ok {
+			t.Errorf("a join after the holder's end holds a lease: %v", h)
+		}
+		if v := h["L:"+b.proc]; !strings.HasPrefix(v, "0 0 100 ") {
+			t.Errorf("the live join's lease after the end = %q, want what was left of it (100), not renewed", v)
+		}
+		if s := recordFloat(h, "s3"); s != 2700 {
+			t.Errorf("settled after the end = %g, want 2700: usage is still settled", s)
+		}
+		if planner.stopped() != nil || live.stopped() != nil || late.stopped() != nil {
+			t.Error("the end stopped a run: that is the cascade's (§8) work, through ended records")
+		}
+	})
+}
+
+// TestTreeSpendAllocs: a Spend on a lease allocates nothing, for the
+// holding and for a joined run.
+func TestTreeSpendAllocs(t *testing.T) {
+	r := redistest.Start(t)
+	fs := treeFleets(t, r, 2, WithLease(15*time.Second))
+	holder := fleet.NewRunID()
+	hm := fs[0].HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
+		Limits: termination.Limits{Has: termination.LimitTotalTokens | termination.LimitIterations | termination.LimitCost,
+			TotalTokens: 1 << 50, Iterations: 1 << 40, Cost: 1e12}}, fleet.TreeUsage{}, fleet.TreeHooks{})
+	defer hm.Leave("completed")
+	jm := fs[1].JoinTree(holder, fleet.TreeHooks{})
+	defer jm.Leave("cancelled")
+	flushAll(t, fs[0], fs[1], fs[1])
+	u := fleet.TreeUsage{Iterations: 1, Tokens: termination.Usage{InputTokens: 120, OutputTokens: 30}, Cost: 0.001}
+	for name, m := range map[string]fleet.TreeMember{"holding": hm, "join": jm} {
+		if n := testing.AllocsPerRun(1000, func() { _ = m.Spend(u) }); n != 0 {
+			t.Errorf("%s: Spend allocates %g times per event, want 0", name, n)
+		}
+	}
+}
+
+// TestTreeOvershootBound: three processes spending far faster than a
+// reserve's round trip (interleaved, microseconds apart) stop with the
+// tree's usage past its limit within the documented bound: lease size ×
+// processes + one event in flight per run.
+func TestTreeOvershootBound(t *testing.T) {
+	srv := redistest.Start(t)
+	fs := treeFleets(t, srv, 3, WithLeaseFraction(0.1))
+	const (
+		limit = 1000
+		event = 100
+		lease = limit / 10
+	)
+	holder := fleet.NewRunID()
+	hm := fs[0].HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
+		Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, fleet.TreeUsage{}, fleet.TreeHooks{})
+	defer hm.Leave("completed")
+	members := []fleet.TreeMember{hm}
+	for _, f := range fs[1:] {
+		m := f.JoinTree(holder, fleet.TreeHooks{})
+		defer m.Leave("cancelled")
+		members = append(members, m)
+	}
+	flushAll(t, fs[0], fs[1], fs[2], fs[1], fs[2]) // each holds its lease
+	spent := 0
+	live := []bool{true, true, true}
+	for n := 0; n < 1000; n++ {
+		any := false
+		for i, m := range members {
+			if !live[i] {
+				continue
+			}
+			any = true
+			spent += event // the event that finds the limit is spent too
+			if stop := m.Spend(tokens(event)); stop != nil {
+				live[i] = false
+			}
+		}
+		if !any {
+			break
+		}
+	}
+	bound := lease*3 + event*3
+	t.Logf("spent %d of %d: overshoot %d, bound %d", spent, limit, spent-limit, bound)
+	if over := spent - limit; over > bound {
+		t.Errorf("spent %d tokens of a %d limit: overshoot %d, bound %d", spent, limit, over, bound)
+	}
+	if spent < limit {
+		t.Errorf("spent %d tokens of a %d limit: stopped before the limit", spent, limit)
+	}
+}
