@@ -46,12 +46,12 @@ type Fleet struct {
 	flush   chan chan struct{}
 
 	mu        sync.Mutex
-	runs      map[string]*member // by escaped id
-	removed   []string           // escaped ids to deregister
-	ended     []*member          // ended runs whose records (P{runs}:end:ID) are not written yet
-	blocks    map[string]record  // by block id
-	stops     map[string]int64   // stop ids applied → when to forget them (server ms)
-	budgets   map[string]*shared // by escaped budget id
+	runs      map[string]*member    // by escaped id
+	removed   []string              // escaped ids to deregister
+	ended     []*member             // ended runs whose records (P{runs}:end:ID) are not written yet
+	blocks    map[string]record     // by block id
+	stops     map[string]int64      // stop ids applied → when to forget them (server ms)
+	budgets   map[string]*shared    // by escaped budget id
 	trees     map[string]*treeShare // by escaped holder id
 	exhausted map[string]exhaustion
 	idle      map[string]idleBudget // budgets dropped with no local run, until their window ends
