@@ -35,6 +35,12 @@ import (
 //	sub NAME STAGE PARENTNAME        → as start, a child of this process's run PARENTNAME (by its context)
 //	spend NAME IN OUT                → spent NAME
 //	finish NAME                      → finished NAME TAG
+//	tjoin NAME HOLDERID              → tjoined NAME (Fleet.JoinTree; its hooks print
+//	                                   "tstopped NAME CAUSEJSON" and "twarned NAME CAUSEJSON")
+//	tspend NAME N TOKENS             → tspent NAME EVENTS CAUSEJSON|- (up to N events of one
+//	                                   iteration and TOKENS input tokens, until a Spend stops it)
+//	tleave NAME                      → tleft NAME
+//	flush                            → flushed (Fleet.Flush)
 //	quit                             → (exits)
 //
 // LABELS is k=v,k=v or "-"; BUDGET is TOTAL (a fleet_budget keyed by label
@@ -78,6 +84,11 @@ func childMain() int {
 			stages[stage+"/-"] = s
 		}
 		return s
+	}
+	trees := map[string]fleet.TreeMember{}
+	causeJSON := func(c termination.Cause) string {
+		b, _ := termination.MarshalCause(c)
+		return string(b)
 	}
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
@@ -164,6 +175,39 @@ func childMain() int {
 				res := r.Finish(nil)
 				out.println("finished", fs[1], res.TerminationCause)
 			}
+		case "tjoin":
+			name := fs[1]
+			var once sync.Once
+			trees[name] = f.JoinTree(fs[2], fleet.TreeHooks{
+				Stop: func(c termination.Cause) bool {
+					stopped := false
+					once.Do(func() { stopped = true; out.println("tstopped", name, causeJSON(c)) })
+					return stopped
+				},
+				Warn: func(c termination.Cause) { out.println("twarned", name, causeJSON(c)) },
+			})
+			out.println("tjoined", name)
+		case "tspend":
+			n, _ := strconv.Atoi(fs[2])
+			tok, _ := strconv.ParseInt(fs[3], 10, 64)
+			m := trees[fs[1]]
+			events, cause := 0, "-"
+			for m != nil && events < n {
+				events++
+				if c := m.Spend(fleet.TreeUsage{Iterations: 1, Tokens: termination.Usage{InputTokens: tok}}); c != nil {
+					cause = causeJSON(c)
+					break
+				}
+			}
+			out.println("tspent", fs[1], strconv.Itoa(events), cause)
+		case "tleave":
+			if m := trees[fs[1]]; m != nil {
+				m.Leave(termination.TagCancelled)
+			}
+			out.println("tleft", fs[1])
+		case "flush":
+			_ = f.Flush(context.Background())
+			out.println("flushed")
 		case "quit":
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			_ = f.Close(ctx)

@@ -4,6 +4,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -443,4 +444,148 @@ func TestTreeOvershootBound(t *testing.T) {
 	if spent < limit {
 		t.Errorf("spent %d tokens of a %d limit: stopped before the limit", spent, limit)
 	}
+}
+
+// causeOf decodes the cause JSON a child printed.
+func causeOf(t *testing.T, js string) termination.Cause {
+	t.Helper()
+	c, err := termination.UnmarshalCause([]byte(js))
+	if err != nil {
+		t.Fatalf("cause %s: %v", js, err)
+	}
+	return c
+}
+
+// leases returns the processes holding a lease in a tree's record.
+func leases(h map[string]string) []string {
+	var out []string
+	for f := range h {
+		if p, ok := strings.CutPrefix(f, "L:"); ok {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// TestTreeProcesses: the holder in this process, researchers in two OS
+// processes. The holder's warning reaches both; the researchers spend
+// concurrently until the fleet stops them with Cancelled{parent}; the
+// holder is stopped with the tree limit's cause and charged their usage;
+// the tree's usage ends within the overshoot bound. Then a process killed
+// with SIGKILL while holding a lease: its lease goes back to the tree one
+// lease period later.
+func TestTreeProcesses(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
+		a := newTestFleet(t, r, WithLease(time.Second))
+		prefix := a.cfg.prefix
+		cs := []*child{startChild(t, r.URL(), prefix, time.Second), startChild(t, r.URL(), prefix, time.Second)}
+		const (
+			limit = 20000
+			event = 50
+			lease = limit / 100
+		)
+		holder := fleet.NewRunID()
+		var planner treeRun
+		hm := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
+			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, fleet.TreeUsage{}, planner.hooks())
+		defer hm.Leave("completed")
+		flushAll(t, a)
+		for _, c := range cs {
+			c.send("tjoin r " + holder)
+			c.expect("tjoined r", 5*time.Second)
+			c.send("flush")
+			c.expect("flushed", 5*time.Second)
+		}
+		w := termination.BudgetPressure{Resource: termination.ResourceTotalTokens, Threshold: 0.5, Used: 0, Limit: limit, Scope: termination.ScopeTree}
+		hm.Warn(w)
+		for i, c := range cs {
+			l := c.expect("twarned r ", 3*time.Second)
+			if got := causeOf(t, strings.TrimPrefix(l, "twarned r ")); got != w {
+				t.Errorf("process %d: warned with %#v, want %#v", i, got, w)
+			}
+		}
+
+		for _, c := range cs {
+			c.send("tspend r 100000 " + strconv.Itoa(event))
+		}
+		for i, c := range cs {
+			fs := strings.SplitN(c.expect("tspent r ", 10*time.Second), " ", 4)
+			wantParentStop(t, "researcher "+strconv.Itoa(i), causeOf(t, fs[3]), "planner", termination.TagBudgetExhausted)
+		}
+		eventually(t, 3*time.Second, "the holder is stopped", func() bool { return planner.stopped() != nil })
+		if x, ok := planner.stopped().(termination.BudgetExhausted); !ok || x.Scope != termination.ScopeTree || x.Limit != limit {
+			t.Errorf("holder's cause = %#v", planner.stopped())
+		}
+		for _, c := range cs {
+			c.send("flush")
+			c.expect("flushed", 5*time.Second)
+		}
+		h := treeRecord(t, r, a, holder)
+		settled := recordFloat(h, "s3")
+		bound := float64(lease*3 + event*2)
+		if settled < limit || settled > limit+bound {
+			t.Errorf("the tree's settled usage = %g, want in [%d, %g]", settled, limit, limit+bound)
+		}
+		eventually(t, 3*time.Second, "the holding is charged the researchers' usage", func() bool {
+			_ = a.Flush(t.Context())
+			return float64(planner.chargedUsage().Tokens.Total()) == settled
+		})
+
+		// A dead process's lease.
+		for _, c := range cs {
+			c.send("tleave r")
+			c.expect("tleft r", 5*time.Second)
+		}
+		holder2 := fleet.NewRunID()
+		hm2 := a.HoldTree(fleet.TreeSpec{Holder: holder2, Stage: "planner",
+			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, fleet.TreeUsage{}, fleet.TreeHooks{})
+		defer hm2.Leave("completed")
+		flushAll(t, a)
+		cs[0].send("tjoin r2 " + holder2)
+		cs[0].expect("tjoined r2", 5*time.Second)
+		cs[0].send("tspend r2 1 10")
+		cs[0].expect("tspent r2 1 -", 5*time.Second)
+		cs[0].send("flush")
+		cs[0].expect("flushed", 5*time.Second)
+		h = treeRecord(t, r, a, holder2)
+		if n := len(leases(h)); n != 2 || recordFloat(h, "c3") != 2*lease+10 || recordFloat(h, "s3") != 10 {
+			t.Fatalf("before the kill: %v, want two leases of %d and 10 settled", h, lease)
+		}
+		if err := cs[0].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+			t.Fatal(err)
+		}
+		<-cs[0].done
+		time.Sleep(1100 * time.Millisecond)
+		eventually(t, 3*time.Second, "the dead process's lease goes back", func() bool {
+			_ = a.Flush(t.Context())
+			h = treeRecord(t, r, a, holder2)
+			return len(leases(h)) == 1 && recordFloat(h, "c3") == lease+10
+		})
+		if l := leases(h); l[0] != a.proc {
+			t.Errorf("lease left = %v, want this process's", l)
+		}
+	})
+}
+
+// TestTreeClose: Close settles the usage and returns the leases of its
+// trees.
+func TestTreeClose(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
+		fs := treeFleets(t, r, 2)
+		a, b := fs[0], fs[1]
+		holder := fleet.NewRunID()
+		hm := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
+			Limits: termination.Limits{Has: termination.LimitToolCalls, ToolCalls: 1000}}, fleet.TreeUsage{}, fleet.TreeHooks{})
+		defer hm.Leave("completed")
+		jm := b.JoinTree(holder, fleet.TreeHooks{})
+		flushAll(t, a, b, b)
+		_ = jm.Spend(fleet.TreeUsage{ToolCalls: 3})
+		if err := b.Close(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+		h := treeRecord(t, r, a, holder)
+		if _, ok := h["L:"+b.proc]; ok || recordFloat(h, "s2") != 3 || recordFloat(h, "c2") != 3+10 {
+			t.Errorf("after Close: %v, want 3 tool calls settled, only the holder's lease (10) left", h)
+		}
+	})
 }
