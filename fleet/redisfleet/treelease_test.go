@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
 	"github.com/agentstop/agentstop/termination"
@@ -587,5 +589,59 @@ func TestTreeClose(t *testing.T) {
 		if _, ok := h["L:"+b.proc]; ok || recordFloat(h, "s2") != 3 || recordFloat(h, "c2") != 3+10 {
 			t.Errorf("after Close: %v, want 3 tool calls settled, only the holder's lease (10) left", h)
 		}
+	})
+}
+
+// TestTreeServerRestart: while the server is unreachable a tree's members
+// spend what they have without waiting and nothing stops them
+// (fail-open; agent.fleet.errors counts the failed reserves); when it
+// comes back empty, the holder's process creates the record again from
+// the usage it last saw settled, every process settles what it spent
+// meanwhile, and the holding is charged the rest.
+func TestTreeServerRestart(t *testing.T) {
+	srv := redistest.Start(t)
+	reader := sdkmetric.NewManualReader()
+	a := newTestFleet(t, srv, WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
+	b := newTestFleet(t, srv, WithPrefix(a.cfg.prefix))
+	holder := fleet.NewRunID()
+	var planner treeRun
+	hm := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
+		Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 1_000_000}}, fleet.TreeUsage{}, planner.hooks())
+	defer hm.Leave("completed")
+	jm := b.JoinTree(holder, fleet.TreeHooks{})
+	defer jm.Leave("cancelled")
+	flushAll(t, a, b, b)
+	for _, m := range []fleet.TreeMember{hm, jm} {
+		if stop := m.Spend(tokens(100)); stop != nil {
+			t.Fatal(stop)
+		}
+	}
+	flushAll(t, a, b, a)
+
+	srv.Kill()
+	eventually(t, 5*time.Second, "the failed reserves are counted", func() bool {
+		return fleetErrors(t, reader) > 0
+	})
+	begin := time.Now()
+	for range 50 { // 5000 tokens each: half of a lease
+		for _, m := range []fleet.TreeMember{hm, jm} {
+			if stop := m.Spend(tokens(100)); stop != nil {
+				t.Fatalf("a spend stopped while the server is away: %v", stop)
+			}
+		}
+	}
+	if d := time.Since(begin); d > 100*time.Millisecond {
+		t.Errorf("100 spends took %s while the server is away: they wait on the network", d)
+	}
+	srv.Restart()
+	eventually(t, 10*time.Second, "the record is back with every process's usage", func() bool {
+		_ = a.Flush(t.Context())
+		_ = b.Flush(t.Context())
+		h, err := rawClient(t, srv).HGetAll(t.Context(), a.k.tree(escape(holder))).Result()
+		return err == nil && h["s3"] == "10200"
+	})
+	eventually(t, 3*time.Second, "the holding is charged the joined process's usage", func() bool {
+		_ = a.Flush(t.Context())
+		return planner.chargedUsage().Tokens.Total() == 5100
 	})
 }
