@@ -25,13 +25,13 @@
 // step with the server:
 //
 //   - a subscriber on the channel PREFIX ctl receives stops, blocks,
-//     unblocks and budget news the moment they are published, ends the
+//     unblocks, budget and tree news the moment they are published, ends the
 //     matching local runs and confirms each stop on a list the stop
 //     command reads;
 //   - a sync loop (every 100ms, or at once when there is work) registers
 //     new runs, publishes changed figures (at most every 500ms per run),
 //     renews run leases (every third of a lease), removes ended runs,
-//     settles budget usage and reserves leases, and re-reads the stored
+//     settles budget and tree usage and reserves leases, and re-reads the stored
 //     stops and blocks every second and after every reconnect.
 //
 // Every time that matters — run leases, stop and block expiries, budget
@@ -185,10 +185,97 @@
 //     go on under their own limits (and their request's context, which the
 //     dead caller's connection usually cancels).
 //
-// Tree limits (a policy's tree:) are not shared through the fleet: a
-// remote child holds the remaining limits its caller propagated (min with
-// its own) and the caller charges the usage the callee reports with
-// middleware's Run.Charge, as without a fleet (see the README).
+// A remote child also holds the remaining tree limits its caller
+// propagated (min with its own); through the fleet, its usage is charged
+// to the holder's tree limits as it is spent (next section).
+//
+// # Trees: limits shared across processes
+//
+// A [Fleet] implements fleet.Trees: the tree limits (a policy's tree:) a
+// run holds are shared with its descendants in other processes (§8), in
+// leases keyed by the holder's run id, as fleet budgets are shared (next
+// section), without windows. The holder's process shares the tree
+// (HoldTree) when the holder's id is first propagated; each process where
+// a descendant starts joins it (JoinTree) for every holder its request
+// named; every event of the subtree is spent, in its own process, through
+// the holding or a join, without I/O.
+//
+// Keys. One hash per tree, P{tree:H} (H: the holder's escaped id), in a
+// slot of its own: the holder's stage and limits (written once, by the
+// holder's process), per resource (iterations, tool calls, total, input
+// and output tokens, cost) the usage every process settled and the
+// committed usage (settled plus the leases held), the lease each process
+// holds with its expiry, the exhaustion once found, and the holder's end.
+// One script call (settle, return the leases of dead processes, reserve)
+// touches only that hash. Its TTL, 2 leases + [WithEndedTTL], is renewed
+// by every call of the holder's process (at least every second while it
+// holds the tree); a joined process never creates it: a join of a holder
+// the fleet has no record of (its process has not shared the tree yet, or
+// it ended longer ago than the TTL) is granted nothing, never fails and
+// never stops its run, and asks again at every sync for a lease period,
+// then at every renewal; its usage is settled once a record exists.
+// Meanwhile only the limits the request propagated bound the run.
+//
+// Leases. Each process takes a lease of [DefaultLeaseFraction] of each
+// tree limit (at least one unit for counts and tokens), spends it locally,
+// asks for more when half of it is left, settles in the same call, and
+// returns what is left when its last member of the tree leaves (or Close
+// runs); a process that dies stops renewing its lease, which goes back one
+// lease period later. A joined process learns the limits from its first
+// reserve, which JoinTree starts at once: a joined run's events that come
+// before that answer wait for it (at most the operation timeout; never
+// while the server is unreachable).
+//
+// The holder hears of remote usage through TreeHooks.Charge, from its
+// process's sync loop, after each reserve that finds more settled by
+// other processes: the lag is at most one sync of each side (a process
+// settles when its lease runs low, and at least every second while it has
+// members; the holder's process reserves on the same terms), so the
+// holder's own evaluator fires its tree limit with its exact cause.
+//
+// Exhaustion. A tree is found spent on usage, never on commitments: a
+// process stops its members at once when what it knows was spent (the
+// settled usage at its last reserve plus its own usage since) reaches a
+// limit (a count limit n on the (n+1)-th, a token or cost limit at used >=
+// limit, as termination's conditions), and the script does the same with
+// the settled usage, records it and publishes it to every process. The
+// holder is stopped with the tree limit's cause (scope tree), joined runs
+// with Cancelled{reason: parent, detail: "STAGE ended: TAG"}, the caller of
+// the Spend that found it by its return value. So a count limit is exact
+// when processes sync between events, and leases other processes hold
+// unspent never stop a tree early. The bound while the server is
+// reachable:
+//
+//	tree usage past a limit <= lease size × processes taking part (the holder's included)
+//	                           + the usage of the events in flight (one per spending run)
+//
+// A process spends at most one lease past its grants within a round trip
+// and, once the tree has no room left (every unit settled or leased), any
+// event past its grants waits for the next round of its sync loop, which
+// settles it and brings the exhaustion if the limit is reached; each
+// process thus spends past the limit at most what it held when the limit
+// was reached. TestTreeOvershootBound and TestTreeLeases check the bound.
+//
+// Warnings. The holding's Warn (its tree pressure) is published with the
+// next sync of its process, within a tick, and every process hands it to
+// its joined runs of that tree. The holding's end is recorded with the
+// next sync: nothing more is granted; the joined runs end through the
+// ended records (above), not through the tree.
+//
+// Faults. Without the server the fleet is fail-open for trees as for
+// budgets: members spend what is left of their leases, then go on without
+// waiting, bounded only by the limits their requests propagated and their
+// own (agent.fleet.errors{operation="reserve"} counts the failed calls).
+// On reconnect every process settles what it spent meanwhile; a record the
+// server lost (a restart without persistence) is created again by the
+// holder's process from the settled usage it last saw. What a failover or
+// such a restart can lose: usage other processes settled since the
+// holder's process last read it, the leases held (the tree may then pass
+// its limit by that much), and a recorded exhaustion or end (found again
+// on the next settle that reaches the limit; a joined run still ends
+// through its parent's ended record). The holder's own evaluator keeps
+// what Charge gave it, so the holder's tree limits still fire in its
+// process.
 //
 // # Fleet budgets and the overshoot bound
 //
