@@ -23,6 +23,63 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 `
 
+// luaLeases is shared by the lease scripts (budgetScript, treeScript):
+// a hash holds, per resource i of n, s<i> (settled usage) and c<i>
+// (committed: settled plus the leases held), and per process L:PROCESS =
+// "A1 … An EXPIRES", the lease it holds.
+//
+//   - settle(key, n, at) adds ARGV[at+1..at+n] (usage) to s<i> and
+//     ARGV[at+n+1..at+2n] (debt: usage past the lease) less
+//     ARGV[at+2n+1..at+3n] (the unused lease returned) to c<i>;
+//   - returnDead(key, proc, n) returns to c<i> the leases of processes
+//     other than proc that were not renewed before they expired (the
+//     process died);
+//   - hold(key, proc, n, held, expires) records what proc holds now, or
+//     removes its lease when it holds nothing.
+const luaLeases = `
+local function fmt(x) return string.format('%.17g', x) end
+local function addCommitted(key, i, d)
+  local c = tonumber(redis.call('HINCRBYFLOAT', key, 'c' .. i, d))
+  if c < 0 then redis.call('HSET', key, 'c' .. i, '0') end
+end
+local function settle(key, n, at)
+  for i = 1, n do
+    local used, debt, rel = tonumber(ARGV[at+i]), tonumber(ARGV[at+n+i]), tonumber(ARGV[at+2*n+i])
+    if used ~= 0 then redis.call('HINCRBYFLOAT', key, 's' .. i, used) end
+    if debt - rel ~= 0 then addCommitted(key, i, debt - rel) end
+  end
+end
+local function returnDead(key, proc, n)
+  local h = redis.call('HGETALL', key)
+  for j = 1, #h, 2 do
+    local f = h[j]
+    if string.sub(f, 1, 2) == 'L:' and f ~= proc then
+      local a = {}
+      for x in string.gmatch(h[j+1], '%S+') do a[#a + 1] = tonumber(x) end
+      if #a == n + 1 and a[n+1] < now then
+        for i = 1, n do
+          if a[i] ~= 0 then addCommitted(key, i, -a[i]) end
+        end
+        redis.call('HDEL', key, f)
+      end
+    end
+  end
+end
+local function hold(key, proc, n, held, expires)
+  local v, any = {}, false
+  for i = 1, n do
+    v[i] = fmt(held[i])
+    if held[i] ~= 0 then any = true end
+  end
+  if any then
+    v[n+1] = string.format('%d', expires)
+    redis.call('HSET', key, proc, table.concat(v, ' '))
+  else
+    redis.call('HDEL', key, proc)
+  end
+end
+`
+
 // syncScript registers, renews and removes runs in one round trip.
 //
 //	KEYS[1]    P{runs}
@@ -226,7 +283,7 @@ return {now, removed}
 // records it and publishes "bex ID WS WE I USED LIMIT"; the first time
 // committed usage crosses pressure × limit it publishes "bpr ID WS WE I
 // USED LIMIT".
-var budgetScript = redis.NewScript(luaNow + `
+var budgetScript = redis.NewScript(luaNow + luaLeases + `
 local id, spec = ARGV[2], ARGV[3]
 local window = tonumber(ARGV[4])
 local grace = tonumber(ARGV[5])
@@ -238,7 +295,6 @@ do
     j = j + 1
   end
 end
-local function fmt(x) return string.format('%.17g', x) end
 local function touch(key, ws)
   if redis.call('HSETNX', key, 'spec', spec) == 1 then
     redis.call('HSET', key, 'ws', string.format('%d', ws), 'we', string.format('%d', ws + window))
@@ -253,16 +309,8 @@ local sws = tonumber(ARGV[6])
 if sws == 0 then sws = ws end
 local skey = keyOf[sws]
 if skey and sws + window + grace > now then
-  local key = skey
-  touch(key, sws)
-  for i = 1, 4 do
-    local used, debt, rel = tonumber(ARGV[6+i]), tonumber(ARGV[10+i]), tonumber(ARGV[14+i])
-    if used ~= 0 then redis.call('HINCRBYFLOAT', key, 's' .. i, used) end
-    if debt - rel ~= 0 then
-      local c = tonumber(redis.call('HINCRBYFLOAT', key, 'c' .. i, debt - rel))
-      if c < 0 then redis.call('HSET', key, 'c' .. i, '0') end
-    end
-  end
+  touch(skey, sws)
+  settle(skey, 4, 6)
 end
 local stored = touch(key, ws)
 local mismatch = ''
@@ -273,20 +321,7 @@ if sws ~= ws and skey and redis.call('EXISTS', skey) == 1 then
   redis.call('HDEL', skey, proc) -- an old window's lease is void
 end
 -- Leases of processes that stopped renewing them (they died) go back.
-local h = redis.call('HGETALL', key)
-for j = 1, #h, 2 do
-  local f = h[j]
-  if string.sub(f, 1, 2) == 'L:' and f ~= proc then
-    local a1, a2, a3, a4, exp = string.match(h[j+1], '^(%S+) (%S+) (%S+) (%S+) (%S+)$')
-    if exp and tonumber(exp) < now then
-      local a = {tonumber(a1), tonumber(a2), tonumber(a3), tonumber(a4)}
-      for i = 1, 4 do
-        if a[i] ~= 0 then redis.call('HINCRBYFLOAT', key, 'c' .. i, -a[i]) end
-      end
-      redis.call('HDEL', key, f)
-    end
-  end
-end
+returnDead(key, proc, 4)
 local g = {0, 0, 0, 0}
 local c = {0, 0, 0, 0}
 local s = {0, 0, 0, 0}
@@ -339,16 +374,8 @@ if mismatch == '' and pressure > 0 then
 end
 -- This process's lease: what it holds after this call, until it renews it.
 local held = {}
-local any = false
-for i = 1, 4 do
-  held[i] = tonumber(ARGV[35+i]) + g[i]
-  if held[i] ~= 0 then any = true end
-end
-if any then
-  redis.call('HSET', key, proc, fmt(held[1]) .. ' ' .. fmt(held[2]) .. ' ' .. fmt(held[3]) .. ' ' .. fmt(held[4]) .. ' ' .. string.format('%d', now + leaseMs))
-else
-  redis.call('HDEL', key, proc)
-end
+for i = 1, 4 do held[i] = tonumber(ARGV[35+i]) + g[i] end
+hold(key, proc, 4, held, now + leaseMs)
 return {now, ws, ws + window, mismatch, ex, fmt(exu), pmask,
   fmt(g[1]), fmt(g[2]), fmt(g[3]), fmt(g[4]),
   fmt(c[1]), fmt(c[2]), fmt(c[3]), fmt(c[4]),
@@ -403,11 +430,10 @@ return {now, ws, ws + window, mismatch, ex, fmt(exu), pmask,
 // Returns {now, "ok", stage, end (0/1), ex (0 none), exu, l1..l6, g1..g6
 // (granted), c1..c6, s1..s6}. Numbers other than now and the flags are
 // strings.
-var treeScript = redis.NewScript(luaNow + `
+var treeScript = redis.NewScript(luaNow + luaLeases + `
 local key, holder, stage = KEYS[1], ARGV[1], ARGV[2]
 local proc = 'L:' .. ARGV[4]
 local leaseMs = tonumber(ARGV[5])
-local function fmt(x) return string.format('%.17g', x) end
 local exists = redis.call('EXISTS', key) == 1
 if not exists and stage == '' then return {now, 'unknown'} end
 if stage ~= '' then
@@ -422,32 +448,9 @@ if stage ~= '' then
   end
   redis.call('PEXPIRE', key, tonumber(ARGV[3]))
 end
-for i = 1, 6 do
-  local used, debt, rel = tonumber(ARGV[13+i]), tonumber(ARGV[19+i]), tonumber(ARGV[25+i])
-  if used ~= 0 then redis.call('HINCRBYFLOAT', key, 's' .. i, used) end
-  if debt - rel ~= 0 then
-    local c = tonumber(redis.call('HINCRBYFLOAT', key, 'c' .. i, debt - rel))
-    if c < 0 then redis.call('HSET', key, 'c' .. i, '0') end
-  end
-end
+settle(key, 6, 13)
 -- Leases of processes that stopped renewing them (they died) go back.
-local h = redis.call('HGETALL', key)
-for j = 1, #h, 2 do
-  local f = h[j]
-  if string.sub(f, 1, 2) == 'L:' and f ~= proc then
-    local a = {}
-    for x in string.gmatch(h[j+1], '%S+') do a[#a + 1] = tonumber(x) end
-    if #a == 7 and a[7] < now then
-      for i = 1, 6 do
-        if a[i] ~= 0 then
-          local c = tonumber(redis.call('HINCRBYFLOAT', key, 'c' .. i, -a[i]))
-          if c < 0 then redis.call('HSET', key, 'c' .. i, '0') end
-        end
-      end
-      redis.call('HDEL', key, f)
-    end
-  end
-end
+returnDead(key, proc, 6)
 if ARGV[7] == '1' then redis.call('HSET', key, 'end', '1') end
 local ended = redis.call('HEXISTS', key, 'end') == 1
 local rstage = redis.call('HGET', key, 'stage') or ''
@@ -484,17 +487,9 @@ if ex == 0 and not ended then
     end
   end
 end
-local held, any = {}, false
-for i = 1, 6 do
-  held[i] = tonumber(ARGV[37+i]) + g[i]
-  if held[i] ~= 0 then any = true end
-end
-if any then
-  redis.call('HSET', key, proc, fmt(held[1]) .. ' ' .. fmt(held[2]) .. ' ' .. fmt(held[3]) .. ' ' ..
-    fmt(held[4]) .. ' ' .. fmt(held[5]) .. ' ' .. fmt(held[6]) .. ' ' .. string.format('%d', now + leaseMs))
-else
-  redis.call('HDEL', key, proc)
-end
+local held = {}
+for i = 1, 6 do held[i] = tonumber(ARGV[37+i]) + g[i] end
+hold(key, proc, 6, held, now + leaseMs)
 for j = 50, #ARGV do
   redis.call('PUBLISH', ARGV[6], 'twarn ' .. holder .. ' ' .. ARGV[j])
 end
