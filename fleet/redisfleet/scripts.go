@@ -34,6 +34,9 @@ local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 //   - returnDead(key, proc, n) returns to c<i> the leases of processes
 //     other than proc that were not renewed before they expired (the
 //     process died);
+//   - grant(key, i, want, limit, committed) leases want of resource i,
+//     or what is left below limit, and returns the grant and the new
+//     committed usage;
 //   - hold(key, proc, n, held, expires) records what proc holds now, or
 //     removes its lease when it holds nothing.
 const luaLeases = `
@@ -64,6 +67,12 @@ local function returnDead(key, proc, n)
       end
     end
   end
+end
+local function grant(key, i, want, limit, committed)
+  local room = limit - committed
+  if want > room then want = room end
+  if want <= 0 then return 0, committed end
+  return want, tonumber(redis.call('HINCRBYFLOAT', key, 'c' .. i, want))
 end
 local function hold(key, proc, n, held, expires)
   local v, any = {}, false
@@ -337,14 +346,7 @@ if mismatch == '' then
     local limit = tonumber(ARGV[27+i])
     if limit > 0 and ex == 0 then
       if ARGV[19] == '1' then
-        local want = tonumber(ARGV[19+i])
-        local room = limit - c[i]
-        if room < 0 then room = 0 end
-        if want > room then want = room end
-        if want > 0 then
-          g[i] = want
-          c[i] = tonumber(redis.call('HINCRBYFLOAT', key, 'c' .. i, want))
-        end
+        g[i], c[i] = grant(key, i, tonumber(ARGV[19+i]), limit, c[i])
       end
       local dry = ARGV[23+i] == '1'
       if s[i] >= limit or (dry and g[i] == 0 and c[i] >= limit) then
@@ -476,15 +478,7 @@ if ex == 0 then
 end
 if ex == 0 and not ended then
   for i = 1, 6 do
-    local want = tonumber(ARGV[31+i])
-    if limit[i] > 0 and want > 0 then
-      local room = limit[i] - c[i]
-      if want > room then want = room end
-      if want > 0 then
-        g[i] = want
-        c[i] = tonumber(redis.call('HINCRBYFLOAT', key, 'c' .. i, want))
-      end
-    end
+    if limit[i] > 0 then g[i], c[i] = grant(key, i, tonumber(ARGV[31+i]), limit[i], c[i]) end
   end
 end
 local held = {}
