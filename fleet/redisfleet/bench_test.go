@@ -199,3 +199,45 @@ func BenchmarkOvershoot(b *testing.B) {
 	b.ReportMetric(worst, "overshoot-tokens")
 	b.ReportMetric(bound, "bound-tokens")
 }
+
+// BenchmarkTreeSpend: the per-event cost of charging a joined run's event
+// to a tree shared through Redis (Spend on the local lease: no I/O),
+// against fleet.Local's (in-process: the holder is charged at once).
+func BenchmarkTreeSpend(b *testing.B) {
+	srv := redistest.Start(b)
+	f := newTestFleet(b, srv, WithLease(15*time.Second))
+	j := newTestFleet(b, srv, WithLease(15*time.Second), WithPrefix(f.cfg.prefix))
+	limits := termination.Limits{Has: termination.LimitTotalTokens | termination.LimitIterations | termination.LimitCost,
+		TotalTokens: 1 << 50, Iterations: 1 << 40, Cost: 1e12}
+	u := fleet.TreeUsage{Iterations: 1, Tokens: termination.Usage{InputTokens: 120, OutputTokens: 30}, Cost: 0.001}
+	local := fleet.NewLocal()
+	var charged atomic.Int64
+	hooks := fleet.TreeHooks{Charge: func(u fleet.TreeUsage) { charged.Add(u.Iterations) }}
+	for _, c := range []struct {
+		name string
+		hold fleet.Trees
+		join fleet.Trees
+	}{{"local", local, local}, {"redis", f, j}} {
+		b.Run(c.name, func(b *testing.B) {
+			holder := fleet.NewRunID()
+			h := c.hold.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner", Limits: limits}, fleet.TreeUsage{}, hooks)
+			defer h.Leave("completed")
+			m := c.join.JoinTree(holder, fleet.TreeHooks{})
+			defer m.Leave("cancelled")
+			if c.name == "redis" {
+				for _, x := range []*Fleet{f, j, j} {
+					if err := x.Flush(context.Background()); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for range b.N {
+				if stop := m.Spend(u); stop != nil {
+					b.Fatal(stop)
+				}
+			}
+		})
+	}
+}
