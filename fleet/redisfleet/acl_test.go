@@ -15,7 +15,7 @@ import (
 // budgets; only operators stop and block.
 var aclUsers = [][]string{
 	strings.Fields("ACL SETUSER agentstop-app on >app-pw resetkeys resetchannels " +
-		"%RW~agentstop:{runs}* %RW~agentstop:{budget* %R~agentstop:{stops}* %RW~agentstop:{stops}:ack:* %R~agentstop:{blocks}* " +
+		"%RW~agentstop:{runs}* %RW~agentstop:{budget* %RW~agentstop:{tree:* %R~agentstop:{stops}* %RW~agentstop:{stops}:ack:* %R~agentstop:{blocks}* " +
 		"&agentstop:ctl -@all +@connection +@scripting +@read +@write +@pubsub +time +cluster|slots -@dangerous -@admin"),
 	strings.Fields("ACL SETUSER agentstop-ops on >ops-pw resetkeys resetchannels ~agentstop:* &agentstop:ctl " +
 		"-@all +@connection +@scripting +@read +@write +@pubsub +time +cluster|slots -@dangerous -@admin"),
@@ -57,6 +57,22 @@ func testACL(t *testing.T, srv redistest.Redis) {
 	})
 	if !app.up.Load() {
 		t.Fatal("the app fleet reports the server unreachable")
+	}
+	// It shares tree limits.
+	hm := app.HoldTree(fleet.TreeSpec{Holder: run.ID(), Stage: "acl",
+		Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 1000}}, tokens(10), fleet.TreeHooks{})
+	defer hm.Leave("completed")
+	if err := app.Flush(context.Background()); err != nil || !app.up.Load() {
+		t.Fatalf("the app fleet could not share a tree: %v", err)
+	}
+	app.mu.Lock()
+	sh := app.trees[escape(run.ID())]
+	app.mu.Unlock()
+	sh.mu.Lock()
+	settled, bal := sh.settled[2], sh.bal[2]
+	sh.mu.Unlock()
+	if settled != 10 || bal != 10 {
+		t.Fatalf("the app's tree: settled %g, lease %g; want 10 and 10", settled, bal)
 	}
 
 	// The application user can neither store a stop nor a block...

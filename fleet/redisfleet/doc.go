@@ -353,13 +353,13 @@
 // [Redact]). Each stop and block records who issued it (-by, default the
 // OS user and host), which blocks and the run's cause detail show.
 //
-// ACLs that let applications register runs and spend shared budgets but
-// neither stop nor block (Redis >= 7 selectors; TestACLAppCannotStopOrBlock
+// ACLs that let applications register runs and spend shared budgets and
+// tree limits but neither stop nor block (Redis >= 7 selectors; TestACLAppCannotStopOrBlock
 // runs exactly these):
 //
 //	ACL SETUSER agentstop-app on >APP-PASSWORD resetkeys resetchannels \
-//	    %RW~agentstop:{runs}* %RW~agentstop:{budget* %R~agentstop:{stops}* \
-//	    %RW~agentstop:{stops}:ack:* %R~agentstop:{blocks}* &agentstop:ctl \
+//	    %RW~agentstop:{runs}* %RW~agentstop:{budget* %RW~agentstop:{tree:* \
+//	    %R~agentstop:{stops}* %RW~agentstop:{stops}:ack:* %R~agentstop:{blocks}* &agentstop:ctl \
 //	    -@all +@connection +@scripting +@read +@write +@pubsub +time +cluster|slots -@dangerous -@admin
 //	ACL SETUSER agentstop-ops on >OPS-PASSWORD resetkeys resetchannels \
 //	    ~agentstop:* &agentstop:ctl \
@@ -372,7 +372,7 @@
 // that run's children in other processes (Cancelled{reason: parent}), as
 // it could remove other runs' registry entries; it cannot stop or block
 // runs. It may publish on the
-// control channel (it publishes budget news there, and Redis grants
+// control channel (it publishes budget and tree news there, and Redis grants
 // publish and subscribe together), but a stop, block or unblock message
 // counts only when the stored record agrees: every process checks the
 // record before acting on a message, so a stop published by hand is
