@@ -83,14 +83,14 @@ func (h *localHolding) Warn(c termination.Cause) {
 	}
 }
 
-func (h *localHolding) Leave(tag string) {
+func (h *localHolding) Leave(end termination.Cancelled) {
 	t := h.t
 	t.mu.Lock()
 	if t.end != nil {
 		t.mu.Unlock()
 		return
 	}
-	t.end = termination.ParentEnded(t.spec.Stage, tag)
+	t.end = end
 	joined := t.membersLocked()
 	clear(t.joined)
 	t.mu.Unlock()
@@ -150,7 +150,7 @@ func (j *localTreeJoin) Spend(u TreeUsage) termination.Cause {
 
 func (j *localTreeJoin) Warn(termination.Cause) {}
 
-func (j *localTreeJoin) Leave(string) {
+func (j *localTreeJoin) Leave(termination.Cancelled) {
 	if t := j.t; t != nil {
 		t.mu.Lock()
 		delete(t.joined, j)

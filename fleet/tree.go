@@ -87,13 +87,14 @@ type TreeMember interface {
 	// Warn hands a tree warning of the holder (its tree pressure) to the
 	// tree's joined runs in every process: the holding only.
 	Warn(c termination.Cause)
-	// Leave is called once, when the run has stopped, with the
-	// termination_cause tag of its cause. A holding's end ends the tree:
-	// nothing more is granted, and its joined runs end with Cancelled{
-	// reason: parent, detail: "STAGE ended: TAG"} ([Local] stops them
+	// Leave is called once, when the run has stopped, with what its
+	// descendants end with: Cancelled{reason: parent, detail: "STAGE
+	// ended: TAG"} naming the run, or the cascade that reached it naming
+	// the run whose end started it. A holding's end ends the tree: nothing
+	// more is granted, and its joined runs end with end ([Local] stops them
 	// itself; a networked fleet leaves it to the cascade of §8, which
 	// reaches them through the runs' parent links anyway).
-	Leave(tag string)
+	Leave(end termination.Cancelled)
 }
 
 // TreeUsage is what events spent of a tree's limits: iterations (message

@@ -2,6 +2,8 @@ package middleware
 
 import (
 	"context"
+	"slices"
+	"strings"
 
 	"go.opentelemetry.io/otel/propagation"
 
@@ -19,7 +21,16 @@ const (
 	// calling run (in the form termination.Limits.String writes): without
 	// a fleet, they become the callee's runs' tree limits.
 	RemainingHeader = "agentstop-remaining"
+	// TreeHeader carries the ids of the runs whose tree limits count the
+	// calling run's events and are shared through the caller's fleet
+	// (fleet.Trees), nearest first, space-separated: with a fleet that
+	// shares trees, the callee's runs are charged to each of them.
+	TreeHeader = "agentstop-tree"
 )
+
+// maxTreeHolders bounds the holder ids a propagator reads: a deeper list
+// is malformed (each level of a tree that holds limits adds one).
+const maxTreeHolders = 32
 
 // maxRemainingHeader bounds the remaining-limits value a propagator reads:
 // a longer one is malformed (the longest well-formed value is far shorter).
@@ -30,8 +41,9 @@ type remoteKey struct{}
 
 // remoteParent is a parent run in another process.
 type remoteParent struct {
-	id     string
-	limits termination.Limits
+	id      string
+	limits  termination.Limits
+	holders []string // TreeHeader's ids
 }
 
 // Propagator returns the OpenTelemetry TextMapPropagator of trees of runs
@@ -68,6 +80,9 @@ func (runPropagator) Inject(ctx context.Context, carrier propagation.TextMapCarr
 	if left := r.treeRemaining(); left.Has != 0 {
 		carrier.Set(RemainingHeader, left.String())
 	}
+	if ids := r.sharedHolders(); ids != "" {
+		carrier.Set(TreeHeader, ids)
+	}
 }
 
 func (runPropagator) Extract(ctx context.Context, carrier propagation.TextMapCarrier) context.Context {
@@ -84,7 +99,26 @@ func (runPropagator) Extract(ctx context.Context, carrier propagation.TextMapCar
 			p.limits = l
 		}
 	}
+	if s := carrier.Get(TreeHeader); s != "" {
+		p.holders = parseHolders(s)
+	}
 	return context.WithValue(ctx, remoteKey{}, p)
 }
 
-func (runPropagator) Fields() []string { return []string{RunHeader, RemainingHeader} }
+// parseHolders reads TreeHeader's value: up to maxTreeHolders run ids,
+// space-separated. Anything malformed drops the whole list (the remaining
+// limits still apply).
+func parseHolders(s string) []string {
+	ids := strings.Fields(s)
+	if len(ids) == 0 || len(ids) > maxTreeHolders {
+		return nil
+	}
+	for _, id := range ids {
+		if !fleet.ValidRunID(id) {
+			return nil
+		}
+	}
+	return slices.Compact(ids)
+}
+
+func (runPropagator) Fields() []string { return []string{RunHeader, RemainingHeader, TreeHeader} }

@@ -1,0 +1,167 @@
+package middleware
+
+import (
+	"strings"
+
+	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// Tree limits shared through a fleet (docs/spec.md §8, "Across
+// processes"). When a run's id goes out in a request (Propagator.Inject)
+// and its stage's fleet implements fleet.Trees, every run whose tree
+// limits count the caller's events (the caller's holders) is held: the
+// fleet shares its stage's tree limits (HoldTree), and the request names
+// the held runs (TreeHeader). In the callee's process a run started from
+// that request joins each named holder's tree (JoinTree): its events and
+// its descendants' are spent through the fleet, in leases keyed by the
+// holder's id, and the holder's evaluator is charged what the other
+// processes spent (the holding's Charge hook), so that a tree limit fires
+// in the holder's process with its usual cause, and the tree ends by the
+// cascade. A process that finds the limits spent ends its joined runs at
+// once with Cancelled{reason: parent}.
+//
+// Per event nothing more happens than for a tree in one process, plus one
+// Spend per fleet membership of the event's holders, without locks (it
+// may stop other runs).
+
+// join charges the run's subtree to the remote holders' tree limits
+// through the stage's fleet. It is called by joinTree before the run is
+// visible, so it needs no lock.
+func (t *tree) join(holders []string, propagated termination.Limits) {
+	trees := t.run.stage.trees
+	t.joined, t.propagated = holders, propagated
+	hooks := fleet.TreeHooks{Stop: t.run.stopWith, Warn: t.treeWarning}
+	for _, id := range holders {
+		t.shares = append(t.shares, trees.JoinTree(id, hooks))
+	}
+}
+
+// treeWarning is a joined run's hook for a holder's tree warning raised in
+// another process: the run and its live descendants get it.
+func (t *tree) treeWarning(c termination.Cause) {
+	t.warnSubtree([]termination.Cause{c})
+}
+
+// hold shares the run's own tree limits through its stage's fleet, once:
+// the Propagator is about to name the run to another process. It reports
+// whether the run's limits are shared (a fleet that shares trees, and
+// limits of its own).
+func (t *tree) hold() bool {
+	trees := t.run.stage.trees
+	if trees == nil || !t.own {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.held {
+		return true
+	}
+	if t.ended || t.limits == nil {
+		return false
+	}
+	t.held = true
+	p := t.limits.Progress()
+	used := fleet.TreeUsage{Iterations: int64(p.Iterations), ToolCalls: int64(p.ToolCalls), Tokens: p.Tokens, Cost: p.Cost}
+	spec := fleet.TreeSpec{Holder: t.run.id, Stage: t.run.stage.name, Limits: t.run.stage.treeLimits}
+	// HoldTree calls no hook before it returns: holding the lock keeps the
+	// subtree's events from slipping between used and the first Spend.
+	t.shares = append(t.shares, trees.HoldTree(spec, used, fleet.TreeHooks{
+		Stop:   func(c termination.Cause) bool { return t.run.stopTree([]termination.Cause{c}, false) },
+		Charge: t.charge,
+	}))
+	return true
+}
+
+// spend spends the subtree's usage through the holder's fleet
+// memberships, and ends the holder when one finds the tree's limits spent.
+func (t *tree) spend(shares []fleet.TreeMember, u fleet.TreeUsage, onEvent bool) {
+	var stop termination.Cause
+	for _, s := range shares { // every tree is charged, whatever one says
+		if c := s.Spend(u); c != nil && stop == nil {
+			stop = c
+		}
+	}
+	if stop != nil {
+		t.run.stopTree([]termination.Cause{stop}, onEvent)
+	}
+}
+
+// shareWarnings hands the holder's tree warnings to its descendants in
+// other processes, through its holding.
+func (t *tree) shareWarnings(shares []fleet.TreeMember, w []termination.Cause) {
+	if !t.held {
+		return
+	}
+	for _, s := range shares {
+		for _, c := range w {
+			s.Warn(c)
+		}
+	}
+}
+
+// charge adds what other processes spent under the tree to the holder's
+// tree limits (the holding's Charge hook, from the fleet's goroutine), as
+// events of the tree would: iterations as message events, tool calls as
+// tool_call events (only as many as can still change anything), tokens
+// and cost as one event. It then acts on what they did.
+func (t *tree) charge(u fleet.TreeUsage) {
+	t.mu.Lock()
+	if t.limits == nil {
+		t.mu.Unlock()
+		return
+	}
+	left := t.limits.Remaining()
+	var ev termination.Event
+	feed := func(kind termination.Kind, n int64, limited bool, room int) {
+		if !limited || n <= 0 {
+			return
+		}
+		n = min(n, int64(room)+1) // past room+1 the limit has fired
+		ev = termination.Event{Kind: kind}
+		for ; n > 0; n-- {
+			if _, stop := live.ObserveRef(t.limits, &ev); stop {
+				return
+			}
+		}
+	}
+	feed(termination.KindMessage, u.Iterations, left.Has&termination.LimitIterations != 0, left.Iterations)
+	feed(termination.KindToolCall, u.ToolCalls, left.Has&termination.LimitToolCalls != 0, left.ToolCalls)
+	if !u.Tokens.IsZero() || u.Cost > 0 {
+		ev = termination.Event{Kind: termination.KindToolResult, Usage: u.Tokens, Cost: u.Cost}
+		live.ObserveRef(t.limits, &ev)
+	}
+	t.mu.Unlock()
+	t.act(false)
+	t.run.deliverWarnings()
+}
+
+// sharedHolders returns TreeHeader's value for a request the run makes:
+// the ids of the holders whose tree limits count its events and are
+// shared through a fleet, nearest first. A holder of this process is held
+// (hold) now, so that the callee finds its limits; holders that the run's
+// tree joined from a caller are passed on.
+func (r *Run) sharedHolders() string {
+	r.mu.Lock()
+	t := r.tree
+	r.mu.Unlock()
+	if t == nil {
+		return ""
+	}
+	var b strings.Builder
+	add := func(id string) {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(id)
+	}
+	for _, h := range t.holders {
+		if h.hold() {
+			add(h.run.id)
+		}
+		for _, id := range h.joined { // read only once set
+			add(id)
+		}
+	}
+	return b.String()
+}
