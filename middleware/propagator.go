@@ -54,7 +54,8 @@ type remoteParent struct {
 // nothing. Extract reads them into the
 // returned context: a run started under it ([Stage.Start]) is the remote
 // run's child, with the propagated limits as its tree limits (the smaller
-// of them and its stage's own, per resource). A missing or malformed
+// of them and its stage's own, per resource) unless it joins the holders'
+// trees through its fleet (below). A missing or malformed
 // header is ignored (a malformed run id drops both; malformed limits drop
 // the limits only): the propagator never fails a request.
 //
@@ -64,9 +65,14 @@ type remoteParent struct {
 //	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(
 //		propagation.TraceContext{}, propagation.Baggage{}, middleware.Propagator()))
 //
-// Without a fleet the callee's usage does not reach the caller's tree on
-// its own: the caller charges what the callee reports with [Run.Charge]
-// when the call returns.
+// With a fleet that shares trees (fleet.Trees) on both sides, Inject also
+// writes TreeHeader, the holders of the tree limits that count the
+// caller's events, and the callee's runs are charged to them through the
+// fleet (see the package documentation). Without one the callee's usage
+// does not reach the caller's tree on its own: the caller charges what the
+// callee reports with [Run.Charge] when the call returns. A malformed
+// TreeHeader is dropped; the propagated limits then apply as without a
+// fleet.
 func Propagator() propagation.TextMapPropagator { return runPropagator{} }
 
 type runPropagator struct{}

@@ -512,7 +512,9 @@ func (r *Run) treeRemaining() termination.Limits {
 // the run would: they may warn or fire. The run's own limits and counts
 // count its own events only. A run that holds no tree limits and has no
 // ancestor that does, or that has stopped, ignores it. Negative or
-// non-finite amounts are reported to the recorder and ignored.
+// non-finite amounts are reported to the recorder and ignored. A callee
+// whose runs joined the run's tree through a fleet (fleet.Trees) is
+// charged to it already: charging its reported usage too counts it twice.
 func (r *Run) Charge(usage termination.Usage, cost float64) {
 	ev := &termination.Event{Kind: termination.KindToolResult, Usage: usage, Cost: cost}
 	if err := ev.Validate(); err != nil {
