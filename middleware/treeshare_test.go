@@ -223,3 +223,24 @@ func TestTreeSharedConcurrentCallees(t *testing.T) {
 	assert.GreaterOrEqual(t, counted, 1001)
 	p.Finish(nil)
 }
+
+// A joined run's event, charged to the holder through the in-process
+// fleet, allocates nothing.
+func TestTreeSharedEventAllocatesNothing(t *testing.T) {
+	f := fleet.NewLocal()
+	planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {token_budget: {total: 1e12}, max_iterations: 1000000000, cost_budget: {limit: 1e9}}"))
+	worker := mustStage(t, "worker", middleware.WithFleet(f))
+	pctx, p := planner.Start(context.Background())
+	defer p.Finish(nil)
+	cctx, _ := crossCall(pctx)
+	_, w := worker.Start(cctx)
+	defer w.Finish(nil)
+	w.Observe(msg)
+	if n := testing.AllocsPerRun(1000, func() { w.Observe(msg) }); n != 0 {
+		t.Errorf("a joined run's event allocates %v times", n)
+	}
+	_, stopped := p.Cause()
+	require.False(t, stopped)
+	// AllocsPerRun runs the function once more than asked, to warm up.
+	assert.Equal(t, 1002*int(msg.Usage.InputTokens+msg.Usage.OutputTokens), int(1e12-p.Remaining().TotalTokens))
+}
