@@ -51,6 +51,7 @@ type tree struct {
 	held       bool
 	joined     []string
 	propagated termination.Limits // what the request said was left, when joined
+	chargeEv   *termination.Event // under mu: the holder's charge's event, made on first use
 	shares     []fleet.TreeMember
 	pending    fleet.TreeUsage
 }

@@ -111,25 +111,34 @@ func (t *tree) charge(u fleet.TreeUsage) {
 		t.mu.Unlock()
 		return
 	}
-	left := t.limits.Remaining()
-	var ev termination.Event
-	feed := func(kind termination.Kind, n int64, limited bool, room int) {
-		if !limited || n <= 0 {
-			return
+	if t.chargeEv == nil {
+		t.chargeEv = new(termination.Event) // reused: charging allocates once per holder
+	}
+	ev := t.chargeEv
+	var left termination.Limits
+	if u.Iterations > 1 || u.ToolCalls > 1 {
+		left = t.limits.Remaining()
+	}
+	feed := func(kind termination.Kind, n int64, bit termination.LimitSet, room int) {
+		if n > 1 {
+			if left.Has&bit == 0 {
+				n = 1 // unlimited: one event does what any number would
+			} else {
+				n = min(n, int64(room)+1) // past room+1 the limit has fired
+			}
 		}
-		n = min(n, int64(room)+1) // past room+1 the limit has fired
-		ev = termination.Event{Kind: kind}
+		*ev = termination.Event{Kind: kind}
 		for ; n > 0; n-- {
-			if _, stop := live.ObserveRef(t.limits, &ev); stop {
+			if _, stop := live.ObserveRef(t.limits, ev); stop {
 				return
 			}
 		}
 	}
-	feed(termination.KindMessage, u.Iterations, left.Has&termination.LimitIterations != 0, left.Iterations)
-	feed(termination.KindToolCall, u.ToolCalls, left.Has&termination.LimitToolCalls != 0, left.ToolCalls)
+	feed(termination.KindMessage, u.Iterations, termination.LimitIterations, left.Iterations)
+	feed(termination.KindToolCall, u.ToolCalls, termination.LimitToolCalls, left.ToolCalls)
 	if !u.Tokens.IsZero() || u.Cost > 0 {
-		ev = termination.Event{Kind: termination.KindToolResult, Usage: u.Tokens, Cost: u.Cost}
-		live.ObserveRef(t.limits, &ev)
+		*ev = termination.Event{Kind: termination.KindToolResult, Usage: u.Tokens, Cost: u.Cost}
+		live.ObserveRef(t.limits, ev)
 	}
 	t.mu.Unlock()
 	t.act(false)

@@ -244,3 +244,82 @@ func TestTreeSharedEventAllocatesNothing(t *testing.T) {
 	// AllocsPerRun runs the function once more than asked, to warm up.
 	assert.Equal(t, 1002*int(msg.Usage.InputTokens+msg.Usage.OutputTokens), int(1e12-p.Remaining().TotalTokens))
 }
+
+// holdingHooks is a fleet.Trees that keeps the hooks of the trees held
+// through it, so that a test can charge a holder as a networked fleet
+// does: other processes' usage, settled in batches. (A stage needs a
+// fleet.Fleet too: fleet.Local's.)
+type holdingHooks struct {
+	*fleet.Local
+	mu    sync.Mutex
+	hooks map[string]fleet.TreeHooks
+	spent fleet.TreeUsage
+}
+
+func (h *holdingHooks) HoldTree(spec fleet.TreeSpec, used fleet.TreeUsage, hooks fleet.TreeHooks) fleet.TreeMember {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.hooks[spec.Holder] = hooks
+	h.spent = h.spent.Add(used)
+	return holdingMember{h}
+}
+
+func (h *holdingHooks) JoinTree(string, fleet.TreeHooks) fleet.TreeMember { return holdingMember{h} }
+
+type holdingMember struct{ h *holdingHooks }
+
+func (m holdingMember) Spend(u fleet.TreeUsage) termination.Cause {
+	m.h.mu.Lock()
+	m.h.spent = m.h.spent.Add(u)
+	m.h.mu.Unlock()
+	return nil
+}
+func (holdingMember) Warn(termination.Cause)      {}
+func (holdingMember) Leave(termination.Cancelled) {}
+
+// Batches of other processes' usage fire the holder's limits exactly
+// where events would: the (n+1)-th iteration, the token that reaches the
+// budget.
+func TestTreeChargedInBatches(t *testing.T) {
+	cases := []struct {
+		name  string
+		tree  string
+		batch []fleet.TreeUsage
+		want  termination.Cause // nil: not stopped
+	}{
+		{"iterations at the limit", "max_iterations: 10", []fleet.TreeUsage{{Iterations: 7}, {Iterations: 3}}, nil},
+		{"iterations past it", "max_iterations: 10", []fleet.TreeUsage{{Iterations: 7}, {Iterations: 9}}, termination.MaxIterationsReached{Limit: 10, Count: 11, Scope: termination.ScopeTree}},
+		{"tool calls past it", "max_tool_calls: 4", []fleet.TreeUsage{{ToolCalls: 100}}, termination.MaxToolCallsReached{Limit: 4, Count: 5, Scope: termination.ScopeTree}},
+		{"tokens", "token_budget: {input: 1000}", []fleet.TreeUsage{{Iterations: 50, Tokens: termination.Usage{InputTokens: 999}}, {Tokens: termination.Usage{InputTokens: 1}}}, termination.BudgetExhausted{Resource: termination.ResourceInputTokens, Used: 1000, Limit: 1000, Scope: termination.ScopeTree}},
+		{"cost", "cost_budget: {limit: 2}", []fleet.TreeUsage{{Cost: 1.5}, {Cost: 0.25}}, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			f := &holdingHooks{Local: fleet.NewLocal(), hooks: map[string]fleet.TreeHooks{}}
+			planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {"+c.tree+"}"))
+			pctx, p := planner.Start(context.Background())
+			_, carrier := crossCall(pctx)
+			require.Equal(t, p.ID(), carrier[middleware.TreeHeader])
+			f.mu.Lock()
+			hooks := f.hooks[p.ID()]
+			f.mu.Unlock()
+			require.NotNil(t, hooks.Charge, "the holder was held when its id left")
+			for _, u := range c.batch {
+				hooks.Charge(u)
+			}
+			got, _ := p.Cause()
+			assert.Equal(t, c.want, got)
+			// The holder's own events are spent through the fleet, until
+			// it stops.
+			p.Observe(msg)
+			want := int64(110)
+			if c.want != nil {
+				want = 0
+			}
+			f.mu.Lock()
+			assert.Equal(t, want, f.spent.Tokens.InputTokens+f.spent.Tokens.OutputTokens)
+			f.mu.Unlock()
+			p.Finish(nil)
+		})
+	}
+}
