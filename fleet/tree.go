@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"math"
 
 	"github.com/agentstop/agentstop/termination"
@@ -43,9 +44,14 @@ type Trees interface {
 	// run holder that holds tree limits, and the runs under it, to the
 	// holder's tree limits. Hooks.Stop ends the run with Cancelled{reason:
 	// parent} naming the holder when the fleet finds the limits spent;
-	// Hooks.Warn gives it the holder's tree pressure warnings. It never
-	// waits on the network.
-	JoinTree(holder string, hooks TreeHooks) TreeMember
+	// Hooks.Warn gives it the holder's tree pressure warnings. It may ask
+	// the store whether the tree is held, within ctx (as Join may for a
+	// remote parent's child), and otherwise never waits on the network. It
+	// returns nil when the fleet knows that no process holds
+	// the tree (the holder is not one of its runs': another fleet's, or
+	// ended long ago): the run then takes the limits the request
+	// propagated as its own, as without a fleet.
+	JoinTree(ctx context.Context, holder string, hooks TreeHooks) TreeMember
 }
 
 // TreeSpec is a tree's limits as its holder shares them.

@@ -210,12 +210,17 @@ func findParent(ctx context.Context, rc *runConfig) parentRef {
 func (r *Run) joinTree(p parentRef) bool {
 	limits := r.stage.tree
 	// With a fleet that shares trees, the request's holders are charged
-	// through it (treeshare.go), exactly as far as the fleet allows: the
-	// propagated limits, a snapshot of what was left at the call, are then
-	// what Remaining reports, not limits of the run's own. Without one,
-	// they become the run's tree limits.
-	joins := r.stage.trees != nil && len(p.holders) > 0
-	if p.hasLimits && !joins {
+	// through it (treeshare.go): the propagated limits, a snapshot of what
+	// was left at the call, are then what Remaining reports, not limits of
+	// the run's own. Without one, or when the fleet does not know one of
+	// the holders, they become the run's tree limits.
+	var t *tree
+	shared := false
+	if r.stage.trees != nil && len(p.holders) > 0 {
+		t = &tree{run: r, parent: p.id, own: r.stage.tree != nil}
+		shared = t.join(p.holders, p.limits)
+	}
+	if p.hasLimits && !shared {
 		if remote := p.limits.Condition(); remote != nil {
 			if limits != nil {
 				limits = termination.Tree(limits, remote)
@@ -224,14 +229,16 @@ func (r *Run) joinTree(p parentRef) bool {
 			}
 		}
 	}
-	if p.id == "" && limits == nil && !joins {
+	if p.id == "" && limits == nil && t == nil {
 		return false
 	}
-	t := &tree{run: r, parent: p.id, own: r.stage.tree != nil}
+	if t == nil {
+		t = &tree{run: r, parent: p.id, own: r.stage.tree != nil}
+	}
 	if limits != nil {
 		t.limits = termination.NewEvaluator(limits, termination.WallClock)
 	}
-	if limits != nil || joins {
+	if limits != nil || len(t.shares) > 0 {
 		t.holders = []*tree{t}
 	}
 	r.tree = t // before the run is visible to its parent's cascade
@@ -260,9 +267,6 @@ func (r *Run) joinTree(p parentRef) bool {
 		ut.first = t
 		ut.mu.Unlock()
 		up.mu.Unlock()
-	}
-	if joins {
-		t.join(p.holders, p.limits) // treeshare.go
 	}
 	if limits != nil {
 		if ts := live.Timeouts(limits); len(ts) > 0 {

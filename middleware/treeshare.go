@@ -26,15 +26,26 @@ import (
 // may stop other runs).
 
 // join charges the run's subtree to the remote holders' tree limits
-// through the stage's fleet. It is called by joinTree before the run is
-// visible, so it needs no lock.
-func (t *tree) join(holders []string, propagated termination.Limits) {
+// through the stage's fleet, and reports whether the fleet knows every
+// holder (a fleet that knows none of them shares nothing: the run then
+// takes the propagated limits as its own). It is called by joinTree before
+// the run is visible, so it needs no lock.
+func (t *tree) join(holders []string, propagated termination.Limits) bool {
 	trees := t.run.stage.trees
-	t.joined, t.propagated = holders, propagated
 	hooks := fleet.TreeHooks{Stop: t.run.stopWith, Warn: t.treeWarning}
+	known := true
 	for _, id := range holders {
-		t.shares = append(t.shares, trees.JoinTree(id, hooks))
+		if m := trees.JoinTree(t.run.parent, id, hooks); m != nil {
+			t.shares = append(t.shares, m)
+			t.joined = append(t.joined, id)
+		} else {
+			known = false
+		}
 	}
+	if len(t.shares) > 0 {
+		t.propagated = propagated
+	}
+	return known
 }
 
 // treeWarning is a joined run's hook for a holder's tree warning raised in

@@ -177,14 +177,17 @@ func TestTreeHeaderOnlyWhenShared(t *testing.T) {
 		assert.Equal(t, termination.MaxIterationsReached{Limit: 1, Count: 2, Scope: termination.ScopeTree}, cause)
 		w.Finish(nil)
 	}
-	// A holder the fleet does not know (it runs elsewhere) charges
-	// nothing and stops nothing.
+	// A holder the fleet does not know (it runs elsewhere): the
+	// propagated limits are the run's own, as without a fleet.
 	_, w := worker.Start(middleware.Propagator().Extract(context.Background(), propagation.MapCarrier{
-		middleware.RunHeader: id, middleware.TreeHeader: id}))
-	for range 10 {
+		middleware.RunHeader: id, middleware.RemainingHeader: "iterations=3", middleware.TreeHeader: id}))
+	for range 3 {
 		_, stop := w.Observe(msg)
 		require.False(t, stop)
 	}
+	cause, stop := w.Observe(msg)
+	require.True(t, stop)
+	assert.Equal(t, termination.MaxIterationsReached{Limit: 3, Count: 4, Scope: termination.ScopeTree}, cause)
 	w.Finish(nil)
 }
 
@@ -264,7 +267,9 @@ func (h *holdingHooks) HoldTree(spec fleet.TreeSpec, used fleet.TreeUsage, hooks
 	return holdingMember{h}
 }
 
-func (h *holdingHooks) JoinTree(string, fleet.TreeHooks) fleet.TreeMember { return holdingMember{h} }
+func (h *holdingHooks) JoinTree(context.Context, string, fleet.TreeHooks) fleet.TreeMember {
+	return holdingMember{h}
+}
 
 type holdingMember struct{ h *holdingHooks }
 
