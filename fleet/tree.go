@@ -39,6 +39,9 @@ type Trees interface {
 	// ends the holder with a tree limit's cause (scope tree) when the
 	// fleet finds the limits spent; Hooks.Charge is given the usage that
 	// other processes spent under the tree. It never waits on the network.
+	// The caller may hold a lock that the hooks take: HoldTree must not
+	// call them, and the fleet never calls a hook while holding a lock
+	// that HoldTree or a TreeMember's methods take.
 	HoldTree(spec TreeSpec, used TreeUsage, hooks TreeHooks) TreeMember
 	// JoinTree charges a run of this process, a descendant of the remote
 	// run holder that holds tree limits, and the runs under it, to the
@@ -88,7 +91,9 @@ type TreeMember interface {
 	// returns the cause the run must end with when the tree's limits are
 	// spent (a tree limit's cause for the holder, Cancelled{reason:
 	// parent} for a joined run), nil otherwise; the fleet stops the
-	// tree's other members of this process through their hooks.
+	// tree's other members of this process through their hooks. An
+	// event in flight may Spend after Leave: the member then charges
+	// nothing and returns nil, or the cause the tree ended with.
 	Spend(u TreeUsage) (stop termination.Cause)
 	// Warn hands a tree warning of the holder (its tree pressure) to the
 	// tree's joined runs in every process: the holding only.

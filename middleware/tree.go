@@ -403,12 +403,14 @@ func (h *tree) act(onEvent bool) {
 			h.fired, fired = true, live.Fired(h.limits)
 		}
 	}
-	shares, spent := h.shares, h.pending
+	shares, spent, held := h.shares, h.pending, h.held
 	h.pending = fleet.TreeUsage{}
 	h.mu.Unlock()
 	if len(w) > 0 {
 		h.warnSubtree(w)
-		h.shareWarnings(shares, w)
+		if held {
+			shareWarnings(shares, w)
+		}
 	}
 	// The fleet first: when the event spent a shared tree's limits, the
 	// holder's end (a joined run's Cancelled{reason: parent}) stands over

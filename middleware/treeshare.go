@@ -98,12 +98,10 @@ func (t *tree) spend(shares []fleet.TreeMember, u fleet.TreeUsage, onEvent bool)
 	}
 }
 
-// shareWarnings hands the holder's tree warnings to its descendants in
-// other processes, through its holding.
-func (t *tree) shareWarnings(shares []fleet.TreeMember, w []termination.Cause) {
-	if !t.held {
-		return
-	}
+// shareWarnings hands a holder's tree warnings to its descendants in
+// other processes, through its holding (a joined run's memberships ignore
+// them).
+func shareWarnings(shares []fleet.TreeMember, w []termination.Cause) {
 	for _, s := range shares {
 		for _, c := range w {
 			s.Warn(c)
