@@ -91,9 +91,11 @@ type TreeMember interface {
 	// returns the cause the run must end with when the tree's limits are
 	// spent (a tree limit's cause for the holder, Cancelled{reason:
 	// parent} for a joined run), nil otherwise; the fleet stops the
-	// tree's other members of this process through their hooks. An
-	// event in flight may Spend after Leave: the member then charges
-	// nothing and returns nil, or the cause the tree ended with.
+	// tree's other members of this process through their hooks. Usage
+	// that only finals spent never returns a stop (§3: a final never
+	// fires a limit). An event in flight may Spend after Leave: the
+	// member may still charge it, and returns nil or the cause the tree
+	// ended with.
 	Spend(u TreeUsage) (stop termination.Cause)
 	// Warn hands a tree warning of the holder (its tree pressure) to the
 	// tree's joined runs in every process: the holding only.
@@ -109,12 +111,17 @@ type TreeMember interface {
 }
 
 // TreeUsage is what events spent of a tree's limits: iterations (message
-// and final events), tool calls, tokens and cost.
+// and final events), tool calls, tokens and cost. The Final fields say
+// how much of that final events spent: a final counts, but never fires a
+// limit or warns (§3), so a holder charged with it feeds it as finals.
 type TreeUsage struct {
-	Iterations int64             `json:"iterations,omitempty"`
-	ToolCalls  int64             `json:"tool_calls,omitempty"`
-	Tokens     termination.Usage `json:"tokens,omitzero"`
-	Cost       float64           `json:"cost,omitempty"`
+	Iterations  int64             `json:"iterations,omitempty"`
+	ToolCalls   int64             `json:"tool_calls,omitempty"`
+	Tokens      termination.Usage `json:"tokens,omitzero"`
+	Cost        float64           `json:"cost,omitempty"`
+	Finals      int64             `json:"finals,omitempty"`       // final events, among Iterations
+	FinalTokens termination.Usage `json:"final_tokens,omitzero"` // their tokens, among Tokens
+	FinalCost   float64           `json:"final_cost,omitempty"`  // their cost, among Cost
 }
 
 // IsZero reports whether u spends nothing.
@@ -123,15 +130,19 @@ func (u TreeUsage) IsZero() bool { return u == TreeUsage{} }
 // Add returns u + o.
 func (u TreeUsage) Add(o TreeUsage) TreeUsage {
 	return TreeUsage{Iterations: u.Iterations + o.Iterations, ToolCalls: u.ToolCalls + o.ToolCalls,
-		Tokens: termination.Usage{InputTokens: u.Tokens.InputTokens + o.Tokens.InputTokens,
-			OutputTokens: u.Tokens.OutputTokens + o.Tokens.OutputTokens},
-		Cost: u.Cost + o.Cost}
+		Tokens: addUsage(u.Tokens, o.Tokens), Cost: u.Cost + o.Cost,
+		Finals: u.Finals + o.Finals, FinalTokens: addUsage(u.FinalTokens, o.FinalTokens), FinalCost: u.FinalCost + o.FinalCost}
+}
+
+func addUsage(a, b termination.Usage) termination.Usage {
+	return termination.Usage{InputTokens: a.InputTokens + b.InputTokens, OutputTokens: a.OutputTokens + b.OutputTokens}
 }
 
 // TreeUsageOf returns what one event spends of a tree's limits, as an
-// Evaluator counts it: an iteration for a message or final, a tool call
-// for a tool_call, its tokens and cost (negative or non-finite amounts,
-// which a valid event never has, count as 0).
+// Evaluator counts it: an iteration for a message or final (a final also
+// in the Final fields), a tool call for a tool_call, its tokens and cost
+// (negative or non-finite amounts, which a valid event never has, count
+// as 0).
 func TreeUsageOf(ev *termination.Event) TreeUsage {
 	var u TreeUsage
 	switch ev.Kind {
@@ -143,6 +154,9 @@ func TreeUsageOf(ev *termination.Event) TreeUsage {
 	u.Tokens.InputTokens, u.Tokens.OutputTokens = max(ev.Usage.InputTokens, 0), max(ev.Usage.OutputTokens, 0)
 	if ev.Cost > 0 && ev.Cost <= math.MaxFloat64 {
 		u.Cost = ev.Cost
+	}
+	if ev.Kind == termination.KindFinal {
+		u.Finals, u.FinalTokens, u.FinalCost = 1, u.Tokens, u.Cost
 	}
 	return u
 }
@@ -162,7 +176,7 @@ func (u TreeUsage) Amounts() [6]float64 {
 }
 
 // TreeUsageFrom is Amounts' inverse (total tokens are implied by input and
-// output).
+// output; what finals spent is not told apart).
 func TreeUsageFrom(a [6]float64) TreeUsage {
 	return TreeUsage{Iterations: int64(a[0]), ToolCalls: int64(a[1]),
 		Tokens: termination.Usage{InputTokens: int64(a[3]), OutputTokens: int64(a[4])}, Cost: a[5]}

@@ -179,7 +179,10 @@
 //     holder's limits, once, when its id first leaves the process). A run
 //     started from that request in a stage whose fleet shares trees joins
 //     each holder's tree instead of taking the propagated limits as its
-//     own (Remaining still reports them): every event of its subtree is
+//     own (Remaining reports them, less what its subtree has spent since
+//     the call; a fleet that does not know one of the holders shares
+//     nothing with it, and the propagated limits are then the run's own,
+//     as without a fleet): every event of its subtree is
 //     spent through the fleet after the tree limits of this process, with
 //     no lock held, and the holder's process is charged what the other
 //     processes spent, so that the limit fires in the holder with its own

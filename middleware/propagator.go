@@ -119,12 +119,16 @@ func parseHolders(s string) []string {
 	if len(ids) == 0 || len(ids) > maxTreeHolders {
 		return nil
 	}
+	out := ids[:0]
 	for _, id := range ids {
 		if !fleet.ValidRunID(id) {
 			return nil
 		}
+		if !slices.Contains(out, id) { // a holder named twice is joined once
+			out = append(out, id)
+		}
 	}
-	return slices.Compact(ids)
+	return out
 }
 
 func (runPropagator) Fields() []string { return []string{RunHeader, RemainingHeader, TreeHeader} }

@@ -41,16 +41,18 @@ type tree struct {
 	// leaves nothing behind.
 	first, prev, next *tree
 
-	// Sharing through a fleet (treeshare.go). own: the run holds its
-	// stage's tree limits, which a fleet may share (held: it does). joined:
-	// the ids of the remote holders whose limits this run's subtree is
-	// charged to. shares: the fleet memberships every event of the subtree
-	// is spent through; pending: what the subtree spent since the last
-	// Spend (under mu).
-	own        bool
+	// Sharing through a fleet (treeshare.go). whole: the tree limits the
+	// run holds, as they were when it started (what a fleet shares); held:
+	// a fleet shares them. joined: the ids of the remote holders whose
+	// limits this run's subtree is charged to. shares: the fleet
+	// memberships every event of the subtree is spent through; pending:
+	// what the subtree spent since the last Spend; spent: what it spent
+	// through them in all (under mu).
+	whole      termination.Limits
 	held       bool
 	joined     []string
 	propagated termination.Limits // what the request said was left, when joined
+	spent      fleet.TreeUsage
 	chargeEv   *termination.Event // under mu: the holder's charge's event, made on first use
 	shares     []fleet.TreeMember
 	pending    fleet.TreeUsage
@@ -198,7 +200,10 @@ func findParent(ctx context.Context, rc *runConfig) parentRef {
 		return parentRef{run: p, id: p.id}
 	}
 	if rp, ok := ctx.Value(remoteKey{}).(remoteParent); ok {
-		return parentRef{id: rp.id, limits: rp.limits, hasLimits: rp.limits.Has != 0, holders: rp.holders}
+		// A request served by this process may name one of its own runs:
+		// one that has ended refuses the child, as WithParent does.
+		_, ended := lookupRun(rp.id)
+		return parentRef{id: rp.id, limits: rp.limits, hasLimits: rp.limits.Has != 0, holders: rp.holders, ended: ended}
 	}
 	return parentRef{}
 }
@@ -216,12 +221,19 @@ func (r *Run) joinTree(p parentRef) bool {
 	// the holders, they become the run's tree limits.
 	var t *tree
 	shared := false
-	if r.stage.trees != nil && len(p.holders) > 0 {
-		t = &tree{run: r, parent: p.id, own: r.stage.tree != nil}
+	if r.stage.trees != nil && len(p.holders) > 0 && p.ended == "" {
+		// Published before the fleet can stop the run through a hook, so
+		// that the stop's cascade finds it.
+		t = &tree{run: r, parent: p.id}
+		r.mu.Lock()
+		r.tree = t
+		r.mu.Unlock()
 		shared = t.join(p.holders, p.limits)
 	}
+	whole := r.stage.treeLimits
 	if p.hasLimits && !shared {
 		if remote := p.limits.Condition(); remote != nil {
+			whole = whole.Min(p.limits)
 			if limits != nil {
 				limits = termination.Tree(limits, remote)
 			} else {
@@ -233,15 +245,18 @@ func (r *Run) joinTree(p parentRef) bool {
 		return false
 	}
 	if t == nil {
-		t = &tree{run: r, parent: p.id, own: r.stage.tree != nil}
+		t = &tree{run: r, parent: p.id}
 	}
 	if limits != nil {
 		t.limits = termination.NewEvaluator(limits, termination.WallClock)
+		t.whole = whole
 	}
 	if limits != nil || len(t.shares) > 0 {
 		t.holders = []*tree{t}
 	}
+	r.mu.Lock()
 	r.tree = t // before the run is visible to its parent's cascade
+	r.mu.Unlock()
 	if p.ended != "" {
 		r.stopWith(termination.Skipped{Reason: termination.SkipParentEnded, Detail: p.ended})
 		return true
@@ -335,9 +350,16 @@ func (t *tree) endChildren(c termination.Cause) {
 		return
 	}
 	t.ended = true
-	shares := t.shares
-	t.shares = nil
+	shares, spent := t.shares, t.pending
+	t.shares, t.pending = nil, fleet.TreeUsage{}
 	t.mu.Unlock()
+	if len(shares) > 0 && !spent.IsZero() {
+		// The event that ended the run (its own condition fired) is the
+		// trees' too: charge it before leaving them.
+		for _, s := range shares {
+			s.Spend(spent)
+		}
+	}
 	kids := t.children()
 	if len(kids) == 0 && len(shares) == 0 {
 		return
@@ -405,6 +427,9 @@ func (h *tree) act(onEvent bool) {
 	}
 	shares, spent, held := h.shares, h.pending, h.held
 	h.pending = fleet.TreeUsage{}
+	if len(shares) > 0 {
+		h.spent = h.spent.Add(spent)
+	}
 	h.mu.Unlock()
 	if len(w) > 0 {
 		h.warnSubtree(w)
@@ -507,8 +532,10 @@ func (r *Run) treeRemaining() termination.Limits {
 		if h.limits != nil {
 			left = left.Min(h.limits.Remaining())
 		}
+		if h.propagated.Has != 0 {
+			left = left.Min(lessSpent(h.propagated, h.spent))
+		}
 		h.mu.Unlock()
-		left = left.Min(h.propagated) // read only once set
 	}
 	return left
 }

@@ -35,15 +35,22 @@ func (t *tree) join(holders []string, propagated termination.Limits) bool {
 	hooks := fleet.TreeHooks{Stop: t.run.stopWith, Warn: t.treeWarning}
 	known := true
 	for _, id := range holders {
-		if m := trees.JoinTree(t.run.parent, id, hooks); m != nil {
+		m := trees.JoinTree(t.run.parent, id, hooks)
+		if m == nil {
+			known = false
+			continue
+		}
+		t.mu.Lock()
+		ended := t.ended // a hook stopped the run already
+		if !ended {
 			t.shares = append(t.shares, m)
 			t.joined = append(t.joined, id)
-		} else {
-			known = false
+			t.propagated = propagated
 		}
-	}
-	if len(t.shares) > 0 {
-		t.propagated = propagated
+		t.mu.Unlock()
+		if ended {
+			m.Leave(termination.ParentEnded(t.run.stage.name, termination.TagCancelled))
+		}
 	}
 	return known
 }
@@ -54,13 +61,14 @@ func (t *tree) treeWarning(c termination.Cause) {
 	t.warnSubtree([]termination.Cause{c})
 }
 
-// hold shares the run's own tree limits through its stage's fleet, once:
-// the Propagator is about to name the run to another process. It reports
-// whether the run's limits are shared (a fleet that shares trees, and
-// limits of its own).
+// hold shares the tree limits the run holds (its stage's, and what a
+// caller propagated to it when it did not join the caller's trees) through
+// its stage's fleet, once: the Propagator is about to name the run to
+// another process. It reports whether the run's limits are shared (a fleet
+// that shares trees, and limits the run holds).
 func (t *tree) hold() bool {
 	trees := t.run.stage.trees
-	if trees == nil || !t.own {
+	if trees == nil {
 		return false
 	}
 	t.mu.Lock()
@@ -74,7 +82,7 @@ func (t *tree) hold() bool {
 	t.held = true
 	p := t.limits.Progress()
 	used := fleet.TreeUsage{Iterations: int64(p.Iterations), ToolCalls: int64(p.ToolCalls), Tokens: p.Tokens, Cost: p.Cost}
-	spec := fleet.TreeSpec{Holder: t.run.id, Stage: t.run.stage.name, Limits: t.run.stage.treeLimits}
+	spec := fleet.TreeSpec{Holder: t.run.id, Stage: t.run.stage.name, Limits: t.whole}
 	// HoldTree calls no hook before it returns: holding the lock keeps the
 	// subtree's events from slipping between used and the first Spend.
 	t.shares = append(t.shares, trees.HoldTree(spec, used, fleet.TreeHooks{
@@ -143,15 +151,40 @@ func (t *tree) charge(u fleet.TreeUsage) {
 			}
 		}
 	}
-	feed(termination.KindMessage, u.Iterations, termination.LimitIterations, left.Iterations)
+	// What finals spent comes last, as finals: it counts, but never fires
+	// a limit or warns (§3); whatever it reached fires on the next event.
+	tokens := termination.Usage{InputTokens: u.Tokens.InputTokens - u.FinalTokens.InputTokens,
+		OutputTokens: u.Tokens.OutputTokens - u.FinalTokens.OutputTokens}
+	feed(termination.KindMessage, u.Iterations-u.Finals, termination.LimitIterations, left.Iterations)
 	feed(termination.KindToolCall, u.ToolCalls, termination.LimitToolCalls, left.ToolCalls)
-	if !u.Tokens.IsZero() || u.Cost > 0 {
-		*ev = termination.Event{Kind: termination.KindToolResult, Usage: u.Tokens, Cost: u.Cost}
+	if !tokens.IsZero() || u.Cost-u.FinalCost > 0 {
+		*ev = termination.Event{Kind: termination.KindToolResult, Usage: tokens, Cost: u.Cost - u.FinalCost}
 		live.ObserveRef(t.limits, ev)
 	}
+	for n := u.Finals; n > 0; n-- {
+		*ev = termination.Event{Kind: termination.KindFinal}
+		if n == u.Finals {
+			ev.Usage, ev.Cost = u.FinalTokens, u.FinalCost
+		}
+		if _, stop := live.ObserveRef(t.limits, ev); stop {
+			break
+		}
+	}
 	t.mu.Unlock()
+	// The warnings reach the holder's hook and recorder with its next
+	// event, on its own goroutine (or at its end).
 	t.act(false)
-	t.run.deliverWarnings()
+}
+
+// lessSpent returns what is left of l once u is spent (never below 0).
+func lessSpent(l termination.Limits, u fleet.TreeUsage) termination.Limits {
+	l.Iterations = max(l.Iterations-int(u.Iterations), 0)
+	l.ToolCalls = max(l.ToolCalls-int(u.ToolCalls), 0)
+	l.TotalTokens = max(l.TotalTokens-u.Tokens.InputTokens-u.Tokens.OutputTokens, 0)
+	l.InputTokens = max(l.InputTokens-u.Tokens.InputTokens, 0)
+	l.OutputTokens = max(l.OutputTokens-u.Tokens.OutputTokens, 0)
+	l.Cost = max(l.Cost-u.Cost, 0)
+	return l
 }
 
 // sharedHolders returns TreeHeader's value for a request the run makes:
