@@ -119,7 +119,7 @@ type TreeUsage struct {
 	ToolCalls   int64             `json:"tool_calls,omitempty"`
 	Tokens      termination.Usage `json:"tokens,omitzero"`
 	Cost        float64           `json:"cost,omitempty"`
-	Finals      int64             `json:"finals,omitempty"`       // final events, among Iterations
+	Finals      int64             `json:"finals,omitempty"`      // final events, among Iterations
 	FinalTokens termination.Usage `json:"final_tokens,omitzero"` // their tokens, among Tokens
 	FinalCost   float64           `json:"final_cost,omitempty"`  // their cost, among Cost
 }
