@@ -52,6 +52,23 @@
 //     that lacks the keyed label, ends at once with Failed{reason:
 //     invalid_input} naming the difference.
 //
+// # Trees
+//
+// A fleet that implements [Trees] (both do) also shares the tree limits
+// of §8 across processes. When a run that holds tree limits is named in a
+// request (middleware.Propagator), its process holds the tree in the fleet
+// ([Trees.HoldTree], keyed by the holder's run id); a run started from
+// that request in another process joins it ([Trees.JoinTree]). Every event
+// of the holder's subtree is then spent through a [TreeMember] in its own
+// process, as a shared budget's usage is (leases, no network per event),
+// and the holder's process is charged what the other processes spent, so
+// that the holder's own evaluator fires the limit with its exact cause and
+// the cascade ends the tree everywhere. A process that finds the tree's
+// limits spent ends its runs of the tree at once with Cancelled{reason:
+// parent} naming the holder. [Local] charges a joined run's events to the
+// holder at the event (exactly); fleet/redisfleet through leases, with
+// the overshoot bound below.
+//
 // # Overshoot
 //
 // Per-event work stays in the process. A networked fleet reserves usage
@@ -68,7 +85,9 @@
 // spent concurrently before they were stopped. When the store is
 // unreachable, a fail-open fleet lets runs spend what is left of their
 // leases and then only the runs' own limits apply: the bound no longer
-// holds.
+// holds. The same bound holds for a tree's limits shared through a
+// networked fleet, with the processes taking part in the tree (the
+// holder's included) as the processes.
 //
 // # Telemetry
 //

@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"sync"
 
 	"github.com/agentstop/agentstop/termination"
@@ -47,17 +48,17 @@ func (l *Local) HoldTree(spec TreeSpec, _ TreeUsage, hooks TreeHooks) TreeMember
 	return &localHolding{l: l, t: t}
 }
 
-// JoinTree implements Trees. A holder this fleet does not know (it runs
-// in another process, or has ended and left) gives a member that charges
-// nothing: the limits the request propagated still apply to the run.
-func (l *Local) JoinTree(holder string, hooks TreeHooks) TreeMember {
+// JoinTree implements Trees. A holder this fleet does not hold (it runs
+// in another process, or has ended) gives nil: the limits the request
+// propagated then apply to the run.
+func (l *Local) JoinTree(_ context.Context, holder string, hooks TreeHooks) TreeMember {
 	l.tree.mu.Lock()
 	t := l.tree.trees[holder]
 	l.tree.mu.Unlock()
-	j := &localTreeJoin{t: t, hooks: hooks}
 	if t == nil {
-		return j
+		return nil
 	}
+	j := &localTreeJoin{t: t, hooks: hooks}
 	t.mu.Lock()
 	if t.end == nil {
 		t.joined[j] = struct{}{}
@@ -83,14 +84,14 @@ func (h *localHolding) Warn(c termination.Cause) {
 	}
 }
 
-func (h *localHolding) Leave(tag string) {
+func (h *localHolding) Leave(end termination.Cancelled) {
 	t := h.t
 	t.mu.Lock()
 	if t.end != nil {
 		t.mu.Unlock()
 		return
 	}
-	t.end = termination.ParentEnded(t.spec.Stage, tag)
+	t.end = end
 	joined := t.membersLocked()
 	clear(t.joined)
 	t.mu.Unlock()
@@ -122,7 +123,7 @@ func (t *localTree) membersLocked() []*localTreeJoin {
 
 // localTreeJoin is a joined run's TreeMember.
 type localTreeJoin struct {
-	t     *localTree // nil: a holder this fleet does not know
+	t     *localTree
 	hooks TreeHooks
 }
 
@@ -130,9 +131,6 @@ type localTreeJoin struct {
 // returns the Cancelled{reason: parent} its joined runs end with.
 func (j *localTreeJoin) Spend(u TreeUsage) termination.Cause {
 	t := j.t
-	if t == nil {
-		return nil
-	}
 	t.mu.Lock()
 	end := t.end
 	t.mu.Unlock()
@@ -150,10 +148,8 @@ func (j *localTreeJoin) Spend(u TreeUsage) termination.Cause {
 
 func (j *localTreeJoin) Warn(termination.Cause) {}
 
-func (j *localTreeJoin) Leave(string) {
-	if t := j.t; t != nil {
-		t.mu.Lock()
-		delete(t.joined, j)
-		t.mu.Unlock()
-	}
+func (j *localTreeJoin) Leave(termination.Cancelled) {
+	j.t.mu.Lock()
+	delete(j.t.joined, j)
+	j.t.mu.Unlock()
 }

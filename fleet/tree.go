@@ -1,6 +1,7 @@
 package fleet
 
 import (
+	"context"
 	"math"
 
 	"github.com/agentstop/agentstop/termination"
@@ -38,14 +39,22 @@ type Trees interface {
 	// ends the holder with a tree limit's cause (scope tree) when the
 	// fleet finds the limits spent; Hooks.Charge is given the usage that
 	// other processes spent under the tree. It never waits on the network.
+	// The caller may hold a lock that the hooks take: HoldTree must not
+	// call them, and the fleet never calls a hook while holding a lock
+	// that HoldTree or a TreeMember's methods take.
 	HoldTree(spec TreeSpec, used TreeUsage, hooks TreeHooks) TreeMember
 	// JoinTree charges a run of this process, a descendant of the remote
 	// run holder that holds tree limits, and the runs under it, to the
 	// holder's tree limits. Hooks.Stop ends the run with Cancelled{reason:
 	// parent} naming the holder when the fleet finds the limits spent;
-	// Hooks.Warn gives it the holder's tree pressure warnings. It never
-	// waits on the network.
-	JoinTree(holder string, hooks TreeHooks) TreeMember
+	// Hooks.Warn gives it the holder's tree pressure warnings. It may ask
+	// the store whether the tree is held, within ctx (as Join may for a
+	// remote parent's child), and otherwise never waits on the network. It
+	// returns nil when the fleet knows that no process holds
+	// the tree (the holder is not one of its runs': another fleet's, or
+	// ended long ago): the run then takes the limits the request
+	// propagated as its own, as without a fleet.
+	JoinTree(ctx context.Context, holder string, hooks TreeHooks) TreeMember
 }
 
 // TreeSpec is a tree's limits as its holder shares them.
@@ -82,27 +91,37 @@ type TreeMember interface {
 	// returns the cause the run must end with when the tree's limits are
 	// spent (a tree limit's cause for the holder, Cancelled{reason:
 	// parent} for a joined run), nil otherwise; the fleet stops the
-	// tree's other members of this process through their hooks.
+	// tree's other members of this process through their hooks. Usage
+	// that only finals spent never returns a stop (§3: a final never
+	// fires a limit). An event in flight may Spend after Leave: the
+	// member may still charge it, and returns nil or the cause the tree
+	// ended with.
 	Spend(u TreeUsage) (stop termination.Cause)
 	// Warn hands a tree warning of the holder (its tree pressure) to the
 	// tree's joined runs in every process: the holding only.
 	Warn(c termination.Cause)
-	// Leave is called once, when the run has stopped, with the
-	// termination_cause tag of its cause. A holding's end ends the tree:
-	// nothing more is granted, and its joined runs end with Cancelled{
-	// reason: parent, detail: "STAGE ended: TAG"} ([Local] stops them
+	// Leave is called once, when the run has stopped, with what its
+	// descendants end with: Cancelled{reason: parent, detail: "STAGE
+	// ended: TAG"} naming the run, or the cascade that reached it naming
+	// the run whose end started it. A holding's end ends the tree: nothing
+	// more is granted, and its joined runs end with end ([Local] stops them
 	// itself; a networked fleet leaves it to the cascade of §8, which
 	// reaches them through the runs' parent links anyway).
-	Leave(tag string)
+	Leave(end termination.Cancelled)
 }
 
 // TreeUsage is what events spent of a tree's limits: iterations (message
-// and final events), tool calls, tokens and cost.
+// and final events), tool calls, tokens and cost. The Final fields say
+// how much of that final events spent: a final counts, but never fires a
+// limit or warns (§3), so a holder charged with it feeds it as finals.
 type TreeUsage struct {
-	Iterations int64             `json:"iterations,omitempty"`
-	ToolCalls  int64             `json:"tool_calls,omitempty"`
-	Tokens     termination.Usage `json:"tokens,omitzero"`
-	Cost       float64           `json:"cost,omitempty"`
+	Iterations  int64             `json:"iterations,omitempty"`
+	ToolCalls   int64             `json:"tool_calls,omitempty"`
+	Tokens      termination.Usage `json:"tokens,omitzero"`
+	Cost        float64           `json:"cost,omitempty"`
+	Finals      int64             `json:"finals,omitempty"`      // final events, among Iterations
+	FinalTokens termination.Usage `json:"final_tokens,omitzero"` // their tokens, among Tokens
+	FinalCost   float64           `json:"final_cost,omitempty"`  // their cost, among Cost
 }
 
 // IsZero reports whether u spends nothing.
@@ -111,15 +130,19 @@ func (u TreeUsage) IsZero() bool { return u == TreeUsage{} }
 // Add returns u + o.
 func (u TreeUsage) Add(o TreeUsage) TreeUsage {
 	return TreeUsage{Iterations: u.Iterations + o.Iterations, ToolCalls: u.ToolCalls + o.ToolCalls,
-		Tokens: termination.Usage{InputTokens: u.Tokens.InputTokens + o.Tokens.InputTokens,
-			OutputTokens: u.Tokens.OutputTokens + o.Tokens.OutputTokens},
-		Cost: u.Cost + o.Cost}
+		Tokens: addUsage(u.Tokens, o.Tokens), Cost: u.Cost + o.Cost,
+		Finals: u.Finals + o.Finals, FinalTokens: addUsage(u.FinalTokens, o.FinalTokens), FinalCost: u.FinalCost + o.FinalCost}
+}
+
+func addUsage(a, b termination.Usage) termination.Usage {
+	return termination.Usage{InputTokens: a.InputTokens + b.InputTokens, OutputTokens: a.OutputTokens + b.OutputTokens}
 }
 
 // TreeUsageOf returns what one event spends of a tree's limits, as an
-// Evaluator counts it: an iteration for a message or final, a tool call
-// for a tool_call, its tokens and cost (negative or non-finite amounts,
-// which a valid event never has, count as 0).
+// Evaluator counts it: an iteration for a message or final (a final also
+// in the Final fields), a tool call for a tool_call, its tokens and cost
+// (negative or non-finite amounts, which a valid event never has, count
+// as 0).
 func TreeUsageOf(ev *termination.Event) TreeUsage {
 	var u TreeUsage
 	switch ev.Kind {
@@ -131,6 +154,9 @@ func TreeUsageOf(ev *termination.Event) TreeUsage {
 	u.Tokens.InputTokens, u.Tokens.OutputTokens = max(ev.Usage.InputTokens, 0), max(ev.Usage.OutputTokens, 0)
 	if ev.Cost > 0 && ev.Cost <= math.MaxFloat64 {
 		u.Cost = ev.Cost
+	}
+	if ev.Kind == termination.KindFinal {
+		u.Finals, u.FinalTokens, u.FinalCost = 1, u.Tokens, u.Cost
 	}
 	return u
 }
@@ -150,7 +176,7 @@ func (u TreeUsage) Amounts() [6]float64 {
 }
 
 // TreeUsageFrom is Amounts' inverse (total tokens are implied by input and
-// output).
+// output; what finals spent is not told apart).
 func TreeUsageFrom(a [6]float64) TreeUsage {
 	return TreeUsage{Iterations: int64(a[0]), ToolCalls: int64(a[1]),
 		Tokens: termination.Usage{InputTokens: int64(a[3]), OutputTokens: int64(a[4])}, Cost: a[5]}

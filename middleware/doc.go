@@ -171,8 +171,25 @@
 //     child is registered with its parent's id, ends with Cancelled{reason:
 //     parent} when its parent ends in any process (a fleet stop
 //     included), and is refused with Skipped{reason: parent_ended} when
-//     its parent has already ended; tree limits are still carried as
-//     above, not shared through the fleet.
+//     its parent has already ended.
+//   - Tree limits shared through a fleet: when the stage's fleet
+//     implements fleet.Trees (fleet.Local, fleet/redisfleet), the
+//     Propagator also names the holders whose tree limits count the
+//     caller's events (TreeHeader; the fleet is asked to share each
+//     holder's limits, once, when its id first leaves the process). A run
+//     started from that request in a stage whose fleet shares trees joins
+//     each holder's tree instead of taking the propagated limits as its
+//     own (Remaining reports them, less what its subtree has spent since
+//     the call; a fleet that does not know one of the holders shares
+//     nothing with it, and the propagated limits are then the run's own,
+//     as without a fleet): every event of its subtree is
+//     spent through the fleet after the tree limits of this process, with
+//     no lock held, and the holder's process is charged what the other
+//     processes spent, so that the limit fires in the holder with its own
+//     cause and the cascade ends the tree everywhere. A process that finds
+//     the tree's limits spent ends its runs of the tree at once with
+//     Cancelled{reason: parent} naming the holder. The overshoot bound is
+//     the fleet's (fleet.Trees).
 //
 // Lock order: a run's lock before a tree's; no code holding a tree's lock
 // takes a run's (cascades and warnings copy the children out first).

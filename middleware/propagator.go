@@ -2,6 +2,8 @@ package middleware
 
 import (
 	"context"
+	"slices"
+	"strings"
 
 	"go.opentelemetry.io/otel/propagation"
 
@@ -19,7 +21,16 @@ const (
 	// calling run (in the form termination.Limits.String writes): without
 	// a fleet, they become the callee's runs' tree limits.
 	RemainingHeader = "agentstop-remaining"
+	// TreeHeader carries the ids of the runs whose tree limits count the
+	// calling run's events and are shared through the caller's fleet
+	// (fleet.Trees), nearest first, space-separated: with a fleet that
+	// shares trees, the callee's runs are charged to each of them.
+	TreeHeader = "agentstop-tree"
 )
+
+// maxTreeHolders bounds the holder ids a propagator reads: a deeper list
+// is malformed (each level of a tree that holds limits adds one).
+const maxTreeHolders = 32
 
 // maxRemainingHeader bounds the remaining-limits value a propagator reads:
 // a longer one is malformed (the longest well-formed value is far shorter).
@@ -30,8 +41,9 @@ type remoteKey struct{}
 
 // remoteParent is a parent run in another process.
 type remoteParent struct {
-	id     string
-	limits termination.Limits
+	id      string
+	limits  termination.Limits
+	holders []string // TreeHeader's ids
 }
 
 // Propagator returns the OpenTelemetry TextMapPropagator of trees of runs
@@ -42,7 +54,8 @@ type remoteParent struct {
 // nothing. Extract reads them into the
 // returned context: a run started under it ([Stage.Start]) is the remote
 // run's child, with the propagated limits as its tree limits (the smaller
-// of them and its stage's own, per resource). A missing or malformed
+// of them and its stage's own, per resource) unless it joins the holders'
+// trees through its fleet (below). A missing or malformed
 // header is ignored (a malformed run id drops both; malformed limits drop
 // the limits only): the propagator never fails a request.
 //
@@ -52,9 +65,14 @@ type remoteParent struct {
 //	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(
 //		propagation.TraceContext{}, propagation.Baggage{}, middleware.Propagator()))
 //
-// Without a fleet the callee's usage does not reach the caller's tree on
-// its own: the caller charges what the callee reports with [Run.Charge]
-// when the call returns.
+// With a fleet that shares trees (fleet.Trees) on both sides, Inject also
+// writes TreeHeader, the holders of the tree limits that count the
+// caller's events, and the callee's runs are charged to them through the
+// fleet (see the package documentation). Without one the callee's usage
+// does not reach the caller's tree on its own: the caller charges what the
+// callee reports with [Run.Charge] when the call returns. A malformed
+// TreeHeader is dropped; the propagated limits then apply as without a
+// fleet.
 func Propagator() propagation.TextMapPropagator { return runPropagator{} }
 
 type runPropagator struct{}
@@ -67,6 +85,9 @@ func (runPropagator) Inject(ctx context.Context, carrier propagation.TextMapCarr
 	carrier.Set(RunHeader, r.id)
 	if left := r.treeRemaining(); left.Has != 0 {
 		carrier.Set(RemainingHeader, left.String())
+	}
+	if ids := r.sharedHolders(); ids != "" {
+		carrier.Set(TreeHeader, ids)
 	}
 }
 
@@ -84,7 +105,30 @@ func (runPropagator) Extract(ctx context.Context, carrier propagation.TextMapCar
 			p.limits = l
 		}
 	}
+	if s := carrier.Get(TreeHeader); s != "" {
+		p.holders = parseHolders(s)
+	}
 	return context.WithValue(ctx, remoteKey{}, p)
 }
 
-func (runPropagator) Fields() []string { return []string{RunHeader, RemainingHeader} }
+// parseHolders reads TreeHeader's value: up to maxTreeHolders run ids,
+// space-separated. Anything malformed drops the whole list (the remaining
+// limits still apply).
+func parseHolders(s string) []string {
+	ids := strings.Fields(s)
+	if len(ids) == 0 || len(ids) > maxTreeHolders {
+		return nil
+	}
+	out := ids[:0]
+	for _, id := range ids {
+		if !fleet.ValidRunID(id) {
+			return nil
+		}
+		if !slices.Contains(out, id) { // a holder named twice is joined once
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func (runPropagator) Fields() []string { return []string{RunHeader, RemainingHeader, TreeHeader} }

@@ -14,7 +14,7 @@ import (
 
 func TestPropagatorRoundTrip(t *testing.T) {
 	prop := middleware.Propagator()
-	assert.Equal(t, []string{"agentstop-run", "agentstop-remaining"}, prop.Fields())
+	assert.Equal(t, []string{"agentstop-run", "agentstop-remaining", "agentstop-tree"}, prop.Fields())
 
 	planner := mustStage(t, "planner", policy(t, "{max_iterations: 3, tree: {token_budget: {total: 1000}, max_tool_calls: 5}}"))
 	pctx, p := planner.Start(context.Background())

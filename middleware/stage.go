@@ -26,6 +26,12 @@ type Stage struct {
 	// treeTimeout is the shortest timeout of tree, 0 for none: part of
 	// the run's context deadline.
 	treeTimeout time.Duration
+	// treeLimits are tree's limits, whole: what the stage's runs share
+	// through a fleet (treeshare.go).
+	treeLimits termination.Limits
+	// trees is the stage's fleet when it shares tree limits across
+	// processes (fleet.Trees); nil otherwise.
+	trees fleet.Trees
 }
 
 // New returns a Stage named stage. An empty name, an invalid option or an
@@ -47,10 +53,12 @@ func New(stage string, opts ...Option) (*Stage, error) {
 	s := &Stage{name: stage, cond: cond, timeouts: live.Timeouts(cond), cfg: cfg}
 	if len(cfg.trees) > 0 {
 		s.tree = termination.Tree(cfg.trees...)
+		s.treeLimits = termination.NewEvaluator(s.tree, termination.WallClock).Remaining()
 		if ts := live.Timeouts(s.tree); len(ts) > 0 {
 			s.treeTimeout = ts[0]
 		}
 	}
+	s.trees, _ = cfg.fleet.(fleet.Trees)
 	if reasons := slices.Clone(cfg.customReasons); len(reasons) > 0 {
 		s.allowed = func(r string) bool { return slices.Contains(reasons, r) }
 	}

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -39,6 +40,22 @@ type tree struct {
 	// The live children: an intrusive list, so that a finished child
 	// leaves nothing behind.
 	first, prev, next *tree
+
+	// Sharing through a fleet (treeshare.go). whole: the tree limits the
+	// run holds, as they were when it started (what a fleet shares); held:
+	// a fleet shares them. joined: the ids of the remote holders whose
+	// limits this run's subtree is charged to. shares: the fleet
+	// memberships every event of the subtree is spent through; pending:
+	// what the subtree spent since the last Spend; spent: what it spent
+	// through them in all (under mu).
+	whole      termination.Limits
+	held       bool
+	joined     []string
+	propagated termination.Limits // what the request said was left, when joined
+	spent      fleet.TreeUsage
+	chargeEv   *termination.Event // under mu: the holder's charge's event, made on first use
+	shares     []fleet.TreeMember
+	pending    fleet.TreeUsage
 }
 
 // runKey is the context key under which a run's context carries its run.
@@ -167,8 +184,9 @@ type parentRef struct {
 	run       *Run   // in this process; nil for none or a remote parent
 	id        string // the parent's id; "" for none
 	limits    termination.Limits
-	hasLimits bool   // limits propagated from a remote parent
-	ended     string // WithParent named a run of this process that has finished: the Skipped detail
+	hasLimits bool     // limits propagated from a remote parent
+	holders   []string // the remote holders of tree limits the request named (Propagator)
+	ended     string   // WithParent named a run of this process that has finished: the Skipped detail
 }
 
 // findParent resolves a starting run's parent: WithParent, else the run
@@ -182,7 +200,10 @@ func findParent(ctx context.Context, rc *runConfig) parentRef {
 		return parentRef{run: p, id: p.id}
 	}
 	if rp, ok := ctx.Value(remoteKey{}).(remoteParent); ok {
-		return parentRef{id: rp.id, limits: rp.limits, hasLimits: rp.limits.Has != 0}
+		// A request served by this process may name one of its own runs:
+		// one that has ended refuses the child, as WithParent does.
+		_, ended := lookupRun(rp.id)
+		return parentRef{id: rp.id, limits: rp.limits, hasLimits: rp.limits.Has != 0, holders: rp.holders, ended: ended}
 	}
 	return parentRef{}
 }
@@ -193,8 +214,26 @@ func findParent(ctx context.Context, rc *runConfig) parentRef {
 // ended (Skipped{reason: parent_ended}).
 func (r *Run) joinTree(p parentRef) bool {
 	limits := r.stage.tree
-	if p.hasLimits {
+	// With a fleet that shares trees, the request's holders are charged
+	// through it (treeshare.go): the propagated limits, a snapshot of what
+	// was left at the call, are then what Remaining reports, not limits of
+	// the run's own. Without one, or when the fleet does not know one of
+	// the holders, they become the run's tree limits.
+	var t *tree
+	shared := false
+	if r.stage.trees != nil && len(p.holders) > 0 && p.ended == "" {
+		// Published before the fleet can stop the run through a hook, so
+		// that the stop's cascade finds it.
+		t = &tree{run: r, parent: p.id}
+		r.mu.Lock()
+		r.tree = t
+		r.mu.Unlock()
+		shared = t.join(p.holders, p.limits)
+	}
+	whole := r.stage.treeLimits
+	if p.hasLimits && !shared {
 		if remote := p.limits.Condition(); remote != nil {
+			whole = whole.Min(p.limits)
 			if limits != nil {
 				limits = termination.Tree(limits, remote)
 			} else {
@@ -202,15 +241,22 @@ func (r *Run) joinTree(p parentRef) bool {
 			}
 		}
 	}
-	if p.id == "" && limits == nil {
+	if p.id == "" && limits == nil && t == nil {
 		return false
 	}
-	t := &tree{run: r, parent: p.id}
+	if t == nil {
+		t = &tree{run: r, parent: p.id}
+	}
 	if limits != nil {
 		t.limits = termination.NewEvaluator(limits, termination.WallClock)
+		t.whole = whole
+	}
+	if limits != nil || len(t.shares) > 0 {
 		t.holders = []*tree{t}
 	}
+	r.mu.Lock()
 	r.tree = t // before the run is visible to its parent's cascade
+	r.mu.Unlock()
 	if p.ended != "" {
 		r.stopWith(termination.Skipped{Reason: termination.SkipParentEnded, Detail: p.ended})
 		return true
@@ -304,14 +350,26 @@ func (t *tree) endChildren(c termination.Cause) {
 		return
 	}
 	t.ended = true
+	shares, spent := t.shares, t.pending
+	t.shares, t.pending = nil, fleet.TreeUsage{}
 	t.mu.Unlock()
+	if len(shares) > 0 && !spent.IsZero() {
+		// The event that ended the run (its own condition fired) is the
+		// trees' too: charge it before leaving them.
+		for _, s := range shares {
+			s.Spend(spent)
+		}
+	}
 	kids := t.children()
-	if len(kids) == 0 {
+	if len(kids) == 0 && len(shares) == 0 {
 		return
 	}
 	cause, ok := c.(termination.Cancelled)
 	if !ok || cause.Reason != termination.CancelParent {
 		cause = termination.ParentEnded(t.run.stage.name, termination.Tag(c, t.run.stage.allowed))
+	}
+	for _, s := range shares {
+		s.Leave(cause)
 	}
 	for _, k := range kids {
 		k.run.stopWith(cause)
@@ -325,9 +383,15 @@ func (t *tree) rollUp(ev *termination.Event) bool {
 	acted := false
 	for _, h := range t.holders {
 		h.mu.Lock()
-		if _, stopped := h.limits.Stopped(); !stopped {
+		if h.limits == nil {
+			// Only charged through a fleet: no limits of its own here.
+		} else if _, stopped := h.limits.Stopped(); !stopped {
 			_, stop := live.ObserveRef(h.limits, ev)
 			acted = acted || stop || len(live.WarningsSince(h.limits, h.nwarn)) > 0
+		}
+		if len(h.shares) > 0 {
+			h.pending = h.pending.Add(fleet.TreeUsageOf(ev))
+			acted = true
 		}
 		h.mu.Unlock()
 	}
@@ -340,22 +404,48 @@ func (t *tree) rollUp(ev *termination.Event) bool {
 // this run included, with Cancelled{reason: parent}).
 func (r *Run) treeEvent() {
 	for _, h := range r.tree.holders {
-		h.mu.Lock()
-		w := live.WarningsSince(h.limits, h.nwarn)
+		h.act(h == r.tree)
+	}
+	r.deliverWarnings()
+}
+
+// act acts on what the holder's tree limits did since it last acted: their
+// warnings go to the holder and its live descendants (and, when the limits
+// are shared through a fleet, to their descendants elsewhere), and limits
+// that fired end the holder (onEvent: the holder's own last event crossed
+// them). The subtree's usage since the last event is spent through the
+// holder's fleet memberships (treeshare.go). Called without locks.
+func (h *tree) act(onEvent bool) {
+	h.mu.Lock()
+	var w, fired []termination.Cause
+	if h.limits != nil {
+		w = live.WarningsSince(h.limits, h.nwarn)
 		h.nwarn += len(w)
-		var fired []termination.Cause
 		if _, stopped := h.limits.Stopped(); stopped && !h.fired {
 			h.fired, fired = true, live.Fired(h.limits)
 		}
-		h.mu.Unlock()
-		if len(w) > 0 {
-			h.warnSubtree(w)
-		}
-		if fired != nil {
-			h.run.stopTree(fired, h == r.tree)
+	}
+	shares, spent, held := h.shares, h.pending, h.held
+	h.pending = fleet.TreeUsage{}
+	if len(shares) > 0 {
+		h.spent = h.spent.Add(spent)
+	}
+	h.mu.Unlock()
+	if len(w) > 0 {
+		h.warnSubtree(w)
+		if held {
+			shareWarnings(shares, w)
 		}
 	}
-	r.deliverWarnings()
+	// The fleet first: when the event spent a shared tree's limits, the
+	// holder's end (a joined run's Cancelled{reason: parent}) stands over
+	// what the limits propagated to this run fired.
+	if len(shares) > 0 && !spent.IsZero() {
+		h.spend(shares, spent, onEvent)
+	}
+	if fired != nil {
+		h.run.stopTree(fired, onEvent)
+	}
 }
 
 // warnSubtree records the holder's tree warnings on the holder and every
@@ -374,19 +464,24 @@ func (t *tree) warnSubtree(w []termination.Cause) {
 }
 
 // stopTree ends the run with what its tree limits fired.
-func (r *Run) stopTree(fired []termination.Cause, onEvent bool) {
+func (r *Run) stopTree(fired []termination.Cause, onEvent bool) bool {
 	r.mu.Lock()
 	ok := live.StopFired(r.eval, fired, onEvent)
 	r.mu.Unlock()
 	if ok {
 		r.stopped(fired[0])
 	}
+	return ok
 }
 
 // timeout is the tree timeout's timer: the holder's tree has lasted its
 // shortest tree timeout.
 func (t *tree) timeout() {
 	t.mu.Lock()
+	if t.limits == nil {
+		t.mu.Unlock()
+		return
+	}
 	_, stop := live.Tick(t.limits, time.Now())
 	var fired []termination.Cause
 	if stop && !t.fired {
@@ -434,7 +529,12 @@ func (r *Run) treeRemaining() termination.Limits {
 	}
 	for _, h := range t.holders {
 		h.mu.Lock()
-		left = left.Min(h.limits.Remaining())
+		if h.limits != nil {
+			left = left.Min(h.limits.Remaining())
+		}
+		if h.propagated.Has != 0 {
+			left = left.Min(lessSpent(h.propagated, h.spent))
+		}
 		h.mu.Unlock()
 	}
 	return left
@@ -446,7 +546,9 @@ func (r *Run) treeRemaining() termination.Limits {
 // the run would: they may warn or fire. The run's own limits and counts
 // count its own events only. A run that holds no tree limits and has no
 // ancestor that does, or that has stopped, ignores it. Negative or
-// non-finite amounts are reported to the recorder and ignored.
+// non-finite amounts are reported to the recorder and ignored. A callee
+// whose runs joined the run's tree through a fleet (fleet.Trees) is
+// charged to it already: charging its reported usage too counts it twice.
 func (r *Run) Charge(usage termination.Usage, cost float64) {
 	ev := &termination.Event{Kind: termination.KindToolResult, Usage: usage, Cost: cost}
 	if err := ev.Validate(); err != nil {

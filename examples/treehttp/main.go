@@ -9,11 +9,23 @@
 // context and middleware.Propagator(), which carries the planner run's id
 // and what is left of its limits (Run.Remaining). On the researcher's side
 // a run started under the request's context is therefore the planner run's
-// child (Run.Parent), and the propagated remaining limits become its tree
-// limits. There is no fleet, so the planner charges what each researcher
-// reports having spent to its own tree with Run.Charge when the call
-// returns; the planner's tree: token budget stops the whole task when the
-// researchers together have spent it.
+// child (Run.Parent). Without a fleet (the default) the propagated
+// remaining limits become its tree limits, and the planner charges what
+// each researcher reports having spent to its own tree with Run.Charge when
+// the call returns; the planner's tree: token budget stops the whole task
+// when the researchers together have spent it.
+//
+// With -fleet local (both services share one in-process fleet, as two
+// services deployed in one binary would) or -redis URL (each service has a
+// fleet of its own on that Redis, as two processes would), the planner's
+// tree limits are shared through the fleet instead: the request also names
+// the planner's run as the holder of the tree (the agentstop-tree header),
+// every researcher event is charged to it as it happens, and the
+// researcher whose event spends the tree's budget ends with
+// Cancelled{reason: parent} when the planner's limit fires; nothing is
+// charged by hand.
+//
+//	go run ./examples/treehttp -fleet local
 //
 // Both servers listen on 127.0.0.1 on free ports and stop when the task is
 // done. No network beyond loopback, no API keys: the agents are scripts.
@@ -23,6 +35,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -36,20 +49,73 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/fleet/redisfleet"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/telemetry"
 	"github.com/agentstop/agentstop/termination"
 )
 
 func main() {
+	mode := flag.String("fleet", "", `"local": share the tree's limits through one in-process fleet`)
+	redisURL := flag.String("redis", "", "share the tree's limits through Redis at this URL, a fleet per service")
+	flag.Parse()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rep, err := run(ctx)
+	var fleets services
+	switch {
+	case *redisURL != "":
+		var err error
+		if fleets, err = redisFleets(ctx, *redisURL); err != nil {
+			fmt.Fprintln(os.Stderr, "treehttp:", err)
+			os.Exit(2)
+		}
+		defer fleets.close()
+	case *mode == "local":
+		local := fleet.NewLocal()
+		fleets = services{planner: local, researcher: local}
+	case *mode != "":
+		fmt.Fprintf(os.Stderr, "treehttp: -fleet %q: the only fleet mode is \"local\" (or -redis URL)\n", *mode)
+		os.Exit(2)
+	}
+	rep, err := run(ctx, fleets)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "treehttp:", err)
 		os.Exit(1)
 	}
 	rep.print(os.Stdout)
+}
+
+// services are the fleets of the two services; zero: no fleet.
+type services struct {
+	planner, researcher fleet.Fleet
+	close               func()
+}
+
+func (s services) options(f fleet.Fleet) []middleware.Option {
+	if f == nil {
+		return nil
+	}
+	return []middleware.Option{middleware.WithFleet(f)}
+}
+
+// redisFleets gives each service a fleet of its own on the Redis at url.
+func redisFleets(ctx context.Context, url string) (services, error) {
+	p, err := redisfleet.New(ctx, url)
+	if err != nil {
+		return services{}, err
+	}
+	r, err := redisfleet.New(ctx, url)
+	if err != nil {
+		p.Close(ctx)
+		return services{}, err
+	}
+	return services{planner: p, researcher: r, close: func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		r.Close(ctx)
+		p.Close(ctx)
+	}}, nil
 }
 
 // plannerPolicy gives the planner's run a tree: token budget over itself
@@ -119,18 +185,20 @@ func (s *spans) ForceFlush(context.Context) error { return nil }
 
 // run starts both services, asks the planner for one task and returns what
 // happened.
-func run(ctx context.Context) (report, error) {
+func run(ctx context.Context, fleets services) (report, error) {
 	rec := &spans{traces: map[string]int{}}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	defer tp.Shutdown(context.Background())
 	prop := propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, middleware.Propagator())
 	recorder := middleware.WithRecorder(telemetry.NewRecorder(telemetry.WithTracerProvider(tp)))
 
-	researcher, err := middleware.New("researcher", middleware.WithPolicy(termination.MustParsePolicy(researcherPolicy)), recorder)
+	researcher, err := middleware.New("researcher", append(fleets.options(fleets.researcher),
+		middleware.WithPolicy(termination.MustParsePolicy(researcherPolicy)), recorder)...)
 	if err != nil {
 		return report{}, err
 	}
-	planner, err := middleware.New("planner", middleware.WithPolicy(termination.MustParsePolicy(plannerPolicy)), recorder)
+	planner, err := middleware.New("planner", append(fleets.options(fleets.planner),
+		middleware.WithPolicy(termination.MustParsePolicy(plannerPolicy)), recorder)...)
 	if err != nil {
 		return report{}, err
 	}
@@ -154,8 +222,15 @@ func run(ctx context.Context) (report, error) {
 			Usage: termination.Usage{InputTokens: 80, OutputTokens: 20}}); stop {
 			break
 		}
-		res, err := delegate(pctx, client, researchURL)
-		if errors.Is(err, context.Canceled) {
+		callCtx := pctx
+		if fleets.planner != nil {
+			// The fleet ends the researcher's run when the planner's
+			// limit fires, and its answer says why: the call itself is
+			// not cut off with the planner's context.
+			callCtx = context.WithoutCancel(pctx)
+		}
+		res, err := delegate(callCtx, client, researchURL)
+		if errors.Is(err, context.Canceled) || pctx.Err() != nil && err != nil {
 			break
 		}
 		if err != nil {
@@ -163,8 +238,11 @@ func run(ctx context.Context) (report, error) {
 			return rep, err
 		}
 		rep.Researchers = append(rep.Researchers, res)
-		// No fleet: the caller charges what the callee spent to its tree.
-		prun.Charge(res.Usage, res.Cost)
+		if fleets.planner == nil {
+			// No fleet: the caller charges what the callee spent to its
+			// tree (a fleet charged it as it was spent).
+			prun.Charge(res.Usage, res.Cost)
+		}
 		if _, stopped := prun.Cause(); stopped {
 			break
 		}

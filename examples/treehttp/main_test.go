@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -22,7 +23,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestTreeAcrossServices(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	rep, err := run(ctx)
+	rep, err := run(ctx, services{})
 	require.NoError(t, err)
 	require.Len(t, rep.Traces, 1, "one trace across both services: %v", rep.Traces)
 	var trace string
@@ -50,4 +51,27 @@ func TestTreeAcrossServices(t *testing.T) {
 	var out bytes.Buffer
 	rep.print(&out)
 	assert.True(t, strings.HasPrefix(out.String(), "planner run "+rep.PlannerID+" ended: "), out.String())
+}
+
+// TestTreeSharedThroughFleet: with a fleet on both sides the researchers'
+// events are charged to the planner's tree as they happen; the planner's
+// limit fires at the event that spends it, and the researcher whose event
+// that was ends with Cancelled{parent} naming the planner.
+func TestTreeSharedThroughFleet(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	local := fleet.NewLocal()
+	rep, err := run(ctx, services{planner: local, researcher: local})
+	require.NoError(t, err)
+	// Turns of 100 (planner) and researchers of 3 × 600: 100, 1800, 100,
+	// 1800, 100, then the third researcher's second event reaches 5100.
+	assert.Equal(t, termination.BudgetExhausted{Resource: termination.ResourceTotalTokens, Used: 5100, Limit: 5000, Scope: termination.ScopeTree}, rep.Planner.Cause)
+	require.Len(t, rep.Researchers, 3)
+	for i, res := range rep.Researchers[:2] {
+		assert.Equal(t, rep.PlannerID, res.Parent, "researcher %d's parent", i)
+		assert.Equal(t, int64(1800), res.Usage.Total())
+	}
+	last := rep.Researchers[2]
+	assert.Equal(t, int64(1200), last.Usage.Total())
+	assert.Equal(t, `{"$kind":"Cancelled","reason":"parent","detail":"planner ended: budget_exhausted"}`, last.Cause)
 }

@@ -1,0 +1,218 @@
+package middleware
+
+import (
+	"strings"
+
+	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// Tree limits shared through a fleet (docs/spec.md §8, "Across
+// processes"). When a run's id goes out in a request (Propagator.Inject)
+// and its stage's fleet implements fleet.Trees, every run whose tree
+// limits count the caller's events (the caller's holders) is held: the
+// fleet shares its stage's tree limits (HoldTree), and the request names
+// the held runs (TreeHeader). In the callee's process a run started from
+// that request joins each named holder's tree (JoinTree): its events and
+// its descendants' are spent through the fleet, in leases keyed by the
+// holder's id, and the holder's evaluator is charged what the other
+// processes spent (the holding's Charge hook), so that a tree limit fires
+// in the holder's process with its usual cause, and the tree ends by the
+// cascade. A process that finds the limits spent ends its joined runs at
+// once with Cancelled{reason: parent}.
+//
+// Per event nothing more happens than for a tree in one process, plus one
+// Spend per fleet membership of the event's holders, without locks (it
+// may stop other runs).
+
+// join charges the run's subtree to the remote holders' tree limits
+// through the stage's fleet, and reports whether the fleet knows every
+// holder (a fleet that knows none of them shares nothing: the run then
+// takes the propagated limits as its own). It is called by joinTree before
+// the run is visible, so it needs no lock.
+func (t *tree) join(holders []string, propagated termination.Limits) bool {
+	trees := t.run.stage.trees
+	hooks := fleet.TreeHooks{Stop: t.run.stopWith, Warn: t.treeWarning}
+	known := true
+	for _, id := range holders {
+		m := trees.JoinTree(t.run.parent, id, hooks)
+		if m == nil {
+			known = false
+			continue
+		}
+		t.mu.Lock()
+		ended := t.ended // a hook stopped the run already
+		if !ended {
+			t.shares = append(t.shares, m)
+			t.joined = append(t.joined, id)
+			t.propagated = propagated
+		}
+		t.mu.Unlock()
+		if ended {
+			m.Leave(termination.ParentEnded(t.run.stage.name, termination.TagCancelled))
+		}
+	}
+	return known
+}
+
+// treeWarning is a joined run's hook for a holder's tree warning raised in
+// another process: the run and its live descendants get it.
+func (t *tree) treeWarning(c termination.Cause) {
+	t.warnSubtree([]termination.Cause{c})
+}
+
+// hold shares the tree limits the run holds (its stage's, and what a
+// caller propagated to it when it did not join the caller's trees) through
+// its stage's fleet, once: the Propagator is about to name the run to
+// another process. It reports whether the run's limits are shared (a fleet
+// that shares trees, and limits the run holds).
+func (t *tree) hold() bool {
+	trees := t.run.stage.trees
+	if trees == nil {
+		return false
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.held {
+		return true
+	}
+	if t.ended || t.limits == nil {
+		return false
+	}
+	t.held = true
+	p := t.limits.Progress()
+	used := fleet.TreeUsage{Iterations: int64(p.Iterations), ToolCalls: int64(p.ToolCalls), Tokens: p.Tokens, Cost: p.Cost}
+	spec := fleet.TreeSpec{Holder: t.run.id, Stage: t.run.stage.name, Limits: t.whole}
+	// HoldTree calls no hook before it returns: holding the lock keeps the
+	// subtree's events from slipping between used and the first Spend.
+	t.shares = append(t.shares, trees.HoldTree(spec, used, fleet.TreeHooks{
+		Stop:   func(c termination.Cause) bool { return t.run.stopTree([]termination.Cause{c}, false) },
+		Charge: t.charge,
+	}))
+	return true
+}
+
+// spend spends the subtree's usage through the holder's fleet
+// memberships, and ends the holder when one finds the tree's limits spent.
+func (t *tree) spend(shares []fleet.TreeMember, u fleet.TreeUsage, onEvent bool) {
+	var stop termination.Cause
+	for _, s := range shares { // every tree is charged, whatever one says
+		if c := s.Spend(u); c != nil && stop == nil {
+			stop = c
+		}
+	}
+	if stop != nil {
+		t.run.stopTree([]termination.Cause{stop}, onEvent)
+	}
+}
+
+// shareWarnings hands a holder's tree warnings to its descendants in
+// other processes, through its holding (a joined run's memberships ignore
+// them).
+func shareWarnings(shares []fleet.TreeMember, w []termination.Cause) {
+	for _, s := range shares {
+		for _, c := range w {
+			s.Warn(c)
+		}
+	}
+}
+
+// charge adds what other processes spent under the tree to the holder's
+// tree limits (the holding's Charge hook, from the fleet's goroutine), as
+// events of the tree would: iterations as message events, tool calls as
+// tool_call events (only as many as can still change anything), tokens
+// and cost as one event. It then acts on what they did.
+func (t *tree) charge(u fleet.TreeUsage) {
+	t.mu.Lock()
+	if t.limits == nil {
+		t.mu.Unlock()
+		return
+	}
+	if t.chargeEv == nil {
+		t.chargeEv = new(termination.Event) // reused: charging allocates once per holder
+	}
+	ev := t.chargeEv
+	var left termination.Limits
+	if u.Iterations > 1 || u.ToolCalls > 1 {
+		left = t.limits.Remaining()
+	}
+	feed := func(kind termination.Kind, n int64, bit termination.LimitSet, room int) {
+		if n > 1 {
+			if left.Has&bit == 0 {
+				n = 1 // unlimited: one event does what any number would
+			} else {
+				n = min(n, int64(room)+1) // past room+1 the limit has fired
+			}
+		}
+		*ev = termination.Event{Kind: kind}
+		for ; n > 0; n-- {
+			if _, stop := live.ObserveRef(t.limits, ev); stop {
+				return
+			}
+		}
+	}
+	// What finals spent comes last, as finals: it counts, but never fires
+	// a limit or warns (§3); whatever it reached fires on the next event.
+	tokens := termination.Usage{InputTokens: u.Tokens.InputTokens - u.FinalTokens.InputTokens,
+		OutputTokens: u.Tokens.OutputTokens - u.FinalTokens.OutputTokens}
+	feed(termination.KindMessage, u.Iterations-u.Finals, termination.LimitIterations, left.Iterations)
+	feed(termination.KindToolCall, u.ToolCalls, termination.LimitToolCalls, left.ToolCalls)
+	if !tokens.IsZero() || u.Cost-u.FinalCost > 0 {
+		*ev = termination.Event{Kind: termination.KindToolResult, Usage: tokens, Cost: u.Cost - u.FinalCost}
+		live.ObserveRef(t.limits, ev)
+	}
+	for n := u.Finals; n > 0; n-- {
+		*ev = termination.Event{Kind: termination.KindFinal}
+		if n == u.Finals {
+			ev.Usage, ev.Cost = u.FinalTokens, u.FinalCost
+		}
+		if _, stop := live.ObserveRef(t.limits, ev); stop {
+			break
+		}
+	}
+	t.mu.Unlock()
+	// The warnings reach the holder's hook and recorder with its next
+	// event, on its own goroutine (or at its end).
+	t.act(false)
+}
+
+// lessSpent returns what is left of l once u is spent (never below 0).
+func lessSpent(l termination.Limits, u fleet.TreeUsage) termination.Limits {
+	l.Iterations = max(l.Iterations-int(u.Iterations), 0)
+	l.ToolCalls = max(l.ToolCalls-int(u.ToolCalls), 0)
+	l.TotalTokens = max(l.TotalTokens-u.Tokens.InputTokens-u.Tokens.OutputTokens, 0)
+	l.InputTokens = max(l.InputTokens-u.Tokens.InputTokens, 0)
+	l.OutputTokens = max(l.OutputTokens-u.Tokens.OutputTokens, 0)
+	l.Cost = max(l.Cost-u.Cost, 0)
+	return l
+}
+
+// sharedHolders returns TreeHeader's value for a request the run makes:
+// the ids of the holders whose tree limits count its events and are
+// shared through a fleet, nearest first. A holder of this process is held
+// (hold) now, so that the callee finds its limits; holders that the run's
+// tree joined from a caller are passed on.
+func (r *Run) sharedHolders() string {
+	r.mu.Lock()
+	t := r.tree
+	r.mu.Unlock()
+	if t == nil {
+		return ""
+	}
+	var b strings.Builder
+	add := func(id string) {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(id)
+	}
+	for _, h := range t.holders {
+		if h.hold() {
+			add(h.run.id)
+		}
+		for _, id := range h.joined { // read only once set
+			add(id)
+		}
+	}
+	return b.String()
+}
