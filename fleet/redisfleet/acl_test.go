@@ -61,7 +61,7 @@ func testACL(t *testing.T, srv redistest.Redis) {
 	// It shares tree limits.
 	hm := app.HoldTree(fleet.TreeSpec{Holder: run.ID(), Stage: "acl",
 		Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 1000}}, tokens(10), fleet.TreeHooks{})
-	defer hm.Leave("completed")
+	defer hm.Leave(plannerEnded)
 	if err := app.Flush(context.Background()); err != nil || !app.up.Load() {
 		t.Fatalf("the app fleet could not share a tree: %v", err)
 	}

@@ -221,9 +221,9 @@ func BenchmarkTreeSpend(b *testing.B) {
 		b.Run(c.name, func(b *testing.B) {
 			holder := fleet.NewRunID()
 			h := c.hold.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner", Limits: limits}, fleet.TreeUsage{}, hooks)
-			defer h.Leave("completed")
-			m := c.join.JoinTree(holder, fleet.TreeHooks{})
-			defer m.Leave("cancelled")
+			defer h.Leave(plannerEnded)
+			m := c.join.JoinTree(context.Background(), holder, fleet.TreeHooks{})
+			defer m.Leave(joinEnded)
 			if c.name == "redis" {
 				for _, x := range []*Fleet{f, j, j} {
 					if err := x.Flush(context.Background()); err != nil {

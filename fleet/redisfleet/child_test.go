@@ -178,7 +178,7 @@ func childMain() int {
 		case "tjoin":
 			name := fs[1]
 			var once sync.Once
-			trees[name] = f.JoinTree(fs[2], fleet.TreeHooks{
+			trees[name] = f.JoinTree(context.Background(), fs[2], fleet.TreeHooks{
 				Stop: func(c termination.Cause) bool {
 					stopped := false
 					once.Do(func() { stopped = true; out.println("tstopped", name, causeJSON(c)) })
@@ -202,7 +202,7 @@ func childMain() int {
 			out.println("tspent", fs[1], strconv.Itoa(events), cause)
 		case "tleave":
 			if m := trees[fs[1]]; m != nil {
-				m.Leave(termination.TagCancelled)
+				m.Leave(termination.ParentEnded("researcher", termination.TagCancelled))
 			}
 			out.println("tleft", fs[1])
 		case "flush":

@@ -155,7 +155,7 @@ func (f *Fleet) Close(ctx context.Context) error {
 	}
 	for _, sh := range f.trees {
 		for m := range sh.members {
-			m.left = true
+			m.left.Store(true)
 		}
 		clear(sh.members) // their leases are returned below
 		sh.holding = nil

@@ -418,14 +418,17 @@ return {now, ws, ws + window, mismatch, ex, fmt(exu), pmask,
 //	ARGV[44..49]   the settled usage the holder's process last saw: a
 //	               record it creates again (the server lost it) starts
 //	               from it
-//	ARGV[50…]      tree warnings of the holder to publish (cause JSON)
+//	ARGV[50]       1: the usage settled may fire a limit (it is not only
+//	               what final events spent, which counts but never fires
+//	               one, §3)
+//	ARGV[51…]      tree warnings of the holder to publish (cause JSON)
 //
 // A record that does not exist is created only by the holder's process
 // (with its TTL, in this script); a joined process's call then changes
-// nothing and returns {now, "unknown"}. Otherwise, after settling, the
-// tree is exhausted on resource i when its settled usage reached the
-// limit (for iterations and tool calls: passed it, as a count limit n
-// allows n); the first time, the script records it and publishes "tex
+// nothing and returns {now, "unknown"}. Otherwise, after settling usage
+// that may fire a limit (ARGV[50]), the tree is exhausted on resource i
+// when its settled usage reached the limit (for iterations and tool
+// calls: passed it, as a count limit n allows n); the first time, the script records it and publishes "tex
 // HOLDER STAGE I USED LIMIT". Leases are granted from what is neither
 // settled nor leased, unless the tree is exhausted or ended.
 //
@@ -464,7 +467,7 @@ for i = 1, 6 do
 end
 local ex = tonumber(redis.call('HGET', key, 'ex') or '0')
 local exu = tonumber(redis.call('HGET', key, 'exu') or '0')
-if ex == 0 then
+if ex == 0 and ARGV[50] == '1' then
   for i = 1, 6 do
     local hit = limit[i] > 0 and s[i] >= limit[i]
     if i <= 2 then hit = limit[i] > 0 and s[i] > limit[i] end
@@ -484,7 +487,7 @@ end
 local held = {}
 for i = 1, 6 do held[i] = tonumber(ARGV[37+i]) + g[i] end
 hold(key, proc, 6, held, now + leaseMs)
-for j = 50, #ARGV do
+for j = 51, #ARGV do
   redis.call('PUBLISH', ARGV[6], 'twarn ' .. holder .. ' ' .. ARGV[j])
 end
 local endFlag = 0

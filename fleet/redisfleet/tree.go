@@ -52,6 +52,7 @@ type treeShare struct {
 	used      [nTree]float64 // usage since the last settle
 	settled   [nTree]float64 // the tree's settled usage at the last reserve
 	full      [nTree]bool    // the last reserve found no room left (committed >= limit)
+	fire      bool           // usage since the last settle that may fire a limit (not only finals')
 	exhausted termination.Cause
 	ended     bool // the holder has ended: nothing more is granted
 	heard     bool // a reserve was answered (or this process holds the tree)
@@ -80,7 +81,7 @@ type treeMember struct {
 	hooks   fleet.TreeHooks
 	holding bool
 
-	left bool // guarded by Fleet.mu
+	left atomic.Bool // set under Fleet.mu
 }
 
 // share returns the tree of holder esc, made if needed. f.mu is held.
@@ -123,23 +124,72 @@ func (f *Fleet) HoldTree(spec fleet.TreeSpec, used fleet.TreeUsage, hooks fleet.
 	return m
 }
 
-// JoinTree implements fleet.Trees. It learns the tree's limits from the
-// holder's record at its first reserve (within a sync); until then, and
-// while no record exists (the holder is unknown, or ended long ago), the
-// run spends without a lease and nothing stops it here: the limits its
-// request propagated still apply.
-func (f *Fleet) JoinTree(holder string, hooks fleet.TreeHooks) fleet.TreeMember {
-	if holder == "" {
-		return &treeMember{f: f, hooks: hooks}
+// JoinTree implements fleet.Trees. A holder this process already shares
+// a tree of is joined at once. Otherwise JoinTree asks the store whether
+// the tree is held (one EXISTS on its record, within ctx and the operation
+// timeout): when it is not, it asks again for up to one sync interval
+// (the holder's process creates the record with the sync that follows
+// HoldTree, and the request naming the holder may arrive first), then
+// returns nil: no process holds the tree (another fleet's run, or one that
+// ended longer ago than the record's TTL), and the run takes the limits
+// its request propagated as its own. While the server is unreachable it
+// cannot tell, and joins (fail-open: the run spends without a lease until
+// the server is back). The member learns the limits from its first
+// reserve, which JoinTree starts at once.
+func (f *Fleet) JoinTree(ctx context.Context, holder string, hooks fleet.TreeHooks) fleet.TreeMember {
+	if holder == "" || f.closed.Load() {
+		return nil
+	}
+	esc := escape(holder)
+	f.mu.Lock()
+	_, here := f.trees[esc]
+	f.mu.Unlock()
+	if !here && !f.treeHeld(ctx, esc) {
+		return nil
 	}
 	f.mu.Lock()
-	sh := f.shareLocked(escape(holder))
+	sh := f.shareLocked(esc)
 	m := &treeMember{f: f, sh: sh, hooks: hooks}
 	sh.members[m] = struct{}{}
 	f.mu.Unlock()
 	sh.pending.Store(true)
 	f.poke()
 	return m
+}
+
+// treeHeld reports whether the store has a record of the tree of holder
+// esc, or cannot say (unreachable: true). A missing record is looked up
+// again for up to one sync interval, within ctx.
+func (f *Fleet) treeHeld(ctx context.Context, esc string) bool {
+	deadline := time.Now().Add(f.cfg.tick)
+	wait := time.Millisecond
+	for {
+		if !f.up.Load() {
+			return true
+		}
+		cctx, cancel := f.timeout(ctx)
+		n, err := f.client.Exists(cctx, f.k.tree(esc)).Result()
+		cancel()
+		switch {
+		case err != nil:
+			if ctx.Err() == nil {
+				f.fail(fleet.OpJoin)
+			}
+			return true
+		case n > 0:
+			return true
+		case time.Now().Add(wait).After(deadline):
+			return false
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return false
+		}
+		wait *= 3
+	}
 }
 
 // causeFor is the cause member m ends with when its tree is exhausted with
@@ -176,19 +226,25 @@ func (m *treeMember) Spend(u fleet.TreeUsage) termination.Cause {
 	}
 	f := m.f
 	a := u.Amounts()
+	// What only finals spent counts but never fires a limit (§3), and an
+	// event in flight after Leave is only counted: neither waits.
+	quiet := m.left.Load() || finalsOnly(&u)
 	low, over := false, false
 	var hit termination.Cause
 	sh.mu.Lock()
-	if sh.exhausted != nil {
+	if sh.exhausted != nil && !quiet {
 		c, stage := sh.exhausted, sh.stage
 		sh.mu.Unlock()
 		return m.causeFor(c, stage)
 	}
-	over = !sh.heard // a joined run's first events wait for its first reserve
+	over = !sh.heard && !quiet // a joined run's first events wait for its first reserve
+	if !finalsOnly(&u) {
+		sh.fire = true
+	}
 	for i := range a {
 		sh.used[i] += a[i]
 		sh.bal[i] -= a[i]
-		if sh.limits[i] == 0 || sh.ended {
+		if sh.limits[i] == 0 || sh.ended || quiet || sh.exhausted != nil {
 			continue
 		}
 		if sh.bal[i] < sh.lease[i]/2 {
@@ -204,6 +260,12 @@ func (m *treeMember) Spend(u fleet.TreeUsage) termination.Cause {
 	}
 	stage := sh.stage
 	sh.mu.Unlock()
+	if quiet {
+		if m.left.Load() && sh.exhausted == nil {
+			f.poke() // settled with the next sync, if the tree is still kept
+		}
+		return nil
+	}
 	if (low || hit != nil) && !sh.pending.Load() {
 		sh.pending.Store(true)
 		f.poke()
@@ -218,6 +280,12 @@ func (m *treeMember) Spend(u fleet.TreeUsage) termination.Cause {
 		}
 	}
 	return nil
+}
+
+// finalsOnly reports whether u is what final events alone spent.
+func finalsOnly(u *fleet.TreeUsage) bool {
+	return u.Finals > 0 && u.Iterations == u.Finals && u.ToolCalls == 0 &&
+		u.Tokens == u.FinalTokens && u.Cost == u.FinalCost
 }
 
 // overdrawn reports the tree's exhaustion, and whether this process's
@@ -259,19 +327,20 @@ func (m *treeMember) Warn(c termination.Cause) {
 
 // Leave implements fleet.TreeMember. The holding's leave ends the tree:
 // the next reserve records the end, after which nothing more is granted
-// (its joined runs end through their parent links, §8). The last local
-// member's leave returns the unused lease at the next sync.
-func (m *treeMember) Leave(string) {
+// (its joined runs end through their parent links, §8, with the ended
+// record's detail, which is end's). The last local member's leave
+// returns the unused lease at the next sync.
+func (m *treeMember) Leave(termination.Cancelled) {
 	sh, f := m.sh, m.f
 	if sh == nil {
 		return
 	}
 	f.mu.Lock()
-	if m.left {
+	if m.left.Load() {
 		f.mu.Unlock()
 		return
 	}
-	m.left = true
+	m.left.Store(true)
 	delete(sh.members, m)
 	if m.holding && sh.holds {
 		sh.ending = true
@@ -410,7 +479,7 @@ func (f *Fleet) syncTrees(ctx context.Context) {
 }
 
 // treeArgs is the number of treeScript's fixed arguments.
-const treeArgs = 49
+const treeArgs = 50
 
 // reserveTree settles sh's usage and asks for new leases in one script
 // call; then it hands the holding what the other processes settled since
@@ -427,8 +496,8 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 
 	var used, debt, rel, want, held [nTree]float64
 	sh.mu.Lock()
-	used = sh.used
-	sh.used = [nTree]float64{}
+	used, fire := sh.used, sh.fire
+	sh.used, sh.fire = [nTree]float64{}, false
 	for i := range sh.bal {
 		if sh.bal[i] < 0 {
 			debt[i] = -sh.bal[i]
@@ -458,13 +527,14 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 			args = append(args, fmtFloat(v))
 		}
 	}
+	args = append(args, boolArg(fire))
 	args = append(args, warns...)
 	cctx, cancel := f.timeout(ctx)
 	res, err := treeScript.Run(cctx, f.scripts, []string{f.k.tree(sh.esc)}, args...).Slice()
 	cancel()
 	unknown := err == nil && len(res) == 2
 	if err != nil || (len(res) != 30 && !unknown) {
-		f.putBackTree(sh, used, debt, rel, warns)
+		f.putBackTree(sh, used, debt, rel, fire, warns)
 		sh.pending.Store(true)
 		f.fail(fleet.OpReserve)
 		return
@@ -473,7 +543,7 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 		// No record: the holder is unknown (it runs in a process that has
 		// not shared it yet, or ended long ago). Nothing is granted; the
 		// usage is settled when a record appears.
-		f.putBackTree(sh, used, debt, rel, nil)
+		f.putBackTree(sh, used, debt, rel, fire, nil)
 		sh.mu.Lock()
 		sh.heard = true
 		sh.mu.Unlock()
@@ -551,8 +621,9 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 
 // putBackTree restores what a failed or refused reserve took out of sh:
 // the next reserve settles it.
-func (f *Fleet) putBackTree(sh *treeShare, used, debt, rel [nTree]float64, warns []any) {
+func (f *Fleet) putBackTree(sh *treeShare, used, debt, rel [nTree]float64, fire bool, warns []any) {
 	sh.mu.Lock()
+	sh.fire = sh.fire || fire
 	for i := range sh.used {
 		sh.used[i] += used[i]
 		sh.bal[i] += rel[i] - debt[i]

@@ -15,6 +15,12 @@ import (
 	"github.com/agentstop/agentstop/termination"
 )
 
+// What the tests' holdings and joined runs leave with.
+var (
+	plannerEnded = termination.ParentEnded("planner", termination.TagCompleted)
+	joinEnded    = termination.ParentEnded("researcher", termination.TagCancelled)
+)
+
 // treeRun records what a fleet does to one TreeMember's run: the causes
 // it is stopped with, the warnings it is given, the usage charged to it.
 type treeRun struct {
@@ -140,15 +146,15 @@ func TestTreeLeases(t *testing.T) {
 		var planner treeRun
 		hm := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
 			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, tokens(500), planner.hooks())
-		defer hm.Leave("completed")
+		defer hm.Leave(plannerEnded)
 		for range 10 {
 			if stop := hm.Spend(tokens(50)); stop != nil {
 				t.Fatalf("the holding's own spend stopped: %v", stop)
 			}
 		}
 		var idle treeRun
-		im := b.JoinTree(holder, idle.hooks())
-		defer im.Leave("cancelled")
+		im := b.JoinTree(t.Context(), holder, idle.hooks())
+		defer im.Leave(joinEnded)
 		flushAll(t, a, b, c)
 
 		var wg sync.WaitGroup
@@ -156,8 +162,8 @@ func TestTreeLeases(t *testing.T) {
 		spent := make([]int64, 2)
 		for i, f := range []*Fleet{b, c} {
 			var run treeRun
-			m := f.JoinTree(holder, run.hooks())
-			defer m.Leave("cancelled")
+			m := f.JoinTree(t.Context(), holder, run.hooks())
+			defer m.Leave(joinEnded)
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
@@ -218,9 +224,9 @@ func TestTreeCountExact(t *testing.T) {
 				var planner, worker treeRun
 				hm := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
 					Limits: termination.Limits{Has: termination.LimitIterations, Iterations: 5}}, fleet.TreeUsage{}, planner.hooks())
-				defer hm.Leave("completed")
-				jm := b.JoinTree(holder, worker.hooks())
-				defer jm.Leave("cancelled")
+				defer hm.Leave(plannerEnded)
+				jm := b.JoinTree(t.Context(), holder, worker.hooks())
+				defer jm.Leave(joinEnded)
 				flushAll(t, a, b, b)
 				members := []fleet.TreeMember{hm, jm}
 				order := []*Fleet{a, b}
@@ -267,10 +273,10 @@ func TestTreeWarn(t *testing.T) {
 		var planner, b1, c1 treeRun
 		hm := fs[0].HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
 			Limits: termination.Limits{Has: termination.LimitCost, Cost: 2}}, fleet.TreeUsage{}, planner.hooks())
-		defer hm.Leave("completed")
+		defer hm.Leave(plannerEnded)
 		for i, run := range []*treeRun{&b1, &c1} {
-			m := fs[i+1].JoinTree(holder, run.hooks())
-			defer m.Leave("cancelled")
+			m := fs[i+1].JoinTree(t.Context(), holder, run.hooks())
+			defer m.Leave(joinEnded)
 		}
 		flushAll(t, fs...)
 		w := termination.BudgetPressure{Resource: termination.ResourceCost, Threshold: 0.8, Used: 1.7, Limit: 2, Scope: termination.ScopeTree}
@@ -289,24 +295,24 @@ func TestTreeWarn(t *testing.T) {
 	})
 }
 
-// TestTreeUnknownHolder: joining a tree whose holder the fleet does not
-// know grants nothing, stores nothing, counts no error, and never stops
-// the run; once the holder's process shares the tree, the join's usage is
-// settled into it and the holding is charged.
+// TestTreeUnknownHolder: JoinTree of a holder no process holds returns nil
+// (the run then takes its propagated limits as its own) after looking for
+// the record for at most a sync interval, stores nothing and counts no
+// error; a join that comes before the holder's process has created the
+// record (HoldTree, then at once a request) finds it. A joined tree whose
+// record is gone (its TTL ran out) grants nothing and never stops the run;
+// its usage is settled when the holder's process shares the tree again.
 func TestTreeUnknownHolder(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
 		fs := treeFleets(t, r, 2)
 		a, b := fs[0], fs[1]
-		holder := fleet.NewRunID()
-		var worker treeRun
-		jm := b.JoinTree(holder, worker.hooks())
-		defer jm.Leave("cancelled")
-		for range 100 {
-			if stop := jm.Spend(tokens(1000)); stop != nil {
-				t.Fatalf("a join of an unknown holder stopped: %v", stop)
-			}
+		begin := time.Now()
+		if m := b.JoinTree(t.Context(), fleet.NewRunID(), fleet.TreeHooks{}); m != nil {
+			t.Fatal("JoinTree of a holder no process holds returned a member")
 		}
-		flushAll(t, b, b)
+		if d := time.Since(begin); d > b.cfg.tick+b.cfg.opTimeout {
+			t.Errorf("JoinTree of an unknown holder took %s", d)
+		}
 		if ks, _ := keysMatching(t.Context(), rawClient(t, r), a.cfg.prefix+"{tree:*"); len(ks) != 0 {
 			t.Errorf("a joined process created %v", ks)
 		}
@@ -314,13 +320,39 @@ func TestTreeUnknownHolder(t *testing.T) {
 			t.Error("an unknown holder counted as a failure")
 		}
 
+		// The race of HoldTree's sync against the request.
+		holder := fleet.NewRunID()
 		var planner treeRun
-		hm := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
-			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 1_000_000}}, fleet.TreeUsage{}, planner.hooks())
-		defer hm.Leave("completed")
-		flushAll(t, a)
+		limits := termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 1_000_000}
+		hm := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner", Limits: limits}, fleet.TreeUsage{}, planner.hooks())
+		jm := b.JoinTree(t.Context(), holder, fleet.TreeHooks{})
+		if jm == nil {
+			t.Fatal("a join right after HoldTree did not find the tree")
+		}
+		defer jm.Leave(joinEnded)
+
+		// The record gone: nothing is granted, nothing stops the run.
+		hm.Leave(plannerEnded)
+		flushAll(t, a, b)
+		if err := rawClient(t, r).Del(t.Context(), a.k.tree(escape(holder))).Err(); err != nil {
+			t.Fatal(err)
+		}
+		for range 100 {
+			if stop := jm.Spend(tokens(1000)); stop != nil {
+				t.Fatalf("a join of a tree without a record stopped: %v", stop)
+			}
+		}
+		flushAll(t, b, b)
+		if ks, _ := keysMatching(t.Context(), rawClient(t, r), a.cfg.prefix+"{tree:*"); len(ks) != 0 {
+			t.Errorf("a joined process created %v", ks)
+		}
+		if !b.up.Load() {
+			t.Error("a missing record counted as a failure")
+		}
+		hm2 := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner", Limits: limits}, fleet.TreeUsage{}, planner.hooks())
+		defer hm2.Leave(plannerEnded)
 		eventually(t, 3*time.Second, "the join's usage reaches the holding", func() bool {
-			flushAll(t, b, a)
+			flushAll(t, a, b, a)
 			return planner.chargedUsage().Tokens.Total() == 100_000
 		})
 	})
@@ -336,13 +368,13 @@ func TestTreeHolderLeaves(t *testing.T) {
 		var planner, live treeRun
 		hm := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
 			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 100_000}}, fleet.TreeUsage{}, planner.hooks())
-		lm := b.JoinTree(holder, live.hooks())
-		defer lm.Leave("cancelled")
+		lm := b.JoinTree(t.Context(), holder, live.hooks())
+		defer lm.Leave(joinEnded)
 		flushAll(t, a, b, b)
 		if h := treeRecord(t, r, a, holder); !strings.HasPrefix(h["L:"+b.proc], "0 0 1000 ") {
 			t.Fatalf("the live join's lease = %q, want 1000 tokens", h["L:"+b.proc])
 		}
-		hm.Leave("completed")
+		hm.Leave(plannerEnded)
 		flushAll(t, a)
 		h := treeRecord(t, r, a, holder)
 		if h["end"] != "1" {
@@ -352,8 +384,8 @@ func TestTreeHolderLeaves(t *testing.T) {
 			t.Errorf("the holder's process still holds a lease: %v", h)
 		}
 		var late treeRun
-		m := c.JoinTree(holder, late.hooks())
-		defer m.Leave("cancelled")
+		m := c.JoinTree(t.Context(), holder, late.hooks())
+		defer m.Leave(joinEnded)
 		for range 3 {
 			_ = m.Spend(tokens(600)) // past any lease: asks for one
 			flushAll(t, c)
@@ -385,9 +417,9 @@ func TestTreeSpendAllocs(t *testing.T) {
 	hm := fs[0].HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
 		Limits: termination.Limits{Has: termination.LimitTotalTokens | termination.LimitIterations | termination.LimitCost,
 			TotalTokens: 1 << 50, Iterations: 1 << 40, Cost: 1e12}}, fleet.TreeUsage{}, fleet.TreeHooks{})
-	defer hm.Leave("completed")
-	jm := fs[1].JoinTree(holder, fleet.TreeHooks{})
-	defer jm.Leave("cancelled")
+	defer hm.Leave(plannerEnded)
+	jm := fs[1].JoinTree(t.Context(), holder, fleet.TreeHooks{})
+	defer jm.Leave(joinEnded)
 	flushAll(t, fs[0], fs[1], fs[1])
 	u := fleet.TreeUsage{Iterations: 1, Tokens: termination.Usage{InputTokens: 120, OutputTokens: 30}, Cost: 0.001}
 	for name, m := range map[string]fleet.TreeMember{"holding": hm, "join": jm} {
@@ -412,11 +444,11 @@ func TestTreeOvershootBound(t *testing.T) {
 	holder := fleet.NewRunID()
 	hm := fs[0].HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
 		Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, fleet.TreeUsage{}, fleet.TreeHooks{})
-	defer hm.Leave("completed")
+	defer hm.Leave(plannerEnded)
 	members := []fleet.TreeMember{hm}
 	for _, f := range fs[1:] {
-		m := f.JoinTree(holder, fleet.TreeHooks{})
-		defer m.Leave("cancelled")
+		m := f.JoinTree(t.Context(), holder, fleet.TreeHooks{})
+		defer m.Leave(joinEnded)
 		members = append(members, m)
 	}
 	flushAll(t, fs[0], fs[1], fs[2], fs[1], fs[2]) // each holds its lease
@@ -490,7 +522,7 @@ func TestTreeProcesses(t *testing.T) {
 		var planner treeRun
 		hm := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
 			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, fleet.TreeUsage{}, planner.hooks())
-		defer hm.Leave("completed")
+		defer hm.Leave(plannerEnded)
 		flushAll(t, a)
 		for _, c := range cs {
 			c.send("tjoin r " + holder)
@@ -541,7 +573,7 @@ func TestTreeProcesses(t *testing.T) {
 		holder2 := fleet.NewRunID()
 		hm2 := a.HoldTree(fleet.TreeSpec{Holder: holder2, Stage: "planner",
 			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, fleet.TreeUsage{}, fleet.TreeHooks{})
-		defer hm2.Leave("completed")
+		defer hm2.Leave(plannerEnded)
 		flushAll(t, a)
 		cs[0].send("tjoin r2 " + holder2)
 		cs[0].expect("tjoined r2", 5*time.Second)
@@ -578,8 +610,8 @@ func TestTreeClose(t *testing.T) {
 		holder := fleet.NewRunID()
 		hm := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
 			Limits: termination.Limits{Has: termination.LimitToolCalls, ToolCalls: 1000}}, fleet.TreeUsage{}, fleet.TreeHooks{})
-		defer hm.Leave("completed")
-		jm := b.JoinTree(holder, fleet.TreeHooks{})
+		defer hm.Leave(plannerEnded)
+		jm := b.JoinTree(t.Context(), holder, fleet.TreeHooks{})
 		flushAll(t, a, b, b)
 		_ = jm.Spend(fleet.TreeUsage{ToolCalls: 3})
 		if err := b.Close(t.Context()); err != nil {
@@ -607,9 +639,9 @@ func TestTreeServerRestart(t *testing.T) {
 	var planner treeRun
 	hm := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
 		Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 1_000_000}}, fleet.TreeUsage{}, planner.hooks())
-	defer hm.Leave("completed")
-	jm := b.JoinTree(holder, fleet.TreeHooks{})
-	defer jm.Leave("cancelled")
+	defer hm.Leave(plannerEnded)
+	jm := b.JoinTree(t.Context(), holder, fleet.TreeHooks{})
+	defer jm.Leave(joinEnded)
 	flushAll(t, a, b, b)
 	for _, m := range []fleet.TreeMember{hm, jm} {
 		if stop := m.Spend(tokens(100)); stop != nil {
@@ -643,5 +675,41 @@ func TestTreeServerRestart(t *testing.T) {
 	eventually(t, 3*time.Second, "the holding is charged the joined process's usage", func() bool {
 		_ = a.Flush(t.Context())
 		return planner.chargedUsage().Tokens.Total() == 5100
+	})
+}
+
+// TestTreeFinalNeverFires: what final events spent counts but never fires
+// a tree limit (§3), in the process that spent it or through the store;
+// the next other event anywhere in the tree fires it.
+func TestTreeFinalNeverFires(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
+		fs := treeFleets(t, r, 2)
+		a, b := fs[0], fs[1]
+		holder := fleet.NewRunID()
+		var planner, worker treeRun
+		hm := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
+			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 1000}}, fleet.TreeUsage{}, planner.hooks())
+		defer hm.Leave(plannerEnded)
+		jm := b.JoinTree(t.Context(), holder, worker.hooks())
+		defer jm.Leave(joinEnded)
+		flushAll(t, a, b, b)
+		final := fleet.TreeUsageOf(&termination.Event{Kind: termination.KindFinal, Usage: termination.Usage{OutputTokens: 1500}})
+		if stop := jm.Spend(final); stop != nil {
+			t.Fatalf("a final's usage fired the tree limit: %v", stop)
+		}
+		flushAll(t, b, a, b)
+		if h := treeRecord(t, r, a, holder); h["s3"] != "1500" || h["ex"] != "" {
+			t.Fatalf("record after the final: %v, want 1500 settled and no exhaustion", h)
+		}
+		if planner.stopped() != nil || worker.stopped() != nil {
+			t.Fatalf("a final's usage stopped a run: %v, %v", planner.stopped(), worker.stopped())
+		}
+		stop := hm.Spend(tokens(1))
+		want := termination.BudgetExhausted{Resource: termination.ResourceTotalTokens, Used: 1501, Limit: 1000, Scope: termination.ScopeTree}
+		if stop != want {
+			t.Errorf("the next event: %#v, want %#v", stop, want)
+		}
+		eventually(t, 3*time.Second, "the joined run is stopped", func() bool { return worker.stopped() != nil })
+		wantParentStop(t, "the joined run", worker.stopped(), "planner", termination.TagBudgetExhausted)
 	})
 }
