@@ -209,12 +209,17 @@
 // One script call (settle, return the leases of dead processes, reserve)
 // touches only that hash. Its TTL, 2 leases + [WithEndedTTL], is renewed
 // by every call of the holder's process (at least every second while it
-// holds the tree); a joined process never creates it: a join of a holder
-// the fleet has no record of (its process has not shared the tree yet, or
-// it ended longer ago than the TTL) is granted nothing, never fails and
-// never stops its run, and asks again at every sync for a lease period,
-// then at every renewal; its usage is settled once a record exists.
-// Meanwhile only the limits the request propagated bound the run.
+// holds the tree); a joined process never creates it. JoinTree of a
+// holder whose tree this process does not share yet looks the record up
+// (EXISTS, the one round trip on such a run's start; again for up to one
+// sync interval while it is missing, since the holder's process creates
+// it with the sync that follows HoldTree and the request may be faster):
+// without one, no process holds the tree (another fleet's run, or one
+// that ended longer ago than the TTL) and JoinTree returns nil, so the
+// run takes the limits its request propagated as its own. While the
+// server is unreachable it joins (fail-open). A joined tree whose record
+// goes missing later is granted nothing, never fails and never stops its
+// runs; its usage is settled once the record is back.
 //
 // Leases. Each process takes a lease of [DefaultLeaseFraction] of each
 // tree limit (at least one unit for counts and tokens), spends it locally,
@@ -238,7 +243,10 @@
 // settled usage at its last reserve plus its own usage since) reaches a
 // limit (a count limit n on the (n+1)-th, a token or cost limit at used >=
 // limit, as termination's conditions), and the script does the same with
-// the settled usage, records it and publishes it to every process. The
+// the settled usage, records it and publishes it to every process. What
+// final events spent counts but never fires a limit (§3): a Spend of a
+// final's usage never stops, and a settle of only finals' usage does not
+// fire; the next other event in the tree, in any process, does. The
 // holder is stopped with the tree limit's cause (scope tree), joined runs
 // with Cancelled{reason: parent, detail: "STAGE ended: TAG"}, the caller of
 // the Spend that found it by its return value. So a count limit is exact
