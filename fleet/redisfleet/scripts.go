@@ -394,7 +394,9 @@ return {now, ws, ws + window, mismatch, ex, fmt(exu), pmask,
 // The tree's hash (P{tree:HOLDER}) holds stage ("s" and the holder's
 // stage, escaped: never empty) and l<i> (its limits, 0 for none), written once, by the
 // holder's process; per resource s<i> (the usage every process settled)
-// and c<i> (committed: settled plus the leases processes hold); L:PROCESS
+// and c<i> (committed: settled plus the leases processes hold), f<i> (of
+// s<i>, what final events spent: the holder feeds it to its evaluator as
+// finals); L:PROCESS
 // = "A1 … A6 EXPIRES", the lease a process holds, renewed by each of its
 // calls (a lease not renewed for a lease period goes back, as for
 // budgets); ex and exu (the resource the limits were found spent on, and
@@ -418,10 +420,13 @@ return {now, ws, ws + window, mismatch, ex, fmt(exu), pmask,
 //	ARGV[44..49]   the settled usage the holder's process last saw: a
 //	               record it creates again (the server lost it) starts
 //	               from it
-//	ARGV[50]       1: the usage settled may fire a limit (it is not only
+//	ARGV[50..55]   of the usage settled, what final events spent
+//	ARGV[56..61]   of the settled usage the holder's process last saw,
+//	               what final events spent
+//	ARGV[62]       1: the usage settled may fire a limit (it is not only
 //	               what final events spent, which counts but never fires
 //	               one, §3)
-//	ARGV[51…]      tree warnings of the holder to publish (cause JSON)
+//	ARGV[63…]      tree warnings of the holder to publish (cause JSON)
 //
 // A record that does not exist is created only by the holder's process
 // (with its TTL, in this script); a joined process's call then changes
@@ -433,7 +438,7 @@ return {now, ws, ws + window, mismatch, ex, fmt(exu), pmask,
 // settled nor leased, unless the tree is exhausted or ended.
 //
 // Returns {now, "ok", stage, end (0/1), ex (0 none), exu, l1..l6, g1..g6
-// (granted), c1..c6, s1..s6}. Numbers other than now and the flags are
+// (granted), c1..c6, s1..s6, f1..f6}. Numbers other than now and the flags are
 // strings.
 var treeScript = redis.NewScript(luaNow + luaLeases + `
 local key, holder, stage = KEYS[1], ARGV[1], ARGV[2]
@@ -444,8 +449,9 @@ if not exists and stage == '' then return {now, 'unknown'} end
 if stage ~= '' then
   if not exists then
     for i = 1, 6 do
-      local b = tonumber(ARGV[43+i])
+      local b, bf = tonumber(ARGV[43+i]), tonumber(ARGV[55+i])
       if b > 0 then redis.call('HSET', key, 's' .. i, fmt(b), 'c' .. i, fmt(b)) end
+      if bf > 0 then redis.call('HSET', key, 'f' .. i, fmt(bf)) end
     end
   end
   if redis.call('HSETNX', key, 'stage', stage) == 1 then
@@ -454,6 +460,10 @@ if stage ~= '' then
   redis.call('PEXPIRE', key, tonumber(ARGV[3]))
 end
 settle(key, 6, 13)
+for i = 1, 6 do
+  local v = tonumber(ARGV[49+i])
+  if v ~= 0 then redis.call('HINCRBYFLOAT', key, 'f' .. i, v) end
+end
 -- Leases of processes that stopped renewing them (they died) go back.
 returnDead(key, proc, 6)
 if ARGV[7] == '1' then redis.call('HSET', key, 'end', '1') end
@@ -467,7 +477,7 @@ for i = 1, 6 do
 end
 local ex = tonumber(redis.call('HGET', key, 'ex') or '0')
 local exu = tonumber(redis.call('HGET', key, 'exu') or '0')
-if ex == 0 and ARGV[50] == '1' then
+if ex == 0 and ARGV[62] == '1' then
   for i = 1, 6 do
     local hit = limit[i] > 0 and s[i] >= limit[i]
     if i <= 2 then hit = limit[i] > 0 and s[i] > limit[i] end
@@ -487,7 +497,7 @@ end
 local held = {}
 for i = 1, 6 do held[i] = tonumber(ARGV[37+i]) + g[i] end
 hold(key, proc, 6, held, now + leaseMs)
-for j = 51, #ARGV do
+for j = 63, #ARGV do
   redis.call('PUBLISH', ARGV[6], 'twarn ' .. holder .. ' ' .. ARGV[j])
 end
 local endFlag = 0
@@ -497,5 +507,6 @@ for i = 1, 6 do out[#out + 1] = fmt(limit[i]) end
 for i = 1, 6 do out[#out + 1] = fmt(g[i]) end
 for i = 1, 6 do out[#out + 1] = fmt(c[i]) end
 for i = 1, 6 do out[#out + 1] = fmt(s[i]) end
+for i = 1, 6 do out[#out + 1] = fmt(tonumber(redis.call('HGET', key, 'f' .. i) or '0')) end
 return out
 `)

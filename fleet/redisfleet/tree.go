@@ -42,6 +42,8 @@ type treeShare struct {
 	lastSettle time.Time
 	mine       [nTree]float64 // what this process settled in all
 	others     [nTree]float64 // the other processes' settled usage charged to the holding
+	mineF      [nTree]float64 // of mine, what final events spent
+	othersF    [nTree]float64 // of others, what final events spent
 
 	mu        sync.Mutex
 	stage     string // the holder's stage (known to a joined process after its first reserve)
@@ -51,6 +53,8 @@ type treeShare struct {
 	sent      [nTree]float64 // usage past the lease sent in a reserve not answered yet
 	used      [nTree]float64 // usage since the last settle
 	settled   [nTree]float64 // the tree's settled usage at the last reserve
+	usedF     [nTree]float64 // of used, what final events spent
+	settledF  [nTree]float64 // of settled, what final events spent
 	full      [nTree]bool    // the last reserve found no room left (committed >= limit)
 	fire      bool           // usage since the last settle that may fire a limit (not only finals')
 	exhausted termination.Cause
@@ -112,9 +116,10 @@ func (f *Fleet) HoldTree(spec fleet.TreeSpec, used fleet.TreeUsage, hooks fleet.
 		sh.stage = spec.Stage
 		sh.setLimits(fleet.TreeLimitsOf(spec.Limits), f.cfg.leaseFraction)
 	}
-	a := used.Amounts()
+	a, af := used.Amounts(), finalAmounts(&used)
 	for i := range a {
 		sh.used[i] += a[i]
+		sh.usedF[i] += af[i]
 		sh.bal[i] -= a[i] // settled at once, as debt
 	}
 	sh.mu.Unlock()
@@ -241,6 +246,12 @@ func (m *treeMember) Spend(u fleet.TreeUsage) termination.Cause {
 	if !finalsOnly(&u) {
 		sh.fire = true
 	}
+	if u.Finals > 0 {
+		af := finalAmounts(&u)
+		for i := range af {
+			sh.usedF[i] += af[i]
+		}
+	}
 	for i := range a {
 		sh.used[i] += a[i]
 		sh.bal[i] -= a[i]
@@ -286,6 +297,11 @@ func (m *treeMember) Spend(u fleet.TreeUsage) termination.Cause {
 func finalsOnly(u *fleet.TreeUsage) bool {
 	return u.Finals > 0 && u.Iterations == u.Finals && u.ToolCalls == 0 &&
 		u.Tokens == u.FinalTokens && u.Cost == u.FinalCost
+}
+
+// finalAmounts returns what final events spent of u, per resource.
+func finalAmounts(u *fleet.TreeUsage) [nTree]float64 {
+	return fleet.TreeUsage{Iterations: u.Finals, Tokens: u.FinalTokens, Cost: u.FinalCost}.Amounts()
 }
 
 // overdrawn reports the tree's exhaustion, and whether this process's
@@ -479,7 +495,7 @@ func (f *Fleet) syncTrees(ctx context.Context) {
 }
 
 // treeArgs is the number of treeScript's fixed arguments.
-const treeArgs = 50
+const treeArgs = 62
 
 // reserveTree settles sh's usage and asks for new leases in one script
 // call; then it hands the holding what the other processes settled since
@@ -496,8 +512,8 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 
 	var used, debt, rel, want, held [nTree]float64
 	sh.mu.Lock()
-	used, fire := sh.used, sh.fire
-	sh.used, sh.fire = [nTree]float64{}, false
+	used, usedF, fire := sh.used, sh.usedF, sh.fire
+	sh.used, sh.usedF, sh.fire = [nTree]float64{}, [nTree]float64{}, false
 	for i := range sh.bal {
 		if sh.bal[i] < 0 {
 			debt[i] = -sh.bal[i]
@@ -513,7 +529,7 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 		}
 		held[i] = sh.bal[i]
 	}
-	stage, limits, base := "", sh.limits, sh.settled
+	stage, limits, base, baseF := "", sh.limits, sh.settled, sh.settledF
 	if holds {
 		stage = "s" + escape(sh.stage)
 	}
@@ -522,7 +538,7 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 	args := make([]any, 0, treeArgs+len(warns))
 	args = append(args, sh.esc, stage, (2*f.cfg.lease + f.cfg.endedTTL).Milliseconds(), f.proc,
 		f.cfg.lease.Milliseconds(), f.k.ctl(), boolArg(ending))
-	for _, vs := range [...]*[nTree]float64{&limits, &used, &debt, &rel, &want, &held, &base} {
+	for _, vs := range [...]*[nTree]float64{&limits, &used, &debt, &rel, &want, &held, &base, &usedF, &baseF} {
 		for _, v := range vs {
 			args = append(args, fmtFloat(v))
 		}
@@ -533,8 +549,8 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 	res, err := treeScript.Run(cctx, f.scripts, []string{f.k.tree(sh.esc)}, args...).Slice()
 	cancel()
 	unknown := err == nil && len(res) == 2
-	if err != nil || (len(res) != 30 && !unknown) {
-		f.putBackTree(sh, used, debt, rel, fire, warns)
+	if err != nil || (len(res) != 36 && !unknown) {
+		f.putBackTree(sh, used, usedF, debt, rel, fire, warns)
 		sh.pending.Store(true)
 		f.fail(fleet.OpReserve)
 		return
@@ -543,7 +559,7 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 		// No record: the holder is unknown (it runs in a process that has
 		// not shared it yet, or ended long ago). Nothing is granted; the
 		// usage is settled when a record appears.
-		f.putBackTree(sh, used, debt, rel, fire, nil)
+		f.putBackTree(sh, used, usedF, debt, rel, fire, nil)
 		sh.mu.Lock()
 		sh.heard = true
 		sh.mu.Unlock()
@@ -560,12 +576,13 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 	ended, _ := res[3].(int64)
 	ex, _ := res[4].(int64)
 	exu := parseFloat(res[5])
-	var l, g, c, s [nTree]float64
+	var l, g, c, s, sf [nTree]float64
 	for i := range nTree {
 		l[i] = parseFloat(res[6+i])
 		g[i] = parseFloat(res[12+i])
 		c[i] = parseFloat(res[18+i])
 		s[i] = parseFloat(res[24+i])
+		sf[i] = parseFloat(res[30+i])
 	}
 	learned := false
 	sh.mu.Lock()
@@ -581,7 +598,7 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 	sh.sent = [nTree]float64{}
 	for i := range nTree {
 		sh.bal[i] += g[i]
-		sh.settled[i] = s[i]
+		sh.settled[i], sh.settledF[i] = s[i], sf[i]
 		sh.full[i] = sh.limits[i] > 0 && c[i] >= sh.limits[i]
 	}
 	sh.mu.Unlock()
@@ -599,33 +616,43 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 		f.treeExhausted(sh.esc, stageOf(rstage), int(ex)-1, exu, l[ex-1])
 	}
 
-	// The holding's evaluator hears of the other processes' usage.
-	var delta [nTree]float64
+	// The holding's evaluator hears of the other processes' usage, and
+	// how much of it final events spent (which never fires a limit).
+	var delta, deltaF [nTree]float64
 	charge := false
 	for i := range nTree {
 		sh.mine[i] += used[i]
+		sh.mineF[i] += usedF[i]
 		if d := s[i] - sh.mine[i] - sh.others[i]; d > 0 {
 			delta[i] = d
 			sh.others[i] += d
 			charge = true
+		}
+		if d := min(sf[i]-sh.mineF[i]-sh.othersF[i], sh.others[i]-sh.othersF[i]); d > 0 {
+			deltaF[i] = min(d, delta[i])
+			sh.othersF[i] += deltaF[i]
 		}
 	}
 	f.mu.Lock()
 	holding := sh.holding
 	f.mu.Unlock()
 	if charge && holding != nil && holding.hooks.Charge != nil {
-		holding.hooks.Charge(fleet.TreeUsageFrom(delta))
+		u := fleet.TreeUsageFrom(delta)
+		u.Finals, u.FinalCost = int64(deltaF[0]), deltaF[5]
+		u.FinalTokens = termination.Usage{InputTokens: int64(deltaF[3]), OutputTokens: int64(deltaF[4])}
+		holding.hooks.Charge(u)
 	}
 	f.dropTree(sh, false)
 }
 
 // putBackTree restores what a failed or refused reserve took out of sh:
 // the next reserve settles it.
-func (f *Fleet) putBackTree(sh *treeShare, used, debt, rel [nTree]float64, fire bool, warns []any) {
+func (f *Fleet) putBackTree(sh *treeShare, used, usedF, debt, rel [nTree]float64, fire bool, warns []any) {
 	sh.mu.Lock()
 	sh.fire = sh.fire || fire
 	for i := range sh.used {
 		sh.used[i] += used[i]
+		sh.usedF[i] += usedF[i]
 		sh.bal[i] += rel[i] - debt[i]
 	}
 	sh.sent = [nTree]float64{}

@@ -704,6 +704,9 @@ func TestTreeFinalNeverFires(t *testing.T) {
 		if planner.stopped() != nil || worker.stopped() != nil {
 			t.Fatalf("a final's usage stopped a run: %v, %v", planner.stopped(), worker.stopped())
 		}
+		if u := planner.chargedUsage(); u.Iterations != 1 || u.Finals != 1 || u.Tokens.OutputTokens != 1500 || u.FinalTokens.OutputTokens != 1500 {
+			t.Errorf("the holding was charged %+v, want the final's iteration and 1500 tokens, as a final's", u)
+		}
 		stop := hm.Spend(tokens(1))
 		want := termination.BudgetExhausted{Resource: termination.ResourceTotalTokens, Used: 1501, Limit: 1000, Scope: termination.ScopeTree}
 		if stop != want {
