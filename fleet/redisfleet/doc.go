@@ -236,7 +236,9 @@
 // other processes: the lag is at most one sync of each side (a process
 // settles when its lease runs low, and at least every second while it has
 // members; the holder's process reserves on the same terms), so the
-// holder's own evaluator fires its tree limit with its exact cause.
+// holder's own evaluator fires its tree limit with its exact cause. What
+// final events spent is settled apart too and charged as finals' (it
+// counts, but never fires a limit).
 //
 // Exhaustion. A tree is found spent on usage, never on commitments: a
 // process stops its members at once when what it knows was spent (the
