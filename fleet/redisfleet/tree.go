@@ -58,9 +58,9 @@ type treeShare struct {
 	full      [nTree]bool    // the last reserve found no room left (committed >= limit)
 	fire      bool           // usage since the last settle that may fire a limit (not only finals')
 	exhausted termination.Cause
-	ended     bool // the holder has ended: nothing more is granted
-	heard     bool // a reserve was answered (or this process holds the tree)
-	born      time.Time
+	ended     bool      // the holder has ended: nothing more is granted
+	heard     bool      // a reserve was answered (or this process holds the tree)
+	born      time.Time // when this process first took part
 }
 
 // setLimits sets the tree's limits and the lease sizes they imply. s.mu is
@@ -88,7 +88,8 @@ type treeMember struct {
 	left atomic.Bool // set under Fleet.mu
 }
 
-// share returns the tree of holder esc, made if needed. f.mu is held.
+// shareLocked returns the tree of holder esc, made if needed. f.mu is
+// held.
 func (f *Fleet) shareLocked(esc string) *treeShare {
 	sh := f.trees[esc]
 	if sh == nil {
@@ -100,8 +101,8 @@ func (f *Fleet) shareLocked(esc string) *treeShare {
 
 // HoldTree implements fleet.Trees. The holding's usage and the used given
 // are settled with the first reserve (within a sync); the record is
-// created then. Held twice in one process, the first holding's limits
-// and hooks stand.
+// created then. Held twice in one process (middleware holds a run once),
+// the first holding's limits, hooks and used stand.
 func (f *Fleet) HoldTree(spec fleet.TreeSpec, used fleet.TreeUsage, hooks fleet.TreeHooks) fleet.TreeMember {
 	if spec.Holder == "" {
 		return &treeMember{f: f, hooks: hooks, holding: true}
@@ -115,12 +116,13 @@ func (f *Fleet) HoldTree(spec fleet.TreeSpec, used fleet.TreeUsage, hooks fleet.
 		sh.holding, sh.holds, sh.heard = m, true, true
 		sh.stage = spec.Stage
 		sh.setLimits(fleet.TreeLimitsOf(spec.Limits), f.cfg.leaseFraction)
-	}
-	a, af := used.Amounts(), finalAmounts(&used)
-	for i := range a {
-		sh.used[i] += a[i]
-		sh.usedF[i] += af[i]
-		sh.bal[i] -= a[i] // settled at once, as debt
+		a, af := used.Amounts(), finalAmounts(&used)
+		for i := range a {
+			sh.used[i] += a[i]
+			sh.usedF[i] += af[i]
+			sh.bal[i] -= a[i] // settled at once, as debt
+		}
+		sh.fire = sh.fire || !used.IsZero() && !finalsOnly(&used)
 	}
 	sh.mu.Unlock()
 	f.mu.Unlock()
@@ -255,11 +257,14 @@ func (m *treeMember) Spend(u fleet.TreeUsage) termination.Cause {
 	for i := range a {
 		sh.used[i] += a[i]
 		sh.bal[i] -= a[i]
-		if sh.limits[i] == 0 || sh.ended || quiet || sh.exhausted != nil {
+		if sh.limits[i] == 0 || sh.ended || sh.exhausted != nil {
 			continue
 		}
 		if sh.bal[i] < sh.lease[i]/2 {
 			low = true
+		}
+		if quiet {
+			continue
 		}
 		if sh.sent[i]-sh.bal[i] >= sh.lease[i] || sh.full[i] && sh.bal[i] < 0 {
 			over = true
@@ -271,15 +276,12 @@ func (m *treeMember) Spend(u fleet.TreeUsage) termination.Cause {
 	}
 	stage := sh.stage
 	sh.mu.Unlock()
-	if quiet {
-		if m.left.Load() && sh.exhausted == nil {
-			f.poke() // settled with the next sync, if the tree is still kept
-		}
-		return nil
-	}
 	if (low || hit != nil) && !sh.pending.Load() {
 		sh.pending.Store(true)
 		f.poke()
+	}
+	if quiet {
+		return nil
 	}
 	if hit != nil {
 		f.stopTree(sh, m, hit, stage) // rare: once per tree
