@@ -716,3 +716,50 @@ func TestTreeFinalNeverFires(t *testing.T) {
 		wantParentStop(t, "the joined run", worker.stopped(), "planner", termination.TagBudgetExhausted)
 	})
 }
+
+// TestTreeChargeMayEndHolder: the holding's Charge may end the holder
+// (its evaluator fires the tree limit) and so call the holding's Leave,
+// and its Stop may do the same, from the fleet's goroutines: no lock of
+// the fleet is held then.
+func TestTreeChargeMayEndHolder(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
+		fs := treeFleets(t, r, 2)
+		a, b := fs[0], fs[1]
+		holder := fleet.NewRunID()
+		var hm fleet.TreeMember
+		var mu sync.Mutex
+		ended := make(chan struct{})
+		var once sync.Once
+		end := func() {
+			once.Do(func() {
+				mu.Lock()
+				m := hm
+				mu.Unlock()
+				m.Leave(plannerEnded)
+				close(ended)
+			})
+		}
+		mu.Lock()
+		hm = a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
+			Limits: termination.Limits{Has: termination.LimitToolCalls, ToolCalls: 1000}}, fleet.TreeUsage{},
+			fleet.TreeHooks{
+				Charge: func(u fleet.TreeUsage) { end() },
+				Stop:   func(termination.Cause) bool { end(); return true },
+			})
+		mu.Unlock()
+		jm := b.JoinTree(t.Context(), holder, fleet.TreeHooks{})
+		defer jm.Leave(joinEnded)
+		flushAll(t, b, b)
+		_ = jm.Spend(fleet.TreeUsage{ToolCalls: 1})
+		flushAll(t, b, a)
+		select {
+		case <-ended:
+		case <-time.After(3 * time.Second):
+			t.Fatal("the holding was not charged")
+		}
+		flushAll(t, a, b)
+		if h := treeRecord(t, r, a, holder); h["end"] != "1" {
+			t.Errorf("record after the holder left from Charge: %v, want end", h)
+		}
+	})
+}
