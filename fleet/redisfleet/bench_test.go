@@ -241,3 +241,74 @@ func BenchmarkTreeSpend(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkTreeOvershoot: how far past a shared tree limit a tree goes
+// when its runs in three processes (the holder's and two joined, four
+// spending runs each) spend concurrently, as the tree's settled usage
+// counts it, against the bound the package documentation states (lease
+// size × processes + one event in flight per spending run).
+func BenchmarkTreeOvershoot(b *testing.B) {
+	srv := redistest.Start(b)
+	const (
+		processes = 3
+		runsEach  = 4
+		limit     = 100000
+		event     = 150 // tokens per event
+	)
+	raw := rawClient(b, srv)
+	var worst, bound float64
+	for range b.N {
+		b.StopTimer()
+		prefix := WithPrefix("tover" + itoa(time.Now().UnixNano()%1e9) + ":")
+		fleets := make([]*Fleet, processes)
+		for p := range fleets {
+			fleets[p] = newTestFleet(b, srv, prefix)
+		}
+		bound = DefaultLeaseFraction*limit*processes + event*processes*runsEach
+		holder := fleet.NewRunID()
+		members := []fleet.TreeMember{fleets[0].HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
+			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, fleet.TreeUsage{}, fleet.TreeHooks{})}
+		for _, f := range fleets {
+			for range runsEach {
+				if f == fleets[0] && len(members) == 1 {
+					continue // the holding is one of the holder's process's runs
+				}
+				members = append(members, f.JoinTree(context.Background(), holder, fleet.TreeHooks{}))
+			}
+		}
+		for _, f := range fleets {
+			_ = f.Flush(context.Background())
+		}
+		var wg sync.WaitGroup
+		b.StartTimer()
+		for _, m := range members {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				u := fleet.TreeUsage{Iterations: 1, Tokens: termination.Usage{InputTokens: event}}
+				for m.Spend(u) == nil {
+					time.Sleep(50 * time.Microsecond) // a loop, not a spin
+				}
+			}()
+		}
+		wg.Wait()
+		b.StopTimer()
+		for _, m := range members {
+			m.Leave(plannerEnded)
+		}
+		for _, f := range fleets {
+			_ = f.Flush(context.Background())
+		}
+		s, err := raw.HGet(context.Background(), fleets[0].k.tree(escape(holder)), "s3").Float64()
+		if err != nil {
+			b.Fatal(err)
+		}
+		over := s - limit
+		worst = max(worst, over)
+		if over > bound || over < 0 {
+			b.Errorf("the tree settled %g tokens of a %d limit: overshoot %g, bound %g", s, limit, over, bound)
+		}
+	}
+	b.ReportMetric(worst, "overshoot-tokens")
+	b.ReportMetric(bound, "bound-tokens")
+}
