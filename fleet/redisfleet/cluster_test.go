@@ -146,3 +146,67 @@ func waitDialers(t *testing.T) {
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// TestClusterTrees: on a 3-master cluster each shared tree's record is in
+// a slot of its own (trees spread over the masters), its script runs
+// there under the key guard, and a tree's exhaustion, published by the
+// node of its slot, stops the holder in the other process.
+func TestClusterTrees(t *testing.T) {
+	cl := redistest.StartCluster(t)
+	fs := treeFleets(t, cl, 2)
+	a, b := fs[0], fs[1]
+	const trees = 8
+	planners := make([]*treeRun, trees)
+	joins := make([]fleet.TreeMember, trees)
+	holders := make([]string, trees)
+	for i := range trees {
+		holders[i] = fleet.NewRunID()
+		planners[i] = &treeRun{}
+		hm := a.HoldTree(fleet.TreeSpec{Holder: holders[i], Stage: "planner",
+			Limits: termination.Limits{Has: termination.LimitIterations, Iterations: 3}}, fleet.TreeUsage{}, planners[i].hooks())
+		defer hm.Leave(plannerEnded)
+	}
+	flushAll(t, a)
+	for i := range trees {
+		joins[i] = b.JoinTree(t.Context(), holders[i], fleet.TreeHooks{})
+		if joins[i] == nil {
+			t.Fatalf("tree %d: not found", i)
+		}
+		defer joins[i].Leave(joinEnded)
+	}
+	flushAll(t, b, b)
+	masters := map[string]bool{}
+	for i := range trees {
+		for _, n := range cl.Nodes {
+			c := redis.NewClient(&redis.Options{Addr: n.Addr})
+			if k, err := c.Exists(t.Context(), a.k.tree(escape(holders[i]))).Result(); err == nil && k == 1 {
+				masters[n.Addr] = true
+			}
+			_ = c.Close()
+		}
+	}
+	if len(masters) < 2 {
+		t.Errorf("%d trees' records are on %d master(s), want them spread", trees, len(masters))
+	}
+	for i := range trees {
+		var stop termination.Cause
+		for n := 0; n < 4 && stop == nil; n++ {
+			stop = joins[i].Spend(fleet.TreeUsage{Iterations: 1})
+			flushAll(t, b)
+		}
+		wantParentStop(t, "tree "+strconv.Itoa(i), stop, "planner", termination.TagMaxIterations)
+	}
+	eventually(t, 3*time.Second, "every holder is stopped", func() bool {
+		for _, p := range planners {
+			if p.stopped() == nil {
+				return false
+			}
+		}
+		return true
+	})
+	for i, p := range planners {
+		if x, ok := p.stopped().(termination.MaxIterationsReached); !ok || x.Limit != 3 || x.Count != 4 || x.Scope != termination.ScopeTree {
+			t.Errorf("holder %d: %#v, want MaxIterationsReached{3, 4, tree}", i, p.stopped())
+		}
+	}
+}

@@ -276,7 +276,8 @@
 // Faults. Without the server the fleet is fail-open for trees as for
 // budgets: members spend what is left of their leases, then go on without
 // waiting, bounded only by the limits their requests propagated and their
-// own (agent.fleet.errors{operation="reserve"} counts the failed calls).
+// own (agent.fleet.errors counts the failed calls: operation="reserve",
+// and "join" for JoinTree's look-up).
 // On reconnect every process settles what it spent meanwhile; a record the
 // server lost (a restart without persistence) is created again by the
 // holder's process from the settled usage it last saw. What a failover or
