@@ -35,6 +35,9 @@ import (
 //	sub NAME STAGE PARENTNAME        → as start, a child of this process's run PARENTNAME (by its context)
 //	spend NAME IN OUT                → spent NAME
 //	finish NAME                      → finished NAME TAG
+//	pchild NAME STAGE HEADERS        → as start, from a request whose headers (a JSON
+//	                                   object, from middleware.Propagator) name its parent
+//	                                   and the trees it joins
 //	tjoin NAME HOLDERID              → tjoined NAME (Fleet.JoinTree; its hooks print
 //	                                   "tstopped NAME CAUSEJSON" and "twarned NAME CAUSEJSON")
 //	tspend NAME N TOKENS             → tspent NAME EVENTS CAUSEJSON|- (up to N events of one
@@ -139,6 +142,13 @@ func childMain() int {
 				} else {
 					watch(fs[1], ctx, run)
 				}
+			}
+		case "pchild":
+			var headers map[string]string
+			if s := plain(fs[2]); s != nil && json.Unmarshal([]byte(strings.Join(fs[3:], " ")), &headers) == nil {
+				req := middleware.Propagator().Extract(context.Background(), propagation.MapCarrier(headers))
+				ctx, run := s.Start(req)
+				watch(fs[1], ctx, run)
 			}
 		case "sub":
 			if s, pctx := plain(fs[2]), ctxs[fs[3]]; s != nil && pctx != nil {

@@ -1,6 +1,7 @@
 package redisfleet
 
 import (
+	"encoding/json"
 	"strconv"
 	"strings"
 	"sync"
@@ -8,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
+	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -760,6 +763,58 @@ func TestTreeChargeMayEndHolder(t *testing.T) {
 		flushAll(t, a, b)
 		if h := treeRecord(t, r, a, holder); h["end"] != "1" {
 			t.Errorf("record after the holder left from Charge: %v, want end", h)
+		}
+	})
+}
+
+// TestTreeThroughMiddlewareAcrossProcesses: the whole path, with real
+// processes. A planner in this process holds tree: {token_budget: 2000};
+// the Propagator's headers start researchers in two child processes, which
+// join the planner's tree through the fleet. Their events are charged to
+// the planner as they are spent; when together with the planner's they
+// reach the budget, the planner ends with BudgetExhausted{scope: tree} and
+// the researchers with Cancelled{parent} naming it.
+func TestTreeThroughMiddlewareAcrossProcesses(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
+		a := newTestFleet(t, r)
+		cs := []*child{startChild(t, r.URL(), a.cfg.prefix, 2*time.Second), startChild(t, r.URL(), a.cfg.prefix, 2*time.Second)}
+		stage, err := middleware.New("planner", middleware.WithFleet(a),
+			middleware.WithPolicy(termination.MustParsePolicy("tree: {token_budget: {total: 2000}}")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, planner := stage.Start(t.Context())
+		defer planner.Finish(nil)
+		if _, stop := planner.Observe(termination.Event{Kind: termination.KindMessage, Source: "planner", Text: "plan",
+			Usage: termination.Usage{InputTokens: 200}}); stop {
+			t.Fatal("the planner stopped at once")
+		}
+		carrier := propagation.MapCarrier{}
+		middleware.Propagator().Inject(ctx, carrier)
+		if carrier[middleware.TreeHeader] != planner.ID() {
+			t.Fatalf("the request names trees %q, want the planner's", carrier[middleware.TreeHeader])
+		}
+		headers, _ := json.Marshal(map[string]string(carrier))
+		for _, c := range cs {
+			c.send("pchild res researcher " + string(headers))
+			c.expect("started res ", 5*time.Second)
+		}
+		for range 3 {
+			for _, c := range cs {
+				c.spend("res", 250, 50) // 300 tokens each: 200 + 6 × 300 = 2000
+			}
+		}
+		eventually(t, 5*time.Second, "the planner is stopped by its tree budget", func() bool {
+			_, ok := planner.Cause()
+			return ok
+		})
+		c, _ := planner.Cause()
+		x, ok := c.(termination.BudgetExhausted)
+		if !ok || x.Scope != termination.ScopeTree || x.Limit != 2000 || x.Used < 2000 {
+			t.Errorf("the planner's cause = %#v, want BudgetExhausted{total_tokens, >= 2000 of 2000, tree}", c)
+		}
+		for i, ch := range cs {
+			wantParentStop(t, "researcher "+strconv.Itoa(i), ch.ended("res", 5*time.Second), "planner", termination.TagBudgetExhausted)
 		}
 	})
 }
