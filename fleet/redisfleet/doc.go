@@ -388,5 +388,5 @@
 // publish and subscribe together), but a stop, block or unblock message
 // counts only when the stored record agrees: every process checks the
 // record before acting on a message, so a stop published by hand is
-// ignored. Give operators (the agentstop CLI) the second user.
+// ignored, and so is a tree's exhaustion its record does not show. Give operators (the agentstop CLI) the second user.
 package redisfleet

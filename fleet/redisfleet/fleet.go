@@ -955,7 +955,7 @@ func (f *Fleet) handle(ctx context.Context, p string) {
 		}
 		f.checkParents(ctx, only)
 	case "tex", "twarn":
-		f.handleTree(kind, rest)
+		f.handleTree(ctx, kind, rest)
 	case "bex", "bpr":
 		// "ID WS WE I USED LIMIT"
 		fs := strings.Fields(rest)

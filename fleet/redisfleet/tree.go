@@ -443,8 +443,10 @@ func (f *Fleet) treeWarned(esc, js string) {
 }
 
 // handleTree applies a tree message: "tex HOLDER STAGE I USED LIMIT" or
-// "twarn HOLDER CAUSEJSON".
-func (f *Fleet) handleTree(kind, rest string) {
+// "twarn HOLDER CAUSEJSON". An exhaustion counts only when the tree's
+// record agrees (a client that may publish on the channel cannot stop a
+// tree by hand); when the server cannot say, the next reserve reads it.
+func (f *Fleet) handleTree(ctx context.Context, kind, rest string) {
 	if kind == "twarn" {
 		esc, js, ok := strings.Cut(rest, " ")
 		if !ok {
@@ -464,6 +466,18 @@ func (f *Fleet) handleTree(kind, rest string) {
 	limit, err3 := strconv.ParseFloat(fs[4], 64)
 	if err1 != nil || err2 != nil || err3 != nil {
 		f.metrics.Error(fleet.OpInternal)
+		return
+	}
+	f.mu.Lock()
+	_, here := f.trees[fs[0]]
+	f.mu.Unlock()
+	if !here {
+		return
+	}
+	cctx, cancel := f.timeout(ctx)
+	ex, err := f.client.HGet(cctx, f.k.tree(fs[0]), "ex").Result()
+	cancel()
+	if err != nil || ex != fs[2] {
 		return
 	}
 	f.treeExhausted(fs[0], stageOf(fs[1]), i-1, used, limit)

@@ -818,3 +818,30 @@ func TestTreeThroughMiddlewareAcrossProcesses(t *testing.T) {
 		}
 	})
 }
+
+// TestTreeForgedExhaustion: a tree exhaustion published by hand, which the
+// tree's record does not show, stops nothing.
+func TestTreeForgedExhaustion(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
+		fs := treeFleets(t, r, 2)
+		a, b := fs[0], fs[1]
+		holder := fleet.NewRunID()
+		var planner, worker treeRun
+		hm := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
+			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 1000}}, fleet.TreeUsage{}, planner.hooks())
+		defer hm.Leave(plannerEnded)
+		jm := b.JoinTree(t.Context(), holder, worker.hooks())
+		defer jm.Leave(joinEnded)
+		flushAll(t, a, b, b)
+		if err := rawClient(t, r).Publish(t.Context(), a.k.ctl(), "tex "+escape(holder)+" splanner 3 5000 1000").Err(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(300 * time.Millisecond)
+		if planner.stopped() != nil || worker.stopped() != nil {
+			t.Errorf("a forged exhaustion stopped runs: %v, %v", planner.stopped(), worker.stopped())
+		}
+		if stop := jm.Spend(tokens(10)); stop != nil {
+			t.Errorf("a spend after a forged exhaustion: %v", stop)
+		}
+	})
+}
