@@ -101,6 +101,31 @@ func flushAll(t *testing.T, fs ...*Fleet) {
 	}
 }
 
+// treePair is a planner's tree held in one Fleet (process) and joined by
+// a researcher in another, both synced once.
+type treePair struct {
+	a, b            *Fleet
+	holder          string
+	planner, worker *treeRun
+	hm, jm          fleet.TreeMember
+}
+
+func newTreePair(t *testing.T, r deployment, limits termination.Limits) *treePair {
+	t.Helper()
+	fs := treeFleets(t, r, 2)
+	p := &treePair{a: fs[0], b: fs[1], holder: fleet.NewRunID(), planner: &treeRun{}, worker: &treeRun{}}
+	p.hm = p.a.HoldTree(fleet.TreeSpec{Holder: p.holder, Stage: "planner", Limits: limits}, fleet.TreeUsage{}, p.planner.hooks())
+	t.Cleanup(func() { p.hm.Leave(plannerEnded) })
+	flushAll(t, p.a)
+	p.jm = p.b.JoinTree(t.Context(), p.holder, p.worker.hooks())
+	if p.jm == nil {
+		t.Fatal("the joined process did not find the tree")
+	}
+	t.Cleanup(func() { p.jm.Leave(joinEnded) })
+	flushAll(t, p.b, p.b)
+	return p
+}
+
 // treeRecord reads the stored record of holder's tree.
 func treeRecord(t *testing.T, r deployment, f *Fleet, holder string) map[string]string {
 	t.Helper()
@@ -221,16 +246,8 @@ func TestTreeCountExact(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
 		for _, last := range []string{"holder", "joined"} {
 			t.Run("sixth by the "+last, func(t *testing.T) {
-				fs := treeFleets(t, r, 2)
-				a, b := fs[0], fs[1]
-				holder := fleet.NewRunID()
-				var planner, worker treeRun
-				hm := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
-					Limits: termination.Limits{Has: termination.LimitIterations, Iterations: 5}}, fleet.TreeUsage{}, planner.hooks())
-				defer hm.Leave(plannerEnded)
-				jm := b.JoinTree(t.Context(), holder, worker.hooks())
-				defer jm.Leave(joinEnded)
-				flushAll(t, a, b, b)
+				p := newTreePair(t, r, termination.Limits{Has: termination.LimitIterations, Iterations: 5})
+				a, b, planner, worker, hm, jm := p.a, p.b, p.planner, p.worker, p.hm, p.jm
 				members := []fleet.TreeMember{hm, jm}
 				order := []*Fleet{a, b}
 				if last == "holder" {
@@ -686,16 +703,8 @@ func TestTreeServerRestart(t *testing.T) {
 // the next other event anywhere in the tree fires it.
 func TestTreeFinalNeverFires(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
-		fs := treeFleets(t, r, 2)
-		a, b := fs[0], fs[1]
-		holder := fleet.NewRunID()
-		var planner, worker treeRun
-		hm := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
-			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 1000}}, fleet.TreeUsage{}, planner.hooks())
-		defer hm.Leave(plannerEnded)
-		jm := b.JoinTree(t.Context(), holder, worker.hooks())
-		defer jm.Leave(joinEnded)
-		flushAll(t, a, b, b)
+		p := newTreePair(t, r, termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 1000})
+		a, b, holder, planner, worker, hm, jm := p.a, p.b, p.holder, p.planner, p.worker, p.hm, p.jm
 		final := fleet.TreeUsageOf(&termination.Event{Kind: termination.KindFinal, Usage: termination.Usage{OutputTokens: 1500}})
 		if stop := jm.Spend(final); stop != nil {
 			t.Fatalf("a final's usage fired the tree limit: %v", stop)
@@ -823,16 +832,8 @@ func TestTreeThroughMiddlewareAcrossProcesses(t *testing.T) {
 // tree's record does not show, stops nothing.
 func TestTreeForgedExhaustion(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
-		fs := treeFleets(t, r, 2)
-		a, b := fs[0], fs[1]
-		holder := fleet.NewRunID()
-		var planner, worker treeRun
-		hm := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
-			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 1000}}, fleet.TreeUsage{}, planner.hooks())
-		defer hm.Leave(plannerEnded)
-		jm := b.JoinTree(t.Context(), holder, worker.hooks())
-		defer jm.Leave(joinEnded)
-		flushAll(t, a, b, b)
+		p := newTreePair(t, r, termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 1000})
+		a, holder, planner, worker, jm := p.a, p.holder, p.planner, p.worker, p.jm
 		if err := rawClient(t, r).Publish(t.Context(), a.k.ctl(), "tex "+escape(holder)+" splanner 3 5000 1000").Err(); err != nil {
 			t.Fatal(err)
 		}
