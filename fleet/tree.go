@@ -86,8 +86,12 @@ type TreeHooks struct {
 type TreeMember interface {
 	// Spend charges usage of the run's subtree spent in this process. It
 	// is on the per-event path: no allocation, no network (a networked
-	// fleet waits for its sync loop only when this process spent a whole
-	// lease past its grants within one round trip, as Member.Spend). It
+	// fleet waits for its sync loop, at most its operation timeout and
+	// never while its store is unreachable, only when this process spent
+	// a whole lease past its grants within one round trip, as
+	// Member.Spend, or spent past its grants once the tree has no room
+	// left, or, in a joined process, before its first reserve told it the
+	// limits: this is what bounds the overshoot). It
 	// returns the cause the run must end with when the tree's limits are
 	// spent (a tree limit's cause for the holder, Cancelled{reason:
 	// parent} for a joined run), nil otherwise; the fleet stops the
