@@ -375,15 +375,21 @@ func (f *Fleet) Join(ctx context.Context, run fleet.RunInfo, budget *termination
 	}
 	f.runs[m.esc] = m
 	_, parentHere := f.runs[escape(run.Parent)]
+	lookup := run.Parent != "" && !parentHere && f.up.Load()
+	// Until the lookup below has answered, the sync loop does not register
+	// the run: a refused child never shows in the registry.
+	m.joining = lookup
 	f.mu.Unlock()
 	// A child of a run of another process (§8): refused when that run has
 	// ended. The run is in f.runs first, so an end announced from now on
 	// reaches it (checkParents) whatever this lookup found.
-	if run.Parent != "" && !parentHere && f.up.Load() {
-		if rec, ok := f.endedRecord(ctx, run.Parent); ok {
-			f.mu.Lock()
-			m.refused = true // it leaves no ended record
-			f.mu.Unlock()
+	if lookup {
+		rec, ended := f.endedRecord(ctx, run.Parent)
+		f.mu.Lock()
+		m.joining = false
+		m.refused = ended // it leaves no ended record
+		f.mu.Unlock()
+		if ended {
 			m.Leave(nil)
 			return reject(termination.Skipped{Reason: termination.SkipParentEnded, Detail: rec.Skip})
 		}
@@ -498,6 +504,7 @@ type member struct {
 	published  time.Time
 	left       bool
 	refused    bool      // Join refused it: it leaves no ended record
+	joining    bool      // Join is looking up its remote parent: not registered yet
 	stopID     string    // the fleet stop that ended it or an ancestor, if any
 	end        endRecord // its ended record, once queued (endQueued)
 	endQueued  bool
@@ -647,6 +654,9 @@ func (f *Fleet) syncRuns(ctx context.Context) {
 	var ups, maybe []*member
 	var renew []string
 	for esc, m := range f.runs {
+		if m.joining {
+			continue // registered once Join has looked up its parent
+		}
 		m.mu.Lock()
 		dirty := m.dirty
 		m.mu.Unlock()
