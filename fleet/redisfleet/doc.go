@@ -185,9 +185,10 @@
 //     go on under their own limits (and their request's context, which the
 //     dead caller's connection usually cancels).
 //
-// A remote child also holds the remaining tree limits its caller
-// propagated (min with its own); through the fleet, its usage is charged
-// to the holder's tree limits as it is spent (next section).
+// A remote child's usage is charged through the fleet to the tree limits
+// of the holders its request named, as it is spent (next section); it
+// takes the remaining limits its caller propagated as its own only when
+// no process holds those trees (as without a fleet).
 //
 // # Trees: limits shared across processes
 //
