@@ -110,11 +110,7 @@ func TestTreeSharedChargeAfterEnd(t *testing.T) {
 // A joined run's Remaining is what its caller said was left, less what its
 // subtree has spent since.
 func TestTreeSharedJoinedRemaining(t *testing.T) {
-	f := fleet.NewLocal()
-	planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {max_iterations: 10}"))
-	worker := mustStage(t, "worker", middleware.WithFleet(f))
-	pctx, p := planner.Start(context.Background())
-	cctx, _ := crossCall(pctx)
+	p, cctx, worker := sharedTree(t, "max_iterations: 10")
 	_, w := worker.Start(cctx)
 	for range 5 {
 		w.Observe(msg)
@@ -155,11 +151,7 @@ func TestTreeSharedPropagatedAncestorLimits(t *testing.T) {
 // A child started from a request after its parent, a run of this process,
 // ended is refused (§8).
 func TestTreeSharedChildOfEndedHolder(t *testing.T) {
-	f := fleet.NewLocal()
-	planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {max_iterations: 100}"))
-	worker := mustStage(t, "worker", middleware.WithFleet(f))
-	pctx, p := planner.Start(context.Background())
-	cctx, _ := crossCall(pctx)
+	p, cctx, worker := sharedTree(t, "max_iterations: 100")
 	p.Finish(nil)
 	_, w := worker.Start(cctx)
 	c, stop := w.Cause()

@@ -23,6 +23,19 @@ func crossCall(ctx context.Context) (context.Context, propagation.MapCarrier) {
 	return middleware.Propagator().Extract(context.Background(), carrier), carrier
 }
 
+// sharedTree starts a planner run that holds tree: {tree} on an in-process
+// fleet, and returns it, the context of a request it makes (as a callee's
+// server extracts it) and a worker stage on the same fleet.
+func sharedTree(t testing.TB, tree string, workerOpts ...middleware.Option) (*middleware.Run, context.Context, *middleware.Stage) {
+	t.Helper()
+	f := fleet.NewLocal()
+	planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {"+tree+"}"))
+	worker := mustStage(t, "worker", append([]middleware.Option{middleware.WithFleet(f)}, workerOpts...)...)
+	pctx, p := planner.Start(context.Background())
+	cctx, _ := crossCall(pctx)
+	return p, cctx, worker
+}
+
 // Tree limits shared through a fleet (§8 "Across processes"), with the
 // in-process fleet: the callee's usage reaches the holder's limits at the
 // event that spends it, the limit fires in the holder with its usual
@@ -195,11 +208,7 @@ func TestTreeHeaderOnlyWhenShared(t *testing.T) {
 // its limit exactly (the in-process fleet charges at the event), every
 // callee ends, and -race finds nothing.
 func TestTreeSharedConcurrentCallees(t *testing.T) {
-	f := fleet.NewLocal()
-	planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {max_iterations: 1000}"))
-	worker := mustStage(t, "worker", middleware.WithFleet(f))
-	pctx, p := planner.Start(context.Background())
-	cctx, _ := crossCall(pctx)
+	p, cctx, worker := sharedTree(t, "max_iterations: 1000")
 	var wg sync.WaitGroup
 	var mu sync.Mutex
 	counted := 0
