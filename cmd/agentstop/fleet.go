@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -86,10 +87,15 @@ type quietRedis struct{}
 
 func (quietRedis) Printf(context.Context, string, ...any) {}
 
+// quietOnce sets go-redis's logger, a package variable, once: a cluster
+// client's background reload of an earlier command (tests run many) may
+// still be reading it.
+var quietOnce sync.Once
+
 // runFleet runs fleet command name with its arguments and returns the exit
 // status.
 func runFleet(name string, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	redis.SetLogger(quietRedis{})
+	quietOnce.Do(func() { redis.SetLogger(quietRedis{}) })
 	fail := func(format string, a ...any) int {
 		msg := fmt.Sprintf(format, a...)
 		if i := strings.IndexByte(msg, '\n'); i >= 0 {
