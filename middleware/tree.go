@@ -251,7 +251,10 @@ func (r *Run) joinTree(p parentRef) bool {
 		t.limits = termination.NewEvaluator(limits, termination.WallClock)
 		t.whole = whole
 	}
-	if limits != nil || len(t.shares) > 0 {
+	t.mu.Lock()
+	joined := len(t.joined) > 0 // joined, even if a hook has stopped the run since
+	t.mu.Unlock()
+	if limits != nil || joined {
 		t.holders = []*tree{t}
 	}
 	r.mu.Lock()
