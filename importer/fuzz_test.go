@@ -23,7 +23,7 @@ func FuzzImport(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, format := range Formats() {
 			for _, opts := range []Options{{}, {MessagesField: "traj", IDField: "id", ErrorPrefix: "E"}} {
-				runs, err := Import(format, "f.json", data, opts)
+				runs, err := importData(format, "f.json", data, opts)
 				if err != nil {
 					if strings.Contains(err.Error(), "\n") {
 						t.Fatalf("%s: a multi-line error: %q", format, err)

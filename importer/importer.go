@@ -56,15 +56,77 @@ func (e *EntryError) Error() string {
 
 func (e *EntryError) Unwrap() error { return e.Err }
 
+// Output receives what an import produces: each run, in the order the
+// format completes them, and a count of the entries the format
+// legitimately leaves out (an HTTP span in a trace, a file-history line
+// in a session), by kind, for the summary line of §4.2.
+type Output struct {
+	emit    func(Run) error
+	skipped map[string]int
+}
+
+// NewOutput returns an Output that hands each run to emit.
+func NewOutput(emit func(Run) error) *Output {
+	return &Output{emit: emit, skipped: map[string]int{}}
+}
+
+// Run hands one complete run on; its error ends the import.
+func (o *Output) Run(r Run) error { return o.emit(r) }
+
+// Skip counts one entry of the given kind that the format leaves out.
+func (o *Output) Skip(kind string) { o.skipped[kind]++ }
+
+// Skipped returns the kinds of entries left out so far and how many of
+// each, kinds in ascending order.
+func (o *Output) Skipped() []Skipped {
+	out := make([]Skipped, 0, len(o.skipped))
+	for k, n := range o.skipped {
+		out = append(out, Skipped{Kind: k, Count: n})
+	}
+	slices.SortFunc(out, func(a, b Skipped) int { return strings.Compare(a.Kind, b.Kind) })
+	return out
+}
+
+// Skipped is a kind of entry an import left out and how many of it.
+type Skipped struct {
+	Kind  string
+	Count int
+}
+
+// A format reads one file of its kind from r and hands its runs to out.
 type format struct {
 	name   string
-	decode func(file string, data []byte, o *Options) ([]Run, error)
+	decode func(file string, r io.Reader, o *Options, out *Output) error
 }
 
 var formats = []format{
-	{"openai-chat", importOpenAIChat},
-	{"mini-swe-agent", importMiniSWEAgent},
-	{"otlp", importOTLP},
+	{"openai-chat", whole(importOpenAIChat)},
+	{"mini-swe-agent", whole(importMiniSWEAgent)},
+	{"otlp", whole(importOTLP)},
+}
+
+// whole adapts a format that maps a file read whole.
+func whole(f func(file string, data []byte, o *Options) ([]Run, error)) func(string, io.Reader, *Options, *Output) error {
+	return func(file string, r io.Reader, o *Options, out *Output) error {
+		data, err := io.ReadAll(r)
+		if err != nil {
+			return fmt.Errorf("cannot read %s: %w", file, err)
+		}
+		data = bytes.TrimPrefix(data, []byte{0xEF, 0xBB, 0xBF})
+		if len(bytes.TrimSpace(data)) == 0 {
+			return &EntryError{File: file, Err: fmt.Errorf("empty file")}
+		}
+		runs, err := f(file, data, o)
+		if err != nil {
+			return err
+		}
+		for _, run := range runs {
+			if err := out.Run(run); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
 }
 
 // Formats returns the names of the formats Import reads.
@@ -76,33 +138,31 @@ func Formats() []string {
 	return names
 }
 
-// Import maps the contents of one file in the named format to runs of §1
-// events. file names the input in errors and in run names. A format that
-// does not exist, and an entry that cannot be mapped, are errors (an
-// *EntryError for the latter); nothing is skipped silently.
-func Import(formatName, file string, data []byte, opts Options) ([]Run, error) {
+// Import maps one file in the named format, read from r, to runs of §1
+// events handed to out. file names the input in errors and in run names.
+// A format that does not exist, and an entry that cannot be mapped, are
+// errors (an *EntryError for the latter); nothing is skipped silently:
+// what a format leaves out is counted in out.
+func Import(formatName, file string, r io.Reader, opts Options, out *Output) error {
 	i := slices.IndexFunc(formats, func(f format) bool { return f.name == formatName })
 	if i < 0 {
-		return nil, fmt.Errorf("unknown format %q (want one of %s)", formatName, strings.Join(Formats(), ", "))
+		return fmt.Errorf("unknown format %q (want one of %s)", formatName, strings.Join(Formats(), ", "))
 	}
-	data = bytes.TrimPrefix(data, []byte{0xEF, 0xBB, 0xBF})
-	if len(bytes.TrimSpace(data)) == 0 {
-		return nil, &EntryError{File: file, Err: fmt.Errorf("empty file")}
-	}
-	return formats[i].decode(file, data, &opts)
+	return formats[i].decode(file, r, &opts, out)
 }
 
 // ImportFile is Import of the file at path.
-func ImportFile(formatName, path string, opts Options) ([]Run, error) {
-	data, err := os.ReadFile(path)
+func ImportFile(formatName, path string, opts Options, out *Output) error {
+	f, err := os.Open(path)
 	if err != nil {
 		var pe *fs.PathError
 		if errors.As(err, &pe) {
 			err = pe.Err // the path is in the message already
 		}
-		return nil, fmt.Errorf("cannot read %s: %w", path, err)
+		return fmt.Errorf("cannot read %s: %w", path, err)
 	}
-	return Import(formatName, path, data, opts)
+	defer f.Close()
+	return Import(formatName, path, f, opts, out)
 }
 
 // Uniquify gives every run a distinct id, in order: a name that repeats

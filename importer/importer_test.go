@@ -30,7 +30,7 @@ func TestImportGolden(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
-			runs, err := ImportFile(tt.format, filepath.Join("testdata", tt.file), tt.opts)
+			runs, err := importPath(tt.format, filepath.Join("testdata", tt.file), tt.opts)
 			require.NoError(t, err)
 			var b bytes.Buffer
 			require.NoError(t, WriteStream(&b, runs))
@@ -55,7 +55,7 @@ func TestImportGolden(t *testing.T) {
 }
 
 func TestOpenAIChatMapping(t *testing.T) {
-	runs, err := ImportFile("openai-chat", "testdata/chat.json", Options{ErrorPrefix: "ERROR:"})
+	runs, err := importPath("openai-chat", "testdata/chat.json", Options{ErrorPrefix: "ERROR:"})
 	require.NoError(t, err)
 	require.Len(t, runs, 1)
 	assert.Equal(t, "chat#1", runs[0].ID, "without -id, runs are named FILE#N")
@@ -76,20 +76,20 @@ func TestOpenAIChatMapping(t *testing.T) {
 	assert.Empty(t, ev[5].Err)
 	assert.Equal(t, "I cannot read it; \nit is not readable.", ev[7].Text)
 
-	runs, err = ImportFile("openai-chat", "testdata/batch.jsonl", Options{MessagesField: "traj", IDField: "instance_id"})
+	runs, err = importPath("openai-chat", "testdata/batch.jsonl", Options{MessagesField: "traj", IDField: "instance_id"})
 	require.NoError(t, err)
 	require.Len(t, runs, 3)
 	assert.Equal(t, []string{"task-a", "task-b", "task-a#2"}, []string{runs[0].ID, runs[1].ID, runs[2].ID})
 	assert.Equal(t, `"not json"`, string(runs[1].Events[2].Args), "arguments that are not JSON are kept as a string")
 	assert.Equal(t, termination.KindMessage, runs[1].Events[1].Kind, "an assistant message with tool calls is not final")
 
-	runs, err = ImportFile("openai-chat", "testdata/batch.jsonl", Options{MessagesField: "traj"})
+	runs, err = importPath("openai-chat", "testdata/batch.jsonl", Options{MessagesField: "traj"})
 	require.NoError(t, err)
 	assert.Equal(t, []string{"batch#1", "batch#2", "batch#3"}, []string{runs[0].ID, runs[1].ID, runs[2].ID})
 }
 
 func TestMiniSWEAgentMapping(t *testing.T) {
-	runs, err := ImportFile("mini-swe-agent", "testdata/django__django-11099.traj.json", Options{})
+	runs, err := importPath("mini-swe-agent", "testdata/django__django-11099.traj.json", Options{})
 	require.NoError(t, err)
 	require.Len(t, runs, 1)
 	r := runs[0]
@@ -146,7 +146,7 @@ func TestToolName(t *testing.T) {
 }
 
 func TestOTLPMapping(t *testing.T) {
-	runs, err := ImportFile("otlp", "testdata/collector.jsonl", Options{})
+	runs, err := importPath("otlp", "testdata/collector.jsonl", Options{})
 	require.NoError(t, err)
 	require.Len(t, runs, 2)
 	planner, researcher := runs[0], runs[1]
@@ -196,7 +196,7 @@ func TestImportErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Import(tt.format, "f.json", []byte(tt.text), tt.opts)
+			_, err := importData(tt.format, "f.json", []byte(tt.text), tt.opts)
 			require.ErrorContains(t, err, tt.err)
 			assert.NotContains(t, err.Error(), "\n")
 		})
@@ -251,7 +251,7 @@ func TestOTLPOlderUsageNames(t *testing.T) {
 {"traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b174","name":"invoke_agent a","startTimeUnixNano":"1","endTimeUnixNano":"9"},
 {"traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b175","parentSpanId":"eee19b7ec3c1b174","name":"chat m","startTimeUnixNano":"2","endTimeUnixNano":"3",
  "attributes":[{"key":"gen_ai.usage.prompt_tokens","value":{"intValue":"70"}},{"key":"gen_ai.usage.completion_tokens","value":{"intValue":7}}]}]}]}]}`
-	runs, err := Import("otlp", "old.json", []byte(data), Options{})
+	runs, err := importData("otlp", "old.json", []byte(data), Options{})
 	require.NoError(t, err)
 	require.Len(t, runs, 1)
 	assert.Equal(t, termination.Usage{InputTokens: 70, OutputTokens: 7}, runs[0].Events[0].Usage)

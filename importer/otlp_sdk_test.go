@@ -62,7 +62,7 @@ func TestOTLPFromSDK(t *testing.T) {
 	data, err := protojson.Marshal(req)
 	require.NoError(t, err)
 
-	runs, err := Import("otlp", "sdk.json", data, Options{})
+	runs, err := importData("otlp", "sdk.json", data, Options{})
 	require.NoError(t, err)
 	require.Len(t, runs, 2)
 	coder, reviewer := runs[0], runs[1]

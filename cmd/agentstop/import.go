@@ -49,12 +49,11 @@ func runImport(args []string, sio stdio) int {
 	}
 	opts := importer.Options{MessagesField: *messages, IDField: *id, ErrorPrefix: *errorPrefix}
 	var runs []importer.Run
+	out := importer.NewOutput(func(r importer.Run) error { runs = append(runs, r); return nil })
 	for _, f := range files {
-		r, err := importer.ImportFile(*from, f, opts)
-		if err != nil {
+		if err := importer.ImportFile(*from, f, opts, out); err != nil {
 			return fail("%v", err)
 		}
-		runs = append(runs, r...)
 	}
 	importer.Uniquify(runs)
 	if *dir == "" {
