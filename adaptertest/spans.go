@@ -50,13 +50,41 @@ type SpanWant struct {
 //
 // It returns an error naming the first span or call that breaks it.
 func CheckSpans(spans []sdktrace.ReadOnlySpan, events []termination.Event, want SpanWant) error {
+	tools, err := runSpans(spans, want)
+	if err != nil {
+		return err
+	}
+	p := pairEvents(events)
+	if want.Answered {
+		if err := p.checkAllAnswered(events); err != nil {
+			return err
+		}
+	}
+	spansByID := map[string][]sdktrace.ReadOnlySpan{}
+	withoutID := map[string][]sdktrace.ReadOnlySpan{}
+	for _, s := range tools {
+		if id, ok := spanAttr(s, telemetry.KeyGenAIToolCallID); ok {
+			spansByID[id] = append(spansByID[id], s)
+		} else {
+			tool := strings.TrimPrefix(s.Name(), "execute_tool ")
+			withoutID[tool] = append(withoutID[tool], s)
+		}
+	}
+	if err := p.checkSpansWithID(spansByID); err != nil {
+		return err
+	}
+	return p.checkSpansWithoutID(withoutID)
+}
+
+// runSpans finds the run's invoke_agent span and its execute_tool spans,
+// and checks the run span's model and the tool spans' parent and call ids.
+func runSpans(spans []sdktrace.ReadOnlySpan, want SpanWant) (tools []sdktrace.ReadOnlySpan, err error) {
 	var run sdktrace.ReadOnlySpan
-	var tools []sdktrace.ReadOnlySpan
 	for _, s := range spans {
 		switch {
 		case s.Name() == "invoke_agent "+want.Stage:
 			if run != nil {
-				return fmt.Errorf("two invoke_agent %s spans for one run", want.Stage)
+				return nil, fmt.Errorf("two invoke_agent %s spans for one run", want.Stage)
 			}
 			run = s
 		case strings.HasPrefix(s.Name(), "execute_tool "):
@@ -68,87 +96,94 @@ func CheckSpans(spans []sdktrace.ReadOnlySpan, events []termination.Event, want 
 		for i, s := range spans {
 			names[i] = s.Name()
 		}
-		return fmt.Errorf("no invoke_agent %s span among the recorded spans %q", want.Stage, names)
+		return nil, fmt.Errorf("no invoke_agent %s span among the recorded spans %q", want.Stage, names)
 	}
 	if want.Model != "" {
 		if got, ok := spanAttr(run, telemetry.KeyGenAIRequestModel); !ok || got != want.Model {
-			return fmt.Errorf("invoke_agent %s: %s = %q (set: %v), want %q", want.Stage, telemetry.KeyGenAIRequestModel, got, ok, want.Model)
+			return nil, fmt.Errorf("invoke_agent %s: %s = %q (set: %v), want %q", want.Stage, telemetry.KeyGenAIRequestModel, got, ok, want.Model)
 		}
 	}
 	for _, s := range tools {
 		if s.Parent().SpanID() != run.SpanContext().SpanID() || s.Parent().TraceID() != run.SpanContext().TraceID() {
-			return fmt.Errorf("span %q is not a child of the run's invoke_agent %s span", s.Name(), want.Stage)
+			return nil, fmt.Errorf("span %q is not a child of the run's invoke_agent %s span", s.Name(), want.Stage)
 		}
 		if _, ok := spanAttr(s, telemetry.KeyGenAIToolCallID); !ok && want.CallIDs {
-			return fmt.Errorf("span %q has no %s: the framework's tool call ids do not reach the spans", s.Name(), telemetry.KeyGenAIToolCallID)
+			return nil, fmt.Errorf("span %q has no %s: the framework's tool call ids do not reach the spans", s.Name(), telemetry.KeyGenAIToolCallID)
 		}
 	}
+	return tools, nil
+}
 
-	// Pair the events as the conventions say: a result with a call id
-	// answers the call with that id; any other answers the oldest open call
-	// of its tool that has no id.
-	type call struct {
-		tool     string
-		answered bool
-	}
-	byID := map[string]*call{}
-	open := map[string]int{}    // per tool: calls without id not yet answered
-	results := map[string]int{} // per tool: answered calls without id
-	failures := map[string]int{}
-	var answered []string // call ids, in order
-	failedID := map[string]bool{}
+// pairedCall is a tool call with an id, and whether a result answered it.
+type pairedCall struct {
+	tool     string
+	answered bool
+}
+
+// pairing is the events' calls paired with their results as the
+// conventions say: a result with a call id answers the call with that id;
+// any other answers the oldest open call of its tool that has no id.
+type pairing struct {
+	byID     map[string]*pairedCall
+	answered []string        // call ids, in order
+	failedID map[string]bool // per answered call id: its result failed
+	results  map[string]int  // per tool: answered calls without id
+	failures map[string]int  // per tool: failed results of calls without id
+}
+
+func pairEvents(events []termination.Event) pairing {
+	p := pairing{byID: map[string]*pairedCall{}, failedID: map[string]bool{}, results: map[string]int{}, failures: map[string]int{}}
+	open := map[string]int{} // per tool: calls without id not yet answered
 	for _, ev := range events {
 		switch ev.Kind {
 		case termination.KindToolCall:
 			if ev.CallID != "" {
-				byID[ev.CallID] = &call{tool: ev.Tool}
+				p.byID[ev.CallID] = &pairedCall{tool: ev.Tool}
 			} else {
 				open[ev.Tool]++
 			}
 		case termination.KindToolResult:
-			if c := byID[ev.CallID]; ev.CallID != "" && c != nil && !c.answered {
+			if c := p.byID[ev.CallID]; ev.CallID != "" && c != nil && !c.answered {
 				c.answered = true
-				answered = append(answered, ev.CallID)
-				failedID[ev.CallID] = ev.Failed()
+				p.answered = append(p.answered, ev.CallID)
+				p.failedID[ev.CallID] = ev.Failed()
 				continue
 			}
 			if open[ev.Tool] > 0 {
 				open[ev.Tool]--
-				results[ev.Tool]++
+				p.results[ev.Tool]++
 				if ev.Failed() {
-					failures[ev.Tool]++
+					p.failures[ev.Tool]++
 				}
 			}
 		}
 	}
+	return p
+}
 
-	if want.Answered {
-		for _, ev := range events {
-			if c := byID[ev.CallID]; ev.Kind == termination.KindToolCall && c != nil && !c.answered {
-				return fmt.Errorf("tool call id %q (a call to %s) is on no execute_tool span: no tool_result carried it", ev.CallID, c.tool)
-			}
+// checkAllAnswered checks that every call with an id got its result.
+func (p pairing) checkAllAnswered(events []termination.Event) error {
+	for _, ev := range events {
+		if c := p.byID[ev.CallID]; ev.Kind == termination.KindToolCall && c != nil && !c.answered {
+			return fmt.Errorf("tool call id %q (a call to %s) is on no execute_tool span: no tool_result carried it", ev.CallID, c.tool)
 		}
 	}
+	return nil
+}
 
-	spansByID := map[string][]sdktrace.ReadOnlySpan{}
-	withoutID := map[string][]sdktrace.ReadOnlySpan{}
-	for _, s := range tools {
-		if id, ok := spanAttr(s, telemetry.KeyGenAIToolCallID); ok {
-			spansByID[id] = append(spansByID[id], s)
-		} else {
-			tool := strings.TrimPrefix(s.Name(), "execute_tool ")
-			withoutID[tool] = append(withoutID[tool], s)
-		}
-	}
-	for _, id := range answered {
-		c, ss := byID[id], spansByID[id]
+// checkSpansWithID checks that each answered call id is on exactly one
+// span of its tool with the right status, and that no span carries an id
+// that answers no call.
+func (p pairing) checkSpansWithID(spansByID map[string][]sdktrace.ReadOnlySpan) error {
+	for _, id := range p.answered {
+		c, ss := p.byID[id], spansByID[id]
 		if len(ss) != 1 {
 			return fmt.Errorf("tool call id %q (a call to %s) is on %d execute_tool spans, want 1: the framework's tool call ids do not reach the spans", id, c.tool, len(ss))
 		}
 		if s := ss[0]; s.Name() != "execute_tool "+c.tool {
 			return fmt.Errorf("tool call id %q of a call to %s is on span %q, want execute_tool %s", id, c.tool, s.Name(), c.tool)
 		}
-		if err := checkToolStatus(ss[0], failedID[id]); err != nil {
+		if err := checkToolStatus(ss[0], p.failedID[id]); err != nil {
 			return fmt.Errorf("tool call id %q: %w", id, err)
 		}
 		delete(spansByID, id)
@@ -161,24 +196,29 @@ func CheckSpans(spans []sdktrace.ReadOnlySpan, events []termination.Event, want 
 		slices.Sort(ids)
 		return fmt.Errorf("execute_tool span with %s %q answers no tool call of the run's events", telemetry.KeyGenAIToolCallID, ids[0])
 	}
-	for _, tool := range sortedKeys(results, withoutID) {
+	return nil
+}
+
+// checkSpansWithoutID checks, per tool, that the spans without a call id
+// match its answered calls without one, failures included.
+func (p pairing) checkSpansWithoutID(withoutID map[string][]sdktrace.ReadOnlySpan) error {
+	for _, tool := range sortedKeys(p.results, withoutID) {
 		ss := withoutID[tool]
-		if len(ss) != results[tool] {
-			return fmt.Errorf("%d execute_tool %s spans without a call id, want %d (the tool's answered calls without one)", len(ss), tool, results[tool])
+		if len(ss) != p.results[tool] {
+			return fmt.Errorf("%d execute_tool %s spans without a call id, want %d (the tool's answered calls without one)", len(ss), tool, p.results[tool])
 		}
 		failed := 0
 		for _, s := range ss {
-			if s.Status().Code == codes.Error {
+			isErr := s.Status().Code == codes.Error
+			if isErr {
 				failed++
-				if err := checkToolStatus(s, true); err != nil {
-					return err
-				}
-			} else if err := checkToolStatus(s, false); err != nil {
+			}
+			if err := checkToolStatus(s, isErr); err != nil {
 				return err
 			}
 		}
-		if failed != failures[tool] {
-			return fmt.Errorf("%d execute_tool %s spans with status Error, want %d (its failed results)", failed, tool, failures[tool])
+		if failed != p.failures[tool] {
+			return fmt.Errorf("%d execute_tool %s spans with status Error, want %d (its failed results)", failed, tool, p.failures[tool])
 		}
 	}
 	return nil
