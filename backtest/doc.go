@@ -50,8 +50,11 @@
 //   - A file that a glob matches is named by its base name, without .jsonl
 //     (a glob has no directory to be relative to); a directory a glob
 //     matches names its files relative to itself.
-//   - A file with no events, or whose events name their run on some lines
-//     and not on others, is bad input naming the file (and the line).
+//   - A file with no events is bad input naming the file. A file whose
+//     events name their run on some lines and not on others is bad input
+//     naming the file and the first line that breaks the first event's
+//     pattern: termination's Decoder owns that check, so the message is
+//     the one agentstop replay prints for the same file.
 //   - With Lenient, a truncated last line is skipped. In a file of one run
 //     the result carries truncated only when its replay reached the end of
 //     the run, as replay -lenient does; in a file of many runs every run's

@@ -91,3 +91,29 @@ func TestReplayTreeBadInput(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout, `"truncated":true,"run":"a"`)
 }
+
+// TestMixedRunsReplayAndBacktest: a log in which some events carry run and
+// others do not is an error naming the first line that breaks the first
+// event's pattern, exit 2, in replay and backtest alike (§4), with the same
+// message: replay neither invents a run with no id (first line has run)
+// nor ignores run (first line has none).
+func TestMixedRunsReplayAndBacktest(t *testing.T) {
+	const tail = ": every event of a log names its run, or none does\n"
+	for file, want := range map[string]string{
+		"mixed.jsonl":            `: line 2: this event names no run, but the first event (line 1) names run "a"` + tail,
+		"mixed-first-none.jsonl": `: line 3: this event names run "b", but the first event (line 1) names none` + tail,
+	} {
+		t.Run(file, func(t *testing.T) {
+			path := bt + "bad/" + file
+			code, stdout, stderr := runCLI(t, "", "replay", "-policy", policy, path)
+			assert.Equal(t, exitBad, code, stdout)
+			assert.Empty(t, stdout)
+			assert.Equal(t, "agentstop replay: "+path+want, stderr)
+
+			code, stdout, stderr = runCLI(t, "", "backtest", "-policy", policy, path)
+			assert.Equal(t, exitBad, code, stdout)
+			assert.Empty(t, stdout)
+			assert.Equal(t, "agentstop backtest: "+path+want, stderr)
+		})
+	}
+}
