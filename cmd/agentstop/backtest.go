@@ -21,7 +21,9 @@ Evaluates each policy over recorded runs, exactly as replay would, and reports
 which runs each policy would have stopped, where, and what the stop saves.
 PATH is a JSON Lines file, a directory (every *.jsonl below it) or a glob. A
 file whose events carry "run" holds many runs; otherwise a file is one run,
-named by its path relative to PATH without .jsonl.
+named by its path relative to PATH without .jsonl. An empty policy (an empty
+file, {}) is evaluated, with one warning line on stderr naming the file:
+nothing can stop a run.
 
 Exit status: 0 when the backtest ran; 1 when a policy stops more good runs
 than -max-false-stops; 2 on bad input (a malformed line, a bad policy, a bad
@@ -73,6 +75,7 @@ func runBacktest(args []string, sio stdio) int {
 		if err != nil {
 			return fail("%v", err)
 		}
+		warnEmptyPolicy(sio, "backtest", p, pol.Policy)
 		if pol.Policy.FleetBudget() != nil {
 			fmt.Fprintf(sio.err, "agentstop backtest: %s: fleet_budget is valid but ignored: a backtest evaluates runs without a fleet\n", p)
 		}

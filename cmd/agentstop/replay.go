@@ -37,6 +37,9 @@ of a log names its run, or none does: the first line that breaks the pattern
 the first event set is an error naming it, as in backtest (a log of one run is
 read up to its first cause, so a line after it is not checked).
 
+An empty policy (an empty file, {}) is valid, but nothing can stop a run: the
+replay runs, with one warning line on stderr naming the file.
+
 Exit status: 0 when the replay ran; 1 when its outcome is listed in -fail-on;
 2 on bad input (unreadable file, malformed line, unknown kind, invalid policy),
 with one line on stderr naming the file, line or key.
@@ -101,6 +104,7 @@ func runReplay(args []string, sio stdio) int {
 	if err != nil {
 		return fail("%s: %v", *policyPath, err)
 	}
+	warnEmptyPolicy(sio, "replay", *policyPath, policy)
 	if policy.FleetBudget() != nil {
 		// A shared budget needs the fleet's other runs; one recorded run
 		// cannot replay them.

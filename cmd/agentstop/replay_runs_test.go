@@ -117,3 +117,31 @@ func TestMixedRunsReplayAndBacktest(t *testing.T) {
 		})
 	}
 }
+
+// TestEmptyPolicyWarns: an empty policy is valid (§3) and the replay or
+// backtest runs, but nothing can stop a run: one warning line on stderr
+// names the file. A policy that sets anything gets no warning.
+func TestEmptyPolicyWarns(t *testing.T) {
+	dir := t.TempDir()
+	for name, text := range map[string]string{"empty.yaml": "", "braces.json": "{}\n", "off.yaml": "# all off\nstop_message: false\n"} {
+		t.Run(name, func(t *testing.T) {
+			pol := filepath.Join(dir, name)
+			require.NoError(t, os.WriteFile(pol, []byte(text), 0o644))
+			want := "agentstop replay: " + pol + ": warning: the policy is empty (no condition, no limit): nothing can stop a run\n"
+
+			code, stdout, stderr := runCLI(t, "", "replay", "-policy", pol, "../../testdata/runaway_search.jsonl")
+			assert.Equal(t, exitOK, code, stderr)
+			assert.Equal(t, want, stderr)
+			assert.Contains(t, stdout, `"termination_cause":"natural_completion"`, "the run still replays")
+
+			code, stdout, stderr = runCLI(t, "", "backtest", "-policy", pol, "-policy", policy, bt+"corpus")
+			assert.Equal(t, exitOK, code, stderr)
+			assert.Equal(t, strings.Replace(want, "replay", "backtest", 1), stderr)
+			assert.Contains(t, stdout, name+": stopped 0 of 4 runs")
+		})
+	}
+	for _, pol := range []string{policy, treePolicy} {
+		_, _, stderr := runCLI(t, "", "replay", "-policy", pol, "../../testdata/runaway_search.jsonl")
+		assert.NotContains(t, stderr, "warning", pol)
+	}
+}
