@@ -582,3 +582,40 @@ func TestTableWithoutLabels(t *testing.T) {
 	assert.Nil(t, rep.Summaries[0].Labels)
 	assert.Zero(t, rep.Summaries[0].FalseStops())
 }
+
+// TestTableAll: with -all the table lists, per policy, every condition that
+// would fire over each whole run, the first to fire first, and how many
+// runs nothing fires on; without it, none of that.
+func TestTableAll(t *testing.T) {
+	cfg := Config{Policies: policies(t, "strict.yaml", "loose.yaml"), All: true}
+	rep := evaluate(t, []string{"testdata/corpus"}, cfg)
+	var b bytes.Buffer
+	require.NoError(t, rep.WriteTable(&b))
+	out := b.String()
+	_, loose, ok := strings.Cut(out, "\nloose.yaml: ")
+	require.True(t, ok, out)
+	strict := strings.TrimSuffix(out, loose)
+	assert.Contains(t, strict, "  every condition that would fire over the whole run (-all), the first to fire first:\n")
+	assert.Contains(t, strict, "  bad/burn        event 5   token_budget: {total_tokens=60000}  budget_exhausted\n"+
+		"                  event 20  max_iterations: 6                   max_iterations\n",
+		"the budget fires first, then max_iterations (the second-best signal), though the policy lists it first")
+	assert.NotContains(t, strict, "no condition would fire", "something fires on every run")
+	assert.Contains(t, loose, "  bad/loop  event 10  stall: {repeats: 3, same_result: true}  stall\n")
+	assert.Contains(t, loose, "  no condition would fire on the 2 other runs\n")
+
+	cfg.Policies = []Policy{{Name: "never.yaml", Policy: termination.MustParsePolicy("max_iterations: 1000")}}
+	rep = evaluate(t, []string{"testdata/corpus/good"}, cfg)
+	b.Reset()
+	require.NoError(t, rep.WriteTable(&b))
+	assert.Contains(t, b.String(), "never.yaml: stopped 0 of 2 runs\n")
+	assert.Contains(t, b.String(), "  -all: no condition would fire on any of the 2 runs\n")
+	assert.NotContains(t, b.String(), "FIRES AT")
+
+	cfg.All = false
+	cfg.Policies = policies(t, "strict.yaml")
+	rep = evaluate(t, []string{"testdata/corpus"}, cfg)
+	b.Reset()
+	require.NoError(t, rep.WriteTable(&b))
+	assert.NotContains(t, b.String(), "-all")
+	assert.NotContains(t, b.String(), "FIRES AT")
+}

@@ -63,7 +63,9 @@
 //   - -all evaluates each top-level condition of a policy on its own
 //     ([termination.Policy.Conditions]); its "at" is the stopped_at that
 //     condition alone would have had, over the run alone. A policy's tree:
-//     limits are not listed there.
+//     limits are not listed there. The table lists them below each
+//     policy's stopped runs, the first to fire first; json and csv keep
+//     the policy's order.
 //   - Labels are case-sensitive: "good", "bad", true, false. A labelled run
 //     that is not in the corpus is ignored.
 //   - Outcomes are in the order of the files (PATHs in the order given,

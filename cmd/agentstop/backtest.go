@@ -44,7 +44,7 @@ func runBacktest(args []string, sio stdio) int {
 	var policyPaths stringList
 	fs.Var(&policyPaths, "policy", "a termination policy `FILE`, YAML or JSON (repeatable; at least one)")
 	labelsPath := fs.String("labels", "", "a labels `FILE`: a JSON object {\"RUN\": \"good\"|\"bad\"|true|false} or a CSV run,label")
-	all := fs.Bool("all", false, "also list every condition that would fire over the whole run, each with the event where it first fires")
+	all := fs.Bool("all", false, "also list every condition that would fire over the whole run, each with the event where it first fires (table, json and csv)")
 	lenient := fs.Bool("lenient", false, "skip a truncated last line of a file and mark its run truncated, instead of failing")
 	format := fs.String("format", "table", "output `FORMAT`: table (for people), json (one object per line) or csv")
 	workers := fs.Int("j", runtime.NumCPU(), "how many files to evaluate at once (`N` workers)")
