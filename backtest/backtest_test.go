@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -161,8 +162,10 @@ func TestReportMeaning(t *testing.T) {
 	assert.Equal(t, roundCost(saved), roundCost(strict.Saved))
 }
 
+// roundCost rounds a's cost to 4 decimals, so that sums taken in another
+// order compare equal.
 func roundCost(a Amounts) Amounts {
-	a.Cost = round(a.Cost)
+	a.Cost, _ = strconv.ParseFloat(strconv.FormatFloat(a.Cost, 'f', 4, 64), 64)
 	return a
 }
 
@@ -618,4 +621,31 @@ func TestTableAll(t *testing.T) {
 	require.NoError(t, rep.WriteTable(&b))
 	assert.NotContains(t, b.String(), "-all")
 	assert.NotContains(t, b.String(), "FIRES AT")
+}
+
+// TestTableForPeople: the table rounds money to 6 significant digits (JSON
+// keeps the full value) and agrees nouns with their numbers ("1 event").
+func TestTableForPeople(t *testing.T) {
+	dir := t.TempDir()
+	// 0.00029 + 0.00145 is 0.0017399999999999998 in float64.
+	log := `{"kind":"message"}` + "\n" + `{"kind":"message"}` + "\n" + `{"kind":"message","cost":0.00029}` + "\n" +
+		`{"kind":"message","cost":0.00145}` + "\n" + `{"kind":"final","usage":{"input_tokens":0,"output_tokens":1}}` + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "run.jsonl"), []byte(log), 0o644))
+	cfg := Config{Policies: []Policy{
+		{Name: "one.yaml", Policy: termination.MustParsePolicy("max_iterations: 1")},
+		{Name: "three.yaml", Policy: termination.MustParsePolicy("max_iterations: 3")},
+	}}
+	rep := evaluate(t, []string{dir}, cfg)
+	require.Equal(t, 0.0017399999999999998, rep.Outcomes[0].Saved.Cost, "the three events after the stop")
+	var b bytes.Buffer
+	require.NoError(t, rep.WriteTable(&b))
+	out := b.String()
+	assert.Contains(t, out, "one.yaml: stopped 1 of 1 run (max_iterations 1)\n")
+	assert.Contains(t, out, "  saved: 3 events, 3 iterations, 0 tool calls, 0 input + 1 output token, cost 0.00174\n")
+	assert.Contains(t, out, "  saved: 1 event, 1 iteration, 0 tool calls, 0 input + 1 output token, cost 0\n")
+	assert.Contains(t, out, "  run  max_iterations  event 4 of 5  1 event, 1 token, cost 0\n")
+	assert.NotContains(t, out, "0.0017399")
+	b.Reset()
+	require.NoError(t, rep.WriteJSON(&b))
+	assert.Contains(t, b.String(), `"cost":0.0017399999999999998`, "JSON keeps the full value")
 }

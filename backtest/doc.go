@@ -29,8 +29,10 @@
 // ([termination.ArgsFingerprint], the key stall detection compares), not
 // once per policy.
 //
-// The package imports termination only; nothing but cmd/agentstop (and a
-// user's own tooling) imports it.
+// The package imports termination, and internal/human for its table's
+// money (6 significant digits) and plurals, written as every command
+// writes them; nothing but cmd/agentstop (and a user's own tooling)
+// imports it.
 //
 // The [Report] holds one [Outcome] per (run, policy) and one [Summary] per
 // policy, and writes itself as a table for people, JSON Lines or CSV.

@@ -516,27 +516,28 @@ func labelRank(l Label) int {
 	return 2
 }
 
-// short writes amounts in a table cell: "40 events, 821.1k tokens, $1.37".
+// short writes amounts in a table cell: "40 events, 821.1k tokens, cost
+// 1.37" (money to 6 significant digits, human.Money).
 func short(a Amounts) string {
-	return fmt.Sprintf("%d events, %s tokens, cost %s", a.Events, count(a.Tokens.Total()), f64(round(a.Cost)))
+	return fmt.Sprintf("%s, %s, cost %s", human.Count(a.Events, "event"), tokens(a.Tokens.Total()), human.Money(a.Cost))
 }
 
 // shortOf writes amounts as parts of a total: "31 of 54 events, 59.7k of
 // 89.0k tokens".
 func shortOf(a, total Amounts) string {
-	return fmt.Sprintf("%d of %d events, %s of %s tokens", a.Events, total.Events, count(a.Tokens.Total()), count(total.Tokens.Total()))
+	return fmt.Sprintf("%d of %s, %s of %s", a.Events, human.Count(total.Events, "event"),
+		count(a.Tokens.Total()), tokens(total.Tokens.Total()))
 }
 
 // long writes amounts in full.
 func long(a Amounts) string {
-	return fmt.Sprintf("%d events, %d iterations, %d tool calls, %d input + %d output tokens, cost %s",
-		a.Events, a.Iterations, a.ToolCalls, a.Tokens.InputTokens, a.Tokens.OutputTokens, f64(round(a.Cost)))
+	return fmt.Sprintf("%s, %s, %s, %d input + %d output %s, cost %s",
+		human.Count(a.Events, "event"), human.Count(a.Iterations, "iteration"), human.Count(a.ToolCalls, "tool call"),
+		a.Tokens.InputTokens, a.Tokens.OutputTokens, human.Noun(a.Tokens.Total(), "token"), human.Money(a.Cost))
 }
 
-func round(c float64) float64 {
-	v, _ := strconv.ParseFloat(strconv.FormatFloat(c, 'f', 4, 64), 64)
-	return v
-}
+// tokens writes a token count and the noun: "1 token", "12.3k tokens".
+func tokens(n int64) string { return count(n) + " " + human.Noun(n, "token") }
 
 // count writes a token count for people: 950, 12.3k, 4.1M.
 func count(n int64) string {

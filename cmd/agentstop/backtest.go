@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/backtest"
+	"github.com/agentstop/agentstop/internal/human"
 )
 
 const backtestUsage = `Usage: agentstop backtest -policy A.yaml [-policy B.yaml ...] [-labels LABELS] [-all] [-lenient]
@@ -122,11 +123,7 @@ func runBacktest(args []string, sio stdio) int {
 		failed := false
 		for _, s := range rep.Summaries {
 			if n := s.FalseStops(); n > maxFalseStops.n {
-				runs := "runs"
-				if n == 1 {
-					runs = "run"
-				}
-				fmt.Fprintf(sio.err, "agentstop backtest: %s stops %d good %s, more than -max-false-stops %d\n", s.Policy, n, runs, maxFalseStops.n)
+				fmt.Fprintf(sio.err, "agentstop backtest: %s stops %s, more than -max-false-stops %d\n", s.Policy, human.Count(n, "good run"), maxFalseStops.n)
 				failed = true
 			}
 		}
@@ -187,7 +184,7 @@ func (p *progressLine) update(pr backtest.Progress) {
 		if s := pr.Elapsed.Seconds(); s > 0 {
 			rate = float64(pr.Events) / s
 		}
-		fmt.Fprintf(p.w, "\r\033[Kbacktest: %d runs done (%d of %d files), %.0f events/s", pr.Runs, pr.FilesDone, pr.Files, rate)
+		fmt.Fprintf(p.w, "\r\033[Kbacktest: %s done (%d of %s), %.0f events/s", human.Count(pr.Runs, "run"), pr.FilesDone, human.Count(pr.Files, "file"), rate)
 		p.drawn = true
 	}
 }

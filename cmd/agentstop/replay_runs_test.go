@@ -47,7 +47,7 @@ func TestReplayTree(t *testing.T) {
 	code, stdout2, stderr := runCLI(t, "", "replay", "-policy", treePolicy, "-fail-on", "skipped", "../../testdata/tree_planner.jsonl")
 	assert.Equal(t, 1, code)
 	assert.Equal(t, stdout, stdout2)
-	assert.Equal(t, "agentstop replay: 1 of 5 runs have an outcome listed in -fail-on\n", stderr)
+	assert.Equal(t, "agentstop replay: 1 of 5 runs has an outcome listed in -fail-on\n", stderr)
 
 	// From stdin, with -stage.
 	log, err := os.ReadFile("../../testdata/tree_planner.jsonl")

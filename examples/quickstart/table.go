@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/agentstop/agentstop/internal/human"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -117,12 +118,12 @@ func describeCause(c termination.Cause, info runInfo) string {
 	case termination.HandoffRequested:
 		return fmt.Sprintf("%s handed off to %s", c.Source, c.Target)
 	case termination.MaxIterationsReached:
-		return fmt.Sprintf("%d turns, limit %d", c.Count, c.Limit)
+		return fmt.Sprintf("%s, limit %d", human.Count(c.Count, "turn"), c.Limit)
 	case termination.MaxToolCallsReached:
 		if c.Tool != "" {
-			return fmt.Sprintf("%d calls of %s, limit %d", c.Count, c.Tool, c.Limit)
+			return fmt.Sprintf("%s of %s, limit %d", human.Count(c.Count, "call"), c.Tool, c.Limit)
 		}
-		return fmt.Sprintf("%d tool calls, limit %d", c.Count, c.Limit)
+		return fmt.Sprintf("%s, limit %d", human.Count(c.Count, "tool call"), c.Limit)
 	case termination.BudgetPressure:
 		return fmt.Sprintf("%s%s at %s of %s, past the %.0f%% pressure mark%s", scope(c.Scope), c.Resource,
 			amount(c.Resource, c.Used), amount(c.Resource, c.Limit), c.Threshold*100, sharedBy(c.Scope, info))
@@ -130,12 +131,12 @@ func describeCause(c termination.Cause, info runInfo) string {
 		return fmt.Sprintf("%s%s budget spent: %s of %s%s", scope(c.Scope), c.Resource,
 			amount(c.Resource, c.Used), amount(c.Resource, c.Limit), sharedBy(c.Scope, info))
 	case termination.StallDetected:
-		s := fmt.Sprintf("%s, %d repeats", c.Signal, c.Repeats)
+		s := fmt.Sprintf("%s, %s", c.Signal, human.Count(c.Repeats, "repeat"))
 		switch {
 		case c.Signal == termination.SignalRepeatedToolCall && info.lastTool != "":
-			s = fmt.Sprintf("%s repeated %d times with the same arguments (%s)", info.lastTool, c.Repeats, c.Signal)
+			s = fmt.Sprintf("%s repeated %s with the same arguments (%s)", info.lastTool, human.Count(c.Repeats, "time"), c.Signal)
 		case c.Signal == termination.SignalRepeatedResult && info.lastTool != "":
-			s = fmt.Sprintf("%s gave the same result %d times (%s)", info.lastTool, c.Repeats, c.Signal)
+			s = fmt.Sprintf("%s gave the same result %s (%s)", info.lastTool, human.Count(c.Repeats, "time"), c.Signal)
 		}
 		if c.Period > 0 {
 			s += fmt.Sprintf(", period %d", c.Period)
@@ -191,7 +192,7 @@ func sharedBy(scope string, info runInfo) string {
 
 func amount(r termination.Resource, v float64) string {
 	if r == termination.ResourceCost {
-		return fmt.Sprintf("$%.4f", v)
+		return "$" + human.Money(v)
 	}
 	return fmt.Sprintf("%.0f", v)
 }
@@ -302,7 +303,11 @@ func (w *tableWriter) shutdownReport() {
 	if !w.tally.stopping {
 		return
 	}
-	fmt.Fprintf(w.out, "\nAt shutdown: %d runs in flight finished by their own cause (counted above)", w.tally.drained)
+	their := "their"
+	if w.tally.drained == 1 {
+		their = "its"
+	}
+	fmt.Fprintf(w.out, "\nAt shutdown: %s in flight finished by %s own cause (counted above)", human.Count(w.tally.drained, "run"), their)
 	if len(w.tally.interrupted) == 0 {
 		fmt.Fprintln(w.out, "; none was interrupted.")
 		return
@@ -313,7 +318,11 @@ func (w *tableWriter) shutdownReport() {
 		parts = append(parts, fmt.Sprintf("%s=%d", stage, w.tally.interrupted[stage]))
 		cut += w.tally.interrupted[stage]
 	}
-	fmt.Fprintf(w.out, "; %d still running after -drain were interrupted (not counted above): %s\n", cut, strings.Join(parts, " "))
+	were := "were"
+	if cut == 1 {
+		were = "was"
+	}
+	fmt.Fprintf(w.out, "; %d still running after -drain %s interrupted (not counted above): %s\n", cut, were, strings.Join(parts, " "))
 }
 
 // table prints causes as rows and stages as columns.
