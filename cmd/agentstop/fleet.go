@@ -134,10 +134,10 @@ func runFleet(name string, args []string, stdout, stderr io.Writer, getenv func(
 		by = fs.String("by", fleet.DefaultBy(), "who issues it, shown in the cause detail and in blocks")
 	}
 	if name == "stop" {
-		wait = fs.Duration("wait", fleet.DefaultStopWait, "how long to wait for the owning processes to confirm")
+		wait = human.Duration(fs, "wait", fleet.DefaultStopWait, "how long to wait for the owning processes to confirm")
 	}
 	if name == "block" {
-		expire = fs.Duration("expire", 0, "remove the block after this long (default: until unblock)")
+		expire = human.Duration(fs, "expire", 0, "remove the block after this long (default: until unblock)")
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {

@@ -50,6 +50,7 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/fleet/redisfleet"
+	"github.com/agentstop/agentstop/internal/human"
 	"github.com/agentstop/agentstop/telemetry/otelsetup"
 )
 
@@ -97,9 +98,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&o.listen, "listen", o.listen, "address to serve /metrics on")
-	fs.DurationVar(&o.duration, "duration", o.duration, "how long to run (0: until Ctrl-C)")
-	fs.DurationVar(&o.refresh, "refresh", o.refresh, "how often to redraw the table (plain output: every 5 refreshes)")
-	fs.DurationVar(&o.drain, "drain", o.drain, "at shutdown, how long the runs in flight may take to finish before they are interrupted (and reported apart)")
+	human.DurationVar(fs, &o.duration, "duration", o.duration, "how long to run (0: until Ctrl-C)")
+	human.DurationVar(fs, &o.refresh, "refresh", o.refresh, "how often to redraw the table (plain output: every 5 refreshes)")
+	human.DurationVar(fs, &o.drain, "drain", o.drain, "at shutdown, how long the runs in flight may take to finish before they are interrupted (and reported apart)")
 	fs.IntVar(&o.feed, "feed", o.feed, "how many of the latest stops to show with their cause details (0: none)")
 	fs.StringVar(&o.redis, "redis", o.redis, "join the runs to the Redis fleet at this URL (redis:// or rediss://) instead of an in-process fleet; a Redis Cluster as redis://host1:port1?addr=host2:port2&addr=…")
 	if err := fs.Parse(args); err != nil {
