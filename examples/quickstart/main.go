@@ -24,8 +24,9 @@
 // end the planner. The agent.tree.* metrics and the dashboard's Trees row
 // show it.
 //
-// It starts with one line per stage saying what its scripted runs do, and
-// shows beside the table the latest stops with their cause details (which
+// It starts with one entry per stage saying what its scripted runs do,
+// folded to the terminal's width (the COLUMNS variable; 80 columns when it
+// is unset or stdout is not a terminal), and shows beside the table the latest stops with their cause details (which
 // limit or budget, which tool repeated). At Ctrl-C or the end of -duration
 // it starts no new runs and lets the runs in flight finish by their own
 // cause (for up to -drain); runs still going after that are interrupted
@@ -191,7 +192,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "agentstop quickstart: metrics on http://%s/metrics; traces %s; runs join %s\n", ln.Addr(), traces, member.where)
 
-	table := &tableWriter{out: stdout, live: isTerminal(stdout), tally: fleet.tally}
+	table := &tableWriter{out: stdout, live: human.IsTerminal(stdout), width: human.Width(stdout, os.Getenv), tally: fleet.tally}
 	table.scenarios()
 
 	// fleet.run starts the workers and returns: it must have returned
@@ -207,13 +208,4 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	wg.Wait()
 	table.final()
 	return nil
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -186,7 +188,7 @@ func TestQuickstartExposesEveryCause(t *testing.T) {
 	// One line per stage saying what it does, and a feed of stops with
 	// their details.
 	for _, spec := range stages {
-		assert.Regexp(t, `(?m)^  `+spec.name+` +\S+ +`+regexp.QuoteMeta(spec.scenario)+`$`, final)
+		assert.Regexp(t, scenarioPattern(spec), final)
 	}
 	assert.Contains(t, final, "Latest stops:")
 	assert.Regexp(t, `(?m)^  stop t=\S+ +\w+ +.+ +→ [a-z_]+: .+$`, final)
@@ -410,5 +412,47 @@ func TestShutdownReportAgrees(t *testing.T) {
 		var out bytes.Buffer
 		(&tableWriter{out: &out, tally: tl}).shutdownReport()
 		assert.Equal(t, tc.want, out.String())
+	}
+}
+
+// scenarioPattern matches a stage's entry in the list of stages: its name,
+// its wrapper, and its description, folded over lines or not.
+func scenarioPattern(spec stageSpec) *regexp.Regexp {
+	words := strings.Fields(spec.scenario)
+	for i, w := range words {
+		words[i] = regexp.QuoteMeta(w)
+	}
+	return regexp.MustCompile(`(?m)^  ` + spec.name + ` +\S+ +` + strings.Join(words, `\s+`) + `$`)
+}
+
+// TestScenariosWrap: the stages' descriptions (some over 300 characters)
+// are folded to the output's width — 80 when it is not a terminal —
+// beside their stage, or under it when the width leaves no room; no word
+// is lost or cut.
+func TestScenariosWrap(t *testing.T) {
+	for _, width := range []int{0, 80, 120, 40} {
+		t.Run(fmt.Sprint(width), func(t *testing.T) {
+			var out bytes.Buffer
+			(&tableWriter{out: &out, width: width, tally: newTally(0)}).scenarios()
+			limit := width
+			if width == 0 {
+				limit = 80
+			}
+			longest := 0
+			for line := range strings.Lines(out.String()) {
+				line = strings.TrimSuffix(line, "\n")
+				assert.Equal(t, line, strings.TrimRight(line, " "), "no trailing blanks")
+				n := utf8.RuneCountInString(line)
+				assert.LessOrEqual(t, n, limit, "%q", line)
+				longest = max(longest, n)
+			}
+			assert.Greater(t, longest, limit*3/4, "the width is used")
+			for _, spec := range stages {
+				if width >= 80 || width == 0 {
+					assert.Regexp(t, scenarioPattern(spec), out.String())
+				}
+				assert.Contains(t, strings.Join(strings.Fields(out.String()), " "), spec.scenario, "every word, in order")
+			}
+		})
 	}
 }

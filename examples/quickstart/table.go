@@ -202,19 +202,50 @@ func amount(r termination.Resource, v float64) string {
 type tableWriter struct {
 	out   io.Writer
 	live  bool
+	width int // columns the output may use (human.Width); 0 means 80
 	tally *tally
 }
 
-// scenarios prints one line per stage: how its loop is wrapped and what its
-// runs do.
+// scenarios prints one entry per stage: its name, how its loop is wrapped
+// and what its runs do, the description folded to the output's width
+// (the terminal's, from COLUMNS, or 80: human.Width) under its first line.
 func (w *tableWriter) scenarios() {
-	fmt.Fprintln(w.out, "Stages (two workers each, taking turns at these scenarios; the analysts are the planner's sub-agents):")
-	tw := tabwriter.NewWriter(w.out, 0, 0, 2, ' ', 0)
-	for _, s := range stages {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.name, wrapName(s.wrap), s.scenario)
+	width := w.width
+	if width <= 0 {
+		width = human.DefaultWidth
 	}
-	tw.Flush()
+	for _, line := range human.Wrap("Stages (two workers each, taking turns at these scenarios; the analysts are the planner's sub-agents):", width) {
+		fmt.Fprintln(w.out, line)
+	}
+	nameW, wrapW := 0, 0
+	for _, s := range stages {
+		nameW, wrapW = max(nameW, len(s.name)), max(wrapW, len(wrapName(s.wrap)))
+	}
+	indent := 2 + nameW + 2 + wrapW + 2
+	if width-indent < minDescription {
+		// Too narrow for a column: each description under its stage.
+		indent = 6
+	}
+	pad := strings.Repeat(" ", indent)
+	for _, s := range stages {
+		lines := human.Wrap(s.scenario, max(width-indent, 1))
+		head := fmt.Sprintf("  %-*s  %-*s  ", nameW, s.name, wrapW, wrapName(s.wrap))
+		if indent != len(head) {
+			fmt.Fprintln(w.out, strings.TrimRight(head, " "))
+			head = pad
+		}
+		for i, line := range lines {
+			if i > 0 {
+				head = pad
+			}
+			fmt.Fprintln(w.out, head+line)
+		}
+	}
 }
+
+// minDescription is the narrowest column a stage's description is folded
+// into beside its name; narrower, it goes under the name.
+const minDescription = 30
 
 func wrapName(wrap string) string {
 	switch wrap {
