@@ -99,7 +99,7 @@ func runBacktest(args []string, sio stdio) int {
 		debug.SetGCPercent(backtest.BatchGCPercent)
 	}
 	var progress *progressLine
-	if isTerminal(sio.err) {
+	if human.IsTerminal(sio.err) {
 		progress = &progressLine{w: sio.err}
 		cfg.Progress = progress.update
 	}
@@ -154,16 +154,6 @@ func (o *optionalInt) Set(v string) error {
 	}
 	o.n, o.set = n, true
 	return nil
-}
-
-// isTerminal reports whether w is a terminal (a character device).
-func isTerminal(w any) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }
 
 // progressLine redraws one line on a terminal: runs done, files done of

@@ -153,7 +153,6 @@ func TestBacktestProgressLine(t *testing.T) {
 	assert.True(t, strings.HasSuffix(b.String(), "\r\033[K"))
 	var none *progressLine
 	none.clear()
-	assert.False(t, isTerminal(&b))
 }
 
 func backtestProgress(done, files int) backtest.Progress {

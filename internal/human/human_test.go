@@ -93,6 +93,9 @@ func TestWrap(t *testing.T) {
 
 func TestWidth(t *testing.T) {
 	env := func(v string) func(string) string { return func(string) string { return v } }
+	if IsTerminal(&bytes.Buffer{}) {
+		t.Error("a buffer is a terminal")
+	}
 	if got := Width(&bytes.Buffer{}, env("200")); got != DefaultWidth {
 		t.Errorf("a buffer: %d, want %d whatever COLUMNS says", got, DefaultWidth)
 	}
@@ -101,6 +104,9 @@ func TestWidth(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
+	if IsTerminal(f) {
+		t.Error("a file is a terminal")
+	}
 	if got := Width(f, env("200")); got != DefaultWidth {
 		t.Errorf("a file: %d, want %d", got, DefaultWidth)
 	}
