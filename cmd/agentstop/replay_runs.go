@@ -79,11 +79,7 @@ func replayRuns(sio stdio, p termination.Policy, in io.Reader, name, stage strin
 		}
 	}
 	if failed > 0 {
-		verb := "have"
-		if failed == 1 {
-			verb = "has"
-		}
-		fmt.Fprintf(sio.err, "agentstop replay: %d of %s %s an outcome listed in -fail-on\n", failed, human.Count(len(results), "run"), verb)
+		fmt.Fprintf(sio.err, "agentstop replay: %d of %s %s an outcome listed in -fail-on\n", failed, human.Count(len(results), "run"), human.Agree(failed, "has", "have"))
 		return exitFail
 	}
 	return exitOK

@@ -334,11 +334,8 @@ func (w *tableWriter) shutdownReport() {
 	if !w.tally.stopping {
 		return
 	}
-	their := "their"
-	if w.tally.drained == 1 {
-		their = "its"
-	}
-	fmt.Fprintf(w.out, "\nAt shutdown: %s in flight finished by %s own cause (counted above)", human.Count(w.tally.drained, "run"), their)
+	fmt.Fprintf(w.out, "\nAt shutdown: %s in flight finished by %s own cause (counted above)", human.Count(w.tally.drained, "run"),
+		human.Agree(w.tally.drained, "its", "their"))
 	if len(w.tally.interrupted) == 0 {
 		fmt.Fprintln(w.out, "; none was interrupted.")
 		return
@@ -349,11 +346,8 @@ func (w *tableWriter) shutdownReport() {
 		parts = append(parts, fmt.Sprintf("%s=%d", stage, w.tally.interrupted[stage]))
 		cut += w.tally.interrupted[stage]
 	}
-	were := "were"
-	if cut == 1 {
-		were = "was"
-	}
-	fmt.Fprintf(w.out, "; %d still running after -drain %s interrupted (not counted above): %s\n", cut, were, strings.Join(parts, " "))
+	fmt.Fprintf(w.out, "; %d still running after -drain %s interrupted (not counted above): %s\n", cut, human.Agree(cut, "was", "were"),
+		strings.Join(parts, " "))
 }
 
 // table prints causes as rows and stages as columns.

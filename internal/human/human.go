@@ -52,6 +52,15 @@ func Noun[N ~int | ~int64](n N, singular string) string {
 	return singular + "s"
 }
 
+// Agree returns one when n is 1 or -1, many otherwise: the verb or
+// pronoun that agrees with a count ("1 run has", "2 runs have").
+func Agree[N ~int | ~int64](n N, one, many string) string {
+	if n == 1 || n == -1 {
+		return one
+	}
+	return many
+}
+
 // Count writes n and the noun agreed with it: Count(1, "event") is
 // "1 event", Count(3, "event") "3 events".
 func Count[N ~int | ~int64](n N, singular string) string {

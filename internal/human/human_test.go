@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func TestMoney(t *testing.T) {
@@ -182,4 +183,54 @@ func TestDurationVar(t *testing.T) {
 	if strings.Contains(help.String(), "(default 0s)") {
 		t.Errorf("a zero default is shown:\n%s", help.String())
 	}
+}
+
+func TestAgree(t *testing.T) {
+	for n, want := range map[int]string{0: "have", 1: "has", 2: "have", -1: "has"} {
+		if got := Agree(n, "has", "have"); got != want {
+			t.Errorf("Agree(%d) = %q, want %q", n, got, want)
+		}
+	}
+}
+
+// FuzzWrap: no line is longer than the width unless it is one word, no
+// line is blank or has blanks at its ends, and the words come out as they
+// went in.
+func FuzzWrap(f *testing.F) {
+	f.Add("a loop that repeats the same search", 10)
+	f.Add("  ünïcode  wörds\tand\nnewlines ", 3)
+	f.Add("", 0)
+	f.Fuzz(func(t *testing.T, text string, width int) {
+		width = width % 200
+		lines := Wrap(text, width)
+		for _, l := range lines {
+			if l == "" || strings.TrimSpace(l) != l {
+				t.Fatalf("line %q", l)
+			}
+			if utf8.RuneCountInString(l) > max(width, 1) && strings.ContainsAny(l, " ") {
+				t.Fatalf("line %q longer than %d", l, width)
+			}
+		}
+		if got, want := strings.Fields(strings.Join(lines, " ")), strings.Fields(text); strings.Join(got, "\x00") != strings.Join(want, "\x00") {
+			t.Fatalf("words %q, want %q", got, want)
+		}
+	})
+}
+
+// FuzzParseDuration: a value is what time.ParseDuration makes of it, or an
+// error wrapping ErrDuration; never "parse error", never a panic.
+func FuzzParseDuration(f *testing.F) {
+	for _, s := range []string{"30m", "5", "-1s", "1h30m", "soon", "", "2.5", "1e3"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := ParseDuration(s)
+		want, werr := time.ParseDuration(strings.TrimSpace(s))
+		if (err == nil) != (werr == nil) || got != want {
+			t.Fatalf("ParseDuration(%q) = %v, %v; time.ParseDuration: %v, %v", s, got, err, want, werr)
+		}
+		if err != nil && (!errors.Is(err, ErrDuration) || strings.Contains(err.Error(), "parse error")) {
+			t.Fatalf("ParseDuration(%q): %v", s, err)
+		}
+	})
 }
