@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -161,8 +162,10 @@ func TestReportMeaning(t *testing.T) {
 	assert.Equal(t, roundCost(saved), roundCost(strict.Saved))
 }
 
+// roundCost rounds a's cost to 4 decimals, so that sums taken in another
+// order compare equal.
 func roundCost(a Amounts) Amounts {
-	a.Cost = round(a.Cost)
+	a.Cost, _ = strconv.ParseFloat(strconv.FormatFloat(a.Cost, 'f', 4, 64), 64)
 	return a
 }
 
@@ -230,7 +233,10 @@ func TestBadFiles(t *testing.T) {
 		{"truncated.jsonl", false, "testdata/bad/truncated.jsonl:"},
 		{"pretty.jsonl", false, "testdata/bad/pretty.jsonl: line 1"},
 		{"pretty.jsonl", true, "testdata/bad/pretty.jsonl: line 1"},
-		{"mixed.jsonl", false, `testdata/bad/mixed.jsonl: line 2: no run, in a file whose other events name their run`},
+		// The first line that breaks the first event's pattern, either way
+		// round, in the words replay uses (termination.Decoder's check).
+		{"mixed.jsonl", false, `testdata/bad/mixed.jsonl: line 2: this event names no run, but the first event (line 1) names run "a": every event of a log names its run, or none does`},
+		{"mixed-first-none.jsonl", false, `testdata/bad/mixed-first-none.jsonl: line 3: this event names run "b", but the first event (line 1) names none: every event of a log names its run, or none does`},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s lenient=%v", tt.file, tt.lenient), func(t *testing.T) {
@@ -578,4 +584,68 @@ func TestTableWithoutLabels(t *testing.T) {
 	assert.Contains(t, out, "  bad/loop  stall             event 10 of 20")
 	assert.Nil(t, rep.Summaries[0].Labels)
 	assert.Zero(t, rep.Summaries[0].FalseStops())
+}
+
+// TestTableAll: with -all the table lists, per policy, every condition that
+// would fire over each whole run, the first to fire first, and how many
+// runs nothing fires on; without it, none of that.
+func TestTableAll(t *testing.T) {
+	cfg := Config{Policies: policies(t, "strict.yaml", "loose.yaml"), All: true}
+	rep := evaluate(t, []string{"testdata/corpus"}, cfg)
+	var b bytes.Buffer
+	require.NoError(t, rep.WriteTable(&b))
+	out := b.String()
+	_, loose, ok := strings.Cut(out, "\nloose.yaml: ")
+	require.True(t, ok, out)
+	strict := strings.TrimSuffix(out, loose)
+	assert.Contains(t, strict, "  every condition that would fire over the whole run (-all), the first to fire first:\n")
+	assert.Contains(t, strict, "  bad/burn        event 5   token_budget: {total_tokens=60000}  budget_exhausted\n"+
+		"                  event 20  max_iterations: 6                   max_iterations\n",
+		"the budget fires first, then max_iterations (the second-best signal), though the policy lists it first")
+	assert.NotContains(t, strict, "no condition would fire", "something fires on every run")
+	assert.Contains(t, loose, "  bad/loop  event 10  stall: {repeats: 3, same_result: true}  stall\n")
+	assert.Contains(t, loose, "  no condition would fire on the 2 other runs\n")
+
+	cfg.Policies = []Policy{{Name: "never.yaml", Policy: termination.MustParsePolicy("max_iterations: 1000")}}
+	rep = evaluate(t, []string{"testdata/corpus/good"}, cfg)
+	b.Reset()
+	require.NoError(t, rep.WriteTable(&b))
+	assert.Contains(t, b.String(), "never.yaml: stopped 0 of 2 runs\n")
+	assert.Contains(t, b.String(), "  -all: no condition would fire on any of the 2 runs\n")
+	assert.NotContains(t, b.String(), "FIRES AT")
+
+	cfg.All = false
+	cfg.Policies = policies(t, "strict.yaml")
+	rep = evaluate(t, []string{"testdata/corpus"}, cfg)
+	b.Reset()
+	require.NoError(t, rep.WriteTable(&b))
+	assert.NotContains(t, b.String(), "-all")
+	assert.NotContains(t, b.String(), "FIRES AT")
+}
+
+// TestTableForPeople: the table rounds money to 6 significant digits (JSON
+// keeps the full value) and agrees nouns with their numbers ("1 event").
+func TestTableForPeople(t *testing.T) {
+	dir := t.TempDir()
+	// 0.00029 + 0.00145 is 0.0017399999999999998 in float64.
+	log := `{"kind":"message"}` + "\n" + `{"kind":"message"}` + "\n" + `{"kind":"message","cost":0.00029}` + "\n" +
+		`{"kind":"message","cost":0.00145}` + "\n" + `{"kind":"final","usage":{"input_tokens":0,"output_tokens":1}}` + "\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "run.jsonl"), []byte(log), 0o644))
+	cfg := Config{Policies: []Policy{
+		{Name: "one.yaml", Policy: termination.MustParsePolicy("max_iterations: 1")},
+		{Name: "three.yaml", Policy: termination.MustParsePolicy("max_iterations: 3")},
+	}}
+	rep := evaluate(t, []string{dir}, cfg)
+	require.Equal(t, 0.0017399999999999998, rep.Outcomes[0].Saved.Cost, "the three events after the stop")
+	var b bytes.Buffer
+	require.NoError(t, rep.WriteTable(&b))
+	out := b.String()
+	assert.Contains(t, out, "one.yaml: stopped 1 of 1 run (max_iterations 1)\n")
+	assert.Contains(t, out, "  saved: 3 events, 3 iterations, 0 tool calls, 0 input + 1 output token, cost 0.00174\n")
+	assert.Contains(t, out, "  saved: 1 event, 1 iteration, 0 tool calls, 0 input + 1 output token, cost 0\n")
+	assert.Contains(t, out, "  run  max_iterations  event 4 of 5  1 event, 1 token, cost 0\n")
+	assert.NotContains(t, out, "0.0017399")
+	b.Reset()
+	require.NoError(t, rep.WriteJSON(&b))
+	assert.Contains(t, b.String(), `"cost":0.0017399999999999998`, "JSON keeps the full value")
 }

@@ -177,7 +177,6 @@ func decodeFile(src Source, data []byte, lenient bool) (*File, error) {
 	f := &File{Source: src, Events: make([]termination.Event, 0, bytes.Count(data, []byte{'\n'})+1)}
 	dec := termination.NewDecoder(bytes.NewReader(data))
 	truncated := false
-	firstWithout := 0 // the first line of an event with no run
 	for {
 		ev, err := dec.Next()
 		if errors.Is(err, io.EOF) {
@@ -191,14 +190,13 @@ func decodeFile(src Source, data []byte, lenient bool) (*File, error) {
 				}
 				return nil, fmt.Errorf("%s: %w; -lenient evaluates the events before it", src.Path, err)
 			}
+			// A line that breaks the log's pattern of runs (every event
+			// names its run, or none does) is the decoder's error, as in
+			// replay.
 			return nil, fmt.Errorf("%s: %w", src.Path, err)
 		}
 		fingerprintArgs(&ev)
-		if ev.Run != "" {
-			f.Multi = true
-		} else if firstWithout == 0 {
-			firstWithout = dec.Line()
-		}
+		f.Multi = ev.Run != ""
 		f.Events = append(f.Events, ev)
 	}
 	if len(f.Events) == 0 {
@@ -206,9 +204,6 @@ func decodeFile(src Source, data []byte, lenient bool) (*File, error) {
 			return nil, fmt.Errorf("%s: no complete event: the file's only line is truncated", src.Path)
 		}
 		return nil, fmt.Errorf("%s: no events", src.Path)
-	}
-	if f.Multi && firstWithout > 0 {
-		return nil, fmt.Errorf("%s: line %d: no run, in a file whose other events name their run (every event of a file of many runs needs \"run\")", src.Path, firstWithout)
 	}
 	if !f.Multi {
 		f.Runs = []*Run{{ID: src.Name, File: src.Path, Events: f.Events, Truncated: truncated}}

@@ -29,8 +29,10 @@
 // ([termination.ArgsFingerprint], the key stall detection compares), not
 // once per policy.
 //
-// The package imports termination only; nothing but cmd/agentstop (and a
-// user's own tooling) imports it.
+// The package imports termination, and internal/human for its table's
+// money (6 significant digits) and plurals, written as every command
+// writes them; nothing but cmd/agentstop (and a user's own tooling)
+// imports it.
 //
 // The [Report] holds one [Outcome] per (run, policy) and one [Summary] per
 // policy, and writes itself as a table for people, JSON Lines or CSV.
@@ -50,8 +52,11 @@
 //   - A file that a glob matches is named by its base name, without .jsonl
 //     (a glob has no directory to be relative to); a directory a glob
 //     matches names its files relative to itself.
-//   - A file with no events, or whose events name their run on some lines
-//     and not on others, is bad input naming the file (and the line).
+//   - A file with no events is bad input naming the file. A file whose
+//     events name their run on some lines and not on others is bad input
+//     naming the file and the first line that breaks the first event's
+//     pattern: termination's Decoder owns that check, so the message is
+//     the one agentstop replay prints for the same file.
 //   - With Lenient, a truncated last line is skipped. In a file of one run
 //     the result carries truncated only when its replay reached the end of
 //     the run, as replay -lenient does; in a file of many runs every run's
@@ -60,7 +65,9 @@
 //   - -all evaluates each top-level condition of a policy on its own
 //     ([termination.Policy.Conditions]); its "at" is the stopped_at that
 //     condition alone would have had, over the run alone. A policy's tree:
-//     limits are not listed there.
+//     limits are not listed there. The table lists them below each
+//     policy's stopped runs, the first to fire first; json and csv keep
+//     the policy's order.
 //   - Labels are case-sensitive: "good", "bad", true, false. A labelled run
 //     that is not in the corpus is ignored.
 //   - Outcomes are in the order of the files (PATHs in the order given,

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/agentstop/agentstop/internal/human"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -337,98 +338,172 @@ func marshalCauseList(cs []termination.Cause) (string, error) {
 // side by side (runs stopped, with labels the bad runs it stopped and the
 // good runs it killed, and what it saved), then for each policy its stops
 // by cause and the runs it stopped, good runs first, each with where it
-// stopped and what it saved.
+// stopped and what it saved; with Config.All, then every condition that
+// would fire over each whole run, first to fire first.
 func (r *Report) WriteTable(w io.Writer) error {
+	if err := r.writeSummaryTable(w); err != nil {
+		return err
+	}
+	for j := range r.Summaries {
+		if err := r.writePolicy(w, j); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// labelled reports whether the backtest had labels.
+func (r *Report) labelled() bool { return len(r.Summaries) > 0 && r.Summaries[0].Labels != nil }
+
+// outcomesOf returns policy j's outcomes, in the report's order.
+func (r *Report) outcomesOf(j int) []*Outcome {
+	var out []*Outcome
+	for k := j; k < len(r.Outcomes); k += len(r.Summaries) {
+		out = append(out, &r.Outcomes[k])
+	}
+	return out
+}
+
+// writeSummaryTable writes one line per policy, side by side.
+func (r *Report) writeSummaryTable(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	labelled := len(r.Summaries) > 0 && r.Summaries[0].Labels != nil
-	if labelled {
+	if r.labelled() {
 		fmt.Fprintln(tw, "POLICY\tRUNS\tSTOPPED\tBAD STOPPED\tGOOD STOPPED (FALSE STOPS)\tSAVED ON BAD RUNS\tLOST ON GOOD RUNS\tSAVED IN ALL")
 	} else {
 		fmt.Fprintln(tw, "POLICY\tRUNS\tSTOPPED\tSAVED\t")
 	}
 	for j, s := range r.Summaries {
-		if l := s.Labels; l != nil {
-			// What the bad runs spent in all, and the good ones: the
-			// savings and losses read as shares of them.
-			var bad, good Amounts
-			for k := j; k < len(r.Outcomes); k += len(r.Summaries) {
-				o := &r.Outcomes[k]
-				switch o.Label {
-				case Bad:
-					bad.add(o.Spent)
-					bad.add(o.Saved)
-				case Good:
-					good.add(o.Spent)
-					good.add(o.Saved)
-				}
-			}
-			fmt.Fprintf(tw, "%s\t%d\t%d\t%d of %d\t%d of %d\t%s\t%s\t%s\n", s.Policy, s.Runs, s.Stopped,
-				l.BadStopped, l.Bad, l.GoodStopped, l.Good, shortOf(l.SavedOnBad, bad), shortOf(l.LostOnGood, good), short(s.Saved))
-		} else {
+		l := s.Labels
+		if l == nil {
 			fmt.Fprintf(tw, "%s\t%d\t%d\t%s\n", s.Policy, s.Runs, s.Stopped, short(s.Saved))
+			continue
+		}
+		// What the bad runs spent in all, and the good ones: the savings
+		// and losses read as shares of them.
+		var bad, good Amounts
+		for _, o := range r.outcomesOf(j) {
+			switch o.Label {
+			case Bad:
+				bad.add(o.Spent)
+				bad.add(o.Saved)
+			case Good:
+				good.add(o.Spent)
+				good.add(o.Saved)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d of %d\t%d of %d\t%s\t%s\t%s\n", s.Policy, s.Runs, s.Stopped,
+			l.BadStopped, l.Bad, l.GoodStopped, l.Good, shortOf(l.SavedOnBad, bad), shortOf(l.LostOnGood, good), short(s.Saved))
+	}
+	return tw.Flush()
+}
+
+// writePolicy writes policy j's section: its stops by cause, what they
+// saved, the runs it stopped and, with Config.All, the conditions.
+func (r *Report) writePolicy(w io.Writer, j int) error {
+	s := r.Summaries[j]
+	fmt.Fprintf(w, "\n%s: stopped %d of %s", s.Policy, s.Stopped, human.Count(s.Runs, "run"))
+	if len(s.ByCause) > 0 {
+		causes := slices.Sorted(maps.Keys(s.ByCause))
+		slices.SortStableFunc(causes, func(a, b string) int { return s.ByCause[b] - s.ByCause[a] })
+		parts := make([]string, len(causes))
+		for k, c := range causes {
+			parts[k] = fmt.Sprintf("%s %d", c, s.ByCause[c])
+		}
+		fmt.Fprintf(w, " (%s)", strings.Join(parts, ", "))
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintf(w, "  saved: %s\n", long(s.Saved))
+	if l := s.Labels; l != nil {
+		fmt.Fprintf(w, "  labels: %d good, %d bad, %d unlabelled; stopped %d bad and %d good (false stops)\n",
+			l.Good, l.Bad, l.Unlabelled, l.BadStopped, l.GoodStopped)
+		fmt.Fprintf(w, "  saved on bad runs: %s\n", long(l.SavedOnBad))
+		fmt.Fprintf(w, "  lost on good runs: %s\n", long(l.LostOnGood))
+	}
+	// Good runs first: those are the stops to look at.
+	runs := r.outcomesOf(j)
+	slices.SortStableFunc(runs, func(a, b *Outcome) int { return labelRank(a.Label) - labelRank(b.Label) })
+	if err := r.writeStopped(w, runs); err != nil {
+		return err
+	}
+	return r.writeFirings(w, runs)
+}
+
+// writeStopped writes the stopped runs of runs, one row each.
+func (r *Report) writeStopped(w io.Writer, runs []*Outcome) error {
+	labelled := r.labelled()
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	header := false
+	for _, o := range runs {
+		if !o.Stopped {
+			continue
+		}
+		if !header {
+			header = true
+			fmt.Fprintln(w)
+			if labelled {
+				fmt.Fprint(tw, "  RUN\tLABEL\tCAUSE\tSTOPPED AT\tSAVED\n")
+			} else {
+				fmt.Fprint(tw, "  RUN\tCAUSE\tSTOPPED AT\tSAVED\n")
+			}
+		}
+		at := fmt.Sprintf("%d of %d", o.Result.Events, o.Result.Events+o.Saved.Events)
+		if o.Result.StoppedAt > 0 {
+			at = fmt.Sprintf("event %d of %d", o.Result.StoppedAt, o.Result.Events+o.Saved.Events)
+		}
+		if labelled {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", o.Run, labelCell(o.Label), o.Result.Tag(), at, short(o.Saved))
+		} else {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", o.Run, o.Result.Tag(), at, short(o.Saved))
+		}
+	}
+	return tw.Flush()
+}
+
+// writeFirings writes, with Config.All, every condition that would fire
+// over each whole run of runs, the first to fire first, one row each (the
+// run named on its first row), then how many runs no condition fires on.
+func (r *Report) writeFirings(w io.Writer, runs []*Outcome) error {
+	if len(runs) == 0 || runs[0].All == nil {
+		return nil // without Config.All
+	}
+	quiet := 0
+	for _, o := range runs {
+		if len(o.All) == 0 {
+			quiet++
+		}
+	}
+	if quiet == len(runs) {
+		fmt.Fprintf(w, "\n  -all: no condition would fire on any of the %s\n", human.Count(len(runs), "run"))
+		return nil
+	}
+	fmt.Fprintln(w, "\n  every condition that would fire over the whole run (-all), the first to fire first:")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprint(tw, "  RUN\tFIRES AT\tCONDITION\tCAUSE\n")
+	for _, o := range runs {
+		all := slices.Clone(o.All)
+		slices.SortStableFunc(all, func(a, b Firing) int { return a.At - b.At })
+		for k, f := range all {
+			run := o.Run
+			if k > 0 {
+				run = ""
+			}
+			fmt.Fprintf(tw, "  %s\tevent %d\t%s\t%s\n", run, f.At, f.Condition, termination.Tag(f.Cause, nil))
 		}
 	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	n := len(r.Summaries)
-	for j, s := range r.Summaries {
-		fmt.Fprintf(w, "\n%s: stopped %d of %d runs", s.Policy, s.Stopped, s.Runs)
-		if len(s.ByCause) > 0 {
-			causes := slices.Sorted(maps.Keys(s.ByCause))
-			slices.SortStableFunc(causes, func(a, b string) int { return s.ByCause[b] - s.ByCause[a] })
-			parts := make([]string, len(causes))
-			for k, c := range causes {
-				parts[k] = fmt.Sprintf("%s %d", c, s.ByCause[c])
-			}
-			fmt.Fprintf(w, " (%s)", strings.Join(parts, ", "))
-		}
-		fmt.Fprintln(w)
-		fmt.Fprintf(w, "  saved: %s\n", long(s.Saved))
-		if l := s.Labels; l != nil {
-			fmt.Fprintf(w, "  labels: %d good, %d bad, %d unlabelled; stopped %d bad and %d good (false stops)\n",
-				l.Good, l.Bad, l.Unlabelled, l.BadStopped, l.GoodStopped)
-			fmt.Fprintf(w, "  saved on bad runs: %s\n", long(l.SavedOnBad))
-			fmt.Fprintf(w, "  lost on good runs: %s\n", long(l.LostOnGood))
-		}
-		var stopped []*Outcome
-		for k := j; k < len(r.Outcomes); k += n {
-			if r.Outcomes[k].Stopped {
-				stopped = append(stopped, &r.Outcomes[k])
-			}
-		}
-		if len(stopped) == 0 {
-			continue
-		}
-		// Good runs first: those are the stops to look at.
-		slices.SortStableFunc(stopped, func(a, b *Outcome) int { return labelRank(a.Label) - labelRank(b.Label) })
-		fmt.Fprintln(w)
-		tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-		if labelled {
-			fmt.Fprint(tw, "  RUN\tLABEL\tCAUSE\tSTOPPED AT\tSAVED\n")
-		} else {
-			fmt.Fprint(tw, "  RUN\tCAUSE\tSTOPPED AT\tSAVED\n")
-		}
-		for _, o := range stopped {
-			at := fmt.Sprintf("%d of %d", o.Result.Events, o.Result.Events+o.Saved.Events)
-			if o.Result.StoppedAt > 0 {
-				at = fmt.Sprintf("event %d of %d", o.Result.StoppedAt, o.Result.Events+o.Saved.Events)
-			}
-			label := o.Label.String()
-			if label == "" {
-				label = "-"
-			}
-			if labelled {
-				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", o.Run, label, o.Result.Tag(), at, short(o.Saved))
-			} else {
-				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\n", o.Run, o.Result.Tag(), at, short(o.Saved))
-			}
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
+	if quiet > 0 {
+		fmt.Fprintf(w, "  no condition would fire on the %s\n", human.Count(quiet, "other run"))
 	}
 	return nil
+}
+
+func labelCell(l Label) string {
+	if l == Unlabelled {
+		return "-"
+	}
+	return l.String()
 }
 
 func labelRank(l Label) int {
@@ -441,27 +516,28 @@ func labelRank(l Label) int {
 	return 2
 }
 
-// short writes amounts in a table cell: "40 events, 821.1k tokens, $1.37".
+// short writes amounts in a table cell: "40 events, 821.1k tokens, cost
+// 1.37" (money to 6 significant digits, human.Money).
 func short(a Amounts) string {
-	return fmt.Sprintf("%d events, %s tokens, cost %s", a.Events, count(a.Tokens.Total()), f64(round(a.Cost)))
+	return fmt.Sprintf("%s, %s, cost %s", human.Count(a.Events, "event"), tokens(a.Tokens.Total()), human.Money(a.Cost))
 }
 
 // shortOf writes amounts as parts of a total: "31 of 54 events, 59.7k of
 // 89.0k tokens".
 func shortOf(a, total Amounts) string {
-	return fmt.Sprintf("%d of %d events, %s of %s tokens", a.Events, total.Events, count(a.Tokens.Total()), count(total.Tokens.Total()))
+	return fmt.Sprintf("%d of %s, %s of %s", a.Events, human.Count(total.Events, "event"),
+		count(a.Tokens.Total()), tokens(total.Tokens.Total()))
 }
 
 // long writes amounts in full.
 func long(a Amounts) string {
-	return fmt.Sprintf("%d events, %d iterations, %d tool calls, %d input + %d output tokens, cost %s",
-		a.Events, a.Iterations, a.ToolCalls, a.Tokens.InputTokens, a.Tokens.OutputTokens, f64(round(a.Cost)))
+	return fmt.Sprintf("%s, %s, %s, %d input + %d output %s, cost %s",
+		human.Count(a.Events, "event"), human.Count(a.Iterations, "iteration"), human.Count(a.ToolCalls, "tool call"),
+		a.Tokens.InputTokens, a.Tokens.OutputTokens, human.Noun(a.Tokens.Total(), "token"), human.Money(a.Cost))
 }
 
-func round(c float64) float64 {
-	v, _ := strconv.ParseFloat(strconv.FormatFloat(c, 'f', 4, 64), 64)
-	return v
-}
+// tokens writes a token count and the noun: "1 token", "12.3k tokens".
+func tokens(n int64) string { return count(n) + " " + human.Noun(n, "token") }
 
 // count writes a token count for people: 950, 12.3k, 4.1M.
 func count(n int64) string {

@@ -436,6 +436,10 @@ type Decoder struct {
 	hashArgs   bool
 	argsHashed bool
 	argsKey    uint64
+	// The first event's line and run: whether every later event must name
+	// its run or none may (checkRun).
+	firstLine int
+	firstRun  string
 }
 
 // NewDecoder returns a Decoder reading from r. It reads r in chunks as Next
@@ -500,6 +504,9 @@ func (d *Decoder) Next() (Event, error) {
 		if d.argsKey, d.argsHashed, err = decodeEventHashed(b, &d.ev, d.hashArgs); err != nil {
 			return Event{}, &DecodeError{Line: d.line, Err: d.lineError(b, err)}
 		}
+		if err := d.checkRun(); err != nil {
+			return Event{}, err
+		}
 		d.events++
 		return d.ev, nil
 	}
@@ -516,6 +523,45 @@ func (d *Decoder) Next() (Event, error) {
 		return Event{}, &DecodeError{Line: d.line + 1, Err: err}
 	}
 	return Event{}, io.EOF
+}
+
+// ErrMixedRuns is wrapped by the error the Decoder returns for the first
+// event that breaks its log's pattern of runs: in a log, every event names
+// its run ("run", a log of many runs) or none does (§4). Which it is, the
+// first event says.
+var ErrMixedRuns = errors.New("every event of a log names its run, or none does")
+
+// mixedRunsError is the error for an event that breaks the pattern of
+// runs the first event set: what this one names, what the first names.
+type mixedRunsError struct {
+	run       string // this event's run, "" for none
+	firstLine int
+	firstRun  string // the first event's run, "" for none
+}
+
+func (e *mixedRunsError) Error() string {
+	if e.run == "" {
+		return fmt.Sprintf("this event names no run, but the first event (line %d) names run %q: %v", e.firstLine, e.firstRun, ErrMixedRuns)
+	}
+	return fmt.Sprintf("this event names run %q, but the first event (line %d) names none: %v", e.run, e.firstLine, ErrMixedRuns)
+}
+
+func (e *mixedRunsError) Unwrap() error { return ErrMixedRuns }
+
+// checkRun checks the event just decoded against the log's pattern of
+// runs, which the first event sets: a *DecodeError wrapping
+// [ErrMixedRuns], naming the line, for the first event that breaks it.
+// This is the one check of the pattern: replay, backtest and every reader
+// of logs get it from here.
+func (d *Decoder) checkRun() error {
+	if d.events == 0 {
+		d.firstLine, d.firstRun = d.line, d.ev.Run
+		return nil
+	}
+	if (d.ev.Run == "") == (d.firstRun == "") {
+		return nil
+	}
+	return &DecodeError{Line: d.line, Err: &mixedRunsError{run: d.ev.Run, firstLine: d.firstLine, firstRun: d.firstRun}}
 }
 
 // lineError is the error for the line b, which decodeEvent rejected with

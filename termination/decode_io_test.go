@@ -338,3 +338,56 @@ func FuzzDecoder(f *testing.F) {
 		}
 	})
 }
+
+// TestDecoderMixedRuns: a log in which some events carry run and others do
+// not is an error naming the first line that breaks the pattern the first
+// event set (§4), whichever way round, and a replay of it too.
+func TestDecoderMixedRuns(t *testing.T) {
+	const tail = "every event of a log names its run, or none does"
+	cases := []struct {
+		name, log string
+		line      int
+		want      string
+	}{
+		{"first names its run", "{\"kind\":\"input\",\"run\":\"a\"}\n\n{\"kind\":\"message\",\"run\":\"a\"}\n{\"kind\":\"message\"}\n{\"kind\":\"message\"}\n",
+			4, `line 4: this event names no run, but the first event (line 1) names run "a": ` + tail},
+		{"first names none", "\n{\"kind\":\"input\"}\n{\"kind\":\"message\"}\n{\"kind\":\"message\",\"run\":\"b\"}\n{\"kind\":\"message\"}\n",
+			4, `line 4: this event names run "b", but the first event (line 2) names none: ` + tail},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dec := NewDecoder(strings.NewReader(tc.log))
+			var err error
+			n := 0
+			for err == nil {
+				_, err = dec.Next()
+				n++
+			}
+			var de *DecodeError
+			require.ErrorAs(t, err, &de)
+			assert.Equal(t, tc.line, de.Line)
+			assert.EqualError(t, err, tc.want)
+			assert.ErrorIs(t, err, ErrMixedRuns)
+			assert.Equal(t, 3, n, "two events, then the error")
+
+			_, err = Replay(MaxIterations(100), strings.NewReader(tc.log))
+			assert.EqualError(t, err, tc.want, "a replay that reads the line fails on it")
+		})
+	}
+	// A replay that stops before the line never reads it (as for any bad
+	// line after the stop).
+	res, err := Replay(MaxIterations(1), strings.NewReader("{\"kind\":\"message\"}\n{\"kind\":\"message\"}\n{\"kind\":\"message\",\"run\":\"b\"}\n"))
+	assert.NoError(t, err)
+	assert.Equal(t, 2, res.StoppedAt)
+	// Logs that keep to one pattern are fine.
+	for _, log := range []string{"{\"kind\":\"input\"}\n{\"kind\":\"final\"}\n", "{\"kind\":\"input\",\"run\":\"a\"}\n{\"kind\":\"input\",\"run\":\"b\"}\n"} {
+		dec := NewDecoder(strings.NewReader(log))
+		for {
+			_, err := dec.Next()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			require.NoError(t, err, log)
+		}
+	}
+}

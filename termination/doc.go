@@ -13,8 +13,11 @@
 // adapter turns a framework's own events into this type; on disk (recorded
 // logs, the replay command) events are JSON Lines read by [Decoder], whose
 // errors name the line and say what to fix; a truncated last line
-// ([ErrTruncated]) and a JSON document that is not JSON Lines
-// ([ErrJSONDocument]) are errors of their own. [Replay] and [ReplayWith]
+// ([ErrTruncated]), a JSON document that is not JSON Lines
+// ([ErrJSONDocument]) and a log whose events name their run on some lines
+// and not on others ([ErrMixedRuns], at the first line that breaks the
+// first event's pattern; the Decoder is the one owner of that check, which
+// replay and backtest share) are errors of their own. [Replay] and [ReplayWith]
 // ([WithLenient] for a truncated log) evaluate a log as a live stage would.
 //
 // A [Condition] is an immutable description of when to stop: [MaxIterations]

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/backtest"
+	"github.com/agentstop/agentstop/internal/human"
 )
 
 const backtestUsage = `Usage: agentstop backtest -policy A.yaml [-policy B.yaml ...] [-labels LABELS] [-all] [-lenient]
@@ -21,7 +22,9 @@ Evaluates each policy over recorded runs, exactly as replay would, and reports
 which runs each policy would have stopped, where, and what the stop saves.
 PATH is a JSON Lines file, a directory (every *.jsonl below it) or a glob. A
 file whose events carry "run" holds many runs; otherwise a file is one run,
-named by its path relative to PATH without .jsonl.
+named by its path relative to PATH without .jsonl. An empty policy (an empty
+file, {}) is evaluated, with one warning line on stderr naming the file:
+nothing can stop a run.
 
 Exit status: 0 when the backtest ran; 1 when a policy stops more good runs
 than -max-false-stops; 2 on bad input (a malformed line, a bad policy, a bad
@@ -42,7 +45,7 @@ func runBacktest(args []string, sio stdio) int {
 	var policyPaths stringList
 	fs.Var(&policyPaths, "policy", "a termination policy `FILE`, YAML or JSON (repeatable; at least one)")
 	labelsPath := fs.String("labels", "", "a labels `FILE`: a JSON object {\"RUN\": \"good\"|\"bad\"|true|false} or a CSV run,label")
-	all := fs.Bool("all", false, "also list every condition that would fire over the whole run, each with the event where it first fires")
+	all := fs.Bool("all", false, "also list every condition that would fire over the whole run, each with the event where it first fires (table, json and csv)")
 	lenient := fs.Bool("lenient", false, "skip a truncated last line of a file and mark its run truncated, instead of failing")
 	format := fs.String("format", "table", "output `FORMAT`: table (for people), json (one object per line) or csv")
 	workers := fs.Int("j", runtime.NumCPU(), "how many files to evaluate at once (`N` workers)")
@@ -73,6 +76,7 @@ func runBacktest(args []string, sio stdio) int {
 		if err != nil {
 			return fail("%v", err)
 		}
+		warnEmptyPolicy(sio, "backtest", p, pol.Policy)
 		if pol.Policy.FleetBudget() != nil {
 			fmt.Fprintf(sio.err, "agentstop backtest: %s: fleet_budget is valid but ignored: a backtest evaluates runs without a fleet\n", p)
 		}
@@ -95,7 +99,7 @@ func runBacktest(args []string, sio stdio) int {
 		debug.SetGCPercent(backtest.BatchGCPercent)
 	}
 	var progress *progressLine
-	if isTerminal(sio.err) {
+	if human.IsTerminal(sio.err) {
 		progress = &progressLine{w: sio.err}
 		cfg.Progress = progress.update
 	}
@@ -119,11 +123,7 @@ func runBacktest(args []string, sio stdio) int {
 		failed := false
 		for _, s := range rep.Summaries {
 			if n := s.FalseStops(); n > maxFalseStops.n {
-				runs := "runs"
-				if n == 1 {
-					runs = "run"
-				}
-				fmt.Fprintf(sio.err, "agentstop backtest: %s stops %d good %s, more than -max-false-stops %d\n", s.Policy, n, runs, maxFalseStops.n)
+				fmt.Fprintf(sio.err, "agentstop backtest: %s stops %s, more than -max-false-stops %d\n", s.Policy, human.Count(n, "good run"), maxFalseStops.n)
 				failed = true
 			}
 		}
@@ -156,16 +156,6 @@ func (o *optionalInt) Set(v string) error {
 	return nil
 }
 
-// isTerminal reports whether w is a terminal (a character device).
-func isTerminal(w any) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
-}
-
 // progressLine redraws one line on a terminal: runs done, files done of
 // total, events per second; at most ten times a second.
 type progressLine struct {
@@ -184,7 +174,7 @@ func (p *progressLine) update(pr backtest.Progress) {
 		if s := pr.Elapsed.Seconds(); s > 0 {
 			rate = float64(pr.Events) / s
 		}
-		fmt.Fprintf(p.w, "\r\033[Kbacktest: %d runs done (%d of %d files), %.0f events/s", pr.Runs, pr.FilesDone, pr.Files, rate)
+		fmt.Fprintf(p.w, "\r\033[Kbacktest: %s done (%d of %s), %.0f events/s", human.Count(pr.Runs, "run"), pr.FilesDone, human.Count(pr.Files, "file"), rate)
 		p.drawn = true
 	}
 }

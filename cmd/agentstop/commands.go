@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/agentstop/agentstop/termination"
 )
 
 // Exit statuses of every command.
@@ -160,4 +162,16 @@ func failf(sio stdio, name, format string, a ...any) int {
 // oneLine keeps a message on one line.
 func oneLine(err error) string {
 	return strings.NewReplacer("\r\n", " ", "\n", " ", "\r", " ").Replace(err.Error())
+}
+
+// warnEmptyPolicy prints one warning line on stderr when the policy read
+// from path is empty — no condition, no tree: limits, no fleet_budget (an
+// empty file, {}, or only keys set to false): it is valid (§3), and the
+// command goes on, but nothing can stop a run, which is seldom what was
+// meant. A policy whose only key is fleet_budget gets the command's own
+// line saying that it is ignored instead.
+func warnEmptyPolicy(sio stdio, name, path string, p termination.Policy) {
+	if len(p.Conditions()) == 0 && p.Tree() == nil && p.FleetBudget() == nil {
+		fmt.Fprintf(sio.err, "agentstop %s: %s: warning: the policy is empty (no condition, no limit): nothing can stop a run\n", name, path)
+	}
 }

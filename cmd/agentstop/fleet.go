@@ -19,6 +19,7 @@ import (
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/redisfleet"
+	"github.com/agentstop/agentstop/internal/human"
 )
 
 // fleetCommands are the fleet control commands (contract §7): name and the
@@ -133,10 +134,10 @@ func runFleet(name string, args []string, stdout, stderr io.Writer, getenv func(
 		by = fs.String("by", fleet.DefaultBy(), "who issues it, shown in the cause detail and in blocks")
 	}
 	if name == "stop" {
-		wait = fs.Duration("wait", fleet.DefaultStopWait, "how long to wait for the owning processes to confirm")
+		wait = human.Duration(fs, "wait", fleet.DefaultStopWait, "how long to wait for the owning processes to confirm")
 	}
 	if name == "block" {
-		expire = fs.Duration("expire", 0, "remove the block after this long (default: until unblock)")
+		expire = human.Duration(fs, "expire", 0, "remove the block after this long (default: until unblock)")
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -211,10 +212,10 @@ func runFleet(name string, args []string, stdout, stderr io.Writer, getenv func(
 		}
 		out = rep
 		table = func(w io.Writer) {
-			fmt.Fprintf(w, "stopped %d %s (%d matched, %d already ended, %d unconfirmed after %s)\n",
-				rep.Stopped, plural(rep.Stopped, "run"), rep.Matched, rep.AlreadyEnded, rep.Unconfirmed, *wait)
+			fmt.Fprintf(w, "stopped %s (%d matched, %d already ended, %d unconfirmed after %s)\n",
+				human.Count(rep.Stopped, "run"), rep.Matched, rep.AlreadyEnded, rep.Unconfirmed, *wait)
 			if rep.Descendants > 0 {
-				fmt.Fprintf(w, "and %d %s under them (cancelled: parent)\n", rep.Descendants, plural(rep.Descendants, "descendant"))
+				fmt.Fprintf(w, "and %s under them (cancelled: parent)\n", human.Count(rep.Descendants, "descendant"))
 			}
 		}
 	case "block":
@@ -289,13 +290,6 @@ func trimInvalid(err error) string {
 	return s
 }
 
-func plural(n int, s string) string {
-	if n == 1 {
-		return s
-	}
-	return s + "s"
-}
-
 func labelsString(m map[string]string) string {
 	if len(m) == 0 {
 		return "-"
@@ -339,10 +333,10 @@ func runsTableOf(w io.Writer, rs []fleet.RunInfo, tree bool) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%d\t%d\t%d/%d\t%s\t%s\n", id, cell(parent), cell(r.Stage), cell(labelsString(r.Labels)), cell(r.Host), r.PID,
 			r.Started.Local().Format("15:04:05"), r.Iterations, r.ToolCalls, r.InputTokens, r.OutputTokens,
-			strconv.FormatFloat(r.Cost, 'f', -1, 64), ago(r.Updated))
+			human.Money(r.Cost), ago(r.Updated))
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "%d live %s\n", len(rs), plural(len(rs), "run"))
+	fmt.Fprintf(w, "%s\n", human.Count(len(rs), "live run"))
 }
 
 func blocksTable(w io.Writer, bs []fleet.Block) {
@@ -356,7 +350,7 @@ func blocksTable(w io.Writer, bs []fleet.Block) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", b.Selector, cell(b.Reason), cell(b.By), b.Created.Local().Format(time.RFC3339), until)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "%d active %s\n", len(bs), plural(len(bs), "block"))
+	fmt.Fprintf(w, "%s\n", human.Count(len(bs), "active block"))
 }
 
 func budgetsTable(w io.Writer, bs []fleet.Budget) {
@@ -376,7 +370,11 @@ func budgetsTable(w io.Writer, bs []fleet.Budget) {
 			case "cost":
 				u = b.Cost
 			}
-			used = append(used, fmt.Sprintf("%s %s/%s", l.Resource, strconv.FormatFloat(u, 'f', -1, 64), strconv.FormatFloat(l.Limit, 'f', -1, 64)))
+			number := func(v float64) string { return strconv.FormatFloat(v, 'f', -1, 64) } // tokens
+			if l.Resource == "cost" {
+				number = human.Money
+			}
+			used = append(used, fmt.Sprintf("%s %s/%s", l.Resource, number(u), number(l.Limit)))
 		}
 		state := "ok"
 		switch {
@@ -389,7 +387,7 @@ func budgetsTable(w io.Writer, bs []fleet.Budget) {
 			b.WindowEnd.Local().Format("15:04:05"), strings.Join(used, ", "), state, b.Runs)
 	}
 	tw.Flush()
-	fmt.Fprintf(w, "%d shared %s\n", len(bs), plural(len(bs), "budget"))
+	fmt.Fprintf(w, "%s\n", human.Count(len(bs), "shared budget"))
 }
 
 // The fleet commands are rows of the dispatch table (commands.go).

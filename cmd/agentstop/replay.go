@@ -32,7 +32,13 @@ name its "parent": it is read whole and replayed as a tree (as is any log when
 the policy has tree: limits). Each run is evaluated with the policy, each
 run's tree: limits over its descendants, in the order of the lines, and one
 result per run is printed, one JSON object per line with "run" (and "parent"),
-in the order the runs ended. -fail-on then applies to every run.
+in the order the runs ended. -fail-on then applies to every run. Every event
+of a log names its run, or none does: the first line that breaks the pattern
+the first event set is an error naming it, as in backtest (a log of one run is
+read up to its first cause, so a line after it is not checked).
+
+An empty policy (an empty file, {}) is valid, but nothing can stop a run: the
+replay runs, with one warning line on stderr naming the file.
 
 Exit status: 0 when the replay ran; 1 when its outcome is listed in -fail-on;
 2 on bad input (unreadable file, malformed line, unknown kind, invalid policy),
@@ -98,6 +104,7 @@ func runReplay(args []string, sio stdio) int {
 	if err != nil {
 		return fail("%s: %v", *policyPath, err)
 	}
+	warnEmptyPolicy(sio, "replay", *policyPath, policy)
 	if policy.FleetBudget() != nil {
 		// A shared budget needs the fleet's other runs; one recorded run
 		// cannot replay them.

@@ -9,6 +9,7 @@ import (
 	"io"
 	"slices"
 
+	"github.com/agentstop/agentstop/internal/human"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -78,7 +79,7 @@ func replayRuns(sio stdio, p termination.Policy, in io.Reader, name, stage strin
 		}
 	}
 	if failed > 0 {
-		fmt.Fprintf(sio.err, "agentstop replay: %d of %d runs have an outcome listed in -fail-on\n", failed, len(results))
+		fmt.Fprintf(sio.err, "agentstop replay: %d of %s %s an outcome listed in -fail-on\n", failed, human.Count(len(results), "run"), human.Agree(failed, "has", "have"))
 		return exitFail
 	}
 	return exitOK

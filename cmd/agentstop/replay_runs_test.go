@@ -47,7 +47,7 @@ func TestReplayTree(t *testing.T) {
 	code, stdout2, stderr := runCLI(t, "", "replay", "-policy", treePolicy, "-fail-on", "skipped", "../../testdata/tree_planner.jsonl")
 	assert.Equal(t, 1, code)
 	assert.Equal(t, stdout, stdout2)
-	assert.Equal(t, "agentstop replay: 1 of 5 runs have an outcome listed in -fail-on\n", stderr)
+	assert.Equal(t, "agentstop replay: 1 of 5 runs has an outcome listed in -fail-on\n", stderr)
 
 	// From stdin, with -stage.
 	log, err := os.ReadFile("../../testdata/tree_planner.jsonl")
@@ -90,4 +90,58 @@ func TestReplayTreeBadInput(t *testing.T) {
 	code, stdout, stderr = runCLI(t, log, "replay", "-policy", treePolicy, "-lenient", "-")
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout, `"truncated":true,"run":"a"`)
+}
+
+// TestMixedRunsReplayAndBacktest: a log in which some events carry run and
+// others do not is an error naming the first line that breaks the first
+// event's pattern, exit 2, in replay and backtest alike (§4), with the same
+// message: replay neither invents a run with no id (first line has run)
+// nor ignores run (first line has none).
+func TestMixedRunsReplayAndBacktest(t *testing.T) {
+	const tail = ": every event of a log names its run, or none does\n"
+	for file, want := range map[string]string{
+		"mixed.jsonl":            `: line 2: this event names no run, but the first event (line 1) names run "a"` + tail,
+		"mixed-first-none.jsonl": `: line 3: this event names run "b", but the first event (line 1) names none` + tail,
+	} {
+		t.Run(file, func(t *testing.T) {
+			path := bt + "bad/" + file
+			code, stdout, stderr := runCLI(t, "", "replay", "-policy", policy, path)
+			assert.Equal(t, exitBad, code, stdout)
+			assert.Empty(t, stdout)
+			assert.Equal(t, "agentstop replay: "+path+want, stderr)
+
+			code, stdout, stderr = runCLI(t, "", "backtest", "-policy", policy, path)
+			assert.Equal(t, exitBad, code, stdout)
+			assert.Empty(t, stdout)
+			assert.Equal(t, "agentstop backtest: "+path+want, stderr)
+		})
+	}
+}
+
+// TestEmptyPolicyWarns: an empty policy is valid (§3) and the replay or
+// backtest runs, but nothing can stop a run: one warning line on stderr
+// names the file. A policy that sets anything gets no warning.
+func TestEmptyPolicyWarns(t *testing.T) {
+	dir := t.TempDir()
+	for name, text := range map[string]string{"empty.yaml": "", "braces.json": "{}\n", "off.yaml": "# all off\nstop_message: false\n"} {
+		t.Run(name, func(t *testing.T) {
+			pol := filepath.Join(dir, name)
+			require.NoError(t, os.WriteFile(pol, []byte(text), 0o644))
+			want := "agentstop replay: " + pol + ": warning: the policy is empty (no condition, no limit): nothing can stop a run\n"
+
+			code, stdout, stderr := runCLI(t, "", "replay", "-policy", pol, "../../testdata/runaway_search.jsonl")
+			assert.Equal(t, exitOK, code, stderr)
+			assert.Equal(t, want, stderr)
+			assert.Contains(t, stdout, `"termination_cause":"natural_completion"`, "the run still replays")
+
+			code, stdout, stderr = runCLI(t, "", "backtest", "-policy", pol, "-policy", policy, bt+"corpus")
+			assert.Equal(t, exitOK, code, stderr)
+			assert.Equal(t, strings.Replace(want, "replay", "backtest", 1), stderr)
+			assert.Contains(t, stdout, name+": stopped 0 of 4 runs")
+		})
+	}
+	for _, pol := range []string{policy, treePolicy} {
+		_, _, stderr := runCLI(t, "", "replay", "-policy", pol, "../../testdata/runaway_search.jsonl")
+		assert.NotContains(t, stderr, "warning", pol)
+	}
 }

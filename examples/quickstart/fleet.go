@@ -18,7 +18,8 @@ import (
 // behaviours its runs take turns at.
 type stageSpec struct {
 	name string
-	// scenario says in one line what the stage's runs do and how each ends.
+	// scenario says what the stage's runs do and how each ends (folded to
+	// the output's width when printed: tableWriter.scenarios).
 	scenario   string
 	policy     string
 	wrap       string // how the loop is wrapped: channel, seq or callback

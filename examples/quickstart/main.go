@@ -24,8 +24,9 @@
 // end the planner. The agent.tree.* metrics and the dashboard's Trees row
 // show it.
 //
-// It starts with one line per stage saying what its scripted runs do, and
-// shows beside the table the latest stops with their cause details (which
+// It starts with one entry per stage saying what its scripted runs do,
+// folded to the terminal's width (the COLUMNS variable; 80 columns when it
+// is unset or stdout is not a terminal), and shows beside the table the latest stops with their cause details (which
 // limit or budget, which tool repeated). At Ctrl-C or the end of -duration
 // it starts no new runs and lets the runs in flight finish by their own
 // cause (for up to -drain); runs still going after that are interrupted
@@ -50,6 +51,7 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/fleet/redisfleet"
+	"github.com/agentstop/agentstop/internal/human"
 	"github.com/agentstop/agentstop/telemetry/otelsetup"
 )
 
@@ -97,9 +99,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		fs.PrintDefaults()
 	}
 	fs.StringVar(&o.listen, "listen", o.listen, "address to serve /metrics on")
-	fs.DurationVar(&o.duration, "duration", o.duration, "how long to run (0: until Ctrl-C)")
-	fs.DurationVar(&o.refresh, "refresh", o.refresh, "how often to redraw the table (plain output: every 5 refreshes)")
-	fs.DurationVar(&o.drain, "drain", o.drain, "at shutdown, how long the runs in flight may take to finish before they are interrupted (and reported apart)")
+	human.DurationVar(fs, &o.duration, "duration", o.duration, "how long to run (0: until Ctrl-C)")
+	human.DurationVar(fs, &o.refresh, "refresh", o.refresh, "how often to redraw the table (plain output: every 5 refreshes)")
+	human.DurationVar(fs, &o.drain, "drain", o.drain, "at shutdown, how long the runs in flight may take to finish before they are interrupted (and reported apart)")
 	fs.IntVar(&o.feed, "feed", o.feed, "how many of the latest stops to show with their cause details (0: none)")
 	fs.StringVar(&o.redis, "redis", o.redis, "join the runs to the Redis fleet at this URL (redis:// or rediss://) instead of an in-process fleet; a Redis Cluster as redis://host1:port1?addr=host2:port2&addr=…")
 	if err := fs.Parse(args); err != nil {
@@ -190,7 +192,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	}
 	fmt.Fprintf(stdout, "agentstop quickstart: metrics on http://%s/metrics; traces %s; runs join %s\n", ln.Addr(), traces, member.where)
 
-	table := &tableWriter{out: stdout, live: isTerminal(stdout), tally: fleet.tally}
+	table := &tableWriter{out: stdout, live: human.IsTerminal(stdout), width: human.Width(stdout, os.Getenv), tally: fleet.tally}
 	table.scenarios()
 
 	// fleet.run starts the workers and returns: it must have returned
@@ -206,13 +208,4 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	wg.Wait()
 	table.final()
 	return nil
-}
-
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	fi, err := f.Stat()
-	return err == nil && fi.Mode()&os.ModeCharDevice != 0
 }

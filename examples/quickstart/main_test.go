@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -186,7 +188,7 @@ func TestQuickstartExposesEveryCause(t *testing.T) {
 	// One line per stage saying what it does, and a feed of stops with
 	// their details.
 	for _, spec := range stages {
-		assert.Regexp(t, `(?m)^  `+spec.name+` +\S+ +`+regexp.QuoteMeta(spec.scenario)+`$`, final)
+		assert.Regexp(t, scenarioPattern(spec), final)
 	}
 	assert.Contains(t, final, "Latest stops:")
 	assert.Regexp(t, `(?m)^  stop t=\S+ +\w+ +.+ +→ [a-z_]+: .+$`, final)
@@ -220,7 +222,8 @@ func TestParseFlags(t *testing.T) {
 		{name: "negative drain", args: []string{"-drain", "-2s"}, err: "-drain must be >= 0, got -2s"},
 		{name: "feed too long", args: []string{"-feed", "5000"}, err: "-feed must be between 0 and 1000, got 5000"},
 		{name: "empty listen", args: []string{"-listen", ""}, err: "-listen must not be empty"},
-		{name: "not a duration", args: []string{"-duration", "soon"}, err: `invalid value "soon" for flag -duration`},
+		{name: "not a duration", args: []string{"-duration", "soon"}, err: `invalid value "soon" for flag -duration: want a duration such as 30m, 90s or 1h30m`},
+		{name: "a number without a unit", args: []string{"-refresh", "5"}, err: `invalid value "5" for flag -refresh: want a duration such as 30m, 90s or 1h30m; a number needs a unit: 5s, 5m or 5h`},
 		{name: "unknown flag", args: []string{"-verbose"}, err: "flag provided but not defined: -verbose"},
 		{name: "argument", args: []string{"run"}, err: `unexpected argument "run"`},
 		{name: "redis", args: []string{"-redis", "redis://127.0.0.1:6379/0"}, want: func(o *options) { o.redis = "redis://127.0.0.1:6379/0" }},
@@ -301,7 +304,7 @@ func TestShutdownReportsInterruptedRunsApart(t *testing.T) {
 			assert.Zero(t, m["cancelled"], "stage %s: runs counted as cancelled", stage)
 		}
 	}
-	assert.Regexp(t, `still running after -drain were interrupted \(not counted above\): (\w+=\d+ ?)+\n`, out.String())
+	assert.Regexp(t, `still running after -drain (was|were) interrupted \(not counted above\): (\w+=\d+ ?)+\n`, out.String())
 }
 
 func waitInFlight(t *testing.T, tl *tally, n int) {
@@ -312,6 +315,10 @@ func waitInFlight(t *testing.T, tl *tally, n int) {
 		return tl.active >= n
 	}, 10*time.Second, time.Millisecond, "fewer than %d runs in flight at once", n)
 }
+
+// costly is what 0.00029 and 0.00145 add up to in float64:
+// 0.0017399999999999998.
+var costly = func() float64 { a, b := 0.00029, 0.00145; return a + b }()
 
 func TestDescribe(t *testing.T) {
 	for _, tc := range []struct {
@@ -333,7 +340,9 @@ func TestDescribe(t *testing.T) {
 			Warnings: []termination.Cause{termination.BudgetPressure{Resource: "total_tokens", Threshold: 0.7, Used: 4000, Limit: 5000}}},
 			runInfo{}, "total_tokens budget spent: 6000 of 5000 (after warning: total_tokens at 4000 of 5000, past the 70% pressure mark)"},
 		{"fleet cost", termination.Result{Cause: termination.BudgetExhausted{Resource: "cost", Used: 50.5, Limit: 50, Scope: "fleet"}},
-			runInfo{}, "fleet cost budget spent: $50.5000 of $50.0000"},
+			runInfo{}, "fleet cost budget spent: $50.5 of $50"},
+		{"cost to 6 significant digits", termination.Result{Cause: termination.BudgetExhausted{Resource: "cost", Used: costly, Limit: 0.0015}},
+			runInfo{}, "cost budget spent: $0.00174 of $0.0015"},
 		{"stall names the tool", termination.Result{Cause: termination.StallDetected{Signal: "repeated_tool_call", Repeats: 3}},
 			runInfo{lastTool: "web_search"}, "web_search repeated 3 times with the same arguments (repeated_tool_call)"},
 		{"repeated result names the tool", termination.Result{Cause: termination.StallDetected{Signal: "repeated_result", Repeats: 3}},
@@ -351,7 +360,7 @@ func TestDescribe(t *testing.T) {
 		{"custom", termination.Result{Cause: termination.Custom{Reason: "dangerous_tool", Properties: map[string]any{"tool": "drop_database"}}},
 			runInfo{}, "dangerous_tool tool=drop_database"},
 		{"all", termination.Result{Cause: termination.All{Causes: []termination.Cause{termination.MaxIterationsReached{Limit: 1, Count: 1},
-			termination.NaturalCompletion{}}}}, runInfo{}, "all of: max_iterations: 1 turns, limit 1; natural_completion: the loop ended by itself"},
+			termination.NaturalCompletion{}}}}, runInfo{}, "all of: max_iterations: 1 turn, limit 1; natural_completion: the loop ended by itself"},
 		{"none", termination.Result{}, runInfo{}, "no cause"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -383,5 +392,67 @@ func TestReadmeListsEveryFlag(t *testing.T) {
 	require.NotEmpty(t, flags)
 	for _, f := range flags {
 		assert.Regexp(t, "(?m)^\\| `-"+f[1]+"[ `]", section, "flag -%s is not in the README's quickstart table", f[1])
+	}
+}
+
+// TestShutdownReportAgrees: the shutdown line agrees its nouns and verbs
+// with the counts ("1 run ... was", not "1 runs ... were").
+func TestShutdownReportAgrees(t *testing.T) {
+	for _, tc := range []struct {
+		drained     int
+		interrupted map[string]int
+		want        string
+	}{
+		{1, map[string]int{"coder": 1}, "\nAt shutdown: 1 run in flight finished by its own cause (counted above); 1 still running after -drain was interrupted (not counted above): coder=1\n"},
+		{2, map[string]int{"coder": 1, "fixer": 2}, "\nAt shutdown: 2 runs in flight finished by their own cause (counted above); 3 still running after -drain were interrupted (not counted above): coder=1 fixer=2\n"},
+		{0, map[string]int{}, "\nAt shutdown: 0 runs in flight finished by their own cause (counted above); none was interrupted.\n"},
+	} {
+		tl := newTally(0)
+		tl.stopping, tl.drained, tl.interrupted = true, tc.drained, tc.interrupted
+		var out bytes.Buffer
+		(&tableWriter{out: &out, tally: tl}).shutdownReport()
+		assert.Equal(t, tc.want, out.String())
+	}
+}
+
+// scenarioPattern matches a stage's entry in the list of stages: its name,
+// its wrapper, and its description, folded over lines or not.
+func scenarioPattern(spec stageSpec) *regexp.Regexp {
+	words := strings.Fields(spec.scenario)
+	for i, w := range words {
+		words[i] = regexp.QuoteMeta(w)
+	}
+	return regexp.MustCompile(`(?m)^  ` + spec.name + ` +\S+ +` + strings.Join(words, `\s+`) + `$`)
+}
+
+// TestScenariosWrap: the stages' descriptions (some over 300 characters)
+// are folded to the output's width — 80 when it is not a terminal —
+// beside their stage, or under it when the width leaves no room; no word
+// is lost or cut.
+func TestScenariosWrap(t *testing.T) {
+	for _, width := range []int{0, 80, 120, 40} {
+		t.Run(fmt.Sprint(width), func(t *testing.T) {
+			var out bytes.Buffer
+			(&tableWriter{out: &out, width: width, tally: newTally(0)}).scenarios()
+			limit := width
+			if width == 0 {
+				limit = 80
+			}
+			longest := 0
+			for line := range strings.Lines(out.String()) {
+				line = strings.TrimSuffix(line, "\n")
+				assert.Equal(t, line, strings.TrimRight(line, " "), "no trailing blanks")
+				n := utf8.RuneCountInString(line)
+				assert.LessOrEqual(t, n, limit, "%q", line)
+				longest = max(longest, n)
+			}
+			assert.Greater(t, longest, limit*3/4, "the width is used")
+			for _, spec := range stages {
+				if width >= 80 || width == 0 {
+					assert.Regexp(t, scenarioPattern(spec), out.String())
+				}
+				assert.Contains(t, strings.Join(strings.Fields(out.String()), " "), spec.scenario, "every word, in order")
+			}
+		})
 	}
 }

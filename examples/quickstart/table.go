@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/agentstop/agentstop/internal/human"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -117,12 +118,12 @@ func describeCause(c termination.Cause, info runInfo) string {
 	case termination.HandoffRequested:
 		return fmt.Sprintf("%s handed off to %s", c.Source, c.Target)
 	case termination.MaxIterationsReached:
-		return fmt.Sprintf("%d turns, limit %d", c.Count, c.Limit)
+		return fmt.Sprintf("%s, limit %d", human.Count(c.Count, "turn"), c.Limit)
 	case termination.MaxToolCallsReached:
 		if c.Tool != "" {
-			return fmt.Sprintf("%d calls of %s, limit %d", c.Count, c.Tool, c.Limit)
+			return fmt.Sprintf("%s of %s, limit %d", human.Count(c.Count, "call"), c.Tool, c.Limit)
 		}
-		return fmt.Sprintf("%d tool calls, limit %d", c.Count, c.Limit)
+		return fmt.Sprintf("%s, limit %d", human.Count(c.Count, "tool call"), c.Limit)
 	case termination.BudgetPressure:
 		return fmt.Sprintf("%s%s at %s of %s, past the %.0f%% pressure mark%s", scope(c.Scope), c.Resource,
 			amount(c.Resource, c.Used), amount(c.Resource, c.Limit), c.Threshold*100, sharedBy(c.Scope, info))
@@ -130,12 +131,12 @@ func describeCause(c termination.Cause, info runInfo) string {
 		return fmt.Sprintf("%s%s budget spent: %s of %s%s", scope(c.Scope), c.Resource,
 			amount(c.Resource, c.Used), amount(c.Resource, c.Limit), sharedBy(c.Scope, info))
 	case termination.StallDetected:
-		s := fmt.Sprintf("%s, %d repeats", c.Signal, c.Repeats)
+		s := fmt.Sprintf("%s, %s", c.Signal, human.Count(c.Repeats, "repeat"))
 		switch {
 		case c.Signal == termination.SignalRepeatedToolCall && info.lastTool != "":
-			s = fmt.Sprintf("%s repeated %d times with the same arguments (%s)", info.lastTool, c.Repeats, c.Signal)
+			s = fmt.Sprintf("%s repeated %s with the same arguments (%s)", info.lastTool, human.Count(c.Repeats, "time"), c.Signal)
 		case c.Signal == termination.SignalRepeatedResult && info.lastTool != "":
-			s = fmt.Sprintf("%s gave the same result %d times (%s)", info.lastTool, c.Repeats, c.Signal)
+			s = fmt.Sprintf("%s gave the same result %s (%s)", info.lastTool, human.Count(c.Repeats, "time"), c.Signal)
 		}
 		if c.Period > 0 {
 			s += fmt.Sprintf(", period %d", c.Period)
@@ -191,7 +192,7 @@ func sharedBy(scope string, info runInfo) string {
 
 func amount(r termination.Resource, v float64) string {
 	if r == termination.ResourceCost {
-		return fmt.Sprintf("$%.4f", v)
+		return "$" + human.Money(v)
 	}
 	return fmt.Sprintf("%.0f", v)
 }
@@ -201,19 +202,50 @@ func amount(r termination.Resource, v float64) string {
 type tableWriter struct {
 	out   io.Writer
 	live  bool
+	width int // columns the output may use (human.Width); 0 means 80
 	tally *tally
 }
 
-// scenarios prints one line per stage: how its loop is wrapped and what its
-// runs do.
+// scenarios prints one entry per stage: its name, how its loop is wrapped
+// and what its runs do, the description folded to the output's width
+// (the terminal's, from COLUMNS, or 80: human.Width) under its first line.
 func (w *tableWriter) scenarios() {
-	fmt.Fprintln(w.out, "Stages (two workers each, taking turns at these scenarios; the analysts are the planner's sub-agents):")
-	tw := tabwriter.NewWriter(w.out, 0, 0, 2, ' ', 0)
-	for _, s := range stages {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", s.name, wrapName(s.wrap), s.scenario)
+	width := w.width
+	if width <= 0 {
+		width = human.DefaultWidth
 	}
-	tw.Flush()
+	for _, line := range human.Wrap("Stages (two workers each, taking turns at these scenarios; the analysts are the planner's sub-agents):", width) {
+		fmt.Fprintln(w.out, line)
+	}
+	nameW, wrapW := 0, 0
+	for _, s := range stages {
+		nameW, wrapW = max(nameW, len(s.name)), max(wrapW, len(wrapName(s.wrap)))
+	}
+	indent := 2 + nameW + 2 + wrapW + 2
+	if width-indent < minDescription {
+		// Too narrow for a column: each description under its stage.
+		indent = 6
+	}
+	pad := strings.Repeat(" ", indent)
+	for _, s := range stages {
+		lines := human.Wrap(s.scenario, max(width-indent, 1))
+		head := fmt.Sprintf("  %-*s  %-*s  ", nameW, s.name, wrapW, wrapName(s.wrap))
+		if indent != len(head) {
+			fmt.Fprintln(w.out, strings.TrimRight(head, " "))
+			head = pad
+		}
+		for i, line := range lines {
+			if i > 0 {
+				head = pad
+			}
+			fmt.Fprintln(w.out, head+line)
+		}
+	}
 }
+
+// minDescription is the narrowest column a stage's description is folded
+// into beside its name; narrower, it goes under the name.
+const minDescription = 30
 
 func wrapName(wrap string) string {
 	switch wrap {
@@ -302,7 +334,8 @@ func (w *tableWriter) shutdownReport() {
 	if !w.tally.stopping {
 		return
 	}
-	fmt.Fprintf(w.out, "\nAt shutdown: %d runs in flight finished by their own cause (counted above)", w.tally.drained)
+	fmt.Fprintf(w.out, "\nAt shutdown: %s in flight finished by %s own cause (counted above)", human.Count(w.tally.drained, "run"),
+		human.Agree(w.tally.drained, "its", "their"))
 	if len(w.tally.interrupted) == 0 {
 		fmt.Fprintln(w.out, "; none was interrupted.")
 		return
@@ -313,7 +346,8 @@ func (w *tableWriter) shutdownReport() {
 		parts = append(parts, fmt.Sprintf("%s=%d", stage, w.tally.interrupted[stage]))
 		cut += w.tally.interrupted[stage]
 	}
-	fmt.Fprintf(w.out, "; %d still running after -drain were interrupted (not counted above): %s\n", cut, strings.Join(parts, " "))
+	fmt.Fprintf(w.out, "; %d still running after -drain %s interrupted (not counted above): %s\n", cut, human.Agree(cut, "was", "were"),
+		strings.Join(parts, " "))
 }
 
 // table prints causes as rows and stages as columns.
