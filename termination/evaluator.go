@@ -48,6 +48,14 @@ type Evaluator struct {
 	// not yet ticked).
 	timeouts []time.Duration
 	next     int
+	// idles are the condition's idle limits, ascending, counted from
+	// lastAt, the time of the last event (live: its arrival, or the start;
+	// replay: the last event that carried a time); nextIdle is the first
+	// not yet ticked since then.
+	idles    []time.Duration
+	nextIdle int
+	lastAt   time.Time
+	now      time.Time // live: when the event being evaluated arrived (read once per event)
 }
 
 // NewEvaluator starts a run of c. c must be valid ([Validate]); an invalid
@@ -60,13 +68,14 @@ func NewEvaluator(c Condition, clock Clock) *Evaluator {
 	e := &Evaluator{root: c.start(), clock: clock}
 	e.sink.warnings, e.sink.stallWarned = &e.warnings, &e.stalled
 	eachBudget([]check{e.root}, func(b *budgetCheck) { e.budgets = append(e.budgets, b) })
-	eachTimeout(c, func(time.Duration) { e.clocked = true })
+	eachTimer(c, func(time.Duration, bool) { e.clocked = true })
 	if e.clocked {
-		e.timeouts = timeoutsOf(c)
+		e.timeouts, e.idles = timeoutsOf(c), idlesOf(c)
 	}
 	e.callKeys = usesCallKey(e.root)
 	if clock == WallClock {
 		e.start = time.Now()
+		e.lastAt = e.start
 	}
 	return e
 }
@@ -157,53 +166,106 @@ func (e *Evaluator) observeRefKeyed(ev *Event, argsKey uint64, argsKeyed bool) (
 	return e.settle(p.Events)
 }
 
-// tickAt evaluates the passing of time with no event: a live stage's timeout
-// timer calls it. It returns like Observe.
+// tickAt evaluates the passing of time with no event: a live stage's timer
+// calls it. It fires the timeouts and idle limits due at now, and returns
+// like Observe. An Evaluator on the events' clock ignores it.
 func (e *Evaluator) tickAt(now time.Time) (Cause, bool) {
-	if e.cause != nil {
-		return e.cause, true
+	if e.cause == nil && e.clock == WallClock {
+		e.fireDue(now)
 	}
-	if e.clock == WallClock {
-		e.progress.Elapsed, e.progress.Clocked = now.Sub(e.start), true
-	}
-	e.sink.reset()
-	e.root.observe(nil, &e.progress, &e.sink)
-	return e.settle(e.progress.Events)
+	return e.cause, e.cause != nil
 }
 
-// deadlineBefore fires the timeouts whose deadline ev is at or past before
-// ev is evaluated, as the live timer would have (§3): a clock tick at each
-// deadline in turn, with elapsed the limit in replay (the time now, live).
-// It reports whether the run stopped; StoppedAt is then the last event
+// nextTick is when the next timeout or idle limit of a live run falls due,
+// as things stand (an event moves the idle deadline on): the time its timer
+// is armed for. ok is false when none is left, or the run has stopped.
+func (e *Evaluator) nextTick() (at time.Time, ok bool) {
+	if e.cause != nil || e.clock != WallClock {
+		return time.Time{}, false
+	}
+	if e.next < len(e.timeouts) {
+		at, ok = e.start.Add(e.timeouts[e.next]), true
+	}
+	if e.nextIdle < len(e.idles) {
+		if d := e.lastAt.Add(e.idles[e.nextIdle]); !ok || d.Before(at) {
+			at, ok = d, true
+		}
+	}
+	return at, ok
+}
+
+// deadlineBefore fires the timeouts and idle limits whose deadline ev is at
+// or past before ev is evaluated, as the live timer would have (§3). It
+// reports whether the run stopped; StoppedAt is then the last event
 // evaluated.
 func (e *Evaluator) deadlineBefore(ev *Event) bool {
-	var elapsed time.Duration
 	switch {
 	case e.clock == WallClock:
-		elapsed = time.Since(e.start)
+		e.now = time.Now()
+		return e.fireDue(e.now)
 	case ev.Time.IsZero() || e.start.IsZero():
 		return false
-	default:
-		elapsed = ev.Time.Sub(e.start)
 	}
-	for ; e.next < len(e.timeouts) && e.timeouts[e.next] <= elapsed; e.next++ {
-		tick := e.timeouts[e.next]
-		if e.clock == WallClock {
-			tick = elapsed
+	return e.fireDue(ev.Time)
+}
+
+// fireDue ticks at each deadline at or before at, in the order they fall
+// due (a timeout before an idle limit due at the same time): a timeout's
+// with elapsed the limit in replay (the time measured, live), an idle
+// limit's with elapsed the limit. It reports whether the run stopped.
+func (e *Evaluator) fireDue(at time.Time) bool {
+	for {
+		var timeoutAt, idleAt time.Time
+		timeout := e.next < len(e.timeouts)
+		if timeout {
+			timeoutAt = e.start.Add(e.timeouts[e.next])
+			timeout = !timeoutAt.After(at)
 		}
-		p := &e.progress
-		saved := *p
-		p.Elapsed, p.Clocked = tick, true
-		e.sink.reset()
-		e.root.observe(nil, p, &e.sink)
-		if _, stopped := e.settle(p.Events); stopped {
-			if e.clock == EventClock {
-				e.last = e.start.Add(tick) // the run lasted until the deadline (§4 duration)
+		idle := e.nextIdle < len(e.idles) && !e.lastAt.IsZero()
+		if idle {
+			idleAt = e.lastAt.Add(e.idles[e.nextIdle])
+			idle = !idleAt.After(at)
+		}
+		var stopped bool
+		switch {
+		case timeout && (!idle || !idleAt.Before(timeoutAt)):
+			tick := e.timeouts[e.next]
+			if e.clock == WallClock {
+				tick = at.Sub(e.start)
 			}
+			e.next++
+			stopped = e.tickClock(tick, 0, e.start.Add(tick))
+		case idle:
+			limit := e.idles[e.nextIdle]
+			e.nextIdle++
+			stopped = e.tickClock(0, limit, idleAt)
+		default:
+			return false
+		}
+		if stopped {
 			return true
 		}
-		*p = saved
 	}
+}
+
+// tickClock evaluates one clock tick: a timeout's (elapsed > 0: the run's
+// age) or an idle limit's (idle > 0: how long no event came). When the
+// run stops, a replayed run lasted until end (§4 duration).
+func (e *Evaluator) tickClock(elapsed, idle time.Duration, end time.Time) bool {
+	p := &e.progress
+	saved := *p
+	p.Elapsed, p.Clocked = elapsed, idle == 0
+	e.sink.reset()
+	e.sink.idle = idle
+	e.root.observe(nil, p, &e.sink)
+	e.sink.idle = 0
+	if _, stopped := e.settle(p.Events); stopped {
+		if e.clock == EventClock {
+			e.last = end
+		}
+		return true
+	}
+	*p = saved
 	return false
 }
 
@@ -212,7 +274,8 @@ func (e *Evaluator) tick(ev *Event) {
 	switch {
 	case !e.clocked:
 	case e.clock == WallClock:
-		p.Elapsed, p.Clocked = time.Since(e.start), true
+		p.Elapsed, p.Clocked = e.now.Sub(e.start), true
+		e.lastAt, e.nextIdle = e.now, 0 // the idle clock restarts at every event
 	case ev.Time.IsZero():
 		p.Clocked = false
 	default:
@@ -226,6 +289,7 @@ func (e *Evaluator) tick(ev *Event) {
 			e.start = ev.Time
 		}
 		e.last = ev.Time
+		e.lastAt, e.nextIdle = ev.Time, 0
 	}
 	e.sink.reset()
 	before := len(e.warnings)
@@ -332,7 +396,7 @@ func (e *Evaluator) Result() Result {
 		r.Untimed = true // no event carried a time
 	default:
 		r.Duration = e.last.Sub(e.start)
-		if t, ok := e.cause.(Timeout); ok && t.Scope == "" {
+		if t, ok := e.cause.(Timeout); ok && t.Scope == "" && !t.Idle {
 			// A replayed timeout fires as the timer would have: the run
 			// lasted until the limit, not until the last event before it.
 			r.Duration = max(r.Duration, t.Elapsed)
