@@ -24,18 +24,25 @@ const (
 // decides whether the run must stop. It is not safe for concurrent use; one
 // run, one Evaluator.
 type Evaluator struct {
-	root      check
-	clock     Clock
-	clocked   bool // the condition has a timeout, so time must be read
-	callKeys  bool // a stall check needs each tool call's key
-	progress  Progress
-	cur       *Event // Observe's copy of the event, allocated on first use: observeRef callers never need it
-	sink      sink
-	warnings  []Cause
-	stalled   bool // a stall warning was recorded (at most one per run)
-	start     time.Time
+	root     check
+	clock    Clock
+	clocked  bool // the condition has a timeout or an idle limit, so time must be read
+	callKeys bool // a stall check needs each tool call's key
+	stalled  bool // a stall warning was recorded (at most one per run)
+	lastKind Kind
+	// next is the first of timeouts not yet ticked; nextIdle the first of
+	// idles not yet ticked since the last event. (int32s beside the small
+	// fields keep a live run's Evaluator in its size class.)
+	next, nextIdle int32
+	progress       Progress
+	cur            *Event // Observe's copy of the event, allocated on first use: observeRef callers never need it
+	sink           sink
+	warnings       []Cause
+	start          time.Time
+	// last is the time of the last event: live, when it arrived (the
+	// start before the first), for the idle limits; in replay, the last
+	// event that carried a time (or the deadline that stopped the run).
 	last      time.Time
-	lastKind  Kind
 	lastErr   string
 	cause     Cause
 	fired     []Cause
@@ -44,18 +51,9 @@ type Evaluator struct {
 	ended     time.Time
 	budgets   []*budgetCheck
 	// timeouts are the condition's timeout limits, ascending; replay ticks
-	// at each deadline before the first event past it (next: the first
-	// not yet ticked).
-	timeouts []time.Duration
-	next     int
-	// idles are the condition's idle limits, ascending, counted from
-	// lastAt, the time of the last event (live: its arrival, or the start;
-	// replay: the last event that carried a time); nextIdle is the first
-	// not yet ticked since then.
-	idles    []time.Duration
-	nextIdle int
-	lastAt   time.Time
-	now      time.Time // live: when the event being evaluated arrived (read once per event)
+	// at each deadline before the first event past it. idles are its idle
+	// limits, ascending, counted from last.
+	timeouts, idles []time.Duration
 }
 
 // NewEvaluator starts a run of c. c must be valid ([Validate]); an invalid
@@ -75,7 +73,7 @@ func NewEvaluator(c Condition, clock Clock) *Evaluator {
 	e.callKeys = usesCallKey(e.root)
 	if clock == WallClock {
 		e.start = time.Now()
-		e.lastAt = e.start
+		e.last = e.start
 	}
 	return e
 }
@@ -126,8 +124,14 @@ func (e *Evaluator) observeRefKeyed(ev *Event, argsKey uint64, argsKeyed bool) (
 	if !ev.valid() {
 		return e.invalid(ev)
 	}
-	if e.clocked && e.deadlineBefore(ev) {
-		return e.cause, true // the timeout fired before ev: ev is not evaluated
+	var now time.Time // live: when ev arrived, read once
+	if e.clocked {
+		if e.clock == WallClock {
+			now = time.Now()
+		}
+		if e.deadlineBefore(ev, now) {
+			return e.cause, true // a timeout or idle limit fired before ev: ev is not evaluated
+		}
 	}
 	p := &e.progress
 	p.Events++
@@ -162,7 +166,7 @@ func (e *Evaluator) observeRefKeyed(ev *Event, argsKey uint64, argsKeyed bool) (
 		}
 		e.sink.keyed = true
 	}
-	e.tick(ev)
+	e.tick(ev, now)
 	return e.settle(p.Events)
 }
 
@@ -183,11 +187,11 @@ func (e *Evaluator) nextTick() (at time.Time, ok bool) {
 	if e.cause != nil || e.clock != WallClock {
 		return time.Time{}, false
 	}
-	if e.next < len(e.timeouts) {
+	if int(e.next) < len(e.timeouts) {
 		at, ok = e.start.Add(e.timeouts[e.next]), true
 	}
-	if e.nextIdle < len(e.idles) {
-		if d := e.lastAt.Add(e.idles[e.nextIdle]); !ok || d.Before(at) {
+	if int(e.nextIdle) < len(e.idles) {
+		if d := e.last.Add(e.idles[e.nextIdle]); !ok || d.Before(at) {
 			at, ok = d, true
 		}
 	}
@@ -195,14 +199,13 @@ func (e *Evaluator) nextTick() (at time.Time, ok bool) {
 }
 
 // deadlineBefore fires the timeouts and idle limits whose deadline ev is at
-// or past before ev is evaluated, as the live timer would have (§3). It
-// reports whether the run stopped; StoppedAt is then the last event
-// evaluated.
-func (e *Evaluator) deadlineBefore(ev *Event) bool {
+// or past before ev is evaluated, as the live timer would have (§3); now
+// is when ev arrived, on the wall clock. It reports whether the run
+// stopped; StoppedAt is then the last event evaluated.
+func (e *Evaluator) deadlineBefore(ev *Event, now time.Time) bool {
 	switch {
 	case e.clock == WallClock:
-		e.now = time.Now()
-		return e.fireDue(e.now)
+		return e.fireDue(now)
 	case ev.Time.IsZero() || e.start.IsZero():
 		return false
 	}
@@ -216,14 +219,14 @@ func (e *Evaluator) deadlineBefore(ev *Event) bool {
 func (e *Evaluator) fireDue(at time.Time) bool {
 	for {
 		var timeoutAt, idleAt time.Time
-		timeout := e.next < len(e.timeouts)
+		timeout := int(e.next) < len(e.timeouts)
 		if timeout {
 			timeoutAt = e.start.Add(e.timeouts[e.next])
 			timeout = !timeoutAt.After(at)
 		}
-		idle := e.nextIdle < len(e.idles) && !e.lastAt.IsZero()
+		idle := int(e.nextIdle) < len(e.idles) && !e.last.IsZero()
 		if idle {
-			idleAt = e.lastAt.Add(e.idles[e.nextIdle])
+			idleAt = e.last.Add(e.idles[e.nextIdle])
 			idle = !idleAt.After(at)
 		}
 		var stopped bool
@@ -269,13 +272,15 @@ func (e *Evaluator) tickClock(elapsed, idle time.Duration, end time.Time) bool {
 	return false
 }
 
-func (e *Evaluator) tick(ev *Event) {
+// tick evaluates ev (arrived at now, live) with the run's clock brought up
+// to it.
+func (e *Evaluator) tick(ev *Event, now time.Time) {
 	p := &e.progress
 	switch {
 	case !e.clocked:
 	case e.clock == WallClock:
-		p.Elapsed, p.Clocked = e.now.Sub(e.start), true
-		e.lastAt, e.nextIdle = e.now, 0 // the idle clock restarts at every event
+		p.Elapsed, p.Clocked = now.Sub(e.start), true
+		e.last, e.nextIdle = now, 0 // the idle clock restarts at every event
 	case ev.Time.IsZero():
 		p.Clocked = false
 	default:
@@ -288,8 +293,7 @@ func (e *Evaluator) tick(ev *Event) {
 		if e.start.IsZero() {
 			e.start = ev.Time
 		}
-		e.last = ev.Time
-		e.lastAt, e.nextIdle = ev.Time, 0
+		e.last, e.nextIdle = ev.Time, 0 // the idle clock restarts at every timed event
 	}
 	e.sink.reset()
 	before := len(e.warnings)
