@@ -219,12 +219,17 @@ func BenchmarkRange(b *testing.B) {
 // bare (no recorder), then the real OpenTelemetry SDK recording with every
 // span sampled (each tool call becomes an execute_tool span) and with
 // spans not sampled (metrics only, as for the runs a head sampler skips).
+// bare_clocked adds a timeout and an idle limit out of reach: what reading
+// the clock once per event costs (the run's timer is not touched per
+// event).
 func BenchmarkObserve(b *testing.B) {
+	clocked := termination.MustParsePolicy(`{timeout: 1000h, idle: 1000h}`)
 	cases := []struct {
 		name string
 		opts []middleware.Option
 	}{
 		{"bare", nil},
+		{"bare_clocked", []middleware.Option{middleware.WithPolicy(clocked)}},
 		{"sdk_sampled", []middleware.Option{instrumented(b, sdktrace.AlwaysSample())}},
 		{"sdk_unsampled", []middleware.Option{instrumented(b, sdktrace.NeverSample())}},
 	}

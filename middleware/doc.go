@@ -27,8 +27,13 @@
 // stage's timeout as its Deadline, is cancelled when the run stops, and
 // context.Cause(ctx) is the typed
 // [termination.Cause], recoverable with errors.As. A loop that honours its
-// context therefore ends as soon as a condition fires, the timeout timer
-// fires, [Run.Stop] is called, or the caller's context ends.
+// context therefore ends as soon as a condition fires, the run's timer
+// fires (a timeout, or an idle limit: no event for the policy's idle:),
+// [Run.Stop] is called, or the caller's context ends. A run has one timer
+// for its timeouts and idle limits, armed for the next deadline; events do
+// not touch it (an idle deadline that an event moved on is re-armed when
+// the timer finds nothing due). An idle limit is no Deadline of the
+// context: an active run may go on.
 //
 // # Four ways in
 //

@@ -228,8 +228,10 @@ func randomPolicy(r *rand.Rand, depth int) string {
 	case 2:
 		parts = append(parts, fmt.Sprintf("max_tool_calls: {per_tool: {%s: %d}}", pick(r, tools), 1+r.IntN(3)))
 	case 3:
+		// A per-tool limit is at most the overall one (above, it could never fire: an error).
+		limit := 1 + r.IntN(8)
 		parts = append(parts, fmt.Sprintf("max_tool_calls: {limit: %d, pressure: 0.5, per_tool: {search: %d, calc: %d}}",
-			1+r.IntN(8), 1+r.IntN(3), 1+r.IntN(3)))
+			limit, 1+r.IntN(min(3, limit)), 1+r.IntN(min(3, limit))))
 	}
 	switch r.IntN(4) {
 	case 0:
@@ -249,6 +251,9 @@ func randomPolicy(r *rand.Rand, depth int) string {
 		parts = append(parts, fmt.Sprintf("stall: {repeats: %d, window: %d, cycle: 2, token_tolerance: 0.1}", repeats, repeats+r.IntN(3)))
 	case 6, 7:
 		parts = append(parts, fmt.Sprintf("stall: {repeats: %d, window: %d, warn_at: 2, same_result: true}", repeats+1, repeats+1+r.IntN(6)))
+	case 8:
+		parts = append(parts, fmt.Sprintf("stall: {repeats: %d, window: %d, same_result: true, any_args: true, ignore_tools: [%s]}",
+			repeats, repeats+r.IntN(4), pick(r, tools)))
 	}
 	add("errors: {consecutive: %d, total: %d}", 1+r.IntN(3), 2+r.IntN(4))
 	add("errors: {consecutive: %d, total: %d, ignore_tools: [search]}", 1+r.IntN(3), 2+r.IntN(4))

@@ -19,6 +19,7 @@ type Stage struct {
 	name     string
 	cond     termination.Condition
 	timeouts []time.Duration
+	timed    bool // the condition has timeouts or idle limits: each run arms a timer
 	cfg      config
 	allowed  func(string) bool
 	info     RunInfo               // what the recorder is told about every run; ids added per run
@@ -51,6 +52,7 @@ func New(stage string, opts ...Option) (*Stage, error) {
 		cond = termination.AnyOf(cfg.conds...)
 	}
 	s := &Stage{name: stage, cond: cond, timeouts: live.Timeouts(cond), cfg: cfg}
+	s.timed = len(s.timeouts) > 0 || len(live.Idles(cond)) > 0
 	if len(cfg.trees) > 0 {
 		s.tree = termination.Tree(cfg.trees...)
 		s.treeLimits = termination.NewEvaluator(s.tree, termination.WallClock).Remaining()
@@ -156,11 +158,11 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 	if r.startFleet() { // bad labels, or the fleet refused the run (fleet.go)
 		return runCtx, r
 	}
-	if len(s.timeouts) > 0 {
-		// Under the lock: a very short timeout's callback may already be
-		// re-arming r.timer for the next limit.
+	if s.timed {
+		// Under the lock: a very short limit's callback may already be
+		// re-arming r.timer for the next one.
 		r.mu.Lock()
-		r.armTimer(0)
+		r.armTimer()
 		r.mu.Unlock()
 	}
 	if parent.Err() != nil {
@@ -539,20 +541,35 @@ func (r *Run) leaveChan() (<-chan struct{}, bool) {
 	return r.leave, false
 }
 
-// armTimer arms the timeout timer for the i-th timeout of the stage.
-func (r *Run) armTimer(i int) {
-	d := r.stage.timeouts[i]
-	r.timer = time.AfterFunc(d, func() {
-		r.mu.Lock()
-		cause, stop := live.Tick(r.eval, time.Now())
-		if !stop && i+1 < len(r.stage.timeouts) {
-			r.armTimer(i + 1)
-		}
-		r.mu.Unlock()
-		if stop {
-			r.stopped(cause)
-		}
-	})
+// armTimer arms the run's one timer, with r.mu held, for the next timeout
+// or idle deadline as things stand. Events do not touch the timer: they
+// move the evaluator's idle deadline on, and a timer that fires early for
+// it finds nothing due and is re-armed for the new deadline (Reset, no
+// allocation).
+func (r *Run) armTimer() {
+	at, ok := live.NextTick(r.eval)
+	if !ok {
+		return
+	}
+	if r.timer == nil {
+		r.timer = time.AfterFunc(time.Until(at), r.onTimer)
+		return
+	}
+	r.timer.Reset(time.Until(at))
+}
+
+// onTimer is the run's timer: it fires what is due (a timeout, an idle
+// limit) and re-arms for the next deadline.
+func (r *Run) onTimer() {
+	r.mu.Lock()
+	cause, stop := live.Tick(r.eval, time.Now())
+	if !stop {
+		r.armTimer()
+	}
+	r.mu.Unlock()
+	if stop {
+		r.stopped(cause)
+	}
 }
 
 // Finish ends the run at the end of its stream and returns the result. err

@@ -24,9 +24,12 @@ type stageAttrs struct {
 	// option as a variadic argument would allocate per call.
 	treeCancel []metric.AddOption            // {stage}
 	treeLimits map[string][]metric.AddOption // by resource: {stage, resource}
+	idleStops  []metric.AddOption            // {stage}
 
 	// hasChildren is set at the stage's first run with a parent.
 	hasChildren atomic.Bool
+	// started is set at the stage's first run.
+	started atomic.Bool
 
 	mu        sync.RWMutex
 	starts    map[string][]trace.SpanStartOption // by provider name ("" for none)
@@ -91,6 +94,7 @@ func (r *Recorder) stage(name string) *stageAttrs {
 		agent:      metric.WithAttributeSet(attribute.NewSet(KeyGenAIAgentName.String(recorded))),
 		treeCancel: []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(KeyStage.String(recorded)))},
 		treeLimits: map[string][]metric.AddOption{},
+		idleStops:  []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(KeyStage.String(recorded)))},
 		starts:     map[string][]trace.SpanStartOption{},
 		byCause:    map[causeKey]*causeAttrs{},
 		resources:  map[termination.Resource]metric.MeasurementOption{},

@@ -92,7 +92,7 @@ func TestCardinalityIsBounded(t *testing.T) {
 	require.Greater(t, len(order), stageLimit*10, "the test must use many more stages than the limit")
 
 	m := h.collect(t)
-	require.Len(t, m, 11, "the agent.stage.* instruments and gen_ai.invoke_agent.*")
+	require.Len(t, m, 12, "the agent.stage.* instruments and gen_ai.invoke_agent.*")
 	kept := map[string]bool{telemetry.OtherStage: true}
 	// The first stageLimit stages to start a run keep their names.
 	for _, n := range order[:stageLimit] {
@@ -110,6 +110,7 @@ func TestCardinalityIsBounded(t *testing.T) {
 		"agent.stage.budget.utilization": (stageLimit + 1) * 3,
 		"agent.stage.budget.pressure":    (stageLimit + 1) * 3,
 		"agent.stage.active":             stageLimit + 1,
+		"agent.stage.idle.stops":         stageLimit + 1,
 		// {gen_ai.operation.name, gen_ai.agent.name, error.type}: every run failed.
 		"gen_ai.invoke_agent.duration": (stageLimit + 1) * len(causes),
 		// {gen_ai.agent.name}: one series per stage.

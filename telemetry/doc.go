@@ -79,6 +79,7 @@
 //	gen_ai.invoke_agent.tool_calls       histogram       gen_ai.agent.name
 //	agent.tree.runs.cancelled       counter              stage
 //	agent.tree.limits.reached       counter              stage, resource (tokens, cost, iterations, tool_calls, timeout)
+//	agent.stage.idle.stops          counter, {run}       stage
 //
 // gen_ai.invoke_agent.duration has the buckets of agent.stage.duration
 // ([DurationBuckets]); gen_ai.execute_tool.duration those the conventions
@@ -87,6 +88,13 @@
 // iterations, its model turns) and gen_ai.invoke_agent.tool_calls
 // ({tool_call}) are recorded once per run, buckets 1, 2, 4 … 128
 // ([AgentCallBuckets]).
+//
+// agent.stage.idle.stops counts the runs an idle limit stopped (policy
+// key idle:, a Timeout with idle set; for All, the last cause to fire):
+// they are termination_cause="timeout" on agent.stage.terminations, like
+// a run that reached its total timeout, and a hang is a different problem
+// from a slow run. It is exported at 0 for a stage from its first run, so
+// that Prometheus' increase() counts the first idle stop too.
 //
 // # Trees on metrics
 //

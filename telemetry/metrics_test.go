@@ -59,9 +59,18 @@ func TestInstruments(t *testing.T) {
 	assert.ElementsMatch(t, []string{"agent.stage.terminations", "agent.stage.duration", "agent.stage.iterations",
 		"agent.stage.tool_calls", "agent.stage.tokens", "agent.stage.budget.utilization", "agent.stage.budget.pressure",
 		"agent.stage.active", "gen_ai.invoke_agent.duration", "gen_ai.execute_tool.duration",
-		"gen_ai.invoke_agent.inference_calls", "gen_ai.invoke_agent.tool_calls"}, keys(m))
+		"gen_ai.invoke_agent.inference_calls", "gen_ai.invoke_agent.tool_calls", "agent.stage.idle.stops"}, keys(m))
 	opts := []metricdatatest.Option{metricdatatest.IgnoreTimestamp(), metricdatatest.IgnoreExemplars()}
 
+	metricdatatest.AssertEqual(t, metricdata.Metrics{
+		Name: "agent.stage.idle.stops", Unit: "{run}",
+		Description: "Runs stopped because no event arrived for their idle limit (Timeout with idle; termination_cause timeout).",
+		Data: metricdata.Sum[int64]{
+			Temporality: metricdata.CumulativeTemporality, IsMonotonic: true,
+			// Exported at 0 from the stage's first run; no idle stop here.
+			DataPoints: []metricdata.DataPoint[int64]{{Attributes: set(stagePlanner), Value: 0}},
+		},
+	}, m["agent.stage.idle.stops"], opts...)
 	metricdatatest.AssertEqual(t, metricdata.Metrics{
 		Name:        "agent.stage.terminations",
 		Description: "Stage runs that ended, by why they ended.",

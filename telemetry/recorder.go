@@ -176,6 +176,7 @@ type Recorder struct {
 	agentToolCalls metric.Int64Histogram
 	treeCancelled  metric.Int64Counter
 	treeLimits     metric.Int64Counter
+	idleStops      metric.Int64Counter
 
 	stageLimit int
 	toolLimit  int
@@ -278,6 +279,9 @@ func NewRecorder(opts ...Option) *Recorder {
 	handle(err)
 	r.treeLimits, err = meter.Int64Counter("agent.tree.limits.reached",
 		metric.WithDescription("Tree limits reached: runs ended by a limit over themselves and their descendants (scope tree)."))
+	handle(err)
+	r.idleStops, err = meter.Int64Counter("agent.stage.idle.stops", metric.WithUnit("{run}"),
+		metric.WithDescription("Runs stopped because no event arrived for their idle limit (Timeout with idle; termination_cause timeout)."))
 	handle(err)
 	return r
 }
@@ -396,6 +400,11 @@ func (r *Recorder) StartRun(ctx context.Context, info middleware.RunInfo) (conte
 		if info.ParentRunID != "" {
 			span.SetAttributes(KeyParentRunID.String(info.ParentRunID))
 		}
+	}
+	if !s.started.Load() && s.started.CompareAndSwap(false, true) {
+		// The stage's first run: export agent.stage.idle.stops at 0, so
+		// that a dashboard's increase() counts the first idle stop too.
+		r.idleStops.Add(ctx, 0, s.idleStops...)
 	}
 	if info.ParentRunID != "" && !s.hasChildren.Load() && s.hasChildren.CompareAndSwap(false, true) {
 		// The stage's first child run: export agent.tree.runs.cancelled at

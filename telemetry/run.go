@@ -223,7 +223,8 @@ func (rr *runRecorder) End(res *termination.Result) {
 }
 
 // recordTree counts what a run's end says about its tree (docs/spec.md
-// §8), from the typed cause (for All, the last cause to fire, the one its
+// §8), and an idle stop on agent.stage.idle.stops {stage} (its tag is
+// timeout, so only this counter tells it apart), from the typed cause (for All, the last cause to fire, the one its
 // tag names): a run cancelled because an ancestor ended on
 // agent.tree.runs.cancelled {stage}; a tree limit reached by the run that
 // holds it on agent.tree.limits.reached {stage, resource}, where resource is
@@ -259,6 +260,9 @@ func (rr *runRecorder) recordTree(c termination.Cause) {
 			res = string(termination.ResourceToolCalls)
 		}
 	case termination.Timeout:
+		if c.Idle {
+			r.idleStops.Add(ctx, 1, s.idleStops...)
+		}
 		if c.Scope == termination.ScopeTree {
 			res = ResourceTimeout
 		}

@@ -266,12 +266,14 @@ type StallDetected struct {
 }
 
 // Timeout: the stage ran for its limit (it fires once elapsed >= limit, so
-// Elapsed may equal Limit). Its JSON fields are Go duration strings
-// ("1m30s").
+// Elapsed may equal Limit), or, with Idle, no event arrived for its limit
+// (IdleAfter; Elapsed is then the limit). Its JSON fields are Go duration
+// strings ("1m30s").
 type Timeout struct {
 	Limit   time.Duration `json:"limit"`
 	Elapsed time.Duration `json:"elapsed"`
 	Scope   string        `json:"scope,omitempty"` // "tree" for a tree limit (§8)
+	Idle    bool          `json:"idle,omitempty"`  // an idle limit (policy key idle:), present only for it
 }
 
 // CancelReason says who cancelled a run.
@@ -415,6 +417,9 @@ func (c StallDetected) Error() string {
 	return fmt.Sprintf("agentstop: stall detected (%s, %d repeats)", c.Signal, c.Repeats)
 }
 func (c Timeout) Error() string {
+	if c.Idle {
+		return fmt.Sprintf("agentstop: idle for %s (limit %s)", c.Elapsed, c.Limit)
+	}
 	return fmt.Sprintf("agentstop: timeout after %s (limit %s%s)", c.Elapsed, c.Limit, scopeText(c.Scope))
 }
 func (c Cancelled) Error() string {

@@ -170,7 +170,8 @@ func (t Timeout) MarshalJSON() ([]byte, error) {
 		Limit   string `json:"limit"`
 		Elapsed string `json:"elapsed"`
 		Scope   string `json:"scope,omitempty"`
-	}{t.Limit.String(), t.Elapsed.String(), t.Scope})
+		Idle    bool   `json:"idle,omitempty"`
+	}{t.Limit.String(), t.Elapsed.String(), t.Scope, t.Idle})
 }
 
 // UnmarshalJSON reads Go duration strings.
@@ -179,11 +180,12 @@ func (t *Timeout) UnmarshalJSON(b []byte) error {
 		Limit   string `json:"limit"`
 		Elapsed string `json:"elapsed"`
 		Scope   string `json:"scope"`
+		Idle    bool   `json:"idle"`
 	}
 	if err := json.Unmarshal(b, &raw); err != nil {
 		return err
 	}
-	out := Timeout{Scope: raw.Scope}
+	out := Timeout{Scope: raw.Scope, Idle: raw.Idle}
 	var err error
 	if out.Limit, err = parseOptionalDuration(raw.Limit); err != nil {
 		return fmt.Errorf("limit: %w", err)

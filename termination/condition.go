@@ -25,17 +25,18 @@ type Condition interface {
 	start() check
 }
 
-// timed is implemented by the conditions that hold timeouts (TimeoutAfter
-// and the combinators): the others need no timer.
+// timed is implemented by the conditions that hold timers (TimeoutAfter,
+// IdleAfter and the combinators): the others need no timer.
 type timed interface {
-	// timeouts calls f with every timeout limit in the condition tree.
-	timeouts(f func(time.Duration))
+	// timers calls f with every timer limit in the condition tree: idle
+	// for an idle limit (IdleAfter), false for a timeout.
+	timers(f func(d time.Duration, idle bool))
 }
 
-// eachTimeout calls f with every timeout limit in c.
-func eachTimeout(c Condition, f func(time.Duration)) {
+// eachTimer calls f with every timer limit in c.
+func eachTimer(c Condition, f func(d time.Duration, idle bool)) {
 	if t, ok := c.(timed); ok {
-		t.timeouts(f)
+		t.timers(f)
 	}
 }
 
@@ -56,6 +57,9 @@ type sink struct {
 	by          []witness
 	warnings    *[]Cause
 	stallWarned *bool // at most one stall warning per run
+	// idle is, on a clock tick for an idle limit (IdleAfter), how long
+	// the run has been idle; 0 on events and on timeout ticks.
+	idle time.Duration
 	// callKey is the tool_call's key (tool and canonical args) when keyed:
 	// the Evaluator computes it before the checks run, high on the
 	// evaluating goroutine's stack, when a stall check will need it.
@@ -136,15 +140,21 @@ func Validate(c Condition) error {
 	return c.validate()
 }
 
-// timeoutsOf returns the distinct timeout limits in c, ascending. A live stage
-// arms a timer for each.
-func timeoutsOf(c Condition) []time.Duration {
+// timeoutsOf returns the distinct timeout limits in c, ascending: the
+// deadlines of a run, counted from its start.
+func timeoutsOf(c Condition) []time.Duration { return timersOf(c, false) }
+
+// idlesOf returns the distinct idle limits in c, ascending: counted from
+// the run's last event.
+func idlesOf(c Condition) []time.Duration { return timersOf(c, true) }
+
+func timersOf(c Condition, idle bool) []time.Duration {
 	var out []time.Duration
 	if c == nil {
 		return nil
 	}
-	eachTimeout(c, func(d time.Duration) {
-		if !slices.Contains(out, d) {
+	eachTimer(c, func(d time.Duration, isIdle bool) {
+		if isIdle == idle && !slices.Contains(out, d) {
 			out = append(out, d)
 		}
 	})

@@ -18,10 +18,10 @@ type anyOf []Condition
 
 func (c anyOf) String() string  { return "any: " + listString(c) }
 func (c anyOf) validate() error { return validateChildren("any", c) }
-func (c anyOf) timeouts(f func(time.Duration)) {
+func (c anyOf) timers(f func(time.Duration, bool)) {
 	for _, ch := range c {
 		if ch != nil {
-			eachTimeout(ch, f)
+			eachTimer(ch, f)
 		}
 	}
 }
@@ -108,7 +108,7 @@ func (c allOf) validate() error {
 	}
 	return validateChildren("all", c)
 }
-func (c allOf) timeouts(f func(time.Duration)) { anyOf(c).timeouts(f) }
+func (c allOf) timers(f func(time.Duration, bool)) { anyOf(c).timers(f) }
 func (c allOf) start() check {
 	a := &allCheck{children: make([]check, len(c)), latched: make([]Cause, len(c))}
 	for i, ch := range c {
@@ -132,6 +132,7 @@ func (a *allCheck) observe(ev *Event, p *Progress, s *sink) {
 	}
 	a.scratch.warnings, a.scratch.stallWarned = s.warnings, s.stallWarned
 	a.scratch.callKey, a.scratch.keyed = s.callKey, s.keyed
+	a.scratch.idle = s.idle
 	at := 0 // a clock tick has no event of its own
 	if ev != nil {
 		at = p.Events

@@ -29,7 +29,9 @@ type ToolCallLimits struct {
 	// warning on the first tool_call event at which count/Limit >=
 	// Pressure. It needs Limit. 0: no warning.
 	Pressure float64
-	// PerTool allows each named tool that many calls (positive).
+	// PerTool allows each named tool that many calls (positive, and at
+	// most Limit when Limit is set: a per-tool limit above the overall one
+	// could never fire).
 	PerTool map[string]int
 }
 
@@ -153,6 +155,10 @@ func (c *countLimit) validate() error {
 		if t.limit <= 0 {
 			return badSetting(key, "per_tool."+t.tool, "must be a positive int, got %d", t.limit)
 		}
+		if c.limit.set && t.limit > c.limit.v {
+			// The overall limit stops the run first: it could never fire.
+			return badSetting(key, "per_tool."+t.tool, "must be <= limit (%d), got %d: a per-tool limit above the overall one can never fire", c.limit.v, t.limit)
+		}
 	}
 	return nil
 }
@@ -269,10 +275,42 @@ func (c *timeoutAfter) validate() error {
 	}
 	return nil
 }
-func (c *timeoutAfter) start() check                   { return c }
-func (c *timeoutAfter) timeouts(f func(time.Duration)) { f(c.limit) }
+func (c *timeoutAfter) start() check                       { return c }
+func (c *timeoutAfter) timers(f func(time.Duration, bool)) { f(c.limit, false) }
 func (c *timeoutAfter) observe(ev *Event, p *Progress, s *sink) {
 	if ev == nil && p.Clocked && p.Elapsed >= c.limit {
 		s.fire(Timeout{Limit: c.limit, Elapsed: p.Elapsed, Scope: c.scope}, noEvidence{})
+	}
+}
+
+// ---- Idle
+
+type idleAfter struct{ limit time.Duration }
+
+// IdleAfter fires Timeout{Limit: d, Elapsed: d, Idle: true} once no event
+// has arrived for d: a model call or a tool that hangs, a consumer that
+// stopped reading. Live, from a timer that starts with the run and restarts
+// at every event (a run's one timer checks the time of its last event, so
+// an event costs no timer work); in replay, as that timer would have, by
+// the events' times: before the first event whose time is at or past the
+// previous timed event's time + d (the first timed event starts the
+// clock), which is not evaluated; events without a time neither fire nor
+// restart it. When a timeout and an idle limit are due before the same
+// event, the one due first fires, the timeout on a tie. Its tag is
+// timeout; Idle tells it apart. d must be > 0.
+func IdleAfter(d time.Duration) Condition { return &idleAfter{limit: d} }
+
+func (c *idleAfter) String() string { return "idle: " + c.limit.String() }
+func (c *idleAfter) validate() error {
+	if c.limit <= 0 {
+		return badSetting("idle", "", "must be > 0, got %s", c.limit)
+	}
+	return nil
+}
+func (c *idleAfter) start() check                       { return c }
+func (c *idleAfter) timers(f func(time.Duration, bool)) { f(c.limit, true) }
+func (c *idleAfter) observe(ev *Event, _ *Progress, s *sink) {
+	if ev == nil && s.idle >= c.limit {
+		s.fire(Timeout{Limit: c.limit, Elapsed: c.limit, Idle: true}, noEvidence{})
 	}
 }

@@ -53,6 +53,7 @@ func (c *countCheck) kinds() kindSet {
 	return c.countLimit.countedKinds()
 }
 func (*timeoutAfter) kinds() kindSet { return tickKind }
+func (*idleAfter) kinds() kindSet    { return tickKind }
 
 // countedKinds is the kind counted() accepts.
 func (c *countLimit) countedKinds() kindSet {

@@ -24,6 +24,10 @@ func subRank(c Cause) int {
 		}
 	case StallDetected:
 		return signalRank(c.Signal)
+	case Timeout:
+		if c.Idle {
+			return 1 // a timeout before an idle limit that fired with it
+		}
 	}
 	return 0
 }

@@ -81,7 +81,7 @@ func TestRulePerToolLimits(t *testing.T) {
 			events: evs(call("search", `1`), call("search", `2`)),
 			want:   MaxToolCallsReached{Limit: 1, Count: 2}, at: 2,
 			fired: []Cause{MaxToolCallsReached{Limit: 1, Count: 2}, toolsCapped(1, 2, "search")}},
-		{name: "the overall limit alone when the tool is under its own", cond: pol(t, `max_tool_calls: {limit: 2, per_tool: {search: 5}}`),
+		{name: "the overall limit alone when the tool is under its own", cond: pol(t, `max_tool_calls: {limit: 2, per_tool: {search: 2}}`),
 			events: evs(call("search", `1`), call("calc", `1`), call("search", `2`)),
 			want:   MaxToolCallsReached{Limit: 2, Count: 3}, at: 3},
 		{name: "with pressure on the overall limit", cond: pol(t, `max_tool_calls: {limit: 4, pressure: 0.5, per_tool: {search: 1}}`),

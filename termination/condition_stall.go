@@ -43,6 +43,15 @@ type StallLimits struct {
 	// repeated_message are then off; cycle and token_plateau are not. A
 	// result with no open call counts for nothing. Needs Repeats.
 	SameResult bool
+	// AnyArgs, with SameResult, leaves the args out of a completed call's
+	// signature: the tool and the result alone, so that a loop calling one
+	// tool with ever-varying args and getting the same (often empty)
+	// answer is caught. It changes Repeats, Window and WarnAt, not Cycle.
+	AnyArgs bool
+	// IgnoreTools names tools whose calls and results count for no stall
+	// signal and take no place in a window or a cycle: a tool that polls a
+	// job's status is expected to repeat.
+	IgnoreTools []string
 }
 
 // Stall fires StallDetected. With Window W (default Repeats):
@@ -63,13 +72,22 @@ type StallLimits struct {
 func Stall(l StallLimits) Condition {
 	return &stall{repeats: nonZero(l.Repeats), window: nonZero(l.Window), warnAt: nonZero(l.WarnAt),
 		cycle: nonZero(l.Cycle), tolerance: nonZero(l.TokenTolerance),
-		sameResult: l.SameResult, sameResultSet: l.SameResult}
+		sameResult: l.SameResult, sameResultSet: l.SameResult,
+		anyArgs: l.AnyArgs, ignore: slices.Clone(l.IgnoreTools), ignoreSet: l.IgnoreTools != nil}
 }
 
 type stall struct {
 	repeats, window, warnAt, cycle setting[int]
 	tolerance                      setting[float64]
 	sameResult, sameResultSet      bool // a policy may write same_result: false
+	anyArgs                        bool
+	ignore                         []string // ignore_tools
+	ignoreSet                      bool
+}
+
+// ignored reports whether tool is one of ignore_tools.
+func (c *stall) ignored(tool string) bool {
+	return len(c.ignore) > 0 && slices.Contains(c.ignore, tool)
 }
 
 func (c *stall) String() string {
@@ -87,6 +105,12 @@ func (c *stall) String() string {
 	}
 	if c.sameResultSet {
 		parts = append(parts, fmt.Sprintf("same_result: %t", c.sameResult))
+	}
+	if c.anyArgs {
+		parts = append(parts, "any_args: true")
+	}
+	if c.ignoreSet {
+		parts = append(parts, "ignore_tools: ["+strings.Join(c.ignore, ", ")+"]")
 	}
 	return "stall: {" + strings.Join(parts, ", ") + "}"
 }
@@ -118,6 +142,13 @@ func (c *stall) validate() error {
 	}
 	if c.tolerance.set && !(c.tolerance.v >= 0 && c.tolerance.v < 1) {
 		return badSetting(key, "token_tolerance", "must be in [0,1), got %g", c.tolerance.v)
+	}
+	if c.anyArgs && !c.sameResult {
+		// Without results, any two calls of one tool would be a repeat.
+		return badSetting(key, "any_args", "needs same_result: true")
+	}
+	if c.ignoreSet {
+		return validNames(key, "ignore_tools", c.ignore, false)
 	}
 	return nil
 }
@@ -213,6 +244,13 @@ func callKey(ev *Event) uint64 {
 	return pairKey(ev.Tool, argsHash(ev.Args))
 }
 
+// anyArgsDomain sets a tool's key (stall.any_args) apart from its calls'
+// keys.
+const anyArgsDomain = 0x2545f4914f6cdd1d
+
+// toolKey is the key of a call with its args left out (stall.any_args).
+func toolKey(tool string) uint64 { return pairKey(tool, anyArgsDomain) }
+
 // msgKey is the key of a message with a non-empty trimmed text (or a
 // text_hash): its source and text; ok is false for an empty message.
 func msgKey(ev *Event) (key uint64, ok bool) {
@@ -253,6 +291,9 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 	}
 	switch ev.Kind {
 	case KindToolCall:
+		if c.ignored(ev.Tool) {
+			return // no place in a window or a cycle
+		}
 		key := s.callKey
 		if !s.keyed {
 			key = callKey(ev)
@@ -260,7 +301,11 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 		c.calls.push(keyAt{key, p.Events})
 		if c.repeats.set {
 			if c.sameResult {
-				c.openCall(key, ev)
+				if c.anyArgs {
+					c.openCall(toolKey(ev.Tool), ev) // the result's signature leaves the args out
+				} else {
+					c.openCall(key, ev)
+				}
 			} else {
 				c.repeated(SignalRepeatedToolCall, matches(&c.calls, key, c.windowSize()), s)
 			}
@@ -271,7 +316,7 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 			}
 		}
 	case KindToolResult:
-		if !c.sameResult || !c.repeats.set {
+		if !c.sameResult || !c.repeats.set || c.ignored(ev.Tool) {
 			return
 		}
 		call, ok := c.closeCall(ev)

@@ -23,8 +23,9 @@
 // A [Condition] is an immutable description of when to stop: [MaxIterations]
 // and [IterationLimit] (with an early warning), [MaxToolCalls] and
 // [ToolCallLimit] (per tool, with an early warning), [TimeoutAfter],
+// [IdleAfter] (no event for a while),
 // [TokenBudget], [CostBudget], [Stall] (repeats in a window, the same
-// result again, cycles), [Errors] (streaks, totals, ignored tools), [TextMention], [FunctionCall], [Handoff], [SourceMatch],
+// result again whatever the args, cycles, tools left out), [Errors] (streaks, totals, ignored tools), [TextMention], [FunctionCall], [Handoff], [SourceMatch],
 // [StopMessage], [Predicate], [Func], and the combinators [AnyOf] and
 // [AllOf]. A [Policy] is the same thing read from YAML or JSON with
 // [ParsePolicy]; its [Policy.Condition] is an ordinary Condition.
@@ -159,6 +160,24 @@
 //     target. Validate and ParsePolicy report ranges with the same
 //     messages: the parser only reads types and shapes, and maps the
 //     condition's own validation error onto the key and line written.
+//   - idle (IdleAfter): Elapsed is the limit live too, as the contract
+//     writes the cause (Timeout{limit: D, elapsed: D, idle: true}), so that
+//     a live idle stop and its replay agree; a live timeout's Elapsed is
+//     still the time measured. Live, a run has one timer for its timeouts
+//     and idle limits together, armed for the next deadline: an event only
+//     notes its arrival time (read once per event, as a timeout already
+//     did), and a timer that fires before a moved idle deadline finds
+//     nothing due and is re-armed. An idle limit is not part of the run
+//     context's Deadline (an active run may go on). In replay, Duration of
+//     an idle stop runs to the idle deadline. Several idle limits tick in
+//     turn, shortest first, like several timeouts; on a tie between a
+//     timeout and an idle limit, the timeout ticks alone first.
+//   - stall.any_args: true without same_result is an error; any_args: false
+//     is accepted anywhere. stall.ignore_tools matches a tool_call and a
+//     tool_result by their own tool field: a result of an ignored tool is
+//     not paired with any call.
+//   - max_tool_calls.per_tool above limit is an error; equal to limit is
+//     accepted (both fire on the same call, the overall one first).
 //   - Huge limits cost nothing up front: stall windows and cycles keep
 //     memory in proportion to the events seen, not to the setting. Causes outside the
 //     contract's precedence list (All, Custom, user types) rank after Timeout;

@@ -24,18 +24,25 @@ const (
 // decides whether the run must stop. It is not safe for concurrent use; one
 // run, one Evaluator.
 type Evaluator struct {
-	root      check
-	clock     Clock
-	clocked   bool // the condition has a timeout, so time must be read
-	callKeys  bool // a stall check needs each tool call's key
-	progress  Progress
-	cur       *Event // Observe's copy of the event, allocated on first use: observeRef callers never need it
-	sink      sink
-	warnings  []Cause
-	stalled   bool // a stall warning was recorded (at most one per run)
-	start     time.Time
+	root     check
+	clock    Clock
+	clocked  bool // the condition has a timeout or an idle limit, so time must be read
+	callKeys bool // a stall check needs each tool call's key
+	stalled  bool // a stall warning was recorded (at most one per run)
+	lastKind Kind
+	// next is the first of timeouts not yet ticked; nextIdle the first of
+	// idles not yet ticked since the last event. (int32s beside the small
+	// fields keep a live run's Evaluator in its size class.)
+	next, nextIdle int32
+	progress       Progress
+	cur            *Event // Observe's copy of the event, allocated on first use: observeRef callers never need it
+	sink           sink
+	warnings       []Cause
+	start          time.Time
+	// last is the time of the last event: live, when it arrived (the
+	// start before the first), for the idle limits; in replay, the last
+	// event that carried a time (or the deadline that stopped the run).
 	last      time.Time
-	lastKind  Kind
 	lastErr   string
 	cause     Cause
 	fired     []Cause
@@ -44,10 +51,9 @@ type Evaluator struct {
 	ended     time.Time
 	budgets   []*budgetCheck
 	// timeouts are the condition's timeout limits, ascending; replay ticks
-	// at each deadline before the first event past it (next: the first
-	// not yet ticked).
-	timeouts []time.Duration
-	next     int
+	// at each deadline before the first event past it. idles are its idle
+	// limits, ascending, counted from last.
+	timeouts, idles []time.Duration
 }
 
 // NewEvaluator starts a run of c. c must be valid ([Validate]); an invalid
@@ -60,13 +66,14 @@ func NewEvaluator(c Condition, clock Clock) *Evaluator {
 	e := &Evaluator{root: c.start(), clock: clock}
 	e.sink.warnings, e.sink.stallWarned = &e.warnings, &e.stalled
 	eachBudget([]check{e.root}, func(b *budgetCheck) { e.budgets = append(e.budgets, b) })
-	eachTimeout(c, func(time.Duration) { e.clocked = true })
+	eachTimer(c, func(time.Duration, bool) { e.clocked = true })
 	if e.clocked {
-		e.timeouts = timeoutsOf(c)
+		e.timeouts, e.idles = timeoutsOf(c), idlesOf(c)
 	}
 	e.callKeys = usesCallKey(e.root)
 	if clock == WallClock {
 		e.start = time.Now()
+		e.last = e.start
 	}
 	return e
 }
@@ -117,8 +124,14 @@ func (e *Evaluator) observeRefKeyed(ev *Event, argsKey uint64, argsKeyed bool) (
 	if !ev.valid() {
 		return e.invalid(ev)
 	}
-	if e.clocked && e.deadlineBefore(ev) {
-		return e.cause, true // the timeout fired before ev: ev is not evaluated
+	var now time.Time // live: when ev arrived, read once
+	if e.clocked {
+		if e.clock == WallClock {
+			now = time.Now()
+		}
+		if e.deadlineBefore(ev, now) {
+			return e.cause, true // a timeout or idle limit fired before ev: ev is not evaluated
+		}
 	}
 	p := &e.progress
 	p.Events++
@@ -153,66 +166,121 @@ func (e *Evaluator) observeRefKeyed(ev *Event, argsKey uint64, argsKeyed bool) (
 		}
 		e.sink.keyed = true
 	}
-	e.tick(ev)
+	e.tick(ev, now)
 	return e.settle(p.Events)
 }
 
-// tickAt evaluates the passing of time with no event: a live stage's timeout
-// timer calls it. It returns like Observe.
+// tickAt evaluates the passing of time with no event: a live stage's timer
+// calls it. It fires the timeouts and idle limits due at now, and returns
+// like Observe. An Evaluator on the events' clock ignores it.
 func (e *Evaluator) tickAt(now time.Time) (Cause, bool) {
-	if e.cause != nil {
-		return e.cause, true
+	if e.cause == nil && e.clock == WallClock {
+		e.fireDue(now)
 	}
-	if e.clock == WallClock {
-		e.progress.Elapsed, e.progress.Clocked = now.Sub(e.start), true
-	}
-	e.sink.reset()
-	e.root.observe(nil, &e.progress, &e.sink)
-	return e.settle(e.progress.Events)
+	return e.cause, e.cause != nil
 }
 
-// deadlineBefore fires the timeouts whose deadline ev is at or past before
-// ev is evaluated, as the live timer would have (§3): a clock tick at each
-// deadline in turn, with elapsed the limit in replay (the time now, live).
-// It reports whether the run stopped; StoppedAt is then the last event
-// evaluated.
-func (e *Evaluator) deadlineBefore(ev *Event) bool {
-	var elapsed time.Duration
+// nextTick is when the next timeout or idle limit of a live run falls due,
+// as things stand (an event moves the idle deadline on): the time its timer
+// is armed for. ok is false when none is left, or the run has stopped.
+func (e *Evaluator) nextTick() (at time.Time, ok bool) {
+	if e.cause != nil || e.clock != WallClock {
+		return time.Time{}, false
+	}
+	if int(e.next) < len(e.timeouts) {
+		at, ok = e.start.Add(e.timeouts[e.next]), true
+	}
+	if int(e.nextIdle) < len(e.idles) {
+		if d := e.last.Add(e.idles[e.nextIdle]); !ok || d.Before(at) {
+			at, ok = d, true
+		}
+	}
+	return at, ok
+}
+
+// deadlineBefore fires the timeouts and idle limits whose deadline ev is at
+// or past before ev is evaluated, as the live timer would have (§3); now
+// is when ev arrived, on the wall clock. It reports whether the run
+// stopped; StoppedAt is then the last event evaluated.
+func (e *Evaluator) deadlineBefore(ev *Event, now time.Time) bool {
 	switch {
 	case e.clock == WallClock:
-		elapsed = time.Since(e.start)
+		return e.fireDue(now)
 	case ev.Time.IsZero() || e.start.IsZero():
 		return false
-	default:
-		elapsed = ev.Time.Sub(e.start)
 	}
-	for ; e.next < len(e.timeouts) && e.timeouts[e.next] <= elapsed; e.next++ {
-		tick := e.timeouts[e.next]
-		if e.clock == WallClock {
-			tick = elapsed
+	return e.fireDue(ev.Time)
+}
+
+// fireDue ticks at each deadline at or before at, in the order they fall
+// due (a timeout before an idle limit due at the same time): a timeout's
+// with elapsed the limit in replay (the time measured, live), an idle
+// limit's with elapsed the limit. It reports whether the run stopped.
+func (e *Evaluator) fireDue(at time.Time) bool {
+	for {
+		var timeoutAt, idleAt time.Time
+		timeout := int(e.next) < len(e.timeouts)
+		if timeout {
+			timeoutAt = e.start.Add(e.timeouts[e.next])
+			timeout = !timeoutAt.After(at)
 		}
-		p := &e.progress
-		saved := *p
-		p.Elapsed, p.Clocked = tick, true
-		e.sink.reset()
-		e.root.observe(nil, p, &e.sink)
-		if _, stopped := e.settle(p.Events); stopped {
-			if e.clock == EventClock {
-				e.last = e.start.Add(tick) // the run lasted until the deadline (§4 duration)
+		idle := int(e.nextIdle) < len(e.idles) && !e.last.IsZero()
+		if idle {
+			idleAt = e.last.Add(e.idles[e.nextIdle])
+			idle = !idleAt.After(at)
+		}
+		var stopped bool
+		switch {
+		case timeout && (!idle || !idleAt.Before(timeoutAt)):
+			tick := e.timeouts[e.next]
+			if e.clock == WallClock {
+				tick = at.Sub(e.start)
 			}
+			e.next++
+			stopped = e.tickClock(tick, 0, e.start.Add(tick))
+		case idle:
+			limit := e.idles[e.nextIdle]
+			e.nextIdle++
+			stopped = e.tickClock(0, limit, idleAt)
+		default:
+			return false
+		}
+		if stopped {
 			return true
 		}
-		*p = saved
 	}
+}
+
+// tickClock evaluates one clock tick: a timeout's (elapsed > 0: the run's
+// age) or an idle limit's (idle > 0: how long no event came). When the
+// run stops, a replayed run lasted until end (§4 duration).
+func (e *Evaluator) tickClock(elapsed, idle time.Duration, end time.Time) bool {
+	p := &e.progress
+	saved := *p
+	p.Elapsed, p.Clocked = elapsed, idle == 0
+	e.sink.reset()
+	e.sink.idle = idle
+	e.root.observe(nil, p, &e.sink)
+	e.sink.idle = 0
+	if _, stopped := e.settle(p.Events); stopped {
+		if e.clock == EventClock {
+			e.last = end
+		}
+		return true
+	}
+	*p = saved
 	return false
 }
 
-func (e *Evaluator) tick(ev *Event) {
+// tick evaluates ev (arrived at now, live) with the run's clock brought up
+// to it.
+func (e *Evaluator) tick(ev *Event, now time.Time) {
 	p := &e.progress
 	switch {
 	case !e.clocked:
 	case e.clock == WallClock:
-		p.Elapsed, p.Clocked = time.Since(e.start), true
+		p.Elapsed, p.Clocked = now.Sub(e.start), true
+		e.last, e.nextIdle = now, 0 // the idle clock restarts at every event
 	case ev.Time.IsZero():
 		p.Clocked = false
 	default:
@@ -225,7 +293,7 @@ func (e *Evaluator) tick(ev *Event) {
 		if e.start.IsZero() {
 			e.start = ev.Time
 		}
-		e.last = ev.Time
+		e.last, e.nextIdle = ev.Time, 0 // the idle clock restarts at every timed event
 	}
 	e.sink.reset()
 	before := len(e.warnings)
@@ -332,7 +400,7 @@ func (e *Evaluator) Result() Result {
 		r.Untimed = true // no event carried a time
 	default:
 		r.Duration = e.last.Sub(e.start)
-		if t, ok := e.cause.(Timeout); ok && t.Scope == "" {
+		if t, ok := e.cause.(Timeout); ok && t.Scope == "" && !t.Idle {
 			// A replayed timeout fires as the timer would have: the run
 			// lasted until the limit, not until the last event before it.
 			r.Duration = max(r.Duration, t.Elapsed)

@@ -85,9 +85,11 @@ const fuzzPolicy = `
 max_iterations: {limit: 3, pressure: 0.5}
 max_tool_calls: {limit: 3, pressure: 0.5, per_tool: {t: 1, search: 2}}
 timeout: 1m
+idle: 30s
 token_budget: {total: 1000, pressure: 0.5, grace: 0}
 cost_budget: {limit: 1, pressure: 0.5}
-stall: {repeats: 3, window: 5, warn_at: 2, cycle: 2, token_tolerance: 0.1}
+stall: {repeats: 3, window: 5, warn_at: 2, cycle: 2, token_tolerance: 0.1, ignore_tools: [poll]}
+any: [{stall: {repeats: 2, same_result: true, any_args: true, ignore_tools: [t]}}]
 errors: {consecutive: 1}
 text_mention: {text: DONE}
 function_call: approve
@@ -113,6 +115,11 @@ func FuzzParsePolicy(f *testing.F) {
 		`stall: {repeats: 3, window: 8, same_result: true}`, `stall: {cycle: 2, same_result: true}`, `stall: {repeats: 2, same_result: 1}`,
 		`errors: {consecutive: 3, ignore_tools: [grep]}`, `errors: {ignore_tools: grep}`, `errors: {total: 2, ignore_tools: []}`,
 		`errors: {total: 2, ignore_tools: [""]}`,
+		`idle: 90s`, `idle: 0s`, `idle: -1m`, `idle: 90`, `{timeout: 1m, idle: 1m}`, `tree: {idle: 1m}`,
+		`stall: {repeats: 3, same_result: true, any_args: true}`, `stall: {repeats: 3, any_args: true}`,
+		`stall: {repeats: 3, any_args: 1}`, `stall: {cycle: 2, ignore_tools: [poll_job]}`, `stall: {repeats: 2, ignore_tools: []}`,
+		`stall: {repeats: 2, ignore_tools: poll}`, `max_tool_calls: {limit: 2, per_tool: {a: 3}}`,
+		`max_tool_calls: {limit: 2, per_tool: {a: 2}}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -15,5 +15,7 @@ func init() {
 		StopFired:     (*Evaluator).stopFired,
 		Fired:         (*Evaluator).firedCauses,
 		Timeouts:      timeoutsOf,
+		Idles:         idlesOf,
+		NextTick:      (*Evaluator).nextTick,
 	})
 }

@@ -130,6 +130,7 @@ func init() {
 		{name: "max_iterations", read: readCountLimit(ResourceIterations)},
 		{name: "max_tool_calls", read: readCountLimit(ResourceToolCalls)},
 		{name: "timeout", read: readTimeout},
+		{name: "idle", read: readIdle},
 		{name: "token_budget", read: readTokenBudget},
 		{name: "cost_budget", read: readCostBudget},
 		{name: "stall", read: readStall},

@@ -61,6 +61,14 @@ func readTimeout(p string, v *yaml.Node, _ *Policy) (Condition, error) {
 	return TimeoutAfter(d), nil
 }
 
+func readIdle(p string, v *yaml.Node, _ *Policy) (Condition, error) {
+	d, err := durationValue(p, v)
+	if err != nil {
+		return nil, err
+	}
+	return IdleAfter(d), nil
+}
+
 // readPressure reads the pressure and grace keys of a budget.
 func readPressure(b *budget, k, kp string, v *yaml.Node) error {
 	if k == "pressure" {
@@ -104,8 +112,17 @@ func readCostBudget(p string, v *yaml.Node, _ *Policy) (Condition, error) {
 func readStall(p string, v *yaml.Node, _ *Policy) (Condition, error) {
 	c := &stall{}
 	ints := map[string]*setting[int]{"repeats": &c.repeats, "window": &c.window, "warn_at": &c.warnAt, "cycle": &c.cycle}
-	err := mapping(p, v, []string{"repeats", "window", "warn_at", "cycle", "token_tolerance", "same_result"}, func(k, kp string, v *yaml.Node) error {
+	keys := []string{"repeats", "window", "warn_at", "cycle", "token_tolerance", "same_result", "any_args", "ignore_tools"}
+	err := mapping(p, v, keys, func(k, kp string, v *yaml.Node) error {
 		switch k {
+		case "any_args":
+			b, err := boolValue(kp, v)
+			c.anyArgs = b
+			return err
+		case "ignore_tools":
+			names, err := nameList(kp, v)
+			c.ignore, c.ignoreSet = names, true
+			return err
 		case "token_tolerance":
 			f, err := floatValue(kp, v)
 			c.tolerance = given(f)

@@ -117,7 +117,7 @@ func (rp *replayer) line(ev *Event, lastLine bool) {
 			return da.Compare(db)
 		})
 		for _, h := range due {
-			if _, stopped := h.limits.Stopped(); !stopped && h.limits.deadlineBefore(ev) &&
+			if _, stopped := h.limits.Stopped(); !stopped && h.limits.deadlineBefore(ev, time.Time{}) &&
 				h.eval.stopFired(h.limits.fired, false) {
 				rp.end(h, nil)
 			}
@@ -219,7 +219,7 @@ func (rp *replayer) end(r *replayRun, cause Cause) {
 // nextDeadline is when the evaluator's next timeout falls due on the
 // events' clock, once a timed event has started it.
 func (e *Evaluator) nextDeadline() (time.Time, bool) {
-	if e.cause != nil || !e.clocked || e.clock != EventClock || e.start.IsZero() || e.next >= len(e.timeouts) {
+	if e.cause != nil || !e.clocked || e.clock != EventClock || e.start.IsZero() || int(e.next) >= len(e.timeouts) {
 		return time.Time{}, false
 	}
 	return e.start.Add(e.timeouts[e.next]), true

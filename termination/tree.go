@@ -114,7 +114,7 @@ func (t *treeLimits) validate() error {
 
 func (t *treeLimits) start() check { return anyOf(t.limits).start() }
 
-func (t *treeLimits) timeouts(f func(time.Duration)) { anyOf(t.limits).timeouts(f) }
+func (t *treeLimits) timers(f func(time.Duration, bool)) { anyOf(t.limits).timers(f) }
 
 // Tree returns the policy's top-level tree: limits as a condition (see
 // [Tree]), or nil when the policy has none. A stage that uses the policy

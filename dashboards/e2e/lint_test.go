@@ -33,6 +33,7 @@ var specMetrics = map[string]bool{
 	"agent_stage_budget_pressure_total":     true,
 	"agent_stage_active":                    true,
 	"agent_stage_stall_warnings_total":      true,
+	"agent_stage_idle_stops_total":          true,
 	// Trees of runs (spec §8): stage of the holder / of the cancelled run.
 	"agent_tree_limits_reached_total": true,
 	"agent_tree_runs_cancelled_total": true,
@@ -64,6 +65,7 @@ var requiredAlerts = []string{
 	"AgentStageBudgetPressureHigh",
 	"AgentStageFailureRatioHigh",
 	"AgentStageTimeoutsHigh",
+	"AgentStageIdleStopsHigh",
 	"AgentTreeLimitsReachedHigh",
 	"AgentFleetBudgetExhausted",
 	"AgentFleetErrors",

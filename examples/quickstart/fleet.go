@@ -140,7 +140,10 @@ var stages = []stageSpec{
 	{
 		name: "fixer", wrap: "seq",
 		scenario: "edits and re-tests, the test output changing each time, until the tests pass (natural_completion: never a stall), " +
-			"or re-runs the same failing command and gets the same output a 3rd time (stall: repeated_result)",
+			"re-runs the same failing command and gets the same output a 3rd time (stall: repeated_result), searches the code with " +
+			"ever-different patterns and finds nothing a 3rd time (stall: repeated_result, any_args) while polling CI (left alone: " +
+			"ignore_tools), waits on CI polling its status until it passes (natural_completion), or hangs on a tool that never " +
+			"returns until its 1s idle limit (timeout, idle)",
 		policy: fixerPolicy,
 		behaviours: []behaviour{
 			{name: "edits and re-tests", next: editAndRetest},
@@ -153,6 +156,11 @@ var stages = []stageSpec{
 				}
 				return output("run_tests", "--- FAIL: TestParse (0.00s)\n    parser_test.go:12: got 1, want 2", "exit status 1"), true
 			}},
+			{name: "searches with ever-different patterns", next: searchNothing},
+			{name: "waits on CI", next: waitOnCI},
+			{name: "hangs on a tool", hang: true, next: script(
+				msg("fixer", "Running the integration suite.", 400, 30),
+				call("run_tests", `{"cmd":"go test ./integration/"}`))},
 		},
 	},
 	{
@@ -233,8 +241,50 @@ func analystCrashes(topic string) behaviour {
 // fixerPolicy is the fixer's: a coding agent's stall guard, which counts a
 // repeat only when the call also got the same result. Without same_result
 // the edit-and-test loop, which re-runs the same test command after every
-// edit, would be stopped as repeated_tool_call on its 3rd run.
-const fixerPolicy = "stall: {repeats: 3, window: 8, same_result: true}\n"
+// edit, would be stopped as repeated_tool_call on its 3rd run. any_args
+// leaves the args out of a result's signature, so that a search retried
+// with ever-different patterns that finds nothing each time is a stall
+// too; ignore_tools leaves the CI status poll alone, which repeats by
+// design. idle stops a run when no event has come for 1s: a hung tool.
+const fixerPolicy = "stall: {repeats: 3, window: 8, same_result: true, any_args: true, ignore_tools: [ci_status]}\nidle: 1s\n"
+
+// searchNothing searches the code for a symbol with a new pattern each
+// round and finds nothing, checking CI's status before each search. The
+// 3rd empty search is a stall with any_args (the patterns differ, the
+// answer does not); the CI polls, the same call with the same answer,
+// would be one first without ignore_tools.
+func searchNothing(i int) (termination.Event, bool) {
+	patterns := []string{"parseExpr", "func parse", "Parse\\(", "parser\\.go", "ParseError", "tokenize"}
+	round := i / 5
+	switch i % 5 {
+	case 0:
+		return msg("fixer", fmt.Sprintf("Looking for where the parser is called (%d).", round), 450, 40), true
+	case 1:
+		return call("ci_status", `{"build":42}`), true
+	case 2:
+		return output("ci_status", "running", ""), true
+	case 3:
+		return call("search_code", fmt.Sprintf(`{"pattern":%q}`, patterns[round%len(patterns)])), true
+	}
+	return output("search_code", "no matches", ""), true
+}
+
+// waitOnCI polls CI's status, the same call with the same answer, until
+// the build passes, and reports.
+func waitOnCI(i int) (termination.Event, bool) {
+	const polls = 5
+	switch {
+	case i == 0:
+		return msg("fixer", "Pushed the fix; waiting for CI.", 300, 30), true
+	case i <= 2*polls && i%2 == 1:
+		return call("ci_status", `{"build":42}`), true
+	case i < 2*polls:
+		return output("ci_status", "running", ""), true
+	case i == 2*polls:
+		return output("ci_status", "passed", ""), true
+	}
+	return final("fixer", "CI passed; the parser fix is in.", 400, 50), i == 2*polls+1
+}
 
 // editAndRetest edits a file and re-runs the same test command, whose
 // output changes with each edit (one failure fewer each time), until the
@@ -251,7 +301,7 @@ func editAndRetest(i int) (termination.Event, bool) {
 	case 1:
 		return call("edit_file", fmt.Sprintf(`{"path":"parser/parse.go","hunk":%d}`, round)), true
 	case 2:
-		return output("edit_file", "applied", ""), true
+		return output("edit_file", fmt.Sprintf("applied hunk %d", round), ""), true
 	case 3:
 		return call("run_tests", `{"cmd":"go test ./parser/"}`), true
 	}

@@ -65,6 +65,8 @@ var (
 		// command stop as a stall.
 		"fixer natural_completion": regexp.MustCompile(`(?m)^agent_stage_terminations_total\{[^}]*stage="fixer"[^}]*termination_cause="natural_completion"[^}]*\} [1-9]`),
 		"fixer stall":              regexp.MustCompile(`(?m)^agent_stage_terminations_total\{[^}]*stage="fixer"[^}]*termination_cause="stall"[^}]*\} [1-9]`),
+		// ... and the runs hung on a tool, stopped by its idle limit.
+		"fixer idle": regexp.MustCompile(`(?m)^agent_stage_idle_stops_total\{[^}]*stage="fixer"[^}]*\} [1-9]`),
 	}
 )
 
@@ -351,6 +353,8 @@ func TestDescribe(t *testing.T) {
 			"cycle, 2 repeats, period 2"},
 		{"timeout", termination.Result{Cause: termination.Timeout{Limit: 2 * time.Second, Elapsed: 2*time.Second + 300*time.Microsecond}},
 			runInfo{}, "ran 2s, limit 2s"},
+		{"idle", termination.Result{Cause: termination.Timeout{Limit: time.Second, Elapsed: time.Second, Idle: true}},
+			runInfo{}, "no event for 1s (idle limit)"},
 		{"stopped", termination.Result{Cause: termination.Cancelled{Reason: "external", Detail: "operator pressed Stop"}}, runInfo{},
 			"external: operator pressed Stop"},
 		{"caller", termination.Result{Cause: termination.Cancelled{Reason: "context"}}, runInfo{}, "context"},

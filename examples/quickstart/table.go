@@ -143,6 +143,9 @@ func describeCause(c termination.Cause, info runInfo) string {
 		}
 		return s
 	case termination.Timeout:
+		if c.Idle {
+			return fmt.Sprintf("no event for %s (idle limit)", c.Limit)
+		}
 		return fmt.Sprintf("ran %s, limit %s", c.Elapsed.Round(time.Millisecond), c.Limit)
 	case termination.Cancelled:
 		if c.Detail != "" {

@@ -46,6 +46,13 @@ type Hooks[E, Ev, C, Cond any] struct {
 	// Timeouts returns the distinct timeout limits of a condition,
 	// ascending: a live stage arms a timer for each.
 	Timeouts func(c Cond) []time.Duration
+	// Idles returns the distinct idle limits of a condition, ascending:
+	// a live stage with one arms its run's timer.
+	Idles func(c Cond) []time.Duration
+	// NextTick returns when the run's next timeout or idle limit falls
+	// due, as things stand (an event moves an idle deadline on): the
+	// time the run's timer is armed for; ok is false for none.
+	NextTick func(e E) (at time.Time, ok bool)
 }
 
 var hooks any
