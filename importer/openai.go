@@ -115,10 +115,13 @@ func importOpenAIChat(file string, data []byte, o *Options) ([]Run, error) {
 
 // jsonValues splits data into its top-level JSON values (one for a JSON
 // document, one per line for JSON Lines), with the line each starts on.
+// It is linear in data: lines are counted forward from the previous
+// value, never again from the start.
 func jsonValues(data []byte) ([]json.RawMessage, []int, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	var values []json.RawMessage
 	var lines []int
+	lc := lineCounter{data: data, line: 1}
 	for {
 		start := dec.InputOffset()
 		var v json.RawMessage
@@ -131,11 +134,11 @@ func jsonValues(data []byte) ([]json.RawMessage, []int, error) {
 		for at < len(data) && (data[at] == ' ' || data[at] == '\n' || data[at] == '\r' || data[at] == '\t') {
 			at++
 		}
-		line := bytes.Count(data[:at], []byte{'\n'}) + 1
+		line := lc.lineAt(at)
 		if err != nil {
 			var se *json.SyntaxError
 			if errors.As(err, &se) {
-				return nil, nil, fmt.Errorf("line %d: malformed JSON: %v", bytes.Count(data[:min(int(se.Offset), len(data))], []byte{'\n'})+1, err)
+				return nil, nil, fmt.Errorf("line %d: malformed JSON: %v", lc.lineAt(int(se.Offset)), err)
 			}
 			return nil, nil, fmt.Errorf("line %d: malformed JSON: %v", line, err)
 		}
@@ -143,6 +146,26 @@ func jsonValues(data []byte) ([]json.RawMessage, []int, error) {
 		lines = append(lines, line)
 	}
 	return values, lines, nil
+}
+
+// lineCounter tells the line of an offset in data, counting newlines
+// forward from the last offset asked about: over offsets that only grow,
+// data is scanned once.
+type lineCounter struct {
+	data []byte
+	at   int // newlines before at are counted in line
+	line int
+}
+
+// lineAt returns the 1-based line of offset off (clamped to the data).
+func (c *lineCounter) lineAt(off int) int {
+	off = min(max(off, 0), len(c.data))
+	if off < c.at { // not expected; stay correct anyway
+		return bytes.Count(c.data[:off], []byte{'\n'}) + 1
+	}
+	c.line += bytes.Count(c.data[c.at:off], []byte{'\n'})
+	c.at = off
+	return c.line
 }
 
 // isArrayOfMessages reports whether v is an array whose first element is
