@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -343,6 +344,41 @@ func jsonKind(raw json.RawMessage) string {
 		return "null"
 	}
 	return "a number"
+}
+
+// describeJSONError says what is wrong with a JSON value in the user's
+// terms: the field and the kind of value wanted, never a Go type.
+func describeJSONError(err error) string {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		want := "another kind of value"
+		switch te.Type.Kind() {
+		case reflect.String:
+			want = "a string"
+		case reflect.Int, reflect.Int64, reflect.Int32, reflect.Float64, reflect.Float32:
+			want = "a number"
+		case reflect.Bool:
+			want = "true or false"
+		case reflect.Slice, reflect.Array:
+			want = "a list"
+		case reflect.Struct, reflect.Map:
+			want = "an object"
+		}
+		field := te.Field
+		if field == "" {
+			field = "the value"
+		}
+		got := map[string]string{"string": "a string", "number": "a number", "array": "a list", "object": "an object", "bool": "true or false"}[te.Value]
+		if got == "" {
+			got = te.Value
+		}
+		return fmt.Sprintf("%s: want %s, got %s", field, want, got)
+	case errors.As(err, &se):
+		return fmt.Sprintf("malformed JSON at byte %d", se.Offset)
+	}
+	return "malformed JSON"
 }
 
 // argsOf turns a tool call's arguments string into the event's args: the

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -26,6 +27,8 @@ func TestImportGolden(t *testing.T) {
 		{"openai-chat", "chat.json", "chat.golden.jsonl", Options{ErrorPrefix: "ERROR:"}},
 		{"openai-chat", "batch.jsonl", "batch.golden.jsonl", Options{MessagesField: "traj", IDField: "instance_id"}},
 		{"mini-swe-agent", "django__django-11099.traj.json", "django__django-11099.golden.jsonl", Options{}},
+		{"mini-swe-agent", "mini-swe-agent-1-local.traj.json", "mini-swe-agent-1-local.golden.jsonl", Options{}},
+		{"mini-swe-agent", "mini-swe-agent-2-toolcall.traj.json", "mini-swe-agent-2-toolcall.golden.jsonl", Options{}},
 		{"otlp", "collector.jsonl", "collector.golden.jsonl", Options{}},
 	}
 	for _, tt := range tests {
@@ -121,6 +124,85 @@ func TestMiniSWEAgentMapping(t *testing.T) {
 	assert.JSONEq(t, `{"command": "cd /testbed && grep -rn \"ASCIIUsernameValidator\" django/contrib/auth/validators.py"}`, string(r.Events[3].Args))
 }
 
+// kindsOf lists a run's events as "kind tool (error)".
+func kindsOf(events []termination.Event) []string {
+	var got []string
+	for _, e := range events {
+		s := e.Kind.String()
+		if e.Tool != "" {
+			s += " " + e.Tool
+		}
+		if e.Err != "" {
+			s += " (" + e.Err + ")"
+		}
+		got = append(got, s)
+	}
+	return got
+}
+
+func TestMiniSWEAgent2Mapping(t *testing.T) {
+	runs, err := importPath("mini-swe-agent", "testdata/mini-swe-agent-2-toolcall.traj.json", Options{})
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	ev := runs[0].Events
+	assert.Equal(t, []string{
+		"input", "input",
+		"message", "tool_call grep", "tool_result grep",
+		"message", "tool_call python", "tool_result python (timeout: the command timed out and was killed)",
+		"message", "error (format error: No tool calls found in the response. Every response MUST include at least one tool call.)",
+		"message", "tool_call sed", "tool_result sed (exit code 1)",
+		"final",
+	}, kindsOf(ev), "the submitting call has no result and is not emitted; the exit message makes its turn final")
+	assert.Equal(t, termination.Usage{InputTokens: 1520, OutputTokens: 64}, ev[2].Usage)
+	assert.Equal(t, 0.0054, ev[2].Cost, "extra.cost")
+	assert.Equal(t, "claude-sonnet-4-5-20250929", ev[2].Model)
+	assert.Equal(t, "toolu_01", ev[3].CallID)
+	assert.Equal(t, "toolu_01", ev[4].CallID)
+	assert.Equal(t, "2025-11-26T10:00:02.1Z", ev[4].Time.Format(time.RFC3339Nano), "a result's time is its extra.timestamp")
+	assert.Equal(t, 0.0012, ev[8].Cost, "a rejected response is still billed: its usage and cost are on the format error's message")
+	assert.Equal(t, termination.Usage{InputTokens: 1850, OutputTokens: 40}, ev[8].Usage)
+	assert.Contains(t, ev[8].Text, "I will now change the regex", "the rejected response's text, from extra.response")
+	assert.Equal(t, "F.\n1 failed, 1 passed in 0.41s\n", ev[12].Text, "extra.raw_output")
+	var spent int64
+	for _, e := range ev {
+		spent += e.Usage.InputTokens + e.Usage.OutputTokens
+	}
+	assert.Equal(t, int64(1520+64+1710+90+1850+40+1930+120+2100+70), spent, "every response's usage, once")
+}
+
+func TestMiniSWEAgentExit(t *testing.T) {
+	tests := []struct {
+		name, exit string
+		want       []string
+	}{
+		{"limits", `{"role":"exit","content":"LimitsExceeded","extra":{"exit_status":"LimitsExceeded","submission":""}}`,
+			[]string{"input", "message", "tool_call ls", "tool_result ls", "error (LimitsExceeded)"}},
+		{"exception", `{"role":"exit","content":"boom","extra":{"exit_status":"RuntimeError","submission":""}}`,
+			[]string{"input", "message", "tool_call ls", "tool_result ls", "error (RuntimeError: boom)"}},
+		{"submitted after a result", `{"role":"exit","content":"","extra":{"exit_status":"Submitted"}}`,
+			[]string{"input", "final", "tool_call ls", "tool_result ls"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data := `[{"role":"user","content":"task"},` +
+				`{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{\"command\": \"ls\"}"}}]},` +
+				`{"role":"tool","tool_call_id":"c1","content":"a","extra":{"returncode":0,"raw_output":"a"}},` + tt.exit + `]`
+			runs, err := importData("mini-swe-agent", "x.traj.json", []byte(data), Options{})
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, kindsOf(runs[0].Events))
+		})
+	}
+}
+
+func TestMiniSWEAgentBareArray(t *testing.T) {
+	runs, err := importPath("mini-swe-agent", "testdata/mini-swe-agent-1-local.traj.json", Options{})
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	assert.Equal(t, "mini-swe-agent-1-local", runs[0].ID)
+	assert.Equal(t, []string{"input", "input", "message", "tool_call echo", "tool_result echo", "final"}, kindsOf(runs[0].Events),
+		"the empty user message after the submission is its output, not emitted")
+}
+
 func TestToolName(t *testing.T) {
 	tests := map[string]string{
 		"ls -la":                                           "ls",
@@ -184,7 +266,16 @@ func TestImportErrors(t *testing.T) {
 		{"id on a bare list", "openai-chat", `[{"role":"user","content":"x"}]`, Options{IDField: "id"}, "-id id: the file is a bare list of messages"},
 		{"not a trajectory", "mini-swe-agent", `[1, 2]`, Options{}, "not a mini-swe-agent trajectory"},
 		{"no messages", "mini-swe-agent", `{"info": {}}`, Options{}, "not a mini-swe-agent trajectory: no messages"},
-		{"tool-calling trajectory", "mini-swe-agent", `{"messages": [{"role":"assistant","content":"x","tool_calls":[{"id":"a"}]}]}`, Options{}, "messages[0]: tool_calls: a trajectory of the tool-calling agent; import it with -from openai-chat"},
+		{"tool call without a name", "mini-swe-agent", `{"messages": [{"role":"assistant","content":"x","tool_calls":[{"id":"a"}]}]}`, Options{}, "messages[0]: tool_calls[0]: no function name"},
+		{"messages not a list", "mini-swe-agent", `{"messages": 3}`, Options{}, "f.json: not a mini-swe-agent trajectory: messages: want a list, got a number"},
+		{"a list of numbers", "mini-swe-agent", `[1, 2]`, Options{}, "not a mini-swe-agent trajectory: a list, but not of messages"},
+		{"a string", "mini-swe-agent", `"x"`, Options{}, "not a mini-swe-agent trajectory (an object with messages, or a list of messages), got a string"},
+		{"unpaired tool message", "mini-swe-agent", `[{"role":"user","content":"t"},{"role":"tool","tool_call_id":"c1","content":"x"}]`, Options{}, `messages[1]: tool_call_id "c1": no earlier tool call awaits a result with this id`},
+		{"result twice", "mini-swe-agent", `[{"role":"assistant","content":"","tool_calls":[{"id":"c1","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"x","extra":{"returncode":0}},{"role":"tool","tool_call_id":"c1","content":"x","extra":{"returncode":0}}]`, Options{}, `messages[2]: tool_call_id "c1": no earlier tool call awaits`},
+		{"after exit", "mini-swe-agent", `[{"role":"user","content":"t"},{"role":"exit","content":"","extra":{"exit_status":"LimitsExceeded"}},{"role":"user","content":"more"}]`, Options{}, "messages[2]: a message after the exit message"},
+		{"responses form", "mini-swe-agent", `[{"role":"user","content":"t"},{"type":"function_call","call_id":"c1","name":"bash"}]`, Options{}, `messages[1]: type "function_call": an item in the OpenAI Responses form`},
+		{"response not an object", "mini-swe-agent", "[{\"role\":\"assistant\",\"content\":\"```bash\\nls\\n```\",\"extra\":{\"response\":\"ModelResponse(id=1)\"}}]", Options{}, "messages[0]: extra.response: want the model's response as an object, got a string"},
+		{"unknown role", "mini-swe-agent", `[{"role":"robot"}]`, Options{}, `messages[0]: role "robot": want system, user, assistant, tool or exit`},
 		{"stray user message", "mini-swe-agent", `{"messages": [{"role":"user","content":"task"},{"role":"user","content":"more"}]}`, Options{}, "messages[1]: a user message that follows no action"},
 		{"bad observation", "mini-swe-agent", "{\"messages\": [{\"role\":\"user\",\"content\":\"task\"},{\"role\":\"assistant\",\"content\":\"```bash\\nls\\n```\"},{\"role\":\"user\",\"content\":\"huh\"}]}", Options{}, "messages[2]: an observation with neither <returncode> nor a timeout"},
 		{"not otlp", "otlp", `{"spans": []}`, Options{}, "f.json: no spans"},
