@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/agentstop/agentstop/termination"
@@ -101,7 +100,7 @@ type format struct {
 }
 
 var formats = []format{
-	{"openai-chat", whole(importOpenAIChat)},
+	{"openai-chat", decodeOpenAIChat},
 	{"mini-swe-agent", whole(importMiniSWEAgent)},
 	{"otlp", whole(importOTLP)},
 }
@@ -169,20 +168,9 @@ func ImportFile(formatName, path string, opts Options, out *Output) error {
 // Uniquify gives every run a distinct id, in order: a name that repeats
 // gets #2, #3, ….
 func Uniquify(runs []Run) {
-	seen := make(map[string]bool, len(runs))
-	last := make(map[string]int, len(runs))
+	var n namer
 	for i := range runs {
-		id := runs[i].ID
-		if !seen[id] {
-			seen[id] = true
-			continue
-		}
-		for n := max(last[id], 1) + 1; ; n++ {
-			if cand := id + "#" + strconv.Itoa(n); !seen[cand] {
-				seen[cand], last[id], runs[i].ID = true, n, cand
-				break
-			}
-		}
+		runs[i].ID = n.unique(runs[i].ID)
 	}
 }
 
@@ -390,8 +378,8 @@ func argsOf(arguments string) json.RawMessage {
 	if t == "" {
 		return nil
 	}
-	if json.Valid([]byte(t)) {
-		return json.RawMessage(t)
+	if b := []byte(t); json.Valid(b) {
+		return b
 	}
 	return marshalJSON(arguments)
 }

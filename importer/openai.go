@@ -15,7 +15,7 @@ import (
 // chatMessage is an OpenAI Chat Completions message.
 type chatMessage struct {
 	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"`
+	Content    any             `json:"content"` // a string, null or a list of parts; decoded once
 	Name       string          `json:"name"`
 	ToolCalls  []chatToolCall  `json:"tool_calls"`
 	ToolCallID string          `json:"tool_call_id"`
@@ -204,19 +204,27 @@ func chatDocOf(entry string, v json.RawMessage, field, idField string, bare bool
 		if !ok {
 			return d, fmt.Errorf("no %q field (-id)", idField)
 		}
-		var s string
-		if err := json.Unmarshal(idRaw, &s); err == nil {
-			d.id = s
-		} else if n := bytes.TrimSpace(idRaw); jsonKind(n) == "a number" {
-			d.id = string(n)
-		} else {
-			return d, fmt.Errorf("%s: want a string or a number naming the run, got %s", idField, jsonKind(idRaw))
-		}
-		if d.id == "" {
-			return d, fmt.Errorf("%s: empty run name", idField)
+		var err error
+		if d.id, err = runName(idRaw, idField); err != nil {
+			return d, err
 		}
 	}
 	return d, nil
+}
+
+// runName reads the value of the -id field: a string or a number.
+func runName(idRaw json.RawMessage, idField string) (string, error) {
+	var id string
+	if err := json.Unmarshal(idRaw, &id); err == nil {
+	} else if n := bytes.TrimSpace(idRaw); jsonKind(n) == "a number" {
+		id = string(n)
+	} else {
+		return "", fmt.Errorf("%s: want a string or a number naming the run, got %s", idField, jsonKind(idRaw))
+	}
+	if id == "" {
+		return "", fmt.Errorf("%s: empty run name", idField)
+	}
+	return id, nil
 }
 
 // textOf reads a message's content: a string, null, or a list of parts
@@ -245,26 +253,84 @@ func textOf(raw json.RawMessage) (string, error) {
 	return strings.Join(texts, "\n"), nil
 }
 
-// chatEvents maps one run's messages.
+// textOfValue is textOf of a content decoded into an any.
+func textOfValue(v any) (string, error) {
+	switch c := v.(type) {
+	case nil:
+		return "", nil
+	case string:
+		return c, nil
+	case []any:
+		var b strings.Builder
+		n := 0
+		for _, p := range c {
+			part, ok := p.(map[string]any)
+			if !ok {
+				return "", fmt.Errorf("content: want a string or a list of parts (objects), got a list holding %s", kindOfValue(p))
+			}
+			switch part["type"] {
+			case "text", "input_text", "output_text":
+				if n > 0 {
+					b.WriteByte('\n')
+				}
+				t, _ := part["text"].(string)
+				b.WriteString(t)
+				n++
+			}
+		}
+		return b.String(), nil
+	}
+	return "", fmt.Errorf("content: want a string or a list of parts, got %s", kindOfValue(v))
+}
+
+// kindOfValue names the kind of a decoded JSON value.
+func kindOfValue(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "true or false"
+	case float64:
+		return "a number"
+	case []any:
+		return "a list"
+	}
+	return "an object"
+}
+
+// chatEvents maps one run's messages, given as raw JSON: each is decoded
+// on its own, so that one that is not a message is named.
 func chatEvents(raws []json.RawMessage, errorPrefix string) ([]termination.Event, error) {
 	msgs := make([]chatMessage, len(raws))
-	lastAssistant := -1
 	for i, raw := range raws {
 		if err := json.Unmarshal(raw, &msgs[i]); err != nil {
-			return nil, &EntryError{Entry: fmt.Sprintf("messages[%d]", i), Err: fmt.Errorf("want a message object with a role, got %s", jsonKind(raw))}
+			why := fmt.Errorf("want a message object with a role, got %s", jsonKind(raw))
+			if jsonKind(raw) == "an object" {
+				why = errors.New(describeJSONError(err))
+			}
+			return nil, &EntryError{Entry: fmt.Sprintf("messages[%d]", i), Err: why}
 		}
+	}
+	return chatMessageEvents(msgs, errorPrefix)
+}
+
+// chatMessageEvents maps one run's decoded messages.
+func chatMessageEvents(msgs []chatMessage, errorPrefix string) ([]termination.Event, error) {
+	lastAssistant := -1
+	for i := range msgs {
 		if msgs[i].Role == "assistant" {
 			lastAssistant = i
 		}
 	}
+	events := make([]termination.Event, 0, len(msgs)+len(msgs)/2)
 	calls := map[string]string{} // call id → tool
-	var events []termination.Event
 	for i, m := range msgs {
-		entry := fmt.Sprintf("messages[%d]", i)
 		bad := func(format string, a ...any) error {
-			return &EntryError{Entry: entry, Err: fmt.Errorf(format, a...)}
+			return &EntryError{Entry: "messages[" + strconv.Itoa(i) + "]", Err: fmt.Errorf(format, a...)}
 		}
-		text, err := textOf(m.Content)
+		text, err := textOfValue(m.Content)
 		if err != nil {
 			return nil, bad("%v", err)
 		}
