@@ -72,8 +72,16 @@ func chatJSONL(size int) []byte {
 	return buf.Bytes()
 }
 
+// chatCorpus holds the generated files by size: the harness calls a
+// benchmark several times, and 80 MB takes a while to generate.
+var chatCorpus = map[int][]byte{}
+
 func benchmarkImportOpenAIChat(b *testing.B, size int) {
-	data := chatJSONL(size)
+	data, ok := chatCorpus[size]
+	if !ok {
+		data = chatJSONL(size)
+		chatCorpus[size] = data
+	}
 	events := 0
 	out := NewOutput(func(r Run) error { events += len(r.Events); return nil })
 	b.SetBytes(int64(len(data)))
