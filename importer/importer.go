@@ -103,6 +103,7 @@ var formats = []format{
 	{"openai-chat", decodeOpenAIChat},
 	{"mini-swe-agent", whole(importMiniSWEAgent)},
 	{"otlp", whole(importOTLP)},
+	{"swe-agent", decodeSWEAgent},
 }
 
 // whole adapts a format that maps a file read whole.
@@ -259,10 +260,10 @@ func FileName(id string) string {
 }
 
 // baseName is a file's name without its directory and its extensions
-// (.json, .jsonl, .traj.json): how a run is named after its file.
+// (.json, .jsonl, .traj.json, .traj): how a run is named after its file.
 func baseName(file string) string {
 	name := filepath.Base(file)
-	for _, ext := range []string{".traj.json", ".jsonl", ".json", ".ndjson"} {
+	for _, ext := range []string{".traj.json", ".traj", ".jsonl", ".json", ".ndjson"} {
 		if s, ok := strings.CutSuffix(name, ext); ok {
 			return s
 		}

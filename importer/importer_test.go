@@ -30,6 +30,8 @@ func TestImportGolden(t *testing.T) {
 		{"mini-swe-agent", "mini-swe-agent-1-local.traj.json", "mini-swe-agent-1-local.golden.jsonl", Options{}},
 		{"mini-swe-agent", "mini-swe-agent-2-toolcall.traj.json", "mini-swe-agent-2-toolcall.golden.jsonl", Options{}},
 		{"otlp", "collector.jsonl", "collector.golden.jsonl", Options{}},
+		{"swe-agent", "6e44b9__sweagenttestrepo-1c2844.traj", "6e44b9__sweagenttestrepo-1c2844.golden.jsonl", Options{}},
+		{"swe-agent", "function_calling_simple.traj", "function_calling_simple.golden.jsonl", Options{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -203,6 +205,58 @@ func TestMiniSWEAgentBareArray(t *testing.T) {
 		"the empty user message after the submission is its output, not emitted")
 }
 
+func TestSWEAgentMapping(t *testing.T) {
+	runs, err := importPath("swe-agent", "testdata/6e44b9__sweagenttestrepo-1c2844.traj", Options{})
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	ev := runs[0].Events
+	assert.Equal(t, "6e44b9__sweagenttestrepo-1c2844", runs[0].ID)
+	assert.Equal(t, []string{"input", "input",
+		"message", "tool_call find_file", "tool_result find_file",
+		"message", "tool_call open", "tool_result open",
+		"message", "tool_call edit", "tool_result edit",
+		"message", "tool_call python3", "tool_result python3",
+		"final",
+	}, kindsOf(ev), "the submit step, missing from the history, is read from the trajectory")
+	assert.Equal(t, "call_fJuazlMUN5fQDQ73G6XSpYpx", ev[4].CallID, "tool_call_ids[0] pairs the result")
+	assert.JSONEq(t, `{"file_name":"missing_colon.py"}`, string(ev[3].Args))
+	assert.Equal(t, "main", ev[2].Source, "the history's agent")
+	assert.Equal(t, "main", ev[14].Source)
+}
+
+func TestSWEAgentShapes(t *testing.T) {
+	tests := []struct {
+		name, data string
+		want       []string
+		skipped    []Skipped
+	}{
+		{"thought-action history, demonstrations left out",
+			`{"history": [{"role":"system","content":"s"},{"role":"user","content":"demo","is_demo":true},{"role":"user","content":"task"},` +
+				`{"role":"assistant","content":"look","action":"cd /repo && ls -la"},{"role":"user","content":"a.py"},` +
+				`{"role":"assistant","content":"done","action":"submit"}]}`,
+			[]string{"input", "input", "message", "tool_call ls", "tool_result ls", "final"}, []Skipped{{"demonstration message", 1}}},
+		{"submit in the history, its patch not an event",
+			`{"history": [{"role":"user","content":"task"},{"role":"assistant","content":"x","tool_calls":[{"id":"b","function":{"name":"bash","arguments":"{\"command\":\"python -m pytest\"}"}}]},` +
+				`{"role":"tool","content":"ok","tool_call_ids":["b"]},{"role":"assistant","content":"done","tool_calls":[{"id":"s","function":{"name":"submit","arguments":"{}"}}]},{"role":"tool","content":"diff","tool_call_ids":["s"]}],` +
+				`"trajectory": [{"action":"python -m pytest"},{"action":"submit"}], "info": {"exit_status": "submitted"}}`,
+			[]string{"input", "message", "tool_call pytest", "tool_result pytest", "final"}, []Skipped{}},
+		{"a limit ended the run",
+			`{"history": [{"role":"user","content":"task"},{"role":"assistant","content":"x","tool_calls":[{"id":"b","function":{"name":"open","arguments":"{}"}}]},` +
+				`{"role":"tool","content":"ok","tool_call_ids":["b"]}], "info": {"exit_status": "submitted (exit_cost)"}}`,
+			[]string{"input", "message", "tool_call open", "tool_result open", "error (exit status: submitted (exit_cost))"}, []Skipped{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var runs []Run
+			out := NewOutput(func(r Run) error { runs = append(runs, r); return nil })
+			require.NoError(t, Import("swe-agent", "x.traj", strings.NewReader(tt.data), Options{}, out))
+			require.Len(t, runs, 1)
+			assert.Equal(t, tt.want, kindsOf(runs[0].Events))
+			assert.Equal(t, tt.skipped, out.Skipped())
+		})
+	}
+}
+
 func TestToolName(t *testing.T) {
 	tests := map[string]string{
 		"ls -la":                                           "ls",
@@ -249,7 +303,7 @@ func TestImportErrors(t *testing.T) {
 		opts               Options
 		err                string
 	}{
-		{"unknown format", "langchain", "{}", Options{}, `unknown format "langchain" (want one of openai-chat, mini-swe-agent, otlp)`},
+		{"unknown format", "langchain", "{}", Options{}, `unknown format "langchain" (want one of openai-chat, mini-swe-agent, otlp`},
 		{"empty", "openai-chat", " \n", Options{}, "f.json: empty file"},
 		{"empty list", "openai-chat", "[]", Options{}, "f.json: no runs: an empty list"},
 		{"malformed", "openai-chat", "[\n{\"role\": \"user\",,}]", Options{}, "f.json: line 2: malformed JSON"},
@@ -278,6 +332,15 @@ func TestImportErrors(t *testing.T) {
 		{"unknown role", "mini-swe-agent", `[{"role":"robot"}]`, Options{}, `messages[0]: role "robot": want system, user, assistant, tool or exit`},
 		{"stray user message", "mini-swe-agent", `{"messages": [{"role":"user","content":"task"},{"role":"user","content":"more"}]}`, Options{}, "messages[1]: a user message that follows no action"},
 		{"bad observation", "mini-swe-agent", "{\"messages\": [{\"role\":\"user\",\"content\":\"task\"},{\"role\":\"assistant\",\"content\":\"```bash\\nls\\n```\"},{\"role\":\"user\",\"content\":\"huh\"}]}", Options{}, "messages[2]: an observation with neither <returncode> nor a timeout"},
+		{"swe-agent: a list", "swe-agent", `[]`, Options{}, "f.json: not a SWE-agent trajectory (an object with history), got an array"},
+		{"swe-agent: no history", "swe-agent", `{"trajectory": []}`, Options{}, "f.json: not a SWE-agent trajectory: no history"},
+		{"swe-agent: history not a list", "swe-agent", `{"history": 3}`, Options{}, "not a SWE-agent trajectory: history: want a list, got a number"},
+		{"swe-agent: two ids", "swe-agent", `{"history": [{"role":"assistant","content":"x","tool_calls":[{"id":"a","function":{"name":"open","arguments":"{}"}}]},{"role":"tool","content":"y","tool_call_ids":["a","b"]}]}`, Options{}, "f.json: history[1]: tool_call_ids: want the id of the one call this is the result of, got 2 ids"},
+		{"swe-agent: no ids", "swe-agent", `{"history": [{"role":"tool","content":"y"}]}`, Options{}, "history[0]: tool_call_ids: want the id of the one call this is the result of, got 0 ids"},
+		{"swe-agent: unknown id", "swe-agent", `{"history": [{"role":"tool","content":"y","tool_call_ids":["zz"]}]}`, Options{}, `history[0]: tool_call_ids: "zz": no earlier tool call awaits a result with this id`},
+		{"swe-agent: after submit", "swe-agent", `{"history": [{"role":"assistant","content":"x","tool_calls":[{"id":"s","function":{"name":"submit","arguments":"{}"}}]},{"role":"tool","content":"diff","tool_call_ids":["s"]},{"role":"user","content":"more"}]}`, Options{}, "history[2]: a message after the submission"},
+		{"swe-agent: unknown role", "swe-agent", `{"history": [{"role":"robot","content":"x"}]}`, Options{}, `history[0]: role "robot": want system, user, assistant or tool`},
+		{"swe-agent: bad content", "swe-agent", `{"history": [{"role":"user","content":7}]}`, Options{}, "history[0]: content: want a string or a list of parts, got a number"},
 		{"not otlp", "otlp", `{"spans": []}`, Options{}, "f.json: no spans"},
 		{"no agent span", "otlp", `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b174","name":"GET /","startTimeUnixNano":"1","endTimeUnixNano":"2"}]}]}]}`, Options{}, "no invoke_agent span"},
 		{"bad span id", "otlp", `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"5b8efff798038103d269b633813fc60c","spanId":"xyz","name":"invoke_agent a","startTimeUnixNano":"1","endTimeUnixNano":"2"}]}]}]}`, Options{}, `span xyz: spanId: want 8 bytes in hex, got "xyz"`},
