@@ -101,7 +101,7 @@ type format struct {
 
 var formats = []format{
 	{"openai-chat", decodeOpenAIChat},
-	{"mini-swe-agent", whole(importMiniSWEAgent)},
+	{"mini-swe-agent", decodeMiniSWEAgent},
 	{"otlp", whole(importOTLP)},
 	{"swe-agent", decodeSWEAgent},
 }

@@ -3,6 +3,7 @@ package importer
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"path"
 	"regexp"
@@ -76,13 +77,19 @@ type msweResponse struct {
 	} `json:"choices"`
 }
 
-// importMiniSWEAgent reads a .traj.json: one run, named after the file.
-func importMiniSWEAgent(file string, data []byte, _ *Options) ([]Run, error) {
+// decodeMiniSWEAgent reads a .traj.json: one run, named after the file.
+func decodeMiniSWEAgent(file string, r io.Reader, o *Options, out *Output) error {
+	return whole(func(file string, data []byte, _ *Options) ([]Run, error) {
+		return importMiniSWEAgent(file, data, out.Skip)
+	})(file, r, o, out)
+}
+
+func importMiniSWEAgent(file string, data []byte, skip func(string)) ([]Run, error) {
 	t, err := readTrajectory(data)
 	if err != nil {
 		return nil, &EntryError{File: file, Err: err}
 	}
-	m := msweMapper{file: file, calls: map[string]int{}, turn: -1}
+	m := msweMapper{file: file, calls: map[string]int{}, turn: -1, skip: skip}
 	for i := 0; i < len(t.Messages); i++ {
 		skip, err := m.message(t.Messages, i)
 		if err != nil {
@@ -126,6 +133,7 @@ type msweMapper struct {
 	calls   map[string]int     // tool-calling: call id → its tool_call event, until its result
 	turn    int                // the index of the last agent turn's event; -1 before any
 	exited  bool
+	skip    func(string)
 }
 
 // message maps msgs[i]; it returns how many of the following messages it
@@ -142,7 +150,7 @@ func (m *msweMapper) message(msgs []msweMessage, i int) (int, error) {
 	if msg.Role == "" && msg.Type != "" {
 		return 0, bad("type %q: an item in the OpenAI Responses form, which this importer does not read (want messages with a role)", msg.Type)
 	}
-	text, err := textOf(msg.Content)
+	text, err := textOf(msg.Content, m.skip)
 	if err != nil {
 		return 0, bad("%v", err)
 	}
@@ -267,7 +275,7 @@ func (m *msweMapper) turnOf(x msweExtra, text string) (termination.Event, error)
 		return ev, fmt.Errorf("extra.response: want the model's response as an object, got %s", jsonKind(x.Response))
 	}
 	if text == "" && len(resp.Choices) > 0 {
-		ev.Text, _ = textOf(resp.Choices[0].Message.Content)
+		ev.Text, _ = textOf(resp.Choices[0].Message.Content, nil)
 	}
 	ev.Model = resp.Model
 	var err error

@@ -42,7 +42,7 @@ type chatDoc struct {
 
 // importOpenAIChat reads a messages array, an object holding one, or an
 // array or JSON Lines of such objects.
-func importOpenAIChat(file string, data []byte, o *Options) ([]Run, error) {
+func importOpenAIChat(file string, data []byte, o *Options, skip func(string)) ([]Run, error) {
 	field := o.MessagesField
 	if field == "" {
 		field = "messages"
@@ -95,7 +95,7 @@ func importOpenAIChat(file string, data []byte, o *Options) ([]Run, error) {
 		if o.IDField == "" {
 			id = base + "#" + strconv.Itoa(i+1)
 		}
-		events, err := chatEvents(d.messages, o.ErrorPrefix)
+		events, err := chatEvents(d.messages, o.ErrorPrefix, skip)
 		if err != nil {
 			var ee *EntryError
 			if errors.As(err, &ee) {
@@ -118,10 +118,13 @@ func importOpenAIChat(file string, data []byte, o *Options) ([]Run, error) {
 // It is linear in data: lines are counted forward from the previous
 // value, never again from the start.
 func jsonValues(data []byte) ([]json.RawMessage, []int, error) {
+	return jsonValuesCounted(data, &lineCounter{data: data, line: 1})
+}
+
+func jsonValuesCounted(data []byte, lc *lineCounter) ([]json.RawMessage, []int, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	var values []json.RawMessage
 	var lines []int
-	lc := lineCounter{data: data, line: 1}
 	for {
 		start := dec.InputOffset()
 		var v json.RawMessage
@@ -152,17 +155,20 @@ func jsonValues(data []byte) ([]json.RawMessage, []int, error) {
 // forward from the last offset asked about: over offsets that only grow,
 // data is scanned once.
 type lineCounter struct {
-	data []byte
-	at   int // newlines before at are counted in line
-	line int
+	data    []byte
+	at      int // newlines before at are counted in line
+	line    int
+	scanned int // bytes counted over, in all (for the test of linearity)
 }
 
 // lineAt returns the 1-based line of offset off (clamped to the data).
 func (c *lineCounter) lineAt(off int) int {
 	off = min(max(off, 0), len(c.data))
 	if off < c.at { // not expected; stay correct anyway
+		c.scanned += off
 		return bytes.Count(c.data[:off], []byte{'\n'}) + 1
 	}
+	c.scanned += off - c.at
 	c.line += bytes.Count(c.data[c.at:off], []byte{'\n'})
 	c.at = off
 	return c.line
@@ -228,33 +234,25 @@ func runName(idRaw json.RawMessage, idField string) (string, error) {
 }
 
 // textOf reads a message's content: a string, null, or a list of parts
-// whose text parts are joined with newlines.
-func textOf(raw json.RawMessage) (string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
+// whose text parts are joined with newlines; each other part (an image,
+// a file) is counted by skip, when not nil.
+func textOf(raw json.RawMessage, skip func(string)) (string, error) {
+	if len(raw) == 0 {
 		return "", nil
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
 		return "", fmt.Errorf("content: want a string or a list of parts, got %s", jsonKind(raw))
 	}
-	var texts []string
-	for _, p := range parts {
-		if p.Type == "text" || p.Type == "input_text" || p.Type == "output_text" {
-			texts = append(texts, p.Text)
-		}
-	}
-	return strings.Join(texts, "\n"), nil
+	return textOfValue(v, skip)
 }
 
+// nonTextPart is the kind of a content part that is not text, for the
+// summary of what an import left out.
+const nonTextPart = "non-text content part"
+
 // textOfValue is textOf of a content decoded into an any.
-func textOfValue(v any) (string, error) {
+func textOfValue(v any, skip func(string)) (string, error) {
 	switch c := v.(type) {
 	case nil:
 		return "", nil
@@ -276,6 +274,10 @@ func textOfValue(v any) (string, error) {
 				t, _ := part["text"].(string)
 				b.WriteString(t)
 				n++
+			default:
+				if skip != nil {
+					skip(nonTextPart)
+				}
 			}
 		}
 		return b.String(), nil
@@ -302,7 +304,7 @@ func kindOfValue(v any) string {
 
 // chatEvents maps one run's messages, given as raw JSON: each is decoded
 // on its own, so that one that is not a message is named.
-func chatEvents(raws []json.RawMessage, errorPrefix string) ([]termination.Event, error) {
+func chatEvents(raws []json.RawMessage, errorPrefix string, skip func(string)) ([]termination.Event, error) {
 	msgs := make([]chatMessage, len(raws))
 	for i, raw := range raws {
 		if err := json.Unmarshal(raw, &msgs[i]); err != nil {
@@ -313,11 +315,11 @@ func chatEvents(raws []json.RawMessage, errorPrefix string) ([]termination.Event
 			return nil, &EntryError{Entry: fmt.Sprintf("messages[%d]", i), Err: why}
 		}
 	}
-	return chatMessageEvents(msgs, errorPrefix)
+	return chatMessageEvents(msgs, errorPrefix, skip)
 }
 
 // chatMessageEvents maps one run's decoded messages.
-func chatMessageEvents(msgs []chatMessage, errorPrefix string) ([]termination.Event, error) {
+func chatMessageEvents(msgs []chatMessage, errorPrefix string, skip func(string)) ([]termination.Event, error) {
 	lastAssistant := -1
 	for i := range msgs {
 		if msgs[i].Role == "assistant" {
@@ -330,7 +332,7 @@ func chatMessageEvents(msgs []chatMessage, errorPrefix string) ([]termination.Ev
 		bad := func(format string, a ...any) error {
 			return &EntryError{Entry: "messages[" + strconv.Itoa(i) + "]", Err: fmt.Errorf(format, a...)}
 		}
-		text, err := textOfValue(m.Content)
+		text, err := textOfValue(m.Content, skip)
 		if err != nil {
 			return nil, bad("%v", err)
 		}

@@ -38,7 +38,9 @@ func decodeOpenAIChat(file string, r io.Reader, o *Options, out *Output) error {
 		}
 		if t[0] != '{' || !json.Valid(t) {
 			rest := io.MultiReader(bytes.NewReader(head.Bytes()), lr.br)
-			return whole(importOpenAIChat)(file, rest, o, out)
+			return whole(func(file string, data []byte, o *Options) ([]Run, error) {
+				return importOpenAIChat(file, data, o, out.Skip)
+			})(file, rest, o, out)
 		}
 		return newChatStream(file, o, out).lines(&lr, lr.line, t)
 	}
@@ -149,7 +151,7 @@ func (c *chatStream) value(data []byte, entry string) error {
 		if err != nil {
 			return &EntryError{File: c.file, Entry: entry, Err: err}
 		}
-		events, err := chatEvents(d.messages, c.o.ErrorPrefix)
+		events, err := chatEvents(d.messages, c.o.ErrorPrefix, c.out.Skip)
 		if err != nil {
 			return c.entryError(entry, err)
 		}
@@ -198,7 +200,7 @@ func (c *chatStream) fastRun(data []byte) (*Run, error) {
 		}
 	}
 	var err error
-	run.Events, err = chatMessageEvents(*msgs, c.o.ErrorPrefix)
+	run.Events, err = chatMessageEvents(*msgs, c.o.ErrorPrefix, c.out.Skip)
 	return run, err
 }
 

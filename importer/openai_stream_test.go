@@ -93,3 +93,20 @@ func TestOpenAIChatEmitError(t *testing.T) {
 	assert.ErrorIs(t, err, stop)
 	assert.Equal(t, 1, n)
 }
+
+// TestNonTextPartsCounted: an image in a message's content is left out of
+// its text and counted, in every shape of the file and in mini-swe-agent.
+func TestNonTextPartsCounted(t *testing.T) {
+	msgs := `[{"role": "user", "content": [{"type": "text", "text": "what is this?"}, {"type": "image_url", "image_url": {"url": "data:,"}}]}, {"role": "assistant", "content": "a cat"}]`
+	for _, tt := range []struct{ format, data string }{
+		{"openai-chat", msgs},
+		{"openai-chat", `{"messages": ` + msgs + "}\n" + `{"messages": ` + msgs + "}\n"},
+		{"mini-swe-agent", `{"messages": ` + msgs + `}`},
+	} {
+		var runs []Run
+		out := NewOutput(func(r Run) error { runs = append(runs, r); return nil })
+		require.NoError(t, Import(tt.format, "f.json", strings.NewReader(tt.data), Options{}, out), tt.data)
+		assert.Equal(t, "what is this?", runs[0].Events[0].Text)
+		assert.Equal(t, []Skipped{{nonTextPart, len(runs)}}, out.Skipped(), tt.data)
+	}
+}

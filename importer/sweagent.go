@@ -115,7 +115,7 @@ func (m *sweMapper) message(i int, msg sweMessage) error {
 	if m.submitted && !(msg.Role == "tool" && len(msg.ToolCallIDs) == 1 && msg.ToolCallIDs[0] == m.submitID && m.submitID != "") {
 		return bad("a message after the submission")
 	}
-	text, err := textOfValue(msg.Content)
+	text, err := textOfValue(msg.Content, m.out.Skip)
 	if err != nil {
 		return bad("%v", err)
 	}
