@@ -11,7 +11,8 @@ import (
 // them or fails with a one-line error; it never panics, and what it maps
 // is made of valid events.
 func FuzzImport(f *testing.F) {
-	for _, name := range []string{"chat.json", "batch.jsonl", "django__django-11099.traj.json", "collector.jsonl"} {
+	for _, name := range []string{"chat.json", "batch.jsonl", "django__django-11099.traj.json", "collector.jsonl",
+		"mini-swe-agent-1-local.traj.json", "mini-swe-agent-2-toolcall.traj.json", "function_calling_simple.traj"} {
 		data, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
 			f.Fatal(err)
@@ -20,6 +21,17 @@ func FuzzImport(f *testing.F) {
 	}
 	f.Add([]byte(`[{"role":"tool","tool_call_id":"x"}]`))
 	f.Add([]byte(`{"messages":[{"role":"assistant","content":"` + "```bash\\ncd a && timeout 5 python3 -m x\\n```" + `"}]}`))
+	// mini-swe-agent 2.x: a tool call, its result, a format error, an exit.
+	f.Add([]byte(`[{"role":"user","content":"t"},{"role":"assistant","content":"","tool_calls":[{"id":"c","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]},` +
+		`{"role":"tool","tool_call_id":"c","content":"x","extra":{"returncode":1,"raw_output":"x","timestamp":1.5}},` +
+		`{"role":"user","content":"<error>no</error>","extra":{"interrupt_type":"FormatError","cost":0.1,"response":{"created":1,"usage":{"prompt_tokens":3}}}},` +
+		`{"role":"exit","content":"","extra":{"exit_status":"Submitted"}}]`))
+	// SWE-agent: tool_call_ids, a demonstration, a text action, a submit.
+	f.Add([]byte(`{"history":[{"role":"user","content":"d","is_demo":true},{"role":"assistant","content":"a","action":"ls"},{"role":"user","content":"o"},` +
+		`{"role":"assistant","content":"b","tool_calls":[{"id":"s","function":{"name":"submit","arguments":"{}"}}]},{"role":"tool","content":"p","tool_call_ids":["s"]}],` +
+		`"trajectory":[{"action":"ls"},{"action":"submit"}],"info":{"exit_status":"exit_cost"}}`))
+	// openai-chat JSON Lines with a content part list and a long line.
+	f.Add([]byte("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"},{\"type\":\"text\",\"text\":\"x\"}]}]}\n\n{\"messages\":[]}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		for _, format := range Formats() {
 			for _, opts := range []Options{{}, {MessagesField: "traj", IDField: "id", ErrorPrefix: "E"}} {
