@@ -5,19 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 )
-
-// cpuTime is the user and system CPU time the process has used.
-func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // chatSnippets are the pieces the benchmark's messages are cut from: code,
 // shell output and prose as coding agents read and write them, full of what
@@ -87,7 +76,7 @@ func benchmarkImportOpenAIChat(b *testing.B, size int) {
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	b.ResetTimer()
-	cpu0 := cpuTime()
+	cpu0 := processCPUTime()
 	for range b.N {
 		if err := Import("openai-chat", "bench.jsonl", bytes.NewReader(data), Options{IDField: "instance_id"}, out); err != nil {
 			b.Fatal(err)
@@ -95,7 +84,7 @@ func benchmarkImportOpenAIChat(b *testing.B, size int) {
 	}
 	// The process's CPU time (GC workers included): MB/s per core even on
 	// a machine whose other work stretches the wall-clock time.
-	if cpu := cpuTime() - cpu0; cpu > 0 {
+	if cpu := processCPUTime() - cpu0; cpu > 0 {
 		b.ReportMetric(float64(len(data))*float64(b.N)/1e6/cpu.Seconds(), "MB/cpu-s")
 	}
 	b.ReportMetric(float64(events)/float64(b.N), "events/op")

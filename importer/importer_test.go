@@ -126,8 +126,8 @@ func TestMiniSWEAgentMapping(t *testing.T) {
 	assert.JSONEq(t, `{"command": "cd /testbed && grep -rn \"ASCIIUsernameValidator\" django/contrib/auth/validators.py"}`, string(r.Events[3].Args))
 }
 
-// kindsOf lists a run's events as "kind tool (error)".
-func kindsOf(events []termination.Event) []string {
+// eventKinds lists a run's events as "kind tool (error)".
+func eventKinds(events []termination.Event) []string {
 	var got []string
 	for _, e := range events {
 		s := e.Kind.String()
@@ -154,7 +154,7 @@ func TestMiniSWEAgent2Mapping(t *testing.T) {
 		"message", "error (format error: No tool calls found in the response. Every response MUST include at least one tool call.)",
 		"message", "tool_call sed", "tool_result sed (exit code 1)",
 		"final",
-	}, kindsOf(ev), "the submitting call has no result and is not emitted; the exit message makes its turn final")
+	}, eventKinds(ev), "the submitting call has no result and is not emitted; the exit message makes its turn final")
 	assert.Equal(t, termination.Usage{InputTokens: 1520, OutputTokens: 64}, ev[2].Usage)
 	assert.Equal(t, 0.0054, ev[2].Cost, "extra.cost")
 	assert.Equal(t, "claude-sonnet-4-5-20250929", ev[2].Model)
@@ -191,7 +191,7 @@ func TestMiniSWEAgentExit(t *testing.T) {
 				`{"role":"tool","tool_call_id":"c1","content":"a","extra":{"returncode":0,"raw_output":"a"}},` + tt.exit + `]`
 			runs, err := importData("mini-swe-agent", "x.traj.json", []byte(data), Options{})
 			require.NoError(t, err)
-			assert.Equal(t, tt.want, kindsOf(runs[0].Events))
+			assert.Equal(t, tt.want, eventKinds(runs[0].Events))
 		})
 	}
 }
@@ -201,7 +201,7 @@ func TestMiniSWEAgentBareArray(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, runs, 1)
 	assert.Equal(t, "mini-swe-agent-1-local", runs[0].ID)
-	assert.Equal(t, []string{"input", "input", "message", "tool_call echo", "tool_result echo", "final"}, kindsOf(runs[0].Events),
+	assert.Equal(t, []string{"input", "input", "message", "tool_call echo", "tool_result echo", "final"}, eventKinds(runs[0].Events),
 		"the empty user message after the submission is its output, not emitted")
 }
 
@@ -217,7 +217,7 @@ func TestSWEAgentMapping(t *testing.T) {
 		"message", "tool_call edit", "tool_result edit",
 		"message", "tool_call python3", "tool_result python3",
 		"final",
-	}, kindsOf(ev), "the submit step, missing from the history, is read from the trajectory")
+	}, eventKinds(ev), "the submit step, missing from the history, is read from the trajectory")
 	assert.Equal(t, "call_fJuazlMUN5fQDQ73G6XSpYpx", ev[4].CallID, "tool_call_ids[0] pairs the result")
 	assert.JSONEq(t, `{"file_name":"missing_colon.py"}`, string(ev[3].Args))
 	assert.Equal(t, "main", ev[2].Source, "the history's agent")
@@ -251,7 +251,7 @@ func TestSWEAgentShapes(t *testing.T) {
 			out := NewOutput(func(r Run) error { runs = append(runs, r); return nil })
 			require.NoError(t, Import("swe-agent", "x.traj", strings.NewReader(tt.data), Options{}, out))
 			require.Len(t, runs, 1)
-			assert.Equal(t, tt.want, kindsOf(runs[0].Events))
+			assert.Equal(t, tt.want, eventKinds(runs[0].Events))
 			assert.Equal(t, tt.skipped, out.Skipped())
 		})
 	}
