@@ -7,6 +7,10 @@ import (
 	"testing"
 )
 
+// inUsersTerms are the formats whose errors are checked never to name a
+// Go type.
+var inUsersTerms = map[string]bool{"openai-chat": true, "mini-swe-agent": true, "swe-agent": true}
+
 // FuzzImport feeds every format arbitrary bytes: an import either maps
 // them or fails with a one-line error; it never panics, and what it maps
 // is made of valid events.
@@ -39,6 +43,9 @@ func FuzzImport(f *testing.F) {
 				if err != nil {
 					if strings.Contains(err.Error(), "\n") {
 						t.Fatalf("%s: a multi-line error: %q", format, err)
+					}
+					if inUsersTerms[format] && (strings.Contains(err.Error(), "Go ") || strings.Contains(err.Error(), "importer.")) {
+						t.Fatalf("%s: an error that names a Go type: %q", format, err)
 					}
 					continue
 				}

@@ -346,7 +346,9 @@ func describeJSONError(err error) string {
 		switch te.Type.Kind() {
 		case reflect.String:
 			want = "a string"
-		case reflect.Int, reflect.Int64, reflect.Int32, reflect.Float64, reflect.Float32:
+		case reflect.Int, reflect.Int64, reflect.Int32, reflect.Uint, reflect.Uint64, reflect.Uint32:
+			want = "a whole number"
+		case reflect.Float64, reflect.Float32:
 			want = "a number"
 		case reflect.Bool:
 			want = "true or false"
@@ -360,7 +362,9 @@ func describeJSONError(err error) string {
 			field = "the value"
 		}
 		got := map[string]string{"string": "a string", "number": "a number", "array": "a list", "object": "an object", "bool": "true or false"}[te.Value]
-		if got == "" {
+		if n, ok := strings.CutPrefix(te.Value, "number "); ok {
+			got = n
+		} else if got == "" {
 			got = te.Value
 		}
 		return fmt.Sprintf("%s: want %s, got %s", field, want, got)

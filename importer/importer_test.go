@@ -322,6 +322,7 @@ func TestImportErrors(t *testing.T) {
 		{"no messages", "mini-swe-agent", `{"info": {}}`, Options{}, "not a mini-swe-agent trajectory: no messages"},
 		{"tool call without a name", "mini-swe-agent", `{"messages": [{"role":"assistant","content":"x","tool_calls":[{"id":"a"}]}]}`, Options{}, "messages[0]: tool_calls[0]: no function name"},
 		{"messages not a list", "mini-swe-agent", `{"messages": 3}`, Options{}, "f.json: not a mini-swe-agent trajectory: messages: want a list, got a number"},
+		{"a fraction for a return code", "mini-swe-agent", `{"messages": [{"role":"tool","extra":{"returncode":1.5}}]}`, Options{}, "not a mini-swe-agent trajectory: messages.extra.returncode: want a whole number, got 1.5"},
 		{"a list of numbers", "mini-swe-agent", `[1, 2]`, Options{}, "not a mini-swe-agent trajectory: a list, but not of messages"},
 		{"a string", "mini-swe-agent", `"x"`, Options{}, "not a mini-swe-agent trajectory (an object with messages, or a list of messages), got a string"},
 		{"unpaired tool message", "mini-swe-agent", `[{"role":"user","content":"t"},{"role":"tool","tool_call_id":"c1","content":"x"}]`, Options{}, `messages[1]: tool_call_id "c1": no earlier tool call awaits a result with this id`},
