@@ -240,6 +240,14 @@ func TestSWEAgentShapes(t *testing.T) {
 				`{"role":"tool","content":"ok","tool_call_ids":["b"]},{"role":"assistant","content":"done","tool_calls":[{"id":"s","function":{"name":"submit","arguments":"{}"}}]},{"role":"tool","content":"diff","tool_call_ids":["s"]}],` +
 				`"trajectory": [{"action":"python -m pytest"},{"action":"submit"}], "info": {"exit_status": "submitted"}}`,
 			[]string{"input", "message", "tool_call pytest", "tool_result pytest", "final"}, []Skipped{}},
+		{"a submit that is not the last response (a wrong CTF flag) is a tool call",
+			`{"history": [{"role":"user","content":"task"},{"role":"assistant","content":"try","action":"submit flat{x}"},{"role":"user","content":"Wrong flag!"},` +
+				`{"role":"assistant","content":"again","action":"submit flag{x}"}], "trajectory": [{"action":"submit flat{x}"},{"action":"submit flag{x}"}]}`,
+			[]string{"input", "message", "tool_call submit", "tool_result submit", "final"}, []Skipped{}},
+		{"the last step only in the trajectory, matched by its action",
+			`{"history": [{"role":"user","content":"task"},{"role":"assistant","content":"look","action":"ls"},{"role":"user","content":"a.py"}],` +
+				`"trajectory": [{"action":"cd /x"},{"action":"ls"},{"action":"submit","thought":"done"}]}`,
+			[]string{"input", "message", "tool_call ls", "tool_result ls", "final"}, []Skipped{}},
 		{"a limit ended the run",
 			`{"history": [{"role":"user","content":"task"},{"role":"assistant","content":"x","tool_calls":[{"id":"b","function":{"name":"open","arguments":"{}"}}]},` +
 				`{"role":"tool","content":"ok","tool_call_ids":["b"]}], "info": {"exit_status": "submitted (exit_cost)"}}`,

@@ -15,12 +15,8 @@ import (
 // (trajectory) and the outcome (info).
 type sweTrajectory struct {
 	History    *[]sweMessage `json:"history"`
-	Trajectory []struct {
-		Action  string `json:"action"`
-		Thought string `json:"thought"`
-		Output  string `json:"observation"`
-	} `json:"trajectory"`
-	Info struct {
+	Trajectory []sweStep     `json:"trajectory"`
+	Info       struct {
 		ExitStatus *string `json:"exit_status"`
 	} `json:"info"`
 }
@@ -51,7 +47,8 @@ func decodeSWEAgent(file string, r io.Reader, _ *Options, out *Output) error {
 	if t.History == nil {
 		return &EntryError{File: file, Err: fmt.Errorf("not a SWE-agent trajectory: no history")}
 	}
-	m := sweMapper{file: file, out: out, calls: map[string]string{}, source: "agent"}
+	m := sweMapper{file: file, out: out, calls: map[string]string{}, source: "agent", last: -1}
+	extra := m.extraSteps(*t.History, t.Trajectory)
 	for i, msg := range *t.History {
 		if err := m.message(i, msg); err != nil {
 			return err
@@ -59,9 +56,11 @@ func decodeSWEAgent(file string, r io.Reader, _ *Options, out *Output) error {
 	}
 	// The history is saved before the last step (often the submit) is
 	// added to it; the steps it lacks are read from the trajectory.
-	for k := m.turns; k < len(t.Trajectory) && !m.submitted && m.pending == ""; k++ {
-		s := t.Trajectory[k]
-		m.textAction(m.source, s.Thought, s.Action)
+	for k, s := range extra {
+		if m.submitted || m.pending != "" {
+			break
+		}
+		m.textAction(m.source, s.Thought, s.Action, k == len(extra)-1)
 		if m.pending != "" {
 			m.result(termination.Event{Kind: termination.KindToolResult, Tool: m.pending, Text: s.Output})
 		}
@@ -76,6 +75,40 @@ func decodeSWEAgent(file string, r io.Reader, _ *Options, out *Output) error {
 		return &EntryError{File: file, Err: fmt.Errorf("no messages")}
 	}
 	return out.Run(Run{ID: baseName(file), Events: m.events})
+}
+
+// sweStep is a step of a SWE-agent trajectory.
+type sweStep = struct {
+	Action  string `json:"action"`
+	Thought string `json:"thought"`
+	Output  string `json:"observation"`
+}
+
+// extraSteps finds the trajectory's steps after the history's last
+// response (matched by its action; by count when the history records no
+// actions) and sets m.last to that response's index when there are none.
+func (m *sweMapper) extraSteps(history []sweMessage, steps []sweStep) []sweStep {
+	last, responses := -1, 0
+	for i, msg := range history {
+		if msg.Role == "assistant" && !msg.IsDemo {
+			last, responses = i, responses+1
+		}
+	}
+	after := responses // steps mapped from the history
+	if last >= 0 && history[last].Action != nil {
+		after = len(steps)
+		for k := len(steps) - 1; k >= 0; k-- {
+			if strings.TrimSpace(steps[k].Action) == strings.TrimSpace(*history[last].Action) {
+				after = k + 1
+				break
+			}
+		}
+	}
+	if after >= len(steps) {
+		m.last = last
+		return nil
+	}
+	return steps[after:]
 }
 
 // readWhole reads a file that is one JSON document.
@@ -99,8 +132,10 @@ type sweMapper struct {
 	calls     map[string]string // call id → tool, until its result
 	pending   string            // a text action's tool, awaiting its observation
 	turns     int               // assistant messages mapped
+	last      int               // the index of the history's last response, -1 when the trajectory has more
 	submitted bool              // the final turn has been mapped
 	submitID  string            // the submit call's id: its result (the patch) is not an event
+	textFinal bool              // the final turn was a text submit: its observation is not an event
 	source    string            // the agent of the last response
 }
 
@@ -112,8 +147,15 @@ func (m *sweMapper) message(i int, msg sweMessage) error {
 		m.out.Skip("demonstration message")
 		return nil
 	}
-	if m.submitted && !(msg.Role == "tool" && len(msg.ToolCallIDs) == 1 && msg.ToolCallIDs[0] == m.submitID && m.submitID != "") {
-		return bad("a message after the submission")
+	if m.submitted {
+		switch {
+		case msg.Role == "user" && m.textFinal:
+			m.textFinal = false // the submission's output: not an event
+			return nil
+		case msg.Role == "tool" && len(msg.ToolCallIDs) == 1 && msg.ToolCallIDs[0] == m.submitID && m.submitID != "":
+		default:
+			return bad("a message after the submission")
+		}
 	}
 	text, err := textOfValue(msg.Content, m.out.Skip)
 	if err != nil {
@@ -141,10 +183,10 @@ func (m *sweMapper) message(i int, msg sweMessage) error {
 			if msg.Action != nil {
 				action = *msg.Action
 			}
-			m.textAction(source, text, action)
+			m.textAction(source, text, action, i == m.last)
 			return nil
 		}
-		return m.toolCalls(source, text, msg.ToolCalls, bad)
+		return m.toolCalls(source, text, msg.ToolCalls, i == m.last, bad)
 	case "tool":
 		return m.toolResult(msg, text, bad)
 	case "":
@@ -155,9 +197,11 @@ func (m *sweMapper) message(i int, msg sweMessage) error {
 	return nil
 }
 
-// toolCalls maps a function-calling response; a call of submit makes it
-// the final turn, the call and its output (the patch) not emitted.
-func (m *sweMapper) toolCalls(source, text string, calls []chatToolCall, bad func(string, ...any) error) error {
+// toolCalls maps a function-calling response; a call of submit in the
+// last response makes it the final turn, the call and its output (the
+// patch) not emitted. (An earlier submit, a CTF flag found wrong, is a
+// tool call like any other.)
+func (m *sweMapper) toolCalls(source, text string, calls []chatToolCall, last bool, bad func(string, ...any) error) error {
 	m.turns++
 	turn := termination.Event{Kind: termination.KindMessage, Source: source, Text: text}
 	var evs []termination.Event
@@ -165,7 +209,7 @@ func (m *sweMapper) toolCalls(source, text string, calls []chatToolCall, bad fun
 		if c.Function.Name == "" {
 			return bad("tool_calls[%d]: no function name", k)
 		}
-		if c.Function.Name == "submit" {
+		if c.Function.Name == "submit" && last {
 			turn.Kind = termination.KindFinal
 			m.submitted, m.submitID = true, c.ID
 			continue
@@ -188,9 +232,9 @@ func (m *sweMapper) toolCalls(source, text string, calls []chatToolCall, bad fun
 
 // textAction maps a response whose action is a command line (SWE-agent
 // before function calling, or a step only in the trajectory): the
-// action's first word is the tool, as for mini-swe-agent; submit makes
-// the response final.
-func (m *sweMapper) textAction(source, text, action string) {
+// action's first word is the tool, as for mini-swe-agent; submit in the
+// last response makes it final.
+func (m *sweMapper) textAction(source, text, action string, last bool) {
 	m.turns++
 	action = strings.TrimSpace(action)
 	turn := termination.Event{Kind: termination.KindMessage, Source: source, Text: text}
@@ -198,9 +242,9 @@ func (m *sweMapper) textAction(source, text, action string) {
 		m.events = append(m.events, turn)
 		return
 	}
-	if action == "submit" || strings.HasPrefix(action, "submit ") {
+	if last && (action == "submit" || strings.HasPrefix(action, "submit ")) {
 		turn.Kind = termination.KindFinal
-		m.submitted = true
+		m.submitted, m.textFinal = true, true
 		m.events = append(m.events, turn)
 		return
 	}
