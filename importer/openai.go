@@ -19,6 +19,12 @@ type chatMessage struct {
 	Name       string          `json:"name"`
 	ToolCalls  []chatToolCall  `json:"tool_calls"`
 	ToolCallID string          `json:"tool_call_id"`
+	// FunctionCall is the legacy single call (before tool_calls), whose
+	// result is a "function" message named by the function.
+	FunctionCall *struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function_call"`
 	Model      string          `json:"model"`
 	Usage      json.RawMessage `json:"usage"`
 }
@@ -345,10 +351,16 @@ func chatMessageEvents(msgs []chatMessage, errorPrefix string, skip func(string)
 				return nil, bad("%v", err)
 			}
 			kind := termination.KindMessage
-			if i == lastAssistant && len(m.ToolCalls) == 0 {
+			if i == lastAssistant && len(m.ToolCalls) == 0 && m.FunctionCall == nil {
 				kind = termination.KindFinal
 			}
 			events = append(events, termination.Event{Kind: kind, Source: "agent", Text: text, Model: m.Model, Usage: u})
+			if fc := m.FunctionCall; fc != nil {
+				if fc.Name == "" {
+					return nil, bad("function_call: no function name")
+				}
+				events = append(events, termination.Event{Kind: termination.KindToolCall, Tool: fc.Name, Args: argsOf(fc.Arguments)})
+			}
 			for k, c := range m.ToolCalls {
 				if c.Function.Name == "" {
 					return nil, bad("tool_calls[%d]: no function name", k)

@@ -110,3 +110,18 @@ func TestNonTextPartsCounted(t *testing.T) {
 		assert.Equal(t, []Skipped{{nonTextPart, len(runs)}}, out.Skipped(), tt.data)
 	}
 }
+
+// TestLegacyFunctionCall: an assistant's function_call (the form before
+// tool_calls) is a tool call, paired with the function message after it.
+func TestLegacyFunctionCall(t *testing.T) {
+	data := `[{"role": "user", "content": "weather?"},
+{"role": "assistant", "content": null, "function_call": {"name": "get_weather", "arguments": "{\"city\": \"Oslo\"}"}},
+{"role": "function", "name": "get_weather", "content": "rain"},
+{"role": "assistant", "content": "Rain."}]`
+	runs, err := importData("openai-chat", "f.json", []byte(data), Options{})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"input", "message", "tool_call get_weather", "tool_result get_weather", "final"}, eventKinds(runs[0].Events))
+	assert.JSONEq(t, `{"city": "Oslo"}`, string(runs[0].Events[2].Args))
+	_, err = importData("openai-chat", "f.json", []byte(`[{"role": "assistant", "function_call": {"arguments": "{}"}}]`), Options{})
+	assert.ErrorContains(t, err, "f.json: messages[0]: function_call: no function name")
+}
