@@ -14,19 +14,19 @@ import (
 
 // chatMessage is an OpenAI Chat Completions message.
 type chatMessage struct {
-	Role       string          `json:"role"`
-	Content    any             `json:"content"` // a string, null or a list of parts; decoded once
-	Name       string          `json:"name"`
-	ToolCalls  []chatToolCall  `json:"tool_calls"`
-	ToolCallID string          `json:"tool_call_id"`
+	Role       string         `json:"role"`
+	Content    any            `json:"content"` // a string, null or a list of parts; decoded once
+	Name       string         `json:"name"`
+	ToolCalls  []chatToolCall `json:"tool_calls"`
+	ToolCallID string         `json:"tool_call_id"`
 	// FunctionCall is the legacy single call (before tool_calls), whose
 	// result is a "function" message named by the function.
 	FunctionCall *struct {
 		Name      string `json:"name"`
 		Arguments string `json:"arguments"`
 	} `json:"function_call"`
-	Model      string          `json:"model"`
-	Usage      json.RawMessage `json:"usage"`
+	Model string          `json:"model"`
+	Usage json.RawMessage `json:"usage"`
 }
 
 type chatToolCall struct {
