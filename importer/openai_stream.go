@@ -10,6 +10,7 @@ import (
 	"reflect"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // decodeOpenAIChat reads openai-chat. JSON Lines (a first line that is a
@@ -91,7 +92,7 @@ func newChatStream(file string, o *Options, out *Output) *chatStream {
 	if c.field == "" {
 		c.field = "messages"
 	}
-	if o.IDField != c.field && validTag(c.field) && validTag(o.IDField) {
+	if o.IDField != c.field && validTag(c.field) && (o.IDField == "" || validTag(o.IDField)) {
 		fields := []reflect.StructField{{Name: "Messages", Type: reflect.TypeFor[*[]chatMessage](), Tag: reflect.StructTag(`json:"` + c.field + `"`)}}
 		if o.IDField != "" {
 			fields = append(fields, reflect.StructField{Name: "ID", Type: reflect.TypeFor[json.RawMessage](), Tag: reflect.StructTag(`json:"` + o.IDField + `"`)})
@@ -101,11 +102,20 @@ func newChatStream(file string, o *Options, out *Output) *chatStream {
 	return c
 }
 
-// validTag reports whether a field name can be a json struct tag as it is
-// (not "-", no quote, backslash, comma or backquote, which a tag cannot
-// hold); other names take the slow path.
+// validTag reports whether a field name can be a json struct tag as it
+// is: what encoding/json accepts as a tag's name (letters, digits and
+// some punctuation), and not "-". For another name encoding/json would
+// fall back to the Go field's name, so such names take the slow path.
 func validTag(name string) bool {
-	return name != "-" && !strings.ContainsAny(name, "\"\\,`")
+	if name == "" || name == "-" {
+		return false
+	}
+	for _, c := range name {
+		if !unicode.IsLetter(c) && !unicode.IsDigit(c) && !strings.ContainsRune("!#$%&()*+-./:;<=>?@[]^_{|}~ ", c) {
+			return false
+		}
+	}
+	return true
 }
 
 // lines maps the first value (t, on line at) and every following line.
