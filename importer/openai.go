@@ -204,7 +204,7 @@ func chatDocOf(entry string, v json.RawMessage, field, idField string, bare bool
 	if err := json.Unmarshal(v, &obj); err != nil {
 		return d, fmt.Errorf("want an object with %q or a list of messages, got %s", field, jsonKind(v))
 	}
-	raw, ok := obj[field]
+	raw, ok := lookupField(obj, field)
 	if !ok {
 		return d, fmt.Errorf("no %q field (name the field holding the messages with -messages)", field)
 	}
@@ -212,7 +212,7 @@ func chatDocOf(entry string, v json.RawMessage, field, idField string, bare bool
 		return d, fmt.Errorf("%s: want a list of messages, got %s", field, jsonKind(raw))
 	}
 	if idField != "" {
-		idRaw, ok := obj[idField]
+		idRaw, ok := lookupField(obj, idField)
 		if !ok {
 			return d, fmt.Errorf("no %q field (-id)", idField)
 		}
@@ -222,6 +222,21 @@ func chatDocOf(entry string, v json.RawMessage, field, idField string, bare bool
 		}
 	}
 	return d, nil
+}
+
+// lookupField finds a field as encoding/json matches a struct's: by its
+// exact name, else by a name that differs only in case, so that a file
+// reads the same whichever way it is decoded.
+func lookupField(obj map[string]json.RawMessage, name string) (json.RawMessage, bool) {
+	if v, ok := obj[name]; ok {
+		return v, true
+	}
+	for k, v := range obj {
+		if strings.EqualFold(k, name) {
+			return v, true
+		}
+	}
+	return nil, false
 }
 
 // runName reads the value of the -id field: a string or a number.
