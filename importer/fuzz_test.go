@@ -1,8 +1,10 @@
 package importer
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -67,4 +69,35 @@ func FuzzToolName(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, cmd string) { _ = ToolName(cmd) })
+}
+
+// FuzzOpenAIChatPaths: a JSON Lines line maps the same through the
+// one-pass decode as through the slow path that names what is wrong: the
+// same run, or an error from both.
+func FuzzOpenAIChatPaths(f *testing.F) {
+	f.Add([]byte(`{"id": "a", "messages": [{"role": "user", "content": [{"type": "text", "text": "x"}, {"type": "image"}]}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c", "function": {"name": "f", "arguments": "{}"}}]}, {"role": "tool", "tool_call_id": "c", "content": "ok"}]}`))
+	f.Add([]byte(`{"ID": 7, "Messages": [{"role": "assistant", "content": "x", "usage": {"prompt_tokens": 3}, "function_call": {"name": "g", "arguments": "no"}}]}`))
+	f.Add([]byte(`{"id": null, "messages": [{"role": "assistant", "tool_calls": "x"}]}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if bytes.ContainsAny(data, "\r\n") {
+			return
+		}
+		run := func(fast bool) (runs []Run, skipped []Skipped, err error) {
+			out := NewOutput(func(r Run) error { runs = append(runs, r); return nil })
+			c := newChatStream("f.jsonl", &Options{IDField: "id", ErrorPrefix: "E"}, out)
+			if !fast {
+				c.fast = nil
+			}
+			err = c.value(data, "")
+			return runs, out.Skipped(), err
+		}
+		fastRuns, fastSkipped, fastErr := run(true)
+		slowRuns, slowSkipped, slowErr := run(false)
+		if (fastErr == nil) != (slowErr == nil) {
+			t.Fatalf("one-pass: %v; slow path: %v", fastErr, slowErr)
+		}
+		if fastErr == nil && (!reflect.DeepEqual(fastRuns, slowRuns) || !reflect.DeepEqual(fastSkipped, slowSkipped)) {
+			t.Fatalf("one-pass: %+v %v; slow path: %+v %v", fastRuns, fastSkipped, slowRuns, slowSkipped)
+		}
+	})
 }
