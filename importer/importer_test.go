@@ -318,6 +318,7 @@ func TestImportErrors(t *testing.T) {
 		{"no messages field", "openai-chat", `{"msgs": []}`, Options{}, `f.json: no "messages" field (name the field holding the messages with -messages)`},
 		{"messages not a list", "openai-chat", `{"messages": 3}`, Options{}, "messages: want a list of messages, got a number"},
 		{"unknown role", "openai-chat", `[{"role":"user","content":"x"},{"role":"robot","content":"x"}]`, Options{}, `f.json: messages[1]: role "robot"`},
+		{"a mini-swe-agent trajectory", "openai-chat", `{"messages": [{"role":"user","content":"x"},{"role":"exit","content":"","extra":{"exit_status":"Submitted"}}]}`, Options{}, `f.json: messages[1]: role "exit": a mini-swe-agent 2 trajectory; import it with -from mini-swe-agent`},
 		{"no role", "openai-chat", `[{"role":"user"},{"content":"x"}]`, Options{}, "f.json: messages[1]: no role"},
 		{"unpaired tool", "openai-chat", `[{"role":"user","content":"x"},{"role":"tool","tool_call_id":"c9","content":"x"}]`, Options{}, `messages[1]: tool_call_id "c9": no earlier assistant tool call has this id`},
 		{"bad usage", "openai-chat", `[{"role":"assistant","content":"x","usage":"lots"}]`, Options{}, "messages[0]: usage: want token counts"},

@@ -404,6 +404,8 @@ func chatMessageEvents(msgs []chatMessage, errorPrefix string, skip func(string)
 			events = append(events, ev)
 		case "":
 			return nil, bad("no role")
+		case "exit":
+			return nil, bad("role \"exit\": a mini-swe-agent 2 trajectory; import it with -from mini-swe-agent")
 		default:
 			return nil, bad("role %q: want system, developer, user, assistant or tool", m.Role)
 		}
