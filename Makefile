@@ -11,7 +11,7 @@ BENCHCOUNT ?= 5
 BENCHOUT ?= /tmp/agentstop-bench.txt
 # The packages whose benchmarks make up the contract's §6 figures (backtest
 # once it exists: a figure whose benchmark is absent prints as missing).
-BENCHPKGS := ./middleware/ ./termination/ ./telemetry/ ./telemetry/otelsetup/ ./fleet/ ./fleet/redisfleet/ $(if $(wildcard backtest/*.go),./backtest/)
+BENCHPKGS := ./middleware/ ./importer/ ./termination/ ./telemetry/ ./telemetry/otelsetup/ ./fleet/ ./fleet/redisfleet/ $(if $(wildcard backtest/*.go),./backtest/)
 
 .PHONY: all build vet test test-core test-adapters test-dashboards bench bench-readme fuzz soak quickstart clean
 

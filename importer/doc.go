@@ -6,11 +6,16 @@
 // # How the pieces fit
 //
 // One file per format maps that format's entries to [termination.Event]
-// values: openai.go (OpenAI Chat Completions messages, "openai-chat"),
-// miniswe.go (mini-swe-agent's .traj.json, "mini-swe-agent") and otlp.go
-// (OTLP/JSON traces that follow the GenAI semantic conventions, "otlp").
-// [Import] picks the format by name and returns [Run] values: an id, a
-// parent id (otlp's sub-agents) and the events. [WriteStream] writes runs
+// values: openai.go and openai_stream.go (OpenAI Chat Completions
+// messages, "openai-chat"; JSON Lines streamed a line at a time),
+// miniswe.go (mini-swe-agent's .traj.json, 1.x and 2.x,
+// "mini-swe-agent"), sweagent.go (SWE-agent's .traj, "swe-agent") and
+// otlp.go (OTLP/JSON traces that follow the GenAI semantic conventions,
+// "otlp"). [Import] picks the format by name, reads the file from an
+// io.Reader and hands each [Run] (an id, a parent id — otlp's sub-agents —
+// and the events) to an [Output] as the format completes it; the Output
+// also counts, by kind, the entries a format legitimately leaves out
+// (a demonstration in a SWE-agent history), for the command's summary. [WriteStream] writes runs
 // as one JSON Lines stream whose events carry run and parent (what
 // backtest and a multi-run replay read); [WriteDir] writes one file per
 // run. The package imports termination only, for the event type.
@@ -18,7 +23,7 @@
 // Every mapping is written out in docs/import.md, with each choice a
 // format forces. An entry that cannot be mapped is an *[EntryError] naming
 // the file and the entry (messages[4], line 3, span 00f067aa0ba902b7);
-// nothing is skipped silently. Token counts follow §1: input tokens
+// nothing is skipped silently: what is left out is counted in the Output. Token counts follow §1: input tokens
 // include cached ones and output tokens reasoning ones (OpenAI's counts
 // already do; Anthropic's cache_read_input_tokens and
 // cache_creation_input_tokens are added in).

@@ -9,8 +9,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/agentstop/agentstop/termination"
@@ -100,9 +100,10 @@ type format struct {
 }
 
 var formats = []format{
-	{"openai-chat", whole(importOpenAIChat)},
-	{"mini-swe-agent", whole(importMiniSWEAgent)},
+	{"openai-chat", decodeOpenAIChat},
+	{"mini-swe-agent", decodeMiniSWEAgent},
 	{"otlp", whole(importOTLP)},
+	{"swe-agent", decodeSWEAgent},
 }
 
 // whole adapts a format that maps a file read whole.
@@ -168,20 +169,9 @@ func ImportFile(formatName, path string, opts Options, out *Output) error {
 // Uniquify gives every run a distinct id, in order: a name that repeats
 // gets #2, #3, ….
 func Uniquify(runs []Run) {
-	seen := make(map[string]bool, len(runs))
-	last := make(map[string]int, len(runs))
+	var n namer
 	for i := range runs {
-		id := runs[i].ID
-		if !seen[id] {
-			seen[id] = true
-			continue
-		}
-		for n := max(last[id], 1) + 1; ; n++ {
-			if cand := id + "#" + strconv.Itoa(n); !seen[cand] {
-				seen[cand], last[id], runs[i].ID = true, n, cand
-				break
-			}
-		}
+		runs[i].ID = n.unique(runs[i].ID)
 	}
 }
 
@@ -270,10 +260,10 @@ func FileName(id string) string {
 }
 
 // baseName is a file's name without its directory and its extensions
-// (.json, .jsonl, .traj.json): how a run is named after its file.
+// (.json, .jsonl, .traj.json, .traj): how a run is named after its file.
 func baseName(file string) string {
 	name := filepath.Base(file)
-	for _, ext := range []string{".traj.json", ".jsonl", ".json", ".ndjson"} {
+	for _, ext := range []string{".traj.json", ".traj", ".jsonl", ".json", ".ndjson"} {
 		if s, ok := strings.CutSuffix(name, ext); ok {
 			return s
 		}
@@ -345,6 +335,45 @@ func jsonKind(raw json.RawMessage) string {
 	return "a number"
 }
 
+// describeJSONError says what is wrong with a JSON value in the user's
+// terms: the field and the kind of value wanted, never a Go type.
+func describeJSONError(err error) string {
+	var te *json.UnmarshalTypeError
+	var se *json.SyntaxError
+	switch {
+	case errors.As(err, &te):
+		want := "another kind of value"
+		switch te.Type.Kind() {
+		case reflect.String:
+			want = "a string"
+		case reflect.Int, reflect.Int64, reflect.Int32, reflect.Uint, reflect.Uint64, reflect.Uint32:
+			want = "a whole number"
+		case reflect.Float64, reflect.Float32:
+			want = "a number"
+		case reflect.Bool:
+			want = "true or false"
+		case reflect.Slice, reflect.Array:
+			want = "a list"
+		case reflect.Struct, reflect.Map:
+			want = "an object"
+		}
+		field := te.Field
+		if field == "" {
+			field = "the value"
+		}
+		got := map[string]string{"string": "a string", "number": "a number", "array": "a list", "object": "an object", "bool": "true or false"}[te.Value]
+		if n, ok := strings.CutPrefix(te.Value, "number "); ok {
+			got = n
+		} else if got == "" {
+			got = te.Value
+		}
+		return fmt.Sprintf("%s: want %s, got %s", field, want, got)
+	case errors.As(err, &se):
+		return fmt.Sprintf("malformed JSON at byte %d", se.Offset)
+	}
+	return "malformed JSON"
+}
+
 // argsOf turns a tool call's arguments string into the event's args: the
 // JSON it holds, or, when it is not JSON (models do write broken
 // arguments), the string itself as a JSON string, so that the call is kept
@@ -354,8 +383,8 @@ func argsOf(arguments string) json.RawMessage {
 	if t == "" {
 		return nil
 	}
-	if json.Valid([]byte(t)) {
-		return json.RawMessage(t)
+	if b := []byte(t); json.Valid(b) {
+		return b
 	}
 	return marshalJSON(arguments)
 }

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -26,7 +27,11 @@ func TestImportGolden(t *testing.T) {
 		{"openai-chat", "chat.json", "chat.golden.jsonl", Options{ErrorPrefix: "ERROR:"}},
 		{"openai-chat", "batch.jsonl", "batch.golden.jsonl", Options{MessagesField: "traj", IDField: "instance_id"}},
 		{"mini-swe-agent", "django__django-11099.traj.json", "django__django-11099.golden.jsonl", Options{}},
+		{"mini-swe-agent", "mini-swe-agent-1-local.traj.json", "mini-swe-agent-1-local.golden.jsonl", Options{}},
+		{"mini-swe-agent", "mini-swe-agent-2-toolcall.traj.json", "mini-swe-agent-2-toolcall.golden.jsonl", Options{}},
 		{"otlp", "collector.jsonl", "collector.golden.jsonl", Options{}},
+		{"swe-agent", "6e44b9__sweagenttestrepo-1c2844.traj", "6e44b9__sweagenttestrepo-1c2844.golden.jsonl", Options{}},
+		{"swe-agent", "function_calling_simple.traj", "function_calling_simple.golden.jsonl", Options{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -121,6 +126,145 @@ func TestMiniSWEAgentMapping(t *testing.T) {
 	assert.JSONEq(t, `{"command": "cd /testbed && grep -rn \"ASCIIUsernameValidator\" django/contrib/auth/validators.py"}`, string(r.Events[3].Args))
 }
 
+// eventKinds lists a run's events as "kind tool (error)".
+func eventKinds(events []termination.Event) []string {
+	var got []string
+	for _, e := range events {
+		s := e.Kind.String()
+		if e.Tool != "" {
+			s += " " + e.Tool
+		}
+		if e.Err != "" {
+			s += " (" + e.Err + ")"
+		}
+		got = append(got, s)
+	}
+	return got
+}
+
+func TestMiniSWEAgent2Mapping(t *testing.T) {
+	runs, err := importPath("mini-swe-agent", "testdata/mini-swe-agent-2-toolcall.traj.json", Options{})
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	ev := runs[0].Events
+	assert.Equal(t, []string{
+		"input", "input",
+		"message", "tool_call grep", "tool_result grep",
+		"message", "tool_call python", "tool_result python (timeout: the command timed out and was killed)",
+		"message", "error (format error: No tool calls found in the response. Every response MUST include at least one tool call.)",
+		"message", "tool_call sed", "tool_result sed (exit code 1)",
+		"final",
+	}, eventKinds(ev), "the submitting call has no result and is not emitted; the exit message makes its turn final")
+	assert.Equal(t, termination.Usage{InputTokens: 1520, OutputTokens: 64}, ev[2].Usage)
+	assert.Equal(t, 0.0054, ev[2].Cost, "extra.cost")
+	assert.Equal(t, "claude-sonnet-4-5-20250929", ev[2].Model)
+	assert.Equal(t, "toolu_01", ev[3].CallID)
+	assert.Equal(t, "toolu_01", ev[4].CallID)
+	assert.Equal(t, "2025-11-26T10:00:02.1Z", ev[4].Time.Format(time.RFC3339Nano), "a result's time is its extra.timestamp")
+	assert.Equal(t, 0.0012, ev[8].Cost, "a rejected response is still billed: its usage and cost are on the format error's message")
+	assert.Equal(t, termination.Usage{InputTokens: 1850, OutputTokens: 40}, ev[8].Usage)
+	assert.Contains(t, ev[8].Text, "I will now change the regex", "the rejected response's text, from extra.response")
+	assert.Equal(t, "F.\n1 failed, 1 passed in 0.41s\n", ev[12].Text, "extra.raw_output")
+	var spent int64
+	for _, e := range ev {
+		spent += e.Usage.InputTokens + e.Usage.OutputTokens
+	}
+	assert.Equal(t, int64(1520+64+1710+90+1850+40+1930+120+2100+70), spent, "every response's usage, once")
+}
+
+func TestMiniSWEAgentExit(t *testing.T) {
+	tests := []struct {
+		name, exit string
+		want       []string
+	}{
+		{"limits", `{"role":"exit","content":"LimitsExceeded","extra":{"exit_status":"LimitsExceeded","submission":""}}`,
+			[]string{"input", "message", "tool_call ls", "tool_result ls", "error (LimitsExceeded)"}},
+		{"exception", `{"role":"exit","content":"boom","extra":{"exit_status":"RuntimeError","submission":""}}`,
+			[]string{"input", "message", "tool_call ls", "tool_result ls", "error (RuntimeError: boom)"}},
+		{"submitted after a result", `{"role":"exit","content":"","extra":{"exit_status":"Submitted"}}`,
+			[]string{"input", "final", "tool_call ls", "tool_result ls"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			data := `[{"role":"user","content":"task"},` +
+				`{"role":"assistant","content":"","tool_calls":[{"id":"c1","type":"function","function":{"name":"bash","arguments":"{\"command\": \"ls\"}"}}]},` +
+				`{"role":"tool","tool_call_id":"c1","content":"a","extra":{"returncode":0,"raw_output":"a"}},` + tt.exit + `]`
+			runs, err := importData("mini-swe-agent", "x.traj.json", []byte(data), Options{})
+			require.NoError(t, err)
+			assert.Equal(t, tt.want, eventKinds(runs[0].Events))
+		})
+	}
+}
+
+func TestMiniSWEAgentBareArray(t *testing.T) {
+	runs, err := importPath("mini-swe-agent", "testdata/mini-swe-agent-1-local.traj.json", Options{})
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	assert.Equal(t, "mini-swe-agent-1-local", runs[0].ID)
+	assert.Equal(t, []string{"input", "input", "message", "tool_call echo", "tool_result echo", "final"}, eventKinds(runs[0].Events),
+		"the empty user message after the submission is its output, not emitted")
+}
+
+func TestSWEAgentMapping(t *testing.T) {
+	runs, err := importPath("swe-agent", "testdata/6e44b9__sweagenttestrepo-1c2844.traj", Options{})
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	ev := runs[0].Events
+	assert.Equal(t, "6e44b9__sweagenttestrepo-1c2844", runs[0].ID)
+	assert.Equal(t, []string{"input", "input",
+		"message", "tool_call find_file", "tool_result find_file",
+		"message", "tool_call open", "tool_result open",
+		"message", "tool_call edit", "tool_result edit",
+		"message", "tool_call python3", "tool_result python3",
+		"final",
+	}, eventKinds(ev), "the submit step, missing from the history, is read from the trajectory")
+	assert.Equal(t, "call_fJuazlMUN5fQDQ73G6XSpYpx", ev[4].CallID, "tool_call_ids[0] pairs the result")
+	assert.JSONEq(t, `{"file_name":"missing_colon.py"}`, string(ev[3].Args))
+	assert.Equal(t, "main", ev[2].Source, "the history's agent")
+	assert.Equal(t, "main", ev[14].Source)
+}
+
+func TestSWEAgentShapes(t *testing.T) {
+	tests := []struct {
+		name, data string
+		want       []string
+		skipped    []Skipped
+	}{
+		{"thought-action history, demonstrations left out",
+			`{"history": [{"role":"system","content":"s"},{"role":"user","content":"demo","is_demo":true},{"role":"user","content":"task"},` +
+				`{"role":"assistant","content":"look","action":"cd /repo && ls -la"},{"role":"user","content":"a.py"},` +
+				`{"role":"assistant","content":"done","action":"submit"}]}`,
+			[]string{"input", "input", "message", "tool_call ls", "tool_result ls", "final"}, []Skipped{{"demonstration message", 1}}},
+		{"submit in the history, its patch not an event",
+			`{"history": [{"role":"user","content":"task"},{"role":"assistant","content":"x","tool_calls":[{"id":"b","function":{"name":"bash","arguments":"{\"command\":\"python -m pytest\"}"}}]},` +
+				`{"role":"tool","content":"ok","tool_call_ids":["b"]},{"role":"assistant","content":"done","tool_calls":[{"id":"s","function":{"name":"submit","arguments":"{}"}}]},{"role":"tool","content":"diff","tool_call_ids":["s"]}],` +
+				`"trajectory": [{"action":"python -m pytest"},{"action":"submit"}], "info": {"exit_status": "submitted"}}`,
+			[]string{"input", "message", "tool_call pytest", "tool_result pytest", "final"}, []Skipped{}},
+		{"a submit that is not the last response (a wrong CTF flag) is a tool call",
+			`{"history": [{"role":"user","content":"task"},{"role":"assistant","content":"try","action":"submit flat{x}"},{"role":"user","content":"Wrong flag!"},` +
+				`{"role":"assistant","content":"again","action":"submit flag{x}"}], "trajectory": [{"action":"submit flat{x}"},{"action":"submit flag{x}"}]}`,
+			[]string{"input", "message", "tool_call submit", "tool_result submit", "final"}, []Skipped{}},
+		{"the last step only in the trajectory, matched by its action",
+			`{"history": [{"role":"user","content":"task"},{"role":"assistant","content":"look","action":"ls"},{"role":"user","content":"a.py"}],` +
+				`"trajectory": [{"action":"cd /x"},{"action":"ls"},{"action":"submit","thought":"done"}]}`,
+			[]string{"input", "message", "tool_call ls", "tool_result ls", "final"}, []Skipped{}},
+		{"a limit ended the run",
+			`{"history": [{"role":"user","content":"task"},{"role":"assistant","content":"x","tool_calls":[{"id":"b","function":{"name":"open","arguments":"{}"}}]},` +
+				`{"role":"tool","content":"ok","tool_call_ids":["b"]}], "info": {"exit_status": "submitted (exit_cost)"}}`,
+			[]string{"input", "message", "tool_call open", "tool_result open", "error (exit status: submitted (exit_cost))"}, []Skipped{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var runs []Run
+			out := NewOutput(func(r Run) error { runs = append(runs, r); return nil })
+			require.NoError(t, Import("swe-agent", "x.traj", strings.NewReader(tt.data), Options{}, out))
+			require.Len(t, runs, 1)
+			assert.Equal(t, tt.want, eventKinds(runs[0].Events))
+			assert.Equal(t, tt.skipped, out.Skipped())
+		})
+	}
+}
+
 func TestToolName(t *testing.T) {
 	tests := map[string]string{
 		"ls -la":                                           "ls",
@@ -167,13 +311,14 @@ func TestImportErrors(t *testing.T) {
 		opts               Options
 		err                string
 	}{
-		{"unknown format", "langchain", "{}", Options{}, `unknown format "langchain" (want one of openai-chat, mini-swe-agent, otlp)`},
+		{"unknown format", "langchain", "{}", Options{}, `unknown format "langchain" (want one of openai-chat, mini-swe-agent, otlp`},
 		{"empty", "openai-chat", " \n", Options{}, "f.json: empty file"},
 		{"empty list", "openai-chat", "[]", Options{}, "f.json: no runs: an empty list"},
 		{"malformed", "openai-chat", "[\n{\"role\": \"user\",,}]", Options{}, "f.json: line 2: malformed JSON"},
 		{"no messages field", "openai-chat", `{"msgs": []}`, Options{}, `f.json: no "messages" field (name the field holding the messages with -messages)`},
 		{"messages not a list", "openai-chat", `{"messages": 3}`, Options{}, "messages: want a list of messages, got a number"},
 		{"unknown role", "openai-chat", `[{"role":"user","content":"x"},{"role":"robot","content":"x"}]`, Options{}, `f.json: messages[1]: role "robot"`},
+		{"a mini-swe-agent trajectory", "openai-chat", `{"messages": [{"role":"user","content":"x"},{"role":"exit","content":"","extra":{"exit_status":"Submitted"}}]}`, Options{}, `f.json: messages[1]: role "exit": a mini-swe-agent 2 trajectory; import it with -from mini-swe-agent`},
 		{"no role", "openai-chat", `[{"role":"user"},{"content":"x"}]`, Options{}, "f.json: messages[1]: no role"},
 		{"unpaired tool", "openai-chat", `[{"role":"user","content":"x"},{"role":"tool","tool_call_id":"c9","content":"x"}]`, Options{}, `messages[1]: tool_call_id "c9": no earlier assistant tool call has this id`},
 		{"bad usage", "openai-chat", `[{"role":"assistant","content":"x","usage":"lots"}]`, Options{}, "messages[0]: usage: want token counts"},
@@ -184,9 +329,28 @@ func TestImportErrors(t *testing.T) {
 		{"id on a bare list", "openai-chat", `[{"role":"user","content":"x"}]`, Options{IDField: "id"}, "-id id: the file is a bare list of messages"},
 		{"not a trajectory", "mini-swe-agent", `[1, 2]`, Options{}, "not a mini-swe-agent trajectory"},
 		{"no messages", "mini-swe-agent", `{"info": {}}`, Options{}, "not a mini-swe-agent trajectory: no messages"},
-		{"tool-calling trajectory", "mini-swe-agent", `{"messages": [{"role":"assistant","content":"x","tool_calls":[{"id":"a"}]}]}`, Options{}, "messages[0]: tool_calls: a trajectory of the tool-calling agent; import it with -from openai-chat"},
+		{"tool call without a name", "mini-swe-agent", `{"messages": [{"role":"assistant","content":"x","tool_calls":[{"id":"a"}]}]}`, Options{}, "messages[0]: tool_calls[0]: no function name"},
+		{"messages not a list", "mini-swe-agent", `{"messages": 3}`, Options{}, "f.json: not a mini-swe-agent trajectory: messages: want a list, got a number"},
+		{"a fraction for a return code", "mini-swe-agent", `{"messages": [{"role":"tool","extra":{"returncode":1.5}}]}`, Options{}, "not a mini-swe-agent trajectory: messages.extra.returncode: want a whole number, got 1.5"},
+		{"a list of numbers", "mini-swe-agent", `[1, 2]`, Options{}, "not a mini-swe-agent trajectory: a list, but not of messages"},
+		{"a string", "mini-swe-agent", `"x"`, Options{}, "not a mini-swe-agent trajectory (an object with messages, or a list of messages), got a string"},
+		{"unpaired tool message", "mini-swe-agent", `[{"role":"user","content":"t"},{"role":"tool","tool_call_id":"c1","content":"x"}]`, Options{}, `messages[1]: tool_call_id "c1": no earlier tool call awaits a result with this id`},
+		{"result twice", "mini-swe-agent", `[{"role":"assistant","content":"","tool_calls":[{"id":"c1","function":{"name":"bash","arguments":"{\"command\":\"ls\"}"}}]},{"role":"tool","tool_call_id":"c1","content":"x","extra":{"returncode":0}},{"role":"tool","tool_call_id":"c1","content":"x","extra":{"returncode":0}}]`, Options{}, `messages[2]: tool_call_id "c1": no earlier tool call awaits`},
+		{"after exit", "mini-swe-agent", `[{"role":"user","content":"t"},{"role":"exit","content":"","extra":{"exit_status":"LimitsExceeded"}},{"role":"user","content":"more"}]`, Options{}, "messages[2]: a message after the exit message"},
+		{"responses form", "mini-swe-agent", `[{"role":"user","content":"t"},{"type":"function_call","call_id":"c1","name":"bash"}]`, Options{}, `messages[1]: type "function_call": an item in the OpenAI Responses form`},
+		{"response not an object", "mini-swe-agent", "[{\"role\":\"assistant\",\"content\":\"```bash\\nls\\n```\",\"extra\":{\"response\":\"ModelResponse(id=1)\"}}]", Options{}, "messages[0]: extra.response: want the model's response as an object, got a string"},
+		{"unknown role", "mini-swe-agent", `[{"role":"robot"}]`, Options{}, `messages[0]: role "robot": want system, user, assistant, tool or exit`},
 		{"stray user message", "mini-swe-agent", `{"messages": [{"role":"user","content":"task"},{"role":"user","content":"more"}]}`, Options{}, "messages[1]: a user message that follows no action"},
 		{"bad observation", "mini-swe-agent", "{\"messages\": [{\"role\":\"user\",\"content\":\"task\"},{\"role\":\"assistant\",\"content\":\"```bash\\nls\\n```\"},{\"role\":\"user\",\"content\":\"huh\"}]}", Options{}, "messages[2]: an observation with neither <returncode> nor a timeout"},
+		{"swe-agent: a list", "swe-agent", `[]`, Options{}, "f.json: not a SWE-agent trajectory (an object with history), got an array"},
+		{"swe-agent: no history", "swe-agent", `{"trajectory": []}`, Options{}, "f.json: not a SWE-agent trajectory: no history"},
+		{"swe-agent: history not a list", "swe-agent", `{"history": 3}`, Options{}, "not a SWE-agent trajectory: history: want a list, got a number"},
+		{"swe-agent: two ids", "swe-agent", `{"history": [{"role":"assistant","content":"x","tool_calls":[{"id":"a","function":{"name":"open","arguments":"{}"}}]},{"role":"tool","content":"y","tool_call_ids":["a","b"]}]}`, Options{}, "f.json: history[1]: tool_call_ids: want the id of the one call this is the result of, got 2 ids"},
+		{"swe-agent: no ids", "swe-agent", `{"history": [{"role":"tool","content":"y"}]}`, Options{}, "history[0]: tool_call_ids: want the id of the one call this is the result of, got 0 ids"},
+		{"swe-agent: unknown id", "swe-agent", `{"history": [{"role":"tool","content":"y","tool_call_ids":["zz"]}]}`, Options{}, `history[0]: tool_call_ids: "zz": no earlier tool call awaits a result with this id`},
+		{"swe-agent: after submit", "swe-agent", `{"history": [{"role":"assistant","content":"x","tool_calls":[{"id":"s","function":{"name":"submit","arguments":"{}"}}]},{"role":"tool","content":"diff","tool_call_ids":["s"]},{"role":"user","content":"more"}]}`, Options{}, "history[2]: a message after the submission"},
+		{"swe-agent: unknown role", "swe-agent", `{"history": [{"role":"robot","content":"x"}]}`, Options{}, `history[0]: role "robot": want system, user, assistant or tool`},
+		{"swe-agent: bad content", "swe-agent", `{"history": [{"role":"user","content":7}]}`, Options{}, "history[0]: content: want a string or a list of parts, got a number"},
 		{"not otlp", "otlp", `{"spans": []}`, Options{}, "f.json: no spans"},
 		{"no agent span", "otlp", `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b174","name":"GET /","startTimeUnixNano":"1","endTimeUnixNano":"2"}]}]}]}`, Options{}, "no invoke_agent span"},
 		{"bad span id", "otlp", `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"5b8efff798038103d269b633813fc60c","spanId":"xyz","name":"invoke_agent a","startTimeUnixNano":"1","endTimeUnixNano":"2"}]}]}]}`, Options{}, `span xyz: spanId: want 8 bytes in hex, got "xyz"`},

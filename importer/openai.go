@@ -14,13 +14,19 @@ import (
 
 // chatMessage is an OpenAI Chat Completions message.
 type chatMessage struct {
-	Role       string          `json:"role"`
-	Content    json.RawMessage `json:"content"`
-	Name       string          `json:"name"`
-	ToolCalls  []chatToolCall  `json:"tool_calls"`
-	ToolCallID string          `json:"tool_call_id"`
-	Model      string          `json:"model"`
-	Usage      json.RawMessage `json:"usage"`
+	Role       string         `json:"role"`
+	Content    any            `json:"content"` // a string, null or a list of parts; decoded once
+	Name       string         `json:"name"`
+	ToolCalls  []chatToolCall `json:"tool_calls"`
+	ToolCallID string         `json:"tool_call_id"`
+	// FunctionCall is the legacy single call (before tool_calls), whose
+	// result is a "function" message named by the function.
+	FunctionCall *struct {
+		Name      string `json:"name"`
+		Arguments string `json:"arguments"`
+	} `json:"function_call"`
+	Model string          `json:"model"`
+	Usage json.RawMessage `json:"usage"`
 }
 
 type chatToolCall struct {
@@ -42,7 +48,7 @@ type chatDoc struct {
 
 // importOpenAIChat reads a messages array, an object holding one, or an
 // array or JSON Lines of such objects.
-func importOpenAIChat(file string, data []byte, o *Options) ([]Run, error) {
+func importOpenAIChat(file string, data []byte, o *Options, skip func(string)) ([]Run, error) {
 	field := o.MessagesField
 	if field == "" {
 		field = "messages"
@@ -95,7 +101,7 @@ func importOpenAIChat(file string, data []byte, o *Options) ([]Run, error) {
 		if o.IDField == "" {
 			id = base + "#" + strconv.Itoa(i+1)
 		}
-		events, err := chatEvents(d.messages, o.ErrorPrefix)
+		events, err := chatEvents(d.messages, o.ErrorPrefix, skip)
 		if err != nil {
 			var ee *EntryError
 			if errors.As(err, &ee) {
@@ -115,7 +121,13 @@ func importOpenAIChat(file string, data []byte, o *Options) ([]Run, error) {
 
 // jsonValues splits data into its top-level JSON values (one for a JSON
 // document, one per line for JSON Lines), with the line each starts on.
+// It is linear in data: lines are counted forward from the previous
+// value, never again from the start.
 func jsonValues(data []byte) ([]json.RawMessage, []int, error) {
+	return jsonValuesCounted(data, &lineCounter{data: data, line: 1})
+}
+
+func jsonValuesCounted(data []byte, lc *lineCounter) ([]json.RawMessage, []int, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	var values []json.RawMessage
 	var lines []int
@@ -131,11 +143,11 @@ func jsonValues(data []byte) ([]json.RawMessage, []int, error) {
 		for at < len(data) && (data[at] == ' ' || data[at] == '\n' || data[at] == '\r' || data[at] == '\t') {
 			at++
 		}
-		line := bytes.Count(data[:at], []byte{'\n'}) + 1
+		line := lc.lineAt(at)
 		if err != nil {
 			var se *json.SyntaxError
 			if errors.As(err, &se) {
-				return nil, nil, fmt.Errorf("line %d: malformed JSON: %v", bytes.Count(data[:min(int(se.Offset), len(data))], []byte{'\n'})+1, err)
+				return nil, nil, fmt.Errorf("line %d: malformed JSON: %v", lc.lineAt(int(se.Offset)), err)
 			}
 			return nil, nil, fmt.Errorf("line %d: malformed JSON: %v", line, err)
 		}
@@ -143,6 +155,29 @@ func jsonValues(data []byte) ([]json.RawMessage, []int, error) {
 		lines = append(lines, line)
 	}
 	return values, lines, nil
+}
+
+// lineCounter tells the line of an offset in data, counting newlines
+// forward from the last offset asked about: over offsets that only grow,
+// data is scanned once.
+type lineCounter struct {
+	data    []byte
+	at      int // newlines before at are counted in line
+	line    int
+	scanned int // bytes counted over, in all (for the test of linearity)
+}
+
+// lineAt returns the 1-based line of offset off (clamped to the data).
+func (c *lineCounter) lineAt(off int) int {
+	off = min(max(off, 0), len(c.data))
+	if off < c.at { // not expected; stay correct anyway
+		c.scanned += off
+		return bytes.Count(c.data[:off], []byte{'\n'}) + 1
+	}
+	c.scanned += off - c.at
+	c.line += bytes.Count(c.data[c.at:off], []byte{'\n'})
+	c.at = off
+	return c.line
 }
 
 // isArrayOfMessages reports whether v is an array whose first element is
@@ -169,7 +204,7 @@ func chatDocOf(entry string, v json.RawMessage, field, idField string, bare bool
 	if err := json.Unmarshal(v, &obj); err != nil {
 		return d, fmt.Errorf("want an object with %q or a list of messages, got %s", field, jsonKind(v))
 	}
-	raw, ok := obj[field]
+	raw, ok := lookupField(obj, field)
 	if !ok {
 		return d, fmt.Errorf("no %q field (name the field holding the messages with -messages)", field)
 	}
@@ -177,71 +212,148 @@ func chatDocOf(entry string, v json.RawMessage, field, idField string, bare bool
 		return d, fmt.Errorf("%s: want a list of messages, got %s", field, jsonKind(raw))
 	}
 	if idField != "" {
-		idRaw, ok := obj[idField]
+		idRaw, ok := lookupField(obj, idField)
 		if !ok {
 			return d, fmt.Errorf("no %q field (-id)", idField)
 		}
-		var s string
-		if err := json.Unmarshal(idRaw, &s); err == nil {
-			d.id = s
-		} else if n := bytes.TrimSpace(idRaw); jsonKind(n) == "a number" {
-			d.id = string(n)
-		} else {
-			return d, fmt.Errorf("%s: want a string or a number naming the run, got %s", idField, jsonKind(idRaw))
-		}
-		if d.id == "" {
-			return d, fmt.Errorf("%s: empty run name", idField)
+		var err error
+		if d.id, err = runName(idRaw, idField); err != nil {
+			return d, err
 		}
 	}
 	return d, nil
 }
 
-// textOf reads a message's content: a string, null, or a list of parts
-// whose text parts are joined with newlines.
-func textOf(raw json.RawMessage) (string, error) {
-	if len(raw) == 0 || string(raw) == "null" {
-		return "", nil
+// lookupField finds a field as encoding/json matches a struct's: by its
+// exact name, else by a name that differs only in case, so that a file
+// reads the same whichever way it is decoded.
+func lookupField(obj map[string]json.RawMessage, name string) (json.RawMessage, bool) {
+	if v, ok := obj[name]; ok {
+		return v, true
 	}
-	var s string
-	if err := json.Unmarshal(raw, &s); err == nil {
-		return s, nil
-	}
-	var parts []struct {
-		Type string `json:"type"`
-		Text string `json:"text"`
-	}
-	if err := json.Unmarshal(raw, &parts); err != nil {
-		return "", fmt.Errorf("content: want a string or a list of parts, got %s", jsonKind(raw))
-	}
-	var texts []string
-	for _, p := range parts {
-		if p.Type == "text" || p.Type == "input_text" || p.Type == "output_text" {
-			texts = append(texts, p.Text)
+	for k, v := range obj {
+		if strings.EqualFold(k, name) {
+			return v, true
 		}
 	}
-	return strings.Join(texts, "\n"), nil
+	return nil, false
 }
 
-// chatEvents maps one run's messages.
-func chatEvents(raws []json.RawMessage, errorPrefix string) ([]termination.Event, error) {
+// runName reads the value of the -id field: a string or a number.
+func runName(idRaw json.RawMessage, idField string) (string, error) {
+	var id string
+	if err := json.Unmarshal(idRaw, &id); err == nil {
+	} else if n := bytes.TrimSpace(idRaw); jsonKind(n) == "a number" {
+		id = string(n)
+	} else {
+		return "", fmt.Errorf("%s: want a string or a number naming the run, got %s", idField, jsonKind(idRaw))
+	}
+	if id == "" {
+		return "", fmt.Errorf("%s: empty run name", idField)
+	}
+	return id, nil
+}
+
+// textOf reads a message's content: a string, null, or a list of parts
+// whose text parts are joined with newlines; each other part (an image,
+// a file) is counted by skip, when not nil.
+func textOf(raw json.RawMessage, skip func(string)) (string, error) {
+	if len(raw) == 0 {
+		return "", nil
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "", fmt.Errorf("content: want a string or a list of parts, got %s", jsonKind(raw))
+	}
+	return textOfValue(v, skip)
+}
+
+// nonTextPart is the kind of a content part that is not text, for the
+// summary of what an import left out.
+const nonTextPart = "non-text content part"
+
+// textOfValue is textOf of a content decoded into an any.
+func textOfValue(v any, skip func(string)) (string, error) {
+	switch c := v.(type) {
+	case nil:
+		return "", nil
+	case string:
+		return c, nil
+	case []any:
+		var b strings.Builder
+		n := 0
+		for _, p := range c {
+			part, ok := p.(map[string]any)
+			if !ok {
+				return "", fmt.Errorf("content: want a string or a list of parts (objects), got a list holding %s", kindOfValue(p))
+			}
+			switch part["type"] {
+			case "text", "input_text", "output_text":
+				if n > 0 {
+					b.WriteByte('\n')
+				}
+				t, _ := part["text"].(string)
+				b.WriteString(t)
+				n++
+			default:
+				if skip != nil {
+					skip(nonTextPart)
+				}
+			}
+		}
+		return b.String(), nil
+	}
+	return "", fmt.Errorf("content: want a string or a list of parts, got %s", kindOfValue(v))
+}
+
+// kindOfValue names the kind of a decoded JSON value.
+func kindOfValue(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "true or false"
+	case float64:
+		return "a number"
+	case []any:
+		return "a list"
+	}
+	return "an object"
+}
+
+// chatEvents maps one run's messages, given as raw JSON: each is decoded
+// on its own, so that one that is not a message is named.
+func chatEvents(raws []json.RawMessage, errorPrefix string, skip func(string)) ([]termination.Event, error) {
 	msgs := make([]chatMessage, len(raws))
-	lastAssistant := -1
 	for i, raw := range raws {
 		if err := json.Unmarshal(raw, &msgs[i]); err != nil {
-			return nil, &EntryError{Entry: fmt.Sprintf("messages[%d]", i), Err: fmt.Errorf("want a message object with a role, got %s", jsonKind(raw))}
+			why := fmt.Errorf("want a message object with a role, got %s", jsonKind(raw))
+			if jsonKind(raw) == "an object" {
+				why = errors.New(describeJSONError(err))
+			}
+			return nil, &EntryError{Entry: fmt.Sprintf("messages[%d]", i), Err: why}
 		}
+	}
+	return chatMessageEvents(msgs, errorPrefix, skip)
+}
+
+// chatMessageEvents maps one run's decoded messages.
+func chatMessageEvents(msgs []chatMessage, errorPrefix string, skip func(string)) ([]termination.Event, error) {
+	lastAssistant := -1
+	for i := range msgs {
 		if msgs[i].Role == "assistant" {
 			lastAssistant = i
 		}
 	}
+	events := make([]termination.Event, 0, len(msgs)+len(msgs)/2)
 	calls := map[string]string{} // call id → tool
-	var events []termination.Event
 	for i, m := range msgs {
-		entry := fmt.Sprintf("messages[%d]", i)
 		bad := func(format string, a ...any) error {
-			return &EntryError{Entry: entry, Err: fmt.Errorf(format, a...)}
+			return &EntryError{Entry: "messages[" + strconv.Itoa(i) + "]", Err: fmt.Errorf(format, a...)}
 		}
-		text, err := textOf(m.Content)
+		text, err := textOfValue(m.Content, skip)
 		if err != nil {
 			return nil, bad("%v", err)
 		}
@@ -254,10 +366,16 @@ func chatEvents(raws []json.RawMessage, errorPrefix string) ([]termination.Event
 				return nil, bad("%v", err)
 			}
 			kind := termination.KindMessage
-			if i == lastAssistant && len(m.ToolCalls) == 0 {
+			if i == lastAssistant && len(m.ToolCalls) == 0 && m.FunctionCall == nil {
 				kind = termination.KindFinal
 			}
 			events = append(events, termination.Event{Kind: kind, Source: "agent", Text: text, Model: m.Model, Usage: u})
+			if fc := m.FunctionCall; fc != nil {
+				if fc.Name == "" {
+					return nil, bad("function_call: no function name")
+				}
+				events = append(events, termination.Event{Kind: termination.KindToolCall, Tool: fc.Name, Args: argsOf(fc.Arguments)})
+			}
 			for k, c := range m.ToolCalls {
 				if c.Function.Name == "" {
 					return nil, bad("tool_calls[%d]: no function name", k)
@@ -286,6 +404,8 @@ func chatEvents(raws []json.RawMessage, errorPrefix string) ([]termination.Event
 			events = append(events, ev)
 		case "":
 			return nil, bad("no role")
+		case "exit":
+			return nil, bad("role \"exit\": a mini-swe-agent 2 trajectory; import it with -from mini-swe-agent")
 		default:
 			return nil, bad("role %q: want system, developer, user, assistant or tool", m.Role)
 		}

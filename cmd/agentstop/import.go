@@ -7,16 +7,21 @@ import (
 	"github.com/agentstop/agentstop/importer"
 )
 
-const importUsage = `Usage: agentstop import -from FORMAT [-o DIR] [-messages FIELD] [-id FIELD] [-error-prefix P] FILE...
+const importUsage = `Usage: agentstop import -from FORMAT [-o DIR] [-strict] [-messages FIELD] [-id FIELD] [-error-prefix P] FILE...
 
 Converts other agents' logs to agentstop's JSON Lines events, so that replay
-and backtest can evaluate them. FORMAT is one of openai-chat, mini-swe-agent
-or otlp (docs/import.md says how each maps). Without -o the runs go to stdout
+and backtest can evaluate them. FORMAT is one of the formats listed under
+-from (docs/import.md says how each maps). Without -o the runs go to stdout
 as one stream whose events carry "run" (and a run's first event its
-"parent"); with -o, each run is written to DIR/RUN.jsonl.
+"parent"); with -o, each run is written to DIR/RUN.jsonl. It ends with one
+line on stderr: "agentstop import: N runs, M events written to DEST;
+skipped: K KIND, …", counting the entries a format leaves out (a
+demonstration in a SWE-agent history, say); -strict makes any such entry an
+error, and nothing is written.
 
 Exit status: 0 when every file was converted; 2 when a file cannot be read or
-an entry cannot be mapped, with one line on stderr naming the file and entry.
+an entry cannot be mapped (or, with -strict, is left out), with one line on
+stderr naming the file and entry.
 
 Example:
   agentstop import -from mini-swe-agent -o runs/ trajs/*.traj.json
@@ -26,6 +31,7 @@ func runImport(args []string, sio stdio) int {
 	fs := newFlags("import")
 	from := fs.String("from", "", "the input `FORMAT`: "+strings.Join(importer.Formats(), ", ")+" (required)")
 	dir := fs.String("o", "", "write each run to `DIR`/RUN.jsonl instead of one stream on stdout")
+	strict := fs.Bool("strict", false, "an entry that the format leaves out (counted in the summary) is an error")
 	messages := fs.String("messages", "", "openai-chat: the `FIELD` holding the list of messages (default \"messages\")")
 	id := fs.String("id", "", "openai-chat: the `FIELD` naming the run (default: runs are named FILE#N)")
 	errorPrefix := fs.String("error-prefix", "", "openai-chat: a tool message whose content starts with `P` is a failed tool result")
@@ -55,17 +61,39 @@ func runImport(args []string, sio stdio) int {
 			return fail("%v", err)
 		}
 	}
+	skipped := skippedText(out.Skipped())
+	if *strict && skipped != "none" {
+		return fail("-strict: entries left out: %s (nothing written)", skipped)
+	}
 	importer.Uniquify(runs)
+	dest := "stdout"
 	if *dir == "" {
 		if err := importer.WriteStream(sio.out, runs); err != nil {
 			return fail("cannot write the events: %v", err)
 		}
-		return exitOK
+	} else {
+		if _, err := importer.WriteDir(*dir, runs); err != nil {
+			return fail("%v", err)
+		}
+		dest = *dir
 	}
-	written, err := importer.WriteDir(*dir, runs)
-	if err != nil {
-		return fail("%v", err)
+	events := 0
+	for _, r := range runs {
+		events += len(r.Events)
 	}
-	fmt.Fprintf(sio.err, "agentstop import: %d runs written to %s\n", len(written), *dir)
+	fmt.Fprintf(sio.err, "agentstop import: %d runs, %d events written to %s; skipped: %s\n", len(runs), events, dest, skipped)
 	return exitOK
+}
+
+// skippedText lists what was left out, "3 file-history-snapshot, 1 …", or
+// says "none".
+func skippedText(skipped []importer.Skipped) string {
+	if len(skipped) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(skipped))
+	for i, s := range skipped {
+		parts[i] = fmt.Sprintf("%d %s", s.Count, s.Kind)
+	}
+	return strings.Join(parts, ", ")
 }

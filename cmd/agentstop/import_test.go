@@ -32,7 +32,7 @@ func TestImportCommand(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "runs")
 	code, _, errOut = runCLI(t, "", "import", "-from", "otlp", "-o", dir, imp+"collector.jsonl")
 	require.Equal(t, 0, code, errOut)
-	assert.Equal(t, "agentstop import: 2 runs written to "+dir+"\n", errOut)
+	assert.Equal(t, "agentstop import: 2 runs, 11 events written to "+dir+"; skipped: none\n", errOut)
 	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
 	require.NoError(t, err)
 	assert.Len(t, files, 2)
@@ -41,6 +41,34 @@ func TestImportCommand(t *testing.T) {
 	code, out, errOut = runCLI(t, "", "backtest", "-policy", bt+"strict.yaml", dir)
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "strict.yaml  2")
+}
+
+// TestImportSummary: import ends with one line counting runs, events and
+// what the format left out; -strict makes a left-out entry an error.
+func TestImportSummary(t *testing.T) {
+	code, out, errOut := runCLI(t, "", "import", "-from", "mini-swe-agent", imp+"mini-swe-agent-2-toolcall.traj.json", imp+"mini-swe-agent-1-local.traj.json")
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, "agentstop import: 2 runs, 20 events written to stdout; skipped: none\n", errOut)
+	assert.Equal(t, 20, strings.Count(out, "\n"))
+
+	demo := filepath.Join(t.TempDir(), "demo.traj")
+	require.NoError(t, os.WriteFile(demo, []byte(`{"history": [{"role":"user","content":"d1","is_demo":true},{"role":"assistant","content":"d2","is_demo":true},`+
+		`{"role":"user","content":"task"},{"role":"assistant","content":"done","action":"submit"}]}`), 0o644))
+	code, out, errOut = runCLI(t, "", "import", "-from", "swe-agent", demo)
+	require.Equal(t, 0, code, errOut)
+	assert.Equal(t, "agentstop import: 1 runs, 2 events written to stdout; skipped: 2 demonstration message\n", errOut)
+	assert.Equal(t, 2, strings.Count(out, "\n"))
+
+	dir := filepath.Join(t.TempDir(), "runs")
+	code, out, errOut = runCLI(t, "", "import", "-from", "swe-agent", "-strict", "-o", dir, demo)
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "agentstop import: -strict: entries left out: 2 demonstration message (nothing written)\n", errOut)
+	assert.Empty(t, out)
+	assert.NoDirExists(t, dir)
+
+	code, _, errOut = runCLI(t, "", "import", "-from", "swe-agent", "-strict", imp+"function_calling_simple.traj")
+	assert.Equal(t, 0, code, "-strict with nothing left out")
+	assert.Contains(t, errOut, "skipped: none")
 }
 
 func TestImportBadInput(t *testing.T) {

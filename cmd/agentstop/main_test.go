@@ -351,7 +351,7 @@ func TestUsage(t *testing.T) {
 	flags := map[string][]string{
 		"replay":   {"-policy", "-stage", `(default "replay")`, "-fail-on"},
 		"backtest": {"-policy", "-labels", "-all", "-lenient", "-format", "-j", "-max-false-stops"},
-		"import":   {"-from", "-o", "-messages", "-id", "-error-prefix"},
+		"import":   {"-from", "-o", "-strict", "-messages", "-id", "-error-prefix"},
 		"version":  {},
 		"runs":     {"-redis", "-json", "-run", "-stage", "-label", "-all", "-prefix"},
 		"stop":     {"-redis", "-reason", "-run", "-stage", "-label", "-all", "-wait", "-by", "-json"},

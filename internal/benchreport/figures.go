@@ -25,6 +25,10 @@ const (
 	keyWorkers1     = "backtest BenchmarkBacktest/workers=1"
 	keyWorkers2     = "backtest BenchmarkBacktest/workers=2"
 	keyLiveRun      = "middleware BenchmarkConcurrentRuns"
+	keyImportChat10 = "importer BenchmarkImportOpenAIChat10MB"
+	keyImportChat80 = "importer BenchmarkImportOpenAIChat80MB"
+	keyImportOTLP10 = "importer BenchmarkImportOTLP10MB"
+	keyImportOTLP80 = "importer BenchmarkImportOTLP80MB"
 	unitNs          = "ns/op"
 	unitAllocs      = "allocs/op"
 	unitEventsPerS  = "events/s"
@@ -101,6 +105,11 @@ var Figures = []Figure{
 		Name:  "`backtest`, 2 workers",
 		Limit: "≥ 1.7 × 1 worker",
 		check: backtestWorkers,
+	},
+	{
+		Name:  "`import` of OpenAI chat JSONL and of OTLP/JSON",
+		Limit: "≥ 100 MB/s per core, 80 MB ≤ 10 × 10 MB",
+		check: importThroughput,
 	},
 	{
 		Name:  "one live `Forward` run",
@@ -236,6 +245,28 @@ func backtestWorkers(r *Results) (string, bool, error) {
 	one, two := m[0], m[1]
 	x := one / two
 	return fmt.Sprintf("%s × (%s vs %s ms)", trim(x, 3), trim(two/1e6, 1), trim(one/1e6, 1)), x >= 1.7, nil
+}
+
+// importThroughput is the import benchmarks' MB/s (one goroutine reads a
+// file, so it is per core) and, per format, the time of the 80 MB file
+// over the 10 MB one.
+func importThroughput(r *Results) (string, bool, error) {
+	var parts []string
+	ok := true
+	for _, f := range []struct{ name, k10, k80 string }{
+		{"openai-chat", keyImportChat10, keyImportChat80},
+		{"otlp", keyImportOTLP10, keyImportOTLP80},
+	} {
+		m, err := mediansOf(r, stat{f.k10, unitMBPerS}, stat{f.k80, unitMBPerS}, stat{f.k10, unitNs}, stat{f.k80, unitNs})
+		if err != nil {
+			return "", false, err
+		}
+		mb10, mb80, ns10, ns80 := m[0], m[1], m[2], m[3]
+		x := ns80 / ns10
+		parts = append(parts, fmt.Sprintf("%s %s / %s MB/s, 80/10 MB %s ×", f.name, trim(mb10, 0), trim(mb80, 0), trim(x, 2)))
+		ok = ok && mb10 >= 100 && mb80 >= 100 && x <= 10
+	}
+	return strings.Join(parts, "; "), ok, nil
 }
 
 func liveRun(r *Results) (string, bool, error) {

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -29,7 +30,8 @@ func TestParse(t *testing.T) {
 	}
 	wantOrder := []string{keyRaw, keyWrapped, keySampled, keyUnsampled, keyObserve, keyLiveRun,
 		keyRangeRaw, keyRangeGuarded, keyTreeAlone, keyTreeDepth3, keyReplay, keyReplayReal,
-		keyPolicies1, keyPolicies10, keyWorkers1, keyWorkers2}
+		keyPolicies1, keyPolicies10, keyWorkers1, keyWorkers2,
+		keyImportChat10, keyImportChat80, keyImportOTLP10, keyImportOTLP80}
 	if strings.Join(r.Order, "|") != strings.Join(wantOrder, "|") {
 		t.Errorf("Order = %q, want %q", r.Order, wantOrder)
 	}
@@ -87,7 +89,8 @@ func TestEvaluate(t *testing.T) {
 		{"410 MB/s (250,000 events/s)", true},
 		{"2.476 × (260 vs 105 ms)", true},
 		{"1.577 × (130 vs 205 ms)", false},
-		{"4.5 KiB (4,608 B: heap 2,200 + stack 2,408)", true}, // exactly at the limit
+		{"openai-chat 105 / 99 MB/s, 80/10 MB 8.5 ×; otlp 131 / 120 MB/s, 80/10 MB 8.75 ×", false}, // 99 < 100
+		{"4.5 KiB (4,608 B: heap 2,200 + stack 2,408)", true},                                      // exactly at the limit
 	}
 	if len(outcomes) != len(want) {
 		t.Fatalf("%d outcomes, want %d", len(outcomes), len(want))
@@ -110,6 +113,32 @@ func TestEvaluateAllocsFail(t *testing.T) {
 	o := Evaluate(r)[1]
 	if o.Met || o.Err != nil {
 		t.Errorf("1.1 × with 1 alloc: met=%v err=%v, want a miss", o.Met, o.Err)
+	}
+}
+
+func TestEvaluateImport(t *testing.T) {
+	results := func(chat80ns float64) *Results {
+		return &Results{Samples: map[string][]Sample{
+			keyImportChat10: {{"ns/op": 100, "MB/s": 120}},
+			keyImportChat80: {{"ns/op": chat80ns, "MB/s": 110}},
+			keyImportOTLP10: {{"ns/op": 100, "MB/s": 150}},
+			keyImportOTLP80: {{"ns/op": 800, "MB/s": 150}},
+		}}
+	}
+	imp := slices.IndexFunc(Figures, func(f Figure) bool { return strings.HasPrefix(f.Name, "`import`") })
+	for _, tc := range []struct {
+		ns80 float64
+		met  bool
+	}{{1000, true}, {1001, false}} {
+		o := Evaluate(results(tc.ns80))[imp]
+		if o.Err != nil || o.Met != tc.met {
+			t.Errorf("80 MB in %v ns, 10 MB in 100: met=%v err=%v, want met=%v (%s)", tc.ns80, o.Met, o.Err, tc.met, o.Measured)
+		}
+	}
+	r := results(800)
+	delete(r.Samples, keyImportOTLP80)
+	if o := Evaluate(r)[imp]; o.Met || o.Err == nil || o.Err.Error() != "no importer BenchmarkImportOTLP80MB in the benchmark output" {
+		t.Errorf("without the OTLP benchmark: met=%v err=%v", o.Met, o.Err)
 	}
 }
 
@@ -204,7 +233,7 @@ func TestRun(t *testing.T) {
 		"Forward, full policy, no SDK",
 		"✔ ok",
 		"✘ FAIL",
-		"7 of 11 limits met",
+		"7 of 12 limits met",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
@@ -244,7 +273,7 @@ func TestRun(t *testing.T) {
 		t.Errorf("missing figures: exit %d, want 1", code)
 	}
 	// A figure whose benchmark is absent prints as missing, never as met.
-	for _, want := range []string{"missing: no backtest BenchmarkBacktest/workers=1 in the benchmark output", "0 of 11 limits met"} {
+	for _, want := range []string{"missing: no backtest BenchmarkBacktest/workers=1 in the benchmark output", "0 of 12 limits met"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("partial input: output lacks %q:\n%s", want, out.String())
 		}
