@@ -103,6 +103,7 @@ var formats = []format{
 	{"openai-chat", whole(importOpenAIChat)},
 	{"mini-swe-agent", whole(importMiniSWEAgent)},
 	{"otlp", whole(importOTLP)},
+	{"claude-code", importClaudeCode},
 }
 
 // whole adapts a format that maps a file read whole.
