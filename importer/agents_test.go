@@ -21,6 +21,8 @@ func TestAgentImportGolden(t *testing.T) {
 	}{
 		{"claude-code", "claude-code-session.jsonl", "claude-code-session.golden.jsonl"},
 		{"claude-code", "agent-showcol1.jsonl", "agent-showcol1.golden.jsonl"},
+		{"codex", "codex-rollout.jsonl", "codex-rollout.golden.jsonl"},
+		{"codex", "codex-legacy.jsonl", "codex-legacy.golden.jsonl"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {

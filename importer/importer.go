@@ -104,6 +104,7 @@ var formats = []format{
 	{"mini-swe-agent", whole(importMiniSWEAgent)},
 	{"otlp", whole(importOTLP)},
 	{"claude-code", importClaudeCode},
+	{"codex", importCodex},
 }
 
 // whole adapts a format that maps a file read whole.
