@@ -23,6 +23,8 @@ func TestAgentImportGolden(t *testing.T) {
 		{"claude-code", "agent-showcol1.jsonl", "agent-showcol1.golden.jsonl"},
 		{"codex", "codex-rollout.jsonl", "codex-rollout.golden.jsonl"},
 		{"codex", "codex-legacy.jsonl", "codex-legacy.golden.jsonl"},
+		{"gemini-cli", "gemini-session.json", "gemini-session.golden.jsonl"},
+		{"gemini-cli", "gemini-session.jsonl", "gemini-session.golden.jsonl"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {

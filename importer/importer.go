@@ -105,6 +105,7 @@ var formats = []format{
 	{"otlp", whole(importOTLP)},
 	{"claude-code", importClaudeCode},
 	{"codex", importCodex},
+	{"gemini-cli", importGeminiCLI},
 }
 
 // whole adapts a format that maps a file read whole.
