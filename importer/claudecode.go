@@ -1,6 +1,7 @@
 package importer
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -103,7 +104,7 @@ func (s *ccSession) line(l *ccLine) error {
 		return nil
 	}
 	if l.Message == nil {
-		return fmt.Errorf("a %s line without a message", l.Type)
+		return fmt.Errorf("no message in this %s line", l.Type)
 	}
 	t, err := ccTime(l.Timestamp)
 	if err != nil {
@@ -334,13 +335,17 @@ func addText(ev *termination.Event, text string) {
 	}
 }
 
-// ccArgs is a tool_use block's input as the event's args (none for an
-// empty input).
+// ccArgs is a tool call's input as the event's args, without
+// insignificant whitespace (none for an empty input).
 func ccArgs(input json.RawMessage) json.RawMessage {
 	if k := jsonKind(input); k == "nothing" || k == "null" {
 		return nil
 	}
-	return input
+	var b bytes.Buffer
+	if json.Compact(&b, input) != nil {
+		return input
+	}
+	return b.Bytes()
 }
 
 // ccTime reads a line's timestamp (none is no time).

@@ -3,6 +3,7 @@ package importer
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -75,6 +76,12 @@ func importGeminiCLI(file string, r io.Reader, _ *Options, out *Output) error {
 		for i := range s.Messages {
 			s.Messages[i].entry = "messages[" + strconv.Itoa(i) + "]"
 		}
+	} else if first, _, _ := bytes.Cut(data, []byte("\n")); !json.Valid(bytes.TrimSpace(first)) {
+		entry, truncated := gmSyntaxLine(data)
+		if truncated {
+			return &EntryError{File: file, Entry: entry, Err: fmt.Errorf("malformed JSON: the session document looks truncated (it ends inside a value)")}
+		}
+		return &EntryError{File: file, Entry: entry, Err: fmt.Errorf("malformed JSON: a session document that is not valid JSON")}
 	} else if err := gmLog(file, data, &s); err != nil {
 		return err
 	}
@@ -398,4 +405,17 @@ func gmResponse(raw json.RawMessage) (output, failure string) {
 		output = failure
 	}
 	return output, failure
+}
+
+// gmSyntaxLine names the line of a document's first syntax error, and
+// whether the document ends inside a value.
+func gmSyntaxLine(data []byte) (string, bool) {
+	var v any
+	var se *json.SyntaxError
+	if err := json.Unmarshal(data, &v); errors.As(err, &se) && se.Offset <= int64(len(data)) {
+		trimmed := bytes.TrimRight(data, " \t\r\n")
+		at := min(se.Offset, int64(len(trimmed)))
+		return "line " + strconv.Itoa(bytes.Count(data[:at], []byte("\n"))+1), se.Offset >= int64(len(trimmed))
+	}
+	return "", false
 }
