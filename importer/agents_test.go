@@ -424,6 +424,10 @@ func TestAgentImportErrors(t *testing.T) {
 		{"gemini: tool call without status", "gemini-cli", `{"sessionId":"s","messages":[{"id":"a","type":"gemini","content":"","toolCalls":[{"id":"t","name":"ls","args":{}}]}]}`, "f.jsonl: messages[0]: toolCalls[0]: no status"},
 		{"gemini: bad content", "gemini-cli", `{"sessionId":"s","messages":[{"id":"a","type":"user","content":7}]}`, "f.jsonl: messages[0]: content: want a string or a list of parts, got a number"},
 		{"gemini: negative tokens", "gemini-cli", `{"sessionId":"s","messages":[{"id":"a","type":"gemini","content":"","tokens":{"input":-1}}]}`, "f.jsonl: messages[0]: tokens: negative token count"},
+		{"gemini: a Claude Code file", "gemini-cli", "{\"type\":\"user\",\"sessionId\":\"s\",\"message\":{\"content\":\"x\"}}\n{\"type\":\"user\",\"sessionId\":\"s\"}\n", "f.jsonl: line 1: not a record of a Gemini CLI session"},
+		{"gemini: a document without messages", "gemini-cli", `{"sessionId":"s","projectHash":"p"}`, "f.jsonl: no messages: not a Gemini CLI session"},
+		{"codex: a Claude Code file", "codex", "{\"type\":\"user\",\"sessionId\":\"s\",\"message\":{\"content\":\"x\"}}\n", `f.jsonl: line 1: type "user": not a line of a Codex rollout`},
+		{"claude-code: a Codex rollout", "claude-code", "{\"type\":\"session_meta\",\"payload\":{\"id\":\"x\"}}\n", "f.jsonl: no user or assistant lines: not a Claude Code session"},
 		{"gemini: unknown record", "gemini-cli", "{\"sessionId\":\"s\",\"projectHash\":\"p\"}\n{\"hello\":1}\n", "f.jsonl: line 2: not a record of a Gemini CLI session"},
 		{"gemini: bad record", "gemini-cli", "{\"sessionId\":\"s\",\"projectHash\":\"p\"}\n{\"id\":\"a\",\"type\":\"user\",\"content\":\"x\"}\n{\"id\":\"b\",\"type\":\"gemini\",\"toolCalls\":[{\"name\":\"x\",\"status\":\"done\"}]}\n", `f.jsonl: line 3: toolCalls[0]: status "done"`},
 	}

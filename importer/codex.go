@@ -142,11 +142,21 @@ func (c *cxRollout) legacy(n int, l *cxLine, data []byte, t time.Time) error {
 	case l.Type == "":
 		return fmt.Errorf("no type (want a Codex rollout line)")
 	}
+	if !cxItemTypes[l.Type] {
+		return fmt.Errorf("type %q: not a line of a Codex rollout (want session_meta, response_item, …, or an item of an older rollout)", l.Type)
+	}
 	var p cxItem
 	if err := decodeAgentJSON(data, &p); err != nil {
 		return err
 	}
 	return c.item(&p, t)
+}
+
+// cxItemTypes are the response items a rollout holds.
+var cxItemTypes = map[string]bool{
+	"message": true, "reasoning": true, "function_call": true, "function_call_output": true,
+	"custom_tool_call": true, "custom_tool_call_output": true, "local_shell_call": true,
+	"web_search_call": true, "ghost_snapshot": true, "compaction": true,
 }
 
 // meta names the run after the session, and its parent after the thread

@@ -70,7 +70,7 @@ func importGeminiCLI(file string, r io.Reader, _ *Options, out *Output) error {
 		if err := decodeAgentJSON(data, &s); err != nil {
 			return &EntryError{File: file, Err: err}
 		}
-		if s.Messages == nil && s.SessionID == "" {
+		if s.Messages == nil {
 			return &EntryError{File: file, Err: fmt.Errorf("no messages: not a Gemini CLI session")}
 		}
 		for i := range s.Messages {
@@ -138,12 +138,15 @@ func gmLog(file string, data []byte, s *gmSession) error {
 		case len(rec.Set) > 0:
 			return gmSet(rec.Set, entry, s, index)
 		default:
-			var meta gmSession
+			var meta struct {
+				gmSession
+				ProjectHash string `json:"projectHash"`
+			}
 			if err := decodeAgentJSON(line, &meta); err != nil {
 				return err
 			}
-			if meta.SessionID == "" {
-				return fmt.Errorf("not a record of a Gemini CLI session (want a message with an id, metadata with a sessionId, $set or $rewindTo)")
+			if meta.SessionID == "" || meta.ProjectHash == "" {
+				return fmt.Errorf("not a record of a Gemini CLI session (want a message with an id, metadata with a sessionId and projectHash, $set or $rewindTo)")
 			}
 			s.SessionID, s.Kind = meta.SessionID, orElse(meta.Kind, s.Kind)
 		}

@@ -10,10 +10,11 @@ import (
 const importUsage = `Usage: agentstop import -from FORMAT [-o DIR] [-messages FIELD] [-id FIELD] [-error-prefix P] FILE...
 
 Converts other agents' logs to agentstop's JSON Lines events, so that replay
-and backtest can evaluate them. FORMAT is one of openai-chat, mini-swe-agent
-or otlp (docs/import.md says how each maps). Without -o the runs go to stdout
-as one stream whose events carry "run" (and a run's first event its
-"parent"); with -o, each run is written to DIR/RUN.jsonl.
+and backtest can evaluate them. FORMAT is one of openai-chat, mini-swe-agent,
+otlp, claude-code, codex or gemini-cli (docs/import.md says how each maps).
+Without -o the runs go to stdout as one stream whose events carry "run" (and
+a run's first event its "parent"); with -o, each run is written to
+DIR/RUN.jsonl.
 
 Exit status: 0 when every file was converted; 2 when a file cannot be read or
 an entry cannot be mapped, with one line on stderr naming the file and entry.
