@@ -9,6 +9,11 @@
 // values: openai.go (OpenAI Chat Completions messages, "openai-chat"),
 // miniswe.go (mini-swe-agent's .traj.json, "mini-swe-agent") and otlp.go
 // (OTLP/JSON traces that follow the GenAI semantic conventions, "otlp").
+// Coding agents' own session logs have a file each too: claudecode.go
+// (Claude Code session JSONL, sub-agents as child runs, "claude-code"),
+// codex.go (Codex CLI rollouts, "codex") and geminicli.go (Gemini CLI
+// sessions, "gemini-cli"); agentlines.go reads their JSON Lines line by
+// line, however long a line is.
 // [Import] picks the format by name and returns [Run] values: an id, a
 // parent id (otlp's sub-agents) and the events. [WriteStream] writes runs
 // as one JSON Lines stream whose events carry run and parent (what
