@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -440,4 +441,21 @@ func TestAgentImportErrors(t *testing.T) {
 			assert.NotContains(t, err.Error(), "struct")
 		})
 	}
+}
+
+// TestAgentLongLines: a line of several megabytes (a tool result holding
+// a whole file) is read whole, in every JSON Lines format.
+func TestAgentLongLines(t *testing.T) {
+	big := strings.Repeat("x", 5<<20)
+	claude := `{"type":"assistant","sessionId":"s","message":{"id":"m","content":[{"type":"tool_use","id":"t","name":"Read","input":{}}]}}` + "\n" +
+		`{"type":"user","sessionId":"s","message":{"content":[{"type":"tool_result","tool_use_id":"t","content":"` + big + `"}]}}` + "\n"
+	runs, _ := importOut(t, "claude-code", "s.jsonl", claude)
+	require.Len(t, runs, 1)
+	assert.Len(t, runs[0].Events[2].Text, len(big))
+
+	codex := `{"type":"response_item","payload":{"type":"function_call","name":"shell","arguments":"{}","call_id":"c"}}` + "\n" +
+		`{"type":"response_item","payload":{"type":"function_call_output","call_id":"c","output":"` + big + `"}}`
+	runs, _ = importOut(t, "codex", "r.jsonl", codex)
+	require.Len(t, runs, 1)
+	assert.Len(t, runs[0].Events[2].Text, len(big))
 }
