@@ -37,7 +37,7 @@ func agentLines(file string, r io.Reader, fn func(n int, line []byte) error) err
 				if errors.As(ferr, &ee) {
 					return ferr
 				}
-				if eof && !json.Valid(t) {
+				if eof && endsInsideValue(t) {
 					ferr = fmt.Errorf("malformed JSON: the file looks truncated (its last line ends inside a value)")
 				}
 				return &EntryError{File: file, Entry: "line " + strconv.Itoa(n), Err: ferr}
@@ -129,4 +129,13 @@ func valueWord(v string) string {
 		return "a number" + strings.TrimPrefix(v, "number")
 	}
 	return v
+}
+
+// endsInsideValue reports whether a line is JSON cut short: it ends
+// inside a value (what an agent killed while writing leaves).
+func endsInsideValue(line []byte) bool {
+	var v any
+	var se *json.SyntaxError
+	err := json.Unmarshal(line, &v)
+	return errors.As(err, &se) && se.Offset >= int64(len(line))
 }

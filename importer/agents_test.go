@@ -459,3 +459,11 @@ func TestAgentLongLines(t *testing.T) {
 	require.Len(t, runs, 1)
 	assert.Len(t, runs[0].Events[2].Text, len(big))
 }
+
+func TestAgentLinesTruncation(t *testing.T) {
+	_, err := importData("claude-code", "f.jsonl", []byte("{\"type\":\"summary\"}\n{\"type\":\"user\",\"message\":{\"content\":\"x"), Options{})
+	assert.ErrorContains(t, err, "f.jsonl: line 2: malformed JSON: the file looks truncated")
+	_, err = importData("claude-code", "f.jsonl", []byte("{\"type\":\"summary\"}\n{\"type\":,}"), Options{})
+	assert.ErrorContains(t, err, "f.jsonl: line 2: malformed JSON")
+	assert.NotContains(t, err.Error(), "truncated", "a broken last line that is complete is not a cut")
+}
