@@ -61,7 +61,7 @@ type ccSession struct {
 	out    *Output
 	runs   map[string]*ccRun
 	order  []*ccRun
-	chains map[string]string // a sidechain line's uuid → its run's key, for lines without agentId
+	chains map[string]string // a sidechain line's uuid → its run's key
 }
 
 // importClaudeCode reads a Claude Code session JSONL file: the session's
