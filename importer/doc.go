@@ -15,7 +15,12 @@
 // io.Reader and hands each [Run] (an id, a parent id — otlp's sub-agents —
 // and the events) to an [Output] as the format completes it; the Output
 // also counts, by kind, the entries a format legitimately leaves out
-// (a demonstration in a SWE-agent history), for the command's summary. [WriteStream] writes runs
+// (a demonstration in a SWE-agent history), for the command's summary.
+// Coding agents' own session logs have a file each too: claudecode.go
+// (Claude Code session JSONL, sub-agents as child runs, "claude-code"),
+// codex.go (Codex CLI rollouts, "codex") and geminicli.go (Gemini CLI
+// sessions, "gemini-cli"); agentlines.go reads their JSON Lines line by
+// line, however long a line is. [WriteStream] writes runs
 // as one JSON Lines stream whose events carry run and parent (what
 // backtest and a multi-run replay read); [WriteDir] writes one file per
 // run. The package imports termination only, for the event type.

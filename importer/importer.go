@@ -102,8 +102,11 @@ type format struct {
 var formats = []format{
 	{"openai-chat", decodeOpenAIChat},
 	{"mini-swe-agent", decodeMiniSWEAgent},
-	{"otlp", whole(importOTLP)},
 	{"swe-agent", decodeSWEAgent},
+	{"otlp", whole(importOTLP)},
+	{"claude-code", importClaudeCode},
+	{"codex", importCodex},
+	{"gemini-cli", importGeminiCLI},
 }
 
 // whole adapts a format that maps a file read whole.

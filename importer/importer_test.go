@@ -311,7 +311,7 @@ func TestImportErrors(t *testing.T) {
 		opts               Options
 		err                string
 	}{
-		{"unknown format", "langchain", "{}", Options{}, `unknown format "langchain" (want one of openai-chat, mini-swe-agent, otlp`},
+		{"unknown format", "langchain", "{}", Options{}, `unknown format "langchain" (want one of openai-chat, mini-swe-agent, swe-agent, otlp, claude-code, codex, gemini-cli)`},
 		{"empty", "openai-chat", " \n", Options{}, "f.json: empty file"},
 		{"empty list", "openai-chat", "[]", Options{}, "f.json: no runs: an empty list"},
 		{"malformed", "openai-chat", "[\n{\"role\": \"user\",,}]", Options{}, "f.json: line 2: malformed JSON"},

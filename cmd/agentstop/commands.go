@@ -41,7 +41,7 @@ type command struct {
 var commands = []command{
 	{"replay", "evaluate a termination policy over a recorded JSON Lines event log", runReplay},
 	{"backtest", "evaluate policies over many recorded runs: what each would have stopped and saved", runBacktest},
-	{"import", "convert other agents' logs (openai-chat, mini-swe-agent, otlp) to JSON Lines events", runImport},
+	{"import", "convert other agents' logs (openai-chat, mini-swe-agent, otlp, claude-code, codex, gemini-cli) to JSON Lines events", runImport},
 	{"version", "print the agentstop module version", runVersion},
 }
 

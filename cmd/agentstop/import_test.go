@@ -80,7 +80,7 @@ func TestImportBadInput(t *testing.T) {
 		args []string
 		err  string
 	}{
-		{"no format", []string{imp + "chat.json"}, "-from is required: one of openai-chat, mini-swe-agent, otlp"},
+		{"no format", []string{imp + "chat.json"}, "-from is required: one of openai-chat, mini-swe-agent, swe-agent, otlp, claude-code, codex, gemini-cli"},
 		{"unknown format", []string{"-from", "csv", imp + "chat.json"}, `unknown format "csv"`},
 		{"no file", []string{"-from", "otlp"}, "want at least one FILE"},
 		{"openai flag on another format", []string{"-from", "otlp", "-id", "x", imp + "collector.jsonl"}, "-id applies to -from openai-chat only"},
