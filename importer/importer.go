@@ -102,7 +102,7 @@ type format struct {
 var formats = []format{
 	{"openai-chat", whole(importOpenAIChat)},
 	{"mini-swe-agent", whole(importMiniSWEAgent)},
-	{"otlp", whole(importOTLP)},
+	{"otlp", decodeOTLP},
 }
 
 // whole adapts a format that maps a file read whole.
