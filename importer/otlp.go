@@ -113,6 +113,10 @@ func decodeOTLP(file string, r io.Reader, _ *Options, out *Output) error {
 	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
 		return fmt.Errorf("cannot read %s: %w", file, err)
 	}
+	if bytes.HasPrefix(head, []byte{0xEF, 0xBB, 0xBF}) {
+		_, _ = br.Discard(3) // a UTF-8 byte-order mark
+		head, _ = br.Peek(1)
+	}
 	switch {
 	case len(head) == 0:
 		return &EntryError{File: file, Err: fmt.Errorf("empty file")}

@@ -1,4 +1,4 @@
-# Builds testdata/adk.jsonl: the two traces of volcengine/veadk-python
+# Builds importer/testdata/adk.jsonl (run from importer/testdata): the two traces of volcengine/veadk-python
 # tests/test_evaluator.py (TRACE_SET_DATA, spans an ADK agent wrote through
 # VeADK's tracer), written as the Collector's file exporter writes OTLP/JSON:
 # one ExportTraceServiceRequest per line. Ids converted to hex; attributes
