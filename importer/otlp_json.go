@@ -1,6 +1,7 @@
 package importer
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/base64"
 	"encoding/hex"
@@ -9,128 +10,148 @@ import (
 	"fmt"
 	"io"
 	"strconv"
-	"strings"
 )
 
-// The OTLP/JSON shapes: the protobuf JSON mapping of
-// ExportTraceServiceRequest, as the Collector's file exporter writes it
-// (one request per line) and as protojson writes it. The two differ in
-// ways this file accepts both of: ids are hex (the OTLP/JSON rule, pdata)
-// or base64 (protojson's bytes), enums are numbers (pdata) or names
-// (protojson), 64-bit integers are strings or numbers.
-type jsonRequest struct {
-	ResourceSpans []struct {
-		ScopeSpans []jsonScopeSpans `json:"scopeSpans"`
-		// The name before OTLP 0.15 (2022).
-		InstrumentationLibrarySpans []jsonScopeSpans `json:"instrumentationLibrarySpans"`
-	} `json:"resourceSpans"`
-}
+// OTLP/JSON is the protobuf JSON mapping of ExportTraceServiceRequest, as
+// the Collector's file exporter writes it (one request per line) and as
+// protojson writes it. The two differ in ways this reader accepts both of:
+// ids are hex (the OTLP/JSON rule, pdata) or base64 (protojson's bytes),
+// enums are numbers (pdata) or names (protojson), 64-bit integers are
+// strings or numbers.
+//
+// The reader is written for the size of a day of Collector output (§6:
+// 100 MB/s per core): it cuts the input into requests with a scanner that
+// jumps from quote to quote, and reads each request in one pass that
+// decodes only what the mapping reads: the bulk of a GenAI span's bytes
+// (prompts and completions in attributes the mapping does not read) is
+// passed over, never decoded or copied. Only the request being read is
+// held.
 
-type jsonScopeSpans struct {
-	Spans []jsonSpan `json:"spans"`
-}
-
-type jsonSpan struct {
-	TraceID      string     `json:"traceId"`
-	SpanID       string     `json:"spanId"`
-	ParentSpanID string     `json:"parentSpanId"`
-	Name         string     `json:"name"`
-	Start        numberText `json:"startTimeUnixNano"`
-	End          numberText `json:"endTimeUnixNano"`
-	Attributes   []jsonAttr `json:"attributes"`
-	Status       struct {
-		Code    numberText `json:"code"`
-		Message string     `json:"message"`
-	} `json:"status"`
-}
-
-// jsonAttr is one attribute, kept only when the mapping reads its key:
-// the others are passed over without decoding their value.
-type jsonAttr struct {
-	code attrCode
-	key  string
-	val  attrValue
-}
-
-type jsonAnyValue struct {
-	StringValue *string    `json:"stringValue"`
-	IntValue    numberText `json:"intValue"`
-	DoubleValue numberText `json:"doubleValue"`
-	BoolValue   *bool      `json:"boolValue"`
-	ArrayValue  *struct {
-		Values []jsonAnyValue `json:"values"`
-	} `json:"arrayValue"`
-}
-
-// UnmarshalJSON reads {"key": K, "value": V}, decoding V only when K is
-// one the mapping reads. b is valid JSON (the decoder checked it).
-func (a *jsonAttr) UnmarshalJSON(b []byte) error {
-	*a = jsonAttr{}
-	var keyRaw, valRaw []byte
-	i := skipSpace(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return fmt.Errorf("an attribute: want an object with key and value, got %s", jsonKind(b))
-	}
-	for i = skipSpace(b, i+1); i < len(b) && b[i] == '"'; {
-		end := stringEnd(b, i)
-		name := b[i+1 : end-1]
-		i = skipSpace(b, end)
-		i = skipSpace(b, i+1) // the ':'
-		vEnd := valueEnd(b, i)
-		switch string(name) {
-		case "key":
-			keyRaw = b[i:vEnd]
-			if !bytes.Contains(keyRaw, []byte{'\\'}) && len(keyRaw) >= 2 && attrCodeOf(keyRaw[1:len(keyRaw)-1]) == attrNone {
-				return nil // the common case: a key the mapping does not read
+// readJSON streams OTLP/JSON requests, one after the other.
+func (rd *otlpReader) readJSON(r *bufio.Reader) error {
+	vr := valueReader{r: r}
+	for {
+		val, line, err := vr.next()
+		if err != nil {
+			return &EntryError{File: rd.file, Entry: "line " + strconv.Itoa(line), Err: err}
+		}
+		if val == nil {
+			return nil
+		}
+		p := otlpJSON{b: val, rd: rd, line: line}
+		if err := p.request(); err != nil {
+			var ee *EntryError
+			if errors.As(err, &ee) {
+				return err
 			}
-		case "value":
-			valRaw = b[i:vEnd]
-		}
-		i = skipSpace(b, vEnd)
-		if i < len(b) && b[i] == ',' {
-			i = skipSpace(b, i+1)
+			return p.fail(err)
 		}
 	}
-	if keyRaw == nil {
-		return nil
-	}
-	var key string
-	if err := json.Unmarshal(keyRaw, &key); err != nil {
-		return fmt.Errorf("an attribute key: want a string, got %s", jsonKind(keyRaw))
-	}
-	a.code = attrCodeOf([]byte(key))
-	if a.code == attrNone || valRaw == nil {
-		a.code = attrNone
-		return nil
-	}
-	a.key = key
-	var v jsonAnyValue
-	if err := json.Unmarshal(valRaw, &v); err != nil {
-		return fmt.Errorf("attribute %s: want an AnyValue object (stringValue, intValue, …), got %s", key, jsonKind(valRaw))
-	}
-	a.val = v.value()
-	return nil
 }
 
-func (v *jsonAnyValue) value() attrValue {
-	var out attrValue
-	switch {
-	case v.StringValue != nil:
-		out.str, out.hasStr = *v.StringValue, true
-	case v.IntValue != "":
-		out.num, out.isInt = string(v.IntValue), true
-	case v.DoubleValue != "":
-		out.num, out.isFloat = string(v.DoubleValue), true
-	case v.BoolValue != nil:
-		out.num = strconv.FormatBool(*v.BoolValue)
-	case v.ArrayValue != nil:
-		for _, e := range v.ArrayValue.Values {
-			if e.StringValue != nil {
-				out.strs = append(out.strs, *e.StringValue)
-			}
+// valueReader cuts a stream into top-level JSON objects, whatever their
+// layout: one per line, several on a line, or one over many lines. A line
+// that fits bufio's buffer is read in place; longer lines and objects
+// over several lines are gathered in acc.
+type valueReader struct {
+	r    *bufio.Reader
+	acc  []byte
+	rest []byte // what is left of the line (or lines) read
+	line int    // lines read so far
+	eof  bool
+}
+
+// next returns the next object and the line it starts on; nil at the end.
+// The slice is valid until the next call.
+func (v *valueReader) next() ([]byte, int, error) {
+	for {
+		v.rest = trimLeftSpace(v.rest)
+		if len(v.rest) > 0 {
+			break
+		}
+		if v.eof {
+			return nil, v.line, nil
+		}
+		if err := v.readLine(); err != nil {
+			return nil, v.line, err
 		}
 	}
-	return out
+	start := v.line
+	if c := v.rest[0]; c != '{' {
+		if c == '[' || c == ']' || c == '}' {
+			return nil, start, fmt.Errorf("want one ExportTraceServiceRequest object (resourceSpans) per line, got %s", jsonNoun(c))
+		}
+		return nil, start, fmt.Errorf("malformed JSON: want an ExportTraceServiceRequest object (resourceSpans), got %s", jsonNoun(c))
+	}
+	var st cutState
+	end, done := st.scan(v.rest, 0)
+	if !done {
+		// The object goes on past this line: gather it in acc.
+		v.acc = append(v.acc[:0], v.rest...)
+		for !done {
+			if v.eof {
+				return nil, start, fmt.Errorf("the file looks truncated: the request that starts here does not end")
+			}
+			n := len(v.acc)
+			if err := v.appendLine(); err != nil {
+				return nil, start, err
+			}
+			end, done = st.scan(v.acc, n)
+		}
+		v.rest = v.acc
+	}
+	val := v.rest[:end]
+	v.rest = v.rest[end:]
+	return val, start, nil
+}
+
+// readLine makes the next line rest: in place when it fits the reader's
+// buffer.
+func (v *valueReader) readLine() error {
+	chunk, err := v.r.ReadSlice('\n')
+	switch err {
+	case nil:
+		v.line++
+		v.rest = chunk
+		return nil
+	case io.EOF:
+		v.eof = true
+		if len(chunk) > 0 {
+			v.line++
+		}
+		v.rest = chunk
+		return nil
+	case bufio.ErrBufferFull:
+		v.acc = append(v.acc[:0], chunk...)
+		err = v.appendLine()
+		v.rest = v.acc
+		return err
+	}
+	return err
+}
+
+// appendLine appends the rest of the line (with its newline) to acc.
+func (v *valueReader) appendLine() error {
+	for {
+		chunk, err := v.r.ReadSlice('\n')
+		v.acc = append(v.acc, chunk...)
+		switch err {
+		case nil:
+			v.line++
+			return nil
+		case bufio.ErrBufferFull:
+			continue
+		case io.EOF:
+			v.eof = true
+			v.line++
+			return nil
+		}
+		return err
+	}
+}
+
+func trimLeftSpace(b []byte) []byte {
+	return b[skipSpace(b, 0):]
 }
 
 func skipSpace(b []byte, i int) int {
@@ -140,268 +161,599 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// stringEnd returns the index after the closing quote of the string that
-// starts at b[i].
-func stringEnd(b []byte, i int) int {
-	j := i + 1
+// cutState finds where a JSON object ends, resumably, jumping through
+// strings from quote to quote.
+type cutState struct {
+	depth    int
+	inString bool
+	strStart int
+}
+
+// scan goes on from b[i]; it returns the index after the object and true,
+// or len(b) and false when the object goes on.
+func (s *cutState) scan(b []byte, i int) (int, bool) {
+	for i < len(b) {
+		if s.inString {
+			k := bytes.IndexByte(b[i:], '"')
+			if k < 0 {
+				return len(b), false
+			}
+			q := i + k
+			i = q + 1
+			if !escapedQuote(b, s.strStart, q) {
+				s.inString = false
+			}
+			continue
+		}
+		switch b[i] {
+		case '"':
+			s.inString, s.strStart = true, i
+		case '{', '[':
+			s.depth++
+		case '}', ']':
+			s.depth--
+			if s.depth == 0 {
+				return i + 1, true
+			}
+		}
+		i++
+	}
+	return len(b), false
+}
+
+// escapedQuote reports whether the quote at b[q] is escaped: preceded by
+// an odd number of backslashes after the string's opening quote at b[open].
+func escapedQuote(b []byte, open, q int) bool {
+	n := 0
+	for p := q - 1; p > open && b[p] == '\\'; p-- {
+		n++
+	}
+	return n%2 == 1
+}
+
+func jsonNoun(c byte) string {
+	switch c {
+	case '{':
+		return "an object"
+	case '[':
+		return "a list"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "true or false"
+	case 'n':
+		return "null"
+	case ']', '}':
+		return fmt.Sprintf("a stray %q", c)
+	}
+	if c == '-' || (c >= '0' && c <= '9') {
+		return "a number"
+	}
+	return fmt.Sprintf("the character %q", c)
+}
+
+// otlpJSON reads one request in one pass.
+type otlpJSON struct {
+	b     []byte
+	i     int
+	depth int
+	rd    *otlpReader
+	line  int // the line the request starts on
+	span  otlpSpan
+	rawID []byte // the span's spanId as written, for errors
+}
+
+// syntaxError is malformed JSON at an offset of the request.
+type syntaxError struct {
+	off int
+	msg string
+}
+
+func (e *syntaxError) Error() string { return e.msg }
+
+// fail names the line of an error in the request: for malformed JSON the
+// line of the fault, with encoding/json's account of it when it has one.
+func (p *otlpJSON) fail(err error) error {
+	line := p.line
+	var se *syntaxError
+	if errors.As(err, &se) {
+		off := se.off
+		var x any
+		var jse *json.SyntaxError
+		if jerr := json.Unmarshal(p.b, &x); errors.As(jerr, &jse) {
+			off, err = int(jse.Offset)-1, fmt.Errorf("malformed JSON: %v", jse)
+		} else {
+			err = fmt.Errorf("malformed JSON: %s", se.msg)
+		}
+		line += bytes.Count(p.b[:max(0, min(off, len(p.b)))], []byte{'\n'})
+	}
+	return &EntryError{File: p.rd.file, Entry: "line " + strconv.Itoa(line), Err: err}
+}
+
+func (p *otlpJSON) syntax(want string) error {
+	got := "the end"
+	if p.i < len(p.b) {
+		got = jsonNoun(p.b[p.i])
+	}
+	return &syntaxError{off: p.i, msg: "want " + want + ", got " + got}
+}
+
+// typeError is a field whose value has the wrong JSON type; a character
+// that starts no value is malformed JSON.
+func (p *otlpJSON) typeError(field, want string) error {
+	c := p.b[p.i]
+	if !bytes.ContainsRune([]byte(`{["tfn-0123456789`), rune(c)) {
+		return p.syntax("a value")
+	}
+	return fmt.Errorf("%s: want %s, got %s", field, want, jsonNoun(c))
+}
+
+func (p *otlpJSON) ws() { p.i = skipSpace(p.b, p.i) }
+
+func (p *otlpJSON) peek() byte {
+	p.ws()
+	if p.i < len(p.b) {
+		return p.b[p.i]
+	}
+	return 0
+}
+
+// str reads a string and returns what is between its quotes, as written,
+// and whether it holds escapes.
+func (p *otlpJSON) str() ([]byte, bool, error) {
+	if p.peek() != '"' {
+		return nil, false, p.syntax("a string")
+	}
+	open := p.i
+	j := open + 1
 	for {
-		k := bytes.IndexByte(b[j:], '"')
+		k := bytes.IndexByte(p.b[j:], '"')
 		if k < 0 {
-			return len(b)
+			p.i = len(p.b)
+			return nil, false, p.syntax(`a closing "`)
 		}
 		q := j + k
-		n := 0
-		for p := q - 1; p > i && b[p] == '\\'; p-- {
-			n++
-		}
-		if n%2 == 0 {
-			return q + 1
+		if !escapedQuote(p.b, open, q) {
+			p.i = q + 1
+			raw := p.b[open+1 : q]
+			return raw, bytes.IndexByte(raw, '\\') >= 0, nil
 		}
 		j = q + 1
 	}
 }
 
-// valueEnd returns the index after the JSON value that starts at b[i].
-func valueEnd(b []byte, i int) int {
-	if i >= len(b) {
-		return len(b)
-	}
-	switch b[i] {
-	case '"':
-		return stringEnd(b, i)
-	case '{', '[':
-		depth := 0
-		for j := i; j < len(b); j++ {
-			switch b[j] {
-			case '"':
-				j = stringEnd(b, j) - 1
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return j + 1
-				}
-			}
+// text reads a string value, decoded.
+func (p *otlpJSON) text(field string) (string, error) {
+	if c := p.peek(); c != '"' {
+		if c == 0 {
+			return "", p.syntax("a value")
 		}
-		return len(b)
+		return "", p.typeError(field, "a string")
 	}
-	j := i
-	for j < len(b) && strings.IndexByte(",}] \t\r\n", b[j]) < 0 {
-		j++
+	start := p.i
+	raw, esc, err := p.str()
+	if err != nil || !esc {
+		return string(raw), err
 	}
-	return j
+	var s string
+	if err := json.Unmarshal(p.b[start:p.i], &s); err != nil {
+		return "", &syntaxError{off: start, msg: "a malformed string"}
+	}
+	return s, nil
 }
 
-// numberText is a 64-bit integer (or a double, or an enum) as OTLP/JSON
-// writes it: a string (the protobuf JSON mapping) or a number; checked
-// where it is read.
-type numberText string
+// number reads a number, or a string holding one (64-bit integers and
+// enums in the protobuf JSON mapping), as written.
+func (p *otlpJSON) number(field string) ([]byte, error) {
+	switch c := p.peek(); {
+	case c == '"':
+		raw, _, err := p.str()
+		return raw, err
+	case c == '-' || (c >= '0' && c <= '9'):
+		start := p.i
+		for p.i < len(p.b) && isNumberByte(p.b[p.i]) {
+			p.i++
+		}
+		return p.b[start:p.i], nil
+	case c == 'n':
+		return nil, p.literal("null")
+	case c == 0:
+		return nil, p.syntax("a value")
+	}
+	return nil, p.typeError(field, "a number")
+}
 
-func (n *numberText) UnmarshalJSON(b []byte) error {
-	switch {
-	case len(b) >= 2 && b[0] == '"' && !bytes.ContainsRune(b, '\\'):
-		*n = numberText(b[1 : len(b)-1])
-	case len(b) > 0 && b[0] == '"':
-		var s string
-		if err := json.Unmarshal(b, &s); err != nil {
+func isNumberByte(c byte) bool {
+	return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.' || c == 'e' || c == 'E'
+}
+
+func (p *otlpJSON) literal(word string) error {
+	if !bytes.HasPrefix(p.b[p.i:], []byte(word)) {
+		return p.syntax("a value")
+	}
+	p.i += len(word)
+	return nil
+}
+
+// maxDepth bounds the nesting of values passed over (a request nests a
+// few levels; a kvlistValue a few more).
+const maxDepth = 256
+
+// skip passes over one value, checking its structure.
+func (p *otlpJSON) skip() error {
+	switch c := p.peek(); {
+	case c == '"':
+		_, _, err := p.str()
+		return err
+	case c == '{':
+		return p.object("", func([]byte) error { return p.skip() })
+	case c == '[':
+		return p.array("", p.skip)
+	case c == 't':
+		return p.literal("true")
+	case c == 'f':
+		return p.literal("false")
+	case c == 'n':
+		return p.literal("null")
+	case c == '-' || (c >= '0' && c <= '9'):
+		_, err := p.number("")
+		return err
+	}
+	return p.syntax("a value")
+}
+
+// object reads an object, handing each member's key to member, which
+// reads the member's value. A null stands for an empty object.
+func (p *otlpJSON) object(field string, member func(key []byte) error) error {
+	switch p.peek() {
+	case '{':
+	case 'n':
+		return p.literal("null")
+	case 0:
+		return p.syntax("a value")
+	default:
+		if field == "" {
+			return p.syntax("a value")
+		}
+		return p.typeError(field, "an object")
+	}
+	if p.depth++; p.depth > maxDepth {
+		return &syntaxError{off: p.i, msg: "values nested too deep"}
+	}
+	p.i++
+	if p.peek() == '}' {
+		p.i++
+		p.depth--
+		return nil
+	}
+	for {
+		key, esc, err := p.str()
+		if err != nil {
 			return err
 		}
-		*n = numberText(s)
-	case string(b) == "null":
-		*n = ""
+		if esc {
+			key = unescapeKey(key)
+		}
+		if p.peek() != ':' {
+			return p.syntax("a colon")
+		}
+		p.i++
+		if err := member(key); err != nil {
+			return err
+		}
+		switch p.peek() {
+		case ',':
+			p.i++
+		case '}':
+			p.i++
+			p.depth--
+			return nil
+		default:
+			return p.syntax("a comma or a closing }")
+		}
+	}
+}
+
+func unescapeKey(raw []byte) []byte {
+	var s string
+	if json.Unmarshal(append(append([]byte{'"'}, raw...), '"'), &s) != nil {
+		return raw
+	}
+	return []byte(s)
+}
+
+// array reads a list, calling elem for each element. A null stands for an
+// empty list.
+func (p *otlpJSON) array(field string, elem func() error) error {
+	switch p.peek() {
+	case '[':
+	case 'n':
+		return p.literal("null")
+	case 0:
+		return p.syntax("a value")
 	default:
-		*n = numberText(b)
-	}
-	return nil
-}
-
-// lineCounter counts the lines of what a json.Decoder reads through it,
-// so that a value's line is known without reading the file twice: it
-// notes where each newline is and forgets those before the values already
-// placed, so it holds no more than the decoder's buffer holds.
-type lineCounter struct {
-	r    io.Reader
-	off  int64
-	nl   []int64
-	line int
-}
-
-func (c *lineCounter) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	for i := 0; i < n; {
-		j := bytes.IndexByte(p[i:n], '\n')
-		if j < 0 {
-			break
+		if field == "" {
+			return p.syntax("a value")
 		}
-		c.nl = append(c.nl, c.off+int64(i+j))
-		i += j + 1
+		return p.typeError(field, "a list")
 	}
-	c.off += int64(n)
-	return n, err
-}
-
-// lineAt returns the line of byte offset pos; pos never goes back.
-func (c *lineCounter) lineAt(pos int64) int {
-	k := 0
-	for k < len(c.nl) && c.nl[k] < pos {
-		k++
+	if p.depth++; p.depth > maxDepth {
+		return &syntaxError{off: p.i, msg: "values nested too deep"}
 	}
-	c.line += k
-	c.nl = c.nl[k:]
-	return c.line + 1
-}
-
-// readJSON streams OTLP/JSON requests, one after the other.
-func (rd *otlpReader) readJSON(r io.Reader) error {
-	lc := &lineCounter{r: r}
-	dec := json.NewDecoder(lc)
+	p.i++
+	if p.peek() == ']' {
+		p.i++
+		p.depth--
+		return nil
+	}
 	for {
-		if !dec.More() {
-			break
+		if err := elem(); err != nil {
+			return err
 		}
-		start := dec.InputOffset() + leadingSpace(dec.Buffered())
-		line := lc.lineAt(start)
-		var req jsonRequest
-		if err := dec.Decode(&req); err != nil {
-			return rd.jsonError(err, line, lc)
+		switch p.peek() {
+		case ',':
+			p.i++
+		case ']':
+			p.i++
+			p.depth--
+			return nil
+		default:
+			return p.syntax("a comma or a closing ]")
 		}
-		for _, rs := range req.ResourceSpans {
-			for _, ss := range append(rs.ScopeSpans, rs.InstrumentationLibrarySpans...) {
-				for k := range ss.Spans {
-					if err := rd.addJSON(&ss.Spans[k], line); err != nil {
-						return err
-					}
+	}
+}
+
+// request reads {"resourceSpans": [{"scopeSpans": [{"spans": [...]}]}]}.
+func (p *otlpJSON) request() error {
+	err := p.object("", func(key []byte) error {
+		if string(key) != "resourceSpans" {
+			return p.skip()
+		}
+		return p.array("resourceSpans", func() error {
+			return p.object("resourceSpans[]", func(key []byte) error {
+				switch string(key) {
+				case "scopeSpans", "instrumentationLibrarySpans": // the latter before OTLP 0.15
+					return p.array(string(key), p.scopeSpans)
 				}
-			}
-		}
+				return p.skip()
+			})
+		})
+	})
+	if err != nil {
+		return err
 	}
-	// More is false at the end, and before a stray ] or }: only the end
-	// is fine.
-	if _, err := dec.Token(); err != io.EOF {
-		return &EntryError{File: rd.file, Entry: "line " + strconv.Itoa(lc.lineAt(dec.InputOffset())),
-			Err: fmt.Errorf("malformed JSON: want one ExportTraceServiceRequest object per line")}
+	if p.ws(); p.i != len(p.b) {
+		return p.syntax("the end of the request")
 	}
 	return nil
 }
 
-// leadingSpace counts the white space at the start of what the decoder
-// has buffered.
-func leadingSpace(r io.Reader) int64 {
-	br, ok := r.(io.ByteReader)
-	if !ok {
-		return 0
-	}
-	var n int64
-	for {
-		c, err := br.ReadByte()
-		if err != nil || (c != ' ' && c != '\n' && c != '\t' && c != '\r') {
-			return n
+func (p *otlpJSON) scopeSpans() error {
+	return p.object("scopeSpans[]", func(key []byte) error {
+		if string(key) != "spans" {
+			return p.skip()
 		}
-		n++
-	}
+		return p.array("spans", func() error {
+			p.span, p.rawID = otlpSpan{}, nil
+			var times [2][]byte
+			var ids [3][]byte
+			err := p.object("spans[]", func(key []byte) error {
+				return p.spanMember(key, &ids, &times)
+			})
+			if err != nil {
+				return err
+			}
+			if err := p.spanFields(ids, times); err != nil {
+				return p.spanError(err)
+			}
+			return p.rd.add(&p.span, p.line)
+		})
+	})
 }
 
-// jsonError says in the user's terms what is wrong with the request that
-// starts at line.
-func (rd *otlpReader) jsonError(err error, line int, lc *lineCounter) error {
-	entry := "line " + strconv.Itoa(line)
-	var syn *json.SyntaxError
-	var typ *json.UnmarshalTypeError
-	switch {
-	case errors.Is(err, io.ErrUnexpectedEOF):
-		err = fmt.Errorf("the file looks truncated: the request that starts here does not end")
-	case errors.As(err, &syn):
-		entry = "line " + strconv.Itoa(lc.lineAt(syn.Offset))
-		err = fmt.Errorf("malformed JSON: %v", syn)
-	case errors.As(err, &typ) && typ.Field == "":
-		err = fmt.Errorf("want an ExportTraceServiceRequest object (resourceSpans), got %s", jsonNoun(typ.Value))
-	case errors.As(err, &typ):
-		err = fmt.Errorf("%s: want %s, got %s", typ.Field, goKindNoun(typ.Type.Kind().String()), jsonNoun(typ.Value))
+func (p *otlpJSON) spanMember(key []byte, ids *[3][]byte, times *[2][]byte) error {
+	var err error
+	switch string(key) {
+	case "traceId":
+		ids[0], _, err = p.str()
+	case "spanId":
+		ids[1], _, err = p.str()
+		p.rawID = ids[1]
+	case "parentSpanId":
+		ids[2], _, err = p.str()
+	case "name":
+		p.span.name, err = p.text("name")
+	case "startTimeUnixNano":
+		times[0], err = p.number("startTimeUnixNano")
+	case "endTimeUnixNano":
+		times[1], err = p.number("endTimeUnixNano")
+	case "attributes":
+		err = p.array("attributes", p.attribute)
+	case "status":
+		err = p.object("status", func(key []byte) error {
+			switch string(key) {
+			case "code":
+				code, err := p.number("status.code")
+				p.span.failed = string(code) == "2" || string(code) == "STATUS_CODE_ERROR"
+				return err
+			case "message":
+				var err error
+				p.span.statusMsg, err = p.text("status.message")
+				return err
+			}
+			return p.skip()
+		})
+	default:
+		err = p.skip()
 	}
-	return &EntryError{File: rd.file, Entry: entry, Err: err}
+	return err
 }
 
-func jsonNoun(v string) string {
-	switch v {
-	case "array", "object", "":
-		return "an " + v
+// spanError names the span an error is about.
+func (p *otlpJSON) spanError(err error) error {
+	var se *syntaxError
+	if errors.As(err, &se) {
+		return err
 	}
-	if strings.HasPrefix(v, "number") {
-		return "a number"
-	}
-	return "a " + v
+	return &EntryError{File: p.rd.file, Entry: p.rd.entry(p.line, string(p.rawID)), Err: err}
 }
 
-func goKindNoun(k string) string {
-	switch k {
-	case "slice":
-		return "a list"
-	case "struct", "ptr":
-		return "an object"
+// spanFields checks and converts the ids and times of the span read.
+func (p *otlpJSON) spanFields(ids [3][]byte, times [2][]byte) error {
+	s := &p.span
+	if len(ids[1]) == 0 || !jsonID(ids[1], s.id[:]) {
+		return fmt.Errorf("spanId: want 8 bytes in hex, got %q", ids[1])
 	}
-	return "a " + k
-}
-
-// addJSON reads one span of OTLP/JSON.
-func (rd *otlpReader) addJSON(js *jsonSpan, line int) error {
-	s := otlpSpan{name: js.Name, failed: js.Status.Code == "2" || js.Status.Code == "STATUS_CODE_ERROR", statusMsg: js.Status.Message}
-	fail := func(err error) error {
-		return &EntryError{File: rd.file, Entry: rd.entry(line, js.SpanID), Err: err}
-	}
-	if !jsonID(js.SpanID, s.id[:]) || js.SpanID == "" {
-		return fail(fmt.Errorf("spanId: want 8 bytes in hex, got %q", js.SpanID))
-	}
-	if !jsonID(js.ParentSpanID, s.parent[:]) {
-		return fail(fmt.Errorf("parentSpanId: want 8 bytes in hex, got %q", js.ParentSpanID))
+	if !jsonID(ids[2], s.parent[:]) {
+		return fmt.Errorf("parentSpanId: want 8 bytes in hex, got %q", ids[2])
 	}
 	s.hasParent = s.parent != [8]byte{}
-	if !jsonID(js.TraceID, s.trace[:]) {
-		return fail(fmt.Errorf("traceId: want 16 bytes in hex, got %q", js.TraceID))
+	if !jsonID(ids[0], s.trace[:]) {
+		return fmt.Errorf("traceId: want 16 bytes in hex, got %q", ids[0])
 	}
 	var err error
-	if s.start, err = unixNano(js.Start); err != nil {
-		return fail(fmt.Errorf("startTimeUnixNano: %v", err))
+	if s.start, err = unixNano(times[0]); err != nil {
+		return fmt.Errorf("startTimeUnixNano: %v", err)
 	}
-	if s.end, err = unixNano(js.End); err != nil {
-		return fail(fmt.Errorf("endTimeUnixNano: %v", err))
+	if s.end, err = unixNano(times[1]); err != nil {
+		return fmt.Errorf("endTimeUnixNano: %v", err)
 	}
-	for k := range js.Attributes {
-		if a := &js.Attributes[k]; a.code != attrNone {
-			if err := s.attrs.set(a.code, a.key, &a.val); err != nil {
-				return fail(err)
+	return nil
+}
+
+// attribute reads {"key": K, "value": V}, decoding V only when K is one
+// the mapping reads.
+func (p *otlpJSON) attribute() error {
+	var code attrCode
+	var key string
+	keyed := false
+	valueAt := -1
+	err := p.object("attributes[]", func(k []byte) error {
+		switch string(k) {
+		case "key":
+			raw, esc, err := p.str()
+			if err != nil {
+				return err
 			}
+			if esc {
+				raw = unescapeKey(raw)
+			}
+			keyed, code = true, attrCodeOf(raw)
+			if code != attrNone {
+				key = string(raw)
+			}
+			return nil
+		case "value":
+			if !keyed {
+				valueAt = p.i // the key comes after: read it then
+				return p.skip()
+			}
+			return p.attrValue(code, key)
 		}
+		return p.skip()
+	})
+	if err != nil || valueAt < 0 || code == attrNone {
+		return err
 	}
-	return rd.add(&s, line)
+	end := p.i
+	p.i = valueAt
+	err = p.attrValue(code, key)
+	p.i = end
+	return err
+}
+
+// attrValue reads an AnyValue for the attribute with the given code.
+func (p *otlpJSON) attrValue(code attrCode, key string) error {
+	if code == attrNone {
+		return p.skip()
+	}
+	var v attrValue
+	if err := p.anyValue(key, &v, true); err != nil {
+		return err
+	}
+	if err := p.span.attrs.set(code, key, &v); err != nil {
+		return p.spanError(err)
+	}
+	return nil
+}
+
+// anyValue reads {"stringValue": …} and the other kinds of value; in a
+// list (nested false) only string values are kept.
+func (p *otlpJSON) anyValue(key string, v *attrValue, top bool) error {
+	if c := p.peek(); c != '{' && c != 'n' && c != 0 {
+		return p.spanError(fmt.Errorf("attribute %s: want an AnyValue object (stringValue, intValue, …), got %s", key, jsonNoun(c)))
+	}
+	return p.object("", func(k []byte) error {
+		var err error
+		switch string(k) {
+		case "stringValue":
+			var s string
+			s, err = p.text("stringValue")
+			if top {
+				v.str, v.hasStr = s, true
+			} else {
+				v.strs = append(v.strs, s)
+			}
+		case "intValue", "doubleValue":
+			var raw []byte
+			raw, err = p.number(string(k))
+			if top {
+				v.num, v.isInt, v.isFloat = string(raw), k[0] == 'i', k[0] == 'd'
+			}
+		case "boolValue":
+			c := p.peek()
+			err = p.skip()
+			if top && (c == 't' || c == 'f') {
+				v.num = strconv.FormatBool(c == 't')
+			}
+		case "arrayValue":
+			if !top {
+				return p.skip()
+			}
+			err = p.object("arrayValue", func(k []byte) error {
+				if string(k) != "values" {
+					return p.skip()
+				}
+				return p.array("values", func() error { return p.anyValue(key, v, false) })
+			})
+		default:
+			err = p.skip()
+		}
+		return err
+	})
 }
 
 // jsonID reads a span or trace id into dst: hex (OTLP/JSON) or base64
-// (protojson); "" leaves dst zero.
-func jsonID(v string, dst []byte) bool {
-	if v == "" {
+// (protojson); an empty one leaves dst zero.
+func jsonID(v []byte, dst []byte) bool {
+	if len(v) == 0 {
 		return true
 	}
 	if len(v) == 2*len(dst) {
-		if _, err := hex.Decode(dst, []byte(v)); err == nil {
+		if _, err := hex.Decode(dst, v); err == nil {
 			return true
 		}
 	}
-	b, err := base64.StdEncoding.DecodeString(v)
-	if err != nil || len(b) != len(dst) {
+	var b [24]byte
+	n, err := base64.StdEncoding.Decode(b[:], v[:min(len(v), 32)])
+	if err != nil || n != len(dst) || base64.StdEncoding.EncodedLen(n) != len(v) {
 		return false
 	}
-	copy(dst, b)
+	copy(dst, b[:n])
 	return true
 }
 
-func unixNano(n numberText) (int64, error) {
-	if n == "" {
+// unixNano reads nanoseconds since the Unix epoch.
+func unixNano(n []byte) (int64, error) {
+	if len(n) == 0 {
 		return 0, fmt.Errorf("missing")
 	}
-	v, err := strconv.ParseInt(string(n), 10, 64)
-	if err != nil || v < 0 {
-		return 0, fmt.Errorf("want nanoseconds since the Unix epoch, got %s", string(n))
+	var v int64
+	for _, c := range n {
+		if c < '0' || c > '9' || v > (1<<63-1-9)/10 {
+			return 0, fmt.Errorf("want nanoseconds since the Unix epoch, got %s", n)
+		}
+		v = v*10 + int64(c-'0')
 	}
 	return v, nil
 }
