@@ -25,7 +25,7 @@ const maxProtoMessage = 1 << 30
 // preceded by its size, 4 bytes big-endian.
 func (rd *otlpReader) readProto(r io.Reader) error {
 	var head [4]byte
-	var buf []byte
+	var buf bytes.Buffer
 	at := int64(0)
 	for msg := 1; ; msg++ {
 		entry := "message " + strconv.Itoa(msg) + " (byte " + strconv.FormatInt(at, 10) + ")"
@@ -41,18 +41,17 @@ func (rd *otlpReader) readProto(r io.Reader) error {
 		if size > maxProtoMessage {
 			return fail(fmt.Errorf("a size of %d bytes: not the file exporter's protobuf encoding (4-byte big-endian sizes, each followed by its message)", size))
 		}
-		if cap(buf) < int(size) {
-			buf = make([]byte, size)
+		// Read what is there rather than allocate what the size says: a
+		// damaged size must not cost a gigabyte.
+		buf.Reset()
+		if n, err := io.CopyN(&buf, r, int64(size)); err != nil {
+			return fail(readErr(err, fmt.Sprintf("%d bytes announced, %d present", size, n)))
 		}
-		buf = buf[:size]
-		if _, err := io.ReadFull(r, buf); err != nil {
-			return fail(readErr(err, fmt.Sprintf("%d bytes announced, fewer present", size)))
-		}
-		if bytes.HasPrefix(buf, zstdMagic) {
+		if bytes.HasPrefix(buf.Bytes(), zstdMagic) {
 			return fail(fmt.Errorf("compressed with zstd (the file exporter's compression: zstd): not read; export without compression"))
 		}
 		var req coltracepb.ExportTraceServiceRequest
-		if err := proto.Unmarshal(buf, &req); err != nil {
+		if err := proto.Unmarshal(buf.Bytes(), &req); err != nil {
 			return fail(fmt.Errorf("not an OTLP ExportTraceServiceRequest in protobuf: %v", err))
 		}
 		for _, rs := range req.ResourceSpans {

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -14,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"testing/iotest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -427,7 +429,7 @@ func TestOTLPErrors(t *testing.T) {
 		{"bad attribute", span(`,"attributes":[3]`), "attributes[]: want an object, got a number"},
 		{"bad attribute value", span(`,"attributes":[{"key":"gen_ai.agent.name","value":"x"}]`), "attribute gen_ai.agent.name: want an AnyValue object"},
 		{"zstd", "\x28\xb5\x2f\xfd\x00", "compressed with zstd"},
-		{"proto cut short", "\x00\x00\x01\x00abc", "f.json: message 1 (byte 0): the file looks truncated: 256 bytes announced, fewer present"},
+		{"proto cut short", "\x00\x00\x01\x00abc", "f.json: message 1 (byte 0): the file looks truncated: 256 bytes announced, 3 present"},
 		{"proto size cut short", "\x00\x00", "message 1 (byte 0): the file looks truncated: its 4-byte size is cut short"},
 		{"not protobuf", "\x00\x00\x00\x02\xff\xff", "message 1 (byte 0): not an OTLP ExportTraceServiceRequest in protobuf"},
 	}
@@ -518,4 +520,47 @@ func FuzzOTLP(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestOTLPReaderShapes reads the same requests however the input is laid
+// out and however the reader hands it over: one byte at a time, lines
+// longer than the read buffer, several requests on a line, a request over
+// many lines, no newline at the end.
+func TestOTLPReaderShapes(t *testing.T) {
+	long := strings.Repeat(`x\"{[`, 40000) // 200 KB of a string full of escapes and brackets
+	spans := []tspan{
+		{trace: traceA, id: sid(1), name: "invoke_agent a", start: 1, end: 100},
+		{trace: traceA, id: sid(2), parent: sid(1), name: "execute_tool t", start: 2, end: 3,
+			attrs: map[string]any{"gen_ai.tool.call.result": long, "gen_ai.input.messages": long}},
+		chat(traceA, 3, 1, 4, 5, 10, 1),
+	}
+	lines := otlpLines(spans[:1], spans[1:2], spans[2:])
+	want, _, err := importOTLP(t, "t.jsonl", lines)
+	require.NoError(t, err)
+	require.Len(t, want, 1)
+	assert.True(t, want[0].Events[1].Text == long, "the result read whole")
+
+	var pretty bytes.Buffer
+	for _, l := range bytes.Split(bytes.TrimSpace(lines), []byte("\n")) {
+		require.NoError(t, json.Indent(&pretty, l, "", "  "))
+		pretty.WriteString("\n\n")
+	}
+	shapes := map[string][]byte{
+		"one line":           bytes.ReplaceAll(bytes.TrimSpace(lines), []byte("\n"), nil),
+		"no newline at end":  bytes.TrimSpace(lines),
+		"pretty":             pretty.Bytes(),
+		"CRLF and blank":     bytes.ReplaceAll(lines, []byte("\n"), []byte("\r\n\r\n")),
+		"spaces between":     bytes.ReplaceAll(lines, []byte("}\n{"), []byte("}  \t {")),
+		"leading blank line": append([]byte("\n\n"), lines...),
+	}
+	for name, data := range shapes {
+		t.Run(name, func(t *testing.T) {
+			for _, r := range []func(io.Reader) io.Reader{func(r io.Reader) io.Reader { return r }, iotest.OneByteReader, iotest.HalfReader} {
+				var runs []Run
+				out := NewOutput(func(x Run) error { runs = append(runs, x); return nil })
+				require.NoError(t, Import("otlp", "t.jsonl", r(bytes.NewReader(data)), Options{}, out))
+				assert.Equal(t, stream(t, want), stream(t, runs))
+			}
+		})
+	}
 }
