@@ -144,12 +144,10 @@ func prefixedAttrCode(key []byte) attrCode {
 
 // attrValue is one attribute value as both encodings give it.
 type attrValue struct {
-	str     string
-	hasStr  bool
-	num     string // an integer or a double, as written
-	isInt   bool
-	isFloat bool
-	strs    []string // an array's string values
+	str    string
+	hasStr bool
+	num    string   // an integer, a double or a bool, as written
+	strs   []string // an array's string values
 }
 
 // Usage attribute slots in spanAttrs.tokens.

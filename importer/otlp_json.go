@@ -698,7 +698,7 @@ func (p *otlpJSON) anyValue(key string, v *attrValue, top bool) error {
 			var raw []byte
 			raw, err = p.number(string(k))
 			if top {
-				v.num, v.isInt, v.isFloat = string(raw), k[0] == 'i', k[0] == 'd'
+				v.num = string(raw)
 			}
 		case "boolValue":
 			c := p.peek()

@@ -40,11 +40,7 @@ func (rd *otlpReader) finish() error {
 		return cmpInt64(a.start, b.start)
 	})
 	for _, r := range runs {
-		events, err := rd.runEvents(r)
-		if err != nil {
-			return err
-		}
-		if err := rd.out.Run(Run{ID: r.id, Parent: r.parent, Events: events}); err != nil {
+		if err := rd.out.Run(Run{ID: r.id, Parent: r.parent, Events: rd.runEvents(r)}); err != nil {
 			return err
 		}
 	}
@@ -233,7 +229,7 @@ func agentRunID(rec *otlpRecord) string {
 // order: a model turn is a message at its end (or, when its span holds
 // the tools it asked for, just before the first of them); a tool a
 // tool_call at its start and a tool_result at its end.
-func (rd *otlpReader) runEvents(r *otlpRun) ([]termination.Event, error) {
+func (rd *otlpReader) runEvents(r *otlpRun) []termination.Event {
 	type timed struct {
 		at    int64
 		order int
@@ -287,7 +283,7 @@ func (rd *otlpReader) runEvents(r *otlpRun) ([]termination.Event, error) {
 		// An agent with no model turn and no tool: its span says it ran.
 		out = append(out, termination.Event{Kind: termination.KindInput, Source: source, Time: nanoTime(r.start)})
 	}
-	return out, nil
+	return out
 }
 
 func nanoTime(ns int64) time.Time { return time.Unix(0, ns).UTC() }

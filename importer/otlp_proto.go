@@ -124,9 +124,9 @@ func protoValue(v *commonpb.AnyValue) attrValue {
 	case *commonpb.AnyValue_StringValue:
 		out.str, out.hasStr = x.StringValue, true
 	case *commonpb.AnyValue_IntValue:
-		out.num, out.isInt = strconv.FormatInt(x.IntValue, 10), true
+		out.num = strconv.FormatInt(x.IntValue, 10)
 	case *commonpb.AnyValue_DoubleValue:
-		out.num, out.isFloat = strconv.FormatFloat(x.DoubleValue, 'g', -1, 64), true
+		out.num = strconv.FormatFloat(x.DoubleValue, 'g', -1, 64)
 	case *commonpb.AnyValue_BoolValue:
 		out.num = strconv.FormatBool(x.BoolValue)
 	case *commonpb.AnyValue_ArrayValue:
