@@ -178,7 +178,7 @@ type spanAttrs struct {
 
 // set records one attribute; an attribute of the wrong type is an error
 // only where the mapping needs a number.
-func (a *spanAttrs) set(code attrCode, key string, v *attrValue) error {
+func (a *spanAttrs) set(code attrCode, key []byte, v *attrValue) error {
 	switch code {
 	case attrInputTokens, attrOutputTokens, attrPromptTokens, attrCompletionTokens, attrOIPromptTokens, attrOICompletionTokens:
 		n, err := v.tokens()

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"strconv"
+	"unicode/utf16"
+	"unicode/utf8"
 )
 
 // OTLP/JSON is the protobuf JSON mapping of ExportTraceServiceRequest, as
@@ -335,11 +337,82 @@ func (p *otlpJSON) text(field string) (string, error) {
 	if err != nil || !esc {
 		return string(raw), err
 	}
-	var s string
-	if err := json.Unmarshal(p.b[start:p.i], &s); err != nil {
+	s, ok := unquote(raw)
+	if !ok {
 		return "", &syntaxError{off: start, msg: "a malformed string"}
 	}
 	return s, nil
+}
+
+// unquote decodes the escapes of a JSON string's contents.
+func unquote(raw []byte) (string, bool) {
+	out := make([]byte, 0, len(raw))
+	for i := 0; i < len(raw); {
+		k := bytes.IndexByte(raw[i:], '\\')
+		if k < 0 {
+			out = append(out, raw[i:]...)
+			break
+		}
+		out = append(out, raw[i:i+k]...)
+		i += k
+		if i+1 >= len(raw) {
+			return "", false
+		}
+		c := raw[i+1]
+		i += 2
+		switch c {
+		case '"', '\\', '/':
+			out = append(out, c)
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r, n := unicodeEscape(raw[i-2:])
+			if n == 0 {
+				return "", false
+			}
+			out = utf8.AppendRune(out, r)
+			i += n - 2
+		default:
+			return "", false
+		}
+	}
+	return string(out), true
+}
+
+// unicodeEscape reads \uXXXX, or a surrogate pair of them, at the start of
+// b; n is the bytes read, 0 when malformed.
+func unicodeEscape(b []byte) (rune, int) {
+	hex4 := func(b []byte) rune {
+		if len(b) < 6 || b[0] != '\\' || b[1] != 'u' {
+			return -1
+		}
+		v, err := strconv.ParseUint(string(b[2:6]), 16, 16)
+		if err != nil {
+			return -1
+		}
+		return rune(v)
+	}
+	r := hex4(b)
+	if r < 0 {
+		return 0, 0
+	}
+	if utf16.IsSurrogate(r) {
+		if r2 := hex4(b[6:]); r2 >= 0 {
+			if d := utf16.DecodeRune(r, r2); d != utf8.RuneError {
+				return d, 12
+			}
+		}
+		return utf8.RuneError, 6
+	}
+	return r, 6
 }
 
 // number reads a number, or a string holding one (64-bit integers and
@@ -625,7 +698,7 @@ func (p *otlpJSON) spanFields(ids [3][]byte, times [2][]byte) error {
 // the mapping reads.
 func (p *otlpJSON) attribute() error {
 	var code attrCode
-	var key string
+	var key []byte
 	keyed := false
 	valueAt := -1
 	err := p.object("attributes[]", func(k []byte) error {
@@ -639,9 +712,7 @@ func (p *otlpJSON) attribute() error {
 				raw = unescapeKey(raw)
 			}
 			keyed, code = true, attrCodeOf(raw)
-			if code != attrNone {
-				key = string(raw)
-			}
+			key = raw
 			return nil
 		case "value":
 			if !keyed {
@@ -663,7 +734,7 @@ func (p *otlpJSON) attribute() error {
 }
 
 // attrValue reads an AnyValue for the attribute with the given code.
-func (p *otlpJSON) attrValue(code attrCode, key string) error {
+func (p *otlpJSON) attrValue(code attrCode, key []byte) error {
 	if code == attrNone {
 		return p.skip()
 	}
@@ -679,7 +750,7 @@ func (p *otlpJSON) attrValue(code attrCode, key string) error {
 
 // anyValue reads {"stringValue": …} and the other kinds of value; in a
 // list (nested false) only string values are kept.
-func (p *otlpJSON) anyValue(key string, v *attrValue, top bool) error {
+func (p *otlpJSON) anyValue(key []byte, v *attrValue, top bool) error {
 	if c := p.peek(); c != '{' && c != 'n' && c != 0 {
 		return p.spanError(fmt.Errorf("attribute %s: want an AnyValue object (stringValue, intValue, …), got %s", key, jsonNoun(c)))
 	}

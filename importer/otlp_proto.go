@@ -106,12 +106,13 @@ func (rd *otlpReader) addProto(ps *tracepb.Span, msg int) error {
 		s.statusMsg = st.Message
 	}
 	for _, kv := range ps.Attributes {
-		code := attrCodeOf([]byte(kv.Key))
+		key := []byte(kv.Key)
+		code := attrCodeOf(key)
 		if code == attrNone {
 			continue
 		}
 		v := protoValue(kv.Value)
-		if err := s.attrs.set(code, kv.Key, &v); err != nil {
+		if err := s.attrs.set(code, key, &v); err != nil {
 			return fail(err)
 		}
 	}

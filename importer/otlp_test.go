@@ -564,3 +564,17 @@ func TestOTLPReaderShapes(t *testing.T) {
 		})
 	}
 }
+
+func TestUnquote(t *testing.T) {
+	for _, in := range []string{`a\"b\\c\/d\n\t\r\b\f`, `\u00e9\u4e2d`, `\ud83d\ude00 smile`, `\ud83d alone`, `plain`} {
+		var want string
+		require.NoError(t, json.Unmarshal([]byte(`"`+in+`"`), &want))
+		got, ok := unquote([]byte(in))
+		assert.True(t, ok, in)
+		assert.Equal(t, want, got, in)
+	}
+	for _, bad := range []string{`\x`, `\u12`, `end\`} {
+		_, ok := unquote([]byte(bad))
+		assert.False(t, ok, bad)
+	}
+}
