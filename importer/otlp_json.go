@@ -253,13 +253,14 @@ type syntaxError struct {
 
 func (e *syntaxError) Error() string { return e.msg }
 
-// fail names the line of an error in the request: for malformed JSON the
-// line of the fault, with encoding/json's account of it when it has one.
+// fail names the line of an error in the request: the line of the value
+// at fault, for malformed JSON with encoding/json's account of it when it
+// has one.
 func (p *otlpJSON) fail(err error) error {
-	line := p.line
+	off := p.i
 	var se *syntaxError
 	if errors.As(err, &se) {
-		off := se.off
+		off = se.off
 		var x any
 		var jse *json.SyntaxError
 		if jerr := json.Unmarshal(p.b, &x); errors.As(jerr, &jse) {
@@ -267,8 +268,8 @@ func (p *otlpJSON) fail(err error) error {
 		} else {
 			err = fmt.Errorf("malformed JSON: %s", se.msg)
 		}
-		line += bytes.Count(p.b[:max(0, min(off, len(p.b)))], []byte{'\n'})
 	}
+	line := p.line + bytes.Count(p.b[:max(0, min(off, len(p.b)))], []byte{'\n'})
 	return &EntryError{File: p.rd.file, Entry: "line " + strconv.Itoa(line), Err: err}
 }
 

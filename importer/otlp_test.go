@@ -392,6 +392,13 @@ func TestOTLPOddShapes(t *testing.T) {
 	_, _, err = importOTLP(t, "t.jsonl", []byte(pretty))
 	require.EqualError(t, err, `t.jsonl: line 5 span x: spanId: want 8 bytes in hex, got "x"`)
 
+	// An attribute whose value comes before its key.
+	runs, _, err = importOTLP(t, "t.json", []byte(`{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"`+traceA+`","spanId":"`+sid(1)+
+		`","name":"x","startTimeUnixNano":"1","endTimeUnixNano":"2","attributes":[{"value":{"intValue":"42"},"key":"gen_ai.usage.input_tokens"}]}]}]}]}`))
+	require.NoError(t, err)
+	require.Len(t, runs, 1)
+	assert.Equal(t, termination.Usage{InputTokens: 42}, runs[0].Events[0].Usage)
+
 	// protojson's form: base64 ids, enum names, numbers for 64-bit integers.
 	b64 := func(h string) string { b, _ := hex.DecodeString(h); return base64.StdEncoding.EncodeToString(b) }
 	pj := `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"` + b64(traceA) + `","spanId":"` + b64(sid(1)) +
@@ -412,6 +419,7 @@ func TestOTLPErrors(t *testing.T) {
 		{"not otlp", `{"spans": []}`, "f.json: no spans: not OTLP traces"},
 		{"an array", `[{"resourceSpans": []}]`, "f.json: line 1: want one ExportTraceServiceRequest object (resourceSpans) per line, got a list"},
 		{"a field of the wrong type", `{"resourceSpans": {}}`, "f.json: line 1: resourceSpans: want a list, got an object"},
+		{"a field of the wrong type in a pretty request", "{\n  \"resourceSpans\": [\n    {\"scopeSpans\": [\n      {\"spans\": 7}]}]}", "f.json: line 4: spans: want a list, got a number"},
 		{"malformed line", span("") + "\n{\"resourceSpans\": [,]}\n", "f.json: line 2: malformed JSON: invalid character ','"},
 		{"truncated", span("") + "\n" + span("")[:40], "f.json: line 2: the file looks truncated"},
 		{"stray bracket", span("") + "\n]\n", "f.json: line 2: want one ExportTraceServiceRequest object (resourceSpans) per line, got a stray ']'"},
