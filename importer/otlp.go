@@ -148,10 +148,16 @@ func isProtoStart(b byte) bool {
 func (rd *otlpReader) entry(loc int, spanID string) string {
 	e := rd.locName + " " + strconv.Itoa(loc)
 	if spanID != "" {
+		if strings.ContainsFunc(spanID, func(r rune) bool { return !strings.ContainsRune(idChars, r) }) {
+			spanID = strconv.Quote(spanID) // not an id: show it as written, on one line
+		}
 		e += " span " + spanID
 	}
 	return e
 }
+
+// idChars are those of hex and base64 ids.
+const idChars = "0123456789abcdefABCDEFGHIJKLMNOPQRSTUVWXYZghijklmnopqrstuvwxyz+/="
 
 // add takes one span read at loc (a line or a message number).
 func (rd *otlpReader) add(s *otlpSpan, loc int) error {

@@ -6,6 +6,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 )
 
 // attrCode names the span attributes the otlp mapping reads; every other
@@ -183,7 +184,7 @@ func (a *spanAttrs) set(code attrCode, key []byte, v *attrValue) error {
 	case attrInputTokens, attrOutputTokens, attrPromptTokens, attrCompletionTokens, attrOIPromptTokens, attrOICompletionTokens:
 		n, err := v.tokens()
 		if err != nil {
-			return fmt.Errorf("attribute %s: %v", key, err)
+			return fmt.Errorf("attribute %s: %v", shown(key), err)
 		}
 		slot := int(code - attrInputTokens)
 		a.tokens[slot], a.hasToken[slot] = n, true
@@ -258,6 +259,15 @@ func (a *spanAttrs) stringField(code attrCode) *string {
 		return &a.errorType
 	}
 	return nil
+}
+
+// shown is text from the input as an error shows it: as it is, or quoted
+// when it holds control characters (an error is one line).
+func shown(b []byte) string {
+	if bytes.ContainsFunc(b, func(r rune) bool { return r < ' ' || r == 0x7f || r == utf8.RuneError }) {
+		return strconv.Quote(string(b))
+	}
+	return string(b)
 }
 
 // asksForTool reports whether a finish reason says the model asked for a

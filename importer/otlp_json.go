@@ -753,7 +753,7 @@ func (p *otlpJSON) attrValue(code attrCode, key []byte) error {
 // list (nested false) only string values are kept.
 func (p *otlpJSON) anyValue(key []byte, v *attrValue, top bool) error {
 	if c := p.peek(); c != '{' && c != 'n' && c != 0 {
-		return p.spanError(fmt.Errorf("attribute %s: want an AnyValue object (stringValue, intValue, …), got %s", key, jsonNoun(c)))
+		return p.spanError(fmt.Errorf("attribute %s: want an AnyValue object (stringValue, intValue, …), got %s", shown(key), jsonNoun(c)))
 	}
 	return p.object("", func(k []byte) error {
 		var err error
@@ -823,7 +823,7 @@ func unixNano(n []byte) (int64, error) {
 	var v int64
 	for _, c := range n {
 		if c < '0' || c > '9' || v > (1<<63-1-9)/10 {
-			return 0, fmt.Errorf("want nanoseconds since the Unix epoch, got %s", n)
+			return 0, fmt.Errorf("want nanoseconds since the Unix epoch, got %s", shown(n))
 		}
 		v = v*10 + int64(c-'0')
 	}
