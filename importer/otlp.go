@@ -15,7 +15,7 @@ import (
 
 // The otlp format reads traces in either encoding of the Collector's file
 // exporter, found by the file's first byte: OTLP/JSON (one
-// ExportTraceServiceRequest per line, or one request in the whole file;
+// ExportTraceServiceRequest per line, or requests laid out any other way;
 // otlp_json.go) or protobuf (each request preceded by its size in 4 bytes,
 // big-endian; otlp_proto.go). Both hand each span to an otlpReader, which
 // keeps only what the mapping needs of it (otlpNode for every span,

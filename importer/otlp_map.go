@@ -1,6 +1,7 @@
 package importer
 
 import (
+	"cmp"
 	"encoding/hex"
 	"fmt"
 	"slices"
@@ -14,7 +15,6 @@ type otlpRun struct {
 	id, parent string
 	agent      int32 // its agent span's record, -1 for a trace without one
 	start      int64
-	order      int
 	items      []int32 // the records of its model turns and tools
 }
 
@@ -37,7 +37,7 @@ func (rd *otlpReader) finish() error {
 		runs = rd.traceRuns(t, runs)
 	}
 	slices.SortStableFunc(runs, func(a, b *otlpRun) int {
-		return cmpInt64(a.start, b.start)
+		return cmp.Compare(a.start, b.start)
 	})
 	for _, r := range runs {
 		if err := rd.out.Run(Run{ID: r.id, Parent: r.parent, Events: rd.runEvents(r)}); err != nil {
@@ -45,16 +45,6 @@ func (rd *otlpReader) finish() error {
 		}
 	}
 	return nil
-}
-
-func cmpInt64(a, b int64) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // link finds a span's parent node.
@@ -158,7 +148,7 @@ func (rd *otlpReader) traceRuns(t int, runs []*otlpRun) []*otlpRun {
 	for _, i := range tr.nodes {
 		if n := &rd.nodes[i]; n.kind == kindAgent {
 			rec := &rd.recs[n.rec]
-			r := &otlpRun{id: agentRunID(rec), agent: n.rec, start: rec.start, order: len(runs)}
+			r := &otlpRun{id: agentRunID(rec), agent: n.rec, start: rec.start}
 			byAgent[i] = r
 			runs = append(runs, r)
 		}
@@ -172,7 +162,7 @@ func (rd *otlpReader) traceRuns(t int, runs []*otlpRun) []*otlpRun {
 			return byAgent[root]
 		}
 		if traceRun == nil {
-			traceRun = &otlpRun{id: hex.EncodeToString(tr.id[:]), agent: -1, start: rd.recs[n.rec].start, order: len(runs)}
+			traceRun = &otlpRun{id: hex.EncodeToString(tr.id[:]), agent: -1, start: rd.recs[n.rec].start}
 			runs = append(runs, traceRun)
 		}
 		return traceRun
@@ -270,7 +260,7 @@ func (rd *otlpReader) runEvents(r *otlpRun) []termination.Event {
 		evs = append(evs, timed{at, order, ev})
 	}
 	slices.SortStableFunc(evs, func(a, b timed) int {
-		if c := cmpInt64(a.at, b.at); c != 0 {
+		if c := cmp.Compare(a.at, b.at); c != 0 {
 			return c
 		}
 		return a.order - b.order
