@@ -103,7 +103,7 @@ var formats = []format{
 	{"openai-chat", decodeOpenAIChat},
 	{"mini-swe-agent", decodeMiniSWEAgent},
 	{"swe-agent", decodeSWEAgent},
-	{"otlp", whole(importOTLP)},
+	{"otlp", decodeOTLP},
 	{"claude-code", importClaudeCode},
 	{"codex", importCodex},
 	{"gemini-cli", importGeminiCLI},

@@ -29,7 +29,6 @@ func TestImportGolden(t *testing.T) {
 		{"mini-swe-agent", "django__django-11099.traj.json", "django__django-11099.golden.jsonl", Options{}},
 		{"mini-swe-agent", "mini-swe-agent-1-local.traj.json", "mini-swe-agent-1-local.golden.jsonl", Options{}},
 		{"mini-swe-agent", "mini-swe-agent-2-toolcall.traj.json", "mini-swe-agent-2-toolcall.golden.jsonl", Options{}},
-		{"otlp", "collector.jsonl", "collector.golden.jsonl", Options{}},
 		{"swe-agent", "6e44b9__sweagenttestrepo-1c2844.traj", "6e44b9__sweagenttestrepo-1c2844.golden.jsonl", Options{}},
 		{"swe-agent", "function_calling_simple.traj", "function_calling_simple.golden.jsonl", Options{}},
 	}
@@ -289,22 +288,6 @@ func TestToolName(t *testing.T) {
 	}
 }
 
-func TestOTLPMapping(t *testing.T) {
-	runs, err := importPath("otlp", "testdata/collector.jsonl", Options{})
-	require.NoError(t, err)
-	require.Len(t, runs, 2)
-	planner, researcher := runs[0], runs[1]
-	assert.Equal(t, "planner-eee19b7ec3c1b174", planner.ID)
-	assert.Empty(t, planner.Parent)
-	assert.Equal(t, planner.ID, researcher.Parent, "the enclosing invoke_agent span, through the delegate tool's span")
-	assert.Equal(t, termination.KindFinal, planner.Events[len(planner.Events)-1].Kind)
-	assert.Equal(t, termination.KindMessage, planner.Events[0].Kind, "a turn that requested a tool is not final")
-	assert.Equal(t, "rate limited", researcher.Events[2].Err, "status Error: the status message")
-	assert.Equal(t, "s1", researcher.Events[2].CallID)
-	assert.Equal(t, termination.Usage{InputTokens: 350, OutputTokens: 25}, researcher.Events[3].Usage)
-	assert.Equal(t, "gpt-4o-mini", researcher.Events[3].Model)
-}
-
 func TestImportErrors(t *testing.T) {
 	tests := []struct {
 		name, format, text string
@@ -351,12 +334,6 @@ func TestImportErrors(t *testing.T) {
 		{"swe-agent: after submit", "swe-agent", `{"history": [{"role":"assistant","content":"x","tool_calls":[{"id":"s","function":{"name":"submit","arguments":"{}"}}]},{"role":"tool","content":"diff","tool_call_ids":["s"]},{"role":"user","content":"more"}]}`, Options{}, "history[2]: a message after the submission"},
 		{"swe-agent: unknown role", "swe-agent", `{"history": [{"role":"robot","content":"x"}]}`, Options{}, `history[0]: role "robot": want system, user, assistant or tool`},
 		{"swe-agent: bad content", "swe-agent", `{"history": [{"role":"user","content":7}]}`, Options{}, "history[0]: content: want a string or a list of parts, got a number"},
-		{"not otlp", "otlp", `{"spans": []}`, Options{}, "f.json: no spans"},
-		{"no agent span", "otlp", `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b174","name":"GET /","startTimeUnixNano":"1","endTimeUnixNano":"2"}]}]}]}`, Options{}, "no invoke_agent span"},
-		{"bad span id", "otlp", `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"5b8efff798038103d269b633813fc60c","spanId":"xyz","name":"invoke_agent a","startTimeUnixNano":"1","endTimeUnixNano":"2"}]}]}]}`, Options{}, `span xyz: spanId: want 8 bytes in hex, got "xyz"`},
-		{"bad time", "otlp", `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b174","name":"invoke_agent a","startTimeUnixNano":"soon","endTimeUnixNano":"2"}]}]}]}`, Options{}, "startTimeUnixNano"},
-		{"orphan tool span", "otlp", `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b174","name":"invoke_agent a","startTimeUnixNano":"1","endTimeUnixNano":"9"},{"traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b175","name":"execute_tool x","startTimeUnixNano":"1","endTimeUnixNano":"2"}]}]}]}`, Options{}, "span eee19b7ec3c1b175: a execute_tool span under no invoke_agent span"},
-		{"tool span without a name", "otlp", `{"resourceSpans":[{"scopeSpans":[{"spans":[{"traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b174","name":"invoke_agent a","startTimeUnixNano":"1","endTimeUnixNano":"9"},{"traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b175","parentSpanId":"eee19b7ec3c1b174","name":"execute_tool","startTimeUnixNano":"1","endTimeUnixNano":"2"}]}]}]}`, Options{}, "execute_tool span without gen_ai.tool.name"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -408,16 +385,4 @@ func TestUsageCounting(t *testing.T) {
 	}
 	_, err := usage([]byte(`{"prompt_tokens": -1}`))
 	assert.ErrorContains(t, err, "negative")
-}
-
-func TestOTLPOlderUsageNames(t *testing.T) {
-	data := `{"resourceSpans":[{"scopeSpans":[{"spans":[
-{"traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b174","name":"invoke_agent a","startTimeUnixNano":"1","endTimeUnixNano":"9"},
-{"traceId":"5b8efff798038103d269b633813fc60c","spanId":"eee19b7ec3c1b175","parentSpanId":"eee19b7ec3c1b174","name":"chat m","startTimeUnixNano":"2","endTimeUnixNano":"3",
- "attributes":[{"key":"gen_ai.usage.prompt_tokens","value":{"intValue":"70"}},{"key":"gen_ai.usage.completion_tokens","value":{"intValue":7}}]}]}]}]}`
-	runs, err := importData("otlp", "old.json", []byte(data), Options{})
-	require.NoError(t, err)
-	require.Len(t, runs, 1)
-	assert.Equal(t, termination.Usage{InputTokens: 70, OutputTokens: 7}, runs[0].Events[0].Usage)
-	assert.Equal(t, termination.KindFinal, runs[0].Events[0].Kind)
 }

@@ -1,366 +1,307 @@
 package importer
 
 import (
-	"encoding/base64"
+	"bufio"
+	"bytes"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
+	"io"
 	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/agentstop/agentstop/termination"
 )
 
-// The OTLP/JSON shapes: the protobuf JSON mapping of
-// ExportTraceServiceRequest, as the Collector's file exporter writes it
-// (one request per line) and as protojson writes it. The two differ in
-// ways this file accepts both of: ids are hex (the OTLP/JSON rule, pdata)
-// or base64 (protojson's bytes), enums are numbers (pdata) or names
-// (protojson), 64-bit integers are strings or numbers.
-type otlpRequest struct {
-	ResourceSpans []struct {
-		ScopeSpans []struct {
-			Spans []otlpSpan `json:"spans"`
-		} `json:"scopeSpans"`
-	} `json:"resourceSpans"`
-}
+// The otlp format reads traces in either encoding of the Collector's file
+// exporter, found by the file's first byte: OTLP/JSON (one
+// ExportTraceServiceRequest per line, or requests laid out any other way;
+// otlp_json.go) or protobuf (each request preceded by its size in 4 bytes,
+// big-endian; otlp_proto.go). Both hand each span to an otlpReader, which
+// keeps only what the mapping needs of it (otlpNode for every span,
+// otlpRecord for the spans that become events) and maps the traces when
+// the input ends: a trace's spans can be spread over the whole file, and
+// a run cannot be named or ended before its last span is seen.
 
+// otlpSpan is one span as either encoding reads it.
 type otlpSpan struct {
-	TraceID      string          `json:"traceId"`
-	SpanID       string          `json:"spanId"`
-	ParentSpanID string          `json:"parentSpanId"`
-	Name         string          `json:"name"`
-	Start        numberText      `json:"startTimeUnixNano"`
-	End          numberText      `json:"endTimeUnixNano"`
-	Attributes   []otlpAttribute `json:"attributes"`
-	Status       struct {
-		Code    json.RawMessage `json:"code"`
-		Message string          `json:"message"`
-	} `json:"status"`
-}
-
-type otlpAttribute struct {
-	Key   string `json:"key"`
-	Value struct {
-		String *string         `json:"stringValue"`
-		Int    *json.Number    `json:"intValue"`
-		Double *json.Number    `json:"doubleValue"`
-		Bool   *bool           `json:"boolValue"`
-		Array  json.RawMessage `json:"arrayValue"`
-	} `json:"value"`
-}
-
-// span is an OTLP span read for the mapping.
-type span struct {
-	entry      string // "line 2: span 00f067aa0ba902b7"
-	id, parent string // hex
-	trace      string
-	name, op   string
-	start, end time.Time
-	attrs      map[string]string
-	ints       map[string]int64
-	rawAttrs   []otlpAttribute
+	trace      [16]byte
+	id, parent [8]byte
+	hasParent  bool
+	name       string
+	start, end int64 // Unix nanoseconds
 	failed     bool
 	statusMsg  string
-	order      int
+	attrs      spanAttrs
 }
 
-// The gen_ai.operation.name values that make a span a run, an inference
-// (a model turn) or a tool execution.
-var inferenceOps = []string{"chat", "generate_content", "text_completion"}
+// spanKind is what a span is to the mapping.
+type spanKind uint8
 
-// importOTLP reads OTLP/JSON traces: one request per line (the
-// Collector's file exporter) or one request in the whole file.
-func importOTLP(file string, data []byte, _ *Options) ([]Run, error) {
-	values, lines, err := jsonValues(data)
+const (
+	kindOther spanKind = iota
+	kindAgent
+	kindTool
+	kindModel
+)
+
+// otlpNode is what is held of every span until the input ends: its place
+// in its trace, and the links worked out when the trace is mapped.
+type otlpNode struct {
+	trace     int32
+	parent    [8]byte
+	hasParent bool
+	kind      spanKind
+	usage     bool  // a model turn that carries token counts
+	rec       int32 // its otlpRecord, -1 for a span that is not mapped
+
+	state     uint8 // 0 new, 1 being resolved, 2 resolved
+	parentIdx int32 // the parent's node, -1 when it has none or it is missing
+	agent     int32 // the nearest agent span above it, -1 for none
+	modelAnc  int32 // the nearest model turn above it (below its agent), -1 for none
+	orphan    bool  // the nearest agent above it is lost: its chain ends at a missing parent
+	ancUsage  bool  // a model turn with usage is above it (below its agent)
+	descUsage bool  // a model turn with usage is below it (above its agent's children)
+	modelDesc bool  // a model turn is below it
+}
+
+// otlpRecord is what is held of a span that becomes events or a run.
+type otlpRecord struct {
+	node         int32
+	id           [8]byte
+	loc          int32 // the line or message it came from
+	name         string
+	model        string
+	usage        termination.Usage
+	requestsTool bool
+	callID       string
+	args, result string
+	err          string // a failed tool's error
+	start, end   int64
+	// A model turn whose span holds the tools it asked for (Google ADK's
+	// call_llm): the first of them, whose call its message precedes.
+	toolInside int32
+}
+
+type otlpTrace struct {
+	id    [16]byte
+	nodes []int32
+}
+
+type spanKey struct {
+	trace [16]byte
+	id    [8]byte
+}
+
+// otlpReader collects the spans of one file and maps them at its end.
+type otlpReader struct {
+	file    string
+	out     *Output
+	locName string // "line" (JSON) or "message" (protobuf)
+	byID    map[spanKey]int32
+	nodes   []otlpNode
+	recs    []otlpRecord
+	traces  []otlpTrace
+	traceOf map[[16]byte]int32
+}
+
+// decodeOTLP is the otlp format: it streams the file, JSON or protobuf.
+func decodeOTLP(file string, r io.Reader, _ *Options, out *Output) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	rd := &otlpReader{file: file, out: out, byID: map[spanKey]int32{}, traceOf: map[[16]byte]int32{}}
+	head, err := br.Peek(4)
+	if err != nil && err != io.EOF && err != bufio.ErrBufferFull {
+		return fmt.Errorf("cannot read %s: %w", file, err)
+	}
+	if bytes.HasPrefix(head, []byte{0xEF, 0xBB, 0xBF}) {
+		_, _ = br.Discard(3) // a UTF-8 byte-order mark
+		head, _ = br.Peek(1)
+	}
+	switch {
+	case len(head) == 0:
+		return &EntryError{File: file, Err: fmt.Errorf("empty file")}
+	case bytes.HasPrefix(head, zstdMagic):
+		return &EntryError{File: file, Err: fmt.Errorf("compressed with zstd (the file exporter's compression: zstd): decompress it first (zstd -d)")}
+	case isProtoStart(head[0]):
+		rd.locName = "message"
+		err = rd.readProto(br)
+	default:
+		rd.locName = "line"
+		err = rd.readJSON(br)
+	}
 	if err != nil {
-		return nil, &EntryError{File: file, Err: err}
+		return err
 	}
-	var spans []*span
-	for i, v := range values {
-		entry := ""
-		if len(values) > 1 {
-			entry = "line " + strconv.Itoa(lines[i])
+	return rd.finish()
+}
+
+var zstdMagic = []byte{0x28, 0xB5, 0x2F, 0xFD}
+
+// isProtoStart reports whether a file's first byte starts a 4-byte
+// big-endian size rather than JSON: a control byte that is not white
+// space (a message under 16 MiB starts with 0).
+func isProtoStart(b byte) bool {
+	return b < 0x20 && b != ' ' && b != '\t' && b != '\n' && b != '\r'
+}
+
+// entry names a span for an error: "line 3 span 00f067aa0ba902b7".
+func (rd *otlpReader) entry(loc int, spanID string) string {
+	e := rd.locName + " " + strconv.Itoa(loc)
+	if spanID != "" {
+		if strings.ContainsFunc(spanID, func(r rune) bool { return !strings.ContainsRune(idChars, r) }) {
+			spanID = strconv.Quote(spanID) // not an id: show it as written, on one line
 		}
-		var req otlpRequest
-		dec := json.NewDecoder(strings.NewReader(string(v)))
-		dec.UseNumber()
-		if err := dec.Decode(&req); err != nil {
-			return nil, &EntryError{File: file, Entry: entry, Err: fmt.Errorf("not OTLP/JSON traces (an object with resourceSpans): %v", err)}
-		}
-		for _, rs := range req.ResourceSpans {
-			for _, ss := range rs.ScopeSpans {
-				for k := range ss.Spans {
-					s, err := readSpan(&ss.Spans[k], len(spans))
-					if err != nil {
-						name := strings.TrimSpace(entry + " span " + ss.Spans[k].SpanID)
-						return nil, &EntryError{File: file, Entry: name, Err: err}
-					}
-					s.entry = strings.TrimSpace(entry + " span " + s.id)
-					spans = append(spans, s)
-				}
-			}
-		}
+		e += " span " + spanID
 	}
-	if len(spans) == 0 {
-		return nil, &EntryError{File: file, Err: fmt.Errorf("no spans")}
-	}
-	byID := make(map[string]*span, len(spans))
-	for _, s := range spans {
-		byID[s.trace+"/"+s.id] = s
-	}
-	// The run of a span: the nearest invoke_agent span above it (itself
-	// for an invoke_agent span's parent link: the nearest above it).
-	runOf := func(s *span) *span {
-		seen := 0
-		for p := byID[s.trace+"/"+s.parent]; p != nil && seen < len(spans); p = byID[p.trace+"/"+p.parent] {
-			if p.op == "invoke_agent" {
-				return p
-			}
-			seen++
-		}
+	return e
+}
+
+// idChars are those of hex and base64 ids.
+const idChars = "0123456789abcdefABCDEFGHIJKLMNOPQRSTUVWXYZghijklmnopqrstuvwxyz+/="
+
+// add takes one span read at loc (a line or a message number).
+func (rd *otlpReader) add(s *otlpSpan, loc int) error {
+	key := spanKey{s.trace, s.id}
+	if _, dup := rd.byID[key]; dup {
+		rd.out.Skip("duplicate span")
 		return nil
 	}
-	type runState struct {
-		run   Run
-		span  *span
-		items []*span
+	kind, skip := classify(s)
+	if kind == kindOther {
+		rd.out.Skip(skip)
 	}
-	var runs []*runState
-	states := map[*span]*runState{}
-	for _, s := range spans {
-		if s.op == "invoke_agent" {
-			st := &runState{span: s, run: Run{ID: runID(s)}}
-			if p := runOf(s); p != nil {
-				st.run.Parent = runID(p)
-			}
-			states[s] = st
-			runs = append(runs, st)
-		}
+	t, ok := rd.traceOf[s.trace]
+	if !ok {
+		t = int32(len(rd.traces))
+		rd.traceOf[s.trace] = t
+		rd.traces = append(rd.traces, otlpTrace{id: s.trace})
 	}
-	if len(runs) == 0 {
-		return nil, &EntryError{File: file, Err: fmt.Errorf("no invoke_agent span: every run is an invoke_agent span (gen_ai.operation.name)")}
-	}
-	for _, s := range spans {
-		if s.op != "execute_tool" && !slices.Contains(inferenceOps, s.op) {
-			continue
-		}
-		r := runOf(s)
-		if r == nil {
-			return nil, &EntryError{File: file, Entry: s.entry, Err: fmt.Errorf("a %s span under no invoke_agent span: it belongs to no run", s.op)}
-		}
-		states[r].items = append(states[r].items, s)
-	}
-	slices.SortStableFunc(runs, func(a, b *runState) int { return a.span.start.Compare(b.span.start) })
-	out := make([]Run, 0, len(runs))
-	for _, st := range runs {
-		events, err := spanEvents(st.span, st.items)
+	n := otlpNode{trace: t, parent: s.parent, hasParent: s.hasParent, kind: kind, rec: -1}
+	if kind != kindOther {
+		rec, err := record(s, kind)
 		if err != nil {
-			return nil, &EntryError{File: file, Entry: err.entry, Err: err.err}
+			return &EntryError{File: rd.file, Entry: rd.entry(loc, hex.EncodeToString(s.id[:])), Err: err}
 		}
-		st.run.Events = events
-		out = append(out, st.run)
+		rec.node, rec.loc = int32(len(rd.nodes)), int32(loc)
+		n.rec = int32(len(rd.recs))
+		n.usage = kind == kindModel && s.attrs.hasUsage()
+		rd.recs = append(rd.recs, rec)
 	}
-	return out, nil
-}
-
-type spanError struct {
-	entry string
-	err   error
-}
-
-// spanEvents maps the inference and tool spans of one run to events, in
-// time order: an inference span is a message at its end; an execute_tool
-// span a tool_call at its start and a tool_result at its end.
-func spanEvents(agent *span, items []*span) ([]termination.Event, *spanError) {
-	type timed struct {
-		at    time.Time
-		order int
-		ev    termination.Event
-	}
-	var evs []timed
-	lastInference := -1
-	var lastToolStart time.Time
-	for i, s := range items {
-		if s.op == "execute_tool" {
-			if s.start.After(lastToolStart) {
-				lastToolStart = s.start
-			}
-			continue
-		}
-		if lastInference < 0 || !s.end.Before(items[lastInference].end) {
-			lastInference = i
-		}
-	}
-	source := agent.attrs["gen_ai.agent.name"]
-	if source == "" {
-		source = "agent"
-	}
-	for i, s := range items {
-		if s.op == "execute_tool" {
-			tool := s.attrs["gen_ai.tool.name"]
-			if tool == "" {
-				return nil, &spanError{s.entry, fmt.Errorf("execute_tool span without gen_ai.tool.name")}
-			}
-			call := termination.Event{Kind: termination.KindToolCall, Tool: tool, CallID: s.attrs["gen_ai.tool.call.id"],
-				Args: argsOf(s.attrs["gen_ai.tool.call.arguments"]), Time: s.start}
-			res := termination.Event{Kind: termination.KindToolResult, Tool: tool, CallID: call.CallID,
-				Text: s.attrs["gen_ai.tool.call.result"], Time: s.end}
-			if s.failed {
-				res.Err = s.statusMsg
-				if res.Err == "" {
-					res.Err = s.attrs["error.type"]
-				}
-				if res.Err == "" {
-					res.Err = "error"
-				}
-			}
-			evs = append(evs, timed{s.start, 2 * s.order, call}, timed{s.end, 2*s.order + 1, res})
-			continue
-		}
-		in, out := s.ints["gen_ai.usage.input_tokens"], s.ints["gen_ai.usage.output_tokens"]
-		if _, ok := s.ints["gen_ai.usage.input_tokens"]; !ok {
-			in = s.ints["gen_ai.usage.prompt_tokens"] // the conventions' name before 1.27
-		}
-		if _, ok := s.ints["gen_ai.usage.output_tokens"]; !ok {
-			out = s.ints["gen_ai.usage.completion_tokens"]
-		}
-		if in < 0 || out < 0 {
-			return nil, &spanError{s.entry, fmt.Errorf("negative gen_ai.usage token count")}
-		}
-		model := s.attrs["gen_ai.request.model"]
-		if model == "" {
-			model = s.attrs["gen_ai.response.model"]
-		}
-		ev := termination.Event{Kind: termination.KindMessage, Source: source, Model: model, Time: s.end,
-			Usage: termination.Usage{InputTokens: in, OutputTokens: out}}
-		if i == lastInference && !requestsTool(s) && !lastToolStart.After(s.end) {
-			ev.Kind = termination.KindFinal
-		}
-		evs = append(evs, timed{s.end, 2 * s.order, ev})
-	}
-	slices.SortStableFunc(evs, func(a, b timed) int {
-		if c := a.at.Compare(b.at); c != 0 {
-			return c
-		}
-		return a.order - b.order
-	})
-	out := make([]termination.Event, len(evs))
-	for i, e := range evs {
-		out[i] = e.ev
-	}
-	if len(out) == 0 {
-		// A run with no model turn and no tool: its span says it ran.
-		out = append(out, termination.Event{Kind: termination.KindInput, Source: source, Time: agent.start})
-	}
-	return out, nil
-}
-
-// requestsTool reports whether an inference span's finish reasons say the
-// model asked for a tool.
-func requestsTool(s *span) bool {
-	for _, a := range s.rawAttrs {
-		if a.Key != "gen_ai.response.finish_reasons" || a.Value.Array == nil {
-			continue
-		}
-		t := string(a.Value.Array)
-		return strings.Contains(t, "tool_call") || strings.Contains(t, "tool_use") || strings.Contains(t, "function_call")
-	}
-	return false
-}
-
-func runID(s *span) string {
-	if name := s.attrs["gen_ai.agent.name"]; name != "" {
-		return name + "-" + s.id
-	}
-	return s.id
-}
-
-func readSpan(o *otlpSpan, order int) (*span, error) {
-	s := &span{name: o.Name, order: order, attrs: map[string]string{}, ints: map[string]int64{}, rawAttrs: o.Attributes}
-	var err error
-	if s.id, err = otlpID(o.SpanID, 8); err != nil || s.id == "" {
-		return nil, fmt.Errorf("spanId: want 8 bytes in hex, got %q", o.SpanID)
-	}
-	if s.parent, err = otlpID(o.ParentSpanID, 8); err != nil {
-		return nil, fmt.Errorf("parentSpanId: want 8 bytes in hex, got %q", o.ParentSpanID)
-	}
-	if s.trace, err = otlpID(o.TraceID, 16); err != nil {
-		return nil, fmt.Errorf("traceId: want 16 bytes in hex, got %q", o.TraceID)
-	}
-	if s.start, err = unixNano(o.Start); err != nil {
-		return nil, fmt.Errorf("startTimeUnixNano: %v", err)
-	}
-	if s.end, err = unixNano(o.End); err != nil {
-		return nil, fmt.Errorf("endTimeUnixNano: %v", err)
-	}
-	for _, a := range o.Attributes {
-		switch v := a.Value; {
-		case v.String != nil:
-			s.attrs[a.Key] = *v.String
-		case v.Int != nil:
-			n, err := strconv.ParseInt(v.Int.String(), 10, 64)
-			if err != nil {
-				return nil, fmt.Errorf("attribute %s: want an integer, got %s", a.Key, v.Int.String())
-			}
-			s.ints[a.Key] = n
-			s.attrs[a.Key] = v.Int.String()
-		case v.Double != nil:
-			s.attrs[a.Key] = v.Double.String()
-		case v.Bool != nil:
-			s.attrs[a.Key] = strconv.FormatBool(*v.Bool)
-		}
-	}
-	code := strings.Trim(string(o.Status.Code), `"`)
-	s.failed = code == "2" || code == "STATUS_CODE_ERROR"
-	s.statusMsg = o.Status.Message
-	s.op = s.attrs["gen_ai.operation.name"]
-	if s.op == "" {
-		// Without the attribute, the span name's first word ("chat
-		// gpt-4o", "execute_tool search", "invoke_agent planner").
-		s.op, _, _ = strings.Cut(s.name, " ")
-	}
-	return s, nil
-}
-
-// otlpID reads a span or trace id: hex (OTLP/JSON) or base64 (protojson);
-// "" for none. It returns lowercase hex.
-func otlpID(v string, size int) (string, error) {
-	if v == "" {
-		return "", nil
-	}
-	if b, err := hex.DecodeString(v); err == nil && len(b) == size {
-		return strings.ToLower(v), nil
-	}
-	if b, err := base64.StdEncoding.DecodeString(v); err == nil && len(b) == size {
-		return hex.EncodeToString(b), nil
-	}
-	return "", fmt.Errorf("bad id")
-}
-
-// numberText is a 64-bit integer as OTLP/JSON writes it: a string (the
-// protobuf JSON mapping) or a number; checked where it is read.
-type numberText string
-
-func (n *numberText) UnmarshalJSON(b []byte) error {
-	var s string
-	if json.Unmarshal(b, &s) == nil {
-		*n = numberText(s)
-		return nil
-	}
-	*n = numberText(b)
+	rd.byID[key] = int32(len(rd.nodes))
+	rd.traces[t].nodes = append(rd.traces[t].nodes, int32(len(rd.nodes)))
+	rd.nodes = append(rd.nodes, n)
 	return nil
 }
 
-func unixNano(n numberText) (time.Time, error) {
-	if n == "" {
-		return time.Time{}, fmt.Errorf("missing")
+// The operation names of model turns: the GenAI conventions' inference
+// operations and Google ADK's call_llm.
+var inferenceOps = []string{"chat", "generate_content", "text_completion", "call_llm"}
+
+// classify says what a span is; for a span left out, the kind counted.
+func classify(s *otlpSpan) (spanKind, string) {
+	a := &s.attrs
+	op := a.op
+	if op == "" {
+		// Without the attribute, the span name's first word ("chat
+		// gpt-4o", "execute_tool search", "invoke_agent planner").
+		op, _, _ = strings.Cut(s.name, " ")
 	}
-	v, err := strconv.ParseInt(string(n), 10, 64)
-	if err != nil || v < 0 {
-		return time.Time{}, fmt.Errorf("want nanoseconds since the Unix epoch, got %s", string(n))
+	switch {
+	case op == "invoke_agent" || a.oiKind == "AGENT" || a.tlKind == "agent":
+		return kindAgent, ""
+	case op == "execute_tool" || a.oiKind == "TOOL" || a.tlKind == "tool":
+		return kindTool, ""
+	case op == "embeddings" || a.oiKind == "EMBEDDING":
+		return kindOther, "embeddings span"
+	case op == "create_agent":
+		return kindOther, "create_agent span"
+	case slices.Contains(inferenceOps, op) || a.oiKind == "LLM" ||
+		a.llmRequestType == "chat" || a.llmRequestType == "completion" ||
+		a.hasUsage() || a.requestModel != "":
+		return kindModel, ""
+	case a.category != "":
+		return kindOther, a.category + " span"
 	}
-	return time.Unix(0, v).UTC(), nil
+	switch a.oiKind {
+	case "CHAIN", "RETRIEVER", "RERANKER", "GUARDRAIL", "EVALUATOR", "PROMPT":
+		return kindOther, strings.ToLower(a.oiKind) + " span"
+	}
+	switch a.tlKind {
+	case "workflow", "task":
+		return kindOther, a.tlKind + " span"
+	}
+	return kindOther, "other span"
+}
+
+func (a *spanAttrs) hasUsage() bool {
+	return slices.Contains(a.hasToken[:], true)
+}
+
+// record keeps what the mapping needs of an agent, tool or model span.
+func record(s *otlpSpan, kind spanKind) (otlpRecord, error) {
+	a := &s.attrs
+	r := otlpRecord{id: s.id, start: s.start, end: s.end, toolInside: -1}
+	switch kind {
+	case kindAgent:
+		r.name = firstOf(a.agentName, a.oiAgentName)
+		if r.name == "" && a.tlKind == "agent" {
+			r.name = a.tlName
+		}
+		if rest, ok := strings.CutPrefix(s.name, "invoke_agent "); r.name == "" && ok {
+			r.name = strings.TrimSpace(rest)
+		}
+		if rest, ok := strings.CutPrefix(s.name, "agent_run ["); r.name == "" && ok {
+			r.name = strings.TrimSuffix(rest, "]") // Google ADK before invoke_agent spans
+		}
+		if r.name == "" && a.oiKind == "AGENT" {
+			r.name = s.name
+		}
+	case kindTool:
+		r.name = firstOf(a.toolName, a.oiToolName)
+		if r.name == "" && a.tlKind == "tool" {
+			r.name = firstOf(a.tlName, s.name)
+		}
+		if rest, ok := strings.CutPrefix(s.name, "execute_tool "); r.name == "" && ok {
+			r.name = strings.TrimSpace(rest)
+		}
+		if r.name == "" && a.oiKind == "TOOL" {
+			r.name = s.name
+		}
+		if r.name == "" {
+			return r, fmt.Errorf("an execute_tool span without gen_ai.tool.name (and no tool name after execute_tool in its name)")
+		}
+		r.callID = firstOf(a.toolCallID, a.oiToolCallID)
+		r.args = firstOf(a.toolArgs, a.inputValue, a.oiTool, a.tlInput)
+		r.result = firstOf(a.toolRes, a.outputValue, a.tlOutput)
+		if s.failed {
+			r.err = firstOf(s.statusMsg, a.errorType, "error")
+		}
+	case kindModel:
+		r.model = firstOf(a.requestModel, a.responseModel, a.llmModel)
+		r.usage = termination.Usage{
+			InputTokens:  a.firstToken(tokGenAIIn, tokOldIn, tokOIIn),
+			OutputTokens: a.firstToken(tokGenAIOut, tokOldOut, tokOIOut),
+		}
+		r.requestsTool = a.requestsTool
+	}
+	return r, nil
+}
+
+func firstOf(s ...string) string {
+	for _, v := range s {
+		if v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// firstToken is the first of the named token counts that the span has.
+func (a *spanAttrs) firstToken(slots ...int) int64 {
+	for _, s := range slots {
+		if a.hasToken[s] {
+			return a.tokens[s]
+		}
+	}
+	return 0
 }
