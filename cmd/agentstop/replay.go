@@ -28,11 +28,14 @@ document (a pretty-printed object, an array of events or runs) is not an event
 log: convert it with agentstop import.
 
 A log whose events carry "run" holds many runs, and a run's first event may
-name its "parent": it is read whole and replayed as a tree (as is any log when
-the policy has tree: limits). Each run is evaluated with the policy, each
-run's tree: limits over its descendants, in the order of the lines, and one
-result per run is printed, one JSON object per line with "run" (and "parent"),
-in the order the runs ended. -fail-on then applies to every run.
+name its "parent": it is replayed as a tree (as is any log when the policy has
+tree: limits). Each run is evaluated with the policy, each run's tree: limits
+over its descendants, in the order of the lines, and one result per run is
+printed, one JSON object per line with "run" (and "parent"), in the order the
+runs ended. -fail-on then applies to every run. Such a log is read twice (first
+to find where each run ends) and never held in memory: memory grows with the
+runs live at one point of the log, not with the log. From stdin or a pipe it is
+first copied to a temporary file (in $TMPDIR).
 
 Exit status: 0 when the replay ran; 1 when its outcome is listed in -fail-on;
 2 on bad input (unreadable file, malformed line, unknown kind, invalid policy),
@@ -105,7 +108,10 @@ func runReplay(args []string, sio stdio) int {
 	}
 
 	name := files[0]
-	var in io.Reader = sio.in
+	var (
+		in   io.Reader = sio.in
+		file *os.File
+	)
 	if name == "-" {
 		name = "stdin"
 	} else {
@@ -114,13 +120,13 @@ func runReplay(args []string, sio stdio) int {
 			return fail("%v", err)
 		}
 		defer f.Close()
-		in = f
+		in, file = f, f
 	}
-	// A log of many runs (§8), or a policy with tree: limits, is read
-	// whole and replayed as a tree (replay_runs.go).
+	// A log of many runs (§8), or a policy with tree: limits, is replayed
+	// as a tree, one line at a time (replay_runs.go).
 	in, multi := peekRuns(in, policy)
 	if multi {
-		return replayRuns(sio, policy, in, name, *stage, *lenient, failOn)
+		return replayRuns(sio, policy, file, in, name, *stage, *lenient, failOn)
 	}
 	var opts []termination.ReplayOption
 	if *lenient {
