@@ -29,7 +29,7 @@ func TestParse(t *testing.T) {
 	}
 	wantOrder := []string{keyRaw, keyWrapped, keySampled, keyUnsampled, keyObserve, keyLiveRun,
 		keyRangeRaw, keyRangeGuarded, keyTreeAlone, keyTreeDepth3, keyReplay, keyReplayReal,
-		keyPolicies1, keyPolicies10, keyWorkers1, keyWorkers2}
+		keyPolicies1, keyPolicies10, keyWorkers1, keyWorkers2, keyReplayMemory, keyBacktestMem}
 	if strings.Join(r.Order, "|") != strings.Join(wantOrder, "|") {
 		t.Errorf("Order = %q, want %q", r.Order, wantOrder)
 	}
@@ -88,6 +88,7 @@ func TestEvaluate(t *testing.T) {
 		{"2.476 × (260 vs 105 ms)", true},
 		{"1.577 × (130 vs 205 ms)", false},
 		{"4.5 KiB (4,608 B: heap 2,200 + stack 2,408)", true}, // exactly at the limit
+		{"150 MB (replay 25 MB, backtest 150 MB)", false},         // the larger one, 150.2 MB, is over
 	}
 	if len(outcomes) != len(want) {
 		t.Fatalf("%d outcomes, want %d", len(outcomes), len(want))
@@ -204,7 +205,7 @@ func TestRun(t *testing.T) {
 		"Forward, full policy, no SDK",
 		"✔ ok",
 		"✘ FAIL",
-		"7 of 11 limits met",
+		"7 of 12 limits met",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
@@ -244,7 +245,7 @@ func TestRun(t *testing.T) {
 		t.Errorf("missing figures: exit %d, want 1", code)
 	}
 	// A figure whose benchmark is absent prints as missing, never as met.
-	for _, want := range []string{"missing: no backtest BenchmarkBacktest/workers=1 in the benchmark output", "0 of 11 limits met"} {
+	for _, want := range []string{"missing: no backtest BenchmarkBacktest/workers=1 in the benchmark output", "0 of 12 limits met"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("partial input: output lacks %q:\n%s", want, out.String())
 		}
