@@ -4,12 +4,13 @@ package main
 
 import (
 	"bytes"
-	"errors"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -45,9 +46,9 @@ var manyRunsBin = flag.String("manyruns.bin", "", "the agentstop binary TestMany
 // replay and agentstop backtest over a generated 200 MB log of 1,000
 // interleaved runs (trees among them), each run as a process of its own,
 // and holds them to the contract's 150 MB (§4, §6). It generates the log
-// in a temporary directory and builds the command (not under -race, whose
-// shadow memory would be measured too); -short skips it.
-// -manyruns.bin measures another build (an earlier one, for comparison).
+// in a temporary directory and builds the command (without -race, whatever
+// the test runs with); -short skips it. -manyruns.bin measures another
+// build (an earlier one, for comparison).
 func TestManyRunsMemory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("writes a 200 MB log and builds the command")
@@ -70,6 +71,39 @@ func TestManyRunsMemory(t *testing.T) {
 		}
 		assert.Equal(t, want, bytes.Count(out, []byte("\n")), c.name)
 	}
+}
+
+// manyRunsLaunch is the environment variable that makes
+// TestManyRunsMemoryLauncher start a command: its value is the command
+// line, as a JSON array, then a tab and the file for its stdout.
+const manyRunsLaunch = "AGENTSTOP_MANYRUNS_LAUNCH"
+
+// TestManyRunsMemoryLauncher is peakRSS's launcher, not a test of its own
+// (it skips unless manyRunsLaunch is set). Linux counts in a child's peak
+// the pages of its parent at the fork, so a command started from the test
+// process itself would report at least the test process's size (over 300
+// MB under -race, after the package's other tests). peakRSS runs the test
+// binary again, fresh and small, and this starts the command from it and
+// prints the command's peak and its own.
+func TestManyRunsMemoryLauncher(t *testing.T) {
+	spec, outPath, ok := strings.Cut(os.Getenv(manyRunsLaunch), "\t")
+	if !ok {
+		t.Skip("peakRSS's launcher: runs only under TestManyRunsMemory")
+	}
+	var args []string
+	require.NoError(t, json.Unmarshal([]byte(spec), &args))
+	out, err := os.Create(outPath)
+	require.NoError(t, err)
+	defer out.Close()
+	var stderr bytes.Buffer
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdout, cmd.Stderr = out, &stderr
+	require.NoError(t, cmd.Run(), "%s", stderr.String())
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	require.True(t, ok, "no resource usage for the process")
+	var self syscall.Rusage
+	require.NoError(t, syscall.Getrusage(syscall.RUSAGE_SELF, &self))
+	fmt.Printf("peak-rss-kib %d %d\n", ru.Maxrss, self.Maxrss) // KiB on Linux
 }
 
 // BenchmarkManyRunsMemory is TestManyRunsMemory as a benchmark, for make
@@ -117,20 +151,27 @@ func manyRunsSetup(tb testing.TB) (bin, log string, pols []string) {
 	return bin, log, pols
 }
 
-// peakRSS runs the command and returns its peak resident set size in
+// peakRSS runs the command from a fresh test process
+// (TestManyRunsMemoryLauncher) and returns its peak resident set size in
 // bytes and its stdout.
 func peakRSS(tb testing.TB, bin string, args ...string) (int64, []byte) {
 	tb.Helper()
-	var stdout, stderr bytes.Buffer
-	cmd := exec.Command(bin, args...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	var exit *exec.ExitError
-	if errors.As(err, &exit) {
-		tb.Fatalf("agentstop %s: exit %d: %s", args[0], exit.ExitCode(), stderr.String())
-	}
+	spec, err := json.Marshal(append([]string{bin}, args...))
 	require.NoError(tb, err)
-	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
-	require.True(tb, ok, "no resource usage for the process")
-	return ru.Maxrss << 10, stdout.Bytes() // Maxrss is in KiB on Linux
+	outPath := filepath.Join(tb.TempDir(), "stdout")
+	launcher := exec.Command(os.Args[0], "-test.run=^TestManyRunsMemoryLauncher$", "-test.count=1", "-test.v")
+	launcher.Env = append(os.Environ(), manyRunsLaunch+"="+string(spec)+"\t"+outPath)
+	report, err := launcher.CombinedOutput()
+	require.NoError(tb, err, "agentstop %s: %s", args[0], report)
+	var child, self int64
+	at := bytes.Index(report, []byte("peak-rss-kib "))
+	require.GreaterOrEqual(tb, at, 0, "the launcher reports no peak: %s", report)
+	_, err = fmt.Sscanf(string(report[at:]), "peak-rss-kib %d %d", &child, &self)
+	require.NoError(tb, err, "%s", report)
+	// The figure bounds the command's own peak from above: the launcher's
+	// pages at the fork count too, and they are few (its own peak, self).
+	tb.Logf("agentstop %s: peak RSS %d KiB (the launcher's own: %d KiB)", args[0], child, self)
+	out, err := os.ReadFile(outPath)
+	require.NoError(tb, err)
+	return child << 10, out
 }
