@@ -89,6 +89,10 @@ func runBacktest(args []string, sio stdio) int {
 	if err != nil {
 		return fail("%v", err)
 	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// Collect more often only when the heap nears the limit.
+		debug.SetMemoryLimit(backtest.BatchMemoryLimit)
+	}
 	if os.Getenv("GOGC") == "" {
 		// A batch job with a small live heap: collect less often, so that
 		// the collector leaves the cores to the workers.

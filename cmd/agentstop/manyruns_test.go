@@ -21,10 +21,11 @@ import (
 // The contract's §6 memory figure: replay and backtest of a 200 MB log of
 // 1,000 interleaved runs peak at most at this resident set size.
 const (
-	manyRunsLogMB  = 200
-	manyRunsRuns   = 1000
-	manyRunsPeakMB = 150
-	manyRunsPolicy = `max_iterations: {limit: 500, pressure: 0.8}
+	manyRunsLogMB    = 200
+	manyRunsRuns     = 1000
+	manyRunsPeakMB   = 150
+	manyRunsPolicies = 10 // backtest's, half of them with tree: limits
+	manyRunsPolicy   = `max_iterations: {limit: 500, pressure: 0.8}
 max_tool_calls: {limit: 500, per_tool: {bash: 40}}
 timeout: 2h
 token_budget: {total: 10000000, pressure: 0.8, grace: 1}
@@ -58,8 +59,8 @@ func TestManyRunsMemory(t *testing.T) {
 		name string
 		args []string
 	}{
-		{"replay", []string{"replay", "-policy", pols[1], log}},
-		{"backtest", []string{"backtest", "-policy", pols[0], "-policy", pols[1], "-format", "json", log}},
+		{"replay", manyRunsReplay(pols, log)},
+		{"backtest", manyRunsBacktest(pols, log)},
 	} {
 		peak, out := peakRSS(t, bin, c.args...)
 		t.Logf("%s: peak RSS %.1f MB over a %d MB log", c.name, float64(peak)/1e6, manyRunsLogMB)
@@ -67,7 +68,7 @@ func TestManyRunsMemory(t *testing.T) {
 		// Every run has a result.
 		want := manyRunsRuns
 		if c.name == "backtest" {
-			want = 2*manyRunsRuns + 2 // a result per run and policy, then a summary per policy
+			want = (manyRunsRuns + 1) * manyRunsPolicies // a result per run and policy, then a summary per policy
 		}
 		assert.Equal(t, want, bytes.Count(out, []byte("\n")), c.name)
 	}
@@ -113,20 +114,20 @@ func BenchmarkManyRunsMemory(b *testing.B) {
 	bin, log, pols := manyRunsSetup(b)
 	b.Run("replay", func(b *testing.B) {
 		for b.Loop() {
-			peak, _ := peakRSS(b, bin, "replay", "-policy", pols[1], log)
+			peak, _ := peakRSS(b, bin, manyRunsReplay(pols, log)...)
 			b.ReportMetric(float64(peak)/1e6, "peak-RSS-MB")
 		}
 	})
 	b.Run("backtest", func(b *testing.B) {
 		for b.Loop() {
-			peak, _ := peakRSS(b, bin, "backtest", "-policy", pols[0], "-policy", pols[1], "-format", "json", log)
+			peak, _ := peakRSS(b, bin, manyRunsBacktest(pols, log)...)
 			b.ReportMetric(float64(peak)/1e6, "peak-RSS-MB")
 		}
 	})
 }
 
 // manyRunsSetup builds the command (or takes -manyruns.bin), writes the
-// log and the two policies (without and with tree: limits).
+// log and the policies (without and with tree: limits, in turn).
 func manyRunsSetup(tb testing.TB) (bin, log string, pols []string) {
 	tb.Helper()
 	dir := tb.TempDir()
@@ -143,12 +144,32 @@ func manyRunsSetup(tb testing.TB) (bin, log string, pols []string) {
 	require.NoError(tb, err)
 	require.NoError(tb, f.Close())
 	require.Greater(tb, size, int64(manyRunsLogMB)*1e6)
-	for i, text := range []string{manyRunsPolicy, manyRunsTreePolicy} {
+	for i := range manyRunsPolicies {
+		text := manyRunsPolicy
+		if i%2 == 1 {
+			text = manyRunsTreePolicy
+		}
 		p := filepath.Join(dir, fmt.Sprintf("policy%d.yaml", i))
 		require.NoError(tb, os.WriteFile(p, []byte(text), 0o644))
 		pols = append(pols, p)
 	}
 	return bin, log, pols
+}
+
+// manyRunsReplay is the replay command measured: the policy with tree:
+// limits.
+func manyRunsReplay(pols []string, log string) []string {
+	return []string{"replay", "-policy", pols[1], log}
+}
+
+// manyRunsBacktest is the backtest command measured: every policy (ten,
+// as the contract's backtest figures), JSON output.
+func manyRunsBacktest(pols []string, log string) []string {
+	args := []string{"backtest", "-format", "json"}
+	for _, p := range pols {
+		args = append(args, "-policy", p)
+	}
+	return append(args, log)
 }
 
 // peakRSS runs the command from a fresh test process
