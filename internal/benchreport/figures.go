@@ -204,7 +204,7 @@ func manyRunsMemory(r *Results) (string, bool, error) {
 		return "", false, err
 	}
 	replay, backtest := m[0], m[1]
-	return fmt.Sprintf("%s MB (replay %s MB, backtest %s MB)", trim(max(replay, backtest), 0), trim(replay, 0), trim(backtest, 0)),
+	return fmt.Sprintf("%s MB (replay %s MB, backtest %s MB)", trim(max(replay, backtest), 1), trim(replay, 1), trim(backtest, 1)),
 		max(replay, backtest) <= 150, nil
 }
 

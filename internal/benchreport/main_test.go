@@ -87,8 +87,8 @@ func TestEvaluate(t *testing.T) {
 		{"410 MB/s (250,000 events/s)", true},
 		{"2.476 × (260 vs 105 ms)", true},
 		{"1.577 × (130 vs 205 ms)", false},
-		{"4.5 KiB (4,608 B: heap 2,200 + stack 2,408)", true}, // exactly at the limit
-		{"150 MB (replay 25 MB, backtest 150 MB)", false},         // the larger one, 150.2 MB, is over
+		{"4.5 KiB (4,608 B: heap 2,200 + stack 2,408)", true},   // exactly at the limit
+		{"150.2 MB (replay 24.8 MB, backtest 150.2 MB)", false}, // the larger one is over
 	}
 	if len(outcomes) != len(want) {
 		t.Fatalf("%d outcomes, want %d", len(outcomes), len(want))
