@@ -63,8 +63,11 @@ type Config struct {
 	All bool
 	// Lenient skips a truncated last line of a file instead of failing.
 	Lenient bool
-	// Workers is how many files are read and evaluated at once; 0 means
-	// runtime.NumCPU().
+	// Workers is how many goroutines evaluate at once; 0 means
+	// runtime.NumCPU(). Each takes a file at a time; with fewer files than
+	// workers, a file's share of them evaluate its policies while it is
+	// decoded (one decoding goroutine, the policies split among the
+	// others), so one large file of many runs uses them too.
 	Workers int
 	// Progress, when not nil, is called after each file with the counts
 	// so far, one call at a time.
@@ -173,6 +176,9 @@ func Evaluate(ctx context.Context, sources []Source, cfg Config) (*Report, error
 	if workers <= 0 {
 		workers = runtime.NumCPU()
 	}
+	// Workers beyond one per file help with the files they would not
+	// get: each file gets its share (pipeline.go).
+	spare := max(1, workers/max(1, len(sources)))
 	workers = min(workers, len(sources))
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
@@ -193,7 +199,7 @@ func Evaluate(ctx context.Context, sources []Source, cfg Config) (*Report, error
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				fe, err := evaluateSource(sources[i], &cfg, cands)
+				fe, err := evaluateSource(sources[i], &cfg, cands, spare)
 				if err != nil {
 					errs[i] = &FileError{Path: sources[i].Path, Err: err}
 					cancel()
@@ -203,7 +209,7 @@ func Evaluate(ctx context.Context, sources []Source, cfg Config) (*Report, error
 				if cfg.Progress != nil {
 					mu.Lock()
 					progress.FilesDone++
-					progress.Runs += len(fe.order)
+					progress.Runs += fe.runs
 					progress.Events += fe.events
 					progress.Elapsed = time.Since(start)
 					cfg.Progress(progress)

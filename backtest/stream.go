@@ -51,10 +51,6 @@ type fileEval struct {
 	out   []Outcome            // run by run (order), policies in order
 	cur   *runState            // the run of the line being evaluated
 	ev    *termination.Event   // the line being evaluated
-
-	events  int64
-	named   bool // an event names its run
-	unnamed int  // the line of the first event that does not, 0 when none
 }
 
 // runState is one run of the file while it is read.
@@ -85,18 +81,10 @@ func newFileEval(src Source, cfg *Config, cands []candidate, multi bool, index t
 	return fe
 }
 
-// line evaluates the event of line n of the file with every policy.
+// line evaluates the event of line n of the file with every policy. It
+// only reads ev (fileRead fingerprinted its args), so that several
+// fileEvals may evaluate one event at once (pipeline.go).
 func (fe *fileEval) line(ev *termination.Event, n int) {
-	fe.events++
-	if ev.Run != "" {
-		fe.named = true
-	} else if fe.unnamed == 0 {
-		fe.unnamed = n
-	}
-	if fe.named && fe.unnamed > 0 {
-		return // the file is bad input (evaluate reports it): nothing more to evaluate
-	}
-	fingerprintArgs(ev)
 	r := fe.run(ev)
 	r.prev = r.total
 	r.total.addEvent(ev)
@@ -250,11 +238,21 @@ func firings(conds []termination.Condition, evals []*termination.Evaluator) []Fi
 	return out
 }
 
+// fileResult is what evaluating one file gives: its outcomes, run by run
+// in the order of their first lines, policies in order, and its counts.
+type fileResult struct {
+	out    []Outcome
+	runs   int
+	events int64
+}
+
 // evaluateSource reads the file src, a line at a time, and evaluates every
 // policy over its runs in that pass (a file of many runs is read once more
-// before, to find each run's last line). Errors name the file and the
+// before, to find each run's last line). With spare workers (2 or more
+// for this file), the policies are evaluated by goroutines of their own
+// while the file is decoded (pipeline.go). Errors name the file and the
 // line, as ReadFile's do.
-func evaluateSource(src Source, cfg *Config, cands []candidate) (*fileEval, error) {
+func evaluateSource(src Source, cfg *Config, cands []candidate, spare int) (*fileResult, error) {
 	f, err := os.Open(src.Path)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read %s: %v", src.Path, pathErrorText(err))
@@ -276,30 +274,51 @@ func evaluateSource(src Source, cfg *Config, cands []candidate) (*fileEval, erro
 		}
 		dec = termination.NewDecoder(f)
 	}
-	fe := newFileEval(src, cfg, cands, multi, index)
-	truncated, err := fe.decode(dec, first, ferr, !multi)
+	fr := &fileRead{path: src.Path, lenient: cfg.Lenient, dec: dec, first: first, firstErr: ferr, haveFirst: !multi}
+	newEval := func(cands []candidate) *fileEval { return newFileEval(src, cfg, cands, multi, index) }
+	if spare >= 2 {
+		return pipelined(fr, cands, min(spare-1, len(cands)), newEval)
+	}
+	fe := newEval(cands)
+	truncated, err := fr.each(fe.line)
 	if err != nil {
 		return nil, err
 	}
 	fe.end(truncated)
-	return fe, nil
+	return &fileResult{out: fe.out, runs: len(fe.order), events: fr.events}, nil
 }
 
-// decode feeds fe the events of dec; with haveFirst, the first event (or
-// its error) has already been read. It returns whether a truncated last
-// line was skipped (with Lenient), or the file's error.
-func (fe *fileEval) decode(dec *termination.Decoder, ev termination.Event, err error, haveFirst bool) (truncated bool, _ error) {
-	path := fe.src.Path
-	for ; ; ev, err = dec.Next() {
-		if !haveFirst {
-			haveFirst = true
+// fileRead is one reading of a file's events, and what it learns of them.
+type fileRead struct {
+	path    string
+	lenient bool
+	dec     *termination.Decoder
+	// With haveFirst, first and firstErr are what dec.Next returned first.
+	first     termination.Event
+	firstErr  error
+	haveFirst bool
+
+	events  int64
+	named   bool // an event names its run
+	unnamed int  // the line of the first event that does not, 0 when none
+}
+
+// each hands f every event of the file, in order, with its line, its
+// args fingerprinted (fingerprintArgs). It returns whether a truncated
+// last line was skipped (with lenient), or the file's error.
+func (fr *fileRead) each(f func(ev *termination.Event, line int)) (truncated bool, _ error) {
+	path := fr.path
+	ev, err := fr.first, fr.firstErr
+	for ; ; ev, err = fr.dec.Next() {
+		if !fr.haveFirst {
+			fr.haveFirst = true
 			continue
 		}
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		if errors.Is(err, termination.ErrTruncated) {
-			if fe.cfg.Lenient {
+			if fr.lenient {
 				truncated = true
 				break
 			}
@@ -308,15 +327,25 @@ func (fe *fileEval) decode(dec *termination.Decoder, ev termination.Event, err e
 		if err != nil {
 			return false, fmt.Errorf("%s: %w", path, err)
 		}
-		fe.line(&ev, dec.Line())
+		fr.events++
+		if ev.Run != "" {
+			fr.named = true
+		} else if fr.unnamed == 0 {
+			fr.unnamed = fr.dec.Line()
+		}
+		if fr.named && fr.unnamed > 0 {
+			continue // bad input, reported at the end: nothing more to evaluate
+		}
+		fingerprintArgs(&ev)
+		f(&ev, fr.dec.Line())
 	}
 	switch {
-	case fe.events == 0 && truncated:
+	case fr.events == 0 && truncated:
 		return false, fmt.Errorf("%s: no complete event: the file's only line is truncated", path)
-	case fe.events == 0:
+	case fr.events == 0:
 		return false, fmt.Errorf("%s: no events", path)
-	case fe.named && fe.unnamed > 0:
-		return false, fmt.Errorf("%s: line %d: no run, in a file whose other events name their run (every event of a file of many runs needs \"run\")", path, fe.unnamed)
+	case fr.named && fr.unnamed > 0:
+		return false, fmt.Errorf("%s: line %d: no run, in a file whose other events name their run (every event of a file of many runs needs \"run\")", path, fr.unnamed)
 	}
 	return truncated, nil
 }

@@ -106,7 +106,9 @@ func wholeFileResults(p *termination.Policy, f *File) []termination.Result {
 // files of many interleaved runs with parents, some cut inside their last
 // line) and random policies (timeouts and tree: limits included), with
 // -all, labels and -lenient, the streamed backtest's report is the one the
-// whole-file evaluation gave, outcome for outcome and summary for summary.
+// whole-file evaluation gave, outcome for outcome and summary for summary,
+// with as many workers as files and with more (a file's policies split
+// among goroutines).
 func TestStreamedEqualsWholeFile(t *testing.T) {
 	rng := rand.New(rand.NewPCG(31, 2026))
 	dir := t.TempDir()
@@ -148,6 +150,23 @@ func TestStreamedEqualsWholeFile(t *testing.T) {
 			require.Equal(t, want.Outcomes[k], got.Outcomes[k], "outcome %d", k)
 		}
 		assert.Equal(t, want.Summaries, got.Summaries)
+	}
+	// Fewer files than workers: each file's policies are split among
+	// goroutines fed by one decoding (pipeline.go).
+	for _, name := range []string{"tree-02", "tree-05", "tree-07", "run-03", "run-04"} {
+		one, err := Find([]string{filepath.Join(dir, name+".jsonl"), "testdata/multi.jsonl"})
+		require.NoError(t, err)
+		for _, cfg := range []Config{
+			{Policies: pols, Lenient: true, All: true, Labels: labels, Workers: 4},
+			{Policies: pols[:1], Lenient: true, Workers: 5},
+			{Policies: pols[:5], Lenient: true, All: true, Workers: 16},
+		} {
+			want := mustWhole(t, one, cfg)
+			got, err := Evaluate(context.Background(), one, cfg)
+			require.NoError(t, err)
+			require.Equal(t, jsonOf(t, want.Outcomes), jsonOf(t, got.Outcomes), "%s, %d workers", name, cfg.Workers)
+			assert.Equal(t, want.Summaries, got.Summaries)
+		}
 	}
 	var truncated int
 	for _, o := range mustWhole(t, sources, Config{Policies: pols[:1], Lenient: true}).Outcomes {
