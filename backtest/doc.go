@@ -17,7 +17,10 @@
 // goroutines (it owns them; they end before it returns); each worker
 // reads a file a line at a time and evaluates every policy over each line
 // as it comes (stream.go): memory holds the live runs' evaluators and
-// running totals and the outcomes, never a file's events. The evaluation
+// running totals and the outcomes, never a file's events. With fewer
+// files than workers, a worker also starts goroutines that evaluate
+// shares of the policies over the events it decodes (pipeline.go), so
+// that one large file of many runs uses the workers too. The evaluation
 // is termination's own, chosen as agentstop replay chooses it: an
 // [termination.Evaluator] per policy for a one-run file (what
 // [termination.Replay] does), a [termination.RunsReplay] for a file of
