@@ -11,7 +11,9 @@ BENCHCOUNT ?= 5
 BENCHOUT ?= /tmp/agentstop-bench.txt
 # The packages whose benchmarks make up the contract's §6 figures (backtest
 # once it exists: a figure whose benchmark is absent prints as missing).
-BENCHPKGS := ./middleware/ ./importer/ ./termination/ ./telemetry/ ./telemetry/otelsetup/ ./fleet/ ./fleet/redisfleet/ $(if $(wildcard backtest/*.go),./backtest/)
+# ./cmd/agentstop/ measures replay's and backtest's peak RSS over a generated
+# 200 MB log (BenchmarkManyRunsMemory: about 10 s and 200 MB of TMPDIR per count).
+BENCHPKGS := ./middleware/ ./importer/ ./termination/ ./telemetry/ ./telemetry/otelsetup/ ./fleet/ ./fleet/redisfleet/ $(if $(wildcard backtest/*.go),./backtest/) ./cmd/agentstop/
 
 .PHONY: all build vet test test-core test-adapters test-dashboards bench bench-readme fuzz soak quickstart clean
 

@@ -14,11 +14,22 @@ import (
 
 // BatchGCPercent is the garbage collector's target percentage (GOGC) that
 // the agentstop backtest command runs with when GOGC is not set: a
-// backtest's live heap is a few decoded files, small beside what decoding
-// allocates, so at the default of 100 the collector runs several times per
-// file and takes the cores the workers need (two workers then go 1.2 ×
-// as fast as one instead of 1.8 ×). BenchmarkBacktest runs with it too.
+// backtest's live heap (the live runs' evaluators, the outcomes) is
+// usually small beside what decoding allocates, so at the default of 100
+// the collector runs several times per file and takes the cores the
+// workers need (two workers then go 1.2 × as fast as one instead of
+// 1.8 ×). BenchmarkBacktest runs with it too.
 const BatchGCPercent = 400
+
+// BatchMemoryLimit is the soft memory limit (GOMEMLIMIT) that the
+// agentstop backtest command runs with, beside BatchGCPercent, when
+// GOMEMLIMIT is not set. At GOGC=400 the heap may grow to five times the
+// live heap, and with many runs live at once and many policies the live
+// heap is tens of MB (1,000 live runs and 10 policies: about 30 MB): the
+// limit makes the collector run more often then, and only then, so that
+// the process stays under the contract's 150 MB (§6). A live heap above
+// it is still collected as needed, at a higher CPU cost.
+const BatchMemoryLimit = 100 << 20
 
 // Policy is a policy under test and the name the report gives it (the
 // policy file's name).
@@ -52,8 +63,11 @@ type Config struct {
 	All bool
 	// Lenient skips a truncated last line of a file instead of failing.
 	Lenient bool
-	// Workers is how many files are read and evaluated at once; 0 means
-	// runtime.NumCPU().
+	// Workers is how many goroutines evaluate at once; 0 means
+	// runtime.NumCPU(). Each takes a file at a time; with fewer files than
+	// workers, a file's share of them evaluate its policies while it is
+	// decoded (one decoding goroutine, the policies split among the
+	// others), so one large file of many runs uses them too.
 	Workers int
 	// Progress, when not nil, is called after each file with the counts
 	// so far, one call at a time.
@@ -86,22 +100,18 @@ func (a *Amounts) add(b Amounts) {
 	a.Cost += b.Cost
 }
 
-// amountsOf sums events.
-func amountsOf(events []termination.Event) Amounts {
-	var a Amounts
-	for i := range events {
-		ev := &events[i]
-		a.Events++
-		switch ev.Kind {
-		case termination.KindMessage, termination.KindFinal:
-			a.Iterations++
-		case termination.KindToolCall:
-			a.ToolCalls++
-		}
-		a.Tokens = a.Tokens.Add(ev.Usage)
-		a.Cost += ev.Cost
+// addEvent adds what ev spent. Sums are taken event by event in the
+// order of the lines, so a running total is the sum of its events.
+func (a *Amounts) addEvent(ev *termination.Event) {
+	a.Events++
+	switch ev.Kind {
+	case termination.KindMessage, termination.KindFinal:
+		a.Iterations++
+	case termination.KindToolCall:
+		a.ToolCalls++
 	}
-	return a
+	a.Tokens = a.Tokens.Add(ev.Usage)
+	a.Cost += ev.Cost
 }
 
 // Firing is one top-level condition of a policy that fires over a whole
@@ -151,9 +161,11 @@ type FileError struct {
 func (e *FileError) Error() string { return e.Err.Error() }
 func (e *FileError) Unwrap() error { return e.Err }
 
-// Evaluate backtests cfg.Policies over the corpus: every file is read once,
-// whole, and every policy evaluated over its runs in that pass, exactly as
-// agentstop replay would evaluate them. It stops at the first file that
+// Evaluate backtests cfg.Policies over the corpus: every file is read a
+// line at a time, and every policy evaluated over its runs in that pass,
+// exactly as agentstop replay would evaluate them (a file of many runs is
+// read once more before, to find where each run ends). Memory holds the
+// live runs' evaluators and the outcomes, never a file's events. It stops at the first file that
 // cannot be read or decoded (a *FileError; the earliest such file of the
 // corpus when several fail at once), or when ctx is done.
 func Evaluate(ctx context.Context, sources []Source, cfg Config) (*Report, error) {
@@ -164,6 +176,9 @@ func Evaluate(ctx context.Context, sources []Source, cfg Config) (*Report, error
 	if workers <= 0 {
 		workers = runtime.NumCPU()
 	}
+	// Workers beyond one per file help with the files they would not
+	// get: each file gets its share (pipeline.go).
+	spare := max(1, workers/max(1, len(sources)))
 	workers = min(workers, len(sources))
 	parent := ctx
 	ctx, cancel := context.WithCancel(ctx)
@@ -178,24 +193,24 @@ func Evaluate(ctx context.Context, sources []Source, cfg Config) (*Report, error
 		progress = Progress{Files: len(sources)}
 		start    = time.Now()
 	)
+	cands := prepare(&cfg)
 	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var buf []byte
 			for i := range next {
-				f, err := readFile(sources[i], cfg.Lenient, &buf)
+				fe, err := evaluateSource(sources[i], &cfg, cands, spare)
 				if err != nil {
 					errs[i] = &FileError{Path: sources[i].Path, Err: err}
 					cancel()
 					continue
 				}
-				per[i] = evaluateFile(f, &cfg)
+				per[i] = fe.out
 				if cfg.Progress != nil {
 					mu.Lock()
 					progress.FilesDone++
-					progress.Runs += len(f.Runs)
-					progress.Events += int64(len(f.Events))
+					progress.Runs += fe.runs
+					progress.Events += fe.events
 					progress.Elapsed = time.Since(start)
 					cfg.Progress(progress)
 					mu.Unlock()
@@ -227,91 +242,4 @@ feed:
 	}
 	rep.Summaries = summarize(rep.Outcomes, cfg.Policies, cfg.Labels != nil)
 	return rep, nil
-}
-
-// evaluateFile evaluates every policy over the runs of one decoded file.
-func evaluateFile(f *File, cfg *Config) []Outcome {
-	out := make([]Outcome, 0, len(f.Runs)*len(cfg.Policies))
-	results := make([][]termination.Result, len(cfg.Policies))
-	for j := range cfg.Policies {
-		results[j] = evaluateRuns(&cfg.Policies[j].Policy, f)
-	}
-	var conds [][]termination.Condition
-	if cfg.All {
-		conds = make([][]termination.Condition, len(cfg.Policies))
-		for j := range cfg.Policies {
-			conds[j] = cfg.Policies[j].Policy.Conditions()
-		}
-	}
-	for i, r := range f.Runs {
-		for j := range cfg.Policies {
-			res := results[j][i]
-			res.Stage = "replay"
-			spent := amountsOf(r.Events[:min(res.Events, len(r.Events))])
-			o := Outcome{
-				Run: r.ID, Parent: r.Parent, File: r.File, Policy: cfg.Policies[j].Name,
-				Label: cfg.Labels[r.ID], Result: res, Spent: spent,
-			}
-			o.Stopped = len(res.Fired) > 0 || res.Events < len(r.Events)
-			if o.Stopped {
-				o.Saved = amountsOf(r.Events[min(res.Events, len(r.Events)):])
-			}
-			if cfg.All {
-				o.All = firings(conds[j], r.Events)
-			}
-			out = append(out, o)
-		}
-	}
-	return out
-}
-
-// evaluateRuns is the one place where a file's runs meet a policy: it
-// returns one replay result per run of f, in the order of f.Runs, each the
-// result agentstop replay gives. A file of one run, with a policy without
-// tree: limits, is replayed as replay replays one run
-// (termination.ReplayEvents, the events Replay would decode). A file of
-// many runs, or a policy with tree: limits, is replayed as replay replays
-// a tree (termination.ReplayRuns): each run with the policy, each holder's
-// tree: limits over its subtree, in the order of the lines.
-func evaluateRuns(p *termination.Policy, f *File) []termination.Result {
-	out := make([]termination.Result, len(f.Runs))
-	if !f.Multi && p.Tree() == nil {
-		r := f.Runs[0]
-		res := termination.ReplayEvents(p.Condition(), r.Events)
-		// A lenient replay that reached the truncated last line says so
-		// (§4); one that stopped before it never read it.
-		res.Truncated = r.Truncated && res.Events == len(r.Events) && len(res.Fired) == 0
-		out[0] = res
-		return out
-	}
-	results := termination.ReplayRuns(p, f.Events)
-	byRun := make(map[string]termination.Result, len(results))
-	for _, res := range results {
-		byRun[res.Run] = res
-	}
-	for i, r := range f.Runs {
-		id := r.ID
-		if !f.Multi {
-			id = "" // the events of a one-run file name no run
-		}
-		res := byRun[id]
-		res.Truncated = r.Truncated
-		out[i] = res
-	}
-	return out
-}
-
-// firings evaluates each condition on its own over the whole run and
-// returns those that fire, each with the event where it first fires.
-func firings(conds []termination.Condition, events []termination.Event) []Firing {
-	out := []Firing{} // with Config.All, an empty list says that nothing fires
-
-	for _, c := range conds {
-		res := termination.ReplayEvents(c, events)
-		if len(res.Fired) == 0 {
-			continue
-		}
-		out = append(out, Firing{Condition: c.String(), Cause: res.Cause, At: res.StoppedAt})
-	}
-	return out
 }

@@ -126,19 +126,15 @@ type File struct {
 	Multi bool
 }
 
-// ReadFile reads and decodes one file of the corpus, whole. A bad line is
-// an error naming the file and the line; with lenient, a truncated last line
-// (one that ends inside a value, with no newline after it: an agent killed
-// while writing) is skipped and its run marked Truncated instead.
+// ReadFile reads and decodes one file of the corpus, whole, for tools that
+// want a file's events ([Evaluate] does not hold them: it reads a line at a
+// time). A bad line is an error naming the file and the line; with lenient,
+// a truncated last line (one that ends inside a value, with no newline
+// after it: an agent killed while writing) is skipped and its run marked
+// Truncated instead. Evaluate reports the same errors.
 func ReadFile(src Source, lenient bool) (*File, error) {
 	var buf []byte
-	return readFile(src, lenient, &buf)
-}
-
-// readFile is ReadFile reading into *buf, which a worker reuses from file
-// to file: the decoded events keep no reference to it.
-func readFile(src Source, lenient bool, buf *[]byte) (*File, error) {
-	data, err := readInto(src.Path, buf)
+	data, err := readInto(src.Path, &buf)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read %s: %v", src.Path, pathErrorText(err))
 	}

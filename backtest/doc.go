@@ -10,24 +10,30 @@
 // # How the pieces fit
 //
 // [Find] turns the command's PATHs (files, directories searched for
-// *.jsonl, globs) into [Source] files. [ReadFile] reads one file whole and
-// decodes it once with termination's [termination.Decoder]: a file whose
-// events carry "run" holds many runs (interleaved lines allowed), any other
+// *.jsonl, globs) into [Source] files, each decoded with termination's
+// [termination.Decoder]: a file whose events carry "run" holds many runs (interleaved lines allowed), any other
 // file is one run named by its path relative to the PATH it was found
 // under, without .jsonl. [Evaluate] hands the files to Config.Workers
 // goroutines (it owns them; they end before it returns); each worker
-// decodes a file and evaluates every policy over its runs in that pass. The
-// evaluation is termination's own, chosen as agentstop replay chooses it:
-// [termination.ReplayEvents] for a one-run file (the events
-// [termination.Replay] would decode), [termination.ReplayRuns] for a file
-// of many runs or a policy with tree: limits (each holder's limits over its
-// subtree, in the order of the lines, §8). So a backtest result is the
-// result replay prints for the same run and policy (stage "replay", same
-// stopped_at, same evidence). evaluateRuns is the one place where a file's
-// runs meet a policy. What a file's decoding can share across policies is
-// done once: a tool call's args are fingerprinted once per run
-// ([termination.ArgsFingerprint], the key stall detection compares), not
-// once per policy.
+// reads a file a line at a time and evaluates every policy over each line
+// as it comes (stream.go): memory holds the live runs' evaluators and
+// running totals and the outcomes, never a file's events. With fewer
+// files than workers, a worker also starts goroutines that evaluate
+// shares of the policies over the events it decodes (pipeline.go), so
+// that one large file of many runs uses the workers too. The evaluation
+// is termination's own, chosen as agentstop replay chooses it: an
+// [termination.Evaluator] per policy for a one-run file (what
+// [termination.Replay] does), a [termination.RunsReplay] for a file of
+// many runs or a policy with tree: limits (each holder's limits over its
+// subtree, in the order of the lines, §8), with each run's last line
+// found by a first pass over the file ([termination.IndexRuns]). So a
+// backtest result is the result replay prints for the same run and policy
+// (stage "replay", same stopped_at, same evidence). fileEval is the one
+// place where a file's runs meet the policies. What a file's decoding can
+// share across policies is done once: a tool call's args are
+// fingerprinted once per run ([termination.ArgsFingerprint], the key
+// stall detection compares), not once per policy. [ReadFile] still reads a
+// file whole, for tools that want its events.
 //
 // The package imports termination, and internal/human for its table's
 // money (6 significant digits) and plurals, written as every command

@@ -490,6 +490,25 @@ func (e *documentError) Unwrap() error { return ErrJSONDocument }
 // the line (wrapping [ErrTruncated] or [ErrJSONDocument] for the files
 // described at [Decoder]).
 func (d *Decoder) Next() (Event, error) {
+	b, ok := d.scanLine()
+	if !ok {
+		return Event{}, d.scanErr()
+	}
+	var err error
+	if d.argsKey, d.argsHashed, err = decodeEventHashed(b, &d.ev, d.hashArgs); err != nil {
+		return Event{}, &DecodeError{Line: d.line, Err: d.lineError(b, err)}
+	}
+	if err := d.checkRun(); err != nil {
+		return Event{}, err
+	}
+	d.events++
+	return d.ev, nil
+}
+
+// scanLine moves to the next line that is not blank and returns it,
+// trimmed (and without a byte-order mark on the first line); false at the
+// end of the input or when it cannot be read (scanErr).
+func (d *Decoder) scanLine() ([]byte, bool) {
 	for d.sc.Scan() {
 		d.line++
 		b := d.sc.Bytes()
@@ -497,19 +516,17 @@ func (d *Decoder) Next() (Event, error) {
 			b = bytes.TrimPrefix(b, utf8BOM)
 		}
 		b = bytes.TrimSpace(b)
-		if len(b) == 0 {
-			continue
+		if len(b) > 0 {
+			return b, true
 		}
-		var err error
-		if d.argsKey, d.argsHashed, err = decodeEventHashed(b, &d.ev, d.hashArgs); err != nil {
-			return Event{}, &DecodeError{Line: d.line, Err: d.lineError(b, err)}
-		}
-		if err := d.checkRun(); err != nil {
-			return Event{}, err
-		}
-		d.events++
-		return d.ev, nil
 	}
+	return nil, false
+}
+
+// scanErr is Next's error once scanLine has returned false: io.EOF at the
+// end of the input, or a *DecodeError naming the line that could not be
+// read.
+func (d *Decoder) scanErr() error {
 	if err := d.sc.Err(); err != nil {
 		if errors.Is(err, bufio.ErrTooLong) {
 			err = errLineTooLong
@@ -520,9 +537,9 @@ func (d *Decoder) Next() (Event, error) {
 			}
 			err = &readError{err}
 		}
-		return Event{}, &DecodeError{Line: d.line + 1, Err: err}
+		return &DecodeError{Line: d.line + 1, Err: err}
 	}
-	return Event{}, io.EOF
+	return io.EOF
 }
 
 // ErrMixedRuns is wrapped by the error the Decoder returns for the first

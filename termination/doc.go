@@ -47,7 +47,9 @@
 // ([Policy.Tree]). The run that holds them evaluates them with one more
 // Evaluator fed by its own events and its descendants'; package middleware
 // does this live, and [ReplayRuns] over a log of many runs (events with
-// run and parent), one Result per run. [Limits] are amounts left
+// run and parent), one Result per run; [RunsReplay] does the same a line
+// at a time, for a log too large to hold, with each run's last line found
+// by a first pass ([IndexRuns]). [Limits] are amounts left
 // ([Evaluator.Remaining]), in a text form a propagator carries
 // ([ParseLimits]).
 //

@@ -52,6 +52,37 @@ func (o stageOption) apply(c *replayConfig) {
 // as the holder's timer would have (that line is not evaluated; the
 // holder's StoppedAt is 0). A nil p is the empty policy.
 func ReplayRuns(p *Policy, events []Event, opts ...ReplayOption) []Result {
+	last := map[string]int{}
+	for i := range events {
+		last[events[i].Run] = i
+	}
+	rp := NewRunsReplay(p, opts...)
+	var out []Result
+	for i := range events {
+		out = append(out, rp.Line(&events[i], last[events[i].Run] == i)...)
+	}
+	return append(out, rp.End()...)
+}
+
+// RunsReplay is [ReplayRuns] one line at a time, for a log too large to
+// hold: the caller decodes each line and hands its event to Line, saying
+// whether it is its run's last line ([IndexRuns] finds them in a first
+// pass over the log), then calls End at the end of the log. Line and End
+// return the results of the runs that ended, in the order they ended;
+// ReplayRuns returns the same results for the same lines.
+//
+// It keeps the state of the live runs only (their evaluators, and the
+// last event each evaluated), and a few words for each run that has
+// ended (so that its later lines are skipped and a child that starts
+// after it is Skipped): memory grows with the runs live at one point of
+// the log, not with the log.
+type RunsReplay struct {
+	rp replayer
+}
+
+// NewRunsReplay starts a replay of a log of many runs with p, as
+// [ReplayRuns] does (the same options). A nil p is the empty policy.
+func NewRunsReplay(p *Policy, opts ...ReplayOption) *RunsReplay {
 	cfg := replayConfig{stage: "replay"}
 	for _, o := range opts {
 		if o != nil {
@@ -62,14 +93,32 @@ func ReplayRuns(p *Policy, events []Event, opts ...ReplayOption) []Result {
 	if p != nil {
 		pol = *p
 	}
-	rp := &replayer{cond: pol.Condition(), tree: pol.Tree(), stage: cfg.stage, runs: map[string]*replayRun{}}
-	last := map[string]int{}
-	for i := range events {
-		last[events[i].Run] = i
+	return &RunsReplay{rp: replayer{cond: pol.Condition(), tree: pol.Tree(), stage: cfg.stage, runs: map[string]*replayRun{}}}
+}
+
+// Line evaluates the event of the log's next line; last says that it is
+// its run's last line, so the run ends after it. It returns the results
+// of the runs that ended on this line, in the order they ended; the slice
+// is valid until the next call. ev is not kept.
+func (r *RunsReplay) Line(ev *Event, last bool) []Result {
+	rp := &r.rp
+	rp.results = rp.results[:0]
+	rp.line(ev, last)
+	rp.release()
+	return rp.results
+}
+
+// End ends the runs still live at the end of the log, in the order they
+// started (their descendants with them), and returns their results. With
+// every run's last line marked, none is left.
+func (r *RunsReplay) End() []Result {
+	rp := &r.rp
+	rp.results = rp.results[:0]
+	for _, run := range rp.order {
+		rp.end(run, nil)
 	}
-	for i := range events {
-		rp.line(&events[i], last[events[i].Run] == i)
-	}
+	rp.order = nil
+	rp.release()
 	return rp.results
 }
 
@@ -80,6 +129,13 @@ type replayer struct {
 	runs    map[string]*replayRun
 	results []Result
 	due     []*replayRun // scratch: holders whose tree timeout is due
+	// order is the runs not yet ended, in the order they started, for End;
+	// ended runs are dropped from it now and then (release).
+	order []*replayRun
+	// done is the runs ended during the current line, whose evaluators
+	// are released when the line is over (release).
+	done      []*replayRun
+	compactAt int // compact order when it grows past this
 }
 
 // replayRun is one run of the log.
@@ -90,6 +146,22 @@ type replayRun struct {
 	holders    []*replayRun // the run itself (when it holds limits) and its ancestors that do, nearest first
 	children   []*replayRun
 	ended      bool
+	tag        string // the termination_cause it ended with, once ended
+}
+
+// release drops the state of the runs that ended during the line, once
+// nothing of the line can read it any more: an ended run keeps only its
+// id and tag.
+func (rp *replayer) release() {
+	for _, r := range rp.done {
+		r.eval, r.limits, r.holders, r.children = nil, nil, nil, nil
+	}
+	rp.done = rp.done[:0]
+	if len(rp.order) > rp.compactAt {
+		live := slices.DeleteFunc(rp.order, func(r *replayRun) bool { return r.ended })
+		rp.order = live
+		rp.compactAt = max(64, 2*len(live)) // amortized: a pass per as many starts as are live
+	}
 }
 
 func (rp *replayer) line(ev *Event, lastLine bool) {
@@ -147,12 +219,13 @@ func (rp *replayer) line(ev *Event, lastLine bool) {
 func (rp *replayer) begin(ev *Event) *replayRun {
 	r := &replayRun{id: ev.Run, parent: ev.Parent, eval: NewEvaluator(rp.cond, EventClock)}
 	rp.runs[ev.Run] = r
+	rp.order = append(rp.order, r)
 	up := rp.runs[ev.Parent]
 	if ev.Parent == "" || up == r {
 		up = nil
 	}
 	if up != nil && up.ended {
-		r.eval.Stop(Skipped{Reason: SkipParentEnded, Detail: ParentEnded(rp.stage, Tag(up.eval.cause, nil)).Detail})
+		r.eval.Stop(Skipped{Reason: SkipParentEnded, Detail: ParentEnded(rp.stage, up.tag).Detail})
 		rp.end(r, nil)
 		return r
 	}
@@ -203,7 +276,9 @@ func (rp *replayer) end(r *replayRun, cause Cause) {
 	res := r.eval.Result()
 	res.Stage, res.Run, res.Parent = rp.stage, r.id, r.parent
 	res.TerminationCause = Tag(res.Cause, nil)
+	r.tag = res.TerminationCause
 	rp.results = append(rp.results, res)
+	rp.done = append(rp.done, r)
 	if cause == nil {
 		cause = ParentEnded(rp.stage, res.TerminationCause)
 	}

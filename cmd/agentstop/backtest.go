@@ -48,7 +48,7 @@ func runBacktest(args []string, sio stdio) int {
 	all := fs.Bool("all", false, "also list every condition that would fire over the whole run, each with the event where it first fires (table, json and csv)")
 	lenient := fs.Bool("lenient", false, "skip a truncated last line of a file and mark its run truncated, instead of failing")
 	format := fs.String("format", "table", "output `FORMAT`: table (for people), json (one object per line) or csv")
-	workers := fs.Int("j", runtime.NumCPU(), "how many files to evaluate at once (`N` workers)")
+	workers := fs.Int("j", runtime.NumCPU(), "`N` workers: files evaluated at once (with fewer files than workers, a file's policies in parallel)")
 	var maxFalseStops optionalInt
 	fs.Var(&maxFalseStops, "max-false-stops", "exit 1 when a policy stops more than `N` good runs (needs -labels; for CI)")
 	paths, code, done := parseFlags(fs, args, backtestUsage, sio)
@@ -92,6 +92,10 @@ func runBacktest(args []string, sio stdio) int {
 	sources, err := backtest.Find(paths)
 	if err != nil {
 		return fail("%v", err)
+	}
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// Collect more often only when the heap nears the limit.
+		debug.SetMemoryLimit(backtest.BatchMemoryLimit)
 	}
 	if os.Getenv("GOGC") == "" {
 		// A batch job with a small live heap: collect less often, so that

@@ -28,14 +28,17 @@ document (a pretty-printed object, an array of events or runs) is not an event
 log: convert it with agentstop import.
 
 A log whose events carry "run" holds many runs, and a run's first event may
-name its "parent": it is read whole and replayed as a tree (as is any log when
-the policy has tree: limits). Each run is evaluated with the policy, each
-run's tree: limits over its descendants, in the order of the lines, and one
-result per run is printed, one JSON object per line with "run" (and "parent"),
-in the order the runs ended. -fail-on then applies to every run. Every event
-of a log names its run, or none does: the first line that breaks the pattern
-the first event set is an error naming it, as in backtest (a log of one run is
-read up to its first cause, so a line after it is not checked).
+name its "parent": it is replayed as a tree (as is any log when the policy has
+tree: limits). Each run is evaluated with the policy, each run's tree: limits
+over its descendants, in the order of the lines, and one result per run is
+printed, one JSON object per line with "run" (and "parent"), in the order the
+runs ended. -fail-on then applies to every run. Such a log is read twice (first
+to find where each run ends) and never held in memory: memory grows with the
+runs live at one point of the log, not with the log. From stdin or a pipe it is
+first copied to a temporary file (in $TMPDIR).
+Every event of a log names its run, or none does: the first line that breaks
+the pattern the first event set is an error naming it, as in backtest (a log
+of one run is read up to its first cause, so a line after it is not checked).
 
 An empty policy (an empty file, {}) is valid, but nothing can stop a run: the
 replay runs, with one warning line on stderr naming the file.
@@ -112,7 +115,10 @@ func runReplay(args []string, sio stdio) int {
 	}
 
 	name := files[0]
-	var in io.Reader = sio.in
+	var (
+		in   io.Reader = sio.in
+		file *os.File
+	)
 	if name == "-" {
 		name = "stdin"
 	} else {
@@ -121,13 +127,13 @@ func runReplay(args []string, sio stdio) int {
 			return fail("%v", err)
 		}
 		defer f.Close()
-		in = f
+		in, file = f, f
 	}
-	// A log of many runs (§8), or a policy with tree: limits, is read
-	// whole and replayed as a tree (replay_runs.go).
+	// A log of many runs (§8), or a policy with tree: limits, is replayed
+	// as a tree, one line at a time (replay_runs.go).
 	in, multi := peekRuns(in, policy)
 	if multi {
-		return replayRuns(sio, policy, in, name, *stage, *lenient, failOn)
+		return replayRuns(sio, policy, file, in, name, *stage, *lenient, failOn)
 	}
 	var opts []termination.ReplayOption
 	if *lenient {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 
 	"github.com/agentstop/agentstop/internal/human"
@@ -38,16 +39,32 @@ func peekRuns(in io.Reader, p termination.Policy) (io.Reader, bool) {
 	}
 }
 
-// replayRuns replays a log of many runs with termination.ReplayRuns and
-// prints one result per run, one JSON object per line, in the order the
-// runs ended.
-func replayRuns(sio stdio, p termination.Policy, in io.Reader, name, stage string, lenient bool, failOn []termination.Outcome) int {
+// replayRuns replays a log of many runs one line at a time
+// (termination.RunsReplay) and prints one result per run, one JSON object
+// per line, in the order the runs ended. It reads the log twice: a first
+// pass finds each run's last line (termination.IndexRuns), the second
+// decodes and evaluates each line as it comes, so memory holds the live
+// runs' state and the results, never the events. A log that cannot be read
+// twice (stdin, a pipe) is first copied to a temporary file. The results
+// are printed once the whole log has been read, so that a bad line
+// anywhere prints only its error, as before.
+func replayRuns(sio stdio, p termination.Policy, f *os.File, in io.Reader, name, stage string, lenient bool, failOn []termination.Outcome) int {
 	fail := func(format string, a ...any) int { return failf(sio, "replay", format, a...) }
+	log, cleanup, err := rereadable(f, in)
+	if err != nil {
+		return fail("%s: %v", name, err)
+	}
+	defer cleanup()
+	idx := termination.IndexRuns(log)
+	if _, err := log.Seek(0, io.SeekStart); err != nil {
+		return fail("%s: cannot read the events again: %v", name, pathErrorText(err))
+	}
 	var (
-		events    []termination.Event
+		results   []termination.Result
 		truncated bool
 	)
-	dec := termination.NewDecoder(in)
+	rp := termination.NewRunsReplay(&p, termination.ReplayStage(stage))
+	dec := termination.NewDecoder(log)
 	for {
 		ev, err := dec.Next()
 		if errors.Is(err, io.EOF) {
@@ -63,24 +80,65 @@ func replayRuns(sio stdio, p termination.Policy, in io.Reader, name, stage strin
 		if err != nil {
 			return fail("%s: %v", name, err)
 		}
-		events = append(events, ev)
+		results = append(results, rp.Line(&ev, idx.IsLast(ev.Run, dec.Line()))...)
 	}
-	results := termination.ReplayRuns(&p, events, termination.ReplayStage(stage))
+	results = append(results, rp.End()...)
+	return printRuns(sio, results, truncated, failOn)
+}
+
+// printRuns prints the results of a log of many runs, one JSON object per
+// line, and applies -fail-on to every run.
+func printRuns(sio stdio, results []termination.Result, truncated bool, failOn []termination.Outcome) int {
+	w := bufio.NewWriter(sio.out)
 	failed := 0
 	for _, res := range results {
 		res.Truncated = truncated
 		out, err := json.Marshal(res)
 		if err != nil {
-			return fail("cannot write the result of run %q: %v", res.Run, err)
+			return failf(sio, "replay", "cannot write the result of run %q: %v", res.Run, err)
 		}
-		fmt.Fprintf(sio.out, "%s\n", out)
+		w.Write(out)
+		w.WriteByte('\n')
 		if slices.Contains(failOn, res.Outcome) {
 			failed++
 		}
+	}
+	if err := w.Flush(); err != nil {
+		return failf(sio, "replay", "cannot write the results: %v", err)
 	}
 	if failed > 0 {
 		fmt.Fprintf(sio.err, "agentstop replay: %d of %s %s an outcome listed in -fail-on\n", failed, human.Count(len(results), "run"), human.Agree(failed, "has", "have"))
 		return exitFail
 	}
 	return exitOK
+}
+
+// rereadable returns the events file f, when it can be read again from
+// its start, or else a temporary file holding what in yields (in is what
+// is left to read of stdin or of a pipe, its first line included), which
+// cleanup removes. The copy goes to disk, not memory: a log of many runs
+// is read twice.
+func rereadable(f *os.File, in io.Reader) (io.ReadSeeker, func(), error) {
+	if f != nil {
+		if _, err := f.Seek(0, io.SeekStart); err == nil {
+			return f, func() {}, nil
+		}
+	}
+	tmp, err := os.CreateTemp("", "agentstop-replay-*.jsonl")
+	if err != nil {
+		return nil, nil, fmt.Errorf("cannot keep a copy of the events to read them twice: %v", pathErrorText(err))
+	}
+	cleanup := func() {
+		tmp.Close()
+		os.Remove(tmp.Name())
+	}
+	if _, err := io.Copy(tmp, in); err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("cannot keep a copy of the events to read them twice: %v", pathErrorText(err))
+	}
+	if _, err := tmp.Seek(0, io.SeekStart); err != nil {
+		cleanup()
+		return nil, nil, fmt.Errorf("cannot keep a copy of the events to read them twice: %v", pathErrorText(err))
+	}
+	return tmp, cleanup, nil
 }

@@ -29,6 +29,9 @@ const (
 	keyImportChat80 = "importer BenchmarkImportOpenAIChat80MB"
 	keyImportOTLP10 = "importer BenchmarkImportOTLP10MB"
 	keyImportOTLP80 = "importer BenchmarkImportOTLP80MB"
+	keyReplayMemory = "agentstop BenchmarkManyRunsMemory/replay"
+	keyBacktestMem  = "agentstop BenchmarkManyRunsMemory/backtest"
+	unitPeakRSSMB   = "peak-RSS-MB"
 	unitNs          = "ns/op"
 	unitAllocs      = "allocs/op"
 	unitEventsPerS  = "events/s"
@@ -116,6 +119,11 @@ var Figures = []Figure{
 		Limit: "≤ 4.5 KiB, heap + stack",
 		check: liveRun,
 	},
+	{
+		Name:  "replay / backtest memory, 200 MB log of 1,000 interleaved runs",
+		Limit: "peak RSS ≤ 150 MB",
+		check: manyRunsMemory,
+	},
 }
 
 // Evaluate measures every figure on r.
@@ -195,6 +203,18 @@ func replayRealSized(r *Results) (string, bool, error) {
 		s += fmt.Sprintf(" (%s events/s)", trim(eps, 0))
 	}
 	return s, mbs >= 400, nil
+}
+
+// manyRunsMemory is the larger of replay's and backtest's peak resident
+// set size over the 200 MB log of many runs.
+func manyRunsMemory(r *Results) (string, bool, error) {
+	m, err := mediansOf(r, stat{keyReplayMemory, unitPeakRSSMB}, stat{keyBacktestMem, unitPeakRSSMB})
+	if err != nil {
+		return "", false, err
+	}
+	replay, backtest := m[0], m[1]
+	return fmt.Sprintf("%s MB (replay %s MB, backtest %s MB)", trim(max(replay, backtest), 1), trim(replay, 1), trim(backtest, 1)),
+		max(replay, backtest) <= 150, nil
 }
 
 // rangeAdded is what Range adds per event to a bare range loop over the

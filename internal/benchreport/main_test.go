@@ -31,7 +31,7 @@ func TestParse(t *testing.T) {
 	wantOrder := []string{keyRaw, keyWrapped, keySampled, keyUnsampled, keyObserve, keyLiveRun,
 		keyRangeRaw, keyRangeGuarded, keyTreeAlone, keyTreeDepth3, keyReplay, keyReplayReal,
 		keyPolicies1, keyPolicies10, keyWorkers1, keyWorkers2,
-		keyImportChat10, keyImportChat80, keyImportOTLP10, keyImportOTLP80}
+		keyImportChat10, keyImportChat80, keyImportOTLP10, keyImportOTLP80, keyReplayMemory, keyBacktestMem}
 	if strings.Join(r.Order, "|") != strings.Join(wantOrder, "|") {
 		t.Errorf("Order = %q, want %q", r.Order, wantOrder)
 	}
@@ -91,6 +91,7 @@ func TestEvaluate(t *testing.T) {
 		{"1.577 × (130 vs 205 ms)", false},
 		{"openai-chat 105 / 99 MB/s, 80/10 MB 8.5 ×; otlp 131 / 120 MB/s, 80/10 MB 8.75 ×", false}, // 99 < 100
 		{"4.5 KiB (4,608 B: heap 2,200 + stack 2,408)", true},                                      // exactly at the limit
+		{"150.2 MB (replay 24.8 MB, backtest 150.2 MB)", false},                                    // the larger one is over
 	}
 	if len(outcomes) != len(want) {
 		t.Fatalf("%d outcomes, want %d", len(outcomes), len(want))
@@ -233,7 +234,7 @@ func TestRun(t *testing.T) {
 		"Forward, full policy, no SDK",
 		"✔ ok",
 		"✘ FAIL",
-		"7 of 12 limits met",
+		"7 of 13 limits met",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
@@ -273,7 +274,7 @@ func TestRun(t *testing.T) {
 		t.Errorf("missing figures: exit %d, want 1", code)
 	}
 	// A figure whose benchmark is absent prints as missing, never as met.
-	for _, want := range []string{"missing: no backtest BenchmarkBacktest/workers=1 in the benchmark output", "0 of 12 limits met"} {
+	for _, want := range []string{"missing: no backtest BenchmarkBacktest/workers=1 in the benchmark output", "0 of 13 limits met"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("partial input: output lacks %q:\n%s", want, out.String())
 		}

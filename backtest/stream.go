@@ -1,0 +1,339 @@
+package backtest
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/agentstop/agentstop/termination"
+)
+
+// candidate is a policy under test, prepared once for every file.
+type candidate struct {
+	cond  termination.Condition
+	conds []termination.Condition // its top-level conditions, with Config.All
+	pol   *termination.Policy
+	name  string
+	tree  bool // it has tree: limits
+}
+
+func prepare(cfg *Config) []candidate {
+	out := make([]candidate, len(cfg.Policies))
+	for j := range cfg.Policies {
+		p := &cfg.Policies[j]
+		out[j] = candidate{cond: p.Policy.Condition(), pol: &p.Policy, name: p.Name, tree: p.Policy.Tree() != nil}
+		if cfg.All {
+			out[j].conds = p.Policy.Conditions()
+		}
+	}
+	return out
+}
+
+// fileEval is the evaluation of one file in progress. The file is read
+// once, a line at a time, and each line's event evaluated by every policy
+// as it comes (for a file of many runs, after a first pass that finds each
+// run's last line: termination.IndexRuns). What it keeps is the live runs'
+// evaluators and running totals and one Outcome per (run, policy), never
+// the events.
+type fileEval struct {
+	src   Source
+	cfg   *Config
+	cands []candidate
+	multi bool                 // the events name their runs
+	index termination.RunIndex // with multi: each run's last line
+	// One of these per policy: a tree replay for a file of many runs or a
+	// policy with tree: limits, else the one run's evaluator.
+	trees []*termination.RunsReplay
+	evals []*termination.Evaluator
+	runs  map[string]*runState // by the events' run ("" in a file of one run)
+	order []*runState          // in the order of their first lines
+	out   []Outcome            // run by run (order), policies in order
+	cur   *runState            // the run of the line being evaluated
+	ev    *termination.Event   // the line being evaluated
+}
+
+// runState is one run of the file while it is read.
+type runState struct {
+	id, parent string
+	slot       int // its first Outcome is out[slot*len(cands)]
+	events     int // its lines so far
+	// total is what its lines so far spent, prev what all but the last
+	// did: a policy's result counts the run's events up to this line or
+	// the one before (a timeout's firing line is not evaluated).
+	total, prev Amounts
+	resulted    []bool                     // per policy: its result is in; later lines are saved
+	all         [][]*termination.Evaluator // with Config.All: per policy, per top-level condition
+	finished    bool
+}
+
+func newFileEval(src Source, cfg *Config, cands []candidate, multi bool, index termination.RunIndex) *fileEval {
+	fe := &fileEval{src: src, cfg: cfg, cands: cands, multi: multi, index: index, runs: map[string]*runState{}}
+	fe.trees = make([]*termination.RunsReplay, len(cands))
+	fe.evals = make([]*termination.Evaluator, len(cands))
+	for j := range cands {
+		if multi || cands[j].tree {
+			fe.trees[j] = termination.NewRunsReplay(cands[j].pol)
+		} else {
+			fe.evals[j] = termination.NewEvaluator(cands[j].cond, termination.EventClock)
+		}
+	}
+	return fe
+}
+
+// line evaluates the event of line n of the file with every policy. It
+// only reads ev (fileRead fingerprinted its args), so that several
+// fileEvals may evaluate one event at once (pipeline.go).
+func (fe *fileEval) line(ev *termination.Event, n int) {
+	r := fe.run(ev)
+	r.prev = r.total
+	r.total.addEvent(ev)
+	r.events++
+	fe.cur, fe.ev = r, ev
+	for j, done := range r.resulted {
+		if done {
+			fe.out[r.slot*len(fe.cands)+j].Saved.addEvent(ev)
+		}
+	}
+	for j := range r.all {
+		for _, e := range r.all[j] {
+			e.Observe(*ev) // a stopped evaluator returns at once
+		}
+	}
+	for j := range fe.cands {
+		if t := fe.trees[j]; t != nil {
+			for _, res := range t.Line(ev, fe.multi && fe.index.IsLast(ev.Run, n)) {
+				fe.result(fe.runs[res.Run], j, res)
+			}
+		} else if e := fe.evals[j]; !r.resulted[j] {
+			if _, stop := e.Observe(*ev); stop {
+				fe.result(r, j, e.Result())
+			}
+		}
+	}
+	if fe.multi && fe.index.IsLast(ev.Run, n) {
+		fe.finish(r)
+	}
+}
+
+// run returns the state of ev's run, starting it at its first line.
+func (fe *fileEval) run(ev *termination.Event) *runState {
+	if r := fe.runs[ev.Run]; r != nil {
+		if r.parent == "" {
+			r.parent = ev.Parent // as ReadFile: the first parent the run's lines name
+		}
+		return r
+	}
+	r := &runState{id: ev.Run, parent: ev.Parent, slot: len(fe.order), resulted: make([]bool, len(fe.cands))}
+	if !fe.multi {
+		r.id, r.parent = fe.src.Name, "" // a one-run file's run is named by the file
+	}
+	if fe.cfg.All {
+		r.all = make([][]*termination.Evaluator, len(fe.cands))
+		for j := range fe.cands {
+			for _, c := range fe.cands[j].conds {
+				r.all[j] = append(r.all[j], termination.NewEvaluator(c, termination.EventClock))
+			}
+		}
+	}
+	fe.runs[ev.Run] = r
+	fe.order = append(fe.order, r)
+	for j := range fe.cands {
+		fe.out = append(fe.out, Outcome{Run: r.id, File: fe.src.Path, Policy: fe.cands[j].name, Label: fe.cfg.Labels[r.id]})
+	}
+	return r
+}
+
+// result records policy j's replay result for run r: what the run spent
+// up to its stop, and the line of the stop itself when the result did not
+// evaluate it (a timeout that fired before it).
+func (fe *fileEval) result(r *runState, j int, res termination.Result) {
+	if r == nil || r.resulted[j] {
+		return // not a run of this file's lines (cannot happen), or already in
+	}
+	r.resulted[j] = true
+	res.Stage = "replay"
+	o := &fe.out[r.slot*len(fe.cands)+j]
+	o.Result = res
+	switch {
+	case res.Events >= r.events:
+		o.Spent = r.total
+	case res.Events == r.events-1 && fe.cur == r:
+		o.Spent = r.prev
+		o.Saved.addEvent(fe.ev)
+	}
+	// A result never leaves more than the line in hand unevaluated: a run
+	// ends on its own line, or on another's (its lines so far evaluated).
+}
+
+// finish completes run r's outcomes once its last line is read: whether
+// each policy stopped it, and with Config.All the conditions that fire.
+func (fe *fileEval) finish(r *runState) {
+	if r.finished {
+		return
+	}
+	for _, done := range r.resulted {
+		if !done {
+			return // a policy has not ended it yet: at the end of the file
+		}
+	}
+	r.finished = true
+	for j := range fe.cands {
+		o := &fe.out[r.slot*len(fe.cands)+j]
+		o.Parent = r.parent
+		o.Stopped = len(o.Result.Fired) > 0 || o.Result.Events < r.events
+		if !o.Stopped {
+			o.Saved = Amounts{}
+		}
+		if fe.cfg.All {
+			o.All = firings(fe.cands[j].conds, r.all[j])
+		}
+	}
+	r.all = nil
+}
+
+// end completes the file at its end: the runs still live end there (in a
+// file of one run, its only run), and truncated marks the results as
+// replay -lenient marks them.
+func (fe *fileEval) end(truncated bool) {
+	fe.cur, fe.ev = nil, nil
+	for j := range fe.cands {
+		if t := fe.trees[j]; t != nil {
+			for _, res := range t.End() {
+				fe.result(fe.runs[res.Run], j, res)
+			}
+		} else if r := fe.order[0]; !r.resulted[j] {
+			fe.result(r, j, fe.evals[j].Result())
+		}
+	}
+	for _, r := range fe.order {
+		fe.finish(r)
+	}
+	if !truncated {
+		return
+	}
+	for k := range fe.out {
+		o := &fe.out[k]
+		if fe.trees[k%len(fe.cands)] != nil {
+			o.Result.Truncated = true // the cut line's run cannot be read: every run's
+			continue
+		}
+		// A lenient replay that reached the truncated last line says so
+		// (§4); one that stopped before it never read it.
+		o.Result.Truncated = o.Result.Events == fe.order[0].events && len(o.Result.Fired) == 0
+	}
+}
+
+// firings returns the conditions whose evaluators (fed the whole run)
+// fired, each with the event where it first fires.
+func firings(conds []termination.Condition, evals []*termination.Evaluator) []Firing {
+	out := []Firing{} // with Config.All, an empty list says that nothing fires
+	for k, e := range evals {
+		res := e.Result()
+		if len(res.Fired) == 0 {
+			continue
+		}
+		out = append(out, Firing{Condition: conds[k].String(), Cause: res.Cause, At: res.StoppedAt})
+	}
+	return out
+}
+
+// fileResult is what evaluating one file gives: its outcomes, run by run
+// in the order of their first lines, policies in order, and its counts.
+type fileResult struct {
+	out    []Outcome
+	runs   int
+	events int64
+}
+
+// evaluateSource reads the file src, a line at a time, and evaluates every
+// policy over its runs in that pass (a file of many runs is read once more
+// before, to find each run's last line). With spare workers (2 or more
+// for this file), the policies are evaluated by goroutines of their own
+// while the file is decoded (pipeline.go). Errors name the file and the
+// line, as ReadFile's do.
+func evaluateSource(src Source, cfg *Config, cands []candidate, spare int) (*fileResult, error) {
+	f, err := os.Open(src.Path)
+	if err != nil {
+		return nil, fmt.Errorf("cannot read %s: %v", src.Path, pathErrorText(err))
+	}
+	defer f.Close()
+	dec := termination.NewDecoder(f)
+	first, ferr := dec.Next()
+	multi := ferr == nil && first.Run != ""
+	var index termination.RunIndex
+	if multi {
+		// Back to the start, twice: once to find where each run ends, once
+		// to evaluate.
+		if _, err = f.Seek(0, io.SeekStart); err == nil {
+			index = termination.IndexRuns(f)
+			_, err = f.Seek(0, io.SeekStart)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("cannot read %s: %v", src.Path, pathErrorText(err))
+		}
+		dec = termination.NewDecoder(f)
+	}
+	fr := &fileRead{path: src.Path, lenient: cfg.Lenient, dec: dec, first: first, firstErr: ferr, haveFirst: !multi}
+	newEval := func(cands []candidate) *fileEval { return newFileEval(src, cfg, cands, multi, index) }
+	if spare >= 2 {
+		return pipelined(fr, cands, min(spare-1, len(cands)), newEval)
+	}
+	fe := newEval(cands)
+	truncated, err := fr.each(fe.line)
+	if err != nil {
+		return nil, err
+	}
+	fe.end(truncated)
+	return &fileResult{out: fe.out, runs: len(fe.order), events: fr.events}, nil
+}
+
+// fileRead is one reading of a file's events, and what it learns of them.
+type fileRead struct {
+	path    string
+	lenient bool
+	dec     *termination.Decoder
+	// With haveFirst, first and firstErr are what dec.Next returned first.
+	first     termination.Event
+	firstErr  error
+	haveFirst bool
+
+	events int64
+}
+
+// each hands f every event of the file, in order, with its line, its
+// args fingerprinted (fingerprintArgs). It returns whether a truncated
+// last line was skipped (with lenient), or the file's error.
+func (fr *fileRead) each(f func(ev *termination.Event, line int)) (truncated bool, _ error) {
+	path := fr.path
+	ev, err := fr.first, fr.firstErr
+	for ; ; ev, err = fr.dec.Next() {
+		if !fr.haveFirst {
+			fr.haveFirst = true
+			continue
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if errors.Is(err, termination.ErrTruncated) {
+			if fr.lenient {
+				truncated = true
+				break
+			}
+			return false, fmt.Errorf("%s: %w; -lenient evaluates the events before it", path, err)
+		}
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", path, err)
+		}
+		fr.events++ // the Decoder checks that every event names its run or none does
+		fingerprintArgs(&ev)
+		f(&ev, fr.dec.Line())
+	}
+	switch {
+	case fr.events == 0 && truncated:
+		return false, fmt.Errorf("%s: no complete event: the file's only line is truncated", path)
+	case fr.events == 0:
+		return false, fmt.Errorf("%s: no events", path)
+	}
+	return truncated, nil
+}

@@ -1,0 +1,92 @@
+package termination
+
+import (
+	"io"
+
+	"github.com/agentstop/agentstop/termination/internal/jsonscan"
+)
+
+// RunIndex is what a first pass over a log of many runs learns for the
+// replay that follows it one line at a time ([RunsReplay]): the line of
+// each run's last event, where the run ends if nothing ends it sooner.
+// It holds a few words per run, never the events.
+type RunIndex struct {
+	slot    map[string]int // run → index into last
+	last    []int          // the line of each run's last event
+	unnamed int            // the line of the first event without run, 0 when none
+}
+
+// IndexRuns reads the JSON Lines log r to its end and returns where each
+// run's last event is. Its lines are numbered as [Decoder] numbers them.
+// It reads only each line's "run" (decoding a line whole only when its
+// run cannot be read cheaply), and it reports nothing about bad lines:
+// a line that does not decode names no run, and the pass stops at a line
+// it cannot read (longer than the limit, a read error). The replay that
+// follows reports those, in the order of the lines, as it would without
+// the index.
+func IndexRuns(r io.Reader) RunIndex {
+	x := RunIndex{slot: map[string]int{}}
+	d := NewDecoder(r)
+	for {
+		b, ok := d.scanLine()
+		if !ok {
+			return x
+		}
+		run, ok := lineRun(b)
+		if !ok {
+			if decodeEvent(b, &d.ev) != nil {
+				continue // a bad line: the replay reports it
+			}
+			run = []byte(d.ev.Run)
+		}
+		if len(run) == 0 && x.unnamed == 0 {
+			x.unnamed = d.line
+		}
+		if i, ok := x.slot[string(run)]; ok {
+			x.last[i] = d.line
+			continue
+		}
+		x.slot[string(run)] = len(x.last)
+		x.last = append(x.last, d.line)
+	}
+}
+
+// IsLast reports whether line (numbered as [Decoder.Line] numbers it) is
+// the last line of run.
+func (x RunIndex) IsLast(run string, line int) bool {
+	i, ok := x.slot[run]
+	return ok && x.last[i] == line
+}
+
+// Runs returns how many runs the log holds (events without run count as
+// the run "").
+func (x RunIndex) Runs() int { return len(x.last) }
+
+// Unnamed returns the line of the first event without run, 0 when every
+// event names its run.
+func (x RunIndex) Unnamed() int { return x.unnamed }
+
+// lineRun returns the run of the event on the line data, as the decoder
+// would decode it, without decoding the rest: every other member is only
+// skipped. ok is false when it cannot tell (an escaped key, a run that is
+// not a plain string, anything that is not a well-formed object): the
+// caller then decodes the line whole.
+func lineRun(data []byte) (run []byte, ok bool) {
+	p := fastParser{Scanner: jsonscan.Scanner{Data: data}}
+	p.SkipSpace()
+	if !p.members(func(key []byte) bool {
+		if string(key) != "run" {
+			return p.Skip(0, fastMaxDepth)
+		}
+		start, simple, ascii := p.String()
+		if start < 0 || !simple || !ascii {
+			return false // a run with escapes or non-ASCII bytes is decoded whole
+		}
+		run = p.Data[start+1 : p.Pos-1] // a repeated "run": the last one counts, as in decoding
+		return true
+	}) {
+		return nil, false
+	}
+	p.SkipSpace()
+	return run, p.Pos == len(p.Data)
+}
