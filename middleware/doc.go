@@ -53,12 +53,17 @@
 //     forwarded) so the producer never blocks, and draining gives up after
 //     the drain timeout ([WithDrainTimeout], default 5s). A consumer that
 //     reads until the output closes receives every item that was
-//     evaluated, however the run stopped — a supervisor's [Run.Stop]
-//     included: the item evaluated before the stop is still handed over
-//     (within the drain timeout). A consumer that leaves early must say so
-//     with [Run.Leave]: the run then ends at once (NaturalCompletion right
-//     after the final answer, Cancelled{reason: external} otherwise) and
-//     [Run.Wait] returns as soon as the producer has closed its channel.
+//     evaluated, however the run stopped and however long it is busy — a
+//     supervisor's [Run.Stop] included: the item evaluated before the stop
+//     is still handed over, and is never given up on a wall clock while
+//     the consumer may still read. A consumer that leaves early must say
+//     so with [Run.Leave]: the run then ends at once (NaturalCompletion
+//     right after the final answer, Cancelled{reason: external} otherwise)
+//     and [Run.Wait] returns as soon as the producer has closed its
+//     channel (at the latest after the drain timeout). Without Leave, Wait
+//     waits for the consumer until the caller's context ends; a stopped
+//     run whose last item waits longer than the drain timeout reports it
+//     once to the recorder, naming the stage, the run and Run.Leave.
 //     Prefer Forward to Range when the guarded stream must stay a channel
 //     (it is selected on, or handed on), or when the consumer must not wait
 //     for a producer that may ignore its context: Forward ends its output

@@ -117,9 +117,10 @@ func TestConsumerStopsReadingAndStops(t *testing.T) {
 	}
 }
 
-// A consumer that stops reading without Stop cannot be told from a slow
-// one: the evaluated item waits for it until the drain timeout, then is
-// given up and reported, whatever ended the run.
+// A consumer that stops reading without Leave cannot be told from a slow
+// one: the evaluated item waits for it, and is given up (and reported)
+// only once the caller's context has ended and the drain timeout has
+// passed since the stop.
 func TestConsumerStopsReadingAndCancels(t *testing.T) {
 	rec := &fakeRecorder{}
 	const drain = 200 * time.Millisecond
@@ -139,7 +140,8 @@ func TestConsumerStopsReadingAndCancels(t *testing.T) {
 	assert.Equal(t, 3, res.Events, "two items taken, a third evaluated and given up")
 	errs := rec.only(t).snapshot().errs
 	require.Len(t, errs, 1)
-	assert.Contains(t, errs[0].Error(), "consumer did not take the last item")
+	assert.Contains(t, errs[0].Error(), "the consumer did not take the last item within 200ms of the stop and the caller's context has ended: item given up")
+	assert.Contains(t, errs[0].Error(), "run "+run.ID())
 }
 
 func TestCallerCancelledMidRun(t *testing.T) {

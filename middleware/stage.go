@@ -404,11 +404,11 @@ func (r *Run) report(err error) {
 // with Observe, call Finish once the loop has returned.
 //
 // Stop does not mean that the consumer has gone: Forward still hands over
-// the item that was evaluated before the stop, waiting for the consumer up
-// to the drain timeout, so a consumer that reads until the output closes
-// gets every item whose events were evaluated (Result.Events counts
-// exactly them). A consumer that leaves without reading on says so with
-// [Run.Leave].
+// the item that was evaluated before the stop, waiting for the consumer as
+// long as it takes (until Leave, or the caller's context ends), so a
+// consumer that reads until the output closes gets every item whose events
+// were evaluated (Result.Events counts exactly them). A consumer that
+// leaves without reading on says so with [Run.Leave].
 func (r *Run) Stop(reason string) {
 	r.mu.Lock()
 	final := r.lastFinal
@@ -422,8 +422,8 @@ func (r *Run) Stop(reason string) {
 // NaturalCompletion when the last item it took carried the final answer,
 // Cancelled{reason: external, detail: reason} otherwise. An item that was
 // evaluated but not taken is given up as soon as the producer has closed
-// its channel, rather than waited for until the drain timeout, so Run.Wait
-// returns promptly. Leave after the run has stopped (a condition fired, or
+// its channel, at the latest after the drain timeout, so Run.Wait returns
+// promptly; without Leave it would wait for the consumer. Leave after the run has stopped (a condition fired, or
 // Stop) keeps the cause and only releases the item left behind. With
 // ForwardSeq, Observe or an adapter's loop, Leave is Stop: breaking out of
 // an iterator already tells the run.
