@@ -415,8 +415,12 @@ func TestNewErrors(t *testing.T) {
 		opts  []middleware.Option
 		want  string
 	}{
-		"empty name":            {"", nil, "empty stage name"},
-		"blank name":            {"  ", nil, "empty stage name"},
+		"empty name":            {"", nil, `New(""): stage name is empty: a stage name is 1 to 128 of the characters A-Z a-z 0-9 . _ -`},
+		"blank name":            {"  ", nil, `New("  "): stage name "  " starts with ' '`},
+		"not a file name":       {"my stage!", nil, `New("my stage!"): stage name "my stage!" has ' ' at byte 2: a stage name is 1 to 128 of the characters A-Z a-z 0-9 . _ - (a safe file name), starting with a letter or digit`},
+		"a path":                {"../planner", nil, `stage name "../planner" starts with '.'`},
+		"nil recorder":          {"s", []middleware.Option{middleware.WithRecorder(nil)}, `New("s"): WithRecorder: nil recorder`},
+		"typed nil recorder":    {"s", []middleware.Option{middleware.WithRecorder((*fakeRecorder)(nil))}, "WithRecorder: nil recorder"},
 		"zero drain timeout":    {"s", []middleware.Option{middleware.WithDrainTimeout(0)}, "WithDrainTimeout"},
 		"negative drain":        {"s", []middleware.Option{middleware.WithDrainTimeout(-time.Second)}, "WithDrainTimeout: must be > 0, got -1s"},
 		"bad custom reason":     {"s", []middleware.Option{middleware.WithCustomReasons("Not-Snake")}, `WithCustomReasons: "Not-Snake"`},
@@ -434,7 +438,7 @@ func TestNewErrors(t *testing.T) {
 		})
 	}
 	t.Run("nil options are ignored", func(t *testing.T) {
-		s, err := middleware.New("s", nil, middleware.WithCondition(nil), middleware.WithRecorder(nil),
+		s, err := middleware.New("s", nil, middleware.WithCondition(nil),
 			middleware.WithTreatAsSuccess(nil), middleware.WithOnWarning(nil))
 		require.NoError(t, err)
 		assert.Equal(t, "s", s.Name())

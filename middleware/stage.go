@@ -34,8 +34,10 @@ type Stage struct {
 	trees fleet.Trees
 }
 
-// New returns a Stage named stage. An empty name, an invalid option or an
-// invalid condition is an error naming it.
+// New returns a Stage named stage. The name is a label value that is
+// always a safe file name (termination.ValidateStageName: 1 to 128 of
+// A-Z a-z 0-9 . _ -, starting with a letter or digit); any other name, an
+// invalid option or an invalid condition is an error naming it.
 func New(stage string, opts ...Option) (*Stage, error) {
 	cfg, err := newConfig(stage, opts)
 	if err != nil {
