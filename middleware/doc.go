@@ -101,7 +101,8 @@
 // [termination.Result] carries the cause, the outcome (overridable with
 // [WithTreatAsSuccess]), the counts and the warnings (budget and count
 // pressure, stall warn_at), which are also handed to [WithOnWarning] as they
-// happen so the loop can tell the agent to wrap up.
+// happen, with the run that warned, so the loop can tell that agent to wrap
+// up.
 //
 // # Fleets
 //
@@ -159,7 +160,11 @@
 //     on the holder and every live descendant at once and reaches each
 //     one's [WithOnWarning] hook and recorder with its next event (the
 //     run whose event raised it: at once). A tree timeout runs from a
-//     timer armed when the holder starts.
+//     timer armed when the holder starts. The holder's Result carries the
+//     tree's totals beside its own (Result.Tree: iterations, tool calls,
+//     tokens and cost of the run and all its descendants, what other
+//     processes spent under a shared tree included): the figures a tree
+//     cause names; nil for a run that holds no tree limits.
 //   - [Run.Remaining] is what is left of the run's own and its trees'
 //     limits; [Run.Charge] charges usage spent on the run's behalf
 //     elsewhere (a remote agent's, reported when the call returns) to its

@@ -315,7 +315,7 @@ func TestOnWarningPanics(t *testing.T) {
 	rec := &fakeRecorder{}
 	calls := 0
 	stage := mustStage(t, "hook", policy(t, "token_budget: {total: 1000, pressure: 0.5}"), middleware.WithRecorder(rec),
-		middleware.WithOnWarning(func(ctx context.Context, c termination.Cause) {
+		middleware.WithOnWarning(func(ctx context.Context, _ *middleware.Run, c termination.Cause) {
 			calls++
 			assert.NoError(t, ctx.Err(), "the hook gets the live run context")
 			panic("hook exploded")

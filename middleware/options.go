@@ -24,7 +24,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 type config struct {
 	conds          []termination.Condition
 	treatAsSuccess func(termination.Cause) bool
-	onWarning      func(context.Context, termination.Cause)
+	onWarning      func(context.Context, *Run, termination.Cause)
 	drainTimeout   time.Duration
 	recorder       Recorder
 	recorders      recorders // given with WithRecorder, combined into recorder
@@ -79,10 +79,13 @@ func WithTreatAsSuccess(f func(termination.Cause) bool) Option {
 // resources iterations and tool_calls) and StallDetected (stall.warn_at, at
 // most one per run). Several warnings on one event come in the contract's
 // order. f runs synchronously, on the goroutine that delivered the event
-// that raised the warning, with the run's context: the loop can inject a
-// "wrap up now" or "you are repeating yourself" instruction. A panic in f
-// is recovered and reported. Default: none. nil is ignored.
-func WithOnWarning(f func(context.Context, termination.Cause)) Option {
+// that raised the warning, with the run's context and the run that warned
+// (its ID, Parent and Stage tell the runs of one stage, and of one tree,
+// apart: a tree's pressure warning reaches every live run of the tree):
+// the loop can inject a "wrap up now" or "you are repeating yourself"
+// instruction into the right agent. f may call the run's methods. A panic
+// in f is recovered and reported. Default: none. nil is ignored.
+func WithOnWarning(f func(ctx context.Context, run *Run, warning termination.Cause)) Option {
 	return optionFunc(func(c *config) {
 		if f != nil {
 			c.onWarning = f

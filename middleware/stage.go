@@ -387,7 +387,7 @@ func (r *Run) warn(c termination.Cause) {
 			r.report(fmt.Errorf("middleware: stage %q: OnWarning hook panicked: %v", r.stage.name, p))
 		}
 	}()
-	hook(r.ctx, c)
+	hook(r.ctx, r, c)
 }
 
 func (r *Run) report(err error) {
@@ -590,6 +590,7 @@ func (r *Run) finish(err error) {
 	res.Stage, res.Run = r.stage.name, r.id
 	if r.tree != nil {
 		res.Parent = r.tree.parent
+		res.Tree = r.tree.totals()
 	}
 	res.TerminationCause = termination.Tag(res.Cause, r.stage.allowed)
 	if r.timer != nil {

@@ -70,6 +70,15 @@ func ReplayRuns(p *Policy, events []Event, opts ...ReplayOption) []Result {
 	for i := range events {
 		rp.line(&events[i], last[events[i].Run] == i)
 	}
+	// A holder's tree totals are final once it has ended: the lines of
+	// its subtree after that are not evaluated. (Its own stopping line
+	// reaches its tree limits after its result was taken.)
+	for i := range rp.results {
+		if r := rp.runs[rp.results[i].Run]; r != nil && r.limits != nil {
+			t := r.limits.progress.Totals()
+			rp.results[i].Tree = &t
+		}
+	}
 	return rp.results
 }
 
@@ -151,14 +160,16 @@ func (rp *replayer) begin(ev *Event) *replayRun {
 	if ev.Parent == "" || up == r {
 		up = nil
 	}
+	if rp.tree != nil {
+		// Before a late child's end, as live: a run holds its tree limits
+		// (and has tree totals, Result.Tree) from its start.
+		r.limits = NewEvaluator(rp.tree, EventClock)
+		r.holders = append(r.holders, r)
+	}
 	if up != nil && up.ended {
 		r.eval.Stop(Skipped{Reason: SkipParentEnded, Detail: ParentEnded(rp.stage, Tag(up.eval.cause, nil)).Detail})
 		rp.end(r, nil)
 		return r
-	}
-	if rp.tree != nil {
-		r.limits = NewEvaluator(rp.tree, EventClock)
-		r.holders = append(r.holders, r)
 	}
 	if up != nil {
 		up.children = append(up.children, r)
