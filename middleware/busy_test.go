@@ -173,7 +173,9 @@ func TestLateLeaveIsPrompt(t *testing.T) {
 	out := middleware.Forward(run, stubborn(t, message), decodeItem)
 	<-out // item 1 fires and waits; the producer goes on sending
 	require.Eventually(t, func() bool { _, ok := run.Cause(); return ok }, 5*time.Second, time.Millisecond)
-	time.Sleep(3 * drain)
+	// The drain timeout passes with the item waiting: reported, and kept.
+	require.Eventually(t, func() bool { return len(rec.only(t).snapshot().errs) == 1 }, 5*time.Second, time.Millisecond)
+	time.Sleep(2 * drain)
 	start := time.Now()
 	run.Leave("consumer left")
 	res := waitResult(t, run, 10*drain)
