@@ -58,12 +58,17 @@
 //     forwarded) so the producer never blocks, and draining gives up after
 //     the drain timeout ([WithDrainTimeout], default 5s). A consumer that
 //     reads until the output closes receives every item that was
-//     evaluated, however the run stopped — a supervisor's [Run.Stop]
-//     included: the item evaluated before the stop is still handed over
-//     (within the drain timeout). A consumer that leaves early must say so
-//     with [Run.Leave]: the run then ends at once (NaturalCompletion right
-//     after the final answer, Cancelled{reason: external} otherwise) and
-//     [Run.Wait] returns as soon as the producer has closed its channel.
+//     evaluated, however the run stopped and however long it is busy — a
+//     supervisor's [Run.Stop] included: the item evaluated before the stop
+//     is still handed over, and is never given up on a wall clock while
+//     the consumer may still read. A consumer that leaves early must say
+//     so with [Run.Leave]: the run then ends at once (NaturalCompletion
+//     right after the final answer, Cancelled{reason: external} otherwise)
+//     and [Run.Wait] returns as soon as the producer has closed its
+//     channel (at the latest after the drain timeout). Without Leave, Wait
+//     waits for the consumer until the caller's context ends; a stopped
+//     run whose last item waits longer than the drain timeout reports it
+//     once to the recorder, naming the stage, the run and Run.Leave.
 //     Prefer Forward to Range when the guarded stream must stay a channel
 //     (it is selected on, or handed on), or when the consumer must not wait
 //     for a producer that may ignore its context: Forward ends its output
@@ -101,7 +106,8 @@
 // [termination.Result] carries the cause, the outcome (overridable with
 // [WithTreatAsSuccess]), the counts and the warnings (budget and count
 // pressure, stall warn_at), which are also handed to [WithOnWarning] as they
-// happen so the loop can tell the agent to wrap up.
+// happen, with the run that warned, so the loop can tell that agent to wrap
+// up.
 //
 // # Fleets
 //
@@ -159,7 +165,11 @@
 //     on the holder and every live descendant at once and reaches each
 //     one's [WithOnWarning] hook and recorder with its next event (the
 //     run whose event raised it: at once). A tree timeout runs from a
-//     timer armed when the holder starts.
+//     timer armed when the holder starts. The holder's Result carries the
+//     tree's totals beside its own (Result.Tree: iterations, tool calls,
+//     tokens and cost of the run and all its descendants, what other
+//     processes spent under a shared tree included): the figures a tree
+//     cause names; nil for a run that holds no tree limits.
 //   - [Run.Remaining] is what is left of the run's own and its trees'
 //     limits; [Run.Charge] charges usage spent on the run's behalf
 //     elsewhere (a remote agent's, reported when the call returns) to its

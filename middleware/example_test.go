@@ -43,7 +43,8 @@ func runawayLoop(ctx context.Context) <-chan step {
 	return out
 }
 
-// Wrap an existing channel-based loop: same items out, stopped by the policy.
+// Wrap an existing channel-based loop: same items out, stopped by the
+// policy. A consumer that breaks out of this range must call run.Leave.
 func ExampleForward() {
 	stage, err := middleware.New("researcher",
 		middleware.WithPolicy(termination.MustParsePolicy("max_tool_calls: 3")))
@@ -62,7 +63,8 @@ func ExampleForward() {
 }
 
 // Guard a channel-based loop from the consumer's side: no goroutine, no
-// second channel; the range loop ends when the policy fires.
+// second channel; the range loop ends when the policy fires, and a break
+// ends the run.
 func ExampleRange() {
 	stage, err := middleware.New("researcher",
 		middleware.WithPolicy(termination.MustParsePolicy("max_tool_calls: 3")))
@@ -71,18 +73,13 @@ func ExampleRange() {
 	}
 	ctx, run := stage.Start(context.Background())
 	received := 0
-	for s := range middleware.Range(run, runawayLoop(ctx), decode) {
-		received++
-		fmt.Println(received, s.Tool)
+	for range middleware.Range(run, runawayLoop(ctx), decode) {
+		received++ // breaking out here ends the run too: nothing more to call
 	}
 	res := run.Wait() // already finished: the range statement has returned
-	fmt.Println(res.Tag(), res.Events, res.StoppedAt)
-	// Output:
-	// 1 search
-	// 2 search
-	// 3 search
-	// 4 search
-	// max_tool_calls 4 4
+	var limit termination.MaxToolCallsReached
+	fmt.Println(received, res.Tag(), res.Outcome, errors.As(context.Cause(ctx), &limit), limit.Count)
+	// Output: 4 max_tool_calls failed true 4
 }
 
 // Wrap an iterator-based loop.

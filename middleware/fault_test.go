@@ -117,9 +117,10 @@ func TestConsumerStopsReadingAndStops(t *testing.T) {
 	}
 }
 
-// A consumer that stops reading without Stop cannot be told from a slow
-// one: the evaluated item waits for it until the drain timeout, then is
-// given up and reported, whatever ended the run.
+// A consumer that stops reading without Leave cannot be told from a slow
+// one: the evaluated item waits for it, and is given up (and reported)
+// only once the caller's context has ended and the drain timeout has
+// passed since the stop.
 func TestConsumerStopsReadingAndCancels(t *testing.T) {
 	rec := &fakeRecorder{}
 	const drain = 200 * time.Millisecond
@@ -139,7 +140,8 @@ func TestConsumerStopsReadingAndCancels(t *testing.T) {
 	assert.Equal(t, 3, res.Events, "two items taken, a third evaluated and given up")
 	errs := rec.only(t).snapshot().errs
 	require.Len(t, errs, 1)
-	assert.Contains(t, errs[0].Error(), "consumer did not take the last item")
+	assert.Contains(t, errs[0].Error(), "the consumer did not take the last item within 200ms of the stop and the caller's context has ended: item given up")
+	assert.Contains(t, errs[0].Error(), "run "+run.ID())
 }
 
 func TestCallerCancelledMidRun(t *testing.T) {
@@ -313,7 +315,7 @@ func TestOnWarningPanics(t *testing.T) {
 	rec := &fakeRecorder{}
 	calls := 0
 	stage := mustStage(t, "hook", policy(t, "token_budget: {total: 1000, pressure: 0.5}"), middleware.WithRecorder(rec),
-		middleware.WithOnWarning(func(ctx context.Context, c termination.Cause) {
+		middleware.WithOnWarning(func(ctx context.Context, _ *middleware.Run, c termination.Cause) {
 			calls++
 			assert.NoError(t, ctx.Err(), "the hook gets the live run context")
 			panic("hook exploded")
@@ -413,8 +415,12 @@ func TestNewErrors(t *testing.T) {
 		opts  []middleware.Option
 		want  string
 	}{
-		"empty name":            {"", nil, "empty stage name"},
-		"blank name":            {"  ", nil, "empty stage name"},
+		"empty name":            {"", nil, `New(""): stage name is empty: a stage name is 1 to 128 of the characters A-Z a-z 0-9 . _ -`},
+		"blank name":            {"  ", nil, `New("  "): stage name "  " starts with ' '`},
+		"not a file name":       {"my stage!", nil, `New("my stage!"): stage name "my stage!" has ' ' at byte 2: a stage name is 1 to 128 of the characters A-Z a-z 0-9 . _ - (a safe file name), starting with a letter or digit`},
+		"a path":                {"../planner", nil, `stage name "../planner" starts with '.'`},
+		"nil recorder":          {"s", []middleware.Option{middleware.WithRecorder(nil)}, `New("s"): WithRecorder: nil recorder`},
+		"typed nil recorder":    {"s", []middleware.Option{middleware.WithRecorder((*fakeRecorder)(nil))}, "WithRecorder: nil recorder"},
 		"zero drain timeout":    {"s", []middleware.Option{middleware.WithDrainTimeout(0)}, "WithDrainTimeout"},
 		"negative drain":        {"s", []middleware.Option{middleware.WithDrainTimeout(-time.Second)}, "WithDrainTimeout: must be > 0, got -1s"},
 		"bad custom reason":     {"s", []middleware.Option{middleware.WithCustomReasons("Not-Snake")}, `WithCustomReasons: "Not-Snake"`},
@@ -432,7 +438,7 @@ func TestNewErrors(t *testing.T) {
 		})
 	}
 	t.Run("nil options are ignored", func(t *testing.T) {
-		s, err := middleware.New("s", nil, middleware.WithCondition(nil), middleware.WithRecorder(nil),
+		s, err := middleware.New("s", nil, middleware.WithCondition(nil),
 			middleware.WithTreatAsSuccess(nil), middleware.WithOnWarning(nil))
 		require.NoError(t, err)
 		assert.Equal(t, "s", s.Name())

@@ -171,7 +171,7 @@ func TestFleetHooksStopAndWarn(t *testing.T) {
 	rec := &fakeRecorder{} // recorder_test.go
 	var hooked []termination.Cause
 	s, _ := middleware.New("hooks", middleware.WithFleet(f), middleware.WithRecorder(rec),
-		middleware.WithOnWarning(func(_ context.Context, c termination.Cause) { hooked = append(hooked, c) }))
+		middleware.WithOnWarning(func(_ context.Context, _ *middleware.Run, c termination.Cause) { hooked = append(hooked, c) }))
 	ctx, run := s.Start(context.Background())
 	h := f.hooks[0]
 	w := termination.BudgetPressure{Resource: termination.ResourceCost, Threshold: 0.8, Used: 8, Limit: 10, Scope: termination.ScopeFleet}
@@ -224,7 +224,7 @@ func TestFleetSpendStopsOnEvent(t *testing.T) {
 	f := &scriptedFleet{member: &scriptedMember{warnAt: 50, stopAt: 100}}
 	var hooked []termination.Cause
 	s, _ := middleware.New("spend", middleware.WithFleet(f),
-		middleware.WithOnWarning(func(_ context.Context, c termination.Cause) { hooked = append(hooked, c) }))
+		middleware.WithOnWarning(func(_ context.Context, _ *middleware.Run, c termination.Cause) { hooked = append(hooked, c) }))
 	ctx, run := s.Start(context.Background())
 	evs := []termination.Event{
 		{Kind: termination.KindMessage, Usage: termination.Usage{InputTokens: 30}},

@@ -41,7 +41,7 @@ func TestFleetTypedNilCauses(t *testing.T) {
 		rec := &fakeRecorder{}
 		var hooked []termination.Cause
 		s, err := middleware.New("typed_nil", middleware.WithFleet(f), middleware.WithRecorder(rec),
-			middleware.WithOnWarning(func(_ context.Context, c termination.Cause) { hooked = append(hooked, c) }))
+			middleware.WithOnWarning(func(_ context.Context, _ *middleware.Run, c termination.Cause) { hooked = append(hooked, c) }))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -17,11 +17,15 @@ import (
 // out of its range loop) must call run.Leave: the run then ends promptly —
 // NaturalCompletion if the last item it took carried the final answer,
 // Cancelled{reason: external} otherwise — and Run.Wait returns as soon as
-// the producer has closed in (at the latest after the drain timeout).
-// Without Leave nothing tells the forwarder that nobody reads any more, and
-// Wait blocks until the loop ends by itself or is stopped otherwise. A
+// the producer has closed in (at the latest after the drain timeout from
+// Leave). Without Leave nothing tells the forwarder that nobody reads any
+// more: the item it holds waits for the consumer, and Wait blocks, until
+// the caller's context ends (a stopped run reports the wait once, after the
+// drain timeout, naming Run.Leave). A consumer that must be able to break
+// out freely uses Range or ForwardSeq, where a break ends the run. A
 // supervisor that stops the run (run.Stop) while the consumer still reads
-// is not a consumer leaving: the consumer still gets every evaluated item.
+// is not a consumer leaving: the consumer still gets every evaluated item,
+// however long it is busy.
 func Forward[T any](run *Run, in <-chan T, decode func(T) termination.Event) <-chan T {
 	return forwardChan(run, in, decode == nil, &forwarder[T]{run: run, decodeOne: decode})
 }
@@ -45,10 +49,16 @@ func Forward[T any](run *Run, in <-chan T, decode func(T) termination.Event) <-c
 // Result.Events counts exactly their events. The producer is drained while
 // the last item waits for the consumer, so it never blocks.
 //
-// The last item is given up, and reported to the recorder, if the consumer
-// does not take it within the drain timeout; after Leave (a consumer that
-// has left, see Forward) it is given up as soon as the producer has closed
-// in. Stop never gives it up earlier than the drain timeout.
+// An evaluated item is never given up on a wall clock while the consumer
+// may still read: a consumer busy for minutes (a tool call that runs a test
+// suite) gets it when it comes back. Only Leave (a consumer that has left,
+// see Forward) gives it up, as soon as the producer has closed in, or the
+// end of the caller's context (the one given to Start), once the drain
+// timeout has passed since the stop. When the drain timeout passes with
+// the item not taken, the recorder is told once (telemetry's recorder
+// hands it to otel.Handle), naming the stage and run and Run.Leave. The
+// producer is drained while the item waits; once it has been taken,
+// draining gives up after the drain timeout.
 // The run is finished (Run.Wait returns) once the goroutine exits. A nil
 // run, channel or decode function gives a closed channel; the run, if any,
 // ends with Failed{reason: invalid_input}.
@@ -370,68 +380,125 @@ func (f *forwarder[T]) left() {
 
 // end finishes a stopped run. It hands the last evaluated item (pending)
 // to the consumer, then closes the output, while it drains in so that the
-// producer never blocks, and finishes the run once both are done. The item
-// is given up when the consumer has not taken it within the drain timeout,
-// or once Leave has been called (the consumer has left) and the producer
-// has closed in; draining gives up after the drain timeout.
+// producer never blocks, and finishes the run once both are done.
+//
+// The item is never given up on a wall clock while the consumer may still
+// read: it waits until the consumer takes it, until Leave (then it is given
+// up once the producer has closed in, at the latest after the drain timeout
+// from Leave), or until the caller's context (the one given to Start) has
+// ended and the drain timeout has passed. When the drain timeout passes
+// with the item still waiting, that is reported once (a consumer that broke
+// out of its range loop without Leave would hang Run.Wait). Draining goes
+// on while the item waits, and gives up after the drain timeout otherwise.
 func (f *forwarder[T]) end(in <-chan T, out chan<- T, pending *T) {
 	run := f.run
-	var item T // the select below reads it even while send is nil
+	drain := run.stage.cfg.drainTimeout
+	e := ending[T]{run: run, out: out, recv: in, t: time.NewTimer(drain)}
+	defer e.t.Stop()
 	if pending != nil {
-		item = *pending
-	}
-	t := time.NewTimer(run.stage.cfg.drainTimeout)
-	defer t.Stop()
-	var (
-		send  chan<- T        // out while the item waits for the consumer
-		leave <-chan struct{} // closed by Leave, watched while the item waits
-		left  bool
-		recv  = in
-		n     int
-	)
-	if pending != nil {
-		send = out
-		leave, left = run.leaveChan()
+		e.item, e.send = *pending, out
+		e.leave, e.left = run.leaveChan()
 	} else {
 		close(out)
 	}
-	for send != nil || recv != nil {
+	for e.send != nil || e.recv != nil {
 		select {
-		case send <- item:
-			send, leave = nil, nil
-			close(out)
-		case _, ok := <-recv:
+		case e.send <- e.item:
+			e.handed()
+		case _, ok := <-e.recv:
 			if ok {
-				n++
+				e.n++
 				continue
 			}
-			recv = nil
-			if left && send != nil {
-				send, leave = nil, nil
-				close(out)
+			e.recv = nil
+			if e.left && e.send != nil {
+				e.giveUp()
 			}
-		case <-leave:
-			leave, left = nil, true
-			if recv == nil {
-				send = nil
-				close(out)
+		case <-e.leave:
+			e.leave, e.left = nil, true
+			if e.recv == nil {
+				e.giveUp()
+			} else {
+				// Wait returns within the drain timeout of Leave.
+				e.late = false
+				e.t.Reset(drain)
 			}
-		case <-t.C:
-			if send != nil {
-				if !left { // after Leave, nobody is expected to take it
-					run.report(fmt.Errorf("middleware: stage %q: consumer did not take the last item within %s", run.stage.name, run.stage.cfg.drainTimeout))
-				}
-				send = nil
-				close(out)
-			}
-			if recv != nil {
-				run.report(fmt.Errorf("middleware: stage %q: producer still sending after %s of draining; giving up", run.stage.name, run.stage.cfg.drainTimeout))
-				recv = nil
-			}
+		case <-e.gone:
+			e.giveUp()
+			e.stopDraining()
+		case <-e.t.C:
+			e.expired()
 		}
 	}
-	run.addDrained(n)
+	run.addDrained(e.n)
 	f.finish()
+}
+
+// ending is the state of forwarder.end: the last item waiting for the
+// consumer (send, nil once taken or given up) and the producer being
+// drained (recv, nil once closed or given up).
+type ending[T any] struct {
+	run   *Run
+	out   chan<- T
+	item  T // the select reads it even while send is nil
+	send  chan<- T
+	recv  <-chan T
+	n     int             // items drained
+	leave <-chan struct{} // closed by Leave, watched while the item waits
+	left  bool            // Leave was called
+	// gone is the caller's context's Done, watched once the drain timeout
+	// has passed with the item waiting: its end gives the item up.
+	gone <-chan struct{}
+	late bool // the drain timeout has passed
+	t    *time.Timer
+}
+
+// handed: the consumer took the item.
+func (e *ending[T]) handed() {
+	e.send, e.leave, e.gone = nil, nil, nil
+	close(e.out)
+	if e.late {
+		e.stopDraining()
+	}
+}
+
+// giveUp gives the waiting item up and closes the output.
+func (e *ending[T]) giveUp() {
+	e.send, e.leave, e.gone = nil, nil, nil
+	close(e.out)
+}
+
+// stopDraining gives up draining a producer that is still sending.
+func (e *ending[T]) stopDraining() {
+	if e.recv == nil {
+		return
+	}
+	e.recv = nil
+	e.run.report(fmt.Errorf("middleware: stage %q run %s: producer still sending after %s of draining; giving up",
+		e.run.stage.name, e.run.id, e.run.stage.cfg.drainTimeout))
+}
+
+// expired: the drain timeout has passed (since the stop, or since Leave).
+func (e *ending[T]) expired() {
+	e.late = true
+	run := e.run
+	switch {
+	case e.send == nil:
+	case e.left:
+		// After Leave nobody is expected to take it.
+		e.giveUp()
+	case run.parent.Err() != nil:
+		run.report(fmt.Errorf("middleware: stage %q run %s: the consumer did not take the last item within %s of the stop and the caller's context has ended: item given up (a consumer that breaks out of its range loop must call Run.Leave)",
+			run.stage.name, run.id, run.stage.cfg.drainTimeout))
+		e.giveUp()
+	default:
+		run.report(fmt.Errorf("middleware: stage %q run %s: the consumer has not taken the last item within %s of the stop; it is kept until the consumer takes it, and Run.Wait waits: a consumer that breaks out of its range loop must call Run.Leave",
+			run.stage.name, run.id, run.stage.cfg.drainTimeout))
+		e.gone = run.parent.Done()
+	}
+	if e.send == nil {
+		e.stopDraining()
+	}
 }
 
 // ForwardSeq wraps an iterator-based loop: the returned iterator yields the

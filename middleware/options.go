@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
+	"reflect"
 	"time"
 
 	"github.com/agentstop/agentstop/termination"
@@ -24,7 +24,7 @@ func (f optionFunc) apply(c *config) { f(c) }
 type config struct {
 	conds          []termination.Condition
 	treatAsSuccess func(termination.Cause) bool
-	onWarning      func(context.Context, termination.Cause)
+	onWarning      func(context.Context, *Run, termination.Cause)
 	drainTimeout   time.Duration
 	recorder       Recorder
 	recorders      recorders // given with WithRecorder, combined into recorder
@@ -79,10 +79,13 @@ func WithTreatAsSuccess(f func(termination.Cause) bool) Option {
 // resources iterations and tool_calls) and StallDetected (stall.warn_at, at
 // most one per run). Several warnings on one event come in the contract's
 // order. f runs synchronously, on the goroutine that delivered the event
-// that raised the warning, with the run's context: the loop can inject a
-// "wrap up now" or "you are repeating yourself" instruction. A panic in f
-// is recovered and reported. Default: none. nil is ignored.
-func WithOnWarning(f func(context.Context, termination.Cause)) Option {
+// that raised the warning, with the run's context and the run that warned
+// (its ID, Parent and Stage tell the runs of one stage, and of one tree,
+// apart: a tree's pressure warning reaches every live run of the tree):
+// the loop can inject a "wrap up now" or "you are repeating yourself"
+// instruction into the right agent. f may call the run's methods. A panic
+// in f is recovered and reported. Default: none. nil is ignored.
+func WithOnWarning(f func(ctx context.Context, run *Run, warning termination.Cause)) Option {
 	return optionFunc(func(c *config) {
 		if f != nil {
 			c.onWarning = f
@@ -106,13 +109,31 @@ func WithDrainTimeout(d time.Duration) Option {
 // WithRecorder records the stage's runs (spans, metrics) through r; see
 // package telemetry. Given several times, every recorder records every run,
 // in the order given (each one's context is the parent of the next one's).
-// Default: nothing is recorded. nil is ignored.
+// Default: nothing is recorded. Unlike other options, a nil r (or a nil
+// pointer of a recorder type) is an error from New, not ignored: a
+// recorder that was meant to be there and is not would silently record
+// nothing.
 func WithRecorder(r Recorder) Option {
 	return optionFunc(func(c *config) {
-		if r != nil {
-			c.recorders = append(c.recorders, r)
+		if isNil(r) {
+			c.errs = append(c.errs, errors.New("WithRecorder: nil recorder (to record nothing, leave WithRecorder out)"))
+			return
 		}
+		c.recorders = append(c.recorders, r)
 	})
+}
+
+// isNil reports whether v is nil or holds a nil pointer, map, slice, func
+// or channel.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface:
+		return rv.IsNil()
+	}
+	return false
 }
 
 // recorders fans a run out to several recorders.
@@ -183,8 +204,8 @@ func WithCustomReasons(reasons ...string) Option {
 
 func newConfig(stage string, opts []Option) (config, error) {
 	c := config{drainTimeout: DefaultDrainTimeout, recorder: nopRecorder{}}
-	if strings.TrimSpace(stage) == "" {
-		return c, errors.New("middleware: New: empty stage name")
+	if err := termination.ValidateStageName(stage); err != nil {
+		return c, fmt.Errorf("middleware: New(%q): %w", stage, err)
 	}
 	for _, o := range opts {
 		if o != nil {

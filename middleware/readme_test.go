@@ -6,10 +6,11 @@ import (
 	"testing"
 )
 
-// TestReadmeShowsExampleForward keeps the README's wrap example identical
-// to ExampleForward, which go test compiles and runs.
-func TestReadmeShowsExampleForward(t *testing.T) {
-	assertReadmeShowsExample(t, "example_test.go", "ExampleForward")
+// TestReadmeShowsExampleRange keeps the README's wrap example identical
+// to ExampleRange, which go test compiles and runs: the README leads with
+// the break-safe ways in.
+func TestReadmeShowsExampleRange(t *testing.T) {
+	assertReadmeShowsExample(t, "example_test.go", "ExampleRange")
 }
 
 // TestReadmeShowsExampleWithTreeLimits keeps the README's Trees example

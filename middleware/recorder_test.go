@@ -106,7 +106,7 @@ func TestRecorderContract(t *testing.T) {
 	stage := mustStage(t, "recorded",
 		policy(t, "{token_budget: {total: 1000, pressure: 0.5}, cost_budget: {limit: 1, pressure: 0.6}, max_tool_calls: 2}"),
 		middleware.WithRecorder(rec),
-		middleware.WithOnWarning(func(ctx context.Context, c termination.Cause) {
+		middleware.WithOnWarning(func(ctx context.Context, _ *middleware.Run, c termination.Cause) {
 			hooked = append(hooked, c)
 			if len(hooked) == 1 {
 				panic("hook failed")

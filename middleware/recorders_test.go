@@ -15,7 +15,7 @@ import (
 // second one's context nested in the first one's.
 func TestWithRecorderTwiceFansOut(t *testing.T) {
 	first, second := &fakeRecorder{}, &fakeRecorder{}
-	stage, err := middleware.New("fan_out", middleware.WithRecorder(first), middleware.WithRecorder(nil),
+	stage, err := middleware.New("fan_out", middleware.WithRecorder(first),
 		middleware.WithRecorder(second), middleware.WithCondition(termination.MaxToolCalls(1)))
 	require.NoError(t, err)
 	ctx, run := stage.Start(context.Background())

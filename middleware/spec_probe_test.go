@@ -58,7 +58,7 @@ func TestSpecProbeLiveMatchesReplay(t *testing.T) {
 			var mu sync.Mutex
 			var hooked []termination.Cause
 			stage := mustStage(t, "probe", middleware.WithPolicy(p),
-				middleware.WithOnWarning(func(_ context.Context, c termination.Cause) {
+				middleware.WithOnWarning(func(_ context.Context, _ *middleware.Run, c termination.Cause) {
 					mu.Lock()
 					defer mu.Unlock()
 					hooked = append(hooked, c)

@@ -35,8 +35,10 @@ type Stage struct {
 	trees fleet.Trees
 }
 
-// New returns a Stage named stage. An empty name, an invalid option or an
-// invalid condition is an error naming it.
+// New returns a Stage named stage. The name is a label value that is
+// always a safe file name (termination.ValidateStageName: 1 to 128 of
+// A-Z a-z 0-9 . _ -, starting with a letter or digit); any other name, an
+// invalid option or an invalid condition is an error naming it.
 func New(stage string, opts ...Option) (*Stage, error) {
 	cfg, err := newConfig(stage, opts)
 	if err != nil {
@@ -387,7 +389,7 @@ func (r *Run) warn(c termination.Cause) {
 			r.report(fmt.Errorf("middleware: stage %q: OnWarning hook panicked: %v", r.stage.name, p))
 		}
 	}()
-	hook(r.ctx, c)
+	hook(r.ctx, r, c)
 }
 
 func (r *Run) report(err error) {
@@ -406,11 +408,11 @@ func (r *Run) report(err error) {
 // with Observe, call Finish once the loop has returned.
 //
 // Stop does not mean that the consumer has gone: Forward still hands over
-// the item that was evaluated before the stop, waiting for the consumer up
-// to the drain timeout, so a consumer that reads until the output closes
-// gets every item whose events were evaluated (Result.Events counts
-// exactly them). A consumer that leaves without reading on says so with
-// [Run.Leave].
+// the item that was evaluated before the stop, waiting for the consumer as
+// long as it takes (until Leave, or the caller's context ends), so a
+// consumer that reads until the output closes gets every item whose events
+// were evaluated (Result.Events counts exactly them). A consumer that
+// leaves without reading on says so with [Run.Leave].
 func (r *Run) Stop(reason string) {
 	r.mu.Lock()
 	final := r.lastFinal
@@ -424,8 +426,8 @@ func (r *Run) Stop(reason string) {
 // NaturalCompletion when the last item it took carried the final answer,
 // Cancelled{reason: external, detail: reason} otherwise. An item that was
 // evaluated but not taken is given up as soon as the producer has closed
-// its channel, rather than waited for until the drain timeout, so Run.Wait
-// returns promptly. Leave after the run has stopped (a condition fired, or
+// its channel, at the latest after the drain timeout, so Run.Wait returns
+// promptly; without Leave it would wait for the consumer. Leave after the run has stopped (a condition fired, or
 // Stop) keeps the cause and only releases the item left behind. With
 // ForwardSeq, Observe or an adapter's loop, Leave is Stop: breaking out of
 // an iterator already tells the run.
@@ -605,6 +607,7 @@ func (r *Run) finish(err error) {
 	res.Stage, res.Run = r.stage.name, r.id
 	if r.tree != nil {
 		res.Parent = r.tree.parent
+		res.Tree = r.tree.totals()
 	}
 	res.TerminationCause = termination.Tag(res.Cause, r.stage.allowed)
 	if r.timer != nil {

@@ -54,6 +54,7 @@ type tree struct {
 	propagated termination.Limits // what the request said was left, when joined
 	spent      fleet.TreeUsage
 	chargeEv   *termination.Event // under mu: the holder's charge's event, made on first use
+	uncounted  termination.Totals // under mu: what charge spent that limits did not need to count (treeshare.go)
 	shares     []fleet.TreeMember
 	pending    fleet.TreeUsage
 }
@@ -494,6 +495,26 @@ func (t *tree) timeout() {
 	if fired != nil {
 		t.run.stopTree(fired, false)
 	}
+}
+
+// totals is what the run and its descendants spent, as the tree limits
+// the run holds counted it (what other processes spent under a shared
+// tree included), for Result.Tree; nil when it holds none. The run's lock
+// may be held (a run's lock comes before a tree's).
+func (t *tree) totals() *termination.Totals {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.limits == nil {
+		return nil
+	}
+	tot := t.limits.Progress().Totals()
+	u := t.uncounted
+	tot.Iterations += u.Iterations
+	tot.ToolCalls += u.ToolCalls
+	tot.Tokens.InputTokens += u.Tokens.InputTokens
+	tot.Tokens.OutputTokens += u.Tokens.OutputTokens
+	tot.Cost += u.Cost
+	return &tot
 }
 
 // Parent returns the id of the run's parent (§8), or "" for a run that has

@@ -2,6 +2,7 @@ package middleware_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"runtime"
 	"sync"
@@ -227,7 +228,7 @@ func TestTreePressureWarnsEveryLiveDescendant(t *testing.T) {
 	var mu sync.Mutex
 	hooked := map[string]int{}
 	hook := func(stage string) middleware.Option {
-		return middleware.WithOnWarning(func(_ context.Context, c termination.Cause) {
+		return middleware.WithOnWarning(func(_ context.Context, _ *middleware.Run, c termination.Cause) {
 			if bp, ok := c.(termination.BudgetPressure); ok && bp.Scope == termination.ScopeTree {
 				mu.Lock()
 				hooked[stage]++
@@ -466,4 +467,83 @@ func TestTreeDeadline(t *testing.T) {
 	require.True(t, ok)
 	assert.WithinDuration(t, time.Now().Add(30*time.Second), rd, 5*time.Second, "the propagated time")
 	r.Finish(nil)
+}
+
+// TestWarningHookNamesTheRun (issue 29): one stage's hook serves many runs,
+// and a tree's pressure warning reaches every live run of the tree: the
+// hook is given the run that warned, so two runs of one stage are told
+// apart.
+func TestWarningHookNamesTheRun(t *testing.T) {
+	var mu sync.Mutex
+	hooked := map[string][]string{} // run id -> the warnings' tags
+	hook := middleware.WithOnWarning(func(ctx context.Context, run *middleware.Run, c termination.Cause) {
+		assert.Same(t, run, middleware.RunFromContext(ctx), "ctx is the run's context")
+		mu.Lock()
+		hooked[run.ID()] = append(hooked[run.ID()], termination.Tag(c, nil))
+		mu.Unlock()
+	})
+	planner := mustStage(t, "planner", policy(t, "tree: {token_budget: {total: 1000, pressure: 0.5}}"), hook)
+	researcher := mustStage(t, "researcher", hook)
+	pctx, p := planner.Start(context.Background())
+	_, a := researcher.Start(pctx)
+	_, b := researcher.Start(pctx)
+	a.Observe(termination.Event{Kind: termination.KindMessage, Usage: termination.Usage{InputTokens: 600}})
+	// The warning is recorded on the planner and b at once; each one's
+	// hook runs with its next event.
+	b.Observe(termination.Event{Kind: termination.KindMessage})
+	p.Observe(termination.Event{Kind: termination.KindMessage})
+	for _, r := range []*middleware.Run{a, b, p} {
+		r.Finish(nil)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	want := map[string][]string{a.ID(): {"budget_pressure"}, b.ID(): {"budget_pressure"}, p.ID(): {"budget_pressure"}}
+	assert.Equal(t, want, hooked, "each run's warning is told by its run")
+	assert.NotEqual(t, a.ID(), b.ID())
+}
+
+// TestHolderResultShowsTheTreesTotals (issue 29): a holder's Result shows
+// what its tree spent beside its own totals — the figures its tree cause
+// names — in Go and in JSON; a run that holds no tree limits has none.
+func TestHolderResultShowsTheTreesTotals(t *testing.T) {
+	planner := mustStage(t, "planner", policy(t, "tree: {token_budget: {total: 15000}, max_tool_calls: 100}"))
+	researcher := mustStage(t, "researcher")
+	pctx, p := planner.Start(context.Background())
+	spend := func(r *middleware.Run, kind termination.Kind, in, out int64, cost float64) bool {
+		_, stop := r.Observe(termination.Event{Kind: kind, Tool: "search", Usage: termination.Usage{InputTokens: in, OutputTokens: out}, Cost: cost})
+		return stop
+	}
+	require.False(t, spend(p, termination.KindMessage, 1000, 200, 0.01))
+	_, a := researcher.Start(pctx)
+	_, b := researcher.Start(pctx)
+	require.False(t, spend(a, termination.KindToolCall, 0, 0, 0))
+	require.False(t, spend(a, termination.KindMessage, 6000, 500, 0.1))
+	require.False(t, spend(b, termination.KindToolCall, 0, 0, 0))
+	require.True(t, spend(b, termination.KindMessage, 7000, 630, 0.2), "15330 of 15000: the tree budget fires")
+	res := p.Finish(nil)
+	want := termination.BudgetExhausted{Resource: termination.ResourceTotalTokens, Used: 15330, Limit: 15000, Scope: termination.ScopeTree}
+	require.Equal(t, want, res.Cause)
+	assert.Equal(t, termination.Usage{InputTokens: 1000, OutputTokens: 200}, res.Tokens, "the run's own")
+	require.NotNil(t, res.Tree)
+	assert.Equal(t, 3, res.Tree.Iterations)
+	assert.Equal(t, 2, res.Tree.ToolCalls)
+	assert.Equal(t, termination.Usage{InputTokens: 14000, OutputTokens: 1330}, res.Tree.Tokens)
+	assert.Equal(t, want.Used, float64(res.Tree.Tokens.Total()), "the tree's totals are what the cause says was used")
+	assert.InDelta(t, 0.31, res.Tree.Cost, 1e-9)
+
+	js, err := json.Marshal(res)
+	require.NoError(t, err)
+	assert.Contains(t, string(js), `"tokens":{"input":1000,"output":200},"cost":0.01,`)
+	assert.Contains(t, string(js), `"tree":{"iterations":3,"tool_calls":2,"tokens":{"input":14000,"output":1330},"cost":0.31`)
+	var back termination.Result
+	require.NoError(t, json.Unmarshal(js, &back))
+	assert.Equal(t, res.Tree, back.Tree)
+
+	for _, r := range []*middleware.Run{a, b} {
+		res := r.Finish(nil)
+		assert.Nil(t, res.Tree, "a run that holds no tree limits")
+		js, err := json.Marshal(res)
+		require.NoError(t, err)
+		assert.NotContains(t, string(js), `"tree"`)
+	}
 }

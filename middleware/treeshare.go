@@ -132,6 +132,7 @@ func (t *tree) charge(u fleet.TreeUsage) {
 		t.chargeEv = new(termination.Event) // reused: charging allocates once per holder
 	}
 	ev := t.chargeEv
+	before := t.limits.Progress()
 	var left termination.Limits
 	if u.Iterations > 1 || u.ToolCalls > 1 {
 		left = t.limits.Remaining()
@@ -170,10 +171,24 @@ func (t *tree) charge(u fleet.TreeUsage) {
 			break
 		}
 	}
+	t.uncount(u, before)
 	t.mu.Unlock()
 	// The warnings reach the holder's hook and recorder with its next
 	// event, on its own goroutine (or at its end).
 	t.act(false)
+}
+
+// uncount adds to t.uncounted what charge did not feed of u to the tree
+// limits (feeding since before): the iterations and tool calls past what
+// can change anything, and what came after the limits fired. The limits
+// need no more; Result.Tree counts it. t.mu is held.
+func (t *tree) uncount(u fleet.TreeUsage, before termination.Progress) {
+	after := t.limits.Progress()
+	t.uncounted.Iterations += int(u.Iterations) - (after.Iterations - before.Iterations)
+	t.uncounted.ToolCalls += int(u.ToolCalls) - (after.ToolCalls - before.ToolCalls)
+	t.uncounted.Tokens.InputTokens += u.Tokens.InputTokens - (after.Tokens.InputTokens - before.Tokens.InputTokens)
+	t.uncounted.Tokens.OutputTokens += u.Tokens.OutputTokens - (after.Tokens.OutputTokens - before.Tokens.OutputTokens)
+	t.uncounted.Cost += u.Cost - (after.Cost - before.Cost)
 }
 
 // lessSpent returns what is left of l once u is spent (never below 0).

@@ -90,7 +90,7 @@ func TestTreeSharedChargeAfterEnd(t *testing.T) {
 	f := &holdingHooks{Local: fleet.NewLocal(), hooks: map[string]fleet.TreeHooks{}}
 	var ended, after atomic.Bool
 	planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {token_budget: {total: 1000, pressure: 0.5}}"),
-		middleware.WithOnWarning(func(context.Context, termination.Cause) {
+		middleware.WithOnWarning(func(context.Context, *middleware.Run, termination.Cause) {
 			if ended.Load() {
 				after.Store(true)
 			}

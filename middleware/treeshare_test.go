@@ -90,7 +90,22 @@ func TestTreeSharedThroughFleet(t *testing.T) {
 			}
 			assert.Equal(t, c.want, pc)
 			assert.Equal(t, termination.TagCancelled, w.Finish(nil).TerminationCause)
-			p.Finish(nil)
+			// The holder's result shows the tree's totals, which its
+			// cause's figures come from (issue 29).
+			tree := p.Finish(nil).Tree
+			require.NotNil(t, tree)
+			switch want := c.want.(type) {
+			case termination.BudgetExhausted:
+				if want.Resource == termination.ResourceCost {
+					assert.InDelta(t, want.Used, tree.Cost, 1e-9)
+				} else {
+					assert.Equal(t, want.Used, float64(tree.Tokens.Total()))
+				}
+			case termination.MaxIterationsReached:
+				assert.Equal(t, want.Count, tree.Iterations)
+			case termination.MaxToolCallsReached:
+				assert.Equal(t, want.Count, tree.ToolCalls)
+			}
 		})
 	}
 }
@@ -102,7 +117,7 @@ func TestTreeSharedWarningsAndRemaining(t *testing.T) {
 	planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {token_budget: {total: 1000, pressure: 0.5}}"))
 	var mu sync.Mutex
 	var warned []string
-	worker := mustStage(t, "worker", middleware.WithFleet(f), middleware.WithOnWarning(func(_ context.Context, c termination.Cause) {
+	worker := mustStage(t, "worker", middleware.WithFleet(f), middleware.WithOnWarning(func(_ context.Context, _ *middleware.Run, c termination.Cause) {
 		mu.Lock()
 		warned = append(warned, c.TagValue())
 		mu.Unlock()

@@ -48,7 +48,9 @@ func TestCountAndStallWarningsReachEveryone(t *testing.T) {
 			var got []hooked
 			var seen atomic.Int32
 			stage := mustStage(t, "warned", policy(t, src), middleware.WithRecorder(rec),
-				middleware.WithOnWarning(func(_ context.Context, c termination.Cause) { got = append(got, hooked{int(seen.Load()) + 1, c}) }))
+				middleware.WithOnWarning(func(_ context.Context, _ *middleware.Run, c termination.Cause) {
+					got = append(got, hooked{int(seen.Load()) + 1, c})
+				}))
 			ctx, run := stage.Start(context.Background())
 			if path == "Forward" {
 				for range middleware.Forward(run, produce(ctx, itemsOf(evs)), decodeItem) {

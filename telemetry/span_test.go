@@ -390,7 +390,7 @@ func TestHookPanicIsReported(t *testing.T) {
 	h := newHarness(t, nil)
 	st := h.stage(t, "summarizer",
 		middleware.WithCondition(termination.TokenBudget(termination.TokenLimits{Total: 100, Pressure: termination.Pressure{Threshold: 0.5}})),
-		middleware.WithOnWarning(func(context.Context, termination.Cause) { panic("hook bug") }))
+		middleware.WithOnWarning(func(context.Context, *middleware.Run, termination.Cause) { panic("hook bug") }))
 	res := observe(st, msg("s", "a", 60, 0), termination.Event{Kind: termination.KindFinal, Text: "done"})
 	require.Equal(t, "natural_completion", res.Tag())
 	h.requireAllEnded(t)

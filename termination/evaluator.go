@@ -446,6 +446,27 @@ type Result struct {
 	// Budgets is the usage of every budgeted resource at the end of the
 	// run, for utilization metrics.
 	Budgets []BudgetUsage
+	// Tree is what the run and all its descendants spent, as its tree
+	// limits counted it (§8), beside the run's own Iterations, ToolCalls,
+	// Tokens and Cost: the figures a tree cause's used and count come
+	// from. It is set only for a run that holds tree limits (a policy's
+	// tree:, middleware.WithTreeLimits, or limits a remote caller
+	// propagated), nil otherwise.
+	Tree *Totals
+}
+
+// Totals is what events spent: iterations (message and final events),
+// tool calls, tokens and cost — the shape of a Result's own totals.
+type Totals struct {
+	Iterations int
+	ToolCalls  int
+	Tokens     Usage
+	Cost       float64
+}
+
+// Totals returns what the evaluated events spent.
+func (p Progress) Totals() Totals {
+	return Totals{Iterations: p.Iterations, ToolCalls: p.ToolCalls, Tokens: p.Tokens, Cost: p.Cost}
 }
 
 // BudgetUsage is how much of a budgeted resource a run used.
@@ -470,7 +491,9 @@ func (r Result) Tag() string {
 // termination_cause, outcome, cause, fired, warnings, stopped_at, events,
 // iterations, tool_calls, tokens {input, output}, cost, evidence (always an
 // array), duration (a Go duration string such as "41s"; absent when
-// Untimed), truncated (only when true), and run and parent when set (§8).
+// Untimed), truncated (only when true), run and parent when set (§8), and
+// tree (only for a holder of tree limits: {iterations, tool_calls, tokens
+// {input, output}, cost}, the subtree's totals).
 func (r Result) MarshalJSON() ([]byte, error) {
 	cause, err := marshalOptionalCause(r.Cause)
 	if err != nil {
@@ -490,7 +513,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		StoppedAt: r.StoppedAt, Evidence: evidenceJSON(r.Evidence), Events: r.Events, Iterations: r.Iterations, ToolCalls: r.ToolCalls,
 		Tokens: tokensJSON{Input: r.Tokens.InputTokens, Output: r.Tokens.OutputTokens}, Cost: r.Cost,
 		Duration: durationJSON(r), Truncated: r.Truncated,
-		Run: r.Run, Parent: r.Parent,
+		Run: r.Run, Parent: r.Parent, Tree: totalsJSONOf(r.Tree),
 	})
 }
 
@@ -504,6 +527,10 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		StoppedAt: raw.StoppedAt, Evidence: slices.Clip(raw.Evidence), Events: raw.Events, Iterations: raw.Iterations, ToolCalls: raw.ToolCalls,
 		Tokens: Usage{InputTokens: raw.Tokens.Input, OutputTokens: raw.Tokens.Output}, Cost: raw.Cost,
 		Run: raw.Run, Parent: raw.Parent}
+	if t := raw.Tree; t != nil {
+		out.Tree = &Totals{Iterations: t.Iterations, ToolCalls: t.ToolCalls,
+			Tokens: Usage{InputTokens: t.Tokens.Input, OutputTokens: t.Tokens.Output}, Cost: t.Cost}
+	}
 	var err error
 	if len(raw.Cause) > 0 && string(raw.Cause) != "null" {
 		if out.Cause, err = UnmarshalCause(raw.Cause); err != nil {
@@ -547,6 +574,24 @@ type resultJSON struct {
 	Truncated        bool              `json:"truncated,omitempty"`
 	Run              string            `json:"run,omitempty"`    // §8: a run of a multi-run log
 	Parent           string            `json:"parent,omitempty"` // §8: its parent run
+	Tree             *totalsJSON       `json:"tree,omitempty"`   // §8: a holder's subtree totals
+}
+
+// totalsJSON is the JSON form of Totals, as a result's own totals are
+// written.
+type totalsJSON struct {
+	Iterations int        `json:"iterations"`
+	ToolCalls  int        `json:"tool_calls"`
+	Tokens     tokensJSON `json:"tokens"`
+	Cost       float64    `json:"cost"`
+}
+
+func totalsJSONOf(t *Totals) *totalsJSON {
+	if t == nil {
+		return nil
+	}
+	return &totalsJSON{Iterations: t.Iterations, ToolCalls: t.ToolCalls,
+		Tokens: tokensJSON{Input: t.Tokens.InputTokens, Output: t.Tokens.OutputTokens}, Cost: t.Cost}
 }
 
 // durationJSON is the "duration" of r: nil (absent) when Untimed.

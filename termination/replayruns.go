@@ -153,7 +153,16 @@ type replayRun struct {
 // nothing of the line can read it any more: an ended run keeps only its
 // id and tag.
 func (rp *replayer) release() {
-	for _, r := range rp.done {
+	for i, r := range rp.done {
+		// A holder's tree totals are final once it has ended: the lines of
+		// its subtree after that are not evaluated. (Its own stopping line
+		// reaches its tree limits after its result was taken, so they are
+		// read here, once the line is done.) rp.done and rp.results are
+		// parallel: each end appends to both.
+		if r.limits != nil {
+			t := r.limits.progress.Totals()
+			rp.results[i].Tree = &t
+		}
 		r.eval, r.limits, r.holders, r.children = nil, nil, nil, nil
 	}
 	rp.done = rp.done[:0]
@@ -224,14 +233,16 @@ func (rp *replayer) begin(ev *Event) *replayRun {
 	if ev.Parent == "" || up == r {
 		up = nil
 	}
+	if rp.tree != nil {
+		// Before a late child's end, as live: a run holds its tree limits
+		// (and has tree totals, Result.Tree) from its start.
+		r.limits = NewEvaluator(rp.tree, EventClock)
+		r.holders = append(r.holders, r)
+	}
 	if up != nil && up.ended {
 		r.eval.Stop(Skipped{Reason: SkipParentEnded, Detail: ParentEnded(rp.stage, up.tag).Detail})
 		rp.end(r, nil)
 		return r
-	}
-	if rp.tree != nil {
-		r.limits = NewEvaluator(rp.tree, EventClock)
-		r.holders = append(r.holders, r)
 	}
 	if up != nil {
 		up.children = append(up.children, r)

@@ -334,3 +334,45 @@ func FuzzReplayRunsTree(f *testing.F) {
 		}
 	})
 }
+
+// TestReplayRunsTreeTotals: a holder's result carries its subtree's
+// totals beside its own, as live (issue 29): the figures its tree cause
+// names; the line that stopped it by its own condition included.
+func TestReplayRunsTreeTotals(t *testing.T) {
+	spend := func(run, parent string, k Kind, in, out int64, cost float64) Event {
+		return Event{Run: run, Parent: parent, Kind: k, Tool: "search", Usage: Usage{InputTokens: in, OutputTokens: out}, Cost: cost}
+	}
+	p := MustParsePolicy("tree: {token_budget: {total: 15000}, max_tool_calls: 100}")
+	got := ReplayRuns(&p, []Event{
+		spend("p", "", KindMessage, 1000, 200, 0.01),
+		spend("a", "p", KindToolCall, 0, 0, 0), spend("a", "", KindMessage, 6000, 500, 0.1),
+		spend("b", "p", KindToolCall, 0, 0, 0), spend("b", "", KindMessage, 7000, 630, 0.2),
+		spend("p", "", KindFinal, 10, 10, 0), // not evaluated: p has ended
+	})
+	require.Len(t, got, 3)
+	byRun := map[string]Result{}
+	for _, r := range got {
+		byRun[r.Run] = r
+	}
+	holder := byRun["p"]
+	assert.Equal(t, BudgetExhausted{Resource: ResourceTotalTokens, Used: 15330, Limit: 15000, Scope: ScopeTree}, holder.Cause)
+	assert.Equal(t, Usage{InputTokens: 1000, OutputTokens: 200}, holder.Tokens)
+	require.NotNil(t, holder.Tree)
+	assert.Equal(t, 3, holder.Tree.Iterations)
+	assert.Equal(t, 2, holder.Tree.ToolCalls)
+	assert.Equal(t, Usage{InputTokens: 14000, OutputTokens: 1330}, holder.Tree.Tokens)
+	assert.InDelta(t, 0.31, holder.Tree.Cost, 1e-9)
+	for _, r := range []Result{byRun["a"], byRun["b"]} { // every run of a replay holds the policy's tree: limits
+		require.NotNil(t, r.Tree, r.Run)
+		assert.Equal(t, r.Tokens, r.Tree.Tokens, "a leaf's tree is itself: %s", r.Run)
+	}
+
+	own := MustParsePolicy("{max_tool_calls: 1, tree: {max_tool_calls: 10}}")
+	got = ReplayRuns(&own, []Event{spend("p", "", KindToolCall, 0, 0, 0), spend("p", "", KindToolCall, 0, 0, 0)})
+	require.Len(t, got, 1)
+	require.NotNil(t, got[0].Tree)
+	assert.Equal(t, 2, got[0].Tree.ToolCalls, "the line that stopped the holder is in its tree's totals")
+
+	none := MustParsePolicy("max_tool_calls: 1")
+	assert.Nil(t, ReplayRuns(&none, []Event{spend("p", "", KindToolCall, 0, 0, 0)})[0].Tree, "no tree: limits, no tree totals")
+}

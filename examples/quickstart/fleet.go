@@ -390,6 +390,8 @@ const (
 // (Cancelled and Skipped details end with "(by quickstart)").
 const operator = "quickstart"
 
+// newFleet makes the quickstart's stages on m's fleet, recording through
+// rec (nil: nothing recorded).
 func newFleet(rec middleware.Recorder, m *membership, feed int) (*fleet, error) {
 	if m == nil {
 		return nil, errors.New("no fleet to join")
@@ -400,9 +402,12 @@ func newFleet(rec middleware.Recorder, m *membership, feed int) (*fleet, error) 
 		if err != nil {
 			return nil, fmt.Errorf("stage %s: %w", spec.name, err)
 		}
-		st, err := middleware.New(spec.name, middleware.WithPolicy(policy), middleware.WithCondition(dangerousTools),
-			middleware.WithRecorder(rec), middleware.WithDrainTimeout(time.Second), middleware.WithProviderName("openai"),
-			middleware.WithFleet(m.fleet))
+		opts := []middleware.Option{middleware.WithPolicy(policy), middleware.WithCondition(dangerousTools),
+			middleware.WithDrainTimeout(time.Second), middleware.WithProviderName("openai"), middleware.WithFleet(m.fleet)}
+		if rec != nil { // nil: record nothing (a nil recorder is an error)
+			opts = append(opts, middleware.WithRecorder(rec))
+		}
+		st, err := middleware.New(spec.name, opts...)
 		if err != nil {
 			return nil, err
 		}

@@ -541,7 +541,7 @@ func testSharedBudget(t *testing.T, f fleet.Fleet, c fleet.Control) {
 	budget := termination.FleetBudget{Key: "label:tenant", Window: time.Hour, TotalTokens: 1000, Pressure: 0.5}
 	warnings := make(chan termination.Cause, 16)
 	s := newStage(t, f, "fleettest_budget", middleware.WithFleetBudget(budget),
-		middleware.WithOnWarning(func(_ context.Context, w termination.Cause) { warnings <- w }))
+		middleware.WithOnWarning(func(_ context.Context, _ *middleware.Run, w termination.Cause) { warnings <- w }))
 	acme := map[string]string{"tenant": "acme"}
 	ctxA, a := start(t, s, acme)
 	ctxB, b := start(t, s, acme)

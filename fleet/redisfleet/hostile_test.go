@@ -10,17 +10,19 @@ import (
 	"github.com/agentstop/agentstop/termination"
 )
 
-// TestHostileNamesAreLiteral: a stage named "*" and label values with
+// TestHostileNamesAreLiteral: a stage selector "*" and label values with
 // "*", ":", braces (a hash tag), spaces and newlines are stored, listed,
 // stopped and blocked as themselves, never as patterns or slots: a
-// selector on them touches no other run, on one server or a cluster.
+// selector on them touches no other run, on one server or a cluster. (A
+// stage cannot be named "*": stage names are file names,
+// termination.ValidateStageName; a selector can still say "*".)
 func TestHostileNamesAreLiteral(t *testing.T) {
 	redistest.Each(t, testHostileNames)
 }
 
 func testHostileNames(t *testing.T, r redistest.Redis) {
 	f := newTestFleet(t, r)
-	star, _ := middleware.New("*", middleware.WithFleet(f))
+	star, _ := middleware.New("star", middleware.WithFleet(f))
 	plain, _ := middleware.New("plain", middleware.WithFleet(f))
 	hostile := "a*:b {c}\nd?[x]"
 	_, hr := star.Start(t.Context(), middleware.WithLabels(map[string]string{"tenant": hostile}))
@@ -44,7 +46,8 @@ func testHostileNames(t *testing.T, r redistest.Redis) {
 		want int
 	}{
 		{fleet.Selector{}, 3},
-		{fleet.Selector{Stage: "*"}, 1},
+		{fleet.Selector{Stage: "*"}, 0},
+		{fleet.Selector{Stage: "star"}, 1},
 		{fleet.Selector{Labels: map[string]string{"tenant": "a*"}}, 0},
 		{fleet.Selector{Labels: map[string]string{"tenant": "*"}}, 0},
 		{fleet.Selector{Labels: map[string]string{"tenant": hostile}}, 1},
@@ -54,14 +57,17 @@ func testHostileNames(t *testing.T, r redistest.Redis) {
 			t.Errorf("Runs(%s) = %d runs, want %d", tc.sel, got, tc.want)
 		}
 	}
-	rs, _ := f.Runs(t.Context(), fleet.Selector{Stage: "*"})
+	rs, _ := f.Runs(t.Context(), fleet.Selector{Stage: "star"})
 	if len(rs) == 1 && (rs[0].Labels["tenant"] != hostile || rs[0].ID != hr.ID()) {
 		t.Errorf("listed %+v, want run %s with tenant %q", rs[0], hr.ID(), hostile)
 	}
 
-	// A block on stage "*" blocks that stage only.
-	if _, err := f.Block(t.Context(), fleet.BlockRequest{Selector: fleet.Selector{Stage: "*"}, Reason: "star", By: "ops"}); err != nil {
-		t.Fatal(err)
+	// A block on stage "*" blocks no stage; one on "star" blocks that
+	// stage only.
+	for _, stage := range []string{"*", "star"} {
+		if _, err := f.Block(t.Context(), fleet.BlockRequest{Selector: fleet.Selector{Stage: stage}, Reason: "star", By: "ops"}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	time.Sleep(1100 * time.Millisecond)
 	_, blocked := star.Start(t.Context())
@@ -69,10 +75,10 @@ func testHostileNames(t *testing.T, r redistest.Redis) {
 	_, free := plain.Start(t.Context())
 	defer free.Finish(nil)
 	if c, _ := blocked.Cause(); func() bool { _, ok := c.(termination.Skipped); return !ok }() {
-		t.Errorf("run of stage * after the block: cause %v, want skipped", c)
+		t.Errorf("run of stage star after the block: cause %v, want skipped", c)
 	}
 	if c, done := free.Cause(); done {
-		t.Errorf("a block on stage * ended a run of stage plain: %v", c)
+		t.Errorf("a block on stage * or star ended a run of stage plain: %v", c)
 	}
 
 	// A stop on the hostile label value stops that run only.

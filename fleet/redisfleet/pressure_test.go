@@ -19,7 +19,7 @@ func TestPressureOncePerRun(t *testing.T) {
 	var mu sync.Mutex
 	warnings := map[string]int{}
 	hook := func(name string) middleware.Option {
-		return middleware.WithOnWarning(func(_ context.Context, w termination.Cause) {
+		return middleware.WithOnWarning(func(_ context.Context, _ *middleware.Run, w termination.Cause) {
 			if p, ok := w.(termination.BudgetPressure); ok && p.Scope == termination.ScopeFleet {
 				mu.Lock()
 				warnings[name]++

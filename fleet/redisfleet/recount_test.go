@@ -34,7 +34,7 @@ func TestCrossingsCountedOncePerProcess(t *testing.T) {
 	warned := map[int]int{}
 	run := 0
 	stage, err := middleware.New("recount", middleware.WithFleet(f), middleware.WithFleetBudget(budget),
-		middleware.WithOnWarning(func(_ context.Context, w termination.Cause) {
+		middleware.WithOnWarning(func(_ context.Context, _ *middleware.Run, w termination.Cause) {
 			if p, ok := w.(termination.BudgetPressure); ok && p.Scope == termination.ScopeFleet {
 				mu.Lock()
 				warned[run]++
@@ -150,7 +150,7 @@ func TestPressureOnceWhileUnreachable(t *testing.T) {
 	var mu sync.Mutex
 	warnings := 0
 	stage, err := middleware.New("unreachable", middleware.WithFleet(f), middleware.WithFleetBudget(budget),
-		middleware.WithOnWarning(func(_ context.Context, w termination.Cause) {
+		middleware.WithOnWarning(func(_ context.Context, _ *middleware.Run, w termination.Cause) {
 			if p, ok := w.(termination.BudgetPressure); ok && p.Scope == termination.ScopeFleet {
 				mu.Lock()
 				warnings++

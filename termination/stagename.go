@@ -1,0 +1,60 @@
+package termination
+
+import (
+	"fmt"
+	"strings"
+)
+
+// MaxStageName is the longest stage name, in bytes.
+const MaxStageName = 128
+
+// ValidateStageName checks a stage name. A stage name is a label value
+// (contract §7) that is always a safe file name on every common file
+// system (replay's -policies DIR reads DIR/STAGE.yaml): 1 to
+// [MaxStageName] bytes of the portable file name characters (A-Z, a-z,
+// 0-9, '.', '_', '-'), starting with a letter or digit and not ending
+// with '.', and not a name Windows reserves for a device (CON, PRN, AUX,
+// NUL, COM1-9, LPT1-9, in any case, alone or before a '.'). So "planner",
+// "research-agent" and "billing.v2" are stage names; "my stage!", "../x",
+// ".hidden" and "nul" are not. The error says which rule the name breaks.
+func ValidateStageName(name string) error {
+	const rule = "a stage name is 1 to 128 of the characters A-Z a-z 0-9 . _ - (a safe file name), starting with a letter or digit"
+	switch {
+	case name == "":
+		return fmt.Errorf("stage name is empty: %s", rule)
+	case len(name) > MaxStageName:
+		return fmt.Errorf("stage name %q is %d bytes, the limit is %d: %s", name, len(name), MaxStageName, rule)
+	case !alnum(name[0]):
+		return fmt.Errorf("stage name %q starts with %q: %s", name, []rune(name)[0], rule)
+	case name[len(name)-1] == '.':
+		return fmt.Errorf("stage name %q ends with '.', which some file systems drop: %s", name, rule)
+	}
+	for i, r := range name {
+		if r >= 0x80 || !alnum(byte(r)) && r != '.' && r != '_' && r != '-' {
+			return fmt.Errorf("stage name %q has %q at byte %d: %s", name, r, i, rule)
+		}
+	}
+	if reservedDevice(name) {
+		return fmt.Errorf("stage name %q is a device name on Windows, not a file name: %s", name, rule)
+	}
+	return nil
+}
+
+func alnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// reservedDevice reports whether name, up to its first '.', is a device
+// name Windows reserves.
+func reservedDevice(name string) bool {
+	base, _, _ := strings.Cut(name, ".")
+	switch strings.ToUpper(base) {
+	case "CON", "PRN", "AUX", "NUL":
+		return true
+	}
+	if len(base) == 4 {
+		p := strings.ToUpper(base[:3])
+		return (p == "COM" || p == "LPT") && base[3] >= '1' && base[3] <= '9'
+	}
+	return false
+}

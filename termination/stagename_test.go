@@ -1,0 +1,45 @@
+package termination_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/agentstop/agentstop/termination"
+)
+
+func TestValidateStageName(t *testing.T) {
+	valid := []string{"planner", "research-agent", "billing.v2", "s", "A1", "stage_1", "con2", "com10", "Analyst.eu-west", strings.Repeat("a", 128)}
+	for _, name := range valid {
+		if err := termination.ValidateStageName(name); err != nil {
+			t.Errorf("ValidateStageName(%q) = %v, want nil", name, err)
+		}
+	}
+	invalid := map[string]string{
+		"":                       "stage name is empty",
+		"my stage!":              `has ' ' at byte 2`,
+		"../x":                   `starts with '.'`,
+		".hidden":                `starts with '.'`,
+		"-flag":                  `starts with '-'`,
+		"_x":                     `starts with '_'`,
+		"a/b":                    `has '/' at byte 1`,
+		`a\b`:                    `has '\\' at byte 1`,
+		"a:b":                    `has ':' at byte 1`,
+		"*":                      `starts with '*'`,
+		"ends.":                  "ends with '.'",
+		"café":                   `has 'é' at byte 3`,
+		"nul":                    "device name on Windows",
+		"CON.yaml":               "device name on Windows",
+		"Lpt3":                   "device name on Windows",
+		strings.Repeat("a", 129): "is 129 bytes, the limit is 128",
+	}
+	for name, want := range invalid {
+		err := termination.ValidateStageName(name)
+		if err == nil {
+			t.Errorf("ValidateStageName(%q) = nil, want an error containing %q", name, want)
+			continue
+		}
+		if !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "A-Z a-z 0-9 . _ -") {
+			t.Errorf("ValidateStageName(%q) = %q, want it to contain %q and the rule", name, err, want)
+		}
+	}
+}
