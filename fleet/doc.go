@@ -82,7 +82,10 @@
 // (an event in flight is one whose Spend ran before the stop reached its
 // run). [Local] has one process and accounts exactly: its overshoot is the
 // usage of the event that reached the limit plus the events other runs
-// spent concurrently before they were stopped. When the store is
+// spent concurrently before they were stopped, and each spend reads the
+// clock once and is charged to the window that reading falls in (the
+// first spend at or past a window's end starts the next window; nothing
+// has to notice the end first, however loaded the machine). When the store is
 // unreachable, a fail-open fleet lets runs spend what is left of their
 // leases and then only the runs' own limits apply: the bound no longer
 // holds. The same bound holds for a tree's limits shared through a
