@@ -129,7 +129,7 @@ func (l *Local) join(run RunInfo, budget *termination.FleetBudget, hooks Hooks) 
 	if run.Started.IsZero() {
 		run.Started = now
 	}
-	run.Labels = maps.Clone(run.Labels)
+	run.Labels, run.Trees = maps.Clone(run.Labels), slices.Clone(run.Trees)
 	m := &localMember{f: l, info: run, hooks: hooks}
 
 	l.mu.Lock()
@@ -262,7 +262,7 @@ func (m *localMember) Leave(*termination.Result) {
 
 func (m *localMember) snapshot(now time.Time) RunInfo {
 	r := m.info
-	r.Labels = maps.Clone(r.Labels)
+	r.Labels, r.Trees = maps.Clone(r.Labels), slices.Clone(r.Trees)
 	if m.hooks.Progress != nil {
 		r.SetProgress(m.hooks.Progress())
 	} else {

@@ -115,7 +115,13 @@ func (runPropagator) Extract(ctx context.Context, carrier propagation.TextMapCar
 // space-separated. Anything malformed drops the whole list (the remaining
 // limits still apply).
 func parseHolders(s string) []string {
-	ids := strings.Fields(s)
+	return validHolders(strings.Fields(s))
+}
+
+// validHolders returns ids, a list of holders from a request or a fleet,
+// without repeats, or nil when it is empty, longer than maxTreeHolders or
+// holds anything but run ids. It may reuse ids' array.
+func validHolders(ids []string) []string {
 	if len(ids) == 0 || len(ids) > maxTreeHolders {
 		return nil
 	}

@@ -103,7 +103,7 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 	parent := ctx
 	var up parentRef
 	if live {
-		up = findParent(ctx, &rc) // tree.go
+		up = findParent(ctx, &rc, s.cfg.fleet) // tree.go
 	}
 	info := s.info
 	info.AgentID, info.ConversationID, info.RunID, info.ParentRunID = rc.agentID, rc.conversationID, runID, up.id

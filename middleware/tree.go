@@ -3,6 +3,8 @@ package middleware
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,6 +32,13 @@ type tree struct {
 	// when it holds limits, then its ancestors' that do, nearest first. Set
 	// before the run is visible; read only.
 	holders []*tree
+	// ids are the run ids of the holders whose tree limits count this
+	// run's events and are shared through a fleet (fleet.Trees), nearest
+	// first: this run when it holds shared limits, the remote holders it
+	// joined, then its parent's ids (the parent's own slice when the run
+	// adds none). Set before the run is visible; read only. They go out in
+	// requests (TreeHeader) and into the fleet's registry (RunInfo.Trees).
+	ids []string
 
 	mu     sync.Mutex
 	limits *termination.Evaluator // the tree limits this run holds; nil for none
@@ -187,25 +196,46 @@ type parentRef struct {
 	hasLimits bool     // limits propagated from a remote parent
 	holders   []string // the remote holders of tree limits the request named (Propagator)
 	ended     string   // WithParent named a run of this process that has finished: the Skipped detail
+	byID      bool     // WithParent named a run that is not live in this process
 }
 
 // findParent resolves a starting run's parent: WithParent, else the run
-// ctx descends from, else a parent the Propagator extracted into ctx.
-func findParent(ctx context.Context, rc *runConfig) parentRef {
+// ctx descends from, else a parent the Propagator extracted into ctx. f is
+// the starting run's fleet (nil for none).
+func findParent(ctx context.Context, rc *runConfig, f fleet.Fleet) parentRef {
 	if rc.parent != "" {
 		r, ended := lookupRun(rc.parent)
-		return parentRef{run: r, id: rc.parent, ended: ended}
+		return parentRef{run: r, id: rc.parent, ended: ended, byID: r == nil && ended == ""}
 	}
 	if p := RunFromContext(ctx); p != nil {
 		return parentRef{run: p, id: p.id}
 	}
 	if rp, ok := ctx.Value(remoteKey{}).(remoteParent); ok {
 		// A request served by this process may name one of its own runs:
-		// one that has ended refuses the child, as WithParent does.
-		_, ended := lookupRun(rp.id)
+		// one that has ended refuses the child, as WithParent does; a live
+		// one on the same fleet is the child's parent here, as a context's
+		// or WithParent's is (§8: a child is a child however it was
+		// started). Without a shared fleet the request counts as one from
+		// another process: the propagated limits become the child's own.
+		r, ended := lookupRun(rp.id)
+		if r != nil && sameFleet(f, r.stage.cfg.fleet) {
+			return parentRef{run: r, id: rp.id}
+		}
 		return parentRef{id: rp.id, limits: rp.limits, hasLimits: rp.limits.Has != 0, holders: rp.holders, ended: ended}
 	}
 	return parentRef{}
+}
+
+// sameFleet reports whether a and b are one fleet (not nil). A fleet of a
+// type that cannot be compared is no other's.
+func sameFleet(a, b fleet.Fleet) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	if t := reflect.TypeOf(a); t != reflect.TypeOf(b) || !t.Comparable() {
+		return false
+	}
+	return a == b
 }
 
 // joinTree gives a starting run its place in a tree: its tree limits (the
@@ -221,6 +251,12 @@ func (r *Run) joinTree(p parentRef) bool {
 	// the holders, they become the run's tree limits.
 	var t *tree
 	shared := false
+	if r.stage.trees != nil && p.byID {
+		// WithParent named a run of another process (a job queue carries
+		// only its id): the fleet's registry says whose trees count its
+		// events.
+		p.holders = validHolders(r.stage.trees.TreesOf(r.parent, p.id))
+	}
 	if r.stage.trees != nil && len(p.holders) > 0 && p.ended == "" {
 		// Published before the fleet can stop the run through a hook, so
 		// that the stop's cascade finds it.
@@ -264,6 +300,7 @@ func (r *Run) joinTree(p parentRef) bool {
 		r.stopWith(termination.Skipped{Reason: termination.SkipParentEnded, Detail: p.ended})
 		return true
 	}
+	var upIDs []string
 	if up := p.run; up != nil {
 		up.mu.Lock()
 		if c, ended := up.eval.Stopped(); ended {
@@ -276,7 +313,7 @@ func (r *Run) joinTree(p parentRef) bool {
 		if len(ut.holders) > 0 { // read only once set: no lock needed
 			t.holders = append(t.holders[:len(t.holders):len(t.holders)], ut.holders...)
 		}
-		t.up = ut
+		t.up, upIDs = ut, ut.ids
 		ut.mu.Lock()
 		t.next = ut.first
 		if ut.first != nil {
@@ -293,7 +330,41 @@ func (r *Run) joinTree(p parentRef) bool {
 			t.mu.Unlock()
 		}
 	}
+	t.share(upIDs)
 	return false
+}
+
+// share shares the tree limits the run holds through its stage's fleet
+// from its start (§8, clarified 2026-11-28: a holder's tree is shared
+// whenever it has tree: limits, so that a child started anywhere, with
+// only the holder's id, can join it), and sets t.ids: the holders of the
+// run's shared trees. A run that holds no limits, joined no remote tree
+// and whose ancestors share none does nothing here; one that adds no
+// holder of its own takes its parent's ids as they are (no allocation).
+func (t *tree) share(upIDs []string) {
+	held := t.limits != nil && t.hold()
+	t.mu.Lock()
+	joined := t.joined
+	t.mu.Unlock()
+	if !held && len(joined) == 0 {
+		t.ids = upIDs
+		return
+	}
+	ids := make([]string, 0, 1+len(joined)+len(upIDs))
+	if held {
+		ids = append(ids, t.run.id)
+	}
+	for _, id := range joined {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	for _, id := range upIDs {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	t.ids = ids
 }
 
 // treeLocked returns the run's tree, made on first use (a run becomes a

@@ -8,12 +8,15 @@ import (
 )
 
 // Tree limits shared through a fleet (docs/spec.md §8, "Across
-// processes"). When a run's id goes out in a request (Propagator.Inject)
-// and its stage's fleet implements fleet.Trees, every run whose tree
-// limits count the caller's events (the caller's holders) is held: the
-// fleet shares its stage's tree limits (HoldTree), and the request names
-// the held runs (TreeHeader). In the callee's process a run started from
-// that request joins each named holder's tree (JoinTree): its events and
+// processes"). When a run that holds tree limits starts in a stage whose
+// fleet implements fleet.Trees, the fleet shares them at once (HoldTree,
+// keyed by the run's id: clarified 2026-11-28, a holder's tree is shared
+// whenever it has tree: limits, not only once its id leaves). A request
+// the run or a descendant makes names the holders (TreeHeader), and the
+// fleet's registry lists them with every run of the tree (RunInfo.Trees),
+// so that a child started in another process from the request, or with
+// WithParent and only a run's id (the fleet's TreesOf), finds them. In the
+// callee's process such a run joins each holder's tree (JoinTree): its events and
 // its descendants' are spent through the fleet, in leases keyed by the
 // holder's id, and the holder's evaluator is charged what the other
 // processes spent (the holding's Charge hook), so that a tree limit fires
@@ -63,9 +66,9 @@ func (t *tree) treeWarning(c termination.Cause) {
 
 // hold shares the tree limits the run holds (its stage's, and what a
 // caller propagated to it when it did not join the caller's trees) through
-// its stage's fleet, once: the Propagator is about to name the run to
-// another process. It reports whether the run's limits are shared (a fleet
-// that shares trees, and limits the run holds).
+// its stage's fleet, once, when the run starts (share). It reports whether
+// the run's limits are shared (a fleet that shares trees, and limits the
+// run holds).
 func (t *tree) hold() bool {
 	trees := t.run.stage.trees
 	if trees == nil {
@@ -189,9 +192,9 @@ func lessSpent(l termination.Limits, u fleet.TreeUsage) termination.Limits {
 
 // sharedHolders returns TreeHeader's value for a request the run makes:
 // the ids of the holders whose tree limits count its events and are
-// shared through a fleet, nearest first. A holder of this process is held
-// (hold) now, so that the callee finds its limits; holders that the run's
-// tree joined from a caller are passed on.
+// shared through a fleet, nearest first (t.ids: every such holder of this
+// process shared its limits when it started; holders that the run's tree
+// joined from a caller are passed on).
 func (r *Run) sharedHolders() string {
 	r.mu.Lock()
 	t := r.tree
@@ -199,20 +202,5 @@ func (r *Run) sharedHolders() string {
 	if t == nil {
 		return ""
 	}
-	var b strings.Builder
-	add := func(id string) {
-		if b.Len() > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(id)
-	}
-	for _, h := range t.holders {
-		if h.hold() {
-			add(h.run.id)
-		}
-		for _, id := range h.joined { // read only once set
-			add(id)
-		}
-	}
-	return b.String()
+	return strings.Join(t.ids, " ") // read only once set
 }
