@@ -365,11 +365,8 @@ func (r *Run) afterObserve(cause termination.Cause, stop bool, warnings []termin
 			cause, stop = c, true
 		}
 	}
-	if tree {
-		r.treeEvent()
-		if !stop {
-			cause, stop = r.Cause()
-		}
+	if tree && r.treeEvent() && !stop {
+		cause, stop = r.Cause()
 	}
 	return cause, stop, false
 }

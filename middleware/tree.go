@@ -475,12 +475,23 @@ func (t *tree) rollUp(ev *termination.Event) bool {
 // treeEvent acts on what the run's last event did to its holders' tree
 // limits: their warnings go to each holder and its live descendants, and
 // a holder whose limits fired ends with their cause (its descendants,
-// this run included, with Cancelled{reason: parent}).
-func (r *Run) treeEvent() {
+// this run included, with Cancelled{reason: parent}). It reports whether
+// anything but spending through a holder's own fleet holding happened
+// (a warning, a stop, a spend through a joined tree, which may warn or
+// stop this run): only then may the run have a new warning or cause. So
+// an event of a tree that is shared only because it could be joined
+// (§8: from its holder's start) costs one lock per holder and a Spend.
+func (r *Run) treeEvent() bool {
+	acted := false
 	for _, h := range r.tree.holders {
-		h.act(h == r.tree)
+		if h.act(h == r.tree) {
+			acted = true
+		}
 	}
-	r.deliverWarnings()
+	if acted {
+		r.deliverWarnings()
+	}
+	return acted
 }
 
 // act acts on what the holder's tree limits did since it last acted: their
@@ -488,18 +499,20 @@ func (r *Run) treeEvent() {
 // are shared through a fleet, to their descendants elsewhere), and limits
 // that fired end the holder (onEvent: the holder's own last event crossed
 // them). The subtree's usage since the last event is spent through the
-// holder's fleet memberships (treeshare.go). Called without locks.
-func (h *tree) act(onEvent bool) {
+// holder's fleet memberships (treeshare.go). Called without locks. It
+// reports what treeEvent does.
+func (h *tree) act(onEvent bool) bool {
 	h.mu.Lock()
 	var w, fired []termination.Cause
+	limited := false // the limits have fired, here or in a concurrent act
 	if h.limits != nil {
 		w = live.WarningsSince(h.limits, h.nwarn)
 		h.nwarn += len(w)
-		if _, stopped := h.limits.Stopped(); stopped && !h.fired {
+		if _, limited = h.limits.Stopped(); limited && !h.fired {
 			h.fired, fired = true, live.Fired(h.limits)
 		}
 	}
-	shares, spent, held := h.shares, h.pending, h.held
+	shares, spent, held, joined := h.shares, h.pending, h.held, len(h.joined) > 0
 	h.pending = fleet.TreeUsage{}
 	if len(shares) > 0 {
 		h.spent = h.spent.Add(spent)
@@ -514,12 +527,14 @@ func (h *tree) act(onEvent bool) {
 	// The fleet first: when the event spent a shared tree's limits, the
 	// holder's end (a joined run's Cancelled{reason: parent}) stands over
 	// what the limits propagated to this run fired.
+	stopped := false
 	if len(shares) > 0 && !spent.IsZero() {
-		h.spend(shares, spent, onEvent)
+		stopped = h.spend(shares, spent, onEvent)
 	}
 	if fired != nil {
 		h.run.stopTree(fired, onEvent)
 	}
+	return len(w) > 0 || limited || stopped || joined && !spent.IsZero()
 }
 
 // warnSubtree records the holder's tree warnings on the holder and every

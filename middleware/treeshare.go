@@ -96,8 +96,9 @@ func (t *tree) hold() bool {
 }
 
 // spend spends the subtree's usage through the holder's fleet
-// memberships, and ends the holder when one finds the tree's limits spent.
-func (t *tree) spend(shares []fleet.TreeMember, u fleet.TreeUsage, onEvent bool) {
+// memberships, and ends the holder when one finds the tree's limits spent;
+// it reports whether one did.
+func (t *tree) spend(shares []fleet.TreeMember, u fleet.TreeUsage, onEvent bool) bool {
 	var stop termination.Cause
 	for _, s := range shares { // every tree is charged, whatever one says
 		if c := s.Spend(u); c != nil && stop == nil {
@@ -107,6 +108,7 @@ func (t *tree) spend(shares []fleet.TreeMember, u fleet.TreeUsage, onEvent bool)
 	if stop != nil {
 		t.run.stopTree([]termination.Cause{stop}, onEvent)
 	}
+	return stop != nil
 }
 
 // shareWarnings hands a holder's tree warnings to its descendants in

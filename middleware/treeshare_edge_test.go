@@ -218,16 +218,21 @@ func TestTreeSharedStopWhileJoining(t *testing.T) {
 	}
 }
 
+// BenchmarkTreeHeld: an event of a holder's child, the holder's tree not
+// shared (its stage has no fleet) and shared through the in-process fleet
+// (held from the holder's start, §8): what sharing a tree eagerly costs
+// per event of its subtree when no other process joins it.
 func BenchmarkTreeHeld(b *testing.B) {
 	for _, held := range []bool{false, true} {
 		b.Run(map[bool]string{false: "unheld", true: "held"}[held], func(b *testing.B) {
 			f := fleet.NewLocal()
-			planner := mustStage(b, "planner", middleware.WithFleet(f), policy(b, "tree: {token_budget: {total: 1e15}, max_iterations: 2000000000}"))
+			opts := []middleware.Option{policy(b, "tree: {token_budget: {total: 1e15}, max_iterations: 2000000000}")}
+			if held {
+				opts = append(opts, middleware.WithFleet(f))
+			}
+			planner := mustStage(b, "planner", opts...)
 			child := mustStage(b, "child", middleware.WithFleet(f))
 			pctx, p := planner.Start(context.Background())
-			if held {
-				crossCall(pctx)
-			}
 			_, c := child.Start(pctx)
 			b.ReportAllocs()
 			b.ResetTimer()
