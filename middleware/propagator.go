@@ -55,7 +55,11 @@ type remoteParent struct {
 // returned context: a run started under it ([Stage.Start]) is the remote
 // run's child, with the propagated limits as its tree limits (the smaller
 // of them and its stage's own, per resource) unless it joins the holders'
-// trees through its fleet (below). A missing or malformed
+// trees through its fleet (below). When the named run is a live run of
+// this process and both stages use the same fleet ([WithFleet]), the
+// child is linked to it directly instead, as a context's child is: the
+// parent's end and tree limits reach it exactly, and the propagated
+// limits are not its own. A missing or malformed
 // header is ignored (a malformed run id drops both; malformed limits drop
 // the limits only): the propagator never fails a request.
 //

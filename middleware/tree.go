@@ -99,8 +99,13 @@ func RunFromContext(ctx context.Context) *Run {
 // starts after that parent has ended ends at once as Skipped{reason:
 // parent_ended} (the process remembers the last 1,024 runs that
 // finished); otherwise the parent runs elsewhere, and the id is recorded
-// (Run.Parent, Result.Parent, the recorder's RunInfo.ParentRunID) with no
-// limits or cascade in this process. It takes precedence over the run a context
+// (Run.Parent, Result.Parent, the recorder's RunInfo.ParentRunID). With a
+// fleet ([WithFleet]) the run is then the remote parent's child in the
+// fleet: the parent's end reaches it, and when the fleet shares trees
+// (fleet.Trees) it joins the shared trees over the parent (the fleet looks
+// them up: fleet.Trees.TreesOf), which charge its events and stop it when
+// their limits are spent. Without a fleet nothing over the remote parent
+// limits or ends it. It takes precedence over the run a context
 // carries and over a propagated parent. An empty id is ignored. Default:
 // the parent is the run the context passed to Start descends from, if
 // any, else the one Propagator extracted into it.
@@ -636,8 +641,10 @@ func (r *Run) treeRemaining() termination.Limits {
 // count its own events only. A run that holds no tree limits and has no
 // ancestor that does, or that has stopped, ignores it. Negative or
 // non-finite amounts are reported to the recorder and ignored. A callee
-// whose runs joined the run's tree through a fleet (fleet.Trees) is
-// charged to it already: charging its reported usage too counts it twice.
+// whose runs joined the run's tree through a fleet (fleet.Trees), or are
+// linked to it in this process (a callee in this process on the same
+// fleet), is charged to it already: charging its reported usage too
+// counts it twice.
 func (r *Run) Charge(usage termination.Usage, cost float64) {
 	ev := &termination.Event{Kind: termination.KindToolResult, Usage: usage, Cost: cost}
 	if err := ev.Validate(); err != nil {

@@ -16,17 +16,19 @@ import (
 // fleet's registry lists them with every run of the tree (RunInfo.Trees),
 // so that a child started in another process from the request, or with
 // WithParent and only a run's id (the fleet's TreesOf), finds them. In the
-// callee's process such a run joins each holder's tree (JoinTree): its events and
-// its descendants' are spent through the fleet, in leases keyed by the
+// callee's process such a run joins each holder's tree (JoinTree): its
+// events and its descendants' are spent through the fleet, in leases keyed by the
 // holder's id, and the holder's evaluator is charged what the other
 // processes spent (the holding's Charge hook), so that a tree limit fires
 // in the holder's process with its usual cause, and the tree ends by the
 // cascade. A process that finds the limits spent ends its joined runs at
 // once with Cancelled{reason: parent}.
 //
-// Per event nothing more happens than for a tree in one process, plus one
-// Spend per fleet membership of the event's holders, without locks (it
-// may stop other runs).
+// Per event nothing more happens than for a tree in one process, plus,
+// per holder with fleet memberships, one more lock of its tree (act) and
+// one Spend per membership, without locks (it may stop other runs); the
+// run's warnings and cause are read again only when something happened
+// (treeEvent).
 
 // join charges the run's subtree to the remote holders' tree limits
 // through the stage's fleet, and reports whether the fleet knows every

@@ -641,8 +641,9 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 		sh.mu.Unlock()
 		if time.Since(sh.born) < f.cfg.lease {
 			// The holder's process may not have created the record yet
-			// (it shares the tree as its request leaves): ask again at
-			// the next sync for a lease period, then at each renewal.
+			// (it does with the sync after the holder starts): ask
+			// again at the next sync for a lease period, then at each
+			// renewal.
 			sh.pending.Store(true)
 		}
 		f.dropTree(sh, true)
