@@ -80,8 +80,9 @@
 // Sharing a tree from its holder's start costs each run that holds tree
 // limits one HoldTree when it starts (with [Local], one map entry; with
 // redisfleet, the tree's record and a script call at the start and per
-// renewal while it lives) and each event of its subtree one Spend of the
-// holding (no I/O, no allocation). A run with no tree limits over it pays
+// renewal while it lives) and, with redisfleet, each event of its subtree
+// one Spend of the holding (no I/O, no allocation; [Local]'s holding is a
+// [QuietMember], spent nothing). A run with no tree limits over it pays
 // nothing for it, but for a child started with only the id of a parent in
 // another process: its fleet looks the parent's holders up (one round
 // trip with redisfleet).

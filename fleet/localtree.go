@@ -87,7 +87,14 @@ type localHolding struct {
 	t *localTree
 }
 
+var _ QuietMember = (*localHolding)(nil)
+
 func (h *localHolding) Spend(TreeUsage) termination.Cause { return nil }
+
+// SpendsNothing implements QuietMember: the holder's evaluator counts its
+// own subtree's events in this process, and joined runs are charged to it
+// through the Charge hook at their Spend.
+func (h *localHolding) SpendsNothing() {}
 
 func (h *localHolding) Warn(c termination.Cause) {
 	for _, j := range h.t.members() {

@@ -129,6 +129,19 @@ type TreeMember interface {
 	Leave(end termination.Cancelled)
 }
 
+// QuietMember is implemented by a TreeMember whose Spend does nothing and
+// returns nil whatever it is given: [Local]'s holding, since in one
+// process the holder's own evaluator counts every event its process
+// spends under it. The middleware spends nothing through a quiet member,
+// so a tree shared from its holder's start only so that it can be joined
+// costs its events nothing more than a tree that is not shared. Its Warn
+// and Leave are called as any member's.
+type QuietMember interface {
+	TreeMember
+	// SpendsNothing marks the member as quiet; it is never called.
+	SpendsNothing()
+}
+
 // TreeUsage is what events spent of a tree's limits: iterations (message
 // and final events), tool calls, tokens and cost. The Final fields say
 // how much of that final events spent: a final counts, but never fires a

@@ -201,11 +201,12 @@
 //     the tree's limits spent ends its runs of the tree at once with
 //     Cancelled{reason: parent} naming the holder. The overshoot bound is
 //     the fleet's (fleet.Trees). What sharing from the start costs: a
-//     HoldTree per run that holds tree limits, at its start, and per
-//     event of its subtree one lock of the holder's tree and one Spend of
-//     the holding (no allocation, no I/O; BenchmarkTree/depth3_fleet
-//     against depth3). A run with no tree limits over it, or whose stage
-//     has no fleet, pays nothing for it.
+//     HoldTree per run that holds tree limits, at its start, and, when
+//     the holding needs the subtree's usage (fleet/redisfleet's; not
+//     fleet.Local's, a fleet.QuietMember), per event of its subtree one
+//     more lock of the holder's tree and one Spend of the holding (no
+//     allocation, no I/O). A run with no tree limits over it, or whose
+//     stage has no fleet, pays nothing for it.
 //
 // Lock order: a run's lock before a tree's; no code holding a tree's lock
 // takes a run's (cascades and warnings copy the children out first).

@@ -64,6 +64,7 @@ type tree struct {
 	spent      fleet.TreeUsage
 	chargeEv   *termination.Event // under mu: the holder's charge's event, made on first use
 	shares     []fleet.TreeMember
+	spends     bool // a member of shares needs the subtree's usage (not every one is a fleet.QuietMember)
 	pending    fleet.TreeUsage
 }
 
@@ -468,7 +469,7 @@ func (t *tree) rollUp(ev *termination.Event) bool {
 			_, stop := live.ObserveRef(h.limits, ev)
 			acted = acted || stop || len(live.WarningsSince(h.limits, h.nwarn)) > 0
 		}
-		if len(h.shares) > 0 {
+		if h.spends {
 			h.pending = h.pending.Add(fleet.TreeUsageOf(ev))
 			acted = true
 		}

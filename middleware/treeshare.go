@@ -48,7 +48,7 @@ func (t *tree) join(holders []string, propagated termination.Limits) bool {
 		t.mu.Lock()
 		ended := t.ended // a hook stopped the run already
 		if !ended {
-			t.shares = append(t.shares, m)
+			t.shares, t.spends = append(t.shares, m), true
 			t.joined = append(t.joined, id)
 			t.propagated = propagated
 		}
@@ -90,10 +90,14 @@ func (t *tree) hold() bool {
 	spec := fleet.TreeSpec{Holder: t.run.id, Stage: t.run.stage.name, Limits: t.whole}
 	// HoldTree calls no hook before it returns: holding the lock keeps the
 	// subtree's events from slipping between used and the first Spend.
-	t.shares = append(t.shares, trees.HoldTree(spec, used, fleet.TreeHooks{
+	m := trees.HoldTree(spec, used, fleet.TreeHooks{
 		Stop:   func(c termination.Cause) bool { return t.run.stopTree([]termination.Cause{c}, false) },
 		Charge: t.charge,
-	}))
+	})
+	t.shares = append(t.shares, m)
+	if _, quiet := m.(fleet.QuietMember); !quiet {
+		t.spends = true // a quiet holding (fleet.Local's) is spent nothing
+	}
 	return true
 }
 

@@ -217,10 +217,9 @@
 // sync that follows it) and one per renewal while it lives (every
 // second, or a third of the lease when shorter), as a shared budget's
 // lease costs; per event of its subtree, one Spend from the holding's
-// lease (no I/O, no allocation; BenchmarkTree/depth3_fleet in package
-// middleware measures it with the in-process fleet). A run with no tree:
-// limits over it pays nothing for it; a run under a holder carries the
-// holder's id in its registry entry.
+// lease (no I/O, no allocation; BenchmarkTreeSpend measures it). A run
+// with no tree: limits over it pays nothing for it; a run under a holder
+// carries the holder's id in its registry entry.
 //
 // TreesOf answers for a run of this process from memory; for any other it
 // reads the run's registry entry and its ended record in one round trip
