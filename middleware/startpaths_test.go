@@ -104,3 +104,43 @@ func TestTreeLimitsEveryStartPathLocalFleet(t *testing.T) {
 		})
 	}
 }
+
+// TestTreeSharedFromStart (§8, clarified 2026-11-28): a run that holds
+// tree: limits in a stage whose fleet shares trees is held in the fleet
+// when it starts, before any request names it; the registry lists the
+// holder with every run of its tree (RunInfo.Trees), nearest first, and a
+// run in no tree with limits, or whose stage has no fleet, holds nothing
+// and lists none.
+func TestTreeSharedFromStart(t *testing.T) {
+	f := &holdingHooks{Local: fleet.NewLocal(), hooks: map[string]fleet.TreeHooks{}}
+	planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {max_iterations: 100}"))
+	middle := mustStage(t, "middle", middleware.WithFleet(f), policy(t, "tree: {max_tool_calls: 10}"))
+	worker := mustStage(t, "worker", middleware.WithFleet(f))
+	unshared := mustStage(t, "unshared", policy(t, "tree: {max_iterations: 100}"))
+	pctx, p := planner.Start(context.Background())
+	mctx, m := middle.Start(pctx)
+	_, w := worker.Start(mctx)
+	_, lone := worker.Start(context.Background())
+	_, u := unshared.Start(context.Background())
+	f.mu.Lock()
+	held := make([]string, 0, len(f.hooks))
+	for id := range f.hooks {
+		held = append(held, id)
+	}
+	f.mu.Unlock()
+	assert.ElementsMatch(t, []string{p.ID(), m.ID()}, held, "the holders, at their start")
+
+	runs, err := f.Runs(context.Background(), fleet.Selector{})
+	require.NoError(t, err)
+	trees := map[string][]string{}
+	for _, r := range runs {
+		trees[r.ID] = r.Trees
+	}
+	assert.Equal(t, map[string][]string{
+		p.ID(): {p.ID()}, m.ID(): {m.ID(), p.ID()}, w.ID(): {m.ID(), p.ID()}, lone.ID(): nil,
+	}, trees)
+	assert.Equal(t, []string{m.ID(), p.ID()}, f.TreesOf(context.Background(), w.ID()))
+	for _, r := range []*middleware.Run{u, lone, w, m, p} {
+		r.Finish(nil)
+	}
+}
