@@ -20,16 +20,17 @@ import (
 // stopped when the tree's budget runs out, within the overshoot bound (a
 // lease per process plus the event in flight). The parent is the holder
 // itself, or a run under the holder in the holder's process (the child
-// finds the holder from the parent's registry entry). The holder ends with
-// BudgetExhausted{scope: tree}, the remote child with Cancelled{reason:
-// parent} naming it.
+// finds the holder from the parent's registry entry); the remote child
+// spends itself, or through a run started from its context in its process
+// (§8's third start path). The holder ends with BudgetExhausted{scope:
+// tree}, the remote runs with Cancelled{reason: parent} naming it.
 func TestTreeWithParentAcrossProcesses(t *testing.T) {
 	const (
 		limit    = 1000
 		perEvent = 100 // tokens per event of the remote child
 		lease    = limit / 100
 	)
-	for _, via := range []string{"holder", "holder's child"} {
+	for _, via := range []string{"holder", "holder's child", "holder, remote grandchild"} {
 		t.Run(via, func(t *testing.T) {
 			redistest.Each(t, func(t *testing.T, r redistest.Redis) {
 				a := newTestFleet(t, r)
@@ -42,7 +43,7 @@ func TestTreeWithParentAcrossProcesses(t *testing.T) {
 				pctx, p := planner.Start(t.Context())
 				defer p.Finish(nil)
 				parent := p
-				if via != "holder" {
+				if via == "holder's child" {
 					researcher, err := middleware.New("researcher", middleware.WithFleet(a))
 					if err != nil {
 						t.Fatal(err)
@@ -53,12 +54,20 @@ func TestTreeWithParentAcrossProcesses(t *testing.T) {
 				flushAll(t, a) // the job is queued once the runs are registered
 
 				c.child("w", "worker", parent.ID())
-				events := c.burn("w", 130, perEvent-10, 10) // up to 13,000 tokens
+				spender := "w"
+				if via == "holder, remote grandchild" {
+					c.sub("g", "worker", "w") // from w's context, in w's process
+					spender = "g"
+				}
+				events := c.burn(spender, 130, perEvent-10, 10) // up to 13,000 tokens
 				spent := events * perEvent
 				if spent < limit || spent > limit+2*lease+perEvent {
 					t.Errorf("the remote child spent %d tokens against the tree's %d (bound: %d past it)", spent, limit, 2*lease+perEvent)
 				}
 				wantParentStop(t, "the remote child", c.ended("w", 5*time.Second), "planner", termination.TagBudgetExhausted)
+				if spender != "w" {
+					wantParentStop(t, "the remote grandchild", c.ended(spender, 5*time.Second), "planner", termination.TagBudgetExhausted)
+				}
 				eventually(t, 5*time.Second, "the holder ends", func() bool {
 					_, stopped := p.Cause()
 					return stopped
