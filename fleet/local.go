@@ -20,10 +20,12 @@ import (
 // implements both [Fleet] and [Control]: registry, stops (confirmed and
 // counted at once), blocks with expiry, and shared budgets per window,
 // accounted exactly. It starts no goroutines; expiries and windows are
-// applied when they are next looked at: each spend reads the clock once
-// and is charged to the budget window that holds that reading (the first
-// spend at or past a window's end starts the next window). The zero value
-// is not usable; use [NewLocal].
+// applied when they are next looked at: each spend of a run with a fleet
+// budget reads the clock once (time.Now, or WithClock's) and is charged to
+// the budget window that holds that reading (the first spend at or past a
+// window's end starts the next window), which is what exact windows cost
+// per event: one clock read. The zero value is not usable; use
+// [NewLocal].
 type Local struct {
 	host    string
 	pid     int
