@@ -77,6 +77,11 @@ func TestTreeWithParentAcrossProcesses(t *testing.T) {
 					t.Errorf("the holder's cause = %#v, want BudgetExhausted{total_tokens, limit 1000, tree}", pc)
 				}
 				if parent != p {
+					// The holder's cascade follows its stop in the same call.
+					eventually(t, 5*time.Second, "the holder's child ends", func() bool {
+						_, stopped := parent.Cause()
+						return stopped
+					})
 					pc, _ := parent.Cause()
 					parentCancelled(t, "the holder's child", pc, "planner ended: budget_exhausted")
 				}
