@@ -77,10 +77,6 @@ type Account struct {
 	metrics *Metrics
 	low     func()
 	end     atomic.Int64 // the window's end in Unix nanoseconds, readable without the lock
-	// ended is set by endTimer (guarded by mu) when the window's end comes:
-	// Local reads the clock in Spend only then (see Local.armEnd).
-	ended    atomic.Bool
-	endTimer *time.Timer
 
 	mu        sync.Mutex
 	start     time.Time // the window's start
@@ -165,12 +161,28 @@ func (a *Account) Members() int {
 	return len(a.members)
 }
 
-// Spend charges one event's usage for member m and returns the warning
-// and stop cause for m's own run (see Member.Spend); the other members get
-// them through their hooks. Negative amounts and a NaN cost count as 0, an
-// infinite cost as the largest one. It does not allocate unless a
-// threshold is crossed.
+// Spend charges one event's usage for member m to the current window and
+// returns the warning and stop cause for m's own run (see Member.Spend);
+// the other members get them through their hooks. Negative amounts and a
+// NaN cost count as 0, an infinite cost as the largest one. It does not
+// allocate unless a threshold is crossed.
 func (m *AccountMember) Spend(u termination.Usage, cost float64) (warning, stop termination.Cause) {
+	return m.spend(0, u, cost)
+}
+
+// SpendAt is Spend for a spend made at now (the spender's clock reading):
+// when now is at or past the current window's end, the window that holds
+// now starts first (as Roll), under the same lock as the charge, so the
+// spend is charged to the window its own clock reading falls in, never to
+// an earlier one. A reading before the current window (a spend that read
+// the clock before another started the next window) is charged to the
+// current window.
+func (m *AccountMember) SpendAt(now time.Time, u termination.Usage, cost float64) (warning, stop termination.Cause) {
+	return m.spend(now.UnixNano(), u, cost)
+}
+
+// spend is Spend at now (Unix nanoseconds; 0: in the current window).
+func (m *AccountMember) spend(now int64, u termination.Usage, cost float64) (warning, stop termination.Cause) {
 	a := m.a
 	switch {
 	case math.IsInf(cost, 1):
@@ -180,6 +192,9 @@ func (m *AccountMember) Spend(u termination.Usage, cost float64) (warning, stop 
 	}
 	u.InputTokens, u.OutputTokens = max(u.InputTokens, 0), max(u.OutputTokens, 0)
 	a.mu.Lock()
+	if now != 0 && now >= a.end.Load() {
+		a.rollLocked(WindowStart(time.Unix(0, now), a.spec.Window))
+	}
 	if a.exhausted != nil {
 		// Exhausted before this event reached us (another run, another
 		// process): this run stops too.
@@ -348,6 +363,11 @@ func (a *Account) Lease() (Amounts, bool) {
 func (a *Account) Roll(start time.Time) bool {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	return a.rollLocked(start)
+}
+
+// rollLocked is Roll with a.mu held.
+func (a *Account) rollLocked(start time.Time) bool {
 	if !start.After(a.start) {
 		return false
 	}

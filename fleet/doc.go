@@ -55,10 +55,16 @@
 // # Trees
 //
 // A fleet that implements [Trees] (both do) also shares the tree limits
-// of §8 across processes. When a run that holds tree limits is named in a
-// request (middleware.Propagator), its process holds the tree in the fleet
-// ([Trees.HoldTree], keyed by the holder's run id); a run started from
-// that request in another process joins it ([Trees.JoinTree]). Every event
+// of §8 across processes. When a run that holds tree limits starts, its
+// process holds the tree in the fleet ([Trees.HoldTree], keyed by the
+// holder's run id: clarified 2026-11-28, a holder's tree is shared
+// whenever it has tree: limits, not only once its id is named in a
+// request), and the registry lists the holders with every run of the tree
+// ([RunInfo.Trees]). A run started in another process joins it
+// ([Trees.JoinTree]), however it was started: from a request that names
+// the holders (middleware.Propagator), or with only its parent's id
+// (middleware.WithParent: a job queue), whose holders [Trees.TreesOf]
+// finds in the parent's registry entry. Every event
 // of the holder's subtree is then spent through a [TreeMember] in its own
 // process, as a shared budget's usage is (leases, no network per event),
 // and the holder's process is charged what the other processes spent, so
@@ -67,7 +73,19 @@
 // limits spent ends its runs of the tree at once with Cancelled{reason:
 // parent} naming the holder. [Local] charges a joined run's events to the
 // holder at the event (exactly); fleet/redisfleet through leases, with
-// the overshoot bound below.
+// the overshoot bound below. (In one process the middleware links a child
+// to a parent of the same fleet directly, whichever way it started, so
+// its events reach the parent's tree limits exactly, without the fleet.)
+//
+// Sharing a tree from its holder's start costs each run that holds tree
+// limits one HoldTree when it starts (with [Local], one map entry; with
+// redisfleet, the tree's record and a script call at the start and per
+// renewal while it lives) and, with redisfleet, each event of its subtree
+// one Spend of the holding (no I/O, no allocation; [Local]'s holding is a
+// [QuietMember], spent nothing). A run with no tree limits over it pays
+// nothing for it, but for a child started with only the id of a parent in
+// another process: its fleet looks the parent's holders up (one round
+// trip with redisfleet).
 //
 // # Overshoot
 //
@@ -82,7 +100,10 @@
 // (an event in flight is one whose Spend ran before the stop reached its
 // run). [Local] has one process and accounts exactly: its overshoot is the
 // usage of the event that reached the limit plus the events other runs
-// spent concurrently before they were stopped. When the store is
+// spent concurrently before they were stopped, and each spend reads the
+// clock once and is charged to the window that reading falls in (the
+// first spend at or past a window's end starts the next window; nothing
+// has to notice the end first, however loaded the machine). When the store is
 // unreachable, a fail-open fleet lets runs spend what is left of their
 // leases and then only the runs' own limits apply: the bound no longer
 // holds. The same bound holds for a tree's limits shared through a

@@ -20,14 +20,16 @@ import (
 // implements both [Fleet] and [Control]: registry, stops (confirmed and
 // counted at once), blocks with expiry, and shared budgets per window,
 // accounted exactly. It starts no goroutines; expiries and windows are
-// applied when they are next looked at (a runtime timer marks a budget's
-// window end, so that spending need not read the clock). The zero value is not usable; use
+// applied when they are next looked at: each spend of a run with a fleet
+// budget reads the clock once (time.Now, or WithClock's) and is charged to
+// the budget window that holds that reading (the first spend at or past a
+// window's end starts the next window), which is what exact windows cost
+// per event: one clock read. The zero value is not usable; use
 // [NewLocal].
 type Local struct {
 	host    string
 	pid     int
 	now     func() time.Time
-	clocked bool // WithClock: Spend reads the clock on every event
 	metrics *Metrics
 
 	mu       sync.Mutex
@@ -52,9 +54,8 @@ type optionFunc func(*localConfig)
 func (f optionFunc) apply(c *localConfig) { f(c) }
 
 type localConfig struct {
-	mp      metric.MeterProvider
-	now     func() time.Time
-	clocked bool
+	mp  metric.MeterProvider
+	now func() time.Time
 }
 
 // WithMeterProvider records the fleet's metrics ([Metrics]) through mp.
@@ -73,7 +74,7 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 func WithClock(now func() time.Time) Option {
 	return optionFunc(func(c *localConfig) {
 		if now != nil {
-			c.now, c.clocked = now, true
+			c.now = now
 		}
 	})
 }
@@ -87,7 +88,7 @@ func NewLocal(opts ...Option) *Local {
 		}
 	}
 	host, _ := os.Hostname()
-	return &Local{host: host, pid: os.Getpid(), now: c.now, clocked: c.clocked, metrics: NewMetrics(c.mp),
+	return &Local{host: host, pid: os.Getpid(), now: c.now, metrics: NewMetrics(c.mp),
 		runs: map[string]*localMember{}, blocks: map[string]Block{}, accounts: map[BudgetID]*Account{}}
 }
 
@@ -130,7 +131,7 @@ func (l *Local) join(run RunInfo, budget *termination.FleetBudget, hooks Hooks) 
 	if run.Started.IsZero() {
 		run.Started = now
 	}
-	run.Labels = maps.Clone(run.Labels)
+	run.Labels, run.Trees = maps.Clone(run.Labels), slices.Clone(run.Trees)
 	m := &localMember{f: l, info: run, hooks: hooks}
 
 	l.mu.Lock()
@@ -201,46 +202,15 @@ func (l *Local) accountLocked(id BudgetID, spec termination.FleetBudget, now tim
 		case a.Members() == 0:
 			ok = false
 		default:
-			if s := WindowStart(now, a.Spec().Window); s.After(start) && a.Roll(s) {
-				l.armEnd(a)
+			if s := WindowStart(now, a.Spec().Window); s.After(start) {
+				a.Roll(s)
 			}
 			return a
 		}
 	}
-	if a != nil {
-		l.disarm(a)
-	}
 	a = NewAccount(id, spec, WindowStart(now, spec.Window), l.metrics, nil)
 	l.accounts[id] = a
-	l.armEnd(a)
 	return a
-}
-
-// armEnd sets a.ended when a's window ends (by the monotonic clock), so
-// that Spend reads the clock only then: reading it on every event would be
-// most of a spend's cost. With WithClock, Spend reads the clock on every
-// event instead. The timer is a runtime timer: no goroutine waits on it.
-func (l *Local) armEnd(a *Account) {
-	if l.clocked {
-		return
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if a.endTimer != nil {
-		a.endTimer.Stop()
-	}
-	a.ended.Store(false)
-	a.endTimer = time.AfterFunc(max(time.Until(time.Unix(0, a.end.Load())), 0), func() { a.ended.Store(true) })
-}
-
-// disarm stops a's window timer: a is dropped.
-func (l *Local) disarm(a *Account) {
-	a.mu.Lock()
-	if a.endTimer != nil {
-		a.endTimer.Stop()
-		a.endTimer = nil
-	}
-	a.mu.Unlock()
 }
 
 // sweepLocked drops the accounts whose window is over and that no run
@@ -250,29 +220,19 @@ func (l *Local) sweepLocked(now time.Time) {
 	for id, a := range l.accounts {
 		if _, end := a.Window(); !now.Before(end) && a.Members() == 0 {
 			delete(l.accounts, id)
-			l.disarm(a)
 		}
 	}
 }
 
-// Spend implements Member.
+// Spend implements Member. It reads the clock once: the spend is charged
+// to the budget window that holds that reading (AccountMember.SpendAt), so
+// a spend made after a window's end starts the next window, however late
+// anything else notices the end.
 func (m *localMember) Spend(u termination.Usage, cost float64) (warning, stop termination.Cause) {
 	if m.acct == nil || (u.IsZero() && cost == 0) {
 		return nil, nil
 	}
-	a, l := m.acct.a, m.f
-	if l.clocked || a.ended.Load() {
-		switch now := l.now(); {
-		case now.UnixNano() >= a.end.Load():
-			// The window is over: the next one starts afresh.
-			if a.Roll(WindowStart(now, a.spec.Window)) {
-				l.armEnd(a)
-			}
-		case !l.clocked:
-			l.armEnd(a) // the timer fired before the wall clock reached the end
-		}
-	}
-	return m.acct.Spend(u, cost)
+	return m.acct.SpendAt(m.f.now(), u, cost)
 }
 
 // Progress implements Member.
@@ -304,7 +264,7 @@ func (m *localMember) Leave(*termination.Result) {
 
 func (m *localMember) snapshot(now time.Time) RunInfo {
 	r := m.info
-	r.Labels = maps.Clone(r.Labels)
+	r.Labels, r.Trees = maps.Clone(r.Labels), slices.Clone(r.Trees)
 	if m.hooks.Progress != nil {
 		r.SetProgress(m.hooks.Progress())
 	} else {
@@ -494,9 +454,7 @@ func (l *Local) Budgets(ctx context.Context) ([]Budget, error) {
 	var out []Budget
 	for _, a := range l.accounts {
 		if _, end := a.Window(); !now.Before(end) {
-			if a.Roll(WindowStart(now, a.Spec().Window)) { // live runs share the next window
-				l.armEnd(a)
-			}
+			a.Roll(WindowStart(now, a.Spec().Window)) // live runs share the next window
 		}
 		out = append(out, a.Status())
 	}

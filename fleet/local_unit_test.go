@@ -473,10 +473,11 @@ func TestAccountOddCosts(t *testing.T) {
 	}
 }
 
-// TestLocalWindowEndsOnRealClock: without WithClock, Spend reads the clock
-// only once a timer marked the window's end; the next window still starts
-// afresh for a run that spans it, and a Progress hook gives the figures
-// Runs lists.
+// TestLocalWindowEndsOnRealClock: without WithClock, each spend is charged
+// to the window its own reading of the real clock falls in: the next
+// window starts afresh for a run that spans it, however loaded the machine
+// (no timer has to notice the end first), and a Progress hook gives the
+// figures Runs lists.
 func TestLocalWindowEndsOnRealClock(t *testing.T) {
 	l := fleet.NewLocal()
 	b := termination.FleetBudget{Key: "stage", Window: time.Second, TotalTokens: 100}
@@ -544,5 +545,46 @@ func TestMetricsExportedAtZero(t *testing.T) {
 				t.Errorf("%s{%s} = %d (exported: %v), want 0", name, k, v, ok)
 			}
 		}
+	}
+}
+
+// TestAccountSpendAt: a spend is charged to the window its clock reading
+// falls in. A reading at or past the window's end starts the window that
+// holds it (afresh: usage, crossings and exhaustion reset), even when
+// nothing else noticed the end; a reading before the current window (a
+// spender that read the clock before another started the next window) is
+// charged to the current one.
+func TestAccountSpendAt(t *testing.T) {
+	spec := termination.FleetBudget{Key: "stage", Window: time.Hour, TotalTokens: 100}
+	start := time.Unix(0, 0).Add(1000 * time.Hour)
+	a := fleet.NewAccount(fleet.BudgetID{Key: "stage", Value: "s"}, spec, start, nil, nil)
+	m, c := a.Join(fleet.Hooks{})
+	if c != nil {
+		t.Fatal(c)
+	}
+	steps := []struct {
+		at       time.Duration // from start
+		tokens   int64
+		stopped  bool
+		winStart time.Duration // the window's start after the spend
+	}{
+		{time.Minute, 100, true, 0},
+		{time.Hour - time.Nanosecond, 1, true, 0},
+		{time.Hour, 60, false, time.Hour},                     // the next window, afresh
+		{time.Hour - time.Second, 30, false, time.Hour},       // read before the roll: the current window
+		{3*time.Hour + time.Minute, 99, false, 3 * time.Hour}, // windows without spends are skipped
+		{3*time.Hour + 2*time.Minute, 1, true, 3 * time.Hour},
+	}
+	for i, s := range steps {
+		_, stop := m.SpendAt(start.Add(s.at), termination.Usage{InputTokens: s.tokens}, 0)
+		if (stop != nil) != s.stopped {
+			t.Errorf("step %d: stop = %v, want stopped %v", i, stop, s.stopped)
+		}
+		if ws, _ := a.Window(); !ws.Equal(start.Add(s.winStart)) {
+			t.Errorf("step %d: window starts at %v, want %v", i, ws.Sub(start), s.winStart)
+		}
+	}
+	if st := a.Status(); st.Used.InputTokens != 100 {
+		t.Errorf("the last window used %d tokens, want 100", st.Used.InputTokens)
 	}
 }

@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/agentstop/agentstop/termination"
@@ -11,9 +12,10 @@ import (
 // joined run's usage is charged to the holder's limits at once, through
 // the holding's Charge hook, so the holder's evaluator sees the whole tree
 // exactly; when the holder ends, its joined runs end with Cancelled{
-// reason: parent}. This is what a child started from a propagated request
-// served by the same process gets (a test's server, or two services
-// deployed in one binary).
+// reason: parent}. (The middleware links a child to a parent that runs in
+// its process on the same fleet directly, however the child was started,
+// so it joins a Local tree only through runs that joined this fleet by
+// other means.)
 
 var _ Trees = (*Local)(nil)
 
@@ -67,6 +69,17 @@ func (l *Local) JoinTree(_ context.Context, holder string, hooks TreeHooks) Tree
 	return j
 }
 
+// TreesOf implements Trees: the holders the registry entry of run, a live
+// run of this fleet, lists; nil for a run the fleet does not know.
+func (l *Local) TreesOf(_ context.Context, run string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if m := l.runs[run]; m != nil {
+		return slices.Clone(m.info.Trees)
+	}
+	return nil
+}
+
 // localHolding is the holder's TreeMember: its own usage is counted by its
 // evaluator already.
 type localHolding struct {
@@ -74,7 +87,14 @@ type localHolding struct {
 	t *localTree
 }
 
+var _ QuietMember = (*localHolding)(nil)
+
 func (h *localHolding) Spend(TreeUsage) termination.Cause { return nil }
+
+// SpendsNothing implements QuietMember: the holder's evaluator counts its
+// own subtree's events in this process, and joined runs are charged to it
+// through the Charge hook at their Spend.
+func (h *localHolding) SpendsNothing() {}
 
 func (h *localHolding) Warn(c termination.Cause) {
 	for _, j := range h.t.members() {

@@ -15,9 +15,14 @@ import (
 // budgets are (§7). Package middleware uses it when a stage's fleet
 // implements it; [Local] and redisfleet do.
 //
-// The holder's process calls HoldTree the first time the holder's id is
-// propagated to another process; each process where a descendant starts
-// calls JoinTree for every holder the request named. Every event of the
+// The holder's process calls HoldTree when the holder starts (docs/spec.md
+// §8, clarified 2026-11-28: a holder's tree is shared whenever it has
+// tree: limits, not only once its id leaves the process), and registers
+// it, and every run under it, with the holders' ids ([RunInfo.Trees]).
+// Each process where a descendant starts calls JoinTree for every holder
+// the request named or, for a child started with only its parent's id
+// (middleware.WithParent: a job queue), for every holder [Trees.TreesOf]
+// finds in the parent's registry entry. Every event of the
 // holder's subtree is then spent, in its own process, through a
 // [TreeMember] (the holder's process through the holding, the others
 // through their joins), with no I/O per event. The holding's
@@ -55,6 +60,16 @@ type Trees interface {
 	// ended long ago): the run then takes the limits the request
 	// propagated as its own, as without a fleet.
 	JoinTree(ctx context.Context, holder string, hooks TreeHooks) TreeMember
+	// TreesOf returns the holders whose shared tree limits count the
+	// events of run, a run of any process of the fleet, as its registry
+	// entry lists them ([RunInfo.Trees]), nearest first: a child started
+	// with only run's id joins them. It returns nil for a run in no shared
+	// tree, and for one the fleet cannot find (it ended, it never joined
+	// the fleet, or the store cannot be reached: the child then runs under
+	// its own limits). It may ask the store, within ctx, and wait up to
+	// one sync of the fleet for a run that has just started; otherwise it
+	// never waits on the network.
+	TreesOf(ctx context.Context, run string) []string
 }
 
 // TreeSpec is a tree's limits as its holder shares them.
@@ -112,6 +127,19 @@ type TreeMember interface {
 	// itself; a networked fleet leaves it to the cascade of §8, which
 	// reaches them through the runs' parent links anyway).
 	Leave(end termination.Cancelled)
+}
+
+// QuietMember is implemented by a TreeMember whose Spend does nothing and
+// returns nil whatever it is given: [Local]'s holding, since in one
+// process the holder's own evaluator counts every event its process
+// spends under it. The middleware spends nothing through a quiet member,
+// so a tree shared from its holder's start only so that it can be joined
+// costs its events nothing more than a tree that is not shared. Its Warn
+// and Leave are called as any member's.
+type QuietMember interface {
+	TreeMember
+	// SpendsNothing marks the member as quiet; it is never called.
+	SpendsNothing()
 }
 
 // TreeUsage is what events spent of a tree's limits: iterations (message

@@ -10,6 +10,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/internal/testutil"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/telemetry"
@@ -401,17 +402,25 @@ func BenchmarkTree(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// The same holder in a stage with a fleet that shares trees: its tree
+	// is shared from its start (§8), so every event of the subtree is also
+	// spent through the fleet.
+	fleetHolder, err := middleware.New("holder", middleware.WithPolicy(holderPolicy), middleware.WithFleet(fleet.NewLocal()))
+	if err != nil {
+		b.Fatal(err)
+	}
 	for _, depth := range []struct {
-		name string
-		d    int
-	}{{"alone", 0}, {"depth3", 3}} {
+		name   string
+		d      int
+		holder *middleware.Stage
+	}{{"alone", 0, nil}, {"depth3", 3, holder}, {"depth3_fleet", 3, fleetHolder}} {
 		b.Run(depth.name, func(b *testing.B) {
 			b.ReportAllocs()
 			var ancestors []*middleware.Run
 			ctx := context.Background()
 			if depth.d > 0 {
 				var r *middleware.Run
-				ctx, r = holder.Start(ctx)
+				ctx, r = depth.holder.Start(ctx)
 				ancestors = append(ancestors, r)
 				for range depth.d - 1 {
 					ctx, r = middle.Start(ctx)

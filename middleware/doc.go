@@ -135,7 +135,12 @@
 // started with [WithParent], or under a context into which [Propagator]
 // extracted a parent from an incoming request. [Run.Parent] names the
 // parent, and Result.Parent and the recorder's RunInfo.ParentRunID carry
-// it; every run has an id ([Run.ID], 128 random bits).
+// it; every run has an id ([Run.ID], 128 random bits). A child is a child
+// however it was started: when its parent is a live run of this process,
+// it is linked to it directly (cascade and tree limits, exactly, as
+// below) — always by context and by WithParent, and by a propagated
+// request when both stages use the same fleet ([WithFleet]; without a
+// shared fleet such a request counts as one from another process, below).
 //
 // A run's place in a tree is a value of its own that the Run points to,
 // made only for runs that have a parent, hold tree limits or have had a
@@ -188,12 +193,18 @@
 //     included), and is refused with Skipped{reason: parent_ended} when
 //     its parent has already ended.
 //   - Tree limits shared through a fleet: when the stage's fleet
-//     implements fleet.Trees (fleet.Local, fleet/redisfleet), the
-//     Propagator also names the holders whose tree limits count the
-//     caller's events (TreeHeader; the fleet is asked to share each
-//     holder's limits, once, when its id first leaves the process). A run
-//     started from that request in a stage whose fleet shares trees joins
-//     each holder's tree instead of taking the propagated limits as its
+//     implements fleet.Trees (fleet.Local, fleet/redisfleet), a run that
+//     holds tree limits shares them through it from its start (§8,
+//     clarified 2026-11-28: whenever it has tree: limits, not only once
+//     its id leaves the process), and the fleet's registry lists, with
+//     every run of the tree, the holders of the shared trees that count
+//     its events (fleet.RunInfo.Trees). The Propagator names them too
+//     (TreeHeader). A run started in another process joins each holder's
+//     tree, however it was started: from a request that names them, or
+//     with [WithParent] and only its parent's id (a job queue), whose
+//     holders the fleet looks up (fleet.Trees.TreesOf: one round trip
+//     with fleet/redisfleet, at the child's start). A run started from a
+//     request joins instead of taking the propagated limits as its
 //     own (Remaining reports them, less what its subtree has spent since
 //     the call; a fleet that does not know one of the holders shares
 //     nothing with it, and the propagated limits are then the run's own,
@@ -204,7 +215,13 @@
 //     cause and the cascade ends the tree everywhere. A process that finds
 //     the tree's limits spent ends its runs of the tree at once with
 //     Cancelled{reason: parent} naming the holder. The overshoot bound is
-//     the fleet's (fleet.Trees).
+//     the fleet's (fleet.Trees). What sharing from the start costs: a
+//     HoldTree per run that holds tree limits, at its start, and, when
+//     the holding needs the subtree's usage (fleet/redisfleet's; not
+//     fleet.Local's, a fleet.QuietMember), per event of its subtree one
+//     more lock of the holder's tree and one Spend of the holding (no
+//     allocation, no I/O). A run with no tree limits over it, or whose
+//     stage has no fleet, pays nothing for it.
 //
 // Lock order: a run's lock before a tree's; no code holding a tree's lock
 // takes a run's (cascades and warnings copy the children out first).

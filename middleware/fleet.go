@@ -106,7 +106,11 @@ func (r *Run) startFleet() bool {
 		return false
 	}
 	info := fleet.RunInfo{ID: r.id, Stage: r.stage.name, Labels: r.info.labels, Started: time.Now()}
-	info.Parent = r.Parent()
+	r.mu.Lock()
+	if t := r.tree; t != nil {
+		info.Parent, info.Trees = t.parent, t.ids // ids: read only once set
+	}
+	r.mu.Unlock()
 	m, cause := f.Join(r.parent, info, r.stage.cfg.fleetBudget, fleet.Hooks{Stop: r.stopWith, Warn: r.fleetWarn, Progress: r.progress})
 	// A member that came with a cause (Join should return none) still
 	// leaves when the run ends; a typed-nil cause is no cause.

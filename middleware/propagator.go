@@ -55,7 +55,11 @@ type remoteParent struct {
 // returned context: a run started under it ([Stage.Start]) is the remote
 // run's child, with the propagated limits as its tree limits (the smaller
 // of them and its stage's own, per resource) unless it joins the holders'
-// trees through its fleet (below). A missing or malformed
+// trees through its fleet (below). When the named run is a live run of
+// this process and both stages use the same fleet ([WithFleet]), the
+// child is linked to it directly instead, as a context's child is: the
+// parent's end and tree limits reach it exactly, and the propagated
+// limits are not its own. A missing or malformed
 // header is ignored (a malformed run id drops both; malformed limits drop
 // the limits only): the propagator never fails a request.
 //
@@ -115,7 +119,13 @@ func (runPropagator) Extract(ctx context.Context, carrier propagation.TextMapCar
 // space-separated. Anything malformed drops the whole list (the remaining
 // limits still apply).
 func parseHolders(s string) []string {
-	ids := strings.Fields(s)
+	return validHolders(strings.Fields(s))
+}
+
+// validHolders returns ids, a list of holders from a request or a fleet,
+// without repeats, or nil when it is empty, longer than maxTreeHolders or
+// holds anything but run ids. It may reuse ids' array.
+func validHolders(ids []string) []string {
 	if len(ids) == 0 || len(ids) > maxTreeHolders {
 		return nil
 	}

@@ -107,7 +107,7 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 	parent := ctx
 	var up parentRef
 	if live {
-		up = findParent(ctx, &rc) // tree.go
+		up = findParent(ctx, &rc, s.cfg.fleet) // tree.go
 	}
 	info := s.info
 	info.AgentID, info.ConversationID, info.RunID, info.ParentRunID = rc.agentID, rc.conversationID, runID, up.id
@@ -369,11 +369,8 @@ func (r *Run) afterObserve(cause termination.Cause, stop bool, warnings []termin
 			cause, stop = c, true
 		}
 	}
-	if tree {
-		r.treeEvent()
-		if !stop {
-			cause, stop = r.Cause()
-		}
+	if tree && r.treeEvent() && !stop {
+		cause, stop = r.Cause()
 	}
 	return cause, stop, false
 }

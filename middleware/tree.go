@@ -3,6 +3,8 @@ package middleware
 import (
 	"context"
 	"fmt"
+	"reflect"
+	"slices"
 	"sync"
 	"time"
 
@@ -30,6 +32,13 @@ type tree struct {
 	// when it holds limits, then its ancestors' that do, nearest first. Set
 	// before the run is visible; read only.
 	holders []*tree
+	// ids are the run ids of the holders whose tree limits count this
+	// run's events and are shared through a fleet (fleet.Trees), nearest
+	// first: this run when it holds shared limits, the remote holders it
+	// joined, then its parent's ids (the parent's own slice when the run
+	// adds none). Set before the run is visible; read only. They go out in
+	// requests (TreeHeader) and into the fleet's registry (RunInfo.Trees).
+	ids []string
 
 	mu     sync.Mutex
 	limits *termination.Evaluator // the tree limits this run holds; nil for none
@@ -56,6 +65,7 @@ type tree struct {
 	chargeEv   *termination.Event // under mu: the holder's charge's event, made on first use
 	uncounted  termination.Totals // under mu: what charge spent that limits did not need to count (treeshare.go)
 	shares     []fleet.TreeMember
+	spends     bool // a member of shares needs the subtree's usage (not every one is a fleet.QuietMember)
 	pending    fleet.TreeUsage
 }
 
@@ -91,8 +101,13 @@ func RunFromContext(ctx context.Context) *Run {
 // starts after that parent has ended ends at once as Skipped{reason:
 // parent_ended} (the process remembers the last 1,024 runs that
 // finished); otherwise the parent runs elsewhere, and the id is recorded
-// (Run.Parent, Result.Parent, the recorder's RunInfo.ParentRunID) with no
-// limits or cascade in this process. It takes precedence over the run a context
+// (Run.Parent, Result.Parent, the recorder's RunInfo.ParentRunID). With a
+// fleet ([WithFleet]) the run is then the remote parent's child in the
+// fleet: the parent's end reaches it, and when the fleet shares trees
+// (fleet.Trees) it joins the shared trees over the parent (the fleet looks
+// them up: fleet.Trees.TreesOf), which charge its events and stop it when
+// their limits are spent. Without a fleet nothing over the remote parent
+// limits or ends it. It takes precedence over the run a context
 // carries and over a propagated parent. An empty id is ignored. Default:
 // the parent is the run the context passed to Start descends from, if
 // any, else the one Propagator extracted into it.
@@ -188,25 +203,46 @@ type parentRef struct {
 	hasLimits bool     // limits propagated from a remote parent
 	holders   []string // the remote holders of tree limits the request named (Propagator)
 	ended     string   // WithParent named a run of this process that has finished: the Skipped detail
+	byID      bool     // WithParent named a run that is not live in this process
 }
 
 // findParent resolves a starting run's parent: WithParent, else the run
-// ctx descends from, else a parent the Propagator extracted into ctx.
-func findParent(ctx context.Context, rc *runConfig) parentRef {
+// ctx descends from, else a parent the Propagator extracted into ctx. f is
+// the starting run's fleet (nil for none).
+func findParent(ctx context.Context, rc *runConfig, f fleet.Fleet) parentRef {
 	if rc.parent != "" {
 		r, ended := lookupRun(rc.parent)
-		return parentRef{run: r, id: rc.parent, ended: ended}
+		return parentRef{run: r, id: rc.parent, ended: ended, byID: r == nil && ended == ""}
 	}
 	if p := RunFromContext(ctx); p != nil {
 		return parentRef{run: p, id: p.id}
 	}
 	if rp, ok := ctx.Value(remoteKey{}).(remoteParent); ok {
 		// A request served by this process may name one of its own runs:
-		// one that has ended refuses the child, as WithParent does.
-		_, ended := lookupRun(rp.id)
+		// one that has ended refuses the child, as WithParent does; a live
+		// one on the same fleet is the child's parent here, as a context's
+		// or WithParent's is (§8: a child is a child however it was
+		// started). Without a shared fleet the request counts as one from
+		// another process: the propagated limits become the child's own.
+		r, ended := lookupRun(rp.id)
+		if r != nil && sameFleet(f, r.stage.cfg.fleet) {
+			return parentRef{run: r, id: rp.id}
+		}
 		return parentRef{id: rp.id, limits: rp.limits, hasLimits: rp.limits.Has != 0, holders: rp.holders, ended: ended}
 	}
 	return parentRef{}
+}
+
+// sameFleet reports whether a and b are one fleet (not nil). A fleet of a
+// type that cannot be compared is no other's.
+func sameFleet(a, b fleet.Fleet) bool {
+	if a == nil || b == nil {
+		return false
+	}
+	if t := reflect.TypeOf(a); t != reflect.TypeOf(b) || !t.Comparable() {
+		return false
+	}
+	return a == b
 }
 
 // joinTree gives a starting run its place in a tree: its tree limits (the
@@ -222,6 +258,12 @@ func (r *Run) joinTree(p parentRef) bool {
 	// the holders, they become the run's tree limits.
 	var t *tree
 	shared := false
+	if r.stage.trees != nil && p.byID {
+		// WithParent named a run of another process (a job queue carries
+		// only its id): the fleet's registry says whose trees count its
+		// events.
+		p.holders = validHolders(r.stage.trees.TreesOf(r.parent, p.id))
+	}
 	if r.stage.trees != nil && len(p.holders) > 0 && p.ended == "" {
 		// Published before the fleet can stop the run through a hook, so
 		// that the stop's cascade finds it.
@@ -265,6 +307,7 @@ func (r *Run) joinTree(p parentRef) bool {
 		r.stopWith(termination.Skipped{Reason: termination.SkipParentEnded, Detail: p.ended})
 		return true
 	}
+	var upIDs []string
 	if up := p.run; up != nil {
 		up.mu.Lock()
 		if c, ended := up.eval.Stopped(); ended {
@@ -277,7 +320,7 @@ func (r *Run) joinTree(p parentRef) bool {
 		if len(ut.holders) > 0 { // read only once set: no lock needed
 			t.holders = append(t.holders[:len(t.holders):len(t.holders)], ut.holders...)
 		}
-		t.up = ut
+		t.up, upIDs = ut, ut.ids
 		ut.mu.Lock()
 		t.next = ut.first
 		if ut.first != nil {
@@ -294,7 +337,41 @@ func (r *Run) joinTree(p parentRef) bool {
 			t.mu.Unlock()
 		}
 	}
+	t.share(upIDs)
 	return false
+}
+
+// share shares the tree limits the run holds through its stage's fleet
+// from its start (§8, clarified 2026-11-28: a holder's tree is shared
+// whenever it has tree: limits, so that a child started anywhere, with
+// only the holder's id, can join it), and sets t.ids: the holders of the
+// run's shared trees. A run that holds no limits, joined no remote tree
+// and whose ancestors share none does nothing here; one that adds no
+// holder of its own takes its parent's ids as they are (no allocation).
+func (t *tree) share(upIDs []string) {
+	held := t.limits != nil && t.hold()
+	t.mu.Lock()
+	joined := t.joined
+	t.mu.Unlock()
+	if !held && len(joined) == 0 {
+		t.ids = upIDs
+		return
+	}
+	ids := make([]string, 0, 1+len(joined)+len(upIDs))
+	if held {
+		ids = append(ids, t.run.id)
+	}
+	for _, id := range joined {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	for _, id := range upIDs {
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+		}
+	}
+	t.ids = ids
 }
 
 // treeLocked returns the run's tree, made on first use (a run becomes a
@@ -393,7 +470,7 @@ func (t *tree) rollUp(ev *termination.Event) bool {
 			_, stop := live.ObserveRef(h.limits, ev)
 			acted = acted || stop || len(live.WarningsSince(h.limits, h.nwarn)) > 0
 		}
-		if len(h.shares) > 0 {
+		if h.spends {
 			h.pending = h.pending.Add(fleet.TreeUsageOf(ev))
 			acted = true
 		}
@@ -405,12 +482,23 @@ func (t *tree) rollUp(ev *termination.Event) bool {
 // treeEvent acts on what the run's last event did to its holders' tree
 // limits: their warnings go to each holder and its live descendants, and
 // a holder whose limits fired ends with their cause (its descendants,
-// this run included, with Cancelled{reason: parent}).
-func (r *Run) treeEvent() {
+// this run included, with Cancelled{reason: parent}). It reports whether
+// anything but spending through a holder's own fleet holding happened
+// (a warning, a stop, a spend through a joined tree, which may warn or
+// stop this run): only then may the run have a new warning or cause. So
+// an event of a tree that is shared only because it could be joined
+// (§8: from its holder's start) costs one lock per holder and a Spend.
+func (r *Run) treeEvent() bool {
+	acted := false
 	for _, h := range r.tree.holders {
-		h.act(h == r.tree)
+		if h.act(h == r.tree) {
+			acted = true
+		}
 	}
-	r.deliverWarnings()
+	if acted {
+		r.deliverWarnings()
+	}
+	return acted
 }
 
 // act acts on what the holder's tree limits did since it last acted: their
@@ -418,18 +506,20 @@ func (r *Run) treeEvent() {
 // are shared through a fleet, to their descendants elsewhere), and limits
 // that fired end the holder (onEvent: the holder's own last event crossed
 // them). The subtree's usage since the last event is spent through the
-// holder's fleet memberships (treeshare.go). Called without locks.
-func (h *tree) act(onEvent bool) {
+// holder's fleet memberships (treeshare.go). Called without locks. It
+// reports what treeEvent does.
+func (h *tree) act(onEvent bool) bool {
 	h.mu.Lock()
 	var w, fired []termination.Cause
+	limited := false // the limits have fired, here or in a concurrent act
 	if h.limits != nil {
 		w = live.WarningsSince(h.limits, h.nwarn)
 		h.nwarn += len(w)
-		if _, stopped := h.limits.Stopped(); stopped && !h.fired {
+		if _, limited = h.limits.Stopped(); limited && !h.fired {
 			h.fired, fired = true, live.Fired(h.limits)
 		}
 	}
-	shares, spent, held := h.shares, h.pending, h.held
+	shares, spent, held, joined := h.shares, h.pending, h.held, len(h.joined) > 0
 	h.pending = fleet.TreeUsage{}
 	if len(shares) > 0 {
 		h.spent = h.spent.Add(spent)
@@ -444,12 +534,14 @@ func (h *tree) act(onEvent bool) {
 	// The fleet first: when the event spent a shared tree's limits, the
 	// holder's end (a joined run's Cancelled{reason: parent}) stands over
 	// what the limits propagated to this run fired.
+	stopped := false
 	if len(shares) > 0 && !spent.IsZero() {
-		h.spend(shares, spent, onEvent)
+		stopped = h.spend(shares, spent, onEvent)
 	}
 	if fired != nil {
 		h.run.stopTree(fired, onEvent)
 	}
+	return len(w) > 0 || limited || stopped || joined && !spent.IsZero()
 }
 
 // warnSubtree records the holder's tree warnings on the holder and every
@@ -571,8 +663,10 @@ func (r *Run) treeRemaining() termination.Limits {
 // count its own events only. A run that holds no tree limits and has no
 // ancestor that does, or that has stopped, ignores it. Negative or
 // non-finite amounts are reported to the recorder and ignored. A callee
-// whose runs joined the run's tree through a fleet (fleet.Trees) is
-// charged to it already: charging its reported usage too counts it twice.
+// whose runs joined the run's tree through a fleet (fleet.Trees), or are
+// linked to it in this process (a callee in this process on the same
+// fleet), is charged to it already: charging its reported usage too
+// counts it twice.
 func (r *Run) Charge(usage termination.Usage, cost float64) {
 	ev := &termination.Event{Kind: termination.KindToolResult, Usage: usage, Cost: cost}
 	if err := ev.Validate(); err != nil {

@@ -8,22 +8,27 @@ import (
 )
 
 // Tree limits shared through a fleet (docs/spec.md §8, "Across
-// processes"). When a run's id goes out in a request (Propagator.Inject)
-// and its stage's fleet implements fleet.Trees, every run whose tree
-// limits count the caller's events (the caller's holders) is held: the
-// fleet shares its stage's tree limits (HoldTree), and the request names
-// the held runs (TreeHeader). In the callee's process a run started from
-// that request joins each named holder's tree (JoinTree): its events and
-// its descendants' are spent through the fleet, in leases keyed by the
+// processes"). When a run that holds tree limits starts in a stage whose
+// fleet implements fleet.Trees, the fleet shares them at once (HoldTree,
+// keyed by the run's id: clarified 2026-11-28, a holder's tree is shared
+// whenever it has tree: limits, not only once its id leaves). A request
+// the run or a descendant makes names the holders (TreeHeader), and the
+// fleet's registry lists them with every run of the tree (RunInfo.Trees),
+// so that a child started in another process from the request, or with
+// WithParent and only a run's id (the fleet's TreesOf), finds them. In the
+// callee's process such a run joins each holder's tree (JoinTree): its
+// events and its descendants' are spent through the fleet, in leases keyed by the
 // holder's id, and the holder's evaluator is charged what the other
 // processes spent (the holding's Charge hook), so that a tree limit fires
 // in the holder's process with its usual cause, and the tree ends by the
 // cascade. A process that finds the limits spent ends its joined runs at
 // once with Cancelled{reason: parent}.
 //
-// Per event nothing more happens than for a tree in one process, plus one
-// Spend per fleet membership of the event's holders, without locks (it
-// may stop other runs).
+// Per event nothing more happens than for a tree in one process, plus,
+// per holder with fleet memberships, one more lock of its tree (act) and
+// one Spend per membership, without locks (it may stop other runs); the
+// run's warnings and cause are read again only when something happened
+// (treeEvent).
 
 // join charges the run's subtree to the remote holders' tree limits
 // through the stage's fleet, and reports whether the fleet knows every
@@ -43,7 +48,7 @@ func (t *tree) join(holders []string, propagated termination.Limits) bool {
 		t.mu.Lock()
 		ended := t.ended // a hook stopped the run already
 		if !ended {
-			t.shares = append(t.shares, m)
+			t.shares, t.spends = append(t.shares, m), true
 			t.joined = append(t.joined, id)
 			t.propagated = propagated
 		}
@@ -63,9 +68,9 @@ func (t *tree) treeWarning(c termination.Cause) {
 
 // hold shares the tree limits the run holds (its stage's, and what a
 // caller propagated to it when it did not join the caller's trees) through
-// its stage's fleet, once: the Propagator is about to name the run to
-// another process. It reports whether the run's limits are shared (a fleet
-// that shares trees, and limits the run holds).
+// its stage's fleet, once, when the run starts (share). It reports whether
+// the run's limits are shared (a fleet that shares trees, and limits the
+// run holds).
 func (t *tree) hold() bool {
 	trees := t.run.stage.trees
 	if trees == nil {
@@ -85,16 +90,21 @@ func (t *tree) hold() bool {
 	spec := fleet.TreeSpec{Holder: t.run.id, Stage: t.run.stage.name, Limits: t.whole}
 	// HoldTree calls no hook before it returns: holding the lock keeps the
 	// subtree's events from slipping between used and the first Spend.
-	t.shares = append(t.shares, trees.HoldTree(spec, used, fleet.TreeHooks{
+	m := trees.HoldTree(spec, used, fleet.TreeHooks{
 		Stop:   func(c termination.Cause) bool { return t.run.stopTree([]termination.Cause{c}, false) },
 		Charge: t.charge,
-	}))
+	})
+	t.shares = append(t.shares, m)
+	if _, quiet := m.(fleet.QuietMember); !quiet {
+		t.spends = true // a quiet holding (fleet.Local's) is spent nothing
+	}
 	return true
 }
 
 // spend spends the subtree's usage through the holder's fleet
-// memberships, and ends the holder when one finds the tree's limits spent.
-func (t *tree) spend(shares []fleet.TreeMember, u fleet.TreeUsage, onEvent bool) {
+// memberships, and ends the holder when one finds the tree's limits spent;
+// it reports whether one did.
+func (t *tree) spend(shares []fleet.TreeMember, u fleet.TreeUsage, onEvent bool) bool {
 	var stop termination.Cause
 	for _, s := range shares { // every tree is charged, whatever one says
 		if c := s.Spend(u); c != nil && stop == nil {
@@ -104,6 +114,7 @@ func (t *tree) spend(shares []fleet.TreeMember, u fleet.TreeUsage, onEvent bool)
 	if stop != nil {
 		t.run.stopTree([]termination.Cause{stop}, onEvent)
 	}
+	return stop != nil
 }
 
 // shareWarnings hands a holder's tree warnings to its descendants in
@@ -204,9 +215,9 @@ func lessSpent(l termination.Limits, u fleet.TreeUsage) termination.Limits {
 
 // sharedHolders returns TreeHeader's value for a request the run makes:
 // the ids of the holders whose tree limits count its events and are
-// shared through a fleet, nearest first. A holder of this process is held
-// (hold) now, so that the callee finds its limits; holders that the run's
-// tree joined from a caller are passed on.
+// shared through a fleet, nearest first (t.ids: every such holder of this
+// process shared its limits when it started; holders that the run's tree
+// joined from a caller are passed on).
 func (r *Run) sharedHolders() string {
 	r.mu.Lock()
 	t := r.tree
@@ -214,20 +225,5 @@ func (r *Run) sharedHolders() string {
 	if t == nil {
 		return ""
 	}
-	var b strings.Builder
-	add := func(id string) {
-		if b.Len() > 0 {
-			b.WriteByte(' ')
-		}
-		b.WriteString(id)
-	}
-	for _, h := range t.holders {
-		if h.hold() {
-			add(h.run.id)
-		}
-		for _, id := range h.joined { // read only once set
-			add(id)
-		}
-	}
-	return b.String()
+	return strings.Join(t.ids, " ") // read only once set
 }

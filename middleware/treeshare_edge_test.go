@@ -22,7 +22,7 @@ func TestTreeSharedFinalNeverFires(t *testing.T) {
 	for _, shared := range []bool{false, true} {
 		f := fleet.NewLocal()
 		planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {max_iterations: 2}"))
-		worker := mustStage(t, "worker", middleware.WithFleet(f))
+		worker := mustStage(t, "worker", otherProcess(f))
 		pctx, p := planner.Start(context.Background())
 		cctx := pctx
 		if shared {
@@ -46,7 +46,7 @@ func TestTreeSharedStoppingEventCharged(t *testing.T) {
 	for _, shared := range []bool{false, true} {
 		f := fleet.NewLocal()
 		planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {token_budget: {total: 100000}}"))
-		worker := mustStage(t, "worker", middleware.WithFleet(f), policy(t, "max_iterations: 2"))
+		worker := mustStage(t, "worker", otherProcess(f), policy(t, "max_iterations: 2"))
 		pctx, p := planner.Start(context.Background())
 		cctx := pctx
 		if shared {
@@ -67,7 +67,7 @@ func TestTreeSharedJoinRacesHolderEnd(t *testing.T) {
 	for range 200 {
 		f := fleet.NewLocal()
 		planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {max_iterations: 100}"))
-		worker := mustStage(t, "worker", middleware.WithFleet(f))
+		worker := mustStage(t, "worker", otherProcess(f))
 		pctx, p := planner.Start(context.Background())
 		cctx, _ := crossCall(pctx)
 		var wg sync.WaitGroup
@@ -128,7 +128,7 @@ func TestTreeSharedPropagatedAncestorLimits(t *testing.T) {
 	f := fleet.NewLocal()
 	gateway := mustStage(t, "gateway", middleware.WithFleet(f))
 	planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {max_iterations: 100}"))
-	worker := mustStage(t, "worker", middleware.WithFleet(f))
+	worker := mustStage(t, "worker", otherProcess(f))
 	gctx, g := gateway.Start(middleware.Propagator().Extract(context.Background(), propagation.MapCarrier{
 		middleware.RunHeader: id, middleware.RemainingHeader: "iterations=3"}))
 	pctx, p := planner.Start(gctx)
@@ -164,7 +164,7 @@ func TestTreeSharedDuplicateHolders(t *testing.T) {
 	f := fleet.NewLocal()
 	planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {max_iterations: 10}"))
 	other := mustStage(t, "other", middleware.WithFleet(f), policy(t, "tree: {max_iterations: 10}"))
-	worker := mustStage(t, "worker", middleware.WithFleet(f))
+	worker := mustStage(t, "worker", otherProcess(f))
 	pctx, p := planner.Start(context.Background())
 	octx, o := other.Start(context.Background())
 	_, c1 := crossCall(pctx)
@@ -218,16 +218,21 @@ func TestTreeSharedStopWhileJoining(t *testing.T) {
 	}
 }
 
+// BenchmarkTreeHeld: an event of a holder's child, the holder's tree not
+// shared (its stage has no fleet) and shared through the in-process fleet
+// (held from the holder's start, §8): what sharing a tree eagerly costs
+// per event of its subtree when no other process joins it.
 func BenchmarkTreeHeld(b *testing.B) {
 	for _, held := range []bool{false, true} {
 		b.Run(map[bool]string{false: "unheld", true: "held"}[held], func(b *testing.B) {
 			f := fleet.NewLocal()
-			planner := mustStage(b, "planner", middleware.WithFleet(f), policy(b, "tree: {token_budget: {total: 1e15}, max_iterations: 2000000000}"))
+			opts := []middleware.Option{policy(b, "tree: {token_budget: {total: 1e15}, max_iterations: 2000000000}")}
+			if held {
+				opts = append(opts, middleware.WithFleet(f))
+			}
+			planner := mustStage(b, "planner", opts...)
 			child := mustStage(b, "child", middleware.WithFleet(f))
 			pctx, p := planner.Start(context.Background())
-			if held {
-				crossCall(pctx)
-			}
 			_, c := child.Start(pctx)
 			b.ReportAllocs()
 			b.ResetTimer()
@@ -247,8 +252,8 @@ func BenchmarkTreeHeld(b *testing.B) {
 func TestTreeSharedStress(t *testing.T) {
 	f := fleet.NewLocal()
 	planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {max_iterations: 3000, token_budget: {total: 100000000, pressure: 0.001}}"))
-	worker := mustStage(t, "worker", middleware.WithFleet(f), policy(t, "tree: {max_iterations: 100000}"))
-	leaf := mustStage(t, "leaf", middleware.WithFleet(f))
+	worker := mustStage(t, "worker", otherProcess(f), policy(t, "tree: {max_iterations: 100000}"))
+	leaf := mustStage(t, "leaf", otherProcess(f))
 	pctx, p := planner.Start(context.Background())
 	cctx, _ := crossCall(pctx)
 	var wg sync.WaitGroup

@@ -23,6 +23,17 @@ func crossCall(ctx context.Context) (context.Context, propagation.MapCarrier) {
 	return middleware.Propagator().Extract(context.Background(), carrier), carrier
 }
 
+// elsewhere is an in-process fleet as another process's stage sees it:
+// the same fleet.Local (its trees are shared, charged exactly), but not
+// the same fleet value, so that a run started from a request a run on the
+// Local made counts as one from another process: it joins the caller's
+// trees through the fleet (fleet.Trees) instead of being linked to its
+// parent directly, as a child of a run on the same fleet is.
+type elsewhere struct{ *fleet.Local }
+
+// otherProcess makes a stage use f as another process would (elsewhere).
+func otherProcess(f *fleet.Local) middleware.Option { return middleware.WithFleet(&elsewhere{f}) }
+
 // sharedTree starts a planner run that holds tree: {tree} on an in-process
 // fleet, and returns it, the context of a request it makes (as a callee's
 // server extracts it) and a worker stage on the same fleet.
@@ -30,7 +41,7 @@ func sharedTree(t testing.TB, tree string, workerOpts ...middleware.Option) (*mi
 	t.Helper()
 	f := fleet.NewLocal()
 	planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {"+tree+"}"))
-	worker := mustStage(t, "worker", append([]middleware.Option{middleware.WithFleet(f)}, workerOpts...)...)
+	worker := mustStage(t, "worker", append([]middleware.Option{otherProcess(f)}, workerOpts...)...)
 	pctx, p := planner.Start(context.Background())
 	cctx, _ := crossCall(pctx)
 	return p, cctx, worker
@@ -59,7 +70,7 @@ func TestTreeSharedThroughFleet(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := fleet.NewLocal()
 			planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {"+c.tree+"}"))
-			worker := mustStage(t, "worker", middleware.WithFleet(f))
+			worker := mustStage(t, "worker", otherProcess(f))
 			pctx, p := planner.Start(context.Background())
 			for range c.before {
 				_, stop := p.Observe(msg)
@@ -117,7 +128,7 @@ func TestTreeSharedWarningsAndRemaining(t *testing.T) {
 	planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {token_budget: {total: 1000, pressure: 0.5}}"))
 	var mu sync.Mutex
 	var warned []string
-	worker := mustStage(t, "worker", middleware.WithFleet(f), middleware.WithOnWarning(func(_ context.Context, _ *middleware.Run, c termination.Cause) {
+	worker := mustStage(t, "worker", otherProcess(f), middleware.WithOnWarning(func(_ context.Context, _ *middleware.Run, c termination.Cause) {
 		mu.Lock()
 		warned = append(warned, c.TagValue())
 		mu.Unlock()
@@ -148,8 +159,8 @@ func TestTreeSharedWarningsAndRemaining(t *testing.T) {
 func TestTreeSharedTwoHops(t *testing.T) {
 	f := fleet.NewLocal()
 	planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {max_iterations: 6}"))
-	middle := mustStage(t, "middle", middleware.WithFleet(f), policy(t, "tree: {max_iterations: 100}"))
-	leaf := mustStage(t, "leaf", middleware.WithFleet(f))
+	middle := mustStage(t, "middle", otherProcess(f), policy(t, "tree: {max_iterations: 100}"))
+	leaf := mustStage(t, "leaf", otherProcess(f))
 	pctx, p := planner.Start(context.Background())
 	mctx, _ := crossCall(pctx)
 	mctx, m := middle.Start(mctx)
@@ -256,7 +267,7 @@ func TestTreeSharedConcurrentCallees(t *testing.T) {
 func TestTreeSharedEventAllocatesNothing(t *testing.T) {
 	f := fleet.NewLocal()
 	planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {token_budget: {total: 1e12}, max_iterations: 1000000000, cost_budget: {limit: 1e9}}"))
-	worker := mustStage(t, "worker", middleware.WithFleet(f))
+	worker := mustStage(t, "worker", otherProcess(f))
 	pctx, p := planner.Start(context.Background())
 	defer p.Finish(nil)
 	cctx, _ := crossCall(pctx)

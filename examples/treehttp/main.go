@@ -15,15 +15,16 @@
 // the call returns; the planner's tree: token budget stops the whole task
 // when the researchers together have spent it.
 //
-// With -fleet local (both services share one in-process fleet, as two
-// services deployed in one binary would) or -redis URL (each service has a
-// fleet of its own on that Redis, as two processes would), the planner's
-// tree limits are shared through the fleet instead: the request also names
-// the planner's run as the holder of the tree (the agentstop-tree header),
-// every researcher event is charged to it as it happens, and the
-// researcher whose event spends the tree's budget ends with
-// Cancelled{reason: parent} when the planner's limit fires; nothing is
-// charged by hand.
+// With -redis URL (each service has a fleet of its own on that Redis, as
+// two processes would), the planner's tree limits are shared through the
+// fleet instead: the request also names the planner's run as the holder
+// of the tree (the agentstop-tree header), every researcher event is
+// charged to it as it happens, and the researcher whose event spends the
+// tree's budget ends with Cancelled{reason: parent} when the planner's
+// limit fires; nothing is charged by hand. With -fleet local (both
+// services share one in-process fleet, as two services deployed in one
+// binary would) the researcher's run is linked to the planner's directly,
+// as a child in the same process is, with the same outcome.
 //
 //	go run ./examples/treehttp -fleet local
 //

@@ -13,6 +13,7 @@
 // the Fleet it returns and operator commands through the Control: registry
 // visibility and figures, stop by run, stage, label and all with counts,
 // the parents of a tree of runs and a stop that ends a run's descendants,
+// the holders of shared trees a run lists (TreesOf),
 // block, unblock and expiry, a shared budget's pressure warning and
 // exhaustion across runs, its next window, and the invalid_input of a
 // mismatched budget or a missing keyed label. Effects that a networked fleet delivers
@@ -24,6 +25,7 @@ package fleettest
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -52,6 +54,7 @@ func Run(t *testing.T, newFleet func(t *testing.T) (fleet.Fleet, fleet.Control))
 		{"StopByStageLabelAll", testStopBySelectors},
 		{"StopLeavesLaterRuns", testStopLeavesLaterRuns},
 		{"StopTree", testStopTree},
+		{"TreesOf", testTreesOf},
 		{"InvalidRequests", testInvalidRequests},
 		{"BlockUnblock", testBlockUnblock},
 		{"BlockExpiry", testBlockExpiry},
@@ -345,6 +348,46 @@ func testStopTree(t *testing.T, f fleet.Fleet, c fleet.Control) {
 	if stopped(other) {
 		t.Error("a run outside the tree stopped")
 	}
+}
+
+// testTreesOf: a fleet that shares trees (fleet.Trees) shares a holder's
+// tree: limits from its start (§8, clarified 2026-11-28): the registry
+// lists, with the holder and every run under it, the holders of the shared
+// trees that count its events (RunInfo.Trees), and TreesOf finds them by a
+// run's id, as a child started elsewhere with only that id needs; a run
+// in no shared tree, an unknown run and an ended one have none.
+func testTreesOf(t *testing.T, f fleet.Fleet, c fleet.Control) {
+	trees, ok := f.(fleet.Trees)
+	if !ok {
+		t.Skip("the fleet does not share trees")
+	}
+	holder := newStage(t, f, "fleettest_holder", middleware.WithPolicy(termination.MustParsePolicy("tree: {max_iterations: 100}")))
+	worker := newStage(t, f, "fleettest_worker")
+	pctx, p := start(t, holder, nil)
+	cctx, w := worker.Start(pctx)
+	_, g := worker.Start(cctx)
+	_, other := start(t, worker, nil)
+	waitListed(t, c, p, w, g, other)
+	rs := runs(t, c, fleet.Selector{})
+	for _, r := range []*middleware.Run{p, w, g} {
+		if got, _ := hasRun(rs, r.ID()); !slices.Equal(got.Trees, []string{p.ID()}) {
+			t.Errorf("run %s lists trees %q, want the holder's [%s]", r.ID(), got.Trees, p.ID())
+		}
+		if got := trees.TreesOf(t.Context(), r.ID()); !slices.Equal(got, []string{p.ID()}) {
+			t.Errorf("TreesOf(%s) = %q, want [%s]", r.ID(), got, p.ID())
+		}
+	}
+	if got, _ := hasRun(rs, other.ID()); len(got.Trees) != 0 {
+		t.Errorf("a run in no tree lists trees %q", got.Trees)
+	}
+	for what, id := range map[string]string{"a run in no tree": other.ID(), "an unknown run": fleet.NewRunID()} {
+		if got := trees.TreesOf(t.Context(), id); got != nil {
+			t.Errorf("TreesOf(%s) = %q, want none", what, got)
+		}
+	}
+	g.Finish(nil)
+	eventually(t, "an ended run has no trees", func() bool { return trees.TreesOf(t.Context(), g.ID()) == nil })
+	w.Finish(nil)
 }
 
 func testStopLeavesLaterRuns(t *testing.T, f fleet.Fleet, c fleet.Control) {

@@ -34,6 +34,8 @@ import (
 //	                                   (middleware.Propagator) instead of WithParent
 //	sub NAME STAGE PARENTNAME        → as start, a child of this process's run PARENTNAME (by its context)
 //	spend NAME IN OUT                → spent NAME
+//	burn NAME N IN OUT               → burnt NAME EVENTS (up to N message events of IN and OUT
+//	                                   tokens, until one stops the run)
 //	finish NAME                      → finished NAME TAG
 //	pchild NAME STAGE HEADERS        → as start, from a request whose headers (a JSON
 //	                                   object, from middleware.Propagator) name its parent
@@ -180,6 +182,21 @@ func childMain() int {
 					Usage: termination.Usage{InputTokens: in, OutputTokens: o}})
 			}
 			out.println("spent", fs[1])
+		case "burn":
+			n, _ := strconv.Atoi(fs[2])
+			in, _ := strconv.ParseInt(fs[3], 10, 64)
+			o, _ := strconv.ParseInt(fs[4], 10, 64)
+			events := 0
+			if r := runs[fs[1]]; r != nil {
+				for events < n {
+					events++
+					if _, stop := r.Observe(termination.Event{Kind: termination.KindMessage, Source: "agent", Text: "working",
+						Usage: termination.Usage{InputTokens: in, OutputTokens: o}}); stop {
+						break
+					}
+				}
+			}
+			out.println("burnt", fs[1], strconv.Itoa(events))
 		case "finish":
 			if r := runs[fs[1]]; r != nil {
 				res := r.Finish(nil)
@@ -385,6 +402,19 @@ func (c *child) spend(name string, in, out int64) {
 	c.t.Helper()
 	c.send(fmt.Sprintf("spend %s %d %d", name, in, out))
 	c.expect("spent "+name, 5*time.Second)
+}
+
+// burn spends up to n message events of in and out tokens in run name,
+// until one stops it, and returns how many it spent.
+func (c *child) burn(name string, n int, in, out int64) int {
+	c.t.Helper()
+	c.send(fmt.Sprintf("burn %s %d %d %d", name, n, in, out))
+	l := c.expect("burnt "+name+" ", 30*time.Second)
+	events, err := strconv.Atoi(strings.Fields(l)[2])
+	if err != nil {
+		c.t.Fatalf("child %d: %q", c.pid, l)
+	}
+	return events
 }
 
 // notEnded checks that run name has not reported its end.

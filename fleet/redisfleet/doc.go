@@ -186,9 +186,15 @@
 //     dead caller's connection usually cancels).
 //
 // A remote child's usage is charged through the fleet to the tree limits
-// of the holders its request named, as it is spent (next section); it
-// takes the remaining limits its caller propagated as its own only when
-// no process holds those trees (as without a fleet).
+// of the holders over its parent, as it is spent (next section), however
+// it was started: the holders its request named (middleware.Propagator),
+// or, for a child started with middleware.WithParent and only its
+// parent's id (a job queue), the holders the parent's registry entry
+// lists (fleet.RunInfo.Trees, read by TreesOf). A child started from a
+// request takes the remaining limits its caller propagated as its own only
+// when no process holds those trees (as without a fleet). In the parent's
+// own process the middleware links a child to its parent directly,
+// whichever way it started, when both stages use this Fleet.
 //
 // # Trees: limits shared across processes
 //
@@ -196,10 +202,34 @@
 // run holds are shared with its descendants in other processes (§8), in
 // leases keyed by the holder's run id, as fleet budgets are shared (next
 // section), without windows. The holder's process shares the tree
-// (HoldTree) when the holder's id is first propagated; each process where
-// a descendant starts joins it (JoinTree) for every holder its request
-// named; every event of the subtree is spent, in its own process, through
+// (HoldTree) when the holder starts (§8, clarified 2026-11-28: whenever it
+// has tree: limits, not only once its id leaves the process), and
+// registers the holder and every run under it with the holders' ids
+// (fleet.RunInfo.Trees, in the registry entry); each process where a
+// descendant starts joins it (JoinTree) for every holder its request named
+// or, for a child started with only its parent's id, every holder TreesOf
+// finds; every event of the subtree is spent, in its own process, through
 // the holding or a join, without I/O.
+//
+// What sharing from the start costs a run that holds tree: limits: its
+// tree's record (one hash of a few hundred bytes, for the run's life and
+// 2 leases + [WithEndedTTL] after), one script call at its start (with the
+// sync that follows it) and one per renewal while it lives (every
+// second, or a third of the lease when shorter), as a shared budget's
+// lease costs; per event of its subtree, one Spend from the holding's
+// lease (no I/O, no allocation; BenchmarkTreeSpend measures it). A run
+// with no tree: limits over it pays nothing for it; a run under a holder
+// carries the holder's id in its registry entry.
+//
+// TreesOf answers for a run of this process from memory; for any other it
+// reads the run's registry entry and its ended record in one round trip
+// (MGET, one slot), again for up to one sync interval while neither exists
+// (the run's process registers it with the sync after its start), then
+// returns nil: the run ended (the child is then refused by Join), or the
+// fleet does not know it. So a child started with WithParent naming a run
+// of another process costs one more round trip at its start (and up to a
+// sync interval when its parent is unknown), plus JoinTree's EXISTS for
+// each holder found.
 //
 // Keys. One hash per tree, P{tree:H} (H: the holder's escaped id), in a
 // slot of its own: the holder's stage and limits (written once, by the

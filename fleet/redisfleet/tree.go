@@ -2,6 +2,8 @@ package redisfleet
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -162,6 +164,64 @@ func (f *Fleet) JoinTree(ctx context.Context, holder string, hooks fleet.TreeHoo
 	sh.pending.Store(true)
 	f.poke()
 	return m
+}
+
+// TreesOf implements fleet.Trees. A run of this process is answered from
+// memory. For any other it reads the run's registry entry and its ended
+// record in one round trip (MGET, one slot: {runs}, within ctx and the
+// operation timeout): the entry's trees when it has one; nil when the run
+// has ended (the child is then refused: Join reads the record again). A
+// run with neither is looked up again for up to one sync interval (its
+// process registers it with the sync that follows its start, and the job
+// naming it may be faster), then taken for a run the fleet does not know.
+// While the server is unreachable it returns nil: the child runs under its
+// own limits.
+func (f *Fleet) TreesOf(ctx context.Context, run string) []string {
+	if run == "" || f.closed.Load() {
+		return nil
+	}
+	esc := escape(run)
+	f.mu.Lock()
+	m := f.runs[esc]
+	f.mu.Unlock()
+	if m != nil {
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return slices.Clone(m.info.Trees)
+	}
+	deadline := time.Now().Add(f.cfg.tick)
+	wait := time.Millisecond
+	for f.up.Load() {
+		cctx, cancel := f.timeout(ctx)
+		vs, err := f.client.MGet(cctx, f.k.run(run), f.k.ended(run)).Result()
+		cancel()
+		if err != nil || len(vs) != 2 {
+			if ctx.Err() == nil {
+				f.fail(fleet.OpJoin)
+			}
+			return nil
+		}
+		if v, ok := vs[0].(string); ok {
+			var e entry
+			if json.Unmarshal([]byte(v), &e) != nil {
+				f.metrics.Error(fleet.OpInternal)
+				return nil
+			}
+			return e.Trees
+		}
+		if vs[1] != nil || time.Now().Add(wait).After(deadline) {
+			return nil // ended, or unknown
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return nil
+		}
+		wait *= 3
+	}
+	return nil
 }
 
 // treeHeld reports whether the store has a record of the tree of holder
@@ -581,8 +641,9 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 		sh.mu.Unlock()
 		if time.Since(sh.born) < f.cfg.lease {
 			// The holder's process may not have created the record yet
-			// (it shares the tree as its request leaves): ask again at
-			// the next sync for a lease period, then at each renewal.
+			// (it does with the sync after the holder starts): ask
+			// again at the next sync for a lease period, then at each
+			// renewal.
 			sh.pending.Store(true)
 		}
 		f.dropTree(sh, true)
