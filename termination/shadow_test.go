@@ -2,6 +2,7 @@ package termination
 
 import (
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -49,4 +50,33 @@ func TestShadowVerdictJSONErrors(t *testing.T) {
 	assert.ErrorContains(t, json.Unmarshal([]byte(`{"shadow":{"x":{"stopped_at":1}}}`), &r), `"cause" is missing`)
 	_, err := json.Marshal(ShadowVerdict{StoppedAt: 1})
 	assert.ErrorContains(t, err, "without a cause")
+}
+
+// FuzzShadowVerdicts: a "shadow" object that reads back writes back the
+// same and reads back equal.
+func FuzzShadowVerdicts(f *testing.F) {
+	for _, s := range []string{
+		`{"strict":{"cause":{"$kind":"StallDetected","signal":"repeated_tool_call","repeats":2},"stopped_at":7},"lenient":null}`,
+		`{}`, `null`, `{"x":{"cause":{"$kind":"All","causes":[{"$kind":"NaturalCompletion"}]},"stopped_at":1}}`,
+		`{"x":{"cause":null,"stopped_at":1}}`, `{"x":{"stopped_at":-1}}`, `{"x":[]}`,
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		var m map[string]*ShadowVerdict
+		if err := json.Unmarshal(data, &m); err != nil {
+			return
+		}
+		b, err := json.Marshal(m)
+		if err != nil {
+			t.Fatalf("read %q as %#v, which does not write: %v", data, m, err)
+		}
+		var back map[string]*ShadowVerdict
+		if err := json.Unmarshal(b, &back); err != nil {
+			t.Fatalf("wrote %s, which does not read: %v", b, err)
+		}
+		if !reflect.DeepEqual(m, back) {
+			t.Fatalf("round trip changed the verdicts:\n%#v\n%#v", m, back)
+		}
+	})
 }
