@@ -222,15 +222,19 @@ func BenchmarkRange(b *testing.B) {
 // spans not sampled (metrics only, as for the runs a head sampler skips).
 // bare_clocked adds a timeout and an idle limit out of reach: what reading
 // the clock once per event costs (the run's timer is not touched per
-// event).
+// event). shadow adds one shadow policy (§5.2) that is the full policy
+// too (it holds no timeout or idle): what evaluating a candidate beside
+// the enforced policy costs per event.
 func BenchmarkObserve(b *testing.B) {
 	clocked := termination.MustParsePolicy(`{timeout: 1000h, idle: 1000h}`)
+	candidate := termination.MustParsePolicy(benchPolicy)
 	cases := []struct {
 		name string
 		opts []middleware.Option
 	}{
 		{"bare", nil},
 		{"bare_clocked", []middleware.Option{middleware.WithPolicy(clocked)}},
+		{"shadow", []middleware.Option{middleware.WithShadowPolicy("candidate", candidate)}},
 		{"sdk_sampled", []middleware.Option{instrumented(b, sdktrace.AlwaysSample())}},
 		{"sdk_unsampled", []middleware.Option{instrumented(b, sdktrace.NeverSample())}},
 	}

@@ -109,6 +109,23 @@
 // happen, with the run that warned, so the loop can tell that agent to wrap
 // up.
 //
+// # Shadow policies
+//
+// [WithShadowPolicy] tries a candidate policy on live traffic before it is
+// enforced (§5.2): each run evaluates it, with an evaluator of its own, on
+// every event the run evaluates, beside the enforced policy, and nothing it
+// does acts on the run: no stop, no hold, no warning, no hook, no
+// cancelled context. The run's [termination.Result] says, in Shadow, for
+// each candidate by name, the cause it would have stopped the run with and
+// the event it would have stopped at (nil when it would not have); the
+// recorder records it at the run's end (package telemetry: span attributes
+// and agent.stage.shadow.stops). A candidate that would have stopped the
+// run is fed no more, and one sees exactly the events the run evaluated:
+// after the enforced policy's stop there are none. A shadow policy holds no
+// timeout, idle, tree or fleet_budget (an error from [New] naming the key):
+// it judges the run's own events. Each one costs at most one more
+// evaluation per event and allocates nothing.
+//
 // # Fleets
 //
 // With [WithFleet] every run joins a fleet (package fleet) when it starts:

@@ -33,7 +33,8 @@ type config struct {
 	errs           []error
 	trees          []termination.Condition // tree limits: WithTreeLimits, a policy's tree: (tree.go)
 
-	fleetConfig // fleet.go
+	fleetConfig  // fleet.go
+	shadowConfig // shadow.go
 }
 
 // WithPolicy adds the policy's conditions to the stage. Several policies and

@@ -45,3 +45,9 @@ func assertReadmeShowsExample(t *testing.T, file, name string) {
 		t.Errorf("README.md does not show %s verbatim; it should contain:\n%s", name, want)
 	}
 }
+
+// TestReadmeShowsExampleWithShadowPolicy keeps the README's shadow example
+// identical to ExampleWithShadowPolicy, which go test compiles and runs.
+func TestReadmeShowsExampleWithShadowPolicy(t *testing.T) {
+	assertReadmeShowsExample(t, "example_shadow_test.go", "ExampleWithShadowPolicy")
+}

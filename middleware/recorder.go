@@ -71,7 +71,8 @@ type RunRecorder interface {
 	// Error reports a failure that did not stop the loop, or that the loop
 	// should know about: a panicking hook, a decode panic.
 	Error(err error)
-	// End is called once, with the final result.
+	// End is called once, with the final result (its Shadow holds the
+	// verdicts of the stage's shadow policies, WithShadowPolicy).
 	End(res *termination.Result)
 }
 

@@ -142,6 +142,7 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 		stopParent: func() bool { return false },
 		rec:        rec,
 		eval:       termination.NewEvaluator(s.cond, termination.WallClock),
+		shadow:     s.cfg.newShadowRun(),
 	}
 	// The run's context carries the run, so that a run started under it
 	// is its child (tree.go).
@@ -221,6 +222,7 @@ type Run struct {
 	member     fleet.Member // the run's fleet membership, nil without a fleet
 	value      runValue     // the layer of ctx that carries the run (tree.go)
 	tree       *tree        // under mu: the run's place in a tree of runs (tree.go); nil for none
+	shadow     *shadowRun   // under mu: the stage's shadow policies (shadow.go); nil for none
 
 	mu      sync.Mutex
 	rec     RunRecorder
@@ -313,6 +315,9 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 	}
 	r.lastFinal = ev.Kind == termination.KindFinal
 	r.rec.Event(ev)
+	if r.shadow != nil {
+		r.shadow.observe(ev) // shadow.go
+	}
 	var warnings []termination.Cause
 	if len(live.WarningsSince(r.eval, r.nwarn)) > 0 {
 		warnings = r.takeWarnings()
@@ -607,6 +612,7 @@ func (r *Run) finish(err error) {
 		res.Tree = r.tree.totals()
 	}
 	res.TerminationCause = termination.Tag(res.Cause, r.stage.allowed)
+	res.Shadow = r.shadow.verdicts() // shadow.go
 	if r.timer != nil {
 		r.timer.Stop()
 	}

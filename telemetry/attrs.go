@@ -31,6 +31,8 @@ type stageAttrs struct {
 	// started is set at the stage's first run.
 	started atomic.Bool
 
+	shadow shadowAttrs // shadow.go
+
 	mu        sync.RWMutex
 	starts    map[string][]trace.SpanStartOption // by provider name ("" for none)
 	byCause   map[causeKey]*causeAttrs

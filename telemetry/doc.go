@@ -38,7 +38,10 @@
 // termination_cause when the outcome is failed. Span events:
 // agentstop.budget_pressure and agentstop.stall_warning for warnings,
 // agentstop.error for reported failures, agentstop.termination with the
-// cause's fields as termination.<field>.
+// cause's fields as termination.<field>. For each shadow policy
+// (middleware.WithShadowPolicy, docs/spec.md §5.2) that would have stopped
+// the run: agentstop.shadow.NAME.termination_cause and
+// agentstop.shadow.NAME.stopped_at ([ShadowAttributeKeys]).
 //
 // Trees of runs: a child run's span is a child of its parent's span when
 // the parent runs in this process, so a delegation is one trace. A child
@@ -80,6 +83,7 @@
 //	agent.tree.runs.cancelled       counter              stage
 //	agent.tree.limits.reached       counter              stage, resource (tokens, cost, iterations, tool_calls, timeout)
 //	agent.stage.idle.stops          counter, {run}       stage
+//	agent.stage.shadow.stops        counter, {run}       stage, policy, termination_cause
 //
 // gen_ai.invoke_agent.duration has the buckets of agent.stage.duration
 // ([DurationBuckets]); gen_ai.execute_tool.duration those the conventions
@@ -95,6 +99,21 @@
 // a run that reached its total timeout, and a hang is a different problem
 // from a slow run. It is exported at 0 for a stage from its first run, so
 // that Prometheus' increase() counts the first idle stop too.
+//
+// # Shadow policies
+//
+// A shadow policy is evaluated beside the enforced one and never acts
+// (middleware.WithShadowPolicy). The Recorder does nothing for it per
+// event: at the run's end, for each policy whose verdict in Result.Shadow
+// says it would have stopped the run, agent.stage.shadow.stops {stage,
+// policy (the shadow policy's name), termination_cause (the tag of the
+// cause it would have stopped the run with, bounded like the run's own)}
+// counts the run once, and the span gets the two attributes above. A
+// policy that would not have stopped the run leaves no trace. Its
+// would-stop rate is this counter over agent.stage.terminations of the
+// stage (the dashboard's Shadow policies row). Policy names are bounded per
+// stage on the metric ([MaxShadowPolicies], then "_other"); attribute sets
+// are built once per (stage, policy, termination_cause).
 //
 // # Trees on metrics
 //

@@ -177,6 +177,7 @@ type Recorder struct {
 	treeCancelled  metric.Int64Counter
 	treeLimits     metric.Int64Counter
 	idleStops      metric.Int64Counter
+	shadowStops    metric.Int64Counter // shadow.go
 
 	stageLimit int
 	toolLimit  int
@@ -282,6 +283,8 @@ func NewRecorder(opts ...Option) *Recorder {
 	handle(err)
 	r.idleStops, err = meter.Int64Counter("agent.stage.idle.stops", metric.WithUnit("{run}"),
 		metric.WithDescription("Runs stopped because no event arrived for their idle limit (Timeout with idle; termination_cause timeout)."))
+	handle(err)
+	r.shadowStops, err = newShadowStops(meter)
 	handle(err)
 	return r
 }

@@ -201,6 +201,7 @@ func (rr *runRecorder) End(res *termination.Result) {
 	r.inferenceCalls.Record(ctx, int64(res.Iterations), s.agent)
 	r.agentToolCalls.Record(ctx, int64(res.ToolCalls), s.agent)
 	rr.recordTree(res.Cause)
+	rr.recordShadow(res) // shadow.go
 	if n := res.Tokens.InputTokens; n > 0 {
 		r.tokens.Add(ctx, n, s.input)
 	}

@@ -453,6 +453,12 @@ type Result struct {
 	// tree:, middleware.WithTreeLimits, or limits a remote caller
 	// propagated), nil otherwise.
 	Tree *Totals
+	// Shadow holds the verdicts of the stage's shadow policies (§5.2),
+	// by name: the cause and event at which each would have stopped the
+	// run, nil for a policy that would not have. It is nil for a stage
+	// without shadow policies (the JSON form then has no "shadow").
+	// Shared by every copy of the Result: read only.
+	Shadow map[string]*ShadowVerdict
 }
 
 // Totals is what events spent: iterations (message and final events),
@@ -493,7 +499,8 @@ func (r Result) Tag() string {
 // array), duration (a Go duration string such as "41s"; absent when
 // Untimed), truncated (only when true), run and parent when set (§8), and
 // tree (only for a holder of tree limits: {iterations, tool_calls, tokens
-// {input, output}, cost}, the subtree's totals).
+// {input, output}, cost}, the subtree's totals), and shadow (only for a
+// stage with shadow policies: {NAME: {cause, stopped_at} or null}).
 func (r Result) MarshalJSON() ([]byte, error) {
 	cause, err := marshalOptionalCause(r.Cause)
 	if err != nil {
@@ -513,7 +520,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		StoppedAt: r.StoppedAt, Evidence: evidenceJSON(r.Evidence), Events: r.Events, Iterations: r.Iterations, ToolCalls: r.ToolCalls,
 		Tokens: tokensJSON{Input: r.Tokens.InputTokens, Output: r.Tokens.OutputTokens}, Cost: r.Cost,
 		Duration: durationJSON(r), Truncated: r.Truncated,
-		Run: r.Run, Parent: r.Parent, Tree: totalsJSONOf(r.Tree),
+		Run: r.Run, Parent: r.Parent, Tree: totalsJSONOf(r.Tree), Shadow: r.Shadow,
 	})
 }
 
@@ -527,6 +534,9 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		StoppedAt: raw.StoppedAt, Evidence: slices.Clip(raw.Evidence), Events: raw.Events, Iterations: raw.Iterations, ToolCalls: raw.ToolCalls,
 		Tokens: Usage{InputTokens: raw.Tokens.Input, OutputTokens: raw.Tokens.Output}, Cost: raw.Cost,
 		Run: raw.Run, Parent: raw.Parent}
+	if len(raw.Shadow) > 0 {
+		out.Shadow = raw.Shadow
+	}
 	if t := raw.Tree; t != nil {
 		out.Tree = &Totals{Iterations: t.Iterations, ToolCalls: t.ToolCalls,
 			Tokens: Usage{InputTokens: t.Tokens.Input, OutputTokens: t.Tokens.Output}, Cost: t.Cost}
@@ -575,6 +585,9 @@ type resultJSON struct {
 	Run              string            `json:"run,omitempty"`    // §8: a run of a multi-run log
 	Parent           string            `json:"parent,omitempty"` // §8: its parent run
 	Tree             *totalsJSON       `json:"tree,omitempty"`   // §8: a holder's subtree totals
+	// §5.2: the shadow policies' verdicts, null for one that would not
+	// have stopped the run.
+	Shadow map[string]*ShadowVerdict `json:"shadow,omitempty"`
 }
 
 // totalsJSON is the JSON form of Totals, as a result's own totals are

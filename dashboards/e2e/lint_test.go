@@ -34,6 +34,8 @@ var specMetrics = map[string]bool{
 	"agent_stage_active":                    true,
 	"agent_stage_stall_warnings_total":      true,
 	"agent_stage_idle_stops_total":          true,
+	// Shadow policies (spec §5.2): stage, policy, termination_cause.
+	"agent_stage_shadow_stops_total": true,
 	// Trees of runs (spec §8): stage of the holder / of the cancelled run.
 	"agent_tree_limits_reached_total": true,
 	"agent_tree_runs_cancelled_total": true,
@@ -57,6 +59,7 @@ var specLabels = map[string]bool{
 	"signal":    true, // agent_stage_stall_warnings_total
 	"operation": true, // agent_fleet_errors_total
 	"reason":    true, // agent_fleet_runs_rejected_total
+	"policy":    true, // agent_stage_shadow_stops_total
 }
 
 var requiredAlerts = []string{
@@ -198,6 +201,7 @@ func TestRequiredPanels(t *testing.T) {
 		"Budget utilization", "Budget-pressure warnings", "Stall and budget-exhausted stops", "Active stages",
 		"Stall warnings", "Fleet runs rejected by reason", "Fleet budget pressure and exhaustion", "Fleet errors by operation",
 		"Fleet runs stopped", "Tree limits reached by resource", "Runs cancelled by a parent",
+		"Shadow would-stop rate", "Shadow stops by cause",
 	}
 	titles := map[string]bool{}
 	for _, d := range loadDashboards(t) {

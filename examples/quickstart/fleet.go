@@ -28,6 +28,9 @@ type stageSpec struct {
 	// sub-agents a planner run starts (behaviour.delegate), children of
 	// that run (spec §8).
 	delegated bool
+	// shadows are candidate policies tried on the stage's runs without
+	// acting (spec §5.2, middleware.WithShadowPolicy), as YAML.
+	shadows []shadowSpec
 }
 
 // behaviour scripts one run. next returns the i-th event and false once the
@@ -93,8 +96,13 @@ var stages = []stageSpec{
 	{
 		name: "researcher", wrap: "channel",
 		scenario: "searches with ever new queries, warned at 3 of 5 tool calls (budget pressure, tool_calls), until 5 (max_tool_calls), " +
-			"repeats one search: warned at the 2nd time (stall warning), stopped at the 3rd (stall), or answers (natural_completion)",
+			"repeats one search: warned at the 2nd time (stall warning), stopped at the 3rd (stall), or answers (natural_completion); " +
+			"a stricter candidate policy, strict, runs in shadow and would have stopped the first two sooner (never acting)",
 		policy: "max_tool_calls: {limit: 5, pressure: 0.6}\nstall: {repeats: 3, warn_at: 2}\n",
+		// A stricter candidate, in shadow: it would stop the endless search
+		// one call earlier and the repeated one at its 2nd repeat, and
+		// leave the answering run alone (the dashboard's Shadow policies row).
+		shadows: []shadowSpec{{name: "strict", policy: "max_tool_calls: 4\nstall: {repeats: 2}\n"}},
 		behaviours: []behaviour{
 			{name: "searches with new queries forever", next: func(i int) (termination.Event, bool) {
 				if i%2 == 0 {
@@ -404,6 +412,11 @@ func newFleet(rec middleware.Recorder, m *membership, feed int) (*fleet, error) 
 		}
 		opts := []middleware.Option{middleware.WithPolicy(policy), middleware.WithCondition(dangerousTools),
 			middleware.WithDrainTimeout(time.Second), middleware.WithProviderName("openai"), middleware.WithFleet(m.fleet)}
+		shadows, err := spec.shadowOptions() // shadow.go
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, shadows...)
 		if rec != nil { // nil: record nothing (a nil recorder is an error)
 			opts = append(opts, middleware.WithRecorder(rec))
 		}

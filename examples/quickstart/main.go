@@ -24,6 +24,11 @@
 // end the planner. The agent.tree.* metrics and the dashboard's Trees row
 // show it.
 //
+// The researcher tries a stricter candidate policy in shadow
+// (middleware.WithShadowPolicy, docs/spec.md §5.2): evaluated on every run
+// beside the enforced one and never acting, it shows on the runs' spans and
+// on agent.stage.shadow.stops, the dashboard's Shadow policies row.
+//
 // It starts with one entry per stage saying what its scripted runs do,
 // folded to the terminal's width (the COLUMNS variable; 80 columns when it
 // is unset or stdout is not a terminal), and shows beside the table the latest stops with their cause details (which

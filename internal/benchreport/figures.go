@@ -14,6 +14,7 @@ const (
 	keyUnsampled    = "middleware BenchmarkForward/instrumented_unsampled"
 	keySampled      = "middleware BenchmarkForward/instrumented"
 	keyObserve      = "middleware BenchmarkObserve/bare"
+	keyShadow       = "middleware BenchmarkObserve/shadow"
 	keyRangeRaw     = "middleware BenchmarkRange/raw"
 	keyRangeGuarded = "middleware BenchmarkRange/guarded"
 	keyTreeAlone    = "middleware BenchmarkTree/alone"
@@ -124,6 +125,11 @@ var Figures = []Figure{
 		Limit: "peak RSS ≤ 150 MB",
 		check: manyRunsMemory,
 	},
+	{
+		Name:  "a shadow policy (§5.2)",
+		Limit: "adds ≤ 1 × `Observe` per event, 0 allocs",
+		check: shadowAdded,
+	},
 }
 
 // Evaluate measures every figure on r.
@@ -229,6 +235,20 @@ func rangeAdded(r *Results) (string, bool, error) {
 	s := fmt.Sprintf("+%s ns = %s × Observe (%s − %s ns; Observe %s ns), %s allocs",
 		trim(added, 0), trim(added/observe, 2), trim(guarded, 0), trim(raw, 0), trim(observe, 0), trim(allocs, 1))
 	return s, added <= 2*observe && allocs == 0, nil
+}
+
+// shadowAdded is what one shadow policy (the full policy again) adds to
+// Observe's per-event cost, against Observe's own cost, in one run.
+func shadowAdded(r *Results) (string, bool, error) {
+	m, err := mediansOf(r, stat{keyObserve, unitNs}, stat{keyShadow, unitNs}, stat{keyShadow, unitAllocs})
+	if err != nil {
+		return "", false, err
+	}
+	observe, shadow, allocs := m[0], m[1], m[2]
+	added := shadow - observe
+	s := fmt.Sprintf("+%s ns = %s × Observe (%s − %s ns), %s allocs",
+		trim(added, 0), trim(added/observe, 2), trim(shadow, 0), trim(observe, 0), trim(allocs, 1))
+	return s, added <= observe && allocs == 0, nil
 }
 
 // treeDepth compares Observe of a run three levels below the holder of

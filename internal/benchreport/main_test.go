@@ -28,7 +28,7 @@ func TestParse(t *testing.T) {
 	if r.CPU != "Intel(R) Xeon(R) Processor @ 2.10GHz" {
 		t.Errorf("CPU = %q", r.CPU)
 	}
-	wantOrder := []string{keyRaw, keyWrapped, keySampled, keyUnsampled, keyObserve, keyLiveRun,
+	wantOrder := []string{keyRaw, keyWrapped, keySampled, keyUnsampled, keyObserve, keyShadow, keyLiveRun,
 		keyRangeRaw, keyRangeGuarded, keyTreeAlone, keyTreeDepth3, keyReplay, keyReplayReal,
 		keyPolicies1, keyPolicies10, keyWorkers1, keyWorkers2,
 		keyImportChat10, keyImportChat80, keyImportOTLP10, keyImportOTLP80, keyReplayMemory, keyBacktestMem}
@@ -92,6 +92,7 @@ func TestEvaluate(t *testing.T) {
 		{"openai-chat 105 / 99 MB/s, 80/10 MB 8.5 ×; otlp 131 / 120 MB/s, 80/10 MB 8.75 ×", false}, // 99 < 100
 		{"4.5 KiB (4,608 B: heap 2,200 + stack 2,408)", true},                                      // exactly at the limit
 		{"150.2 MB (replay 24.8 MB, backtest 150.2 MB)", false},                                    // the larger one is over
+		{"+77 ns = 0.95 × Observe (158 − 81 ns), 0 allocs", true},
 	}
 	if len(outcomes) != len(want) {
 		t.Fatalf("%d outcomes, want %d", len(outcomes), len(want))
@@ -234,7 +235,7 @@ func TestRun(t *testing.T) {
 		"Forward, full policy, no SDK",
 		"✔ ok",
 		"✘ FAIL",
-		"7 of 13 limits met",
+		"8 of 14 limits met",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q:\n%s", want, out.String())
@@ -274,7 +275,7 @@ func TestRun(t *testing.T) {
 		t.Errorf("missing figures: exit %d, want 1", code)
 	}
 	// A figure whose benchmark is absent prints as missing, never as met.
-	for _, want := range []string{"missing: no backtest BenchmarkBacktest/workers=1 in the benchmark output", "0 of 13 limits met"} {
+	for _, want := range []string{"missing: no backtest BenchmarkBacktest/workers=1 in the benchmark output", "0 of 14 limits met"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("partial input: output lacks %q:\n%s", want, out.String())
 		}
