@@ -32,7 +32,9 @@ name its "parent": it is replayed as a tree (as is any log when the policy has
 tree: limits). Each run is evaluated with the policy, each run's tree: limits
 over its descendants, in the order of the lines, and one result per run is
 printed, one JSON object per line with "run" (and "parent"), in the order the
-runs ended. -fail-on then applies to every run. Such a log is read twice (first
+runs ended. -fail-on then applies to every run. With -lenient, "truncated": true
+marks only the runs no cause stopped (the cut line's run cannot be read; a
+run that stopped never reads that far). Such a log is read twice (first
 to find where each run ends) and never held in memory: memory grows with the
 runs live at one point of the log, not with the log. From stdin or a pipe it is
 first copied to a temporary file (in $TMPDIR).

@@ -92,7 +92,13 @@ func printRuns(sio stdio, results []termination.Result, truncated bool, failOn [
 	w := bufio.NewWriter(sio.out)
 	failed := 0
 	for _, res := range results {
-		res.Truncated = truncated
+		// Only a run whose evaluation reached the cut line says so (§4):
+		// one that no cause stopped, which would have read the cut line
+		// had it been its own (the line's run cannot be read). A run that
+		// stopped, or that an ancestor's end cancelled or skipped, read
+		// none of its lines after that, as a single run's replay that stops
+		// before the cut line never reads it.
+		res.Truncated = truncated && len(res.Fired) == 0
 		out, err := json.Marshal(res)
 		if err != nil {
 			return failf(sio, "replay", "cannot write the result of run %q: %v", res.Run, err)
