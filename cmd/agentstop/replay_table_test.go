@@ -122,3 +122,12 @@ func TestReplayTableFailOn(t *testing.T) {
 	assert.Contains(t, stdout, "res-c")
 	assert.Equal(t, "agentstop replay: 1 of 5 runs has an outcome listed in -fail-on\n", stderr)
 }
+
+// TestReplayTableREADME: the README shows the table of runaway_search.jsonl
+// as replay prints it.
+func TestReplayTableREADME(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	_, stdout, _ := runCLI(t, "", "replay", "-format", "table", "-policy", "../../testdata/policy.yaml", "../../testdata/runaway_search.jsonl")
+	assert.Contains(t, string(readme), "```text\n$ go run ./cmd/agentstop replay -format table -policy testdata/policy.yaml testdata/runaway_search.jsonl\n"+stdout+"```\n")
+}
