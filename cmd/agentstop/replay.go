@@ -165,6 +165,13 @@ func runReplay(args []string, sio stdio) int {
 		return fail("%s: %v", name, err)
 	}
 	res.Stage = *stage
+	return printReplay(sio, res, table, failOn)
+}
+
+// printReplay prints the result of a log of one run, as JSON or as a
+// table, and applies -fail-on.
+func printReplay(sio stdio, res termination.Result, table bool, failOn []termination.Outcome) int {
+	fail := func(format string, a ...any) int { return failf(sio, "replay", format, a...) }
 	if table {
 		if err := writeReplayTable(sio.out, []termination.Result{res}); err != nil {
 			return fail("cannot write the result: %v", err)
