@@ -101,7 +101,7 @@ func stoppedCell(res termination.Result) []string {
 func evidenceCell(res termination.Result) []string {
 	var out []string
 	for i, at := range res.Evidence {
-		if i >= len(res.EvidenceEvents) || res.EvidenceEvents[i].At != at {
+		if i >= len(res.EvidenceEvents) || res.EvidenceEvents[i].At != at || !res.EvidenceEvents[i].Kind.Valid() {
 			out = append(out, "#"+strconv.Itoa(at))
 			continue
 		}

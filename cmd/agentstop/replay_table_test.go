@@ -49,6 +49,7 @@ func TestReplayTable(t *testing.T) {
 	}{
 		{"runaway_search.table", []string{"-policy", "../../testdata/policy.yaml", "../../testdata/runaway_search.jsonl"}},
 		{"tree_planner.table", []string{"-policy", treePolicy, "../../testdata/tree_planner.jsonl"}},
+		{"tree_evidence.table", []string{"-policy", writeTemp(t, "calls.yaml", "max_tool_calls: 1\n"), "../../testdata/tree_planner.jsonl"}},
 		{"budget_burner.table", []string{"-policy", "../../testdata/policy.yaml", "../../testdata/budget_burner.jsonl"}},
 		{"long_text.table", []string{"-policy", writeTemp(t, "stall.yaml", "stall: {repeats: 3}\n"), writeTemp(t, "run.jsonl", centLog)}},
 		{"money.table", []string{"-policy", writeTemp(t, "cost.yaml", "cost_budget: {limit: 0.4, pressure: 0.5}\n"), writeTemp(t, "run.jsonl", centLog)}},
@@ -90,6 +91,13 @@ func TestReplayTableDetails(t *testing.T) {
 	code, stdout, stderr = runCLI(t, `{"kind":"input","text":"hi"}`+"\n", "replay", "-format", "table", "-policy", "../../testdata/policy.yaml", "-")
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout, "- of 1 event\n")
+
+	// -lenient over a cut log says so under where the run stopped.
+	code, stdout, stderr = runCLI(t, `{"kind":"input","text":"hi"}`+"\n"+`{"kind":"mess`, "replay", "-lenient", "-format", "table", "-policy", "../../testdata/policy.yaml", "-")
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, "RUN  STAGE   CAUSE               STOPPED          EVIDENCE  WARNINGS\n"+
+		"-    replay  natural_completion  - of 1 event\n"+
+		"                                 (log truncated)\n", stdout)
 }
 
 // TestReplayFormat: -format json is the default output, byte for byte; an
