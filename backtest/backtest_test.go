@@ -276,6 +276,25 @@ func TestLenientTruncated(t *testing.T) {
 	assert.Equal(t, "truncated", m["run"])
 }
 
+// TestLenientTruncatedRuns: in a file of many runs cut inside its last
+// line, only the runs that reached the cut line carry truncated (§4.1, as
+// in replay): those no cause stopped, not the run stop-early.yaml stopped.
+func TestLenientTruncatedRuns(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "runs.jsonl")
+	log := `{"run":"a","kind":"input","text":"go"}
+{"run":"b","kind":"input","text":"go"}
+{"run":"a","kind":"message","text":"working on it"}
+{"run":"b","kind":"message","text":"still"}
+{"run":"b","kind":"message","te`
+	require.NoError(t, os.WriteFile(path, []byte(log), 0o644))
+	rep := evaluate(t, []string{path}, Config{Policies: policies(t, "stop-early.yaml"), Lenient: true})
+	truncated := map[string]bool{}
+	for _, o := range rep.Outcomes {
+		truncated[o.Run] = o.Result.Truncated
+	}
+	assert.Equal(t, map[string]bool{"a": false, "b": true}, truncated)
+}
+
 func TestLabels(t *testing.T) {
 	want := Labels{"good/edit-test": Good, "good/long": Good, "bad/loop": Bad, "bad/burn": Bad}
 	for _, f := range []string{"labels.json", "labels.csv"} {

@@ -65,9 +65,9 @@
 //     the one agentstop replay prints for the same file.
 //   - With Lenient, a truncated last line is skipped. In a file of one run
 //     the result carries truncated only when its replay reached the end of
-//     the run, as replay -lenient does; in a file of many runs every run's
-//     result carries it (the line's run cannot be read), as replay -lenient
-//     marks a log of many runs.
+//     the run, as replay -lenient does; in a file of many runs (the line's
+//     run cannot be read) the results of the runs no cause stopped carry
+//     it, as replay -lenient marks a log of many runs.
 //   - -all evaluates each top-level condition of a policy on its own
 //     ([termination.Policy.Conditions]); its "at" is the stopped_at that
 //     condition alone would have had, over the run alone. A policy's tree:

@@ -215,7 +215,10 @@ func (fe *fileEval) end(truncated bool) {
 	for k := range fe.out {
 		o := &fe.out[k]
 		if fe.trees[k%len(fe.cands)] != nil {
-			o.Result.Truncated = true // the cut line's run cannot be read: every run's
+			// The cut line's run cannot be read: every run that no cause
+			// stopped would have read it had it been its own; a run that
+			// stopped (or was cancelled or skipped) read no further.
+			o.Result.Truncated = len(o.Result.Fired) == 0
 			continue
 		}
 		// A lenient replay that reached the truncated last line says so

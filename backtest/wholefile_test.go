@@ -96,7 +96,7 @@ func wholeFileResults(p *termination.Policy, f *File) []termination.Result {
 			id = ""
 		}
 		res := byRun[id]
-		res.Truncated = r.Truncated
+		res.Truncated = r.Truncated && len(res.Fired) == 0
 		out[i] = res
 	}
 	return out

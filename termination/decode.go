@@ -686,8 +686,9 @@ type ReplayOption interface {
 }
 
 type replayConfig struct {
-	lenient bool
-	stage   string // ReplayStage (replayruns.go)
+	lenient  bool
+	stage    string // ReplayStage (replayruns.go)
+	evidence bool   // WithEvidenceEvents (evidencenotes.go)
 }
 
 type lenientOption struct{}
@@ -711,6 +712,17 @@ func ReplayWith(c Condition, r io.Reader, opts ...ReplayOption) (Result, error) 
 		}
 	}
 	ev := NewEvaluator(c, EventClock)
+	var notes *evidenceNotes
+	if cfg.evidence {
+		notes = new(evidenceNotes)
+	}
+	result := func() Result {
+		res := ev.Result()
+		if notes != nil {
+			res.EvidenceEvents = notes.describe(res.Evidence)
+		}
+		return res
+	}
 	dec := NewDecoder(r)
 	// Tool calls' args are hashed from the raw bytes as they are decoded,
 	// when the policy compares them.
@@ -718,18 +730,22 @@ func ReplayWith(c Condition, r io.Reader, opts ...ReplayOption) (Result, error) 
 	for {
 		e, err := dec.Next()
 		if errors.Is(err, io.EOF) {
-			return ev.Result(), nil
+			return result(), nil
 		}
 		if cfg.lenient && errors.Is(err, ErrTruncated) {
-			res := ev.Result()
+			res := result()
 			res.Truncated = true
 			return res, nil
 		}
 		if err != nil {
 			return Result{}, err
 		}
-		if _, stopped := ev.observeWithArgsKey(e, dec.argsKey, dec.argsHashed); stopped {
-			return ev.Result(), nil
+		_, stopped := ev.observeWithArgsKey(e, dec.argsKey, dec.argsHashed)
+		if notes != nil {
+			notes.note(ev, &e)
+		}
+		if stopped {
+			return result(), nil
 		}
 	}
 }

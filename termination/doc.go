@@ -40,7 +40,10 @@
 // [Evaluator.Result] reports the [Result]. Its Evidence names the events
 // that made the cause (§3): the conditions keep event indices in the
 // windows they already have, and the list is built only when a cause
-// fires, so evidence costs a run nothing until it stops.
+// fires, so evidence costs a run nothing until it stops. A replay with
+// [WithEvidenceEvents] also describes those events (kind, tool, the start
+// of the text) in Result.EvidenceEvents, noting them as they are read and
+// keeping only those the conditions still hold (evidencenotes.go).
 //
 // Tree limits (§8) are the same count, budget and timeout conditions with
 // scope tree: [Tree] in Go, the policy's top-level tree: key

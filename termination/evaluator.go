@@ -441,6 +441,11 @@ type Result struct {
 	// Truncated is set when a lenient replay reached a truncated last line
 	// (§1, §4).
 	Truncated bool
+	// EvidenceEvents describes the events of Evidence, in its order, when
+	// a replay was asked for them ([WithEvidenceEvents]); nil otherwise.
+	// It is for people (replay -format table) and not part of the JSON
+	// form.
+	EvidenceEvents []EvidenceEvent
 	// Run is the run's id and Parent its parent run's id, when known (§8).
 	Run, Parent string
 	// Budgets is the usage of every budgeted resource at the end of the

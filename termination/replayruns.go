@@ -72,7 +72,8 @@ func ReplayRuns(p *Policy, events []Event, opts ...ReplayOption) []Result {
 // ReplayRuns returns the same results for the same lines.
 //
 // It keeps the state of the live runs only (their evaluators, and the
-// last event each evaluated), and a few words for each run that has
+// last event each evaluated; with [WithEvidenceEvents], the notes of the
+// events their conditions still hold for evidence), and a few words for each run that has
 // ended (so that its later lines are skipped and a child that starts
 // after it is Skipped): memory grows with the runs live at one point of
 // the log, not with the log.
@@ -93,7 +94,7 @@ func NewRunsReplay(p *Policy, opts ...ReplayOption) *RunsReplay {
 	if p != nil {
 		pol = *p
 	}
-	return &RunsReplay{rp: replayer{cond: pol.Condition(), tree: pol.Tree(), stage: cfg.stage, runs: map[string]*replayRun{}}}
+	return &RunsReplay{rp: replayer{cond: pol.Condition(), tree: pol.Tree(), stage: cfg.stage, evidence: cfg.evidence, runs: map[string]*replayRun{}}}
 }
 
 // Line evaluates the event of the log's next line; last says that it is
@@ -123,12 +124,15 @@ func (r *RunsReplay) End() []Result {
 }
 
 type replayer struct {
-	cond    Condition
-	tree    Condition // nil without tree limits
-	stage   string
-	runs    map[string]*replayRun
-	results []Result
-	due     []*replayRun // scratch: holders whose tree timeout is due
+	cond  Condition
+	tree  Condition // nil without tree limits
+	stage string
+	// evidence: each run notes its events for Result.EvidenceEvents
+	// (WithEvidenceEvents).
+	evidence bool
+	runs     map[string]*replayRun
+	results  []Result
+	due      []*replayRun // scratch: holders whose tree timeout is due
 	// order is the runs not yet ended, in the order they started, for End;
 	// ended runs are dropped from it now and then (release).
 	order []*replayRun
@@ -146,7 +150,8 @@ type replayRun struct {
 	holders    []*replayRun // the run itself (when it holds limits) and its ancestors that do, nearest first
 	children   []*replayRun
 	ended      bool
-	tag        string // the termination_cause it ended with, once ended
+	tag        string         // the termination_cause it ended with, once ended
+	notes      *evidenceNotes // with WithEvidenceEvents, while live
 }
 
 // release drops the state of the runs that ended during the line, once
@@ -163,7 +168,7 @@ func (rp *replayer) release() {
 			t := r.limits.progress.Totals()
 			rp.results[i].Tree = &t
 		}
-		r.eval, r.limits, r.holders, r.children = nil, nil, nil, nil
+		r.eval, r.limits, r.holders, r.children, r.notes = nil, nil, nil, nil, nil
 	}
 	rp.done = rp.done[:0]
 	if len(rp.order) > rp.compactAt {
@@ -210,6 +215,9 @@ func (rp *replayer) line(ev *Event, lastLine bool) {
 	}
 	before := r.eval.progress.Events
 	_, stop := r.eval.Observe(*ev)
+	if r.notes != nil {
+		r.notes.note(r.eval, ev) // before the run can end on it
+	}
 	evaluated := r.eval.progress.Events > before && ev.valid()
 	if stop {
 		rp.end(r, nil)
@@ -227,6 +235,9 @@ func (rp *replayer) line(ev *Event, lastLine bool) {
 // begin starts the run of ev's first line.
 func (rp *replayer) begin(ev *Event) *replayRun {
 	r := &replayRun{id: ev.Run, parent: ev.Parent, eval: NewEvaluator(rp.cond, EventClock)}
+	if rp.evidence {
+		r.notes = new(evidenceNotes)
+	}
 	rp.runs[ev.Run] = r
 	rp.order = append(rp.order, r)
 	up := rp.runs[ev.Parent]
@@ -287,6 +298,9 @@ func (rp *replayer) end(r *replayRun, cause Cause) {
 	res := r.eval.Result()
 	res.Stage, res.Run, res.Parent = rp.stage, r.id, r.parent
 	res.TerminationCause = Tag(res.Cause, nil)
+	if r.notes != nil {
+		res.EvidenceEvents = r.notes.describe(res.Evidence)
+	}
 	r.tag = res.TerminationCause
 	rp.results = append(rp.results, res)
 	rp.done = append(rp.done, r)

@@ -1,7 +1,7 @@
 // Command agentstop answers "why did this agent loop stop?" for recorded
 // event logs.
 //
-//	agentstop replay -policy POLICY.yaml [-stage NAME] [-lenient] [-fail-on failed[,skipped]] EVENTS.jsonl|-
+//	agentstop replay -policy POLICY.yaml [-stage NAME] [-lenient] [-format json|table] [-fail-on failed[,skipped]] EVENTS.jsonl|-
 //	agentstop version
 //
 // replay evaluates a termination policy over a JSON Lines event log exactly

@@ -349,7 +349,7 @@ func TestUsage(t *testing.T) {
 	}
 	// Every command's -h prints its usage and lists its flags, on stdout.
 	flags := map[string][]string{
-		"replay":   {"-policy", "-stage", `(default "replay")`, "-fail-on"},
+		"replay":   {"-policy", "-stage", `(default "replay")`, "-fail-on", "-format", "-lenient"},
 		"backtest": {"-policy", "-labels", "-all", "-lenient", "-format", "-j", "-max-false-stops"},
 		"import":   {"-from", "-o", "-strict", "-messages", "-id", "-error-prefix"},
 		"version":  {},
@@ -376,7 +376,7 @@ func TestUsage(t *testing.T) {
 		}
 	}
 	assert.Contains(t, func() string { _, out, _ := runCLI(t, "", "replay", "-h"); return out }(),
-		"agentstop replay -policy POLICY.yaml [-stage NAME] [-lenient] [-fail-on failed[,skipped]] EVENTS.jsonl|-")
+		"agentstop replay -policy POLICY.yaml [-stage NAME] [-lenient] [-format json|table] [-fail-on failed[,skipped]] EVENTS.jsonl|-")
 
 	// No arguments: one line on stderr, exit 2.
 	code, stdout, stderr := runCLI(t, "")

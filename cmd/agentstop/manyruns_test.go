@@ -44,7 +44,8 @@ stop_message: true
 var manyRunsBin = flag.String("manyruns.bin", "", "the agentstop binary TestManyRunsMemory measures (default: built from this package)")
 
 // TestManyRunsMemory measures the peak resident set size of agentstop
-// replay and agentstop backtest over a generated 200 MB log of 1,000
+// replay (JSON, and -format table, which describes the evidence events as
+// it reads) and agentstop backtest over a generated 200 MB log of 1,000
 // interleaved runs (trees among them), each run as a process of its own,
 // and holds them to the contract's 150 MB (§4, §6). It generates the log
 // in a temporary directory and builds the command (without -race, whatever
@@ -60,6 +61,7 @@ func TestManyRunsMemory(t *testing.T) {
 		args []string
 	}{
 		{"replay", manyRunsReplay(pols, log)},
+		{"replay -format table", append([]string{"replay", "-format", "table"}, manyRunsReplay(pols, log)[1:]...)},
 		{"backtest", manyRunsBacktest(pols, log)},
 	} {
 		peak, launcher, out := peakRSS(t, bin, c.args...)
@@ -69,6 +71,18 @@ func TestManyRunsMemory(t *testing.T) {
 		want := manyRunsRuns
 		if c.name == "backtest" {
 			want = (manyRunsRuns + 1) * manyRunsPolicies // a result per run and policy, then a summary per policy
+		}
+		if c.name == "replay -format table" {
+			// A row per run after the header; a row's other lines start
+			// blank or with its parent.
+			rows := 0
+			for line := range bytes.Lines(out) {
+				if line[0] != ' ' && line[0] != '(' {
+					rows++
+				}
+			}
+			assert.Equal(t, want+1, rows, c.name)
+			continue
 		}
 		assert.Equal(t, want, bytes.Count(out, []byte("\n")), c.name)
 	}

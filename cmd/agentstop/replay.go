@@ -13,7 +13,7 @@ import (
 	"github.com/agentstop/agentstop/termination"
 )
 
-const replayUsage = `Usage: agentstop replay -policy POLICY.yaml [-stage NAME] [-lenient] [-fail-on failed[,skipped]] EVENTS.jsonl|-
+const replayUsage = `Usage: agentstop replay -policy POLICY.yaml [-stage NAME] [-lenient] [-format json|table] [-fail-on failed[,skipped]] EVENTS.jsonl|-
 
 Evaluates POLICY over the events (JSON Lines: one object per line; "-" reads
 stdin) exactly as the live middleware would, stops at the first cause without
@@ -32,13 +32,22 @@ name its "parent": it is replayed as a tree (as is any log when the policy has
 tree: limits). Each run is evaluated with the policy, each run's tree: limits
 over its descendants, in the order of the lines, and one result per run is
 printed, one JSON object per line with "run" (and "parent"), in the order the
-runs ended. -fail-on then applies to every run. Such a log is read twice (first
+runs ended. -fail-on then applies to every run. With -lenient, "truncated": true
+marks only the runs no cause stopped (the cut line's run cannot be read; a
+run that stopped never reads that far). Such a log is read twice (first
 to find where each run ends) and never held in memory: memory grows with the
 runs live at one point of the log, not with the log. From stdin or a pipe it is
 first copied to a temporary file (in $TMPDIR).
 Every event of a log names its run, or none does: the first line that breaks
 the pattern the first event set is an error naming it, as in backtest (a log
 of one run is read up to its first cause, so a line after it is not checked).
+
+-format table prints the results for people instead: one row per run with
+its run, stage, cause, where it stopped ("stopped_at of events"), the
+evidence events (their index, kind, tool and first 60 characters of text)
+and the warnings; money is rounded to 6 significant digits. The events are
+described as they are read (each live run keeps those its policy's windows
+still hold), so memory stays bounded.
 
 An empty policy (an empty file, {}) is valid, but nothing can stop a run: the
 replay runs, with one warning line on stderr naming the file.
@@ -51,6 +60,7 @@ Example:
   agentstop replay -policy testdata/policy.yaml testdata/runaway_search.jsonl
   agentstop replay -policy policy.yaml -fail-on failed run.jsonl   # in CI
   agentstop replay -policy policy.yaml -lenient crashed-run.jsonl
+  agentstop replay -policy policy.yaml -format table run.jsonl
 `
 
 // parseOutcomes parses the value of -fail-on: failed, skipped, or both,
@@ -81,6 +91,7 @@ func runReplay(args []string, sio stdio) int {
 	stage := fs.String("stage", "replay", "stage name reported in the result")
 	failOnFlag := fs.String("fail-on", "", "exit 1 when the outcome is one of these: failed, skipped, or failed,skipped (for CI)")
 	lenient := fs.Bool("lenient", false, "evaluate the events before a truncated last line and mark the result \"truncated\": true, instead of failing")
+	format := fs.String("format", "json", "output: json (one object per run, for scripts) or table (one row per run, for people)")
 	files, code, done := parseFlags(fs, args, replayUsage, sio)
 	if done {
 		return code
@@ -95,6 +106,10 @@ func runReplay(args []string, sio stdio) int {
 	if strings.TrimSpace(*stage) == "" {
 		return fail("-stage must not be empty")
 	}
+	if *format != "json" && *format != "table" {
+		return fail("-format: unknown format %q (want json or table)", *format)
+	}
+	table := *format == "table"
 	failOn, err := parseOutcomes(*failOnFlag)
 	if err != nil {
 		return fail("-fail-on: %v", err)
@@ -133,11 +148,14 @@ func runReplay(args []string, sio stdio) int {
 	// as a tree, one line at a time (replay_runs.go).
 	in, multi := peekRuns(in, policy)
 	if multi {
-		return replayRuns(sio, policy, file, in, name, *stage, *lenient, failOn)
+		return replayRuns(sio, policy, file, in, name, runsOutput{*stage, *lenient, table, failOn})
 	}
 	var opts []termination.ReplayOption
 	if *lenient {
 		opts = append(opts, termination.WithLenient())
+	}
+	if table {
+		opts = append(opts, termination.WithEvidenceEvents())
 	}
 	res, err := termination.ReplayWith(policy.Condition(), in, opts...)
 	if errors.Is(err, termination.ErrTruncated) {
@@ -147,11 +165,24 @@ func runReplay(args []string, sio stdio) int {
 		return fail("%s: %v", name, err)
 	}
 	res.Stage = *stage
-	out, err := json.Marshal(res)
-	if err != nil {
-		return fail("cannot write the result: %v", err)
+	return printReplay(sio, res, table, failOn)
+}
+
+// printReplay prints the result of a log of one run, as JSON or as a
+// table, and applies -fail-on.
+func printReplay(sio stdio, res termination.Result, table bool, failOn []termination.Outcome) int {
+	fail := func(format string, a ...any) int { return failf(sio, "replay", format, a...) }
+	if table {
+		if err := writeReplayTable(sio.out, []termination.Result{res}); err != nil {
+			return fail("cannot write the result: %v", err)
+		}
+	} else {
+		out, err := json.Marshal(res)
+		if err != nil {
+			return fail("cannot write the result: %v", err)
+		}
+		fmt.Fprintf(sio.out, "%s\n", out)
 	}
-	fmt.Fprintf(sio.out, "%s\n", out)
 	if slices.Contains(failOn, res.Outcome) {
 		tag := res.TerminationCause
 		if tag == "" {

@@ -48,7 +48,15 @@ func peekRuns(in io.Reader, p termination.Policy) (io.Reader, bool) {
 // twice (stdin, a pipe) is first copied to a temporary file. The results
 // are printed once the whole log has been read, so that a bad line
 // anywhere prints only its error, as before.
-func replayRuns(sio stdio, p termination.Policy, f *os.File, in io.Reader, name, stage string, lenient bool, failOn []termination.Outcome) int {
+// runsOutput is what the flags of replay ask of a log of many runs.
+type runsOutput struct {
+	stage   string
+	lenient bool
+	table   bool // -format table
+	failOn  []termination.Outcome
+}
+
+func replayRuns(sio stdio, p termination.Policy, f *os.File, in io.Reader, name string, o runsOutput) int {
 	fail := func(format string, a ...any) int { return failf(sio, "replay", format, a...) }
 	log, cleanup, err := rereadable(f, in)
 	if err != nil {
@@ -63,14 +71,18 @@ func replayRuns(sio stdio, p termination.Policy, f *os.File, in io.Reader, name,
 		results   []termination.Result
 		truncated bool
 	)
-	rp := termination.NewRunsReplay(&p, termination.ReplayStage(stage))
+	opts := []termination.ReplayOption{termination.ReplayStage(o.stage)}
+	if o.table {
+		opts = append(opts, termination.WithEvidenceEvents())
+	}
+	rp := termination.NewRunsReplay(&p, opts...)
 	dec := termination.NewDecoder(log)
 	for {
 		ev, err := dec.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		if lenient && errors.Is(err, termination.ErrTruncated) {
+		if o.lenient && errors.Is(err, termination.ErrTruncated) {
 			truncated = true
 			break
 		}
@@ -83,24 +95,39 @@ func replayRuns(sio stdio, p termination.Policy, f *os.File, in io.Reader, name,
 		results = append(results, rp.Line(&ev, idx.IsLast(ev.Run, dec.Line()))...)
 	}
 	results = append(results, rp.End()...)
-	return printRuns(sio, results, truncated, failOn)
+	return printRuns(sio, results, truncated, o)
 }
 
 // printRuns prints the results of a log of many runs, one JSON object per
-// line, and applies -fail-on to every run.
-func printRuns(sio stdio, results []termination.Result, truncated bool, failOn []termination.Outcome) int {
+// line (or a table), and applies -fail-on to every run.
+func printRuns(sio stdio, results []termination.Result, truncated bool, o runsOutput) int {
 	w := bufio.NewWriter(sio.out)
 	failed := 0
-	for _, res := range results {
-		res.Truncated = truncated
+	for i := range results {
+		res := &results[i]
+		// Only a run whose evaluation reached the cut line says so (§4):
+		// one that no cause stopped, which would have read the cut line
+		// had it been its own (the line's run cannot be read). A run that
+		// stopped, or that an ancestor's end cancelled or skipped, read
+		// none of its lines after that, as a single run's replay that stops
+		// before the cut line never reads it.
+		res.Truncated = truncated && len(res.Fired) == 0
+		if slices.Contains(o.failOn, res.Outcome) {
+			failed++
+		}
+		if o.table {
+			continue
+		}
 		out, err := json.Marshal(res)
 		if err != nil {
 			return failf(sio, "replay", "cannot write the result of run %q: %v", res.Run, err)
 		}
 		w.Write(out)
 		w.WriteByte('\n')
-		if slices.Contains(failOn, res.Outcome) {
-			failed++
+	}
+	if o.table {
+		if err := writeReplayTable(w, results); err != nil {
+			return failf(sio, "replay", "cannot write the results: %v", err)
 		}
 	}
 	if err := w.Flush(); err != nil {

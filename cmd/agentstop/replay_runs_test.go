@@ -145,3 +145,22 @@ func TestEmptyPolicyWarns(t *testing.T) {
 		assert.NotContains(t, stderr, "warning", pol)
 	}
 }
+
+// TestReplayTreeLenientTruncated: with -lenient, a log of many runs whose
+// last line is cut marks only the results whose evaluation reached the cut
+// line (§4): the runs no cause stopped, not the planner its tree limit
+// stopped nor the researchers its end cancelled or skipped.
+func TestReplayTreeLenientTruncated(t *testing.T) {
+	log, err := os.ReadFile("../../testdata/tree_planner.jsonl")
+	require.NoError(t, err)
+	cut := string(log) + `{"run":"res-c","kind":"message","text":"Vendor C co`
+	code, stdout, stderr := runCLI(t, cut, "replay", "-policy", treePolicy, "-lenient", "-")
+	require.Equal(t, 0, code, stderr)
+	truncated := map[string]bool{}
+	for line := range strings.Lines(stdout) {
+		var res termination.Result
+		require.NoError(t, json.Unmarshal([]byte(line), &res), line)
+		truncated[res.Run] = res.Truncated
+	}
+	assert.Equal(t, map[string]bool{"fetch-a": true, "planner": false, "res-a": false, "res-b": false, "res-c": false}, truncated)
+}

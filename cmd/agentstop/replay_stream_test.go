@@ -42,7 +42,7 @@ func wholeLogReplay(t *testing.T, policyPath string, log []byte, stage string, l
 	}
 	var out bytes.Buffer
 	for _, res := range termination.ReplayRuns(&p, events, termination.ReplayStage(stage)) {
-		res.Truncated = truncated
+		res.Truncated = truncated && len(res.Fired) == 0 // §4: only the runs that reached the cut line
 		b, err := json.Marshal(res)
 		require.NoError(t, err)
 		out.Write(b)
