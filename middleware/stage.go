@@ -143,6 +143,9 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 		rec:        rec,
 		eval:       termination.NewEvaluator(s.cond, termination.WallClock),
 	}
+	if s.cfg.hold != nil {
+		r.eval.SetHold(*s.cfg.hold) // hold.go
+	}
 	// The run's context carries the run, so that a run started under it
 	// is its child (tree.go).
 	r.value = runValue{Context: base, run: r}
@@ -251,6 +254,14 @@ type Run struct {
 	// set while an item that would change sentFinal is being handed over.
 	sentFinal atomic.Bool
 	inFlight  atomic.Bool
+
+	// Hold (hold.go), under mu: heldCh is non-nil while the run is held
+	// (closed, or for a tree's hold its holder's channel closed, on
+	// release); heldTree is the holder whose tree limits hold it.
+	heldCh    chan struct{}
+	heldCause termination.Cause
+	heldAt    time.Time
+	heldTree  *tree
 }
 
 // Context returns the run's context (the one Start returned).
@@ -295,6 +306,9 @@ func (r *Run) observe(ev termination.Event) (_ termination.Cause, _ bool, late b
 // unchanged during the call. ev may be r.cur, which another Observe may
 // overwrite once the lock is released.
 func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool, late bool) {
+	if r.heldCh != nil {
+		r.waitHold() // held at a limit: no next event until released (hold.go)
+	}
 	if c, stopped := r.eval.Stopped(); stopped {
 		r.drained++
 		r.mu.Unlock()
@@ -316,6 +330,9 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 	var warnings []termination.Cause
 	if len(live.WarningsSince(r.eval, r.nwarn)) > 0 {
 		warnings = r.takeWarnings()
+		if r.stage.cfg.hold != nil {
+			r.holdNow() // the warning may be a limit the run is held at (hold.go)
+		}
 	}
 	// An invalid event (it stopped the run with Failed{invalid_input}) adds
 	// nothing to the run's budgets, nor to a fleet's or a tree's: negative
@@ -477,6 +494,9 @@ func (r *Run) leaveReason() string {
 // stopLeaving ends the run as Stop and Leave do: NaturalCompletion when
 // final (the answer has been given), Cancelled{external, reason} otherwise.
 func (r *Run) stopLeaving(final bool, reason string) {
+	if r.stage.cfg.hold != nil && (r.stopHeld() || r.endTreeHold()) {
+		return // a held run ends with its limit's cause (hold.go)
+	}
 	r.mu.Lock()
 	var (
 		c  termination.Cause = termination.Cancelled{Reason: termination.CancelExternal, Detail: reason}
@@ -523,6 +543,7 @@ func (r *Run) stopped(c termination.Cause) {
 		close(r.wake)
 		r.woken = true
 	}
+	r.unholdLocked() // hold.go
 	r.mu.Unlock()
 }
 
@@ -600,6 +621,11 @@ func (r *Run) finish(err error) {
 	default:
 		live.EndStream(r.eval, termination.Failed{Reason: termination.FailStreamError, Err: errorText(err)})
 	}
+	if r.stage.cfg.hold != nil {
+		// The stream ended while the run was held: nobody raised the
+		// limit, whose cause stands (hold.go).
+		r.eval.EndHold()
+	}
 	res := r.eval.Result()
 	res.Stage, res.Run = r.stage.name, r.id
 	if r.tree != nil {
@@ -630,6 +656,7 @@ func (r *Run) finish(err error) {
 		r.rec.Warning(w) // a fleet's warning that no event delivered
 	}
 	r.nwarn = len(res.Warnings)
+	r.unholdLocked() // hold.go
 	r.rec.End(&res)
 	r.result = &res
 	r.mu.Unlock()

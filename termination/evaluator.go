@@ -122,11 +122,6 @@ func (e *Evaluator) observeRefKeyed(ev *Event, argsKey uint64, argsKeyed bool) (
 	if e.cause != nil {
 		return e.cause, true
 	}
-	if e.hold != nil && e.hold.held {
-		// Nobody raised the held run before its next event: it ends
-		// with the limit's cause, and ev is not evaluated.
-		return e.EndHold()
-	}
 	if !ev.valid() {
 		return e.invalid(ev)
 	}

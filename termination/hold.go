@@ -188,7 +188,9 @@ func (e *Evaluator) EndHold() (Cause, bool) {
 // holdOn holds the run at the causes the sink fired on event at instead of
 // stopping it, when the evaluator holds and every one of them is
 // holdable; it reports whether it did. The limit's cause is recorded as a
-// warning.
+// warning. An event evaluated while the run is held (the live stage lets
+// none through; a tree's other runs may have one under way) is counted,
+// and a limit it reaches keeps the hold as it was.
 func (e *Evaluator) holdOn(at int) bool {
 	for _, c := range e.sink.fired {
 		if !Holdable(c) {
@@ -196,6 +198,11 @@ func (e *Evaluator) holdOn(at int) bool {
 		}
 	}
 	h := e.hold
+	if h.held {
+		// An event evaluated while held (another run of a held tree got
+		// there first): the hold stands, at its first limit.
+		return true
+	}
 	h.fired = slices.Clone(e.sink.fired)
 	slices.SortStableFunc(h.fired, precedes)
 	h.cause, h.stoppedAt = h.fired[0], at

@@ -155,15 +155,18 @@ func TestHoldRaise(t *testing.T) {
 	if !held || !causeEqual(c, MaxIterationsReached{Limit: 4, Count: 5}) {
 		t.Fatalf("held %v %v, want at the raised limit 4", c, held)
 	}
-	// A token raise does not raise iterations: the next message ends the
-	// hold unraised (an event while held ends it with the limit's cause).
-	c, stop := e.Observe(msg("a", "x"))
-	if !stop || !causeEqual(c, MaxIterationsReached{Limit: 4, Count: 5}) {
-		t.Fatalf("event while held: %v %v, want the limit's cause", c, stop)
+	// An event evaluated while held is counted; the hold stands at its
+	// first limit, and ending it ends the run there.
+	if c, stop := e.Observe(msg("a", "x")); stop {
+		t.Fatalf("event while held stopped the run: %v", c)
+	}
+	c, ok := e.EndHold()
+	if !ok || !causeEqual(c, MaxIterationsReached{Limit: 4, Count: 5}) {
+		t.Fatalf("EndHold: %v %v, want the first limit's cause", c, ok)
 	}
 	r := e.Result()
-	if r.StoppedAt != 5 || r.Events != 5 {
-		t.Errorf("stopped_at %d, events %d; want 5, 5", r.StoppedAt, r.Events)
+	if r.StoppedAt != 5 || r.Events != 6 {
+		t.Errorf("stopped_at %d, events %d; want 5, 6", r.StoppedAt, r.Events)
 	}
 }
 
