@@ -294,3 +294,29 @@ func (c *config) holdOf() (termination.Hold, bool) {
 	}
 	return *c.hold, true
 }
+
+// Held, Released and Raised fan a hold out to the recorders that record
+// holds.
+func (rs runRecorders) Held(c termination.Cause) {
+	for _, r := range rs {
+		if h, ok := r.(HoldRecorder); ok {
+			h.Held(c)
+		}
+	}
+}
+
+func (rs runRecorders) Released() {
+	for _, r := range rs {
+		if h, ok := r.(HoldRecorder); ok {
+			h.Released()
+		}
+	}
+}
+
+func (rs runRecorders) Raised(l termination.Limits) {
+	for _, r := range rs {
+		if h, ok := r.(HoldRecorder); ok {
+			h.Raised(l)
+		}
+	}
+}

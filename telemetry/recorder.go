@@ -177,6 +177,7 @@ type Recorder struct {
 	treeCancelled  metric.Int64Counter
 	treeLimits     metric.Int64Counter
 	idleStops      metric.Int64Counter
+	holds          holds // agent.stage.held, agent.stage.held.oldest (hold.go)
 
 	stageLimit int
 	toolLimit  int
@@ -283,6 +284,7 @@ func NewRecorder(opts ...Option) *Recorder {
 	r.idleStops, err = meter.Int64Counter("agent.stage.idle.stops", metric.WithUnit("{run}"),
 		metric.WithDescription("Runs stopped because no event arrived for their idle limit (Timeout with idle; termination_cause timeout)."))
 	handle(err)
+	r.initHolds(meter, handle)
 	return r
 }
 
