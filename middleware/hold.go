@@ -70,6 +70,7 @@ func (r *Run) Raise(l termination.Limits) error {
 		if r.timer != nil {
 			r.armTimer() // the idle deadline moved on past the wait
 		}
+		r.holdNow() // its tree may still hold it
 	}
 	t := r.tree
 	r.mu.Unlock()
@@ -94,18 +95,43 @@ func (r *Run) Held() (c termination.Cause, since time.Time, ok bool) {
 }
 
 // holdNow is called with r.mu held after an event that recorded
-// warnings: it holds the run when its own evaluator holds.
+// warnings, and after each release: it holds the run when its own
+// evaluator holds, or else when one of its trees' holders does (a run
+// released from one hold may still be due to another).
 func (r *Run) holdNow() {
 	if r.heldCh != nil {
 		return
 	}
-	c, held := r.eval.Held()
-	if !held {
+	if _, stopped := r.eval.Stopped(); stopped {
 		return
 	}
-	since, _ := r.eval.HeldSince()
-	r.holdLocked(make(chan struct{}), c, since)
-	r.armTimer() // the hold timeout, on the run's one timer
+	if c, held := r.eval.Held(); held {
+		since, _ := r.eval.HeldSince()
+		r.holdLocked(make(chan struct{}), c, since)
+		r.armTimer() // the hold timeout, on the run's one timer
+		return
+	}
+	if r.tree == nil {
+		return
+	}
+	for _, h := range r.tree.holders {
+		h.mu.Lock() // a run's lock comes before a tree's
+		ch := h.release
+		var (
+			c     termination.Cause
+			since time.Time
+		)
+		if ch != nil {
+			c, _ = h.limits.Held()
+			since, _ = h.limits.HeldSince()
+		}
+		h.mu.Unlock()
+		if ch != nil && c != nil {
+			r.holdLocked(ch, c, since)
+			r.heldTree = h
+			return
+		}
+	}
 }
 
 // holdLocked marks the run held until ch is closed (or the run ends).
@@ -154,6 +180,7 @@ func (r *Run) waitHold() {
 			select {
 			case <-ch: // a tree's release that has not reached this run yet
 				r.unholdLocked()
+				r.holdNow()
 			default:
 			}
 		}
@@ -234,6 +261,7 @@ func (t *tree) raiseHolders(l termination.Limits) error {
 			r.mu.Lock()
 			if r.heldCh == ch {
 				r.unholdLocked()
+				r.holdNow() // its own limit, or another tree's, may hold it still
 			}
 			r.mu.Unlock()
 		})

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -295,4 +296,59 @@ func TestHoldTreeTimeout(t *testing.T) {
 	assert.Equal(t, termination.MaxIterationsReached{Limit: 1, Count: 2, Scope: termination.ScopeTree}, res.Cause)
 	cres := child.Finish(nil)
 	assert.Equal(t, termination.CancelParent, cres.Cause.(termination.Cancelled).Reason)
+}
+
+// TestHoldFleetStopAndLeave: a fleet stop (agentstop stop) of a held run,
+// and a consumer that leaves it, end it with the limit's cause; a fleet
+// stop of a run that is not held is Cancelled{external} as before.
+func TestHoldFleetStopAndLeave(t *testing.T) {
+	l := fleet.NewLocal()
+	stage := mustStage(t, "held", middleware.WithPolicy(termination.MustParsePolicy("max_iterations: 1\nhold: {timeout: 1m}")), middleware.WithFleet(l))
+	msg := termination.Event{Kind: termination.KindMessage}
+	_, run := stage.Start(context.Background())
+	run.Observe(msg)
+	run.Observe(msg)
+	rep, err := l.Stop(context.Background(), fleet.StopRequest{Selector: fleet.Selector{RunID: run.ID()}, Reason: "enough", By: "ops"})
+	require.NoError(t, err)
+	assert.Equal(t, 1, rep.Stopped)
+	assert.Equal(t, termination.MaxIterationsReached{Limit: 1, Count: 2}, run.Finish(nil).Cause)
+
+	_, run = stage.Start(context.Background())
+	run.Observe(msg)
+	_, err = l.Stop(context.Background(), fleet.StopRequest{Selector: fleet.Selector{RunID: run.ID()}, Reason: "enough", By: "ops"})
+	require.NoError(t, err)
+	var c termination.Cancelled
+	require.ErrorAs(t, run.Finish(nil).Cause, &c)
+	assert.Equal(t, termination.CancelExternal, c.Reason)
+
+	_, run = stage.Start(context.Background())
+	run.Observe(msg)
+	run.Observe(msg)
+	run.Leave("consumer gone")
+	assert.Equal(t, termination.MaxIterationsReached{Limit: 1, Count: 2}, run.Finish(nil).Cause)
+}
+
+// TestHoldOwnLimitAfterTreeRelease: a run whose own limit held it while
+// its tree was held stays held when the tree is raised, until its own
+// limit is raised too.
+func TestHoldOwnLimitAfterTreeRelease(t *testing.T) {
+	planner := holdStage(t, "tree: {max_iterations: 2}\nmax_iterations: 2\nhold: {timeout: 1m}")
+	_, run := planner.Start(context.Background())
+	msg := termination.Event{Kind: termination.KindMessage}
+	run.Observe(msg)
+	run.Observe(msg)
+	run.Observe(msg) // 3 of 2, both its own and its tree's
+	c, _, held := run.Held()
+	require.True(t, held)
+	assert.Equal(t, termination.MaxIterationsReached{Limit: 2, Count: 3}, c, "its own limit first")
+	require.NoError(t, run.Raise(termination.Limits{Iterations: 5, Has: termination.LimitIterations}))
+	c, _, held = run.Held()
+	require.True(t, held, "its tree still holds it")
+	assert.Equal(t, termination.MaxIterationsReached{Limit: 2, Count: 3, Scope: termination.ScopeTree}, c)
+	require.NoError(t, run.Raise(termination.Limits{Iterations: 5, Has: termination.LimitIterations}))
+	_, _, held = run.Held()
+	assert.False(t, held)
+	_, stop := run.Observe(msg)
+	assert.False(t, stop)
+	assert.Equal(t, termination.NaturalCompletion{}, run.Finish(nil).Cause)
 }
