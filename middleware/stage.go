@@ -282,7 +282,9 @@ func (r *Run) Done() <-chan struct{} { return r.ctx.Done() }
 // fires it (StoppedAt is the last event evaluated). An event that fails [termination.Event.Validate] (a missing or
 // unknown Kind, negative usage, a negative or non-finite cost) ends the run
 // with Failed{reason: invalid_input} naming the problem, as replay does.
-// Observe never blocks on anything but the run's lock.
+// Observe blocks on nothing but the run's lock, except while the run is
+// held at a limit (a policy's hold:, hold.go): it then waits until the run
+// is raised ([Run.Raise]) or ends, and evaluates ev only if it was raised.
 func (r *Run) Observe(ev termination.Event) (termination.Cause, bool) {
 	c, stop, _ := r.observe(ev)
 	return c, stop
@@ -416,7 +418,8 @@ func (r *Run) report(err error) {
 // AutoGen's ExternalTermination — with Cancelled{reason: external, detail:
 // reason}, unless it has already stopped; when the last event evaluated
 // was a final answer, the run ends as NaturalCompletion instead, as if the
-// stream had ended there. The run's context is cancelled; the stream's end
+// stream had ended there; a run held at a limit (hold:) ends with the
+// limit's cause, as it would have without hold. The run's context is cancelled; the stream's end
 // still has to be reached: Forward drains the producer and finishes the run
 // once it has closed its channel (at the latest after the drain timeout);
 // with Observe, call Finish once the loop has returned.
