@@ -402,13 +402,15 @@
 //
 //	ACL SETUSER agentstop-app on >APP-PASSWORD resetkeys resetchannels \
 //	    %RW~agentstop:{runs}* %RW~agentstop:{budget* %RW~agentstop:{tree:* \
-//	    %R~agentstop:{stops}* %RW~agentstop:{stops}:ack:* %R~agentstop:{blocks}* &agentstop:ctl \
+//	    %R~agentstop:{stops}* %RW~agentstop:{stops}:ack:* %R~agentstop:{raises}* \
+//	    %RW~agentstop:{raises}:ack:* %R~agentstop:{blocks}* &agentstop:ctl \
 //	    -@all +@connection +@scripting +@read +@write +@pubsub +time +cluster|slots -@dangerous -@admin
 //	ACL SETUSER agentstop-ops on >OPS-PASSWORD resetkeys resetchannels \
 //	    ~agentstop:* &agentstop:ctl \
 //	    -@all +@connection +@scripting +@read +@write +@pubsub +time +cluster|slots -@dangerous -@admin
 //
-// The application user may read stops and blocks but not write them, so
+// The application user may read stops, raises and blocks but not write
+// them (it confirms stops and raises), so
 // the scripts that store them fail with NOPERM. It writes the records of
 // its runs' ends (under {runs}, with its registry entries), so an
 // application with these credentials could forge the end of a run and end
