@@ -34,6 +34,13 @@
 //     settles budget and tree usage and reserves leases, and re-reads the stored
 //     stops and blocks every second and after every reconnect.
 //
+// A raise (Control.Raise, agentstop raise) is stored under {raises} and
+// published on the channel; the process that has the run applies it
+// through the run's hooks and confirms it under {raises}:ack. It is not
+// re-read on a reconnect: a missed raise stays unconfirmed, and the
+// operator issues it again. A held run's Held is in its registry entry
+// from its next published figures.
+//
 // Every time that matters — run leases, stop and block expiries, budget
 // windows aligned to the Unix epoch — comes from the server's clock (TIME
 // and TTLs inside Lua scripts), never a host's. To check block expiries
