@@ -352,3 +352,28 @@ func TestHoldOwnLimitAfterTreeRelease(t *testing.T) {
 	assert.False(t, stop)
 	assert.Equal(t, termination.NaturalCompletion{}, run.Finish(nil).Cause)
 }
+
+// TestHoldConcurrentObserve: Observe calls that wait on a held run from
+// several goroutines each evaluate their own event once released.
+func TestHoldConcurrentObserve(t *testing.T) {
+	stage := holdStage(t, "max_tool_calls: 1\nhold: {timeout: 1m}")
+	_, run := stage.Start(context.Background())
+	run.Observe(termination.Event{Kind: termination.KindToolCall, Tool: "a"})
+	run.Observe(termination.Event{Kind: termination.KindToolCall, Tool: "a"}) // held
+	const n = 8
+	done := make(chan struct{})
+	for i := range n {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			run.Observe(termination.Event{Kind: termination.KindMessage, Text: string(rune('a' + i)), Usage: termination.Usage{InputTokens: int64(1 + i)}})
+		}()
+	}
+	time.Sleep(50 * time.Millisecond)
+	require.NoError(t, run.Raise(termination.Limits{ToolCalls: 1, Has: termination.LimitToolCalls}))
+	for range n {
+		<-done
+	}
+	res := run.Finish(nil)
+	assert.Equal(t, 2+n, res.Events)
+	assert.EqualValues(t, n*(n+1)/2, res.Tokens.InputTokens, "each waiting Observe evaluated its own event")
+}

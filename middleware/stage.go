@@ -294,6 +294,11 @@ func (r *Run) Observe(ev termination.Event) (termination.Cause, bool) {
 // before ev (late: ev was not evaluated, and counts as drained).
 func (r *Run) observe(ev termination.Event) (_ termination.Cause, _ bool, late bool) {
 	r.mu.Lock()
+	if r.heldCh != nil {
+		// Held: wait before ev takes r.cur, which a concurrent Observe
+		// waiting too would overwrite (hold.go).
+		r.waitHold()
+	}
 	if r.cur == nil {
 		// Allocated once, on first use: a run that Forward feeds evaluates
 		// the forwarder's own copy of each event and never needs it.
