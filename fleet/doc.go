@@ -13,13 +13,19 @@
 // between the middleware reports every event's usage ([Member.Spend]:
 // in-process, allocation-free, not waiting on the network) and the fleet
 // reaches the run through [Hooks]: Stop ends it, Warn adds a warning,
-// Progress reads its figures when the fleet lists or publishes them.
+// Progress reads its figures when the fleet lists or publishes them, Held
+// and Raise see and release a run held at a limit (a policy's hold:).
 //
 // A [Control] is what operators use (the agentstop CLI's runs, stop, block,
 // unblock, blocks and budgets commands): list the live runs ([Control.Runs]),
 // stop the runs a [Selector] matches ([Control.Stop], confirmed and
 // counted in a [StopReport]), block new runs ([Control.Block]), and list
-// blocks and budgets.
+// blocks and budgets. A Control that is also a [Raiser] (both of this
+// module's are; the CLI's raise command) releases one held run with its
+// limits raised ([Raiser.Raise]), confirmed by the run's process as a stop
+// is; the registry shows what each held run waits on ([RunInfo.Held]).
+// Across processes a raise reaches the run itself; a tree limit shared
+// through the fleet holds the tree's runs of the holder's process only.
 //
 // Two implementations share this package's interfaces and pass the same
 // behavioural suite (package fleet/fleettest):

@@ -78,6 +78,12 @@ type Hooks struct {
 	// not call into the fleet. When nil, the fleet uses the figures last
 	// given to Member.Progress. middleware sets it.
 	Progress func() termination.Progress
+	// Raise raises the limits of the run held at a limit (§3 hold) and
+	// releases it; an error wrapping termination.ErrNotHeld when it is not
+	// held. Held says what it is held at and since when. Both may be nil
+	// (a run that cannot be held); middleware sets them (raise.go).
+	Raise func(l termination.Limits) error
+	Held  func() (c termination.Cause, since time.Time, ok bool)
 }
 
 // Member is a run's membership of a fleet, returned by Join.
@@ -157,6 +163,9 @@ type RunInfo struct {
 	InputTokens  int64             `json:"input_tokens"`
 	OutputTokens int64             `json:"output_tokens"`
 	Cost         float64           `json:"cost"`
+	// Held is what the run waits on while it is held at a limit (§3
+	// hold), nil otherwise (raise.go).
+	Held *Held `json:"held,omitempty"`
 }
 
 // SetProgress copies a run's figures into r.

@@ -272,6 +272,7 @@ func (m *localMember) snapshot(now time.Time) RunInfo {
 		r.SetProgress(m.prog)
 		m.mu.Unlock()
 	}
+	r.Held = m.hooks.held()
 	// The process holds the live figures: they are current as of now.
 	r.Updated = now
 	return r

@@ -35,6 +35,24 @@
 // the timer finds nothing due). An idle limit is no Deadline of the
 // context: an active run may go on.
 //
+// # Hold
+//
+// A stage whose policy has hold: {timeout: D} ([WithHold]) holds a run
+// that reaches a limit — max_iterations, max_tool_calls, a token or cost
+// budget, its own or a tree's — instead of stopping it: the event that
+// reached the limit is delivered, the limit's cause is a warning (the
+// result's Warnings, a span event, the OnWarning hook), and the run takes
+// no next event until [Run.Raise] raises its limits (a tree limit: the
+// holder's, which releases every held run of the tree), [Run.Stop] or D
+// passing end it with the limit's cause. The wait is in the one place
+// every consumer path evaluates through, before the next event: Observe
+// blocks, Range and ForwardSeq do not yield, Forward's forwarder does not
+// forward the item it has received (so the producer's next send blocks).
+// A timeout keeps counting while held; an idle limit pauses and resumes
+// where it was. [Run.Held] says what a run waits on and since when; a
+// [HoldRecorder] is told of holds, releases and raises. A raise for a run
+// that is not held returns an error wrapping termination.ErrNotHeld.
+//
 // # Four ways in
 //
 //   - [Range] and [RangeEach] guard a channel from the consumer's side:
@@ -122,7 +140,7 @@
 // and agent.stage.shadow.stops). A candidate that would have stopped the
 // run is fed no more, and one sees exactly the events the run evaluated:
 // after the enforced policy's stop there are none. A shadow policy holds no
-// timeout, idle, tree or fleet_budget (an error from [New] naming the key):
+// timeout, idle, tree, hold or fleet_budget (an error from [New] naming the key):
 // it judges the run's own events. Each one costs at most one more
 // evaluation per event and allocates nothing.
 //

@@ -111,7 +111,7 @@ func (r *Run) startFleet() bool {
 		info.Parent, info.Trees = t.parent, t.ids // ids: read only once set
 	}
 	r.mu.Unlock()
-	m, cause := f.Join(r.parent, info, r.stage.cfg.fleetBudget, fleet.Hooks{Stop: r.stopWith, Warn: r.fleetWarn, Progress: r.progress})
+	m, cause := f.Join(r.parent, info, r.stage.cfg.fleetBudget, fleet.Hooks{Stop: r.fleetStop, Warn: r.fleetWarn, Progress: r.progress, Raise: r.Raise, Held: r.Held})
 	// A member that came with a cause (Join should return none) still
 	// leaves when the run ends; a typed-nil cause is no cause.
 	r.member = m

@@ -32,6 +32,7 @@ type config struct {
 	providerName   string
 	errs           []error
 	trees          []termination.Condition // tree limits: WithTreeLimits, a policy's tree: (tree.go)
+	hold           *termination.Hold       // WithHold, a policy's hold: (hold.go); nil for none
 
 	fleetConfig  // fleet.go
 	shadowConfig // shadow.go
@@ -41,8 +42,9 @@ type config struct {
 // conditions combine as "any of". A policy's fleet_budget becomes the
 // stage's fleet budget, enforced only with [WithFleet]; a second one is an
 // error. A policy's tree: limits become tree limits that every run of the
-// stage holds ([WithTreeLimits]). Default: no conditions; the stream's end
-// decides.
+// stage holds ([WithTreeLimits]). A policy's hold: makes the stage hold
+// its runs at a limit ([WithHold]). Default: no conditions; the stream's
+// end decides.
 func WithPolicy(p termination.Policy) Option {
 	return optionFunc(func(c *config) {
 		c.conds = append(c.conds, p.Condition())
@@ -50,6 +52,9 @@ func WithPolicy(p termination.Policy) Option {
 			c.trees = append(c.trees, t)
 		}
 		c.setFleetBudget(p.FleetBudget(), "WithPolicy") // fleet.go
+		if h, ok := p.Hold(); ok {
+			c.hold = &h // hold.go
+		}
 	})
 }
 

@@ -40,7 +40,7 @@ type shadowPolicy struct {
 // follows the rules of a stage name (termination.ValidateStageName: a
 // label value that is a safe file name). A second policy of the same name
 // is an error. A shadow policy judges the run's own events: one that holds
-// timeout, idle, tree or fleet_budget is an error naming the key. Each
+// timeout, idle, tree, hold or fleet_budget is an error naming the key. Each
 // shadow policy costs at most one evaluation of its own per event, without
 // allocating. Repeatable. Default: none.
 func WithShadowPolicy(name string, p termination.Policy) Option {
@@ -63,7 +63,7 @@ func (c *shadowConfig) checkShadow(name string, p termination.Policy) error {
 			return errors.New("a second shadow policy with this name; each needs its own")
 		}
 	}
-	const why = "a shadow policy judges the run's own events and may not hold timeout, idle, tree or fleet_budget"
+	const why = "a shadow policy judges the run's own events and may not hold timeout, idle, tree, hold or fleet_budget"
 	cond := p.Condition()
 	switch {
 	case len(live.Timeouts(cond)) > 0:
@@ -74,6 +74,9 @@ func (c *shadowConfig) checkShadow(name string, p termination.Policy) error {
 		return fmt.Errorf("the policy holds tree: %s", why)
 	case p.FleetBudget() != nil:
 		return fmt.Errorf("the policy holds fleet_budget: %s", why)
+	}
+	if _, ok := p.Hold(); ok {
+		return fmt.Errorf("the policy holds hold: %s", why)
 	}
 	if err := termination.Validate(cond); err != nil {
 		return err

@@ -33,6 +33,7 @@ func TestWithShadowPolicyErrors(t *testing.T) {
 		{"idle", []middleware.Option{shadowOpt(t, "i", "idle: 30s")}, `WithShadowPolicy("i"): the policy holds idle`},
 		{"tree", []middleware.Option{shadowOpt(t, "tr", "tree: {max_iterations: 30}")}, `WithShadowPolicy("tr"): the policy holds tree`},
 		{"fleet_budget", []middleware.Option{shadowOpt(t, "f", "fleet_budget: {key: stage, window: 1h, cost: 5}")}, `WithShadowPolicy("f"): the policy holds fleet_budget`},
+		{"hold", []middleware.Option{shadowOpt(t, "h", "max_iterations: 5\nhold: {timeout: 1m}")}, `WithShadowPolicy("h"): the policy holds hold`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := middleware.New("shadowed", tc.opts...)

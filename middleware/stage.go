@@ -144,6 +144,9 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 		eval:       termination.NewEvaluator(s.cond, termination.WallClock),
 		shadow:     s.cfg.newShadowRun(),
 	}
+	if s.cfg.hold != nil {
+		r.eval.SetHold(*s.cfg.hold) // hold.go
+	}
 	// The run's context carries the run, so that a run started under it
 	// is its child (tree.go).
 	r.value = runValue{Context: base, run: r}
@@ -253,6 +256,14 @@ type Run struct {
 	// set while an item that would change sentFinal is being handed over.
 	sentFinal atomic.Bool
 	inFlight  atomic.Bool
+
+	// Hold (hold.go), under mu: heldCh is non-nil while the run is held
+	// (closed, or for a tree's hold its holder's channel closed, on
+	// release); heldTree is the holder whose tree limits hold it.
+	heldCh    chan struct{}
+	heldCause termination.Cause
+	heldAt    time.Time
+	heldTree  *tree
 }
 
 // Context returns the run's context (the one Start returned).
@@ -273,7 +284,9 @@ func (r *Run) Done() <-chan struct{} { return r.ctx.Done() }
 // fires it (StoppedAt is the last event evaluated). An event that fails [termination.Event.Validate] (a missing or
 // unknown Kind, negative usage, a negative or non-finite cost) ends the run
 // with Failed{reason: invalid_input} naming the problem, as replay does.
-// Observe never blocks on anything but the run's lock.
+// Observe blocks on nothing but the run's lock, except while the run is
+// held at a limit (a policy's hold:, hold.go): it then waits until the run
+// is raised ([Run.Raise]) or ends, and evaluates ev only if it was raised.
 func (r *Run) Observe(ev termination.Event) (termination.Cause, bool) {
 	c, stop, _ := r.observe(ev)
 	return c, stop
@@ -283,6 +296,11 @@ func (r *Run) Observe(ev termination.Event) (termination.Cause, bool) {
 // before ev (late: ev was not evaluated, and counts as drained).
 func (r *Run) observe(ev termination.Event) (_ termination.Cause, _ bool, late bool) {
 	r.mu.Lock()
+	if r.heldCh != nil {
+		// Held: wait before ev takes r.cur, which a concurrent Observe
+		// waiting too would overwrite (hold.go).
+		r.waitHold()
+	}
 	if r.cur == nil {
 		// Allocated once, on first use: a run that Forward feeds evaluates
 		// the forwarder's own copy of each event and never needs it.
@@ -297,6 +315,9 @@ func (r *Run) observe(ev termination.Event) (_ termination.Cause, _ bool, late b
 // unchanged during the call. ev may be r.cur, which another Observe may
 // overwrite once the lock is released.
 func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool, late bool) {
+	if r.heldCh != nil {
+		r.waitHold() // held at a limit: no next event until released (hold.go)
+	}
 	if c, stopped := r.eval.Stopped(); stopped {
 		r.drained++
 		r.mu.Unlock()
@@ -321,6 +342,9 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 	var warnings []termination.Cause
 	if len(live.WarningsSince(r.eval, r.nwarn)) > 0 {
 		warnings = r.takeWarnings()
+		if r.stage.cfg.hold != nil {
+			r.holdNow() // the warning may be a limit the run is held at (hold.go)
+		}
 	}
 	// An invalid event (it stopped the run with Failed{invalid_input}) adds
 	// nothing to the run's budgets, nor to a fleet's or a tree's: negative
@@ -404,7 +428,8 @@ func (r *Run) report(err error) {
 // AutoGen's ExternalTermination — with Cancelled{reason: external, detail:
 // reason}, unless it has already stopped; when the last event evaluated
 // was a final answer, the run ends as NaturalCompletion instead, as if the
-// stream had ended there. The run's context is cancelled; the stream's end
+// stream had ended there; a run held at a limit (hold:) ends with the
+// limit's cause, as it would have without hold. The run's context is cancelled; the stream's end
 // still has to be reached: Forward drains the producer and finishes the run
 // once it has closed its channel (at the latest after the drain timeout);
 // with Observe, call Finish once the loop has returned.
@@ -482,6 +507,9 @@ func (r *Run) leaveReason() string {
 // stopLeaving ends the run as Stop and Leave do: NaturalCompletion when
 // final (the answer has been given), Cancelled{external, reason} otherwise.
 func (r *Run) stopLeaving(final bool, reason string) {
+	if r.stage.cfg.hold != nil && (r.stopHeld() || r.endTreeHold()) {
+		return // a held run ends with its limit's cause (hold.go)
+	}
 	r.mu.Lock()
 	var (
 		c  termination.Cause = termination.Cancelled{Reason: termination.CancelExternal, Detail: reason}
@@ -528,6 +556,7 @@ func (r *Run) stopped(c termination.Cause) {
 		close(r.wake)
 		r.woken = true
 	}
+	r.unholdLocked() // hold.go
 	r.mu.Unlock()
 }
 
@@ -605,6 +634,11 @@ func (r *Run) finish(err error) {
 	default:
 		live.EndStream(r.eval, termination.Failed{Reason: termination.FailStreamError, Err: errorText(err)})
 	}
+	if r.stage.cfg.hold != nil {
+		// The stream ended while the run was held: nobody raised the
+		// limit, whose cause stands (hold.go).
+		r.eval.EndHold()
+	}
 	res := r.eval.Result()
 	res.Stage, res.Run = r.stage.name, r.id
 	if r.tree != nil {
@@ -636,6 +670,7 @@ func (r *Run) finish(err error) {
 		r.rec.Warning(w) // a fleet's warning that no event delivered
 	}
 	r.nwarn = len(res.Warnings)
+	r.unholdLocked() // hold.go
 	r.rec.End(&res)
 	r.result = &res
 	r.mu.Unlock()

@@ -46,6 +46,10 @@ type tree struct {
 	fired  bool                   // the limits fired and the holder was told
 	ended  bool                   // the run ended: its live children were ended
 	timer  *time.Timer            // the tree timeout's timer, nil for none
+	// A held tree (hold.go): release is closed when the holder's tree
+	// limits are raised; holdTimer is the hold timeout.
+	release   chan struct{}
+	holdTimer *time.Timer
 	// The live children: an intrusive list, so that a finished child
 	// leaves nothing behind.
 	first, prev, next *tree
@@ -292,6 +296,9 @@ func (r *Run) joinTree(p parentRef) bool {
 	}
 	if limits != nil {
 		t.limits = termination.NewEvaluator(limits, termination.WallClock)
+		if h, ok := r.stage.cfg.holdOf(); ok {
+			t.limits.SetHold(h) // hold.go
+		}
 		t.whole = whole
 	}
 	t.mu.Lock()
@@ -389,6 +396,9 @@ func (t *tree) leave() {
 	t.mu.Lock()
 	if t.timer != nil {
 		t.timer.Stop()
+	}
+	if t.holdTimer != nil {
+		t.holdTimer.Stop()
 	}
 	t.mu.Unlock()
 	up := t.up
@@ -511,12 +521,16 @@ func (r *Run) treeEvent() bool {
 func (h *tree) act(onEvent bool) bool {
 	h.mu.Lock()
 	var w, fired []termination.Cause
-	limited := false // the limits have fired, here or in a concurrent act
+	var holdAt termination.Cause // the limit the tree is held at (hold.go)
+	limited := false             // the limits have fired, here or in a concurrent act
 	if h.limits != nil {
 		w = live.WarningsSince(h.limits, h.nwarn)
 		h.nwarn += len(w)
 		if _, limited = h.limits.Stopped(); limited && !h.fired {
 			h.fired, fired = true, live.Fired(h.limits)
+		}
+		if len(w) > 0 && h.release == nil {
+			holdAt, _ = h.limits.Held()
 		}
 	}
 	shares, spent, held, joined := h.shares, h.pending, h.held, len(h.joined) > 0
@@ -530,6 +544,9 @@ func (h *tree) act(onEvent bool) bool {
 		if held {
 			shareWarnings(shares, w)
 		}
+	}
+	if holdAt != nil {
+		h.holdTree(holdAt)
 	}
 	// The fleet first: when the event spent a shared tree's limits, the
 	// holder's end (a joined run's Cancelled{reason: parent}) stands over

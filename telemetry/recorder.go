@@ -178,6 +178,7 @@ type Recorder struct {
 	treeLimits     metric.Int64Counter
 	idleStops      metric.Int64Counter
 	shadowStops    metric.Int64Counter // shadow.go
+	holds          holds               // agent.stage.held, agent.stage.held.oldest (hold.go)
 
 	stageLimit int
 	toolLimit  int
@@ -286,6 +287,7 @@ func NewRecorder(opts ...Option) *Recorder {
 	handle(err)
 	r.shadowStops, err = newShadowStops(meter)
 	handle(err)
+	r.initHolds(meter, handle)
 	return r
 }
 

@@ -46,6 +46,7 @@ type runRecorder struct {
 
 	pending    []pendingCall
 	pendingBuf [inlinePending]pendingCall
+	heldAt     time.Time               // when the run was held at a limit; zero when not held (hold.go)
 	opts       []trace.SpanStartOption // scratch for execute_tool spans
 }
 
@@ -168,6 +169,10 @@ func (rr *runRecorder) Warning(c termination.Cause) {
 			rr.span.AddEvent("agentstop.stall_warning", trace.WithAttributes(
 				KeySignal.String(string(w.Signal)),
 				attribute.Int("repeats", w.Repeats)))
+		}
+	default:
+		if termination.Holdable(c) {
+			rr.heldEvent(c) // a limit the run is held at (hold.go)
 		}
 	}
 }

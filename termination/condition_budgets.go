@@ -182,7 +182,7 @@ func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
 		// reached fires on the next event.
 		for i, l := range b.limits {
 			st, u := &b.state[i], used(l.res, p)
-			if st.finalAt == 0 && reached(l.res, u, l.limit, 1) {
+			if st.finalAt == 0 && reached(l.res, u, l.limit+s.raisedBy(l.res), 1) {
 				st.finalAt = p.Events
 			}
 			if b.threshold.set && !st.warned && st.finalWarnAt == 0 && reached(l.res, u, l.limit, b.threshold.v) {
@@ -197,8 +197,8 @@ func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
 	}
 	for i, l := range b.limits {
 		st, u := &b.state[i], used(l.res, p)
-		if reached(l.res, u, l.limit, 1) {
-			s.fire(BudgetExhausted{Resource: l.res, Used: u, Limit: l.limit, Scope: b.scope}, b)
+		if limit := l.limit + s.raisedBy(l.res); reached(l.res, u, limit, 1) {
+			s.fire(BudgetExhausted{Resource: l.res, Used: u, Limit: limit, Scope: b.scope}, b)
 		}
 		if b.threshold.set && !st.warned && reached(l.res, u, l.limit, b.threshold.v) {
 			st.warned = true

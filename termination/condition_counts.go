@@ -185,7 +185,7 @@ type countCheck struct {
 type statelessCount struct{ *countLimit }
 
 func (s statelessCount) observe(ev *Event, p *Progress, sk *sink) {
-	if count, ok := s.counted(ev, p); ok && s.limit.set && count > s.limit.v {
+	if count, ok := s.counted(ev, p); ok && s.limit.set && count > s.limit.v+sk.raisedCount(s.res) {
 		s.fireLimit(count, sk, nil)
 	}
 }
@@ -205,10 +205,11 @@ func (c *countLimit) counted(ev *Event, p *Progress) (int, bool) {
 }
 
 func (c *countLimit) fireLimit(count int, s *sink, w witness) {
+	limit := c.limit.v + s.raisedCount(c.res)
 	if c.res == ResourceIterations {
-		s.fire(MaxIterationsReached{Limit: c.limit.v, Count: count, Scope: c.scope}, w)
+		s.fire(MaxIterationsReached{Limit: limit, Count: count, Scope: c.scope}, w)
 	} else {
-		s.fire(MaxToolCallsReached{Limit: c.limit.v, Count: count, Scope: c.scope}, w)
+		s.fire(MaxToolCallsReached{Limit: limit, Count: count, Scope: c.scope}, w)
 	}
 }
 
@@ -216,7 +217,7 @@ func (c *countCheck) observe(ev *Event, p *Progress, s *sink) {
 	if ev != nil && ev.Kind == KindFinal {
 		// A final never fires a limit (§3); the next message does, and its
 		// evidence names the final that took the count past the limit.
-		if c.res == ResourceIterations && c.limit.set && c.finalAt == 0 && p.Iterations > c.limit.v {
+		if c.res == ResourceIterations && c.limit.set && c.finalAt == 0 && p.Iterations > c.limit.v+s.raisedCount(c.res) {
 			c.finalAt = p.Events
 		}
 		return
@@ -225,14 +226,14 @@ func (c *countCheck) observe(ev *Event, p *Progress, s *sink) {
 	if !ok {
 		return
 	}
-	if c.limit.set && count > c.limit.v {
+	if c.limit.set && count > c.limit.v+s.raisedCount(c.res) {
 		c.fireLimit(count, s, c)
 	}
 	for i, t := range c.perTool {
 		if t.tool == ev.Tool {
 			c.perToolCount[i]++
-			if n := c.perToolCount[i]; n > t.limit {
-				s.fire(MaxToolCallsReached{Limit: t.limit, Count: n, Tool: t.tool, Scope: c.scope}, nil)
+			if n, limit := c.perToolCount[i], t.limit+s.raisedCount(ResourceToolCalls); n > limit {
+				s.fire(MaxToolCallsReached{Limit: limit, Count: n, Tool: t.tool, Scope: c.scope}, nil)
 			}
 		}
 	}

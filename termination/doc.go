@@ -177,6 +177,21 @@
 //     an idle stop runs to the idle deadline. Several idle limits tick in
 //     turn, shortest first, like several timeouts; on a tie between a
 //     timeout and an idle limit, the timeout ticks alone first.
+//   - hold: {timeout: D} ([Policy.Hold], [Evaluator.SetHold]): when every
+//     cause that fired on an event is [Holdable] (max_iterations,
+//     max_tool_calls — a per-tool limit included —, a token or cost budget,
+//     the run's own or a tree's; never a grace stop, a fleet budget, stall,
+//     errors, completion, idle or timeout), the Evaluator records the
+//     first cause as a warning and holds instead of stopping ([Evaluator.
+//     Held]). [Evaluator.Raise] adds amounts (the §2 resource names, as a
+//     [Limits] with no time; a tool_calls amount raises per-tool limits
+//     too) to the run's limits and releases it; [Evaluator.EndHold] ends it
+//     with the held cause, Fired, StoppedAt and Evidence of the event that
+//     reached the limit, as without hold. An event evaluated while held is
+//     counted and keeps the hold at its first limit (live, the stage lets
+//     none through; a tree's other runs may have one under way). On the
+//     wall clock the hold timeout is on the run's one timer, idle limits
+//     pause while held and resume where they were, timeouts keep counting.
 //   - stall.any_args: true without same_result is an error; any_args: false
 //     is accepted anywhere. stall.ignore_tools matches a tool_call and a
 //     tool_result by their own tool field: a result of an ignored tool is

@@ -54,6 +54,7 @@ type Evaluator struct {
 	// at each deadline before the first event past it. idles are its idle
 	// limits, ascending, counted from last.
 	timeouts, idles []time.Duration
+	hold            *holdState // hold: (hold.go); nil without one
 }
 
 // NewEvaluator starts a run of c. c must be valid ([Validate]); an invalid
@@ -190,10 +191,13 @@ func (e *Evaluator) nextTick() (at time.Time, ok bool) {
 	if int(e.next) < len(e.timeouts) {
 		at, ok = e.start.Add(e.timeouts[e.next]), true
 	}
-	if int(e.nextIdle) < len(e.idles) {
+	if int(e.nextIdle) < len(e.idles) && !e.holding() {
 		if d := e.last.Add(e.idles[e.nextIdle]); !ok || d.Before(at) {
 			at, ok = d, true
 		}
+	}
+	if d, held := e.holdDue(); held && (!ok || d.Before(at)) {
+		at, ok = d, true
 	}
 	return at, ok
 }
@@ -224,10 +228,14 @@ func (e *Evaluator) fireDue(at time.Time) bool {
 			timeoutAt = e.start.Add(e.timeouts[e.next])
 			timeout = !timeoutAt.After(at)
 		}
-		idle := int(e.nextIdle) < len(e.idles) && !e.last.IsZero()
+		idle := int(e.nextIdle) < len(e.idles) && !e.last.IsZero() && !e.holding()
 		if idle {
 			idleAt = e.last.Add(e.idles[e.nextIdle])
 			idle = !idleAt.After(at)
+		}
+		if holdAt, held := e.holdDue(); held && !holdAt.After(at) && (!timeout || holdAt.Before(timeoutAt)) {
+			e.EndHold() // the hold timeout passed: the limit's cause stands
+			return true
 		}
 		var stopped bool
 		switch {
@@ -319,6 +327,9 @@ func (e *Evaluator) settle(at int) (Cause, bool) {
 	if len(e.sink.fired) == 0 {
 		return nil, false
 	}
+	if e.hold != nil && e.holdOn(at) {
+		return nil, false
+	}
 	e.fired = slices.Clone(e.sink.fired)
 	slices.SortStableFunc(e.fired, precedes)
 	e.cause, e.stoppedAt = e.fired[0], at
@@ -390,7 +401,7 @@ func (e *Evaluator) Result() Result {
 	}
 	for _, b := range e.budgets {
 		for _, l := range b.limits {
-			r.Budgets = append(r.Budgets, BudgetUsage{Resource: l.res, Used: used(l.res, &e.progress), Limit: l.limit})
+			r.Budgets = append(r.Budgets, BudgetUsage{Resource: l.res, Used: used(l.res, &e.progress), Limit: l.limit + e.sink.raisedBy(l.res)})
 		}
 	}
 	switch {

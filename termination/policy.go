@@ -19,6 +19,7 @@ type Policy struct {
 	cond  Condition
 	fleet *FleetBudget // the top-level fleet_budget, if any (fleetbudget.go)
 	tree  Condition    // the top-level tree: limits, if any (tree.go)
+	hold  *Hold        // the top-level hold:, if any (hold.go)
 }
 
 // PolicyError is an invalid policy: Path names the key
@@ -144,6 +145,7 @@ func init() {
 		{name: "all", read: readCombinator("all")},
 		{name: "fleet_budget", topLevel: true, read: readFleetBudget},
 		{name: "tree", topLevel: true, read: readTree},
+		{name: "hold", topLevel: true, read: readHold},
 	}
 }
 

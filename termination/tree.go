@@ -377,12 +377,12 @@ func (e *Evaluator) Remaining() Limits {
 		var l Limits
 		switch c := c.(type) {
 		case statelessCount:
-			l = c.countLimit.remaining(p)
+			l = c.countLimit.remaining(p, e.sink.raisedCount(c.res))
 		case *countCheck:
-			l = c.countLimit.remaining(p)
+			l = c.countLimit.remaining(p, e.sink.raisedCount(c.res))
 		case *budgetCheck:
 			for _, r := range c.limits {
-				left := max(r.limit-used(r.res, p), 0)
+				left := max(r.limit+e.sink.raisedBy(r.res)-used(r.res, p), 0)
 				switch r.res {
 				case ResourceTotalTokens:
 					l.TotalTokens, l.Has = int64(left), l.Has|LimitTotalTokens
@@ -402,14 +402,14 @@ func (e *Evaluator) Remaining() Limits {
 	return out
 }
 
-func (c *countLimit) remaining(p *Progress) Limits {
+func (c *countLimit) remaining(p *Progress, raised int) Limits {
 	if !c.limit.set {
 		return Limits{}
 	}
 	if c.res == ResourceIterations {
-		return Limits{Iterations: max(c.limit.v-p.Iterations, 0), Has: LimitIterations}
+		return Limits{Iterations: max(c.limit.v+raised-p.Iterations, 0), Has: LimitIterations}
 	}
-	return Limits{ToolCalls: max(c.limit.v-p.ToolCalls, 0), Has: LimitToolCalls}
+	return Limits{ToolCalls: max(c.limit.v+raised-p.ToolCalls, 0), Has: LimitToolCalls}
 }
 
 // eachLimit calls f with every check of c that stops on its own: c itself

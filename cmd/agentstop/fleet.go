@@ -54,7 +54,7 @@ Flags:
 `
 
 var fleetSynopsis = map[string][2]string{
-	"runs":    {"[-redis URL] [-json] [-tree] [-run ID] [-stage NAME] [-label k=v]...", "Lists the live runs (all of them without a selector): id, stage, labels, host,\npid, start, iterations, tool calls, tokens, cost, last update. -tree draws each\nrun under its parent (-json: parents first, each with \"parent\")."},
+	"runs":    {"[-redis URL] [-json] [-tree] [-held] [-run ID] [-stage NAME] [-label k=v]...", "Lists the live runs (all of them without a selector): id, stage, labels, host,\npid, start, iterations, tool calls, tokens, cost, last update. -tree draws each\nrun under its parent (-json: parents first, each with \"parent\"). -held lists\nonly the runs held at a limit (hold:): the limit each waits on and for how long\n(-json: each with \"held\")."},
 	"stop":    {"[-redis URL] -reason TEXT (-run ID | -stage NAME | -label k=v... | -all) [-wait 2s] [-by WHO] [-json]", "Stops every matching run live when its process receives the stop: it ends\nwith Cancelled{external, \"REASON (by WHO)\"}, and its descendants in every\nprocess with Cancelled{parent, \"STAGE ended: cancelled\"}. Waits up to -wait for\nthe owning processes to confirm and prints how many runs were stopped, had\nalready ended, or did not confirm, and how many descendants ended with them.\nExit status 0 once the stop is delivered."},
 	"block":   {"[-redis URL] -reason TEXT (-stage NAME | -label k=v... | -all) [-expire D] [-by WHO] [-json]", "Makes every new matching run (from 1 s after this returns) end at once as\nSkipped{blocked, \"REASON (by WHO)\"}, until unblock or -expire. Live runs go on."},
 	"unblock": {"[-redis URL] (-stage NAME | -label k=v... | -all) [-json]", "Removes the block with exactly this selector."},
@@ -125,9 +125,10 @@ func runFleet(name string, args []string, stdout, stderr io.Writer, getenv func(
 		fs.Var(&labels, "label", "select runs with label k=v (repeatable; all must match)")
 		fs.BoolVar(&sel.All, "all", false, "select every run")
 	}
-	var tree *bool
+	var tree, held *bool
 	if name == "runs" {
 		tree = fs.Bool("tree", false, "draw the runs as trees: each under its parent (§8)")
+		held = fs.Bool("held", false, "list only the runs held at a limit (hold:), with the limit each waits on and for how long")
 	}
 	if name == "stop" || name == "block" {
 		reason = fs.String("reason", "", "why (required); the runs' cause detail shows it")
@@ -200,6 +201,11 @@ func runFleet(name string, args []string, stdout, stderr io.Writer, getenv func(
 		rs, err := c.Runs(ctx, sel)
 		if err != nil {
 			return fail("%s", trimInvalid(err))
+		}
+		if *held {
+			rs = onlyHeld(rs) // raise.go
+			out, table = nonNil(rs), func(w io.Writer) { heldTable(w, rs) }
+			break
 		}
 		if *tree {
 			rs = treeOrder(rs)

@@ -241,9 +241,9 @@ func TestReplayBadInput(t *testing.T) {
 		{"flag without its value", []string{"replay", "x.jsonl", "-policy"},
 			"agentstop replay: flag needs an argument: -policy (see agentstop replay -h)\n"},
 		{"unknown command", []string{"replya"},
-			"agentstop: unknown command \"replya\" (want one of replay, backtest, import, version, runs, stop, block, unblock, blocks, budgets; see agentstop -h)\n"},
+			"agentstop: unknown command \"replya\" (want one of replay, backtest, import, version, runs, stop, raise, block, unblock, blocks, budgets; see agentstop -h)\n"},
 		{"help for an unknown command", []string{"help", "replya"},
-			"agentstop: unknown command \"replya\" (want one of replay, backtest, import, version, runs, stop, block, unblock, blocks, budgets; see agentstop -h)\n"},
+			"agentstop: unknown command \"replya\" (want one of replay, backtest, import, version, runs, stop, raise, block, unblock, blocks, budgets; see agentstop -h)\n"},
 		{"version with an argument", []string{"version", "now"},
 			"agentstop version: takes no arguments, got \"now\"\n"},
 		{"version with a flag", []string{"version", "-json"},
@@ -353,7 +353,8 @@ func TestUsage(t *testing.T) {
 		"backtest": {"-policy", "-labels", "-all", "-lenient", "-format", "-j", "-max-false-stops"},
 		"import":   {"-from", "-o", "-strict", "-messages", "-id", "-error-prefix"},
 		"version":  {},
-		"runs":     {"-redis", "-json", "-run", "-stage", "-label", "-all", "-prefix"},
+		"runs":     {"-redis", "-json", "-run", "-stage", "-label", "-all", "-prefix", "-held"},
+		"raise":    {"-redis", "-run", "-iterations", "-tool-calls", "-tokens", "-input-tokens", "-output-tokens", "-cost", "-wait", "-by", "-json"},
 		"stop":     {"-redis", "-reason", "-run", "-stage", "-label", "-all", "-wait", "-by", "-json"},
 		"block":    {"-redis", "-reason", "-stage", "-label", "-all", "-expire", "-by", "-json"},
 		"unblock":  {"-redis", "-stage", "-label", "-all", "-json"},
@@ -382,7 +383,7 @@ func TestUsage(t *testing.T) {
 	code, stdout, stderr := runCLI(t, "")
 	assert.Equal(t, 2, code)
 	assert.Empty(t, stdout)
-	assert.Equal(t, "agentstop: want a command, one of replay, backtest, import, version, runs, stop, block, unblock, blocks, budgets (see agentstop -h)\n", stderr)
+	assert.Equal(t, "agentstop: want a command, one of replay, backtest, import, version, runs, stop, raise, block, unblock, blocks, budgets (see agentstop -h)\n", stderr)
 }
 
 func TestVersion(t *testing.T) {

@@ -36,6 +36,9 @@ var specMetrics = map[string]bool{
 	"agent_stage_idle_stops_total":          true,
 	// Shadow policies (spec §5.2): stage, policy, termination_cause.
 	"agent_stage_shadow_stops_total": true,
+	// Holds (spec §3 hold:, §5).
+	"agent_stage_held":                true,
+	"agent_stage_held_oldest_seconds": true,
 	// Trees of runs (spec §8): stage of the holder / of the cancelled run.
 	"agent_tree_limits_reached_total": true,
 	"agent_tree_runs_cancelled_total": true,

@@ -48,6 +48,10 @@ type behaviour struct {
 	cancelAfter time.Duration
 	// skip skips the stage instead of running it.
 	skip string
+	// raiseAfter makes an operator raise every other run of the behaviour
+	// by two iterations once it has been held at its limit this long (the
+	// stage's policy has hold:); the others wait out the hold timeout.
+	raiseAfter time.Duration
 	// delegate are the sub-agents the run starts after its first event, as
 	// runs of delegateStage under the run's context (its children, spec
 	// §8), all at once; the run's loop goes on when they have all ended.
@@ -125,10 +129,12 @@ var stages = []stageSpec{
 	},
 	{
 		name: "coder", wrap: "channel",
-		scenario: "rethinks past 6 turns (max_iterations), reruns failing tests (failed: error_threshold), crashes on a 503 (failed: stream_error) or calls drop_database (custom guard)",
-		policy:   "max_iterations: 6\nerrors: {consecutive: 3}\n",
+		scenario: "rethinks past 6 turns and is held there for 1s (hold): an operator raises every other such run by 2 turns, " +
+			"which rethinks on until held again; unraised, the hold times out (max_iterations); reruns failing tests " +
+			"(failed: error_threshold), crashes on a 503 (failed: stream_error) or calls drop_database (custom guard)",
+		policy: "max_iterations: 6\nerrors: {consecutive: 3}\nhold: {timeout: 1s}\n",
 		behaviours: []behaviour{
-			{name: "keeps rethinking", next: func(i int) (termination.Event, bool) {
+			{name: "keeps rethinking", raiseAfter: 300 * time.Millisecond, next: func(i int) (termination.Event, bool) {
 				return msg("coder", fmt.Sprintf("Refactoring attempt %d.", i), 600, 120), true
 			}},
 			{name: "tool keeps failing", next: func(i int) (termination.Event, bool) {
@@ -556,6 +562,16 @@ func (f *fleet) runOnce(parent context.Context, st *middleware.Stage, wrap strin
 			}
 		}()
 	}
+	if b.raiseAfter > 0 && rng.IntN(2) == 0 {
+		// The raise's goroutine is this run's: it returns once the run
+		// has ended at the latest, and runOnce waits for it.
+		raised := make(chan struct{})
+		go func() {
+			defer close(raised)
+			raiseWhenHeld(ctx, run, b.raiseAfter)
+		}()
+		defer func() { <-raised }()
+	}
 	delay := func() time.Duration { return time.Duration(40+rng.IntN(80)) * time.Millisecond }
 	watch := func(ev termination.Event) termination.Event {
 		if ev.Kind == termination.KindToolCall {
@@ -595,6 +611,26 @@ func (f *fleet) runOnce(parent context.Context, st *middleware.Stage, wrap strin
 }
 
 func identity(ev termination.Event) termination.Event { return ev }
+
+// raiseWhenHeld is the operator raising a held run, as `agentstop raise
+// -run ID -iterations +2` does through a fleet: once the run has waited at
+// its limit for after, its max_iterations goes up by two. It returns after
+// the raise, or when the run ends (ctx is the run's context).
+func raiseWhenHeld(ctx context.Context, run *middleware.Run, after time.Duration) {
+	tick := time.NewTicker(after / 4)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		if _, since, held := run.Held(); held && time.Since(since) >= after {
+			_ = run.Raise(termination.Limits{Iterations: 2, Has: termination.LimitIterations}) // the hold may have timed out since
+			return
+		}
+	}
+}
 
 // delegate runs the sub-agents of a planner run, all at once, as runs of
 // delegateStage under ctx, the planner run's context: they are its

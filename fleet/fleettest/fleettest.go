@@ -62,6 +62,7 @@ func Run(t *testing.T, newFleet func(t *testing.T) (fleet.Fleet, fleet.Control))
 		{"SharedBudget", testSharedBudget},
 		{"BudgetMismatch", testBudgetMismatch},
 		{"BudgetWindow", testBudgetWindow},
+		{"Raise", testRaise}, // raise.go
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, c := newFleet(t)

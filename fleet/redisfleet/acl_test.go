@@ -15,7 +15,7 @@ import (
 // budgets; only operators stop and block.
 var aclUsers = [][]string{
 	strings.Fields("ACL SETUSER agentstop-app on >app-pw resetkeys resetchannels " +
-		"%RW~agentstop:{runs}* %RW~agentstop:{budget* %RW~agentstop:{tree:* %R~agentstop:{stops}* %RW~agentstop:{stops}:ack:* %R~agentstop:{blocks}* " +
+		"%RW~agentstop:{runs}* %RW~agentstop:{budget* %RW~agentstop:{tree:* %R~agentstop:{stops}* %RW~agentstop:{stops}:ack:* %R~agentstop:{raises}* %RW~agentstop:{raises}:ack:* %R~agentstop:{blocks}* " +
 		"&agentstop:ctl -@all +@connection +@scripting +@read +@write +@pubsub +time +cluster|slots -@dangerous -@admin"),
 	strings.Fields("ACL SETUSER agentstop-ops on >ops-pw resetkeys resetchannels ~agentstop:* &agentstop:ctl " +
 		"-@all +@connection +@scripting +@read +@write +@pubsub +time +cluster|slots -@dangerous -@admin"),

@@ -201,12 +201,14 @@ type record struct {
 	Selector fleet.Selector `json:"selector"`
 	Reason   string         `json:"reason"`
 	By       string         `json:"by"`
+	Limits   string         `json:"limits,omitempty"` // a raise's amounts, as termination.Limits.String writes them
 }
 
 type recordBody struct {
 	Selector fleet.Selector `json:"selector"`
 	Reason   string         `json:"reason"`
 	By       string         `json:"by"`
+	Limits   string         `json:"limits,omitempty"`
 }
 
 func parseRecord(s string) (record, error) {
@@ -223,7 +225,7 @@ func parseRecord(s string) (record, error) {
 	if err := json.Unmarshal([]byte(f[4]), &b); err != nil {
 		return record{}, err
 	}
-	return record{Kind: f[0], ID: f[1], At: at, Expires: exp, Selector: b.Selector, Reason: b.Reason, By: b.By}, nil
+	return record{Kind: f[0], ID: f[1], At: at, Expires: exp, Selector: b.Selector, Reason: b.Reason, By: b.By, Limits: b.Limits}, nil
 }
 
 func (r record) block() fleet.Block {

@@ -34,6 +34,13 @@
 //     settles budget and tree usage and reserves leases, and re-reads the stored
 //     stops and blocks every second and after every reconnect.
 //
+// A raise (Control.Raise, agentstop raise) is stored under {raises} and
+// published on the channel; the process that has the run applies it
+// through the run's hooks and confirms it under {raises}:ack. It is not
+// re-read on a reconnect: a missed raise stays unconfirmed, and the
+// operator issues it again. A held run's Held is in its registry entry
+// from its next published figures.
+//
 // Every time that matters — run leases, stop and block expiries, budget
 // windows aligned to the Unix epoch — comes from the server's clock (TIME
 // and TTLs inside Lua scripts), never a host's. To check block expiries
@@ -402,13 +409,15 @@
 //
 //	ACL SETUSER agentstop-app on >APP-PASSWORD resetkeys resetchannels \
 //	    %RW~agentstop:{runs}* %RW~agentstop:{budget* %RW~agentstop:{tree:* \
-//	    %R~agentstop:{stops}* %RW~agentstop:{stops}:ack:* %R~agentstop:{blocks}* &agentstop:ctl \
+//	    %R~agentstop:{stops}* %RW~agentstop:{stops}:ack:* %R~agentstop:{raises}* \
+//	    %RW~agentstop:{raises}:ack:* %R~agentstop:{blocks}* &agentstop:ctl \
 //	    -@all +@connection +@scripting +@read +@write +@pubsub +time +cluster|slots -@dangerous -@admin
 //	ACL SETUSER agentstop-ops on >OPS-PASSWORD resetkeys resetchannels \
 //	    ~agentstop:* &agentstop:ctl \
 //	    -@all +@connection +@scripting +@read +@write +@pubsub +time +cluster|slots -@dangerous -@admin
 //
-// The application user may read stops and blocks but not write them, so
+// The application user may read stops, raises and blocks but not write
+// them (it confirms stops and raises), so
 // the scripts that store them fail with NOPERM. It writes the records of
 // its runs' ends (under {runs}, with its registry entries), so an
 // application with these credentials could forge the end of a run and end

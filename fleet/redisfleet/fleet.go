@@ -566,6 +566,9 @@ func (m *member) pull() bool {
 	i := &m.info
 	changed := i.Iterations != next.Iterations || i.ToolCalls != next.ToolCalls ||
 		i.InputTokens != next.InputTokens || i.OutputTokens != next.OutputTokens || i.Cost != next.Cost
+	if h := m.hooks.HeldNow(); !sameHeld(i.Held, h) { // raise.go
+		i.Held, changed = h, true
+	}
 	if changed {
 		i.SetProgress(p)
 		m.dirty = true
@@ -925,6 +928,8 @@ func (f *Fleet) verify(ctx context.Context, key, value string, want bool) bool {
 func (f *Fleet) handle(ctx context.Context, p string) {
 	kind, rest, _ := strings.Cut(p, " ")
 	switch kind {
+	case "raise":
+		f.handleRaise(ctx, p) // raise.go
 	case "stop", "block":
 		r, err := parseRecord(p)
 		if err != nil {

@@ -60,16 +60,19 @@ type keys struct {
 	prefix string
 }
 
-func (k keys) runs() string             { return k.prefix + "{runs}" }
-func (k keys) run(id string) string     { return k.prefix + "{runs}:" + escape(id) }
-func (k keys) ended(id string) string   { return k.prefix + "{runs}:end:" + escape(id) }
-func (k keys) ctl() string              { return k.prefix + "ctl" }
-func (k keys) stops() string            { return k.prefix + "{stops}" }
-func (k keys) stop(id string) string    { return k.prefix + "{stops}:" + escape(id) }
-func (k keys) stopAck(id string) string { return k.prefix + "{stops}:ack:" + escape(id) }
-func (k keys) blocks() string           { return k.prefix + "{blocks}" }
-func (k keys) block(id string) string   { return k.prefix + "{blocks}:" + escape(id) }
-func (k keys) budgets() string          { return k.prefix + "{budgets}" }
+func (k keys) runs() string              { return k.prefix + "{runs}" }
+func (k keys) run(id string) string      { return k.prefix + "{runs}:" + escape(id) }
+func (k keys) ended(id string) string    { return k.prefix + "{runs}:end:" + escape(id) }
+func (k keys) ctl() string               { return k.prefix + "ctl" }
+func (k keys) stops() string             { return k.prefix + "{stops}" }
+func (k keys) stop(id string) string     { return k.prefix + "{stops}:" + escape(id) }
+func (k keys) stopAck(id string) string  { return k.prefix + "{stops}:ack:" + escape(id) }
+func (k keys) raises() string            { return k.prefix + "{raises}" }
+func (k keys) raise(id string) string    { return k.prefix + "{raises}:" + escape(id) }
+func (k keys) raiseAck(id string) string { return k.prefix + "{raises}:ack:" + escape(id) }
+func (k keys) blocks() string            { return k.prefix + "{blocks}" }
+func (k keys) block(id string) string    { return k.prefix + "{blocks}:" + escape(id) }
+func (k keys) budgets() string           { return k.prefix + "{budgets}" }
 
 // tree is the key of the shared tree of holder esc (an escaped run id).
 func (k keys) tree(esc string) string { return k.prefix + "{tree:" + esc + "}" }

@@ -1,0 +1,129 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/agentstop/agentstop/termination"
+)
+
+// Raise (docs/spec.md §7, §3 hold): a run held at a limit is released,
+// its limits raised, in whichever process it lives; the owning process
+// confirms it, as it confirms a stop.
+
+// Raiser is implemented by the Controls that can raise a held run:
+// [Local] and redisfleet's. (Not a method of [Control], so that other
+// Controls keep compiling.)
+type Raiser interface {
+	// Raise raises the limits of the held run req.RunID by req.Limits and
+	// releases it, and waits up to req.Wait for its process to confirm.
+	// RaiseReport.Outcome says what happened.
+	Raise(ctx context.Context, req RaiseRequest) (RaiseReport, error)
+}
+
+// RaiseRequest asks a fleet to raise one held run.
+type RaiseRequest struct {
+	RunID  string             // required: the held run
+	Limits termination.Limits // the amounts (termination.ValidateRaise)
+	By     string             // who raised it; default DefaultBy()
+	Wait   time.Duration      // how long to wait for the confirmation; 0: DefaultStopWait
+}
+
+// Validate checks the request; the error wraps ErrInvalid.
+func (r RaiseRequest) Validate() error {
+	if !ValidRunID(r.RunID) {
+		return fmt.Errorf("%w: a raise needs a run id (32 hex digits), got %q", ErrInvalid, r.RunID)
+	}
+	if err := termination.ValidateRaise(r.Limits); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalid, err)
+	}
+	if r.Wait < 0 {
+		return fmt.Errorf("%w: wait must be >= 0, got %s", ErrInvalid, r.Wait)
+	}
+	return nil
+}
+
+// RaiseOutcome is what a raise did.
+type RaiseOutcome string
+
+// The outcomes of a raise. Only RaiseRaised changed anything.
+const (
+	RaiseRaised      RaiseOutcome = "raised"      // the run was held; its limits are raised and it goes on
+	RaiseNotHeld     RaiseOutcome = "not_held"    // the run is live but not held (or it ended as the raise arrived)
+	RaiseUnknown     RaiseOutcome = "unknown"     // no live run has that id (it never ran, or has ended)
+	RaiseUnconfirmed RaiseOutcome = "unconfirmed" // its process did not confirm within the wait
+)
+
+// RaiseReport is what a raise achieved.
+type RaiseReport struct {
+	Outcome RaiseOutcome `json:"outcome"`
+	// Held is what the run was held at, as the registry showed it before
+	// the raise (nil when it did not show it held).
+	Held *Held `json:"held,omitempty"`
+}
+
+// Held is what a held run waits on (RunInfo.Held): the limit's
+// termination_cause, its cause's text, and since when.
+type Held struct {
+	Limit string    `json:"limit"` // the termination_cause of the limit, e.g. max_iterations
+	Cause string    `json:"cause"` // the cause's text, e.g. "max iterations reached (26 > limit 25)"
+	Since time.Time `json:"since"`
+}
+
+// HeldOf is the Held of a run held at c since since.
+func HeldOf(c termination.Cause, since time.Time) *Held {
+	return &Held{Limit: termination.Tag(c, nil), Cause: c.Error(), Since: since.UTC()}
+}
+
+// held reads the run's hold through its hooks; nil when not held.
+func (h Hooks) held() *Held {
+	if h.Held == nil {
+		return nil
+	}
+	c, since, ok := h.Held()
+	if !ok || c == nil {
+		return nil
+	}
+	return HeldOf(c, since)
+}
+
+// HeldNow returns what the run waits on through its hooks, nil when it
+// is not held (or its hooks cannot say): for a fleet's registry.
+func (h Hooks) HeldNow() *Held { return h.held() }
+
+// RaiseRun applies a raise to a run through its hooks and says what it
+// did: RaiseRaised, or RaiseNotHeld when the run is not held (or has
+// ended, or its hooks cannot raise).
+func (h Hooks) RaiseRun(l termination.Limits) RaiseOutcome {
+	if h.Raise == nil {
+		return RaiseNotHeld
+	}
+	if err := h.Raise(l); err != nil {
+		// Not held, or ended (termination.ErrNotHeld); invalid amounts
+		// were refused by RaiseRequest.Validate before.
+		return RaiseNotHeld
+	}
+	return RaiseRaised
+}
+
+// Raise implements Raiser. The run's process is this one: the raise is
+// applied before Raise returns, so it is never unconfirmed.
+func (l *Local) Raise(ctx context.Context, req RaiseRequest) (RaiseReport, error) {
+	if err := req.Validate(); err != nil {
+		return RaiseReport{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return RaiseReport{}, err
+	}
+	ms := l.members(Selector{RunID: req.RunID})
+	if len(ms) == 0 {
+		return RaiseReport{Outcome: RaiseUnknown}, nil
+	}
+	m := ms[0]
+	rep := RaiseReport{Held: m.hooks.held()}
+	rep.Outcome = m.hooks.RaiseRun(req.Limits)
+	return rep, nil
+}
+
+var _ Raiser = (*Local)(nil)

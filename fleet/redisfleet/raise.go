@@ -1,0 +1,146 @@
+package redisfleet
+
+import (
+	"context"
+	"strings"
+	"time"
+
+	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// Raise (§7, §3 hold): the Control stores and publishes a raise record
+// naming one run and the amounts (P{raises}:ID, kept for the wait and a
+// lease); the process that holds the run applies it through the run's
+// hooks and confirms it on P{raises}:ack:ID ("r ID": raised, "n ID": not
+// held). A raise is not re-read when a process resubscribes: one that
+// missed it leaves it unconfirmed, and the operator raises again. The
+// registry shows a held run's Held from its next published figures
+// (figuresEvery).
+
+var _ fleet.Raiser = (*Control)(nil)
+
+// Raise implements fleet.Raiser.
+func (c *Control) Raise(ctx context.Context, req fleet.RaiseRequest) (fleet.RaiseReport, error) {
+	if err := req.Validate(); err != nil {
+		return fleet.RaiseReport{}, err
+	}
+	if req.By == "" {
+		req.By = fleet.DefaultBy()
+	}
+	if req.Wait == 0 {
+		req.Wait = fleet.DefaultStopWait
+	}
+	runs, err := c.Runs(ctx, fleet.Selector{RunID: req.RunID})
+	if err != nil {
+		return fleet.RaiseReport{}, err
+	}
+	if len(runs) == 0 {
+		return fleet.RaiseReport{Outcome: fleet.RaiseUnknown}, nil
+	}
+	rep := fleet.RaiseReport{Held: runs[0].Held}
+	id := fleet.NewRunID()
+	ttl := c.cfg.lease + req.Wait
+	_, _, err = c.publish(ctx, "raise", c.k.raises(), c.k.raise(id), id, ttl,
+		recordBody{Selector: fleet.Selector{RunID: req.RunID}, By: req.By, Limits: req.Limits.String()})
+	if err != nil {
+		return fleet.RaiseReport{}, c.unavailable(fleet.OpStop, err)
+	}
+	deadline := time.Now().Add(req.Wait)
+	for {
+		lctx, cancel := c.timeout(ctx)
+		acks, err := c.client.LRange(lctx, c.k.raiseAck(id), 0, -1).Result()
+		cancel()
+		if err == nil {
+			for _, a := range acks {
+				switch kind, rid, _ := strings.Cut(a, " "); {
+				case rid != req.RunID:
+				case kind == "r":
+					rep.Outcome = fleet.RaiseRaised
+					return rep, nil
+				case kind == "n":
+					rep.Outcome = fleet.RaiseNotHeld
+					return rep, nil
+				}
+			}
+		}
+		if len(c.gone(ctx, []string{req.RunID})) == 1 {
+			rep.Outcome = fleet.RaiseUnknown // it ended before its process applied the raise
+			return rep, nil
+		}
+		if !time.Now().Before(deadline) || ctx.Err() != nil {
+			rep.Outcome = fleet.RaiseUnconfirmed
+			return rep, nil
+		}
+		time.Sleep(min(25*time.Millisecond, time.Until(deadline)))
+	}
+}
+
+// handleRaise applies a published raise to the run it names, if it is
+// one of this process's, once, and confirms it.
+func (f *Fleet) handleRaise(ctx context.Context, p string) {
+	r, err := parseRecord(p)
+	if err != nil {
+		f.metrics.Error(fleet.OpInternal)
+		return
+	}
+	l, err := termination.ParseLimits(r.Limits)
+	if err != nil || r.Selector.RunID == "" {
+		f.metrics.Error(fleet.OpInternal)
+		return
+	}
+	if !f.holds(r.Selector.RunID) {
+		return
+	}
+	// Only what an operator stored counts, as for a stop.
+	if !f.verify(ctx, f.k.raise(r.ID), p, true) {
+		return
+	}
+	f.mu.Lock()
+	var hit *member
+	for _, m := range f.runs {
+		if m.info.ID == r.Selector.RunID {
+			hit = m
+		}
+	}
+	_, done := f.stops[r.ID]
+	if hit == nil || done {
+		f.mu.Unlock()
+		return
+	}
+	f.stops[r.ID] = r.At + f.cfg.lease.Milliseconds() // applied once (raise ids never clash with stop ids)
+	f.mu.Unlock()
+	ack := "n " + hit.info.ID
+	if hit.hooks.RaiseRun(l) == fleet.RaiseRaised {
+		ack = "r " + hit.info.ID
+		hit.mu.Lock()
+		hit.dirty = true // its Held is gone from the registry at the next sync
+		hit.mu.Unlock()
+	}
+	cctx, cancel := f.timeout(ctx)
+	defer cancel()
+	ttl := (f.cfg.lease + time.Minute).Milliseconds()
+	if err := ackScript.Run(cctx, f.scripts, []string{f.k.raiseAck(r.ID)}, ttl, ack).Err(); err != nil {
+		f.fail(fleet.OpStop)
+	}
+}
+
+// holds reports whether the run is one of this process's.
+func (f *Fleet) holds(runID string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, m := range f.runs {
+		if m.info.ID == runID {
+			return true
+		}
+	}
+	return false
+}
+
+// sameHeld reports whether two registry views of a hold are the same.
+func sameHeld(a, b *fleet.Held) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Limit == b.Limit && a.Since.Equal(b.Since)
+}

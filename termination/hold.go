@@ -1,0 +1,270 @@
+package termination
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Hold is a policy's top-level hold: key (§3): when a limit fires —
+// max_iterations, max_tool_calls, a token or cost budget, the run's own or
+// a tree: one — the run is held instead of stopped, until its limits are
+// raised, it is stopped, or Timeout passes (it then ends with the limit's
+// cause, as it would have ended without hold).
+//
+//	hold: {timeout: 15m}
+type Hold struct {
+	Timeout time.Duration // how long a run waits to be raised; > 0
+}
+
+// ErrNotHeld is returned by a raise for a run that is not held at a limit
+// (it never was, it was raised already, or it has ended): the raise
+// changed nothing.
+var ErrNotHeld = errors.New("the run is not held at a limit")
+
+// Hold returns the policy's top-level hold, and whether it has one.
+func (p Policy) Hold() (Hold, bool) {
+	if p.hold == nil {
+		return Hold{}, false
+	}
+	return *p.hold, true
+}
+
+// readHold reads the hold: key's value at path into pol. It returns no
+// condition: hold changes what a fired limit does, it fires nothing. The
+// key is allowed only at the top level of a policy.
+func readHold(p string, v *yaml.Node, pol *Policy) (Condition, error) {
+	var h Hold
+	err := mapping(p, v, []string{"timeout"}, func(_, kp string, v *yaml.Node) error {
+		d, err := durationValue(kp, v)
+		if err == nil && d <= 0 {
+			err = perr(kp, v, "must be a duration > 0, got %s", d)
+		}
+		h.Timeout = d
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if h.Timeout == 0 {
+		return nil, perr(p, v, `needs timeout (a Go duration such as "15m")`)
+	}
+	pol.hold = &h
+	return nil, nil
+}
+
+// Holdable reports whether a run under a policy with hold: is held rather
+// than stopped when c fires (§3): MaxIterationsReached,
+// MaxToolCallsReached (a per-tool limit included) and BudgetExhausted of
+// the run's own limits or its tree's. A grace stop (BudgetPressure), a
+// fleet budget, stall, errors, completion, idle and timeout are never
+// held.
+func Holdable(c Cause) bool {
+	switch c := c.(type) {
+	case MaxIterationsReached, MaxToolCallsReached:
+		return true
+	case BudgetExhausted:
+		return c.Scope != ScopeFleet
+	}
+	return false
+}
+
+// ValidateRaise checks the amounts of a raise (Run.Raise, a raise record,
+// agentstop raise): at least one, each positive and finite, and no time
+// (a timeout is never held, so never raised). Amounts use the §2 resource
+// names.
+func ValidateRaise(l Limits) error {
+	if l.Has == 0 {
+		return errors.New("raise: needs at least one amount (iterations, tool_calls, total_tokens, input_tokens, output_tokens, cost)")
+	}
+	if l.Has&LimitTime != 0 {
+		return errors.New("raise: time cannot be raised (a timeout is never held)")
+	}
+	bad := func(name string) error { return fmt.Errorf("raise: %s must be a positive amount", name) }
+	switch {
+	case l.Has&LimitIterations != 0 && l.Iterations <= 0:
+		return bad("iterations")
+	case l.Has&LimitToolCalls != 0 && l.ToolCalls <= 0:
+		return bad("tool_calls")
+	case l.Has&LimitTotalTokens != 0 && l.TotalTokens <= 0:
+		return bad("total_tokens")
+	case l.Has&LimitInputTokens != 0 && l.InputTokens <= 0:
+		return bad("input_tokens")
+	case l.Has&LimitOutputTokens != 0 && l.OutputTokens <= 0:
+		return bad("output_tokens")
+	case l.Has&LimitCost != 0 && (!(l.Cost > 0) || math.IsInf(l.Cost, 0)):
+		return bad("cost")
+	}
+	return nil
+}
+
+// holdState is an Evaluator's hold: set by SetHold, nil without one.
+type holdState struct {
+	timeout time.Duration
+	held    bool
+	heldAt  time.Time // when the run was held (live: the wall clock)
+	// What would have stopped the run: restored by EndHold.
+	cause     Cause
+	fired     []Cause
+	stoppedAt int
+	evidence  []int
+}
+
+// SetHold makes the evaluator hold at a limit instead of stopping (§3
+// hold). Call it before the first event; a Timeout <= 0 is ignored.
+func (e *Evaluator) SetHold(h Hold) {
+	if h.Timeout > 0 {
+		e.hold = &holdState{timeout: h.Timeout}
+	}
+}
+
+// Held returns the cause of the limit the run is held at, and true while
+// it is held.
+func (e *Evaluator) Held() (Cause, bool) {
+	if e.hold == nil || !e.hold.held {
+		return nil, false
+	}
+	return e.hold.cause, true
+}
+
+// HeldSince returns when the run was held (on the evaluator's clock) and
+// true while it is held.
+func (e *Evaluator) HeldSince() (time.Time, bool) {
+	if e.hold == nil || !e.hold.held {
+		return time.Time{}, false
+	}
+	return e.hold.heldAt, true
+}
+
+// Raise adds l's amounts to the run's limits of those resources and
+// releases the held run: its next event is evaluated against the raised
+// limits (a limit that is still reached fires again, and holds again).
+// It returns ErrNotHeld, changing nothing, when the run is not held, and
+// ValidateRaise's error for invalid amounts. A tool_calls amount raises
+// max_tool_calls and every per-tool limit. On the wall clock the idle
+// limits paused while the run was held: their clock resumes where it was.
+func (e *Evaluator) Raise(l Limits) error {
+	if err := ValidateRaise(l); err != nil {
+		return err
+	}
+	if e.hold == nil || !e.hold.held || e.cause != nil {
+		return ErrNotHeld
+	}
+	r := &e.sink.raised
+	r.Has |= l.Has
+	r.Iterations = satInt(r.Iterations, l.Iterations)
+	r.ToolCalls = satInt(r.ToolCalls, l.ToolCalls)
+	r.TotalTokens = addTokens(r.TotalTokens, l.TotalTokens)
+	r.InputTokens = addTokens(r.InputTokens, l.InputTokens)
+	r.OutputTokens = addTokens(r.OutputTokens, l.OutputTokens)
+	r.Cost += l.Cost
+	h := e.hold
+	if e.clock == WallClock && !e.last.IsZero() {
+		e.last = e.last.Add(time.Since(h.heldAt)) // idle paused while held
+	}
+	*h = holdState{timeout: h.timeout}
+	return nil
+}
+
+// EndHold ends a held run with the limit's cause, as it would have ended
+// without hold (Fired, StoppedAt and Evidence those of the event that
+// reached the limit): a stop of the held run, or its hold timeout. It
+// returns the cause and true when the run was held.
+func (e *Evaluator) EndHold() (Cause, bool) {
+	if e.hold == nil || !e.hold.held || e.cause != nil {
+		return nil, false
+	}
+	h := e.hold
+	e.cause, e.fired, e.stoppedAt, e.evidence = h.cause, h.fired, h.stoppedAt, h.evidence
+	e.ended = time.Now()
+	h.held = false
+	return e.cause, true
+}
+
+// holdOn holds the run at the causes the sink fired on event at instead of
+// stopping it, when the evaluator holds and every one of them is
+// holdable; it reports whether it did. The limit's cause is recorded as a
+// warning. An event evaluated while the run is held (the live stage lets
+// none through; a tree's other runs may have one under way) is counted,
+// and a limit it reaches keeps the hold as it was.
+func (e *Evaluator) holdOn(at int) bool {
+	for _, c := range e.sink.fired {
+		if !Holdable(c) {
+			return false
+		}
+	}
+	h := e.hold
+	if h.held {
+		// An event evaluated while held (another run of a held tree got
+		// there first): the hold stands, at its first limit.
+		return true
+	}
+	h.fired = slices.Clone(e.sink.fired)
+	slices.SortStableFunc(h.fired, precedes)
+	h.cause, h.stoppedAt = h.fired[0], at
+	h.evidence = e.sink.evidenceOf(pickIndex(e.sink.fired), at)
+	h.held = true
+	h.heldAt = e.last
+	if e.clock == WallClock {
+		h.heldAt = time.Now()
+	}
+	e.warnings = append(e.warnings, h.cause)
+	return true
+}
+
+// holdDue is when a held run's hold timeout passes; ok is false when the
+// run is not held or not on the wall clock.
+func (e *Evaluator) holdDue() (time.Time, bool) {
+	if e.hold == nil || !e.hold.held || e.clock != WallClock {
+		return time.Time{}, false
+	}
+	return e.hold.heldAt.Add(e.hold.timeout), true
+}
+
+// holding reports whether the run is held: its idle limits pause.
+func (e *Evaluator) holding() bool { return e.hold != nil && e.hold.held }
+
+// raisedBy is how much the run's limits of r were raised.
+func (s *sink) raisedBy(r Resource) float64 {
+	if s.raised.Has == 0 {
+		return 0
+	}
+	switch r {
+	case ResourceTotalTokens:
+		return float64(s.raised.TotalTokens)
+	case ResourceInputTokens:
+		return float64(s.raised.InputTokens)
+	case ResourceOutputTokens:
+		return float64(s.raised.OutputTokens)
+	case ResourceCost:
+		return s.raised.Cost
+	case ResourceIterations:
+		return float64(s.raised.Iterations)
+	case ResourceToolCalls:
+		return float64(s.raised.ToolCalls)
+	}
+	return 0
+}
+
+// raisedCount is how much the count limit of r was raised.
+func (s *sink) raisedCount(r Resource) int {
+	if s.raised.Has == 0 {
+		return 0
+	}
+	if r == ResourceIterations {
+		return s.raised.Iterations
+	}
+	return s.raised.ToolCalls
+}
+
+// satInt adds two non-negative ints, saturating.
+func satInt(a, b int) int {
+	if c := a + b; c >= a {
+		return c
+	}
+	return math.MaxInt
+}
