@@ -105,6 +105,9 @@ type record struct {
 	args   *[]byte // the copy of ev.Args, from argsPool
 	run    string
 	parent string // on the run's first event only
+	stage  string // on the run's first event only
+	// end is an end record's line, already encoded (ev is then unused).
+	end []byte
 	// dropped is how many events of the run were dropped since the last
 	// one written: the line says so, in a field replay ignores.
 	dropped int64
@@ -126,6 +129,12 @@ type Writer struct {
 	argsPool sync.Pool
 	drops    metric.Int64Counter
 	nextID   atomic.Int64
+	// overflow holds the end records that found the buffer full: they are
+	// never dropped (a run's end is what replay needs most); kick wakes
+	// the goroutine to write them.
+	overflowMu sync.Mutex
+	overflow   [][]byte
+	kick       chan struct{}
 
 	// Owned by the goroutine.
 	file     *os.File
@@ -161,7 +170,7 @@ func newWriter(path string, opts []Option) (*Writer, error) {
 	if path == "" {
 		return nil, errors.New("eventlog: empty path")
 	}
-	w := &Writer{path: path, cfg: cfg, queue: make(chan record, cfg.buffer), stop: make(chan struct{}), done: make(chan struct{})}
+	w := &Writer{path: path, cfg: cfg, queue: make(chan record, cfg.buffer), stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1)}
 	w.argsPool.New = func() any { b := make([]byte, 0, 256); return &b }
 	var err error
 	w.drops, err = cfg.meterProvider.Meter(ScopeName).Int64Counter("agentstop.eventlog.dropped",
@@ -188,7 +197,7 @@ func (w *Writer) StartRun(ctx context.Context, info middleware.RunInfo) (context
 	if id == "" {
 		id = "run-" + strconv.FormatInt(w.nextID.Add(1), 10)
 	}
-	return ctx, &runRecorder{w: w, run: id, parent: info.ParentRunID}
+	return ctx, &runRecorder{w: w, run: id, parent: info.ParentRunID, stage: info.Stage, policy: info.Policy}
 }
 
 // Close writes every event recorded before it, closes the file and ends
@@ -211,6 +220,8 @@ type runRecorder struct {
 	w       *Writer
 	run     string
 	parent  string
+	stage   string
+	policy  string
 	wrote   bool
 	dropped int64 // events dropped since the last one enqueued
 }
@@ -228,7 +239,7 @@ func (r *runRecorder) Event(ev *termination.Event) {
 	}
 	rec := record{ev: *ev, run: r.run, dropped: r.dropped}
 	if !r.wrote {
-		rec.parent = r.parent
+		rec.parent, rec.stage = r.parent, r.stage
 	}
 	if rec.ev.Time.IsZero() {
 		rec.ev.Time = time.Now()
@@ -253,7 +264,81 @@ func (r *runRecorder) Event(ev *termination.Event) {
 
 func (r *runRecorder) Warning(termination.Cause) {}
 func (r *runRecorder) Error(error)               {}
-func (r *runRecorder) End(*termination.Result)   {}
+
+// endLine is an end record (§1) as written, its fields in the contract's
+// order.
+type endLine struct {
+	Kind      string          `json:"kind"`
+	Run       string          `json:"run"`
+	Parent    string          `json:"parent,omitempty"`
+	Stage     string          `json:"stage"`
+	Time      time.Time       `json:"time"`
+	Cause     json.RawMessage `json:"cause"`
+	Outcome   string          `json:"outcome"`
+	StoppedAt int             `json:"stopped_at"`
+	Events    int             `json:"events"`
+	Policy    string          `json:"policy"`
+	Shadow    json.RawMessage `json:"shadow,omitempty"`
+	Dropped   int64           `json:"dropped,omitempty"`
+}
+
+// End writes the run's end record: how it ended, which its events alone
+// cannot say. It is never dropped: when the buffer is full it waits
+// beside it (overflow), after the run's events.
+func (r *runRecorder) End(res *termination.Result) {
+	w := r.w
+	cause, err := termination.MarshalCause(res.Cause)
+	if err != nil {
+		w.drop()
+		otel.Handle(fmt.Errorf("eventlog: cannot record the end of run %s: %w", r.run, err))
+		return
+	}
+	rec := endLine{Kind: "end", Run: r.run, Parent: r.parent, Stage: r.stage, Time: time.Now(),
+		Cause: cause, Outcome: res.Outcome.String(), StoppedAt: res.StoppedAt, Events: res.Events,
+		Policy: r.policy, Shadow: shadowVerdicts(res), Dropped: r.dropped}
+	line, err := json.Marshal(rec)
+	if err != nil {
+		w.drop()
+		otel.Handle(fmt.Errorf("eventlog: cannot record the end of run %s: %w", r.run, err))
+		return
+	}
+	w.closing.RLock()
+	defer w.closing.RUnlock()
+	if w.closed {
+		w.dropped.Add(1)
+		return
+	}
+	select {
+	case w.queue <- record{end: line}:
+	default:
+		w.overflowMu.Lock()
+		w.overflow = append(w.overflow, line)
+		w.overflowMu.Unlock()
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// shadowVerdicts is the end record's "shadow" (§5.2): the verdict of
+// each of the stage's shadow policies, or nil (no key) for a stage
+// without any. It is where the Result's shadow verdicts are written, once
+// the Result carries them.
+func shadowVerdicts(*termination.Result) json.RawMessage { return nil }
+
+func (w *Writer) drop() { w.dropped.Add(1) }
+
+// writeOverflow writes the end records that found the buffer full.
+func (w *Writer) writeOverflow() {
+	w.overflowMu.Lock()
+	lines := w.overflow
+	w.overflow = nil
+	w.overflowMu.Unlock()
+	for _, line := range lines {
+		w.write(&record{end: line})
+	}
+}
 
 // loop is the Writer's goroutine: it writes records until Close, then
 // what is left in the buffer.
@@ -272,8 +357,22 @@ func (w *Writer) loop() {
 					more = false
 				}
 			}
+			w.writeOverflow()
 			w.flush()
 			w.reportDrops()
+		case <-w.kick:
+			// Write what the queue holds first: the end records come
+			// after their runs' events.
+			for more := true; more; {
+				select {
+				case rec := <-w.queue:
+					w.write(&rec)
+				default:
+					more = false
+				}
+			}
+			w.writeOverflow()
+			w.flush()
 		case <-w.stop:
 			for {
 				select {
@@ -284,6 +383,7 @@ func (w *Writer) loop() {
 				}
 				break
 			}
+			w.writeOverflow()
 			w.flush()
 			w.reportDrops()
 			if err := w.file.Close(); err != nil && w.err == nil {
@@ -297,11 +397,15 @@ func (w *Writer) loop() {
 // write encodes one record as a line and writes it, rotating first when
 // the line would take the file past its size.
 func (w *Writer) write(rec *record) {
+	if rec.end != nil {
+		w.writeLine(append(rec.end, '\n'))
+		return
+	}
 	ev := rec.ev
 	if rec.args != nil {
 		ev.Args = *rec.args
 	}
-	ev.Run, ev.Parent = rec.run, rec.parent
+	ev.Run, ev.Parent, ev.Stage, ev.Dropped = rec.run, rec.parent, rec.stage, rec.dropped
 	if w.cfg.withoutContent {
 		hideContent(&ev)
 	}
@@ -313,13 +417,12 @@ func (w *Writer) write(rec *record) {
 		w.fail(fmt.Errorf("eventlog: cannot encode a %s event of run %s: %w", ev.Kind, rec.run, err))
 		return
 	}
-	if rec.dropped > 0 {
-		// {…,"dropped":N}: the events of this run missing before this one.
-		line = append(line[:len(line)-1], `,"dropped":`...)
-		line = strconv.AppendInt(line, rec.dropped, 10)
-		line = append(line, '}')
-	}
-	line = append(line, '\n')
+	w.writeLine(append(line, '\n'))
+}
+
+// writeLine writes one line, rotating first when it would take the file
+// past its size.
+func (w *Writer) writeLine(line []byte) {
 	if w.size > 0 && w.size+int64(len(line)) > w.cfg.maxBytes {
 		w.rotate()
 	}

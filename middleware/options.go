@@ -23,6 +23,8 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	conds          []termination.Condition
+	policies       []string // the hash of each WithPolicy's policy (RunInfo.Policy)
+	code           bool     // a condition given as Go code (WithCondition, WithTreeLimits)
 	treatAsSuccess func(termination.Cause) bool
 	onWarning      func(context.Context, *Run, termination.Cause)
 	drainTimeout   time.Duration
@@ -45,6 +47,7 @@ type config struct {
 func WithPolicy(p termination.Policy) Option {
 	return optionFunc(func(c *config) {
 		c.conds = append(c.conds, p.Condition())
+		c.policies = append(c.policies, p.Hash())
 		if t := p.Tree(); t != nil {
 			c.trees = append(c.trees, t)
 		}
@@ -57,6 +60,7 @@ func WithCondition(cond termination.Condition) Option {
 	return optionFunc(func(c *config) {
 		if cond != nil {
 			c.conds = append(c.conds, cond)
+			c.code = true
 		}
 	})
 }

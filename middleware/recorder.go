@@ -46,6 +46,24 @@ type RunInfo struct {
 	// (termination.Tag with this list), never from a string a caller wrote
 	// into the Result. Shared by every run of the stage: read only.
 	CustomReasons []string
+	// Policy names the stage's enforced policy, as an end record gives it
+	// (§1): "sha256:" and the hex digest of its canonical JSON
+	// (termination.Policy.Hash) for a stage whose conditions are one
+	// policy (WithPolicy), or "code" for a stage whose conditions are Go
+	// code (WithCondition, WithTreeLimits) or several policies.
+	Policy string
+}
+
+// policyHash is RunInfo.Policy for the configuration: the one policy's
+// hash, "code" otherwise (the empty stage's is the empty policy's).
+func (c *config) policyHash() string {
+	switch {
+	case c.code || len(c.policies) > 1:
+		return "code"
+	case len(c.policies) == 1:
+		return c.policies[0]
+	}
+	return termination.Policy{}.Hash()
 }
 
 // Allowed reports whether tag is in the stage's allow-list: the func to

@@ -68,7 +68,7 @@ func New(stage string, opts ...Option) (*Stage, error) {
 	}
 	// The recorder's copy of the allow-list is its own: the stage's tags do
 	// not depend on what a recorder does with it.
-	s.info = RunInfo{Stage: stage, Provider: cfg.providerName, CustomReasons: slices.Clone(cfg.customReasons)}
+	s.info = RunInfo{Stage: stage, Provider: cfg.providerName, CustomReasons: slices.Clone(cfg.customReasons), Policy: cfg.policyHash()}
 	return s, nil
 }
 

@@ -132,6 +132,7 @@ func WithTreeLimits(c termination.Condition) Option {
 			return
 		}
 		cfg.trees = append(cfg.trees, termination.Tree(c))
+		cfg.code = true
 	})
 }
 
