@@ -708,7 +708,7 @@ type ReplayOption interface {
 
 type replayConfig struct {
 	lenient bool
-	stage   string // ReplayStage (replayruns.go)
+	stage   string                       // ReplayStage (replayruns.go)
 	stages  func(string) (*Policy, bool) // ReplayPolicies
 	index   *RunIndex                    // ReplayIndex
 }

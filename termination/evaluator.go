@@ -585,9 +585,9 @@ type resultJSON struct {
 	Evidence         []int             `json:"evidence"`
 	Duration         *string           `json:"duration,omitempty"`
 	Truncated        bool              `json:"truncated,omitempty"`
-	Run              string            `json:"run,omitempty"`    // §8: a run of a multi-run log
-	Parent           string            `json:"parent,omitempty"` // §8: its parent run
-	Tree             *totalsJSON       `json:"tree,omitempty"`   // §8: a holder's subtree totals
+	Run              string            `json:"run,omitempty"`         // §8: a run of a multi-run log
+	Parent           string            `json:"parent,omitempty"`      // §8: its parent run
+	Tree             *totalsJSON       `json:"tree,omitempty"`        // §8: a holder's subtree totals
 	FromRecord       bool              `json:"from_record,omitempty"` // §4: the recorded end
 	Live             string            `json:"live,omitempty"`        // §4: the recorded cause's tag
 	Incomplete       bool              `json:"incomplete,omitempty"`  // §1: the recorder dropped lines of the run

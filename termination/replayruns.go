@@ -178,9 +178,9 @@ type replayer struct {
 	leftOut  map[string]int // runs left without a policy, by stage
 	index    *RunIndex      // nil without a first pass
 	stage    string         // the stage of runs whose log gives none
-	runs    map[string]*replayRun
-	results []Result
-	due     []*replayRun // scratch: holders whose tree timeout is due
+	runs     map[string]*replayRun
+	results  []Result
+	due      []*replayRun // scratch: holders whose tree timeout is due
 	// order is the runs not yet ended, in the order they started, for End;
 	// ended runs are dropped from it now and then (release).
 	order []*replayRun

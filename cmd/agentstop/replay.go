@@ -77,8 +77,9 @@ func parseOutcomes(s string) ([]termination.Outcome, error) {
 
 func runReplay(args []string, sio stdio) int {
 	fs := newFlags("replay")
-	policyPath := fs.String("policy", "", "termination policy file, YAML or JSON (required)")
-	stage := fs.String("stage", "replay", "stage name reported in the result")
+	policyPath := fs.String("policy", "", "termination policy file, YAML or JSON (required without -policies; with it, the policy of the stages it has no file for)")
+	policiesDir := fs.String("policies", "", "directory of per-stage policies, STAGE.yaml each (what the quickstart's -record writes)")
+	stage := fs.String("stage", "replay", "the stage of runs whose log names none: reported in the result, and their file under -policies")
 	failOnFlag := fs.String("fail-on", "", "exit 1 when the outcome is one of these: failed, skipped, or failed,skipped (for CI)")
 	lenient := fs.Bool("lenient", false, "evaluate the events before a truncated last line and mark the result \"truncated\": true, instead of failing")
 	files, code, done := parseFlags(fs, args, replayUsage, sio)
@@ -86,8 +87,8 @@ func runReplay(args []string, sio stdio) int {
 		return code
 	}
 	fail := func(format string, a ...any) int { return failf(sio, "replay", format, a...) }
-	if *policyPath == "" {
-		return fail("-policy is required (see agentstop replay -h)")
+	if *policyPath == "" && *policiesDir == "" {
+		return fail("-policy or -policies is required (see agentstop replay -h)")
 	}
 	if len(files) != 1 {
 		return fail("want exactly one events file (or - for stdin), got %d", len(files))
@@ -99,19 +100,17 @@ func runReplay(args []string, sio stdio) int {
 	if err != nil {
 		return fail("-fail-on: %v", err)
 	}
-	data, err := readFile(*policyPath, "policy")
-	if err != nil {
-		return fail("%v", err)
+	var stages *stagePolicies
+	if *policiesDir != "" {
+		if stages, err = loadStagePolicies(*policiesDir); err != nil {
+			return fail("%v", err)
+		}
 	}
-	policy, err := termination.ParsePolicy(data)
-	if err != nil {
-		return fail("%s: %v", *policyPath, err)
-	}
-	warnEmptyPolicy(sio, "replay", *policyPath, policy)
-	if policy.FleetBudget() != nil {
-		// A shared budget needs the fleet's other runs; one recorded run
-		// cannot replay them.
-		fmt.Fprintf(sio.err, "agentstop replay: %s: fleet_budget is valid but ignored: replay evaluates one run without a fleet\n", *policyPath)
+	var policy *termination.Policy
+	if *policyPath != "" {
+		if policy, err = loadReplayPolicy(sio, *policyPath); err != nil {
+			return fail("%v", err)
+		}
 	}
 
 	name := files[0]
@@ -131,9 +130,12 @@ func runReplay(args []string, sio stdio) int {
 	}
 	// A log of many runs (§8), or a policy with tree: limits, is replayed
 	// as a tree, one line at a time (replay_runs.go).
-	in, multi := peekRuns(in, policy)
+	if stages != nil {
+		return replayRuns(sio, policy, stages, file, in, name, *stage, *lenient, failOn)
+	}
+	in, multi := peekRuns(in, *policy)
 	if multi {
-		return replayRuns(sio, policy, file, in, name, *stage, *lenient, failOn)
+		return replayRuns(sio, policy, nil, file, in, name, *stage, *lenient, failOn)
 	}
 	var opts []termination.ReplayOption
 	if *lenient {
@@ -161,6 +163,26 @@ func runReplay(args []string, sio stdio) int {
 		return exitFail
 	}
 	return exitOK
+}
+
+// loadReplayPolicy reads the -policy file, with replay's notes on stderr
+// (an empty policy, an ignored fleet_budget).
+func loadReplayPolicy(sio stdio, path string) (*termination.Policy, error) {
+	data, err := readFile(path, "policy")
+	if err != nil {
+		return nil, err
+	}
+	policy, err := termination.ParsePolicy(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	warnEmptyPolicy(sio, "replay", path, policy)
+	if policy.FleetBudget() != nil {
+		// A shared budget needs the fleet's other runs; one recorded run
+		// cannot replay them.
+		fmt.Fprintf(sio.err, "agentstop replay: %s: fleet_budget is valid but ignored: replay evaluates one run without a fleet\n", path)
+	}
+	return &policy, nil
 }
 
 // readFile reads the file at path, with an error that says what is wrong

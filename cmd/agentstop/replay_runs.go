@@ -48,7 +48,7 @@ func peekRuns(in io.Reader, p termination.Policy) (io.Reader, bool) {
 // twice (stdin, a pipe) is first copied to a temporary file. The results
 // are printed once the whole log has been read, so that a bad line
 // anywhere prints only its error, as before.
-func replayRuns(sio stdio, p termination.Policy, f *os.File, in io.Reader, name, stage string, lenient bool, failOn []termination.Outcome) int {
+func replayRuns(sio stdio, p *termination.Policy, stages *stagePolicies, f *os.File, in io.Reader, name, stage string, lenient bool, failOn []termination.Outcome) int {
 	fail := func(format string, a ...any) int { return failf(sio, "replay", format, a...) }
 	log, cleanup, err := rereadable(f, in)
 	if err != nil {
@@ -63,10 +63,14 @@ func replayRuns(sio stdio, p termination.Policy, f *os.File, in io.Reader, name,
 		results   []termination.Result
 		truncated bool
 	)
-	rp := termination.NewRunsReplay(&p, termination.ReplayStage(stage))
+	opts := []termination.ReplayOption{termination.ReplayStage(stage), termination.ReplayIndex(&idx)}
+	if stages != nil {
+		opts = append(opts, termination.ReplayPolicies(stages.of))
+	}
+	rp := termination.NewRunsReplay(p, opts...)
 	dec := termination.NewDecoder(log)
 	for {
-		ev, err := dec.Next()
+		e, err := dec.NextEntry()
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -80,9 +84,19 @@ func replayRuns(sio stdio, p termination.Policy, f *os.File, in io.Reader, name,
 		if err != nil {
 			return fail("%s: %v", name, err)
 		}
-		results = append(results, rp.Line(&ev, idx.IsLast(ev.Run, dec.Line()))...)
+		if rec := e.Record; rec != nil {
+			results = append(results, rp.Record(rec, idx.IsLast(rec.Run, dec.Line()))...)
+			continue
+		}
+		results = append(results, rp.Line(&e.Event, idx.IsLast(e.Event.Run, dec.Line()))...)
 	}
 	results = append(results, rp.End()...)
+	if left := rp.LeftOut(); len(left) > 0 {
+		fmt.Fprintf(sio.err, "agentstop replay: %s\n", leftOutLine(left))
+		if len(results) == 0 {
+			return fail("%s: no run left to replay: no policy for any stage of the log", name)
+		}
+	}
 	return printRuns(sio, results, truncated, failOn)
 }
 
