@@ -53,8 +53,8 @@ import (
 
 	"github.com/agentstop/agentstop/eventlog"
 	"github.com/agentstop/agentstop/fleet/redisfleet"
-	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/internal/human"
+	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/telemetry/otelsetup"
 )
 
