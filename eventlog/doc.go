@@ -2,7 +2,22 @@
 // contract (§1), so that production runs become a corpus for agentstop
 // backtest and replay: every event a stage evaluates, one object per line,
 // with the run's id in run and, on a run's first event, its parent's id in
-// parent.
+// parent and its stage in stage; and, when a run ends, one end record
+// (§1 "End records"):
+//
+//	{"kind":"end","run":ID,"parent":P,"stage":S,"time":T,"cause":{…},"outcome":O,
+//	 "stopped_at":K,"events":N,"policy":"sha256:…"}
+//
+// saying how the run really ended — a fleet stop, a block, a timer, a
+// parent's end — which its events alone cannot say. policy is "sha256:"
+// and the hex digest of the enforced policy's canonical JSON
+// (termination.Policy.Hash, given to the recorder as
+// middleware.RunInfo.Policy), or "code" for a stage whose conditions are
+// Go code (middleware.WithCondition). An end record is never dropped:
+// when the buffer is full it waits beside it and is written after the
+// run's events. The shadow verdicts of §5.2 are not written yet (no
+// "shadow" key): the hook is shadowVerdicts. Replay ends each run at its
+// end record (agentstop replay -policies DIR, §4 "Recorded runs").
 //
 // # How the pieces fit
 //

@@ -13,7 +13,7 @@ import (
 	"github.com/agentstop/agentstop/termination"
 )
 
-const replayUsage = `Usage: agentstop replay -policy POLICY.yaml [-stage NAME] [-lenient] [-fail-on failed[,skipped]] EVENTS.jsonl|-
+const replayUsage = `Usage: agentstop replay -policy POLICY.yaml [-policies DIR] [-stage NAME] [-lenient] [-fail-on failed[,skipped]] EVENTS.jsonl|-
 
 Evaluates POLICY over the events (JSON Lines: one object per line; "-" reads
 stdin) exactly as the live middleware would, stops at the first cause without
@@ -40,6 +40,19 @@ Every event of a log names its run, or none does: the first line that breaks
 the pattern the first event set is an error naming it, as in backtest (a log
 of one run is read up to its first cause, so a line after it is not checked).
 
+Recorded runs: -policies DIR gives each stage its own policy, DIR/STAGE.yaml
+(what the quickstart's -record writes); -policy beside it is the policy of the
+stages without a file. A run's stage is the "stage" of its first line, or
+-stage for a log that names none. Runs left without a policy are left out
+(one line on stderr names their stages; exit 2 when none is left), and still
+end at their end record for their descendants' sake. A run with an end record
+(one line {"kind":"end",...} the recorder writes when the run ends) ends
+there: when the policy does not stop it before, its result is the recorded
+end (cause, stopped_at, events) with "from_record": true, and every result of
+such a run carries "live", the recorded cause's tag. Raise records are
+ignored under a policy without hold. A run the recorder dropped lines of has
+"incomplete": true.
+
 An empty policy (an empty file, {}) is valid, but nothing can stop a run: the
 replay runs, with one warning line on stderr naming the file.
 
@@ -51,6 +64,7 @@ Example:
   agentstop replay -policy testdata/policy.yaml testdata/runaway_search.jsonl
   agentstop replay -policy policy.yaml -fail-on failed run.jsonl   # in CI
   agentstop replay -policy policy.yaml -lenient crashed-run.jsonl
+  agentstop replay -policies rec/policies rec/events.jsonl   # a quickstart -record rec
 `
 
 // parseOutcomes parses the value of -fail-on: failed, skipped, or both,
