@@ -136,8 +136,8 @@ type Outcome struct {
 	// (a -policies DIR without its file): the run is in no summary and no
 	// output of this candidate (Report.LeftOut counts it).
 	LeftOut bool
-	Policy            string
-	Label             Label
+	Policy  string
+	Label   Label
 	// Result is the replay result: what agentstop replay prints for this
 	// run and policy (stage "replay").
 	Result termination.Result

@@ -262,8 +262,12 @@ func (fe *fileEval) finish(r *runState) {
 		o := &fe.out[r.slot*len(fe.cands)+j]
 		o.Parent = r.parent
 		// A recorded end is how the run ended live, not a stop of the
-		// policy's.
+		// policy's; nor is an end the same as live's (a cascade from a
+		// recorded end).
 		o.Stopped = !o.Result.FromRecord && (len(o.Result.Fired) > 0 || o.Result.Events < r.events)
+		if live := o.Result.Live; live != "" && o.Result.Tag() == live && o.Result.Events >= r.events {
+			o.Stopped = false
+		}
 		if !o.Stopped {
 			o.Saved = Amounts{}
 		}
