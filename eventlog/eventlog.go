@@ -222,6 +222,7 @@ type runRecorder struct {
 	parent  string
 	stage   string
 	policy  string
+	ended   bool // the end record is written (Stopped or End)
 	wrote   bool
 	dropped int64 // events dropped since the last one enqueued
 }
@@ -285,7 +286,20 @@ type endLine struct {
 // End writes the run's end record: how it ended, which its events alone
 // cannot say. It is never dropped: when the buffer is full it waits
 // beside it (overflow), after the run's events.
-func (r *runRecorder) End(res *termination.Result) {
+func (r *runRecorder) End(res *termination.Result) { r.writeEnd(res) }
+
+// Stopped writes the run's end record the moment its cause is decided
+// (middleware.StopRecorder), so that the record comes before the lines of
+// the cascade that ends its descendants and of whatever other runs do
+// before the loop returns. Its outcome is the cause's default.
+func (r *runRecorder) Stopped(res *termination.Result) { r.writeEnd(res) }
+
+// writeEnd writes the run's end record, once.
+func (r *runRecorder) writeEnd(res *termination.Result) {
+	if r.ended {
+		return
+	}
+	r.ended = true
 	w := r.w
 	cause, err := termination.MarshalCause(res.Cause)
 	if err != nil {
@@ -525,4 +539,7 @@ func (w *Writer) reportDrops() {
 	otel.Handle(fmt.Errorf("eventlog: dropped %d events (%d in all): the buffer of %d events was full; the log misses them", n, total, w.cfg.buffer))
 }
 
-var _ middleware.Recorder = (*Writer)(nil)
+var (
+	_ middleware.Recorder     = (*Writer)(nil)
+	_ middleware.StopRecorder = (*runRecorder)(nil)
+)

@@ -177,6 +177,39 @@ func (rs runRecorders) Error(err error) {
 	}
 }
 
+// stopRecorder returns the recorders of rs that are StopRecorders, as
+// one, or nil when none is.
+func (rs runRecorders) stopRecorder() StopRecorder {
+	var out stopRecorders
+	for _, r := range rs {
+		if sr := asStopRecorder(r); sr != nil {
+			out = append(out, sr)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+type stopRecorders []StopRecorder
+
+func (rs stopRecorders) Stopped(res *termination.Result) {
+	for _, r := range rs {
+		r.Stopped(res)
+	}
+}
+
+// asStopRecorder returns r as a StopRecorder (for a fan-out, its members
+// that are), or nil.
+func asStopRecorder(r RunRecorder) StopRecorder {
+	if rs, ok := r.(runRecorders); ok {
+		return rs.stopRecorder()
+	}
+	sr, _ := r.(StopRecorder)
+	return sr
+}
+
 func (rs runRecorders) End(res *termination.Result) {
 	for _, r := range rs {
 		r.End(res)

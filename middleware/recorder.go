@@ -93,6 +93,20 @@ type RunRecorder interface {
 	End(res *termination.Result)
 }
 
+// StopRecorder is a RunRecorder that is also told the moment its run's
+// cause is decided — an event or a timer that fired, Stop, a fleet stop,
+// a parent's cascade — before the run's descendants are ended and before
+// the loop returns and calls Finish (End). An event log writes the run's
+// end record then (package eventlog), so that in the log a run ends where
+// it really ended, before the lines of its descendants' cascade. Stopped
+// is called at most once per run, with the run's lock held, and never for
+// a run whose cause Finish decides (the stream's end: End is the first to
+// know). res is valid only during the call; its Outcome is the cause's
+// default (a WithTreatAsSuccess override is applied at Finish).
+type StopRecorder interface {
+	Stopped(res *termination.Result)
+}
+
 // WithProviderName names the GenAI provider the stage's loop talks to
 // ("openai", "anthropic", "gcp.gemini", … — the well-known values of the
 // GenAI semantic conventions' gen_ai.provider.name), recorded on the run's

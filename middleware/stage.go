@@ -224,6 +224,9 @@ type Run struct {
 
 	mu      sync.Mutex
 	rec     RunRecorder
+	// stopTold is set once the recorders have been told of the stop
+	// (recordStop), or of the end: with r.mu.
+	stopTold bool
 	eval    *termination.Evaluator
 	cur     *termination.Event // Observe's copy of the event being evaluated (allocated on first use): evaluator and recorder read it in place
 	nwarn   int
@@ -513,6 +516,7 @@ func (r *Run) stopWith(c termination.Cause) bool {
 func (r *Run) stopped(c termination.Cause) {
 	r.mu.Lock()
 	t := r.tree
+	r.recordStop()
 	r.mu.Unlock()
 	if t != nil {
 		t.endChildren(c)
@@ -630,6 +634,7 @@ func (r *Run) finish(err error) {
 		r.rec.Warning(w) // a fleet's warning that no event delivered
 	}
 	r.nwarn = len(res.Warnings)
+	r.stopTold = true // End tells them
 	r.rec.End(&res)
 	r.result = &res
 	r.mu.Unlock()
@@ -699,3 +704,23 @@ func causeText(ctx context.Context) string {
 }
 
 var errNilRun = errors.New("middleware: nil *Run")
+
+// recordStop tells the run's StopRecorders, once, that its cause is
+// decided (with r.mu held).
+func (r *Run) recordStop() {
+	if r.stopTold {
+		return
+	}
+	r.stopTold = true
+	sr := asStopRecorder(r.rec)
+	if sr == nil {
+		return
+	}
+	res := r.eval.Result()
+	res.Stage, res.Run = r.stage.name, r.id
+	if r.tree != nil {
+		res.Parent = r.tree.parent
+	}
+	res.TerminationCause = termination.Tag(res.Cause, r.stage.allowed)
+	sr.Stopped(&res)
+}

@@ -307,12 +307,15 @@ func (rp *replayer) line(ev *Event, lastLine bool) {
 
 // begin starts the run of ev's first line.
 func (rp *replayer) begin(ev *Event) *replayRun {
-	return rp.beginRun(ev.Run, ev.Parent, ev.Stage)
+	return rp.beginRun(ev.Run, ev.Parent, ev.Stage, false)
 }
 
 // beginRun starts the run id of the stage stage ("" for the default),
-// the child of parent.
-func (rp *replayer) beginRun(id, parent, stage string) *replayRun {
+// the child of parent. With recorded, the run's first line is its end
+// record: it started live before its parent ended, whatever its parent
+// did in this replay (a run that started after would have been recorded
+// Skipped{parent_ended}), so its recorded end stands.
+func (rp *replayer) beginRun(id, parent, stage string, recorded bool) *replayRun {
 	if stage == "" {
 		stage = rp.stage
 	}
@@ -334,12 +337,12 @@ func (rp *replayer) beginRun(id, parent, stage string) *replayRun {
 		r.limits = NewEvaluator(tree, EventClock)
 		r.holders = append(r.holders, r)
 	}
-	if up != nil && up.ended {
+	if up != nil && up.ended && !recorded {
 		r.eval.Stop(Skipped{Reason: SkipParentEnded, Detail: ParentEnded(up.stage, up.tag).Detail})
 		rp.end(r, nil)
 		return r
 	}
-	if up != nil {
+	if up != nil && !up.ended {
 		up.children = append(up.children, r)
 		r.holders = append(r.holders, up.holders...)
 	}
@@ -422,7 +425,7 @@ func (rp *replayer) record(rec *Record, lastLine bool) {
 	if r == nil {
 		// A run whose only line is its end record: one that ended before
 		// its first event (blocked, skipped, a parent that had ended).
-		r = rp.beginRun(rec.Run, rec.Parent, rec.Stage)
+		r = rp.beginRun(rec.Run, rec.Parent, rec.Stage, rec.Kind == RecordEnd)
 	}
 	if r.ended {
 		return
@@ -461,5 +464,11 @@ func (rp *replayer) endFromRecord(r *replayRun, rec *Record) {
 		res.Duration, res.Untimed = rec.Time.Sub(r.first), false
 	}
 	res.FromRecord = true
-	rp.endWith(r, res, nil)
+	// A run that a cascade ended live passes that cascade on, naming the
+	// run whose end started it, as live (§8).
+	var cascade Cause
+	if c, ok := rec.Cause.(Cancelled); ok && c.Reason == CancelParent {
+		cascade = c
+	}
+	rp.endWith(r, res, cascade)
 }
