@@ -222,19 +222,19 @@ type Run struct {
 	value      runValue     // the layer of ctx that carries the run (tree.go)
 	tree       *tree        // under mu: the run's place in a tree of runs (tree.go); nil for none
 
-	mu      sync.Mutex
-	rec     RunRecorder
+	mu  sync.Mutex
+	rec RunRecorder
 	// stopTold is set once the recorders have been told of the stop
 	// (recordStop), or of the end: with r.mu.
 	stopTold bool
-	eval    *termination.Evaluator
-	cur     *termination.Event // Observe's copy of the event being evaluated (allocated on first use): evaluator and recorder read it in place
-	nwarn   int
-	timer   *time.Timer
-	drained int
-	endOnce sync.Once
-	ended   sync.WaitGroup      // done when the result is final (a channel would be one more allocation)
-	result  *termination.Result // set when ended is closed
+	eval     *termination.Evaluator
+	cur      *termination.Event // Observe's copy of the event being evaluated (allocated on first use): evaluator and recorder read it in place
+	nwarn    int
+	timer    *time.Timer
+	drained  int
+	endOnce  sync.Once
+	ended    sync.WaitGroup      // done when the result is final (a channel would be one more allocation)
+	result   *termination.Result // set when ended is closed
 
 	// Stopping from outside (Stop) and leaving early (Leave).
 	lastFinal bool        // under mu: the last evaluated event was a final answer
