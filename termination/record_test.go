@@ -244,3 +244,33 @@ func TestPolicyHashIsCanonical(t *testing.T) {
 	// sha256 of {} for the empty policy.
 	require.Equal(t, "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a", Policy{}.Hash())
 }
+
+// FuzzDecodeLog: any log, events and records mixed, decodes without a
+// panic; every error names a line of the log, and a record's Line is its
+// line.
+func FuzzDecodeLog(f *testing.F) {
+	f.Add(lines(first, child, raiseA, endB, endA))
+	f.Add(lines(first, endA, first))
+	f.Add(lines(`{"kind":"end","run":"x","cause":{"$kind":"All","causes":[{"$kind":"Timeout","limit":"1s","elapsed":"1s"}]}}`))
+	f.Add(lines(`{"kind":"raise","run":"x","limits":{"cost":1e308,"iterations":2}}`))
+	f.Add(lines(`{"kind":"end","run":"x","cause":{"$kind":"NaturalCompletion"},"stopped_at":"x"}`))
+	f.Fuzz(func(t *testing.T, log string) {
+		d := NewDecoder(strings.NewReader(log))
+		for range 1000 {
+			e, err := d.NextEntry()
+			if err != nil {
+				var de *DecodeError
+				if !errors.Is(err, io.EOF) && (!errors.As(err, &de) || de.Line < 1) {
+					t.Fatalf("error without a line: %v", err)
+				}
+				return
+			}
+			if e.Record != nil && e.Record.Line != d.Line() {
+				t.Fatalf("record line %d, decoder at %d", e.Record.Line, d.Line())
+			}
+			if e.Record != nil && e.Record.Kind == RecordEnd && e.Record.Cause == nil {
+				t.Fatal("an end record without a cause")
+			}
+		}
+	})
+}
