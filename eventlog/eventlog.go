@@ -104,10 +104,14 @@ type record struct {
 	ev     termination.Event
 	args   *[]byte // the copy of ev.Args, from argsPool
 	run    string
-	parent string // on the run's first event only
-	stage  string // on the run's first event only
-	// end is an end record's line, already encoded (ev is then unused).
-	end []byte
+	// parent and stage are written on the run's first line in each file
+	// (the goroutine knows which runs the current file has seen).
+	parent string
+	stage  string
+	// end is an end record's line, already encoded (ev is then unused),
+	// of the run endRun.
+	end    []byte
+	endRun string
 	// dropped is how many events of the run were dropped since the last
 	// one written: the line says so, in a field replay ignores.
 	dropped int64
@@ -133,7 +137,7 @@ type Writer struct {
 	// never dropped (a run's end is what replay needs most); kick wakes
 	// the goroutine to write them.
 	overflowMu sync.Mutex
-	overflow   [][]byte
+	overflow   []record
 	kick       chan struct{}
 
 	// Owned by the goroutine.
@@ -141,6 +145,9 @@ type Writer struct {
 	buf      *bufio.Writer
 	size     int64
 	reported int64 // drops already reported
+	// inFile is the runs the current file has a line of and no end
+	// record: their later lines carry no stage or parent.
+	inFile map[string]struct{}
 	err      error // the first write error, returned by Close
 }
 
@@ -171,6 +178,7 @@ func newWriter(path string, opts []Option) (*Writer, error) {
 		return nil, errors.New("eventlog: empty path")
 	}
 	w := &Writer{path: path, cfg: cfg, queue: make(chan record, cfg.buffer), stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1)}
+	w.inFile = map[string]struct{}{}
 	w.argsPool.New = func() any { b := make([]byte, 0, 256); return &b }
 	var err error
 	w.drops, err = cfg.meterProvider.Meter(ScopeName).Int64Counter("agentstop.eventlog.dropped",
@@ -223,7 +231,6 @@ type runRecorder struct {
 	stage   string
 	policy  string
 	ended   bool // the end record is written (Stopped or End)
-	wrote   bool
 	dropped int64 // events dropped since the last one enqueued
 }
 
@@ -239,9 +246,7 @@ func (r *runRecorder) Event(ev *termination.Event) {
 		return
 	}
 	rec := record{ev: *ev, run: r.run, dropped: r.dropped}
-	if !r.wrote {
-		rec.parent, rec.stage = r.parent, r.stage
-	}
+	rec.parent, rec.stage = r.parent, r.stage
 	if rec.ev.Time.IsZero() {
 		rec.ev.Time = time.Now()
 	}
@@ -253,7 +258,7 @@ func (r *runRecorder) Event(ev *termination.Event) {
 	}
 	select {
 	case w.queue <- rec:
-		r.wrote, r.dropped = true, 0
+		r.dropped = 0
 	default:
 		if rec.args != nil {
 			w.argsPool.Put(rec.args)
@@ -323,10 +328,10 @@ func (r *runRecorder) writeEnd(res *termination.Result) {
 		return
 	}
 	select {
-	case w.queue <- record{end: line}:
+	case w.queue <- record{end: line, endRun: r.run}:
 	default:
 		w.overflowMu.Lock()
-		w.overflow = append(w.overflow, line)
+		w.overflow = append(w.overflow, record{end: line, endRun: r.run})
 		w.overflowMu.Unlock()
 		select {
 		case w.kick <- struct{}{}:
@@ -349,8 +354,8 @@ func (w *Writer) writeOverflow() {
 	lines := w.overflow
 	w.overflow = nil
 	w.overflowMu.Unlock()
-	for _, line := range lines {
-		w.write(&record{end: line})
+	for i := range lines {
+		w.write(&lines[i])
 	}
 }
 
@@ -413,17 +418,24 @@ func (w *Writer) loop() {
 func (w *Writer) write(rec *record) {
 	if rec.end != nil {
 		w.writeLine(append(rec.end, '\n'))
+		delete(w.inFile, rec.endRun)
 		return
 	}
 	ev := rec.ev
 	if rec.args != nil {
 		ev.Args = *rec.args
 	}
-	ev.Run, ev.Parent, ev.Stage, ev.Dropped = rec.run, rec.parent, rec.stage, rec.dropped
+	ev.Run, ev.Dropped = rec.run, rec.dropped
 	if w.cfg.withoutContent {
 		hideContent(&ev)
 	}
-	line, err := json.Marshal(ev)
+	line, err := w.encode(&ev, rec)
+	if err == nil && w.size > 0 && w.size+int64(len(line))+1 > w.cfg.maxBytes {
+		// Rotate first: the line may then be its run's first in the new
+		// file, with the run's stage and parent.
+		w.rotate()
+		line, err = w.encode(&ev, rec)
+	}
 	if rec.args != nil {
 		w.argsPool.Put(rec.args)
 	}
@@ -431,7 +443,21 @@ func (w *Writer) write(rec *record) {
 		w.fail(fmt.Errorf("eventlog: cannot encode a %s event of run %s: %w", ev.Kind, rec.run, err))
 		return
 	}
+	if _, seen := w.inFile[rec.run]; !seen {
+		w.inFile[rec.run] = struct{}{}
+	}
 	w.writeLine(append(line, '\n'))
+}
+
+// encode encodes ev, with the run's stage and parent when it is the run's
+// first line in the current file, so that a rotated file's part of a run
+// is a run of its own.
+func (w *Writer) encode(ev *termination.Event, rec *record) ([]byte, error) {
+	ev.Parent, ev.Stage = "", ""
+	if _, seen := w.inFile[rec.run]; !seen {
+		ev.Parent, ev.Stage = rec.parent, rec.stage
+	}
+	return json.Marshal(ev)
 }
 
 // writeLine writes one line, rotating first when it would take the file
@@ -489,6 +515,7 @@ func (w *Writer) open() error {
 // rotate closes the log, shifts PATH.(k) to PATH.(k+1) (removing the
 // oldest), renames PATH to PATH.1 and opens a new PATH.
 func (w *Writer) rotate() {
+	clear(w.inFile) // the new file has no line of any run yet
 	w.flush()
 	if err := w.file.Close(); err != nil {
 		w.fail(fmt.Errorf("eventlog: cannot close %s to rotate it: %w", w.path, err))
