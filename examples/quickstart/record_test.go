@@ -110,9 +110,20 @@ func TestRecordReplaysAsLive(t *testing.T) {
 	defer live.mu.Unlock()
 	require.Len(t, results, len(live.ends), "one result per recorded run")
 	tags := map[string]bool{}
+	byRun := map[string]termination.Result{}
+	for _, res := range results {
+		byRun[res.Run] = res
+	}
 	for _, res := range results {
 		want, ok := live.ends[res.Run]
 		require.True(t, ok, "run %s replayed but not run live", res.Run)
+		if want.Events != res.Events || want.StoppedAt != res.StoppedAt {
+			lj, _ := json.Marshal(want)
+			rj, _ := json.Marshal(res)
+			pj, _ := json.Marshal(byRun[res.Parent])
+			plj, _ := json.Marshal(live.ends[res.Parent])
+			t.Logf("live %s\nreplay %s\nparent live %s\nparent replay %s", lj, rj, plj, pj)
+		}
 		wantCause, _ := termination.MarshalCause(want.Cause)
 		gotCause, _ := termination.MarshalCause(res.Cause)
 		require.JSONEq(t, string(wantCause), string(gotCause), "run %s (%s): cause", res.Run, res.Stage)
