@@ -101,9 +101,9 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 
 // record is one event waiting for the file.
 type record struct {
-	ev     termination.Event
-	args   *[]byte // the copy of ev.Args, from argsPool
-	run    string
+	ev   termination.Event
+	args *[]byte // the copy of ev.Args, from argsPool
+	run  string
 	// parent and stage are written on the run's first line in each file
 	// (the goroutine knows which runs the current file has seen).
 	parent string
@@ -148,7 +148,7 @@ type Writer struct {
 	// inFile is the runs the current file has a line of and no end
 	// record: their later lines carry no stage or parent.
 	inFile map[string]struct{}
-	err      error // the first write error, returned by Close
+	err    error // the first write error, returned by Close
 }
 
 // New opens (creating or appending to) the log at path and starts the
@@ -230,7 +230,7 @@ type runRecorder struct {
 	parent  string
 	stage   string
 	policy  string
-	ended   bool // the end record is written (Stopped or End)
+	ended   bool  // the end record is written (Stopped or End)
 	dropped int64 // events dropped since the last one enqueued
 }
 
