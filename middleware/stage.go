@@ -303,12 +303,24 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 		r.mu.Unlock()
 		return c, true, true
 	}
+	root := r.tree.lockRoot() // nil without tree limits (tree.go)
+	if root != nil {
+		if h, fired := r.tree.firedHolder(root); h != nil {
+			root.mu.Unlock()
+			r.drained++
+			r.mu.Unlock()
+			return r.endByTree(h, fired)
+		}
+	}
 	evaluated := r.eval.Progress().Events
 	cause, stop := live.ObserveRef(r.eval, ev)
 	if stop && r.eval.Progress().Events == evaluated {
 		// The timeout's deadline had passed before ev arrived (the timer
 		// was about to fire): the run stopped on that clock tick, before
 		// ev, and ev was not evaluated, as replay does (§3).
+		if root != nil {
+			root.mu.Unlock()
+		}
 		r.drained++
 		r.mu.Unlock()
 		r.stopped(cause)
@@ -326,7 +338,11 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 	valid := !stop || ev.Validate() == nil
 	// The tree limits of the run and its ancestors, nearest first, after
 	// the run's own (tree.go).
-	tree := r.tree != nil && len(r.tree.holders) > 0 && valid && r.tree.rollUp(ev)
+	tree := false
+	if root != nil {
+		tree = valid && r.tree.rollUp(ev, root)
+		root.mu.Unlock()
+	}
 	if r.member != nil && valid {
 		return r.observedFleet(ev, cause, stop, warnings, tree)
 	}
