@@ -449,7 +449,8 @@ type Decoder struct {
 	runs    map[string]*runLines
 	lastRun string
 	last    *runLines
-	rec     Record // the record NextEntry returned last
+	rec      Record // the record decodeEntry decoded last
+	isRecord bool   // the line decodeEntry decoded last is a record (rec), not an event (ev)
 }
 
 // NewDecoder returns a Decoder reading from r. It reads r in chunks as Next
@@ -505,25 +506,17 @@ func (e *documentError) Unwrap() error { return ErrJSONDocument }
 // them).
 func (d *Decoder) Next() (Event, error) {
 	for {
-		e, err := d.NextEntry()
-		if err != nil || e.Record == nil {
-			return e.Event, err
+		b, ok := d.scanLine()
+		if !ok {
+			return Event{}, d.scanErr()
+		}
+		if err := d.decodeEntry(b); err != nil {
+			return Event{}, err
+		}
+		if !d.isRecord {
+			return d.ev, nil
 		}
 	}
-}
-
-// decodeLine decodes the event line b and checks it against the log's
-// pattern of runs.
-func (d *Decoder) decodeLine(b []byte) (Event, error) {
-	var err error
-	if d.argsKey, d.argsHashed, err = decodeEventHashed(b, &d.ev, d.hashArgs); err != nil {
-		return Event{}, &DecodeError{Line: d.line, Err: d.lineError(b, err)}
-	}
-	if err := d.checkRun(); err != nil {
-		return Event{}, err
-	}
-	d.events++
-	return d.ev, nil
 }
 
 // scanLine moves to the next line that is not blank and returns it,

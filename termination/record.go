@@ -92,7 +92,7 @@ func recordKind(b []byte) RecordKind {
 	var kind RecordKind
 	p := fastParser{Scanner: jsonscan.Scanner{Data: b}}
 	p.SkipSpace()
-	p.members(func(key []byte) bool {
+	ok := p.members(func(key []byte) bool {
 		if string(key) != "kind" {
 			return p.Skip(0, fastMaxDepth)
 		}
@@ -109,6 +109,9 @@ func recordKind(b []byte) RecordKind {
 		}
 		return true
 	})
+	if !ok {
+		return 0 // not a well-formed object: the event decoder's error stands
+	}
 	return kind
 }
 
@@ -298,24 +301,49 @@ func (d *Decoder) NextEntry() (Entry, error) {
 	if !ok {
 		return Entry{}, d.scanErr()
 	}
-	if k := recordKind(b); k != 0 {
-		rec, err := decodeRecord(b, k)
-		if err != nil {
-			return Entry{}, &DecodeError{Line: d.line, Err: err}
-		}
-		rec.Line = d.line
-		if err := d.checkEntry(rec.Run, &rec, nil); err != nil {
-			return Entry{}, &DecodeError{Line: d.line, Err: err}
-		}
-		d.rec = rec
-		return Entry{Record: &d.rec}, nil
-	}
-	ev, err := d.decodeLine(b)
-	if err != nil {
+	if err := d.decodeEntry(b); err != nil {
 		return Entry{}, err
 	}
-	if err := d.checkEntry(ev.Run, nil, &ev); err != nil {
-		return Entry{}, &DecodeError{Line: d.line, Err: err}
+	if d.isRecord {
+		return Entry{Record: &d.rec}, nil
 	}
-	return Entry{Event: ev}, nil
+	return Entry{Event: d.ev}, nil
+}
+
+// decodeEntry decodes the line b into d.ev, or into d.rec for a record
+// (isRecord), and checks it. Records are rare: a line is decoded as an
+// event first, and only a line that is no event is looked at as a record.
+func (d *Decoder) decodeEntry(b []byte) error {
+	d.isRecord = false
+	var err error
+	if d.argsKey, d.argsHashed, err = decodeEventHashed(b, &d.ev, d.hashArgs); err != nil {
+		if k := recordKind(b); k != 0 {
+			return d.decodeRecordLine(b, k)
+		}
+		return &DecodeError{Line: d.line, Err: d.lineError(b, err)}
+	}
+	if err := d.checkRun(); err != nil {
+		return err
+	}
+	d.events++
+	if d.last == nil || d.ev.Run != d.lastRun || d.last.endLine != 0 {
+		if err := d.checkEntry(d.ev.Run, nil, &d.ev); err != nil {
+			return &DecodeError{Line: d.line, Err: err}
+		}
+	}
+	return nil
+}
+
+// decodeRecordLine decodes the record line b of kind k into d.rec.
+func (d *Decoder) decodeRecordLine(b []byte, k RecordKind) error {
+	rec, err := decodeRecord(b, k)
+	if err != nil {
+		return &DecodeError{Line: d.line, Err: err}
+	}
+	rec.Line = d.line
+	if err := d.checkEntry(rec.Run, &rec, nil); err != nil {
+		return &DecodeError{Line: d.line, Err: err}
+	}
+	d.rec, d.isRecord = rec, true
+	return nil
 }
