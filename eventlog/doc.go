@@ -13,9 +13,16 @@
 // and the hex digest of the enforced policy's canonical JSON
 // (termination.Policy.Hash, given to the recorder as
 // middleware.RunInfo.Policy), or "code" for a stage whose conditions are
-// Go code (middleware.WithCondition). An end record is never dropped:
-// when the buffer is full it waits beside it and is written after the
-// run's events. The shadow verdicts of §5.2 are not written yet (no
+// Go code (middleware.WithCondition). The end record is written the
+// moment the run's cause is decided (the Writer's RunRecorders are
+// middleware.StopRecorders), not when the loop returns: so a run ends in
+// the log where it ended live, before the lines of the cascade that ends
+// its descendants. Its outcome is then the cause's default (a
+// WithTreatAsSuccess override comes at Finish, after the line is
+// written). An end record is never dropped: when the buffer is full it
+// waits beside it and is written after the run's events, with
+// "dropped": N when events of the run were dropped. A run's first line in
+// each file (after a rotation too) carries its stage and parent. The shadow verdicts of §5.2 are not written yet (no
 // "shadow" key): the hook is shadowVerdicts. Replay ends each run at its
 // end record (agentstop replay -policies DIR, §4 "Recorded runs").
 //

@@ -446,9 +446,9 @@ type Decoder struct {
 	firstRun  string
 	// runs is what the log said of each run, to check its records
 	// (record.go); last caches the run of the line before.
-	runs    map[string]*runLines
-	lastRun string
-	last    *runLines
+	runs     map[string]*runLines
+	lastRun  string
+	last     *runLines
 	rec      Record // the record decodeEntry decoded last
 	isRecord bool   // the line decodeEntry decoded last is a record (rec), not an event (ev)
 }
