@@ -64,3 +64,17 @@ func TestReplayPolicies(t *testing.T) {
 		})
 	}
 }
+
+// TestReplayRecordedOneRun: a recorded log of one run without run ids
+// (its first line names its stage) ends at its end record too.
+func TestReplayRecordedOneRun(t *testing.T) {
+	dir := writeTree(t, map[string]string{"p.yaml": "max_iterations: 5\n", "ev.jsonl": `{"kind":"message","stage":"coder","time":"2026-11-28T10:00:00Z"}
+{"kind":"message","time":"2026-11-28T10:00:01Z"}
+{"kind":"end","stage":"coder","time":"2026-11-28T10:00:02Z","cause":{"$kind":"Cancelled","reason":"external","detail":"x"},"outcome":"failed","stopped_at":0,"events":2,"policy":"code"}
+`})
+	code, stdout, stderr := runCLI(t, "", "replay", "-policy", filepath.Join(dir, "p.yaml"), filepath.Join(dir, "ev.jsonl"))
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, `"stage":"coder"`)
+	require.Contains(t, stdout, `"from_record":true,"live":"cancelled"`)
+	require.Contains(t, stdout, `"duration":"2s"`)
+}

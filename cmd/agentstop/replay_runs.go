@@ -15,8 +15,8 @@ import (
 )
 
 // peekRuns reads the log's first event and reports whether the log is to
-// be replayed as a tree of runs (§8): its first event carries "run", or
-// the policy has tree: limits. The returned reader still yields every
+// be replayed as a tree of runs (§8): its first event carries "run" or
+// "stage" (a recorded log), or the policy has tree: limits. The returned reader still yields every
 // byte of in. A first line that does not decode is left for the
 // single-run replay to report.
 func peekRuns(in io.Reader, p termination.Policy) (io.Reader, bool) {
@@ -31,7 +31,9 @@ func peekRuns(in io.Reader, p termination.Policy) (io.Reader, bool) {
 		b := bytes.TrimSpace(bytes.TrimPrefix(line, []byte("\xef\xbb\xbf")))
 		if len(b) > 0 {
 			ev, derr := termination.DecodeEvent(b)
-			return io.MultiReader(&head, br), derr == nil && ev.Run != ""
+			// A recorded log (its first line names its stage) is read as
+			// runs too, so that its end records count (§4).
+			return io.MultiReader(&head, br), derr == nil && (ev.Run != "" || ev.Stage != "")
 		}
 		if err != nil {
 			return io.MultiReader(&head, br), false
