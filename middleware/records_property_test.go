@@ -173,3 +173,34 @@ func replayRecorded(t *testing.T, path string, pols map[string]*termination.Poli
 	}
 	return append(out, rp.End()...)
 }
+
+// TestNoEventAfterTreeLimit: an event of a sibling that arrives after
+// another run's event crossed the holder's tree limit, but before the
+// cascade reached the sibling, is not evaluated: the tree ended at the
+// crossing event, as replay ends it. (B's warning hook delivers A's event
+// at that moment.)
+func TestNoEventAfterTreeLimit(t *testing.T) {
+	holder := mustStage(t, "holder", middleware.WithPolicy(termination.MustParsePolicy("tree: {token_budget: {total: 500}}")))
+	var a *middleware.Run
+	var late termination.Cause
+	var lateStop bool
+	worker := mustStage(t, "worker", middleware.WithPolicy(termination.MustParsePolicy("token_budget: {total: 10000, pressure: 0.05}")),
+		middleware.WithOnWarning(func(_ context.Context, r *middleware.Run, _ termination.Cause) {
+			if r != a && a != nil && late == nil {
+				late, lateStop = a.Observe(termination.Event{Kind: termination.KindMessage, Usage: termination.Usage{InputTokens: 1}})
+			}
+		}))
+	ctx, h := holder.Start(context.Background())
+	_, a = worker.Start(ctx)
+	_, b := worker.Start(ctx)
+	_, stop := b.Observe(termination.Event{Kind: termination.KindMessage, Usage: termination.Usage{InputTokens: 600}})
+	require.True(t, stop)
+	require.True(t, lateStop, "A's event after the crossing stops A")
+	want := termination.Cancelled{Reason: termination.CancelParent, Detail: "holder ended: budget_exhausted"}
+	require.Equal(t, want, late)
+	ra := a.Finish(nil)
+	require.Equal(t, want, ra.Cause)
+	require.Zero(t, ra.Events, "A's late event was not evaluated")
+	require.Equal(t, termination.BudgetExhausted{Resource: "total_tokens", Used: 600, Limit: 500, Scope: termination.ScopeTree}, h.Finish(nil).Cause)
+	b.Finish(nil)
+}
