@@ -68,6 +68,9 @@ func TestBacktestRecordedRuns(t *testing.T) {
 		require.Equal(t, LiveSummary{Recorded: 4, Differ: 0, Changes: map[string]int{}}, s.Live)
 		require.Equal(t, "budget_exhausted", out["live"]["p"].Result.Tag())
 		require.Equal(t, 2, out["live"]["c1"].Result.Events)
+		require.True(t, out["live"]["p"].Stopped, "the live policy stops the planner where live did")
+		require.Equal(t, "budget_exhausted", out["live"]["p"].Result.Live)
+		require.False(t, out["live"]["c1"].Stopped, "a cascade as live is not the policy's stop")
 		require.True(t, out["live"]["k"].Result.FromRecord)
 		require.False(t, out["live"]["k"].Stopped, "a recorded end is not the policy's stop")
 

@@ -262,10 +262,11 @@ func (fe *fileEval) finish(r *runState) {
 		o := &fe.out[r.slot*len(fe.cands)+j]
 		o.Parent = r.parent
 		// A recorded end is how the run ended live, not a stop of the
-		// policy's; nor is an end the same as live's (a cascade from a
-		// recorded end).
+		// policy's; nor is a parent's cascade that ends the run as live
+		// ended it (from an ancestor's recorded end).
 		o.Stopped = !o.Result.FromRecord && (len(o.Result.Fired) > 0 || o.Result.Events < r.events)
-		if live := o.Result.Live; live != "" && o.Result.Tag() == live && o.Result.Events >= r.events {
+		if c, ok := o.Result.Cause.(termination.Cancelled); ok && c.Reason == termination.CancelParent &&
+			o.Result.Tag() == o.Result.Live && o.Result.Events >= r.events {
 			o.Stopped = false
 		}
 		if !o.Stopped {
