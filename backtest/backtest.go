@@ -36,6 +36,11 @@ const BatchMemoryLimit = 100 << 20
 type Policy struct {
 	Name   string
 	Policy termination.Policy
+	// Stages, when not nil, make the candidate one of per-stage policies
+	// (agentstop backtest -policies DIR, LoadStagePolicies): each run is
+	// evaluated with its stage's policy, and runs whose stage has none are
+	// left out of this candidate (Outcome.LeftOut). Policy is then unused.
+	Stages map[string]termination.Policy
 }
 
 // LoadPolicy reads the policy file at path and names it by the file's base
@@ -125,8 +130,14 @@ type Firing struct {
 // Outcome is what one policy did to one run.
 type Outcome struct {
 	Run, Parent, File string
-	Policy            string
-	Label             Label
+	// Stage is the run's stage (its first line's, or "replay").
+	Stage string
+	// LeftOut is set when the candidate has no policy for the run's stage
+	// (a -policies DIR without its file): the run is in no summary and no
+	// output of this candidate (Report.LeftOut counts it).
+	LeftOut bool
+	Policy  string
+	Label   Label
 	// Result is the replay result: what agentstop replay prints for this
 	// run and policy (stage "replay").
 	Result termination.Result
@@ -149,6 +160,25 @@ type Outcome struct {
 type Report struct {
 	Outcomes  []Outcome
 	Summaries []Summary
+}
+
+// LeftOut returns, for each policy in order, how many runs it left out
+// by stage (a -policies DIR without the stage's file); nil entries for
+// policies that left none out.
+func (r *Report) LeftOut() []map[string]int {
+	out := make([]map[string]int, len(r.Summaries))
+	for k := range r.Outcomes {
+		o := &r.Outcomes[k]
+		if !o.LeftOut {
+			continue
+		}
+		j := k % len(r.Summaries)
+		if out[j] == nil {
+			out[j] = map[string]int{}
+		}
+		out[j][o.Stage]++
+	}
+	return out
 }
 
 // FileError is a file of the corpus that could not be read or decoded;

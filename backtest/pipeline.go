@@ -14,6 +14,7 @@ const batchSize = 256
 // and written by none.
 type batch struct {
 	events []termination.Event
+	recs   []*termination.Record // nil where the line is an event
 	lines  []int
 }
 
@@ -36,7 +37,7 @@ func pipelined(fr *fileRead, cands []candidate, groups int, newEval func([]candi
 			defer wg.Done()
 			for b := range feed {
 				for i := range b.events {
-					fe.line(&b.events[i], b.lines[i])
+					fe.entry(&b.events[i], b.recs[i], b.lines[i])
 				}
 			}
 		}(evals[g], feeds[g])
@@ -48,8 +49,13 @@ func pipelined(fr *fileRead, cands []candidate, groups int, newEval func([]candi
 		}
 		b = newBatch()
 	}
-	truncated, err := fr.each(func(ev *termination.Event, line int) {
-		b.events, b.lines = append(b.events, *ev), append(b.lines, line)
+	truncated, err := fr.each(func(ev *termination.Event, rec *termination.Record, line int) {
+		if rec != nil {
+			cp := *rec // valid until the next line only
+			b.events, b.recs, b.lines = append(b.events, termination.Event{}), append(b.recs, &cp), append(b.lines, line)
+		} else {
+			b.events, b.recs, b.lines = append(b.events, *ev), append(b.recs, nil), append(b.lines, line)
+		}
 		if len(b.events) == batchSize {
 			send()
 		}
@@ -81,5 +87,5 @@ func pipelined(fr *fileRead, cands []candidate, groups int, newEval func([]candi
 }
 
 func newBatch() *batch {
-	return &batch{events: make([]termination.Event, 0, batchSize), lines: make([]int, 0, batchSize)}
+	return &batch{events: make([]termination.Event, 0, batchSize), recs: make([]*termination.Record, 0, batchSize), lines: make([]int, 0, batchSize)}
 }

@@ -27,6 +27,35 @@ type Summary struct {
 	Saved Amounts
 	// Labels is set when the backtest had labels.
 	Labels *LabelSummary
+	// Live compares the policy with how the runs ended live, over the runs
+	// with an end record (§4.1 "Recorded runs"); zero without any.
+	Live LiveSummary
+}
+
+// LiveSummary is how a policy's ends compare with the recorded ones.
+type LiveSummary struct {
+	// Recorded is how many runs have an end record.
+	Recorded int
+	// Differ is how many of them the policy ends differently from live:
+	// with another cause, or at an earlier event.
+	Differ int
+	// Changes counts them by "LIVE → POLICY" termination_cause (the same
+	// cause twice for a run ended earlier with the live cause).
+	Changes map[string]int
+}
+
+// endsDifferently reports whether o's policy ends the run otherwise than
+// it ended live, and how ("LIVE → TAG").
+func endsDifferently(o *Outcome) (string, bool) {
+	live := o.Result.Live
+	if live == "" || o.Result.FromRecord {
+		return "", false
+	}
+	tag := o.Result.Tag()
+	if tag == live && o.Saved.Events == 0 {
+		return "", false
+	}
+	return live + " → " + tag, true
 }
 
 // LabelSummary is a policy's confusion counts against the labels.
@@ -53,7 +82,7 @@ func summarize(outcomes []Outcome, policies []Policy, labelled bool) []Summary {
 	sums := make([]Summary, len(policies))
 	index := make(map[string]int, len(policies))
 	for i, p := range policies {
-		sums[i] = Summary{Policy: p.Name, ByCause: map[string]int{}}
+		sums[i] = Summary{Policy: p.Name, ByCause: map[string]int{}, Live: LiveSummary{Changes: map[string]int{}}}
 		if labelled {
 			sums[i].Labels = &LabelSummary{}
 		}
@@ -65,7 +94,17 @@ func summarize(outcomes []Outcome, policies []Policy, labelled bool) []Summary {
 	for k := range outcomes {
 		o := &outcomes[k]
 		s := &sums[k%n] // outcomes go run by run, policies in order
+		if o.LeftOut {
+			continue
+		}
 		s.Runs++
+		if o.Result.Live != "" {
+			s.Live.Recorded++
+			if change, ok := endsDifferently(o); ok {
+				s.Live.Differ++
+				s.Live.Changes[change]++
+			}
+		}
 		if o.Stopped {
 			s.Stopped++
 			s.ByCause[o.Result.Tag()]++
@@ -231,6 +270,9 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
 	for i := range r.Outcomes {
+		if r.Outcomes[i].LeftOut {
+			continue
+		}
 		if err := enc.Encode(r.Outcomes[i]); err != nil {
 			return err
 		}
@@ -264,6 +306,9 @@ func (r *Report) WriteCSV(w io.Writer) error {
 	}
 	for i := range r.Outcomes {
 		o := &r.Outcomes[i]
+		if o.LeftOut {
+			continue
+		}
 		res := &o.Result
 		cause, err := marshalCauseText(res.Cause)
 		if err != nil {
@@ -359,7 +404,9 @@ func (r *Report) labelled() bool { return len(r.Summaries) > 0 && r.Summaries[0]
 func (r *Report) outcomesOf(j int) []*Outcome {
 	var out []*Outcome
 	for k := j; k < len(r.Outcomes); k += len(r.Summaries) {
-		out = append(out, &r.Outcomes[k])
+		if !r.Outcomes[k].LeftOut {
+			out = append(out, &r.Outcomes[k])
+		}
 	}
 	return out
 }
@@ -413,6 +460,19 @@ func (r *Report) writePolicy(w io.Writer, j int) error {
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintf(w, "  saved: %s\n", long(s.Saved))
+	if lv := s.Live; lv.Recorded > 0 {
+		fmt.Fprintf(w, "  vs live: ends %d of %s with an end record differently", lv.Differ, human.Count(lv.Recorded, "run"))
+		if len(lv.Changes) > 0 {
+			changes := slices.Sorted(maps.Keys(lv.Changes))
+			slices.SortStableFunc(changes, func(a, b string) int { return lv.Changes[b] - lv.Changes[a] })
+			parts := make([]string, len(changes))
+			for k, c := range changes {
+				parts[k] = fmt.Sprintf("%s %d", c, lv.Changes[c])
+			}
+			fmt.Fprintf(w, " (%s)", strings.Join(parts, ", "))
+		}
+		fmt.Fprintln(w)
+	}
 	if l := s.Labels; l != nil {
 		fmt.Fprintf(w, "  labels: %d good, %d bad, %d unlabelled; stopped %d bad and %d good (false stops)\n",
 			l.Good, l.Bad, l.Unlabelled, l.BadStopped, l.GoodStopped)

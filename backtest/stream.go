@@ -13,21 +13,56 @@ import (
 type candidate struct {
 	cond  termination.Condition
 	conds []termination.Condition // its top-level conditions, with Config.All
-	pol   *termination.Policy
+	pol   *termination.Policy     // nil for a candidate of per-stage files only
 	name  string
 	tree  bool // it has tree: limits
+	// stages are the per-stage policies of a -policies DIR candidate
+	// (Policy.Stages), nil otherwise.
+	stages map[string]*termination.Policy
+	// stageConds are their top-level conditions, with Config.All.
+	stageConds map[string][]termination.Condition
 }
 
 func prepare(cfg *Config) []candidate {
 	out := make([]candidate, len(cfg.Policies))
 	for j := range cfg.Policies {
 		p := &cfg.Policies[j]
+		if p.Stages != nil {
+			out[j] = candidate{cond: termination.AnyOf(), name: p.Name, stages: map[string]*termination.Policy{}, stageConds: map[string][]termination.Condition{}}
+			for stage := range p.Stages {
+				sp := p.Stages[stage]
+				out[j].stages[stage] = &sp
+				if cfg.All {
+					out[j].stageConds[stage] = sp.Conditions()
+				}
+			}
+			continue
+		}
 		out[j] = candidate{cond: p.Policy.Condition(), pol: &p.Policy, name: p.Name, tree: p.Policy.Tree() != nil}
 		if cfg.All {
 			out[j].conds = p.Policy.Conditions()
 		}
 	}
 	return out
+}
+
+// policyOf returns the candidate's policy for the runs of stage, false
+// when it has none (a -policies DIR without the stage's file).
+func (c *candidate) policyOf(stage string) (*termination.Policy, bool) {
+	if c.stages == nil {
+		return c.pol, true
+	}
+	p, ok := c.stages[stage]
+	return p, ok
+}
+
+// conditionsOf returns the candidate's top-level conditions for the runs
+// of stage (Config.All).
+func (c *candidate) conditionsOf(stage string) []termination.Condition {
+	if c.stages == nil {
+		return c.conds
+	}
+	return c.stageConds[stage]
 }
 
 // fileEval is the evaluation of one file in progress. The file is read
@@ -56,6 +91,7 @@ type fileEval struct {
 // runState is one run of the file while it is read.
 type runState struct {
 	id, parent string
+	stage      string
 	slot       int // its first Outcome is out[slot*len(cands)]
 	events     int // its lines so far
 	// total is what its lines so far spent, prev what all but the last
@@ -72,9 +108,12 @@ func newFileEval(src Source, cfg *Config, cands []candidate, multi bool, index t
 	fe.trees = make([]*termination.RunsReplay, len(cands))
 	fe.evals = make([]*termination.Evaluator, len(cands))
 	for j := range cands {
-		if multi || cands[j].tree {
-			fe.trees[j] = termination.NewRunsReplay(cands[j].pol)
-		} else {
+		switch c := &cands[j]; {
+		case c.stages != nil:
+			fe.trees[j] = termination.NewRunsReplay(nil, termination.ReplayIndex(&fe.index), termination.ReplayPolicies(c.policyOf))
+		case multi || c.tree:
+			fe.trees[j] = termination.NewRunsReplay(c.pol, termination.ReplayIndex(&fe.index))
+		default:
 			fe.evals[j] = termination.NewEvaluator(cands[j].cond, termination.EventClock)
 		}
 	}
@@ -85,7 +124,7 @@ func newFileEval(src Source, cfg *Config, cands []candidate, multi bool, index t
 // only reads ev (fileRead fingerprinted its args), so that several
 // fileEvals may evaluate one event at once (pipeline.go).
 func (fe *fileEval) line(ev *termination.Event, n int) {
-	r := fe.run(ev)
+	r := fe.run(ev.Run, ev.Parent, ev.Stage)
 	r.prev = r.total
 	r.total.addEvent(ev)
 	r.events++
@@ -116,30 +155,69 @@ func (fe *fileEval) line(ev *termination.Event, n int) {
 	}
 }
 
-// run returns the state of ev's run, starting it at its first line.
-func (fe *fileEval) run(ev *termination.Event) *runState {
-	if r := fe.runs[ev.Run]; r != nil {
+// record takes the end or raise record of line n (§1): every policy's
+// replay of a file of many runs ends the run there (or applies the
+// raise). A file of one run without run ends at its last line, records
+// or not.
+func (fe *fileEval) record(rec *termination.Record, n int) {
+	r := fe.run(rec.Run, rec.Parent, rec.Stage)
+	fe.cur, fe.ev = r, nil
+	last := fe.multi && fe.index.IsLast(rec.Run, n)
+	for j := range fe.cands {
+		if t := fe.trees[j]; t != nil {
+			for _, res := range t.Record(rec, last) {
+				fe.result(fe.runs[res.Run], j, res)
+			}
+		}
+	}
+	if last {
+		fe.finish(r)
+	}
+}
+
+// entry takes line n of the file: an event or a record.
+func (fe *fileEval) entry(ev *termination.Event, rec *termination.Record, n int) {
+	if rec != nil {
+		fe.record(rec, n)
+		return
+	}
+	fe.line(ev, n)
+}
+
+// run returns the state of the run id, starting it at its first line
+// (of the stage stage, the child of parent).
+func (fe *fileEval) run(id, parent, stage string) *runState {
+	if r := fe.runs[id]; r != nil {
 		if r.parent == "" {
-			r.parent = ev.Parent // as ReadFile: the first parent the run's lines name
+			r.parent = parent // as ReadFile: the first parent the run's lines name
 		}
 		return r
 	}
-	r := &runState{id: ev.Run, parent: ev.Parent, slot: len(fe.order), resulted: make([]bool, len(fe.cands))}
+	if stage == "" {
+		stage = "replay" // as replay's default -stage
+	}
+	r := &runState{id: id, parent: parent, slot: len(fe.order), resulted: make([]bool, len(fe.cands))}
 	if !fe.multi {
 		r.id, r.parent = fe.src.Name, "" // a one-run file's run is named by the file
 	}
+	r.stage = stage
 	if fe.cfg.All {
 		r.all = make([][]*termination.Evaluator, len(fe.cands))
 		for j := range fe.cands {
-			for _, c := range fe.cands[j].conds {
+			for _, c := range fe.cands[j].conditionsOf(stage) {
 				r.all[j] = append(r.all[j], termination.NewEvaluator(c, termination.EventClock))
 			}
 		}
 	}
-	fe.runs[ev.Run] = r
+	fe.runs[id] = r
 	fe.order = append(fe.order, r)
 	for j := range fe.cands {
-		fe.out = append(fe.out, Outcome{Run: r.id, File: fe.src.Path, Policy: fe.cands[j].name, Label: fe.cfg.Labels[r.id]})
+		o := Outcome{Run: r.id, File: fe.src.Path, Policy: fe.cands[j].name, Label: fe.cfg.Labels[r.id], Stage: stage}
+		if _, ok := fe.cands[j].policyOf(stage); !ok {
+			// Left out of this candidate: its replay gives no result.
+			o.LeftOut, r.resulted[j] = true, true
+		}
+		fe.out = append(fe.out, o)
 	}
 	return r
 }
@@ -152,13 +230,15 @@ func (fe *fileEval) result(r *runState, j int, res termination.Result) {
 		return // not a run of this file's lines (cannot happen), or already in
 	}
 	r.resulted[j] = true
-	res.Stage = "replay"
+	if res.Stage == "" {
+		res.Stage = "replay"
+	}
 	o := &fe.out[r.slot*len(fe.cands)+j]
 	o.Result = res
 	switch {
 	case res.Events >= r.events:
 		o.Spent = r.total
-	case res.Events == r.events-1 && fe.cur == r:
+	case res.Events == r.events-1 && fe.cur == r && fe.ev != nil:
 		o.Spent = r.prev
 		o.Saved.addEvent(fe.ev)
 	}
@@ -181,7 +261,14 @@ func (fe *fileEval) finish(r *runState) {
 	for j := range fe.cands {
 		o := &fe.out[r.slot*len(fe.cands)+j]
 		o.Parent = r.parent
-		o.Stopped = len(o.Result.Fired) > 0 || o.Result.Events < r.events
+		// A recorded end is how the run ended live, not a stop of the
+		// policy's; nor is a parent's cascade that ends the run as live
+		// ended it (from an ancestor's recorded end).
+		o.Stopped = !o.Result.FromRecord && (len(o.Result.Fired) > 0 || o.Result.Events < r.events)
+		if c, ok := o.Result.Cause.(termination.Cancelled); ok && c.Reason == termination.CancelParent &&
+			o.Result.Tag() == o.Result.Live && o.Result.Events >= r.events {
+			o.Stopped = false
+		}
 		if !o.Stopped {
 			o.Saved = Amounts{}
 		}
@@ -283,7 +370,7 @@ func evaluateSource(src Source, cfg *Config, cands []candidate, spare int) (*fil
 		return pipelined(fr, cands, min(spare-1, len(cands)), newEval)
 	}
 	fe := newEval(cands)
-	truncated, err := fr.each(fe.line)
+	truncated, err := fr.each(fe.entry)
 	if err != nil {
 		return nil, err
 	}
@@ -302,17 +389,29 @@ type fileRead struct {
 	haveFirst bool
 
 	events int64
+	rec    *termination.Record // the record next read, nil for an event
+}
+
+// next reads the next line: an event, or a record (fr.rec).
+func (fr *fileRead) next() (termination.Event, error) {
+	e, err := fr.dec.NextEntry()
+	fr.rec = e.Record
+	return e.Event, err
 }
 
 // each hands f every event of the file, in order, with its line, its
 // args fingerprinted (fingerprintArgs). It returns whether a truncated
 // last line was skipped (with lenient), or the file's error.
-func (fr *fileRead) each(f func(ev *termination.Event, line int)) (truncated bool, _ error) {
+func (fr *fileRead) each(f func(ev *termination.Event, rec *termination.Record, line int)) (truncated bool, _ error) {
 	path := fr.path
 	ev, err := fr.first, fr.firstErr
-	for ; ; ev, err = fr.dec.Next() {
+	for ; ; ev, err = fr.next() {
 		if !fr.haveFirst {
 			fr.haveFirst = true
+			continue
+		}
+		if err == nil && fr.rec != nil {
+			f(nil, fr.rec, fr.dec.Line())
 			continue
 		}
 		if errors.Is(err, io.EOF) {
@@ -330,7 +429,7 @@ func (fr *fileRead) each(f func(ev *termination.Event, line int)) (truncated boo
 		}
 		fr.events++ // the Decoder checks that every event names its run or none does
 		fingerprintArgs(&ev)
-		f(&ev, fr.dec.Line())
+		f(&ev, nil, fr.dec.Line())
 	}
 	switch {
 	case fr.events == 0 && truncated:

@@ -56,7 +56,7 @@ func wholeFileOutcomes(f *File, cfg *Config) []Outcome {
 			res := results[j][i]
 			res.Stage = "replay"
 			o := Outcome{
-				Run: r.ID, Parent: r.Parent, File: r.File, Policy: cfg.Policies[j].Name,
+				Run: r.ID, Parent: r.Parent, File: r.File, Policy: cfg.Policies[j].Name, Stage: "replay", // no stage in these logs
 				Label: cfg.Labels[r.ID], Result: res, Spent: amountsOf(r.Events[:min(res.Events, len(r.Events))]),
 			}
 			o.Stopped = len(res.Fired) > 0 || res.Events < len(r.Events)

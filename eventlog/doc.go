@@ -2,7 +2,30 @@
 // contract (§1), so that production runs become a corpus for agentstop
 // backtest and replay: every event a stage evaluates, one object per line,
 // with the run's id in run and, on a run's first event, its parent's id in
-// parent.
+// parent and its stage in stage; and, when a run ends, one end record
+// (§1 "End records"):
+//
+//	{"kind":"end","run":ID,"parent":P,"stage":S,"time":T,"cause":{…},"outcome":O,
+//	 "stopped_at":K,"events":N,"policy":"sha256:…"}
+//
+// saying how the run really ended — a fleet stop, a block, a timer, a
+// parent's end — which its events alone cannot say. policy is "sha256:"
+// and the hex digest of the enforced policy's canonical JSON
+// (termination.Policy.Hash, given to the recorder as
+// middleware.RunInfo.Policy), or "code" for a stage whose conditions are
+// Go code (middleware.WithCondition). The end record is written the
+// moment the run's cause is decided (the Writer's RunRecorders are
+// middleware.StopRecorders), not when the loop returns: so a run ends in
+// the log where it ended live, before the lines of the cascade that ends
+// its descendants. Its outcome is then the cause's default (a
+// WithTreatAsSuccess override comes at Finish, after the line is
+// written). An end record is never dropped: when the buffer is full it
+// waits beside it and is written after the run's events, with
+// "dropped": N when events of the run were dropped. A run's first line in
+// each file (after a rotation too) carries its stage and parent. A stage
+// with shadow policies (middleware.WithShadowPolicy) has their verdicts in
+// the end record's "shadow" (§5.2). Replay ends each run at its
+// end record (agentstop replay -policies DIR, §4 "Recorded runs").
 //
 // # How the pieces fit
 //

@@ -101,10 +101,19 @@ func WithMeterProvider(mp metric.MeterProvider) Option {
 
 // record is one event waiting for the file.
 type record struct {
-	ev     termination.Event
-	args   *[]byte // the copy of ev.Args, from argsPool
-	run    string
-	parent string // on the run's first event only
+	ev   termination.Event
+	args *[]byte // the copy of ev.Args, from argsPool
+	run  string
+	// parent and stage are written on the run's first line in each file
+	// (the goroutine knows which runs the current file has seen).
+	parent string
+	stage  string
+	// end is an end record's line, already encoded (ev is then unused),
+	// of the run endRun.
+	end    []byte
+	endRun string
+	// raise: end is a raise record's line (§1), which does not end its run.
+	raise bool
 	// dropped is how many events of the run were dropped since the last
 	// one written: the line says so, in a field replay ignores.
 	dropped int64
@@ -126,13 +135,22 @@ type Writer struct {
 	argsPool sync.Pool
 	drops    metric.Int64Counter
 	nextID   atomic.Int64
+	// overflow holds the end records that found the buffer full: they are
+	// never dropped (a run's end is what replay needs most); kick wakes
+	// the goroutine to write them.
+	overflowMu sync.Mutex
+	overflow   []record
+	kick       chan struct{}
 
 	// Owned by the goroutine.
 	file     *os.File
 	buf      *bufio.Writer
 	size     int64
 	reported int64 // drops already reported
-	err      error // the first write error, returned by Close
+	// inFile is the runs the current file has a line of and no end
+	// record: their later lines carry no stage or parent.
+	inFile map[string]struct{}
+	err    error // the first write error, returned by Close
 }
 
 // New opens (creating or appending to) the log at path and starts the
@@ -161,7 +179,8 @@ func newWriter(path string, opts []Option) (*Writer, error) {
 	if path == "" {
 		return nil, errors.New("eventlog: empty path")
 	}
-	w := &Writer{path: path, cfg: cfg, queue: make(chan record, cfg.buffer), stop: make(chan struct{}), done: make(chan struct{})}
+	w := &Writer{path: path, cfg: cfg, queue: make(chan record, cfg.buffer), stop: make(chan struct{}), done: make(chan struct{}), kick: make(chan struct{}, 1)}
+	w.inFile = map[string]struct{}{}
 	w.argsPool.New = func() any { b := make([]byte, 0, 256); return &b }
 	var err error
 	w.drops, err = cfg.meterProvider.Meter(ScopeName).Int64Counter("agentstop.eventlog.dropped",
@@ -188,7 +207,7 @@ func (w *Writer) StartRun(ctx context.Context, info middleware.RunInfo) (context
 	if id == "" {
 		id = "run-" + strconv.FormatInt(w.nextID.Add(1), 10)
 	}
-	return ctx, &runRecorder{w: w, run: id, parent: info.ParentRunID}
+	return ctx, &runRecorder{w: w, run: id, parent: info.ParentRunID, stage: info.Stage, policy: info.Policy}
 }
 
 // Close writes every event recorded before it, closes the file and ends
@@ -211,7 +230,9 @@ type runRecorder struct {
 	w       *Writer
 	run     string
 	parent  string
-	wrote   bool
+	stage   string
+	policy  string
+	ended   bool  // the end record is written (Stopped or End)
 	dropped int64 // events dropped since the last one enqueued
 }
 
@@ -227,9 +248,7 @@ func (r *runRecorder) Event(ev *termination.Event) {
 		return
 	}
 	rec := record{ev: *ev, run: r.run, dropped: r.dropped}
-	if !r.wrote {
-		rec.parent = r.parent
-	}
+	rec.parent, rec.stage = r.parent, r.stage
 	if rec.ev.Time.IsZero() {
 		rec.ev.Time = time.Now()
 	}
@@ -241,7 +260,7 @@ func (r *runRecorder) Event(ev *termination.Event) {
 	}
 	select {
 	case w.queue <- rec:
-		r.wrote, r.dropped = true, 0
+		r.dropped = 0
 	default:
 		if rec.args != nil {
 			w.argsPool.Put(rec.args)
@@ -253,7 +272,160 @@ func (r *runRecorder) Event(ev *termination.Event) {
 
 func (r *runRecorder) Warning(termination.Cause) {}
 func (r *runRecorder) Error(error)               {}
-func (r *runRecorder) End(*termination.Result)   {}
+
+// endLine is an end record (§1) as written, its fields in the contract's
+// order.
+type endLine struct {
+	Kind      string          `json:"kind"`
+	Run       string          `json:"run"`
+	Parent    string          `json:"parent,omitempty"`
+	Stage     string          `json:"stage"`
+	Time      time.Time       `json:"time"`
+	Cause     json.RawMessage `json:"cause"`
+	Outcome   string          `json:"outcome"`
+	StoppedAt int             `json:"stopped_at"`
+	Events    int             `json:"events"`
+	Policy    string          `json:"policy"`
+	Shadow    json.RawMessage `json:"shadow,omitempty"`
+	Dropped   int64           `json:"dropped,omitempty"`
+}
+
+// End writes the run's end record: how it ended, which its events alone
+// cannot say. It is never dropped: when the buffer is full it waits
+// beside it (overflow), after the run's events.
+func (r *runRecorder) End(res *termination.Result) { r.writeEnd(res) }
+
+// Stopped writes the run's end record the moment its cause is decided
+// (middleware.StopRecorder), so that the record comes before the lines of
+// the cascade that ends its descendants and of whatever other runs do
+// before the loop returns. Its outcome is the cause's default.
+func (r *runRecorder) Stopped(res *termination.Result) { r.writeEnd(res) }
+
+// writeEnd writes the run's end record, once.
+func (r *runRecorder) writeEnd(res *termination.Result) {
+	if r.ended {
+		return
+	}
+	r.ended = true
+	w := r.w
+	cause, err := termination.MarshalCause(res.Cause)
+	if err != nil {
+		w.drop()
+		otel.Handle(fmt.Errorf("eventlog: cannot record the end of run %s: %w", r.run, err))
+		return
+	}
+	rec := endLine{Kind: "end", Run: r.run, Parent: r.parent, Stage: r.stage, Time: time.Now(),
+		Cause: cause, Outcome: res.Outcome.String(), StoppedAt: res.StoppedAt, Events: res.Events,
+		Policy: r.policy, Shadow: shadowVerdicts(res), Dropped: r.dropped}
+	line, err := json.Marshal(rec)
+	if err != nil {
+		w.drop()
+		otel.Handle(fmt.Errorf("eventlog: cannot record the end of run %s: %w", r.run, err))
+		return
+	}
+	w.closing.RLock()
+	defer w.closing.RUnlock()
+	if w.closed {
+		w.dropped.Add(1)
+		return
+	}
+	select {
+	case w.queue <- record{end: line, endRun: r.run}:
+	default:
+		w.overflowMu.Lock()
+		w.overflow = append(w.overflow, record{end: line, endRun: r.run})
+		w.overflowMu.Unlock()
+		select {
+		case w.kick <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// raiseLine is a raise record (§1): what a raise added to the run's limits.
+type raiseLine struct {
+	Kind   string          `json:"kind"`
+	Run    string          `json:"run"`
+	Time   time.Time       `json:"time"`
+	Limits json.RawMessage `json:"limits"`
+}
+
+// Held and Released are middleware.HoldRecorder's: a hold leaves no line
+// of its own (the event that reached the limit is the run's last line
+// before the raise or the end record).
+func (r *runRecorder) Held(termination.Cause) {}
+
+// Released is called when a held run goes on or ends; see Held.
+func (r *runRecorder) Released() {}
+
+// Raised writes a raise record (§1), in line order before the run's next
+// event, so that replay applies the raise where it happened. Like an end
+// record it is never dropped: when the buffer is full the raise waits for
+// room (raises are rare, and the writer never waits for a run).
+func (r *runRecorder) Raised(l termination.Limits) {
+	w := r.w
+	rec := raiseLine{Kind: "raise", Run: r.run, Time: time.Now(), Limits: raiseLimitsJSON(l)}
+	line, err := json.Marshal(rec)
+	if err != nil {
+		w.drop()
+		otel.Handle(fmt.Errorf("eventlog: cannot record a raise of run %s: %w", r.run, err))
+		return
+	}
+	w.closing.RLock()
+	defer w.closing.RUnlock()
+	if w.closed {
+		w.dropped.Add(1)
+		return
+	}
+	w.queue <- record{end: line, endRun: r.run, raise: true}
+}
+
+// raiseLimitsJSON is a raise record's limits: the amounts l has, by the §2
+// resource names.
+func raiseLimitsJSON(l termination.Limits) json.RawMessage {
+	m := map[string]any{}
+	add := func(has termination.LimitSet, name string, v any) {
+		if l.Has&has != 0 {
+			m[name] = v
+		}
+	}
+	add(termination.LimitTotalTokens, "total_tokens", l.TotalTokens)
+	add(termination.LimitInputTokens, "input_tokens", l.InputTokens)
+	add(termination.LimitOutputTokens, "output_tokens", l.OutputTokens)
+	add(termination.LimitCost, "cost", l.Cost)
+	add(termination.LimitIterations, "iterations", l.Iterations)
+	add(termination.LimitToolCalls, "tool_calls", l.ToolCalls)
+	b, _ := json.Marshal(m)
+	return b
+}
+
+// shadowVerdicts is the end record's "shadow" (§5.2): the verdict of
+// each of the stage's shadow policies (null for one that would not have
+// stopped the run), or nil (no key) for a stage without any.
+func shadowVerdicts(res *termination.Result) json.RawMessage {
+	if len(res.Shadow) == 0 {
+		return nil
+	}
+	b, err := json.Marshal(res.Shadow)
+	if err != nil {
+		otel.Handle(fmt.Errorf("eventlog: cannot record the shadow verdicts of run %s: %w", res.Run, err))
+		return nil
+	}
+	return b
+}
+
+func (w *Writer) drop() { w.dropped.Add(1) }
+
+// writeOverflow writes the end records that found the buffer full.
+func (w *Writer) writeOverflow() {
+	w.overflowMu.Lock()
+	lines := w.overflow
+	w.overflow = nil
+	w.overflowMu.Unlock()
+	for i := range lines {
+		w.write(&lines[i])
+	}
+}
 
 // loop is the Writer's goroutine: it writes records until Close, then
 // what is left in the buffer.
@@ -272,8 +444,22 @@ func (w *Writer) loop() {
 					more = false
 				}
 			}
+			w.writeOverflow()
 			w.flush()
 			w.reportDrops()
+		case <-w.kick:
+			// Write what the queue holds first: the end records come
+			// after their runs' events.
+			for more := true; more; {
+				select {
+				case rec := <-w.queue:
+					w.write(&rec)
+				default:
+					more = false
+				}
+			}
+			w.writeOverflow()
+			w.flush()
 		case <-w.stop:
 			for {
 				select {
@@ -284,6 +470,7 @@ func (w *Writer) loop() {
 				}
 				break
 			}
+			w.writeOverflow()
 			w.flush()
 			w.reportDrops()
 			if err := w.file.Close(); err != nil && w.err == nil {
@@ -297,15 +484,28 @@ func (w *Writer) loop() {
 // write encodes one record as a line and writes it, rotating first when
 // the line would take the file past its size.
 func (w *Writer) write(rec *record) {
+	if rec.end != nil {
+		w.writeLine(append(rec.end, '\n'))
+		if !rec.raise {
+			delete(w.inFile, rec.endRun)
+		}
+		return
+	}
 	ev := rec.ev
 	if rec.args != nil {
 		ev.Args = *rec.args
 	}
-	ev.Run, ev.Parent = rec.run, rec.parent
+	ev.Run, ev.Dropped = rec.run, rec.dropped
 	if w.cfg.withoutContent {
 		hideContent(&ev)
 	}
-	line, err := json.Marshal(ev)
+	line, err := w.encode(&ev, rec)
+	if err == nil && w.size > 0 && w.size+int64(len(line))+1 > w.cfg.maxBytes {
+		// Rotate first: the line may then be its run's first in the new
+		// file, with the run's stage and parent.
+		w.rotate()
+		line, err = w.encode(&ev, rec)
+	}
 	if rec.args != nil {
 		w.argsPool.Put(rec.args)
 	}
@@ -313,13 +513,26 @@ func (w *Writer) write(rec *record) {
 		w.fail(fmt.Errorf("eventlog: cannot encode a %s event of run %s: %w", ev.Kind, rec.run, err))
 		return
 	}
-	if rec.dropped > 0 {
-		// {…,"dropped":N}: the events of this run missing before this one.
-		line = append(line[:len(line)-1], `,"dropped":`...)
-		line = strconv.AppendInt(line, rec.dropped, 10)
-		line = append(line, '}')
+	if _, seen := w.inFile[rec.run]; !seen {
+		w.inFile[rec.run] = struct{}{}
 	}
-	line = append(line, '\n')
+	w.writeLine(append(line, '\n'))
+}
+
+// encode encodes ev, with the run's stage and parent when it is the run's
+// first line in the current file, so that a rotated file's part of a run
+// is a run of its own.
+func (w *Writer) encode(ev *termination.Event, rec *record) ([]byte, error) {
+	ev.Parent, ev.Stage = "", ""
+	if _, seen := w.inFile[rec.run]; !seen {
+		ev.Parent, ev.Stage = rec.parent, rec.stage
+	}
+	return json.Marshal(ev)
+}
+
+// writeLine writes one line, rotating first when it would take the file
+// past its size.
+func (w *Writer) writeLine(line []byte) {
 	if w.size > 0 && w.size+int64(len(line)) > w.cfg.maxBytes {
 		w.rotate()
 	}
@@ -372,6 +585,7 @@ func (w *Writer) open() error {
 // rotate closes the log, shifts PATH.(k) to PATH.(k+1) (removing the
 // oldest), renames PATH to PATH.1 and opens a new PATH.
 func (w *Writer) rotate() {
+	clear(w.inFile) // the new file has no line of any run yet
 	w.flush()
 	if err := w.file.Close(); err != nil {
 		w.fail(fmt.Errorf("eventlog: cannot close %s to rotate it: %w", w.path, err))
@@ -422,4 +636,13 @@ func (w *Writer) reportDrops() {
 	otel.Handle(fmt.Errorf("eventlog: dropped %d events (%d in all): the buffer of %d events was full; the log misses them", n, total, w.cfg.buffer))
 }
 
-var _ middleware.Recorder = (*Writer)(nil)
+var (
+	_ middleware.Recorder     = (*Writer)(nil)
+	_ middleware.StopRecorder = (*runRecorder)(nil)
+)
+
+// A run's recorder records end records and raise records.
+var (
+	_ middleware.StopRecorder = (*runRecorder)(nil)
+	_ middleware.HoldRecorder = (*runRecorder)(nil)
+)

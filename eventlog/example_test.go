@@ -39,9 +39,10 @@ func ExampleWriter() {
 	log.Close()
 	data, _ := os.ReadFile(path)
 	for line := range strings.Lines(string(data)) {
-		fmt.Println(strings.Contains(line, `"run":"`+run.ID()+`"`), strings.Contains(line, "go test"))
+		fmt.Println(strings.Contains(line, `"run":"`+run.ID()+`"`), strings.Contains(line, "go test"), strings.Contains(line, `"kind":"end"`))
 	}
 	// Output:
-	// true false
-	// true false
+	// true false false
+	// true false false
+	// true false true
 }

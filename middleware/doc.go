@@ -265,5 +265,11 @@
 //
 // The middleware records through the small [Recorder] interface and records
 // nothing by default, so it needs no OpenTelemetry SDK. Package telemetry
-// provides the OpenTelemetry implementation ([WithRecorder]).
+// provides the OpenTelemetry implementation ([WithRecorder]); package
+// eventlog, the event log that replay and backtest read. A RunRecorder that
+// is also a [StopRecorder] is told the moment its run's cause is decided,
+// before its descendants' cascade and before Finish; the event log writes
+// the run's end record then, so that in the log each run ends where it
+// ended live. [RunInfo] carries the enforced policy's hash
+// (termination.Policy.Hash) or "code", which the end record names.
 package middleware

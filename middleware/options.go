@@ -23,6 +23,8 @@ func (f optionFunc) apply(c *config) { f(c) }
 
 type config struct {
 	conds          []termination.Condition
+	policies       []string // the hash of each WithPolicy's policy (RunInfo.Policy)
+	code           bool     // a condition given as Go code (WithCondition, WithTreeLimits)
 	treatAsSuccess func(termination.Cause) bool
 	onWarning      func(context.Context, *Run, termination.Cause)
 	drainTimeout   time.Duration
@@ -48,6 +50,7 @@ type config struct {
 func WithPolicy(p termination.Policy) Option {
 	return optionFunc(func(c *config) {
 		c.conds = append(c.conds, p.Condition())
+		c.policies = append(c.policies, p.Hash())
 		if t := p.Tree(); t != nil {
 			c.trees = append(c.trees, t)
 		}
@@ -63,6 +66,7 @@ func WithCondition(cond termination.Condition) Option {
 	return optionFunc(func(c *config) {
 		if cond != nil {
 			c.conds = append(c.conds, cond)
+			c.code = true
 		}
 	})
 }
@@ -177,6 +181,39 @@ func (rs runRecorders) Error(err error) {
 	for _, r := range rs {
 		r.Error(err)
 	}
+}
+
+// stopRecorder returns the recorders of rs that are StopRecorders, as
+// one, or nil when none is.
+func (rs runRecorders) stopRecorder() StopRecorder {
+	var out stopRecorders
+	for _, r := range rs {
+		if sr := asStopRecorder(r); sr != nil {
+			out = append(out, sr)
+		}
+	}
+	if len(out) == 0 {
+		return nil
+	}
+	return out
+}
+
+type stopRecorders []StopRecorder
+
+func (rs stopRecorders) Stopped(res *termination.Result) {
+	for _, r := range rs {
+		r.Stopped(res)
+	}
+}
+
+// asStopRecorder returns r as a StopRecorder (for a fan-out, its members
+// that are), or nil.
+func asStopRecorder(r RunRecorder) StopRecorder {
+	if rs, ok := r.(runRecorders); ok {
+		return rs.stopRecorder()
+	}
+	sr, _ := r.(StopRecorder)
+	return sr
 }
 
 func (rs runRecorders) End(res *termination.Result) {

@@ -46,6 +46,24 @@ type RunInfo struct {
 	// (termination.Tag with this list), never from a string a caller wrote
 	// into the Result. Shared by every run of the stage: read only.
 	CustomReasons []string
+	// Policy names the stage's enforced policy, as an end record gives it
+	// (§1): "sha256:" and the hex digest of its canonical JSON
+	// (termination.Policy.Hash) for a stage whose conditions are one
+	// policy (WithPolicy), or "code" for a stage whose conditions are Go
+	// code (WithCondition, WithTreeLimits) or several policies.
+	Policy string
+}
+
+// policyHash is RunInfo.Policy for the configuration: the one policy's
+// hash, "code" otherwise (the empty stage's is the empty policy's).
+func (c *config) policyHash() string {
+	switch {
+	case c.code || len(c.policies) > 1:
+		return "code"
+	case len(c.policies) == 1:
+		return c.policies[0]
+	}
+	return termination.Policy{}.Hash()
 }
 
 // Allowed reports whether tag is in the stage's allow-list: the func to
@@ -74,6 +92,20 @@ type RunRecorder interface {
 	// End is called once, with the final result (its Shadow holds the
 	// verdicts of the stage's shadow policies, WithShadowPolicy).
 	End(res *termination.Result)
+}
+
+// StopRecorder is a RunRecorder that is also told the moment its run's
+// cause is decided — an event or a timer that fired, Stop, a fleet stop,
+// a parent's cascade — before the run's descendants are ended and before
+// the loop returns and calls Finish (End). An event log writes the run's
+// end record then (package eventlog), so that in the log a run ends where
+// it really ended, before the lines of its descendants' cascade. Stopped
+// is called at most once per run, with the run's lock held, and never for
+// a run whose cause Finish decides (the stream's end: End is the first to
+// know). res is valid only during the call; its Outcome is the cause's
+// default (a WithTreatAsSuccess override is applied at Finish).
+type StopRecorder interface {
+	Stopped(res *termination.Result)
 }
 
 // WithProviderName names the GenAI provider the stage's loop talks to

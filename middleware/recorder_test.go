@@ -211,7 +211,7 @@ func TestRecorderRunInfo(t *testing.T) {
 	assert.Equal(t, run.ID(), info.RunID, "every run has an id, with or without a fleet")
 	info.RunID = ""
 	assert.Equal(t, middleware.RunInfo{Stage: "planner", Provider: "anthropic", AgentID: "agent-1", ConversationID: "conv-9",
-		CustomReasons: []string{"quota", "manual_review"}}, info)
+		CustomReasons: []string{"quota", "manual_review"}, Policy: termination.Policy{}.Hash()}, info)
 	assert.True(t, info.Allowed("quota"))
 	assert.False(t, info.Allowed("custom"))
 
@@ -221,7 +221,31 @@ func TestRecorderRunInfo(t *testing.T) {
 	run.Finish(nil)
 	info = rec.only(t).info
 	info.RunID = ""
-	assert.Equal(t, middleware.RunInfo{Stage: "bare"}, info, "nothing given: empty fields")
+	assert.Equal(t, middleware.RunInfo{Stage: "bare", Policy: termination.Policy{}.Hash()}, info, "nothing given: empty fields, the empty policy")
+}
+
+// TestRecorderRunInfoPolicy: the recorder is told the enforced policy's
+// hash, or "code" for conditions written in Go (§1 end records).
+func TestRecorderRunInfoPolicy(t *testing.T) {
+	p := termination.MustParsePolicy("max_iterations: 3\ntimeout: 2m\n")
+	for _, tc := range []struct {
+		name string
+		opts []middleware.Option
+		want string
+	}{
+		{"one policy", []middleware.Option{middleware.WithPolicy(p)}, p.Hash()},
+		{"a Go condition", []middleware.Option{middleware.WithPolicy(p), middleware.WithCondition(termination.MaxIterations(3))}, "code"},
+		{"Go tree limits", []middleware.Option{middleware.WithTreeLimits(termination.MaxIterations(3))}, "code"},
+		{"two policies", []middleware.Option{middleware.WithPolicy(p), middleware.WithPolicy(termination.MustParsePolicy("max_tool_calls: 2"))}, "code"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &fakeRecorder{}
+			stage := mustStage(t, "s", append(tc.opts, middleware.WithRecorder(rec))...)
+			_, run := stage.Start(context.Background())
+			run.Finish(nil)
+			assert.Equal(t, tc.want, rec.only(t).info.Policy)
+		})
+	}
 }
 
 func TestWithProviderNameInvalid(t *testing.T) {

@@ -68,7 +68,7 @@ func New(stage string, opts ...Option) (*Stage, error) {
 	}
 	// The recorder's copy of the allow-list is its own: the stage's tags do
 	// not depend on what a recorder does with it.
-	s.info = RunInfo{Stage: stage, Provider: cfg.providerName, CustomReasons: slices.Clone(cfg.customReasons)}
+	s.info = RunInfo{Stage: stage, Provider: cfg.providerName, CustomReasons: slices.Clone(cfg.customReasons), Policy: cfg.policyHash()}
 	return s, nil
 }
 
@@ -227,16 +227,19 @@ type Run struct {
 	tree       *tree        // under mu: the run's place in a tree of runs (tree.go); nil for none
 	shadow     *shadowRun   // under mu: the stage's shadow policies (shadow.go); nil for none
 
-	mu      sync.Mutex
-	rec     RunRecorder
-	eval    *termination.Evaluator
-	cur     *termination.Event // Observe's copy of the event being evaluated (allocated on first use): evaluator and recorder read it in place
-	nwarn   int
-	timer   *time.Timer
-	drained int
-	endOnce sync.Once
-	ended   sync.WaitGroup      // done when the result is final (a channel would be one more allocation)
-	result  *termination.Result // set when ended is closed
+	mu  sync.Mutex
+	rec RunRecorder
+	// stopTold is set once the recorders have been told of the stop
+	// (recordStop), or of the end: with r.mu.
+	stopTold bool
+	eval     *termination.Evaluator
+	cur      *termination.Event // Observe's copy of the event being evaluated (allocated on first use): evaluator and recorder read it in place
+	nwarn    int
+	timer    *time.Timer
+	drained  int
+	endOnce  sync.Once
+	ended    sync.WaitGroup      // done when the result is final (a channel would be one more allocation)
+	result   *termination.Result // set when ended is closed
 
 	// Stopping from outside (Stop) and leaving early (Leave).
 	lastFinal bool        // under mu: the last evaluated event was a final answer
@@ -323,12 +326,24 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 		r.mu.Unlock()
 		return c, true, true
 	}
+	root := r.tree.lockRoot() // nil without tree limits (tree.go)
+	if root != nil {
+		if h, fired := r.tree.firedHolder(root); h != nil {
+			root.mu.Unlock()
+			r.drained++
+			r.mu.Unlock()
+			return r.endByTree(h, fired)
+		}
+	}
 	evaluated := r.eval.Progress().Events
 	cause, stop := live.ObserveRef(r.eval, ev)
 	if stop && r.eval.Progress().Events == evaluated {
 		// The timeout's deadline had passed before ev arrived (the timer
 		// was about to fire): the run stopped on that clock tick, before
 		// ev, and ev was not evaluated, as replay does (§3).
+		if root != nil {
+			root.mu.Unlock()
+		}
 		r.drained++
 		r.mu.Unlock()
 		r.stopped(cause)
@@ -352,7 +367,11 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 	valid := !stop || ev.Validate() == nil
 	// The tree limits of the run and its ancestors, nearest first, after
 	// the run's own (tree.go).
-	tree := r.tree != nil && len(r.tree.holders) > 0 && valid && r.tree.rollUp(ev)
+	tree := false
+	if root != nil {
+		tree = valid && r.tree.rollUp(ev, root)
+		root.mu.Unlock()
+	}
 	if r.member != nil && valid {
 		return r.observedFleet(ev, cause, stop, warnings, tree)
 	}
@@ -546,6 +565,7 @@ func (r *Run) stopWith(c termination.Cause) bool {
 func (r *Run) stopped(c termination.Cause) {
 	r.mu.Lock()
 	t := r.tree
+	r.recordStop()
 	r.mu.Unlock()
 	if t != nil {
 		t.endChildren(c)
@@ -670,7 +690,8 @@ func (r *Run) finish(err error) {
 		r.rec.Warning(w) // a fleet's warning that no event delivered
 	}
 	r.nwarn = len(res.Warnings)
-	r.unholdLocked() // hold.go
+	r.unholdLocked()  // hold.go
+	r.stopTold = true // End tells them
 	r.rec.End(&res)
 	r.result = &res
 	r.mu.Unlock()
@@ -740,3 +761,24 @@ func causeText(ctx context.Context) string {
 }
 
 var errNilRun = errors.New("middleware: nil *Run")
+
+// recordStop tells the run's StopRecorders, once, that its cause is
+// decided (with r.mu held).
+func (r *Run) recordStop() {
+	if r.stopTold {
+		return
+	}
+	r.stopTold = true
+	sr := asStopRecorder(r.rec)
+	if sr == nil {
+		return
+	}
+	res := r.eval.Result()
+	res.Stage, res.Run = r.stage.name, r.id
+	if r.tree != nil {
+		res.Parent = r.tree.parent
+	}
+	res.TerminationCause = termination.Tag(res.Cause, r.stage.allowed)
+	res.Shadow = r.shadow.verdicts() // final: the shadows saw every evaluated event
+	sr.Stopped(&res)
+}

@@ -136,6 +136,7 @@ func WithTreeLimits(c termination.Condition) Option {
 			return
 		}
 		cfg.trees = append(cfg.trees, termination.Tree(c))
+		cfg.code = true
 	})
 }
 
@@ -468,12 +469,15 @@ func (t *tree) endChildren(c termination.Cause) {
 }
 
 // rollUp evaluates the run's event ev with its holders' tree limits,
-// nearest first, with the run's lock held. It reports whether any of them
-// warned or fired: the caller then calls Run.treeEvent without the lock.
-func (t *tree) rollUp(ev *termination.Event) bool {
+// nearest first, with the run's lock and root's (the last holder's, see
+// lockRoot) held. It reports whether any of them warned or fired: the
+// caller then calls Run.treeEvent without the lock.
+func (t *tree) rollUp(ev *termination.Event, root *tree) bool {
 	acted := false
 	for _, h := range t.holders {
-		h.mu.Lock()
+		if h != root {
+			h.mu.Lock()
+		}
 		if h.limits == nil {
 			// Only charged through a fleet: no limits of its own here.
 		} else if _, stopped := h.limits.Stopped(); !stopped {
@@ -484,9 +488,67 @@ func (t *tree) rollUp(ev *termination.Event) bool {
 			h.pending = h.pending.Add(fleet.TreeUsageOf(ev))
 			acted = true
 		}
-		h.mu.Unlock()
+		if h != root {
+			h.mu.Unlock()
+		}
 	}
 	return acted
+}
+
+// lockRoot locks the root-most holder of the run's tree limits and
+// returns it, with the run's lock held. The run's event is evaluated, recorded and
+// rolled up with it held, so that the events of a tree are evaluated in
+// one order, the order they are recorded in (an event log replays them in
+// that order, §4), and none is evaluated after a tree limit fired (see
+// firedHolder). It returns nil for a run without holders.
+func (t *tree) lockRoot() *tree {
+	if t == nil || len(t.holders) == 0 {
+		return nil
+	}
+	root := t.holders[len(t.holders)-1]
+	root.mu.Lock()
+	return root
+}
+
+// firedHolder returns the nearest holder whose tree limits have fired
+// (with root locked) and what they fired: the tree has ended, though the
+// cascade may not have reached this run yet. An event that comes now is
+// not evaluated: replay ends the holder's tree at the event that crossed
+// the limit, and so does the live run.
+func (t *tree) firedHolder(root *tree) (*tree, []termination.Cause) {
+	for _, h := range t.holders {
+		if h != root {
+			h.mu.Lock()
+		}
+		var fired []termination.Cause
+		if h.limits != nil {
+			if _, stopped := h.limits.Stopped(); stopped {
+				fired = live.Fired(h.limits)
+			}
+		}
+		if h != root {
+			h.mu.Unlock()
+		}
+		if fired != nil {
+			return h, fired
+		}
+	}
+	return nil, nil
+}
+
+// endByTree ends the run whose holder h's tree limits fired before its
+// event: the holder with what they fired, a descendant with the cascade
+// that the holder's end sends it (Cancelled{reason: parent} naming the
+// holder). Called without locks; the event is not evaluated.
+func (r *Run) endByTree(h *tree, fired []termination.Cause) (termination.Cause, bool, bool) {
+	if h == r.tree {
+		r.stopTree(fired, false)
+	} else {
+		hr := h.run
+		r.stopWith(termination.ParentEnded(hr.stage.name, termination.Tag(fired[0], hr.stage.allowed)))
+	}
+	c, _ := r.Cause()
+	return c, true, true
 }
 
 // treeEvent acts on what the run's last event did to its holders' tree
@@ -696,7 +758,9 @@ func (r *Run) Charge(usage termination.Usage, cost float64) {
 		r.mu.Unlock()
 		return
 	}
-	acted := t.rollUp(ev)
+	root := t.lockRoot()
+	acted := t.rollUp(ev, root)
+	root.mu.Unlock()
 	r.mu.Unlock()
 	if acted {
 		r.treeEvent()

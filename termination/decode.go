@@ -147,6 +147,8 @@ type wireEvent struct {
 	Model    string          `json:"model"`
 	Run      string          `json:"run"`
 	Parent   string          `json:"parent"`
+	Stage    string          `json:"stage"`
+	Dropped  int64           `json:"dropped"`
 	ArgsHash string          `json:"args_hash"`
 	TextHash string          `json:"text_hash"`
 }
@@ -227,6 +229,8 @@ var fieldForms = map[string]string{
 	"model":               "a string",
 	"run":                 "a string",
 	"parent":              "a string",
+	"stage":               "a string",
+	"dropped":             "an integer",
 	"args_hash":           "a string",
 	"text_hash":           "a string",
 	"usage":               `an object such as {"input_tokens": 120, "output_tokens": 40}`,
@@ -255,7 +259,7 @@ func decodeEventJSON(data []byte, ev *Event) error {
 	*ev = Event{
 		Kind: w.Kind, Source: w.Source, Text: w.Text, Tool: w.Tool, Args: w.Args, Target: w.Target,
 		Usage: Usage(w.Usage), Cost: w.Cost, Err: w.Err, Time: w.Time.t, CallID: w.CallID, Model: w.Model,
-		Run: w.Run, Parent: w.Parent, ArgsHash: w.ArgsHash, TextHash: w.TextHash,
+		Run: w.Run, Parent: w.Parent, Stage: w.Stage, Dropped: w.Dropped, ArgsHash: w.ArgsHash, TextHash: w.TextHash,
 	}
 	return nil
 }
@@ -440,6 +444,13 @@ type Decoder struct {
 	// its run or none may (checkRun).
 	firstLine int
 	firstRun  string
+	// runs is what the log said of each run, to check its records
+	// (record.go); last caches the run of the line before.
+	runs     map[string]*runLines
+	lastRun  string
+	last     *runLines
+	rec      Record // the record decodeEntry decoded last
+	isRecord bool   // the line decodeEntry decoded last is a record (rec), not an event (ev)
 }
 
 // NewDecoder returns a Decoder reading from r. It reads r in chunks as Next
@@ -489,20 +500,23 @@ func (e *documentError) Unwrap() error { return ErrJSONDocument }
 // Next returns the next event, io.EOF at the end, or a *DecodeError naming
 // the line (wrapping [ErrTruncated] or [ErrJSONDocument] for the files
 // described at [Decoder]).
+//
+// The records of a recorded log (end and raise records, §1) are not
+// events: Next checks them and skips them ([Decoder.NextEntry] returns
+// them).
 func (d *Decoder) Next() (Event, error) {
-	b, ok := d.scanLine()
-	if !ok {
-		return Event{}, d.scanErr()
+	for {
+		b, ok := d.scanLine()
+		if !ok {
+			return Event{}, d.scanErr()
+		}
+		if err := d.decodeEntry(b); err != nil {
+			return Event{}, err
+		}
+		if !d.isRecord {
+			return d.ev, nil
+		}
 	}
-	var err error
-	if d.argsKey, d.argsHashed, err = decodeEventHashed(b, &d.ev, d.hashArgs); err != nil {
-		return Event{}, &DecodeError{Line: d.line, Err: d.lineError(b, err)}
-	}
-	if err := d.checkRun(); err != nil {
-		return Event{}, err
-	}
-	d.events++
-	return d.ev, nil
 }
 
 // scanLine moves to the next line that is not blank and returns it,
@@ -687,8 +701,10 @@ type ReplayOption interface {
 
 type replayConfig struct {
 	lenient  bool
-	stage    string // ReplayStage (replayruns.go)
-	evidence bool   // WithEvidenceEvents (evidencenotes.go)
+	stage    string                       // ReplayStage (replayruns.go)
+	evidence bool                         // WithEvidenceEvents (evidencenotes.go)
+	stages   func(string) (*Policy, bool) // ReplayPolicies
+	index    *RunIndex                    // ReplayIndex
 }
 
 type lenientOption struct{}

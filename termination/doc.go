@@ -19,6 +19,14 @@
 // first event's pattern; the Decoder is the one owner of that check, which
 // replay and backtest share) are errors of their own. [Replay] and [ReplayWith]
 // ([WithLenient] for a truncated log) evaluate a log as a live stage would.
+// A recorded log also holds records that are not events (§1): an end
+// record per run (how it really ended) and raise records. [Decoder.Next]
+// checks and skips them; [Decoder.NextEntry] returns them as [Record]s,
+// and the Decoder is the one owner of their checks too (a line of a run
+// after its end record, a second end record, an end record whose stage or
+// parent differs from the run's first line, a cause that is not §2 JSON,
+// a raise amount that is missing, zero or negative: errors naming the
+// line). [Policy.Hash] is the enforced policy's hash an end record names.
 //
 // A [Condition] is an immutable description of when to stop: [MaxIterations]
 // and [IterationLimit] (with an early warning), [MaxToolCalls] and
@@ -52,7 +60,10 @@
 // does this live, and [ReplayRuns] over a log of many runs (events with
 // run and parent), one Result per run; [RunsReplay] does the same a line
 // at a time, for a log too large to hold, with each run's last line found
-// by a first pass ([IndexRuns]). [Limits] are amounts left
+// by a first pass ([IndexRuns]). [RunsReplay.Record] ends a run at its end
+// record (the recorded end, FromRecord, when the policy has not stopped it
+// before; every result of such a run carries Live, with [ReplayIndex]),
+// and [ReplayPolicies] gives each stage its own policy. [Limits] are amounts left
 // ([Evaluator.Remaining]), in a text form a propagator carries
 // ([ParseLimits]).
 //

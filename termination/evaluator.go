@@ -475,6 +475,18 @@ type Result struct {
 	// without shadow policies (the JSON form then has no "shadow").
 	// Shared by every copy of the Result: read only.
 	Shadow map[string]*ShadowVerdict
+	// FromRecord is set by a replay whose policy did not stop the run
+	// before its end record (§4 "Recorded runs"): the cause, stopped_at
+	// and events are the recorded end's, not derived from the events.
+	FromRecord bool
+	// Live is the termination_cause the run's end record gives (how it
+	// ended live), on every replayed result of a run with an end record;
+	// "" for a run without one.
+	Live string
+	// Incomplete is set by replay for a run whose lines the recorder
+	// dropped under load (a line with "dropped"): its events are not all
+	// in the log.
+	Incomplete bool
 }
 
 // Totals is what events spent: iterations (message and final events),
@@ -537,6 +549,7 @@ func (r Result) MarshalJSON() ([]byte, error) {
 		Tokens: tokensJSON{Input: r.Tokens.InputTokens, Output: r.Tokens.OutputTokens}, Cost: r.Cost,
 		Duration: durationJSON(r), Truncated: r.Truncated,
 		Run: r.Run, Parent: r.Parent, Tree: totalsJSONOf(r.Tree), Shadow: r.Shadow,
+		FromRecord: r.FromRecord, Live: r.Live, Incomplete: r.Incomplete,
 	})
 }
 
@@ -549,7 +562,7 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 	out := Result{Stage: raw.Stage, TerminationCause: raw.TerminationCause, Outcome: raw.Outcome,
 		StoppedAt: raw.StoppedAt, Evidence: slices.Clip(raw.Evidence), Events: raw.Events, Iterations: raw.Iterations, ToolCalls: raw.ToolCalls,
 		Tokens: Usage{InputTokens: raw.Tokens.Input, OutputTokens: raw.Tokens.Output}, Cost: raw.Cost,
-		Run: raw.Run, Parent: raw.Parent}
+		Run: raw.Run, Parent: raw.Parent, FromRecord: raw.FromRecord, Live: raw.Live, Incomplete: raw.Incomplete}
 	if len(raw.Shadow) > 0 {
 		out.Shadow = raw.Shadow
 	}
@@ -598,9 +611,12 @@ type resultJSON struct {
 	Evidence         []int             `json:"evidence"`
 	Duration         *string           `json:"duration,omitempty"`
 	Truncated        bool              `json:"truncated,omitempty"`
-	Run              string            `json:"run,omitempty"`    // §8: a run of a multi-run log
-	Parent           string            `json:"parent,omitempty"` // §8: its parent run
-	Tree             *totalsJSON       `json:"tree,omitempty"`   // §8: a holder's subtree totals
+	Run              string            `json:"run,omitempty"`         // §8: a run of a multi-run log
+	Parent           string            `json:"parent,omitempty"`      // §8: its parent run
+	Tree             *totalsJSON       `json:"tree,omitempty"`        // §8: a holder's subtree totals
+	FromRecord       bool              `json:"from_record,omitempty"` // §4: the recorded end
+	Live             string            `json:"live,omitempty"`        // §4: the recorded cause's tag
+	Incomplete       bool              `json:"incomplete,omitempty"`  // §1: the recorder dropped lines of the run
 	// §5.2: the shadow policies' verdicts, null for one that would not
 	// have stopped the run.
 	Shadow map[string]*ShadowVerdict `json:"shadow,omitempty"`

@@ -118,6 +118,13 @@ type Event struct {
 	Run string `json:"run,omitempty"`
 	// Parent is, on a run's first event, the run id of its parent run (§8).
 	Parent string `json:"parent,omitempty"`
+	// Stage is, on a run's first event, the stage that ran it; replay and
+	// backtest pick that stage's policy (§1, §4).
+	Stage string `json:"stage,omitempty"`
+	// Dropped is how many events of the run the recorder dropped under
+	// load just before this one (§1 "dropped"); replay marks the run's
+	// result Incomplete.
+	Dropped int64 `json:"dropped,omitempty"`
 	// ArgsHash stands in for Args in a log recorded without content: the
 	// hash of the canonical args (§1). An event carries one or the other:
 	// the decoder rejects a line with both (a null args aside).

@@ -33,7 +33,7 @@ const fastMaxDepth = 64
 // case-sensitive, and decodeEventJSON drops every other key before
 // encoding/json (which would match "Text" to text) sees it.
 var eventFieldNames = [...]string{"kind", "source", "text", "tool", "args", "target", "usage", "cost", "error", "time", "call_id", "model",
-	"run", "parent", "args_hash", "text_hash"}
+	"run", "parent", "stage", "dropped", "args_hash", "text_hash"}
 
 // fastParser is a cursor over one line of JSON. Its methods report false
 // for anything they do not handle; none of them allocates except to keep a
@@ -161,6 +161,10 @@ func (p *fastParser) object(ev *Event) bool {
 			return p.setString(&ev.Run)
 		case "parent":
 			return p.setString(&ev.Parent)
+		case "stage":
+			return p.setString(&ev.Stage)
+		case "dropped":
+			return false // rare: encoding/json decodes and checks it
 		case "args_hash":
 			return p.setString(&ev.ArgsHash)
 		case "text_hash":

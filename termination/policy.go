@@ -2,6 +2,9 @@ package termination
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +23,7 @@ type Policy struct {
 	fleet *FleetBudget // the top-level fleet_budget, if any (fleetbudget.go)
 	tree  Condition    // the top-level tree: limits, if any (tree.go)
 	hold  *Hold        // the top-level hold:, if any (hold.go)
+	canon []byte       // the policy's canonical JSON (Hash), nil for the empty policy
 }
 
 // PolicyError is an invalid policy: Path names the key
@@ -67,7 +71,36 @@ func ParsePolicy[S PolicyText](data S) (Policy, error) {
 		return Policy{}, err
 	}
 	p.cond = c
+	p.canon = canonicalPolicy(root)
 	return p, nil
+}
+
+// canonicalPolicy is the policy's JSON form with keys sorted and no
+// insignificant whitespace (encoding/json sorts a map's keys).
+func canonicalPolicy(root *yaml.Node) []byte {
+	var v any
+	if root.Decode(&v) != nil {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil
+	}
+	return b
+}
+
+// Hash returns "sha256:" and the hex digest of the policy's canonical
+// JSON: its JSON form with keys sorted and no insignificant whitespace
+// (§1 end records). Two files that say the same thing in other words
+// (YAML or JSON, another key order, comments) have the same hash; the
+// empty policy's canonical JSON is {}.
+func (p Policy) Hash() string {
+	c := p.canon
+	if c == nil {
+		c = []byte("{}")
+	}
+	sum := sha256.Sum256(c)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // LoadPolicy reads and parses the policy file at path; errors name the file.

@@ -94,7 +94,55 @@ func NewRunsReplay(p *Policy, opts ...ReplayOption) *RunsReplay {
 	if p != nil {
 		pol = *p
 	}
-	return &RunsReplay{rp: replayer{cond: pol.Condition(), tree: pol.Tree(), stage: cfg.stage, evidence: cfg.evidence, runs: map[string]*replayRun{}}}
+	rp := replayer{stage: cfg.stage, evidence: cfg.evidence, runs: map[string]*replayRun{}, index: cfg.index, stages: cfg.stages, leftOut: map[string]int{}}
+	if p != nil || cfg.stages == nil {
+		rp.fallback = &pol
+	}
+	return &RunsReplay{rp: rp}
+}
+
+// ReplayPolicies gives each stage its own policy (§4 "Recorded runs"):
+// policyOf returns the policy of the runs of a stage (the stage of their
+// first line, or [ReplayStage]'s for a run whose log gives none), false
+// when the stage has none. The policy given to [NewRunsReplay], when not
+// nil, is then the policy of the stages policyOf has none for. Runs left
+// without a policy are evaluated by no condition, still end at their end
+// record (or last line) for their descendants' sake, and are left out of
+// the results; [RunsReplay.LeftOut] counts them by stage.
+func ReplayPolicies(policyOf func(stage string) (*Policy, bool)) ReplayOption {
+	return policiesOption(policyOf)
+}
+
+type policiesOption func(string) (*Policy, bool)
+
+func (o policiesOption) apply(c *replayConfig) { c.stages = o }
+
+// ReplayIndex gives the replay what the first pass over the log learned
+// (IndexRuns): each run's recorded cause, so that every result of a run
+// with an end record carries Live, and whether the recorder dropped lines
+// of the run (Incomplete).
+func ReplayIndex(x *RunIndex) ReplayOption { return indexOption{x} }
+
+type indexOption struct{ x *RunIndex }
+
+func (o indexOption) apply(c *replayConfig) { c.index = o.x }
+
+// LeftOut returns how many runs, by stage, were left out of the results
+// because no policy was given for their stage (ReplayPolicies).
+func (r *RunsReplay) LeftOut() map[string]int { return r.rp.leftOut }
+
+// Record takes a record of the log's next line (an end or raise record,
+// §1); last says that it is its run's last line. An end record ends its
+// run, if the policy has not ended it before: the result is then the
+// recorded end, with FromRecord set. A raise record changes nothing under
+// a policy without hold. Like Line, it returns the results of the runs
+// that ended, valid until the next call.
+func (r *RunsReplay) Record(rec *Record, last bool) []Result {
+	rp := &r.rp
+	rp.results = rp.results[:0]
+	rp.record(rec, last)
+	rp.release()
+	return rp.results
 }
 
 // Line evaluates the event of the log's next line; last says that it is
@@ -124,9 +172,13 @@ func (r *RunsReplay) End() []Result {
 }
 
 type replayer struct {
-	cond  Condition
-	tree  Condition // nil without tree limits
-	stage string
+	// fallback is the policy of every run whose stage stages has none
+	// for; nil when such runs are left out.
+	fallback *Policy
+	stages   func(string) (*Policy, bool)
+	leftOut  map[string]int // runs left without a policy, by stage
+	index    *RunIndex      // nil without a first pass
+	stage    string         // the stage of runs whose log gives none
 	// evidence: each run notes its events for Result.EvidenceEvents
 	// (WithEvidenceEvents).
 	evidence bool
@@ -142,9 +194,23 @@ type replayer struct {
 	compactAt int // compact order when it grows past this
 }
 
+// policyOf returns the policy of the runs of stage, false when none.
+func (rp *replayer) policyOf(stage string) (*Policy, bool) {
+	if rp.stages != nil {
+		if p, ok := rp.stages(stage); ok {
+			return p, true
+		}
+	}
+	return rp.fallback, rp.fallback != nil
+}
+
 // replayRun is one run of the log.
 type replayRun struct {
 	id, parent string
+	stage      string
+	policy     bool      // false for a run left without a policy: its result is left out
+	incomplete bool      // a line of the run said the recorder dropped events before it
+	first      time.Time // the time of its first timed event
 	eval       *Evaluator
 	limits     *Evaluator   // the run's tree limits, nil without
 	holders    []*replayRun // the run itself (when it holds limits) and its ancestors that do, nearest first
@@ -170,6 +236,15 @@ func (rp *replayer) release() {
 		}
 		r.eval, r.limits, r.holders, r.children, r.notes = nil, nil, nil, nil, nil
 	}
+	kept := rp.results[:0]
+	for i, r := range rp.done {
+		if r.policy {
+			kept = append(kept, rp.results[i])
+		} else {
+			rp.leftOut[r.stage]++
+		}
+	}
+	rp.results = kept
 	rp.done = rp.done[:0]
 	if len(rp.order) > rp.compactAt {
 		live := slices.DeleteFunc(rp.order, func(r *replayRun) bool { return r.ended })
@@ -184,6 +259,13 @@ func (rp *replayer) line(ev *Event, lastLine bool) {
 		r = rp.begin(ev)
 	}
 	if r.ended {
+		return
+	}
+	if _, held := r.eval.Held(); held {
+		// Held at a limit, and this line is no raise: under this policy
+		// nobody raised the run (live, the run took no next event until
+		// then), so it ends with the limit's cause (§3 hold).
+		rp.end(r, nil)
 		return
 	}
 	if !ev.Time.IsZero() && ev.valid() {
@@ -213,6 +295,12 @@ func (rp *replayer) line(ev *Event, lastLine bool) {
 			return
 		}
 	}
+	if ev.Dropped > 0 {
+		r.incomplete = true
+	}
+	if r.first.IsZero() && !ev.Time.IsZero() {
+		r.first = ev.Time
+	}
 	before := r.eval.progress.Events
 	_, stop := r.eval.Observe(*ev)
 	if r.notes != nil {
@@ -234,28 +322,48 @@ func (rp *replayer) line(ev *Event, lastLine bool) {
 
 // begin starts the run of ev's first line.
 func (rp *replayer) begin(ev *Event) *replayRun {
-	r := &replayRun{id: ev.Run, parent: ev.Parent, eval: NewEvaluator(rp.cond, EventClock)}
+	return rp.beginRun(ev.Run, ev.Parent, ev.Stage, false)
+}
+
+// beginRun starts the run id of the stage stage ("" for the default),
+// the child of parent. With recorded, the run's first line is its end
+// record: it started live before its parent ended, whatever its parent
+// did in this replay (a run that started after would have been recorded
+// Skipped{parent_ended}), so its recorded end stands.
+func (rp *replayer) beginRun(id, parent, stage string, recorded bool) *replayRun {
+	if stage == "" {
+		stage = rp.stage
+	}
+	p, ok := rp.policyOf(stage)
+	var pol Policy
+	if ok {
+		pol = *p
+	}
+	r := &replayRun{id: id, parent: parent, stage: stage, policy: ok, eval: NewEvaluator(pol.Condition(), EventClock)}
+	if h, held := pol.Hold(); held {
+		r.eval.SetHold(h)
+	}
 	if rp.evidence {
 		r.notes = new(evidenceNotes)
 	}
-	rp.runs[ev.Run] = r
+	rp.runs[id] = r
 	rp.order = append(rp.order, r)
-	up := rp.runs[ev.Parent]
-	if ev.Parent == "" || up == r {
+	up := rp.runs[parent]
+	if parent == "" || up == r {
 		up = nil
 	}
-	if rp.tree != nil {
+	if tree := pol.Tree(); tree != nil {
 		// Before a late child's end, as live: a run holds its tree limits
 		// (and has tree totals, Result.Tree) from its start.
-		r.limits = NewEvaluator(rp.tree, EventClock)
+		r.limits = NewEvaluator(tree, EventClock)
 		r.holders = append(r.holders, r)
 	}
-	if up != nil && up.ended {
-		r.eval.Stop(Skipped{Reason: SkipParentEnded, Detail: ParentEnded(rp.stage, up.tag).Detail})
+	if up != nil && up.ended && !recorded {
+		r.eval.Stop(Skipped{Reason: SkipParentEnded, Detail: ParentEnded(up.stage, up.tag).Detail})
 		rp.end(r, nil)
 		return r
 	}
-	if up != nil {
+	if up != nil && !up.ended {
 		up.children = append(up.children, r)
 		r.holders = append(r.holders, up.holders...)
 	}
@@ -294,18 +402,32 @@ func (rp *replayer) end(r *replayRun, cause Cause) {
 	if r.ended {
 		return
 	}
+	// A run held at a limit that ends (its log ends, or it is not raised
+	// before its next line or its end record) ends with the limit's cause,
+	// as live when nobody raises it; a cascade's Stop came first and wins.
+	r.eval.EndHold()
+	rp.endWith(r, r.eval.Result(), cause)
+}
+
+// endWith ends r with the result res, and its live descendants with cause
+// (or one naming r).
+func (rp *replayer) endWith(r *replayRun, res Result, cause Cause) {
 	r.ended = true
-	res := r.eval.Result()
-	res.Stage, res.Run, res.Parent = rp.stage, r.id, r.parent
+	res.Stage, res.Run, res.Parent = r.stage, r.id, r.parent
 	res.TerminationCause = Tag(res.Cause, nil)
 	if r.notes != nil {
 		res.EvidenceEvents = r.notes.describe(res.Evidence)
+	}
+	res.Incomplete = r.incomplete
+	if rp.index != nil {
+		res.Live = rp.index.Live(r.id)
+		res.Incomplete = res.Incomplete || rp.index.Incomplete(r.id)
 	}
 	r.tag = res.TerminationCause
 	rp.results = append(rp.results, res)
 	rp.done = append(rp.done, r)
 	if cause == nil {
-		cause = ParentEnded(rp.stage, res.TerminationCause)
+		cause = ParentEnded(r.stage, res.TerminationCause)
 	}
 	for _, c := range r.children {
 		if !c.ended {
@@ -323,4 +445,68 @@ func (e *Evaluator) nextDeadline() (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return e.start.Add(e.timeouts[e.next]), true
+}
+
+// record takes an end or raise record of the log.
+func (rp *replayer) record(rec *Record, lastLine bool) {
+	r := rp.runs[rec.Run]
+	if r == nil {
+		// A run whose only line is its end record: one that ended before
+		// its first event (blocked, skipped, a parent that had ended).
+		r = rp.beginRun(rec.Run, rec.Parent, rec.Stage, rec.Kind == RecordEnd)
+	}
+	if r.ended {
+		return
+	}
+	if rec.Dropped > 0 {
+		r.incomplete = true
+	}
+	switch rec.Kind {
+	case RecordRaise:
+		rp.raise(r, rec)
+	case RecordEnd:
+		if _, held := r.eval.Held(); held {
+			rp.end(r, nil) // the policy's hold, not raised: its own stop
+		} else {
+			rp.endFromRecord(r, rec)
+		}
+	}
+	if lastLine && !r.ended {
+		rp.end(r, nil)
+	}
+}
+
+// raise applies a raise record to r (§3 hold): a run its policy holds at
+// one of its own limits is raised by the record's amounts and goes on.
+// Under a policy without hold, or for a run that is not held, it changes
+// nothing. (A hold at a tree: limit is not replayed: the tree's limits
+// stop their holder in replay as without hold.)
+func (rp *replayer) raise(r *replayRun, rec *Record) {
+	if _, held := r.eval.Held(); held {
+		_ = r.eval.Raise(rec.Limits) // ErrNotHeld cannot happen; bad amounts were the Decoder's error
+	}
+}
+
+// endFromRecord ends r, which the policy has not stopped before its end
+// record, with the recorded end (§4 "Recorded runs"): what happened
+// after the last line is not in the log. The totals are the events'.
+func (rp *replayer) endFromRecord(r *replayRun, rec *Record) {
+	res := r.eval.Result()
+	res.Cause, res.Outcome = rec.Cause, rec.Outcome
+	res.StoppedAt, res.Events = rec.StoppedAt, rec.Events
+	res.Fired, res.Evidence = nil, nil
+	if _, natural := rec.Cause.(NaturalCompletion); !natural {
+		res.Fired = []Cause{rec.Cause}
+	}
+	if !r.first.IsZero() && !rec.Time.IsZero() && !rec.Time.Before(r.first) {
+		res.Duration, res.Untimed = rec.Time.Sub(r.first), false
+	}
+	res.FromRecord = true
+	// A run that a cascade ended live passes that cascade on, naming the
+	// run whose end started it, as live (§8).
+	var cascade Cause
+	if c, ok := rec.Cause.(Cancelled); ok && c.Reason == CancelParent {
+		cascade = c
+	}
+	rp.endWith(r, res, cascade)
 }

@@ -1,6 +1,7 @@
 package termination
 
 import (
+	"bytes"
 	"io"
 
 	"github.com/agentstop/agentstop/termination/internal/jsonscan"
@@ -14,6 +15,11 @@ type RunIndex struct {
 	slot    map[string]int // run → index into last
 	last    []int          // the line of each run's last event
 	unnamed int            // the line of the first event without run, 0 when none
+	// live is each run's recorded cause (its end record's tag), and
+	// incomplete the runs a line of which says the recorder dropped
+	// events; nil in a log without them.
+	live       map[string]string
+	incomplete map[string]bool
 }
 
 // IndexRuns reads the JSON Lines log r to its end and returns where each
@@ -32,6 +38,7 @@ func IndexRuns(r io.Reader) RunIndex {
 		if !ok {
 			return x
 		}
+		x.noteRecord(b)
 		run, ok := lineRun(b)
 		if !ok {
 			if decodeEvent(b, &d.ev) != nil {
@@ -90,3 +97,48 @@ func lineRun(data []byte) (run []byte, ok bool) {
 	p.SkipSpace()
 	return run, p.Pos == len(p.Data)
 }
+
+// noteRecord notes what the line b says of its run when it is an end
+// record (the recorded cause) or says "dropped". Such lines are rare (one
+// end record per run): they are decoded whole. A bad one is left for the
+// replay to report.
+func (x *RunIndex) noteRecord(b []byte) {
+	k := recordKind(b)
+	dropped := bytes.Contains(b, []byte(`"dropped"`))
+	if k != RecordEnd && !dropped {
+		return
+	}
+	if k == RecordEnd {
+		rec, err := decodeRecord(b, k)
+		if err != nil {
+			return
+		}
+		if x.live == nil {
+			x.live = map[string]string{}
+		}
+		x.live[rec.Run] = rec.Tag()
+		if rec.Dropped > 0 {
+			x.markIncomplete(rec.Run)
+		}
+		return
+	}
+	var ev Event
+	if decodeEvent(b, &ev) == nil && ev.Dropped > 0 {
+		x.markIncomplete(ev.Run)
+	}
+}
+
+func (x *RunIndex) markIncomplete(run string) {
+	if x.incomplete == nil {
+		x.incomplete = map[string]bool{}
+	}
+	x.incomplete[run] = true
+}
+
+// Live returns the termination_cause of run's end record, "" when the
+// run has none.
+func (x *RunIndex) Live(run string) string { return x.live[run] }
+
+// Incomplete reports whether a line of run says that the recorder dropped
+// some of its events.
+func (x *RunIndex) Incomplete(run string) bool { return x.incomplete[run] }

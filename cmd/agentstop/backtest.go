@@ -15,8 +15,8 @@ import (
 	"github.com/agentstop/agentstop/internal/human"
 )
 
-const backtestUsage = `Usage: agentstop backtest -policy A.yaml [-policy B.yaml ...] [-labels LABELS] [-all] [-lenient]
-                          [-format table|json|csv] [-j N] [-max-false-stops N] PATH...
+const backtestUsage = `Usage: agentstop backtest -policy A.yaml [-policy B.yaml ...] [-policies DIR ...] [-labels LABELS] [-all]
+                          [-lenient] [-format table|json|csv] [-j N] [-max-false-stops N] PATH...
 
 Evaluates each policy over recorded runs, exactly as replay would, and reports
 which runs each policy would have stopped, where, and what the stop saves.
@@ -26,12 +26,23 @@ named by its path relative to PATH without .jsonl. An empty policy (an empty
 file, {}) is evaluated, with one warning line on stderr naming the file:
 nothing can stop a run.
 
+Recorded runs: -policies DIR (repeatable) is one candidate made of per-stage
+policies, DIR/STAGE.yaml each (what the quickstart's -record writes), named by
+DIR's last element; runs whose stage has no file are left out of it (one line
+on stderr names their stages; exit 2 when no run is left). A run with an end
+record ends there, as in replay: a policy that does not stop it before gives
+the recorded end ("from_record": true), every such result carries "live" (the
+recorded cause's tag), a recorded end is no stop of the policy's, and "saved"
+counts from stopped_at to the recorded end. The table says, per candidate, how
+many runs it ends differently from live and how (LIVE → CAUSE).
+
 Exit status: 0 when the backtest ran; 1 when a policy stops more good runs
 than -max-false-stops; 2 on bad input (a malformed line, a bad policy, a bad
 labels file), with one line on stderr naming the file and line.
 
 Example:
   agentstop backtest -policy strict.yaml -policy loose.yaml -labels labels.csv runs/
+  agentstop backtest -policies rec/policies -policies candidates/ rec/events.jsonl
 `
 
 // stringList is a repeatable string flag.
@@ -43,7 +54,9 @@ func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 func runBacktest(args []string, sio stdio) int {
 	fs := newFlags("backtest")
 	var policyPaths stringList
-	fs.Var(&policyPaths, "policy", "a termination policy `FILE`, YAML or JSON (repeatable; at least one)")
+	fs.Var(&policyPaths, "policy", "a termination policy `FILE`, YAML or JSON (repeatable; at least one -policy or -policies)")
+	var policyDirs stringList
+	fs.Var(&policyDirs, "policies", "a `DIR` of per-stage policies, STAGE.yaml each: one candidate named by DIR's last element (repeatable)")
 	labelsPath := fs.String("labels", "", "a labels `FILE`: a JSON object {\"RUN\": \"good\"|\"bad\"|true|false} or a CSV run,label")
 	all := fs.Bool("all", false, "also list every condition that would fire over the whole run, each with the event where it first fires (table, json and csv)")
 	lenient := fs.Bool("lenient", false, "skip a truncated last line of a file and mark its run truncated, instead of failing")
@@ -57,8 +70,8 @@ func runBacktest(args []string, sio stdio) int {
 	}
 	fail := func(format string, a ...any) int { return failf(sio, "backtest", format, a...) }
 	switch {
-	case len(policyPaths) == 0:
-		return fail("-policy is required (see agentstop backtest -h)")
+	case len(policyPaths) == 0 && len(policyDirs) == 0:
+		return fail("-policy or -policies is required (see agentstop backtest -h)")
 	case len(paths) == 0:
 		return fail("want at least one PATH: a JSON Lines file, a directory or a glob")
 	case *format != "table" && *format != "json" && *format != "csv":
@@ -79,6 +92,13 @@ func runBacktest(args []string, sio stdio) int {
 		warnEmptyPolicy(sio, "backtest", p, pol.Policy)
 		if pol.Policy.FleetBudget() != nil {
 			fmt.Fprintf(sio.err, "agentstop backtest: %s: fleet_budget is valid but ignored: a backtest evaluates runs without a fleet\n", p)
+		}
+		cfg.Policies = append(cfg.Policies, pol)
+	}
+	for _, dir := range policyDirs {
+		pol, err := backtest.LoadStagePolicies(dir)
+		if err != nil {
+			return fail("%v", err)
 		}
 		cfg.Policies = append(cfg.Policies, pol)
 	}
@@ -111,6 +131,9 @@ func runBacktest(args []string, sio stdio) int {
 	progress.clear()
 	if err != nil {
 		return fail("%v", err)
+	}
+	if code := reportLeftOut(sio, rep); code != exitOK {
+		return code
 	}
 	switch *format {
 	case "json":
@@ -193,4 +216,22 @@ func (p *progressLine) clear() {
 	if p.drawn {
 		fmt.Fprint(p.w, "\r\033[K")
 	}
+}
+
+// reportLeftOut writes one stderr line per candidate that left runs out
+// (no policy for their stage); exit 2 when no run is left at all.
+func reportLeftOut(sio stdio, rep *backtest.Report) int {
+	kept := 0
+	for _, s := range rep.Summaries {
+		kept += s.Runs
+	}
+	for j, left := range rep.LeftOut() {
+		if left != nil {
+			fmt.Fprintf(sio.err, "agentstop backtest: %s: %s\n", rep.Summaries[j].Policy, leftOutLine(left))
+		}
+	}
+	if kept == 0 && len(rep.Outcomes) > 0 {
+		return failf(sio, "backtest", "no run left to backtest: no candidate has a policy for any stage of the runs")
+	}
+	return exitOK
 }

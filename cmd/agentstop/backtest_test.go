@@ -105,7 +105,7 @@ func TestBacktestBadInput(t *testing.T) {
 		args []string
 		err  string
 	}{
-		{"no policy", []string{bt + "corpus"}, "-policy is required"},
+		{"no policy", []string{bt + "corpus"}, "-policy or -policies is required"},
 		{"no path", []string{p}, "want at least one PATH"},
 		{"bad format", []string{p, "-format", "xml", bt + "corpus"}, `-format "xml": want table, json or csv`},
 		{"bad workers", []string{p, "-j", "0", bt + "corpus"}, "-j 0: want at least 1 worker"},

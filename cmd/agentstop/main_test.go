@@ -223,7 +223,7 @@ func TestReplayBadInput(t *testing.T) {
 		{"policy is a directory", []string{"replay", "-policy", dir, "../../testdata/react_complete.jsonl"},
 			"agentstop replay: " + dir + " is a directory, not a policy file\n"},
 		{"no policy", []string{"replay", "../../testdata/react_complete.jsonl"},
-			"agentstop replay: -policy is required (see agentstop replay -h)\n"},
+			"agentstop replay: -policy or -policies is required (see agentstop replay -h)\n"},
 		{"no events file", []string{"replay", "-policy", policy},
 			"agentstop replay: want exactly one events file (or - for stdin), got 0\n"},
 		{"two events files", []string{"replay", "-policy", policy, "a.jsonl", "b.jsonl"},
@@ -377,7 +377,7 @@ func TestUsage(t *testing.T) {
 		}
 	}
 	assert.Contains(t, func() string { _, out, _ := runCLI(t, "", "replay", "-h"); return out }(),
-		"agentstop replay -policy POLICY.yaml [-stage NAME] [-lenient] [-format json|table] [-fail-on failed[,skipped]] EVENTS.jsonl|-")
+		"agentstop replay -policy POLICY.yaml [-policies DIR] [-stage NAME] [-lenient] [-format json|table] [-fail-on failed[,skipped]] EVENTS.jsonl|-")
 
 	// No arguments: one line on stderr, exit 2.
 	code, stdout, stderr := runCLI(t, "")

@@ -13,7 +13,7 @@ import (
 	"github.com/agentstop/agentstop/termination"
 )
 
-const replayUsage = `Usage: agentstop replay -policy POLICY.yaml [-stage NAME] [-lenient] [-format json|table] [-fail-on failed[,skipped]] EVENTS.jsonl|-
+const replayUsage = `Usage: agentstop replay -policy POLICY.yaml [-policies DIR] [-stage NAME] [-lenient] [-format json|table] [-fail-on failed[,skipped]] EVENTS.jsonl|-
 
 Evaluates POLICY over the events (JSON Lines: one object per line; "-" reads
 stdin) exactly as the live middleware would, stops at the first cause without
@@ -49,6 +49,19 @@ and the warnings; money is rounded to 6 significant digits. The events are
 described as they are read (each live run keeps those its policy's windows
 still hold), so memory stays bounded.
 
+Recorded runs: -policies DIR gives each stage its own policy, DIR/STAGE.yaml
+(what the quickstart's -record writes); -policy beside it is the policy of the
+stages without a file. A run's stage is the "stage" of its first line, or
+-stage for a log that names none. Runs left without a policy are left out
+(one line on stderr names their stages; exit 2 when none is left), and still
+end at their end record for their descendants' sake. A run with an end record
+(one line {"kind":"end",...} the recorder writes when the run ends) ends
+there: when the policy does not stop it before, its result is the recorded
+end (cause, stopped_at, events) with "from_record": true, and every result of
+such a run carries "live", the recorded cause's tag. Raise records are
+ignored under a policy without hold. A run the recorder dropped lines of has
+"incomplete": true.
+
 An empty policy (an empty file, {}) is valid, but nothing can stop a run: the
 replay runs, with one warning line on stderr naming the file.
 
@@ -61,6 +74,7 @@ Example:
   agentstop replay -policy policy.yaml -fail-on failed run.jsonl   # in CI
   agentstop replay -policy policy.yaml -lenient crashed-run.jsonl
   agentstop replay -policy policy.yaml -format table run.jsonl
+  agentstop replay -policies rec/policies rec/events.jsonl   # a quickstart -record rec
 `
 
 // parseOutcomes parses the value of -fail-on: failed, skipped, or both,
@@ -87,8 +101,9 @@ func parseOutcomes(s string) ([]termination.Outcome, error) {
 
 func runReplay(args []string, sio stdio) int {
 	fs := newFlags("replay")
-	policyPath := fs.String("policy", "", "termination policy file, YAML or JSON (required)")
-	stage := fs.String("stage", "replay", "stage name reported in the result")
+	policyPath := fs.String("policy", "", "termination policy file, YAML or JSON (required without -policies; with it, the policy of the stages it has no file for)")
+	policiesDir := fs.String("policies", "", "directory of per-stage policies, STAGE.yaml each (what the quickstart's -record writes)")
+	stage := fs.String("stage", "replay", "the stage of runs whose log names none: reported in the result, and their file under -policies")
 	failOnFlag := fs.String("fail-on", "", "exit 1 when the outcome is one of these: failed, skipped, or failed,skipped (for CI)")
 	lenient := fs.Bool("lenient", false, "evaluate the events before a truncated last line and mark the result \"truncated\": true, instead of failing")
 	format := fs.String("format", "json", "output: json (one object per run, for scripts) or table (one row per run, for people)")
@@ -97,8 +112,8 @@ func runReplay(args []string, sio stdio) int {
 		return code
 	}
 	fail := func(format string, a ...any) int { return failf(sio, "replay", format, a...) }
-	if *policyPath == "" {
-		return fail("-policy is required (see agentstop replay -h)")
+	if *policyPath == "" && *policiesDir == "" {
+		return fail("-policy or -policies is required (see agentstop replay -h)")
 	}
 	if len(files) != 1 {
 		return fail("want exactly one events file (or - for stdin), got %d", len(files))
@@ -114,19 +129,17 @@ func runReplay(args []string, sio stdio) int {
 	if err != nil {
 		return fail("-fail-on: %v", err)
 	}
-	data, err := readFile(*policyPath, "policy")
-	if err != nil {
-		return fail("%v", err)
+	var stages *stagePolicies
+	if *policiesDir != "" {
+		if stages, err = loadStagePolicies(*policiesDir); err != nil {
+			return fail("%v", err)
+		}
 	}
-	policy, err := termination.ParsePolicy(data)
-	if err != nil {
-		return fail("%s: %v", *policyPath, err)
-	}
-	warnEmptyPolicy(sio, "replay", *policyPath, policy)
-	if policy.FleetBudget() != nil {
-		// A shared budget needs the fleet's other runs; one recorded run
-		// cannot replay them.
-		fmt.Fprintf(sio.err, "agentstop replay: %s: fleet_budget is valid but ignored: replay evaluates one run without a fleet\n", *policyPath)
+	var policy *termination.Policy
+	if *policyPath != "" {
+		if policy, err = loadReplayPolicy(sio, *policyPath); err != nil {
+			return fail("%v", err)
+		}
 	}
 
 	name := files[0]
@@ -146,9 +159,12 @@ func runReplay(args []string, sio stdio) int {
 	}
 	// A log of many runs (§8), or a policy with tree: limits, is replayed
 	// as a tree, one line at a time (replay_runs.go).
-	in, multi := peekRuns(in, policy)
+	if stages != nil {
+		return replayRuns(sio, policy, stages, file, in, name, runsOutput{*stage, *lenient, table, failOn})
+	}
+	in, multi := peekRuns(in, *policy)
 	if multi {
-		return replayRuns(sio, policy, file, in, name, runsOutput{*stage, *lenient, table, failOn})
+		return replayRuns(sio, policy, nil, file, in, name, runsOutput{*stage, *lenient, table, failOn})
 	}
 	var opts []termination.ReplayOption
 	if *lenient {
@@ -192,6 +208,26 @@ func printReplay(sio stdio, res termination.Result, table bool, failOn []termina
 		return exitFail
 	}
 	return exitOK
+}
+
+// loadReplayPolicy reads the -policy file, with replay's notes on stderr
+// (an empty policy, an ignored fleet_budget).
+func loadReplayPolicy(sio stdio, path string) (*termination.Policy, error) {
+	data, err := readFile(path, "policy")
+	if err != nil {
+		return nil, err
+	}
+	policy, err := termination.ParsePolicy(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %v", path, err)
+	}
+	warnEmptyPolicy(sio, "replay", path, policy)
+	if policy.FleetBudget() != nil {
+		// A shared budget needs the fleet's other runs; one recorded run
+		// cannot replay them.
+		fmt.Fprintf(sio.err, "agentstop replay: %s: fleet_budget is valid but ignored: replay evaluates one run without a fleet\n", path)
+	}
+	return &policy, nil
 }
 
 // readFile reads the file at path, with an error that says what is wrong

@@ -15,8 +15,8 @@ import (
 )
 
 // peekRuns reads the log's first event and reports whether the log is to
-// be replayed as a tree of runs (§8): its first event carries "run", or
-// the policy has tree: limits. The returned reader still yields every
+// be replayed as a tree of runs (§8): its first event carries "run" or
+// "stage" (a recorded log), or the policy has tree: limits. The returned reader still yields every
 // byte of in. A first line that does not decode is left for the
 // single-run replay to report.
 func peekRuns(in io.Reader, p termination.Policy) (io.Reader, bool) {
@@ -31,7 +31,9 @@ func peekRuns(in io.Reader, p termination.Policy) (io.Reader, bool) {
 		b := bytes.TrimSpace(bytes.TrimPrefix(line, []byte("\xef\xbb\xbf")))
 		if len(b) > 0 {
 			ev, derr := termination.DecodeEvent(b)
-			return io.MultiReader(&head, br), derr == nil && ev.Run != ""
+			// A recorded log (its first line names its stage) is read as
+			// runs too, so that its end records count (§4).
+			return io.MultiReader(&head, br), derr == nil && (ev.Run != "" || ev.Stage != "")
 		}
 		if err != nil {
 			return io.MultiReader(&head, br), false
@@ -56,7 +58,7 @@ type runsOutput struct {
 	failOn  []termination.Outcome
 }
 
-func replayRuns(sio stdio, p termination.Policy, f *os.File, in io.Reader, name string, o runsOutput) int {
+func replayRuns(sio stdio, p *termination.Policy, stages *stagePolicies, f *os.File, in io.Reader, name string, o runsOutput) int {
 	fail := func(format string, a ...any) int { return failf(sio, "replay", format, a...) }
 	log, cleanup, err := rereadable(f, in)
 	if err != nil {
@@ -71,14 +73,17 @@ func replayRuns(sio stdio, p termination.Policy, f *os.File, in io.Reader, name 
 		results   []termination.Result
 		truncated bool
 	)
-	opts := []termination.ReplayOption{termination.ReplayStage(o.stage)}
+	opts := []termination.ReplayOption{termination.ReplayStage(o.stage), termination.ReplayIndex(&idx)}
+	if stages != nil {
+		opts = append(opts, termination.ReplayPolicies(stages.of))
+	}
 	if o.table {
 		opts = append(opts, termination.WithEvidenceEvents())
 	}
-	rp := termination.NewRunsReplay(&p, opts...)
+	rp := termination.NewRunsReplay(p, opts...)
 	dec := termination.NewDecoder(log)
 	for {
-		ev, err := dec.Next()
+		e, err := dec.NextEntry()
 		if errors.Is(err, io.EOF) {
 			break
 		}
@@ -92,9 +97,19 @@ func replayRuns(sio stdio, p termination.Policy, f *os.File, in io.Reader, name 
 		if err != nil {
 			return fail("%s: %v", name, err)
 		}
-		results = append(results, rp.Line(&ev, idx.IsLast(ev.Run, dec.Line()))...)
+		if rec := e.Record; rec != nil {
+			results = append(results, rp.Record(rec, idx.IsLast(rec.Run, dec.Line()))...)
+			continue
+		}
+		results = append(results, rp.Line(&e.Event, idx.IsLast(e.Event.Run, dec.Line()))...)
 	}
 	results = append(results, rp.End()...)
+	if left := rp.LeftOut(); len(left) > 0 {
+		fmt.Fprintf(sio.err, "agentstop replay: %s\n", leftOutLine(left))
+		if len(results) == 0 {
+			return fail("%s: no run left to replay: no policy for any stage of the log", name)
+		}
+	}
 	return printRuns(sio, results, truncated, o)
 }
 

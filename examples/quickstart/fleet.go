@@ -407,6 +407,15 @@ const operator = "quickstart"
 // newFleet makes the quickstart's stages on m's fleet, recording through
 // rec (nil: nothing recorded).
 func newFleet(rec middleware.Recorder, m *membership, feed int) (*fleet, error) {
+	var recs []middleware.Recorder
+	if rec != nil { // nil: record nothing (a nil recorder is an error)
+		recs = append(recs, rec)
+	}
+	return newFleetRecorded(recs, m, feed)
+}
+
+// newFleetRecorded is newFleet with every recorder of recs.
+func newFleetRecorded(recs []middleware.Recorder, m *membership, feed int) (*fleet, error) {
 	if m == nil {
 		return nil, errors.New("no fleet to join")
 	}
@@ -423,7 +432,7 @@ func newFleet(rec middleware.Recorder, m *membership, feed int) (*fleet, error) 
 			return nil, err
 		}
 		opts = append(opts, shadows...)
-		if rec != nil { // nil: record nothing (a nil recorder is an error)
+		for _, rec := range recs {
 			opts = append(opts, middleware.WithRecorder(rec))
 		}
 		st, err := middleware.New(spec.name, opts...)

@@ -51,12 +51,15 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/agentstop/agentstop/eventlog"
 	"github.com/agentstop/agentstop/fleet/redisfleet"
 	"github.com/agentstop/agentstop/internal/human"
+	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/telemetry/otelsetup"
 )
 
@@ -87,6 +90,9 @@ type options struct {
 	drain    time.Duration // -drain: how long runs in flight may take to finish at shutdown
 	feed     int           // -feed: how many of the latest stops are shown
 	redis    string        // -redis: the Redis fleet to join, "" for the in-process one
+	record   string        // -record: the directory to record the runs in, "" for none
+	// recorders are more recorders of every stage (tests).
+	recorders []middleware.Recorder
 }
 
 func defaultOptions() options {
@@ -109,6 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	human.DurationVar(fs, &o.drain, "drain", o.drain, "at shutdown, how long the runs in flight may take to finish before they are interrupted (and reported apart)")
 	fs.IntVar(&o.feed, "feed", o.feed, "how many of the latest stops to show with their cause details (0: none)")
 	fs.StringVar(&o.redis, "redis", o.redis, "join the runs to the Redis fleet at this URL (redis:// or rediss://) instead of an in-process fleet; a Redis Cluster as redis://host1:port1?addr=host2:port2&addr=…")
+	fs.StringVar(&o.record, "record", o.record, "record every run into DIR/events.jsonl, each stage's policy into DIR/policies/STAGE.yaml and each shadow policy into DIR/shadow/NAME/STAGE.yaml, for agentstop replay -policies DIR/policies DIR/events.jsonl")
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -169,7 +176,21 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	defer member.close()
 	// Built before the server starts, so that an error leaves nothing
 	// running.
-	fleet, err := newFleet(tel.Recorder(), member, o.feed)
+	recs := append([]middleware.Recorder{tel.Recorder()}, o.recorders...)
+	if o.record != "" {
+		log, err := startRecording(o.record)
+		if err != nil {
+			return err
+		}
+		// Closed after the runs have drained (defers run last first).
+		defer func() {
+			if err := log.Close(); err != nil {
+				fmt.Fprintln(os.Stderr, "quickstart: -record:", err)
+			}
+		}()
+		recs = append(recs, log)
+	}
+	fleet, err := newFleetRecorded(recs, member, o.feed)
 	if err != nil {
 		return err
 	}
@@ -213,4 +234,29 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	wg.Wait()
 	table.final()
 	return nil
+}
+
+// startRecording makes dir, writes each stage's policy to
+// dir/policies/STAGE.yaml and opens dir/events.jsonl, where every run is
+// recorded with its stage and an end record (package eventlog), so that
+// agentstop replay -policies dir/policies dir/events.jsonl replays each
+// run as it ran.
+func startRecording(dir string) (*eventlog.Writer, error) {
+	pdir := filepath.Join(dir, "policies")
+	if err := os.MkdirAll(pdir, 0o755); err != nil {
+		return nil, fmt.Errorf("-record: %w", err)
+	}
+	for _, spec := range stages {
+		if err := os.WriteFile(filepath.Join(pdir, spec.name+".yaml"), []byte(spec.policy), 0o644); err != nil {
+			return nil, fmt.Errorf("-record: %w", err)
+		}
+	}
+	if err := writeShadowPolicies(dir, stages); err != nil { // DIR/shadow/NAME/STAGE.yaml (§5.2)
+		return nil, fmt.Errorf("-record: %w", err)
+	}
+	log, err := eventlog.New(filepath.Join(dir, "events.jsonl"))
+	if err != nil {
+		return nil, fmt.Errorf("-record: %w", err)
+	}
+	return log, nil
 }

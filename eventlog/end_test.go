@@ -1,0 +1,201 @@
+package eventlog
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// TestEndRecord: each run's first line carries its stage (and parent),
+// and its end is one end record of the contract's shape, written when the
+// run stopped: before its child's cascade.
+func TestEndRecord(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	w, err := New(path)
+	require.NoError(t, err)
+	p := termination.MustParsePolicy("max_iterations: 1")
+	planner, err := middleware.New("planner", middleware.WithPolicy(p), middleware.WithRecorder(w))
+	require.NoError(t, err)
+	analyst, err := middleware.New("analyst", middleware.WithCondition(termination.MaxToolCalls(9)), middleware.WithRecorder(w))
+	require.NoError(t, err)
+	ctx, parent := planner.Start(context.Background())
+	_, child := analyst.Start(ctx)
+	child.Observe(termination.Event{Kind: termination.KindToolCall, Tool: "search"})
+	parent.Observe(termination.Event{Kind: termination.KindMessage})
+	_, stop := parent.Observe(termination.Event{Kind: termination.KindMessage})
+	require.True(t, stop)
+	// Finish in the "wrong" order: the child's loop returns first.
+	child.Finish(nil)
+	parent.Finish(nil)
+	require.NoError(t, w.Close())
+
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	require.Len(t, lines, 5)
+	assert.Contains(t, lines[0], `"stage":"analyst"`)
+	assert.Contains(t, lines[0], `"parent":"`+parent.ID()+`"`)
+	assert.Contains(t, lines[1], `"stage":"planner"`)
+	assert.NotContains(t, lines[2], `"stage"`, "stage on a run's first line only")
+	var end map[string]json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(lines[3]), &end))
+	keys := []string{}
+	for k := range end {
+		keys = append(keys, k)
+	}
+	assert.ElementsMatch(t, []string{"kind", "run", "stage", "time", "cause", "outcome", "stopped_at", "events", "policy"}, keys)
+	assert.JSONEq(t, `"end"`, string(end["kind"]))
+	assert.JSONEq(t, `"`+parent.ID()+`"`, string(end["run"]))
+	assert.JSONEq(t, `{"$kind":"MaxIterationsReached","limit":1,"count":2}`, string(end["cause"]))
+	assert.JSONEq(t, `"failed"`, string(end["outcome"]))
+	assert.JSONEq(t, `2`, string(end["stopped_at"]))
+	assert.JSONEq(t, `2`, string(end["events"]))
+	assert.JSONEq(t, `"`+p.Hash()+`"`, string(end["policy"]))
+	// The child's end comes after its parent's: the cascade.
+	assert.Contains(t, lines[4], `"kind":"end","run":"`+child.ID()+`","parent":"`+parent.ID()+`","stage":"analyst"`)
+	assert.Contains(t, lines[4], `"policy":"code"`)
+	assert.Contains(t, lines[4], `"cause":{"$kind":"Cancelled","reason":"parent","detail":"planner ended: max_iterations"}`)
+
+	// The log decodes, records and all.
+	d := termination.NewDecoder(strings.NewReader(string(data)))
+	n := 0
+	for {
+		_, err := d.NextEntry()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		n++
+	}
+	assert.Equal(t, 5, n)
+}
+
+// TestEndRecordNeverDropped: with the buffer full, events are dropped but
+// the end record waits beside it, after the run's events, and says how
+// many were dropped.
+func TestEndRecordNeverDropped(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	w, err := newWriter(path, []Option{WithBuffer(2)})
+	require.NoError(t, err)
+	_, rec := w.StartRun(context.Background(), middleware.RunInfo{RunID: "r", Stage: "s", Policy: "code"})
+	for range 4 {
+		ev := termination.Event{Kind: termination.KindMessage, Time: time.Now()}
+		rec.Event(&ev)
+	}
+	rec.End(&termination.Result{Cause: termination.NaturalCompletion{}, Outcome: termination.OutcomeSucceeded, Events: 4})
+	go w.loop()
+	require.NoError(t, w.Close())
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	require.Len(t, lines, 3)
+	assert.Contains(t, lines[2], `"kind":"end"`)
+	assert.Contains(t, lines[2], `"events":4`)
+	assert.Contains(t, lines[2], `"dropped":2`)
+	assert.Equal(t, int64(2), w.Dropped())
+}
+
+// TestRotationRepeatsStage: a run's first line in each file carries its
+// stage and parent, so each file decodes on its own, end record and all.
+func TestRotationRepeatsStage(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	w, err := New(path, WithMaxBytes(500), WithMaxFiles(5))
+	require.NoError(t, err)
+	_, rec := w.StartRun(context.Background(), middleware.RunInfo{RunID: "r1", ParentRunID: "p", Stage: "coder", Policy: "code"})
+	for k := range 12 {
+		ev := termination.Event{Kind: termination.KindMessage, Text: fmt.Sprintf("message %02d", k)}
+		rec.Event(&ev)
+	}
+	rec.End(&termination.Result{Cause: termination.NaturalCompletion{}, Outcome: termination.OutcomeSucceeded, Events: 12})
+	require.NoError(t, w.Close())
+	files, err := filepath.Glob(path + "*")
+	require.NoError(t, err)
+	require.Greater(t, len(files), 1)
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		require.NoError(t, err)
+		first, _, _ := strings.Cut(string(data), "\n")
+		assert.Contains(t, first, `"parent":"p"`, f)
+		assert.Contains(t, first, `"stage":"coder"`, f)
+		d := termination.NewDecoder(strings.NewReader(string(data)))
+		for {
+			_, err := d.NextEntry()
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			require.NoError(t, err, f)
+		}
+	}
+}
+
+// TestRaiseAndShadowRecords: a raise of a held run is a raise record
+// written before the run's next event, and the end record carries the
+// stage's shadow verdicts (§1, §3 hold, §5.2); replayed with the policy
+// it ran under, the recording gives the run its live end.
+func TestRaiseAndShadowRecords(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	w, err := New(path)
+	require.NoError(t, err)
+	p := termination.MustParsePolicy("max_iterations: 1\nhold: {timeout: 1m}")
+	st, err := middleware.New("coder", middleware.WithPolicy(p), middleware.WithRecorder(w),
+		middleware.WithShadowPolicy("strict", termination.MustParsePolicy("max_iterations: 2")),
+		middleware.WithShadowPolicy("loose", termination.MustParsePolicy("max_iterations: 9")))
+	require.NoError(t, err)
+	_, run := st.Start(context.Background())
+	msg := termination.Event{Kind: termination.KindMessage}
+	run.Observe(msg)
+	run.Observe(msg) // reaches the limit: held
+	_, _, held := run.Held()
+	require.True(t, held)
+	require.NoError(t, run.Raise(termination.Limits{Has: termination.LimitIterations, Iterations: 2}))
+	run.Observe(msg)
+	run.Observe(msg) // count 4 of 3: held again
+	run.Stop("nobody raises it")
+	res := run.Finish(nil)
+	require.NoError(t, w.Close())
+	require.Equal(t, termination.MaxIterationsReached{Limit: 3, Count: 4}, res.Cause)
+
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
+	require.Len(t, lines, 6, "four events, one raise record, one end record")
+	assert.Contains(t, lines[2], `"kind":"raise"`)
+	assert.Contains(t, lines[2], `"limits":{"iterations":2}`)
+	assert.Contains(t, lines[5], `"kind":"end"`)
+	assert.Contains(t, lines[5], `"shadow":{"loose":null,"strict":{"cause":{"$kind":"MaxIterationsReached","limit":2,"count":3},"stopped_at":3}}`)
+
+	x := termination.IndexRuns(strings.NewReader(string(data)))
+	rp := termination.NewRunsReplay(&p, termination.ReplayStage("coder"), termination.ReplayIndex(&x))
+	dec := termination.NewDecoder(strings.NewReader(string(data)))
+	var out []termination.Result
+	for {
+		e, err := dec.NextEntry()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		if e.Record != nil {
+			out = append(out, rp.Record(e.Record, x.IsLast(e.Record.Run, dec.Line()))...)
+		} else {
+			out = append(out, rp.Line(&e.Event, x.IsLast(e.Event.Run, dec.Line()))...)
+		}
+	}
+	out = append(out, rp.End()...)
+	require.Len(t, out, 1)
+	assert.Equal(t, res.Cause, out[0].Cause)
+	assert.Equal(t, res.StoppedAt, out[0].StoppedAt)
+	assert.Equal(t, res.Events, out[0].Events)
+}

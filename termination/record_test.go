@@ -1,0 +1,317 @@
+package termination
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// decodeEntries reads every entry of log and returns the records' kinds and
+// the events' kinds in order, or the first error.
+func decodeEntries(log string) ([]string, error) {
+	d := NewDecoder(strings.NewReader(log))
+	var got []string
+	for {
+		e, err := d.NextEntry()
+		if errors.Is(err, io.EOF) {
+			return got, nil
+		}
+		if err != nil {
+			return got, err
+		}
+		if e.Record != nil {
+			got = append(got, e.Record.Kind.String())
+		} else {
+			got = append(got, e.Event.Kind.String())
+		}
+	}
+}
+
+const (
+	first  = `{"kind":"message","run":"a","stage":"planner","time":"2026-11-28T10:00:00Z"}`
+	child  = `{"kind":"message","run":"b","parent":"a","stage":"analyst","time":"2026-11-28T10:00:01Z"}`
+	endA   = `{"kind":"end","run":"a","stage":"planner","time":"2026-11-28T10:00:02Z","cause":{"$kind":"NaturalCompletion"},"outcome":"succeeded","stopped_at":0,"events":1,"policy":"code"}`
+	endB   = `{"kind":"end","run":"b","parent":"a","stage":"analyst","time":"2026-11-28T10:00:02Z","cause":{"$kind":"Cancelled","reason":"parent","detail":"planner ended: natural_completion"},"outcome":"failed","stopped_at":0,"events":1,"policy":"code"}`
+	raiseA = `{"kind":"raise","run":"a","time":"2026-11-28T10:00:01Z","limits":{"total_tokens":1000,"cost":0.5}}`
+)
+
+func TestRecordLines(t *testing.T) {
+	for _, tc := range []struct {
+		name, log string
+		want      []string
+		err       string // substring of the error, naming the line
+	}{
+		{"events and records", lines(first, child, raiseA, endB, endA), []string{"message", "message", "raise", "end", "end"}, ""},
+		{"no end records", lines(first, child), []string{"message", "message"}, ""},
+		{"an end record alone", lines(endA), []string{"end"}, ""},
+		{"a line after the end", lines(first, endA, `{"kind":"message","run":"a"}`), nil, "line 3: an event of run \"a\" after its end record (line 2)"},
+		{"a raise after the end", lines(first, endA, raiseA), nil, "line 3: a raise record of run \"a\" after its end record (line 2)"},
+		{"a second end record", lines(first, endA, endA), nil, "line 3: a second end record for run \"a\" (its end record is line 2)"},
+		{"stage differs", lines(first, strings.Replace(endA, `"stage":"planner"`, `"stage":"coder"`, 1)), nil, `line 2: end record: stage "coder" differs from the run's first line's "planner"`},
+		{"parent differs", lines(first, child, strings.Replace(endB, `"parent":"a"`, `"parent":"x"`, 1)), nil, `line 3: end record: parent "x" differs`},
+		{"cause not §2 JSON", lines(first, strings.Replace(endA, `{"$kind":"NaturalCompletion"}`, `{"$kind":"Nope"}`, 1)), nil, "line 2: end record: cause: not a cause in its JSON form"},
+		{"cause missing", lines(first, strings.Replace(endA, `"cause":{"$kind":"NaturalCompletion"},`, ``, 1)), nil, "line 2: end record: cause: missing"},
+		{"cause a string", lines(first, strings.Replace(endA, `{"$kind":"NaturalCompletion"}`, `"done"`, 1)), nil, "line 2: end record: cause: not a cause"},
+		{"raise amount missing", lines(first, `{"kind":"raise","run":"a","limits":{}}`), nil, "line 2: raise record: limits: missing"},
+		{"raise without limits", lines(first, `{"kind":"raise","run":"a"}`), nil, "line 2: raise record: limits: missing"},
+		{"raise amount zero", lines(first, `{"kind":"raise","run":"a","limits":{"iterations":0}}`), nil, "line 2: raise record: limits.iterations: must be a positive amount, got 0"},
+		{"raise amount negative", lines(first, `{"kind":"raise","run":"a","limits":{"cost":-1}}`), nil, "line 2: raise record: limits.cost: must be a positive amount, got -1"},
+		{"raise amount null", lines(first, `{"kind":"raise","run":"a","limits":{"cost":null}}`), nil, "line 2: raise record: limits.cost: must be a positive amount"},
+		{"raise unknown resource", lines(first, `{"kind":"raise","run":"a","limits":{"tokens":5}}`), nil, `line 2: raise record: limits: unknown resource "tokens"`},
+		{"raise fractional count", lines(first, `{"kind":"raise","run":"a","limits":{"tool_calls":1.5}}`), nil, "line 2: raise record: limits.tool_calls: must be a positive integer"},
+		{"stopped_at past events", lines(first, strings.Replace(endA, `"stopped_at":0`, `"stopped_at":3`, 1)), nil, "line 2: end record: stopped_at 3 and events 1"},
+		// §1: the mixed-run rule looks at events only.
+		{"records do not count for the mixed-run rule", lines(`{"kind":"message"}`, `{"kind":"end","cause":{"$kind":"NaturalCompletion"},"events":1}`), []string{"message", "end"}, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := decodeEntries(tc.log)
+			if tc.err != "" {
+				require.Error(t, err)
+				require.Contains(t, err.Error(), tc.err)
+				return
+			}
+			require.NoError(t, err)
+			require.Equal(t, tc.want, got)
+		})
+	}
+}
+
+func lines(ls ...string) string { return strings.Join(ls, "\n") + "\n" }
+
+// TestNextSkipsRecords: Next returns events only, and checks the records.
+func TestNextSkipsRecords(t *testing.T) {
+	d := NewDecoder(strings.NewReader(lines(first, raiseA, endA)))
+	ev, err := d.Next()
+	require.NoError(t, err)
+	require.Equal(t, "planner", ev.Stage)
+	_, err = d.Next()
+	require.ErrorIs(t, err, io.EOF)
+
+	d = NewDecoder(strings.NewReader(lines(first, endA, first)))
+	_, err = d.Next()
+	require.NoError(t, err)
+	_, err = d.Next()
+	require.ErrorContains(t, err, "line 3: an event of run \"a\" after its end record")
+}
+
+// replayLog replays log as the replay command does, with the policies of
+// stages (YAML by stage name) and fallback (nil: none).
+func replayLog(t *testing.T, log string, stages map[string]string, fallback *Policy) ([]Result, map[string]int) {
+	t.Helper()
+	pols := map[string]*Policy{}
+	for s, y := range stages {
+		p := MustParsePolicy(y)
+		pols[s] = &p
+	}
+	idx := IndexRuns(strings.NewReader(log))
+	rp := NewRunsReplay(fallback, ReplayIndex(&idx), ReplayPolicies(func(s string) (*Policy, bool) { p, ok := pols[s]; return p, ok }))
+	d := NewDecoder(strings.NewReader(log))
+	var out []Result
+	for {
+		e, err := d.NextEntry()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		require.NoError(t, err)
+		if e.Record != nil {
+			out = append(out, rp.Record(e.Record, idx.IsLast(e.Record.Run, d.Line()))...)
+		} else {
+			out = append(out, rp.Line(&e.Event, idx.IsLast(e.Event.Run, d.Line()))...)
+		}
+	}
+	return append(out, rp.End()...), rp.LeftOut()
+}
+
+func byRun(rs []Result) map[string]Result {
+	m := map[string]Result{}
+	for _, r := range rs {
+		m[r.Run] = r
+	}
+	return m
+}
+
+// The issue's tree: the planner's end record comes after its children's
+// lines; live it ended on its tree budget, the analysts Cancelled{parent}.
+func TestReplayEndsAtEndRecord(t *testing.T) {
+	const tree = "tree: {token_budget: {total: 15000}}"
+	log := lines(
+		`{"kind":"message","run":"p","stage":"planner","time":"2026-11-28T10:00:00Z","usage":{"input_tokens":100}}`,
+		`{"kind":"message","run":"c1","parent":"p","stage":"analyst","time":"2026-11-28T10:00:01Z","usage":{"input_tokens":7000}}`,
+		`{"kind":"message","run":"c2","parent":"p","stage":"analyst","time":"2026-11-28T10:00:02Z","usage":{"input_tokens":7000}}`,
+		`{"kind":"message","run":"c1","time":"2026-11-28T10:00:03Z","usage":{"input_tokens":1000}}`,
+		`{"kind":"end","run":"p","stage":"planner","time":"2026-11-28T10:00:03Z","cause":{"$kind":"BudgetExhausted","resource":"total_tokens","used":15100,"limit":15000,"scope":"tree"},"outcome":"failed","stopped_at":0,"events":1,"policy":"code"}`,
+		`{"kind":"end","run":"c1","parent":"p","stage":"analyst","time":"2026-11-28T10:00:03Z","cause":{"$kind":"Cancelled","reason":"parent","detail":"planner ended: budget_exhausted"},"outcome":"failed","stopped_at":0,"events":2,"policy":"code"}`,
+		`{"kind":"end","run":"c2","parent":"p","stage":"analyst","time":"2026-11-28T10:00:03Z","cause":{"$kind":"Cancelled","reason":"parent","detail":"planner ended: budget_exhausted"},"outcome":"failed","stopped_at":0,"events":1,"policy":"code"}`,
+	)
+	t.Run("same policy derives the live end", func(t *testing.T) {
+		res, left := replayLog(t, log, map[string]string{"planner": tree, "analyst": "max_iterations: 20"}, nil)
+		require.Empty(t, left)
+		m := byRun(res)
+		require.Equal(t, BudgetExhausted{Resource: "total_tokens", Used: 15100, Limit: 15000, Scope: ScopeTree}, m["p"].Cause)
+		require.False(t, m["p"].FromRecord)
+		require.Equal(t, "budget_exhausted", m["p"].Live)
+		require.Equal(t, "planner", m["p"].Stage)
+		require.Equal(t, Cancelled{Reason: CancelParent, Detail: "planner ended: budget_exhausted"}, m["c1"].Cause)
+		require.Equal(t, 2, m["c1"].Events)
+		require.Equal(t, 1, m["c2"].Events)
+		require.Equal(t, "cancelled", m["c2"].Live)
+	})
+	t.Run("a policy without tree: takes the recorded ends", func(t *testing.T) {
+		res, _ := replayLog(t, log, map[string]string{"planner": "max_iterations: 5", "analyst": "max_iterations: 20"}, nil)
+		m := byRun(res)
+		require.True(t, m["p"].FromRecord)
+		require.Equal(t, "budget_exhausted", m["p"].TerminationCause)
+		require.Equal(t, 1, m["p"].Events)
+		require.Equal(t, 0, m["p"].StoppedAt)
+		// The children end with the cascade from their replayed parent.
+		require.Equal(t, Cancelled{Reason: CancelParent, Detail: "planner ended: budget_exhausted"}, m["c1"].Cause)
+		require.Equal(t, "cancelled", m["c1"].Live)
+	})
+	t.Run("runs without a policy are left out and still end", func(t *testing.T) {
+		res, left := replayLog(t, log, map[string]string{"analyst": "max_iterations: 20"}, nil)
+		require.Equal(t, map[string]int{"planner": 1}, left)
+		m := byRun(res)
+		require.NotContains(t, m, "p")
+		require.Equal(t, Cancelled{Reason: CancelParent, Detail: "planner ended: budget_exhausted"}, m["c1"].Cause)
+	})
+	t.Run("-policy is the policy of stages without a file", func(t *testing.T) {
+		fb := MustParsePolicy("max_iterations: 50")
+		res, left := replayLog(t, log, map[string]string{"analyst": "max_iterations: 20"}, &fb)
+		require.Empty(t, left)
+		require.True(t, byRun(res)["p"].FromRecord)
+	})
+}
+
+// A run that ended live on a timer replays with its recorded cause and
+// the time to its end record; a stricter policy derives its own end.
+func TestReplayTimerAndStricterPolicy(t *testing.T) {
+	log := lines(
+		`{"kind":"message","run":"r","stage":"critic","time":"2026-11-28T10:00:00Z","text":"Reviewing..."}`,
+		`{"kind":"end","run":"r","stage":"critic","time":"2026-11-28T10:00:02Z","cause":{"$kind":"Timeout","limit":"2s","elapsed":"2s"},"outcome":"failed","stopped_at":0,"events":1,"policy":"code"}`,
+	)
+	res, _ := replayLog(t, log, map[string]string{"critic": "timeout: 2s"}, nil)
+	require.Len(t, res, 1)
+	require.Equal(t, "timeout", res[0].TerminationCause)
+	require.True(t, res[0].FromRecord)
+	require.Equal(t, "2s", res[0].Duration.String())
+	require.Equal(t, "timeout", res[0].Live)
+
+	res, _ = replayLog(t, log, map[string]string{"critic": "text_mention: {text: Reviewing}"}, nil)
+	require.Equal(t, "completed", res[0].TerminationCause)
+	require.False(t, res[0].FromRecord)
+	require.Equal(t, 1, res[0].StoppedAt)
+	require.Equal(t, "timeout", res[0].Live)
+}
+
+// A blocked run has only its end record; a dropped line makes a run
+// incomplete; logs without end records have no live.
+func TestReplayRecordOnlyAndDropped(t *testing.T) {
+	log := lines(
+		`{"kind":"end","run":"b","stage":"planner","time":"2026-11-28T10:00:00Z","cause":{"$kind":"Skipped","reason":"blocked","detail":"drill"},"outcome":"skipped","stopped_at":0,"events":0,"policy":"code"}`,
+		`{"kind":"message","run":"d","stage":"coder","time":"2026-11-28T10:00:00Z"}`,
+		`{"kind":"message","run":"d","time":"2026-11-28T10:00:01Z","dropped":3}`,
+		`{"kind":"message","run":"n","stage":"coder","time":"2026-11-28T10:00:01Z"}`,
+	)
+	res, _ := replayLog(t, log, map[string]string{"planner": "max_iterations: 3", "coder": "max_iterations: 30"}, nil)
+	m := byRun(res)
+	require.Equal(t, Skipped{Reason: "blocked", Detail: "drill"}, m["b"].Cause)
+	require.True(t, m["b"].FromRecord)
+	require.True(t, m["d"].Incomplete)
+	require.False(t, m["n"].Incomplete)
+	require.Empty(t, m["n"].Live)
+	require.False(t, m["n"].FromRecord)
+}
+
+// A raise record changes nothing under a policy without hold.
+func TestReplayIgnoresRaiseWithoutHold(t *testing.T) {
+	log := lines(first, raiseA, `{"kind":"message","run":"a","time":"2026-11-28T10:00:03Z"}`)
+	res, _ := replayLog(t, log, map[string]string{"planner": "max_iterations: 1"}, nil)
+	require.Len(t, res, 1)
+	require.Equal(t, "max_iterations", res[0].TerminationCause)
+	require.Equal(t, 2, res[0].StoppedAt)
+}
+
+func TestPolicyHashIsCanonical(t *testing.T) {
+	a := MustParsePolicy("max_iterations: 8\ntree: {token_budget: {total: 8000, pressure: 0.75}}\n")
+	b := MustParsePolicy(`{"tree": {"token_budget": {"pressure": 0.75, "total": 8000}}, "max_iterations": 8}`)
+	require.Equal(t, a.Hash(), b.Hash())
+	require.True(t, strings.HasPrefix(a.Hash(), "sha256:"))
+	require.Len(t, a.Hash(), len("sha256:")+64)
+	require.NotEqual(t, a.Hash(), MustParsePolicy("max_iterations: 9").Hash())
+	// sha256 of {} for the empty policy.
+	require.Equal(t, "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a", Policy{}.Hash())
+}
+
+// FuzzDecodeLog: any log, events and records mixed, decodes without a
+// panic; every error names a line of the log, and a record's Line is its
+// line.
+func FuzzDecodeLog(f *testing.F) {
+	f.Add(lines(first, child, raiseA, endB, endA))
+	f.Add(lines(first, endA, first))
+	f.Add(lines(`{"kind":"end","run":"x","cause":{"$kind":"All","causes":[{"$kind":"Timeout","limit":"1s","elapsed":"1s"}]}}`))
+	f.Add(lines(`{"kind":"raise","run":"x","limits":{"cost":1e308,"iterations":2}}`))
+	f.Add(lines(`{"kind":"end","run":"x","cause":{"$kind":"NaturalCompletion"},"stopped_at":"x"}`))
+	f.Fuzz(func(t *testing.T, log string) {
+		d := NewDecoder(strings.NewReader(log))
+		for range 1000 {
+			e, err := d.NextEntry()
+			if err != nil {
+				var de *DecodeError
+				if !errors.Is(err, io.EOF) && (!errors.As(err, &de) || de.Line < 1) {
+					t.Fatalf("error without a line: %v", err)
+				}
+				return
+			}
+			if e.Record != nil && e.Record.Line != d.Line() {
+				t.Fatalf("record line %d, decoder at %d", e.Record.Line, d.Line())
+			}
+			if e.Record != nil && e.Record.Kind == RecordEnd && e.Record.Cause == nil {
+				t.Fatal("an end record without a cause")
+			}
+		}
+	})
+}
+
+// TestReplayAppliesRaises: under a policy with hold, a run held at a limit
+// goes on after a raise record by its amounts, and ends with the limit's
+// cause when nothing raises it before its next line, its end record or
+// the end of the log (§3 hold, §1 raise records).
+func TestReplayAppliesRaises(t *testing.T) {
+	const policy = "max_iterations: 1\nhold: {timeout: 1m}"
+	msg := func(sec int) string {
+		return fmt.Sprintf(`{"kind":"message","run":"a","time":"2026-11-28T10:00:%02dZ"}`, sec)
+	}
+	raise := func(n int) string {
+		return fmt.Sprintf(`{"kind":"raise","run":"a","time":"2026-11-28T10:00:05Z","limits":{"iterations":%d}}`, n)
+	}
+	end := `{"kind":"end","run":"a","stage":"planner","time":"2026-11-28T10:00:09Z","cause":{"$kind":"MaxIterationsReached","limit":3,"count":4},"outcome":"failed","stopped_at":5,"events":5,"policy":"code"}`
+	tests := []struct {
+		name      string
+		log       string
+		limit     int
+		count     int
+		stoppedAt int
+		events    int
+		fromRec   bool
+	}{
+		{"held, never raised: the limit at the end of the log", lines(first, msg(1), msg(2)), 1, 2, 2, 2, false},
+		{"held, then a line that is no raise: the limit", lines(first, msg(1), msg(2), msg(3)), 1, 2, 2, 2, false},
+		{"raised once, held again", lines(first, msg(1), raise(1), msg(3), msg(4)), 2, 3, 3, 3, false},
+		{"raised twice, held at the end record", lines(first, msg(1), raise(1), msg(3), raise(1), msg(4), end), 3, 4, 4, 4, false},
+		{"a raise of a run that is not held changes nothing", lines(first, raise(5), msg(1), msg(2)), 1, 2, 2, 2, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, _ := replayLog(t, tt.log, map[string]string{"planner": policy}, nil)
+			require.Len(t, res, 1)
+			require.Equal(t, MaxIterationsReached{Limit: tt.limit, Count: tt.count}, res[0].Cause)
+			require.Equal(t, tt.stoppedAt, res[0].StoppedAt)
+			require.Equal(t, tt.events, res[0].Events)
+			require.Equal(t, tt.fromRec, res[0].FromRecord)
+		})
+	}
+}
