@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/redisfleet"
@@ -48,9 +49,21 @@ func TestRaiseCommand(t *testing.T) {
 		if err := f.Flush(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		code, out, errOut := runFleetCLI(t, env, "runs", "-held", "-json")
-		var rs []fleet.RunInfo
-		if code != 0 || json.Unmarshal([]byte(out), &rs) != nil || len(rs) != 1 || rs[0].ID != run.ID() || rs[0].Held == nil || rs[0].Held.Limit != "max_iterations" {
+		// The registry shows a held run within 1 s of its hold (§7: a run's
+		// figures within 1 s), on a cluster as on one server.
+		var (
+			code        int
+			out, errOut string
+			rs          []fleet.RunInfo
+		)
+		for deadline := time.Now().Add(3 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+			code, out, errOut = runFleetCLI(t, env, "runs", "-held", "-json")
+			rs = nil
+			if code == 0 && json.Unmarshal([]byte(out), &rs) == nil && len(rs) == 1 || time.Now().After(deadline) {
+				break
+			}
+		}
+		if code != 0 || len(rs) != 1 || rs[0].ID != run.ID() || rs[0].Held == nil || rs[0].Held.Limit != "max_iterations" {
 			t.Fatalf("runs -held -json: exit %d, %s %s", code, out, errOut)
 		}
 		code, out, _ = runFleetCLI(t, env, "runs", "-held")
