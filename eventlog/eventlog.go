@@ -317,10 +317,20 @@ func (r *runRecorder) writeEnd(res *termination.Result) {
 	rec := endLine{Kind: "end", Run: r.run, Parent: r.parent, Stage: r.stage, Time: time.Now(),
 		Cause: cause, Outcome: res.Outcome.String(), StoppedAt: res.StoppedAt, Events: res.Events,
 		Policy: r.policy, Shadow: shadowVerdicts(res), Dropped: r.dropped}
-	line, err := json.Marshal(rec)
+	r.enqueue(rec, "the end", false)
+}
+
+// enqueue encodes a record line (an end or raise record) and hands it to
+// the writer, never dropping it: an end record that finds the buffer full
+// waits beside it (overflow); a raise record waits for room, so that it
+// stays in line order before the run's next event (raises are rare, and
+// the writer never waits for a run).
+func (r *runRecorder) enqueue(v any, what string, raise bool) {
+	w := r.w
+	line, err := json.Marshal(v)
 	if err != nil {
 		w.drop()
-		otel.Handle(fmt.Errorf("eventlog: cannot record the end of run %s: %w", r.run, err))
+		otel.Handle(fmt.Errorf("eventlog: cannot record %s of run %s: %w", what, r.run, err))
 		return
 	}
 	w.closing.RLock()
@@ -329,11 +339,16 @@ func (r *runRecorder) writeEnd(res *termination.Result) {
 		w.dropped.Add(1)
 		return
 	}
+	rec := record{end: line, endRun: r.run, raise: raise}
+	if raise {
+		w.queue <- rec
+		return
+	}
 	select {
-	case w.queue <- record{end: line, endRun: r.run}:
+	case w.queue <- rec:
 	default:
 		w.overflowMu.Lock()
-		w.overflow = append(w.overflow, record{end: line, endRun: r.run})
+		w.overflow = append(w.overflow, rec)
 		w.overflowMu.Unlock()
 		select {
 		case w.kick <- struct{}{}:
@@ -359,25 +374,10 @@ func (r *runRecorder) Held(termination.Cause) {}
 func (r *runRecorder) Released() {}
 
 // Raised writes a raise record (§1), in line order before the run's next
-// event, so that replay applies the raise where it happened. Like an end
-// record it is never dropped: when the buffer is full the raise waits for
-// room (raises are rare, and the writer never waits for a run).
+// event, so that replay applies the raise where it happened; like an end
+// record it is never dropped (enqueue).
 func (r *runRecorder) Raised(l termination.Limits) {
-	w := r.w
-	rec := raiseLine{Kind: "raise", Run: r.run, Time: time.Now(), Limits: raiseLimitsJSON(l)}
-	line, err := json.Marshal(rec)
-	if err != nil {
-		w.drop()
-		otel.Handle(fmt.Errorf("eventlog: cannot record a raise of run %s: %w", r.run, err))
-		return
-	}
-	w.closing.RLock()
-	defer w.closing.RUnlock()
-	if w.closed {
-		w.dropped.Add(1)
-		return
-	}
-	w.queue <- record{end: line, endRun: r.run, raise: true}
+	r.enqueue(raiseLine{Kind: "raise", Run: r.run, Time: time.Now(), Limits: raiseLimitsJSON(l)}, "a raise", true)
 }
 
 // raiseLimitsJSON is a raise record's limits: the amounts l has, by the §2
