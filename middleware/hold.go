@@ -70,7 +70,7 @@ func (r *Run) Raise(l termination.Limits) error {
 		if r.timer != nil {
 			r.armTimer() // the idle deadline moved on past the wait
 		}
-		r.holdNow() // its tree may still hold it
+		r.holdNow(nil) // its tree may still hold it
 	}
 	t := r.tree
 	r.mu.Unlock()
@@ -97,8 +97,10 @@ func (r *Run) Held() (c termination.Cause, since time.Time, ok bool) {
 // holdNow is called with r.mu held after an event that recorded
 // warnings, and after each release: it holds the run when its own
 // evaluator holds, or else when one of its trees' holders does (a run
-// released from one hold may still be due to another).
-func (r *Run) holdNow() {
+// released from one hold may still be due to another). locked is the
+// tree whose lock the caller holds already (the event path holds its
+// tree's root: tree.go lockRoot), nil for none.
+func (r *Run) holdNow(locked *tree) {
 	if r.heldCh != nil {
 		return
 	}
@@ -115,7 +117,9 @@ func (r *Run) holdNow() {
 		return
 	}
 	for _, h := range r.tree.holders {
-		h.mu.Lock() // a run's lock comes before a tree's
+		if h != locked {
+			h.mu.Lock() // a run's lock comes before a tree's
+		}
 		ch := h.release
 		var (
 			c     termination.Cause
@@ -125,7 +129,9 @@ func (r *Run) holdNow() {
 			c, _ = h.limits.Held()
 			since, _ = h.limits.HeldSince()
 		}
-		h.mu.Unlock()
+		if h != locked {
+			h.mu.Unlock()
+		}
 		if ch != nil && c != nil {
 			r.holdLocked(ch, c, since)
 			r.heldTree = h
@@ -180,7 +186,7 @@ func (r *Run) waitHold() {
 			select {
 			case <-ch: // a tree's release that has not reached this run yet
 				r.unholdLocked()
-				r.holdNow()
+				r.holdNow(nil)
 			default:
 			}
 		}
@@ -261,7 +267,7 @@ func (t *tree) raiseHolders(l termination.Limits) error {
 			r.mu.Lock()
 			if r.heldCh == ch {
 				r.unholdLocked()
-				r.holdNow() // its own limit, or another tree's, may hold it still
+				r.holdNow(nil) // its own limit, or another tree's, may hold it still
 			}
 			r.mu.Unlock()
 		})
