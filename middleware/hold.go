@@ -94,11 +94,16 @@ func (r *Run) Held() (c termination.Cause, since time.Time, ok bool) {
 	return r.heldCause, r.heldAt, true
 }
 
-// holdNow is called with r.mu held after an event that recorded
-// warnings, and after each release: it holds the run when its own
-// evaluator holds, or else when one of its trees' holders does (a run
-// released from one hold may still be due to another).
-func (r *Run) holdNow() {
+// holdNow is called with r.mu held after each release: it holds the run
+// when its own evaluator holds, or else when one of its trees' holders
+// does (a run released from one hold may still be due to another).
+func (r *Run) holdNow() { r.holdNowLocked(nil) }
+
+// holdNowLocked is holdNow with the tree locked already held by the
+// caller (observeLocked holds its root while an event is evaluated, and
+// calls it after an event that recorded warnings), nil for none: locking
+// it again would deadlock.
+func (r *Run) holdNowLocked(locked *tree) {
 	if r.heldCh != nil {
 		return
 	}
@@ -115,7 +120,9 @@ func (r *Run) holdNow() {
 		return
 	}
 	for _, h := range r.tree.holders {
-		h.mu.Lock() // a run's lock comes before a tree's
+		if h != locked {
+			h.mu.Lock() // a run's lock comes before a tree's
+		}
 		ch := h.release
 		var (
 			c     termination.Cause
@@ -125,7 +132,9 @@ func (r *Run) holdNow() {
 			c, _ = h.limits.Held()
 			since, _ = h.limits.HeldSince()
 		}
-		h.mu.Unlock()
+		if h != locked {
+			h.mu.Unlock()
+		}
 		if ch != nil && c != nil {
 			r.holdLocked(ch, c, since)
 			r.heldTree = h
