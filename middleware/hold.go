@@ -70,7 +70,7 @@ func (r *Run) Raise(l termination.Limits) error {
 		if r.timer != nil {
 			r.armTimer() // the idle deadline moved on past the wait
 		}
-		r.holdNow(nil) // its tree may still hold it
+		r.holdNow() // its tree may still hold it
 	}
 	t := r.tree
 	r.mu.Unlock()
@@ -94,13 +94,16 @@ func (r *Run) Held() (c termination.Cause, since time.Time, ok bool) {
 	return r.heldCause, r.heldAt, true
 }
 
-// holdNow is called with r.mu held after an event that recorded
-// warnings, and after each release: it holds the run when its own
-// evaluator holds, or else when one of its trees' holders does (a run
-// released from one hold may still be due to another). locked is the
-// tree whose lock the caller holds already (the event path holds its
-// tree's root: tree.go lockRoot), nil for none.
-func (r *Run) holdNow(locked *tree) {
+// holdNow is called with r.mu held after each release: it holds the run
+// when its own evaluator holds, or else when one of its trees' holders
+// does (a run released from one hold may still be due to another).
+func (r *Run) holdNow() { r.holdNowLocked(nil) }
+
+// holdNowLocked is holdNow with the tree locked already held by the
+// caller (observeLocked holds its root while an event is evaluated, and
+// calls it after an event that recorded warnings), nil for none: locking
+// it again would deadlock.
+func (r *Run) holdNowLocked(locked *tree) {
 	if r.heldCh != nil {
 		return
 	}
@@ -186,7 +189,7 @@ func (r *Run) waitHold() {
 			select {
 			case <-ch: // a tree's release that has not reached this run yet
 				r.unholdLocked()
-				r.holdNow(nil)
+				r.holdNow()
 			default:
 			}
 		}
@@ -267,7 +270,7 @@ func (t *tree) raiseHolders(l termination.Limits) error {
 			r.mu.Lock()
 			if r.heldCh == ch {
 				r.unholdLocked()
-				r.holdNow(nil) // its own limit, or another tree's, may hold it still
+				r.holdNow() // its own limit, or another tree's, may hold it still
 			}
 			r.mu.Unlock()
 		})

@@ -358,7 +358,7 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 	if len(live.WarningsSince(r.eval, r.nwarn)) > 0 {
 		warnings = r.takeWarnings()
 		if r.stage.cfg.hold != nil {
-			r.holdNow(root) // the warning may be a limit the run is held at (hold.go)
+			r.holdNowLocked(root) // the warning may be a limit the run is held at (hold.go)
 		}
 	}
 	// An invalid event (it stopped the run with Failed{invalid_input}) adds

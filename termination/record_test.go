@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 )
@@ -312,6 +313,48 @@ func TestReplayAppliesRaises(t *testing.T) {
 			require.Equal(t, tt.stoppedAt, res[0].StoppedAt)
 			require.Equal(t, tt.events, res[0].Events)
 			require.Equal(t, tt.fromRec, res[0].FromRecord)
+		})
+	}
+}
+
+// TestReplayHeldEndRecord: a run held at a limit whose end record comes
+// next ends with the recorded end when it was held there live — the end
+// record names the policy it replays under and counts the events replay
+// evaluated: a timeout (which keeps counting while held) or an ancestor's
+// end may have ended the hold — and with the limit's cause otherwise (a
+// candidate policy that holds where the live one did not).
+func TestReplayHeldEndRecord(t *testing.T) {
+	const policy = "max_iterations: 1\nhold: {timeout: 1m}\ntimeout: 30s"
+	hash := MustParsePolicy(policy).Hash()
+	msg := `{"kind":"message","run":"a","time":"2026-11-28T10:00:01Z"}`
+	end := func(cause, policy string, events int) string {
+		return fmt.Sprintf(`{"kind":"end","run":"a","stage":"planner","time":"2026-11-28T10:00:31Z","cause":%s,"outcome":"failed","stopped_at":0,"events":%d,"policy":%q}`, cause, events, policy)
+	}
+	const timeout = `{"$kind":"Timeout","limit":"30s","elapsed":"30.001s"}`
+	const parent = `{"$kind":"Cancelled","reason":"parent","detail":"planner ended: max_iterations"}`
+	limit := MaxIterationsReached{Limit: 1, Count: 2}
+	tests := []struct {
+		name    string
+		log     string
+		want    Cause
+		fromRec bool
+	}{
+		{"held live, a timeout ended it", lines(first, msg, end(timeout, hash, 2)), Timeout{Limit: 30 * time.Second, Elapsed: 30*time.Second + time.Millisecond}, true},
+		{"held live, its parent's end ended it", lines(first, msg, end(parent, hash, 2)), Cancelled{Reason: CancelParent, Detail: "planner ended: max_iterations"}, true},
+		{"another policy live: the limit", lines(first, msg, end(timeout, "sha256:00", 2)), limit, false},
+		{"a policy given as code live: the limit", lines(first, msg, end(timeout, "code", 2)), limit, false},
+		{"live went on past the hold: the limit", lines(first, msg, end(timeout, hash, 3)), limit, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, _ := replayLog(t, tt.log, map[string]string{"planner": policy}, nil)
+			require.Len(t, res, 1)
+			require.Equal(t, tt.want, res[0].Cause)
+			require.Equal(t, tt.fromRec, res[0].FromRecord)
+			if !tt.fromRec {
+				require.Equal(t, 2, res[0].StoppedAt)
+			}
+			require.Equal(t, 2, res[0].Events)
 		})
 	}
 }

@@ -134,8 +134,12 @@ func (r *RunsReplay) LeftOut() map[string]int { return r.rp.leftOut }
 // Record takes a record of the log's next line (an end or raise record,
 // §1); last says that it is its run's last line. An end record ends its
 // run, if the policy has not ended it before: the result is then the
-// recorded end, with FromRecord set. A raise record changes nothing under
-// a policy without hold. Like Line, it returns the results of the runs
+// recorded end, with FromRecord set; so does a run the policy holds at a
+// limit, when the end record names that policy and counts the events
+// replay evaluated (it was held there live: a stop, the hold timeout, a
+// timeout or an ancestor's end ended the hold), and otherwise it ends
+// with the limit's cause. A raise record changes nothing under a policy
+// without hold. Like Line, it returns the results of the runs
 // that ended, valid until the next call.
 func (r *RunsReplay) Record(rec *Record, last bool) []Result {
 	rp := &r.rp
@@ -465,7 +469,7 @@ func (rp *replayer) record(rec *Record, lastLine bool) {
 	case RecordRaise:
 		rp.raise(r, rec)
 	case RecordEnd:
-		if _, held := r.eval.Held(); held {
+		if _, held := r.eval.Held(); held && !rp.heldLive(r, rec) {
 			rp.end(r, nil) // the policy's hold, not raised: its own stop
 		} else {
 			rp.endFromRecord(r, rec)
@@ -485,6 +489,21 @@ func (rp *replayer) raise(r *replayRun, rec *Record) {
 	if _, held := r.eval.Held(); held {
 		_ = r.eval.Raise(rec.Limits) // ErrNotHeld cannot happen; bad amounts were the Decoder's error
 	}
+}
+
+// heldLive reports whether the held run r was held live where replay
+// holds it: its end record names the policy r replays under (the same
+// hash) and counts the events replay has evaluated. Its recorded end is
+// then what ended the hold (a stop, the hold timeout, a timeout, which
+// keeps counting while held, or an ancestor's end), as for a run the
+// policy has not stopped. Under another policy the hold is the policy's
+// own: the run ends with the limit's cause.
+func (rp *replayer) heldLive(r *replayRun, rec *Record) bool {
+	if rec.Policy == "" || rec.Events != r.eval.progress.Events {
+		return false
+	}
+	p, ok := rp.policyOf(r.stage)
+	return ok && p.Hash() == rec.Policy
 }
 
 // endFromRecord ends r, which the policy has not stopped before its end
