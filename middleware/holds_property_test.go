@@ -24,13 +24,14 @@ type holdCounts struct {
 // TestRecordedHoldsReplayAsLive: random policies with hold: {timeout: D}
 // over their own count and token limits (with random other conditions,
 // and on some a timeout, which keeps counting while a run is held), in
-// trees under a holder of tree: limits without hold, interleaved; each
+// trees under a holder of tree: limits that holds its tree too (its hold
+// lasts longer than its descendants'), interleaved; each
 // held run is raised by random amounts (enough or not), stopped, left to
 // its hold timeout, or observed on (Observe blocks until the hold
 // timeout), all recorded through eventlog: replaying the log with each
 // stage's policy gives every run exactly its live cause, stopped_at and
-// events. (A hold at a tree: limit is not replayed, so no holder here
-// holds: replayer.raise.)
+// events. A raise of a run held by its tree's limit raises the holder's
+// tree limits (a raise record naming the holder), which replay applies.
 func TestRecordedHoldsReplayAsLive(t *testing.T) {
 	r := rand.New(rand.NewPCG(seed(t), 33))
 	var n holdCounts
@@ -40,7 +41,7 @@ func TestRecordedHoldsReplayAsLive(t *testing.T) {
 		require.NoError(t, err)
 		hold := time.Duration(20+r.IntN(80)) * time.Millisecond
 		srcs := map[string]string{
-			"holder": fmt.Sprintf("{tree: {token_budget: {total: %d}, max_iterations: %d}, max_iterations: %d}", 1500+r.IntN(3000), 12+r.IntN(20), 6+r.IntN(10)),
+			"holder": fmt.Sprintf("{tree: {token_budget: {total: %d}, max_iterations: %d}, max_iterations: %d, hold: {timeout: %s}}", 1500+r.IntN(3000), 12+r.IntN(20), 6+r.IntN(10), hold+90*time.Millisecond),
 			"held":   heldPolicy(r, hold, ""),
 			"timed":  heldPolicy(r, hold, fmt.Sprintf("timeout: %dms", 60+r.IntN(120))),
 			"worker": nonEmpty(r, 1),

@@ -272,6 +272,16 @@ func (rp *replayer) line(ev *Event, lastLine bool) {
 		rp.end(r, nil)
 		return
 	}
+	for _, h := range r.holders {
+		// A tree held at a limit takes no event live until its holder is
+		// raised: this line is no raise, so under this policy nobody
+		// raised it, and the holder ends with the limit's cause (its
+		// descendants, r among them, with Cancelled{parent}).
+		rp.endTreeHold(h)
+	}
+	if r.ended {
+		return
+	}
 	if !ev.Time.IsZero() && ev.valid() {
 		// The tree timeouts whose deadline this line is at or past fired
 		// before it, as the holders' timers would have live: a holder that
@@ -360,6 +370,9 @@ func (rp *replayer) beginRun(id, parent, stage string, recorded bool) *replayRun
 		// Before a late child's end, as live: a run holds its tree limits
 		// (and has tree totals, Result.Tree) from its start.
 		r.limits = NewEvaluator(tree, EventClock)
+		if h, held := pol.Hold(); held {
+			r.limits.SetHold(h) // a tree limit holds the whole tree (§3 hold)
+		}
 		r.holders = append(r.holders, r)
 	}
 	if up != nil && up.ended && !recorded {
@@ -409,6 +422,10 @@ func (rp *replayer) end(r *replayRun, cause Cause) {
 	// A run held at a limit that ends (its log ends, or it is not raised
 	// before its next line or its end record) ends with the limit's cause,
 	// as live when nobody raises it; a cascade's Stop came first and wins.
+	if r.limits != nil && r.limits.holding() && r.limits.cause == nil {
+		r.limits.EndHold()
+		r.eval.stopFired(r.limits.fired, false)
+	}
 	r.eval.EndHold()
 	rp.endWith(r, r.eval.Result(), cause)
 }
@@ -469,9 +486,14 @@ func (rp *replayer) record(rec *Record, lastLine bool) {
 	case RecordRaise:
 		rp.raise(r, rec)
 	case RecordEnd:
-		if _, held := r.eval.Held(); held && !rp.heldLive(r, rec) {
+		_, held := r.eval.Held()
+		treeHeld := r.limits != nil && r.limits.holding()
+		switch {
+		case held && !rp.heldLive(r, rec):
 			rp.end(r, nil) // the policy's hold, not raised: its own stop
-		} else {
+		case treeHeld && !rp.heldLive(r, rec):
+			rp.endTreeHold(r)
+		default:
 			rp.endFromRecord(r, rec)
 		}
 	}
@@ -483,12 +505,29 @@ func (rp *replayer) record(rec *Record, lastLine bool) {
 // raise applies a raise record to r (§3 hold): a run its policy holds at
 // one of its own limits is raised by the record's amounts and goes on.
 // Under a policy without hold, or for a run that is not held, it changes
-// nothing. (A hold at a tree: limit is not replayed: the tree's limits
-// stop their holder in replay as without hold.)
+// nothing. A raise record of a holder whose tree limits hold its tree
+// raises those limits, and the tree goes on.
 func (rp *replayer) raise(r *replayRun, rec *Record) {
-	if _, held := r.eval.Held(); held {
+	switch {
+	case r.eval.holding():
 		_ = r.eval.Raise(rec.Limits) // ErrNotHeld cannot happen; bad amounts were the Decoder's error
+	case r.limits != nil && r.limits.holding():
+		_ = r.limits.Raise(rec.Limits) // the holder's tree limits: the whole tree goes on
 	}
+}
+
+// endTreeHold ends holder h when its tree limits hold the tree: nobody
+// raised it, so it ends with the limit's cause, as live when its hold
+// timeout passes (no event of its own named: StoppedAt 0), and its
+// descendants with Cancelled{parent}. It reports whether it did.
+func (rp *replayer) endTreeHold(h *replayRun) bool {
+	if h.ended || h.limits == nil || !h.limits.holding() {
+		return false
+	}
+	h.limits.EndHold()
+	h.eval.stopFired(h.limits.fired, false)
+	rp.end(h, nil)
+	return true
 }
 
 // heldLive reports whether the held run r was held live where replay
