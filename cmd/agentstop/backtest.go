@@ -84,23 +84,9 @@ func runBacktest(args []string, sio stdio) int {
 		return fail("-max-false-stops needs -labels: without labels no run is known to be good")
 	}
 	cfg := backtest.Config{All: *all, Lenient: *lenient, Workers: *workers}
-	for _, p := range policyPaths {
-		pol, err := backtest.LoadPolicy(p)
-		if err != nil {
-			return fail("%v", err)
-		}
-		warnEmptyPolicy(sio, "backtest", p, pol.Policy)
-		if pol.Policy.FleetBudget() != nil {
-			fmt.Fprintf(sio.err, "agentstop backtest: %s: fleet_budget is valid but ignored: a backtest evaluates runs without a fleet\n", p)
-		}
-		cfg.Policies = append(cfg.Policies, pol)
-	}
-	for _, dir := range policyDirs {
-		pol, err := backtest.LoadStagePolicies(dir)
-		if err != nil {
-			return fail("%v", err)
-		}
-		cfg.Policies = append(cfg.Policies, pol)
+	var err error
+	if cfg.Policies, err = loadCandidates(sio, policyPaths, policyDirs); err != nil {
+		return fail("%v", err)
 	}
 	if *labelsPath != "" {
 		l, err := backtest.ReadLabels(*labelsPath)
@@ -113,15 +99,7 @@ func runBacktest(args []string, sio stdio) int {
 	if err != nil {
 		return fail("%v", err)
 	}
-	if os.Getenv("GOMEMLIMIT") == "" {
-		// Collect more often only when the heap nears the limit.
-		debug.SetMemoryLimit(backtest.BatchMemoryLimit)
-	}
-	if os.Getenv("GOGC") == "" {
-		// A batch job with a small live heap: collect less often, so that
-		// the collector leaves the cores to the workers.
-		debug.SetGCPercent(backtest.BatchGCPercent)
-	}
+	setBatchGC()
 	var progress *progressLine
 	if human.IsTerminal(sio.err) {
 		progress = &progressLine{w: sio.err}
@@ -146,19 +124,63 @@ func runBacktest(args []string, sio stdio) int {
 	if err != nil {
 		return fail("cannot write the report: %v", err)
 	}
-	if maxFalseStops.set {
-		failed := false
-		for _, s := range rep.Summaries {
-			if n := s.FalseStops(); n > maxFalseStops.n {
-				fmt.Fprintf(sio.err, "agentstop backtest: %s stops %s, more than -max-false-stops %d\n", s.Policy, human.Count(n, "good run"), maxFalseStops.n)
-				failed = true
-			}
-		}
-		if failed {
-			return exitFail
-		}
+	if maxFalseStops.set && tooManyFalseStops(sio, rep, maxFalseStops.n) {
+		return exitFail
 	}
 	return exitOK
+}
+
+// loadCandidates reads the candidates: each -policy file (with a warning
+// for an empty one and an ignored fleet_budget), then each -policies
+// directory.
+func loadCandidates(sio stdio, files, dirs []string) ([]backtest.Policy, error) {
+	var out []backtest.Policy
+	for _, p := range files {
+		pol, err := backtest.LoadPolicy(p)
+		if err != nil {
+			return nil, err
+		}
+		warnEmptyPolicy(sio, "backtest", p, pol.Policy)
+		if pol.Policy.FleetBudget() != nil {
+			fmt.Fprintf(sio.err, "agentstop backtest: %s: fleet_budget is valid but ignored: a backtest evaluates runs without a fleet\n", p)
+		}
+		out = append(out, pol)
+	}
+	for _, dir := range dirs {
+		pol, err := backtest.LoadStagePolicies(dir)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, pol)
+	}
+	return out, nil
+}
+
+// setBatchGC tunes the collector for a batch job, unless the user set
+// GOMEMLIMIT or GOGC.
+func setBatchGC() {
+	if os.Getenv("GOMEMLIMIT") == "" {
+		// Collect more often only when the heap nears the limit.
+		debug.SetMemoryLimit(backtest.BatchMemoryLimit)
+	}
+	if os.Getenv("GOGC") == "" {
+		// A batch job with a small live heap: collect less often, so that
+		// the collector leaves the cores to the workers.
+		debug.SetGCPercent(backtest.BatchGCPercent)
+	}
+}
+
+// tooManyFalseStops reports, one line each, the candidates that stop more
+// than max good runs (-max-false-stops), and whether any did.
+func tooManyFalseStops(sio stdio, rep *backtest.Report, max int) bool {
+	failed := false
+	for _, s := range rep.Summaries {
+		if n := s.FalseStops(); n > max {
+			fmt.Fprintf(sio.err, "agentstop backtest: %s stops %s, more than -max-false-stops %d\n", s.Policy, human.Count(n, "good run"), max)
+			failed = true
+		}
+	}
+	return failed
 }
 
 // optionalInt is an int flag that knows whether it was given.

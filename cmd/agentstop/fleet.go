@@ -105,41 +105,7 @@ func runFleet(name string, args []string, stdout, stderr io.Writer, getenv func(
 		fmt.Fprintf(stderr, "agentstop %s: %s\n", name, msg)
 		return exitBad
 	}
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	fs.Usage = func() {}
-	// No default value: -h would print it, password and all.
-	url := fs.String("redis", "", "Redis URL, redis://[user:password@]host:port[/db] or rediss://…, or a cluster's redis://host1:port1?addr=host2:port2&addr=… (default $AGENTSTOP_REDIS_URL)")
-	prefix := fs.String("prefix", redisfleet.DefaultPrefix, "key and channel prefix the fleet uses")
-	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	var sel fleet.Selector
-	var labels labelFlags
-	var reason, by *string
-	var wait, expire *time.Duration
-	selectors := name != "blocks" && name != "budgets"
-	if selectors {
-		if name == "runs" || name == "stop" {
-			fs.StringVar(&sel.RunID, "run", "", "select the run with this id")
-		}
-		fs.StringVar(&sel.Stage, "stage", "", "select the runs of this stage")
-		fs.Var(&labels, "label", "select runs with label k=v (repeatable; all must match)")
-		fs.BoolVar(&sel.All, "all", false, "select every run")
-	}
-	var tree, held *bool
-	if name == "runs" {
-		tree = fs.Bool("tree", false, "draw the runs as trees: each under its parent (§8)")
-		held = fs.Bool("held", false, "list only the runs held at a limit (hold:), with the limit each waits on and for how long")
-	}
-	if name == "stop" || name == "block" {
-		reason = fs.String("reason", "", "why (required); the runs' cause detail shows it")
-		by = fs.String("by", fleet.DefaultBy(), "who issues it, shown in the cause detail and in blocks")
-	}
-	if name == "stop" {
-		wait = human.Duration(fs, "wait", fleet.DefaultStopWait, "how long to wait for the owning processes to confirm")
-	}
-	if name == "block" {
-		expire = human.Duration(fs, "expire", 0, "remove the block after this long (default: until unblock)")
-	}
+	a, fs := newFleetArgs(name)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			syn := fleetSynopsis[name]
@@ -153,119 +119,25 @@ func runFleet(name string, args []string, stdout, stderr io.Writer, getenv func(
 	if fs.NArg() > 0 {
 		return fail("unexpected argument %q (see agentstop %s -h)", fs.Arg(0), name)
 	}
-	sel.Labels = labels.m
-	if *url == "" {
-		*url = getenv("AGENTSTOP_REDIS_URL")
+	if err := a.check(getenv); err != nil {
+		return fail("%s", err)
 	}
-	if strings.TrimSpace(*url) == "" {
-		return fail("-redis URL (or AGENTSTOP_REDIS_URL) is required")
-	}
-	if selectors && name != "runs" && sel.IsZero() {
-		what := "-stage NAME, -label k=v"
-		if name == "stop" {
-			what = "-run ID, " + what
-		}
-		return fail("a selector is required: %s, or -all (see agentstop %s -h)", what, name)
-	}
-	if selectors {
-		if err := sel.Validate(); err != nil && !(name == "runs" && sel.IsZero()) {
-			return fail("%s", trimInvalid(err))
-		}
-	}
-	if wait != nil && *wait < 0 {
-		return fail("-wait must be >= 0, got %s", *wait)
-	}
-	if expire != nil && *expire < 0 {
-		return fail("-expire must not be negative (omit it to block until unblock), got %s", *expire)
-	}
-	if reason != nil && strings.TrimSpace(*reason) == "" {
-		return fail("-reason TEXT is required")
-	}
-
-	c, err := redisfleet.NewControl(*url, redisfleet.WithPrefix(*prefix), redisfleet.WithTimeout(fleetTimeout))
+	c, err := redisfleet.NewControl(*a.url, redisfleet.WithPrefix(*a.prefix), redisfleet.WithTimeout(fleetTimeout))
 	if err != nil {
 		return fail("%s", strings.TrimPrefix(err.Error(), "redisfleet: "))
 	}
 	defer c.Close()
 	budget := 8 * time.Second
-	if wait != nil {
-		budget += *wait
+	if a.wait != nil {
+		budget += *a.wait
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), budget)
 	defer cancel()
-
-	var out any
-	var table func(w io.Writer)
-	switch name {
-	case "runs":
-		rs, err := c.Runs(ctx, sel)
-		if err != nil {
-			return fail("%s", trimInvalid(err))
-		}
-		if *held {
-			rs = onlyHeld(rs) // raise.go
-			out, table = nonNil(rs), func(w io.Writer) { heldTable(w, rs) }
-			break
-		}
-		if *tree {
-			rs = treeOrder(rs)
-		}
-		out, table = nonNil(rs), func(w io.Writer) { runsTableOf(w, rs, *tree) }
-	case "stop":
-		rep, err := c.Stop(ctx, fleet.StopRequest{Selector: sel, Reason: *reason, By: *by, Wait: max(*wait, time.Millisecond)})
-		if err != nil {
-			return fail("%s", trimInvalid(err))
-		}
-		out = rep
-		table = func(w io.Writer) {
-			fmt.Fprintf(w, "stopped %s (%d matched, %d already ended, %d unconfirmed after %s)\n",
-				human.Count(rep.Stopped, "run"), rep.Matched, rep.AlreadyEnded, rep.Unconfirmed, *wait)
-			if rep.Descendants > 0 {
-				fmt.Fprintf(w, "and %s under them (cancelled: parent)\n", human.Count(rep.Descendants, "descendant"))
-			}
-		}
-	case "block":
-		b, err := c.Block(ctx, fleet.BlockRequest{Selector: sel, Reason: *reason, By: *by, Expire: *expire})
-		if err != nil {
-			return fail("%s", trimInvalid(err))
-		}
-		out = b
-		table = func(w io.Writer) {
-			until := "until unblocked"
-			if !b.Expires.IsZero() {
-				until = "until " + b.Expires.Format(time.RFC3339)
-			}
-			fmt.Fprintf(w, "blocked %s %s: %s\n", b.Selector, until, fleet.Detail(b.Reason, b.By))
-		}
-	case "unblock":
-		n, err := c.Unblock(ctx, sel)
-		if err != nil {
-			return fail("%s", trimInvalid(err))
-		}
-		out = map[string]int{"removed": n}
-		table = func(w io.Writer) {
-			if n == 0 {
-				fmt.Fprintf(w, "no block on %s\n", sel)
-				return
-			}
-			fmt.Fprintf(w, "unblocked %s\n", sel)
-		}
-	case "blocks":
-		bs, err := c.Blocks(ctx)
-		if err != nil {
-			return fail("%s", trimInvalid(err))
-		}
-		out, table = nonNil(bs), func(w io.Writer) { blocksTable(w, bs) }
-	case "budgets":
-		bs, err := c.Budgets(ctx)
-		if err != nil {
-			return fail("%s", trimInvalid(err))
-		}
-		out, table = nonNil(bs), func(w io.Writer) { budgetsTable(w, bs) }
-	default:
-		return fail("unknown fleet command")
+	out, table, err := a.call(ctx, c)
+	if err != nil {
+		return fail("%s", trimInvalid(err))
 	}
-	if *asJSON {
+	if *a.asJSON {
 		enc := json.NewEncoder(stdout)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(out); err != nil {
@@ -275,6 +147,160 @@ func runFleet(name string, args []string, stdout, stderr io.Writer, getenv func(
 	}
 	table(stdout)
 	return exitOK
+}
+
+// fleetArgs are a fleet command's flags: the ones every command takes,
+// and those of its own (nil when the command has none).
+type fleetArgs struct {
+	name         string
+	url, prefix  *string
+	asJSON       *bool
+	sel          fleet.Selector
+	labels       labelFlags
+	selectors    bool // the command takes a selector
+	reason, by   *string
+	wait, expire *time.Duration
+	tree, held   *bool
+}
+
+// newFleetArgs declares the flags of the fleet command name.
+func newFleetArgs(name string) (*fleetArgs, *flag.FlagSet) {
+	a := &fleetArgs{name: name, selectors: name != "blocks" && name != "budgets"}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	// No default value: -h would print it, password and all.
+	a.url = fs.String("redis", "", "Redis URL, redis://[user:password@]host:port[/db] or rediss://…, or a cluster's redis://host1:port1?addr=host2:port2&addr=… (default $AGENTSTOP_REDIS_URL)")
+	a.prefix = fs.String("prefix", redisfleet.DefaultPrefix, "key and channel prefix the fleet uses")
+	a.asJSON = fs.Bool("json", false, "print JSON instead of a table")
+	if a.selectors {
+		if name == "runs" || name == "stop" {
+			fs.StringVar(&a.sel.RunID, "run", "", "select the run with this id")
+		}
+		fs.StringVar(&a.sel.Stage, "stage", "", "select the runs of this stage")
+		fs.Var(&a.labels, "label", "select runs with label k=v (repeatable; all must match)")
+		fs.BoolVar(&a.sel.All, "all", false, "select every run")
+	}
+	if name == "runs" {
+		a.tree = fs.Bool("tree", false, "draw the runs as trees: each under its parent (§8)")
+		a.held = fs.Bool("held", false, "list only the runs held at a limit (hold:), with the limit each waits on and for how long")
+	}
+	if name == "stop" || name == "block" {
+		a.reason = fs.String("reason", "", "why (required); the runs' cause detail shows it")
+		a.by = fs.String("by", fleet.DefaultBy(), "who issues it, shown in the cause detail and in blocks")
+	}
+	if name == "stop" {
+		a.wait = human.Duration(fs, "wait", fleet.DefaultStopWait, "how long to wait for the owning processes to confirm")
+	}
+	if name == "block" {
+		a.expire = human.Duration(fs, "expire", 0, "remove the block after this long (default: until unblock)")
+	}
+	return a, fs
+}
+
+// check completes and checks the parsed flags: the URL (from the
+// environment when -redis is not given), the selector, the durations and
+// the reason.
+func (a *fleetArgs) check(getenv func(string) string) error {
+	a.sel.Labels = a.labels.m
+	if *a.url == "" {
+		*a.url = getenv("AGENTSTOP_REDIS_URL")
+	}
+	if strings.TrimSpace(*a.url) == "" {
+		return errors.New("-redis URL (or AGENTSTOP_REDIS_URL) is required")
+	}
+	if a.selectors && a.name != "runs" && a.sel.IsZero() {
+		what := "-stage NAME, -label k=v"
+		if a.name == "stop" {
+			what = "-run ID, " + what
+		}
+		return fmt.Errorf("a selector is required: %s, or -all (see agentstop %s -h)", what, a.name)
+	}
+	if a.selectors {
+		if err := a.sel.Validate(); err != nil && !(a.name == "runs" && a.sel.IsZero()) {
+			return errors.New(trimInvalid(err))
+		}
+	}
+	if a.wait != nil && *a.wait < 0 {
+		return fmt.Errorf("-wait must be >= 0, got %s", *a.wait)
+	}
+	if a.expire != nil && *a.expire < 0 {
+		return fmt.Errorf("-expire must not be negative (omit it to block until unblock), got %s", *a.expire)
+	}
+	if a.reason != nil && strings.TrimSpace(*a.reason) == "" {
+		return errors.New("-reason TEXT is required")
+	}
+	return nil
+}
+
+// call runs the command against c: what -json prints, and the table
+// that prints it for people.
+func (a *fleetArgs) call(ctx context.Context, c *redisfleet.Control) (out any, table func(io.Writer), err error) {
+	sel := a.sel
+	switch a.name {
+	case "runs":
+		return a.runs(ctx, c)
+	case "stop":
+		rep, err := c.Stop(ctx, fleet.StopRequest{Selector: sel, Reason: *a.reason, By: *a.by, Wait: max(*a.wait, time.Millisecond)})
+		return rep, func(w io.Writer) { stopTable(w, rep, *a.wait) }, err
+	case "block":
+		b, err := c.Block(ctx, fleet.BlockRequest{Selector: sel, Reason: *a.reason, By: *a.by, Expire: *a.expire})
+		return b, func(w io.Writer) { blockLine(w, b) }, err
+	case "unblock":
+		n, err := c.Unblock(ctx, sel)
+		return map[string]int{"removed": n}, func(w io.Writer) { unblockLine(w, sel, n) }, err
+	case "blocks":
+		bs, err := c.Blocks(ctx)
+		return nonNil(bs), func(w io.Writer) { blocksTable(w, bs) }, err
+	case "budgets":
+		bs, err := c.Budgets(ctx)
+		return nonNil(bs), func(w io.Writer) { budgetsTable(w, bs) }, err
+	}
+	return nil, nil, errors.New("unknown fleet command")
+}
+
+// runs lists the selected runs: held ones only with -held, as trees with
+// -tree.
+func (a *fleetArgs) runs(ctx context.Context, c *redisfleet.Control) (any, func(io.Writer), error) {
+	rs, err := c.Runs(ctx, a.sel)
+	if err != nil {
+		return nil, nil, err
+	}
+	if *a.held {
+		rs = onlyHeld(rs) // raise.go
+		return nonNil(rs), func(w io.Writer) { heldTable(w, rs) }, nil
+	}
+	if *a.tree {
+		rs = treeOrder(rs)
+	}
+	return nonNil(rs), func(w io.Writer) { runsTableOf(w, rs, *a.tree) }, nil
+}
+
+// stopTable prints what a stop did.
+func stopTable(w io.Writer, rep fleet.StopReport, wait time.Duration) {
+	fmt.Fprintf(w, "stopped %s (%d matched, %d already ended, %d unconfirmed after %s)\n",
+		human.Count(rep.Stopped, "run"), rep.Matched, rep.AlreadyEnded, rep.Unconfirmed, wait)
+	if rep.Descendants > 0 {
+		fmt.Fprintf(w, "and %s under them (cancelled: parent)\n", human.Count(rep.Descendants, "descendant"))
+	}
+}
+
+// blockLine prints the block that was set.
+func blockLine(w io.Writer, b fleet.Block) {
+	until := "until unblocked"
+	if !b.Expires.IsZero() {
+		until = "until " + b.Expires.Format(time.RFC3339)
+	}
+	fmt.Fprintf(w, "blocked %s %s: %s\n", b.Selector, until, fleet.Detail(b.Reason, b.By))
+}
+
+// unblockLine prints what an unblock removed.
+func unblockLine(w io.Writer, sel fleet.Selector, n int) {
+	if n == 0 {
+		fmt.Fprintf(w, "no block on %s\n", sel)
+		return
+	}
+	fmt.Fprintf(w, "unblocked %s\n", sel)
 }
 
 func nonNil[T any](s []T) []T {
