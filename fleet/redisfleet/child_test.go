@@ -232,6 +232,27 @@ func childMain() int {
 				m.Leave(termination.ParentEnded("researcher", termination.TagCancelled))
 			}
 			out.println("tleft", fs[1])
+		case "held": // held NAME: a run held at max_tool_calls 1; prints "released NAME N" once raised and its next call evaluated
+			s, err := middleware.New("raise", middleware.WithFleet(f),
+				middleware.WithPolicy(termination.MustParsePolicy("max_tool_calls: 1\nhold: {timeout: 30s}")))
+			if err != nil {
+				out.println("error", err.Error())
+				continue
+			}
+			ctx, run := s.Start(context.Background())
+			watch(fs[1], ctx, run, true)
+			call := termination.Event{Kind: termination.KindToolCall, Tool: "search"}
+			run.Observe(call)
+			run.Observe(call) // the second call reaches the limit: held
+			out.println("heldat", fs[1])
+			go func(name string) {
+				_, stop := run.Observe(call) // blocks while held; evaluated once raised
+				res := "going"
+				if stop {
+					res = "stopped"
+				}
+				out.println("released", name, res)
+			}(fs[1])
 		case "flush":
 			_ = f.Flush(context.Background())
 			out.println("flushed")

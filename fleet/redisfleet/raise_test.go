@@ -1,6 +1,7 @@
 package redisfleet
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -65,6 +66,34 @@ func TestRaiseAcrossProcesses(t *testing.T) {
 		}
 		if c, stopped := a.Cause(); stopped {
 			t.Errorf("run a ended with %v", c)
+		}
+	})
+}
+
+// TestRaiseAcrossOSProcesses: a run held in another OS process (a child
+// process of this test, its own fleet and connections) is listed as held
+// and released by a raise from this process, which the child confirms; on
+// a server and on a cluster.
+func TestRaiseAcrossOSProcesses(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
+		prefix := "raiseproc:"
+		c := startChild(t, r.URL(), prefix, 3*time.Second)
+		c.send("held w")
+		id := strings.Fields(c.expect("started w ", 5*time.Second))[2]
+		c.expect("heldat w", 5*time.Second)
+		ctl := newTestControl(t, r, prefix)
+		eventually(t, 5*time.Second, "the child's run is listed as held", func() bool {
+			rs, err := ctl.Runs(t.Context(), fleet.Selector{RunID: id})
+			return err == nil && len(rs) == 1 && rs[0].Held != nil && rs[0].Held.Limit == termination.TagMaxToolCalls
+		})
+		rep, err := ctl.Raise(t.Context(), fleet.RaiseRequest{RunID: id, By: "ops@test",
+			Limits: termination.Limits{ToolCalls: 5, Has: termination.LimitToolCalls}})
+		if err != nil || rep.Outcome != fleet.RaiseRaised {
+			t.Fatalf("Raise = %+v, %v", rep, err)
+		}
+		// Raised by 5: the third call is within the raised limit (6).
+		if l := c.expect("released w", 5*time.Second); l != "released w going" {
+			t.Errorf("child: %q, want the run to go on after the raise", l)
 		}
 	})
 }
