@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentstop/agentstop/internal/testutil"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -177,23 +178,7 @@ func TestRaiseAndShadowRecords(t *testing.T) {
 	assert.Contains(t, lines[5], `"kind":"end"`)
 	assert.Contains(t, lines[5], `"shadow":{"loose":null,"strict":{"cause":{"$kind":"MaxIterationsReached","limit":2,"count":3},"stopped_at":3}}`)
 
-	x := termination.IndexRuns(strings.NewReader(string(data)))
-	rp := termination.NewRunsReplay(&p, termination.ReplayStage("coder"), termination.ReplayIndex(&x))
-	dec := termination.NewDecoder(strings.NewReader(string(data)))
-	var out []termination.Result
-	for {
-		e, err := dec.NextEntry()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err)
-		if e.Record != nil {
-			out = append(out, rp.Record(e.Record, x.IsLast(e.Record.Run, dec.Line()))...)
-		} else {
-			out = append(out, rp.Line(&e.Event, x.IsLast(e.Event.Run, dec.Line()))...)
-		}
-	}
-	out = append(out, rp.End()...)
+	out, _ := testutil.ReplayLog(t, strings.NewReader(string(data)), &p, termination.ReplayStage("coder"))
 	require.Len(t, out, 1)
 	assert.Equal(t, res.Cause, out[0].Cause)
 	assert.Equal(t, res.StoppedAt, out[0].StoppedAt)

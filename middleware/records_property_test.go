@@ -2,9 +2,7 @@ package middleware_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -14,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentstop/agentstop/eventlog"
+	"github.com/agentstop/agentstop/internal/testutil"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -150,28 +149,11 @@ func replayRecorded(t *testing.T, path string, pols map[string]*termination.Poli
 	f, err := os.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
-	idx := termination.IndexRuns(f)
-	_, err = f.Seek(0, io.SeekStart)
-	require.NoError(t, err)
-	rp := termination.NewRunsReplay(nil, termination.ReplayIndex(&idx), termination.ReplayPolicies(func(s string) (*termination.Policy, bool) {
+	out, _ := testutil.ReplayLog(t, f, nil, termination.ReplayPolicies(func(s string) (*termination.Policy, bool) {
 		p, ok := pols[s]
 		return p, ok
 	}))
-	dec := termination.NewDecoder(f)
-	var out []termination.Result
-	for {
-		e, err := dec.NextEntry()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err)
-		if e.Record != nil {
-			out = append(out, rp.Record(e.Record, idx.IsLast(e.Record.Run, dec.Line()))...)
-			continue
-		}
-		out = append(out, rp.Line(&e.Event, idx.IsLast(e.Event.Run, dec.Line()))...)
-	}
-	return append(out, rp.End()...)
+	return out
 }
 
 // TestNoEventAfterTreeLimit: an event of a sibling that arrives after

@@ -3,8 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
-	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -66,29 +64,10 @@ func replayWith(t *testing.T, dir, pdir string) ([]termination.Result, map[strin
 	f, err := os.Open(filepath.Join(dir, "events.jsonl"))
 	require.NoError(t, err)
 	defer f.Close()
-	idx := termination.IndexRuns(f)
-	_, err = f.Seek(0, io.SeekStart)
-	require.NoError(t, err)
-	rp := termination.NewRunsReplay(nil, termination.ReplayIndex(&idx), termination.ReplayPolicies(func(s string) (*termination.Policy, bool) {
+	return testutil.ReplayLog(t, f, nil, termination.ReplayPolicies(func(s string) (*termination.Policy, bool) {
 		p, ok := pols[s]
 		return p, ok
 	}))
-	dec := termination.NewDecoder(f)
-	var out []termination.Result
-	for {
-		e, err := dec.NextEntry()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		require.NoError(t, err)
-		if e.Record != nil {
-			out = append(out, rp.Record(e.Record, idx.IsLast(e.Record.Run, dec.Line()))...)
-			continue
-		}
-		out = append(out, rp.Line(&e.Event, idx.IsLast(e.Event.Run, dec.Line()))...)
-	}
-	out = append(out, rp.End()...)
-	return out, rp.LeftOut()
 }
 
 // TestRecordReplaysAsLive runs the quickstart with -record for a few

@@ -171,3 +171,34 @@ func DecodeFile(t testing.TB, path string) []termination.Event {
 		out = append(out, ev)
 	}
 }
+
+// ReplayLog replays a recorded log of many runs (events, end and raise
+// records) as agentstop replay does: a first pass finds each run's last
+// line (termination.IndexRuns), the second hands every line to a
+// termination.RunsReplay with p (nil: the policies opts give). It returns
+// the results in the order the runs ended, and the runs left out by stage.
+func ReplayLog(t testing.TB, log io.ReadSeeker, p *termination.Policy, opts ...termination.ReplayOption) ([]termination.Result, map[string]int) {
+	t.Helper()
+	idx := termination.IndexRuns(log)
+	if _, err := log.Seek(0, io.SeekStart); err != nil {
+		t.Fatal(err)
+	}
+	rp := termination.NewRunsReplay(p, append(opts, termination.ReplayIndex(&idx))...)
+	dec := termination.NewDecoder(log)
+	var out []termination.Result
+	for {
+		e, err := dec.NextEntry()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e.Record != nil {
+			out = append(out, rp.Record(e.Record, idx.IsLast(e.Record.Run, dec.Line()))...)
+			continue
+		}
+		out = append(out, rp.Line(&e.Event, idx.IsLast(e.Event.Run, dec.Line()))...)
+	}
+	return append(out, rp.End()...), rp.LeftOut()
+}
