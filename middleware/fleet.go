@@ -133,7 +133,7 @@ func (r *Run) progress() termination.Progress {
 // loop's goroutine, or at the run's end.
 func (r *Run) fleetWarn(c termination.Cause) {
 	r.mu.Lock()
-	live.AddWarning(r.eval, c)
+	r.eval.AddWarning(c)
 	r.mu.Unlock()
 }
 
@@ -148,7 +148,7 @@ func (r *Run) fleetEvent(u termination.Usage, cost float64) (termination.Cause, 
 	warning, stop := r.member.Spend(u, cost)
 	if warning != nil {
 		r.mu.Lock()
-		live.AddWarning(r.eval, warning)
+		r.eval.AddWarning(warning)
 		r.mu.Unlock()
 		r.deliverWarnings()
 	}
@@ -156,7 +156,7 @@ func (r *Run) fleetEvent(u termination.Usage, cost float64) (termination.Cause, 
 		return nil, false
 	}
 	r.mu.Lock()
-	ok := live.StopOnEvent(r.eval, stop) // refuses a typed nil: no stop
+	ok := r.eval.StopOnEvent(stop) // refuses a typed nil: no stop
 	c, stopped := r.eval.Stopped()
 	r.mu.Unlock()
 	if ok {
@@ -169,7 +169,7 @@ func (r *Run) fleetEvent(u termination.Usage, cost float64) (termination.Cause, 
 // recorder and the warning hook, in order.
 func (r *Run) deliverWarnings() {
 	r.mu.Lock()
-	w := live.WarningsSince(r.eval, r.nwarn)
+	w := r.eval.WarningsSince(r.nwarn)
 	r.nwarn += len(w)
 	for _, c := range w {
 		r.rec.Warning(c)

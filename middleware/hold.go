@@ -285,7 +285,7 @@ func (t *tree) holdExpired() {
 	t.mu.Lock()
 	var fired []termination.Cause
 	if _, ok := t.limits.EndHold(); ok && !t.fired {
-		t.fired, fired = true, live.Fired(t.limits)
+		t.fired, fired = true, t.limits.Fired()
 	}
 	t.holdTimer = nil
 	t.mu.Unlock()
@@ -306,7 +306,7 @@ func (r *Run) endTreeHold() bool {
 	t.mu.Lock()
 	var fired []termination.Cause
 	if _, ok := t.limits.EndHold(); ok && !t.fired {
-		t.fired, fired = true, live.Fired(t.limits)
+		t.fired, fired = true, t.limits.Fired()
 	}
 	if t.holdTimer != nil {
 		t.holdTimer.Stop()

@@ -66,9 +66,9 @@ func (c *shadowConfig) checkShadow(name string, p termination.Policy) error {
 	const why = "a shadow policy judges the run's own events and may not hold timeout, idle, tree, hold or fleet_budget"
 	cond := p.Condition()
 	switch {
-	case len(live.Timeouts(cond)) > 0:
+	case len(termination.NewEvaluator(cond, termination.EventClock).Timeouts()) > 0:
 		return fmt.Errorf("the policy holds timeout: %s", why)
-	case len(live.Idles(cond)) > 0:
+	case len(termination.NewEvaluator(cond, termination.EventClock).Idles()) > 0:
 		return fmt.Errorf("the policy holds idle: %s", why)
 	case p.Tree() != nil:
 		return fmt.Errorf("the policy holds tree: %s", why)
@@ -122,7 +122,7 @@ func (s *shadowRun) observe(ev *termination.Event) {
 		if e.verdict.Cause != nil {
 			continue
 		}
-		if c, stop := live.ObserveRef(e.eval, ev); stop {
+		if c, stop := e.eval.ObserveRef(ev); stop {
 			e.verdict = termination.ShadowVerdict{Cause: c, StoppedAt: e.eval.Progress().Events}
 			s.going--
 		}

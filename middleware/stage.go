@@ -53,12 +53,12 @@ func New(stage string, opts ...Option) (*Stage, error) {
 	default:
 		cond = termination.AnyOf(cfg.conds...)
 	}
-	s := &Stage{name: stage, cond: cond, timeouts: live.Timeouts(cond), cfg: cfg}
-	s.timed = len(s.timeouts) > 0 || len(live.Idles(cond)) > 0
+	s := &Stage{name: stage, cond: cond, timeouts: termination.NewEvaluator(cond, termination.EventClock).Timeouts(), cfg: cfg}
+	s.timed = len(s.timeouts) > 0 || len(termination.NewEvaluator(cond, termination.EventClock).Idles()) > 0
 	if len(cfg.trees) > 0 {
 		s.tree = termination.Tree(cfg.trees...)
 		s.treeLimits = termination.NewEvaluator(s.tree, termination.WallClock).Remaining()
-		if ts := live.Timeouts(s.tree); len(ts) > 0 {
+		if ts := termination.NewEvaluator(s.tree, termination.EventClock).Timeouts(); len(ts) > 0 {
 			s.treeTimeout = ts[0]
 		}
 	}
@@ -336,7 +336,7 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 		}
 	}
 	evaluated := r.eval.Progress().Events
-	cause, stop := live.ObserveRef(r.eval, ev)
+	cause, stop := r.eval.ObserveRef(ev)
 	if stop && r.eval.Progress().Events == evaluated {
 		// The timeout's deadline had passed before ev arrived (the timer
 		// was about to fire): the run stopped on that clock tick, before
@@ -355,7 +355,7 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 		r.shadow.observe(ev) // shadow.go
 	}
 	var warnings []termination.Cause
-	if len(live.WarningsSince(r.eval, r.nwarn)) > 0 {
+	if len(r.eval.WarningsSince(r.nwarn)) > 0 {
 		warnings = r.takeWarnings()
 		if r.stage.cfg.hold != nil {
 			r.holdNowLocked(root) // the warning may be a limit the run is held at (hold.go)
@@ -394,7 +394,7 @@ func (r *Run) observedFleet(ev *termination.Event, cause termination.Cause, stop
 // takeWarnings hands the warnings recorded since the last event to the
 // recorder, with r.mu held, and returns them for the hook.
 func (r *Run) takeWarnings() []termination.Cause {
-	w := live.WarningsSince(r.eval, r.nwarn)
+	w := r.eval.WarningsSince(r.nwarn)
 	r.nwarn += len(w)
 	for _, c := range w {
 		r.rec.Warning(c)
@@ -536,7 +536,7 @@ func (r *Run) stopLeaving(final bool, reason string) {
 	)
 	if final {
 		c = termination.NaturalCompletion{}
-		ok = live.EndStream(r.eval, c)
+		ok = r.eval.EndStream(c)
 	} else {
 		ok = r.eval.Stop(c)
 	}
@@ -600,7 +600,7 @@ func (r *Run) leaveChan() (<-chan struct{}, bool) {
 // it finds nothing due and is re-armed for the new deadline (Reset, no
 // allocation).
 func (r *Run) armTimer() {
-	at, ok := live.NextTick(r.eval)
+	at, ok := r.eval.NextTick()
 	if !ok {
 		return
 	}
@@ -615,7 +615,7 @@ func (r *Run) armTimer() {
 // limit) and re-arms for the next deadline.
 func (r *Run) onTimer() {
 	r.mu.Lock()
-	cause, stop := live.Tick(r.eval, time.Now())
+	cause, stop := r.eval.Tick(time.Now())
 	if !stop {
 		r.armTimer()
 	}
@@ -652,7 +652,7 @@ func (r *Run) finish(err error) {
 		// limit mapped by an adapter): that cause stands. Stop refuses a
 		// typed nil, which leaves err a plain stream error.
 	default:
-		live.EndStream(r.eval, termination.Failed{Reason: termination.FailStreamError, Err: errorText(err)})
+		r.eval.EndStream(termination.Failed{Reason: termination.FailStreamError, Err: errorText(err)})
 	}
 	if r.stage.cfg.hold != nil {
 		// The stream ended while the run was held: nobody raised the
@@ -686,7 +686,7 @@ func (r *Run) finish(err error) {
 		r.rec.Error(fmt.Errorf("middleware: stage %q: TreatAsSuccess panicked: %v", r.stage.name, treatPanic))
 	}
 	res.Drained = r.drained
-	for _, w := range live.WarningsSince(r.eval, r.nwarn) {
+	for _, w := range r.eval.WarningsSince(r.nwarn) {
 		r.rec.Warning(w) // a fleet's warning that no event delivered
 	}
 	r.nwarn = len(res.Warnings)

@@ -339,7 +339,7 @@ func (r *Run) joinTree(p parentRef) bool {
 		up.mu.Unlock()
 	}
 	if limits != nil {
-		if ts := live.Timeouts(limits); len(ts) > 0 {
+		if ts := termination.NewEvaluator(limits, termination.EventClock).Timeouts(); len(ts) > 0 {
 			t.mu.Lock()
 			t.timer = time.AfterFunc(ts[0], t.timeout)
 			t.mu.Unlock()
@@ -481,8 +481,8 @@ func (t *tree) rollUp(ev *termination.Event, root *tree) bool {
 		if h.limits == nil {
 			// Only charged through a fleet: no limits of its own here.
 		} else if _, stopped := h.limits.Stopped(); !stopped {
-			_, stop := live.ObserveRef(h.limits, ev)
-			acted = acted || stop || len(live.WarningsSince(h.limits, h.nwarn)) > 0
+			_, stop := h.limits.ObserveRef(ev)
+			acted = acted || stop || len(h.limits.WarningsSince(h.nwarn)) > 0
 		}
 		if h.spends {
 			h.pending = h.pending.Add(fleet.TreeUsageOf(ev))
@@ -523,7 +523,7 @@ func (t *tree) firedHolder(root *tree) (*tree, []termination.Cause) {
 		var fired []termination.Cause
 		if h.limits != nil {
 			if _, stopped := h.limits.Stopped(); stopped {
-				fired = live.Fired(h.limits)
+				fired = h.limits.Fired()
 			}
 		}
 		if h != root {
@@ -586,10 +586,10 @@ func (h *tree) act(onEvent bool) bool {
 	var holdAt termination.Cause // the limit the tree is held at (hold.go)
 	limited := false             // the limits have fired, here or in a concurrent act
 	if h.limits != nil {
-		w = live.WarningsSince(h.limits, h.nwarn)
+		w = h.limits.WarningsSince(h.nwarn)
 		h.nwarn += len(w)
 		if _, limited = h.limits.Stopped(); limited && !h.fired {
-			h.fired, fired = true, live.Fired(h.limits)
+			h.fired, fired = true, h.limits.Fired()
 		}
 		if len(w) > 0 && h.release == nil {
 			holdAt, _ = h.limits.Held()
@@ -630,7 +630,7 @@ func (t *tree) warnSubtree(w []termination.Cause) {
 	r := t.run
 	r.mu.Lock()
 	for _, c := range w {
-		live.AddWarning(r.eval, c)
+		r.eval.AddWarning(c)
 	}
 	r.mu.Unlock()
 	for _, k := range t.children() {
@@ -641,7 +641,7 @@ func (t *tree) warnSubtree(w []termination.Cause) {
 // stopTree ends the run with what its tree limits fired.
 func (r *Run) stopTree(fired []termination.Cause, onEvent bool) bool {
 	r.mu.Lock()
-	ok := live.StopFired(r.eval, fired, onEvent)
+	ok := r.eval.StopFired(fired, onEvent)
 	r.mu.Unlock()
 	if ok {
 		r.stopped(fired[0])
@@ -657,10 +657,10 @@ func (t *tree) timeout() {
 		t.mu.Unlock()
 		return
 	}
-	_, stop := live.Tick(t.limits, time.Now())
+	_, stop := t.limits.Tick(time.Now())
 	var fired []termination.Cause
 	if stop && !t.fired {
-		t.fired, fired = true, live.Fired(t.limits)
+		t.fired, fired = true, t.limits.Fired()
 	}
 	t.mu.Unlock()
 	if fired != nil {

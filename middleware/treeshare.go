@@ -158,7 +158,7 @@ func (t *tree) charge(u fleet.TreeUsage) {
 		}
 		*ev = termination.Event{Kind: kind}
 		for ; n > 0; n-- {
-			if _, stop := live.ObserveRef(t.limits, ev); stop {
+			if _, stop := t.limits.ObserveRef(ev); stop {
 				return
 			}
 		}
@@ -171,14 +171,14 @@ func (t *tree) charge(u fleet.TreeUsage) {
 	feed(termination.KindToolCall, u.ToolCalls, termination.LimitToolCalls, left.ToolCalls)
 	if !tokens.IsZero() || u.Cost-u.FinalCost > 0 {
 		*ev = termination.Event{Kind: termination.KindToolResult, Usage: tokens, Cost: u.Cost - u.FinalCost}
-		live.ObserveRef(t.limits, ev)
+		t.limits.ObserveRef(ev)
 	}
 	for n := u.Finals; n > 0; n-- {
 		*ev = termination.Event{Kind: termination.KindFinal}
 		if n == u.Finals {
 			ev.Usage, ev.Cost = u.FinalTokens, u.FinalCost
 		}
-		if _, stop := live.ObserveRef(t.limits, ev); stop {
+		if _, stop := t.limits.ObserveRef(ev); stop {
 			break
 		}
 	}

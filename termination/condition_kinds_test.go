@@ -139,8 +139,8 @@ any: [{function_call: [search]}, {all: [{timeout: 5s}, {source_match: [critic]}]
 			require.Equal(t, sb, sa, "seed %d event %d", seed, i)
 			require.Equal(t, cb, ca, "seed %d event %d", seed, i)
 			if i%5 == 4 { // a clock tick now and then
-				ca, _ = a.tickAt(ev.Time)
-				cb, _ = b.tickAt(ev.Time)
+				ca, _ = a.Tick(ev.Time)
+				cb, _ = b.Tick(ev.Time)
 				require.Equal(t, cb, ca, "seed %d tick after event %d", seed, i)
 			}
 		}

@@ -89,7 +89,7 @@ func TestTimeoutTick(t *testing.T) {
 		ev := NewEvaluator(TimeoutAfter(time.Minute), WallClock)
 		_, stop := ev.Observe(msg("a", "1"))
 		require.False(t, stop)
-		cause, stop := ev.tickAt(time.Now().Add(time.Hour))
+		cause, stop := ev.Tick(time.Now().Add(time.Hour))
 		require.True(t, stop)
 		to, ok := cause.(Timeout)
 		require.True(t, ok, "cause %#v", cause)
@@ -108,13 +108,13 @@ func TestTimeoutTick(t *testing.T) {
 	})
 	t.Run("wall clock tick before the limit", func(t *testing.T) {
 		ev := NewEvaluator(TimeoutAfter(time.Hour), WallClock)
-		_, stop := ev.tickAt(time.Now())
+		_, stop := ev.Tick(time.Now())
 		assert.False(t, stop)
 	})
 	t.Run("event clock ignores ticks", func(t *testing.T) {
 		ev := NewEvaluator(TimeoutAfter(time.Minute), EventClock)
 		ev.Observe(msg("a", "1").at(0))
-		_, stop := ev.tickAt(t0.Add(time.Hour))
+		_, stop := ev.Tick(t0.Add(time.Hour))
 		assert.False(t, stop)
 	})
 	t.Run("wall clock event after the limit", func(t *testing.T) {
@@ -132,7 +132,7 @@ func TestTimeoutTick(t *testing.T) {
 	})
 	t.Run("timeout inside AllOf latches from a tick", func(t *testing.T) {
 		ev := NewEvaluator(AllOf(TimeoutAfter(time.Minute), TextMention("DONE")), WallClock)
-		_, stop := ev.tickAt(time.Now().Add(2 * time.Minute))
+		_, stop := ev.Tick(time.Now().Add(2 * time.Minute))
 		require.False(t, stop)
 		cause, stop := ev.Observe(msg("a", "DONE"))
 		require.True(t, stop)

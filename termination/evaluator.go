@@ -35,7 +35,7 @@ type Evaluator struct {
 	// fields keep a live run's Evaluator in its size class.)
 	next, nextIdle int32
 	progress       Progress
-	cur            *Event // Observe's copy of the event, allocated on first use: observeRef callers never need it
+	cur            *Event // Observe's copy of the event, allocated on first use: ObserveRef callers never need it
 	sink           sink
 	warnings       []Cause
 	start          time.Time
@@ -92,7 +92,7 @@ func (e *Evaluator) Observe(ev Event) (Cause, bool) {
 		e.cur = new(Event)
 	}
 	*e.cur = ev
-	return e.observeRef(e.cur)
+	return e.ObserveRef(e.cur)
 }
 
 // observeWithArgsKey is Observe for an event whose args the caller hashed
@@ -108,15 +108,15 @@ func (e *Evaluator) observeWithArgsKey(ev Event, h uint64, keyed bool) (Cause, b
 	return e.observeRefKeyed(e.cur, h, keyed)
 }
 
-// observeRef is Observe without copying the event, for hot paths: ev is
+// ObserveRef is Observe without copying the event, for hot paths: ev is
 // read during the call only. Pass a pointer to long-lived memory (a field
 // of the caller's own state); a pointer to a local variable makes the
 // variable escape to the heap.
-func (e *Evaluator) observeRef(ev *Event) (Cause, bool) {
+func (e *Evaluator) ObserveRef(ev *Event) (Cause, bool) {
 	return e.observeRefKeyed(ev, 0, false)
 }
 
-// observeRefKeyed is observeRef for an event whose args' hash the caller
+// observeRefKeyed is ObserveRef for an event whose args' hash the caller
 // may have computed already: argsKey is argsHash(ev.Args) when argsKeyed.
 func (e *Evaluator) observeRefKeyed(ev *Event, argsKey uint64, argsKeyed bool) (Cause, bool) {
 	if e.cause != nil {
@@ -171,20 +171,20 @@ func (e *Evaluator) observeRefKeyed(ev *Event, argsKey uint64, argsKeyed bool) (
 	return e.settle(p.Events)
 }
 
-// tickAt evaluates the passing of time with no event: a live stage's timer
+// Tick evaluates the passing of time with no event: a live stage's timer
 // calls it. It fires the timeouts and idle limits due at now, and returns
 // like Observe. An Evaluator on the events' clock ignores it.
-func (e *Evaluator) tickAt(now time.Time) (Cause, bool) {
+func (e *Evaluator) Tick(now time.Time) (Cause, bool) {
 	if e.cause == nil && e.clock == WallClock {
 		e.fireDue(now)
 	}
 	return e.cause, e.cause != nil
 }
 
-// nextTick is when the next timeout or idle limit of a live run falls due,
+// NextTick is when the next timeout or idle limit of a live run falls due,
 // as things stand (an event moves the idle deadline on): the time its timer
 // is armed for. ok is false when none is left, or the run has stopped.
-func (e *Evaluator) nextTick() (at time.Time, ok bool) {
+func (e *Evaluator) NextTick() (at time.Time, ok bool) {
 	if e.cause != nil || e.clock != WallClock {
 		return time.Time{}, false
 	}
@@ -343,18 +343,18 @@ func (e *Evaluator) settle(at int) (Cause, bool) {
 // the event stream: a cancelled context, an external stop, invalid input.
 // Fired is [c]. A nil c (a typed nil included) is ignored.
 func (e *Evaluator) Stop(c Cause) bool {
-	if !e.endStream(c) {
+	if !e.EndStream(c) {
 		return false
 	}
 	e.fired = []Cause{c}
 	return true
 }
 
-// endStream ends the run with c as the stream's own end (a stream error
+// EndStream ends the run with c as the stream's own end (a stream error
 // reported by the loop) unless it has already stopped, and reports whether
 // c became the run's cause. Nothing fired: Fired is empty, as for a stream
 // that Result finds ended by itself.
-func (e *Evaluator) endStream(c Cause) bool {
+func (e *Evaluator) EndStream(c Cause) bool {
 	if e.cause != nil || nilCause(c) {
 		return false
 	}
@@ -365,6 +365,14 @@ func (e *Evaluator) endStream(c Cause) bool {
 
 // Stopped returns the cause once the run has stopped.
 func (e *Evaluator) Stopped() (Cause, bool) { return e.cause, e.cause != nil }
+
+// Timeouts returns the distinct timeout limits of the condition,
+// ascending: a live run arms its timer for the first one due.
+func (e *Evaluator) Timeouts() []time.Duration { return slices.Clone(e.timeouts) }
+
+// Idles returns the distinct idle limits of the condition, ascending:
+// counted from the run's last event.
+func (e *Evaluator) Idles() []time.Duration { return slices.Clone(e.idles) }
 
 // Progress returns the running counts so far.
 func (e *Evaluator) Progress() Progress { return e.progress }
@@ -380,10 +388,10 @@ func (e *Evaluator) Warnings() []Cause { return slices.Clone(e.warnings) }
 func (e *Evaluator) Result() Result {
 	if e.cause == nil {
 		if e.lastKind == KindError {
-			e.endStream(Failed{Reason: FailStreamError, Err: e.lastErr})
+			e.EndStream(Failed{Reason: FailStreamError, Err: e.lastErr})
 			e.evidence = []int{e.progress.Events} // the final error event
 		} else {
-			e.endStream(NaturalCompletion{})
+			e.EndStream(NaturalCompletion{})
 		}
 	}
 	r := Result{
@@ -680,10 +688,10 @@ func addTokens(a, b int64) int64 {
 	return math.MinInt64
 }
 
-// warningsSince returns the warnings recorded after the first n, without
+// WarningsSince returns the warnings recorded after the first n, without
 // copying: a live stage uses it to hand new warnings to its hooks. The slice
 // must not be modified.
-func (e *Evaluator) warningsSince(n int) []Cause {
+func (e *Evaluator) WarningsSince(n int) []Cause {
 	if n >= len(e.warnings) {
 		return nil
 	}

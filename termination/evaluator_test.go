@@ -183,7 +183,7 @@ func TestStop(t *testing.T) {
 	c, stop := ev.Observe(msg("a", "2"))
 	assert.True(t, stop)
 	assert.Equal(t, cancel, c)
-	c, stop = ev.tickAt(time.Now())
+	c, stop = ev.Tick(time.Now())
 	assert.True(t, stop)
 	assert.Equal(t, cancel, c)
 

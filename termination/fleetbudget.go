@@ -329,11 +329,11 @@ func parseFleetBudget(p string, v *yaml.Node) (FleetBudget, error) {
 	return b, nil
 }
 
-// addWarning records a warning that came from outside the event stream (a
+// AddWarning records a warning that came from outside the event stream (a
 // fleet's shared budget crossing its pressure threshold): it joins the
-// run's warnings, in order, and warningsSince reports it. A stopped
+// run's warnings, in order, and WarningsSince reports it. A stopped
 // Evaluator ignores it and reports false.
-func (e *Evaluator) addWarning(c Cause) bool {
+func (e *Evaluator) AddWarning(c Cause) bool {
 	if e.cause != nil || nilCause(c) {
 		return false
 	}
@@ -341,11 +341,11 @@ func (e *Evaluator) addWarning(c Cause) bool {
 	return true
 }
 
-// stopOnEvent ends the run with c as if it had fired on the last observed
+// StopOnEvent ends the run with c as if it had fired on the last observed
 // event (StoppedAt is that event, Fired is [c]), unless it has already
 // stopped; it reports whether c became the cause. A fleet's shared budget
 // exhausted by the run's own spending stops the run this way.
-func (e *Evaluator) stopOnEvent(c Cause) bool {
+func (e *Evaluator) StopOnEvent(c Cause) bool {
 	if !e.Stop(c) {
 		return false
 	}

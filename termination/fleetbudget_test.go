@@ -98,16 +98,16 @@ func TestValidateLabels(t *testing.T) {
 
 func TestEvaluatorFleetHooks(t *testing.T) {
 	e := NewEvaluator(AnyOf(), WallClock)
-	e.observeRef(&Event{Kind: KindMessage})
+	e.ObserveRef(&Event{Kind: KindMessage})
 	w := BudgetPressure{Resource: ResourceCost, Threshold: 0.5, Used: 5, Limit: 10, Scope: ScopeFleet}
-	if !e.addWarning(w) || len(e.warningsSince(0)) != 1 {
-		t.Fatal("addWarning not recorded")
+	if !e.AddWarning(w) || len(e.WarningsSince(0)) != 1 {
+		t.Fatal("AddWarning not recorded")
 	}
 	x := BudgetExhausted{Resource: ResourceCost, Used: 10, Limit: 10, Scope: ScopeFleet}
-	if !e.stopOnEvent(x) {
-		t.Fatal("stopOnEvent refused")
+	if !e.StopOnEvent(x) {
+		t.Fatal("StopOnEvent refused")
 	}
-	if e.addWarning(w) || e.stopOnEvent(x) {
+	if e.AddWarning(w) || e.StopOnEvent(x) {
 		t.Error("a stopped evaluator took a warning or a second stop")
 	}
 	r := e.Result()

@@ -197,14 +197,14 @@ func TestHoldTimeoutAndIdle(t *testing.T) {
 	if !held {
 		t.Fatal("not held")
 	}
-	at, ok := e.nextTick()
+	at, ok := e.NextTick()
 	if !ok || !at.Equal(since.Add(200*time.Millisecond)) {
 		t.Fatalf("next tick %v, want the hold timeout %v (idle paused)", at, since.Add(200*time.Millisecond))
 	}
-	if c, stop := e.tickAt(since.Add(100 * time.Millisecond)); stop {
+	if c, stop := e.Tick(since.Add(100 * time.Millisecond)); stop {
 		t.Fatalf("idle fired while held: %v", c)
 	}
-	c, stop := e.tickAt(since.Add(200 * time.Millisecond))
+	c, stop := e.Tick(since.Add(200 * time.Millisecond))
 	if !stop || Tag(c, nil) != "max_iterations" {
 		t.Fatalf("hold timeout: %v %v, want max_iterations", c, stop)
 	}
@@ -213,7 +213,7 @@ func TestHoldTimeoutAndIdle(t *testing.T) {
 	e = heldEvaluator(t, "max_iterations: 1\ntimeout: 100ms\nhold: {timeout: 1h}")
 	e.Observe(msg("a", "x"))
 	e.Observe(msg("a", "x"))
-	c, stop = e.tickAt(e.start.Add(100 * time.Millisecond))
+	c, stop = e.Tick(e.start.Add(100 * time.Millisecond))
 	if !stop || Tag(c, nil) != "timeout" {
 		t.Fatalf("timeout while held: %v %v", c, stop)
 	}

@@ -300,7 +300,7 @@ func (rp *replayer) line(ev *Event, lastLine bool) {
 		})
 		for _, h := range due {
 			if _, stopped := h.limits.Stopped(); !stopped && h.limits.deadlineBefore(ev, time.Time{}) &&
-				h.eval.stopFired(h.limits.fired, false) {
+				h.eval.StopFired(h.limits.fired, false) {
 				rp.end(h, nil)
 			}
 		}
@@ -393,11 +393,11 @@ func (rp *replayer) rollUp(h, r *replayRun, ev *Event) {
 		return
 	}
 	nw := len(h.limits.warnings)
-	_, stop := h.limits.observeRef(ev)
+	_, stop := h.limits.ObserveRef(ev)
 	for _, w := range h.limits.warnings[nw:] {
-		h.each(func(d *replayRun) { d.eval.addWarning(w) })
+		h.each(func(d *replayRun) { d.eval.AddWarning(w) })
 	}
-	if stop && h.eval.stopFired(h.limits.fired, h == r) {
+	if stop && h.eval.StopFired(h.limits.fired, h == r) {
 		rp.end(h, nil)
 	}
 }
@@ -424,7 +424,7 @@ func (rp *replayer) end(r *replayRun, cause Cause) {
 	// as live when nobody raises it; a cascade's Stop came first and wins.
 	if r.limits != nil && r.limits.holding() && r.limits.cause == nil {
 		r.limits.EndHold()
-		r.eval.stopFired(r.limits.fired, false)
+		r.eval.StopFired(r.limits.fired, false)
 	}
 	r.eval.EndHold()
 	rp.endWith(r, r.eval.Result(), cause)
@@ -525,7 +525,7 @@ func (rp *replayer) endTreeHold(h *replayRun) bool {
 		return false
 	}
 	h.limits.EndHold()
-	h.eval.stopFired(h.limits.fired, false)
+	h.eval.StopFired(h.limits.fired, false)
 	rp.end(h, nil)
 	return true
 }

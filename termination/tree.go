@@ -431,12 +431,12 @@ func ParentEnded(stage, tag string) Cancelled {
 	return Cancelled{Reason: CancelParent, Detail: stage + " ended: " + tag}
 }
 
-// stopFired ends the run with the causes another evaluator fired (a
+// StopFired ends the run with the causes another evaluator fired (a
 // holder's tree limits), fired[0] the cause, unless it has already
 // stopped; onEvent: the run's own last event crossed the limit (StoppedAt
 // and Evidence name it), otherwise the stop came from outside its stream
 // (StoppedAt 0, no evidence). It reports whether the run stopped.
-func (e *Evaluator) stopFired(fired []Cause, onEvent bool) bool {
+func (e *Evaluator) StopFired(fired []Cause, onEvent bool) bool {
 	if e.cause != nil || len(fired) == 0 {
 		return false
 	}
@@ -451,6 +451,6 @@ func (e *Evaluator) stopFired(fired []Cause, onEvent bool) bool {
 	return true
 }
 
-// firedCauses returns what fired when the evaluator stopped, without
+// Fired returns what fired when the evaluator stopped, without
 // copying; nil while it runs.
-func (e *Evaluator) firedCauses() []Cause { return e.fired }
+func (e *Evaluator) Fired() []Cause { return e.fired }

@@ -99,7 +99,7 @@ func TestTypedNilCause(t *testing.T) {
 
 			e := NewEvaluator(nil, WallClock)
 			assert.False(t, e.Stop(typedNil))
-			assert.False(t, e.endStream(typedNil))
+			assert.False(t, e.EndStream(typedNil))
 			_, stopped := e.Stopped()
 			assert.False(t, stopped)
 			assert.Equal(t, NaturalCompletion{}, e.Result().Cause)
