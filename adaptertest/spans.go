@@ -286,7 +286,7 @@ func newSuiteStage(t testing.TB, name, policy string, opts ...middleware.Option)
 		}
 	})
 	rec := telemetry.NewRecorder(telemetry.WithTracerProvider(tp), telemetry.WithMeterProvider(noop.NewMeterProvider()))
-	stage, events := NewStage(t, name, policy, append([]middleware.Option{middleware.WithRecorder(rec)}, opts...)...)
+	stage, events := NewStage(t, name, policy, append([]middleware.Option{middleware.WithParticipant(rec)}, opts...)...)
 	return suiteStage{stage: stage, events: events, spans: spans}
 }
 

@@ -28,9 +28,9 @@ func TestEndRecord(t *testing.T) {
 	w, err := New(path)
 	require.NoError(t, err)
 	p := termination.MustParsePolicy("max_iterations: 1")
-	planner, err := middleware.New("planner", middleware.WithPolicy(p), middleware.WithRecorder(w))
+	planner, err := middleware.New("planner", middleware.WithPolicy(p), middleware.WithParticipant(w))
 	require.NoError(t, err)
-	analyst, err := middleware.New("analyst", middleware.WithCondition(termination.MaxToolCalls(9)), middleware.WithRecorder(w))
+	analyst, err := middleware.New("analyst", middleware.WithCondition(termination.MaxToolCalls(9)), middleware.WithParticipant(w))
 	require.NoError(t, err)
 	ctx, parent := planner.Start(context.Background())
 	_, child := analyst.Start(ctx)
@@ -91,7 +91,7 @@ func TestEndRecordNeverDropped(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.jsonl")
 	w, err := newWriter(path, []Option{WithBuffer(2)})
 	require.NoError(t, err)
-	_, rec := w.StartRun(context.Background(), middleware.RunInfo{RunID: "r", Stage: "s", Policy: "code"})
+	_, rec := w.startRun(context.Background(), middleware.RunInfo{RunID: "r", Stage: "s", Policy: "code"})
 	for range 4 {
 		ev := termination.Event{Kind: termination.KindMessage, Time: time.Now()}
 		rec.Event(&ev)
@@ -115,7 +115,7 @@ func TestRotationRepeatsStage(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.jsonl")
 	w, err := New(path, WithMaxBytes(500), WithMaxFiles(5))
 	require.NoError(t, err)
-	_, rec := w.StartRun(context.Background(), middleware.RunInfo{RunID: "r1", ParentRunID: "p", Stage: "coder", Policy: "code"})
+	_, rec := w.startRun(context.Background(), middleware.RunInfo{RunID: "r1", ParentRunID: "p", Stage: "coder", Policy: "code"})
 	for k := range 12 {
 		ev := termination.Event{Kind: termination.KindMessage, Text: fmt.Sprintf("message %02d", k)}
 		rec.Event(&ev)
@@ -151,7 +151,7 @@ func TestRaiseAndShadowRecords(t *testing.T) {
 	w, err := New(path)
 	require.NoError(t, err)
 	p := termination.MustParsePolicy("max_iterations: 1\nhold: {timeout: 1m}")
-	st, err := middleware.New("coder", middleware.WithPolicy(p), middleware.WithRecorder(w),
+	st, err := middleware.New("coder", middleware.WithPolicy(p), middleware.WithParticipant(w),
 		middleware.WithShadowPolicy("strict", termination.MustParsePolicy("max_iterations: 2")),
 		middleware.WithShadowPolicy("loose", termination.MustParsePolicy("max_iterations: 9")))
 	require.NoError(t, err)

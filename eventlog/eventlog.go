@@ -201,8 +201,13 @@ func (w *Writer) Path() string { return w.path }
 // full (or came after Close).
 func (w *Writer) Dropped() int64 { return w.dropped.Load() }
 
-// StartRun implements middleware.Recorder.
-func (w *Writer) StartRun(ctx context.Context, info middleware.RunInfo) (context.Context, middleware.RunRecorder) {
+// Join implements middleware.Participant: the run's events go to the log.
+func (w *Writer) Join(ctx context.Context, run *middleware.Run) (context.Context, middleware.Part) {
+	return w.startRun(ctx, run.Info())
+}
+
+// startRun starts the recording of the run info describes.
+func (w *Writer) startRun(ctx context.Context, info middleware.RunInfo) (context.Context, middleware.Part) {
 	id := info.RunID
 	if id == "" {
 		id = "run-" + strconv.FormatInt(w.nextID.Add(1), 10)
@@ -637,7 +642,7 @@ func (w *Writer) reportDrops() {
 }
 
 var (
-	_ middleware.Recorder     = (*Writer)(nil)
+	_ middleware.Participant  = (*Writer)(nil)
 	_ middleware.StopRecorder = (*runRecorder)(nil)
 )
 

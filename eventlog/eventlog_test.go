@@ -59,7 +59,7 @@ func recordRuns(t *testing.T, path string, opts ...Option) map[string]terminatio
 	t.Helper()
 	w, err := New(path, opts...)
 	require.NoError(t, err)
-	stage, err := middleware.New("recorded", middleware.WithPolicy(termination.MustParsePolicy(policyText)), middleware.WithRecorder(w))
+	stage, err := middleware.New("recorded", middleware.WithPolicy(termination.MustParsePolicy(policyText)), middleware.WithParticipant(w))
 	require.NoError(t, err)
 	ctx0, first := stage.Start(context.Background())
 	_, second := stage.Start(context.Background())
@@ -145,7 +145,7 @@ func TestRotation(t *testing.T) {
 	path := filepath.Join(dir, "events.jsonl")
 	w, err := New(path, WithMaxBytes(400), WithMaxFiles(2))
 	require.NoError(t, err)
-	_, rec := w.StartRun(context.Background(), middleware.RunInfo{RunID: "r1"})
+	_, rec := w.startRun(context.Background(), middleware.RunInfo{RunID: "r1"})
 	for k := range 20 {
 		ev := termination.Event{Kind: termination.KindMessage, Text: fmt.Sprintf("message %02d", k), Time: time.Date(2026, 11, 24, 9, 0, k, 0, time.UTC)}
 		rec.Event(&ev)
@@ -187,7 +187,7 @@ func TestDropsNeverBlock(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "events.jsonl")
 	w, err := newWriter(path, []Option{WithBuffer(2), WithMeterProvider(mp)})
 	require.NoError(t, err)
-	_, rec := w.StartRun(context.Background(), middleware.RunInfo{RunID: "r", ParentRunID: "p"})
+	_, rec := w.startRun(context.Background(), middleware.RunInfo{RunID: "r", ParentRunID: "p"})
 	start := time.Now()
 	for k := range 5 {
 		ev := termination.Event{Kind: termination.KindToolCall, Tool: "t", Args: []byte(fmt.Sprintf(`{"k":%d}`, k))}
@@ -278,7 +278,7 @@ func TestCloseWhileRecording(t *testing.T) {
 	const runs, each = 8, 500
 	var wg sync.WaitGroup
 	for i := range runs {
-		_, rec := w.StartRun(context.Background(), middleware.RunInfo{RunID: fmt.Sprintf("r%d", i)})
+		_, rec := w.startRun(context.Background(), middleware.RunInfo{RunID: fmt.Sprintf("r%d", i)})
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

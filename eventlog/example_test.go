@@ -26,7 +26,7 @@ func ExampleWriter() {
 	defer log.Close() // writes what is buffered
 	stage, err := middleware.New("coder",
 		middleware.WithPolicy(termination.MustParsePolicy("max_tool_calls: 50")),
-		middleware.WithRecorder(log))
+		middleware.WithParticipant(log))
 	if err != nil {
 		panic(err)
 	}

@@ -60,18 +60,18 @@
 //
 // # Trees
 //
-// A fleet that implements [Trees] (both do) also shares the tree limits
+// A fleet that implements [tree.Sharer] (both do) also shares the tree limits
 // of §8 across processes. When a run that holds tree limits starts, its
-// process holds the tree in the fleet ([Trees.HoldTree], keyed by the
+// process holds the tree in the fleet ([tree.Sharer.HoldTree], keyed by the
 // holder's run id: clarified 2026-11-28, a holder's tree is shared
 // whenever it has tree: limits, not only once its id is named in a
 // request), and the registry lists the holders with every run of the tree
 // ([RunInfo.Trees]). A run started in another process joins it
-// ([Trees.JoinTree]), however it was started: from a request that names
+// ([tree.Sharer.JoinTree]), however it was started: from a request that names
 // the holders (middleware.Propagator), or with only its parent's id
-// (middleware.WithParent: a job queue), whose holders [Trees.TreesOf]
+// (middleware.WithParent: a job queue), whose holders [tree.Sharer.TreesOf]
 // finds in the parent's registry entry. Every event
-// of the holder's subtree is then spent through a [TreeMember] in its own
+// of the holder's subtree is then spent through a [tree.Member] in its own
 // process, as a shared budget's usage is (leases, no network per event),
 // and the holder's process is charged what the other processes spent, so
 // that the holder's own evaluator fires the limit with its exact cause and
@@ -88,7 +88,7 @@
 // redisfleet, the tree's record and a script call at the start and per
 // renewal while it lives) and, with redisfleet, each event of its subtree
 // one Spend of the holding (no I/O, no allocation; [Local]'s holding is a
-// [QuietMember], spent nothing). A run with no tree limits over it pays
+// [tree.QuietMember], spent nothing). A run with no tree limits over it pays
 // nothing for it, but for a child started with only the id of a parent in
 // another process: its fleet looks the parent's holders up (one round
 // trip with redisfleet).

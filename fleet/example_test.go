@@ -18,7 +18,7 @@ func ExampleLocal() {
 max_iterations: 25
 fleet_budget: {key: "label:tenant", window: 1h, total_tokens: 2000000, pressure: 0.8}
 `)
-	stage, err := middleware.New("research", middleware.WithPolicy(policy), middleware.WithFleet(f))
+	stage, err := middleware.New("research", middleware.WithPolicy(policy), middleware.WithParticipant(fleet.Membership(f)))
 	if err != nil {
 		panic(err)
 	}

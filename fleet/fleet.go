@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -147,11 +148,11 @@ type RunInfo struct {
 	// Parent is the id of the run's parent run (docs/spec.md §8), "" for a
 	// run without one. The parent may run in another process.
 	Parent string `json:"parent,omitempty"`
-	// Trees are the ids of the runs whose tree limits count this run's
+	// tree.Sharer are the ids of the runs whose tree limits count this run's
 	// events and are shared through the fleet (§8: the run itself when it
 	// holds tree: limits, then the ancestors that do, in any process),
 	// nearest first; empty for a run in no shared tree. A child started
-	// elsewhere with only this run's id joins them ([Trees.TreesOf]).
+	// elsewhere with only this run's id joins them ([tree.Sharer.TreesOf]).
 	Trees        []string          `json:"trees,omitempty"`
 	Labels       map[string]string `json:"labels,omitempty"`
 	Host         string            `json:"host"`
@@ -174,26 +175,14 @@ func (r *RunInfo) SetProgress(p termination.Progress) {
 	r.InputTokens, r.OutputTokens, r.Cost = p.Tokens.InputTokens, p.Tokens.OutputTokens, p.Cost
 }
 
-// NewRunID returns a new run id: 128 random bits, 32 lowercase hex digits.
+// NewRunID returns a new run id: 128 random bits, 32 lowercase hex digits
+// (middleware.ValidRunID), as a run's own (Run.ID).
 func NewRunID() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
 	var h [32]byte         // encoded on the stack: the string is the one allocation
 	hex.Encode(h[:], b[:])
 	return string(h[:])
-}
-
-// ValidRunID reports whether id has the form of NewRunID's ids.
-func ValidRunID(id string) bool {
-	if len(id) != 32 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		if c := id[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
 }
 
 // Selector names runs: every given field must match (a run id, a stage,
@@ -223,7 +212,7 @@ func (s Selector) Validate() error {
 	if s.All && (s.RunID != "" || s.Stage != "" || len(s.Labels) > 0) {
 		return fmt.Errorf("%w: all cannot be combined with a run id, stage or label", ErrInvalid)
 	}
-	if s.RunID != "" && !ValidRunID(s.RunID) {
+	if s.RunID != "" && !middleware.ValidRunID(s.RunID) {
 		return fmt.Errorf("%w: run id %q is not 32 lowercase hex digits", ErrInvalid, s.RunID)
 	}
 	if s.Stage != "" && strings.TrimSpace(s.Stage) == "" {

@@ -38,7 +38,7 @@ type Local struct {
 	accounts map[BudgetID]*Account
 	swept    time.Time // when accounts were last swept of past windows
 
-	tree localTrees // Trees (localtree.go), under a lock of their own
+	tree localTrees // tree.Sharer (localtree.go), under a lock of their own
 }
 
 // sweepEvery is how often Join drops the accounts of past windows that no

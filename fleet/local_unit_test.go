@@ -49,7 +49,7 @@ func skipReason(res termination.Result) string {
 func TestLocalBudgetWindows(t *testing.T) {
 	clock := &testClock{now: time.Date(2026, 11, 23, 10, 0, 30, 0, time.UTC)}
 	l := fleet.NewLocal(fleet.WithClock(clock.Now))
-	s, err := middleware.New("windows", middleware.WithFleet(l),
+	s, err := middleware.New("windows", middleware.WithParticipant(fleet.Membership(l)),
 		middleware.WithFleetBudget(termination.FleetBudget{Key: "stage", Window: time.Minute, TotalTokens: 100}))
 	if err != nil {
 		t.Fatal(err)
@@ -92,7 +92,7 @@ func TestLocalBudgetWindows(t *testing.T) {
 	}
 	// Accounts of past windows are swept as runs join, Budgets or not.
 	for _, tenant := range []string{"a", "b", "c"} {
-		s2, _ := middleware.New("sweep_"+tenant, middleware.WithFleet(l),
+		s2, _ := middleware.New("sweep_"+tenant, middleware.WithParticipant(fleet.Membership(l)),
 			middleware.WithFleetBudget(termination.FleetBudget{Key: "stage", Window: time.Minute, TotalTokens: 100}))
 		_, r := s2.Start(t.Context())
 		r.Observe(msg(1))
@@ -109,7 +109,7 @@ func TestLocalBudgetWindows(t *testing.T) {
 func TestLocalBlockExpiryClock(t *testing.T) {
 	clock := &testClock{now: time.Unix(1_800_000_000, 0)}
 	l := fleet.NewLocal(fleet.WithClock(clock.Now))
-	s, _ := middleware.New("expiry", middleware.WithFleet(l))
+	s, _ := middleware.New("expiry", middleware.WithParticipant(fleet.Membership(l)))
 	b, err := l.Block(t.Context(), fleet.BlockRequest{Selector: fleet.Selector{All: true}, Reason: "freeze", By: "ops", Expire: time.Hour})
 	if err != nil || !b.Expires.Equal(clock.now.Add(time.Hour)) {
 		t.Fatalf("Block = %+v, %v", b, err)
@@ -170,7 +170,7 @@ func TestLocalMetrics(t *testing.T) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer mp.Shutdown(context.Background())
 	l := fleet.NewLocal(fleet.WithMeterProvider(mp))
-	s, _ := middleware.New("metrics", middleware.WithFleet(l),
+	s, _ := middleware.New("metrics", middleware.WithParticipant(fleet.Membership(l)),
 		middleware.WithFleetBudget(termination.FleetBudget{Key: "stage", Window: time.Hour, TotalTokens: 100, Cost: 10, Pressure: 0.5}))
 	var runs []*middleware.Run
 	for range 3 {
@@ -190,7 +190,7 @@ func TestLocalMetrics(t *testing.T) {
 	}
 	_, r := s.Start(t.Context()) // rejected: exhausted
 	r.Finish(nil)
-	other, _ := middleware.New("metrics_other", middleware.WithFleet(l))
+	other, _ := middleware.New("metrics_other", middleware.WithParticipant(fleet.Membership(l)))
 	_, live := other.Start(t.Context())
 	_, live2 := other.Start(t.Context())
 	rep, _ := l.Stop(t.Context(), fleet.StopRequest{Selector: fleet.Selector{Stage: "metrics_other"}, Reason: "x", By: "y"})
@@ -302,7 +302,7 @@ func TestAccountLeases(t *testing.T) {
 func TestLocalOvershoot(t *testing.T) {
 	const runs, limit, perEvent = 8, 10_000, 7
 	l := fleet.NewLocal()
-	s, _ := middleware.New("overshoot", middleware.WithFleet(l),
+	s, _ := middleware.New("overshoot", middleware.WithParticipant(fleet.Membership(l)),
 		middleware.WithFleetBudget(termination.FleetBudget{Key: "stage", Window: time.Hour, TotalTokens: limit}))
 	// Every run starts before any spends: a run that started after the
 	// budget ran out would be skipped.

@@ -6,9 +6,10 @@ import (
 	"sync"
 
 	"github.com/agentstop/agentstop/termination"
+	"github.com/agentstop/agentstop/tree"
 )
 
-// Local's trees (Trees): in one process there is nothing to lease. A
+// Local's trees (tree.Sharer): in one process there is nothing to lease. A
 // joined run's usage is charged to the holder's limits at once, through
 // the holding's Charge hook, so the holder's evaluator sees the whole tree
 // exactly; when the holder ends, its joined runs end with Cancelled{
@@ -17,7 +18,7 @@ import (
 // so it joins a Local tree only through runs that joined this fleet by
 // other means.)
 
-var _ Trees = (*Local)(nil)
+var _ tree.Sharer = (*Local)(nil)
 
 // localTrees are Local's shared trees, by holder id.
 type localTrees struct {
@@ -27,15 +28,15 @@ type localTrees struct {
 
 // localTree is one holder's tree.
 type localTree struct {
-	spec   TreeSpec
-	hooks  TreeHooks // the holder's
+	spec   tree.Spec
+	hooks  tree.Hooks // the holder's
 	mu     sync.Mutex
 	joined map[*localTreeJoin]struct{}
 	end    termination.Cause // set when the holder has stopped
 }
 
 // HoldTree implements Trees.
-func (l *Local) HoldTree(spec TreeSpec, _ TreeUsage, hooks TreeHooks) TreeMember {
+func (l *Local) HoldTree(spec tree.Spec, _ tree.Usage, hooks tree.Hooks) tree.Member {
 	t := &localTree{spec: spec, hooks: hooks, joined: map[*localTreeJoin]struct{}{}}
 	l.tree.mu.Lock()
 	if l.tree.trees == nil {
@@ -53,7 +54,7 @@ func (l *Local) HoldTree(spec TreeSpec, _ TreeUsage, hooks TreeHooks) TreeMember
 // JoinTree implements Trees. A holder this fleet does not hold (it runs
 // in another process, or has ended) gives nil: the limits the request
 // propagated then apply to the run.
-func (l *Local) JoinTree(_ context.Context, holder string, hooks TreeHooks) TreeMember {
+func (l *Local) JoinTree(_ context.Context, holder string, hooks tree.Hooks) tree.Member {
 	l.tree.mu.Lock()
 	t := l.tree.trees[holder]
 	l.tree.mu.Unlock()
@@ -80,18 +81,18 @@ func (l *Local) TreesOf(_ context.Context, run string) []string {
 	return nil
 }
 
-// localHolding is the holder's TreeMember: its own usage is counted by its
+// localHolding is the holder's tree.Member: its own usage is counted by its
 // evaluator already.
 type localHolding struct {
 	l *Local
 	t *localTree
 }
 
-var _ QuietMember = (*localHolding)(nil)
+var _ tree.QuietMember = (*localHolding)(nil)
 
-func (h *localHolding) Spend(TreeUsage) termination.Cause { return nil }
+func (h *localHolding) Spend(tree.Usage) termination.Cause { return nil }
 
-// SpendsNothing implements QuietMember: the holder's evaluator counts its
+// SpendsNothing implements tree.QuietMember: the holder's evaluator counts its
 // own subtree's events in this process, and joined runs are charged to it
 // through the Charge hook at their Spend.
 func (h *localHolding) SpendsNothing() {}
@@ -141,15 +142,15 @@ func (t *localTree) membersLocked() []*localTreeJoin {
 	return out
 }
 
-// localTreeJoin is a joined run's TreeMember.
+// localTreeJoin is a joined run's tree.Member.
 type localTreeJoin struct {
 	t     *localTree
-	hooks TreeHooks
+	hooks tree.Hooks
 }
 
 // Spend charges the holder at once; once the holder has stopped it
 // returns the Cancelled{reason: parent} its joined runs end with.
-func (j *localTreeJoin) Spend(u TreeUsage) termination.Cause {
+func (j *localTreeJoin) Spend(u tree.Usage) termination.Cause {
 	t := j.t
 	t.mu.Lock()
 	end := t.end

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -32,7 +33,7 @@ type RaiseRequest struct {
 
 // Validate checks the request; the error wraps ErrInvalid.
 func (r RaiseRequest) Validate() error {
-	if !ValidRunID(r.RunID) {
+	if !middleware.ValidRunID(r.RunID) {
 		return fmt.Errorf("%w: a raise needs a run id (32 hex digits), got %q", ErrInvalid, r.RunID)
 	}
 	if err := termination.ValidateRaise(r.Limits); err != nil {

@@ -86,7 +86,7 @@ func instrumented(b *testing.B, sampler sdktrace.Sampler) middleware.Option {
 		_ = mp.Shutdown(context.Background())
 		_ = tp.Shutdown(context.Background())
 	})
-	return middleware.WithRecorder(telemetry.NewRecorder(telemetry.WithMeterProvider(mp), telemetry.WithTracerProvider(tp)))
+	return middleware.WithParticipant(telemetry.NewRecorder(telemetry.WithMeterProvider(mp), telemetry.WithTracerProvider(tp)))
 }
 
 // BenchmarkForward: ns/op and allocs/op are per event; b.N events go
@@ -409,7 +409,7 @@ func BenchmarkTree(b *testing.B) {
 	// The same holder in a stage with a fleet that shares trees: its tree
 	// is shared from its start (§8), so every event of the subtree is also
 	// spent through the fleet.
-	fleetHolder, err := middleware.New("holder", middleware.WithPolicy(holderPolicy), middleware.WithFleet(fleet.NewLocal()))
+	fleetHolder, err := middleware.New("holder", middleware.WithPolicy(holderPolicy), middleware.WithParticipant(fleet.Membership(fleet.NewLocal())))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -54,7 +54,7 @@ func TestBusyConsumerGetsEveryEvaluatedItem(t *testing.T) {
 			t.Run(w.name+"/"+stopBy, func(t *testing.T) {
 				t.Parallel()
 				rec := &fakeRecorder{}
-				opts := []middleware.Option{middleware.WithDrainTimeout(drain), middleware.WithRecorder(rec)}
+				opts := []middleware.Option{middleware.WithDrainTimeout(drain), middleware.WithParticipant(rec)}
 				if stopBy == "policy" {
 					// The second tool call fires while the consumer is busy
 					// with the first.
@@ -126,7 +126,7 @@ func TestBrokenOutWithoutLeaveIsReported(t *testing.T) {
 		t.Run(release, func(t *testing.T) {
 			t.Parallel()
 			rec := &fakeRecorder{}
-			stage := mustStage(t, "breaker", middleware.WithDrainTimeout(drain), middleware.WithRecorder(rec))
+			stage := mustStage(t, "breaker", middleware.WithDrainTimeout(drain), middleware.WithParticipant(rec))
 			caller, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			ctx, run := stage.Start(caller)
@@ -168,7 +168,7 @@ func TestBrokenOutWithoutLeaveIsReported(t *testing.T) {
 func TestLateLeaveIsPrompt(t *testing.T) {
 	const drain = 200 * time.Millisecond
 	rec := &fakeRecorder{}
-	stage := mustStage(t, "late_leaver", policy(t, "max_iterations: 1"), middleware.WithDrainTimeout(drain), middleware.WithRecorder(rec))
+	stage := mustStage(t, "late_leaver", policy(t, "max_iterations: 1"), middleware.WithDrainTimeout(drain), middleware.WithParticipant(rec))
 	_, run := stage.Start(context.Background())
 	out := middleware.Forward(run, stubborn(t, message), decodeItem)
 	<-out // item 1 fires and waits; the producer goes on sending

@@ -228,7 +228,7 @@
 //     included), and is refused with Skipped{reason: parent_ended} when
 //     its parent has already ended.
 //   - Tree limits shared through a fleet: when the stage's fleet
-//     implements fleet.Trees (fleet.Local, fleet/redisfleet), a run that
+//     implements tree.Sharer (fleet.Local, fleet/redisfleet), a run that
 //     holds tree limits shares them through it from its start (§8,
 //     clarified 2026-11-28: whenever it has tree: limits, not only once
 //     its id leaves the process), and the fleet's registry lists, with
@@ -237,7 +237,7 @@
 //     (TreeHeader). A run started in another process joins each holder's
 //     tree, however it was started: from a request that names them, or
 //     with [WithParent] and only its parent's id (a job queue), whose
-//     holders the fleet looks up (fleet.Trees.TreesOf: one round trip
+//     holders the fleet looks up (tree.Sharer.TreesOf: one round trip
 //     with fleet/redisfleet, at the child's start). A run started from a
 //     request joins instead of taking the propagated limits as its
 //     own (Remaining reports them, less what its subtree has spent since
@@ -250,10 +250,10 @@
 //     cause and the cascade ends the tree everywhere. A process that finds
 //     the tree's limits spent ends its runs of the tree at once with
 //     Cancelled{reason: parent} naming the holder. The overshoot bound is
-//     the fleet's (fleet.Trees). What sharing from the start costs: a
+//     the fleet's (tree.Sharer). What sharing from the start costs: a
 //     HoldTree per run that holds tree limits, at its start, and, when
 //     the holding needs the subtree's usage (fleet/redisfleet's; not
-//     fleet.Local's, a fleet.QuietMember), per event of its subtree one
+//     fleet.Local's, a tree.QuietMember), per event of its subtree one
 //     more lock of the holder's tree and one Spend of the holding (no
 //     allocation, no I/O). A run with no tree limits over it, or whose
 //     stage has no fleet, pays nothing for it.

@@ -124,7 +124,7 @@ func TestConsumerStopsReadingAndStops(t *testing.T) {
 func TestConsumerStopsReadingAndCancels(t *testing.T) {
 	rec := &fakeRecorder{}
 	const drain = 200 * time.Millisecond
-	stage := mustStage(t, "consumer_vanishes", middleware.WithDrainTimeout(drain), middleware.WithRecorder(rec))
+	stage := mustStage(t, "consumer_vanishes", middleware.WithDrainTimeout(drain), middleware.WithParticipant(rec))
 	caller, cancel := context.WithCancel(context.Background())
 	ctx, run := stage.Start(caller)
 	out := middleware.Forward(run, endless(ctx, toolCall), decodeItem)
@@ -168,7 +168,7 @@ func TestCallerCancelledMidRun(t *testing.T) {
 
 func TestProducerIgnoresContext(t *testing.T) {
 	rec := &fakeRecorder{}
-	stage := mustStage(t, "stubborn", policy(t, "max_tool_calls: 2"), shortDrain, middleware.WithRecorder(rec))
+	stage := mustStage(t, "stubborn", policy(t, "max_tool_calls: 2"), shortDrain, middleware.WithParticipant(rec))
 	ctx, run := stage.Start(context.Background())
 	n := 0
 	for range middleware.Forward(run, stubborn(t, toolCall), decodeItem) {
@@ -293,7 +293,7 @@ func TestDecodePanics(t *testing.T) {
 	}
 	t.Run("Forward", func(t *testing.T) {
 		rec := &fakeRecorder{}
-		ctx, run := mustStage(t, "decode", middleware.WithRecorder(rec), shortDrain).Start(context.Background())
+		ctx, run := mustStage(t, "decode", middleware.WithParticipant(rec), shortDrain).Start(context.Background())
 		var out []item
 		for it := range middleware.Forward(run, produce(ctx, items), decode) {
 			out = append(out, it)
@@ -302,7 +302,7 @@ func TestDecodePanics(t *testing.T) {
 	})
 	t.Run("ForwardSeq", func(t *testing.T) {
 		rec := &fakeRecorder{}
-		_, run := mustStage(t, "decode", middleware.WithRecorder(rec)).Start(context.Background())
+		_, run := mustStage(t, "decode", middleware.WithParticipant(rec)).Start(context.Background())
 		var out []item
 		for it := range middleware.ForwardSeq(run, seqOf(items), decode) {
 			out = append(out, it)
@@ -314,7 +314,7 @@ func TestDecodePanics(t *testing.T) {
 func TestOnWarningPanics(t *testing.T) {
 	rec := &fakeRecorder{}
 	calls := 0
-	stage := mustStage(t, "hook", policy(t, "token_budget: {total: 1000, pressure: 0.5}"), middleware.WithRecorder(rec),
+	stage := mustStage(t, "hook", policy(t, "token_budget: {total: 1000, pressure: 0.5}"), middleware.WithParticipant(rec),
 		middleware.WithOnWarning(func(ctx context.Context, _ *middleware.Run, c termination.Cause) {
 			calls++
 			assert.NoError(t, ctx.Err(), "the hook gets the live run context")
@@ -419,8 +419,8 @@ func TestNewErrors(t *testing.T) {
 		"blank name":            {"  ", nil, `New("  "): stage name "  " starts with ' '`},
 		"not a file name":       {"my stage!", nil, `New("my stage!"): stage name "my stage!" has ' ' at byte 2: a stage name is 1 to 128 of the characters A-Z a-z 0-9 . _ - (a safe file name), starting with a letter or digit`},
 		"a path":                {"../planner", nil, `stage name "../planner" starts with '.'`},
-		"nil recorder":          {"s", []middleware.Option{middleware.WithRecorder(nil)}, `New("s"): WithRecorder: nil recorder`},
-		"typed nil recorder":    {"s", []middleware.Option{middleware.WithRecorder((*fakeRecorder)(nil))}, "WithRecorder: nil recorder"},
+		"nil participant":          {"s", []middleware.Option{middleware.WithParticipant(nil)}, `New("s"): WithParticipant: nil participant`},
+		"typed nil participant":    {"s", []middleware.Option{middleware.WithParticipant((*fakeRecorder)(nil))}, "WithParticipant: nil participant"},
 		"zero drain timeout":    {"s", []middleware.Option{middleware.WithDrainTimeout(0)}, "WithDrainTimeout"},
 		"negative drain":        {"s", []middleware.Option{middleware.WithDrainTimeout(-time.Second)}, "WithDrainTimeout: must be > 0, got -1s"},
 		"bad custom reason":     {"s", []middleware.Option{middleware.WithCustomReasons("Not-Snake")}, `WithCustomReasons: "Not-Snake"`},
@@ -749,7 +749,7 @@ func TestContextCauseEveryPath(t *testing.T) {
 
 func TestTreatAsSuccess(t *testing.T) {
 	rec := &fakeRecorder{}
-	stage := mustStage(t, "lenient", policy(t, "max_tool_calls: 1"), shortDrain, middleware.WithRecorder(rec),
+	stage := mustStage(t, "lenient", policy(t, "max_tool_calls: 1"), shortDrain, middleware.WithParticipant(rec),
 		middleware.WithTreatAsSuccess(func(c termination.Cause) bool {
 			_, ok := c.(termination.MaxToolCallsReached)
 			return ok
@@ -769,7 +769,7 @@ func TestTreatAsSuccess(t *testing.T) {
 	})
 	t.Run("panics", func(t *testing.T) {
 		rec := &fakeRecorder{}
-		stage := mustStage(t, "lenient", middleware.WithRecorder(rec),
+		stage := mustStage(t, "lenient", middleware.WithParticipant(rec),
 			middleware.WithTreatAsSuccess(func(termination.Cause) bool { panic("oops") }))
 		_, run := stage.Start(context.Background())
 		run.Stop("x")

@@ -25,7 +25,7 @@ func BenchmarkFleetBudget(b *testing.B) {
 	}{
 		{"own", func() []middleware.Option { return []middleware.Option{middleware.WithPolicy(own)} }},
 		{"fleet", func() []middleware.Option {
-			return []middleware.Option{middleware.WithFleet(fleet.NewLocal()), middleware.WithFleetBudget(shared)}
+			return []middleware.Option{middleware.WithParticipant(fleet.Membership(fleet.NewLocal())), middleware.WithFleetBudget(shared)}
 		}},
 	}
 	labels := middleware.WithLabels(map[string]string{"tenant": "acme"})

@@ -5,6 +5,7 @@ import (
 	"math"
 	"testing"
 
+	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -25,7 +26,7 @@ func TestFleetInvalidEventNotSpent(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := &scriptedFleet{}
-			s, err := middleware.New("invalid", middleware.WithFleet(f))
+			s, err := middleware.New("invalid", middleware.WithParticipant(fleet.Membership(f)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -91,7 +91,7 @@ func TestRunLabelsValidated(t *testing.T) {
 			opts := []middleware.Option{}
 			f := &scriptedFleet{}
 			if withFleet {
-				opts = append(opts, middleware.WithFleet(f))
+				opts = append(opts, middleware.WithParticipant(fleet.Membership(f)))
 			}
 			s, err := middleware.New("labels", opts...)
 			if err != nil {
@@ -122,7 +122,7 @@ func TestRunIDWithAndWithoutFleet(t *testing.T) {
 	s, _ := middleware.New("noid")
 	_, run := s.Start(context.Background())
 	_, other := s.Start(context.Background())
-	if !fleet.ValidRunID(run.ID()) || !fleet.ValidRunID(other.ID()) || run.ID() == other.ID() {
+	if !middleware.ValidRunID(run.ID()) || !middleware.ValidRunID(other.ID()) || run.ID() == other.ID() {
 		t.Errorf("runs without a fleet have ids %q, %q", run.ID(), other.ID())
 	}
 	if res := run.Finish(nil); res.Run != run.ID() {
@@ -131,12 +131,12 @@ func TestRunIDWithAndWithoutFleet(t *testing.T) {
 	other.Finish(nil)
 
 	f := &scriptedFleet{}
-	s, _ = middleware.New("ids", middleware.WithFleet(f))
+	s, _ = middleware.New("ids", middleware.WithParticipant(fleet.Membership(f)))
 	_, a := s.Start(context.Background(), middleware.WithLabels(map[string]string{"tenant": "acme"}))
 	_, b := s.Start(context.Background())
 	a.Finish(nil)
 	b.Finish(nil)
-	if !fleet.ValidRunID(a.ID()) || !fleet.ValidRunID(b.ID()) || a.ID() == b.ID() {
+	if !middleware.ValidRunID(a.ID()) || !middleware.ValidRunID(b.ID()) || a.ID() == b.ID() {
 		t.Errorf("ids %q, %q", a.ID(), b.ID())
 	}
 	if len(f.joins) != 2 || f.joins[0].ID != a.ID() || f.joins[0].Stage != "ids" || f.joins[0].Labels["tenant"] != "acme" || f.joins[0].Started.IsZero() {
@@ -149,7 +149,7 @@ func TestRunIDWithAndWithoutFleet(t *testing.T) {
 
 func TestFleetRejectsAtStart(t *testing.T) {
 	f := &scriptedFleet{reject: termination.Skipped{Reason: termination.SkipBlocked, Detail: "incident (by ops)"}}
-	s, _ := middleware.New("rejected", middleware.WithFleet(f))
+	s, _ := middleware.New("rejected", middleware.WithParticipant(fleet.Membership(f)))
 	ctx, run := s.Start(context.Background())
 	if ctx.Err() == nil {
 		t.Fatal("a rejected run's context is live")
@@ -170,7 +170,7 @@ func TestFleetHooksStopAndWarn(t *testing.T) {
 	f := &scriptedFleet{}
 	rec := &fakeRecorder{} // recorder_test.go
 	var hooked []termination.Cause
-	s, _ := middleware.New("hooks", middleware.WithFleet(f), middleware.WithRecorder(rec),
+	s, _ := middleware.New("hooks", middleware.WithParticipant(fleet.Membership(f)), middleware.WithParticipant(rec),
 		middleware.WithOnWarning(func(_ context.Context, _ *middleware.Run, c termination.Cause) { hooked = append(hooked, c) }))
 	ctx, run := s.Start(context.Background())
 	h := f.hooks[0]
@@ -207,7 +207,7 @@ func TestFleetHooksStopAndWarn(t *testing.T) {
 func TestFleetWarningWithoutLaterEvent(t *testing.T) {
 	f := &scriptedFleet{}
 	rec := &fakeRecorder{}
-	s, _ := middleware.New("late_warning", middleware.WithFleet(f), middleware.WithRecorder(rec))
+	s, _ := middleware.New("late_warning", middleware.WithParticipant(fleet.Membership(f)), middleware.WithParticipant(rec))
 	_, run := s.Start(context.Background())
 	w := termination.BudgetPressure{Resource: termination.ResourceCost, Threshold: 0.8, Used: 8, Limit: 10, Scope: termination.ScopeFleet}
 	f.hooks[0].Warn(w)
@@ -223,7 +223,7 @@ func TestFleetWarningWithoutLaterEvent(t *testing.T) {
 func TestFleetSpendStopsOnEvent(t *testing.T) {
 	f := &scriptedFleet{member: &scriptedMember{warnAt: 50, stopAt: 100}}
 	var hooked []termination.Cause
-	s, _ := middleware.New("spend", middleware.WithFleet(f),
+	s, _ := middleware.New("spend", middleware.WithParticipant(fleet.Membership(f)),
 		middleware.WithOnWarning(func(_ context.Context, _ *middleware.Run, c termination.Cause) { hooked = append(hooked, c) }))
 	ctx, run := s.Start(context.Background())
 	evs := []termination.Event{
@@ -275,7 +275,7 @@ func TestFleetBudgetOptions(t *testing.T) {
 	}
 
 	f := &scriptedFleet{}
-	s, _ = middleware.New("withfleet", middleware.WithPolicy(p), middleware.WithFleet(f))
+	s, _ = middleware.New("withfleet", middleware.WithPolicy(p), middleware.WithParticipant(fleet.Membership(f)))
 	_, run = s.Start(context.Background())
 	run.Finish(nil)
 	if len(f.budget) != 1 || f.budget[0] == nil || *f.budget[0] != *p.FleetBudget() {
@@ -292,7 +292,7 @@ func TestFleetBudgetOptions(t *testing.T) {
 
 func TestFleetStopsForward(t *testing.T) {
 	l := fleet.NewLocal()
-	s, _ := middleware.New("forward_stop", middleware.WithFleet(l))
+	s, _ := middleware.New("forward_stop", middleware.WithParticipant(fleet.Membership(l)))
 	ctx, run := s.Start(context.Background(), middleware.WithLabels(map[string]string{"tenant": "acme"}))
 	in := endless(ctx, termination.Event{Kind: termination.KindMessage})
 	out := middleware.Forward(run, in, decodeItem)
@@ -318,7 +318,7 @@ func TestFleetStopsForward(t *testing.T) {
 // allocates nothing.
 func TestFleetEventAllocs(t *testing.T) {
 	l := fleet.NewLocal()
-	s, _ := middleware.New("allocs", middleware.WithFleet(l),
+	s, _ := middleware.New("allocs", middleware.WithParticipant(fleet.Membership(l)),
 		middleware.WithFleetBudget(termination.FleetBudget{Key: "label:tenant", Window: time.Hour, TotalTokens: 1 << 60, Cost: 1e12, Pressure: 0.9}))
 	_, run := s.Start(context.Background(), middleware.WithLabels(map[string]string{"tenant": "acme"}))
 	defer run.Finish(nil)

@@ -40,7 +40,7 @@ func TestFleetTypedNilCauses(t *testing.T) {
 		f := &typedNilFleet{nilJoin: nilJoin}
 		rec := &fakeRecorder{}
 		var hooked []termination.Cause
-		s, err := middleware.New("typed_nil", middleware.WithFleet(f), middleware.WithRecorder(rec),
+		s, err := middleware.New("typed_nil", middleware.WithParticipant(fleet.Membership(f)), middleware.WithParticipant(rec),
 			middleware.WithOnWarning(func(_ context.Context, _ *middleware.Run, c termination.Cause) { hooked = append(hooked, c) }))
 		if err != nil {
 			t.Fatal(err)

@@ -35,19 +35,6 @@ func WithHold(timeout time.Duration) Option {
 	})
 }
 
-// HoldRecorder is implemented by a RunRecorder that records holds (package
-// telemetry counts held runs and their waits). Its methods are called with
-// the run's lock held.
-type HoldRecorder interface {
-	// Held is called when the run is held at the limit whose cause is c.
-	Held(c termination.Cause)
-	// Released is called when a held run goes on (raised), or ends.
-	Released()
-	// Raised is called for every raise that released the run, with its
-	// amounts (what an event log records as a raise record, §1).
-	Raised(l termination.Limits)
-}
-
 // Raise raises the limits of a run held at a limit (§3 hold) by l's
 // amounts — the run's own limits, or its tree holder's when a tree limit
 // holds it, which releases every held run of the tree — and the run goes
@@ -103,7 +90,7 @@ func (r *Run) holdNow() { r.holdNowLocked(nil) }
 // caller (observeLocked holds its root while an event is evaluated, and
 // calls it after an event that recorded warnings), nil for none: locking
 // it again would deadlock.
-func (r *Run) holdNowLocked(locked *tree) {
+func (r *Run) holdNowLocked(locked *node) {
 	if r.heldCh != nil {
 		return
 	}
@@ -146,9 +133,7 @@ func (r *Run) holdNowLocked(locked *tree) {
 // holdLocked marks the run held until ch is closed (or the run ends).
 func (r *Run) holdLocked(ch chan struct{}, c termination.Cause, since time.Time) {
 	r.heldCh, r.heldCause, r.heldAt = ch, c, since
-	if h, ok := r.rec.(HoldRecorder); ok {
-		h.Held(c)
-	}
+	r.parts.held(c)
 }
 
 // unholdLocked releases the run's wait, with r.mu held.
@@ -160,15 +145,11 @@ func (r *Run) unholdLocked() {
 		close(r.heldCh) // a tree's channel is the holder's to close
 	}
 	r.heldCh, r.heldCause, r.heldTree = nil, nil, nil
-	if h, ok := r.rec.(HoldRecorder); ok {
-		h.Released()
-	}
+	r.parts.released()
 }
 
 func (r *Run) recordRaised(l termination.Limits) {
-	if h, ok := r.rec.(HoldRecorder); ok {
-		h.Raised(l)
-	}
+	r.parts.raised(l)
 }
 
 // waitHold waits, with r.mu held (released while waiting), until the run
@@ -208,18 +189,9 @@ func (r *Run) stopHeld() bool {
 	return ok
 }
 
-// fleetStop is the fleet's stop hook: a held run that the fleet stops
-// (agentstop stop) ends with its limit's cause, as Stop ends it.
-func (r *Run) fleetStop(c termination.Cause) bool {
-	if cc, ok := c.(termination.Cancelled); ok && cc.Reason == termination.CancelExternal && r.stopHeld() {
-		return true
-	}
-	return r.stopWith(c)
-}
-
 // holdTree holds every live run of the holder's tree at c: called by act
 // when the holder's tree limits hold.
-func (t *tree) holdTree(c termination.Cause) {
+func (t *node) holdTree(c termination.Cause) {
 	t.mu.Lock()
 	if t.release != nil || t.limits == nil {
 		t.mu.Unlock()
@@ -244,7 +216,7 @@ func (t *tree) holdTree(c termination.Cause) {
 
 // raiseHolders raises the tree limits of the first holder of the run's
 // trees that holds: it releases every held run of that tree.
-func (t *tree) raiseHolders(l termination.Limits) error {
+func (t *node) raiseHolders(l termination.Limits) error {
 	for _, h := range t.holders {
 		h.mu.Lock()
 		if h.release == nil || h.limits == nil {
@@ -281,7 +253,7 @@ func (t *tree) raiseHolders(l termination.Limits) error {
 
 // holdExpired is a held tree's hold timeout: the holder ends with the tree
 // limit's cause, its descendants with Cancelled{reason: parent}.
-func (t *tree) holdExpired() {
+func (t *node) holdExpired() {
 	t.mu.Lock()
 	var fired []termination.Cause
 	if _, ok := t.limits.EndHold(); ok && !t.fired {
@@ -317,7 +289,7 @@ func (r *Run) endTreeHold() bool {
 }
 
 // eachLive calls f with the holder's run and every live descendant.
-func (t *tree) eachLive(f func(*Run)) {
+func (t *node) eachLive(f func(*Run)) {
 	f(t.run)
 	for _, k := range t.children() {
 		k.eachLive(f)
@@ -330,30 +302,4 @@ func (c *config) holdOf() (termination.Hold, bool) {
 		return termination.Hold{}, false
 	}
 	return *c.hold, true
-}
-
-// Held, Released and Raised fan a hold out to the recorders that record
-// holds.
-func (rs runRecorders) Held(c termination.Cause) {
-	for _, r := range rs {
-		if h, ok := r.(HoldRecorder); ok {
-			h.Held(c)
-		}
-	}
-}
-
-func (rs runRecorders) Released() {
-	for _, r := range rs {
-		if h, ok := r.(HoldRecorder); ok {
-			h.Released()
-		}
-	}
-}
-
-func (rs runRecorders) Raised(l termination.Limits) {
-	for _, r := range rs {
-		if h, ok := r.(HoldRecorder); ok {
-			h.Raised(l)
-		}
-	}
 }

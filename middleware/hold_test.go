@@ -303,7 +303,7 @@ func TestHoldTreeTimeout(t *testing.T) {
 // stop of a run that is not held is Cancelled{external} as before.
 func TestHoldFleetStopAndLeave(t *testing.T) {
 	l := fleet.NewLocal()
-	stage := mustStage(t, "held", middleware.WithPolicy(termination.MustParsePolicy("max_iterations: 1\nhold: {timeout: 1m}")), middleware.WithFleet(l))
+	stage := mustStage(t, "held", middleware.WithPolicy(termination.MustParsePolicy("max_iterations: 1\nhold: {timeout: 1m}")), middleware.WithParticipant(fleet.Membership(l)))
 	msg := termination.Event{Kind: termination.KindMessage}
 	_, run := stage.Start(context.Background())
 	run.Observe(msg)

@@ -57,7 +57,7 @@ func TestRecordedHoldsReplayAsLive(t *testing.T) {
 		for name, src := range srcs {
 			p := termination.MustParsePolicy(src)
 			pols[name] = &p
-			stages[name] = mustStage(t, name, middleware.WithPolicy(p), middleware.WithRecorder(log))
+			stages[name] = mustStage(t, name, middleware.WithPolicy(p), middleware.WithParticipant(log))
 		}
 		live := startHeldTree(r, stages)
 		driveHolds(r, live, hold, &n)

@@ -185,7 +185,7 @@ func TestLeavingAfterFiring(t *testing.T) {
 func TestLeavingWithAStubbornProducer(t *testing.T) {
 	rec := &fakeRecorder{}
 	const drain = 100 * time.Millisecond
-	stage := mustStage(t, "leaver", middleware.WithDrainTimeout(drain), middleware.WithRecorder(rec))
+	stage := mustStage(t, "leaver", middleware.WithDrainTimeout(drain), middleware.WithParticipant(rec))
 	_, run := stage.Start(context.Background())
 	out := middleware.Forward(run, stubborn(t, message), decodeItem)
 	<-out
@@ -222,7 +222,7 @@ func TestSupervisorStopKeepsTheEvaluatedItem(t *testing.T) {
 			t.Run(fmt.Sprintf("%s/producer closes first %v", w.name, closesFirst), func(t *testing.T) {
 				rec := &fakeRecorder{}
 				const drain = 3 * time.Second
-				stage := mustStage(t, "supervised", middleware.WithRecorder(rec), middleware.WithDrainTimeout(drain))
+				stage := mustStage(t, "supervised", middleware.WithParticipant(rec), middleware.WithDrainTimeout(drain))
 				ctx, run := stage.Start(context.Background())
 				out := w.forward(run, leavingChan(ctx))
 
@@ -257,7 +257,7 @@ func TestSupervisorStopKeepsTheEvaluatedItem(t *testing.T) {
 // cause and gives the item up.
 func TestLeaveAfterSupervisorStop(t *testing.T) {
 	rec := &fakeRecorder{}
-	stage := mustStage(t, "supervised", middleware.WithRecorder(rec)) // the default drain timeout: 5s
+	stage := mustStage(t, "supervised", middleware.WithParticipant(rec)) // the default drain timeout: 5s
 	ctx, run := stage.Start(context.Background())
 	out := middleware.Forward(run, leavingChan(ctx), decodeItem)
 	<-out
@@ -278,7 +278,7 @@ func TestLeaveAfterSupervisorStop(t *testing.T) {
 // gets the answer.
 func TestSupervisorStopAfterTheFinalAnswer(t *testing.T) {
 	rec := &fakeRecorder{}
-	stage := mustStage(t, "supervised", middleware.WithRecorder(rec))
+	stage := mustStage(t, "supervised", middleware.WithParticipant(rec))
 	in := make(chan item)
 	_, run := stage.Start(context.Background())
 	out := middleware.Forward(run, in, decodeItem)

@@ -28,8 +28,7 @@ type config struct {
 	treatAsSuccess func(termination.Cause) bool
 	onWarning      func(context.Context, *Run, termination.Cause)
 	drainTimeout   time.Duration
-	recorder       Recorder
-	recorders      recorders // given with WithRecorder, combined into recorder
+	participants   []Participant // WithParticipant, in order (participant.go)
 	customReasons  []string
 	providerName   string
 	errs           []error
@@ -116,23 +115,6 @@ func WithDrainTimeout(d time.Duration) Option {
 	})
 }
 
-// WithRecorder records the stage's runs (spans, metrics) through r; see
-// package telemetry. Given several times, every recorder records every run,
-// in the order given (each one's context is the parent of the next one's).
-// Default: nothing is recorded. Unlike other options, a nil r (or a nil
-// pointer of a recorder type) is an error from New, not ignored: a
-// recorder that was meant to be there and is not would silently record
-// nothing.
-func WithRecorder(r Recorder) Option {
-	return optionFunc(func(c *config) {
-		if isNil(r) {
-			c.errs = append(c.errs, errors.New("WithRecorder: nil recorder (to record nothing, leave WithRecorder out)"))
-			return
-		}
-		c.recorders = append(c.recorders, r)
-	})
-}
-
 // isNil reports whether v is nil or holds a nil pointer, map, slice, func
 // or channel.
 func isNil(v any) bool {
@@ -144,82 +126,6 @@ func isNil(v any) bool {
 		return rv.IsNil()
 	}
 	return false
-}
-
-// recorders fans a run out to several recorders.
-type recorders []Recorder
-
-func (rs recorders) StartRun(ctx context.Context, info RunInfo) (context.Context, RunRecorder) {
-	out := make(runRecorders, 0, len(rs))
-	for _, r := range rs {
-		rctx, rr := r.StartRun(ctx, info)
-		if rctx != nil {
-			ctx = rctx
-		}
-		if rr != nil {
-			out = append(out, rr)
-		}
-	}
-	return ctx, out
-}
-
-type runRecorders []RunRecorder
-
-func (rs runRecorders) Event(ev *termination.Event) {
-	for _, r := range rs {
-		r.Event(ev)
-	}
-}
-
-func (rs runRecorders) Warning(c termination.Cause) {
-	for _, r := range rs {
-		r.Warning(c)
-	}
-}
-
-func (rs runRecorders) Error(err error) {
-	for _, r := range rs {
-		r.Error(err)
-	}
-}
-
-// stopRecorder returns the recorders of rs that are StopRecorders, as
-// one, or nil when none is.
-func (rs runRecorders) stopRecorder() StopRecorder {
-	var out stopRecorders
-	for _, r := range rs {
-		if sr := asStopRecorder(r); sr != nil {
-			out = append(out, sr)
-		}
-	}
-	if len(out) == 0 {
-		return nil
-	}
-	return out
-}
-
-type stopRecorders []StopRecorder
-
-func (rs stopRecorders) Stopped(res *termination.Result) {
-	for _, r := range rs {
-		r.Stopped(res)
-	}
-}
-
-// asStopRecorder returns r as a StopRecorder (for a fan-out, its members
-// that are), or nil.
-func asStopRecorder(r RunRecorder) StopRecorder {
-	if rs, ok := r.(runRecorders); ok {
-		return rs.stopRecorder()
-	}
-	sr, _ := r.(StopRecorder)
-	return sr
-}
-
-func (rs runRecorders) End(res *termination.Result) {
-	for _, r := range rs {
-		r.End(res)
-	}
 }
 
 // WithCustomReasons allow-lists Custom reasons (and the tags of registered
@@ -246,7 +152,7 @@ func WithCustomReasons(reasons ...string) Option {
 }
 
 func newConfig(stage string, opts []Option) (config, error) {
-	c := config{drainTimeout: DefaultDrainTimeout, recorder: nopRecorder{}}
+	c := config{drainTimeout: DefaultDrainTimeout}
 	if err := termination.ValidateStageName(stage); err != nil {
 		return c, fmt.Errorf("middleware: New(%q): %w", stage, err)
 	}
@@ -257,13 +163,6 @@ func newConfig(stage string, opts []Option) (config, error) {
 	}
 	if len(c.errs) > 0 {
 		return c, fmt.Errorf("middleware: New(%q): %w", stage, errors.Join(c.errs...))
-	}
-	switch len(c.recorders) {
-	case 0:
-	case 1:
-		c.recorder = c.recorders[0]
-	default:
-		c.recorder = c.recorders
 	}
 	for i, cond := range c.conds {
 		if err := termination.Validate(cond); err != nil {

@@ -7,7 +7,6 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
-	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -23,7 +22,7 @@ const (
 	RemainingHeader = "agentstop-remaining"
 	// TreeHeader carries the ids of the runs whose tree limits count the
 	// calling run's events and are shared through the caller's fleet
-	// (fleet.Trees), nearest first, space-separated: with a fleet that
+	// (tree.Sharer), nearest first, space-separated: with a fleet that
 	// shares trees, the callee's runs are charged to each of them.
 	TreeHeader = "agentstop-tree"
 )
@@ -69,7 +68,7 @@ type remoteParent struct {
 //	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(
 //		propagation.TraceContext{}, propagation.Baggage{}, middleware.Propagator()))
 //
-// With a fleet that shares trees (fleet.Trees) on both sides, Inject also
+// With a fleet that shares trees (tree.Sharer) on both sides, Inject also
 // writes TreeHeader, the holders of the tree limits that count the
 // caller's events, and the callee's runs are charged to them through the
 // fleet (see the package documentation). Without one the callee's usage
@@ -100,7 +99,7 @@ func (runPropagator) Extract(ctx context.Context, carrier propagation.TextMapCar
 		return ctx
 	}
 	id := carrier.Get(RunHeader)
-	if !fleet.ValidRunID(id) {
+	if !ValidRunID(id) {
 		return ctx
 	}
 	p := remoteParent{id: id}
@@ -131,7 +130,7 @@ func validHolders(ids []string) []string {
 	}
 	out := ids[:0]
 	for _, id := range ids {
-		if !fleet.ValidRunID(id) {
+		if !ValidRunID(id) {
 			return nil
 		}
 		if !slices.Contains(out, id) { // a holder named twice is joined once

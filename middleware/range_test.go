@@ -163,7 +163,7 @@ func TestRangeConsumerBreaks(t *testing.T) {
 func TestRangePanics(t *testing.T) {
 	t.Run("decode", func(t *testing.T) {
 		rec := &fakeRecorder{}
-		ctx, run := mustStage(t, "range", middleware.WithRecorder(rec)).Start(context.Background())
+		ctx, run := mustStage(t, "range", middleware.WithParticipant(rec)).Start(context.Background())
 		decode := func(it item) termination.Event {
 			if it.i == 1 {
 				panic("decode exploded")
@@ -211,7 +211,7 @@ func TestRangePanics(t *testing.T) {
 // drain timeout and says so; the range statement returns then.
 func TestRangeProducerIgnoresContext(t *testing.T) {
 	rec := &fakeRecorder{}
-	stage := mustStage(t, "stubborn", policy(t, "max_tool_calls: 2"), shortDrain, middleware.WithRecorder(rec))
+	stage := mustStage(t, "stubborn", policy(t, "max_tool_calls: 2"), shortDrain, middleware.WithParticipant(rec))
 	_, run := stage.Start(context.Background())
 	n := 0
 	start := time.Now()

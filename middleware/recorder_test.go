@@ -22,7 +22,8 @@ type fakeRecorder struct {
 
 type ctxKey struct{}
 
-func (f *fakeRecorder) StartRun(ctx context.Context, info middleware.RunInfo) (context.Context, middleware.RunRecorder) {
+func (f *fakeRecorder) Join(ctx context.Context, run *middleware.Run) (context.Context, middleware.Part) {
+	info := run.Info()
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	r := &fakeRun{stage: info.Stage, info: info}
@@ -34,7 +35,7 @@ func (f *fakeRecorder) only(t *testing.T) *fakeRun {
 	t.Helper()
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	require.Len(t, f.runs, 1, "StartRun calls")
+	require.Len(t, f.runs, 1, "Join calls")
 	return f.runs[0]
 }
 
@@ -105,7 +106,7 @@ func TestRecorderContract(t *testing.T) {
 	var hooked []termination.Cause
 	stage := mustStage(t, "recorded",
 		policy(t, "{token_budget: {total: 1000, pressure: 0.5}, cost_budget: {limit: 1, pressure: 0.6}, max_tool_calls: 2}"),
-		middleware.WithRecorder(rec),
+		middleware.WithParticipant(rec),
 		middleware.WithOnWarning(func(ctx context.Context, _ *middleware.Run, c termination.Cause) {
 			hooked = append(hooked, c)
 			if len(hooked) == 1 {
@@ -168,7 +169,7 @@ func produceIgnoringCtx(t *testing.T, items []item) <-chan item {
 
 func TestRecorderSkip(t *testing.T) {
 	rec := &fakeRecorder{}
-	stage := mustStage(t, "skipped", middleware.WithRecorder(rec), policy(t, "timeout: 1ms"))
+	stage := mustStage(t, "skipped", middleware.WithParticipant(rec), policy(t, "timeout: 1ms"))
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	res := stage.Skip(ctx, "not needed")
@@ -185,12 +186,12 @@ func TestRecorderSkip(t *testing.T) {
 // copes.
 type nilRecorder struct{}
 
-func (nilRecorder) StartRun(context.Context, middleware.RunInfo) (context.Context, middleware.RunRecorder) {
+func (nilRecorder) Join(context.Context, *middleware.Run) (context.Context, middleware.Part) {
 	return nil, nil
 }
 
 func TestRecorderNil(t *testing.T) {
-	stage := mustStage(t, "nilrec", middleware.WithRecorder(nilRecorder{}), policy(t, "max_iterations: 1"))
+	stage := mustStage(t, "nilrec", middleware.WithParticipant(nilRecorder{}), policy(t, "max_iterations: 1"))
 	ctx, run := stage.Start(context.Background())
 	run.Observe(termination.Event{Kind: termination.KindMessage})
 	_, stop := run.Observe(termination.Event{Kind: termination.KindMessage})
@@ -203,7 +204,7 @@ func TestRecorderNil(t *testing.T) {
 // allow-list, and the run's ids.
 func TestRecorderRunInfo(t *testing.T) {
 	rec := &fakeRecorder{}
-	stage := mustStage(t, "planner", middleware.WithRecorder(rec), middleware.WithProviderName("anthropic"),
+	stage := mustStage(t, "planner", middleware.WithParticipant(rec), middleware.WithProviderName("anthropic"),
 		middleware.WithCustomReasons("quota", "manual_review"))
 	_, run := stage.Start(context.Background(), middleware.WithAgentID("agent-1"), middleware.WithConversationID("conv-9"))
 	run.Finish(nil)
@@ -216,7 +217,7 @@ func TestRecorderRunInfo(t *testing.T) {
 	assert.False(t, info.Allowed("custom"))
 
 	rec = &fakeRecorder{}
-	stage = mustStage(t, "bare", middleware.WithRecorder(rec))
+	stage = mustStage(t, "bare", middleware.WithParticipant(rec))
 	_, run = stage.Start(context.Background())
 	run.Finish(nil)
 	info = rec.only(t).info
@@ -240,7 +241,7 @@ func TestRecorderRunInfoPolicy(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rec := &fakeRecorder{}
-			stage := mustStage(t, "s", append(tc.opts, middleware.WithRecorder(rec))...)
+			stage := mustStage(t, "s", append(tc.opts, middleware.WithParticipant(rec))...)
 			_, run := stage.Start(context.Background())
 			run.Finish(nil)
 			assert.Equal(t, tc.want, rec.only(t).info.Policy)

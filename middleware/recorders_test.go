@@ -15,8 +15,8 @@ import (
 // second one's context nested in the first one's.
 func TestWithRecorderTwiceFansOut(t *testing.T) {
 	first, second := &fakeRecorder{}, &fakeRecorder{}
-	stage, err := middleware.New("fan_out", middleware.WithRecorder(first),
-		middleware.WithRecorder(second), middleware.WithCondition(termination.MaxToolCalls(1)))
+	stage, err := middleware.New("fan_out", middleware.WithParticipant(first),
+		middleware.WithParticipant(second), middleware.WithCondition(termination.MaxToolCalls(1)))
 	require.NoError(t, err)
 	ctx, run := stage.Start(context.Background())
 	run.Observe(termination.Event{Kind: termination.KindToolCall, Tool: "a"})

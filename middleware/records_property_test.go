@@ -50,7 +50,7 @@ func TestRecordedTreesReplayAsLive(t *testing.T) {
 		for name, src := range srcs {
 			p := termination.MustParsePolicy(src)
 			pols[name] = &p
-			stages[name] = mustStage(t, name, middleware.WithPolicy(p), middleware.WithRecorder(log))
+			stages[name] = mustStage(t, name, middleware.WithPolicy(p), middleware.WithParticipant(log))
 		}
 		live := startTree(r, stages)
 		drive(r, live)

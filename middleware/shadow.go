@@ -1,6 +1,7 @@
 package middleware
 
 import (
+	"context"
 	"errors"
 	"fmt"
 
@@ -97,19 +98,32 @@ type shadowEval struct {
 	verdict termination.ShadowVerdict // Cause nil until it would have stopped the run
 }
 
-// newShadowRun returns the shadow side of a new run; nil for a stage
-// without shadow policies.
-func (c *shadowConfig) newShadowRun() *shadowRun {
-	if len(c.shadows) == 0 {
-		return nil
-	}
-	s := &shadowRun{policies: c.shadows, evals: make([]shadowEval, len(c.shadows)), going: len(c.shadows)}
-	for i, p := range c.shadows {
+// shadowParticipant is the stage's shadow policies, the stage's own
+// participant: it comes before those given with WithParticipant, so that
+// its part fills Result.Shadow before they are told of the result.
+type shadowParticipant struct{ policies []shadowPolicy }
+
+// Join gives the run one evaluator per shadow policy.
+func (p shadowParticipant) Join(ctx context.Context, _ *Run) (context.Context, Part) {
+	s := &shadowRun{policies: p.policies, evals: make([]shadowEval, len(p.policies)), going: len(p.policies)}
+	for i, sp := range p.policies {
 		// No timeouts or idle limits (checkShadow): the clock is never read.
-		s.evals[i].eval = termination.NewEvaluator(p.cond, termination.WallClock)
+		s.evals[i].eval = termination.NewEvaluator(sp.cond, termination.WallClock)
 	}
-	return s
+	return ctx, s
 }
+
+// Event evaluates the event with the shadow policies (observe).
+func (s *shadowRun) Event(ev *termination.Event) { s.observe(ev) }
+
+// Warning, Error: a shadow policy's warnings are its own (its verdict).
+func (s *shadowRun) Warning(termination.Cause) {}
+func (s *shadowRun) Error(error)               {}
+
+// Stopped and End give the result the verdicts: final, since the shadows
+// saw every evaluated event.
+func (s *shadowRun) Stopped(res *termination.Result) { res.Shadow = s.verdicts() }
+func (s *shadowRun) End(res *termination.Result)     { res.Shadow = s.verdicts() }
 
 // observe evaluates ev, an event the run evaluated, with every shadow
 // policy that has not stopped yet. It allocates nothing.
@@ -129,12 +143,8 @@ func (s *shadowRun) observe(ev *termination.Event) {
 	}
 }
 
-// verdicts returns the run's Result.Shadow: nil for a run without shadow
-// policies (s nil).
+// verdicts returns the run's Result.Shadow.
 func (s *shadowRun) verdicts() map[string]*termination.ShadowVerdict {
-	if s == nil {
-		return nil
-	}
 	out := make(map[string]*termination.ShadowVerdict, len(s.evals))
 	for i := range s.evals {
 		var v *termination.ShadowVerdict

@@ -9,8 +9,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/termination"
+	"github.com/agentstop/agentstop/tree"
 )
 
 // Stage is a named, configured guard for an agent loop. It is safe for
@@ -30,9 +30,12 @@ type Stage struct {
 	// treeLimits are tree's limits, whole: what the stage's runs share
 	// through a fleet (treeshare.go).
 	treeLimits termination.Limits
-	// trees is the stage's fleet when it shares tree limits across
-	// processes (fleet.Trees); nil otherwise.
-	trees fleet.Trees
+	// trees is the stage's participant that shares tree limits across
+	// processes (a fleet's Membership); nil for none.
+	trees tree.Sharer
+	// participants take part in every run, in order: the stage's own
+	// (shadow policies), then those given with WithParticipant.
+	participants []Participant
 }
 
 // New returns a Stage named stage. The name is a label value that is
@@ -62,7 +65,15 @@ func New(stage string, opts ...Option) (*Stage, error) {
 			s.treeTimeout = ts[0]
 		}
 	}
-	s.trees, _ = cfg.fleet.(fleet.Trees)
+	if len(cfg.shadows) > 0 {
+		s.participants = append(s.participants, shadowParticipant{cfg.shadows}) // shadow.go
+	}
+	s.participants = append(s.participants, cfg.participants...)
+	for _, p := range cfg.participants {
+		if t, ok := p.(tree.Sharer); ok && s.trees == nil {
+			s.trees = t // the first participant that shares trees (treeshare.go)
+		}
+	}
 	if reasons := slices.Clone(cfg.customReasons); len(reasons) > 0 {
 		s.allowed = func(r string) bool { return slices.Contains(reasons, r) }
 	}
@@ -107,17 +118,22 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 	parent := ctx
 	var up parentRef
 	if live {
-		up = findParent(ctx, &rc, s.cfg.fleet) // tree.go
+		up = findParent(ctx, &rc, s.trees) // tree.go
 	}
-	info := s.info
-	info.AgentID, info.ConversationID, info.RunID, info.ParentRunID = rc.agentID, rc.conversationID, runID, up.id
-	recCtx, rec := s.cfg.recorder.StartRun(ctx, info)
-	if recCtx != nil {
-		ctx = recCtx
+	r := &Run{
+		stage:      s,
+		info:       rc,
+		parent:     parent,
+		stopParent: func() bool { return false },
+		eval:       termination.NewEvaluator(s.cond, termination.WallClock),
+		id:         runID,
+		runInfo:    s.info,
 	}
-	if rec == nil {
-		rec = nopRunRecorder{}
+	r.runInfo.AgentID, r.runInfo.ConversationID, r.runInfo.RunID, r.runInfo.ParentRunID = rc.agentID, rc.conversationID, runID, up.id
+	if s.cfg.hold != nil {
+		r.eval.SetHold(*s.cfg.hold) // hold.go
 	}
+	ctx = r.parts.join(ctx, s.participants, r) // participant.go
 	// The run's context does not inherit the parent's cancellation directly,
 	// so that its cause is always the run's typed cause: the parent's end is
 	// turned into Cancelled{reason: context} below.
@@ -135,33 +151,20 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 		}
 		base = deadlineContext{base, d}
 	}
-	r := &Run{
-		stage:      s,
-		info:       rc,
-		parent:     parent,
-		stopParent: func() bool { return false },
-		rec:        rec,
-		eval:       termination.NewEvaluator(s.cond, termination.WallClock),
-		shadow:     s.cfg.newShadowRun(),
-	}
-	if s.cfg.hold != nil {
-		r.eval.SetHold(*s.cfg.hold) // hold.go
-	}
 	// The run's context carries the run, so that a run started under it
 	// is its child (tree.go).
 	r.value = runValue{Context: base, run: r}
 	r.ctx, r.cancel = context.WithCancelCause(&r.value)
 	runCtx := r.ctx
 	r.ended.Add(1)
-	r.id = runID
 	if !live {
 		return runCtx, r
 	}
 	if r.joinTree(up) { // its parent had ended (tree.go)
 		return runCtx, r
 	}
-	registerRun(r)      // WithParent finds it from now on (tree.go)
-	if r.startFleet() { // bad labels, or the fleet refused the run (fleet.go)
+	registerRun(r) // WithParent finds it from now on (tree.go)
+	if r.begin() { // bad labels, or a participant refused the run
 		return runCtx, r
 	}
 	if s.timed {
@@ -221,14 +224,13 @@ type Run struct {
 	ctx        context.Context
 	cancel     context.CancelCauseFunc
 	stopParent func() bool
-	id         string       // 128 random bits, hex
-	member     fleet.Member // the run's fleet membership, nil without a fleet
-	value      runValue     // the layer of ctx that carries the run (tree.go)
-	tree       *tree        // under mu: the run's place in a tree of runs (tree.go); nil for none
-	shadow     *shadowRun   // under mu: the stage's shadow policies (shadow.go); nil for none
+	id         string   // 128 random bits, hex
+	runInfo    RunInfo  // what the run is known by (Info)
+	value      runValue // the layer of ctx that carries the run (tree.go)
+	tree       *node    // under mu: the run's place in a tree of runs (tree.go); nil for none
 
-	mu  sync.Mutex
-	rec RunRecorder
+	mu    sync.Mutex
+	parts parts // the participants' parts (participant.go): set before the run is visible
 	// stopTold is set once the recorders have been told of the stop
 	// (recordStop), or of the end: with r.mu.
 	stopTold bool
@@ -266,7 +268,7 @@ type Run struct {
 	heldCh    chan struct{}
 	heldCause termination.Cause
 	heldAt    time.Time
-	heldTree  *tree
+	heldTree  *node
 }
 
 // Context returns the run's context (the one Start returned).
@@ -350,10 +352,7 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 		return cause, true, true
 	}
 	r.lastFinal = ev.Kind == termination.KindFinal
-	r.rec.Event(ev)
-	if r.shadow != nil {
-		r.shadow.observe(ev) // shadow.go
-	}
+	r.parts.event(ev)
 	var warnings []termination.Cause
 	if len(r.eval.WarningsSince(r.nwarn)) > 0 {
 		warnings = r.takeWarnings()
@@ -372,8 +371,8 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 		tree = valid && r.tree.rollUp(ev, root)
 		root.mu.Unlock()
 	}
-	if r.member != nil && valid {
-		return r.observedFleet(ev, cause, stop, warnings, tree)
+	if len(r.parts.spenders) > 0 && valid {
+		return r.observedSpend(ev, cause, stop, warnings, tree)
 	}
 	r.mu.Unlock()
 	if warnings != nil || stop || tree {
@@ -382,10 +381,10 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 	return cause, stop, false
 }
 
-// observedFleet ends observeLocked for a run in a fleet: the fleet is
-// charged without the lock. (A function of its own keeps observeLocked's
-// frame small.)
-func (r *Run) observedFleet(ev *termination.Event, cause termination.Cause, stop bool, warnings []termination.Cause, tree bool) (termination.Cause, bool, bool) {
+// observedSpend ends observeLocked for a run with Spenders (a fleet): they
+// are given the event's usage without the lock. (A function of its own
+// keeps observeLocked's frame small.)
+func (r *Run) observedSpend(ev *termination.Event, cause termination.Cause, stop bool, warnings []termination.Cause, tree bool) (termination.Cause, bool, bool) {
 	usage, cost := ev.Usage, ev.Cost
 	r.mu.Unlock()
 	return r.afterObserve(cause, stop, warnings, true, usage, cost, tree)
@@ -397,13 +396,13 @@ func (r *Run) takeWarnings() []termination.Cause {
 	w := r.eval.WarningsSince(r.nwarn)
 	r.nwarn += len(w)
 	for _, c := range w {
-		r.rec.Warning(c)
+		r.parts.warning(c)
 	}
 	return w
 }
 
 // afterObserve is what follows an evaluated event without the lock: the
-// warning hook, the stop, the fleet's share (charge: with a fleet), what
+// warning hook, the stop, the Spenders' share (charge: with Spenders), what
 // the event did to the tree limits (tree).
 func (r *Run) afterObserve(cause termination.Cause, stop bool, warnings []termination.Cause, charge bool, usage termination.Usage, cost float64, tree bool) (termination.Cause, bool, bool) {
 	for _, w := range warnings {
@@ -413,7 +412,7 @@ func (r *Run) afterObserve(cause termination.Cause, stop bool, warnings []termin
 		r.stopped(cause)
 	}
 	if charge {
-		if c, fleetStop := r.fleetEvent(usage, cost); fleetStop && !stop {
+		if c, spendStop := r.spend(usage, cost); spendStop && !stop {
 			cause, stop = c, true
 		}
 	}
@@ -439,7 +438,7 @@ func (r *Run) warn(c termination.Cause) {
 
 func (r *Run) report(err error) {
 	r.mu.Lock()
-	r.rec.Error(err)
+	r.parts.error(err)
 	r.mu.Unlock()
 }
 
@@ -666,7 +665,6 @@ func (r *Run) finish(err error) {
 		res.Tree = r.tree.totals()
 	}
 	res.TerminationCause = termination.Tag(res.Cause, r.stage.allowed)
-	res.Shadow = r.shadow.verdicts() // shadow.go
 	if r.timer != nil {
 		r.timer.Stop()
 	}
@@ -683,19 +681,19 @@ func (r *Run) finish(err error) {
 	}
 	r.mu.Lock()
 	if treatPanic != nil {
-		r.rec.Error(fmt.Errorf("middleware: stage %q: TreatAsSuccess panicked: %v", r.stage.name, treatPanic))
+		r.parts.error(fmt.Errorf("middleware: stage %q: TreatAsSuccess panicked: %v", r.stage.name, treatPanic))
 	}
 	res.Drained = r.drained
 	for _, w := range r.eval.WarningsSince(r.nwarn) {
-		r.rec.Warning(w) // a fleet's warning that no event delivered
+		r.parts.warning(w) // a fleet's warning that no event delivered
 	}
 	r.nwarn = len(res.Warnings)
 	r.unholdLocked()  // hold.go
 	r.stopTold = true // End tells them
-	r.rec.End(&res)
+	r.parts.end(&res) // the shadow policies' part fills res.Shadow (shadow.go)
 	r.result = &res
 	r.mu.Unlock()
-	r.leaveFleet(&res)
+	r.parts.ended(&res)
 	r.stopParent()
 	r.stopped(res.Cause)
 	r.mu.Lock()
@@ -769,8 +767,7 @@ func (r *Run) recordStop() {
 		return
 	}
 	r.stopTold = true
-	sr := asStopRecorder(r.rec)
-	if sr == nil {
+	if !r.parts.hasStopRecorder() {
 		return
 	}
 	res := r.eval.Result()
@@ -779,6 +776,5 @@ func (r *Run) recordStop() {
 		res.Parent = r.tree.parent
 	}
 	res.TerminationCause = termination.Tag(res.Cause, r.stage.allowed)
-	res.Shadow = r.shadow.verdicts() // final: the shadows saw every evaluated event
-	sr.Stopped(&res)
+	r.parts.stopped(&res) // the shadow policies' part fills res.Shadow first (shadow.go)
 }

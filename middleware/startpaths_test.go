@@ -12,6 +12,7 @@ import (
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
+	"github.com/agentstop/agentstop/tree"
 )
 
 // startPath is one of the three ways §8 makes a run another's child.
@@ -51,12 +52,12 @@ func TestChildOfEveryStartPathLocalFleet(t *testing.T) {
 			}
 			t.Run(name, func(t *testing.T) {
 				l := fleet.NewLocal()
-				opts := []middleware.Option{middleware.WithFleet(l)}
+				opts := []middleware.Option{middleware.WithParticipant(fleet.Membership(l))}
 				if tree != "" {
 					opts = append(opts, policy(t, tree))
 				}
 				planner := mustStage(t, "planner", opts...)
-				worker := mustStage(t, "worker", middleware.WithFleet(l))
+				worker := mustStage(t, "worker", middleware.WithParticipant(fleet.Membership(l)))
 				pctx, p := planner.Start(context.Background())
 				cctx, c := path.start(worker, pctx, p)
 				require.Equal(t, p.ID(), c.Parent())
@@ -84,8 +85,8 @@ func TestTreeLimitsEveryStartPathLocalFleet(t *testing.T) {
 	for _, path := range startPaths {
 		t.Run(path.name, func(t *testing.T) {
 			l := fleet.NewLocal()
-			planner := mustStage(t, "planner", middleware.WithFleet(l), policy(t, "tree: {token_budget: {total: 1000}}"))
-			worker := mustStage(t, "worker", middleware.WithFleet(l))
+			planner := mustStage(t, "planner", middleware.WithParticipant(fleet.Membership(l)), policy(t, "tree: {token_budget: {total: 1000}}"))
+			worker := mustStage(t, "worker", middleware.WithParticipant(fleet.Membership(l)))
 			pctx, p := planner.Start(context.Background())
 			_, c := path.start(worker, pctx, p)
 			n := 0
@@ -112,10 +113,10 @@ func TestTreeLimitsEveryStartPathLocalFleet(t *testing.T) {
 // run in no tree with limits, or whose stage has no fleet, holds nothing
 // and lists none.
 func TestTreeSharedFromStart(t *testing.T) {
-	f := &holdingHooks{Local: fleet.NewLocal(), hooks: map[string]fleet.TreeHooks{}}
-	planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {max_iterations: 100}"))
-	middle := mustStage(t, "middle", middleware.WithFleet(f), policy(t, "tree: {max_tool_calls: 10}"))
-	worker := mustStage(t, "worker", middleware.WithFleet(f))
+	f := &holdingHooks{Local: fleet.NewLocal(), hooks: map[string]tree.Hooks{}}
+	planner := mustStage(t, "planner", middleware.WithParticipant(fleet.Membership(f)), policy(t, "tree: {max_iterations: 100}"))
+	middle := mustStage(t, "middle", middleware.WithParticipant(fleet.Membership(f)), policy(t, "tree: {max_tool_calls: 10}"))
+	worker := mustStage(t, "worker", middleware.WithParticipant(fleet.Membership(f)))
 	unshared := mustStage(t, "unshared", policy(t, "tree: {max_iterations: 100}"))
 	pctx, p := planner.Start(context.Background())
 	mctx, m := middle.Start(pctx)

@@ -3,16 +3,15 @@ package middleware
 import (
 	"context"
 	"fmt"
-	"reflect"
 	"slices"
 	"sync"
 	"time"
 
-	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/termination"
+	"github.com/agentstop/agentstop/tree"
 )
 
-// Trees of runs (docs/spec.md §8). A run's place in a tree is a *tree that
+// Trees of runs (docs/spec.md §8). A run's place in a tree is a *node that
 // the Run points to: the parent link, the run's tree limits and their
 // roll-up, and the live children. A run that has no parent, holds no tree
 // limits and never had a child has none.
@@ -23,17 +22,17 @@ import (
 // holding a tree's mu takes a run's: cascades and warnings copy the
 // children out first.
 
-// tree is a run's place in a tree of runs.
-type tree struct {
+// node is a run's place in a tree of runs.
+type node struct {
 	run    *Run
 	parent string // the parent's run id; "" for a root
-	up     *tree  // the parent's tree when the parent runs in this process
+	up     *node  // the parent's tree when the parent runs in this process
 	// holders are the trees whose limits count this run's events: this one
 	// when it holds limits, then its ancestors' that do, nearest first. Set
 	// before the run is visible; read only.
-	holders []*tree
+	holders []*node
 	// ids are the run ids of the holders whose tree limits count this
-	// run's events and are shared through a fleet (fleet.Trees), nearest
+	// run's events and are shared through a fleet (tree.Sharer), nearest
 	// first: this run when it holds shared limits, the remote holders it
 	// joined, then its parent's ids (the parent's own slice when the run
 	// adds none). Set before the run is visible; read only. They go out in
@@ -52,7 +51,7 @@ type tree struct {
 	holdTimer *time.Timer
 	// The live children: an intrusive list, so that a finished child
 	// leaves nothing behind.
-	first, prev, next *tree
+	first, prev, next *node
 
 	// Sharing through a fleet (treeshare.go). whole: the tree limits the
 	// run holds, as they were when it started (what a fleet shares); held:
@@ -65,12 +64,12 @@ type tree struct {
 	held       bool
 	joined     []string
 	propagated termination.Limits // what the request said was left, when joined
-	spent      fleet.TreeUsage
+	spent      tree.Usage
 	chargeEv   *termination.Event // under mu: the holder's charge's event, made on first use
 	uncounted  termination.Totals // under mu: what charge spent that limits did not need to count (treeshare.go)
-	shares     []fleet.TreeMember
-	spends     bool // a member of shares needs the subtree's usage (not every one is a fleet.QuietMember)
-	pending    fleet.TreeUsage
+	shares     []tree.Member
+	spends     bool // a member of shares needs the subtree's usage (not every one is a tree.QuietMember)
+	pending    tree.Usage
 }
 
 // runKey is the context key under which a run's context carries its run.
@@ -108,8 +107,8 @@ func RunFromContext(ctx context.Context) *Run {
 // (Run.Parent, Result.Parent, the recorder's RunInfo.ParentRunID). With a
 // fleet ([WithFleet]) the run is then the remote parent's child in the
 // fleet: the parent's end reaches it, and when the fleet shares trees
-// (fleet.Trees) it joins the shared trees over the parent (the fleet looks
-// them up: fleet.Trees.TreesOf), which charge its events and stop it when
+// (tree.Sharer) it joins the shared trees over the parent (the fleet looks
+// them up: tree.Sharer.TreesOf), which charge its events and stop it when
 // their limits are spent. Without a fleet nothing over the remote parent
 // limits or ends it. It takes precedence over the run a context
 // carries and over a propagated parent. An empty id is ignored. Default:
@@ -213,8 +212,8 @@ type parentRef struct {
 
 // findParent resolves a starting run's parent: WithParent, else the run
 // ctx descends from, else a parent the Propagator extracted into ctx. f is
-// the starting run's fleet (nil for none).
-func findParent(ctx context.Context, rc *runConfig, f fleet.Fleet) parentRef {
+// the starting run's stage's participant that shares trees (nil for none).
+func findParent(ctx context.Context, rc *runConfig, f tree.Sharer) parentRef {
 	if rc.parent != "" {
 		r, ended := lookupRun(rc.parent)
 		return parentRef{run: r, id: rc.parent, ended: ended, byID: r == nil && ended == ""}
@@ -230,7 +229,7 @@ func findParent(ctx context.Context, rc *runConfig, f fleet.Fleet) parentRef {
 		// started). Without a shared fleet the request counts as one from
 		// another process: the propagated limits become the child's own.
 		r, ended := lookupRun(rp.id)
-		if r != nil && sameFleet(f, r.stage.cfg.fleet) {
+		if r != nil && sameFleet(f, r.stage.trees) {
 			return parentRef{run: r, id: rp.id}
 		}
 		return parentRef{id: rp.id, limits: rp.limits, hasLimits: rp.limits.Has != 0, holders: rp.holders, ended: ended}
@@ -238,15 +237,17 @@ func findParent(ctx context.Context, rc *runConfig, f fleet.Fleet) parentRef {
 	return parentRef{}
 }
 
-// sameFleet reports whether a and b are one fleet (not nil). A fleet of a
-// type that cannot be compared is no other's.
-func sameFleet(a, b fleet.Fleet) bool {
+// sameFleet reports whether a and b are one fleet's participant (not
+// nil). Participants of a type that cannot be compared are no other's.
+func sameFleet(a, b tree.Sharer) (same bool) {
 	if a == nil || b == nil {
 		return false
 	}
-	if t := reflect.TypeOf(a); t != reflect.TypeOf(b) || !t.Comparable() {
-		return false
-	}
+	defer func() {
+		if recover() != nil { // an incomparable type: not the same
+			same = false
+		}
+	}()
 	return a == b
 }
 
@@ -261,7 +262,7 @@ func (r *Run) joinTree(p parentRef) bool {
 	// was left at the call, are then what Remaining reports, not limits of
 	// the run's own. Without one, or when the fleet does not know one of
 	// the holders, they become the run's tree limits.
-	var t *tree
+	var t *node
 	shared := false
 	if r.stage.trees != nil && p.byID {
 		// WithParent named a run of another process (a job queue carries
@@ -272,7 +273,7 @@ func (r *Run) joinTree(p parentRef) bool {
 	if r.stage.trees != nil && len(p.holders) > 0 && p.ended == "" {
 		// Published before the fleet can stop the run through a hook, so
 		// that the stop's cascade finds it.
-		t = &tree{run: r, parent: p.id}
+		t = &node{run: r, parent: p.id}
 		r.mu.Lock()
 		r.tree = t
 		r.mu.Unlock()
@@ -293,7 +294,7 @@ func (r *Run) joinTree(p parentRef) bool {
 		return false
 	}
 	if t == nil {
-		t = &tree{run: r, parent: p.id}
+		t = &node{run: r, parent: p.id}
 	}
 	if limits != nil {
 		t.limits = termination.NewEvaluator(limits, termination.WallClock)
@@ -306,7 +307,7 @@ func (r *Run) joinTree(p parentRef) bool {
 	joined := len(t.joined) > 0 // joined, even if a hook has stopped the run since
 	t.mu.Unlock()
 	if limits != nil || joined {
-		t.holders = []*tree{t}
+		t.holders = []*node{t}
 	}
 	r.mu.Lock()
 	r.tree = t // before the run is visible to its parent's cascade
@@ -356,7 +357,7 @@ func (r *Run) joinTree(p parentRef) bool {
 // run's shared trees. A run that holds no limits, joined no remote tree
 // and whose ancestors share none does nothing here; one that adds no
 // holder of its own takes its parent's ids as they are (no allocation).
-func (t *tree) share(upIDs []string) {
+func (t *node) share(upIDs []string) {
 	held := t.limits != nil && t.hold()
 	t.mu.Lock()
 	joined := t.joined
@@ -384,16 +385,16 @@ func (t *tree) share(upIDs []string) {
 
 // treeLocked returns the run's tree, made on first use (a run becomes a
 // tree's root when its first child starts). r.mu is held.
-func (r *Run) treeLocked() *tree {
+func (r *Run) treeLocked() *node {
 	if r.tree == nil {
-		r.tree = &tree{run: r}
+		r.tree = &node{run: r}
 	}
 	return r.tree
 }
 
 // leave takes a finished run out of its parent's live children, so
 // that the parent holds nothing for it, and stops its tree timer.
-func (t *tree) leave() {
+func (t *node) leave() {
 	t.mu.Lock()
 	if t.timer != nil {
 		t.timer.Stop()
@@ -420,10 +421,10 @@ func (t *tree) leave() {
 }
 
 // children returns the live children.
-func (t *tree) children() []*tree {
+func (t *node) children() []*node {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	var out []*tree
+	var out []*node
 	for c := t.first; c != nil; c = c.next {
 		out = append(out, c)
 	}
@@ -435,7 +436,7 @@ func (t *tree) children() []*tree {
 // this run, so that a grandchild names the run whose end started it, and
 // with Cancelled{reason: parent, detail: "STAGE ended: TAG"} naming this
 // run otherwise. Each child ends its own children the same way.
-func (t *tree) endChildren(c termination.Cause) {
+func (t *node) endChildren(c termination.Cause) {
 	t.mu.Lock()
 	if t.ended {
 		t.mu.Unlock()
@@ -443,7 +444,7 @@ func (t *tree) endChildren(c termination.Cause) {
 	}
 	t.ended = true
 	shares, spent := t.shares, t.pending
-	t.shares, t.pending = nil, fleet.TreeUsage{}
+	t.shares, t.pending = nil, tree.Usage{}
 	t.mu.Unlock()
 	if len(shares) > 0 && !spent.IsZero() {
 		// The event that ended the run (its own condition fired) is the
@@ -472,7 +473,7 @@ func (t *tree) endChildren(c termination.Cause) {
 // nearest first, with the run's lock and root's (the last holder's, see
 // lockRoot) held. It reports whether any of them warned or fired: the
 // caller then calls Run.treeEvent without the lock.
-func (t *tree) rollUp(ev *termination.Event, root *tree) bool {
+func (t *node) rollUp(ev *termination.Event, root *node) bool {
 	acted := false
 	for _, h := range t.holders {
 		if h != root {
@@ -485,7 +486,7 @@ func (t *tree) rollUp(ev *termination.Event, root *tree) bool {
 			acted = acted || stop || len(h.limits.WarningsSince(h.nwarn)) > 0
 		}
 		if h.spends {
-			h.pending = h.pending.Add(fleet.TreeUsageOf(ev))
+			h.pending = h.pending.Add(tree.UsageOf(ev))
 			acted = true
 		}
 		if h != root {
@@ -501,7 +502,7 @@ func (t *tree) rollUp(ev *termination.Event, root *tree) bool {
 // one order, the order they are recorded in (an event log replays them in
 // that order, §4), and none is evaluated after a tree limit fired (see
 // firedHolder). It returns nil for a run without holders.
-func (t *tree) lockRoot() *tree {
+func (t *node) lockRoot() *node {
 	if t == nil || len(t.holders) == 0 {
 		return nil
 	}
@@ -515,7 +516,7 @@ func (t *tree) lockRoot() *tree {
 // cascade may not have reached this run yet. An event that comes now is
 // not evaluated: replay ends the holder's tree at the event that crossed
 // the limit, and so does the live run.
-func (t *tree) firedHolder(root *tree) (*tree, []termination.Cause) {
+func (t *node) firedHolder(root *node) (*node, []termination.Cause) {
 	for _, h := range t.holders {
 		if h != root {
 			h.mu.Lock()
@@ -540,7 +541,7 @@ func (t *tree) firedHolder(root *tree) (*tree, []termination.Cause) {
 // event: the holder with what they fired, a descendant with the cascade
 // that the holder's end sends it (Cancelled{reason: parent} naming the
 // holder). Called without locks; the event is not evaluated.
-func (r *Run) endByTree(h *tree, fired []termination.Cause) (termination.Cause, bool, bool) {
+func (r *Run) endByTree(h *node, fired []termination.Cause) (termination.Cause, bool, bool) {
 	if h == r.tree {
 		r.stopTree(fired, false)
 	} else {
@@ -580,7 +581,7 @@ func (r *Run) treeEvent() bool {
 // them). The subtree's usage since the last event is spent through the
 // holder's fleet memberships (treeshare.go). Called without locks. It
 // reports what treeEvent does.
-func (h *tree) act(onEvent bool) bool {
+func (h *node) act(onEvent bool) bool {
 	h.mu.Lock()
 	var w, fired []termination.Cause
 	var holdAt termination.Cause // the limit the tree is held at (hold.go)
@@ -596,7 +597,7 @@ func (h *tree) act(onEvent bool) bool {
 		}
 	}
 	shares, spent, held, joined := h.shares, h.pending, h.held, len(h.joined) > 0
-	h.pending = fleet.TreeUsage{}
+	h.pending = tree.Usage{}
 	if len(shares) > 0 {
 		h.spent = h.spent.Add(spent)
 	}
@@ -626,7 +627,7 @@ func (h *tree) act(onEvent bool) bool {
 // warnSubtree records the holder's tree warnings on the holder and every
 // live descendant. A run hands them to its hook and recorder with its next
 // event, or at its end (the run whose event raised them, at once).
-func (t *tree) warnSubtree(w []termination.Cause) {
+func (t *node) warnSubtree(w []termination.Cause) {
 	r := t.run
 	r.mu.Lock()
 	for _, c := range w {
@@ -651,7 +652,7 @@ func (r *Run) stopTree(fired []termination.Cause, onEvent bool) bool {
 
 // timeout is the tree timeout's timer: the holder's tree has lasted its
 // shortest tree timeout.
-func (t *tree) timeout() {
+func (t *node) timeout() {
 	t.mu.Lock()
 	if t.limits == nil {
 		t.mu.Unlock()
@@ -672,7 +673,7 @@ func (t *tree) timeout() {
 // the run holds counted it (what other processes spent under a shared
 // tree included), for Result.Tree; nil when it holds none. The run's lock
 // may be held (a run's lock comes before a tree's).
-func (t *tree) totals() *termination.Totals {
+func (t *node) totals() *termination.Totals {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.limits == nil {
@@ -742,7 +743,7 @@ func (r *Run) treeRemaining() termination.Limits {
 // count its own events only. A run that holds no tree limits and has no
 // ancestor that does, or that has stopped, ignores it. Negative or
 // non-finite amounts are reported to the recorder and ignored. A callee
-// whose runs joined the run's tree through a fleet (fleet.Trees), or are
+// whose runs joined the run's tree through a fleet (tree.Sharer), or are
 // linked to it in this process (a callee in this process on the same
 // fleet), is charged to it already: charging its reported usage too
 // counts it twice.

@@ -16,8 +16,8 @@ import (
 // a fleet stop of a planner ends its descendants and reports them.
 func TestTreeInLocalFleet(t *testing.T) {
 	l := fleet.NewLocal()
-	planner := mustStage(t, "planner", middleware.WithFleet(l))
-	worker := mustStage(t, "worker", middleware.WithFleet(l))
+	planner := mustStage(t, "planner", middleware.WithParticipant(fleet.Membership(l)))
+	worker := mustStage(t, "worker", middleware.WithParticipant(fleet.Membership(l)))
 	pctx, p := planner.Start(context.Background())
 	cctx, c := worker.Start(pctx)
 	_, g := worker.Start(cctx)

@@ -211,7 +211,7 @@ func TestTreeWithParent(t *testing.T) {
 	// A parent in another process: recorded, nothing more.
 	const remote = "0123456789abcdef0123456789abcdef"
 	rec := &fakeRecorder{}
-	child = mustStage(t, "child", middleware.WithRecorder(rec))
+	child = mustStage(t, "child", middleware.WithParticipant(rec))
 	_, c = child.Start(context.Background(), middleware.WithParent(remote))
 	assert.Equal(t, remote, c.Parent())
 	res := c.Finish(nil)

@@ -1,15 +1,16 @@
 package middleware
 
 import (
+	"slices"
 	"strings"
 
-	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/termination"
+	"github.com/agentstop/agentstop/tree"
 )
 
 // Tree limits shared through a fleet (docs/spec.md §8, "Across
 // processes"). When a run that holds tree limits starts in a stage whose
-// fleet implements fleet.Trees, the fleet shares them at once (HoldTree,
+// fleet implements tree.Sharer, the fleet shares them at once (HoldTree,
 // keyed by the run's id: clarified 2026-11-28, a holder's tree is shared
 // whenever it has tree: limits, not only once its id leaves). A request
 // the run or a descendant makes names the holders (TreeHeader), and the
@@ -35,9 +36,9 @@ import (
 // holder (a fleet that knows none of them shares nothing: the run then
 // takes the propagated limits as its own). It is called by joinTree before
 // the run is visible, so it needs no lock.
-func (t *tree) join(holders []string, propagated termination.Limits) bool {
+func (t *node) join(holders []string, propagated termination.Limits) bool {
 	trees := t.run.stage.trees
-	hooks := fleet.TreeHooks{Stop: t.run.stopWith, Warn: t.treeWarning}
+	hooks := tree.Hooks{Stop: t.run.stopWith, Warn: t.treeWarning}
 	known := true
 	for _, id := range holders {
 		m := trees.JoinTree(t.run.parent, id, hooks)
@@ -62,7 +63,7 @@ func (t *tree) join(holders []string, propagated termination.Limits) bool {
 
 // treeWarning is a joined run's hook for a holder's tree warning raised in
 // another process: the run and its live descendants get it.
-func (t *tree) treeWarning(c termination.Cause) {
+func (t *node) treeWarning(c termination.Cause) {
 	t.warnSubtree([]termination.Cause{c})
 }
 
@@ -71,7 +72,7 @@ func (t *tree) treeWarning(c termination.Cause) {
 // its stage's fleet, once, when the run starts (share). It reports whether
 // the run's limits are shared (a fleet that shares trees, and limits the
 // run holds).
-func (t *tree) hold() bool {
+func (t *node) hold() bool {
 	trees := t.run.stage.trees
 	if trees == nil {
 		return false
@@ -86,16 +87,16 @@ func (t *tree) hold() bool {
 	}
 	t.held = true
 	p := t.limits.Progress()
-	used := fleet.TreeUsage{Iterations: int64(p.Iterations), ToolCalls: int64(p.ToolCalls), Tokens: p.Tokens, Cost: p.Cost}
-	spec := fleet.TreeSpec{Holder: t.run.id, Stage: t.run.stage.name, Limits: t.whole}
+	used := tree.Usage{Iterations: int64(p.Iterations), ToolCalls: int64(p.ToolCalls), Tokens: p.Tokens, Cost: p.Cost}
+	spec := tree.Spec{Holder: t.run.id, Stage: t.run.stage.name, Limits: t.whole}
 	// HoldTree calls no hook before it returns: holding the lock keeps the
 	// subtree's events from slipping between used and the first Spend.
-	m := trees.HoldTree(spec, used, fleet.TreeHooks{
+	m := trees.HoldTree(spec, used, tree.Hooks{
 		Stop:   func(c termination.Cause) bool { return t.run.stopTree([]termination.Cause{c}, false) },
 		Charge: t.charge,
 	})
 	t.shares = append(t.shares, m)
-	if _, quiet := m.(fleet.QuietMember); !quiet {
+	if _, quiet := m.(tree.QuietMember); !quiet {
 		t.spends = true // a quiet holding (fleet.Local's) is spent nothing
 	}
 	return true
@@ -104,7 +105,7 @@ func (t *tree) hold() bool {
 // spend spends the subtree's usage through the holder's fleet
 // memberships, and ends the holder when one finds the tree's limits spent;
 // it reports whether one did.
-func (t *tree) spend(shares []fleet.TreeMember, u fleet.TreeUsage, onEvent bool) bool {
+func (t *node) spend(shares []tree.Member, u tree.Usage, onEvent bool) bool {
 	var stop termination.Cause
 	for _, s := range shares { // every tree is charged, whatever one says
 		if c := s.Spend(u); c != nil && stop == nil {
@@ -120,7 +121,7 @@ func (t *tree) spend(shares []fleet.TreeMember, u fleet.TreeUsage, onEvent bool)
 // shareWarnings hands a holder's tree warnings to its descendants in
 // other processes, through its holding (a joined run's memberships ignore
 // them).
-func shareWarnings(shares []fleet.TreeMember, w []termination.Cause) {
+func shareWarnings(shares []tree.Member, w []termination.Cause) {
 	for _, s := range shares {
 		for _, c := range w {
 			s.Warn(c)
@@ -133,7 +134,7 @@ func shareWarnings(shares []fleet.TreeMember, w []termination.Cause) {
 // events of the tree would: iterations as message events, tool calls as
 // tool_call events (only as many as can still change anything), tokens
 // and cost as one event. It then acts on what they did.
-func (t *tree) charge(u fleet.TreeUsage) {
+func (t *node) charge(u tree.Usage) {
 	t.mu.Lock()
 	if t.limits == nil {
 		t.mu.Unlock()
@@ -193,7 +194,7 @@ func (t *tree) charge(u fleet.TreeUsage) {
 // limits (feeding since before): the iterations and tool calls past what
 // can change anything, and what came after the limits fired. The limits
 // need no more; Result.Tree counts it. t.mu is held.
-func (t *tree) uncount(u fleet.TreeUsage, before termination.Progress) {
+func (t *node) uncount(u tree.Usage, before termination.Progress) {
 	after := t.limits.Progress()
 	t.uncounted.Iterations += int(u.Iterations) - (after.Iterations - before.Iterations)
 	t.uncounted.ToolCalls += int(u.ToolCalls) - (after.ToolCalls - before.ToolCalls)
@@ -203,7 +204,7 @@ func (t *tree) uncount(u fleet.TreeUsage, before termination.Progress) {
 }
 
 // lessSpent returns what is left of l once u is spent (never below 0).
-func lessSpent(l termination.Limits, u fleet.TreeUsage) termination.Limits {
+func lessSpent(l termination.Limits, u tree.Usage) termination.Limits {
 	l.Iterations = max(l.Iterations-int(u.Iterations), 0)
 	l.ToolCalls = max(l.ToolCalls-int(u.ToolCalls), 0)
 	l.TotalTokens = max(l.TotalTokens-u.Tokens.InputTokens-u.Tokens.OutputTokens, 0)
@@ -226,4 +227,19 @@ func (r *Run) sharedHolders() string {
 		return ""
 	}
 	return strings.Join(t.ids, " ") // read only once set
+}
+
+// SharedTrees returns the ids of the runs whose tree limits count this
+// run's events and are shared through a fleet (tree.Sharer), nearest
+// first: a fleet's registry lists them with the run, so that a child
+// started elsewhere with only this run's id joins them (§8). nil for a run
+// in no shared tree.
+func (r *Run) SharedTrees() []string {
+	r.mu.Lock()
+	t := r.tree
+	r.mu.Unlock()
+	if t == nil || len(t.ids) == 0 {
+		return nil
+	}
+	return slices.Clone(t.ids) // read only once set
 }

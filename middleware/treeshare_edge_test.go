@@ -12,6 +12,7 @@ import (
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
+	"github.com/agentstop/agentstop/tree"
 )
 
 var finalEv = termination.Event{Kind: termination.KindFinal, Usage: termination.Usage{InputTokens: 100, OutputTokens: 10}, Cost: 0.01}
@@ -21,7 +22,7 @@ var finalEv = termination.Event{Kind: termination.KindFinal, Usage: termination.
 func TestTreeSharedFinalNeverFires(t *testing.T) {
 	for _, shared := range []bool{false, true} {
 		f := fleet.NewLocal()
-		planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {max_iterations: 2}"))
+		planner := mustStage(t, "planner", middleware.WithParticipant(fleet.Membership(f)), policy(t, "tree: {max_iterations: 2}"))
 		worker := mustStage(t, "worker", otherProcess(f))
 		pctx, p := planner.Start(context.Background())
 		cctx := pctx
@@ -45,7 +46,7 @@ func TestTreeSharedFinalNeverFires(t *testing.T) {
 func TestTreeSharedStoppingEventCharged(t *testing.T) {
 	for _, shared := range []bool{false, true} {
 		f := fleet.NewLocal()
-		planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {token_budget: {total: 100000}}"))
+		planner := mustStage(t, "planner", middleware.WithParticipant(fleet.Membership(f)), policy(t, "tree: {token_budget: {total: 100000}}"))
 		worker := mustStage(t, "worker", otherProcess(f), policy(t, "max_iterations: 2"))
 		pctx, p := planner.Start(context.Background())
 		cctx := pctx
@@ -66,7 +67,7 @@ func TestTreeSharedStoppingEventCharged(t *testing.T) {
 func TestTreeSharedJoinRacesHolderEnd(t *testing.T) {
 	for range 200 {
 		f := fleet.NewLocal()
-		planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {max_iterations: 100}"))
+		planner := mustStage(t, "planner", middleware.WithParticipant(fleet.Membership(f)), policy(t, "tree: {max_iterations: 100}"))
 		worker := mustStage(t, "worker", otherProcess(f))
 		pctx, p := planner.Start(context.Background())
 		cctx, _ := crossCall(pctx)
@@ -87,9 +88,9 @@ func TestTreeSharedJoinRacesHolderEnd(t *testing.T) {
 // A charge that comes after the holder ended does nothing: no warning, no
 // hook.
 func TestTreeSharedChargeAfterEnd(t *testing.T) {
-	f := &holdingHooks{Local: fleet.NewLocal(), hooks: map[string]fleet.TreeHooks{}}
+	f := &holdingHooks{Local: fleet.NewLocal(), hooks: map[string]tree.Hooks{}}
 	var ended, after atomic.Bool
-	planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {token_budget: {total: 1000, pressure: 0.5}}"),
+	planner := mustStage(t, "planner", middleware.WithParticipant(fleet.Membership(f)), policy(t, "tree: {token_budget: {total: 1000, pressure: 0.5}}"),
 		middleware.WithOnWarning(func(context.Context, *middleware.Run, termination.Cause) {
 			if ended.Load() {
 				after.Store(true)
@@ -102,7 +103,7 @@ func TestTreeSharedChargeAfterEnd(t *testing.T) {
 	f.mu.Unlock()
 	before := p.Finish(nil)
 	ended.Store(true)
-	hooks.Charge(fleet.TreeUsage{Tokens: termination.Usage{InputTokens: 900}})
+	hooks.Charge(tree.Usage{Tokens: termination.Usage{InputTokens: 900}})
 	assert.False(t, after.Load(), "OnWarning called after the run ended")
 	assert.Equal(t, before.Warnings, p.Wait().Warnings)
 }
@@ -126,8 +127,8 @@ func TestTreeSharedJoinedRemaining(t *testing.T) {
 func TestTreeSharedPropagatedAncestorLimits(t *testing.T) {
 	const id = "0123456789abcdef0123456789abcdef"
 	f := fleet.NewLocal()
-	gateway := mustStage(t, "gateway", middleware.WithFleet(f))
-	planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {max_iterations: 100}"))
+	gateway := mustStage(t, "gateway", middleware.WithParticipant(fleet.Membership(f)))
+	planner := mustStage(t, "planner", middleware.WithParticipant(fleet.Membership(f)), policy(t, "tree: {max_iterations: 100}"))
 	worker := mustStage(t, "worker", otherProcess(f))
 	gctx, g := gateway.Start(middleware.Propagator().Extract(context.Background(), propagation.MapCarrier{
 		middleware.RunHeader: id, middleware.RemainingHeader: "iterations=3"}))
@@ -162,8 +163,8 @@ func TestTreeSharedChildOfEndedHolder(t *testing.T) {
 // A header that names a holder twice joins it once.
 func TestTreeSharedDuplicateHolders(t *testing.T) {
 	f := fleet.NewLocal()
-	planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {max_iterations: 10}"))
-	other := mustStage(t, "other", middleware.WithFleet(f), policy(t, "tree: {max_iterations: 10}"))
+	planner := mustStage(t, "planner", middleware.WithParticipant(fleet.Membership(f)), policy(t, "tree: {max_iterations: 10}"))
+	other := mustStage(t, "other", middleware.WithParticipant(fleet.Membership(f)), policy(t, "tree: {max_iterations: 10}"))
 	worker := mustStage(t, "worker", otherProcess(f))
 	pctx, p := planner.Start(context.Background())
 	octx, o := other.Start(context.Background())
@@ -186,11 +187,11 @@ type stopOnJoin struct {
 	wg sync.WaitGroup
 }
 
-func (s *stopOnJoin) HoldTree(fleet.TreeSpec, fleet.TreeUsage, fleet.TreeHooks) fleet.TreeMember {
+func (s *stopOnJoin) HoldTree(tree.Spec, tree.Usage, tree.Hooks) tree.Member {
 	return nopMember{}
 }
 
-func (s *stopOnJoin) JoinTree(_ context.Context, holder string, hooks fleet.TreeHooks) fleet.TreeMember {
+func (s *stopOnJoin) JoinTree(_ context.Context, holder string, hooks tree.Hooks) tree.Member {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
@@ -201,14 +202,14 @@ func (s *stopOnJoin) JoinTree(_ context.Context, holder string, hooks fleet.Tree
 
 type nopMember struct{}
 
-func (nopMember) Spend(fleet.TreeUsage) termination.Cause { return nil }
-func (nopMember) Warn(termination.Cause)                  {}
-func (nopMember) Leave(termination.Cancelled)             {}
+func (nopMember) Spend(tree.Usage) termination.Cause { return nil }
+func (nopMember) Warn(termination.Cause)             {}
+func (nopMember) Leave(termination.Cancelled)        {}
 
 func TestTreeSharedStopWhileJoining(t *testing.T) {
 	const id = "0123456789abcdef0123456789abcdef"
 	f := &stopOnJoin{Local: fleet.NewLocal()}
-	worker := mustStage(t, "worker", middleware.WithFleet(f))
+	worker := mustStage(t, "worker", middleware.WithParticipant(fleet.Membership(f)))
 	for range 50 {
 		ctx := middleware.Propagator().Extract(context.Background(), propagation.MapCarrier{
 			middleware.RunHeader: id, middleware.TreeHeader: id})
@@ -228,10 +229,10 @@ func BenchmarkTreeHeld(b *testing.B) {
 			f := fleet.NewLocal()
 			opts := []middleware.Option{policy(b, "tree: {token_budget: {total: 1e15}, max_iterations: 2000000000}")}
 			if held {
-				opts = append(opts, middleware.WithFleet(f))
+				opts = append(opts, middleware.WithParticipant(fleet.Membership(f)))
 			}
 			planner := mustStage(b, "planner", opts...)
-			child := mustStage(b, "child", middleware.WithFleet(f))
+			child := mustStage(b, "child", middleware.WithParticipant(fleet.Membership(f)))
 			pctx, p := planner.Start(context.Background())
 			_, c := child.Start(pctx)
 			b.ReportAllocs()
@@ -251,7 +252,7 @@ func BenchmarkTreeHeld(b *testing.B) {
 // mid-way.
 func TestTreeSharedStress(t *testing.T) {
 	f := fleet.NewLocal()
-	planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {max_iterations: 3000, token_budget: {total: 100000000, pressure: 0.001}}"))
+	planner := mustStage(t, "planner", middleware.WithParticipant(fleet.Membership(f)), policy(t, "tree: {max_iterations: 3000, token_budget: {total: 100000000, pressure: 0.001}}"))
 	worker := mustStage(t, "worker", otherProcess(f), policy(t, "tree: {max_iterations: 100000}"))
 	leaf := mustStage(t, "leaf", otherProcess(f))
 	pctx, p := planner.Start(context.Background())

@@ -13,6 +13,7 @@ import (
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
+	"github.com/agentstop/agentstop/tree"
 )
 
 // call crosses a "process" boundary the way an HTTP client and server do:
@@ -27,12 +28,14 @@ func crossCall(ctx context.Context) (context.Context, propagation.MapCarrier) {
 // the same fleet.Local (its trees are shared, charged exactly), but not
 // the same fleet value, so that a run started from a request a run on the
 // Local made counts as one from another process: it joins the caller's
-// trees through the fleet (fleet.Trees) instead of being linked to its
+// trees through the fleet (tree.Sharer) instead of being linked to its
 // parent directly, as a child of a run on the same fleet is.
 type elsewhere struct{ *fleet.Local }
 
 // otherProcess makes a stage use f as another process would (elsewhere).
-func otherProcess(f *fleet.Local) middleware.Option { return middleware.WithFleet(&elsewhere{f}) }
+func otherProcess(f *fleet.Local) middleware.Option {
+	return middleware.WithParticipant(fleet.Membership(&elsewhere{f}))
+}
 
 // sharedTree starts a planner run that holds tree: {tree} on an in-process
 // fleet, and returns it, the context of a request it makes (as a callee's
@@ -40,7 +43,7 @@ func otherProcess(f *fleet.Local) middleware.Option { return middleware.WithFlee
 func sharedTree(t testing.TB, tree string, workerOpts ...middleware.Option) (*middleware.Run, context.Context, *middleware.Stage) {
 	t.Helper()
 	f := fleet.NewLocal()
-	planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {"+tree+"}"))
+	planner := mustStage(t, "planner", middleware.WithParticipant(fleet.Membership(f)), policy(t, "tree: {"+tree+"}"))
 	worker := mustStage(t, "worker", append([]middleware.Option{otherProcess(f)}, workerOpts...)...)
 	pctx, p := planner.Start(context.Background())
 	cctx, _ := crossCall(pctx)
@@ -69,7 +72,7 @@ func TestTreeSharedThroughFleet(t *testing.T) {
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			f := fleet.NewLocal()
-			planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {"+c.tree+"}"))
+			planner := mustStage(t, "planner", middleware.WithParticipant(fleet.Membership(f)), policy(t, "tree: {"+c.tree+"}"))
 			worker := mustStage(t, "worker", otherProcess(f))
 			pctx, p := planner.Start(context.Background())
 			for range c.before {
@@ -125,7 +128,7 @@ func TestTreeSharedThroughFleet(t *testing.T) {
 // fleet, and the holder's Remaining counts what the callee spent.
 func TestTreeSharedWarningsAndRemaining(t *testing.T) {
 	f := fleet.NewLocal()
-	planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {token_budget: {total: 1000, pressure: 0.5}}"))
+	planner := mustStage(t, "planner", middleware.WithParticipant(fleet.Membership(f)), policy(t, "tree: {token_budget: {total: 1000, pressure: 0.5}}"))
 	var mu sync.Mutex
 	var warned []string
 	worker := mustStage(t, "worker", otherProcess(f), middleware.WithOnWarning(func(_ context.Context, _ *middleware.Run, c termination.Cause) {
@@ -158,7 +161,7 @@ func TestTreeSharedWarningsAndRemaining(t *testing.T) {
 // holders a run joined are passed on with its own requests.
 func TestTreeSharedTwoHops(t *testing.T) {
 	f := fleet.NewLocal()
-	planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {max_iterations: 6}"))
+	planner := mustStage(t, "planner", middleware.WithParticipant(fleet.Membership(f)), policy(t, "tree: {max_iterations: 6}"))
 	middle := mustStage(t, "middle", otherProcess(f), policy(t, "tree: {max_iterations: 100}"))
 	leaf := mustStage(t, "leaf", otherProcess(f))
 	pctx, p := planner.Start(context.Background())
@@ -197,14 +200,14 @@ func TestTreeHeaderOnlyWhenShared(t *testing.T) {
 	assert.NotContains(t, carrier, middleware.TreeHeader)
 	r.Finish(nil)
 
-	noLimits := mustStage(t, "planner", middleware.WithFleet(fleet.NewLocal()))
+	noLimits := mustStage(t, "planner", middleware.WithParticipant(fleet.Membership(fleet.NewLocal())))
 	ctx, r = noLimits.Start(context.Background())
 	_, carrier = crossCall(ctx)
 	assert.NotContains(t, carrier, middleware.TreeHeader)
 	r.Finish(nil)
 
 	const id = "0123456789abcdef0123456789abcdef"
-	worker := mustStage(t, "worker", middleware.WithFleet(fleet.NewLocal()))
+	worker := mustStage(t, "worker", middleware.WithParticipant(fleet.Membership(fleet.NewLocal())))
 	for _, bad := range []string{"nope", id + " x", strings.Repeat(id+" ", 33)} {
 		ctx := middleware.Propagator().Extract(context.Background(), propagation.MapCarrier{
 			middleware.RunHeader: id, middleware.RemainingHeader: "iterations=1", middleware.TreeHeader: bad})
@@ -266,7 +269,7 @@ func TestTreeSharedConcurrentCallees(t *testing.T) {
 // fleet, allocates nothing.
 func TestTreeSharedEventAllocatesNothing(t *testing.T) {
 	f := fleet.NewLocal()
-	planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {token_budget: {total: 1e12}, max_iterations: 1000000000, cost_budget: {limit: 1e9}}"))
+	planner := mustStage(t, "planner", middleware.WithParticipant(fleet.Membership(f)), policy(t, "tree: {token_budget: {total: 1e12}, max_iterations: 1000000000, cost_budget: {limit: 1e9}}"))
 	worker := mustStage(t, "worker", otherProcess(f))
 	pctx, p := planner.Start(context.Background())
 	defer p.Finish(nil)
@@ -283,18 +286,18 @@ func TestTreeSharedEventAllocatesNothing(t *testing.T) {
 	assert.Equal(t, 1002*int(msg.Usage.InputTokens+msg.Usage.OutputTokens), int(1e12-p.Remaining().TotalTokens))
 }
 
-// holdingHooks is a fleet.Trees that keeps the hooks of the trees held
+// holdingHooks is a tree.Sharer that keeps the hooks of the trees held
 // through it, so that a test can charge a holder as a networked fleet
 // does: other processes' usage, settled in batches. (A stage needs a
 // fleet.Fleet too: fleet.Local's.)
 type holdingHooks struct {
 	*fleet.Local
 	mu    sync.Mutex
-	hooks map[string]fleet.TreeHooks
-	spent fleet.TreeUsage
+	hooks map[string]tree.Hooks
+	spent tree.Usage
 }
 
-func (h *holdingHooks) HoldTree(spec fleet.TreeSpec, used fleet.TreeUsage, hooks fleet.TreeHooks) fleet.TreeMember {
+func (h *holdingHooks) HoldTree(spec tree.Spec, used tree.Usage, hooks tree.Hooks) tree.Member {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.hooks[spec.Holder] = hooks
@@ -302,13 +305,13 @@ func (h *holdingHooks) HoldTree(spec fleet.TreeSpec, used fleet.TreeUsage, hooks
 	return holdingMember{h}
 }
 
-func (h *holdingHooks) JoinTree(context.Context, string, fleet.TreeHooks) fleet.TreeMember {
+func (h *holdingHooks) JoinTree(context.Context, string, tree.Hooks) tree.Member {
 	return holdingMember{h}
 }
 
 type holdingMember struct{ h *holdingHooks }
 
-func (m holdingMember) Spend(u fleet.TreeUsage) termination.Cause {
+func (m holdingMember) Spend(u tree.Usage) termination.Cause {
 	m.h.mu.Lock()
 	m.h.spent = m.h.spent.Add(u)
 	m.h.mu.Unlock()
@@ -324,19 +327,19 @@ func TestTreeChargedInBatches(t *testing.T) {
 	cases := []struct {
 		name  string
 		tree  string
-		batch []fleet.TreeUsage
+		batch []tree.Usage
 		want  termination.Cause // nil: not stopped
 	}{
-		{"iterations at the limit", "max_iterations: 10", []fleet.TreeUsage{{Iterations: 7}, {Iterations: 3}}, nil},
-		{"iterations past it", "max_iterations: 10", []fleet.TreeUsage{{Iterations: 7}, {Iterations: 9}}, termination.MaxIterationsReached{Limit: 10, Count: 11, Scope: termination.ScopeTree}},
-		{"tool calls past it", "max_tool_calls: 4", []fleet.TreeUsage{{ToolCalls: 100}}, termination.MaxToolCallsReached{Limit: 4, Count: 5, Scope: termination.ScopeTree}},
-		{"tokens", "token_budget: {input: 1000}", []fleet.TreeUsage{{Iterations: 50, Tokens: termination.Usage{InputTokens: 999}}, {Tokens: termination.Usage{InputTokens: 1}}}, termination.BudgetExhausted{Resource: termination.ResourceInputTokens, Used: 1000, Limit: 1000, Scope: termination.ScopeTree}},
-		{"cost", "cost_budget: {limit: 2}", []fleet.TreeUsage{{Cost: 1.5}, {Cost: 0.25}}, nil},
+		{"iterations at the limit", "max_iterations: 10", []tree.Usage{{Iterations: 7}, {Iterations: 3}}, nil},
+		{"iterations past it", "max_iterations: 10", []tree.Usage{{Iterations: 7}, {Iterations: 9}}, termination.MaxIterationsReached{Limit: 10, Count: 11, Scope: termination.ScopeTree}},
+		{"tool calls past it", "max_tool_calls: 4", []tree.Usage{{ToolCalls: 100}}, termination.MaxToolCallsReached{Limit: 4, Count: 5, Scope: termination.ScopeTree}},
+		{"tokens", "token_budget: {input: 1000}", []tree.Usage{{Iterations: 50, Tokens: termination.Usage{InputTokens: 999}}, {Tokens: termination.Usage{InputTokens: 1}}}, termination.BudgetExhausted{Resource: termination.ResourceInputTokens, Used: 1000, Limit: 1000, Scope: termination.ScopeTree}},
+		{"cost", "cost_budget: {limit: 2}", []tree.Usage{{Cost: 1.5}, {Cost: 0.25}}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := &holdingHooks{Local: fleet.NewLocal(), hooks: map[string]fleet.TreeHooks{}}
-			planner := mustStage(t, "planner", middleware.WithFleet(f), policy(t, "tree: {"+c.tree+"}"))
+			f := &holdingHooks{Local: fleet.NewLocal(), hooks: map[string]tree.Hooks{}}
+			planner := mustStage(t, "planner", middleware.WithParticipant(fleet.Membership(f)), policy(t, "tree: {"+c.tree+"}"))
 			pctx, p := planner.Start(context.Background())
 			_, carrier := crossCall(pctx)
 			require.Equal(t, p.ID(), carrier[middleware.TreeHeader])

@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/termination"
+	"github.com/agentstop/agentstop/tree"
 )
 
 // A shared tree's holder is charged what other processes spent in
@@ -22,7 +22,7 @@ func TestTreeTotalsCountBatchedCharges(t *testing.T) {
 	r.mu.Lock()
 	tr := r.tree
 	r.mu.Unlock()
-	u := fleet.TreeUsage{Iterations: 5, ToolCalls: 3, Tokens: termination.Usage{InputTokens: 100, OutputTokens: 20}, Cost: 0.5,
+	u := tree.Usage{Iterations: 5, ToolCalls: 3, Tokens: termination.Usage{InputTokens: 100, OutputTokens: 20}, Cost: 0.5,
 		Finals: 2, FinalTokens: termination.Usage{OutputTokens: 5}, FinalCost: 0.1}
 	tr.charge(u)
 	tr.charge(u)

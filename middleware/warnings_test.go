@@ -47,7 +47,7 @@ func TestCountAndStallWarningsReachEveryone(t *testing.T) {
 			rec := &fakeRecorder{}
 			var got []hooked
 			var seen atomic.Int32
-			stage := mustStage(t, "warned", policy(t, src), middleware.WithRecorder(rec),
+			stage := mustStage(t, "warned", policy(t, src), middleware.WithParticipant(rec),
 				middleware.WithOnWarning(func(_ context.Context, _ *middleware.Run, c termination.Cause) {
 					got = append(got, hooked{int(seen.Load()) + 1, c})
 				}))

@@ -69,7 +69,7 @@ func BenchmarkObserve(b *testing.B) {
 			var opts []middleware.Option
 			if bc.recorder {
 				h := newHarness(b, bc.sampler)
-				opts = append(opts, middleware.WithRecorder(h.rec))
+				opts = append(opts, middleware.WithParticipant(h.rec))
 			}
 			st, err := middleware.New("planner", append(opts, middleware.WithPolicy(termination.MustParsePolicy("max_tool_calls: 1000000000\n")))...)
 			if err != nil {
@@ -95,7 +95,7 @@ func BenchmarkRun(b *testing.B) {
 	}{{"unsampled", sdktrace.NeverSample()}, {"sampled", sdktrace.AlwaysSample()}} {
 		b.Run(bc.name, func(b *testing.B) {
 			h := newHarness(b, bc.sampler)
-			st, err := middleware.New("planner", middleware.WithRecorder(h.rec),
+			st, err := middleware.New("planner", middleware.WithParticipant(h.rec),
 				middleware.WithPolicy(termination.MustParsePolicy("max_iterations: 100\n")))
 			if err != nil {
 				b.Fatal(err)

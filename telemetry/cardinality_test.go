@@ -72,7 +72,7 @@ func TestCardinalityIsBounded(t *testing.T) {
 		if st == nil {
 			policy := termination.MustParsePolicy(fmt.Sprintf("token_budget: {%s: 1000, pressure: 0.5}\n", resources[rng.IntN(3)]))
 			var err error
-			st, err = middleware.New(name, middleware.WithRecorder(h.rec), middleware.WithPolicy(policy),
+			st, err = middleware.New(name, middleware.WithParticipant(h.rec), middleware.WithPolicy(policy),
 				middleware.WithCustomReasons("approved_reason", "stage_only_reason"),
 				middleware.WithCondition(termination.Func("random", func(ev termination.Event, _ termination.Progress) termination.Cause {
 					if ev.Kind == termination.KindStop {

@@ -9,7 +9,7 @@
 // middleware.Recorder:
 //
 //	rec := telemetry.NewRecorder()                 // global providers
-//	stage, _ := middleware.New("planner", middleware.WithPolicy(p), middleware.WithRecorder(rec),
+//	stage, _ := middleware.New("planner", middleware.WithPolicy(p), middleware.WithParticipant(rec),
 //		middleware.WithProviderName("openai"))
 //
 // Like otelhttp, it takes providers ([WithTracerProvider],

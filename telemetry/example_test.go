@@ -22,7 +22,7 @@ func ExampleNewRecorder() {
 	rec := telemetry.NewRecorder(telemetry.WithMeterProvider(mp))
 	stage, _ := middleware.New("planner",
 		middleware.WithPolicy(termination.MustParsePolicy("max_iterations: 2")),
-		middleware.WithRecorder(rec))
+		middleware.WithParticipant(rec))
 
 	_, run := stage.Start(context.Background())
 	for i := range 5 {

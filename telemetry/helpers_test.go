@@ -48,7 +48,7 @@ func newHarness(t testing.TB, sampler sdktrace.Sampler, opts ...telemetry.Option
 // stage returns a middleware stage recording through h.
 func (h *harness) stage(t testing.TB, name string, opts ...middleware.Option) *middleware.Stage {
 	t.Helper()
-	st, err := middleware.New(name, append([]middleware.Option{middleware.WithRecorder(h.rec)}, opts...)...)
+	st, err := middleware.New(name, append([]middleware.Option{middleware.WithParticipant(h.rec)}, opts...)...)
 	require.NoError(t, err)
 	return st
 }

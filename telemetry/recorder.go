@@ -156,7 +156,7 @@ func WithToolLimit(n int) Option {
 const MaxCustomTags = 32
 
 // Recorder records stage runs with OpenTelemetry. It implements
-// middleware.Recorder and is safe for concurrent use; one Recorder can serve
+// middleware.Participant and is safe for concurrent use; one Recorder can serve
 // every stage of a process.
 type Recorder struct {
 	tracer trace.Tracer
@@ -197,7 +197,7 @@ type Recorder struct {
 	spans sync.Map
 }
 
-var _ middleware.Recorder = (*Recorder)(nil)
+var _ middleware.Participant = (*Recorder)(nil)
 
 // NewRecorder returns a Recorder. Instrument creation errors are sent to
 // otel.Handle; the Recorder then records with the instruments it has.
@@ -373,9 +373,14 @@ func (r *Recorder) underParent(ctx context.Context, parent string, opts []trace.
 	return ctx, opts
 }
 
-// StartRun implements middleware.Recorder: it starts the run's span and
+// Join implements middleware.Participant: it starts the run's span and
 // counts the run as active.
-func (r *Recorder) StartRun(ctx context.Context, info middleware.RunInfo) (context.Context, middleware.RunRecorder) {
+func (r *Recorder) Join(ctx context.Context, run *middleware.Run) (context.Context, middleware.Part) {
+	return r.startRun(ctx, run.Info())
+}
+
+// startRun starts the span of the run info describes.
+func (r *Recorder) startRun(ctx context.Context, info middleware.RunInfo) (context.Context, middleware.Part) {
 	s := r.stage(info.Stage)
 	provider := r.provider(info.Provider)
 	opts := s.startOptions(info.Provider)

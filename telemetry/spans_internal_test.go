@@ -31,9 +31,9 @@ func TestLiveSpansAreForgotten(t *testing.T) {
 				r.spans.Range(func(any, any) bool { n++; return true })
 				return n
 			}
-			var runs []middleware.RunRecorder
+			var runs []middleware.Part
 			for i := range 100 {
-				_, rr := r.StartRun(context.Background(), middleware.RunInfo{Stage: "s", RunID: string(rune('a'+i%26)) + string(rune('0'+i/26))})
+				_, rr := r.startRun(context.Background(), middleware.RunInfo{Stage: "s", RunID: string(rune('a'+i%26)) + string(rune('0'+i/26))})
 				runs = append(runs, rr)
 			}
 			if n := count(); n != tc.live {

@@ -57,7 +57,7 @@ func testFleetCommands(t *testing.T, srv redistest.Redis) {
 		t.Fatal(err)
 	}
 	defer f.Close(context.Background())
-	s, err := middleware.New("research", middleware.WithFleet(f))
+	s, err := middleware.New("research", middleware.WithParticipant(fleet.Membership(f)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func testFleetCommands(t *testing.T, srv redistest.Redis) {
 	if err := json.Unmarshal([]byte(check(runFleetCLI(t, env, "budgets", "-json"))), &budgets); err != nil || len(budgets) != 0 {
 		t.Errorf("budgets -json = %+v, %v", budgets, err)
 	}
-	shared, err := middleware.New("writer", middleware.WithFleet(f),
+	shared, err := middleware.New("writer", middleware.WithParticipant(fleet.Membership(f)),
 		middleware.WithFleetBudget(termination.FleetBudget{Key: "label:tenant", Window: time.Hour, TotalTokens: 1000, Pressure: 0.5}))
 	if err != nil {
 		t.Fatal(err)

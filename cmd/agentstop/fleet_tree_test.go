@@ -73,7 +73,7 @@ func TestFleetTreeCommands(t *testing.T) {
 		}
 		defer f.Close(context.Background())
 		stage := func(name string) *middleware.Stage {
-			s, err := middleware.New(name, middleware.WithFleet(f))
+			s, err := middleware.New(name, middleware.WithParticipant(fleet.Membership(f)))
 			if err != nil {
 				t.Fatal(err)
 			}

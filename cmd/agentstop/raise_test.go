@@ -34,7 +34,7 @@ func TestRaiseCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer f.Close(context.Background())
-		s, err := middleware.New("writer", middleware.WithFleet(f),
+		s, err := middleware.New("writer", middleware.WithParticipant(fleet.Membership(f)),
 			middleware.WithPolicy(termination.MustParsePolicy("max_iterations: 1\nhold: {timeout: 1m}")))
 		if err != nil {
 			t.Fatal(err)

@@ -406,8 +406,8 @@ const operator = "quickstart"
 
 // newFleet makes the quickstart's stages on m's fleet, recording through
 // rec (nil: nothing recorded).
-func newFleet(rec middleware.Recorder, m *membership, feed int) (*fleet, error) {
-	var recs []middleware.Recorder
+func newFleet(rec middleware.Participant, m *membership, feed int) (*fleet, error) {
+	var recs []middleware.Participant
 	if rec != nil { // nil: record nothing (a nil recorder is an error)
 		recs = append(recs, rec)
 	}
@@ -415,7 +415,7 @@ func newFleet(rec middleware.Recorder, m *membership, feed int) (*fleet, error) 
 }
 
 // newFleetRecorded is newFleet with every recorder of recs.
-func newFleetRecorded(recs []middleware.Recorder, m *membership, feed int) (*fleet, error) {
+func newFleetRecorded(recs []middleware.Participant, m *membership, feed int) (*fleet, error) {
 	if m == nil {
 		return nil, errors.New("no fleet to join")
 	}
@@ -426,14 +426,14 @@ func newFleetRecorded(recs []middleware.Recorder, m *membership, feed int) (*fle
 			return nil, fmt.Errorf("stage %s: %w", spec.name, err)
 		}
 		opts := []middleware.Option{middleware.WithPolicy(policy), middleware.WithCondition(dangerousTools),
-			middleware.WithDrainTimeout(time.Second), middleware.WithProviderName("openai"), middleware.WithFleet(m.fleet)}
+			middleware.WithDrainTimeout(time.Second), middleware.WithProviderName("openai"), middleware.WithParticipant(agentfleet.Membership(m.fleet))}
 		shadows, err := spec.shadowOptions() // shadow.go
 		if err != nil {
 			return nil, err
 		}
 		opts = append(opts, shadows...)
 		for _, rec := range recs {
-			opts = append(opts, middleware.WithRecorder(rec))
+			opts = append(opts, middleware.WithParticipant(rec))
 		}
 		st, err := middleware.New(spec.name, opts...)
 		if err != nil {

@@ -92,7 +92,7 @@ type options struct {
 	redis    string        // -redis: the Redis fleet to join, "" for the in-process one
 	record   string        // -record: the directory to record the runs in, "" for none
 	// recorders are more recorders of every stage (tests).
-	recorders []middleware.Recorder
+	recorders []middleware.Participant
 }
 
 func defaultOptions() options {
@@ -176,7 +176,7 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	defer member.close()
 	// Built before the server starts, so that an error leaves nothing
 	// running.
-	recs := append([]middleware.Recorder{tel.Recorder()}, o.recorders...)
+	recs := append([]middleware.Participant{tel.Recorder()}, o.recorders...)
 	if o.record != "" {
 		log, err := startRecording(o.record)
 		if err != nil {

@@ -22,7 +22,8 @@ type liveEnds struct {
 	ends map[string]termination.Result
 }
 
-func (l *liveEnds) StartRun(ctx context.Context, info middleware.RunInfo) (context.Context, middleware.RunRecorder) {
+func (l *liveEnds) Join(ctx context.Context, run *middleware.Run) (context.Context, middleware.Part) {
+	info := run.Info()
 	return ctx, &liveEnd{l: l, id: info.RunID}
 }
 
@@ -85,7 +86,7 @@ func TestRecordReplaysAsLive(t *testing.T) {
 	dir := t.TempDir()
 	live := &liveEnds{ends: map[string]termination.Result{}}
 	o := options{listen: "127.0.0.1:0", duration: 6 * time.Second, refresh: time.Second, drain: 5 * time.Second, feed: 8,
-		record: dir, recorders: []middleware.Recorder{live}}
+		record: dir, recorders: []middleware.Participant{live}}
 	require.NoError(t, run(context.Background(), o, &testutil.SyncBuffer{}))
 
 	for _, s := range stages {

@@ -97,7 +97,7 @@ func (s services) options(f fleet.Fleet) []middleware.Option {
 	if f == nil {
 		return nil
 	}
-	return []middleware.Option{middleware.WithFleet(f)}
+	return []middleware.Option{middleware.WithParticipant(fleet.Membership(f))}
 }
 
 // redisFleets gives each service a fleet of its own on the Redis at url.
@@ -191,7 +191,7 @@ func run(ctx context.Context, fleets services) (report, error) {
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	defer tp.Shutdown(context.Background())
 	prop := propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, middleware.Propagator())
-	recorder := middleware.WithRecorder(telemetry.NewRecorder(telemetry.WithTracerProvider(tp)))
+	recorder := middleware.WithParticipant(telemetry.NewRecorder(telemetry.WithTracerProvider(tp)))
 
 	researcher, err := middleware.New("researcher", append(fleets.options(fleets.researcher),
 		middleware.WithPolicy(termination.MustParsePolicy(researcherPolicy)), recorder)...)

@@ -33,6 +33,7 @@ import (
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
+	"github.com/agentstop/agentstop/tree"
 )
 
 // Timeout is how long the suite waits for an effect a fleet may deliver
@@ -85,7 +86,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 func newStage(t *testing.T, f fleet.Fleet, name string, opts ...middleware.Option) *middleware.Stage {
 	t.Helper()
-	s, err := middleware.New(name, append([]middleware.Option{middleware.WithFleet(f)}, opts...)...)
+	s, err := middleware.New(name, append([]middleware.Option{middleware.WithParticipant(fleet.Membership(f))}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,7 +147,7 @@ func testRegistry(t *testing.T, f fleet.Fleet, c fleet.Control) {
 	before := time.Now().Add(-time.Minute)
 	_, a := start(t, s, map[string]string{"tenant": "acme", "tier": "gold"})
 	_, b := start(t, s, map[string]string{"tenant": "globex"})
-	if !fleet.ValidRunID(a.ID()) || !fleet.ValidRunID(b.ID()) || a.ID() == b.ID() {
+	if !middleware.ValidRunID(a.ID()) || !middleware.ValidRunID(b.ID()) || a.ID() == b.ID() {
 		t.Fatalf("run ids %q, %q: want two different 32-hex-digit ids", a.ID(), b.ID())
 	}
 	a.Observe(message(100, 20))
@@ -351,14 +352,14 @@ func testStopTree(t *testing.T, f fleet.Fleet, c fleet.Control) {
 	}
 }
 
-// testTreesOf: a fleet that shares trees (fleet.Trees) shares a holder's
+// testTreesOf: a fleet that shares trees (tree.Sharer) shares a holder's
 // tree: limits from its start (§8, clarified 2026-11-28): the registry
 // lists, with the holder and every run under it, the holders of the shared
 // trees that count its events (RunInfo.Trees), and TreesOf finds them by a
 // run's id, as a child started elsewhere with only that id needs; a run
 // in no shared tree, an unknown run and an ended one have none.
 func testTreesOf(t *testing.T, f fleet.Fleet, c fleet.Control) {
-	trees, ok := f.(fleet.Trees)
+	trees, ok := f.(tree.Sharer)
 	if !ok {
 		t.Skip("the fleet does not share trees")
 	}

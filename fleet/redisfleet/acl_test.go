@@ -9,6 +9,7 @@ import (
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
 	"github.com/agentstop/agentstop/termination"
+	"github.com/agentstop/agentstop/tree"
 )
 
 // aclUsers are the ACLs doc.go shows: applications register runs and spend
@@ -59,8 +60,8 @@ func testACL(t *testing.T, srv redistest.Redis) {
 		t.Fatal("the app fleet reports the server unreachable")
 	}
 	// It shares tree limits.
-	hm := app.HoldTree(fleet.TreeSpec{Holder: run.ID(), Stage: "acl",
-		Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 1000}}, tokens(10), fleet.TreeHooks{})
+	hm := app.HoldTree(tree.Spec{Holder: run.ID(), Stage: "acl",
+		Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 1000}}, tokens(10), tree.Hooks{})
 	defer hm.Leave(plannerEnded)
 	if err := app.Flush(context.Background()); err != nil || !app.up.Load() {
 		t.Fatalf("the app fleet could not share a tree: %v", err)

@@ -16,6 +16,7 @@ import (
 	"github.com/agentstop/agentstop/internal/testutil"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
+	"github.com/agentstop/agentstop/tree"
 )
 
 // benchStream is a stream like middleware's benchmark stream: model turns
@@ -45,7 +46,7 @@ func BenchmarkFleetBudget(b *testing.B) {
 		opts []middleware.Option
 	}{
 		{"own", []middleware.Option{middleware.WithPolicy(own)}},
-		{"redis", []middleware.Option{middleware.WithFleet(f), middleware.WithFleetBudget(shared)}},
+		{"redis", []middleware.Option{middleware.WithParticipant(fleet.Membership(f)), middleware.WithFleetBudget(shared)}},
 	} {
 		stage, err := middleware.New("bench", c.opts...)
 		if err != nil {
@@ -168,7 +169,7 @@ func BenchmarkOvershoot(b *testing.B) {
 		}
 		b.StartTimer()
 		for _, f := range fleets {
-			stage, err := middleware.New("overshoot"+strconv.Itoa(i), middleware.WithFleet(f), middleware.WithFleetBudget(budget))
+			stage, err := middleware.New("overshoot"+strconv.Itoa(i), middleware.WithParticipant(fleet.Membership(f)), middleware.WithFleetBudget(budget))
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -219,20 +220,20 @@ func BenchmarkTreeSpend(b *testing.B) {
 	j := newTestFleet(b, srv, WithLease(15*time.Second), WithPrefix(f.cfg.prefix))
 	limits := termination.Limits{Has: termination.LimitTotalTokens | termination.LimitIterations | termination.LimitCost,
 		TotalTokens: 1 << 50, Iterations: 1 << 40, Cost: 1e12}
-	u := fleet.TreeUsage{Iterations: 1, Tokens: termination.Usage{InputTokens: 120, OutputTokens: 30}, Cost: 0.001}
+	u := tree.Usage{Iterations: 1, Tokens: termination.Usage{InputTokens: 120, OutputTokens: 30}, Cost: 0.001}
 	local := fleet.NewLocal()
 	var charged atomic.Int64
-	hooks := fleet.TreeHooks{Charge: func(u fleet.TreeUsage) { charged.Add(u.Iterations) }}
+	hooks := tree.Hooks{Charge: func(u tree.Usage) { charged.Add(u.Iterations) }}
 	for _, c := range []struct {
 		name string
-		hold fleet.Trees
-		join fleet.Trees
+		hold tree.Sharer
+		join tree.Sharer
 	}{{"local", local, local}, {"redis", f, j}} {
 		b.Run(c.name, func(b *testing.B) {
 			holder := fleet.NewRunID()
-			h := c.hold.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner", Limits: limits}, fleet.TreeUsage{}, hooks)
+			h := c.hold.HoldTree(tree.Spec{Holder: holder, Stage: "planner", Limits: limits}, tree.Usage{}, hooks)
 			defer h.Leave(plannerEnded)
-			m := c.join.JoinTree(context.Background(), holder, fleet.TreeHooks{})
+			m := c.join.JoinTree(context.Background(), holder, tree.Hooks{})
 			defer m.Leave(joinEnded)
 			if c.name == "redis" {
 				for _, x := range []*Fleet{f, j, j} {
@@ -276,14 +277,14 @@ func BenchmarkTreeOvershoot(b *testing.B) {
 		}
 		bound = DefaultLeaseFraction*limit*processes + event*processes*runsEach
 		holder := fleet.NewRunID()
-		members := []fleet.TreeMember{fleets[0].HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
-			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, fleet.TreeUsage{}, fleet.TreeHooks{})}
+		members := []tree.Member{fleets[0].HoldTree(tree.Spec{Holder: holder, Stage: "planner",
+			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, tree.Usage{}, tree.Hooks{})}
 		for _, f := range fleets {
 			for range runsEach {
 				if f == fleets[0] && len(members) == 1 {
 					continue // the holding is one of the holder's process's runs
 				}
-				members = append(members, f.JoinTree(context.Background(), holder, fleet.TreeHooks{}))
+				members = append(members, f.JoinTree(context.Background(), holder, tree.Hooks{}))
 			}
 		}
 		for _, f := range fleets {
@@ -295,7 +296,7 @@ func BenchmarkTreeOvershoot(b *testing.B) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				u := fleet.TreeUsage{Iterations: 1, Tokens: termination.Usage{InputTokens: event}}
+				u := tree.Usage{Iterations: 1, Tokens: termination.Usage{InputTokens: event}}
 				for m.Spend(u) == nil {
 					time.Sleep(50 * time.Microsecond) // a loop, not a spin
 				}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
 	"io"
 	"os"
 	"os/exec"
@@ -15,6 +14,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
+	"github.com/agentstop/agentstop/tree"
 
 	"go.opentelemetry.io/otel/propagation"
 
@@ -81,7 +83,7 @@ func childMain() int {
 	plain := func(stage string) *middleware.Stage {
 		s := stages[stage+"/-"]
 		if s == nil {
-			s, err = middleware.New(stage, middleware.WithFleet(f))
+			s, err = middleware.New(stage, middleware.WithParticipant(fleet.Membership(f)))
 			if err != nil {
 				out.println("error", err.Error())
 				return nil
@@ -90,7 +92,7 @@ func childMain() int {
 		}
 		return s
 	}
-	trees := map[string]fleet.TreeMember{}
+	trees := map[string]tree.Member{}
 	causeJSON := func(c termination.Cause) string {
 		b, _ := termination.MarshalCause(c)
 		return string(b)
@@ -107,7 +109,7 @@ func childMain() int {
 			key := stage + "/" + budget
 			s := stages[key]
 			if s == nil {
-				opts := []middleware.Option{middleware.WithFleet(f)}
+				opts := []middleware.Option{middleware.WithParticipant(fleet.Membership(f))}
 				if budget != "-" {
 					total, _ := strconv.ParseInt(budget, 10, 64)
 					opts = append(opts, middleware.WithFleetBudget(termination.FleetBudget{Key: "label:tenant", Window: time.Hour, TotalTokens: total}))
@@ -159,7 +161,7 @@ func childMain() int {
 			}
 		case "many": // many N STAGE: N runs; each prints "cancelled ID UNIXNANO" when stopped
 			n, _ := strconv.Atoi(fs[1])
-			s, err := middleware.New(fs[2], middleware.WithFleet(f))
+			s, err := middleware.New(fs[2], middleware.WithParticipant(fleet.Membership(f)))
 			if err != nil {
 				out.println("error", err.Error())
 				continue
@@ -205,7 +207,7 @@ func childMain() int {
 		case "tjoin":
 			name := fs[1]
 			var once sync.Once
-			trees[name] = f.JoinTree(context.Background(), fs[2], fleet.TreeHooks{
+			trees[name] = f.JoinTree(context.Background(), fs[2], tree.Hooks{
 				Stop: func(c termination.Cause) bool {
 					stopped := false
 					once.Do(func() { stopped = true; out.println("tstopped", name, causeJSON(c)) })
@@ -221,7 +223,7 @@ func childMain() int {
 			events, cause := 0, "-"
 			for m != nil && events < n {
 				events++
-				if c := m.Spend(fleet.TreeUsage{Iterations: 1, Tokens: termination.Usage{InputTokens: tok}}); c != nil {
+				if c := m.Spend(tree.Usage{Iterations: 1, Tokens: termination.Usage{InputTokens: tok}}); c != nil {
 					cause = causeJSON(c)
 					break
 				}
@@ -233,7 +235,7 @@ func childMain() int {
 			}
 			out.println("tleft", fs[1])
 		case "held": // held NAME: a run held at max_tool_calls 1; prints "released NAME N" once raised and its next call evaluated
-			s, err := middleware.New("raise", middleware.WithFleet(f),
+			s, err := middleware.New("raise", middleware.WithParticipant(fleet.Membership(f)),
 				middleware.WithPolicy(termination.MustParsePolicy("max_tool_calls: 1\nhold: {timeout: 30s}")))
 			if err != nil {
 				out.println("error", err.Error())

@@ -16,6 +16,7 @@ import (
 	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
+	"github.com/agentstop/agentstop/tree"
 )
 
 // TestControlReachesEveryNode: on a cluster, a block, an unblock and a
@@ -78,7 +79,7 @@ func TestClusterFailover(t *testing.T) {
 	t.Cleanup(func() { waitDialers(t) }) // after the fleet's and the control's Close
 	f := newTestFleet(t, cl.AsRedis(), WithTimeout(time.Second))
 	ctl := newTestControl(t, cl.AsRedis(), f.cfg.prefix)
-	s, err := middleware.New("failover", middleware.WithFleet(f))
+	s, err := middleware.New("failover", middleware.WithParticipant(fleet.Membership(f)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,18 +158,18 @@ func TestClusterTrees(t *testing.T) {
 	a, b := fs[0], fs[1]
 	const trees = 8
 	planners := make([]*treeRun, trees)
-	joins := make([]fleet.TreeMember, trees)
+	joins := make([]tree.Member, trees)
 	holders := make([]string, trees)
 	for i := range trees {
 		holders[i] = fleet.NewRunID()
 		planners[i] = &treeRun{}
-		hm := a.HoldTree(fleet.TreeSpec{Holder: holders[i], Stage: "planner",
-			Limits: termination.Limits{Has: termination.LimitIterations, Iterations: 3}}, fleet.TreeUsage{}, planners[i].hooks())
+		hm := a.HoldTree(tree.Spec{Holder: holders[i], Stage: "planner",
+			Limits: termination.Limits{Has: termination.LimitIterations, Iterations: 3}}, tree.Usage{}, planners[i].hooks())
 		defer hm.Leave(plannerEnded)
 	}
 	flushAll(t, a)
 	for i := range trees {
-		joins[i] = b.JoinTree(t.Context(), holders[i], fleet.TreeHooks{})
+		joins[i] = b.JoinTree(t.Context(), holders[i], tree.Hooks{})
 		if joins[i] == nil {
 			t.Fatalf("tree %d: not found", i)
 		}
@@ -191,7 +192,7 @@ func TestClusterTrees(t *testing.T) {
 	for i := range trees {
 		var stop termination.Cause
 		for n := 0; n < 4 && stop == nil; n++ {
-			stop = joins[i].Spend(fleet.TreeUsage{Iterations: 1})
+			stop = joins[i].Spend(tree.Usage{Iterations: 1})
 			flushAll(t, b)
 		}
 		wantParentStop(t, "tree "+strconv.Itoa(i), stop, "planner", termination.TagMaxIterations)

@@ -7,7 +7,7 @@
 //	// a cluster: redis://app:PASSWORD@node1:6379?addr=node2:6379&addr=node3:6379
 //	if err != nil { … }              // only a malformed URL or option
 //	defer f.Close(context.Background())
-//	stage, err := middleware.New("research", middleware.WithFleet(f), middleware.WithPolicy(p))
+//	stage, err := middleware.New("research", middleware.WithParticipant(fleet.Membership(f)), middleware.WithPolicy(p))
 //	ctx, run := stage.Start(ctx, middleware.WithLabels(map[string]string{"tenant": "acme"}))
 //
 // The agentstop CLI's runs, stop, block, unblock, blocks and budgets
@@ -205,7 +205,7 @@
 //
 // # Trees: limits shared across processes
 //
-// A [Fleet] implements fleet.Trees: the tree limits (a policy's tree:) a
+// A [Fleet] implements tree.Sharer: the tree limits (a policy's tree:) a
 // run holds are shared with its descendants in other processes (§8), in
 // leases keyed by the holder's run id, as fleet budgets are shared (next
 // section), without windows. The holder's process shares the tree

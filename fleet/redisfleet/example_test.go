@@ -19,7 +19,7 @@ func ExampleNew() {
 		return
 	}
 	defer f.Close(context.Background())
-	stage, err := middleware.New("research", middleware.WithFleet(f))
+	stage, err := middleware.New("research", middleware.WithParticipant(fleet.Membership(f)))
 	if err != nil {
 		fmt.Println(err)
 		return

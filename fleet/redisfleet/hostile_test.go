@@ -22,8 +22,8 @@ func TestHostileNamesAreLiteral(t *testing.T) {
 
 func testHostileNames(t *testing.T, r redistest.Redis) {
 	f := newTestFleet(t, r)
-	star, _ := middleware.New("star", middleware.WithFleet(f))
-	plain, _ := middleware.New("plain", middleware.WithFleet(f))
+	star, _ := middleware.New("star", middleware.WithParticipant(fleet.Membership(f)))
+	plain, _ := middleware.New("plain", middleware.WithParticipant(fleet.Membership(f)))
 	hostile := "a*:b {c}\nd?[x]"
 	_, hr := star.Start(t.Context(), middleware.WithLabels(map[string]string{"tenant": hostile}))
 	defer hr.Finish(nil)

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
@@ -61,7 +62,7 @@ func twoProcesses(t testing.TB) (a, b *Fleet) {
 // with opts; an error fails t.
 func budgetStage(t testing.TB, name string, f *Fleet, budget termination.FleetBudget, opts ...middleware.Option) *middleware.Stage {
 	t.Helper()
-	s, err := middleware.New(name, append([]middleware.Option{middleware.WithFleet(f), middleware.WithFleetBudget(budget)}, opts...)...)
+	s, err := middleware.New(name, append([]middleware.Option{middleware.WithParticipant(fleet.Membership(f)), middleware.WithFleetBudget(budget)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

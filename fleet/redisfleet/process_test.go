@@ -220,11 +220,11 @@ func TestServerRestart(t *testing.T) {
 	open := newTestFleet(t, srv, WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
 	closed := newTestFleet(t, srv, WithFailClosed(), WithPrefix(open.cfg.prefix))
 	ctl := newTestControl(t, srv, open.cfg.prefix)
-	so, err := middleware.New("restart", middleware.WithFleet(open))
+	so, err := middleware.New("restart", middleware.WithParticipant(fleet.Membership(open)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc, err := middleware.New("restart", middleware.WithFleet(closed))
+	sc, err := middleware.New("restart", middleware.WithParticipant(fleet.Membership(closed)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -336,7 +336,7 @@ func TestDeadProcessLeaseReturns(t *testing.T) {
 		time.Sleep(1100 * time.Millisecond)
 
 		f := newTestFleet(t, srv, WithPrefix(prefix), WithLease(time.Second))
-		s, err := middleware.New("research", middleware.WithFleet(f),
+		s, err := middleware.New("research", middleware.WithParticipant(fleet.Membership(f)),
 			middleware.WithFleetBudget(termination.FleetBudget{Key: "label:tenant", Window: time.Hour, TotalTokens: 100000}))
 		if err != nil {
 			t.Fatal(err)

@@ -23,7 +23,7 @@ func TestRaiseAcrossProcesses(t *testing.T) {
 		ctl := newTestControl(t, r, fa.cfg.prefix)
 		policy := termination.MustParsePolicy("max_tool_calls: 1\nhold: {timeout: 3s}")
 		held := func(f *Fleet) *middleware.Run {
-			s, err := middleware.New("raise", middleware.WithPolicy(policy), middleware.WithFleet(f))
+			s, err := middleware.New("raise", middleware.WithPolicy(policy), middleware.WithParticipant(fleet.Membership(f)))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -10,6 +10,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
@@ -33,7 +34,7 @@ func TestCrossingsCountedOncePerProcess(t *testing.T) {
 	var mu sync.Mutex
 	warned := map[int]int{}
 	run := 0
-	stage, err := middleware.New("recount", middleware.WithFleet(f), middleware.WithFleetBudget(budget),
+	stage, err := middleware.New("recount", middleware.WithParticipant(fleet.Membership(f)), middleware.WithFleetBudget(budget),
 		middleware.WithOnWarning(func(_ context.Context, _ *middleware.Run, w termination.Cause) {
 			if p, ok := w.(termination.BudgetPressure); ok && p.Scope == termination.ScopeFleet {
 				mu.Lock()
@@ -149,7 +150,7 @@ func TestPressureOnceWhileUnreachable(t *testing.T) {
 	budget := termination.FleetBudget{Key: "stage", Window: time.Hour, TotalTokens: 1000, Pressure: 0.5}
 	var mu sync.Mutex
 	warnings := 0
-	stage, err := middleware.New("unreachable", middleware.WithFleet(f), middleware.WithFleetBudget(budget),
+	stage, err := middleware.New("unreachable", middleware.WithParticipant(fleet.Membership(f)), middleware.WithFleetBudget(budget),
 		middleware.WithOnWarning(func(_ context.Context, _ *middleware.Run, w termination.Cause) {
 			if p, ok := w.(termination.BudgetPressure); ok && p.Scope == termination.ScopeFleet {
 				mu.Lock()
@@ -185,7 +186,7 @@ func TestIdleBudgetForgottenAfterWindow(t *testing.T) {
 	srv := redistest.Start(t)
 	f := newTestFleet(t, srv)
 	budget := termination.FleetBudget{Key: "stage", Window: time.Second, TotalTokens: 1000, Pressure: 0.5}
-	stage, err := middleware.New("forget", middleware.WithFleet(f), middleware.WithFleetBudget(budget))
+	stage, err := middleware.New("forget", middleware.WithParticipant(fleet.Membership(f)), middleware.WithFleetBudget(budget))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,7 +22,7 @@ import (
 func TestStoredStopIsReRead(t *testing.T) {
 	srv := redistest.Start(t)
 	f := newTestFleet(t, srv)
-	s, _ := middleware.New("reread", middleware.WithFleet(f))
+	s, _ := middleware.New("reread", middleware.WithParticipant(fleet.Membership(f)))
 	_, before := s.Start(t.Context())
 	defer before.Finish(nil)
 	if err := f.Flush(t.Context()); err != nil {
@@ -88,13 +88,13 @@ func TestUnreachableAtStart(t *testing.T) {
 	if d := time.Since(start); d > 5*time.Second {
 		t.Errorf("New took %s", d)
 	}
-	so, _ := middleware.New("down", middleware.WithFleet(open))
+	so, _ := middleware.New("down", middleware.WithParticipant(fleet.Membership(open)))
 	_, r := so.Start(t.Context())
 	if c, done := r.Cause(); done {
 		t.Errorf("fail-open run ended at once: %v", c)
 	}
 	r.Finish(nil)
-	sc, _ := middleware.New("down", middleware.WithFleet(closed))
+	sc, _ := middleware.New("down", middleware.WithParticipant(fleet.Membership(closed)))
 	_, r = sc.Start(t.Context())
 	res := r.Finish(nil)
 	sk, ok := res.Cause.(termination.Skipped)

@@ -387,7 +387,7 @@ return {now, ws, ws + window, mismatch, ex, fmt(exu), pmask,
 // treeScript settles a process's usage of one shared tree (docs/spec.md
 // §8: a run's tree limits, shared with its descendants in other
 // processes) and reserves new leases, atomically. It is budgetScript
-// without windows, over the six resources of fleet.TreeResources (1
+// without windows, over the six resources of treeResources (1
 // iterations, 2 tool_calls, 3 total_tokens, 4 input_tokens, 5
 // output_tokens, 6 cost).
 //

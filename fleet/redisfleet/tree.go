@@ -12,17 +12,18 @@ import (
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/termination"
+	"github.com/agentstop/agentstop/tree"
 )
 
-// Trees (fleet.Trees): a tree's limits are shared through one hash per
+// Trees (tree.Sharer): a tree's limits are shared through one hash per
 // holder, P{tree:HOLDER}, in leases, as fleet budgets are (budget.go),
-// without windows and over the six resources of fleet.TreeResources. See
+// without windows and over the six resources of treeResources. See
 // the package documentation ("Trees") for the guarantees.
 
-var _ fleet.Trees = (*Fleet)(nil)
+var _ tree.Sharer = (*Fleet)(nil)
 
 // nTree is the number of resources a tree counts.
-const nTree = len(fleet.TreeResources)
+const nTree = len(treeResources)
 
 // treeShare is this process's side of one shared tree: the lease it holds
 // per resource and the usage it has not settled yet, for its local
@@ -73,7 +74,7 @@ func (s *treeShare) setLimits(limits [nTree]float64, fraction float64) {
 		s.lease[i] = 0
 		if l > 0 {
 			s.lease[i] = l * fraction
-			if fleet.TreeResources[i] != termination.ResourceCost && s.lease[i] < 1 {
+			if treeResources[i] != termination.ResourceCost && s.lease[i] < 1 {
 				s.lease[i] = 1 // counts and tokens: whole units
 			}
 		}
@@ -84,7 +85,7 @@ func (s *treeShare) setLimits(limits [nTree]float64, fraction float64) {
 type treeMember struct {
 	f       *Fleet
 	sh      *treeShare // nil: a member that charges nothing (no holder id)
-	hooks   fleet.TreeHooks
+	hooks   tree.Hooks
 	holding bool
 
 	left atomic.Bool // set under Fleet.mu
@@ -101,11 +102,11 @@ func (f *Fleet) shareLocked(esc string) *treeShare {
 	return sh
 }
 
-// HoldTree implements fleet.Trees. The holding's usage and the used given
+// HoldTree implements tree.Sharer. The holding's usage and the used given
 // are settled with the first reserve (within a sync); the record is
 // created then. Held twice in one process (middleware holds a run once),
 // the first holding's limits, hooks and used stand.
-func (f *Fleet) HoldTree(spec fleet.TreeSpec, used fleet.TreeUsage, hooks fleet.TreeHooks) fleet.TreeMember {
+func (f *Fleet) HoldTree(spec tree.Spec, used tree.Usage, hooks tree.Hooks) tree.Member {
 	if spec.Holder == "" {
 		return &treeMember{f: f, hooks: hooks, holding: true}
 	}
@@ -117,8 +118,8 @@ func (f *Fleet) HoldTree(spec fleet.TreeSpec, used fleet.TreeUsage, hooks fleet.
 	if sh.holding == nil && !sh.holds {
 		sh.holding, sh.holds, sh.heard = m, true, true
 		sh.stage = spec.Stage
-		sh.setLimits(fleet.TreeLimitsOf(spec.Limits), f.cfg.leaseFraction)
-		a, af := used.Amounts(), finalAmounts(&used)
+		sh.setLimits(limitsOf(spec.Limits), f.cfg.leaseFraction)
+		a, af := amountsOf(used), finalAmounts(&used)
 		for i := range a {
 			sh.used[i] += a[i]
 			sh.usedF[i] += af[i]
@@ -133,7 +134,7 @@ func (f *Fleet) HoldTree(spec fleet.TreeSpec, used fleet.TreeUsage, hooks fleet.
 	return m
 }
 
-// JoinTree implements fleet.Trees. A holder this process already shares
+// JoinTree implements tree.Sharer. A holder this process already shares
 // a tree of is joined at once. Otherwise JoinTree asks the store whether
 // the tree is held (one EXISTS on its record, within ctx and the operation
 // timeout): when it is not, it asks again for up to one sync interval
@@ -145,7 +146,7 @@ func (f *Fleet) HoldTree(spec fleet.TreeSpec, used fleet.TreeUsage, hooks fleet.
 // cannot tell, and joins (fail-open: the run spends without a lease until
 // the server is back). The member learns the limits from its first
 // reserve, which JoinTree starts at once.
-func (f *Fleet) JoinTree(ctx context.Context, holder string, hooks fleet.TreeHooks) fleet.TreeMember {
+func (f *Fleet) JoinTree(ctx context.Context, holder string, hooks tree.Hooks) tree.Member {
 	if holder == "" || f.closed.Load() {
 		return nil
 	}
@@ -166,7 +167,7 @@ func (f *Fleet) JoinTree(ctx context.Context, holder string, hooks fleet.TreeHoo
 	return m
 }
 
-// TreesOf implements fleet.Trees. A run of this process is answered from
+// TreesOf implements tree.Sharer. A run of this process is answered from
 // memory. For any other it reads the run's registry entry and its ended
 // record in one round trip (MGET, one slot: {runs}, within ctx and the
 // operation timeout): the entry's trees when it has one; nil when the run
@@ -266,7 +267,7 @@ func (m *treeMember) causeFor(c termination.Cause, stage string) termination.Cau
 	if m.holding {
 		return c
 	}
-	return fleet.TreeStopCause(stage, c)
+	return tree.StopCause(stage, c)
 }
 
 // reachedTree reports whether usage used reaches limit on resource i: a
@@ -279,20 +280,20 @@ func reachedTree(i int, used, limit float64) bool {
 	return used >= limit
 }
 
-// Spend implements fleet.TreeMember. It never does I/O: it draws the lease
+// Spend implements tree.Member. It never does I/O: it draws the lease
 // down and wakes the sync loop when it runs low. The tree is exhausted at
 // once when what is known to be spent (the settled usage at the last
 // reserve plus this process's usage since) reaches a limit; a process
 // that spent a whole lease past its grants within one round trip, or any
 // usage past them once the tree has no room left, waits for the sync
 // loop's next round (see shared.overdrawn).
-func (m *treeMember) Spend(u fleet.TreeUsage) termination.Cause {
+func (m *treeMember) Spend(u tree.Usage) termination.Cause {
 	sh := m.sh
 	if sh == nil {
 		return nil
 	}
 	f := m.f
-	a := u.Amounts()
+	a := amountsOf(u)
 	// What only finals spent counts but never fires a limit (§3), and an
 	// event in flight after Leave is only counted: neither waits.
 	quiet := m.left.Load() || finalsOnly(&u)
@@ -330,7 +331,7 @@ func (m *treeMember) Spend(u fleet.TreeUsage) termination.Cause {
 			over = true
 		}
 		if known := sh.settled[i] + sh.used[i]; hit == nil && reachedTree(i, known, sh.limits[i]) {
-			hit = fleet.TreeCause(fleet.TreeResources[i], known, sh.limits[i])
+			hit = tree.LimitCause(treeResources[i], known, sh.limits[i])
 			sh.exhausted = hit
 		}
 	}
@@ -356,14 +357,14 @@ func (m *treeMember) Spend(u fleet.TreeUsage) termination.Cause {
 }
 
 // finalsOnly reports whether u is what final events alone spent.
-func finalsOnly(u *fleet.TreeUsage) bool {
+func finalsOnly(u *tree.Usage) bool {
 	return u.Finals > 0 && u.Iterations == u.Finals && u.ToolCalls == 0 &&
 		u.Tokens == u.FinalTokens && u.Cost == u.FinalCost
 }
 
 // finalAmounts returns what final events spent of u, per resource.
-func finalAmounts(u *fleet.TreeUsage) [nTree]float64 {
-	return fleet.TreeUsage{Iterations: u.Finals, Tokens: u.FinalTokens, Cost: u.FinalCost}.Amounts()
+func finalAmounts(u *tree.Usage) [nTree]float64 {
+	return amountsOf(tree.Usage{Iterations: u.Finals, Tokens: u.FinalTokens, Cost: u.FinalCost})
 }
 
 // overdrawn reports the tree's exhaustion, and whether this process's
@@ -383,7 +384,7 @@ func (s *treeShare) overdrawn() (termination.Cause, bool) {
 	return s.exhausted, over
 }
 
-// Warn implements fleet.TreeMember: the sync loop publishes the warning
+// Warn implements tree.Member: the sync loop publishes the warning
 // (with its next reserve, at once) to the tree's joined runs in every
 // process. A joined member's Warn does nothing.
 func (m *treeMember) Warn(c termination.Cause) {
@@ -403,7 +404,7 @@ func (m *treeMember) Warn(c termination.Cause) {
 	f.poke()
 }
 
-// Leave implements fleet.TreeMember. The holding's leave ends the tree:
+// Leave implements tree.Member. The holding's leave ends the tree:
 // the next reserve records the end, after which nothing more is granted
 // (its joined runs end through their parent links, §8, with the ended
 // record's detail, which is end's). The last local member's leave
@@ -460,7 +461,7 @@ func (f *Fleet) treeExhausted(esc, stage string, i int, used, limit float64) {
 	if sh == nil || i < 0 || i >= nTree {
 		return
 	}
-	c := fleet.TreeCause(fleet.TreeResources[i], used, limit)
+	c := tree.LimitCause(treeResources[i], used, limit)
 	sh.mu.Lock()
 	if sh.exhausted != nil {
 		sh.mu.Unlock()
@@ -714,7 +715,7 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 	holding := sh.holding
 	f.mu.Unlock()
 	if charge && holding != nil && holding.hooks.Charge != nil {
-		u := fleet.TreeUsageFrom(delta)
+		u := usageFrom(delta)
 		u.Finals, u.FinalCost = int64(deltaF[0]), deltaF[5]
 		u.FinalTokens = termination.Usage{InputTokens: int64(deltaF[3]), OutputTokens: int64(deltaF[4])}
 		holding.hooks.Charge(u)

@@ -16,6 +16,7 @@ import (
 	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
+	"github.com/agentstop/agentstop/tree"
 )
 
 // What the tests' holdings and joined runs leave with.
@@ -30,12 +31,12 @@ type treeRun struct {
 	mu      sync.Mutex
 	stops   []termination.Cause
 	warns   []termination.Cause
-	charged fleet.TreeUsage
+	charged tree.Usage
 	charges int
 }
 
-func (r *treeRun) hooks() fleet.TreeHooks {
-	return fleet.TreeHooks{
+func (r *treeRun) hooks() tree.Hooks {
+	return tree.Hooks{
 		Stop: func(c termination.Cause) bool {
 			r.mu.Lock()
 			defer r.mu.Unlock()
@@ -47,7 +48,7 @@ func (r *treeRun) hooks() fleet.TreeHooks {
 			r.warns = append(r.warns, c)
 			r.mu.Unlock()
 		},
-		Charge: func(u fleet.TreeUsage) {
+		Charge: func(u tree.Usage) {
 			r.mu.Lock()
 			r.charged = r.charged.Add(u)
 			r.charges++
@@ -71,7 +72,7 @@ func (r *treeRun) warnings() []termination.Cause {
 	return append([]termination.Cause(nil), r.warns...)
 }
 
-func (r *treeRun) chargedUsage() fleet.TreeUsage {
+func (r *treeRun) chargedUsage() tree.Usage {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.charged
@@ -107,14 +108,14 @@ type treePair struct {
 	a, b            *Fleet
 	holder          string
 	planner, worker *treeRun
-	hm, jm          fleet.TreeMember
+	hm, jm          tree.Member
 }
 
 func newTreePair(t *testing.T, r deployment, limits termination.Limits) *treePair {
 	t.Helper()
 	fs := treeFleets(t, r, 2)
 	p := &treePair{a: fs[0], b: fs[1], holder: fleet.NewRunID(), planner: &treeRun{}, worker: &treeRun{}}
-	p.hm = p.a.HoldTree(fleet.TreeSpec{Holder: p.holder, Stage: "planner", Limits: limits}, fleet.TreeUsage{}, p.planner.hooks())
+	p.hm = p.a.HoldTree(tree.Spec{Holder: p.holder, Stage: "planner", Limits: limits}, tree.Usage{}, p.planner.hooks())
 	t.Cleanup(func() { p.hm.Leave(plannerEnded) })
 	flushAll(t, p.a)
 	p.jm = p.b.JoinTree(t.Context(), p.holder, p.worker.hooks())
@@ -141,8 +142,8 @@ func recordFloat(h map[string]string, field string) float64 {
 	return v
 }
 
-func tokens(n int64) fleet.TreeUsage {
-	return fleet.TreeUsage{Tokens: termination.Usage{InputTokens: n}}
+func tokens(n int64) tree.Usage {
+	return tree.Usage{Tokens: termination.Usage{InputTokens: n}}
 }
 
 // wantParentStop checks that a joined run's cause is Cancelled{reason:
@@ -172,7 +173,7 @@ func TestTreeLeases(t *testing.T) {
 		)
 		holder := fleet.NewRunID()
 		var planner treeRun
-		hm := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
+		hm := a.HoldTree(tree.Spec{Holder: holder, Stage: "planner",
 			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, tokens(500), planner.hooks())
 		defer hm.Leave(plannerEnded)
 		for range 10 {
@@ -197,7 +198,7 @@ func TestTreeLeases(t *testing.T) {
 				defer wg.Done()
 				for n := 0; n < 2*limit/event; n++ {
 					spent[i] += event
-					if stop := m.Spend(fleet.TreeUsage{Iterations: 1, Tokens: termination.Usage{InputTokens: event / 2, OutputTokens: event - event/2}}); stop != nil {
+					if stop := m.Spend(tree.Usage{Iterations: 1, Tokens: termination.Usage{InputTokens: event / 2, OutputTokens: event - event/2}}); stop != nil {
 						causes[i] = stop
 						return
 					}
@@ -248,14 +249,14 @@ func TestTreeCountExact(t *testing.T) {
 			t.Run("sixth by the "+last, func(t *testing.T) {
 				p := newTreePair(t, r, termination.Limits{Has: termination.LimitIterations, Iterations: 5})
 				a, b, planner, worker, hm, jm := p.a, p.b, p.planner, p.worker, p.hm, p.jm
-				members := []fleet.TreeMember{hm, jm}
+				members := []tree.Member{hm, jm}
 				order := []*Fleet{a, b}
 				if last == "holder" {
 					members[0], members[1], order[0], order[1] = jm, hm, b, a
 				}
 				for n := 1; n <= 6; n++ {
 					i := (n - 1) % 2
-					stop := members[i].Spend(fleet.TreeUsage{Iterations: 1})
+					stop := members[i].Spend(tree.Usage{Iterations: 1})
 					if n < 6 {
 						if stop != nil {
 							t.Fatalf("iteration %d of 5 stopped: %v", n, stop)
@@ -291,8 +292,8 @@ func TestTreeWarn(t *testing.T) {
 		fs := treeFleets(t, r, 3)
 		holder := fleet.NewRunID()
 		var planner, b1, c1 treeRun
-		hm := fs[0].HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
-			Limits: termination.Limits{Has: termination.LimitCost, Cost: 2}}, fleet.TreeUsage{}, planner.hooks())
+		hm := fs[0].HoldTree(tree.Spec{Holder: holder, Stage: "planner",
+			Limits: termination.Limits{Has: termination.LimitCost, Cost: 2}}, tree.Usage{}, planner.hooks())
 		defer hm.Leave(plannerEnded)
 		for i, run := range []*treeRun{&b1, &c1} {
 			m := fs[i+1].JoinTree(t.Context(), holder, run.hooks())
@@ -327,7 +328,7 @@ func TestTreeUnknownHolder(t *testing.T) {
 		fs := treeFleets(t, r, 2)
 		a, b := fs[0], fs[1]
 		begin := time.Now()
-		if m := b.JoinTree(t.Context(), fleet.NewRunID(), fleet.TreeHooks{}); m != nil {
+		if m := b.JoinTree(t.Context(), fleet.NewRunID(), tree.Hooks{}); m != nil {
 			t.Fatal("JoinTree of a holder no process holds returned a member")
 		}
 		if d := time.Since(begin); d > b.cfg.tick+b.cfg.opTimeout {
@@ -344,8 +345,8 @@ func TestTreeUnknownHolder(t *testing.T) {
 		holder := fleet.NewRunID()
 		var planner treeRun
 		limits := termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 1_000_000}
-		hm := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner", Limits: limits}, fleet.TreeUsage{}, planner.hooks())
-		jm := b.JoinTree(t.Context(), holder, fleet.TreeHooks{})
+		hm := a.HoldTree(tree.Spec{Holder: holder, Stage: "planner", Limits: limits}, tree.Usage{}, planner.hooks())
+		jm := b.JoinTree(t.Context(), holder, tree.Hooks{})
 		if jm == nil {
 			t.Fatal("a join right after HoldTree did not find the tree")
 		}
@@ -369,7 +370,7 @@ func TestTreeUnknownHolder(t *testing.T) {
 		if !b.up.Load() {
 			t.Error("a missing record counted as a failure")
 		}
-		hm2 := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner", Limits: limits}, fleet.TreeUsage{}, planner.hooks())
+		hm2 := a.HoldTree(tree.Spec{Holder: holder, Stage: "planner", Limits: limits}, tree.Usage{}, planner.hooks())
 		defer hm2.Leave(plannerEnded)
 		eventually(t, 3*time.Second, "the join's usage reaches the holding", func() bool {
 			flushAll(t, a, b, a)
@@ -386,8 +387,8 @@ func TestTreeHolderLeaves(t *testing.T) {
 		a, b, c := fs[0], fs[1], fs[2]
 		holder := fleet.NewRunID()
 		var planner, live treeRun
-		hm := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
-			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 100_000}}, fleet.TreeUsage{}, planner.hooks())
+		hm := a.HoldTree(tree.Spec{Holder: holder, Stage: "planner",
+			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 100_000}}, tree.Usage{}, planner.hooks())
 		lm := b.JoinTree(t.Context(), holder, live.hooks())
 		defer lm.Leave(joinEnded)
 		flushAll(t, a, b, b)
@@ -434,15 +435,15 @@ func TestTreeSpendAllocs(t *testing.T) {
 	r := redistest.Start(t)
 	fs := treeFleets(t, r, 2, WithLease(15*time.Second))
 	holder := fleet.NewRunID()
-	hm := fs[0].HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
+	hm := fs[0].HoldTree(tree.Spec{Holder: holder, Stage: "planner",
 		Limits: termination.Limits{Has: termination.LimitTotalTokens | termination.LimitIterations | termination.LimitCost,
-			TotalTokens: 1 << 50, Iterations: 1 << 40, Cost: 1e12}}, fleet.TreeUsage{}, fleet.TreeHooks{})
+			TotalTokens: 1 << 50, Iterations: 1 << 40, Cost: 1e12}}, tree.Usage{}, tree.Hooks{})
 	defer hm.Leave(plannerEnded)
-	jm := fs[1].JoinTree(t.Context(), holder, fleet.TreeHooks{})
+	jm := fs[1].JoinTree(t.Context(), holder, tree.Hooks{})
 	defer jm.Leave(joinEnded)
 	flushAll(t, fs[0], fs[1], fs[1])
-	u := fleet.TreeUsage{Iterations: 1, Tokens: termination.Usage{InputTokens: 120, OutputTokens: 30}, Cost: 0.001}
-	for name, m := range map[string]fleet.TreeMember{"holding": hm, "join": jm} {
+	u := tree.Usage{Iterations: 1, Tokens: termination.Usage{InputTokens: 120, OutputTokens: 30}, Cost: 0.001}
+	for name, m := range map[string]tree.Member{"holding": hm, "join": jm} {
 		if n := testing.AllocsPerRun(1000, func() { _ = m.Spend(u) }); n != 0 {
 			t.Errorf("%s: Spend allocates %g times per event, want 0", name, n)
 		}
@@ -462,12 +463,12 @@ func TestTreeOvershootBound(t *testing.T) {
 		lease = limit / 10
 	)
 	holder := fleet.NewRunID()
-	hm := fs[0].HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
-		Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, fleet.TreeUsage{}, fleet.TreeHooks{})
+	hm := fs[0].HoldTree(tree.Spec{Holder: holder, Stage: "planner",
+		Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, tree.Usage{}, tree.Hooks{})
 	defer hm.Leave(plannerEnded)
-	members := []fleet.TreeMember{hm}
+	members := []tree.Member{hm}
 	for _, f := range fs[1:] {
-		m := f.JoinTree(t.Context(), holder, fleet.TreeHooks{})
+		m := f.JoinTree(t.Context(), holder, tree.Hooks{})
 		defer m.Leave(joinEnded)
 		members = append(members, m)
 	}
@@ -555,8 +556,8 @@ func TestTreeProcesses(t *testing.T) {
 		)
 		holder := fleet.NewRunID()
 		var planner treeRun
-		hm := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
-			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, fleet.TreeUsage{}, planner.hooks())
+		hm := a.HoldTree(tree.Spec{Holder: holder, Stage: "planner",
+			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, tree.Usage{}, planner.hooks())
 		defer hm.Leave(plannerEnded)
 		flushAll(t, a)
 		for _, c := range cs {
@@ -606,8 +607,8 @@ func TestTreeProcesses(t *testing.T) {
 			c.expect("tleft r", 5*time.Second)
 		}
 		holder2 := fleet.NewRunID()
-		hm2 := a.HoldTree(fleet.TreeSpec{Holder: holder2, Stage: "planner",
-			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, fleet.TreeUsage{}, fleet.TreeHooks{})
+		hm2 := a.HoldTree(tree.Spec{Holder: holder2, Stage: "planner",
+			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, tree.Usage{}, tree.Hooks{})
 		defer hm2.Leave(plannerEnded)
 		flushAll(t, a)
 		cs[0].send("tjoin r2 " + holder2)
@@ -647,12 +648,12 @@ func TestTreeClose(t *testing.T) {
 		fs := treeFleets(t, r, 2)
 		a, b := fs[0], fs[1]
 		holder := fleet.NewRunID()
-		hm := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
-			Limits: termination.Limits{Has: termination.LimitToolCalls, ToolCalls: 1000}}, fleet.TreeUsage{}, fleet.TreeHooks{})
+		hm := a.HoldTree(tree.Spec{Holder: holder, Stage: "planner",
+			Limits: termination.Limits{Has: termination.LimitToolCalls, ToolCalls: 1000}}, tree.Usage{}, tree.Hooks{})
 		defer hm.Leave(plannerEnded)
-		jm := b.JoinTree(t.Context(), holder, fleet.TreeHooks{})
+		jm := b.JoinTree(t.Context(), holder, tree.Hooks{})
 		flushAll(t, a, b, b)
-		_ = jm.Spend(fleet.TreeUsage{ToolCalls: 3})
+		_ = jm.Spend(tree.Usage{ToolCalls: 3})
 		if err := b.Close(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -676,13 +677,13 @@ func TestTreeServerRestart(t *testing.T) {
 	b := newTestFleet(t, srv, WithPrefix(a.cfg.prefix))
 	holder := fleet.NewRunID()
 	var planner treeRun
-	hm := a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
-		Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 1_000_000}}, fleet.TreeUsage{}, planner.hooks())
+	hm := a.HoldTree(tree.Spec{Holder: holder, Stage: "planner",
+		Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 1_000_000}}, tree.Usage{}, planner.hooks())
 	defer hm.Leave(plannerEnded)
-	jm := b.JoinTree(t.Context(), holder, fleet.TreeHooks{})
+	jm := b.JoinTree(t.Context(), holder, tree.Hooks{})
 	defer jm.Leave(joinEnded)
 	flushAll(t, a, b, b)
-	for _, m := range []fleet.TreeMember{hm, jm} {
+	for _, m := range []tree.Member{hm, jm} {
 		if stop := m.Spend(tokens(100)); stop != nil {
 			t.Fatal(stop)
 		}
@@ -695,7 +696,7 @@ func TestTreeServerRestart(t *testing.T) {
 	})
 	begin := time.Now()
 	for range 50 { // 5000 tokens each: half of a lease
-		for _, m := range []fleet.TreeMember{hm, jm} {
+		for _, m := range []tree.Member{hm, jm} {
 			if stop := m.Spend(tokens(100)); stop != nil {
 				t.Fatalf("a spend stopped while the server is away: %v", stop)
 			}
@@ -724,7 +725,7 @@ func TestTreeFinalNeverFires(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
 		p := newTreePair(t, r, termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 1000})
 		a, b, holder, planner, worker, hm, jm := p.a, p.b, p.holder, p.planner, p.worker, p.hm, p.jm
-		final := fleet.TreeUsageOf(&termination.Event{Kind: termination.KindFinal, Usage: termination.Usage{OutputTokens: 1500}})
+		final := tree.UsageOf(&termination.Event{Kind: termination.KindFinal, Usage: termination.Usage{OutputTokens: 1500}})
 		if stop := jm.Spend(final); stop != nil {
 			t.Fatalf("a final's usage fired the tree limit: %v", stop)
 		}
@@ -757,7 +758,7 @@ func TestTreeChargeMayEndHolder(t *testing.T) {
 		fs := treeFleets(t, r, 2)
 		a, b := fs[0], fs[1]
 		holder := fleet.NewRunID()
-		var hm fleet.TreeMember
+		var hm tree.Member
 		var mu sync.Mutex
 		ended := make(chan struct{})
 		var once sync.Once
@@ -771,17 +772,17 @@ func TestTreeChargeMayEndHolder(t *testing.T) {
 			})
 		}
 		mu.Lock()
-		hm = a.HoldTree(fleet.TreeSpec{Holder: holder, Stage: "planner",
-			Limits: termination.Limits{Has: termination.LimitToolCalls, ToolCalls: 1000}}, fleet.TreeUsage{},
-			fleet.TreeHooks{
-				Charge: func(u fleet.TreeUsage) { end() },
+		hm = a.HoldTree(tree.Spec{Holder: holder, Stage: "planner",
+			Limits: termination.Limits{Has: termination.LimitToolCalls, ToolCalls: 1000}}, tree.Usage{},
+			tree.Hooks{
+				Charge: func(u tree.Usage) { end() },
 				Stop:   func(termination.Cause) bool { end(); return true },
 			})
 		mu.Unlock()
-		jm := b.JoinTree(t.Context(), holder, fleet.TreeHooks{})
+		jm := b.JoinTree(t.Context(), holder, tree.Hooks{})
 		defer jm.Leave(joinEnded)
 		flushAll(t, b, b)
-		_ = jm.Spend(fleet.TreeUsage{ToolCalls: 1})
+		_ = jm.Spend(tree.Usage{ToolCalls: 1})
 		flushAll(t, b, a)
 		select {
 		case <-ended:
@@ -806,7 +807,7 @@ func TestTreeThroughMiddlewareAcrossProcesses(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
 		a := newTestFleet(t, r)
 		cs := []*child{startChild(t, r.URL(), a.cfg.prefix, 2*time.Second), startChild(t, r.URL(), a.cfg.prefix, 2*time.Second)}
-		stage, err := middleware.New("planner", middleware.WithFleet(a),
+		stage, err := middleware.New("planner", middleware.WithParticipant(fleet.Membership(a)),
 			middleware.WithPolicy(termination.MustParsePolicy("tree: {token_budget: {total: 2000}}")))
 		if err != nil {
 			t.Fatal(err)

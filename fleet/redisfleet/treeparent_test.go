@@ -35,7 +35,7 @@ func TestTreeWithParentAcrossProcesses(t *testing.T) {
 			redistest.Each(t, func(t *testing.T, r redistest.Redis) {
 				a := newTestFleet(t, r)
 				c := startChild(t, r.URL(), a.cfg.prefix, 2*time.Second)
-				planner, err := middleware.New("planner", middleware.WithFleet(a),
+				planner, err := middleware.New("planner", middleware.WithParticipant(fleet.Membership(a)),
 					middleware.WithPolicy(termination.MustParsePolicy("tree: {token_budget: {total: 1000}}")))
 				if err != nil {
 					t.Fatal(err)
@@ -44,7 +44,7 @@ func TestTreeWithParentAcrossProcesses(t *testing.T) {
 				defer p.Finish(nil)
 				parent := p
 				if via == "holder's child" {
-					researcher, err := middleware.New("researcher", middleware.WithFleet(a))
+					researcher, err := middleware.New("researcher", middleware.WithParticipant(fleet.Membership(a)))
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -117,16 +117,16 @@ func TestTreeStartPathsInOneProcess(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
 		f := newTestFleet(t, r)
 		ctl := newTestControl(t, r, f.cfg.prefix)
-		holder, err := middleware.New("planner", middleware.WithFleet(f),
+		holder, err := middleware.New("planner", middleware.WithParticipant(fleet.Membership(f)),
 			middleware.WithPolicy(termination.MustParsePolicy("tree: {token_budget: {total: 1000}}")))
 		if err != nil {
 			t.Fatal(err)
 		}
-		plain, err := middleware.New("planner", middleware.WithFleet(f))
+		plain, err := middleware.New("planner", middleware.WithParticipant(fleet.Membership(f)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		worker, err := middleware.New("worker", middleware.WithFleet(f))
+		worker, err := middleware.New("worker", middleware.WithParticipant(fleet.Membership(f)))
 		if err != nil {
 			t.Fatal(err)
 		}

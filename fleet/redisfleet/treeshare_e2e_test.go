@@ -7,6 +7,7 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
@@ -30,7 +31,7 @@ func TestTreeLimitsSharedThroughFleets(t *testing.T) {
 		prefix := testPrefix(t)
 		mk := func() *Fleet { return newTestFleet(t, srv, WithPrefix(prefix), WithLease(time.Second)) }
 		fa, fb, fc := mk(), mk(), mk()
-		planner, err := middleware.New("planner", middleware.WithFleet(fa),
+		planner, err := middleware.New("planner", middleware.WithParticipant(fleet.Membership(fa)),
 			middleware.WithPolicy(termination.MustParsePolicy(`tree: {token_budget: {total: 50000}}`)))
 		if err != nil {
 			t.Fatal(err)
@@ -50,7 +51,7 @@ func TestTreeLimitsSharedThroughFleets(t *testing.T) {
 		var results []termination.Result
 		var wg sync.WaitGroup
 		for _, f := range []*Fleet{fb, fc} {
-			stage, err := middleware.New("researcher", middleware.WithFleet(f))
+			stage, err := middleware.New("researcher", middleware.WithParticipant(fleet.Membership(f)))
 			if err != nil {
 				t.Fatal(err)
 			}

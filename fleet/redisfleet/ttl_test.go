@@ -44,7 +44,7 @@ func TestEveryValueHasATTL(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
 		f := newTestFleet(t, r)
 		budget := termination.FleetBudget{Key: "stage", Window: time.Hour, TotalTokens: 1_000_000}
-		s, err := middleware.New("ttl", middleware.WithFleet(f), middleware.WithFleetBudget(budget))
+		s, err := middleware.New("ttl", middleware.WithParticipant(fleet.Membership(f)), middleware.WithFleetBudget(budget))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +77,7 @@ func TestLateSettleLeavesNoCounterWithoutTTL(t *testing.T) {
 	srv := redistest.Start(t)
 	f := newTestFleet(t, srv, WithLease(300*time.Millisecond), WithSyncInterval(50*time.Millisecond), WithTimeout(300*time.Millisecond))
 	budget := termination.FleetBudget{Key: "stage", Window: time.Second, TotalTokens: 1_000_000}
-	s, err := middleware.New("late", middleware.WithFleet(f), middleware.WithFleetBudget(budget))
+	s, err := middleware.New("late", middleware.WithParticipant(fleet.Membership(f)), middleware.WithFleetBudget(budget))
 	if err != nil {
 		t.Fatal(err)
 	}

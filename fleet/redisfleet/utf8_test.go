@@ -17,7 +17,7 @@ import (
 func TestLabelValueNotUTF8(t *testing.T) {
 	srv := redistest.Start(t)
 	f := newTestFleet(t, srv)
-	s, _ := middleware.New("utf8", middleware.WithFleet(f))
+	s, _ := middleware.New("utf8", middleware.WithParticipant(fleet.Membership(f)))
 	_, r := s.Start(t.Context(), middleware.WithLabels(map[string]string{"tenant": "a\xff"}))
 	r.Finish(nil)
 	res := r.Wait()

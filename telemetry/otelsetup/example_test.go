@@ -18,7 +18,7 @@ func ExampleSetup() {
 	rec := tel.Recorder()                                     // a telemetry.Recorder on those providers
 	defer tel.Shutdown(ctx)
 
-	stage, _ := middleware.New("planner", middleware.WithRecorder(rec), middleware.WithProviderName("openai"),
+	stage, _ := middleware.New("planner", middleware.WithParticipant(rec), middleware.WithProviderName("openai"),
 		middleware.WithPolicy(termination.MustParsePolicy("max_iterations: 1")))
 	_, run := stage.Start(ctx, middleware.WithAgentID("planner-1"), middleware.WithConversationID("conv-1"))
 	run.Observe(termination.Event{Kind: termination.KindMessage, Model: "gpt-4o"})

@@ -137,7 +137,7 @@ func TestUnreachableCollector(t *testing.T) {
 			tel, err := otelsetup.Setup(context.Background(), otelsetup.WithoutGlobal())
 			require.NoError(t, err)
 			require.True(t, tel.TracesExported)
-			st, err := middleware.New("worker", middleware.WithRecorder(tel.Recorder()))
+			st, err := middleware.New("worker", middleware.WithParticipant(tel.Recorder()))
 			require.NoError(t, err)
 			require.Eventually(t, func() bool {
 				runOnce(t, st)
@@ -227,7 +227,7 @@ func TestCollectorRecovers(t *testing.T) {
 	testutil.CaptureErrors(t)
 	tel, err := otelsetup.Setup(context.Background(), otelsetup.WithoutGlobal())
 	require.NoError(t, err)
-	st, err := middleware.New("worker", middleware.WithRecorder(tel.Recorder()))
+	st, err := middleware.New("worker", middleware.WithParticipant(tel.Recorder()))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		runOnce(t, st)
@@ -295,9 +295,9 @@ func BenchmarkCollectorDown(b *testing.B) {
 			down, err := otelsetup.Setup(context.Background(), otelsetup.WithoutGlobal())
 			require.NoError(b, err)
 			defer down.Shutdown(context.Background())
-			offStage, err := middleware.New("worker", middleware.WithRecorder(off.Recorder()))
+			offStage, err := middleware.New("worker", middleware.WithParticipant(off.Recorder()))
 			require.NoError(b, err)
-			downStage, err := middleware.New("worker", middleware.WithRecorder(down.Recorder()))
+			downStage, err := middleware.New("worker", middleware.WithParticipant(down.Recorder()))
 			require.NoError(b, err)
 			for start := time.Now(); !otelsetup.TracesDetached(down); runOnce(b, downStage) {
 				if time.Since(start) > 10*time.Second {
@@ -361,7 +361,7 @@ func TestFailingMetricReaderBreaksNothing(t *testing.T) {
 	reader := sdkmetric.NewPeriodicReader(exp, sdkmetric.WithInterval(10*time.Millisecond))
 	tel, err := otelsetup.Setup(context.Background(), otelsetup.WithoutGlobal(), otelsetup.WithMetricReader(reader))
 	require.NoError(t, err)
-	st, err := middleware.New("worker", middleware.WithRecorder(tel.Recorder()))
+	st, err := middleware.New("worker", middleware.WithParticipant(tel.Recorder()))
 	require.NoError(t, err)
 	for range 20 {
 		runOnce(t, st)

@@ -58,7 +58,7 @@ func TestShutdownClosesGRPCConnections(t *testing.T) {
 	testutil.CaptureErrors(t)
 	tel, err := otelsetup.Setup(context.Background(), otelsetup.WithoutGlobal())
 	require.NoError(t, err)
-	st, err := middleware.New("worker", middleware.WithRecorder(tel.Recorder()))
+	st, err := middleware.New("worker", middleware.WithParticipant(tel.Recorder()))
 	require.NoError(t, err)
 	require.Eventually(t, func() bool {
 		runOnce(t, st)

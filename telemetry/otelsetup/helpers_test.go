@@ -25,7 +25,7 @@ func TestSetupCardinalityLimit(t *testing.T) {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
 	st := func(i int) *middleware.Stage {
-		s, err := middleware.New(fmt.Sprintf("s%d", i), middleware.WithRecorder(tel.Recorder()))
+		s, err := middleware.New(fmt.Sprintf("s%d", i), middleware.WithParticipant(tel.Recorder()))
 		require.NoError(t, err)
 		return s
 	}

@@ -38,7 +38,7 @@ func promRun(t *testing.T, opts ...otelsetup.Option) (string, *tracetest.SpanRec
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tel.Shutdown(context.Background()) })
 
-	st, err := middleware.New("planner", middleware.WithRecorder(tel.Recorder()), middleware.WithPolicy(termination.MustParsePolicy(
+	st, err := middleware.New("planner", middleware.WithParticipant(tel.Recorder()), middleware.WithPolicy(termination.MustParsePolicy(
 		"token_budget: {total: 1000, pressure: 0.5, grace: 1}\nmax_tool_calls: 1\n")))
 	require.NoError(t, err)
 	testutil.Observe(st, testutil.Msg("p", "a", 600, 0), testutil.Msg("p", "b", 100, 50))

@@ -1,24 +1,13 @@
 package middleware
 
 import (
-	"context"
 	"fmt"
 
 	"github.com/agentstop/agentstop/termination"
 )
 
-// Recorder records a stage's runs. It is the seam between the middleware and
-// telemetry: package telemetry implements it with OpenTelemetry; the default
-// records nothing. Implementations must be safe for concurrent use.
-type Recorder interface {
-	// StartRun is called once per run, before any event, with what the
-	// run is known by. The returned context becomes the parent of the
-	// run's context (it may carry a span, so the loop's own spans nest
-	// under it).
-	StartRun(ctx context.Context, info RunInfo) (context.Context, RunRecorder)
-}
-
-// RunInfo is what a Recorder is told about a run when it starts. The stage
+// RunInfo is what a run is known by ([Run.Info]): what a Participant
+// records of it. The stage
 // fills it; a caller of Start can set only the agent and conversation ids
 // (WithAgentID, WithConversationID).
 type RunInfo struct {
@@ -77,37 +66,6 @@ func (i *RunInfo) Allowed(tag string) bool {
 	return false
 }
 
-// RunRecorder records one run. Its methods are called with the run's lock
-// held, one at a time, and must not block or call back into the Run.
-type RunRecorder interface {
-	// Event is called for every evaluated event, on the hot path: it must
-	// not allocate. ev is valid only during the call.
-	Event(ev *termination.Event)
-	// Warning is called for every warning (BudgetPressure, StallDetected),
-	// in the order of Result.Warnings.
-	Warning(c termination.Cause)
-	// Error reports a failure that did not stop the loop, or that the loop
-	// should know about: a panicking hook, a decode panic.
-	Error(err error)
-	// End is called once, with the final result (its Shadow holds the
-	// verdicts of the stage's shadow policies, WithShadowPolicy).
-	End(res *termination.Result)
-}
-
-// StopRecorder is a RunRecorder that is also told the moment its run's
-// cause is decided — an event or a timer that fired, Stop, a fleet stop,
-// a parent's cascade — before the run's descendants are ended and before
-// the loop returns and calls Finish (End). An event log writes the run's
-// end record then (package eventlog), so that in the log a run ends where
-// it really ended, before the lines of its descendants' cascade. Stopped
-// is called at most once per run, with the run's lock held, and never for
-// a run whose cause Finish decides (the stream's end: End is the first to
-// know). res is valid only during the call; its Outcome is the cause's
-// default (a WithTreatAsSuccess override is applied at Finish).
-type StopRecorder interface {
-	Stopped(res *termination.Result)
-}
-
 // WithProviderName names the GenAI provider the stage's loop talks to
 // ("openai", "anthropic", "gcp.gemini", … — the well-known values of the
 // GenAI semantic conventions' gen_ai.provider.name), recorded on the run's
@@ -138,16 +96,3 @@ func validProviderName(name string) error {
 	}
 	return nil
 }
-
-type nopRecorder struct{}
-
-func (nopRecorder) StartRun(ctx context.Context, _ RunInfo) (context.Context, RunRecorder) {
-	return ctx, nopRunRecorder{}
-}
-
-type nopRunRecorder struct{}
-
-func (nopRunRecorder) Event(*termination.Event)  {}
-func (nopRunRecorder) Warning(termination.Cause) {}
-func (nopRunRecorder) Error(error)               {}
-func (nopRunRecorder) End(*termination.Result)   {}

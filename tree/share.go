@@ -1,4 +1,4 @@
-package fleet
+package tree
 
 import (
 	"context"
@@ -7,26 +7,26 @@ import (
 	"github.com/agentstop/agentstop/termination"
 )
 
-// Trees is implemented by a fleet that shares tree limits (docs/spec.md
+// Sharer is implemented by a fleet that shares tree limits (docs/spec.md
 // §8) across processes: a run that holds tree limits and has descendants
 // in other processes (started from requests its Propagator-carried context
 // made) is charged their usage, and they are charged against its limits,
 // through the fleet, in leases keyed by the holder's run id, as shared
 // budgets are (§7). Package middleware uses it when a stage's fleet
-// implements it; [Local] and redisfleet do.
+// implements it; fleet.Local and redisfleet do.
 //
 // The holder's process calls HoldTree when the holder starts (docs/spec.md
 // §8, clarified 2026-11-28: a holder's tree is shared whenever it has
 // tree: limits, not only once its id leaves the process), and registers
-// it, and every run under it, with the holders' ids ([RunInfo.Trees]).
+// it, and every run under it, with the holders' ids ([RunInfo.Sharer]).
 // Each process where a descendant starts calls JoinTree for every holder
 // the request named or, for a child started with only its parent's id
-// (middleware.WithParent: a job queue), for every holder [Trees.TreesOf]
+// (middleware.WithParent: a job queue), for every holder [Sharer.TreesOf]
 // finds in the parent's registry entry. Every event of the
 // holder's subtree is then spent, in its own process, through a
-// [TreeMember] (the holder's process through the holding, the others
+// [Member] (the holder's process through the holding, the others
 // through their joins), with no I/O per event. The holding's
-// TreeHooks.Charge receives what the other processes spent, so that the
+// Hooks.Charge receives what the other processes spent, so that the
 // holder's own evaluator sees the whole tree and fires the limit with its
 // exact cause; a process that finds the tree's limits spent (its lease is
 // used up and nothing is left to reserve) stops its members at once.
@@ -37,7 +37,7 @@ import (
 // reached, as for fleet budgets; without the store each process spends
 // what is left of its lease, and then only the limits the request
 // propagated (and each run's own) apply.
-type Trees interface {
+type Sharer interface {
 	// HoldTree shares the tree limits of the run spec.Holder, which runs
 	// in this process, with its descendants in other processes. used is
 	// what the holder's tree has spent so far (charged at once). Hooks.Stop
@@ -46,8 +46,8 @@ type Trees interface {
 	// other processes spent under the tree. It never waits on the network.
 	// The caller may hold a lock that the hooks take: HoldTree must not
 	// call them, and the fleet never calls a hook while holding a lock
-	// that HoldTree or a TreeMember's methods take.
-	HoldTree(spec TreeSpec, used TreeUsage, hooks TreeHooks) TreeMember
+	// that HoldTree or a Member's methods take.
+	HoldTree(spec Spec, used Usage, hooks Hooks) Member
 	// JoinTree charges a run of this process, a descendant of the remote
 	// run holder that holds tree limits, and the runs under it, to the
 	// holder's tree limits. Hooks.Stop ends the run with Cancelled{reason:
@@ -59,10 +59,10 @@ type Trees interface {
 	// the tree (the holder is not one of its runs': another fleet's, or
 	// ended long ago): the run then takes the limits the request
 	// propagated as its own, as without a fleet.
-	JoinTree(ctx context.Context, holder string, hooks TreeHooks) TreeMember
+	JoinTree(ctx context.Context, holder string, hooks Hooks) Member
 	// TreesOf returns the holders whose shared tree limits count the
 	// events of run, a run of any process of the fleet, as its registry
-	// entry lists them ([RunInfo.Trees]), nearest first: a child started
+	// entry lists them ([RunInfo.Sharer]), nearest first: a child started
 	// with only run's id joins them. It returns nil for a run in no shared
 	// tree, and for one the fleet cannot find (it ended, it never joined
 	// the fleet, or the store cannot be reached: the child then runs under
@@ -72,8 +72,8 @@ type Trees interface {
 	TreesOf(ctx context.Context, run string) []string
 }
 
-// TreeSpec is a tree's limits as its holder shares them.
-type TreeSpec struct {
+// Spec is a tree's limits as its holder shares them.
+type Spec struct {
 	Holder string // the holder's run id
 	Stage  string // the holder's stage: a stopped descendant's detail names it
 	// Limits are the holder's tree limits (middleware: the stage's tree:
@@ -82,10 +82,10 @@ type TreeSpec struct {
 	Limits termination.Limits
 }
 
-// TreeHooks are how a fleet reaches the run of a TreeMember. They are
+// Hooks are how a fleet reaches the run of a Member. They are
 // safe to call from any goroutine, return quickly, never block on the
 // run's loop, and do nothing once the run has ended.
-type TreeHooks struct {
+type Hooks struct {
 	// Stop ends the run with c and reports whether this call stopped it.
 	Stop func(c termination.Cause) bool
 	// Warn gives the run (and its descendants) a tree warning raised in
@@ -94,11 +94,11 @@ type TreeHooks struct {
 	// Charge adds usage spent in other processes under the tree to the
 	// holder's tree limits: the holding only. It may fire them (the
 	// holder then ends as its own limits would end it).
-	Charge func(u TreeUsage)
+	Charge func(u Usage)
 }
 
-// TreeMember is a run's part in a tree shared through a fleet.
-type TreeMember interface {
+// Member is a run's part in a tree shared through a fleet.
+type Member interface {
 	// Spend charges usage of the run's subtree spent in this process. It
 	// is on the per-event path: no allocation, no network (a networked
 	// fleet waits for its sync loop, at most its operation timeout and
@@ -115,7 +115,7 @@ type TreeMember interface {
 	// fires a limit). An event in flight may Spend after Leave: the
 	// member may still charge it, and returns nil or the cause the tree
 	// ended with.
-	Spend(u TreeUsage) (stop termination.Cause)
+	Spend(u Usage) (stop termination.Cause)
 	// Warn hands a tree warning of the holder (its tree pressure) to the
 	// tree's joined runs in every process: the holding only.
 	Warn(c termination.Cause)
@@ -123,30 +123,30 @@ type TreeMember interface {
 	// descendants end with: Cancelled{reason: parent, detail: "STAGE
 	// ended: TAG"} naming the run, or the cascade that reached it naming
 	// the run whose end started it. A holding's end ends the tree: nothing
-	// more is granted, and its joined runs end with end ([Local] stops them
+	// more is granted, and its joined runs end with end (fleet.Local stops them
 	// itself; a networked fleet leaves it to the cascade of §8, which
 	// reaches them through the runs' parent links anyway).
 	Leave(end termination.Cancelled)
 }
 
-// QuietMember is implemented by a TreeMember whose Spend does nothing and
-// returns nil whatever it is given: [Local]'s holding, since in one
+// QuietMember is implemented by a Member whose Spend does nothing and
+// returns nil whatever it is given: fleet.Local's holding, since in one
 // process the holder's own evaluator counts every event its process
 // spends under it. The middleware spends nothing through a quiet member,
 // so a tree shared from its holder's start only so that it can be joined
 // costs its events nothing more than a tree that is not shared. Its Warn
 // and Leave are called as any member's.
 type QuietMember interface {
-	TreeMember
+	Member
 	// SpendsNothing marks the member as quiet; it is never called.
 	SpendsNothing()
 }
 
-// TreeUsage is what events spent of a tree's limits: iterations (message
+// Usage is what events spent of a tree's limits: iterations (message
 // and final events), tool calls, tokens and cost. The Final fields say
 // how much of that final events spent: a final counts, but never fires a
 // limit or warns (§3), so a holder charged with it feeds it as finals.
-type TreeUsage struct {
+type Usage struct {
 	Iterations  int64             `json:"iterations,omitempty"`
 	ToolCalls   int64             `json:"tool_calls,omitempty"`
 	Tokens      termination.Usage `json:"tokens,omitzero"`
@@ -157,11 +157,11 @@ type TreeUsage struct {
 }
 
 // IsZero reports whether u spends nothing.
-func (u TreeUsage) IsZero() bool { return u == TreeUsage{} }
+func (u Usage) IsZero() bool { return u == Usage{} }
 
 // Add returns u + o.
-func (u TreeUsage) Add(o TreeUsage) TreeUsage {
-	return TreeUsage{Iterations: u.Iterations + o.Iterations, ToolCalls: u.ToolCalls + o.ToolCalls,
+func (u Usage) Add(o Usage) Usage {
+	return Usage{Iterations: u.Iterations + o.Iterations, ToolCalls: u.ToolCalls + o.ToolCalls,
 		Tokens: addUsage(u.Tokens, o.Tokens), Cost: u.Cost + o.Cost,
 		Finals: u.Finals + o.Finals, FinalTokens: addUsage(u.FinalTokens, o.FinalTokens), FinalCost: u.FinalCost + o.FinalCost}
 }
@@ -170,13 +170,13 @@ func addUsage(a, b termination.Usage) termination.Usage {
 	return termination.Usage{InputTokens: a.InputTokens + b.InputTokens, OutputTokens: a.OutputTokens + b.OutputTokens}
 }
 
-// TreeUsageOf returns what one event spends of a tree's limits, as an
+// UsageOf returns what one event spends of a tree's limits, as an
 // Evaluator counts it: an iteration for a message or final (a final also
 // in the Final fields), a tool call for a tool_call, its tokens and cost
 // (negative or non-finite amounts, which a valid event never has, count
 // as 0).
-func TreeUsageOf(ev *termination.Event) TreeUsage {
-	var u TreeUsage
+func UsageOf(ev *termination.Event) Usage {
+	var u Usage
 	switch ev.Kind {
 	case termination.KindMessage, termination.KindFinal:
 		u.Iterations = 1
@@ -193,49 +193,10 @@ func TreeUsageOf(ev *termination.Event) TreeUsage {
 	return u
 }
 
-// TreeResources are the resources a shared tree counts, in the order the
-// fleets keep them.
-var TreeResources = [...]termination.Resource{
-	termination.ResourceIterations, termination.ResourceToolCalls,
-	termination.ResourceTotalTokens, termination.ResourceInputTokens, termination.ResourceOutputTokens,
-	termination.ResourceCost,
-}
-
-// Amounts returns u per resource, in TreeResources' order.
-func (u TreeUsage) Amounts() [6]float64 {
-	return [6]float64{float64(u.Iterations), float64(u.ToolCalls),
-		float64(u.Tokens.InputTokens + u.Tokens.OutputTokens), float64(u.Tokens.InputTokens), float64(u.Tokens.OutputTokens), u.Cost}
-}
-
-// TreeUsageFrom is Amounts' inverse (total tokens are implied by input and
-// output; what finals spent is not told apart).
-func TreeUsageFrom(a [6]float64) TreeUsage {
-	return TreeUsage{Iterations: int64(a[0]), ToolCalls: int64(a[1]),
-		Tokens: termination.Usage{InputTokens: int64(a[3]), OutputTokens: int64(a[4])}, Cost: a[5]}
-}
-
-// TreeLimitsOf returns spec's limits per resource, in TreeResources'
-// order: 0 for a resource it does not limit.
-func TreeLimitsOf(l termination.Limits) [6]float64 {
-	var out [6]float64
-	set := func(i int, bit termination.LimitSet, v float64) {
-		if l.Has&bit != 0 {
-			out[i] = v
-		}
-	}
-	set(0, termination.LimitIterations, float64(l.Iterations))
-	set(1, termination.LimitToolCalls, float64(l.ToolCalls))
-	set(2, termination.LimitTotalTokens, float64(l.TotalTokens))
-	set(3, termination.LimitInputTokens, float64(l.InputTokens))
-	set(4, termination.LimitOutputTokens, float64(l.OutputTokens))
-	set(5, termination.LimitCost, l.Cost)
-	return out
-}
-
-// TreeCause is the cause a tree limit on resource fires with when a fleet
+// LimitCause is the cause a tree limit on resource fires with when a fleet
 // finds it spent (scope tree): MaxIterationsReached or MaxToolCallsReached
 // for counts (count = used), BudgetExhausted otherwise.
-func TreeCause(resource termination.Resource, used, limit float64) termination.Cause {
+func LimitCause(resource termination.Resource, used, limit float64) termination.Cause {
 	switch resource {
 	case termination.ResourceIterations:
 		return termination.MaxIterationsReached{Limit: int(limit), Count: int(used), Scope: termination.ScopeTree}
@@ -245,9 +206,9 @@ func TreeCause(resource termination.Resource, used, limit float64) termination.C
 	return termination.BudgetExhausted{Resource: resource, Used: used, Limit: limit, Scope: termination.ScopeTree}
 }
 
-// TreeStopCause is what a joined run ends with when its tree's limits are
+// StopCause is what a joined run ends with when its tree's limits are
 // spent: Cancelled{reason: parent, detail: "STAGE ended: TAG"} naming the
 // holder's stage and the tag of cause c.
-func TreeStopCause(holderStage string, c termination.Cause) termination.Cancelled {
+func StopCause(holderStage string, c termination.Cause) termination.Cancelled {
 	return termination.ParentEnded(holderStage, termination.Tag(c, nil))
 }

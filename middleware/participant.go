@@ -1,0 +1,233 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+
+	"github.com/agentstop/agentstop/termination"
+)
+
+// The run's one seam. Everything that watches or limits a run besides its
+// own evaluator takes part in it as a Participant: package telemetry
+// (spans and metrics), package eventlog (the event log), package fleet
+// (fleet membership and shared budgets), the stage's shadow policies
+// (shadow.go). A new kind of observer or limit is a new participant, not
+// a new branch in Run.
+
+// Participant takes part in every run of the stages it is given to
+// ([WithParticipant]). Implementations must be safe for concurrent use.
+type Participant interface {
+	// Join is called once per run when it starts, before any event, with
+	// the context the run is being started with and the run (its ID,
+	// Info, Labels and Stage are set; its own context is not made yet).
+	// The returned context becomes the parent of the run's context (it may
+	// carry a span, so the loop's own spans nest under it); nil keeps
+	// ctx. The Part takes part in the run; nil for none.
+	Join(ctx context.Context, run *Run) (context.Context, Part)
+}
+
+// Part is a participant's share of one run. Its methods are called with
+// the run's lock held, one at a time, in the order the run's events,
+// warnings and end happen, and must not block or call back into the Run.
+// A Part may also implement [Starter], [Spender], [StopRecorder],
+// [HoldRecorder] and [Ender]; the run looks once, when the part joins.
+type Part interface {
+	// Event is called for every evaluated event, on the hot path: it must
+	// not allocate. ev is valid only during the call.
+	Event(ev *termination.Event)
+	// Warning is called for every warning (BudgetPressure, StallDetected),
+	// in the order of Result.Warnings.
+	Warning(c termination.Cause)
+	// Error reports a failure that did not stop the loop, or that the loop
+	// should know about: a panicking hook, a decode panic.
+	Error(err error)
+	// End is called once, with the final result. Parts are told in the
+	// order their participants were given, after the stage's own (its
+	// shadow policies, whose part fills res.Shadow).
+	End(res *termination.Result)
+}
+
+// Starter is a Part that acts once the run has its context and its place
+// in a tree of runs: a fleet registers the run then, and may refuse it.
+// Start is called without the run's lock; it may call the Run's methods.
+// An error ends the run at once: a [termination.Cause] (errors.As) as
+// itself (Skipped{reason: blocked}), any other as Failed{invalid_input}.
+type Starter interface {
+	Start() error
+}
+
+// Spender is a Part that is given every evaluated event's usage without
+// the run's lock, after the parts were told of the event: a fleet charges
+// it to a shared budget. It is on the per-event path: it must not
+// allocate or wait on the network. warning is a warning the spend raised
+// (BudgetPressure{scope: fleet}); stop is the cause the run must end with
+// (BudgetExhausted{scope: fleet}), as if it had fired on the event. Either
+// is nil otherwise.
+type Spender interface {
+	Spend(usage termination.Usage, cost float64) (warning, stop termination.Cause)
+}
+
+// StopRecorder is a Part that is also told the moment its run's cause is
+// decided — an event or a timer that fired, Stop, a fleet stop, a
+// parent's cascade — before the run's descendants are ended and before
+// the loop returns and calls Finish (End). An event log writes the run's
+// end record then (package eventlog), so that in the log a run ends where
+// it really ended, before the lines of its descendants' cascade. Stopped
+// is called at most once per run, with the run's lock held, and never for
+// a run whose cause Finish decides (the stream's end: End is the first to
+// know). res is valid only during the call; its Outcome is the cause's
+// default (a WithTreatAsSuccess override is applied at Finish).
+type StopRecorder interface {
+	Stopped(res *termination.Result)
+}
+
+// HoldRecorder is a Part that records holds (package telemetry counts held
+// runs and their waits). Its methods are called with the run's lock held.
+type HoldRecorder interface {
+	// Held is called when the run is held at the limit whose cause is c.
+	Held(c termination.Cause)
+	// Released is called when a held run goes on (raised), or ends.
+	Released()
+	// Raised is called for every raise that released the run, with its
+	// amounts (what an event log records as a raise record, §1).
+	Raised(l termination.Limits)
+}
+
+// Ender is a Part that is told, without the run's lock, once the run's
+// result is final and every part's End was called: a fleet member leaves
+// its fleet then. It may call the Run's methods.
+type Ender interface {
+	Ended(res *termination.Result)
+}
+
+// WithParticipant makes p take part in every run of the stage (package
+// telemetry's Recorder, package eventlog's Writer, package fleet's
+// Membership). Given several times, every participant takes part, in the
+// order given. Default: none (the run is evaluated, and nothing else
+// watches it). nil is an error.
+func WithParticipant(p Participant) Option {
+	return optionFunc(func(c *config) {
+		if isNil(p) {
+			c.errs = append(c.errs, errors.New("WithParticipant: nil participant (to add nothing, leave WithParticipant out)"))
+			return
+		}
+		c.participants = append(c.participants, p)
+	})
+}
+
+// Info returns what the run is known by: its stage, ids and parent.
+func (r *Run) Info() RunInfo { return r.runInfo }
+
+// parts are a run's parts, in order. The optional interfaces are looked up
+// once, when the parts join.
+type parts struct {
+	all      []Part
+	spenders []Spender
+}
+
+// join joins the stage's participants to the run, in order, and returns
+// the context they made.
+func (ps *parts) join(ctx context.Context, participants []Participant, r *Run) context.Context {
+	for _, p := range participants {
+		pctx, part := p.Join(ctx, r)
+		if pctx != nil {
+			ctx = pctx
+		}
+		if part == nil {
+			continue
+		}
+		ps.all = append(ps.all, part)
+		if s, ok := part.(Spender); ok {
+			ps.spenders = append(ps.spenders, s)
+		}
+	}
+	return ctx
+}
+
+func (ps *parts) event(ev *termination.Event) {
+	for _, p := range ps.all {
+		p.Event(ev)
+	}
+}
+
+func (ps *parts) warning(c termination.Cause) {
+	for _, p := range ps.all {
+		p.Warning(c)
+	}
+}
+
+func (ps *parts) error(err error) {
+	for _, p := range ps.all {
+		p.Error(err)
+	}
+}
+
+func (ps *parts) end(res *termination.Result) {
+	for _, p := range ps.all {
+		p.End(res)
+	}
+}
+
+// stopped tells the StopRecorders; it reports whether there are any.
+func (ps *parts) hasStopRecorder() bool {
+	for _, p := range ps.all {
+		if _, ok := p.(StopRecorder); ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (ps *parts) stopped(res *termination.Result) {
+	for _, p := range ps.all {
+		if s, ok := p.(StopRecorder); ok {
+			s.Stopped(res)
+		}
+	}
+}
+
+func (ps *parts) held(c termination.Cause) {
+	for _, p := range ps.all {
+		if h, ok := p.(HoldRecorder); ok {
+			h.Held(c)
+		}
+	}
+}
+
+func (ps *parts) released() {
+	for _, p := range ps.all {
+		if h, ok := p.(HoldRecorder); ok {
+			h.Released()
+		}
+	}
+}
+
+func (ps *parts) raised(l termination.Limits) {
+	for _, p := range ps.all {
+		if h, ok := p.(HoldRecorder); ok {
+			h.Raised(l)
+		}
+	}
+}
+
+// start calls the Starters, without the run's lock; it returns the first
+// error.
+func (ps *parts) start() error {
+	for _, p := range ps.all {
+		if s, ok := p.(Starter); ok {
+			if err := s.Start(); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// ended calls the Enders, without the run's lock.
+func (ps *parts) ended(res *termination.Result) {
+	for _, p := range ps.all {
+		if e, ok := p.(Ender); ok {
+			e.Ended(res)
+		}
+	}
+}

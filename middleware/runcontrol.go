@@ -1,0 +1,199 @@
+package middleware
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+
+	"github.com/agentstop/agentstop/termination"
+)
+
+// fleetConfig is the stage's fleet budget, part of config: a policy's
+// fleet_budget, enforced by the participant that makes the stage's runs
+// members of a fleet (package fleet's Membership reads Stage.FleetBudget).
+type fleetConfig struct {
+	fleetBudget *termination.FleetBudget
+}
+
+// WithFleetBudget gives the stage a budget shared across its fleet, as the
+// policy key fleet_budget does; it takes effect with a fleet's participant
+// (package fleet's Membership) and is ignored without one. b must be valid (termination.FleetBudget.Validate).
+// A stage has at most one fleet budget, whether from here or from a policy.
+// Default: none.
+func WithFleetBudget(b termination.FleetBudget) Option {
+	return optionFunc(func(c *config) {
+		if err := b.Validate(); err != nil {
+			c.errs = append(c.errs, fmt.Errorf("WithFleetBudget: %w", err))
+			return
+		}
+		c.setFleetBudget(&b, "WithFleetBudget")
+	})
+}
+
+// setFleetBudget records the stage's fleet budget, rejecting a second one.
+func (c *config) setFleetBudget(b *termination.FleetBudget, from string) {
+	if b == nil {
+		return
+	}
+	if c.fleetBudget != nil {
+		c.errs = append(c.errs, fmt.Errorf("%s: the stage already has a fleet_budget (%s); a stage shares at most one", from, c.fleetBudget))
+		return
+	}
+	c.fleetBudget = b
+}
+
+// FleetBudget returns the stage's fleet budget (from a policy or
+// WithFleetBudget), or nil. It is enforced only when a fleet takes part in
+// the stage's runs (package fleet's Membership).
+func (s *Stage) FleetBudget() *termination.FleetBudget {
+	if s.cfg.fleetBudget == nil {
+		return nil
+	}
+	b := *s.cfg.fleetBudget
+	return &b
+}
+
+// ID returns the run's id: 32 hex digits, 128 random bits. Every run has
+// one, with or without a fleet, so that parents, results, event logs and
+// traces can name it.
+func (r *Run) ID() string { return r.id }
+
+// Labels returns a copy of the labels the run was started with.
+func (r *Run) Labels() map[string]string {
+	if len(r.info.labels) == 0 {
+		return nil
+	}
+	out := make(map[string]string, len(r.info.labels))
+	for k, v := range r.info.labels {
+		out[k] = v
+	}
+	return out
+}
+
+// runID returns a new run id. Start takes it before the participants hear
+// of the run, so that they can be told it.
+func (s *Stage) runID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	var h [32]byte         // encoded on the stack: the string is the one allocation
+	hex.Encode(h[:], b[:])
+	return string(h[:])
+}
+
+// ValidRunID reports whether id has the form of a run's id (Run.ID): 32
+// lowercase hex digits.
+func ValidRunID(id string) bool {
+	if len(id) != 32 {
+		return false
+	}
+	for i := 0; i < len(id); i++ {
+		if c := id[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// begin checks the run's labels and starts its parts (a fleet registers
+// the run). It reports whether the run was ended at once (bad labels, or
+// a participant refused it).
+func (r *Run) begin() bool {
+	if err := termination.ValidateLabels(r.info.labels); err != nil {
+		r.stopWith(termination.Failed{Reason: termination.FailInvalidInput,
+			Err: fmt.Sprintf("middleware: stage %q: WithLabels: %v", r.stage.name, err)})
+		return true
+	}
+	err := r.parts.start()
+	if err == nil {
+		return false
+	}
+	var c termination.Cause
+	if !errors.As(err, &c) || c == nil {
+		c = termination.Failed{Reason: termination.FailInvalidInput, Err: errorText(err)}
+	}
+	return r.stopWith(c)
+}
+
+// Progress returns the run's running figures: a fleet reads them when it
+// lists or publishes the run, so no event hands them over.
+func (r *Run) Progress() termination.Progress {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.eval.Progress()
+}
+
+// Warn records a warning raised outside the run's events (another run of a
+// fleet crossed a shared budget's pressure threshold). It is in the run's
+// result at once; the warning hook and the participants get it with the
+// run's next event, on the loop's goroutine, or at the run's end. A run
+// that has stopped ignores it.
+func (r *Run) Warn(c termination.Cause) {
+	r.mu.Lock()
+	r.eval.AddWarning(c)
+	r.mu.Unlock()
+}
+
+// StopWith ends the run with c — a fleet's stop (Cancelled{reason:
+// external}), its shared budget's end (BudgetExhausted{scope: fleet}), a
+// remote parent's end (Cancelled{reason: parent}) — unless it has already
+// stopped, and reports whether c became the run's cause. A run held at a
+// limit (hold:) that is stopped from outside (Cancelled{reason: external})
+// ends with its limit's cause, as Stop ends it; StopWith then reports true.
+// A nil cause changes nothing.
+func (r *Run) StopWith(c termination.Cause) bool {
+	if c == nil {
+		return false
+	}
+	if cc, ok := c.(termination.Cancelled); ok && cc.Reason == termination.CancelExternal && r.stopHeld() {
+		return true
+	}
+	return r.stopWith(c)
+}
+
+// spend gives an evaluated event's usage to the run's Spenders and acts on
+// what they say. It runs without the run's lock (a fleet may stop other
+// runs from here). It reports the run's stop cause when a Spender ended
+// it (a shared budget is exhausted).
+func (r *Run) spend(u termination.Usage, cost float64) (termination.Cause, bool) {
+	if u.IsZero() && cost == 0 {
+		return nil, false
+	}
+	var stop termination.Cause
+	for _, s := range r.parts.spenders {
+		warning, st := s.Spend(u, cost)
+		if warning != nil {
+			r.Warn(warning)
+			r.deliverWarnings()
+		}
+		if st != nil && stop == nil {
+			stop = st
+		}
+	}
+	if stop == nil {
+		return nil, false
+	}
+	r.mu.Lock()
+	ok := r.eval.StopOnEvent(stop) // refuses a typed nil: no stop
+	c, stopped := r.eval.Stopped()
+	r.mu.Unlock()
+	if ok {
+		r.stopped(stop)
+	}
+	return c, stopped
+}
+
+// deliverWarnings hands warnings recorded since the last delivery to the
+// participants and the warning hook, in order.
+func (r *Run) deliverWarnings() {
+	r.mu.Lock()
+	w := r.eval.WarningsSince(r.nwarn)
+	r.nwarn += len(w)
+	for _, c := range w {
+		r.parts.warning(c)
+	}
+	r.mu.Unlock()
+	for _, c := range w {
+		r.warn(c)
+	}
+}

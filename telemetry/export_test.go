@@ -1,0 +1,13 @@
+package telemetry
+
+import (
+	"context"
+
+	"github.com/agentstop/agentstop/middleware"
+)
+
+// StartRun starts a run's recording from its info alone, for tests that
+// record runs without a stage.
+func (r *Recorder) StartRun(ctx context.Context, info middleware.RunInfo) (context.Context, middleware.Part) {
+	return r.startRun(ctx, info)
+}
