@@ -14,7 +14,7 @@
 // (termination.Policy.Hash, given to the recorder as
 // middleware.RunInfo.Policy), or "code" for a stage whose conditions are
 // Go code (middleware.WithCondition). The end record is written the
-// moment the run's cause is decided (the Writer's RunRecorders are
+// moment the run's cause is decided (the Writer's parts are
 // middleware.StopRecorders), not when the loop returns: so a run ends in
 // the log where it ended live, before the lines of the cascade that ends
 // its descendants. Its outcome is then the cause's default (a
@@ -29,9 +29,9 @@
 //
 // # How the pieces fit
 //
-// A [Writer] is a middleware.Recorder: give it to a stage with
-// middleware.WithRecorder (beside the telemetry recorder; a stage fans out
-// to every recorder it is given). Its RunRecorders copy each event into a
+// A [Writer] is a middleware.Participant: give it to a stage with
+// middleware.WithParticipant (beside the telemetry recorder; every
+// participant a stage is given takes part in every run). Its parts copy each event into a
 // bounded buffer and return: the loop never waits for the disk. One
 // goroutine, owned by the Writer and ended by [Writer.Close], encodes the
 // events and writes them through a buffered file, which it rotates by size

@@ -4,7 +4,7 @@
 //
 // # The two sides
 //
-// A [Fleet] is what a stage uses: with middleware.WithFleet, every run of
+// A [Fleet] is what a stage uses: with middleware.WithParticipant(fleet.Membership(f)), every run of
 // the stage gets a library-generated id ([NewRunID], 128 random bits), joins
 // the fleet when it starts ([Fleet.Join]) with its stage, labels (given with
 // middleware.WithLabels; names snake_case, values at most 256 bytes; they

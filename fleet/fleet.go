@@ -28,7 +28,7 @@ var (
 	ErrUnavailable = errors.New("fleet: unavailable")
 )
 
-// Fleet is what a stage uses (middleware.WithFleet): every run of the stage
+// Fleet is what a stage uses (middleware.WithParticipant(fleet.Membership(f))): every run of the stage
 // joins it when it starts and leaves it when it ends. Implementations are
 // safe for concurrent use. [Local] is the in-process implementation;
 // package fleet/redisfleet shares a fleet across processes.

@@ -7,7 +7,8 @@
 // events (§1) are evaluated against conditions and policies (§3) as replay
 // (§4) evaluates a recorded log, every run ends with one cause of §2, runs
 // are recorded as §5 describes, the hot path meets the budgets of §6,
-// [WithFleet] joins the fleet control of §7, and runs form trees (§8).
+// [WithParticipant](fleet.Membership(f)) joins the fleet control of §7, and
+// runs form trees (§8).
 //
 // # Stages and runs
 //
@@ -146,7 +147,7 @@
 //
 // # Fleets
 //
-// With [WithFleet] every run joins a fleet (package fleet) when it starts:
+// With [WithParticipant](fleet.Membership(f)) every run joins a fleet (package fleet) when it starts:
 // it gets an id ([Run.ID]) and is visible, with its labels ([WithLabels])
 // and figures, to operators, who can stop it (Cancelled{reason: external,
 // detail: "REASON (by WHO)"}) or block new runs (Skipped{reason: blocked}).
@@ -174,7 +175,7 @@
 // however it was started: when its parent is a live run of this process,
 // it is linked to it directly (cascade and tree limits, exactly, as
 // below) — always by context and by WithParent, and by a propagated
-// request when both stages use the same fleet ([WithFleet]; without a
+// request when both stages use the same fleet (fleet.Membership; without a
 // shared fleet such a request counts as one from another process, below).
 //
 // A run's place in a tree is a value of its own that the Run points to,
@@ -261,15 +262,27 @@
 // Lock order: a run's lock before a tree's; no code holding a tree's lock
 // takes a run's (cascades and warnings copy the children out first).
 //
-// # Telemetry
+// # The seam: participants
 //
-// The middleware records through the small [Recorder] interface and records
-// nothing by default, so it needs no OpenTelemetry SDK. Package telemetry
-// provides the OpenTelemetry implementation ([WithRecorder]); package
-// eventlog, the event log that replay and backtest read. A RunRecorder that
-// is also a [StopRecorder] is told the moment its run's cause is decided,
-// before its descendants' cascade and before Finish; the event log writes
-// the run's end record then, so that in the log each run ends where it
-// ended live. [RunInfo] carries the enforced policy's hash
-// (termination.Policy.Hash) or "code", which the end record names.
+// Everything that watches or limits a run besides its own evaluator takes
+// part in it through one small seam ([Participant], go-grpc-middleware's
+// Reporter is the model): a participant given with [WithParticipant] joins
+// every run when it starts and returns its [Part] of the run, which is
+// told the run's events, warnings, errors and end, in order, under the
+// run's lock. A Part may also be a [Starter] (it acts once the run has its
+// context: a fleet registers the run, and may refuse it), a [Spender] (it
+// is given each event's usage without the lock: a fleet's shared budget),
+// a [StopRecorder] (told the moment the run's cause is decided, before its
+// descendants' cascade and before Finish: the event log writes the end
+// record then, so that in the log each run ends where it ended live), a
+// [HoldRecorder] (holds, releases, raises) and an [Ender] (told without
+// the lock once the result is final: a fleet member leaves). Package
+// telemetry's Recorder (spans and metrics), package eventlog's Writer (the
+// event log that replay and backtest read) and package fleet's Membership
+// are participants; so are the stage's own shadow policies
+// ([WithShadowPolicy]), which come first. The middleware watches nothing
+// by default, so it needs no OpenTelemetry SDK. [RunInfo] ([Run.Info])
+// carries what a participant records of a run: its stage, ids, parent and
+// the enforced policy's hash (termination.Policy.Hash) or "code", which
+// the end record names.
 package middleware

@@ -41,7 +41,7 @@ type config struct {
 
 // WithPolicy adds the policy's conditions to the stage. Several policies and
 // conditions combine as "any of". A policy's fleet_budget becomes the
-// stage's fleet budget, enforced only with [WithFleet]; a second one is an
+// stage's fleet budget, enforced only with fleet.Membership; a second one is an
 // error. A policy's tree: limits become tree limits that every run of the
 // stage holds ([WithTreeLimits]). A policy's hold: makes the stage hold
 // its runs at a limit ([WithHold]). Default: no conditions; the stream's

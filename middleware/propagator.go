@@ -55,7 +55,7 @@ type remoteParent struct {
 // run's child, with the propagated limits as its tree limits (the smaller
 // of them and its stage's own, per resource) unless it joins the holders'
 // trees through its fleet (below). When the named run is a live run of
-// this process and both stages use the same fleet ([WithFleet]), the
+// this process and both stages use the same fleet (fleet.Membership), the
 // child is linked to it directly instead, as a context's child is: the
 // parent's end and tree limits reach it exactly, and the propagated
 // limits are not its own. A missing or malformed

@@ -39,7 +39,7 @@ func (f *fakeRecorder) only(t *testing.T) *fakeRun {
 	return f.runs[0]
 }
 
-// fakeRun checks the RunRecorder contract as it is called: one call at a
+// fakeRun checks the Part contract as it is called: one call at a
 // time, nothing after End.
 type fakeRun struct {
 	mu       sync.Mutex
@@ -182,7 +182,7 @@ func TestRecorderSkip(t *testing.T) {
 	assert.Empty(t, fr.misuse)
 }
 
-// nilRecorder returns a nil RunRecorder and a nil context: the middleware
+// nilRecorder returns a nil Part and a nil context: the middleware
 // copes.
 type nilRecorder struct{}
 

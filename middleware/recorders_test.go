@@ -11,9 +11,9 @@ import (
 	"github.com/agentstop/agentstop/termination"
 )
 
-// WithRecorder given twice records every run through both recorders, the
-// second one's context nested in the first one's.
-func TestWithRecorderTwiceFansOut(t *testing.T) {
+// WithParticipant given twice records every run through both
+// participants, the second one's context nested in the first one's.
+func TestWithParticipantTwiceFansOut(t *testing.T) {
 	first, second := &fakeRecorder{}, &fakeRecorder{}
 	stage, err := middleware.New("fan_out", middleware.WithParticipant(first),
 		middleware.WithParticipant(second), middleware.WithCondition(termination.MaxToolCalls(1)))

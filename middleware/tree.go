@@ -105,7 +105,7 @@ func RunFromContext(ctx context.Context) *Run {
 // parent_ended} (the process remembers the last 1,024 runs that
 // finished); otherwise the parent runs elsewhere, and the id is recorded
 // (Run.Parent, Result.Parent, the recorder's RunInfo.ParentRunID). With a
-// fleet ([WithFleet]) the run is then the remote parent's child in the
+// fleet (fleet.Membership) the run is then the remote parent's child in the
 // fleet: the parent's end reaches it, and when the fleet shares trees
 // (tree.Sharer) it joins the shared trees over the parent (the fleet looks
 // them up: tree.Sharer.TreesOf), which charge its events and stop it when

@@ -6,7 +6,7 @@
 // # Recording
 //
 // [NewRecorder] returns a [Recorder], the OpenTelemetry implementation of
-// middleware.Recorder:
+// middleware.Participant:
 //
 //	rec := telemetry.NewRecorder()                 // global providers
 //	stage, _ := middleware.New("planner", middleware.WithPolicy(p), middleware.WithParticipant(rec),

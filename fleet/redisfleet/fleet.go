@@ -19,7 +19,7 @@ import (
 )
 
 // Fleet is a fleet shared through Redis: it implements fleet.Fleet for the
-// stages of this process (middleware.WithFleet), tree.Sharer (tree limits
+// stages of this process (middleware.WithParticipant(fleet.Membership(f))), tree.Sharer (tree limits
 // shared with descendants in other processes) and fleet.Control.
 //
 // Join, Spend and Progress do not wait on the network (but for the

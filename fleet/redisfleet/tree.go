@@ -576,7 +576,7 @@ const treeArgs = 62
 
 // reserveTree settles sh's usage and asks for new leases in one script
 // call; then it hands the holding what the other processes settled since
-// the last call (TreeHooks.Charge, from this goroutine, under no lock).
+// the last call (tree.Hooks.Charge, from this goroutine, under no lock).
 func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 	f.mu.Lock()
 	members := len(sh.members)
