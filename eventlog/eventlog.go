@@ -389,7 +389,7 @@ func (r *runRecorder) Raised(l termination.Limits) {
 // resource names.
 func raiseLimitsJSON(l termination.Limits) json.RawMessage {
 	m := map[string]any{}
-	add := func(has termination.LimitSet, name string, v any) {
+	add := func(has termination.LimitMask, name string, v any) {
 		if l.Has&has != 0 {
 			m[name] = v
 		}

@@ -36,7 +36,7 @@ func (r RaiseRequest) Validate() error {
 	if !middleware.ValidRunID(r.RunID) {
 		return fmt.Errorf("%w: a raise needs a run id (32 hex digits), got %q", ErrInvalid, r.RunID)
 	}
-	if err := termination.ValidateRaise(r.Limits); err != nil {
+	if err := r.Limits.ValidateRaise(); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	if r.Wait < 0 {

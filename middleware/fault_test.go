@@ -783,7 +783,7 @@ func TestTreatAsSuccess(t *testing.T) {
 
 func TestCustomReasons(t *testing.T) {
 	custom := func(reason string) termination.Condition {
-		return termination.Func("custom", func(ev termination.Event, _ termination.Progress) termination.Cause {
+		return termination.CauseFunc("custom", func(ev termination.Event, _ termination.Progress) termination.Cause {
 			if ev.Kind == termination.KindStop {
 				return termination.Custom{Reason: reason}
 			}

@@ -46,7 +46,7 @@ func (r *Run) Raise(l termination.Limits) error {
 	if r == nil {
 		return errNilRun
 	}
-	if err := termination.ValidateRaise(l); err != nil {
+	if err := l.ValidateRaise(); err != nil {
 		return fmt.Errorf("middleware: run %s: %w", r.id, err)
 	}
 	r.mu.Lock()

@@ -104,7 +104,8 @@ func (runPropagator) Extract(ctx context.Context, carrier propagation.TextMapCar
 	}
 	p := remoteParent{id: id}
 	if s := carrier.Get(RemainingHeader); s != "" && len(s) <= maxRemainingHeader {
-		if l, err := termination.ParseLimits(s); err == nil {
+		var l termination.Limits
+		if l.Set(s) == nil {
 			p.limits = l
 		}
 	}

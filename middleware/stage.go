@@ -59,7 +59,7 @@ func New(stage string, opts ...Option) (*Stage, error) {
 	s := &Stage{name: stage, cond: cond, timeouts: termination.NewEvaluator(cond, termination.EventClock).Timeouts(), cfg: cfg}
 	s.timed = len(s.timeouts) > 0 || len(termination.NewEvaluator(cond, termination.EventClock).Idles()) > 0
 	if len(cfg.trees) > 0 {
-		s.tree = termination.Tree(cfg.trees...)
+		s.tree = termination.TreeLimits(cfg.trees...)
 		s.treeLimits = termination.NewEvaluator(s.tree, termination.WallClock).Remaining()
 		if ts := termination.NewEvaluator(s.tree, termination.EventClock).Timeouts(); len(ts) > 0 {
 			s.treeTimeout = ts[0]

@@ -134,7 +134,7 @@ func WithTreeLimits(c termination.Condition) Option {
 		if c == nil {
 			return
 		}
-		cfg.trees = append(cfg.trees, termination.Tree(c))
+		cfg.trees = append(cfg.trees, termination.TreeLimits(c))
 		cfg.code = true
 	})
 }
@@ -284,7 +284,7 @@ func (r *Run) joinTree(p parentRef) bool {
 		if remote := p.limits.Condition(); remote != nil {
 			whole = whole.Min(p.limits)
 			if limits != nil {
-				limits = termination.Tree(limits, remote)
+				limits = termination.TreeLimits(limits, remote)
 			} else {
 				limits = remote
 			}

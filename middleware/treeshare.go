@@ -149,7 +149,7 @@ func (t *node) charge(u tree.Usage) {
 	if u.Iterations > 1 || u.ToolCalls > 1 {
 		left = t.limits.Remaining()
 	}
-	feed := func(kind termination.Kind, n int64, bit termination.LimitSet, room int) {
+	feed := func(kind termination.Kind, n int64, bit termination.LimitMask, room int) {
 		if n > 1 {
 			if left.Has&bit == 0 {
 				n = 1 // unlimited: one event does what any number would

@@ -44,7 +44,7 @@ func events(evs ...termination.Event) func(*testing.T, *middleware.Stage) termin
 var anyValue = attribute.Value{} // a field that must be present, with any value
 
 func causeCases() []causeCase {
-	dangerous := termination.Func("dangerous_tool", func(ev termination.Event, _ termination.Progress) termination.Cause {
+	dangerous := termination.CauseFunc("dangerous_tool", func(ev termination.Event, _ termination.Progress) termination.Cause {
 		if ev.Kind == termination.KindToolCall && ev.Tool == "drop_database" {
 			return termination.Custom{Reason: "dangerous_tool", Properties: map[string]any{"tool": ev.Tool}}
 		}
@@ -100,7 +100,7 @@ func causeCases() []causeCase {
 		{
 			name: "budget_pressure after a warning and one grace turn",
 			stageOpts: []middleware.Option{middleware.WithCondition(termination.TokenBudget(termination.TokenLimits{
-				Total: 1000, Pressure: termination.Pressure{Threshold: 0.5, Grace: termination.GraceTurns(1)}}))},
+				Total: 1000, Pressure: termination.Pressure{Threshold: 0.5, Grace: new(1)}}))},
 			drive: events(msg("s", "part 1", 600, 0), msg("s", "wrapping up", 100, 50), msg("s", "never seen", 1, 1)),
 			tag:   "budget_pressure", kind: "BudgetPressure", outcome: "succeeded",
 			fields: map[string]attribute.Value{"termination.resource": attribute.StringValue("total_tokens"),
@@ -181,7 +181,7 @@ func causeCases() []causeCase {
 		},
 		{
 			name:      "failed: error threshold",
-			stageOpts: []middleware.Option{middleware.WithCondition(termination.Errors(termination.ErrorLimits{Consecutive: 2}))},
+			stageOpts: []middleware.Option{middleware.WithCondition(termination.ErrorLimit(termination.ErrorLimits{Consecutive: 2}))},
 			drive:     events(call("run_tests", `{}`), result("run_tests", "exit 1"), call("run_tests", `{}`), result("run_tests", "exit 1")),
 			tag:       "failed", kind: "Failed", outcome: "failed",
 			fields:    map[string]attribute.Value{"termination.reason": attribute.StringValue("error_threshold"), "termination.error": anyValue},

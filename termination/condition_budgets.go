@@ -11,14 +11,11 @@ import (
 // the limit, in (0,1), at which a BudgetPressure warning is recorded (0: no
 // warning). Grace, when set, stops the stage with BudgetPressure on the
 // Grace-th message event after the warning (0: on the warning event itself);
-// nil means warn only.
+// nil means warn only (set it with new(n)).
 type Pressure struct {
 	Threshold float64
 	Grace     *int
 }
-
-// GraceTurns returns a pointer to n, for Pressure.Grace.
-func GraceTurns(n int) *int { return &n }
 
 // TokenLimits is a token budget. At least one of Total, Input and Output
 // must be set; each set limit must be > 0.

@@ -134,12 +134,12 @@ func Predicate(name string, fn func(Event) bool) Condition {
 	return &funcCondition{name: name, pred: fn}
 }
 
-// Func fires whatever cause fn returns (a Custom cause, typically) for an
+// CauseFunc fires whatever cause fn returns (a Custom cause, typically) for an
 // event; nil (a typed nil such as a nil *Custom included) means nothing
 // fired. fn sees the run's progress including the
 // event. A panic in fn fires Failed{reason: panic}. Like Predicate's, fn
 // must be quick and must not call back into the run.
-func Func(name string, fn func(Event, Progress) Cause) Condition {
+func CauseFunc(name string, fn func(Event, Progress) Cause) Condition {
 	return &funcCondition{name: name, fn: fn}
 }
 

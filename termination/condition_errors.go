@@ -27,9 +27,9 @@ type ErrorLimits struct {
 	IgnoreTools []string
 }
 
-// Errors fires Failed{reason: error_threshold} when error events and failed
+// ErrorLimit fires Failed{reason: error_threshold} when error events and failed
 // tool results reach either limit.
-func Errors(l ErrorLimits) Condition {
+func ErrorLimit(l ErrorLimits) Condition {
 	return &errorLimit{consecutive: nonZero(l.Consecutive), total: nonZero(l.Total),
 		ignore: slices.Clone(l.IgnoreTools), ignoreSet: l.IgnoreTools != nil}
 }

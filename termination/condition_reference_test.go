@@ -312,7 +312,7 @@ func TestErrorsMatchReference(t *testing.T) {
 		if r.IntN(2) == 0 {
 			ref.ignore = []string{"grep"}
 		}
-		cond := Errors(ErrorLimits{Consecutive: ref.consecutive, Total: ref.total, IgnoreTools: ref.ignore})
+		cond := ErrorLimit(ErrorLimits{Consecutive: ref.consecutive, Total: ref.total, IgnoreTools: ref.ignore})
 		require.NoError(t, Validate(cond))
 		var evs []Event
 		for range 30 {
@@ -394,7 +394,7 @@ func FuzzConditionsMatchReference(f *testing.F) {
 			}
 		}
 		stallCond := Stall(StallLimits{Repeats: ref.repeats, Window: ref.window, Cycle: ref.cycle, SameResult: ref.sameResult})
-		errCond := Errors(ErrorLimits{Consecutive: errRef.consecutive, Total: errRef.total, IgnoreTools: errRef.ignore})
+		errCond := ErrorLimit(ErrorLimits{Consecutive: errRef.consecutive, Total: errRef.total, IgnoreTools: errRef.ignore})
 		at, wantEvidence := 0, []int(nil)
 		var wantFired []Cause
 		for i, ev := range evs {

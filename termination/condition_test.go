@@ -151,7 +151,7 @@ func TestTokenBudget(t *testing.T) {
 	pressure := func(th float64, grace ...int) Pressure {
 		p := Pressure{Threshold: th}
 		if len(grace) > 0 {
-			p.Grace = GraceTurns(grace[0])
+			p.Grace = new(grace[0])
 		}
 		return p
 	}
@@ -268,7 +268,7 @@ func TestCostBudget(t *testing.T) {
 			cond:   CostBudget(CostLimit{Limit: 1}),
 			events: repeat(11, msg("a", "1").costs(0.1)),
 			want:   BudgetExhausted{Resource: ResourceCost, Used: sumOf(10, 0.1), Limit: 1}, at: 10},
-		{name: "pressure with grace 0", cond: CostBudget(CostLimit{Limit: 2, Pressure: Pressure{Threshold: 0.75, Grace: GraceTurns(0)}}),
+		{name: "pressure with grace 0", cond: CostBudget(CostLimit{Limit: 2, Pressure: Pressure{Threshold: 0.75, Grace: new(0)}}),
 			events: evs(msg("a", "1").costs(1), msg("a", "2").costs(0.5)),
 			want:   bp(ResourceCost, 0.75, 1.5, 2), at: 2,
 			warnings: []Cause{bp(ResourceCost, 0.75, 1.5, 2)}},
@@ -410,7 +410,7 @@ func TestCompletionConditions(t *testing.T) {
 		}),
 			events: evs(msg("a", "x"), call("t", `{}`)),
 			want:   Failed{Reason: FailPanic, Err: `predicate "boom" panicked: kaboom`}, at: 2},
-		{name: "func returns any cause", cond: Func("review", func(_ Event, p Progress) Cause {
+		{name: "func returns any cause", cond: CauseFunc("review", func(_ Event, p Progress) Cause {
 			if p.ToolCalls >= 2 {
 				return Custom{Reason: "human_review", Properties: map[string]any{"calls": p.ToolCalls}}
 			}
@@ -418,14 +418,14 @@ func TestCompletionConditions(t *testing.T) {
 		}),
 			events: evs(call("a", `1`), msg("a", "x"), call("b", `2`)),
 			want:   Custom{Reason: "human_review", Properties: map[string]any{"calls": 2}}, at: 3},
-		{name: "a panicking func fails the run", cond: Func("f", func(Event, Progress) Cause { panic(fmt.Errorf("bad")) }),
+		{name: "a panicking func fails the run", cond: CauseFunc("f", func(Event, Progress) Cause { panic(fmt.Errorf("bad")) }),
 			events: evs(msg("a", "x")), want: Failed{Reason: FailPanic, Err: `predicate "f" panicked: bad`}, at: 1},
 	})
 }
 
 func TestFuncSeesProgress(t *testing.T) {
 	var seen []Progress
-	c := Func("spy", func(_ Event, p Progress) Cause { seen = append(seen, p); return nil })
+	c := CauseFunc("spy", func(_ Event, p Progress) Cause { seen = append(seen, p); return nil })
 	replayEvents(t, c, msg("a", "x").used(1, 2).costs(0.5), call("t", `{}`), final("a", "y"))
 	require.Len(t, seen, 3)
 	assert.Equal(t, Progress{Events: 1, Iterations: 1, Tokens: Usage{1, 2}, Cost: 0.5}, seen[0])
@@ -523,11 +523,11 @@ func TestValidate(t *testing.T) {
 		{TokenBudget(TokenLimits{Input: -1}), "token_budget.input: must be a positive int, got -1"},
 		{TokenBudget(TokenLimits{Total: 1, Pressure: Pressure{Threshold: 1}}), "token_budget.pressure: must be in (0,1), got 1"},
 		{TokenBudget(TokenLimits{Total: 1, Pressure: Pressure{Threshold: -0.5}}), "token_budget.pressure: must be in (0,1), got -0.5"},
-		{TokenBudget(TokenLimits{Total: 1, Pressure: Pressure{Grace: GraceTurns(1)}}), "token_budget.grace: needs pressure"},
-		{TokenBudget(TokenLimits{Total: 1, Pressure: Pressure{Threshold: 0.5, Grace: GraceTurns(-1)}}), "token_budget.grace: must be an int >= 0, got -1"},
-		{TokenBudget(TokenLimits{Output: 1, Pressure: Pressure{Threshold: 0.5, Grace: GraceTurns(0)}}), ""},
+		{TokenBudget(TokenLimits{Total: 1, Pressure: Pressure{Grace: new(1)}}), "token_budget.grace: needs pressure"},
+		{TokenBudget(TokenLimits{Total: 1, Pressure: Pressure{Threshold: 0.5, Grace: new(-1)}}), "token_budget.grace: must be an int >= 0, got -1"},
+		{TokenBudget(TokenLimits{Output: 1, Pressure: Pressure{Threshold: 0.5, Grace: new(0)}}), ""},
 		{CostBudget(CostLimit{}), "cost_budget.limit: must be > 0, got 0"},
-		{CostBudget(CostLimit{Limit: 1, Pressure: Pressure{Grace: GraceTurns(0)}}), "cost_budget.grace: needs pressure"},
+		{CostBudget(CostLimit{Limit: 1, Pressure: Pressure{Grace: new(0)}}), "cost_budget.grace: needs pressure"},
 		{Stall(StallLimits{Repeats: 1}), "stall.repeats: must be an int >= 2, got 1"},
 		{Stall(StallLimits{Repeats: 2, TokenTolerance: 1}), "stall.token_tolerance: must be in [0,1), got 1"},
 		{IterationLimit(IterationLimits{Limit: 5}), ""},
@@ -555,9 +555,9 @@ func TestValidate(t *testing.T) {
 		{Stall(StallLimits{Cycle: 2, TokenTolerance: 0.1}), "stall.token_tolerance: needs repeats"},
 		{Stall(StallLimits{Repeats: 2, TokenTolerance: -0.5}), "stall.token_tolerance: must be in [0,1), got -0.5"},
 		{AnyOf(AllOf(Stall(StallLimits{Repeats: 3, Window: 1}))), "any[0].all[0].stall.window: must be an int >= repeats (3), got 1"},
-		{Errors(ErrorLimits{}), "errors: needs consecutive or total"},
-		{Errors(ErrorLimits{Consecutive: -1}), "errors.consecutive: must be a positive int, got -1"},
-		{Errors(ErrorLimits{Total: -1}), "errors.total: must be a positive int, got -1"},
+		{ErrorLimit(ErrorLimits{}), "errors: needs consecutive or total"},
+		{ErrorLimit(ErrorLimits{Consecutive: -1}), "errors.consecutive: must be a positive int, got -1"},
+		{ErrorLimit(ErrorLimits{Total: -1}), "errors.total: must be a positive int, got -1"},
 		{TextMention(""), "text_mention.text: must not be empty"},
 		{TextMention("x", "a", ""), "text_mention.sources[1]: must not be empty"},
 		{FunctionCall(), "function_call: needs at least one name"},
@@ -567,7 +567,7 @@ func TestValidate(t *testing.T) {
 		{StopMessage(), ""},
 		{Predicate("", ok), "predicate: empty name"},
 		{Predicate("p", nil), `predicate "p": nil func`},
-		{Func("f", nil), `predicate "f": nil func`},
+		{CauseFunc("f", nil), `predicate "f": nil func`},
 		{AnyOf(), ""},
 		{AllOf(), "all: needs at least one condition"},
 		{AnyOf(nil), "any[0]: nil condition"},
@@ -598,11 +598,11 @@ func TestTimeouts(t *testing.T) {
 }
 
 func TestConditionStrings(t *testing.T) {
-	c := AnyOf(MaxIterations(2), TimeoutAfter(90*time.Second), TokenBudget(TokenLimits{Total: 10, Pressure: Pressure{Threshold: 0.8, Grace: GraceTurns(1)}}),
+	c := AnyOf(MaxIterations(2), TimeoutAfter(90*time.Second), TokenBudget(TokenLimits{Total: 10, Pressure: Pressure{Threshold: 0.8, Grace: new(1)}}),
 		Stall(StallLimits{Repeats: 3, TokenTolerance: 0.1}), AllOf(TextMention("T", "critic"), FunctionCall("approve")))
 	s := c.String()
 	s += AnyOf(IterationLimit(IterationLimits{Limit: 5, Pressure: 0.8}), ToolCallLimit(ToolCallLimits{Limit: 9, PerTool: map[string]int{"b": 2, "a": 1}}),
-		Stall(StallLimits{Repeats: 3, Window: 8, WarnAt: 2, Cycle: 3}), Errors(ErrorLimits{Total: 4})).String()
+		Stall(StallLimits{Repeats: 3, Window: 8, WarnAt: 2, Cycle: 3}), ErrorLimit(ErrorLimits{Total: 4})).String()
 	for _, want := range []string{"max_iterations: {limit: 5, pressure: 0.8}", "max_tool_calls: {limit: 9, per_tool: {a: 1, b: 2}}",
 		"stall: {repeats: 3, window: 8, warn_at: 2, cycle: 3}", "errors: {total: 4}",
 		"max_iterations: 2", "timeout: 1m30s", "token_budget: {total_tokens=10, pressure=0.8, grace=1}",

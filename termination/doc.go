@@ -33,8 +33,8 @@
 // [ToolCallLimit] (per tool, with an early warning), [TimeoutAfter],
 // [IdleAfter] (no event for a while),
 // [TokenBudget], [CostBudget], [Stall] (repeats in a window, the same
-// result again whatever the args, cycles, tools left out), [Errors] (streaks, totals, ignored tools), [TextMention], [FunctionCall], [Handoff], [SourceMatch],
-// [StopMessage], [Predicate], [Func], and the combinators [AnyOf] and
+// result again whatever the args, cycles, tools left out), [ErrorLimit] (streaks, totals, ignored tools), [TextMention], [FunctionCall], [Handoff], [SourceMatch],
+// [StopMessage], [Predicate], [CauseFunc], and the combinators [AnyOf] and
 // [AllOf]. A [Policy] is the same thing read from YAML or JSON with
 // [ParsePolicy]; its [Policy.Condition] is an ordinary Condition.
 //
@@ -54,7 +54,7 @@
 // keeping only those the conditions still hold (evidencenotes.go).
 //
 // Tree limits (§8) are the same count, budget and timeout conditions with
-// scope tree: [Tree] in Go, the policy's top-level tree: key
+// scope tree: [TreeLimits] in Go, the policy's top-level tree: key
 // ([Policy.Tree]). The run that holds them evaluates them with one more
 // Evaluator fed by its own events and its descendants'; package middleware
 // does this live, and [ReplayRuns] over a log of many runs (events with
@@ -65,7 +65,7 @@
 // before; every result of such a run carries Live, with [ReplayIndex]),
 // and [ReplayPolicies] gives each stage its own policy. [Limits] are amounts left
 // ([Evaluator.Remaining]), in a text form a propagator carries
-// ([ParseLimits]).
+// ([Limits.Set]).
 //
 // Every finished run has exactly one [Cause]. Causes are plain Go types
 // (Completed, MaxToolCallsReached, Timeout, ...) that also implement error,

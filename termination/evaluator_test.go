@@ -37,7 +37,7 @@ func TestPrecedenceOnAMessage(t *testing.T) {
 		TimeoutAfter(time.Minute),
 		Stall(StallLimits{Repeats: 2, TokenTolerance: 0.1}),
 		MaxIterations(1),
-		TokenBudget(TokenLimits{Total: 100, Pressure: Pressure{Threshold: 0.9, Grace: GraceTurns(0)}}),
+		TokenBudget(TokenLimits{Total: 100, Pressure: Pressure{Threshold: 0.9, Grace: new(0)}}),
 		CostBudget(CostLimit{Limit: 1}),
 		Predicate("explodes", func(e Event) bool {
 			if strings.Contains(e.Text, "TERMINATE") {
@@ -73,13 +73,13 @@ func TestPrecedenceOnAToolCall(t *testing.T) {
 		TimeoutAfter(time.Minute),
 		Stall(StallLimits{Repeats: 2}),
 		MaxToolCalls(1),
-		Func("route", func(e Event, _ Progress) Cause {
+		CauseFunc("route", func(e Event, _ Progress) Cause {
 			if e.Kind == KindToolCall {
 				return HandoffRequested{Target: "human", Source: "router"}
 			}
 			return nil
 		}),
-		Errors(ErrorLimits{Total: 1}),
+		ErrorLimit(ErrorLimits{Total: 1}),
 	)
 	res := replayEvents(t, c, input("go").at(0), call("t", `{}`).at(time.Second), call("t", `{}`).at(time.Hour))
 	// The func fires on the first call too, so the run stops there.
@@ -90,7 +90,7 @@ func TestPrecedenceOnAToolCall(t *testing.T) {
 		TimeoutAfter(time.Minute),
 		Stall(StallLimits{Repeats: 2}),
 		MaxToolCalls(1),
-		Func("route", func(_ Event, p Progress) Cause {
+		CauseFunc("route", func(_ Event, p Progress) Cause {
 			if p.ToolCalls == 2 {
 				return HandoffRequested{Target: "human", Source: "router"}
 			}
@@ -135,7 +135,7 @@ func TestSamePrecedenceKeepsFiringOrder(t *testing.T) {
 
 // Custom2 is a condition that fires Custom{reason} on every event.
 func Custom2(reason string) Condition {
-	return Func(reason, func(Event, Progress) Cause { return Custom{Reason: reason} })
+	return CauseFunc(reason, func(Event, Progress) Cause { return Custom{Reason: reason} })
 }
 
 func TestStreamEnd(t *testing.T) {

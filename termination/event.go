@@ -45,8 +45,8 @@ func (k Kind) String() string {
 // Valid reports whether k is one of the eight kinds.
 func (k Kind) Valid() bool { return k >= KindInput && k <= KindFinal }
 
-// ParseKind returns the Kind named s.
-func ParseKind(s string) (Kind, error) {
+// parseKind returns the Kind named s.
+func parseKind(s string) (Kind, error) {
 	for k := KindInput; k <= KindFinal; k++ {
 		if kindNames[k] == s {
 			return k, nil
@@ -68,7 +68,7 @@ func (k Kind) MarshalText() ([]byte, error) {
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (k *Kind) UnmarshalText(b []byte) error {
-	parsed, err := ParseKind(string(b))
+	parsed, err := parseKind(string(b))
 	if err != nil {
 		return err
 	}

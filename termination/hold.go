@@ -73,11 +73,11 @@ func Holdable(c Cause) bool {
 	return false
 }
 
-// ValidateRaise checks the amounts of a raise (Run.Raise, a raise record,
-// agentstop raise): at least one, each positive and finite, and no time
-// (a timeout is never held, so never raised). Amounts use the §2 resource
-// names.
-func ValidateRaise(l Limits) error {
+// ValidateRaise checks l as the amounts of a raise (Run.Raise, a raise
+// record, agentstop raise): at least one, each positive and finite, and no
+// time (a timeout is never held, so never raised). Amounts use the §2
+// resource names.
+func (l Limits) ValidateRaise() error {
 	if l.Has == 0 {
 		return errors.New("raise: needs at least one amount (iterations, tool_calls, total_tokens, input_tokens, output_tokens, cost)")
 	}
@@ -148,7 +148,7 @@ func (e *Evaluator) HeldSince() (time.Time, bool) {
 // max_tool_calls and every per-tool limit. On the wall clock the idle
 // limits paused while the run was held: their clock resumes where it was.
 func (e *Evaluator) Raise(l Limits) error {
-	if err := ValidateRaise(l); err != nil {
+	if err := l.ValidateRaise(); err != nil {
 		return err
 	}
 	if e.hold == nil || !e.hold.held || e.cause != nil {

@@ -231,13 +231,13 @@ func TestRuleIgnoreTools(t *testing.T) {
 			events: evs(Event{Kind: KindError, Tool: "grep", Text: "e"}), want: failed("e"), at: 1},
 	})
 	t.Run("Go field", func(t *testing.T) {
-		c := Errors(ErrorLimits{Consecutive: 2, IgnoreTools: []string{"grep"}})
+		c := ErrorLimit(ErrorLimits{Consecutive: 2, IgnoreTools: []string{"grep"}})
 		require.NoError(t, Validate(c))
 		assert.Equal(t, "errors: {consecutive: 2, ignore_tools: [grep]}", c.String())
 		res := replayEvents(t, c, result("grep", "1"), result("grep", "1"), msg("a", "x"))
 		assert.Equal(t, natural, res.Cause)
-		assert.ErrorContains(t, Validate(Errors(ErrorLimits{Total: 1, IgnoreTools: []string{}})), "errors.ignore_tools: needs at least one name")
-		assert.ErrorContains(t, Validate(Errors(ErrorLimits{Total: 1, IgnoreTools: []string{"a", ""}})), "errors.ignore_tools[1]: must not be empty")
+		assert.ErrorContains(t, Validate(ErrorLimit(ErrorLimits{Total: 1, IgnoreTools: []string{}})), "errors.ignore_tools: needs at least one name")
+		assert.ErrorContains(t, Validate(ErrorLimit(ErrorLimits{Total: 1, IgnoreTools: []string{"a", ""}})), "errors.ignore_tools[1]: must not be empty")
 	})
 }
 
@@ -342,7 +342,7 @@ func TestRuleEvidence(t *testing.T) {
 		assert.Empty(t, ev.Result().Evidence)
 	})
 	t.Run("custom cause from Func: the firing event", func(t *testing.T) {
-		c := Func("mine", func(e Event, p Progress) Cause {
+		c := CauseFunc("mine", func(e Event, p Progress) Cause {
 			if p.Events == 2 {
 				return Custom{Reason: "mine"}
 			}

@@ -27,7 +27,7 @@ import (
 // treeKeys are the keys a tree: mapping may hold, in the contract's order.
 var treeKeys = []string{"max_iterations", "max_tool_calls", "token_budget", "cost_budget", "timeout"}
 
-// Tree returns tree limits: the given max_iterations, max_tool_calls,
+// TreeLimits returns tree limits: the given max_iterations, max_tool_calls,
 // token budget, cost budget and timeout conditions ([MaxIterations],
 // [IterationLimit], [MaxToolCalls], [ToolCallLimit], [TokenBudget],
 // [CostBudget], [TimeoutAfter], and AnyOf of them), evaluated over a run
@@ -37,7 +37,7 @@ var treeKeys = []string{"max_iterations", "max_tool_calls", "token_budget", "cos
 //
 // Used as a run's own condition, tree limits count the run's own events
 // only, like the conditions they are made of.
-func Tree(limits ...Condition) Condition {
+func TreeLimits(limits ...Condition) Condition {
 	t := &treeLimits{}
 	for _, c := range limits {
 		t.add(c)
@@ -117,7 +117,7 @@ func (t *treeLimits) start() check { return anyOf(t.limits).start() }
 func (t *treeLimits) timers(f func(time.Duration, bool)) { anyOf(t.limits).timers(f) }
 
 // Tree returns the policy's top-level tree: limits as a condition (see
-// [Tree]), or nil when the policy has none. A stage that uses the policy
+// [TreeLimits]), or nil when the policy has none. A stage that uses the policy
 // (middleware.WithPolicy) holds them for each of its runs.
 func (p Policy) Tree() Condition {
 	if p.tree == nil {
@@ -148,16 +148,16 @@ func readTree(p string, v *yaml.Node, pol *Policy) (Condition, error) {
 	if len(conds) == 0 {
 		return nil, perr(p, v, "needs at least one of %s", strings.Join(treeKeys, ", "))
 	}
-	pol.tree = Tree(conds...)
+	pol.tree = TreeLimits(conds...)
 	return nil, nil
 }
 
-// LimitSet says which fields of a [Limits] hold a limit.
-type LimitSet uint8
+// LimitMask says which fields of a [Limits] hold a limit.
+type LimitMask uint8
 
-// The members of a LimitSet.
+// The members of a LimitMask.
 const (
-	LimitIterations LimitSet = 1 << iota
+	LimitIterations LimitMask = 1 << iota
 	LimitToolCalls
 	LimitTotalTokens
 	LimitInputTokens
@@ -179,7 +179,7 @@ type Limits struct {
 	OutputTokens int64         // output tokens left
 	Cost         float64       // cost left
 	Time         time.Duration // time left before a timeout
-	Has          LimitSet      // which of the above are limited
+	Has          LimitMask     // which of the above are limited
 }
 
 // Min returns, for every resource, the smaller of l's and o's amounts (the
@@ -187,7 +187,7 @@ type Limits struct {
 func (l Limits) Min(o Limits) Limits {
 	out := l
 	out.Has |= o.Has
-	pick := func(bit LimitSet, mine, theirs float64) bool {
+	pick := func(bit LimitMask, mine, theirs float64) bool {
 		return o.Has&bit != 0 && (l.Has&bit == 0 || theirs < mine)
 	}
 	if pick(LimitIterations, float64(l.Iterations), float64(o.Iterations)) {
@@ -215,7 +215,7 @@ func (l Limits) Min(o Limits) Limits {
 }
 
 // Condition returns conditions that allow exactly what l has left, as
-// tree limits ([Tree]): a remote child's tree limits from what its caller
+// tree limits ([TreeLimits]): a remote child's tree limits from what its caller
 // propagated. An amount of 0 fires on the first event that spends any of
 // it (a token or cost budget with nothing left fires on the first event).
 // It returns nil when l limits nothing.
@@ -229,7 +229,7 @@ func (l Limits) Condition() Condition {
 	}
 	tokens := &budget{name: "token_budget", scope: ScopeTree}
 	for _, r := range []struct {
-		bit LimitSet
+		bit LimitMask
 		res Resource
 		v   int64
 	}{{LimitTotalTokens, ResourceTotalTokens, l.TotalTokens}, {LimitInputTokens, ResourceInputTokens, l.InputTokens}, {LimitOutputTokens, ResourceOutputTokens, l.OutputTokens}} {
@@ -255,7 +255,7 @@ func (l Limits) Condition() Condition {
 // limitFields are Limits' fields in their text form's order.
 var limitFields = []struct {
 	name string
-	bit  LimitSet
+	bit  LimitMask
 }{
 	{"iterations", LimitIterations}, {"tool_calls", LimitToolCalls}, {"total_tokens", LimitTotalTokens},
 	{"input_tokens", LimitInputTokens}, {"output_tokens", LimitOutputTokens}, {"cost", LimitCost}, {"time", LimitTime},
@@ -263,7 +263,7 @@ var limitFields = []struct {
 
 // String writes l as "iterations=12;total_tokens=5000;cost=0.5;time=1m30s"
 // (the limited fields only, in that order; "" when nothing is limited),
-// the form [ParseLimits] reads.
+// the form [Limits.Set] reads.
 func (l Limits) String() string {
 	var b strings.Builder
 	for _, f := range limitFields {
@@ -295,10 +295,20 @@ func (l Limits) String() string {
 	return b.String()
 }
 
-// ParseLimits reads the form Limits.String writes. Every field must be
-// known, given once, and hold a non-negative amount (a finite cost, a Go
-// duration for time); an error names the field.
-func ParseLimits(s string) (Limits, error) {
+// Set reads s, the form String writes, into l (so *Limits is a
+// flag.Value). Every field must be known, given once, and hold a
+// non-negative amount (a finite cost, a Go duration for time); an error
+// names the field and leaves l unchanged.
+func (l *Limits) Set(s string) error {
+	parsed, err := parseLimits(s)
+	if err == nil {
+		*l = parsed
+	}
+	return err
+}
+
+// parseLimits reads the form Limits.String writes.
+func parseLimits(s string) (Limits, error) {
 	var l Limits
 	if s == "" {
 		return l, nil
@@ -308,7 +318,7 @@ func ParseLimits(s string) (Limits, error) {
 		if !ok {
 			return Limits{}, fmt.Errorf("limits: %q is not NAME=AMOUNT", part)
 		}
-		var bit LimitSet
+		var bit LimitMask
 		for _, f := range limitFields {
 			if f.name == name {
 				bit = f.bit

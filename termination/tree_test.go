@@ -59,17 +59,17 @@ func TestPolicyTreeErrors(t *testing.T) {
 }
 
 func TestTreeConstructor(t *testing.T) {
-	require.NoError(t, Validate(Tree(MaxIterations(3), AnyOf(CostBudget(CostLimit{Limit: 1}), TimeoutAfter(time.Minute)))))
+	require.NoError(t, Validate(TreeLimits(MaxIterations(3), AnyOf(CostBudget(CostLimit{Limit: 1}), TimeoutAfter(time.Minute)))))
 	for _, c := range []struct {
 		cond Condition
 		want string
 	}{
-		{Tree(), "tree: needs at least one of max_iterations"},
-		{Tree(nil), "tree: nil condition"},
-		{Tree(Stall(StallLimits{Repeats: 3})), "tree: stall is not a tree limit"},
-		{Tree(TextMention("x")), "tree: text_mention is not a tree limit"},
-		{Tree(MaxToolCalls(0)), "tree.max_tool_calls: must be a positive int, got 0"},
-		{Tree(TokenBudget(TokenLimits{})), "tree.token_budget: needs at least one of total, input, output"},
+		{TreeLimits(), "tree: needs at least one of max_iterations"},
+		{TreeLimits(nil), "tree: nil condition"},
+		{TreeLimits(Stall(StallLimits{Repeats: 3})), "tree: stall is not a tree limit"},
+		{TreeLimits(TextMention("x")), "tree: text_mention is not a tree limit"},
+		{TreeLimits(MaxToolCalls(0)), "tree.max_tool_calls: must be a positive int, got 0"},
+		{TreeLimits(TokenBudget(TokenLimits{})), "tree.token_budget: needs at least one of total, input, output"},
 	} {
 		err := Validate(c.cond)
 		if assert.Error(t, err) {
@@ -78,7 +78,7 @@ func TestTreeConstructor(t *testing.T) {
 	}
 	// Tree copies: the conditions given keep their own scope.
 	own := TokenBudget(TokenLimits{Total: 10})
-	tree := Tree(own)
+	tree := TreeLimits(own)
 	e := NewEvaluator(own, EventClock)
 	c, _ := e.Observe(Event{Kind: KindMessage, Usage: Usage{InputTokens: 10}})
 	assert.Equal(t, BudgetExhausted{Resource: ResourceTotalTokens, Used: 10, Limit: 10}, c)
@@ -92,12 +92,12 @@ func TestLimitsText(t *testing.T) {
 		Has: LimitIterations | LimitToolCalls | LimitTotalTokens | LimitCost | LimitTime}
 	s := l.String()
 	assert.Equal(t, "iterations=12;tool_calls=0;total_tokens=5000;cost=0.25;time=1m30s", s)
-	back, err := ParseLimits(s)
+	back, err := parseLimits(s)
 	require.NoError(t, err)
 	assert.Equal(t, l, back)
 	assert.Equal(t, "", Limits{}.String())
 	for _, bad := range []string{"iterations", "iterations=-1", "nap=1", "cost=NaN", "cost=+Inf", "time=soon", "time=-1s", "iterations=1;iterations=2", "total_tokens=1.5"} {
-		_, err := ParseLimits(bad)
+		_, err := parseLimits(bad)
 		assert.Error(t, err, bad)
 	}
 }
@@ -264,18 +264,18 @@ func TestReplayRunsTreeWarnings(t *testing.T) {
 	}
 }
 
-// FuzzParseLimits: whatever a propagated header holds, ParseLimits never
+// FuzzParseLimits: whatever a propagated header holds, Limits.Set never
 // panics, and what it accepts writes back to the same limits.
 func FuzzParseLimits(f *testing.F) {
 	for _, s := range []string{"", "iterations=12;tool_calls=0;total_tokens=5000;cost=0.25;time=1m30s", "cost=1e300", "time=9999999h", "input_tokens=9223372036854775807", "x=1;", ";"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		l, err := ParseLimits(s)
+		l, err := parseLimits(s)
 		if err != nil {
 			return
 		}
-		back, err := ParseLimits(l.String())
+		back, err := parseLimits(l.String())
 		if err != nil {
 			t.Fatalf("%q: %v reads back as an error: %v", s, l, err)
 		}

@@ -84,7 +84,7 @@ func TestTypedNilCause(t *testing.T) {
 			_, err := MarshalCause(typedNil)
 			assert.Error(t, err, "a typed nil has no JSON form")
 
-			fn := Func("typed_nil", func(Event, Progress) Cause { return typedNil })
+			fn := CauseFunc("typed_nil", func(Event, Progress) Cause { return typedNil })
 			for _, c := range []Condition{fn, AnyOf(fn), AllOf(fn, MaxIterations(100))} {
 				e := NewEvaluator(c, WallClock)
 				for range 3 {

@@ -32,7 +32,7 @@ unknown or has ended, is not held, or its process did not confirm in time
 // raiseAmounts are the raise flags: name, the Limits field, and how to read it.
 var raiseAmounts = []struct {
 	flag, usage string
-	bit         termination.LimitSet
+	bit         termination.LimitMask
 }{
 	{"iterations", "raise max_iterations by N (+N)", termination.LimitIterations},
 	{"tool-calls", "raise max_tool_calls (and per-tool limits) by N", termination.LimitToolCalls},

@@ -39,10 +39,9 @@ func TestTreeAcrossServices(t *testing.T) {
 		assert.NotEqual(t, rep.PlannerID, res.Run)
 		assert.Equal(t, trace, res.Trace, "researcher %d's trace", i)
 	}
-	first, err := termination.ParseLimits(rep.Researchers[0].Given)
-	require.NoError(t, err)
-	last, err := termination.ParseLimits(rep.Researchers[len(rep.Researchers)-1].Given)
-	require.NoError(t, err)
+	var first, last termination.Limits
+	require.NoError(t, first.Set(rep.Researchers[0].Given))
+	require.NoError(t, last.Set(rep.Researchers[len(rep.Researchers)-1].Given))
 	assert.Equal(t, int64(5000-100), first.TotalTokens, "the tree's budget less the planner's first turn")
 	assert.Less(t, last.TotalTokens, first.TotalTokens, "what earlier researchers spent was charged")
 	assert.Contains(t, rep.Researchers[len(rep.Researchers)-1].Cause, `"scope":"tree"`, "the last researcher ran out of the propagated budget")

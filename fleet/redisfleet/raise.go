@@ -84,7 +84,8 @@ func (f *Fleet) handleRaise(ctx context.Context, p string) {
 		f.metrics.Error(fleet.OpInternal)
 		return
 	}
-	l, err := termination.ParseLimits(r.Limits)
+	var l termination.Limits
+	err = l.Set(r.Limits)
 	if err != nil || r.Selector.RunID == "" {
 		f.metrics.Error(fleet.OpInternal)
 		return

@@ -30,7 +30,7 @@ func usageFrom(a [6]float64) tree.Usage {
 // order: 0 for a resource it does not limit.
 func limitsOf(l termination.Limits) [6]float64 {
 	var out [6]float64
-	set := func(i int, bit termination.LimitSet, v float64) {
+	set := func(i int, bit termination.LimitMask, v float64) {
 		if l.Has&bit != 0 {
 			out[i] = v
 		}
