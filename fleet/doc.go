@@ -68,7 +68,7 @@
 // request), and the registry lists the holders with every run of the tree
 // ([RunInfo.Trees]). A run started in another process joins it
 // ([tree.Sharer.JoinTree]), however it was started: from a request that names
-// the holders (middleware.Propagator), or with only its parent's id
+// the holders (middleware.RunPropagator), or with only its parent's id
 // (middleware.WithParent: a job queue), whose holders [tree.Sharer.TreesOf]
 // finds in the parent's registry entry. Every event
 // of the holder's subtree is then spent through a [tree.Member] in its own

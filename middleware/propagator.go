@@ -45,7 +45,7 @@ type remoteParent struct {
 	holders []string // TreeHeader's ids
 }
 
-// Propagator returns the OpenTelemetry TextMapPropagator of trees of runs
+// RunPropagator returns the OpenTelemetry TextMapPropagator of trees of runs
 // (§8). Inject writes the id of the run the context carries (RunHeader)
 // and what is left of the tree limits that count its events, its own tree
 // limits and its ancestors' (RemainingHeader; the run's own limits count
@@ -66,7 +66,7 @@ type remoteParent struct {
 // both:
 //
 //	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(
-//		propagation.TraceContext{}, propagation.Baggage{}, middleware.Propagator()))
+//		propagation.TraceContext{}, propagation.Baggage{}, middleware.RunPropagator()))
 //
 // With a fleet that shares trees (tree.Sharer) on both sides, Inject also
 // writes TreeHeader, the holders of the tree limits that count the
@@ -76,7 +76,7 @@ type remoteParent struct {
 // callee reports with [Run.Charge] when the call returns. A malformed
 // TreeHeader is dropped; the propagated limits then apply as without a
 // fleet.
-func Propagator() propagation.TextMapPropagator { return runPropagator{} }
+func RunPropagator() propagation.TextMapPropagator { return runPropagator{} }
 
 type runPropagator struct{}
 

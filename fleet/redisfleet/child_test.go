@@ -33,14 +33,14 @@ import (
 //	child NAME STAGE PARENTID [FLAG…] → as start, a child of run PARENTID (middleware.WithParent);
 //	                                   keep: a stopped run is not finished until "finish NAME";
 //	                                   prop: the parent comes from a request's headers
-//	                                   (middleware.Propagator) instead of WithParent
+//	                                   (middleware.RunPropagator) instead of WithParent
 //	sub NAME STAGE PARENTNAME        → as start, a child of this process's run PARENTNAME (by its context)
 //	spend NAME IN OUT                → spent NAME
 //	burn NAME N IN OUT               → burnt NAME EVENTS (up to N message events of IN and OUT
 //	                                   tokens, until one stops the run)
 //	finish NAME                      → finished NAME TAG
 //	pchild NAME STAGE HEADERS        → as start, from a request whose headers (a JSON
-//	                                   object, from middleware.Propagator) name its parent
+//	                                   object, from middleware.RunPropagator) name its parent
 //	                                   and the trees it joins
 //	tjoin NAME HOLDERID              → tjoined NAME (Fleet.JoinTree; its hooks print
 //	                                   "tstopped NAME CAUSEJSON" and "twarned NAME CAUSEJSON")
@@ -136,7 +136,7 @@ func childMain() int {
 				var ctx context.Context
 				var run *middleware.Run
 				if strings.Contains(flags, "prop") {
-					req := middleware.Propagator().Extract(context.Background(), propagation.MapCarrier{middleware.RunHeader: fs[3]})
+					req := middleware.RunPropagator().Extract(context.Background(), propagation.MapCarrier{middleware.RunHeader: fs[3]})
 					ctx, run = s.Start(req)
 				} else {
 					ctx, run = s.Start(context.Background(), middleware.WithParent(fs[3]))
@@ -150,7 +150,7 @@ func childMain() int {
 		case "pchild":
 			var headers map[string]string
 			if s := plain(fs[2]); s != nil && json.Unmarshal([]byte(strings.Join(fs[3:], " ")), &headers) == nil {
-				req := middleware.Propagator().Extract(context.Background(), propagation.MapCarrier(headers))
+				req := middleware.RunPropagator().Extract(context.Background(), propagation.MapCarrier(headers))
 				ctx, run := s.Start(req)
 				watch(fs[1], ctx, run)
 			}

@@ -145,7 +145,7 @@
 // # Trees of runs
 //
 // A run's parent (docs/spec.md §8: the run whose context it was started
-// from, middleware.WithParent, or a parent middleware.Propagator extracted
+// from, middleware.WithParent, or a parent middleware.RunPropagator extracted
 // from an incoming request) is in its registry entry, whichever process
 // runs the parent: `agentstop runs` shows it and `agentstop runs -tree`
 // draws each run under its parent. Within a process the middleware keeps
@@ -194,7 +194,7 @@
 //
 // A remote child's usage is charged through the fleet to the tree limits
 // of the holders over its parent, as it is spent (next section), however
-// it was started: the holders its request named (middleware.Propagator),
+// it was started: the holders its request named (middleware.RunPropagator),
 // or, for a child started with middleware.WithParent and only its
 // parent's id (a job queue), the holders the parent's registry entry
 // lists (fleet.RunInfo.Trees, read by TreesOf). A child started from a
