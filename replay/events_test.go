@@ -1,9 +1,13 @@
-package termination
+package replay_test
 
 import (
 	"bytes"
 	"encoding/json"
 	"testing"
+
+	"github.com/agentstop/agentstop/codec"
+	"github.com/agentstop/agentstop/replay"
+	"github.com/agentstop/agentstop/termination"
 )
 
 func TestReplayEventsEqualsReplay(t *testing.T) {
@@ -16,8 +20,8 @@ func TestReplayEventsEqualsReplay(t *testing.T) {
 {"kind":"message"}
 {"kind":"final","text":"done"}
 `
-	var events []Event
-	dec := NewDecoder(bytes.NewReader([]byte(log)))
+	var events []termination.Event
+	dec := codec.NewDecoder(bytes.NewReader([]byte(log)))
 	for {
 		ev, err := dec.Next()
 		if err != nil {
@@ -29,12 +33,12 @@ func TestReplayEventsEqualsReplay(t *testing.T) {
 		"", "max_iterations: 1", "max_tool_calls: 1", "stall: {repeats: 2}",
 		"token_budget: {total: 20}", "text_mention: {text: done}",
 	} {
-		p := MustParsePolicy(policy)
-		want, err := Replay(p.Condition(), bytes.NewReader([]byte(log)))
+		p := termination.MustParsePolicy(policy)
+		want, err := replay.Log(p.Condition(), bytes.NewReader([]byte(log)))
 		if err != nil {
 			t.Fatal(err)
 		}
-		got := ReplayEvents(p.Condition(), events)
+		got := replay.Events(p.Condition(), events)
 		wj, _ := json.Marshal(want)
 		gj, _ := json.Marshal(got)
 		if !bytes.Equal(wj, gj) {
@@ -54,7 +58,7 @@ func TestPolicyConditions(t *testing.T) {
 		{"all: [{max_iterations: 3}, {max_tool_calls: 2}]", 1},
 	}
 	for _, tt := range tests {
-		got := MustParsePolicy(tt.policy).Conditions()
+		got := termination.MustParsePolicy(tt.policy).Conditions()
 		if len(got) != tt.want {
 			t.Errorf("policy %q: %d conditions %v, want %d", tt.policy, len(got), got, tt.want)
 		}

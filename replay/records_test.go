@@ -1,4 +1,4 @@
-package termination
+package replay_test
 
 import (
 	"errors"
@@ -9,109 +9,25 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentstop/agentstop/codec"
+	"github.com/agentstop/agentstop/replay"
+	"github.com/agentstop/agentstop/termination"
 )
-
-// decodeEntries reads every entry of log and returns the records' kinds and
-// the events' kinds in order, or the first error.
-func decodeEntries(log string) ([]string, error) {
-	d := NewDecoder(strings.NewReader(log))
-	var got []string
-	for {
-		e, err := d.NextEntry()
-		if errors.Is(err, io.EOF) {
-			return got, nil
-		}
-		if err != nil {
-			return got, err
-		}
-		if e.Record != nil {
-			got = append(got, e.Record.Kind.String())
-		} else {
-			got = append(got, e.Event.Kind.String())
-		}
-	}
-}
-
-const (
-	first  = `{"kind":"message","run":"a","stage":"planner","time":"2026-11-28T10:00:00Z"}`
-	child  = `{"kind":"message","run":"b","parent":"a","stage":"analyst","time":"2026-11-28T10:00:01Z"}`
-	endA   = `{"kind":"end","run":"a","stage":"planner","time":"2026-11-28T10:00:02Z","cause":{"$kind":"NaturalCompletion"},"outcome":"succeeded","stopped_at":0,"events":1,"policy":"code"}`
-	endB   = `{"kind":"end","run":"b","parent":"a","stage":"analyst","time":"2026-11-28T10:00:02Z","cause":{"$kind":"Cancelled","reason":"parent","detail":"planner ended: natural_completion"},"outcome":"failed","stopped_at":0,"events":1,"policy":"code"}`
-	raiseA = `{"kind":"raise","run":"a","time":"2026-11-28T10:00:01Z","limits":{"total_tokens":1000,"cost":0.5}}`
-)
-
-func TestRecordLines(t *testing.T) {
-	for _, tc := range []struct {
-		name, log string
-		want      []string
-		err       string // substring of the error, naming the line
-	}{
-		{"events and records", lines(first, child, raiseA, endB, endA), []string{"message", "message", "raise", "end", "end"}, ""},
-		{"no end records", lines(first, child), []string{"message", "message"}, ""},
-		{"an end record alone", lines(endA), []string{"end"}, ""},
-		{"a line after the end", lines(first, endA, `{"kind":"message","run":"a"}`), nil, "line 3: an event of run \"a\" after its end record (line 2)"},
-		{"a raise after the end", lines(first, endA, raiseA), nil, "line 3: a raise record of run \"a\" after its end record (line 2)"},
-		{"a second end record", lines(first, endA, endA), nil, "line 3: a second end record for run \"a\" (its end record is line 2)"},
-		{"stage differs", lines(first, strings.Replace(endA, `"stage":"planner"`, `"stage":"coder"`, 1)), nil, `line 2: end record: stage "coder" differs from the run's first line's "planner"`},
-		{"parent differs", lines(first, child, strings.Replace(endB, `"parent":"a"`, `"parent":"x"`, 1)), nil, `line 3: end record: parent "x" differs`},
-		{"cause not §2 JSON", lines(first, strings.Replace(endA, `{"$kind":"NaturalCompletion"}`, `{"$kind":"Nope"}`, 1)), nil, "line 2: end record: cause: not a cause in its JSON form"},
-		{"cause missing", lines(first, strings.Replace(endA, `"cause":{"$kind":"NaturalCompletion"},`, ``, 1)), nil, "line 2: end record: cause: missing"},
-		{"cause a string", lines(first, strings.Replace(endA, `{"$kind":"NaturalCompletion"}`, `"done"`, 1)), nil, "line 2: end record: cause: not a cause"},
-		{"raise amount missing", lines(first, `{"kind":"raise","run":"a","limits":{}}`), nil, "line 2: raise record: limits: missing"},
-		{"raise without limits", lines(first, `{"kind":"raise","run":"a"}`), nil, "line 2: raise record: limits: missing"},
-		{"raise amount zero", lines(first, `{"kind":"raise","run":"a","limits":{"iterations":0}}`), nil, "line 2: raise record: limits.iterations: must be a positive amount, got 0"},
-		{"raise amount negative", lines(first, `{"kind":"raise","run":"a","limits":{"cost":-1}}`), nil, "line 2: raise record: limits.cost: must be a positive amount, got -1"},
-		{"raise amount null", lines(first, `{"kind":"raise","run":"a","limits":{"cost":null}}`), nil, "line 2: raise record: limits.cost: must be a positive amount"},
-		{"raise unknown resource", lines(first, `{"kind":"raise","run":"a","limits":{"tokens":5}}`), nil, `line 2: raise record: limits: unknown resource "tokens"`},
-		{"raise fractional count", lines(first, `{"kind":"raise","run":"a","limits":{"tool_calls":1.5}}`), nil, "line 2: raise record: limits.tool_calls: must be a positive integer"},
-		{"stopped_at past events", lines(first, strings.Replace(endA, `"stopped_at":0`, `"stopped_at":3`, 1)), nil, "line 2: end record: stopped_at 3 and events 1"},
-		// §1: the mixed-run rule looks at events only.
-		{"records do not count for the mixed-run rule", lines(`{"kind":"message"}`, `{"kind":"end","cause":{"$kind":"NaturalCompletion"},"events":1}`), []string{"message", "end"}, ""},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := decodeEntries(tc.log)
-			if tc.err != "" {
-				require.Error(t, err)
-				require.Contains(t, err.Error(), tc.err)
-				return
-			}
-			require.NoError(t, err)
-			require.Equal(t, tc.want, got)
-		})
-	}
-}
-
-func lines(ls ...string) string { return strings.Join(ls, "\n") + "\n" }
-
-// TestNextSkipsRecords: Next returns events only, and checks the records.
-func TestNextSkipsRecords(t *testing.T) {
-	d := NewDecoder(strings.NewReader(lines(first, raiseA, endA)))
-	ev, err := d.Next()
-	require.NoError(t, err)
-	require.Equal(t, "planner", ev.Stage)
-	_, err = d.Next()
-	require.ErrorIs(t, err, io.EOF)
-
-	d = NewDecoder(strings.NewReader(lines(first, endA, first)))
-	_, err = d.Next()
-	require.NoError(t, err)
-	_, err = d.Next()
-	require.ErrorContains(t, err, "line 3: an event of run \"a\" after its end record")
-}
 
 // replayLog replays log as the replay command does, with the policies of
 // stages (YAML by stage name) and fallback (nil: none).
-func replayLog(t *testing.T, log string, stages map[string]string, fallback *Policy) ([]Result, map[string]int) {
+func replayLog(t *testing.T, log string, stages map[string]string, fallback *termination.Policy) ([]termination.Result, map[string]int) {
 	t.Helper()
-	pols := map[string]*Policy{}
+	pols := map[string]*termination.Policy{}
 	for s, y := range stages {
-		p := MustParsePolicy(y)
+		p := termination.MustParsePolicy(y)
 		pols[s] = &p
 	}
-	idx := IndexRuns(strings.NewReader(log))
-	rp := NewRunsReplay(fallback, ReplayIndex(&idx), ReplayPolicies(func(s string) (*Policy, bool) { p, ok := pols[s]; return p, ok }))
-	d := NewDecoder(strings.NewReader(log))
-	var out []Result
+	idx := codec.IndexRuns(strings.NewReader(log))
+	rp := replay.NewRunner(fallback, replay.WithIndex(&idx), replay.WithPolicies(func(s string) (*termination.Policy, bool) { p, ok := pols[s]; return p, ok }))
+	d := codec.NewDecoder(strings.NewReader(log))
+	var out []termination.Result
 	for {
 		e, err := d.NextEntry()
 		if errors.Is(err, io.EOF) {
@@ -127,8 +43,8 @@ func replayLog(t *testing.T, log string, stages map[string]string, fallback *Pol
 	return append(out, rp.End()...), rp.LeftOut()
 }
 
-func byRun(rs []Result) map[string]Result {
-	m := map[string]Result{}
+func byRun(rs []termination.Result) map[string]termination.Result {
+	m := map[string]termination.Result{}
 	for _, r := range rs {
 		m[r.Run] = r
 	}
@@ -152,11 +68,11 @@ func TestReplayEndsAtEndRecord(t *testing.T) {
 		res, left := replayLog(t, log, map[string]string{"planner": tree, "analyst": "max_iterations: 20"}, nil)
 		require.Empty(t, left)
 		m := byRun(res)
-		require.Equal(t, BudgetExhausted{Resource: "total_tokens", Used: 15100, Limit: 15000, Scope: ScopeTree}, m["p"].Cause)
+		require.Equal(t, termination.BudgetExhausted{Resource: "total_tokens", Used: 15100, Limit: 15000, Scope: termination.ScopeTree}, m["p"].Cause)
 		require.False(t, m["p"].FromRecord)
 		require.Equal(t, "budget_exhausted", m["p"].Live)
 		require.Equal(t, "planner", m["p"].Stage)
-		require.Equal(t, Cancelled{Reason: CancelParent, Detail: "planner ended: budget_exhausted"}, m["c1"].Cause)
+		require.Equal(t, termination.Cancelled{Reason: termination.CancelParent, Detail: "planner ended: budget_exhausted"}, m["c1"].Cause)
 		require.Equal(t, 2, m["c1"].Events)
 		require.Equal(t, 1, m["c2"].Events)
 		require.Equal(t, "cancelled", m["c2"].Live)
@@ -169,7 +85,7 @@ func TestReplayEndsAtEndRecord(t *testing.T) {
 		require.Equal(t, 1, m["p"].Events)
 		require.Equal(t, 0, m["p"].StoppedAt)
 		// The children end with the cascade from their replayed parent.
-		require.Equal(t, Cancelled{Reason: CancelParent, Detail: "planner ended: budget_exhausted"}, m["c1"].Cause)
+		require.Equal(t, termination.Cancelled{Reason: termination.CancelParent, Detail: "planner ended: budget_exhausted"}, m["c1"].Cause)
 		require.Equal(t, "cancelled", m["c1"].Live)
 	})
 	t.Run("runs without a policy are left out and still end", func(t *testing.T) {
@@ -177,10 +93,10 @@ func TestReplayEndsAtEndRecord(t *testing.T) {
 		require.Equal(t, map[string]int{"planner": 1}, left)
 		m := byRun(res)
 		require.NotContains(t, m, "p")
-		require.Equal(t, Cancelled{Reason: CancelParent, Detail: "planner ended: budget_exhausted"}, m["c1"].Cause)
+		require.Equal(t, termination.Cancelled{Reason: termination.CancelParent, Detail: "planner ended: budget_exhausted"}, m["c1"].Cause)
 	})
 	t.Run("-policy is the policy of stages without a file", func(t *testing.T) {
-		fb := MustParsePolicy("max_iterations: 50")
+		fb := termination.MustParsePolicy("max_iterations: 50")
 		res, left := replayLog(t, log, map[string]string{"analyst": "max_iterations: 20"}, &fb)
 		require.Empty(t, left)
 		require.True(t, byRun(res)["p"].FromRecord)
@@ -219,7 +135,7 @@ func TestReplayRecordOnlyAndDropped(t *testing.T) {
 	)
 	res, _ := replayLog(t, log, map[string]string{"planner": "max_iterations: 3", "coder": "max_iterations: 30"}, nil)
 	m := byRun(res)
-	require.Equal(t, Skipped{Reason: "blocked", Detail: "drill"}, m["b"].Cause)
+	require.Equal(t, termination.Skipped{Reason: "blocked", Detail: "drill"}, m["b"].Cause)
 	require.True(t, m["b"].FromRecord)
 	require.True(t, m["d"].Incomplete)
 	require.False(t, m["n"].Incomplete)
@@ -234,47 +150,6 @@ func TestReplayIgnoresRaiseWithoutHold(t *testing.T) {
 	require.Len(t, res, 1)
 	require.Equal(t, "max_iterations", res[0].TerminationCause)
 	require.Equal(t, 2, res[0].StoppedAt)
-}
-
-func TestPolicyHashIsCanonical(t *testing.T) {
-	a := MustParsePolicy("max_iterations: 8\ntree: {token_budget: {total: 8000, pressure: 0.75}}\n")
-	b := MustParsePolicy(`{"tree": {"token_budget": {"pressure": 0.75, "total": 8000}}, "max_iterations": 8}`)
-	require.Equal(t, a.Hash(), b.Hash())
-	require.True(t, strings.HasPrefix(a.Hash(), "sha256:"))
-	require.Len(t, a.Hash(), len("sha256:")+64)
-	require.NotEqual(t, a.Hash(), MustParsePolicy("max_iterations: 9").Hash())
-	// sha256 of {} for the empty policy.
-	require.Equal(t, "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a", Policy{}.Hash())
-}
-
-// FuzzDecodeLog: any log, events and records mixed, decodes without a
-// panic; every error names a line of the log, and a record's Line is its
-// line.
-func FuzzDecodeLog(f *testing.F) {
-	f.Add(lines(first, child, raiseA, endB, endA))
-	f.Add(lines(first, endA, first))
-	f.Add(lines(`{"kind":"end","run":"x","cause":{"$kind":"All","causes":[{"$kind":"Timeout","limit":"1s","elapsed":"1s"}]}}`))
-	f.Add(lines(`{"kind":"raise","run":"x","limits":{"cost":1e308,"iterations":2}}`))
-	f.Add(lines(`{"kind":"end","run":"x","cause":{"$kind":"NaturalCompletion"},"stopped_at":"x"}`))
-	f.Fuzz(func(t *testing.T, log string) {
-		d := NewDecoder(strings.NewReader(log))
-		for range 1000 {
-			e, err := d.NextEntry()
-			if err != nil {
-				var de *DecodeError
-				if !errors.Is(err, io.EOF) && (!errors.As(err, &de) || de.Line < 1) {
-					t.Fatalf("error without a line: %v", err)
-				}
-				return
-			}
-			if e.Record != nil && e.Record.Line != d.Line() {
-				t.Fatalf("record line %d, decoder at %d", e.Record.Line, d.Line())
-			}
-			if e.Record != nil && e.Record.Kind == RecordEnd && e.Record.Cause == nil {
-				t.Fatal("an end record without a cause")
-			}
-		}
-	})
 }
 
 // TestReplayAppliesRaises: under a policy with hold, a run held at a limit
@@ -309,7 +184,7 @@ func TestReplayAppliesRaises(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			res, _ := replayLog(t, tt.log, map[string]string{"planner": policy}, nil)
 			require.Len(t, res, 1)
-			require.Equal(t, MaxIterationsReached{Limit: tt.limit, Count: tt.count}, res[0].Cause)
+			require.Equal(t, termination.MaxIterationsReached{Limit: tt.limit, Count: tt.count}, res[0].Cause)
 			require.Equal(t, tt.stoppedAt, res[0].StoppedAt)
 			require.Equal(t, tt.events, res[0].Events)
 			require.Equal(t, tt.fromRec, res[0].FromRecord)
@@ -325,22 +200,22 @@ func TestReplayAppliesRaises(t *testing.T) {
 // candidate policy that holds where the live one did not).
 func TestReplayHeldEndRecord(t *testing.T) {
 	const policy = "max_iterations: 1\nhold: {timeout: 1m}\ntimeout: 30s"
-	hash := MustParsePolicy(policy).Hash()
+	hash := termination.MustParsePolicy(policy).Hash()
 	msg := `{"kind":"message","run":"a","time":"2026-11-28T10:00:01Z"}`
 	end := func(cause, policy string, events int) string {
 		return fmt.Sprintf(`{"kind":"end","run":"a","stage":"planner","time":"2026-11-28T10:00:31Z","cause":%s,"outcome":"failed","stopped_at":0,"events":%d,"policy":%q}`, cause, events, policy)
 	}
 	const timeout = `{"$kind":"Timeout","limit":"30s","elapsed":"30.001s"}`
 	const parent = `{"$kind":"Cancelled","reason":"parent","detail":"planner ended: max_iterations"}`
-	limit := MaxIterationsReached{Limit: 1, Count: 2}
+	limit := termination.MaxIterationsReached{Limit: 1, Count: 2}
 	tests := []struct {
 		name    string
 		log     string
-		want    Cause
+		want    termination.Cause
 		fromRec bool
 	}{
-		{"held live, a timeout ended it", lines(first, msg, end(timeout, hash, 2)), Timeout{Limit: 30 * time.Second, Elapsed: 30*time.Second + time.Millisecond}, true},
-		{"held live, its parent's end ended it", lines(first, msg, end(parent, hash, 2)), Cancelled{Reason: CancelParent, Detail: "planner ended: max_iterations"}, true},
+		{"held live, a timeout ended it", lines(first, msg, end(timeout, hash, 2)), termination.Timeout{Limit: 30 * time.Second, Elapsed: 30*time.Second + time.Millisecond}, true},
+		{"held live, its parent's end ended it", lines(first, msg, end(parent, hash, 2)), termination.Cancelled{Reason: termination.CancelParent, Detail: "planner ended: max_iterations"}, true},
 		{"another policy live: the limit", lines(first, msg, end(timeout, "sha256:00", 2)), limit, false},
 		{"a policy given as code live: the limit", lines(first, msg, end(timeout, "code", 2)), limit, false},
 		{"live went on past the hold: the limit", lines(first, msg, end(timeout, hash, 3)), limit, false},

@@ -1,4 +1,4 @@
-package termination
+package codec
 
 import (
 	"bytes"
@@ -11,6 +11,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentstop/agentstop/internal/benchlog"
+	"github.com/agentstop/agentstop/internal/canonical"
+	"github.com/agentstop/agentstop/termination"
 )
 
 // fastDecodeCases are edge cases of the event schema: encoding/json's key
@@ -205,10 +209,10 @@ var fastDecodeCases = []struct {
 // included (the oracle followed by checkDecoded). It reports whether the
 // fast path decoded the line.
 func checkFastDecode(t testing.TB, line []byte) bool {
-	var want Event
+	var want termination.Event
 	wantErr := decodeEventJSON(line, &want)
 
-	var fast Event
+	var fast termination.Event
 	ok := decodeEventFast(bytes.Clone(line), &fast)
 	if ok {
 		if wantErr != nil {
@@ -221,7 +225,7 @@ func checkFastDecode(t testing.TB, line []byte) bool {
 
 	// Replay's decoder hashes the args while it reads them: the same
 	// acceptance and event, and the hash argsHash gives the decoded args.
-	var hashedEv Event
+	var hashedEv termination.Event
 	hok, h, hashed := decodeEventFastHashed(bytes.Clone(line), &hashedEv, true)
 	if hok != ok {
 		t.Fatalf("%q: fast path with args hashing accepts: %v, without: %v", line, hok, ok)
@@ -229,18 +233,18 @@ func checkFastDecode(t testing.TB, line []byte) bool {
 	if hok && !reflect.DeepEqual(hashedEv, fast) {
 		t.Fatalf("%q: fast path with args hashing decodes:\n%#v\nwithout:\n%#v", line, hashedEv, fast)
 	}
-	if hok && hashed && h != argsHash(hashedEv.Args) {
-		t.Fatalf("%q: args hashed while decoding as %x, argsHash says %x", line, h, argsHash(hashedEv.Args))
+	if hok && hashed && h != canonical.ArgsKey(hashedEv.Args) {
+		t.Fatalf("%q: args hashed while decoding as %x, argsHash says %x", line, h, canonical.ArgsKey(hashedEv.Args))
 	}
 
 	// decodeEvent also rejects amounts no model spends and a value with
 	// its hash, on either path.
 	if wantErr == nil {
 		if err := checkDecoded(&want); err != nil {
-			want, wantErr = Event{}, err
+			want, wantErr = termination.Event{}, err
 		}
 	}
-	var got Event
+	var got termination.Event
 	gotErr := decodeEvent(line, &got)
 	switch {
 	case (gotErr == nil) != (wantErr == nil):
@@ -266,13 +270,13 @@ func TestDecodeEventFastEdgeCases(t *testing.T) {
 // benchmarks measure it.
 func TestDecodeEventFastTakesRealLogs(t *testing.T) {
 	lines := testdataLines(t)
-	lines = append(lines, bytes.Split(bytes.TrimSpace(benchLog(30)), []byte("\n"))...)
+	lines = append(lines, bytes.Split(bytes.TrimSpace(benchlog.ReAct(30)), []byte("\n"))...)
 	fast := 0
 	for _, line := range lines {
 		if checkFastDecode(t, line) {
 			fast++
 		} else {
-			var ev Event
+			var ev termination.Event
 			assert.Error(t, decodeEventJSON(line, &ev), "a good line left to encoding/json: %s", line)
 		}
 	}
@@ -300,9 +304,9 @@ func testdataLines(t testing.TB) [][]byte {
 func TestDecodeEventFastAllocations(t *testing.T) {
 	line := []byte(`{"kind":"tool_call","source":"assistant","tool":"web_search","args":{"query":"x","limit":5},` +
 		`"usage":{"input_tokens":12,"output_tokens":3},"cost":0.25,"time":"2026-11-20T09:00:04.5Z","extra":[1,{"a":null}]}`)
-	var ev Event
+	var ev termination.Event
 	allocs := testing.AllocsPerRun(100, func() {
-		ev = Event{}
+		ev = termination.Event{}
 		if !decodeEventFast(line, &ev) {
 			t.Fatal("not decoded")
 		}
@@ -325,7 +329,7 @@ func FuzzDecodeEventFast(f *testing.F) {
 			f.Add([]byte(tc.line))
 		}
 	}
-	for _, line := range bytes.Split(bytes.TrimSpace(benchLog(3)), []byte("\n")) {
+	for _, line := range bytes.Split(bytes.TrimSpace(benchlog.ReAct(3)), []byte("\n")) {
 		f.Add(line)
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {

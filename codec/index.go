@@ -1,17 +1,19 @@
-package termination
+package codec
 
 import (
 	"bytes"
 	"io"
 
-	"github.com/agentstop/agentstop/termination/internal/jsonscan"
+	"github.com/agentstop/agentstop/internal/jsonscan"
+
+	"github.com/agentstop/agentstop/termination"
 )
 
-// RunIndex is what a first pass over a log of many runs learns for the
-// replay that follows it one line at a time ([RunsReplay]): the line of
+// Index is what a first pass over a log of many runs learns for the
+// replay that follows it one line at a time (replay.Runner): the line of
 // each run's last event, where the run ends if nothing ends it sooner.
 // It holds a few words per run, never the events.
-type RunIndex struct {
+type Index struct {
 	slot    map[string]int // run → index into last
 	last    []int          // the line of each run's last event
 	unnamed int            // the line of the first event without run, 0 when none
@@ -30,8 +32,8 @@ type RunIndex struct {
 // it cannot read (longer than the limit, a read error). The replay that
 // follows reports those, in the order of the lines, as it would without
 // the index.
-func IndexRuns(r io.Reader) RunIndex {
-	x := RunIndex{slot: map[string]int{}}
+func IndexRuns(r io.Reader) Index {
+	x := Index{slot: map[string]int{}}
 	d := NewDecoder(r)
 	for {
 		b, ok := d.scanLine()
@@ -60,18 +62,18 @@ func IndexRuns(r io.Reader) RunIndex {
 
 // IsLast reports whether line (numbered as [Decoder.Line] numbers it) is
 // the last line of run.
-func (x RunIndex) IsLast(run string, line int) bool {
+func (x Index) IsLast(run string, line int) bool {
 	i, ok := x.slot[run]
 	return ok && x.last[i] == line
 }
 
 // Runs returns how many runs the log holds (events without run count as
 // the run "").
-func (x RunIndex) Runs() int { return len(x.last) }
+func (x Index) Runs() int { return len(x.last) }
 
 // Unnamed returns the line of the first event without run, 0 when every
 // event names its run.
-func (x RunIndex) Unnamed() int { return x.unnamed }
+func (x Index) Unnamed() int { return x.unnamed }
 
 // lineRun returns the run of the event on the line data, as the decoder
 // would decode it, without decoding the rest: every other member is only
@@ -102,7 +104,7 @@ func lineRun(data []byte) (run []byte, ok bool) {
 // record (the recorded cause) or says "dropped". Such lines are rare (one
 // end record per run): they are decoded whole. A bad one is left for the
 // replay to report.
-func (x *RunIndex) noteRecord(b []byte) {
+func (x *Index) noteRecord(b []byte) {
 	k := recordKind(b)
 	dropped := bytes.Contains(b, []byte(`"dropped"`))
 	if k != RecordEnd && !dropped {
@@ -122,13 +124,13 @@ func (x *RunIndex) noteRecord(b []byte) {
 		}
 		return
 	}
-	var ev Event
+	var ev termination.Event
 	if decodeEvent(b, &ev) == nil && ev.Dropped > 0 {
 		x.markIncomplete(ev.Run)
 	}
 }
 
-func (x *RunIndex) markIncomplete(run string) {
+func (x *Index) markIncomplete(run string) {
 	if x.incomplete == nil {
 		x.incomplete = map[string]bool{}
 	}
@@ -137,8 +139,8 @@ func (x *RunIndex) markIncomplete(run string) {
 
 // Live returns the termination_cause of run's end record, "" when the
 // run has none.
-func (x *RunIndex) Live(run string) string { return x.live[run] }
+func (x *Index) Live(run string) string { return x.live[run] }
 
 // Incomplete reports whether a line of run says that the recorder dropped
 // some of its events.
-func (x *RunIndex) Incomplete(run string) bool { return x.incomplete[run] }
+func (x *Index) Incomplete(run string) bool { return x.incomplete[run] }

@@ -1,25 +1,30 @@
-package termination
+package replay
 
 import (
+	"errors"
+	"io"
 	"slices"
 	"time"
+
+	"github.com/agentstop/agentstop/codec"
+	"github.com/agentstop/agentstop/termination"
 )
 
-// ReplayStage names the stage of the runs [ReplayRuns] replays: each
-// Result's Stage, and the STAGE of a cascade's Cancelled{reason: parent,
-// detail: "STAGE ended: TAG"}. Default: "replay", as the replay command's.
-// ReplayWith, which returns a Result without a stage, ignores it.
-func ReplayStage(name string) ReplayOption { return stageOption(name) }
+// WithStage names the stage of the runs [Runs] replays: each Result's
+// Stage, and the STAGE of a cascade's Cancelled{reason: parent, detail:
+// "STAGE ended: TAG"}. Default: "replay", as the replay command's. [Log],
+// which returns a Result without a stage, ignores it.
+func WithStage(name string) Option { return stageOption(name) }
 
 type stageOption string
 
-func (o stageOption) apply(c *replayConfig) {
+func (o stageOption) apply(c *config) {
 	if o != "" {
 		c.stage = string(o)
 	}
 }
 
-// ReplayRuns evaluates p over a log of many runs (events carry Run, and a
+// Runs evaluates p over a log of many runs (events carry Run, and a
 // run's first event may carry Parent) as replay does (docs/spec.md §8):
 // each run with p's condition, each holder's tree: limits over its
 // subtree, in the order of the lines. It returns one Result per run, in
@@ -51,46 +56,43 @@ func (o stageOption) apply(c *replayConfig) {
 // and fires before the first line of its subtree at or past the deadline,
 // as the holder's timer would have (that line is not evaluated; the
 // holder's StoppedAt is 0). A nil p is the empty policy.
-func ReplayRuns(p *Policy, events []Event, opts ...ReplayOption) []Result {
+func Runs(p *termination.Policy, events []termination.Event, opts ...Option) []termination.Result {
 	last := map[string]int{}
 	for i := range events {
 		last[events[i].Run] = i
 	}
-	rp := NewRunsReplay(p, opts...)
-	var out []Result
+	rp := NewRunner(p, opts...)
+	var out []termination.Result
 	for i := range events {
 		out = append(out, rp.Line(&events[i], last[events[i].Run] == i)...)
 	}
 	return append(out, rp.End()...)
 }
 
-// RunsReplay is [ReplayRuns] one line at a time, for a log too large to
-// hold: the caller decodes each line and hands its event to Line, saying
-// whether it is its run's last line ([IndexRuns] finds them in a first
-// pass over the log), then calls End at the end of the log. Line and End
-// return the results of the runs that ended, in the order they ended;
-// ReplayRuns returns the same results for the same lines.
+// Runner is [Runs] one line at a time, for a log too large to hold: the
+// caller decodes each line and hands its event to Line (a record to
+// Record), saying whether it is its run's last line (codec.IndexRuns finds
+// them in a first pass over the log), then calls End at the end of the
+// log. Line, Record and End return the results of the runs that ended, in
+// the order they ended; Runs returns the same results for the same lines.
+// [Runner.Log] is that loop over a log.
 //
 // It keeps the state of the live runs only (their evaluators, and the
-// last event each evaluated; with [WithEvidenceEvents], the notes of the
+// last event each evaluated; with [WithEvidence], the notes of the
 // events their conditions still hold for evidence), and a few words for each run that has
 // ended (so that its later lines are skipped and a child that starts
 // after it is Skipped): memory grows with the runs live at one point of
 // the log, not with the log.
-type RunsReplay struct {
-	rp replayer
+type Runner struct {
+	rp      replayer
+	lenient bool // WithLenient, for Log
 }
 
-// NewRunsReplay starts a replay of a log of many runs with p, as
-// [ReplayRuns] does (the same options). A nil p is the empty policy.
-func NewRunsReplay(p *Policy, opts ...ReplayOption) *RunsReplay {
-	cfg := replayConfig{stage: "replay"}
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&cfg)
-		}
-	}
-	var pol Policy
+// NewRunner starts a replay of a log of many runs with p, as [Runs] does
+// (the same options). A nil p is the empty policy.
+func NewRunner(p *termination.Policy, opts ...Option) *Runner {
+	cfg := configOf(opts)
+	var pol termination.Policy
 	if p != nil {
 		pol = *p
 	}
@@ -98,38 +100,38 @@ func NewRunsReplay(p *Policy, opts ...ReplayOption) *RunsReplay {
 	if p != nil || cfg.stages == nil {
 		rp.fallback = &pol
 	}
-	return &RunsReplay{rp: rp}
+	return &Runner{rp: rp, lenient: cfg.lenient}
 }
 
-// ReplayPolicies gives each stage its own policy (§4 "Recorded runs"):
+// WithPolicies gives each stage its own policy (§4 "Recorded runs"):
 // policyOf returns the policy of the runs of a stage (the stage of their
-// first line, or [ReplayStage]'s for a run whose log gives none), false
-// when the stage has none. The policy given to [NewRunsReplay], when not
+// first line, or [WithStage]'s for a run whose log gives none), false
+// when the stage has none. The policy given to [NewRunner], when not
 // nil, is then the policy of the stages policyOf has none for. Runs left
 // without a policy are evaluated by no condition, still end at their end
 // record (or last line) for their descendants' sake, and are left out of
-// the results; [RunsReplay.LeftOut] counts them by stage.
-func ReplayPolicies(policyOf func(stage string) (*Policy, bool)) ReplayOption {
+// the results; [Runner.LeftOut] counts them by stage.
+func WithPolicies(policyOf func(stage string) (*termination.Policy, bool)) Option {
 	return policiesOption(policyOf)
 }
 
-type policiesOption func(string) (*Policy, bool)
+type policiesOption func(string) (*termination.Policy, bool)
 
-func (o policiesOption) apply(c *replayConfig) { c.stages = o }
+func (o policiesOption) apply(c *config) { c.stages = o }
 
-// ReplayIndex gives the replay what the first pass over the log learned
-// (IndexRuns): each run's recorded cause, so that every result of a run
+// WithIndex gives the replay what the first pass over the log learned
+// (codec.IndexRuns): each run's recorded cause, so that every result of a run
 // with an end record carries Live, and whether the recorder dropped lines
 // of the run (Incomplete).
-func ReplayIndex(x *RunIndex) ReplayOption { return indexOption{x} }
+func WithIndex(x *codec.Index) Option { return indexOption{x} }
 
-type indexOption struct{ x *RunIndex }
+type indexOption struct{ x *codec.Index }
 
-func (o indexOption) apply(c *replayConfig) { c.index = o.x }
+func (o indexOption) apply(c *config) { c.index = o.x }
 
 // LeftOut returns how many runs, by stage, were left out of the results
-// because no policy was given for their stage (ReplayPolicies).
-func (r *RunsReplay) LeftOut() map[string]int { return r.rp.leftOut }
+// because no policy was given for their stage (WithPolicies).
+func (r *Runner) LeftOut() map[string]int { return r.rp.leftOut }
 
 // Record takes a record of the log's next line (an end or raise record,
 // §1); last says that it is its run's last line. An end record ends its
@@ -141,7 +143,7 @@ func (r *RunsReplay) LeftOut() map[string]int { return r.rp.leftOut }
 // with the limit's cause. A raise record changes nothing under a policy
 // without hold. Like Line, it returns the results of the runs
 // that ended, valid until the next call.
-func (r *RunsReplay) Record(rec *Record, last bool) []Result {
+func (r *Runner) Record(rec *codec.Record, last bool) []termination.Result {
 	rp := &r.rp
 	rp.results = rp.results[:0]
 	rp.record(rec, last)
@@ -153,7 +155,7 @@ func (r *RunsReplay) Record(rec *Record, last bool) []Result {
 // its run's last line, so the run ends after it. It returns the results
 // of the runs that ended on this line, in the order they ended; the slice
 // is valid until the next call. ev is not kept.
-func (r *RunsReplay) Line(ev *Event, last bool) []Result {
+func (r *Runner) Line(ev *termination.Event, last bool) []termination.Result {
 	rp := &r.rp
 	rp.results = rp.results[:0]
 	rp.line(ev, last)
@@ -164,7 +166,7 @@ func (r *RunsReplay) Line(ev *Event, last bool) []Result {
 // End ends the runs still live at the end of the log, in the order they
 // started (their descendants with them), and returns their results. With
 // every run's last line marked, none is left.
-func (r *RunsReplay) End() []Result {
+func (r *Runner) End() []termination.Result {
 	rp := &r.rp
 	rp.results = rp.results[:0]
 	for _, run := range rp.order {
@@ -175,19 +177,53 @@ func (r *RunsReplay) End() []Result {
 	return rp.results
 }
 
+// Log hands every line of the log r to the runner (events to Line,
+// records to Record) and ends it (End): it returns the results of all the
+// runs, in the order they ended. With [WithIndex] (the first pass over the
+// same log, codec.IndexRuns), each run ends at its last line; without,
+// the runs still live end at the end of the log. A bad line is an error
+// naming it (a *codec.DecodeError), with no results; with [WithLenient], a
+// truncated last line ends the log instead, and truncated is true (the
+// caller decides which results it concerns: those of the runs no cause
+// stopped, whose evaluation reached it).
+func (r *Runner) Log(log io.Reader) (results []termination.Result, truncated bool, err error) {
+	dec := codec.NewDecoder(log)
+	idx := r.rp.index
+	last := func(run string) bool { return idx != nil && idx.IsLast(run, dec.Line()) }
+	for {
+		e, err := dec.NextEntry()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if r.lenient && errors.Is(err, codec.ErrTruncated) {
+			truncated = true
+			break
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		if rec := e.Record; rec != nil {
+			results = append(results, r.Record(rec, last(rec.Run))...)
+			continue
+		}
+		results = append(results, r.Line(&e.Event, last(e.Event.Run))...)
+	}
+	return append(results, r.End()...), truncated, nil
+}
+
 type replayer struct {
 	// fallback is the policy of every run whose stage stages has none
 	// for; nil when such runs are left out.
-	fallback *Policy
-	stages   func(string) (*Policy, bool)
+	fallback *termination.Policy
+	stages   func(string) (*termination.Policy, bool)
 	leftOut  map[string]int // runs left without a policy, by stage
-	index    *RunIndex      // nil without a first pass
+	index    *codec.Index   // nil without a first pass
 	stage    string         // the stage of runs whose log gives none
 	// evidence: each run notes its events for Result.EvidenceEvents
-	// (WithEvidenceEvents).
+	// (WithEvidence).
 	evidence bool
 	runs     map[string]*replayRun
-	results  []Result
+	results  []termination.Result
 	due      []*replayRun // scratch: holders whose tree timeout is due
 	// order is the runs not yet ended, in the order they started, for End;
 	// ended runs are dropped from it now and then (release).
@@ -199,7 +235,7 @@ type replayer struct {
 }
 
 // policyOf returns the policy of the runs of stage, false when none.
-func (rp *replayer) policyOf(stage string) (*Policy, bool) {
+func (rp *replayer) policyOf(stage string) (*termination.Policy, bool) {
 	if rp.stages != nil {
 		if p, ok := rp.stages(stage); ok {
 			return p, true
@@ -215,13 +251,14 @@ type replayRun struct {
 	policy     bool      // false for a run left without a policy: its result is left out
 	incomplete bool      // a line of the run said the recorder dropped events before it
 	first      time.Time // the time of its first timed event
-	eval       *Evaluator
-	limits     *Evaluator   // the run's tree limits, nil without
-	holders    []*replayRun // the run itself (when it holds limits) and its ancestors that do, nearest first
+	eval       *termination.Evaluator
+	limits     *termination.Evaluator // the run's tree limits, nil without
+	holders    []*replayRun           // the run itself (when it holds limits) and its ancestors that do, nearest first
 	children   []*replayRun
 	ended      bool
 	tag        string         // the termination_cause it ended with, once ended
-	notes      *evidenceNotes // with WithEvidenceEvents, while live
+	notes      *evidenceNotes // with WithEvidence, while live
+	treeWarned int            // the warnings of limits passed on to the tree
 }
 
 // release drops the state of the runs that ended during the line, once
@@ -235,7 +272,7 @@ func (rp *replayer) release() {
 		// read here, once the line is done.) rp.done and rp.results are
 		// parallel: each end appends to both.
 		if r.limits != nil {
-			t := r.limits.progress.Totals()
+			t := r.limits.Progress().Totals()
 			rp.results[i].Tree = &t
 		}
 		r.eval, r.limits, r.holders, r.children, r.notes = nil, nil, nil, nil, nil
@@ -257,7 +294,7 @@ func (rp *replayer) release() {
 	}
 }
 
-func (rp *replayer) line(ev *Event, lastLine bool) {
+func (rp *replayer) line(ev *termination.Event, lastLine bool) {
 	r := rp.runs[ev.Run]
 	if r == nil {
 		r = rp.begin(ev)
@@ -282,25 +319,24 @@ func (rp *replayer) line(ev *Event, lastLine bool) {
 	if r.ended {
 		return
 	}
-	if !ev.Time.IsZero() && ev.valid() {
+	if !ev.Time.IsZero() && ev.Validate() == nil {
 		// The tree timeouts whose deadline this line is at or past fired
 		// before it, as the holders' timers would have live: a holder that
 		// timed out has ended, with its descendants, before the line.
 		// In the order of their deadlines, as the timers fire.
 		due := rp.due[:0]
 		for _, h := range r.holders {
-			if d, ok := h.limits.nextDeadline(); ok && !d.After(ev.Time) {
+			if d, ok := h.limits.NextDeadline(); ok && !d.After(ev.Time) {
 				due = append(due, h)
 			}
 		}
 		slices.SortStableFunc(due, func(a, b *replayRun) int {
-			da, _ := a.limits.nextDeadline()
-			db, _ := b.limits.nextDeadline()
+			da, _ := a.limits.NextDeadline()
+			db, _ := b.limits.NextDeadline()
 			return da.Compare(db)
 		})
 		for _, h := range due {
-			if _, stopped := h.limits.Stopped(); !stopped && h.limits.deadlineBefore(ev, time.Time{}) &&
-				h.eval.StopFired(h.limits.fired, false) {
+			if h.limits.TickEvent(ev) && h.eval.StopFired(h.limits.Fired(), false) {
 				rp.end(h, nil)
 			}
 		}
@@ -315,12 +351,12 @@ func (rp *replayer) line(ev *Event, lastLine bool) {
 	if r.first.IsZero() && !ev.Time.IsZero() {
 		r.first = ev.Time
 	}
-	before := r.eval.progress.Events
+	before := r.eval.Progress().Events
 	_, stop := r.eval.Observe(*ev)
 	if r.notes != nil {
 		r.notes.note(r.eval, ev) // before the run can end on it
 	}
-	evaluated := r.eval.progress.Events > before && ev.valid()
+	evaluated := r.eval.Progress().Events > before && ev.Validate() == nil
 	if stop {
 		rp.end(r, nil)
 	}
@@ -335,7 +371,7 @@ func (rp *replayer) line(ev *Event, lastLine bool) {
 }
 
 // begin starts the run of ev's first line.
-func (rp *replayer) begin(ev *Event) *replayRun {
+func (rp *replayer) begin(ev *termination.Event) *replayRun {
 	return rp.beginRun(ev.Run, ev.Parent, ev.Stage, false)
 }
 
@@ -349,11 +385,11 @@ func (rp *replayer) beginRun(id, parent, stage string, recorded bool) *replayRun
 		stage = rp.stage
 	}
 	p, ok := rp.policyOf(stage)
-	var pol Policy
+	var pol termination.Policy
 	if ok {
 		pol = *p
 	}
-	r := &replayRun{id: id, parent: parent, stage: stage, policy: ok, eval: NewEvaluator(pol.Condition(), EventClock)}
+	r := &replayRun{id: id, parent: parent, stage: stage, policy: ok, eval: termination.NewEvaluator(pol.Condition(), termination.EventClock)}
 	if h, held := pol.Hold(); held {
 		r.eval.SetHold(h)
 	}
@@ -369,14 +405,14 @@ func (rp *replayer) beginRun(id, parent, stage string, recorded bool) *replayRun
 	if tree := pol.Tree(); tree != nil {
 		// Before a late child's end, as live: a run holds its tree limits
 		// (and has tree totals, Result.Tree) from its start.
-		r.limits = NewEvaluator(tree, EventClock)
+		r.limits = termination.NewEvaluator(tree, termination.EventClock)
 		if h, held := pol.Hold(); held {
 			r.limits.SetHold(h) // a tree limit holds the whole tree (§3 hold)
 		}
 		r.holders = append(r.holders, r)
 	}
 	if up != nil && up.ended && !recorded {
-		r.eval.Stop(Skipped{Reason: SkipParentEnded, Detail: ParentEnded(up.stage, up.tag).Detail})
+		r.eval.Stop(termination.Skipped{Reason: termination.SkipParentEnded, Detail: termination.ParentEnded(up.stage, up.tag).Detail})
 		rp.end(r, nil)
 		return r
 	}
@@ -388,16 +424,18 @@ func (rp *replayer) beginRun(id, parent, stage string, recorded bool) *replayRun
 }
 
 // rollUp evaluates r's event ev with holder h's tree limits.
-func (rp *replayer) rollUp(h, r *replayRun, ev *Event) {
+func (rp *replayer) rollUp(h, r *replayRun, ev *termination.Event) {
 	if _, stopped := h.limits.Stopped(); stopped {
 		return
 	}
-	nw := len(h.limits.warnings)
+	// Only the warnings this event adds go to the tree: any recorded since
+	// the last event (none, as things are) are passed over.
+	h.treeWarned += len(h.limits.WarningsSince(h.treeWarned))
 	_, stop := h.limits.ObserveRef(ev)
-	for _, w := range h.limits.warnings[nw:] {
+	for _, w := range h.limits.WarningsSince(h.treeWarned) {
 		h.each(func(d *replayRun) { d.eval.AddWarning(w) })
 	}
-	if stop && h.eval.StopFired(h.limits.fired, h == r) {
+	if stop && h.eval.StopFired(h.limits.Fired(), h == r) {
 		rp.end(h, nil)
 	}
 }
@@ -415,16 +453,16 @@ func (r *replayRun) each(f func(*replayRun)) {
 
 // end reports r's result and ends its live descendants: with cause (the
 // cascade that reached r), or with one naming r.
-func (rp *replayer) end(r *replayRun, cause Cause) {
+func (rp *replayer) end(r *replayRun, cause termination.Cause) {
 	if r.ended {
 		return
 	}
 	// A run held at a limit that ends (its log ends, or it is not raised
 	// before its next line or its end record) ends with the limit's cause,
 	// as live when nobody raises it; a cascade's Stop came first and wins.
-	if r.limits != nil && r.limits.holding() && r.limits.cause == nil {
+	if r.limits != nil && held(r.limits) && !stopped(r.limits) {
 		r.limits.EndHold()
-		r.eval.StopFired(r.limits.fired, false)
+		r.eval.StopFired(r.limits.Fired(), false)
 	}
 	r.eval.EndHold()
 	rp.endWith(r, r.eval.Result(), cause)
@@ -432,10 +470,10 @@ func (rp *replayer) end(r *replayRun, cause Cause) {
 
 // endWith ends r with the result res, and its live descendants with cause
 // (or one naming r).
-func (rp *replayer) endWith(r *replayRun, res Result, cause Cause) {
+func (rp *replayer) endWith(r *replayRun, res termination.Result, cause termination.Cause) {
 	r.ended = true
 	res.Stage, res.Run, res.Parent = r.stage, r.id, r.parent
-	res.TerminationCause = Tag(res.Cause, nil)
+	res.TerminationCause = termination.Tag(res.Cause, nil)
 	if r.notes != nil {
 		res.EvidenceEvents = r.notes.describe(res.Evidence)
 	}
@@ -448,7 +486,7 @@ func (rp *replayer) endWith(r *replayRun, res Result, cause Cause) {
 	rp.results = append(rp.results, res)
 	rp.done = append(rp.done, r)
 	if cause == nil {
-		cause = ParentEnded(r.stage, res.TerminationCause)
+		cause = termination.ParentEnded(r.stage, res.TerminationCause)
 	}
 	for _, c := range r.children {
 		if !c.ended {
@@ -459,22 +497,25 @@ func (rp *replayer) endWith(r *replayRun, res Result, cause Cause) {
 	r.children = nil // ended runs are never cascaded again
 }
 
-// nextDeadline is when the evaluator's next timeout falls due on the
-// events' clock, once a timed event has started it.
-func (e *Evaluator) nextDeadline() (time.Time, bool) {
-	if e.cause != nil || !e.clocked || e.clock != EventClock || e.start.IsZero() || int(e.next) >= len(e.timeouts) {
-		return time.Time{}, false
-	}
-	return e.start.Add(e.timeouts[e.next]), true
+// held reports whether e is held at a limit.
+func held(e *termination.Evaluator) bool {
+	_, ok := e.Held()
+	return ok
+}
+
+// stopped reports whether e has stopped.
+func stopped(e *termination.Evaluator) bool {
+	_, ok := e.Stopped()
+	return ok
 }
 
 // record takes an end or raise record of the log.
-func (rp *replayer) record(rec *Record, lastLine bool) {
+func (rp *replayer) record(rec *codec.Record, lastLine bool) {
 	r := rp.runs[rec.Run]
 	if r == nil {
 		// A run whose only line is its end record: one that ended before
 		// its first event (blocked, skipped, a parent that had ended).
-		r = rp.beginRun(rec.Run, rec.Parent, rec.Stage, rec.Kind == RecordEnd)
+		r = rp.beginRun(rec.Run, rec.Parent, rec.Stage, rec.Kind == codec.RecordEnd)
 	}
 	if r.ended {
 		return
@@ -483,13 +524,13 @@ func (rp *replayer) record(rec *Record, lastLine bool) {
 		r.incomplete = true
 	}
 	switch rec.Kind {
-	case RecordRaise:
+	case codec.RecordRaise:
 		rp.raise(r, rec)
-	case RecordEnd:
-		_, held := r.eval.Held()
-		treeHeld := r.limits != nil && r.limits.holding()
+	case codec.RecordEnd:
+		runHeld := held(r.eval)
+		treeHeld := r.limits != nil && held(r.limits)
 		switch {
-		case held && !rp.heldLive(r, rec):
+		case runHeld && !rp.heldLive(r, rec):
 			rp.end(r, nil) // the policy's hold, not raised: its own stop
 		case treeHeld && !rp.heldLive(r, rec):
 			rp.endTreeHold(r)
@@ -507,11 +548,11 @@ func (rp *replayer) record(rec *Record, lastLine bool) {
 // Under a policy without hold, or for a run that is not held, it changes
 // nothing. A raise record of a holder whose tree limits hold its tree
 // raises those limits, and the tree goes on.
-func (rp *replayer) raise(r *replayRun, rec *Record) {
+func (rp *replayer) raise(r *replayRun, rec *codec.Record) {
 	switch {
-	case r.eval.holding():
+	case held(r.eval):
 		_ = r.eval.Raise(rec.Limits) // ErrNotHeld cannot happen; bad amounts were the Decoder's error
-	case r.limits != nil && r.limits.holding():
+	case r.limits != nil && held(r.limits):
 		_ = r.limits.Raise(rec.Limits) // the holder's tree limits: the whole tree goes on
 	}
 }
@@ -521,11 +562,11 @@ func (rp *replayer) raise(r *replayRun, rec *Record) {
 // timeout passes (no event of its own named: StoppedAt 0), and its
 // descendants with Cancelled{parent}. It reports whether it did.
 func (rp *replayer) endTreeHold(h *replayRun) bool {
-	if h.ended || h.limits == nil || !h.limits.holding() {
+	if h.ended || h.limits == nil || !held(h.limits) {
 		return false
 	}
 	h.limits.EndHold()
-	h.eval.StopFired(h.limits.fired, false)
+	h.eval.StopFired(h.limits.Fired(), false)
 	rp.end(h, nil)
 	return true
 }
@@ -537,8 +578,8 @@ func (rp *replayer) endTreeHold(h *replayRun) bool {
 // keeps counting while held, or an ancestor's end), as for a run the
 // policy has not stopped. Under another policy the hold is the policy's
 // own: the run ends with the limit's cause.
-func (rp *replayer) heldLive(r *replayRun, rec *Record) bool {
-	if rec.Policy == "" || rec.Events != r.eval.progress.Events {
+func (rp *replayer) heldLive(r *replayRun, rec *codec.Record) bool {
+	if rec.Policy == "" || rec.Events != r.eval.Progress().Events {
 		return false
 	}
 	p, ok := rp.policyOf(r.stage)
@@ -548,13 +589,13 @@ func (rp *replayer) heldLive(r *replayRun, rec *Record) bool {
 // endFromRecord ends r, which the policy has not stopped before its end
 // record, with the recorded end (§4 "Recorded runs"): what happened
 // after the last line is not in the log. The totals are the events'.
-func (rp *replayer) endFromRecord(r *replayRun, rec *Record) {
+func (rp *replayer) endFromRecord(r *replayRun, rec *codec.Record) {
 	res := r.eval.Result()
 	res.Cause, res.Outcome = rec.Cause, rec.Outcome
 	res.StoppedAt, res.Events = rec.StoppedAt, rec.Events
 	res.Fired, res.Evidence = nil, nil
-	if _, natural := rec.Cause.(NaturalCompletion); !natural {
-		res.Fired = []Cause{rec.Cause}
+	if _, natural := rec.Cause.(termination.NaturalCompletion); !natural {
+		res.Fired = []termination.Cause{rec.Cause}
 	}
 	if !r.first.IsZero() && !rec.Time.IsZero() && !rec.Time.Before(r.first) {
 		res.Duration, res.Untimed = rec.Time.Sub(r.first), false
@@ -562,8 +603,8 @@ func (rp *replayer) endFromRecord(r *replayRun, rec *Record) {
 	res.FromRecord = true
 	// A run that a cascade ended live passes that cascade on, naming the
 	// run whose end started it, as live (§8).
-	var cascade Cause
-	if c, ok := rec.Cause.(Cancelled); ok && c.Reason == CancelParent {
+	var cascade termination.Cause
+	if c, ok := rec.Cause.(termination.Cancelled); ok && c.Reason == termination.CancelParent {
 		cascade = c
 	}
 	rp.endWith(r, res, cascade)

@@ -1,13 +1,59 @@
-package termination
+// Package benchlog generates the event logs the benchmarks of codec,
+// replay and termination read: ReAct (short events of a ReAct loop) and
+// RealSized (about 1 KiB of code-like content an event), and Policy, which
+// evaluates every condition on them and fires none.
+package benchlog
 
 import (
 	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
-	"testing"
 	"time"
 )
+
+// Start is the time of every log's first event.
+var Start = time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)
+
+// ReAct is a generated JSON Lines log of n events shaped like a ReAct run:
+// message, tool_call, tool_result, with usage, cost and times.
+func ReAct(n int) []byte {
+	var buf bytes.Buffer
+	tools := []string{"web_search", "fetch_page", "calculator"}
+	for i := 0; i < n; i++ {
+		ts := Start.Add(time.Duration(i) * 1500 * time.Millisecond).Format(time.RFC3339Nano)
+		tool := tools[i/3%len(tools)]
+		switch i % 3 {
+		case 0:
+			fmt.Fprintf(&buf, `{"kind":"message","source":"assistant","model":"gpt-5","text":"Step %d: I will use %s to check the next fact.","usage":{"input_tokens":%d,"output_tokens":%d},"cost":0.0012,"time":%q}`+"\n",
+				i/3, tool, 900+i%97, 40+i%13, ts)
+		case 1:
+			fmt.Fprintf(&buf, `{"kind":"tool_call","source":"assistant","tool":%q,"call_id":"call_%d","args":{"query":"fact number %d","limit":5,"lang":["en","fr"]},"time":%q}`+"\n",
+				tool, i/3, i/3, ts)
+		default:
+			fmt.Fprintf(&buf, `{"kind":"tool_result","source":%q,"tool":%q,"call_id":"call_%d","text":"Result for fact %d: 42 (source: example.org)","time":%q}`+"\n",
+				tool, tool, i/3, i/3, ts)
+		}
+	}
+	return buf.Bytes()
+}
+
+// Policy never fires on ReAct and RealSized logs, so every event is decoded and
+// evaluated by every condition.
+const Policy = `
+max_iterations: {limit: 100000, pressure: 0.8}
+max_tool_calls: {limit: 100000, pressure: 0.8, per_tool: {search: 100000}}
+timeout: 1000h
+token_budget: {total: 1000000000, pressure: 0.8, grace: 1}
+cost_budget: {limit: 1000000, pressure: 0.9}
+stall: {repeats: 3, window: 8, warn_at: 2, cycle: 3, token_tolerance: 0.0001}
+errors: {consecutive: 3, total: 100}
+text_mention: {text: TERMINATE, sources: [critic]}
+function_call: [approve]
+handoff: [user]
+source_match: [critic]
+stop_message: true
+`
 
 // realSizedSnippets are the pieces the real-sized corpus is cut from: code,
 // shell output and prose as coding agents read and write them, full of what
@@ -37,17 +83,17 @@ func realSizedText(seed, n int) string {
 	return b.String()
 }
 
-// realSizedLog is a JSON Lines log of n events shaped like a coding agent's
+// RealSized is a JSON Lines log of n events shaped like a coding agent's
 // run: a message of about 1 KiB of prose and code, a tool call whose args
 // carry about 1 KiB of code, and the tool's output of about 1 KiB, each
 // encoded by encoding/json (which also escapes <, > and &). Every third
 // message is encoded as Python's json.dumps does by default, with non-ASCII
-// as \u escapes. No condition of benchPolicy fires on it.
-func realSizedLog(n int) []byte {
+// as \u escapes. No condition of Policy fires on it.
+func RealSized(n int) []byte {
 	var buf bytes.Buffer
 	tools := []string{"write_file", "run_tests", "read_file"}
 	for i := range n {
-		ts := t0.Add(time.Duration(i) * 1500 * time.Millisecond).Format(time.RFC3339Nano)
+		ts := Start.Add(time.Duration(i) * 1500 * time.Millisecond).Format(time.RFC3339Nano)
 		tool := tools[i/3%len(tools)]
 		var line []byte
 		switch i % 3 {
@@ -96,83 +142,4 @@ func asciiEscaped(b []byte) []byte {
 		}
 	}
 	return out.Bytes()
-}
-
-const realSizedEvents = 3000
-
-// BenchmarkReplayRealSized is replay (decode and evaluate, the full policy
-// with text_mention) of real-sized events: about 1 KiB of code-like text or
-// args each, escapes and non-ASCII included. It reports MB/s (contract §6:
-// at least 400 per core) and events/s.
-func BenchmarkReplayRealSized(b *testing.B) {
-	benchReplay(b, realSizedLog(realSizedEvents), realSizedEvents)
-}
-
-// TestRealSizedLog: the corpus is what the benchmark says: about 1 KiB of
-// text or args an event, with escapes and non-ASCII, decoded as written,
-// and no condition fires on it.
-func TestRealSizedLog(t *testing.T) {
-	log := realSizedLog(300)
-	lines := bytes.Split(bytes.TrimSuffix(log, []byte("\n")), []byte("\n"))
-	if len(lines) != 300 {
-		t.Fatalf("%d lines", len(lines))
-	}
-	if avg := len(log) / len(lines); avg < 1024 || avg > 2048 {
-		t.Errorf("%d bytes an event, want about 1 KiB of content each", avg)
-	}
-	for _, esc := range []string{`\n`, `\t`, `\"`, `\\`, `\u003c`, `\u00e9`, "é", "日本語"} {
-		if !bytes.Contains(log, []byte(esc)) {
-			t.Errorf("the corpus has no %s", esc)
-		}
-	}
-	d := NewDecoder(bytes.NewReader(log))
-	for i := range 3 {
-		ev, err := d.Next()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var want map[string]any
-		if err := json.Unmarshal(lines[i], &want); err != nil {
-			t.Fatal(err)
-		}
-		switch ev.Kind {
-		case KindMessage, KindToolResult:
-			if ev.Text != want["text"] || len(ev.Text) < 1024 {
-				t.Errorf("event %d: text decoded as %q", i+1, ev.Text)
-			}
-		case KindToolCall:
-			var args map[string]any
-			if err := json.Unmarshal(ev.Args, &args); err != nil || args["content"] != want["args"].(map[string]any)["content"] {
-				t.Errorf("event %d: args decoded as %s", i+1, ev.Args)
-			}
-		}
-	}
-	res, err := Replay(MustParsePolicy(benchPolicy).Condition(), bytes.NewReader(log))
-	if err != nil || res.Events != 300 || res.StoppedAt != 0 {
-		t.Fatalf("replay: %v, %d events, stopped at %d (%v)", err, res.Events, res.StoppedAt, res.Cause)
-	}
-}
-
-// TestReplayHashesArgsWhileDecoding: replay hashes tool calls' args from
-// the raw bytes as it decodes them; canonically equal args still match
-// whatever their escapes, key order and number forms, including args the
-// decoder leaves to be hashed later (duplicate keys).
-func TestReplayHashesArgsWhileDecoding(t *testing.T) {
-	cond := MustParsePolicy("stall: {repeats: 4}").Condition()
-	log := `{"kind":"tool_call","tool":"grep","args":{"q":"é\n","n":1}}
-{"kind":"tool_call","tool":"grep","args":{"n":1.0,"q":"\u00e9\u000a"}}
-{"kind":"tool_call","tool":"grep","args":{ "q" : "\u00E9\n" , "n" : 1e0 }}
-{"kind":"tool_call","tool":"grep","args":{"q":"x","n":1,"q":"é\n"}}
-`
-	res, err := Replay(cond, strings.NewReader(log))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.StoppedAt != 4 || res.Tag() != TagStall {
-		t.Fatalf("stopped at %d with %v, want a stall at 4", res.StoppedAt, res.Cause)
-	}
-	different := strings.Replace(log, `"q":"é\n"}}`, `"q":"e\n"}}`, 1)
-	if res, err := Replay(cond, strings.NewReader(different)); err != nil || res.StoppedAt != 0 {
-		t.Fatalf("different args: stopped at %d with %v (%v)", res.StoppedAt, res.Cause, err)
-	}
 }

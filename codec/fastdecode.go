@@ -1,4 +1,4 @@
-package termination
+package codec
 
 import (
 	"encoding/json"
@@ -6,7 +6,9 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/agentstop/agentstop/termination/internal/jsonscan"
+	"github.com/agentstop/agentstop/internal/canonical"
+	"github.com/agentstop/agentstop/internal/jsonscan"
+	"github.com/agentstop/agentstop/termination"
 )
 
 // This file is a hand-written decoder for the one JSON shape the event log
@@ -43,7 +45,7 @@ type fastParser struct {
 	scratch *[]byte // where strings with escapes are decoded (scratchBuffers)
 	// With hashArgs, the args are read by the canonical hash (which
 	// validates them as it goes) rather than skipped, and argsHash is set
-	// to what argsHash(ev.Args) returns when argsHashed: replay hashes the
+	// to what canonical.ArgsKey(ev.Args) returns when argsHashed: replay hashes the
 	// raw bytes once, while it decodes them, not again when it evaluates.
 	hashArgs   bool
 	argsHashed bool
@@ -60,7 +62,7 @@ const maxScratch = 64 << 10
 // decodeEventFast decodes data into *ev, which must be the zero Event. It
 // reports whether it succeeded; on false *ev is left in an unspecified
 // state and the caller must decode data with decodeEventJSON.
-func decodeEventFast(data []byte, ev *Event) bool {
+func decodeEventFast(data []byte, ev *termination.Event) bool {
 	ok, _, _ := decodeEventFastHashed(data, ev, false)
 	return ok
 }
@@ -68,7 +70,7 @@ func decodeEventFast(data []byte, ev *Event) bool {
 // decodeEventFastHashed is decodeEventFast that, with hashArgs, also
 // returns the canonical hash of the event's args when it could compute it
 // while decoding them (hashed; see fastParser.hashArgs).
-func decodeEventFastHashed(data []byte, ev *Event, hashArgs bool) (ok bool, argsKey uint64, hashed bool) {
+func decodeEventFastHashed(data []byte, ev *termination.Event, hashArgs bool) (ok bool, argsKey uint64, hashed bool) {
 	p := fastParser{Scanner: jsonscan.Scanner{Data: data}, scratch: scratchBuffers.Get().(*[]byte), hashArgs: hashArgs}
 	defer func() {
 		if cap(*p.scratch) <= maxScratch {
@@ -130,7 +132,7 @@ func (p *fastParser) members(member func(key []byte) bool) bool {
 }
 
 // object decodes the event object at the cursor into *ev.
-func (p *fastParser) object(ev *Event) bool {
+func (p *fastParser) object(ev *termination.Event) bool {
 	return p.members(func(key []byte) bool {
 		switch string(key) {
 		case "kind":
@@ -214,9 +216,8 @@ func (p *fastParser) object(ev *Event) bool {
 func (p *fastParser) args() bool {
 	p.argsHashed = false // a repeated "args" key: the last one counts
 	if p.hashArgs {
-		c := canonParser{Scanner: p.Scanner, buf: p.scratch}
-		if h, ok := c.value(0); ok {
-			p.Pos, p.argsHash, p.argsHashed = c.Pos, h, true
+		if h, end, ok := canonical.Value(p.Scanner, p.scratch); ok {
+			p.Pos, p.argsHash, p.argsHashed = end, h, true
 			return true
 		}
 	}
@@ -226,7 +227,7 @@ func (p *fastParser) args() bool {
 // usage decodes a usage object into *u. Like encoding/json it decodes into
 // the existing value, so that a repeated "usage" key merges. Any key but
 // the two exact field names goes to encoding/json.
-func (p *fastParser) usage(u *Usage) bool {
+func (p *fastParser) usage(u *termination.Usage) bool {
 	return p.members(func(key []byte) bool {
 		switch string(key) {
 		case "input_tokens":
@@ -242,24 +243,24 @@ func (p *fastParser) usage(u *Usage) bool {
 }
 
 // fastKind is Kind.UnmarshalText for the valid kinds.
-func fastKind(b []byte) (Kind, bool) {
+func fastKind(b []byte) (termination.Kind, bool) {
 	switch string(b) {
 	case "input":
-		return KindInput, true
+		return termination.KindInput, true
 	case "message":
-		return KindMessage, true
+		return termination.KindMessage, true
 	case "tool_call":
-		return KindToolCall, true
+		return termination.KindToolCall, true
 	case "tool_result":
-		return KindToolResult, true
+		return termination.KindToolResult, true
 	case "handoff":
-		return KindHandoff, true
+		return termination.KindHandoff, true
 	case "stop":
-		return KindStop, true
+		return termination.KindStop, true
 	case "error":
-		return KindError, true
+		return termination.KindError, true
 	case "final":
-		return KindFinal, true
+		return termination.KindFinal, true
 	}
 	return 0, false
 }

@@ -1,13 +1,16 @@
-package termination
+package codec
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
-	"github.com/agentstop/agentstop/termination/internal/jsonscan"
+	"github.com/agentstop/agentstop/internal/jsonscan"
+
+	"github.com/agentstop/agentstop/termination"
 )
 
 // RecordKind is the kind of a [Record]: a line of a recorded log that is
@@ -41,12 +44,12 @@ type Record struct {
 	Time time.Time
 	// The end record's fields (RecordEnd).
 	Parent, Stage string
-	Cause         Cause
-	Outcome       Outcome
+	Cause         termination.Cause
+	Outcome       termination.Outcome
 	StoppedAt     int
 	Events        int
 	// Policy is "sha256:" and the hex digest of the enforced policy's
-	// canonical JSON ([Policy.Hash]), or "code" for a stage whose
+	// canonical JSON ([termination.Policy.Hash]), or "code" for a stage whose
 	// conditions are Go code.
 	Policy string
 	// Shadow is the end record's shadow verdicts as written (§5.2), nil
@@ -57,13 +60,13 @@ type Record struct {
 	Dropped int64
 	// Limits is what a raise record adds to the run's limits
 	// (RecordRaise): each field in Has is a positive amount.
-	Limits Limits
+	Limits termination.Limits
 	// Line is the record's line in the log.
 	Line int
 }
 
 // Tag is the termination_cause of an end record's cause.
-func (r *Record) Tag() string { return Tag(r.Cause, nil) }
+func (r *Record) Tag() string { return termination.Tag(r.Cause, nil) }
 
 // wireRecord is a record line as encoding/json decodes it.
 type wireRecord struct {
@@ -73,7 +76,7 @@ type wireRecord struct {
 	Stage     string                     `json:"stage"`
 	Time      wireTime                   `json:"time"`
 	Cause     json.RawMessage            `json:"cause"`
-	Outcome   Outcome                    `json:"outcome"`
+	Outcome   termination.Outcome        `json:"outcome"`
 	StoppedAt int                        `json:"stopped_at"`
 	Events    int                        `json:"events"`
 	Policy    string                     `json:"policy"`
@@ -152,22 +155,13 @@ func decodeRecord(b []byte, k RecordKind) (Record, error) {
 	}
 	c, err := UnmarshalCause(w.Cause)
 	if err != nil {
-		return Record{}, fmt.Errorf("end record: cause: not a cause in its JSON form (§2): %v", trimPkg(err))
+		return Record{}, fmt.Errorf("end record: cause: not a cause in its JSON form (§2): %v", err)
 	}
 	rec.Cause = c
 	if rec.Outcome == 0 {
-		rec.Outcome = DefaultOutcome(c)
+		rec.Outcome = termination.DefaultOutcome(c)
 	}
 	return rec, nil
-}
-
-// trimPkg drops the "termination: " prefix of the package's own errors.
-func trimPkg(err error) string {
-	s := err.Error()
-	if after, ok := bytes.CutPrefix([]byte(s), []byte("termination: ")); ok {
-		return string(after)
-	}
-	return s
 }
 
 // recordFieldForm says what form a record's field must have.
@@ -188,8 +182,8 @@ func recordFieldForm(field string) string {
 
 // raiseLimits reads a raise record's limits: the §2 resource names, each a
 // positive amount.
-func raiseLimits(m map[string]json.RawMessage) (Limits, error) {
-	var l Limits
+func raiseLimits(m map[string]json.RawMessage) (termination.Limits, error) {
+	var l termination.Limits
 	if len(m) == 0 {
 		return l, errors.New(`limits: missing (want an object such as {"total_tokens": 10000}, with one or more of total_tokens, input_tokens, output_tokens, cost, iterations, tool_calls)`)
 	}
@@ -211,17 +205,17 @@ func raiseLimits(m map[string]json.RawMessage) (Limits, error) {
 		}
 		switch name {
 		case "total_tokens":
-			l.TotalTokens, l.Has = int64(x), l.Has|LimitTotalTokens
+			l.TotalTokens, l.Has = int64(x), l.Has|termination.LimitTotalTokens
 		case "input_tokens":
-			l.InputTokens, l.Has = int64(x), l.Has|LimitInputTokens
+			l.InputTokens, l.Has = int64(x), l.Has|termination.LimitInputTokens
 		case "output_tokens":
-			l.OutputTokens, l.Has = int64(x), l.Has|LimitOutputTokens
+			l.OutputTokens, l.Has = int64(x), l.Has|termination.LimitOutputTokens
 		case "cost":
-			l.Cost, l.Has = x, l.Has|LimitCost
+			l.Cost, l.Has = x, l.Has|termination.LimitCost
 		case "iterations":
-			l.Iterations, l.Has = int(x), l.Has|LimitIterations
+			l.Iterations, l.Has = int(x), l.Has|termination.LimitIterations
 		case "tool_calls":
-			l.ToolCalls, l.Has = int(x), l.Has|LimitToolCalls
+			l.ToolCalls, l.Has = int(x), l.Has|termination.LimitToolCalls
 		}
 	}
 	for name := range m {
@@ -242,7 +236,7 @@ type runLines struct {
 // checkEntry checks the event or record just decoded against what the log
 // said of its run before: no line of a run after its end record, no second
 // end record, an end record's stage and parent as on the run's first line.
-func (d *Decoder) checkEntry(run string, rec *Record, ev *Event) error {
+func (d *Decoder) checkEntry(run string, rec *Record, ev *termination.Event) error {
 	st := d.last
 	if st == nil || run != d.lastRun {
 		if d.runs == nil {
@@ -287,7 +281,7 @@ func (d *Decoder) checkEntry(run string, rec *Record, ev *Event) error {
 
 // Entry is one line of a log: an event, or a record (Record non-nil).
 type Entry struct {
-	Event  Event
+	Event  termination.Event
 	Record *Record
 }
 
@@ -347,3 +341,6 @@ func (d *Decoder) decodeRecordLine(b []byte, k RecordKind) error {
 	d.rec, d.isRecord = rec, true
 	return nil
 }
+
+// finiteAmount reports whether x is a finite number >= 0 (false for NaN).
+func finiteAmount(x float64) bool { return x >= 0 && x <= math.MaxFloat64 }

@@ -1,4 +1,4 @@
-package termination
+package canonical
 
 import (
 	"bytes"
@@ -10,10 +10,10 @@ import (
 	"unicode/utf8"
 	"unsafe"
 
-	"github.com/agentstop/agentstop/termination/internal/jsonscan"
+	"github.com/agentstop/agentstop/internal/jsonscan"
 )
 
-// argsHash returns a hash of JSON tool arguments that is the same for
+// ArgsKey returns a 64-bit key of JSON tool arguments that is the same for
 // canonically equal documents: two documents that are equal once decoded by
 // encoding/json hash the same. Object key order, whitespace and string
 // escapes do not matter, invalid UTF-8 reads as U+FFFD, numbers compare by
@@ -22,8 +22,10 @@ import (
 // more than maxMembers keys in one object or deeper than maxDepth take a slow
 // path through encoding/json. Empty args hash like null. Bytes that are not
 // valid JSON hash as their trimmed text, so two identical invalid payloads
-// still compare equal.
-func argsHash(b []byte) uint64 {
+// still compare equal. Stall detection compares tool calls with it. The
+// key is seeded per process: compare keys within one process only, never
+// store them (the args_hash of a log is ArgsHash).
+func ArgsKey(b []byte) uint64 {
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
 		return hashNull
@@ -42,7 +44,7 @@ func argsHash(b []byte) uint64 {
 
 // slowHash hashes what the fast path could not: through encoding/json if
 // the document may be valid JSON (slow), else as its text. It has a frame
-// of its own, so that argsHash's stays small.
+// of its own, so that ArgsKey's stays small.
 //
 //go:noinline
 func slowHash(b []byte, slow bool) uint64 {
@@ -373,9 +375,16 @@ func (p *canonParser) number() (uint64, bool) {
 // process.
 var strSeed = maphash.MakeSeed()
 
-// ArgsFingerprint returns a 64-bit fingerprint of a tool call's JSON args
-// that is equal for canonically equal documents (key order, whitespace and
-// string escapes do not matter; numbers compare by value). Stall detection
-// compares tool calls with it. The fingerprint is seeded per process: compare
-// fingerprints within one process only, never store them.
-func ArgsFingerprint(args []byte) uint64 { return argsHash(args) }
+// Value hashes the JSON value at s's cursor as ArgsKey hashes a
+// document, reading it with s's lexer (the fast event decoder lends its
+// cursor and its scratch buffer buf, where strings with escapes are
+// decoded; nil for a pooled one). It returns the hash and the position
+// after the value; ok is false when the fast path cannot hash it (the
+// caller then hashes the decoded args with ArgsKey).
+func Value(s jsonscan.Scanner, buf *[]byte) (h uint64, end int, ok bool) {
+	c := canonParser{Scanner: s, buf: buf}
+	if h, ok = c.value(0); !ok {
+		return 0, 0, false
+	}
+	return h, c.Pos, true
+}

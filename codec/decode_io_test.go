@@ -1,4 +1,4 @@
-package termination
+package codec
 
 import (
 	"encoding/json"
@@ -6,10 +6,11 @@ import (
 	"io"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentstop/agentstop/termination"
 )
 
 // TestDecodeRunParentAndHashes: run, parent, args_hash and text_hash are
@@ -19,22 +20,22 @@ func TestDecodeRunParentAndHashes(t *testing.T) {
 	cases := []struct {
 		name string
 		line string
-		want Event
+		want termination.Event
 	}{
 		{"run and parent", `{"kind":"input","run":"r-2","parent":"r-1","text":"task"}`,
-			Event{Kind: KindInput, Run: "r-2", Parent: "r-1", Text: "task"}},
+			termination.Event{Kind: termination.KindInput, Run: "r-2", Parent: "r-1", Text: "task"}},
 		{"hashed call", `{"kind":"tool_call","tool":"bash","args_hash":"0f3a","run":"r"}`,
-			Event{Kind: KindToolCall, Tool: "bash", ArgsHash: "0f3a", Run: "r"}},
+			termination.Event{Kind: termination.KindToolCall, Tool: "bash", ArgsHash: "0f3a", Run: "r"}},
 		{"hashed result with its error", `{"kind":"tool_result","tool":"bash","text_hash":"9c1e","error":"exit code 1"}`,
-			Event{Kind: KindToolResult, Tool: "bash", TextHash: "9c1e", Err: "exit code 1"}},
+			termination.Event{Kind: termination.KindToolResult, Tool: "bash", TextHash: "9c1e", Err: "exit code 1"}},
 		{"hashed message", `{"kind":"message","source":"agent","text_hash":"77aa"}`,
-			Event{Kind: KindMessage, Source: "agent", TextHash: "77aa"}},
+			termination.Event{Kind: termination.KindMessage, Source: "agent", TextHash: "77aa"}},
 		{"args null with args_hash", `{"kind":"tool_call","tool":"t","args":null,"args_hash":"ab"}`,
-			Event{Kind: KindToolCall, Tool: "t", Args: json.RawMessage("null"), ArgsHash: "ab"}},
+			termination.Event{Kind: termination.KindToolCall, Tool: "t", Args: json.RawMessage("null"), ArgsHash: "ab"}},
 		{"empty text with text_hash", `{"kind":"message","text":"","text_hash":"ab"}`,
-			Event{Kind: KindMessage, TextHash: "ab"}},
-		{"escaped run", `{"kind":"input","run":"a\u002fb"}`, Event{Kind: KindInput, Run: "a/b"}},
-		{"keys are case-sensitive", `{"kind":"input","Run":"x","PARENT":"y","Args_Hash":"z"}`, Event{Kind: KindInput}},
+			termination.Event{Kind: termination.KindMessage, TextHash: "ab"}},
+		{"escaped run", `{"kind":"input","run":"a\u002fb"}`, termination.Event{Kind: termination.KindInput, Run: "a/b"}},
+		{"keys are case-sensitive", `{"kind":"input","Run":"x","PARENT":"y","Args_Hash":"z"}`, termination.Event{Kind: termination.KindInput}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -51,7 +52,7 @@ func TestDecodeRunParentAndHashes(t *testing.T) {
 	}
 	// The common forms take the fast path.
 	for _, line := range []string{cases[0].line, cases[1].line, cases[2].line, cases[3].line} {
-		var ev Event
+		var ev termination.Event
 		assert.True(t, decodeEventFast([]byte(line), &ev), line)
 	}
 }
@@ -90,9 +91,6 @@ func TestDecoderJSONDocument(t *testing.T) {
 			assert.NotContains(t, msg, "unexpected end")
 			assertUserTerms(t, msg)
 
-			// Replay, lenient or not, reports the same error.
-			_, err = ReplayWith(nil, strings.NewReader(tc.input), WithLenient())
-			assert.ErrorIs(t, err, ErrJSONDocument)
 		})
 	}
 
@@ -165,121 +163,11 @@ func TestDecoderTruncated(t *testing.T) {
 	}
 }
 
-// TestReplayLenient: a lenient replay evaluates the events before a
-// truncated last line and marks the result; a strict one fails; a replay
-// that stops before it never reads it, either way.
-func TestReplayLenient(t *testing.T) {
-	const log = `{"kind":"input","time":"2026-11-20T09:00:00Z"}
-{"kind":"message","usage":{"input_tokens":10},"time":"2026-11-20T09:00:10Z"}
-{"kind":"tool_call","tool":"search","args":{"q":"x"},"time":"2026-11-20T09:00:41Z"}
-{"kind":"message","text":"cut her`
-	t.Run("strict", func(t *testing.T) {
-		_, err := Replay(MaxIterations(10), strings.NewReader(log))
-		require.ErrorIs(t, err, ErrTruncated)
-		var de *DecodeError
-		require.ErrorAs(t, err, &de)
-		assert.Equal(t, 4, de.Line)
-	})
-	t.Run("lenient", func(t *testing.T) {
-		res, err := ReplayWith(MaxIterations(10), strings.NewReader(log), WithLenient())
-		require.NoError(t, err)
-		assert.True(t, res.Truncated)
-		assert.Equal(t, NaturalCompletion{}, res.Cause)
-		assert.Equal(t, 3, res.Events)
-		assert.Equal(t, 1, res.Iterations)
-		assert.Equal(t, 41*time.Second, res.Duration)
-		b, err := json.Marshal(res)
-		require.NoError(t, err)
-		assert.Contains(t, string(b), `"duration":"41s","truncated":true}`)
-	})
-	t.Run("stops before the truncated line", func(t *testing.T) {
-		// MaxIterations(1) fires on line 3; the truncated line 4 comes in
-		// a read of its own, which fails if it is ever made.
-		const head = "{\"kind\":\"input\"}\n{\"kind\":\"message\"}\n{\"kind\":\"message\"}\n"
-		for _, opts := range [][]ReplayOption{nil, {WithLenient()}} {
-			r := &stagedReader{chunks: []string{head, `{"kind":"message","text":"cut`}, fail: errors.New("read past the stop")}
-			res, err := ReplayWith(MaxIterations(1), r, opts...)
-			require.NoError(t, err)
-			assert.False(t, res.Truncated)
-			assert.Equal(t, 3, res.StoppedAt)
-			assert.Equal(t, 1, r.reads, "the truncated line is never read")
-		}
-	})
-	t.Run("other errors stay errors", func(t *testing.T) {
-		_, err := ReplayWith(nil, strings.NewReader("{\"kind\":\"input\"}\n{\"kind\":\"x\"}\n{\"kind\":\"fin"), WithLenient())
-		var de *DecodeError
-		require.ErrorAs(t, err, &de)
-		assert.Equal(t, 2, de.Line)
-		_, err = ReplayWith(nil, failingReader{errors.New("disk on fire")}, WithLenient(), nil)
-		assert.ErrorContains(t, err, "disk on fire")
-	})
-	t.Run("a complete log is not truncated", func(t *testing.T) {
-		res, err := ReplayWith(nil, strings.NewReader(strings.TrimSuffix(log, "\n{\"kind\":\"message\",\"text\":\"cut her")), WithLenient())
-		require.NoError(t, err)
-		assert.False(t, res.Truncated)
-		assert.Equal(t, 3, res.Events)
-	})
-	// A truncated line after the log's end is reached is the decoder's
-	// last word: Next then reports the end.
-	d := NewDecoder(strings.NewReader(log))
-	for range 3 {
-		_, err := d.Next()
-		require.NoError(t, err)
-	}
-	_, err := d.Next()
-	require.ErrorIs(t, err, ErrTruncated)
-	_, err = d.Next()
-	assert.ErrorIs(t, err, io.EOF)
-}
-
-// TestReplayDuration: duration runs from the first event that carries a
-// time to the last evaluated event that carries one, or to the timeout; it
-// is absent when no event carries a time.
-func TestReplayDuration(t *testing.T) {
-	at := func(s string) string { return `,"time":"2026-11-20T09:` + s + `Z"` }
-	cases := []struct {
-		name    string
-		cond    Condition
-		lines   []string
-		want    time.Duration
-		untimed bool
-	}{
-		{"no event carries a time", nil, []string{`{"kind":"input"}`, `{"kind":"final"}`}, 0, true},
-		{"one timed event", nil, []string{`{"kind":"input"` + at("00:05") + `}`, `{"kind":"final"}`}, 0, false},
-		{"first to last timed event", nil, []string{`{"kind":"input"}`, `{"kind":"message"` + at("00:05") + `}`,
-			`{"kind":"message"` + at("01:30") + `}`, `{"kind":"final"}`}, 85 * time.Second, false},
-		{"the last evaluated event, not the log's last", MaxIterations(1), []string{`{"kind":"input"` + at("00:00") + `}`,
-			`{"kind":"message"` + at("00:10") + `}`, `{"kind":"message"` + at("00:20") + `}`, `{"kind":"message"` + at("09:00") + `}`}, 20 * time.Second, false},
-		{"to the timeout", TimeoutAfter(time.Minute), []string{`{"kind":"input"` + at("00:00") + `}`,
-			`{"kind":"message"` + at("00:50") + `}`, `{"kind":"message"` + at("13:55") + `}`}, 0, false},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			res, err := Replay(tc.cond, strings.NewReader(strings.Join(tc.lines, "\n")))
-			require.NoError(t, err)
-			assert.Equal(t, tc.untimed, res.Untimed)
-			b, err := json.Marshal(res)
-			require.NoError(t, err)
-			if tc.untimed {
-				assert.NotContains(t, string(b), `"duration"`)
-				return
-			}
-			if to, ok := res.Cause.(Timeout); ok {
-				// However the timeout fires, the run lasted until the limit.
-				assert.Equal(t, to.Elapsed, res.Duration)
-				assert.GreaterOrEqual(t, res.Duration, time.Minute)
-				return
-			}
-			assert.Equal(t, tc.want, res.Duration)
-			assert.Contains(t, string(b), `"duration":"`+tc.want.String()+`"`)
-		})
-	}
-}
-
 // FuzzDecoder reads whole files: the decoder never panics, every error is
 // one line naming a line of the file, a truncation is reported only for a
-// last line without a newline and a document only before the first event,
-// and a lenient replay differs from a strict one only on a truncation.
+// last line without a newline and a document only before the first event.
+// (replay's FuzzLogLenient: a lenient replay differs from a strict one
+// only on a truncation.)
 func FuzzDecoder(f *testing.F) {
 	for _, s := range []string{
 		"{\"kind\":\"input\"}\n{\"kind\":\"final\"}\n",
@@ -324,18 +212,6 @@ func FuzzDecoder(f *testing.F) {
 				t.Fatalf("a JSON document after %d events", events)
 			}
 		}
-		strict, serr := Replay(nil, strings.NewReader(string(data)))
-		lenient, lerr := ReplayWith(nil, strings.NewReader(string(data)), WithLenient())
-		switch {
-		case errors.Is(serr, ErrTruncated):
-			if lerr != nil || !lenient.Truncated || lenient.Events != events {
-				t.Fatalf("lenient replay of a truncated log: %v, truncated %v, %d events (want %d)", lerr, lenient.Truncated, lenient.Events, events)
-			}
-		case (serr == nil) != (lerr == nil) || serr != nil && serr.Error() != lerr.Error():
-			t.Fatalf("strict %v, lenient %v", serr, lerr)
-		case serr == nil && (strict.Events != lenient.Events || lenient.Truncated):
-			t.Fatalf("strict and lenient replays differ: %+v, %+v", strict, lenient)
-		}
 	})
 }
 
@@ -370,15 +246,8 @@ func TestDecoderMixedRuns(t *testing.T) {
 			assert.ErrorIs(t, err, ErrMixedRuns)
 			assert.Equal(t, 3, n, "two events, then the error")
 
-			_, err = Replay(MaxIterations(100), strings.NewReader(tc.log))
-			assert.EqualError(t, err, tc.want, "a replay that reads the line fails on it")
 		})
 	}
-	// A replay that stops before the line never reads it (as for any bad
-	// line after the stop).
-	res, err := Replay(MaxIterations(1), strings.NewReader("{\"kind\":\"message\"}\n{\"kind\":\"message\"}\n{\"kind\":\"message\",\"run\":\"b\"}\n"))
-	assert.NoError(t, err)
-	assert.Equal(t, 2, res.StoppedAt)
 	// Logs that keep to one pattern are fine.
 	for _, log := range []string{"{\"kind\":\"input\"}\n{\"kind\":\"final\"}\n", "{\"kind\":\"input\",\"run\":\"a\"}\n{\"kind\":\"input\",\"run\":\"b\"}\n"} {
 		dec := NewDecoder(strings.NewReader(log))

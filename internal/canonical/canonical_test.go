@@ -1,4 +1,4 @@
-package termination
+package canonical
 
 import (
 	"encoding/json"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/agentstop/agentstop/termination/internal/jsonscan"
+	"github.com/agentstop/agentstop/internal/jsonscan"
 )
 
 func TestArgsHashEqual(t *testing.T) {
@@ -38,8 +38,7 @@ func TestArgsHashEqual(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			assert.Equal(t, argsHash([]byte(tc.a)), argsHash([]byte(tc.b)))
-			assert.Equal(t, ArgsFingerprint([]byte(tc.a)), ArgsFingerprint([]byte(tc.b)))
+			assert.Equal(t, ArgsKey([]byte(tc.a)), ArgsKey([]byte(tc.b)))
 		})
 	}
 }
@@ -55,7 +54,7 @@ func TestArgsHashDifferent(t *testing.T) {
 	}
 	seen := map[uint64]string{}
 	for _, d := range docs {
-		h := argsHash([]byte(d))
+		h := ArgsKey([]byte(d))
 		if prev, dup := seen[h]; dup && prev != d {
 			t.Errorf("%s and %s hash the same", prev, d)
 		}
@@ -71,22 +70,22 @@ func TestArgsHashSlowPaths(t *testing.T) {
 		a = append(a, kv)
 		b = append([]string{kv}, b...)
 	}
-	assert.Equal(t, argsHash([]byte("{"+strings.Join(a, ",")+"}")), argsHash([]byte("{"+strings.Join(b, ",")+"}")))
+	assert.Equal(t, ArgsKey([]byte("{"+strings.Join(a, ",")+"}")), ArgsKey([]byte("{"+strings.Join(b, ",")+"}")))
 	// And they agree with the fast path on the same value.
 	small := `{"b":[1,"x",null,true,false,{"c":{}}],"a":-2.5e3}`
 	var v any
 	assert.NoError(t, json.Unmarshal([]byte(small), &v))
-	assert.Equal(t, argsHash([]byte(small)), hashValue(v))
+	assert.Equal(t, ArgsKey([]byte(small)), hashValue(v))
 	// Deeper than maxDepth: still canonical, via encoding/json.
 	deep := strings.Repeat("[", maxDepth+10) + `{"a":1,"b":2}` + strings.Repeat("]", maxDepth+10)
 	deep2 := strings.Repeat("[ ", maxDepth+10) + `{"b":2, "a":1.0}` + strings.Repeat(" ]", maxDepth+10)
-	assert.Equal(t, argsHash([]byte(deep)), argsHash([]byte(deep2)))
-	assert.NotEqual(t, argsHash([]byte(deep)), argsHash([]byte(strings.Repeat("[", maxDepth+10)+`{"a":1}`+strings.Repeat("]", maxDepth+10))))
+	assert.Equal(t, ArgsKey([]byte(deep)), ArgsKey([]byte(deep2)))
+	assert.NotEqual(t, ArgsKey([]byte(deep)), ArgsKey([]byte(strings.Repeat("[", maxDepth+10)+`{"a":1}`+strings.Repeat("]", maxDepth+10))))
 }
 
 func TestArgsHashAllocatesNothing(t *testing.T) {
 	doc := []byte(`{"query": "Acme Robotics CEO", "limit": 5, "filters": {"lang": ["en", "fr"], "since": 2020.5}, "s": "caf\u00e9 \ud83d\ude00"}`)
-	allocs := testing.AllocsPerRun(100, func() { argsHash(doc) })
+	allocs := testing.AllocsPerRun(100, func() { ArgsKey(doc) })
 	assert.Zero(t, allocs)
 }
 
@@ -102,7 +101,7 @@ func TestArgsHashManyKeys(t *testing.T) {
 	doc := "{" + strings.Join(keys, ", ") + "}"
 	var v any
 	assert.NoError(t, json.Unmarshal([]byte(doc), &v))
-	assert.Equal(t, hashValue(v), argsHash([]byte(doc)), "distinct keys")
+	assert.Equal(t, hashValue(v), ArgsKey([]byte(doc)), "distinct keys")
 	p := canonParser{Scanner: jsonscan.Scanner{Data: []byte(doc)}}
 	_, ok := p.value(0)
 	assert.True(t, ok && !p.slow, "%d distinct keys take the fast path", maxMembers)
@@ -114,6 +113,6 @@ func TestArgsHashManyKeys(t *testing.T) {
 	} {
 		var v any
 		assert.NoError(t, json.Unmarshal([]byte(dup), &v))
-		assert.Equal(t, hashValue(v), argsHash([]byte(dup)), dup)
+		assert.Equal(t, hashValue(v), ArgsKey([]byte(dup)), dup)
 	}
 }

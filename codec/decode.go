@@ -1,4 +1,4 @@
-package termination
+package codec
 
 import (
 	"bufio"
@@ -16,6 +16,8 @@ import (
 	"time"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/agentstop/agentstop/termination"
 )
 
 // DecodeError is a bad line in a JSON Lines event log.
@@ -50,10 +52,10 @@ var utf8BOM = []byte{0xEF, 0xBB, 0xBF}
 // or unknown kind, an unknown key inside usage, and a field of the wrong
 // form are errors that name the field and the form it must have (for
 // example "usage.input_tokens: must be an integer, got a string").
-func DecodeEvent(data []byte) (Event, error) {
-	var ev Event
+func DecodeEvent(data []byte) (termination.Event, error) {
+	var ev termination.Event
 	if err := decodeEvent(data, &ev); err != nil {
-		return Event{}, err
+		return termination.Event{}, err
 	}
 	return ev, nil
 }
@@ -63,7 +65,7 @@ func DecodeEvent(data []byte) (Event, error) {
 // Well-formed lines take the hand-written fast path (fastdecode.go); any
 // line it is not certain about, every bad line included, is decoded by
 // decodeEventJSON, which defines the behaviour.
-func decodeEvent(data []byte, ev *Event) error {
+func decodeEvent(data []byte, ev *termination.Event) error {
 	_, _, err := decodeEventHashed(data, ev, false)
 	return err
 }
@@ -71,8 +73,8 @@ func decodeEvent(data []byte, ev *Event) error {
 // decodeEventHashed is decodeEvent that, with hashArgs, also returns the
 // canonical hash of the event's args when the fast path computed it while
 // decoding them (hashed).
-func decodeEventHashed(data []byte, ev *Event, hashArgs bool) (argsKey uint64, hashed bool, err error) {
-	*ev = Event{}
+func decodeEventHashed(data []byte, ev *termination.Event, hashArgs bool) (argsKey uint64, hashed bool, err error) {
+	*ev = termination.Event{}
 	ok, argsKey, hashed := decodeEventFastHashed(data, ev, hashArgs)
 	if !ok {
 		argsKey, hashed = 0, false
@@ -81,7 +83,7 @@ func decodeEventHashed(data []byte, ev *Event, hashArgs bool) (argsKey uint64, h
 		}
 	}
 	if err := checkDecoded(ev); err != nil {
-		*ev = Event{}
+		*ev = termination.Event{}
 		return 0, false, err
 	}
 	return argsKey, hashed, nil
@@ -90,9 +92,9 @@ func decodeEventHashed(data []byte, ev *Event, hashArgs bool) (argsKey uint64, h
 // checkDecoded is what the decoder checks beyond the JSON's form, on
 // either path: the amounts (checkAmounts) and the content hashes
 // (checkContentHashes).
-func checkDecoded(ev *Event) error {
-	if err := checkAmounts(ev); err != nil {
-		return err
+func checkDecoded(ev *termination.Event) error {
+	if err := ev.Validate(); err != nil {
+		return err // the amounts: the kind is decoded already
 	}
 	return checkContentHashes(ev)
 }
@@ -104,7 +106,7 @@ func checkDecoded(ev *Event) error {
 // value would go unnoticed. An args of null counts as no args, and a
 // tool_result's error may go with its text_hash (the error says the call
 // failed; the hash covers the text and the error).
-func checkContentHashes(ev *Event) error {
+func checkContentHashes(ev *termination.Event) error {
 	switch {
 	case ev.ArgsHash != "" && len(ev.Args) > 0 && string(ev.Args) != "null":
 		return errors.New("args and args_hash: an event carries one or the other (args_hash stands in for args in a log recorded without content)")
@@ -114,48 +116,32 @@ func checkContentHashes(ev *Event) error {
 	return nil
 }
 
-// checkAmounts rejects usage and cost that no model spends: negative
-// amounts (an event would give budget back) and a cost that is not finite.
-// Both the decoder and [Event.Validate] use it, so a replayed file and a
-// live event are rejected in the same words.
-func checkAmounts(ev *Event) error {
-	switch {
-	case ev.Usage.InputTokens < 0:
-		return fmt.Errorf("usage.input_tokens: must be >= 0, got %d", ev.Usage.InputTokens)
-	case ev.Usage.OutputTokens < 0:
-		return fmt.Errorf("usage.output_tokens: must be >= 0, got %d", ev.Usage.OutputTokens)
-	case !finiteAmount(ev.Cost):
-		return fmt.Errorf("cost: must be a finite amount >= 0, got %g", ev.Cost)
-	}
-	return nil
-}
-
 // wireEvent is Event as encoding/json decodes it: the same fields, with a
 // closed usage object and a time whose errors are worded for users.
 type wireEvent struct {
-	Kind     Kind            `json:"kind"`
-	Source   string          `json:"source"`
-	Text     string          `json:"text"`
-	Tool     string          `json:"tool"`
-	Args     json.RawMessage `json:"args"`
-	Target   string          `json:"target"`
-	Usage    wireUsage       `json:"usage"`
-	Cost     float64         `json:"cost"`
-	Err      string          `json:"error"`
-	Time     wireTime        `json:"time"`
-	CallID   string          `json:"call_id"`
-	Model    string          `json:"model"`
-	Run      string          `json:"run"`
-	Parent   string          `json:"parent"`
-	Stage    string          `json:"stage"`
-	Dropped  int64           `json:"dropped"`
-	ArgsHash string          `json:"args_hash"`
-	TextHash string          `json:"text_hash"`
+	Kind     termination.Kind `json:"kind"`
+	Source   string           `json:"source"`
+	Text     string           `json:"text"`
+	Tool     string           `json:"tool"`
+	Args     json.RawMessage  `json:"args"`
+	Target   string           `json:"target"`
+	Usage    wireUsage        `json:"usage"`
+	Cost     float64          `json:"cost"`
+	Err      string           `json:"error"`
+	Time     wireTime         `json:"time"`
+	CallID   string           `json:"call_id"`
+	Model    string           `json:"model"`
+	Run      string           `json:"run"`
+	Parent   string           `json:"parent"`
+	Stage    string           `json:"stage"`
+	Dropped  int64            `json:"dropped"`
+	ArgsHash string           `json:"args_hash"`
+	TextHash string           `json:"text_hash"`
 }
 
 // wireUsage is Usage as a closed object: a key that matches neither field
 // is an error, since a typo would silently turn a token budget off.
-type wireUsage Usage
+type wireUsage termination.Usage
 
 // UnmarshalJSON decodes into the existing value (so that a repeated usage
 // key merges, as encoding/json does for a struct) after checking the keys.
@@ -164,12 +150,12 @@ func (u *wireUsage) UnmarshalJSON(data []byte) error {
 		return nil
 	}
 	if data[0] != '{' {
-		return &json.UnmarshalTypeError{Value: jsonKindOf(data), Type: reflect.TypeFor[Usage]()}
+		return &json.UnmarshalTypeError{Value: jsonKindOf(data), Type: reflect.TypeFor[termination.Usage]()}
 	}
 	if key, ok := unknownUsageKey(data); ok {
 		return &fieldError{field: "usage", msg: fmt.Sprintf("unknown key %q (want input_tokens or output_tokens)", key)}
 	}
-	return json.Unmarshal(data, (*Usage)(u))
+	return json.Unmarshal(data, (*termination.Usage)(u))
 }
 
 // unknownUsageKey returns the first key of the usage object data (valid
@@ -243,8 +229,8 @@ var fieldForms = map[string]string{
 // decodeEventJSON decodes into *ev with encoding/json and words its errors
 // for the person who wrote the log: the field, the form it must have and
 // what it got, never a Go type.
-func decodeEventJSON(data []byte, ev *Event) error {
-	*ev = Event{}
+func decodeEventJSON(data []byte, ev *termination.Event) error {
+	*ev = termination.Event{}
 	var w wireEvent
 	if err := json.Unmarshal(exactFields(data), &w); err != nil {
 		var syn *json.SyntaxError
@@ -256,9 +242,9 @@ func decodeEventJSON(data []byte, ev *Event) error {
 	if w.Kind == 0 {
 		return errors.New("missing kind")
 	}
-	*ev = Event{
+	*ev = termination.Event{
 		Kind: w.Kind, Source: w.Source, Text: w.Text, Tool: w.Tool, Args: w.Args, Target: w.Target,
-		Usage: Usage(w.Usage), Cost: w.Cost, Err: w.Err, Time: w.Time.t, CallID: w.CallID, Model: w.Model,
+		Usage: termination.Usage(w.Usage), Cost: w.Cost, Err: w.Err, Time: w.Time.t, CallID: w.CallID, Model: w.Model,
 		Run: w.Run, Parent: w.Parent, Stage: w.Stage, Dropped: w.Dropped, ArgsHash: w.ArgsHash, TextHash: w.TextHash,
 	}
 	return nil
@@ -425,12 +411,12 @@ func jsonKindOf(data []byte) string {
 //     after it (an agent killed while writing): an error wrapping
 //     [ErrTruncated] that says so. Every event before that line has been
 //     returned and Next returns io.EOF after it, so a caller may treat it
-//     as the end of the log, as a lenient replay does ([WithLenient]).
+//     as the end of the log, as a lenient replay does (replay.WithLenient).
 type Decoder struct {
 	sc     *bufio.Scanner
 	line   int
-	events int   // events returned so far
-	ev     Event // decoding target, reused
+	events int               // events returned so far
+	ev     termination.Event // decoding target, reused
 	// unterminated is set by the split function when the line it returned
 	// last is the end of the input, with no newline after it.
 	unterminated bool
@@ -504,14 +490,14 @@ func (e *documentError) Unwrap() error { return ErrJSONDocument }
 // The records of a recorded log (end and raise records, §1) are not
 // events: Next checks them and skips them ([Decoder.NextEntry] returns
 // them).
-func (d *Decoder) Next() (Event, error) {
+func (d *Decoder) Next() (termination.Event, error) {
 	for {
 		b, ok := d.scanLine()
 		if !ok {
-			return Event{}, d.scanErr()
+			return termination.Event{}, d.scanErr()
 		}
 		if err := d.decodeEntry(b); err != nil {
-			return Event{}, err
+			return termination.Event{}, err
 		}
 		if !d.isRecord {
 			return d.ev, nil
@@ -678,93 +664,22 @@ func (e *readError) Error() string { return "cannot read the events: " + e.err.E
 
 func (e *readError) Unwrap() error { return e.err }
 
+// HashArgs makes the Decoder compute the canonical key of each tool
+// call's args while it decodes the line's bytes ([Decoder.ArgsKey]), for
+// an evaluator that compares tool calls by their args
+// (termination.Evaluator.ComparesArgs): replay then reads each call's args
+// once, not a second time to evaluate it. Call it before the first Next.
+func (d *Decoder) HashArgs() { d.hashArgs = true }
+
+// ArgsKey returns the canonical key of the args of the event Next or
+// NextEntry returned last, and true, when the Decoder computed it while
+// decoding ([Decoder.HashArgs]); false otherwise (then the evaluator hashes
+// the args itself). The key is the one termination.Evaluator.ObserveKeyed
+// takes: per process, never stored (a log's args_hash is [ArgsHash]).
+func (d *Decoder) ArgsKey() (key uint64, ok bool) { return d.argsKey, d.argsHashed }
+
 // Line returns the line number of the event last returned by Next.
 func (d *Decoder) Line() int { return d.line }
-
-// Replay evaluates c over the JSON Lines events in r, with the events' times
-// as the clock, exactly as a live stage would evaluate them. It stops
-// reading at the first cause: the lines after the event that stopped the
-// run are not read, so they are neither evaluated nor checked, and a log of
-// millions of events that stops early returns at once. Errors before that
-// point are *DecodeErrors naming the line. The Result has no stage.
-//
-// Replay is ReplayWith without options: a truncated last line is an error
-// wrapping [ErrTruncated].
-func Replay(c Condition, r io.Reader) (Result, error) {
-	return ReplayWith(c, r)
-}
-
-// ReplayOption configures [ReplayWith].
-type ReplayOption interface {
-	apply(*replayConfig)
-}
-
-type replayConfig struct {
-	lenient  bool
-	stage    string                       // ReplayStage (replayruns.go)
-	evidence bool                         // WithEvidenceEvents (evidencenotes.go)
-	stages   func(string) (*Policy, bool) // ReplayPolicies
-	index    *RunIndex                    // ReplayIndex
-}
-
-type lenientOption struct{}
-
-func (lenientOption) apply(c *replayConfig) { c.lenient = true }
-
-// WithLenient makes a replay of a truncated log (its last line ends inside
-// an event, with no newline after it: an agent killed while writing)
-// evaluate the events before that line and return the result with
-// Truncated set, instead of an error. A replay that stops before the
-// truncated line never reads it, lenient or not. Every other bad line is
-// still an error. The default is strict.
-func WithLenient() ReplayOption { return lenientOption{} }
-
-// ReplayWith is [Replay] with options. Nil options are ignored.
-func ReplayWith(c Condition, r io.Reader, opts ...ReplayOption) (Result, error) {
-	var cfg replayConfig
-	for _, o := range opts {
-		if o != nil {
-			o.apply(&cfg)
-		}
-	}
-	ev := NewEvaluator(c, EventClock)
-	var notes *evidenceNotes
-	if cfg.evidence {
-		notes = new(evidenceNotes)
-	}
-	result := func() Result {
-		res := ev.Result()
-		if notes != nil {
-			res.EvidenceEvents = notes.describe(res.Evidence)
-		}
-		return res
-	}
-	dec := NewDecoder(r)
-	// Tool calls' args are hashed from the raw bytes as they are decoded,
-	// when the policy compares them.
-	dec.hashArgs = ev.callKeys
-	for {
-		e, err := dec.Next()
-		if errors.Is(err, io.EOF) {
-			return result(), nil
-		}
-		if cfg.lenient && errors.Is(err, ErrTruncated) {
-			res := result()
-			res.Truncated = true
-			return res, nil
-		}
-		if err != nil {
-			return Result{}, err
-		}
-		_, stopped := ev.observeWithArgsKey(e, dec.argsKey, dec.argsHashed)
-		if notes != nil {
-			notes.note(ev, &e)
-		}
-		if stopped {
-			return result(), nil
-		}
-	}
-}
 
 // exactFields returns the event object data without the members whose key
 // is not exactly one of the contract's field names, so that encoding/json,

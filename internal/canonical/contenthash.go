@@ -1,4 +1,4 @@
-package termination
+package canonical
 
 import (
 	"bytes"
@@ -9,7 +9,7 @@ import (
 )
 
 // The content hashes of a log recorded without content (contract §1,
-// args_hash and text_hash). Unlike [ArgsFingerprint] they are stable across
+// args_hash and text_hash). Unlike [ArgsKey] they are stable across
 // processes and versions, so they can be stored: each is the first 16 bytes
 // of a SHA-256, in lowercase hex (32 characters).
 //

@@ -1,4 +1,4 @@
-package termination
+package replay
 
 import (
 	"bytes"
@@ -10,6 +10,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentstop/agentstop/termination"
 )
 
 // evidencePolicies cover every check that keeps event indices for its
@@ -32,23 +34,23 @@ var evidencePolicies = []string{
 // randomEvents is a random stream of a loop that repeats itself now and
 // then: few tools, args and texts, some failures, long and multi-byte
 // texts.
-func randomEvents(rng *rand.Rand, n int) []Event {
+func randomEvents(rng *rand.Rand, n int) []termination.Event {
 	texts := []string{"", "ok", "same answer", "déjà vu — " + strings.Repeat("é", 70), "line one\n\tline two", strings.Repeat("word ", 30)}
-	kinds := []Kind{KindMessage, KindToolCall, KindToolCall, KindToolResult, KindToolResult, KindError, KindFinal}
-	out := make([]Event, n)
+	kinds := []termination.Kind{termination.KindMessage, termination.KindToolCall, termination.KindToolCall, termination.KindToolResult, termination.KindToolResult, termination.KindError, termination.KindFinal}
+	out := make([]termination.Event, n)
 	for i := range out {
-		ev := Event{Kind: kinds[rng.IntN(len(kinds))], Text: texts[rng.IntN(len(texts))]}
+		ev := termination.Event{Kind: kinds[rng.IntN(len(kinds))], Text: texts[rng.IntN(len(texts))]}
 		switch ev.Kind {
-		case KindToolCall:
+		case termination.KindToolCall:
 			ev.Tool = []string{"search", "fetch"}[rng.IntN(2)]
 			ev.Args = json.RawMessage(fmt.Sprintf(`{"q":%d}`, rng.IntN(2)))
-		case KindToolResult:
+		case termination.KindToolResult:
 			ev.Tool = []string{"search", "fetch"}[rng.IntN(2)]
 			if rng.IntN(3) == 0 {
 				ev.Err = "timed out"
 			}
-		case KindMessage, KindFinal:
-			ev.Usage = Usage{InputTokens: int64(100 + rng.IntN(3)), OutputTokens: 10}
+		case termination.KindMessage, termination.KindFinal:
+			ev.Usage = termination.Usage{InputTokens: int64(100 + rng.IntN(3)), OutputTokens: 10}
 		}
 		out[i] = ev
 	}
@@ -57,7 +59,7 @@ func randomEvents(rng *rand.Rand, n int) []Event {
 
 // checkNotes asserts that res describes each event of its evidence, from
 // events (the run's own, in order).
-func checkNotes(t *testing.T, res Result, events []Event, msg string) {
+func checkNotes(t *testing.T, res termination.Result, events []termination.Event, msg string) {
 	t.Helper()
 	require.Len(t, res.EvidenceEvents, len(res.Evidence), msg)
 	for i, at := range res.Evidence {
@@ -66,20 +68,20 @@ func checkNotes(t *testing.T, res Result, events []Event, msg string) {
 		if strings.TrimSpace(text) == "" {
 			text = ev.ErrorText()
 		}
-		want, cut := textStart(text, EvidenceTextLen)
-		assert.Equal(t, EvidenceEvent{At: at, Kind: ev.Kind, Tool: ev.Tool, Text: want, Cut: cut}, x, msg)
+		want, cut := textStart(text, evidenceTextLen)
+		assert.Equal(t, termination.EvidenceEvent{At: at, Kind: ev.Kind, Tool: ev.Tool, Text: want, Cut: cut}, x, msg)
 	}
 }
 
 // TestEvidenceEventsDescribeEvidence: over random streams and every policy
-// whose evidence names held events, a replay with WithEvidenceEvents
+// whose evidence names held events, a replay with WithEvidence
 // describes each event of each result's evidence (one run, and many runs
 // interleaved), while pruning its notes as it goes.
 func TestEvidenceEventsDescribeEvidence(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	stopped := 0
 	for _, src := range evidencePolicies {
-		p := MustParsePolicy(src)
+		p := termination.MustParsePolicy(src)
 		for trial := range 30 {
 			events := randomEvents(rng, 50+rng.IntN(600))
 			var log bytes.Buffer
@@ -89,24 +91,24 @@ func TestEvidenceEventsDescribeEvidence(t *testing.T) {
 				log.Write(append(b, '\n'))
 			}
 			data := log.Bytes()
-			res, err := ReplayWith(p.Condition(), bytes.NewReader(data), WithEvidenceEvents())
+			res, err := Log(p.Condition(), bytes.NewReader(data), WithEvidence())
 			require.NoError(t, err)
 			msg := fmt.Sprintf("%s trial %d: %v", src, trial, res.Cause)
 			checkNotes(t, res, events, msg)
 			if len(res.Evidence) > 1 {
 				stopped++
 			}
-			plain, err := ReplayWith(p.Condition(), bytes.NewReader(data))
+			plain, err := Log(p.Condition(), bytes.NewReader(data))
 			require.NoError(t, err)
 			assert.Nil(t, plain.EvidenceEvents, msg)
 
 			// The same events spread over three runs.
-			byRun := map[string][]Event{}
+			byRun := map[string][]termination.Event{}
 			for i := range events {
 				events[i].Run = fmt.Sprint("r", rng.IntN(3))
 				byRun[events[i].Run] = append(byRun[events[i].Run], events[i])
 			}
-			for _, res := range ReplayRuns(&p, events, WithEvidenceEvents()) {
+			for _, res := range Runs(&p, events, WithEvidence()) {
 				checkNotes(t, res, byRun[res.Run], msg+" run "+res.Run)
 			}
 		}
@@ -119,13 +121,13 @@ func TestEvidenceEventsDescribeEvidence(t *testing.T) {
 // worth.
 func TestEvidenceNotesBounded(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	e := NewEvaluator(MustParsePolicy(`{stall: {repeats: 8, window: 8}, errors: {consecutive: 100}}`).Condition(), EventClock)
+	e := termination.NewEvaluator(termination.MustParsePolicy(`{stall: {repeats: 8, window: 8}, errors: {consecutive: 100}}`).Condition(), termination.EventClock)
 	var n evidenceNotes
 	most := 0
 	for i := range 20000 {
-		ev := Event{Kind: KindToolCall, Tool: "t", Args: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)), Text: strings.Repeat("x", 500)}
+		ev := termination.Event{Kind: termination.KindToolCall, Tool: "t", Args: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)), Text: strings.Repeat("x", 500)}
 		if rng.IntN(2) == 0 {
-			ev = Event{Kind: KindMessage, Text: fmt.Sprint("m", i)}
+			ev = termination.Event{Kind: termination.KindMessage, Text: fmt.Sprint("m", i)}
 		}
 		_, stop := e.Observe(ev)
 		require.False(t, stop)
@@ -134,7 +136,7 @@ func TestEvidenceNotesBounded(t *testing.T) {
 	}
 	assert.LessOrEqual(t, most, minNotes+1)
 	for _, x := range n.notes {
-		assert.LessOrEqual(t, len(x.Text), EvidenceTextLen)
+		assert.LessOrEqual(t, len(x.Text), evidenceTextLen)
 	}
 }
 
