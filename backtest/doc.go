@@ -61,7 +61,7 @@
 //   - A file with no events is bad input naming the file. A file whose
 //     events name their run on some lines and not on others is bad input
 //     naming the file and the first line that breaks the first event's
-//     pattern: termination's Decoder owns that check, so the message is
+//     pattern: codec's Decoder owns that check, so the message is
 //     the one agentstop replay prints for the same file.
 //   - With Lenient, a truncated last line is skipped. In a file of one run
 //     the result carries truncated only when its replay reached the end of
