@@ -49,43 +49,44 @@ func init() {
 	register[*parked]("test.Parked")
 }
 
-// causeJSON is every built-in cause with its exact JSON text.
-var causeJSON = []struct {
+// builtinCauses is every built-in cause with its tag and default outcome
+// (codec's cause tests hold their exact JSON).
+var builtinCauses = []struct {
 	cause Cause
-	json  string
 	tag   string
 	out   Outcome
 }{
 	{Completed{Condition: ConditionTextMention, Detail: "TERMINATE"},
-		`{"$kind":"Completed","condition":"text_mention","detail":"TERMINATE"}`, "completed", OutcomeSucceeded},
-	{NaturalCompletion{}, `{"$kind":"NaturalCompletion"}`, "natural_completion", OutcomeSucceeded},
+		"completed", OutcomeSucceeded},
+	{NaturalCompletion{}, "natural_completion", OutcomeSucceeded},
 	{HandoffRequested{Target: "user", Source: "planner"},
-		`{"$kind":"HandoffRequested","target":"user","source":"planner"}`, "handoff", OutcomeSucceeded},
-	{MaxIterationsReached{Limit: 25, Count: 26}, `{"$kind":"MaxIterationsReached","limit":25,"count":26}`, "max_iterations", OutcomeFailed},
-	{MaxToolCallsReached{Limit: 3, Count: 4}, `{"$kind":"MaxToolCallsReached","limit":3,"count":4}`, "max_tool_calls", OutcomeFailed},
+		"handoff", OutcomeSucceeded},
+	{MaxIterationsReached{Limit: 25, Count: 26}, "max_iterations", OutcomeFailed},
+	{MaxToolCallsReached{Limit: 3, Count: 4}, "max_tool_calls", OutcomeFailed},
 	{BudgetPressure{Resource: ResourceTotalTokens, Threshold: 0.8, Used: 16000, Limit: 20000},
-		`{"$kind":"BudgetPressure","resource":"total_tokens","threshold":0.8,"used":16000,"limit":20000}`, "budget_pressure", OutcomeSucceeded},
+		"budget_pressure", OutcomeSucceeded},
 	{BudgetExhausted{Resource: ResourceCost, Used: 2.5, Limit: 2.5},
-		`{"$kind":"BudgetExhausted","resource":"cost","used":2.5,"limit":2.5}`, "budget_exhausted", OutcomeFailed},
+		"budget_exhausted", OutcomeFailed},
 	{StallDetected{Signal: SignalRepeatedToolCall, Repeats: 3},
-		`{"$kind":"StallDetected","signal":"repeated_tool_call","repeats":3}`, "stall", OutcomeFailed},
+		"stall", OutcomeFailed},
 	{Timeout{Limit: 90 * time.Second, Elapsed: 95*time.Second + 500*time.Millisecond},
-		`{"$kind":"Timeout","limit":"1m30s","elapsed":"1m35.5s"}`, "timeout", OutcomeFailed},
+		"timeout", OutcomeFailed},
 	{Cancelled{Reason: CancelContext, Detail: "context canceled"},
-		`{"$kind":"Cancelled","reason":"context","detail":"context canceled"}`, "cancelled", OutcomeFailed},
-	{Failed{Reason: FailStreamError, Err: "boom"}, `{"$kind":"Failed","reason":"stream_error","error":"boom"}`, "failed", OutcomeFailed},
-	{Skipped{Reason: "disabled"}, `{"$kind":"Skipped","reason":"disabled"}`, "skipped", OutcomeSkipped},
+		"cancelled", OutcomeFailed},
+	{Failed{Reason: FailStreamError, Err: "boom"}, "failed", OutcomeFailed},
+	{Skipped{Reason: "disabled"}, "skipped", OutcomeSkipped},
 	{Custom{Reason: "human_review", Properties: map[string]any{"ticket": "A-1"}},
-		`{"$kind":"Custom","reason":"human_review","properties":{"ticket":"A-1"}}`, "custom", OutcomeFailed},
+		"custom", OutcomeFailed},
 	{All{Causes: []Cause{Completed{Condition: ConditionSourceMatch, Detail: "critic"}, Timeout{Limit: time.Minute, Elapsed: time.Minute}}},
-		`{"$kind":"All","causes":[{"$kind":"Completed","condition":"source_match","detail":"critic"},{"$kind":"Timeout","limit":"1m0s","elapsed":"1m0s"}]}`,
 		"timeout", OutcomeFailed},
 }
 
 func TestTagValuesAreTheSpecSet(t *testing.T) {
 	assert.Equal(t, specTags, TagValues())
-	for _, tc := range causeJSON {
+	for _, tc := range builtinCauses {
 		assert.Contains(t, specTags, tc.cause.TagValue())
+		assert.Equal(t, tc.tag, Tag(tc.cause, nil))
+		assert.Equal(t, tc.out, DefaultOutcome(tc.cause))
 	}
 }
 
