@@ -122,8 +122,16 @@ func (o policiesOption) apply(c *config) { c.stages = o }
 // WithIndex gives the replay what the first pass over the log learned
 // (codec.IndexRuns): each run's recorded cause, so that every result of a run
 // with an end record carries Live, and whether the recorder dropped lines
-// of the run (Incomplete).
-func WithIndex(x *codec.Index) Option { return indexOption{x} }
+// of the run (Incomplete); [Runner.Log] also ends each run at its last
+// line. Without it (the default; a nil x is ignored), Live is empty,
+// Incomplete comes from the lines replayed, and Runner.Log ends the runs
+// still live at the end of the log.
+func WithIndex(x *codec.Index) Option {
+	if x == nil {
+		return nil
+	}
+	return indexOption{x}
+}
 
 type indexOption struct{ x *codec.Index }
 
