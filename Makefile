@@ -13,7 +13,7 @@ BENCHOUT ?= /tmp/agentstop-bench.txt
 # once it exists: a figure whose benchmark is absent prints as missing).
 # ./cmd/agentstop/ measures replay's and backtest's peak RSS over a generated
 # 200 MB log (BenchmarkManyRunsMemory: about 10 s and 200 MB of TMPDIR per count).
-BENCHPKGS := ./middleware/ ./importer/ ./termination/ ./telemetry/ ./telemetry/otelsetup/ ./fleet/ ./fleet/redisfleet/ $(if $(wildcard backtest/*.go),./backtest/) ./cmd/agentstop/
+BENCHPKGS := ./middleware/ ./importer/ ./termination/ ./codec/ ./replay/ ./telemetry/ ./telemetry/otelsetup/ ./fleet/ ./fleet/redisfleet/ $(if $(wildcard backtest/*.go),./backtest/) ./cmd/agentstop/
 
 .PHONY: all build vet test test-core test-adapters test-dashboards bench bench-readme fuzz soak quickstart clean
 
@@ -60,7 +60,7 @@ bench-readme:
 
 ## fuzz: each fuzz target for FUZZTIME (default 1m).
 fuzz:
-	@set -e; for pkg in ./termination ./termination/internal/jsonscan ./backtest ./importer ./fleet/redisfleet; do \
+	@set -e; for pkg in ./termination ./codec ./replay ./internal/canonical ./internal/jsonscan ./backtest ./importer ./fleet/redisfleet; do \
 		for f in $$($(GO) test -list '^Fuzz' $$pkg | grep '^Fuzz'); do \
 			echo "== $$pkg $$f"; $(GO) test -run '^$$' -fuzz "^$$f$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) $$pkg; \
 		done; \

@@ -43,6 +43,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentstop/agentstop/internal/canonical"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -391,7 +392,7 @@ func testCompletes(t *testing.T, h Harness) {
 		}
 	}
 	for _, ev := range rec.All() {
-		if ev.Kind == termination.KindToolCall && (ev.Tool != "search" || termination.ArgsFingerprint(ev.Args) != termination.ArgsFingerprint([]byte(`{"query":"capital of France"}`))) {
+		if ev.Kind == termination.KindToolCall && (ev.Tool != "search" || canonical.ArgsKey(ev.Args) != canonical.ArgsKey([]byte(`{"query":"capital of France"}`))) {
 			t.Errorf("tool_call event = tool %q args %s, want search {\"query\":\"capital of France\"}", ev.Tool, ev.Args)
 		}
 	}

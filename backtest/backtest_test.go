@@ -18,7 +18,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/internal/testutil"
+	"github.com/agentstop/agentstop/replay"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -234,7 +236,7 @@ func TestBadFiles(t *testing.T) {
 		{"pretty.jsonl", false, "testdata/bad/pretty.jsonl: line 1"},
 		{"pretty.jsonl", true, "testdata/bad/pretty.jsonl: line 1"},
 		// The first line that breaks the first event's pattern, either way
-		// round, in the words replay uses (termination.Decoder's check).
+		// round, in the words replay uses (codec.Decoder's check).
 		{"mixed.jsonl", false, `testdata/bad/mixed.jsonl: line 2: this event names no run, but the first event (line 1) names run "a": every event of a log names its run, or none does`},
 		{"mixed-first-none.jsonl", false, `testdata/bad/mixed-first-none.jsonl: line 3: this event names run "b", but the first event (line 1) names none: every event of a log names its run, or none does`},
 	}
@@ -354,8 +356,8 @@ func TestLoadPolicy(t *testing.T) {
 // TestBacktestEqualsReplay is the property test: over random runs (files
 // of one run, and files of many interleaved runs with parent links) and
 // random policies (tree: limits included), each backtest result is the
-// result replay gives for that run and policy: termination.Replay for a
-// one-run file, termination.ReplayRuns for a log of many runs or a policy
+// result replay gives for that run and policy: replay.Log for a
+// one-run file, replay.Runs for a log of many runs or a policy
 // with tree: limits, as agentstop replay chooses.
 func TestBacktestEqualsReplay(t *testing.T) {
 	rng := rand.New(rand.NewPCG(23, 2026))
@@ -414,7 +416,7 @@ func TestBacktestEqualsReplay(t *testing.T) {
 		if events[0].Run == "" && pol.Tree() == nil {
 			f, err := os.Open(o.File)
 			require.NoError(t, err)
-			want, err = termination.Replay(pol.Condition(), f)
+			want, err = replay.Log(pol.Condition(), f)
 			f.Close()
 			require.NoError(t, err)
 			want.Stage = "replay"
@@ -423,7 +425,7 @@ func TestBacktestEqualsReplay(t *testing.T) {
 			if events[0].Run == "" {
 				id = ""
 			}
-			for _, r := range termination.ReplayRuns(&pol, events) {
+			for _, r := range replay.Runs(&pol, events) {
 				if r.Run == id {
 					want = r
 				}
@@ -553,7 +555,7 @@ func TestManyRunsInOneFile(t *testing.T) {
 	require.NoError(t, err)
 	defer f.Close()
 	var events []termination.Event
-	dec := termination.NewDecoder(f)
+	dec := codec.NewDecoder(f)
 	for {
 		ev, err := dec.Next()
 		if err != nil {
@@ -562,7 +564,7 @@ func TestManyRunsInOneFile(t *testing.T) {
 		events = append(events, ev)
 	}
 	tree := policies(t, "tree.yaml")[0].Policy
-	for _, want := range termination.ReplayRuns(&tree, events) {
+	for _, want := range replay.Runs(&tree, events) {
 		for _, o := range rep.Outcomes {
 			if o.Policy == "tree.yaml" && o.Run == want.Run {
 				assert.Equal(t, jsonOf(t, want), jsonOf(t, o.Result), want.Run)

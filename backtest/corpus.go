@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/agentstop/agentstop/codec"
+	"github.com/agentstop/agentstop/internal/canonical"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -171,7 +173,7 @@ func readInto(path string, buf *[]byte) ([]byte, error) {
 func decodeFile(src Source, data []byte, lenient bool) (*File, error) {
 	// One event per line at most: the events are appended without a copy.
 	f := &File{Source: src, Events: make([]termination.Event, 0, bytes.Count(data, []byte{'\n'})+1)}
-	dec := termination.NewDecoder(bytes.NewReader(data))
+	dec := codec.NewDecoder(bytes.NewReader(data))
 	truncated := false
 	for {
 		ev, err := dec.Next()
@@ -179,7 +181,7 @@ func decodeFile(src Source, data []byte, lenient bool) (*File, error) {
 			break
 		}
 		if err != nil {
-			if errors.Is(err, termination.ErrTruncated) {
+			if errors.Is(err, codec.ErrTruncated) {
 				if lenient {
 					truncated = true
 					break
@@ -225,7 +227,7 @@ func decodeFile(src Source, data []byte, lenient bool) (*File, error) {
 }
 
 // fingerprintArgs replaces a tool call's args with their fingerprint
-// (termination.ArgsFingerprint), given as an in-process args_hash, so that
+// (canonical.ArgsKey), given as an in-process args_hash, so that
 // the canonical args are hashed once per run rather than once per policy:
 // stall detection compares a call's args by exactly this fingerprint, and
 // compares args_hash values for equality, so every policy's result is the
@@ -236,6 +238,6 @@ func fingerprintArgs(ev *termination.Event) {
 	if ev.Kind != termination.KindToolCall || ev.ArgsHash != "" || len(ev.Args) == 0 {
 		return
 	}
-	ev.ArgsHash = "\x00" + strconv.FormatUint(termination.ArgsFingerprint(ev.Args), 16)
+	ev.ArgsHash = "\x00" + strconv.FormatUint(canonical.ArgsKey(ev.Args), 16)
 	ev.Args = nil
 }

@@ -11,7 +11,7 @@
 //
 // [Find] turns the command's PATHs (files, directories searched for
 // *.jsonl, globs) into [Source] files, each decoded with termination's
-// [termination.Decoder]: a file whose events carry "run" holds many runs (interleaved lines allowed), any other
+// [codec.Decoder]: a file whose events carry "run" holds many runs (interleaved lines allowed), any other
 // file is one run named by its path relative to the PATH it was found
 // under, without .jsonl. [Evaluate] hands the files to Config.Workers
 // goroutines (it owns them; they end before it returns); each worker
@@ -23,15 +23,15 @@
 // that one large file of many runs uses the workers too. The evaluation
 // is termination's own, chosen as agentstop replay chooses it: an
 // [termination.Evaluator] per policy for a one-run file (what
-// [termination.Replay] does), a [termination.RunsReplay] for a file of
+// [replay.Log] does), a [replay.Runner] for a file of
 // many runs or a policy with tree: limits (each holder's limits over its
 // subtree, in the order of the lines, §8), with each run's last line
-// found by a first pass over the file ([termination.IndexRuns]). So a
+// found by a first pass over the file ([codec.IndexRuns]). So a
 // backtest result is the result replay prints for the same run and policy
 // (stage "replay", same stopped_at, same evidence). fileEval is the one
 // place where a file's runs meet the policies. What a file's decoding can
 // share across policies is done once: a tool call's args are
-// fingerprinted once per run ([termination.ArgsFingerprint], the key
+// fingerprinted once per run (the canonical args key, the one
 // stall detection compares), not once per policy. [ReadFile] still reads a
 // file whole, for tools that want its events.
 //
@@ -61,7 +61,7 @@
 //   - A file with no events is bad input naming the file. A file whose
 //     events name their run on some lines and not on others is bad input
 //     naming the file and the first line that breaks the first event's
-//     pattern: termination's Decoder owns that check, so the message is
+//     pattern: codec's Decoder owns that check, so the message is
 //     the one agentstop replay prints for the same file.
 //   - With Lenient, a truncated last line is skipped. In a file of one run
 //     the result carries truncated only when its replay reached the end of

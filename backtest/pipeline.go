@@ -3,6 +3,7 @@ package backtest
 import (
 	"sync"
 
+	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -14,7 +15,7 @@ const batchSize = 256
 // and written by none.
 type batch struct {
 	events []termination.Event
-	recs   []*termination.Record // nil where the line is an event
+	recs   []*codec.Record // nil where the line is an event
 	lines  []int
 }
 
@@ -49,7 +50,7 @@ func pipelined(fr *fileRead, cands []candidate, groups int, newEval func([]candi
 		}
 		b = newBatch()
 	}
-	truncated, err := fr.each(func(ev *termination.Event, rec *termination.Record, line int) {
+	truncated, err := fr.each(func(ev *termination.Event, rec *codec.Record, line int) {
 		if rec != nil {
 			cp := *rec // valid until the next line only
 			b.events, b.recs, b.lines = append(b.events, termination.Event{}), append(b.recs, &cp), append(b.lines, line)
@@ -87,5 +88,5 @@ func pipelined(fr *fileRead, cands []candidate, groups int, newEval func([]candi
 }
 
 func newBatch() *batch {
-	return &batch{events: make([]termination.Event, 0, batchSize), recs: make([]*termination.Record, 0, batchSize), lines: make([]int, 0, batchSize)}
+	return &batch{events: make([]termination.Event, 0, batchSize), recs: make([]*codec.Record, 0, batchSize), lines: make([]int, 0, batchSize)}
 }

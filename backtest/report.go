@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/internal/human"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -202,7 +203,7 @@ type firingJSON struct {
 
 // MarshalJSON writes {"condition", "cause", "at"}.
 func (f Firing) MarshalJSON() ([]byte, error) {
-	c, err := termination.MarshalCause(f.Cause)
+	c, err := codec.MarshalCause(f.Cause)
 	if err != nil {
 		return nil, err
 	}
@@ -362,14 +363,14 @@ func marshalCauseText(c termination.Cause) (string, error) {
 	if c == nil {
 		return "", nil
 	}
-	b, err := termination.MarshalCause(c)
+	b, err := codec.MarshalCause(c)
 	return string(b), err
 }
 
 func marshalCauseList(cs []termination.Cause) (string, error) {
 	raw := make([]json.RawMessage, len(cs))
 	for i, c := range cs {
-		b, err := termination.MarshalCause(c)
+		b, err := codec.MarshalCause(c)
 		if err != nil {
 			return "", err
 		}

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 
+	"github.com/agentstop/agentstop/codec"
+	"github.com/agentstop/agentstop/replay"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -68,18 +70,18 @@ func (c *candidate) conditionsOf(stage string) []termination.Condition {
 // fileEval is the evaluation of one file in progress. The file is read
 // once, a line at a time, and each line's event evaluated by every policy
 // as it comes (for a file of many runs, after a first pass that finds each
-// run's last line: termination.IndexRuns). What it keeps is the live runs'
+// run's last line: codec.IndexRuns). What it keeps is the live runs'
 // evaluators and running totals and one Outcome per (run, policy), never
 // the events.
 type fileEval struct {
 	src   Source
 	cfg   *Config
 	cands []candidate
-	multi bool                 // the events name their runs
-	index termination.RunIndex // with multi: each run's last line
+	multi bool        // the events name their runs
+	index codec.Index // with multi: each run's last line
 	// One of these per policy: a tree replay for a file of many runs or a
 	// policy with tree: limits, else the one run's evaluator.
-	trees []*termination.RunsReplay
+	trees []*replay.Runner
 	evals []*termination.Evaluator
 	runs  map[string]*runState // by the events' run ("" in a file of one run)
 	order []*runState          // in the order of their first lines
@@ -103,16 +105,16 @@ type runState struct {
 	finished    bool
 }
 
-func newFileEval(src Source, cfg *Config, cands []candidate, multi bool, index termination.RunIndex) *fileEval {
+func newFileEval(src Source, cfg *Config, cands []candidate, multi bool, index codec.Index) *fileEval {
 	fe := &fileEval{src: src, cfg: cfg, cands: cands, multi: multi, index: index, runs: map[string]*runState{}}
-	fe.trees = make([]*termination.RunsReplay, len(cands))
+	fe.trees = make([]*replay.Runner, len(cands))
 	fe.evals = make([]*termination.Evaluator, len(cands))
 	for j := range cands {
 		switch c := &cands[j]; {
 		case c.stages != nil:
-			fe.trees[j] = termination.NewRunsReplay(nil, termination.ReplayIndex(&fe.index), termination.ReplayPolicies(c.policyOf))
+			fe.trees[j] = replay.NewRunner(nil, replay.WithIndex(&fe.index), replay.WithPolicies(c.policyOf))
 		case multi || c.tree:
-			fe.trees[j] = termination.NewRunsReplay(c.pol, termination.ReplayIndex(&fe.index))
+			fe.trees[j] = replay.NewRunner(c.pol, replay.WithIndex(&fe.index))
 		default:
 			fe.evals[j] = termination.NewEvaluator(cands[j].cond, termination.EventClock)
 		}
@@ -159,7 +161,7 @@ func (fe *fileEval) line(ev *termination.Event, n int) {
 // replay of a file of many runs ends the run there (or applies the
 // raise). A file of one run without run ends at its last line, records
 // or not.
-func (fe *fileEval) record(rec *termination.Record, n int) {
+func (fe *fileEval) record(rec *codec.Record, n int) {
 	r := fe.run(rec.Run, rec.Parent, rec.Stage)
 	fe.cur, fe.ev = r, nil
 	last := fe.multi && fe.index.IsLast(rec.Run, n)
@@ -176,7 +178,7 @@ func (fe *fileEval) record(rec *termination.Record, n int) {
 }
 
 // entry takes line n of the file: an event or a record.
-func (fe *fileEval) entry(ev *termination.Event, rec *termination.Record, n int) {
+func (fe *fileEval) entry(ev *termination.Event, rec *codec.Record, n int) {
 	if rec != nil {
 		fe.record(rec, n)
 		return
@@ -348,21 +350,21 @@ func evaluateSource(src Source, cfg *Config, cands []candidate, spare int) (*fil
 		return nil, fmt.Errorf("cannot read %s: %v", src.Path, pathErrorText(err))
 	}
 	defer f.Close()
-	dec := termination.NewDecoder(f)
+	dec := codec.NewDecoder(f)
 	first, ferr := dec.Next()
 	multi := ferr == nil && first.Run != ""
-	var index termination.RunIndex
+	var index codec.Index
 	if multi {
 		// Back to the start, twice: once to find where each run ends, once
 		// to evaluate.
 		if _, err = f.Seek(0, io.SeekStart); err == nil {
-			index = termination.IndexRuns(f)
+			index = codec.IndexRuns(f)
 			_, err = f.Seek(0, io.SeekStart)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("cannot read %s: %v", src.Path, pathErrorText(err))
 		}
-		dec = termination.NewDecoder(f)
+		dec = codec.NewDecoder(f)
 	}
 	fr := &fileRead{path: src.Path, lenient: cfg.Lenient, dec: dec, first: first, firstErr: ferr, haveFirst: !multi}
 	newEval := func(cands []candidate) *fileEval { return newFileEval(src, cfg, cands, multi, index) }
@@ -382,14 +384,14 @@ func evaluateSource(src Source, cfg *Config, cands []candidate, spare int) (*fil
 type fileRead struct {
 	path    string
 	lenient bool
-	dec     *termination.Decoder
+	dec     *codec.Decoder
 	// With haveFirst, first and firstErr are what dec.Next returned first.
 	first     termination.Event
 	firstErr  error
 	haveFirst bool
 
 	events int64
-	rec    *termination.Record // the record next read, nil for an event
+	rec    *codec.Record // the record next read, nil for an event
 }
 
 // next reads the next line: an event, or a record (fr.rec).
@@ -402,7 +404,7 @@ func (fr *fileRead) next() (termination.Event, error) {
 // each hands f every event of the file, in order, with its line, its
 // args fingerprinted (fingerprintArgs). It returns whether a truncated
 // last line was skipped (with lenient), or the file's error.
-func (fr *fileRead) each(f func(ev *termination.Event, rec *termination.Record, line int)) (truncated bool, _ error) {
+func (fr *fileRead) each(f func(ev *termination.Event, rec *codec.Record, line int)) (truncated bool, _ error) {
 	path := fr.path
 	ev, err := fr.first, fr.firstErr
 	for ; ; ev, err = fr.next() {
@@ -417,7 +419,7 @@ func (fr *fileRead) each(f func(ev *termination.Event, rec *termination.Record, 
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		if errors.Is(err, termination.ErrTruncated) {
+		if errors.Is(err, codec.ErrTruncated) {
 			if fr.lenient {
 				truncated = true
 				break

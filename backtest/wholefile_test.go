@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentstop/agentstop/replay"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -66,7 +67,7 @@ func wholeFileOutcomes(f *File, cfg *Config) []Outcome {
 			if cfg.All {
 				o.All = []Firing{}
 				for _, c := range cfg.Policies[j].Policy.Conditions() {
-					if res := termination.ReplayEvents(c, r.Events); len(res.Fired) > 0 {
+					if res := replay.Events(c, r.Events); len(res.Fired) > 0 {
 						o.All = append(o.All, Firing{Condition: c.String(), Cause: res.Cause, At: res.StoppedAt})
 					}
 				}
@@ -81,13 +82,13 @@ func wholeFileResults(p *termination.Policy, f *File) []termination.Result {
 	out := make([]termination.Result, len(f.Runs))
 	if !f.Multi && p.Tree() == nil {
 		r := f.Runs[0]
-		res := termination.ReplayEvents(p.Condition(), r.Events)
+		res := replay.Events(p.Condition(), r.Events)
 		res.Truncated = r.Truncated && res.Events == len(r.Events) && len(res.Fired) == 0
 		out[0] = res
 		return out
 	}
 	byRun := map[string]termination.Result{}
-	for _, res := range termination.ReplayRuns(p, f.Events) {
+	for _, res := range replay.Runs(p, f.Events) {
 		byRun[res.Run] = res
 	}
 	for i, r := range f.Runs {

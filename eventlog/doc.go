@@ -50,10 +50,10 @@
 //
 // [WithoutContent] keeps prompts, outputs and tool arguments out of the
 // log while keeping what the policies need: a tool call's args become
-// args_hash ([termination.ArgsHash], the canonical args' hash), a message's,
-// stop's, error's or input's text becomes text_hash ([termination.TextHash]),
+// args_hash ([codec.ArgsHash], the canonical args' hash), a message's,
+// stop's, error's or input's text becomes text_hash ([codec.TextHash]),
 // a tool result's text and error become one text_hash
-// ([termination.ResultHash]), and an error's text reads "error". Replay
+// ([codec.ResultHash]), and an error's text reads "error". Replay
 // compares the hashes where it would compare the values, so stalls,
 // repeated results, limits, budgets and error streaks replay as they ran;
 // text_mention cannot fire on a hashed text, and a stream error's cause

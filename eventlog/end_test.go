@@ -15,8 +15,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/internal/testutil"
 	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/replay"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -71,7 +73,7 @@ func TestEndRecord(t *testing.T) {
 	assert.Contains(t, lines[4], `"cause":{"$kind":"Cancelled","reason":"parent","detail":"planner ended: max_iterations"}`)
 
 	// The log decodes, records and all.
-	d := termination.NewDecoder(strings.NewReader(string(data)))
+	d := codec.NewDecoder(strings.NewReader(string(data)))
 	n := 0
 	for {
 		_, err := d.NextEntry()
@@ -131,7 +133,7 @@ func TestRotationRepeatsStage(t *testing.T) {
 		first, _, _ := strings.Cut(string(data), "\n")
 		assert.Contains(t, first, `"parent":"p"`, f)
 		assert.Contains(t, first, `"stage":"coder"`, f)
-		d := termination.NewDecoder(strings.NewReader(string(data)))
+		d := codec.NewDecoder(strings.NewReader(string(data)))
 		for {
 			_, err := d.NextEntry()
 			if errors.Is(err, io.EOF) {
@@ -178,7 +180,7 @@ func TestRaiseAndShadowRecords(t *testing.T) {
 	assert.Contains(t, lines[5], `"kind":"end"`)
 	assert.Contains(t, lines[5], `"shadow":{"loose":null,"strict":{"cause":{"$kind":"MaxIterationsReached","limit":2,"count":3},"stopped_at":3}}`)
 
-	out, _ := testutil.ReplayLog(t, strings.NewReader(string(data)), &p, termination.ReplayStage("coder"))
+	out, _ := testutil.ReplayLog(t, strings.NewReader(string(data)), &p, replay.WithStage("coder"))
 	require.Len(t, out, 1)
 	assert.Equal(t, res.Cause, out[0].Cause)
 	assert.Equal(t, res.StoppedAt, out[0].StoppedAt)

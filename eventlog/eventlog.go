@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -313,7 +314,7 @@ func (r *runRecorder) writeEnd(res *termination.Result) {
 	}
 	r.ended = true
 	w := r.w
-	cause, err := termination.MarshalCause(res.Cause)
+	cause, err := codec.MarshalCause(res.Cause)
 	if err != nil {
 		w.drop()
 		otel.Handle(fmt.Errorf("eventlog: cannot record the end of run %s: %w", r.run, err))
@@ -551,16 +552,16 @@ func (w *Writer) writeLine(line []byte) {
 // hideContent replaces texts and args with their §1 hashes.
 func hideContent(ev *termination.Event) {
 	if len(ev.Args) > 0 && string(ev.Args) != "null" {
-		ev.ArgsHash, ev.Args = termination.ArgsHash(ev.Args), nil
+		ev.ArgsHash, ev.Args = codec.ArgsHash(ev.Args), nil
 	}
 	switch ev.Kind {
 	case termination.KindToolResult:
 		if ev.Text != "" || ev.Err != "" {
-			ev.TextHash, ev.Text = termination.ResultHash(ev.Text, ev.Err), ""
+			ev.TextHash, ev.Text = codec.ResultHash(ev.Text, ev.Err), ""
 		}
 	default:
 		if ev.Text != "" {
-			ev.TextHash, ev.Text = termination.TextHash(ev.Text), ""
+			ev.TextHash, ev.Text = codec.TextHash(ev.Text), ""
 		}
 	}
 	if ev.Err != "" {

@@ -18,8 +18,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	"go.uber.org/goleak"
 
+	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/internal/testutil"
 	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/replay"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -95,7 +97,7 @@ func TestReplayGivesTheLiveResult(t *testing.T) {
 			live := recordRuns(t, path, tc.opts...)
 			events := testutil.DecodeFile(t, path)
 			policy := termination.MustParsePolicy(policyText)
-			replayed := termination.ReplayRuns(&policy, events)
+			replayed := replay.Runs(&policy, events)
 			require.Len(t, replayed, 3)
 			tags := map[string]int{}
 			for _, res := range live {
@@ -258,14 +260,14 @@ func TestOptions(t *testing.T) {
 func TestHideContent(t *testing.T) {
 	ev := termination.Event{Kind: termination.KindToolResult, Tool: "bash", Text: " out ", Err: "exit 1"}
 	hideContent(&ev)
-	assert.Equal(t, termination.Event{Kind: termination.KindToolResult, Tool: "bash", Err: "error", TextHash: termination.ResultHash("out", "exit 1")}, ev)
+	assert.Equal(t, termination.Event{Kind: termination.KindToolResult, Tool: "bash", Err: "error", TextHash: codec.ResultHash("out", "exit 1")}, ev)
 	ev = termination.Event{Kind: termination.KindToolCall, Tool: "bash", Args: []byte(`{"b":1, "a":2}`)}
 	hideContent(&ev)
-	assert.Equal(t, termination.ArgsHash([]byte(`{"a":2,"b":1}`)), ev.ArgsHash)
+	assert.Equal(t, codec.ArgsHash([]byte(`{"a":2,"b":1}`)), ev.ArgsHash)
 	assert.Nil(t, ev.Args)
 	ev = termination.Event{Kind: termination.KindMessage, Text: "hi"}
 	hideContent(&ev)
-	assert.Equal(t, termination.TextHash("hi"), ev.TextHash)
+	assert.Equal(t, codec.TextHash("hi"), ev.TextHash)
 	assert.Empty(t, ev.Text)
 }
 

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -41,7 +42,7 @@ func TestAgentImportGolden(t *testing.T) {
 			want, err := os.ReadFile(golden)
 			require.NoError(t, err)
 			assert.Equal(t, string(want), b.String())
-			dec := termination.NewDecoder(bytes.NewReader(b.Bytes()))
+			dec := codec.NewDecoder(bytes.NewReader(b.Bytes()))
 			for {
 				_, err := dec.Next()
 				if err != nil {

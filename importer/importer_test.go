@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -46,7 +47,7 @@ func TestImportGolden(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, string(want), b.String())
 			// Every line decodes as a §1 event.
-			dec := termination.NewDecoder(bytes.NewReader(b.Bytes()))
+			dec := codec.NewDecoder(bytes.NewReader(b.Bytes()))
 			for {
 				_, err := dec.Next()
 				if err != nil {

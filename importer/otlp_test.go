@@ -23,6 +23,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -74,7 +75,7 @@ func TestOTLPSamples(t *testing.T) {
 			require.NoError(t, err)
 			assert.Equal(t, string(want), got)
 			assert.Equal(t, tt.skipped, skipped)
-			dec := termination.NewDecoder(strings.NewReader(got))
+			dec := codec.NewDecoder(strings.NewReader(got))
 			for {
 				if _, err := dec.Next(); err != nil {
 					require.ErrorContains(t, err, "EOF")

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/eventlog"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
@@ -71,8 +72,8 @@ func TestRecordedHoldsReplayAsLive(t *testing.T) {
 		require.Len(t, got, len(want), "case %d: one result per run", c)
 		for _, res := range got {
 			w := want[res.Run]
-			wc, _ := termination.MarshalCause(w.Cause)
-			gc, _ := termination.MarshalCause(res.Cause)
+			wc, _ := codec.MarshalCause(w.Cause)
+			gc, _ := codec.MarshalCause(res.Cause)
 			require.JSONEq(t, string(wc), string(gc), "case %d: run %s (%s): cause; policies %v", c, res.Run, res.Stage, srcs)
 			require.Equal(t, w.StoppedAt, res.StoppedAt, "case %d: run %s (%s): stopped_at", c, res.Run, res.Stage)
 			require.Equal(t, w.Events, res.Events, "case %d: run %s (%s): events", c, res.Run, res.Stage)

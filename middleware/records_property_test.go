@@ -11,9 +11,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/eventlog"
 	"github.com/agentstop/agentstop/internal/testutil"
 	"github.com/agentstop/agentstop/middleware"
+	replaylog "github.com/agentstop/agentstop/replay"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -64,8 +66,8 @@ func TestRecordedTreesReplayAsLive(t *testing.T) {
 		require.Len(t, got, len(want), "case %d: one result per run", c)
 		for _, res := range got {
 			w := want[res.Run]
-			wc, _ := termination.MarshalCause(w.Cause)
-			gc, _ := termination.MarshalCause(res.Cause)
+			wc, _ := codec.MarshalCause(w.Cause)
+			gc, _ := codec.MarshalCause(res.Cause)
 			require.JSONEq(t, string(wc), string(gc), "case %d: run %s (%s): cause; policies %v", c, res.Run, res.Stage, srcs)
 			require.Equal(t, w.StoppedAt, res.StoppedAt, "case %d: run %s (%s): stopped_at", c, res.Run, res.Stage)
 			require.Equal(t, w.Events, res.Events, "case %d: run %s (%s): events", c, res.Run, res.Stage)
@@ -149,7 +151,7 @@ func replayRecorded(t *testing.T, path string, pols map[string]*termination.Poli
 	f, err := os.Open(path)
 	require.NoError(t, err)
 	defer f.Close()
-	out, _ := testutil.ReplayLog(t, f, nil, termination.ReplayPolicies(func(s string) (*termination.Policy, bool) {
+	out, _ := testutil.ReplayLog(t, f, nil, replaylog.WithPolicies(func(s string) (*termination.Policy, bool) {
 		p, ok := pols[s]
 		return p, ok
 	}))

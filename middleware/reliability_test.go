@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -162,7 +163,7 @@ func (c nilCause) TagValue() string { return "nil_cause" }
 func (c nilCause) Error() string    { return "nil cause: " + c.Why }
 
 var registerNilCause = sync.OnceValue(func() error {
-	return termination.RegisterCause[*nilCause]("middleware_test.NilCause")
+	return codec.RegisterCause[*nilCause]("middleware_test.NilCause")
 })
 
 // A typed nil Cause never crashes or wedges a run: from a Func condition

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/agentstop/agentstop/middleware"
+	replaylog "github.com/agentstop/agentstop/replay"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -113,7 +114,7 @@ func liveTree(t *testing.T, stage *middleware.Stage, log []termination.Event) (m
 
 // TestTreePropertyLiveEqualsReplay: random trees of runs under random
 // policies with random tree: limits give the same result per run live
-// (middleware) and replayed (termination.ReplayRuns), the cascade's
+// (middleware) and replayed (replaylog.Runs), the cascade's
 // causes, the tree limits' causes and warnings included.
 func TestTreePropertyLiveEqualsReplay(t *testing.T) {
 	seed := uint64(20261124)
@@ -134,7 +135,7 @@ func TestTreePropertyLiveEqualsReplay(t *testing.T) {
 		log := treeLog(r)
 		stage := mustStage(t, "replay", middleware.WithPolicy(p))
 		got, logID := liveTree(t, stage, log)
-		want := termination.ReplayRuns(&p, log)
+		want := replaylog.Runs(&p, log)
 		if len(want) != len(got) {
 			t.Fatalf("case %d: %d live runs, %d replayed", n, len(got), len(want))
 		}

@@ -6,6 +6,7 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 
+	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -98,7 +99,7 @@ func causeAttributes(c termination.Cause) []attribute.KeyValue {
 		}
 		return []attribute.KeyValue{keyProps.String(props), keyReason.String(c.Reason)}
 	case termination.All:
-		b, err := termination.MarshalCause(c)
+		b, err := codec.MarshalCause(c)
 		if err != nil {
 			return nil
 		}
@@ -116,7 +117,7 @@ func causeAttributes(c termination.Cause) []attribute.KeyValue {
 // jsonCauseAttributes flattens a user-defined cause's JSON fields into
 // "termination.<field>" attributes; nested values are kept as JSON text.
 func jsonCauseAttributes(c termination.Cause) []attribute.KeyValue {
-	b, err := termination.MarshalCause(c)
+	b, err := codec.MarshalCause(c)
 	if err != nil {
 		return nil
 	}
@@ -126,7 +127,7 @@ func jsonCauseAttributes(c termination.Cause) []attribute.KeyValue {
 	}
 	keys := make([]string, 0, len(fields))
 	for k := range fields {
-		if k != termination.CauseKindKey {
+		if k != "$kind" { // the cause's registered type (codec.CauseType), not one of its fields
 			keys = append(keys, k)
 		}
 	}

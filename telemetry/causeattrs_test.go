@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -32,7 +33,7 @@ func TestCauseAttributesCoverJSONFields(t *testing.T) {
 		termination.Custom{Reason: "dangerous_tool", Properties: map[string]any{"tool": "rm"}},
 		termination.All{Causes: []termination.Cause{termination.MaxIterationsReached{Limit: 1, Count: 2}}},
 	} {
-		b, err := termination.MarshalCause(c)
+		b, err := codec.MarshalCause(c)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +43,7 @@ func TestCauseAttributesCoverJSONFields(t *testing.T) {
 		}
 		var want []string
 		for k := range fields {
-			if k != termination.CauseKindKey {
+			if k != "$kind" {
 				want = append(want, "termination."+k)
 			}
 		}

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -279,7 +280,7 @@ func (rr *runRecorder) recordTree(c termination.Cause) {
 }
 
 func (rr *runRecorder) endSpan(res *termination.Result, tag string) {
-	kind, err := termination.CauseKind(res.Cause)
+	kind, err := codec.CauseType(res.Cause)
 	if err != nil {
 		kind = fmt.Sprintf("%T", res.Cause) // an unregistered user type still gets a name
 	}

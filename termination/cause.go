@@ -12,7 +12,7 @@ import (
 // A Cause is an error so that it can travel as the cause of a cancelled
 // context: errors.As(context.Cause(ctx), &termination.Timeout{}) recovers it.
 // Built-in causes are the contract's types below; user-defined cause types
-// join the JSON form with [RegisterCause] and may implement [OutcomeDefaulter].
+// join the JSON form with codec.RegisterCause and may implement [OutcomeDefaulter].
 type Cause interface {
 	error
 	// TagValue is the low-cardinality termination_cause value of the cause.

@@ -1,167 +1,59 @@
 package termination
 
 import (
-	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
-	"sort"
-	"sync"
 	"time"
+
+	"github.com/agentstop/agentstop/internal/causejson"
 )
 
-// CauseKindKey is the key of a cause's JSON object that names its registered
-// kind (see [RegisterCause] and [CauseKind]); it is unrelated to an event's
-// [Kind].
-const CauseKindKey = "$kind"
-
-// ErrUnregisteredCause is returned when a cause's type or "$kind" is not in
-// the registry.
-var ErrUnregisteredCause = errors.New("cause kind not registered")
-
-type causeCodec struct {
-	kind   string
-	decode func([]byte) (Cause, error)
+// The built-in causes' "$kind" names in the JSON form of causes (§2).
+// Package codec publishes the registry (codec.RegisterCause for a
+// program's own causes); the JSON forms of this package (Result,
+// ShadowVerdict, All) write and read causes through it.
+func init() {
+	register[Completed]("Completed")
+	register[NaturalCompletion]("NaturalCompletion")
+	register[HandoffRequested]("HandoffRequested")
+	register[MaxIterationsReached]("MaxIterationsReached")
+	register[MaxToolCallsReached]("MaxToolCallsReached")
+	register[BudgetPressure]("BudgetPressure")
+	register[BudgetExhausted]("BudgetExhausted")
+	register[StallDetected]("StallDetected")
+	register[Timeout]("Timeout")
+	register[Cancelled]("Cancelled")
+	register[Failed]("Failed")
+	register[Skipped]("Skipped")
+	register[Custom]("Custom")
+	register[All]("All")
 }
 
-var registry = struct {
-	sync.RWMutex
-	byKind map[string]causeCodec
-	byType map[reflect.Type]string
-}{byKind: map[string]causeCodec{}, byType: map[reflect.Type]string{}}
-
-// RegisterCause adds the cause type C to the JSON registry under kind, so
-// that [MarshalCause] writes it with "$kind": kind and [UnmarshalCause]
-// reads it back. It is an error to reuse a kind or register a type twice.
-// Register in an init function, before any JSON is handled.
-func RegisterCause[C Cause](kind string) error {
-	if kind == "" {
-		return errors.New("termination: RegisterCause: empty kind")
-	}
-	t := reflect.TypeFor[C]()
-	registry.Lock()
-	defer registry.Unlock()
-	if _, dup := registry.byKind[kind]; dup {
-		return fmt.Errorf("termination: RegisterCause: kind %q already registered", kind)
-	}
-	if k, dup := registry.byType[t]; dup {
-		return fmt.Errorf("termination: RegisterCause: type %v already registered as %q", t, k)
-	}
-	registry.byKind[kind] = causeCodec{kind: kind, decode: func(b []byte) (Cause, error) {
+// register adds the built-in cause type C under kind.
+func register[C Cause](kind string) {
+	err := causejson.Register(kind, reflect.TypeFor[C](), func(b []byte) (any, error) {
 		var c C
 		if err := json.Unmarshal(b, &c); err != nil {
 			return nil, err
 		}
 		return c, nil
-	}}
-	registry.byType[t] = kind
-	return nil
-}
-
-func mustRegister[C Cause](kind string) {
-	if err := RegisterCause[C](kind); err != nil {
+	})
+	if err != nil {
 		panic(err)
 	}
 }
 
-func init() {
-	mustRegister[Completed]("Completed")
-	mustRegister[NaturalCompletion]("NaturalCompletion")
-	mustRegister[HandoffRequested]("HandoffRequested")
-	mustRegister[MaxIterationsReached]("MaxIterationsReached")
-	mustRegister[MaxToolCallsReached]("MaxToolCallsReached")
-	mustRegister[BudgetPressure]("BudgetPressure")
-	mustRegister[BudgetExhausted]("BudgetExhausted")
-	mustRegister[StallDetected]("StallDetected")
-	mustRegister[Timeout]("Timeout")
-	mustRegister[Cancelled]("Cancelled")
-	mustRegister[Failed]("Failed")
-	mustRegister[Skipped]("Skipped")
-	mustRegister[Custom]("Custom")
-	mustRegister[All]("All")
-}
+// marshalCause returns the JSON form of c (§2): "$kind" and its fields.
+func marshalCause(c Cause) ([]byte, error) { return causejson.Marshal(c) }
 
-// RegisteredCauseKinds returns the registered "$kind" names, sorted.
-func RegisteredCauseKinds() []string {
-	registry.RLock()
-	defer registry.RUnlock()
-	kinds := make([]string, 0, len(registry.byKind))
-	for k := range registry.byKind {
-		kinds = append(kinds, k)
-	}
-	sort.Strings(kinds)
-	return kinds
-}
-
-// CauseKind returns the registered "$kind" of c's type: the name
-// [MarshalCause] writes under [CauseKindKey].
-func CauseKind(c Cause) (string, error) {
-	if c == nil {
-		return "", errors.New("termination: nil cause")
-	}
-	t := reflect.TypeOf(c)
-	registry.RLock()
-	kind, ok := registry.byType[t]
-	registry.RUnlock()
-	if !ok {
-		return "", fmt.Errorf("termination: %w: %v (call RegisterCause)", ErrUnregisteredCause, t)
-	}
-	return kind, nil
-}
-
-// MarshalCause returns the JSON form of c: an object whose first member is
-// "$kind" followed by the cause's snake_case fields. An unregistered cause
-// type is an error.
-func MarshalCause(c Cause) ([]byte, error) {
-	kind, err := CauseKind(c)
+// unmarshalCause reads the JSON form of a cause of a registered type.
+func unmarshalCause(data []byte) (Cause, error) {
+	v, err := causejson.Unmarshal(data)
 	if err != nil {
 		return nil, err
 	}
-	body, err := json.Marshal(c)
-	if err != nil {
-		return nil, fmt.Errorf("termination: marshal %s: %w", kind, err)
-	}
-	body = bytes.TrimSpace(body)
-	if len(body) < 2 || body[0] != '{' {
-		return nil, fmt.Errorf("termination: marshal %s: cause must encode as a JSON object", kind)
-	}
-	var buf bytes.Buffer
-	buf.Grow(len(body) + len(kind) + 12)
-	buf.WriteString(`{"$kind":`)
-	k, _ := json.Marshal(kind)
-	buf.Write(k)
-	if inner := bytes.TrimSpace(body[1 : len(body)-1]); len(inner) > 0 {
-		buf.WriteByte(',')
-		buf.Write(inner)
-	}
-	buf.WriteByte('}')
-	return buf.Bytes(), nil
-}
-
-// UnmarshalCause reads the JSON form written by MarshalCause. A missing or
-// unregistered "$kind" is an error.
-func UnmarshalCause(data []byte) (Cause, error) {
-	var head struct {
-		Kind *string `json:"$kind"`
-	}
-	if err := json.Unmarshal(data, &head); err != nil {
-		return nil, fmt.Errorf("termination: cause: %w", err)
-	}
-	if head.Kind == nil {
-		return nil, errors.New(`termination: cause: missing "$kind"`)
-	}
-	registry.RLock()
-	codec, ok := registry.byKind[*head.Kind]
-	registry.RUnlock()
-	if !ok {
-		return nil, fmt.Errorf("termination: cause: %w: %q", ErrUnregisteredCause, *head.Kind)
-	}
-	c, err := codec.decode(data)
-	if err != nil {
-		return nil, fmt.Errorf("termination: cause %s: %w", codec.kind, err)
-	}
-	return c, nil
+	return v.(Cause), nil // every registered type is a Cause: codec.RegisterCause takes only those
 }
 
 // MarshalJSON writes Limit and Elapsed as Go duration strings.
@@ -234,7 +126,7 @@ func (a *All) UnmarshalJSON(b []byte) error {
 func marshalCauses(cs []Cause) ([]json.RawMessage, error) {
 	out := make([]json.RawMessage, len(cs))
 	for i, c := range cs {
-		b, err := MarshalCause(c)
+		b, err := marshalCause(c)
 		if err != nil {
 			return nil, err
 		}
@@ -246,7 +138,7 @@ func marshalCauses(cs []Cause) ([]json.RawMessage, error) {
 func unmarshalCauses(raw []json.RawMessage) ([]Cause, error) {
 	out := make([]Cause, len(raw))
 	for i, r := range raw {
-		c, err := UnmarshalCause(r)
+		c, err := unmarshalCause(r)
 		if err != nil {
 			return nil, err
 		}

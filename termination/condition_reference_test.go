@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentstop/agentstop/internal/canonical"
 )
 
 // refStall is a naive reading of the contract's stall rules (repeats with a
@@ -128,11 +130,11 @@ func (r *refStall) observe(ev Event, at int) (fired, warnings []Cause, evidence 
 func hashed(ev Event) Event {
 	switch ev.Kind {
 	case KindToolCall:
-		ev.ArgsHash, ev.Args = ArgsHash(ev.Args), nil
+		ev.ArgsHash, ev.Args = canonical.ArgsHash(ev.Args), nil
 	case KindToolResult:
-		ev.TextHash, ev.Text = ResultHash(ev.Text, ev.Err), ""
+		ev.TextHash, ev.Text = canonical.ResultHash(ev.Text, ev.Err), ""
 	case KindMessage, KindFinal, KindStop, KindError:
-		ev.TextHash, ev.Text = TextHash(ev.Text), ""
+		ev.TextHash, ev.Text = canonical.TextHash(ev.Text), ""
 	}
 	return ev
 }

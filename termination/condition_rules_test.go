@@ -318,7 +318,7 @@ func TestNewCauseFieldsInMessagesAndJSON(t *testing.T) {
 		if got := tc.cause.Error(); got != tc.msg {
 			t.Errorf("Error() = %q, want %q", got, tc.msg)
 		}
-		b, err := MarshalCause(tc.cause)
+		b, err := marshalCause(tc.cause)
 		if err != nil || string(b) != tc.json {
 			t.Errorf("MarshalCause = %s, %v, want %s", b, err, tc.json)
 		}

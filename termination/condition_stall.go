@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/agentstop/agentstop/internal/canonical"
 )
 
 // StallLimits configures stall detection. Set at least one of Repeats and
@@ -220,7 +222,7 @@ type openCall struct {
 // keySeed seeds the hashes of stall keys. The rings hold 64-bit hashes of
 // (tool, canonical args) and (source, trimmed text) rather than the strings:
 // 8 bytes a slot keeps a live run small, and equal keys hash equal (a
-// collision, one in 2^64, would count as a match, as for argsHash).
+// collision, one in 2^64, would count as a match, as for canonical.ArgsKey).
 var keySeed = maphash.MakeSeed()
 
 // pairKey hashes two strings' worth of identity into one key.
@@ -241,7 +243,7 @@ func callKey(ev *Event) uint64 {
 	if ev.ArgsHash != "" {
 		return pairKey(ev.Tool, hashedKey(ev.ArgsHash))
 	}
-	return pairKey(ev.Tool, argsHash(ev.Args))
+	return pairKey(ev.Tool, canonical.ArgsKey(ev.Args))
 }
 
 // anyArgsDomain sets a tool's key (stall.any_args) apart from its calls'
@@ -263,7 +265,7 @@ func msgKey(ev *Event) (key uint64, ok bool) {
 
 // emptyTextHash is the text_hash of an empty text: a message recorded
 // without content whose text was empty.
-var emptyTextHash = TextHash("")
+var emptyTextHash = canonical.TextHash("")
 
 // resultKey is the signature of a completed call: the call's key and the
 // result's trimmed text and error, or its text_hash.

@@ -10,23 +10,14 @@
 // # How the pieces fit
 //
 // An agent loop is seen as a stream of framework-neutral [Event] values. An
-// adapter turns a framework's own events into this type; on disk (recorded
-// logs, the replay command) events are JSON Lines read by [Decoder], whose
-// errors name the line and say what to fix; a truncated last line
-// ([ErrTruncated]), a JSON document that is not JSON Lines
-// ([ErrJSONDocument]) and a log whose events name their run on some lines
-// and not on others ([ErrMixedRuns], at the first line that breaks the
-// first event's pattern; the Decoder is the one owner of that check, which
-// replay and backtest share) are errors of their own. [Replay] and [ReplayWith]
-// ([WithLenient] for a truncated log) evaluate a log as a live stage would.
-// A recorded log also holds records that are not events (§1): an end
-// record per run (how it really ended) and raise records. [Decoder.Next]
-// checks and skips them; [Decoder.NextEntry] returns them as [Record]s,
-// and the Decoder is the one owner of their checks too (a line of a run
-// after its end record, a second end record, an end record whose stage or
-// parent differs from the run's first line, a cause that is not §2 JSON,
-// a raise amount that is missing, zero or negative: errors naming the
-// line). [Policy.Hash] is the enforced policy's hash an end record names.
+// adapter turns a framework's own events into this type; package
+// middleware evaluates them live. The rooms around this package import it,
+// never the other way: package codec reads and writes the file formats
+// (JSON Lines event logs with their end and raise records, the JSON form
+// of causes, the content hashes of a log recorded without content), and
+// package replay evaluates recorded logs as a live stage would, one run or
+// a tree of many. [Policy.Hash] is the enforced policy's hash an end
+// record names.
 //
 // A [Condition] is an immutable description of when to stop: [MaxIterations]
 // and [IterationLimit] (with an early warning), [MaxToolCalls] and
@@ -48,22 +39,17 @@
 // [Evaluator.Result] reports the [Result]. Its Evidence names the events
 // that made the cause (§3): the conditions keep event indices in the
 // windows they already have, and the list is built only when a cause
-// fires, so evidence costs a run nothing until it stops. A replay with
-// [WithEvidenceEvents] also describes those events (kind, tool, the start
-// of the text) in Result.EvidenceEvents, noting them as they are read and
-// keeping only those the conditions still hold (evidencenotes.go).
+// fires, so evidence costs a run nothing until it stops. A replay can
+// also describe those events (kind, tool, the start of the text) in
+// Result.EvidenceEvents ([EvidenceEvent]), noting them as they are read and
+// keeping only those the conditions still hold ([Evaluator.HeldEvidence]).
 //
 // Tree limits (§8) are the same count, budget and timeout conditions with
 // scope tree: [TreeLimits] in Go, the policy's top-level tree: key
 // ([Policy.Tree]). The run that holds them evaluates them with one more
 // Evaluator fed by its own events and its descendants'; package middleware
-// does this live, and [ReplayRuns] over a log of many runs (events with
-// run and parent), one Result per run; [RunsReplay] does the same a line
-// at a time, for a log too large to hold, with each run's last line found
-// by a first pass ([IndexRuns]). [RunsReplay.Record] ends a run at its end
-// record (the recorded end, FromRecord, when the policy has not stopped it
-// before; every result of such a run carries Live, with [ReplayIndex]),
-// and [ReplayPolicies] gives each stage its own policy. [Limits] are amounts left
+// does this live, and package replay over a log of many runs (events with
+// run and parent), one Result per run. [Limits] are amounts left
 // ([Evaluator.Remaining]), in a text form a propagator carries
 // ([Limits.Set]).
 //
@@ -73,8 +59,9 @@
 // low-cardinality [Cause.TagValue], the termination_cause attribute of spans
 // and metrics; [Tag] applies a stage's allow-list of custom reasons, so the
 // set of emitted values stays closed (docs/spec.md §2). Causes have a JSON
-// form with a "$kind" discriminator ([MarshalCause], [UnmarshalCause]); user-defined cause types
-// join it with [RegisterCause].
+// form with a "$kind" discriminator (package codec: MarshalCause,
+// UnmarshalCause; user-defined cause types join it with RegisterCause);
+// the JSON form of a [Result] writes its causes in it.
 //
 // # Names that differ from the contract's condition list
 //
@@ -87,7 +74,7 @@
 //
 // docs/spec.md leaves these open; this package decides them as follows.
 //
-//   - Trees (§8, ReplayRuns): a holder stopped by its own event has that
+//   - Trees (§8, replay.Runs): a holder stopped by its own event has that
 //     event as StoppedAt and evidence; one stopped by a descendant's event
 //     (or a tree timeout) has StoppedAt 0 and no evidence, as for any stop
 //     from outside its stream. A cascade ends the descendants depth first,

@@ -95,19 +95,6 @@ func (e *Evaluator) Observe(ev Event) (Cause, bool) {
 	return e.ObserveRef(e.cur)
 }
 
-// observeWithArgsKey is Observe for an event whose args the caller hashed
-// already: h is argsHash(ev.Args) when keyed (replay, while decoding).
-func (e *Evaluator) observeWithArgsKey(ev Event, h uint64, keyed bool) (Cause, bool) {
-	if e.cause != nil {
-		return e.cause, true
-	}
-	if e.cur == nil {
-		e.cur = new(Event)
-	}
-	*e.cur = ev
-	return e.observeRefKeyed(e.cur, h, keyed)
-}
-
 // ObserveRef is Observe without copying the event, for hot paths: ev is
 // read during the call only. Pass a pointer to long-lived memory (a field
 // of the caller's own state); a pointer to a local variable makes the
@@ -117,7 +104,7 @@ func (e *Evaluator) ObserveRef(ev *Event) (Cause, bool) {
 }
 
 // observeRefKeyed is ObserveRef for an event whose args' hash the caller
-// may have computed already: argsKey is argsHash(ev.Args) when argsKeyed.
+// may have computed already: argsKey is canonical.ArgsKey(ev.Args) when argsKeyed.
 func (e *Evaluator) observeRefKeyed(ev *Event, argsKey uint64, argsKeyed bool) (Cause, bool) {
 	if e.cause != nil {
 		return e.cause, true
@@ -461,7 +448,7 @@ type Result struct {
 	// (§1, §4).
 	Truncated bool
 	// EvidenceEvents describes the events of Evidence, in its order, when
-	// a replay was asked for them ([WithEvidenceEvents]); nil otherwise.
+	// a replay was asked for them (replay.WithEvidence); nil otherwise.
 	// It is for people (replay -format table) and not part of the JSON
 	// form.
 	EvidenceEvents []EvidenceEvent
@@ -580,7 +567,7 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 	}
 	var err error
 	if len(raw.Cause) > 0 && string(raw.Cause) != "null" {
-		if out.Cause, err = UnmarshalCause(raw.Cause); err != nil {
+		if out.Cause, err = unmarshalCause(raw.Cause); err != nil {
 			return err
 		}
 	}
@@ -673,7 +660,7 @@ func marshalOptionalCause(c Cause) (json.RawMessage, error) {
 	if c == nil {
 		return json.RawMessage("null"), nil
 	}
-	return MarshalCause(c)
+	return marshalCause(c)
 }
 
 // addTokens adds two token counts, saturating at the int64 limits.
@@ -696,4 +683,20 @@ func (e *Evaluator) WarningsSince(n int) []Cause {
 		return nil
 	}
 	return e.warnings[n:]
+}
+
+// EvidenceEvent describes one event of a [Result]'s Evidence for people
+// (agentstop replay -format table; package replay fills them in): its kind, tool and the start of its
+// text, so that a reader sees what made the cause without opening the log.
+type EvidenceEvent struct {
+	At   int    // the event's 1-based index, as in Evidence
+	Kind Kind   // the event's kind
+	Tool string // the tool of a tool_call or tool_result, "" for other kinds
+	// Text is the first 60 characters of the event's text (of
+	// its error when it has no text: a failed tool_result, an error
+	// event), white space folded to single spaces, cut on a character
+	// boundary. Cut says that the text went on. A log recorded without
+	// content (text_hash) has none.
+	Text string
+	Cut  bool
 }

@@ -3,43 +3,9 @@ package termination_test
 import (
 	"encoding/json"
 	"fmt"
-	"strings"
 
 	"github.com/agentstop/agentstop/termination"
 )
-
-// Replay a recorded run against a policy: the agent repeats the same search,
-// so the stall guard stops it on the third identical call.
-func ExampleReplay() {
-	policy, err := termination.ParsePolicy([]byte(`
-max_tool_calls: 10
-stall: {repeats: 3}
-text_mention: {text: TERMINATE}
-`))
-	if err != nil {
-		panic(err)
-	}
-	log := `{"kind":"input","source":"user","text":"Find the CEO of Acme. Say TERMINATE when done."}
-{"kind":"tool_call","tool":"search","args":{"q":"Acme CEO","limit":5}}
-{"kind":"tool_result","tool":"search","text":"No results."}
-{"kind":"tool_call","tool":"search","args":{"limit":5,"q":"Acme CEO"}}
-{"kind":"tool_result","tool":"search","text":"No results."}
-{"kind":"tool_call","tool":"search","args":{"q":"Acme CEO","limit":5.0}}
-{"kind":"tool_result","tool":"search","text":"No results."}
-`
-	res, err := termination.Replay(policy.Condition(), strings.NewReader(log))
-	if err != nil {
-		panic(err)
-	}
-	cause, _ := termination.MarshalCause(res.Cause)
-	fmt.Println(res.Tag(), res.Outcome)
-	fmt.Println(string(cause))
-	fmt.Println("stopped at event", res.StoppedAt, "of", res.Events)
-	// Output:
-	// stall failed
-	// {"$kind":"StallDetected","signal":"repeated_tool_call","repeats":3}
-	// stopped at event 6 of 6
-}
 
 // Evaluate a live run event by event. One Condition serves any number of
 // runs; each run gets its own Evaluator.

@@ -102,8 +102,8 @@ func TestHoldWhichLimits(t *testing.T) {
 }
 
 func causeEqual(a, b Cause) bool {
-	ja, _ := MarshalCause(a)
-	jb, _ := MarshalCause(b)
+	ja, _ := marshalCause(a)
+	jb, _ := marshalCause(b)
 	return string(ja) == string(jb)
 }
 

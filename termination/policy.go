@@ -345,3 +345,23 @@ func locate(n *yaml.Node, setting string) (string, *yaml.Node) {
 	}
 	return path, at
 }
+
+// Conditions returns the policy's top-level conditions, one per key of a
+// flat policy (and the children of a top-level any:), in the order the
+// policy file lists them; the policy stops a run when any of them fires.
+// Evaluated on its own, each says when that condition alone would have
+// fired (the backtest command's -all). An empty policy has none.
+func (p Policy) Conditions() []Condition {
+	switch c := p.Condition().(type) {
+	case anyOf:
+		out := make([]Condition, 0, len(c))
+		for _, ch := range c {
+			if ch != nil {
+				out = append(out, ch)
+			}
+		}
+		return out
+	default:
+		return []Condition{c}
+	}
+}

@@ -430,3 +430,14 @@ func TestParsePolicyAliasBomb(t *testing.T) {
 	assert.EqualError(t, err, "policy.all: must be a list of policies, got an alias (line 2)")
 	assert.Less(t, time.Since(start), 2*time.Second)
 }
+
+func TestPolicyHashIsCanonical(t *testing.T) {
+	a := MustParsePolicy("max_iterations: 8\ntree: {token_budget: {total: 8000, pressure: 0.75}}\n")
+	b := MustParsePolicy(`{"tree": {"token_budget": {"pressure": 0.75, "total": 8000}}, "max_iterations": 8}`)
+	require.Equal(t, a.Hash(), b.Hash())
+	require.True(t, strings.HasPrefix(a.Hash(), "sha256:"))
+	require.Len(t, a.Hash(), len("sha256:")+64)
+	require.NotEqual(t, a.Hash(), MustParsePolicy("max_iterations: 9").Hash())
+	// sha256 of {} for the empty policy.
+	require.Equal(t, "sha256:44136fa355b3678a1146ad16f7e8649e94fb4fc21fe77e8310c060f61caaff8a", Policy{}.Hash())
+}

@@ -85,10 +85,10 @@ func TestIdleReplayResult(t *testing.T) {
 
 func TestIdleCauseJSON(t *testing.T) {
 	c := idleOf(90 * time.Second)
-	b, err := MarshalCause(c)
+	b, err := marshalCause(c)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"$kind":"Timeout","limit":"1m30s","elapsed":"1m30s","idle":true}`, string(b))
-	back, err := UnmarshalCause(b)
+	back, err := unmarshalCause(b)
 	require.NoError(t, err)
 	assert.Equal(t, c, back)
 	assert.Equal(t, "agentstop: idle for 1m30s (limit 1m30s)", c.Error())

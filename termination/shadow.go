@@ -31,7 +31,7 @@ func (v ShadowVerdict) MarshalJSON() ([]byte, error) {
 	if v.Cause == nil {
 		return nil, errors.New("termination: shadow verdict without a cause (a policy that would not have stopped the run is null)")
 	}
-	c, err := MarshalCause(v.Cause)
+	c, err := marshalCause(v.Cause)
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +48,7 @@ func (v *ShadowVerdict) UnmarshalJSON(b []byte) error {
 	if len(raw.Cause) == 0 || string(raw.Cause) == "null" {
 		return errors.New(`shadow verdict: "cause" is missing: a verdict is {"cause": {…}, "stopped_at": K}, or null when the policy would not have stopped the run`)
 	}
-	c, err := UnmarshalCause(raw.Cause)
+	c, err := unmarshalCause(raw.Cause)
 	if err != nil {
 		return fmt.Errorf("shadow verdict: %w", err)
 	}

@@ -1,7 +1,6 @@
 package termination
 
 import (
-	"strings"
 	"testing"
 	"time"
 )
@@ -306,41 +305,4 @@ func TestSpecProbeHugeUsage(t *testing.T) {
 			events: evs(msg("a", "x").used(top/2+1, 0), msg("a", "x").used(top/2+1, 0)),
 			want:   BudgetExhausted{Resource: ResourceInputTokens, Used: float64(top), Limit: float64(top)}, at: 2},
 	})
-}
-
-// TestSpecProbeCaseSensitiveFields: JSON keys are case-sensitive, so "Text"
-// or "Kind" are unknown top-level fields (ignored, §1) and "Input_Tokens"
-// is an unknown usage key (an error), on the fast and the slow decoding
-// path alike (an escaped string sends a line down the slow path).
-func TestSpecProbeCaseSensitiveFields(t *testing.T) {
-	for _, tc := range []struct {
-		name, line string
-		want       Event
-		err        string
-	}{
-		{"Text is ignored", `{"kind":"message","text":"ok","Text":"TERMINATE"}`, Event{Kind: KindMessage, Text: "ok"}, ""},
-		{"Text is ignored on the slow path", `{"kind":"message","text":"o\u006b","Text":"TERMINATE"}`, Event{Kind: KindMessage, Text: "ok"}, ""},
-		{"Kind is ignored", `{"kind":"message","Kind":"final"}`, Event{Kind: KindMessage}, ""},
-		{"Kind alone is a missing kind", `{"Kind":"message"}`, Event{}, "missing kind"},
-		{"an escaped exact key is the key", `{"\u006bind":"final"}`, Event{Kind: KindFinal}, ""},
-		{"Usage is ignored", `{"kind":"message","Usage":{"input_tokens":7}}`, Event{Kind: KindMessage}, ""},
-		{"Input_Tokens is an unknown usage key", `{"kind":"message","usage":{"Input_Tokens":7}}`, Event{},
-			`usage: unknown key "Input_Tokens"`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := NewDecoder(strings.NewReader(tc.line + "\n")).Next()
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("err = %v, want one containing %q", err, tc.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got.Kind != tc.want.Kind || got.Text != tc.want.Text || got.Usage != tc.want.Usage {
-				t.Fatalf("got %+v, want %+v", got, tc.want)
-			}
-		})
-	}
 }

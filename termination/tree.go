@@ -22,7 +22,7 @@ import (
 // the run itself and of its ancestors, nearest first. When a tree limit
 // fires, the holder ends with the cause and its descendants with
 // Cancelled{reason: parent}. Package middleware does this live;
-// [ReplayRuns] does it over a recorded log.
+// package replay does it over a recorded log.
 
 // treeKeys are the keys a tree: mapping may hold, in the contract's order.
 var treeKeys = []string{"max_iterations", "max_tool_calls", "token_budget", "cost_budget", "timeout"}

@@ -28,3 +28,19 @@ func (e *Event) valid() bool {
 
 // finiteAmount reports whether x is a finite number >= 0 (false for NaN).
 func finiteAmount(x float64) bool { return x >= 0 && x <= math.MaxFloat64 }
+
+// checkAmounts rejects usage and cost that no model spends: negative
+// amounts (an event would give budget back) and a cost that is not finite.
+// Both [Event.Validate] and the decoder (package codec, through Validate) use it, so a replayed file and a
+// live event are rejected in the same words.
+func checkAmounts(ev *Event) error {
+	switch {
+	case ev.Usage.InputTokens < 0:
+		return fmt.Errorf("usage.input_tokens: must be >= 0, got %d", ev.Usage.InputTokens)
+	case ev.Usage.OutputTokens < 0:
+		return fmt.Errorf("usage.output_tokens: must be >= 0, got %d", ev.Usage.OutputTokens)
+	case !finiteAmount(ev.Cost):
+		return fmt.Errorf("cost: must be a finite amount >= 0, got %g", ev.Cost)
+	}
+	return nil
+}

@@ -81,7 +81,7 @@ func TestTypedNilCause(t *testing.T) {
 			assert.True(t, nilCause(typedNil))
 			assert.Equal(t, "", Tag(typedNil, func(string) bool { return true }))
 			assert.Equal(t, Outcome(0), DefaultOutcome(typedNil))
-			_, err := MarshalCause(typedNil)
+			_, err := marshalCause(typedNil)
 			assert.Error(t, err, "a typed nil has no JSON form")
 
 			fn := CauseFunc("typed_nil", func(Event, Progress) Cause { return typedNil })
@@ -113,27 +113,4 @@ func TestTypedNilCause(t *testing.T) {
 	}
 	assert.False(t, nilCause(Custom{}))
 	assert.False(t, nilCause(&parked{}))
-}
-
-// A live event and a replayed line with the same bad amount are rejected in
-// the same words: Event.Validate and the decoder share checkAmounts.
-func TestValidateAndDecodeWordAmountsAlike(t *testing.T) {
-	for _, tc := range []struct{ name, line string }{
-		{"negative input tokens", `{"kind":"message","usage":{"input_tokens":-5}}`},
-		{"negative output tokens", `{"kind":"message","usage":{"output_tokens":-1}}`},
-		{"negative cost", `{"kind":"message","cost":-0.5}`},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var want string
-			for _, b := range badEvents {
-				if b.name == tc.name {
-					want = b.want
-				}
-			}
-			require.NotEmpty(t, want)
-			_, err := DecodeEvent([]byte(tc.line))
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), want)
-		})
-	}
 }

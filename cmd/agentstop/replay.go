@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentstop/agentstop/codec"
+	"github.com/agentstop/agentstop/replay"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -166,15 +168,15 @@ func runReplay(args []string, sio stdio) int {
 	if multi {
 		return replayRuns(sio, policy, nil, file, in, name, runsOutput{*stage, *lenient, table, failOn})
 	}
-	var opts []termination.ReplayOption
+	var opts []replay.Option
 	if *lenient {
-		opts = append(opts, termination.WithLenient())
+		opts = append(opts, replay.WithLenient())
 	}
 	if table {
-		opts = append(opts, termination.WithEvidenceEvents())
+		opts = append(opts, replay.WithEvidence())
 	}
-	res, err := termination.ReplayWith(policy.Condition(), in, opts...)
-	if errors.Is(err, termination.ErrTruncated) {
+	res, err := replay.Log(policy.Condition(), in, opts...)
+	if errors.Is(err, codec.ErrTruncated) {
 		return fail("%s: %v; -lenient evaluates the events before it", name, err)
 	}
 	if err != nil {

@@ -10,7 +10,9 @@ import (
 	"os"
 	"slices"
 
+	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/internal/human"
+	"github.com/agentstop/agentstop/replay"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -30,7 +32,7 @@ func peekRuns(in io.Reader, p termination.Policy) (io.Reader, bool) {
 		head.Write(line)
 		b := bytes.TrimSpace(bytes.TrimPrefix(line, []byte("\xef\xbb\xbf")))
 		if len(b) > 0 {
-			ev, derr := termination.DecodeEvent(b)
+			ev, derr := codec.DecodeEvent(b)
 			// A recorded log (its first line names its stage) is read as
 			// runs too, so that its end records count (§4).
 			return io.MultiReader(&head, br), derr == nil && (ev.Run != "" || ev.Stage != "")
@@ -42,9 +44,9 @@ func peekRuns(in io.Reader, p termination.Policy) (io.Reader, bool) {
 }
 
 // replayRuns replays a log of many runs one line at a time
-// (termination.RunsReplay) and prints one result per run, one JSON object
+// (replay.Runner) and prints one result per run, one JSON object
 // per line, in the order the runs ended. It reads the log twice: a first
-// pass finds each run's last line (termination.IndexRuns), the second
+// pass finds each run's last line (codec.IndexRuns), the second
 // decodes and evaluates each line as it comes, so memory holds the live
 // runs' state and the results, never the events. A log that cannot be read
 // twice (stdin, a pipe) is first copied to a temporary file. The results
@@ -65,45 +67,28 @@ func replayRuns(sio stdio, p *termination.Policy, stages *stagePolicies, f *os.F
 		return fail("%s: %v", name, err)
 	}
 	defer cleanup()
-	idx := termination.IndexRuns(log)
+	idx := codec.IndexRuns(log)
 	if _, err := log.Seek(0, io.SeekStart); err != nil {
 		return fail("%s: cannot read the events again: %v", name, pathErrorText(err))
 	}
-	var (
-		results   []termination.Result
-		truncated bool
-	)
-	opts := []termination.ReplayOption{termination.ReplayStage(o.stage), termination.ReplayIndex(&idx)}
+	opts := []replay.Option{replay.WithStage(o.stage), replay.WithIndex(&idx)}
 	if stages != nil {
-		opts = append(opts, termination.ReplayPolicies(stages.of))
+		opts = append(opts, replay.WithPolicies(stages.of))
 	}
 	if o.table {
-		opts = append(opts, termination.WithEvidenceEvents())
+		opts = append(opts, replay.WithEvidence())
 	}
-	rp := termination.NewRunsReplay(p, opts...)
-	dec := termination.NewDecoder(log)
-	for {
-		e, err := dec.NextEntry()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if o.lenient && errors.Is(err, termination.ErrTruncated) {
-			truncated = true
-			break
-		}
-		if errors.Is(err, termination.ErrTruncated) {
-			return fail("%s: %v; -lenient evaluates the events before it", name, err)
-		}
-		if err != nil {
-			return fail("%s: %v", name, err)
-		}
-		if rec := e.Record; rec != nil {
-			results = append(results, rp.Record(rec, idx.IsLast(rec.Run, dec.Line()))...)
-			continue
-		}
-		results = append(results, rp.Line(&e.Event, idx.IsLast(e.Event.Run, dec.Line()))...)
+	if o.lenient {
+		opts = append(opts, replay.WithLenient())
 	}
-	results = append(results, rp.End()...)
+	rp := replay.NewRunner(p, opts...)
+	results, truncated, err := rp.Log(log)
+	if errors.Is(err, codec.ErrTruncated) {
+		return fail("%s: %v; -lenient evaluates the events before it", name, err)
+	}
+	if err != nil {
+		return fail("%s: %v", name, err)
+	}
 	if left := rp.LeftOut(); len(left) > 0 {
 		fmt.Fprintf(sio.err, "agentstop replay: %s\n", leftOutLine(left))
 		if len(results) == 0 {

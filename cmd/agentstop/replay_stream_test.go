@@ -13,11 +13,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentstop/agentstop/codec"
+	"github.com/agentstop/agentstop/replay"
 	"github.com/agentstop/agentstop/termination"
 )
 
 // wholeLogReplay is how replay printed a log of many runs before it
-// streamed: every event decoded and held, then termination.ReplayRuns over
+// streamed: every event decoded and held, then replay.Runs over
 // them all.
 func wholeLogReplay(t *testing.T, policyPath string, log []byte, stage string, lenient bool) string {
 	t.Helper()
@@ -27,13 +29,13 @@ func wholeLogReplay(t *testing.T, policyPath string, log []byte, stage string, l
 		events    []termination.Event
 		truncated bool
 	)
-	dec := termination.NewDecoder(bytes.NewReader(log))
+	dec := codec.NewDecoder(bytes.NewReader(log))
 	for {
 		ev, err := dec.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		if lenient && errors.Is(err, termination.ErrTruncated) {
+		if lenient && errors.Is(err, codec.ErrTruncated) {
 			truncated = true
 			break
 		}
@@ -41,7 +43,7 @@ func wholeLogReplay(t *testing.T, policyPath string, log []byte, stage string, l
 		events = append(events, ev)
 	}
 	var out bytes.Buffer
-	for _, res := range termination.ReplayRuns(&p, events, termination.ReplayStage(stage)) {
+	for _, res := range replay.Runs(&p, events, replay.WithStage(stage)) {
 		res.Truncated = truncated && len(res.Fired) == 0 // §4: only the runs that reached the cut line
 		b, err := json.Marshal(res)
 		require.NoError(t, err)

@@ -18,7 +18,7 @@ import (
 // stopped ("stopped_at of events"), the evidence events (index, kind,
 // tool, the first 60 characters of text) and the warnings. Money is
 // rounded to 6 significant digits (human.Money). The results were asked
-// with termination.WithEvidenceEvents, so that each evidence event is
+// with replay.WithEvidence, so that each evidence event is
 // described.
 func writeReplayTable(w io.Writer, results []termination.Result) error {
 	var buf bytes.Buffer

@@ -11,8 +11,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/internal/testutil"
 	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/replay"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -65,7 +67,7 @@ func replayWith(t *testing.T, dir, pdir string) ([]termination.Result, map[strin
 	f, err := os.Open(filepath.Join(dir, "events.jsonl"))
 	require.NoError(t, err)
 	defer f.Close()
-	return testutil.ReplayLog(t, f, nil, termination.ReplayPolicies(func(s string) (*termination.Policy, bool) {
+	return testutil.ReplayLog(t, f, nil, replay.WithPolicies(func(s string) (*termination.Policy, bool) {
 		p, ok := pols[s]
 		return p, ok
 	}))
@@ -112,8 +114,8 @@ func TestRecordReplaysAsLive(t *testing.T) {
 			plj, _ := json.Marshal(live.ends[res.Parent])
 			t.Logf("live %s\nreplay %s\nparent live %s\nparent replay %s", lj, rj, plj, pj)
 		}
-		wantCause, _ := termination.MarshalCause(want.Cause)
-		gotCause, _ := termination.MarshalCause(res.Cause)
+		wantCause, _ := codec.MarshalCause(want.Cause)
+		gotCause, _ := codec.MarshalCause(res.Cause)
 		require.JSONEq(t, string(wantCause), string(gotCause), "run %s (%s): cause", res.Run, res.Stage)
 		require.Equal(t, want.StoppedAt, res.StoppedAt, "run %s (%s): stopped_at", res.Run, res.Stage)
 		require.Equal(t, want.Events, res.Events, "run %s (%s): events", res.Run, res.Stage)
@@ -152,8 +154,8 @@ func checkShadowVerdicts(t *testing.T, dir string, live map[string]termination.R
 			}
 			stopped++
 			require.False(t, res.FromRecord, "run %s (%s): shadow %s stopped it live at %d, replay gives the recorded end", res.Run, res.Stage, n.Name(), v.StoppedAt)
-			wantCause, _ := termination.MarshalCause(v.Cause)
-			gotCause, _ := termination.MarshalCause(res.Cause)
+			wantCause, _ := codec.MarshalCause(v.Cause)
+			gotCause, _ := codec.MarshalCause(res.Cause)
 			require.JSONEq(t, string(wantCause), string(gotCause), "run %s (%s): shadow %s cause", res.Run, res.Stage, n.Name())
 			require.Equal(t, v.StoppedAt, res.StoppedAt, "run %s (%s): shadow %s stopped_at", res.Run, res.Stage, n.Name())
 		}

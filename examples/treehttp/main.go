@@ -50,6 +50,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/redisfleet"
 	"github.com/agentstop/agentstop/middleware"
@@ -162,7 +163,7 @@ func (r report) print(w io.Writer) {
 }
 
 func describe(c termination.Cause) string {
-	b, err := termination.MarshalCause(c)
+	b, err := codec.MarshalCause(c)
 	if err != nil {
 		return termination.Tag(c, nil)
 	}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
 	"github.com/agentstop/agentstop/tree"
 
@@ -76,7 +77,7 @@ func childMain() int {
 				run.Finish(nil) // the run ends when stopped: it leaves the fleet
 			}
 			c, _ := run.Cause()
-			b, _ := termination.MarshalCause(c)
+			b, _ := codec.MarshalCause(c)
 			out.println("ended", name, string(b))
 		}()
 	}
@@ -94,7 +95,7 @@ func childMain() int {
 	}
 	trees := map[string]tree.Member{}
 	causeJSON := func(c termination.Cause) string {
-		b, _ := termination.MarshalCause(c)
+		b, _ := codec.MarshalCause(c)
 		return string(b)
 	}
 	in := bufio.NewScanner(os.Stdin)
@@ -414,7 +415,7 @@ func (c *child) ended(name string, timeout time.Duration) termination.Cause {
 	c.t.Helper()
 	l := c.expect("ended "+name+" ", timeout)
 	js := strings.SplitN(l, " ", 3)[2]
-	cause, err := termination.UnmarshalCause(json.RawMessage(js))
+	cause, err := codec.UnmarshalCause(json.RawMessage(js))
 	if err != nil {
 		c.t.Fatalf("child %d: cause %s: %v", c.pid, js, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/termination"
 	"github.com/agentstop/agentstop/tree"
@@ -391,7 +392,7 @@ func (m *treeMember) Warn(c termination.Cause) {
 	if m.sh == nil || !m.holding || c == nil {
 		return
 	}
-	js, err := termination.MarshalCause(c)
+	js, err := codec.MarshalCause(c)
 	if err != nil {
 		m.f.metrics.Error(fleet.OpInternal)
 		return
@@ -493,7 +494,7 @@ func (f *Fleet) treeWarned(esc, js string) {
 	if len(hit) == 0 {
 		return
 	}
-	c, err := termination.UnmarshalCause([]byte(js))
+	c, err := codec.UnmarshalCause([]byte(js))
 	if err != nil {
 		f.metrics.Error(fleet.OpInternal)
 		return

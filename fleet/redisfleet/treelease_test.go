@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
+	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
 	"github.com/agentstop/agentstop/middleware"
@@ -504,7 +505,7 @@ func TestTreeOvershootBound(t *testing.T) {
 // causeOf decodes the cause JSON a child printed.
 func causeOf(t *testing.T, js string) termination.Cause {
 	t.Helper()
-	c, err := termination.UnmarshalCause([]byte(js))
+	c, err := codec.UnmarshalCause([]byte(js))
 	if err != nil {
 		t.Fatalf("cause %s: %v", js, err)
 	}

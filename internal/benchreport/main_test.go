@@ -264,7 +264,7 @@ func TestRun(t *testing.T) {
 	if code := run([]string{"-in", "testdata/bench.txt", "-strict"}, nil, &out, &errOut); code != 1 {
 		t.Errorf("-strict: exit %d, want 1", code)
 	}
-	if !strings.Contains(out.String(), "termination   BenchmarkReplay") {
+	if !strings.Contains(out.String(), "replay        BenchmarkReplay") {
 		t.Errorf("no echoed result line:\n%s", out.String())
 	}
 

@@ -20,7 +20,9 @@ import (
 
 	"go.opentelemetry.io/otel"
 
+	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/replay"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -159,7 +161,7 @@ func DecodeFile(t testing.TB, path string) []termination.Event {
 	}
 	defer f.Close()
 	var out []termination.Event
-	dec := termination.NewDecoder(f)
+	dec := codec.NewDecoder(f)
 	for {
 		ev, err := dec.Next()
 		if errors.Is(err, io.EOF) {
@@ -174,31 +176,19 @@ func DecodeFile(t testing.TB, path string) []termination.Event {
 
 // ReplayLog replays a recorded log of many runs (events, end and raise
 // records) as agentstop replay does: a first pass finds each run's last
-// line (termination.IndexRuns), the second hands every line to a
-// termination.RunsReplay with p (nil: the policies opts give). It returns
-// the results in the order the runs ended, and the runs left out by stage.
-func ReplayLog(t testing.TB, log io.ReadSeeker, p *termination.Policy, opts ...termination.ReplayOption) ([]termination.Result, map[string]int) {
+// line (codec.IndexRuns), the second hands every line to a replay.Runner
+// with p (nil: the policies opts give). It returns the results in the
+// order the runs ended, and the runs left out by stage.
+func ReplayLog(t testing.TB, log io.ReadSeeker, p *termination.Policy, opts ...replay.Option) ([]termination.Result, map[string]int) {
 	t.Helper()
-	idx := termination.IndexRuns(log)
+	idx := codec.IndexRuns(log)
 	if _, err := log.Seek(0, io.SeekStart); err != nil {
 		t.Fatal(err)
 	}
-	rp := termination.NewRunsReplay(p, append(opts, termination.ReplayIndex(&idx))...)
-	dec := termination.NewDecoder(log)
-	var out []termination.Result
-	for {
-		e, err := dec.NextEntry()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if e.Record != nil {
-			out = append(out, rp.Record(e.Record, idx.IsLast(e.Record.Run, dec.Line()))...)
-			continue
-		}
-		out = append(out, rp.Line(&e.Event, idx.IsLast(e.Event.Run, dec.Line()))...)
+	rp := replay.NewRunner(p, append(opts, replay.WithIndex(&idx))...)
+	out, _, err := rp.Log(log)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return append(out, rp.End()...), rp.LeftOut()
+	return out, rp.LeftOut()
 }

@@ -1,0 +1,390 @@
+package canonical
+
+import (
+	"bytes"
+	"encoding/json"
+	"hash/maphash"
+	"math"
+	"strconv"
+	"sync"
+	"unicode/utf8"
+	"unsafe"
+
+	"github.com/agentstop/agentstop/internal/jsonscan"
+)
+
+// ArgsKey returns a 64-bit key of JSON tool arguments that is the same for
+// canonically equal documents: two documents that are equal once decoded by
+// encoding/json hash the same. Object key order, whitespace and string
+// escapes do not matter, invalid UTF-8 reads as U+FFFD, numbers compare by
+// value and a duplicated key keeps its last value. The common case allocates
+// nothing, because it runs on every tool_call; documents with duplicate keys,
+// more than maxMembers keys in one object or deeper than maxDepth take a slow
+// path through encoding/json. Empty args hash like null. Bytes that are not
+// valid JSON hash as their trimmed text, so two identical invalid payloads
+// still compare equal. Stall detection compares tool calls with it. The
+// key is seeded per process: compare keys within one process only, never
+// store them (the args_hash of a log is ArgsHash).
+func ArgsKey(b []byte) uint64 {
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		return hashNull
+	}
+	p := canonParser{Scanner: jsonscan.Scanner{Data: b}}
+	h, ok := p.value(0)
+	if ok {
+		p.SkipSpace()
+		ok = p.Pos == len(p.Data)
+	}
+	if !ok {
+		return slowHash(b, p.slow)
+	}
+	return h
+}
+
+// slowHash hashes what the fast path could not: through encoding/json if
+// the document may be valid JSON (slow), else as its text. It has a frame
+// of its own, so that ArgsKey's stays small.
+//
+//go:noinline
+func slowHash(b []byte, slow bool) uint64 {
+	if slow {
+		var v any
+		if err := json.Unmarshal(b, &v); err == nil {
+			return hashValue(v)
+		}
+	}
+	return mix(hashInvalid ^ fnv(fnvOffset, b))
+}
+
+// hashValue hashes a value decoded by encoding/json exactly as canonParser
+// hashes its text.
+func hashValue(v any) uint64 {
+	switch v := v.(type) {
+	case nil:
+		return hashNull
+	case bool:
+		if v {
+			return hashTrue
+		}
+		return hashFalse
+	case float64:
+		return hashFloat(v)
+	case string:
+		return hashStringValue(v)
+	case []any:
+		h := uint64(hashArray)
+		if len(v) == 0 {
+			return mix(h)
+		}
+		for _, e := range v {
+			h = mix(h*31 ^ hashValue(e))
+		}
+		return mix(h ^ 0x7f)
+	case map[string]any:
+		if len(v) == 0 {
+			return mix(hashObject)
+		}
+		var sum uint64
+		for k, e := range v {
+			sum += member(hashStringValue(k), hashValue(e))
+		}
+		return mix(hashObject ^ sum ^ mix(uint64(len(v))))
+	}
+	return hashInvalid // not produced by json.Unmarshal into any
+}
+
+// hashStringValue hashes a string: maphash output is already well mixed,
+// so the type tag is xored in without another round.
+func hashStringValue(s string) uint64 {
+	return maphash.String(strSeed, s) ^ hashString
+}
+
+func hashFloat(f float64) uint64 {
+	if f == 0 {
+		f = 0 // -0 == 0
+	}
+	return mix(hashNumber ^ math.Float64bits(f))
+}
+
+// member combines an object member's key and value hashes (both already
+// mixed) in one round. Members combine by addition, so their order does
+// not matter.
+func member(k, v uint64) uint64 { return mix(k*31 ^ v ^ 0x51) }
+
+const (
+	fnvOffset   = 14695981039346656037
+	fnvPrime    = 1099511628211
+	hashNull    = 0x9e3779b97f4a7c15
+	hashTrue    = 0xbf58476d1ce4e5b9
+	hashFalse   = 0x94d049bb133111eb
+	hashObject  = 0x2545f4914f6cdd1d
+	hashArray   = 0x27d4eb2f165667c5
+	hashString  = 0x165667b19e3779f9
+	hashNumber  = 0x85ebca77c2b2ae63
+	hashInvalid = 0xc2b2ae3d27d4eb4f
+	// maxDepth is how deep the fast path recurses; deeper documents take
+	// the slow path. It keeps the stack of the goroutine that evaluates a
+	// run small (each level holds maxMembers key hashes) and lets the fuzz
+	// target reach the slow path with short inputs.
+	maxDepth = 64
+	// maxMembers is how many keys of one object the fast path checks for
+	// duplicates; larger objects take the slow path. (It bounds the
+	// rescans of dupKey.)
+	maxMembers = 32
+)
+
+func mix(x uint64) uint64 { // splitmix64 finalizer
+	x ^= x >> 30
+	x *= 0xbf58476d1ce4e5b9
+	x ^= x >> 27
+	x *= 0x94d049bb133111eb
+	x ^= x >> 31
+	return x
+}
+
+func fnv(h uint64, b []byte) uint64 {
+	for _, c := range b {
+		h ^= uint64(c)
+		h *= fnvPrime
+	}
+	return h
+}
+
+// canonParser hashes a JSON document as it reads it, with jsonscan's
+// lexer (shared with the fast event decoder).
+type canonParser struct {
+	jsonscan.Scanner
+	// slow is set when the document may be valid JSON that the fast path
+	// cannot hash canonically (duplicate keys, too many keys, too deep).
+	slow bool
+	// buf, when set, is where strings with escapes are decoded, in one
+	// pass (replay's decoder lends its scratch buffer); without it they
+	// are decoded into a pooled buffer.
+	buf *[]byte
+}
+
+func (p *canonParser) value(depth int) (uint64, bool) {
+	if depth > maxDepth {
+		p.slow = true
+		return 0, false
+	}
+	p.SkipSpace()
+	switch c := p.Peek(); {
+	case c == '{':
+		return p.object(depth)
+	case c == '[':
+		return p.array(depth)
+	case c == '"':
+		return p.str()
+	case c == 't':
+		return hashTrue, p.Literal("true")
+	case c == 'f':
+		return hashFalse, p.Literal("false")
+	case c == 'n':
+		return hashNull, p.Literal("null")
+	}
+	return p.number()
+}
+
+func (p *canonParser) object(depth int) (uint64, bool) {
+	p.Pos++ // {
+	var sum uint64
+	n := uint64(0)
+	// seen is a 128-bit filter of the key hashes read so far: a key whose
+	// bit is set may be a duplicate, which dupKey settles by reading the
+	// earlier keys again. The frame stays small at every depth (an array
+	// of the keys would be 256 bytes a level on the stack of the goroutine
+	// that evaluates a run).
+	var seen [2]uint64
+	p.SkipSpace()
+	if p.Peek() == '}' {
+		p.Pos++
+		return mix(hashObject), true
+	}
+	members := p.Pos
+	for {
+		p.SkipSpace()
+		at := p.Pos
+		k, ok := p.str()
+		if !ok {
+			return 0, false
+		}
+		p.SkipSpace()
+		if p.Peek() != ':' {
+			return 0, false
+		}
+		p.Pos++
+		if n == maxMembers {
+			p.slow = true
+			return 0, false
+		}
+		if bit := uint64(1) << (k & 63); seen[k>>6&1]&bit != 0 {
+			if p.dupKey(members, at, k) { // a duplicate key (or a hash collision): last one wins
+				p.slow = true
+				return 0, false
+			}
+		} else {
+			seen[k>>6&1] |= bit
+		}
+		v, ok := p.value(depth + 1)
+		if !ok {
+			return 0, false
+		}
+		sum += member(k, v)
+		n++
+		p.SkipSpace()
+		switch p.Peek() {
+		case ',':
+			p.Pos++
+		case '}':
+			p.Pos++
+			return mix(hashObject ^ sum ^ mix(n)), true
+		default:
+			return 0, false
+		}
+	}
+}
+
+// dupKey reports whether one of the members of an object that lie in
+// Data[from:to] (already read: valid) has a key that hashes to k.
+//
+//go:noinline
+func (p *canonParser) dupKey(from, to int, k uint64) bool {
+	q := canonParser{Scanner: jsonscan.Scanner{Data: p.Data[:to], Pos: from}}
+	for {
+		q.SkipSpace()
+		if q.Pos >= to {
+			return false
+		}
+		h, ok := q.str()
+		if !ok {
+			return false
+		}
+		if h == k {
+			return true
+		}
+		q.SkipSpace()
+		q.Pos++ // :
+		q.SkipSpace()
+		if !q.Skip(0, maxDepth) {
+			return false
+		}
+		q.SkipSpace()
+		q.Pos++ // ,
+	}
+}
+
+func (p *canonParser) array(depth int) (uint64, bool) {
+	p.Pos++ // [
+	h := uint64(hashArray)
+	p.SkipSpace()
+	if p.Peek() == ']' {
+		p.Pos++
+		return mix(h), true
+	}
+	for {
+		v, ok := p.value(depth + 1)
+		if !ok {
+			return 0, false
+		}
+		h = mix(h*31 ^ v)
+		p.SkipSpace()
+		switch p.Peek() {
+		case ',':
+			p.Pos++
+		case ']':
+			p.Pos++
+			return mix(h ^ 0x7f), true
+		default:
+			return 0, false
+		}
+	}
+}
+
+// str hashes the decoded string at the cursor, so "\u0041" and "A" are
+// equal: the hash of the bytes encoding/json would decode.
+func (p *canonParser) str() (uint64, bool) {
+	if p.buf != nil {
+		b, copied, ok := p.DecodeString((*p.buf)[:0])
+		if !ok {
+			return 0, false
+		}
+		if copied {
+			*p.buf = b
+		}
+		return maphash.Bytes(strSeed, b) ^ hashString, true
+	}
+	start, simple, ascii := p.String()
+	if start < 0 {
+		return 0, false
+	}
+	raw := p.Data[start+1 : p.Pos-1]
+	if simple && (ascii || utf8.Valid(raw)) {
+		// The common case: the string decodes to its own bytes.
+		return maphash.Bytes(strSeed, raw) ^ hashString, true
+	}
+	return hashEscaped(p.Data[start:p.Pos]), true
+}
+
+// hashEscaped hashes the string token tok (quotes included, validated by
+// String) that has escapes or invalid UTF-8: it decodes it into a pooled
+// buffer and hashes that, as maphash.Bytes of the decoded string. The
+// buffer comes from a pool: this runs deep in the recursion, on the stack
+// of the goroutine that evaluates a run, which stays small.
+func hashEscaped(tok []byte) uint64 {
+	buf := unquoteBuffers.Get().(*[]byte)
+	d := jsonscan.Scanner{Data: tok}
+	b, _, _ := d.DecodeString((*buf)[:0])
+	sum := maphash.Bytes(strSeed, b)
+	if cap(b) <= maxPooledUnquote {
+		*buf = b
+		unquoteBuffers.Put(buf)
+	}
+	return sum ^ hashString
+}
+
+// maxPooledUnquote bounds the buffers hashEscaped keeps for reuse: an
+// unusually long string does not stay in memory.
+const maxPooledUnquote = 64 << 10
+
+var unquoteBuffers = sync.Pool{New: func() any { return new([]byte) }}
+
+// number hashes the number at the cursor by value, so 1, 1.0 and 1e0 are
+// equal.
+func (p *canonParser) number() (uint64, bool) {
+	start := p.Pos
+	if !p.Number() {
+		return 0, false
+	}
+	num := p.Data[start:p.Pos]
+	// A plain integer of at most 15 digits is exact in a float64: the
+	// common case of tool arguments, without strconv.
+	if n, ok := jsonscan.Int(num, 15); ok {
+		return hashFloat(float64(n)), true
+	}
+	// The string aliases the args bytes only for the duration of the call.
+	f, err := strconv.ParseFloat(unsafe.String(unsafe.SliceData(num), len(num)), 64)
+	if err != nil { // out of range: encoding/json rejects it too
+		return 0, false
+	}
+	return hashFloat(f), true
+}
+
+// strSeed seeds string hashes; fingerprints only need to agree within one
+// process.
+var strSeed = maphash.MakeSeed()
+
+// Value hashes the JSON value at s's cursor as ArgsKey hashes a
+// document, reading it with s's lexer (the fast event decoder lends its
+// cursor and its scratch buffer buf, where strings with escapes are
+// decoded; nil for a pooled one). It returns the hash and the position
+// after the value; ok is false when the fast path cannot hash it (the
+// caller then hashes the decoded args with ArgsKey).
+func Value(s jsonscan.Scanner, buf *[]byte) (h uint64, end int, ok bool) {
+	c := canonParser{Scanner: s, buf: buf}
+	if h, ok = c.value(0); !ok {
+		return 0, 0, false
+	}
+	return h, c.Pos, true
+}

@@ -1,0 +1,15 @@
+// Package replay evaluates recorded runs as they ran live (contract §4,
+// §8): a log of one run ([Log], or [Events] for events already decoded),
+// a log of many runs with their trees, end and raise records ([Runs], and
+// a [Runner] for a log too large to hold, fed one line at a time or with
+// [Runner.Log]). Events are evaluated by termination's Evaluator on the
+// events' clock, exactly as a live stage evaluates them; what replay adds
+// is the driving: the runs of a log, their parents and descendants, tree
+// limits and their timeouts, holds and raises, recorded ends, and the
+// description of each result's evidence for people ([WithEvidence]).
+//
+// It owns the replay loops and nothing else: reading the bytes is package
+// codec's (replay imports codec and termination, nothing else of the
+// module), and the evaluation is termination's. The agentstop replay and
+// backtest commands call it.
+package replay

@@ -1,0 +1,165 @@
+package replay
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentstop/agentstop/termination"
+)
+
+// evidencePolicies cover every check that keeps event indices for its
+// evidence (heldEvents): stall windows, cycles, results and plateaus,
+// error streaks and totals, a final past an iteration limit, a grace stop,
+// and all:.
+var evidencePolicies = []string{
+	`stall: {repeats: 3, window: 8}`,
+	`stall: {repeats: 3, window: 40}`,
+	`stall: {cycle: 2}`,
+	`stall: {repeats: 3, same_result: true}`,
+	`stall: {repeats: 3, token_tolerance: 0.05}`,
+	`errors: {consecutive: 3}`,
+	`errors: {total: 7}`,
+	`max_iterations: 6`,
+	`token_budget: {total: 30000, pressure: 0.5, grace: 3}`,
+	`all: [{errors: {total: 3}}, {stall: {repeats: 3, window: 30}}, {max_tool_calls: 20}]`,
+}
+
+// randomEvents is a random stream of a loop that repeats itself now and
+// then: few tools, args and texts, some failures, long and multi-byte
+// texts.
+func randomEvents(rng *rand.Rand, n int) []termination.Event {
+	texts := []string{"", "ok", "same answer", "déjà vu — " + strings.Repeat("é", 70), "line one\n\tline two", strings.Repeat("word ", 30)}
+	kinds := []termination.Kind{termination.KindMessage, termination.KindToolCall, termination.KindToolCall, termination.KindToolResult, termination.KindToolResult, termination.KindError, termination.KindFinal}
+	out := make([]termination.Event, n)
+	for i := range out {
+		ev := termination.Event{Kind: kinds[rng.IntN(len(kinds))], Text: texts[rng.IntN(len(texts))]}
+		switch ev.Kind {
+		case termination.KindToolCall:
+			ev.Tool = []string{"search", "fetch"}[rng.IntN(2)]
+			ev.Args = json.RawMessage(fmt.Sprintf(`{"q":%d}`, rng.IntN(2)))
+		case termination.KindToolResult:
+			ev.Tool = []string{"search", "fetch"}[rng.IntN(2)]
+			if rng.IntN(3) == 0 {
+				ev.Err = "timed out"
+			}
+		case termination.KindMessage, termination.KindFinal:
+			ev.Usage = termination.Usage{InputTokens: int64(100 + rng.IntN(3)), OutputTokens: 10}
+		}
+		out[i] = ev
+	}
+	return out
+}
+
+// checkNotes asserts that res describes each event of its evidence, from
+// events (the run's own, in order).
+func checkNotes(t *testing.T, res termination.Result, events []termination.Event, msg string) {
+	t.Helper()
+	require.Len(t, res.EvidenceEvents, len(res.Evidence), msg)
+	for i, at := range res.Evidence {
+		x, ev := res.EvidenceEvents[i], events[at-1]
+		text := ev.Text
+		if strings.TrimSpace(text) == "" {
+			text = ev.ErrorText()
+		}
+		want, cut := textStart(text, evidenceTextLen)
+		assert.Equal(t, termination.EvidenceEvent{At: at, Kind: ev.Kind, Tool: ev.Tool, Text: want, Cut: cut}, x, msg)
+	}
+}
+
+// TestEvidenceEventsDescribeEvidence: over random streams and every policy
+// whose evidence names held events, a replay with WithEvidence
+// describes each event of each result's evidence (one run, and many runs
+// interleaved), while pruning its notes as it goes.
+func TestEvidenceEventsDescribeEvidence(t *testing.T) {
+	rng := rand.New(rand.NewPCG(7, 11))
+	stopped := 0
+	for _, src := range evidencePolicies {
+		p := termination.MustParsePolicy(src)
+		for trial := range 30 {
+			events := randomEvents(rng, 50+rng.IntN(600))
+			var log bytes.Buffer
+			for _, ev := range events {
+				b, err := json.Marshal(ev)
+				require.NoError(t, err)
+				log.Write(append(b, '\n'))
+			}
+			data := log.Bytes()
+			res, err := Log(p.Condition(), bytes.NewReader(data), WithEvidence())
+			require.NoError(t, err)
+			msg := fmt.Sprintf("%s trial %d: %v", src, trial, res.Cause)
+			checkNotes(t, res, events, msg)
+			if len(res.Evidence) > 1 {
+				stopped++
+			}
+			plain, err := Log(p.Condition(), bytes.NewReader(data))
+			require.NoError(t, err)
+			assert.Nil(t, plain.EvidenceEvents, msg)
+
+			// The same events spread over three runs.
+			byRun := map[string][]termination.Event{}
+			for i := range events {
+				events[i].Run = fmt.Sprint("r", rng.IntN(3))
+				byRun[events[i].Run] = append(byRun[events[i].Run], events[i])
+			}
+			for _, res := range Runs(&p, events, WithEvidence()) {
+				checkNotes(t, res, byRun[res.Run], msg+" run "+res.Run)
+			}
+		}
+	}
+	assert.Greater(t, stopped, 50, "the streams must stop with evidence of several events")
+}
+
+// TestEvidenceNotesBounded: the notes of a long run hold the events the
+// conditions hold, not the run: a 20000-event loop keeps at most a prune's
+// worth.
+func TestEvidenceNotesBounded(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	e := termination.NewEvaluator(termination.MustParsePolicy(`{stall: {repeats: 8, window: 8}, errors: {consecutive: 100}}`).Condition(), termination.EventClock)
+	var n evidenceNotes
+	most := 0
+	for i := range 20000 {
+		ev := termination.Event{Kind: termination.KindToolCall, Tool: "t", Args: json.RawMessage(fmt.Sprintf(`{"i":%d}`, i)), Text: strings.Repeat("x", 500)}
+		if rng.IntN(2) == 0 {
+			ev = termination.Event{Kind: termination.KindMessage, Text: fmt.Sprint("m", i)}
+		}
+		_, stop := e.Observe(ev)
+		require.False(t, stop)
+		n.note(e, &ev)
+		most = max(most, len(n.notes))
+	}
+	assert.LessOrEqual(t, most, minNotes+1)
+	for _, x := range n.notes {
+		assert.LessOrEqual(t, len(x.Text), evidenceTextLen)
+	}
+}
+
+// TestTextStart: the start of a text is cut on a character boundary, with
+// white space folded.
+func TestTextStart(t *testing.T) {
+	for _, tc := range []struct {
+		in, want string
+		n        int
+		cut      bool
+	}{
+		{"", "", 5, false},
+		{"  hello  ", "hello", 5, false},
+		{"hello world", "hello", 5, true},
+		{"hello world", "hello", 6, true},
+		{"hello world", "hello w", 7, true},
+		{"a\n\tb", "a b", 5, false},
+		{"éééééé", "ééééé", 5, true},
+		{"日本語のテキスト", "日本語", 3, true},
+		{"ok\xffok", "ok\uFFFDok", 10, false},
+	} {
+		got, cut := textStart(tc.in, tc.n)
+		assert.Equal(t, tc.want, got, tc.in)
+		assert.Equal(t, tc.cut, cut, tc.in)
+	}
+}
