@@ -26,7 +26,7 @@ type Raiser interface {
 // RaiseRequest asks a fleet to raise one held run.
 type RaiseRequest struct {
 	RunID  string             // required: the held run
-	Limits termination.Limits // the amounts (termination.ValidateRaise)
+	Limits termination.Limits // the amounts (termination.Limits.ValidateRaise)
 	By     string             // who raised it; default DefaultBy()
 	Wait   time.Duration      // how long to wait for the confirmation; 0: DefaultStopWait
 }

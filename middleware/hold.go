@@ -38,7 +38,7 @@ func WithHold(timeout time.Duration) Option {
 // Raise raises the limits of a run held at a limit (§3 hold) by l's
 // amounts — the run's own limits, or its tree holder's when a tree limit
 // holds it, which releases every held run of the tree — and the run goes
-// on. Amounts are positive (termination.ValidateRaise); a tool_calls
+// on. Amounts are positive (termination.Limits.ValidateRaise); a tool_calls
 // amount also raises per-tool limits. A raise for a run that is not held
 // (never was, was raised already, or has ended) changes nothing and
 // returns an error wrapping termination.ErrNotHeld.
