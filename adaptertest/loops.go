@@ -23,9 +23,9 @@ type Loop func(ctx context.Context, run *middleware.Run, s *Server, prompt strin
 // server of the API whose model would call a tool forever, ends as
 // Cancelled{external} without a request to the model. It returns an error
 // naming what is wrong.
-func (api API) CheckStopCancelsLoop(t testing.TB, loop Loop) error {
+func (a API) CheckStopCancelsLoop(t testing.TB, loop Loop) error {
 	t.Helper()
-	m := api.Serve(t, true, NewTurn("", 1, 1, "echo", `{}`))
+	m := a.Serve(t, true, NewTurn("", 1, 1, "echo", `{}`))
 	stage, _ := NewStage(t, "adaptertest_stop", "{}")
 	ctx, run := stage.Start(t.Context())
 	run.Stop("user pressed stop")
@@ -47,9 +47,9 @@ func (api API) CheckStopCancelsLoop(t testing.TB, loop Loop) error {
 // error text, after one iteration that counted the turn's 5 input and 1024
 // output tokens. It returns the events the stage evaluated, for checks of
 // the adapter's own, and an error naming what is wrong.
-func (api API) CheckTruncatedAnswer(t testing.TB, stop, wantErr string, loop Loop) (*Events, error) {
+func (a API) CheckTruncatedAnswer(t testing.TB, stop, wantErr string, loop Loop) (*Events, error) {
 	t.Helper()
-	m := api.Serve(t, false, Turn{Text: "the answer is", Usage: termination.Usage{InputTokens: 5, OutputTokens: 1024}, Stop: stop})
+	m := a.Serve(t, false, Turn{Text: "the answer is", Usage: termination.Usage{InputTokens: 5, OutputTokens: 1024}, Stop: stop})
 	stage, events := NewStage(t, "adaptertest_truncated", "{}")
 	ctx, run := stage.Start(t.Context())
 	res := loop(ctx, run, m, "long question")
@@ -88,9 +88,9 @@ type LoopTraits struct {
 // reported; message, tool_call ×2, tool_result ×2; message, tool_call,
 // tool_result; final), with their texts, usage, tools, arguments, call ids
 // and model. It returns an error listing what is wrong.
-func (api API) CheckNaturalCompletion(t testing.TB, loop Loop, traits LoopTraits) error {
+func (a API) CheckNaturalCompletion(t testing.TB, loop Loop, traits LoopTraits) error {
 	t.Helper()
-	m := api.Serve(t, false, Completion.Turns...)
+	m := a.Serve(t, false, Completion.Turns...)
 	stage, rec := NewStage(t, "adaptertest_completion", "{max_tool_calls: 10, max_iterations: 10}")
 	ctx, run := stage.Start(t.Context())
 	res := loop(ctx, run, m, Completion.Input)
