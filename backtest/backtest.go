@@ -198,8 +198,8 @@ func (e *fileError) Unwrap() error { return e.Err }
 // Lines file, a directory (every *.jsonl below it, recursively, in lexical
 // order) or a glob (each match a file or a directory as above). A file
 // whose events carry "run" holds many runs; any other file is one run,
-// named by its path relative to the PATH it was found under, without
-// .jsonl (by its base name for a file a glob matches). A PATH that matches
+// named by its path relative to the directory it was found under, without
+// .jsonl (a file given as a PATH or matched by a glob: by its base name). A PATH that matches
 // nothing, and a directory that holds no *.jsonl file, are errors: a
 // backtest over no runs is a mistake, not a report of zeros. A file found
 // twice is read once.
