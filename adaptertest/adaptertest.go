@@ -17,7 +17,7 @@
 //     reach the events ([Harness.CallIDs], [Harness.Model]);
 //   - every run also records through package telemetry's Recorder (an SDK
 //     tracer provider with an in-memory span recorder), and its spans
-//     follow the events ([CheckSpans]): each answered tool call is one
+//     follow the events: each answered tool call is one
 //     execute_tool {tool} span, child of the run's invoke_agent {stage}
 //     span, carrying the framework's call id (gen_ai.tool.call.id) when
 //     the harness declares CallIDs; the run's span carries the declared
@@ -27,12 +27,12 @@
 // It also holds what adapters' own tests share: the suite's scripts
 // ([Lookup], [Runaway]) and turns ([NewTurn], [Calls]), a stage that
 // records what it evaluates ([NewStage], [Events]), [CheckCallIDs],
-// [CheckSpans], checks of an adapter's decoder and helpers ([DecodeEvents],
+// checks of an adapter's decoder and helpers ([DecodeEvents],
 // [DiffEvents], [CheckToolResultEvent], [CheckObserveError]), and for
 // adapters that drive a provider's real SDK, [Server], a scripted model
 // API on 127.0.0.1 started from an [API], with the scenario checks of
-// their tool loops ([CheckNaturalCompletion], [CheckTruncatedAnswer],
-// [CheckStopCancelsLoop]).
+// their tool loops ([API.CheckNaturalCompletion],
+// [API.CheckTruncatedAnswer], [API.CheckStopCancelsLoop]).
 package adaptertest
 
 import (
@@ -136,7 +136,7 @@ type Harness struct {
 	// then checks that every tool_call event carries its own call id and
 	// every tool_result the id of its call (see [CheckCallIDs]), and that
 	// every execute_tool span carries its call's id as
-	// gen_ai.tool.call.id (see [CheckSpans]).
+	// gen_ai.tool.call.id.
 	CallIDs bool
 	// ToolErrorsGoOn says that the loop hands a failed tool's error back
 	// to the model and goes on (a tool named "fail" fails): the suite then
@@ -170,17 +170,6 @@ func Run(t *testing.T, h Harness) {
 	}
 }
 
-// Failing is a runaway whose every tool call fails: the loop hands the
-// error back to the model, which calls the tool again.
-var Failing = Script{
-	Input: "Keep trying.",
-	Turns: []Turn{{
-		ToolCalls: []ToolCall{{Name: "fail", Args: `{}`}},
-		Usage:     termination.Usage{InputTokens: 1, OutputTokens: 1},
-	}},
-	Repeat: true,
-}
-
 func testStopOnToolResult(t *testing.T, h Harness) {
 	ss := newSuiteStage(t, "adaptertest_tool_result", "{errors: {total: 2}, max_iterations: 20}", middleware.WithDrainTimeout(2*time.Second))
 	rep := runHarness(t, h, ss.stage, Failing)
@@ -194,28 +183,56 @@ func testStopOnToolResult(t *testing.T, h Harness) {
 	}
 }
 
-// Lookup is the suite's conversation that completes: a tool call, its
-// result, and a final answer, with usage on both model turns.
-var Lookup = Script{
-	Input: "What is the capital of France?",
-	Turns: []Turn{
-		{Text: "Let me look that up.", ToolCalls: []ToolCall{{Name: "search", Args: `{"query":"capital of France"}`}},
-			Usage: termination.Usage{InputTokens: 120, OutputTokens: 15}},
-		{Text: "The capital of France is Paris.", Usage: termination.Usage{InputTokens: 160, OutputTokens: 9}},
-	},
-}
+// The scripts of the suite and of the scenario checks, for adapters'
+// scripted models and their own tests.
+var (
+	// Lookup is the suite's conversation that completes: a tool call, its
+	// result, and a final answer, with usage on both model turns.
+	Lookup = Script{
+		Input: "What is the capital of France?",
+		Turns: []Turn{
+			{Text: "Let me look that up.", ToolCalls: []ToolCall{{Name: "search", Args: `{"query":"capital of France"}`}},
+				Usage: termination.Usage{InputTokens: 120, OutputTokens: 15}},
+			{Text: "The capital of France is Paris.", Usage: termination.Usage{InputTokens: 160, OutputTokens: 9}},
+		},
+	}
 
-// Runaway is the suite's runaway loop: the model calls the same tool
-// forever. Its turns carry no text, so only the tool calls repeat
-// (repeated_message cannot fire before repeated_tool_call).
-var Runaway = Script{
-	Input: "Find the CEO of Acme.",
-	Turns: []Turn{{
-		ToolCalls: []ToolCall{{Name: "search", Args: `{"query":"Acme CEO"}`}},
-		Usage:     termination.Usage{InputTokens: 50, OutputTokens: 5},
-	}},
-	Repeat: true,
-}
+	// Runaway is the suite's runaway loop: the model calls the same tool
+	// forever. Its turns carry no text, so only the tool calls repeat
+	// (repeated_message cannot fire before repeated_tool_call).
+	Runaway = Script{
+		Input: "Find the CEO of Acme.",
+		Turns: []Turn{{
+			ToolCalls: []ToolCall{{Name: "search", Args: `{"query":"Acme CEO"}`}},
+			Usage:     termination.Usage{InputTokens: 50, OutputTokens: 5},
+		}},
+		Repeat: true,
+	}
+
+	// Failing is a runaway whose every tool call fails (Harness.ToolErrorsGoOn):
+	// the loop hands the error back to the model, which calls the tool
+	// again.
+	Failing = Script{
+		Input: "Keep trying.",
+		Turns: []Turn{{
+			ToolCalls: []ToolCall{{Name: "fail", Args: `{}`}},
+			Usage:     termination.Usage{InputTokens: 1, OutputTokens: 1},
+		}},
+		Repeat: true,
+	}
+
+	// Completion is the conversation of [API.CheckNaturalCompletion]: a
+	// turn with text and two calls of search, a turn calling a tool named
+	// "fail", and the answer.
+	Completion = Script{
+		Input: "what is it?",
+		Turns: []Turn{
+			NewTurn("let me look", 100, 20, "search", `{"q":"a"}`, "search", `{"q":"b"}`),
+			NewTurn("", 150, 5, "fail", `{}`),
+			NewTurn("the answer is 42", 200, 30),
+		},
+	}
+)
 
 // Events collects the events a stage evaluates, in order. It is safe for
 // concurrent use.

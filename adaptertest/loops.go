@@ -14,18 +14,18 @@ import (
 // Loop runs one of an adapter's tool loops over a provider's SDK: under
 // run, with a client of the scripted server s, from prompt, until the loop
 // ends; it returns the run's result (run.Finish or run.Wait). It is what
-// the scenario checks for SDK adapters ([CheckStopCancelsLoop],
-// [CheckTruncatedAnswer]) drive.
+// the scenario checks for SDK adapters ([API.CheckNaturalCompletion],
+// [API.CheckStopCancelsLoop], [API.CheckTruncatedAnswer]) drive.
 type Loop func(ctx context.Context, run *middleware.Run, s *Server, prompt string) termination.Result
 
 // CheckStopCancelsLoop checks that agentstop's stop reaches the requests
 // of loop: a run stopped from outside before the loop starts, against a
-// server of api whose model would call a tool forever, ends as
+// server of the API whose model would call a tool forever, ends as
 // Cancelled{external} without a request to the model. It returns an error
 // naming what is wrong.
-func CheckStopCancelsLoop(t testing.TB, api API, loop Loop) error {
+func (a API) CheckStopCancelsLoop(t testing.TB, loop Loop) error {
 	t.Helper()
-	m := api.Serve(t, true, NewTurn("", 1, 1, "echo", `{}`))
+	m := a.Serve(t, true, NewTurn("", 1, 1, "echo", `{}`))
 	stage, _ := NewStage(t, "adaptertest_stop", "{}")
 	ctx, run := stage.Start(t.Context())
 	run.Stop("user pressed stop")
@@ -41,15 +41,15 @@ func CheckStopCancelsLoop(t testing.TB, api API, loop Loop) error {
 }
 
 // CheckTruncatedAnswer checks that loop ends a turn that is not an answer:
-// against a server of api whose only turn is cut off at the token limit
+// against a server of the API whose only turn is cut off at the token limit
 // (stop is the API's stop or finish reason for it: "max_tokens",
 // "length"), the run must end as Failed{stream_error} with wantErr as its
 // error text, after one iteration that counted the turn's 5 input and 1024
 // output tokens. It returns the events the stage evaluated, for checks of
 // the adapter's own, and an error naming what is wrong.
-func CheckTruncatedAnswer(t testing.TB, api API, stop, wantErr string, loop Loop) (*Events, error) {
+func (a API) CheckTruncatedAnswer(t testing.TB, stop, wantErr string, loop Loop) (*Events, error) {
 	t.Helper()
-	m := api.Serve(t, false, Turn{Text: "the answer is", Usage: termination.Usage{InputTokens: 5, OutputTokens: 1024}, Stop: stop})
+	m := a.Serve(t, false, Turn{Text: "the answer is", Usage: termination.Usage{InputTokens: 5, OutputTokens: 1024}, Stop: stop})
 	stage, events := NewStage(t, "adaptertest_truncated", "{}")
 	ctx, run := stage.Start(t.Context())
 	res := loop(ctx, run, m, "long question")
@@ -63,19 +63,7 @@ func CheckTruncatedAnswer(t testing.TB, api API, stop, wantErr string, loop Loop
 	return events, nil
 }
 
-// Completion is the conversation of [CheckNaturalCompletion]: a turn with
-// text and two calls of search, a turn calling a tool named "fail", and
-// the answer.
-var Completion = Script{
-	Input: "what is it?",
-	Turns: []Turn{
-		NewTurn("let me look", 100, 20, "search", `{"q":"a"}`, "search", `{"q":"b"}`),
-		NewTurn("", 150, 5, "fail", `{}`),
-		NewTurn("the answer is 42", 200, 30),
-	},
-}
-
-// LoopTraits is what [CheckNaturalCompletion] expects of an adapter's
+// LoopTraits is what [API.CheckNaturalCompletion] expects of an adapter's
 // loop and its API's scripted server.
 type LoopTraits struct {
 	// Model is the model name the scripted server answers with; message
@@ -92,17 +80,17 @@ type LoopTraits struct {
 	ResultIDs bool
 }
 
-// CheckNaturalCompletion runs loop against a server of api that answers
-// with [Completion]; the loop's tools must fail for the tool named "fail"
+// CheckNaturalCompletion runs loop against a server of the API that
+// answers with [Completion]; the loop's tools must fail for the tool named "fail"
 // with the error text "tool fail failed". It checks that the run completes
 // naturally, that every token, iteration and tool call is counted once,
 // and that the events are the conversation's, in order (input, if
 // reported; message, tool_call ×2, tool_result ×2; message, tool_call,
 // tool_result; final), with their texts, usage, tools, arguments, call ids
 // and model. It returns an error listing what is wrong.
-func CheckNaturalCompletion(t testing.TB, api API, loop Loop, traits LoopTraits) error {
+func (a API) CheckNaturalCompletion(t testing.TB, loop Loop, traits LoopTraits) error {
 	t.Helper()
-	m := api.Serve(t, false, Completion.Turns...)
+	m := a.Serve(t, false, Completion.Turns...)
 	stage, rec := NewStage(t, "adaptertest_completion", "{max_tool_calls: 10, max_iterations: 10}")
 	ctx, run := stage.Start(t.Context())
 	res := loop(ctx, run, m, Completion.Input)

@@ -101,10 +101,10 @@ func (l apiLoop) run(ctx context.Context, run *middleware.Run, s *adaptertest.Se
 
 func TestCheckNaturalCompletion(t *testing.T) {
 	traits := adaptertest.LoopTraits{Model: "toy", Input: true, CallID: toyCallID, ResultIDs: true}
-	if err := adaptertest.CheckNaturalCompletion(t, toyAPI, apiLoop{}.run, traits); err != nil {
+	if err := toyAPI.CheckNaturalCompletion(t, apiLoop{}.run, traits); err != nil {
 		t.Errorf("a correct loop: %v", err)
 	}
-	if err := adaptertest.CheckNaturalCompletion(t, toyAPI, apiLoop{noIDs: true, noInput: true}.run, adaptertest.LoopTraits{Model: "toy"}); err != nil {
+	if err := toyAPI.CheckNaturalCompletion(t, apiLoop{noIDs: true, noInput: true}.run, adaptertest.LoopTraits{Model: "toy"}); err != nil {
 		t.Errorf("a loop without input event and call ids, expected so: %v", err)
 	}
 	for _, tc := range []struct {
@@ -119,7 +119,7 @@ func TestCheckNaturalCompletion(t *testing.T) {
 		{"OtherModel", apiLoop{}, adaptertest.LoopTraits{Model: "scripted", Input: true}, "model of the turns"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			err := adaptertest.CheckNaturalCompletion(t, toyAPI, tc.loop.run, tc.traits)
+			err := toyAPI.CheckNaturalCompletion(t, tc.loop.run, tc.traits)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("err = %v, want one containing %q", err, tc.want)
 			}
@@ -128,27 +128,27 @@ func TestCheckNaturalCompletion(t *testing.T) {
 }
 
 func TestCheckStopCancelsLoop(t *testing.T) {
-	if err := adaptertest.CheckStopCancelsLoop(t, toyAPI, apiLoop{}.run); err != nil {
+	if err := toyAPI.CheckStopCancelsLoop(t, apiLoop{}.run); err != nil {
 		t.Errorf("a loop under the run's context: %v", err)
 	}
-	err := adaptertest.CheckStopCancelsLoop(t, toyAPI, apiLoop{ignoresStop: true}.run)
+	err := toyAPI.CheckStopCancelsLoop(t, apiLoop{ignoresStop: true}.run)
 	if err == nil || !strings.Contains(err.Error(), "model calls = 1") {
 		t.Errorf("a loop the stop does not reach: err = %v, want one about its model call", err)
 	}
 }
 
 func TestCheckTruncatedAnswer(t *testing.T) {
-	events, err := adaptertest.CheckTruncatedAnswer(t, toyAPI, "length", "stop length", apiLoop{}.run)
+	events, err := toyAPI.CheckTruncatedAnswer(t, "length", "stop length", apiLoop{}.run)
 	if err != nil {
 		t.Errorf("a loop that reports the cut-off turn: %v", err)
 	}
 	if got := fmt.Sprint(events.Kinds()); got != "[input message error]" {
 		t.Errorf("events = %s, want [input message error]", got)
 	}
-	if _, err := adaptertest.CheckTruncatedAnswer(t, toyAPI, "length", "stop max_tokens", apiLoop{}.run); err == nil || !strings.Contains(err.Error(), "want Failed{stream_error") {
+	if _, err := toyAPI.CheckTruncatedAnswer(t, "length", "stop max_tokens", apiLoop{}.run); err == nil || !strings.Contains(err.Error(), "want Failed{stream_error") {
 		t.Errorf("another error text: err = %v, want one naming the expected cause", err)
 	}
-	if _, err := adaptertest.CheckTruncatedAnswer(t, toyAPI, "length", "stop length", apiLoop{ignoresStop: true}.run); err == nil {
+	if _, err := toyAPI.CheckTruncatedAnswer(t, "length", "stop length", apiLoop{ignoresStop: true}.run); err == nil {
 		t.Error("a loop that takes a cut-off turn for an answer passed")
 	}
 }

@@ -11,15 +11,14 @@ import (
 	"testing"
 )
 
-// Responder writes one answer of a scripted model API: turn, the script's
-// answer to request n (0-based), in the API's own encoding, as JSON or as a
-// stream when req (the request's JSON body) asks for one.
-type Responder func(w http.ResponseWriter, req map[string]any, n int, turn Turn)
+// responder writes one answer of a scripted model API (see API.Respond).
+type responder = func(w http.ResponseWriter, req map[string]any, n int, turn Turn)
 
 // Server is a scripted model API on 127.0.0.1 for adapter tests that drive
-// a provider's real SDK (point its base URL at Server.URL): it answers the
-// n-th POST to its path with the script's n-th turn (following
-// Script.Repeat), through the adapter's Responder, and counts the requests.
+// a provider's real SDK (point its base URL at Server.URL), started from an
+// [API] ([API.Serve], [API.Start]): it answers the n-th POST to the API's
+// path with the script's n-th turn (following Script.Repeat), through the
+// API's Respond or Stream, and counts the requests.
 // A request to another path is a 404, a body that is not JSON a 400, a
 // request past the end of a script that does not repeat a 500, each with
 // an error body of the shape the provider APIs share.
@@ -30,17 +29,17 @@ type Server struct {
 	srv     *httptest.Server
 	path    string
 	script  Script
-	respond Responder
+	respond responder
 
 	mu       sync.Mutex
 	requests []map[string]any
 }
 
-// StartServer starts a Server answering POSTs to path; the caller closes
-// it. Tests use [NewServer]; StartServer is for Example functions.
-func StartServer(path string, script Script, respond Responder) (*Server, error) {
+// startServer starts a Server answering POSTs to path; the caller closes
+// it.
+func startServer(path string, script Script, respond responder) (*Server, error) {
 	if respond == nil || len(script.Turns) == 0 {
-		return nil, fmt.Errorf("adaptertest: StartServer needs a responder and a script with turns")
+		return nil, fmt.Errorf("adaptertest: a scripted server needs the API's Respond and a script with turns")
 	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -53,10 +52,10 @@ func StartServer(path string, script Script, respond Responder) (*Server, error)
 	return s, nil
 }
 
-// NewServer starts a Server that is closed when t ends.
-func NewServer(t testing.TB, path string, script Script, respond Responder) *Server {
+// newServer starts a Server that is closed when t ends.
+func newServer(t testing.TB, path string, script Script, respond responder) *Server {
 	t.Helper()
-	s, err := StartServer(path, script, respond)
+	s, err := startServer(path, script, respond)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,24 +64,29 @@ func NewServer(t testing.TB, path string, script Script, respond Responder) *Ser
 }
 
 // API is a provider's model API as a scripted [Server] gives it: the path
-// its SDK posts to and the Responders that answer in the API's encoding.
-// An adapter's tests declare it once and start servers from it.
+// its SDK posts to and the functions that answer in the API's encoding.
+// An adapter's tests declare it once, start servers from it and run the
+// scenario checks of their tool loops against it ([API.CheckNaturalCompletion],
+// [API.CheckTruncatedAnswer], [API.CheckStopCancelsLoop]).
 type API struct {
 	Path string
-	// Respond answers the requests that do not ask for a stream, and
-	// those that do when Stream is nil.
-	Respond Responder
-	// Stream answers the requests that ask for a stream ([Stream]).
-	Stream Responder
+	// Respond writes one answer of the API: turn, the script's answer to
+	// request n (0-based), in the API's own encoding; req is the request's
+	// JSON body. It answers the requests that do not ask for a stream
+	// ("stream": true in the body), and those that do when Stream is nil.
+	Respond func(w http.ResponseWriter, req map[string]any, n int, turn Turn)
+	// Stream answers, like Respond, the requests that ask for a stream,
+	// as a stream.
+	Stream func(w http.ResponseWriter, req map[string]any, n int, turn Turn)
 }
 
-// responder returns the Responder that serves the API's requests.
-func (a API) responder() Responder {
+// responder returns the function that serves the API's requests.
+func (a API) responder() responder {
 	if a.Stream == nil || a.Respond == nil {
 		return a.Respond
 	}
 	return func(w http.ResponseWriter, req map[string]any, n int, turn Turn) {
-		if Stream(req) {
+		if asksForStream(req) {
 			a.Stream(w, req, n, turn)
 			return
 		}
@@ -94,13 +98,13 @@ func (a API) responder() Responder {
 // forever when repeat is set, and is closed when t ends.
 func (a API) Serve(t testing.TB, repeat bool, turns ...Turn) *Server {
 	t.Helper()
-	return NewServer(t, a.Path, Script{Turns: turns, Repeat: repeat}, a.responder())
+	return newServer(t, a.Path, Script{Turns: turns, Repeat: repeat}, a.responder())
 }
 
 // Start starts a Server for the API that answers with script; the caller
 // closes it. Tests use [API.Serve]; Start is for Example functions.
 func (a API) Start(script Script) (*Server, error) {
-	return StartServer(a.Path, script, a.responder())
+	return startServer(a.Path, script, a.responder())
 }
 
 // Close shuts the server down.
@@ -155,8 +159,8 @@ func writeError(w http.ResponseWriter, code int, typ, msg string) {
 	fmt.Fprintf(w, `{"type":"error","error":{"type":%q,"message":%q}}`, typ, msg)
 }
 
-// Stream reports whether a request's JSON body asks for a stream.
-func Stream(req map[string]any) bool {
+// asksForStream reports whether a request's JSON body asks for a stream.
+func asksForStream(req map[string]any) bool {
 	s, _ := req["stream"].(bool)
 	return s
 }

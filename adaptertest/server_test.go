@@ -14,7 +14,7 @@ import (
 // script's n-th turn, through Stream when the request asks for a stream
 // and Respond otherwise, and answers what it cannot serve with an error.
 func TestAPI(t *testing.T) {
-	answer := func(how string) adaptertest.Responder {
+	answer := func(how string) func(http.ResponseWriter, map[string]any, int, adaptertest.Turn) {
 		return func(w http.ResponseWriter, _ map[string]any, n int, turn adaptertest.Turn) {
 			fmt.Fprintf(w, "%s %d %s", how, n, turn.Text)
 		}

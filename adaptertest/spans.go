@@ -19,8 +19,8 @@ import (
 	"github.com/agentstop/agentstop/termination"
 )
 
-// SpanWant is what [CheckSpans] expects of one run's spans.
-type SpanWant struct {
+// spanWant is what checkRunSpans expects of one run's spans.
+type spanWant struct {
 	// Stage is the stage's name: the run's span is "invoke_agent {Stage}".
 	Stage string
 	// Model, when not empty, is the run span's gen_ai.request.model.
@@ -34,7 +34,7 @@ type SpanWant struct {
 	Answered bool
 }
 
-// CheckSpans checks the spans package telemetry recorded for one run of a
+// checkRunSpans checks the spans package telemetry recorded for one run of a
 // stage against the events the run evaluated, in order:
 //   - there is exactly one invoke_agent {stage} span, and, when want.Model
 //     is set, its gen_ai.request.model is that model;
@@ -49,7 +49,7 @@ type SpanWant struct {
 //   - with want.Answered, every call id of a tool_call is on a span.
 //
 // It returns an error naming the first span or call that breaks it.
-func CheckSpans(spans []sdktrace.ReadOnlySpan, events []termination.Event, want SpanWant) error {
+func checkRunSpans(spans []sdktrace.ReadOnlySpan, events []termination.Event, want spanWant) error {
 	tools, err := runSpans(spans, want)
 	if err != nil {
 		return err
@@ -78,7 +78,7 @@ func CheckSpans(spans []sdktrace.ReadOnlySpan, events []termination.Event, want 
 
 // runSpans finds the run's invoke_agent span and its execute_tool spans,
 // and checks the run span's model and the tool spans' parent and call ids.
-func runSpans(spans []sdktrace.ReadOnlySpan, want SpanWant) (tools []sdktrace.ReadOnlySpan, err error) {
+func runSpans(spans []sdktrace.ReadOnlySpan, want spanWant) (tools []sdktrace.ReadOnlySpan, err error) {
 	var run sdktrace.ReadOnlySpan
 	for _, s := range spans {
 		switch {
@@ -290,13 +290,13 @@ func newSuiteStage(t testing.TB, name, policy string, opts ...middleware.Option)
 	return suiteStage{stage: stage, events: events, spans: spans}
 }
 
-// checkSpans runs CheckSpans on the run's ended spans, as h declares them.
+// checkSpans runs checkRunSpans on the run's ended spans, as h declares them.
 // answered says that the run answered every tool call (it completed).
 func (s suiteStage) checkSpans(t *testing.T, h Harness, answered bool) {
 	t.Helper()
-	want := SpanWant{Stage: s.stage.Name(), Model: h.Model, CallIDs: h.CallIDs, Answered: answered && h.CallIDs}
+	want := spanWant{Stage: s.stage.Name(), Model: h.Model, CallIDs: h.CallIDs, Answered: answered && h.CallIDs}
 	spans, events := s.spans.Ended(), s.events.All()
-	if err := CheckSpans(spans, events, want); err != nil {
+	if err := checkRunSpans(spans, events, want); err != nil {
 		t.Errorf("the run's spans (package telemetry): %v", err)
 		return
 	}
@@ -306,7 +306,7 @@ func (s suiteStage) checkSpans(t *testing.T, h Harness, answered bool) {
 		// execute_tool spans: a result without an id pairs only with a
 		// call without one. Not declared, so not failed; said.
 		want.Answered = true
-		if err := CheckSpans(spans, events, want); err != nil {
+		if err := checkRunSpans(spans, events, want); err != nil {
 			t.Logf("adaptertest: note: execute_tool spans are missing: %v", err)
 		}
 	}

@@ -12,24 +12,27 @@ import (
 	"github.com/agentstop/agentstop/termination"
 )
 
-// BatchGCPercent is the garbage collector's target percentage (GOGC) that
-// the agentstop backtest command runs with when GOGC is not set: a
-// backtest's live heap (the live runs' evaluators, the outcomes) is
-// usually small beside what decoding allocates, so at the default of 100
-// the collector runs several times per file and takes the cores the
-// workers need (two workers then go 1.2 × as fast as one instead of
-// 1.8 ×). BenchmarkBacktest runs with it too.
-const BatchGCPercent = 400
+// The garbage collector's settings for a backtest, a batch job: the
+// agentstop backtest command runs with each when its environment variable
+// is not set.
+const (
+	// BatchGCPercent is the collector's target percentage (GOGC): a
+	// backtest's live heap (the live runs' evaluators, the outcomes) is
+	// usually small beside what decoding allocates, so at the default of
+	// 100 the collector runs several times per file and takes the cores
+	// the workers need (two workers then go 1.2 × as fast as one instead
+	// of 1.8 ×). BenchmarkBacktest runs with it too.
+	BatchGCPercent = 400
 
-// BatchMemoryLimit is the soft memory limit (GOMEMLIMIT) that the
-// agentstop backtest command runs with, beside BatchGCPercent, when
-// GOMEMLIMIT is not set. At GOGC=400 the heap may grow to five times the
-// live heap, and with many runs live at once and many policies the live
-// heap is tens of MB (1,000 live runs and 10 policies: about 30 MB): the
-// limit makes the collector run more often then, and only then, so that
-// the process stays under the contract's 150 MB (§6). A live heap above
-// it is still collected as needed, at a higher CPU cost.
-const BatchMemoryLimit = 100 << 20
+	// BatchMemoryLimit is the soft memory limit (GOMEMLIMIT), beside
+	// BatchGCPercent. At GOGC=400 the heap may grow to five times the live
+	// heap, and with many runs live at once and many policies the live
+	// heap is tens of MB (1,000 live runs and 10 policies: about 30 MB):
+	// the limit makes the collector run more often then, and only then, so
+	// that the process stays under the contract's 150 MB (§6). A live heap
+	// above it is still collected as needed, at a higher CPU cost.
+	BatchMemoryLimit = 100 << 20
+)
 
 // Policy is a policy under test and the name the report gives it (the
 // policy file's name).
@@ -181,24 +184,43 @@ func (r *Report) LeftOut() []map[string]int {
 	return out
 }
 
-// FileError is a file of the corpus that could not be read or decoded;
+// fileError is a file of the corpus that could not be read or decoded;
 // its message names the file and the line.
-type FileError struct {
+type fileError struct {
 	Path string
 	Err  error
 }
 
-func (e *FileError) Error() string { return e.Err.Error() }
-func (e *FileError) Unwrap() error { return e.Err }
+func (e *fileError) Error() string { return e.Err.Error() }
+func (e *fileError) Unwrap() error { return e.Err }
 
-// Evaluate backtests cfg.Policies over the corpus: every file is read a
-// line at a time, and every policy evaluated over its runs in that pass,
-// exactly as agentstop replay would evaluate them (a file of many runs is
-// read once more before, to find where each run ends). Memory holds the
-// live runs' evaluators and the outcomes, never a file's events. It stops at the first file that
-// cannot be read or decoded (a *FileError; the earliest such file of the
+// Evaluate backtests cfg.Policies over the corpus at paths, each a JSON
+// Lines file, a directory (every *.jsonl below it, recursively, in lexical
+// order) or a glob (each match a file or a directory as above). A file
+// whose events carry "run" holds many runs; any other file is one run,
+// named by its path relative to the directory it was found under, without
+// .jsonl (a file given as a PATH or matched by a glob: by its base name). A PATH that matches
+// nothing, and a directory that holds no *.jsonl file, are errors: a
+// backtest over no runs is a mistake, not a report of zeros. A file found
+// twice is read once.
+//
+// Every file is read a line at a time, and every policy evaluated over its
+// runs in that pass, exactly as agentstop replay would evaluate them (a
+// file of many runs is read once more before, to find where each run
+// ends). Memory holds the live runs' evaluators and the outcomes, never a
+// file's events. It stops at the first file that cannot be read or decoded
+// (an error naming the file and the line; the earliest such file of the
 // corpus when several fail at once), or when ctx is done.
-func Evaluate(ctx context.Context, sources []Source, cfg Config) (*Report, error) {
+func Evaluate(ctx context.Context, paths []string, cfg Config) (*Report, error) {
+	sources, err := find(paths)
+	if err != nil {
+		return nil, err
+	}
+	return evaluate(ctx, sources, cfg)
+}
+
+// evaluate is Evaluate over the files found.
+func evaluate(ctx context.Context, sources []source, cfg Config) (*Report, error) {
 	if len(cfg.Policies) == 0 {
 		return nil, errors.New("no policy: give at least one")
 	}
@@ -231,7 +253,7 @@ func Evaluate(ctx context.Context, sources []Source, cfg Config) (*Report, error
 			for i := range next {
 				fe, err := evaluateSource(sources[i], &cfg, cands, spare)
 				if err != nil {
-					errs[i] = &FileError{Path: sources[i].Path, Err: err}
+					errs[i] = &fileError{Path: sources[i].Path, Err: err}
 					cancel()
 					continue
 				}

@@ -37,11 +37,10 @@ func policies(t testing.TB, names ...string) []Policy {
 	return out
 }
 
-func evaluate(t testing.TB, paths []string, cfg Config) *Report {
+// mustEvaluate is Evaluate over paths, failing t on an error.
+func mustEvaluate(t testing.TB, paths []string, cfg Config) *Report {
 	t.Helper()
-	src, err := Find(paths)
-	require.NoError(t, err)
-	rep, err := Evaluate(context.Background(), src, cfg)
+	rep, err := Evaluate(context.Background(), paths, cfg)
 	require.NoError(t, err)
 	return rep
 }
@@ -67,7 +66,7 @@ func TestFind(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			src, err := Find(tt.paths)
+			src, err := find(tt.paths)
 			if tt.err != "" {
 				require.ErrorContains(t, err, tt.err)
 				return
@@ -91,7 +90,7 @@ func TestFind(t *testing.T) {
 func TestOutputsGolden(t *testing.T) {
 	labels, err := ReadLabels("testdata/labels.csv")
 	require.NoError(t, err)
-	rep := evaluate(t, []string{"testdata/corpus"}, Config{Policies: policies(t, "strict.yaml", "loose.yaml"), Labels: labels, All: true})
+	rep := mustEvaluate(t, []string{"testdata/corpus"}, Config{Policies: policies(t, "strict.yaml", "loose.yaml"), Labels: labels, All: true})
 	for _, f := range []struct {
 		name  string
 		write func(*bytes.Buffer) error
@@ -120,7 +119,7 @@ func TestOutputsGolden(t *testing.T) {
 func TestReportMeaning(t *testing.T) {
 	labels, err := ReadLabels("testdata/labels.json")
 	require.NoError(t, err)
-	rep := evaluate(t, []string{"testdata/corpus"}, Config{Policies: policies(t, "strict.yaml", "loose.yaml"), Labels: labels})
+	rep := mustEvaluate(t, []string{"testdata/corpus"}, Config{Policies: policies(t, "strict.yaml", "loose.yaml"), Labels: labels})
 	require.Len(t, rep.Outcomes, 8)
 	require.Len(t, rep.Summaries, 2)
 	strict, loose := rep.Summaries[0], rep.Summaries[1]
@@ -150,7 +149,7 @@ func TestReportMeaning(t *testing.T) {
 	for _, o := range rep.Outcomes {
 		total := o.Spent
 		total.add(o.Saved)
-		f, err := ReadFile(Source{Path: o.File, Name: o.Run}, false)
+		f, err := readFile(source{Path: o.File, Name: o.Run}, false)
 		require.NoError(t, err)
 		assert.Equal(t, roundCost(amountsOf(f.Events)), roundCost(total), "%s %s", o.Policy, o.Run)
 	}
@@ -172,7 +171,7 @@ func roundCost(a Amounts) Amounts {
 }
 
 func TestAll(t *testing.T) {
-	rep := evaluate(t, []string{"testdata/corpus/bad/burn.jsonl"}, Config{Policies: policies(t, "strict.yaml"), All: true})
+	rep := mustEvaluate(t, []string{"testdata/corpus/bad/burn.jsonl"}, Config{Policies: policies(t, "strict.yaml"), All: true})
 	o := rep.Outcomes[0]
 	assert.Equal(t, "budget_exhausted", o.Result.Tag())
 	require.Len(t, o.All, 2, "max_iterations and token_budget fire over the whole run; stall does not")
@@ -182,7 +181,7 @@ func TestAll(t *testing.T) {
 	assert.Equal(t, 5, o.All[1].At)
 	assert.Equal(t, o.Result.StoppedAt, o.All[1].At, "the first signal is the one that stopped the run")
 
-	rep = evaluate(t, []string{"testdata/corpus/bad/burn.jsonl"}, Config{Policies: policies(t, "strict.yaml")})
+	rep = mustEvaluate(t, []string{"testdata/corpus/bad/burn.jsonl"}, Config{Policies: policies(t, "strict.yaml")})
 	assert.Nil(t, rep.Outcomes[0].All, "without All nothing is listed")
 }
 
@@ -192,7 +191,7 @@ func TestWorkersGiveTheSameReport(t *testing.T) {
 	for _, workers := range []int{1, 2, 7} {
 		cfg.Workers = workers
 		var b bytes.Buffer
-		require.NoError(t, evaluate(t, []string{"testdata/corpus", "testdata/multi.jsonl"}, cfg).WriteJSON(&b))
+		require.NoError(t, mustEvaluate(t, []string{"testdata/corpus", "testdata/multi.jsonl"}, cfg).WriteJSON(&b))
 		if want == nil {
 			want = b.Bytes()
 			continue
@@ -204,7 +203,7 @@ func TestWorkersGiveTheSameReport(t *testing.T) {
 func TestProgress(t *testing.T) {
 	var calls []Progress
 	cfg := Config{Policies: policies(t, "strict.yaml"), Workers: 2, Progress: func(p Progress) { calls = append(calls, p) }}
-	evaluate(t, []string{"testdata/corpus"}, cfg)
+	mustEvaluate(t, []string{"testdata/corpus"}, cfg)
 	require.Len(t, calls, 4)
 	last := calls[len(calls)-1]
 	assert.Equal(t, 4, last.Files)
@@ -214,13 +213,13 @@ func TestProgress(t *testing.T) {
 }
 
 func TestCancelled(t *testing.T) {
-	src, err := Find([]string{"testdata/corpus"})
+	src, err := find([]string{"testdata/corpus"})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err = Evaluate(ctx, src, Config{Policies: policies(t, "strict.yaml")})
+	_, err = evaluate(ctx, src, Config{Policies: policies(t, "strict.yaml")})
 	assert.ErrorIs(t, err, context.Canceled)
-	_, err = Evaluate(context.Background(), src, Config{})
+	_, err = evaluate(context.Background(), src, Config{})
 	assert.ErrorContains(t, err, "no policy")
 }
 
@@ -242,30 +241,30 @@ func TestBadFiles(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s lenient=%v", tt.file, tt.lenient), func(t *testing.T) {
-			src, err := Find([]string{"testdata/bad/" + tt.file})
+			src, err := find([]string{"testdata/bad/" + tt.file})
 			require.NoError(t, err)
-			_, err = Evaluate(context.Background(), src, Config{Policies: policies(t, "strict.yaml"), Lenient: tt.lenient})
+			_, err = evaluate(context.Background(), src, Config{Policies: policies(t, "strict.yaml"), Lenient: tt.lenient})
 			require.ErrorContains(t, err, tt.err)
-			var fe *FileError
+			var fe *fileError
 			require.ErrorAs(t, err, &fe)
 			assert.Equal(t, "testdata/bad/"+tt.file, fe.Path)
 			assert.NotContains(t, err.Error(), "\n")
 		})
 	}
 	// Of several bad files, the first in the corpus's order is reported.
-	src, err := Find([]string{"testdata/corpus", "testdata/bad/malformed.jsonl", "testdata/bad/mixed.jsonl"})
+	src, err := find([]string{"testdata/corpus", "testdata/bad/malformed.jsonl", "testdata/bad/mixed.jsonl"})
 	require.NoError(t, err)
-	_, err = Evaluate(context.Background(), src, Config{Policies: policies(t, "strict.yaml"), Workers: 1})
+	_, err = evaluate(context.Background(), src, Config{Policies: policies(t, "strict.yaml"), Workers: 1})
 	require.ErrorContains(t, err, "malformed.jsonl")
 
 	empty := filepath.Join(t.TempDir(), "empty.jsonl")
 	require.NoError(t, os.WriteFile(empty, []byte("\n\n"), 0o644))
-	_, err = Evaluate(context.Background(), []Source{{Path: empty, Name: "empty"}}, Config{Policies: policies(t, "strict.yaml")})
+	_, err = evaluate(context.Background(), []source{{Path: empty, Name: "empty"}}, Config{Policies: policies(t, "strict.yaml")})
 	require.ErrorContains(t, err, "empty.jsonl: no events")
 }
 
 func TestLenientTruncated(t *testing.T) {
-	rep := evaluate(t, []string{"testdata/bad/truncated.jsonl"}, Config{Policies: policies(t, "strict.yaml", "stop-early.yaml"), Lenient: true})
+	rep := mustEvaluate(t, []string{"testdata/bad/truncated.jsonl"}, Config{Policies: policies(t, "strict.yaml", "stop-early.yaml"), Lenient: true})
 	require.Len(t, rep.Outcomes, 2)
 	assert.True(t, rep.Outcomes[0].Result.Truncated, "the replay reached the truncated line")
 	assert.Equal(t, 3, rep.Outcomes[0].Result.Events, "the events before it are evaluated")
@@ -289,7 +288,7 @@ func TestLenientTruncatedRuns(t *testing.T) {
 {"run":"b","kind":"message","text":"still"}
 {"run":"b","kind":"message","te`
 	require.NoError(t, os.WriteFile(path, []byte(log), 0o644))
-	rep := evaluate(t, []string{path}, Config{Policies: policies(t, "stop-early.yaml"), Lenient: true})
+	rep := mustEvaluate(t, []string{path}, Config{Policies: policies(t, "stop-early.yaml"), Lenient: true})
 	truncated := map[string]bool{}
 	for _, o := range rep.Outcomes {
 		truncated[o.Run] = o.Result.Truncated
@@ -396,7 +395,7 @@ func TestBacktestEqualsReplay(t *testing.T) {
 		require.NoError(t, err, text)
 		pols = append(pols, Policy{Name: fmt.Sprintf("p%d", k), Policy: p})
 	}
-	rep := evaluate(t, []string{dir}, Config{Policies: pols, Workers: 3})
+	rep := mustEvaluate(t, []string{dir}, Config{Policies: pols, Workers: 3})
 	files := map[string][]termination.Event{}
 	runs := 0
 	for _, o := range rep.Outcomes {
@@ -525,7 +524,7 @@ func writeRandomRun(t *testing.T, rng *rand.Rand, path string) {
 // parent: one outcome per run, in the order of their first lines, named by
 // their run; a policy's tree: limits count the planner and its researchers.
 func TestManyRunsInOneFile(t *testing.T) {
-	rep := evaluate(t, []string{"testdata/multi.jsonl"}, Config{Policies: policies(t, "strict.yaml", "tree.yaml")})
+	rep := mustEvaluate(t, []string{"testdata/multi.jsonl"}, Config{Policies: policies(t, "strict.yaml", "tree.yaml")})
 	require.Len(t, rep.Outcomes, 6)
 	var got []string
 	for _, o := range rep.Outcomes {
@@ -582,7 +581,7 @@ func jsonOf(t testing.TB, v any) string {
 // TestTreePolicyOnOneRun: tree: limits over a one-run file count the run
 // alone, as replay does.
 func TestTreePolicyOnOneRun(t *testing.T) {
-	rep := evaluate(t, []string{"testdata/corpus/good/long.jsonl"}, Config{Policies: policies(t, "tree.yaml")})
+	rep := mustEvaluate(t, []string{"testdata/corpus/good/long.jsonl"}, Config{Policies: policies(t, "tree.yaml")})
 	o := rep.Outcomes[0]
 	assert.Equal(t, "long", o.Run)
 	assert.Equal(t, termination.MaxIterationsReached{Limit: 6, Count: 7, Scope: termination.ScopeTree}, o.Result.Cause)
@@ -593,7 +592,7 @@ func TestTreePolicyOnOneRun(t *testing.T) {
 // TestTableWithoutLabels: without labels the table has no label columns
 // and lists the stopped runs by where they stopped.
 func TestTableWithoutLabels(t *testing.T) {
-	rep := evaluate(t, []string{"testdata/corpus"}, Config{Policies: policies(t, "loose.yaml")})
+	rep := mustEvaluate(t, []string{"testdata/corpus"}, Config{Policies: policies(t, "loose.yaml")})
 	var b bytes.Buffer
 	require.NoError(t, rep.WriteTable(&b))
 	out := b.String()
@@ -612,7 +611,7 @@ func TestTableWithoutLabels(t *testing.T) {
 // runs nothing fires on; without it, none of that.
 func TestTableAll(t *testing.T) {
 	cfg := Config{Policies: policies(t, "strict.yaml", "loose.yaml"), All: true}
-	rep := evaluate(t, []string{"testdata/corpus"}, cfg)
+	rep := mustEvaluate(t, []string{"testdata/corpus"}, cfg)
 	var b bytes.Buffer
 	require.NoError(t, rep.WriteTable(&b))
 	out := b.String()
@@ -628,7 +627,7 @@ func TestTableAll(t *testing.T) {
 	assert.Contains(t, loose, "  no condition would fire on the 2 other runs\n")
 
 	cfg.Policies = []Policy{{Name: "never.yaml", Policy: termination.MustParsePolicy("max_iterations: 1000")}}
-	rep = evaluate(t, []string{"testdata/corpus/good"}, cfg)
+	rep = mustEvaluate(t, []string{"testdata/corpus/good"}, cfg)
 	b.Reset()
 	require.NoError(t, rep.WriteTable(&b))
 	assert.Contains(t, b.String(), "never.yaml: stopped 0 of 2 runs\n")
@@ -637,7 +636,7 @@ func TestTableAll(t *testing.T) {
 
 	cfg.All = false
 	cfg.Policies = policies(t, "strict.yaml")
-	rep = evaluate(t, []string{"testdata/corpus"}, cfg)
+	rep = mustEvaluate(t, []string{"testdata/corpus"}, cfg)
 	b.Reset()
 	require.NoError(t, rep.WriteTable(&b))
 	assert.NotContains(t, b.String(), "-all")
@@ -656,7 +655,7 @@ func TestTableForPeople(t *testing.T) {
 		{Name: "one.yaml", Policy: termination.MustParsePolicy("max_iterations: 1")},
 		{Name: "three.yaml", Policy: termination.MustParsePolicy("max_iterations: 3")},
 	}}
-	rep := evaluate(t, []string{dir}, cfg)
+	rep := mustEvaluate(t, []string{dir}, cfg)
 	require.Equal(t, 0.0017399999999999998, rep.Outcomes[0].Saved.Cost, "the three events after the stop")
 	var b bytes.Buffer
 	require.NoError(t, rep.WriteTable(&b))
@@ -669,4 +668,23 @@ func TestTableForPeople(t *testing.T) {
 	b.Reset()
 	require.NoError(t, rep.WriteJSON(&b))
 	assert.Contains(t, b.String(), `"cost":0.0017399999999999998`, "JSON keeps the full value")
+}
+
+// TestEvaluatePaths: Evaluate resolves its PATHs first, so that a PATH
+// that names no run is the error whatever else is wrong, and evaluates
+// the files they name as find lists them.
+func TestEvaluatePaths(t *testing.T) {
+	_, err := Evaluate(context.Background(), []string{"testdata/nope.jsonl"}, Config{})
+	require.ErrorContains(t, err, "cannot read testdata/nope.jsonl: no such file or directory")
+	_, err = Evaluate(context.Background(), nil, Config{Policies: policies(t, "strict.yaml")})
+	require.ErrorContains(t, err, "no corpus")
+	_, err = Evaluate(context.Background(), []string{"testdata/corpus"}, Config{})
+	require.ErrorContains(t, err, "no policy")
+
+	rep := mustEvaluate(t, []string{"testdata/corpus/good", "testdata/corpus/bad/loop.jsonl"}, Config{Policies: policies(t, "strict.yaml")})
+	var runs []string
+	for _, o := range rep.Outcomes {
+		runs = append(runs, o.Run)
+	}
+	assert.Equal(t, []string{"edit-test", "long", "loop"}, runs)
 }

@@ -107,7 +107,7 @@ func BenchmarkBacktest(b *testing.B) {
 	defer debug.SetGCPercent(debug.SetGCPercent(BatchGCPercent))
 	dir := b.TempDir()
 	size := benchCorpus(b, dir, 24, 300)
-	sources, err := Find([]string{dir})
+	sources, err := find([]string{dir})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -126,7 +126,7 @@ func BenchmarkBacktest(b *testing.B) {
 			b.SetBytes(size)
 			b.ReportAllocs()
 			for b.Loop() {
-				rep, err := Evaluate(context.Background(), sources, cfg)
+				rep, err := evaluate(context.Background(), sources, cfg)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -16,27 +16,23 @@ import (
 	"github.com/agentstop/agentstop/termination"
 )
 
-// Source is one JSON Lines file of the corpus and the name its run gets
+// source is one JSON Lines file of the corpus and the name its run gets
 // when its events do not name their runs: its path relative to the PATH it
 // was found under, without .jsonl ("week1/run-17" for week1/run-17.jsonl
 // under the directory given).
-type Source struct {
+type source struct {
 	Path string // the file, as found (PATH joined with the relative path)
 	Name string // the run's name in a one-run file
 }
 
-// Find resolves the corpus PATHs: a JSON Lines file, a directory (every
-// *.jsonl below it, recursively, in lexical order) or a glob (each match a
-// file or a directory as above). A PATH that matches nothing, and a
-// directory that holds no *.jsonl file, are errors: a backtest over no runs
-// is a mistake, not a report of zeros. A file found twice is read once.
-func Find(paths []string) ([]Source, error) {
+// find resolves the corpus PATHs (see Evaluate).
+func find(paths []string) ([]source, error) {
 	if len(paths) == 0 {
 		return nil, errors.New("no corpus: give at least one JSON Lines file, directory or glob")
 	}
-	var out []Source
+	var out []source
 	seen := make(map[string]bool)
-	add := func(s Source) {
+	add := func(s source) {
 		key := filepath.Clean(s.Path)
 		if !seen[key] {
 			seen[key] = true
@@ -61,7 +57,7 @@ func Find(paths []string) ([]Source, error) {
 				return nil, fmt.Errorf("cannot read %s: %v", m, pathErrorText(err))
 			}
 			if !fi.IsDir() {
-				add(Source{Path: m, Name: runName(filepath.Base(m))})
+				add(source{Path: m, Name: runName(filepath.Base(m))})
 				continue
 			}
 			found := 0
@@ -77,7 +73,7 @@ func Find(paths []string) ([]Source, error) {
 					rel = d.Name()
 				}
 				found++
-				add(Source{Path: path, Name: runName(filepath.ToSlash(rel))})
+				add(source{Path: path, Name: runName(filepath.ToSlash(rel))})
 				return nil
 			})
 			if err != nil {
@@ -105,9 +101,9 @@ func pathErrorText(err error) string {
 	return err.Error()
 }
 
-// Run is one run of the corpus, decoded.
-type Run struct {
-	ID     string // the events' run, or the Source's Name in a one-run file
+// decodedRun is one run of the corpus, decoded.
+type decodedRun struct {
+	ID     string // the events' run, or the source's Name in a one-run file
 	Parent string // the parent run's id (§8), "" for a root
 	File   string // the file it was read from
 	// Events are the run's own events, in the order of the lines.
@@ -118,23 +114,24 @@ type Run struct {
 	Truncated bool
 }
 
-// File is one decoded file: its runs in the order they first appear, and
-// all its events in the order of the lines (what a tree replay evaluates).
-type File struct {
-	Source Source
-	Runs   []*Run
+// decodedFile is one decoded file: its runs in the order they first
+// appear, and all its events in the order of the lines (what a tree replay
+// evaluates).
+type decodedFile struct {
+	Source source
+	Runs   []*decodedRun
 	Events []termination.Event
 	// Multi is set when the events name their runs (a file of many runs).
 	Multi bool
 }
 
-// ReadFile reads and decodes one file of the corpus, whole, for tools that
-// want a file's events ([Evaluate] does not hold them: it reads a line at a
-// time). A bad line is an error naming the file and the line; with lenient,
+// readFile reads and decodes one file of the corpus, whole: the reference
+// the tests hold Evaluate to (Evaluate never holds a file's events: it
+// reads a line at a time). A bad line is an error naming the file and the line; with lenient,
 // a truncated last line (one that ends inside a value, with no newline
 // after it: an agent killed while writing) is skipped and its run marked
 // Truncated instead. Evaluate reports the same errors.
-func ReadFile(src Source, lenient bool) (*File, error) {
+func readFile(src source, lenient bool) (*decodedFile, error) {
 	var buf []byte
 	data, err := readInto(src.Path, &buf)
 	if err != nil {
@@ -170,9 +167,9 @@ func readInto(path string, buf *[]byte) ([]byte, error) {
 	}
 }
 
-func decodeFile(src Source, data []byte, lenient bool) (*File, error) {
+func decodeFile(src source, data []byte, lenient bool) (*decodedFile, error) {
 	// One event per line at most: the events are appended without a copy.
-	f := &File{Source: src, Events: make([]termination.Event, 0, bytes.Count(data, []byte{'\n'})+1)}
+	f := &decodedFile{Source: src, Events: make([]termination.Event, 0, bytes.Count(data, []byte{'\n'})+1)}
 	dec := codec.NewDecoder(bytes.NewReader(data))
 	truncated := false
 	for {
@@ -204,14 +201,14 @@ func decodeFile(src Source, data []byte, lenient bool) (*File, error) {
 		return nil, fmt.Errorf("%s: no events", src.Path)
 	}
 	if !f.Multi {
-		f.Runs = []*Run{{ID: src.Name, File: src.Path, Events: f.Events, Truncated: truncated}}
+		f.Runs = []*decodedRun{{ID: src.Name, File: src.Path, Events: f.Events, Truncated: truncated}}
 		return f, nil
 	}
-	byID := make(map[string]*Run)
+	byID := make(map[string]*decodedRun)
 	for _, ev := range f.Events {
 		r := byID[ev.Run]
 		if r == nil {
-			r = &Run{ID: ev.Run, File: src.Path}
+			r = &decodedRun{ID: ev.Run, File: src.Path}
 			byID[ev.Run] = r
 			f.Runs = append(f.Runs, r)
 		}

@@ -9,11 +9,11 @@
 //
 // # How the pieces fit
 //
-// [Find] turns the command's PATHs (files, directories searched for
-// *.jsonl, globs) into [Source] files, each decoded with termination's
+// [Evaluate] resolves the command's PATHs (files, directories searched for
+// *.jsonl, globs) into the corpus's files, each decoded with
 // [codec.Decoder]: a file whose events carry "run" holds many runs (interleaved lines allowed), any other
 // file is one run named by its path relative to the PATH it was found
-// under, without .jsonl. [Evaluate] hands the files to Config.Workers
+// under, without .jsonl. Evaluate hands the files to Config.Workers
 // goroutines (it owns them; they end before it returns); each worker
 // reads a file a line at a time and evaluates every policy over each line
 // as it comes (stream.go): memory holds the live runs' evaluators and
@@ -32,8 +32,8 @@
 // place where a file's runs meet the policies. What a file's decoding can
 // share across policies is done once: a tool call's args are
 // fingerprinted once per run (the canonical args key, the one
-// stall detection compares), not once per policy. [ReadFile] still reads a
-// file whole, for tools that want its events.
+// stall detection compares), not once per policy. The tests hold
+// Evaluate to a reader of whole files (readFile), replayed per policy.
 //
 // The package imports termination, and internal/human for its table's
 // money (6 significant digits) and plurals, written as every command

@@ -22,11 +22,7 @@ func ExampleEvaluate() {
 	if err != nil {
 		panic(err)
 	}
-	sources, err := backtest.Find([]string{"testdata/corpus"})
-	if err != nil {
-		panic(err)
-	}
-	rep, err := backtest.Evaluate(context.Background(), sources, backtest.Config{
+	rep, err := backtest.Evaluate(context.Background(), []string{"testdata/corpus"}, backtest.Config{
 		Policies: []backtest.Policy{strict, loose},
 		Labels:   labels,
 	})

@@ -50,7 +50,7 @@ func TestBacktestRecordedRuns(t *testing.T) {
 	notree, err := LoadPolicy(filepath.Join(dir, "notree.yaml"))
 	require.NoError(t, err)
 	for _, workers := range []int{1, 4} {
-		rep := evaluate(t, []string{filepath.Join(dir, "events.jsonl")}, Config{Policies: []Policy{live, strict, notree}, Workers: workers})
+		rep := mustEvaluate(t, []string{filepath.Join(dir, "events.jsonl")}, Config{Policies: []Policy{live, strict, notree}, Workers: workers})
 		require.Equal(t, "live", rep.Summaries[0].Policy)
 		require.Equal(t, "strict", rep.Summaries[1].Policy)
 		out := map[string]map[string]Outcome{}

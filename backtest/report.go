@@ -286,8 +286,8 @@ func (r *Report) WriteJSON(w io.Writer) error {
 	return nil
 }
 
-// CSVHeader is the header row of WriteCSV.
-var CSVHeader = []string{
+// csvHeader is the header row of WriteCSV.
+var csvHeader = []string{
 	"run", "parent", "file", "policy", "label", "termination_cause", "outcome", "cause",
 	"stopped_at", "events", "iterations", "tool_calls", "tokens_input", "tokens_output", "cost",
 	"duration", "truncated", "evidence", "fired", "warnings", "stopped",
@@ -302,7 +302,7 @@ var CSVHeader = []string{
 // columns.
 func (r *Report) WriteCSV(w io.Writer) error {
 	cw := csv.NewWriter(w)
-	if err := cw.Write(CSVHeader); err != nil {
+	if err := cw.Write(csvHeader); err != nil {
 		return err
 	}
 	for i := range r.Outcomes {

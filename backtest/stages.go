@@ -10,9 +10,9 @@ import (
 	"github.com/agentstop/agentstop/termination"
 )
 
-// PolicyExts are the policy file names LoadStagePolicies reads, STAGE
+// policyExts are the policy file names LoadStagePolicies reads, STAGE
 // and one of these.
-var PolicyExts = []string{".yaml", ".yml", ".json"}
+var policyExts = []string{".yaml", ".yml", ".json"}
 
 // LoadStagePolicies reads a directory of per-stage policies, DIR/STAGE.yaml
 // each (what the quickstart's -record writes to DIR/policies), as one
@@ -35,7 +35,7 @@ func LoadStagePolicies(dir string) (Policy, error) {
 	p := Policy{Name: filepath.Base(filepath.Clean(dir)), Stages: map[string]termination.Policy{}}
 	for _, e := range entries {
 		ext := filepath.Ext(e.Name())
-		if e.IsDir() || !slices.Contains(PolicyExts, ext) {
+		if e.IsDir() || !slices.Contains(policyExts, ext) {
 			continue
 		}
 		path := filepath.Join(dir, e.Name())

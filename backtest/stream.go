@@ -74,7 +74,7 @@ func (c *candidate) conditionsOf(stage string) []termination.Condition {
 // evaluators and running totals and one Outcome per (run, policy), never
 // the events.
 type fileEval struct {
-	src   Source
+	src   source
 	cfg   *Config
 	cands []candidate
 	multi bool        // the events name their runs
@@ -105,7 +105,7 @@ type runState struct {
 	finished    bool
 }
 
-func newFileEval(src Source, cfg *Config, cands []candidate, multi bool, index codec.Index) *fileEval {
+func newFileEval(src source, cfg *Config, cands []candidate, multi bool, index codec.Index) *fileEval {
 	fe := &fileEval{src: src, cfg: cfg, cands: cands, multi: multi, index: index, runs: map[string]*runState{}}
 	fe.trees = make([]*replay.Runner, len(cands))
 	fe.evals = make([]*termination.Evaluator, len(cands))
@@ -191,7 +191,7 @@ func (fe *fileEval) entry(ev *termination.Event, rec *codec.Record, n int) {
 func (fe *fileEval) run(id, parent, stage string) *runState {
 	if r := fe.runs[id]; r != nil {
 		if r.parent == "" {
-			r.parent = parent // as ReadFile: the first parent the run's lines name
+			r.parent = parent // as readFile: the first parent the run's lines name
 		}
 		return r
 	}
@@ -343,8 +343,8 @@ type fileResult struct {
 // before, to find each run's last line). With spare workers (2 or more
 // for this file), the policies are evaluated by goroutines of their own
 // while the file is decoded (pipeline.go). Errors name the file and the
-// line, as ReadFile's do.
-func evaluateSource(src Source, cfg *Config, cands []candidate, spare int) (*fileResult, error) {
+// line, as readFile's do.
+func evaluateSource(src source, cfg *Config, cands []candidate, spare int) (*fileResult, error) {
 	f, err := os.Open(src.Path)
 	if err != nil {
 		return nil, fmt.Errorf("cannot read %s: %v", src.Path, pathErrorText(err))

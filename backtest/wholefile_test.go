@@ -33,12 +33,12 @@ func amountsOf(events []termination.Event) Amounts {
 
 // wholeFileEvaluate is Evaluate as it was: each file read whole, one
 // worker.
-func wholeFileEvaluate(sources []Source, cfg Config) (*Report, error) {
+func wholeFileEvaluate(sources []source, cfg Config) (*Report, error) {
 	rep := &Report{}
 	for _, src := range sources {
-		f, err := ReadFile(src, cfg.Lenient)
+		f, err := readFile(src, cfg.Lenient)
 		if err != nil {
-			return nil, &FileError{Path: src.Path, Err: err}
+			return nil, &fileError{Path: src.Path, Err: err}
 		}
 		rep.Outcomes = append(rep.Outcomes, wholeFileOutcomes(f, &cfg)...)
 	}
@@ -46,7 +46,7 @@ func wholeFileEvaluate(sources []Source, cfg Config) (*Report, error) {
 	return rep, nil
 }
 
-func wholeFileOutcomes(f *File, cfg *Config) []Outcome {
+func wholeFileOutcomes(f *decodedFile, cfg *Config) []Outcome {
 	out := make([]Outcome, 0, len(f.Runs)*len(cfg.Policies))
 	results := make([][]termination.Result, len(cfg.Policies))
 	for j := range cfg.Policies {
@@ -78,7 +78,7 @@ func wholeFileOutcomes(f *File, cfg *Config) []Outcome {
 	return out
 }
 
-func wholeFileResults(p *termination.Policy, f *File) []termination.Result {
+func wholeFileResults(p *termination.Policy, f *decodedFile) []termination.Result {
 	out := make([]termination.Result, len(f.Runs))
 	if !f.Multi && p.Tree() == nil {
 		r := f.Runs[0]
@@ -130,7 +130,7 @@ func TestStreamedEqualsWholeFile(t *testing.T) {
 	}
 	pols := randomPolicies(t, rng, 12)
 	labels := Labels{}
-	sources, err := Find([]string{dir, "testdata/corpus", "testdata/multi.jsonl"})
+	sources, err := find([]string{dir, "testdata/corpus", "testdata/multi.jsonl"})
 	require.NoError(t, err)
 	for _, o := range mustWhole(t, sources, Config{Policies: pols[:1], Lenient: true}).Outcomes {
 		if rng.IntN(3) > 0 {
@@ -143,7 +143,7 @@ func TestStreamedEqualsWholeFile(t *testing.T) {
 		{Policies: append(policies(t, "strict.yaml", "tree.yaml", "loose.yaml"), pols[5]), Lenient: true, All: true, Labels: labels},
 	} {
 		want := mustWhole(t, sources, cfg)
-		got, err := Evaluate(context.Background(), sources, cfg)
+		got, err := evaluate(context.Background(), sources, cfg)
 		require.NoError(t, err)
 		require.Len(t, got.Outcomes, len(want.Outcomes))
 		for k := range want.Outcomes {
@@ -155,7 +155,7 @@ func TestStreamedEqualsWholeFile(t *testing.T) {
 	// Fewer files than workers: each file's policies are split among
 	// goroutines fed by one decoding (pipeline.go).
 	for _, name := range []string{"tree-02", "tree-05", "tree-07", "run-03", "run-04"} {
-		one, err := Find([]string{filepath.Join(dir, name+".jsonl"), "testdata/multi.jsonl"})
+		one, err := find([]string{filepath.Join(dir, name+".jsonl"), "testdata/multi.jsonl"})
 		require.NoError(t, err)
 		for _, cfg := range []Config{
 			{Policies: pols, Lenient: true, All: true, Labels: labels, Workers: 4},
@@ -163,7 +163,7 @@ func TestStreamedEqualsWholeFile(t *testing.T) {
 			{Policies: pols[:5], Lenient: true, All: true, Workers: 16},
 		} {
 			want := mustWhole(t, one, cfg)
-			got, err := Evaluate(context.Background(), one, cfg)
+			got, err := evaluate(context.Background(), one, cfg)
 			require.NoError(t, err)
 			require.Equal(t, jsonOf(t, want.Outcomes), jsonOf(t, got.Outcomes), "%s, %d workers", name, cfg.Workers)
 			assert.Equal(t, want.Summaries, got.Summaries)
@@ -178,7 +178,7 @@ func TestStreamedEqualsWholeFile(t *testing.T) {
 	assert.Positive(t, truncated, "some runs reach the cut line")
 }
 
-func mustWhole(t *testing.T, sources []Source, cfg Config) *Report {
+func mustWhole(t *testing.T, sources []source, cfg Config) *Report {
 	t.Helper()
 	rep, err := wholeFileEvaluate(sources, cfg)
 	require.NoError(t, err)
@@ -246,10 +246,10 @@ func TestStreamedErrorsEqualWholeFile(t *testing.T) {
 	pols := policies(t, "strict.yaml", "tree.yaml")
 	for _, path := range paths {
 		for _, lenient := range []bool{false, true} {
-			src := []Source{{Path: path, Name: "r"}}
+			src := []source{{Path: path, Name: "r"}}
 			cfg := Config{Policies: pols, Lenient: lenient}
 			want, wantErr := wholeFileEvaluate(src, cfg)
-			got, err := Evaluate(context.Background(), src, cfg)
+			got, err := evaluate(context.Background(), src, cfg)
 			if wantErr != nil {
 				assert.EqualError(t, err, wantErr.Error(), "%s lenient=%v", path, lenient)
 				continue

@@ -23,11 +23,11 @@ import (
 // ScopeName is the instrumentation scope of the Writer's metric.
 const ScopeName = "github.com/agentstop/agentstop/eventlog"
 
-// Defaults of the options.
+// Defaults of the options (their docs state them).
 const (
-	DefaultMaxBytes = 64 << 20 // rotate at 64 MiB
-	DefaultMaxFiles = 5        // rotated files kept
-	DefaultBuffer   = 4096     // events buffered between the loops and the file
+	defaultMaxBytes = 64 << 20 // rotate at 64 MiB
+	defaultMaxFiles = 5        // rotated files kept
+	defaultBuffer   = 4096     // events buffered between the loops and the file
 )
 
 // Option configures a Writer.
@@ -168,7 +168,7 @@ func New(path string, opts ...Option) (*Writer, error) {
 
 // newWriter is New without starting the goroutine.
 func newWriter(path string, opts []Option) (*Writer, error) {
-	cfg := config{maxBytes: DefaultMaxBytes, maxFiles: DefaultMaxFiles, buffer: DefaultBuffer, meterProvider: otel.GetMeterProvider()}
+	cfg := config{maxBytes: defaultMaxBytes, maxFiles: defaultMaxFiles, buffer: defaultBuffer, meterProvider: otel.GetMeterProvider()}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&cfg)

@@ -18,7 +18,7 @@ func ExampleImport_claudeCode() {
 {"type":"assistant","sessionId":"s1","timestamp":"2025-11-19T22:53:34Z","message":{"id":"m3","content":[{"type":"text","text":"Fixed."}],"usage":{"input_tokens":10,"output_tokens":3}}}
 {"type":"file-history-snapshot","messageId":"x","snapshot":{}}
 `
-	out := importer.NewOutput(func(r importer.Run) error {
+	out := &importer.Output{Emit: func(r importer.Run) error {
 		fmt.Printf("run %s, parent %q:", r.ID, r.Parent)
 		for _, ev := range r.Events {
 			fmt.Printf(" %s", ev.Kind)
@@ -28,7 +28,7 @@ func ExampleImport_claudeCode() {
 		}
 		fmt.Println()
 		return nil
-	})
+	}}
 	if err := importer.Import("claude-code", "s1.jsonl", strings.NewReader(session), importer.Options{}, out); err != nil {
 		fmt.Println(err)
 	}

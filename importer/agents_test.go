@@ -34,7 +34,7 @@ func TestAgentImportGolden(t *testing.T) {
 			runs, err := importPath(tt.format, filepath.Join("testdata", tt.file), Options{})
 			require.NoError(t, err)
 			var b bytes.Buffer
-			require.NoError(t, WriteStream(&b, runs))
+			require.NoError(t, Runs(runs).WriteStream(&b))
 			golden := filepath.Join("testdata", tt.golden)
 			if *update {
 				require.NoError(t, os.WriteFile(golden, b.Bytes(), 0o644))
@@ -58,7 +58,7 @@ func TestAgentImportGolden(t *testing.T) {
 func importOut(t *testing.T, format, file, data string) ([]Run, map[string]int) {
 	t.Helper()
 	var runs []Run
-	out := NewOutput(func(r Run) error { runs = append(runs, r); return nil })
+	out := &Output{Emit: func(r Run) error { runs = append(runs, r); return nil }}
 	require.NoError(t, Import(format, file, bytes.NewReader([]byte(data)), Options{}, out))
 	skipped := map[string]int{}
 	for _, s := range out.Skipped() {

@@ -72,7 +72,7 @@ func benchmarkImportOpenAIChat(b *testing.B, size int) {
 		chatCorpus[size] = data
 	}
 	events := 0
-	out := NewOutput(func(r Run) error { events += len(r.Events); return nil })
+	out := &Output{Emit: func(r Run) error { events += len(r.Events); return nil }}
 	b.SetBytes(int64(len(data)))
 	b.ReportAllocs()
 	b.ResetTimer()

@@ -20,9 +20,10 @@
 // (Claude Code session JSONL, sub-agents as child runs, "claude-code"),
 // codex.go (Codex CLI rollouts, "codex") and geminicli.go (Gemini CLI
 // sessions, "gemini-cli"); agentlines.go reads their JSON Lines line by
-// line, however long a line is. [WriteStream] writes runs
+// line, however long a line is. The zero Output keeps the [Runs];
+// [Runs.Uniquify] gives them distinct ids, [Runs.WriteStream] writes them
 // as one JSON Lines stream whose events carry run and parent (what
-// backtest and a multi-run replay read); [WriteDir] writes one file per
+// backtest and a multi-run replay read), and [Runs.WriteDir] one file per
 // run. The package imports termination only, for the event type.
 //
 // Every mapping is written out in docs/import.md, with each choice a

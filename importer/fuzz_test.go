@@ -68,7 +68,7 @@ func FuzzToolName(f *testing.F) {
 	for _, s := range []string{"cd /x && timeout -s KILL 5 FOO='a b' python3 -m pytest", `"a\`, "cd", "timeout", "x;&&;"} {
 		f.Add(s)
 	}
-	f.Fuzz(func(t *testing.T, cmd string) { _ = ToolName(cmd) })
+	f.Fuzz(func(t *testing.T, cmd string) { _ = toolName(cmd) })
 }
 
 // FuzzOpenAIChatPaths: a JSON Lines line maps the same through the
@@ -83,7 +83,7 @@ func FuzzOpenAIChatPaths(f *testing.F) {
 			return
 		}
 		run := func(fast bool) (runs []Run, skipped []Skipped, err error) {
-			out := NewOutput(func(r Run) error { runs = append(runs, r); return nil })
+			out := &Output{Emit: func(r Run) error { runs = append(runs, r); return nil }}
 			c := newChatStream("f.jsonl", &Options{IDField: "id", ErrorPrefix: "E"}, out)
 			if !fast {
 				c.fast = nil

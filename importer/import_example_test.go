@@ -14,14 +14,14 @@ func ExampleImport() {
 	jsonl := `{"id": "task-1", "messages": [{"role": "user", "content": [{"type": "text", "text": "Fix it"}, {"type": "image_url", "image_url": {"url": "data:,"}}]}, {"role": "assistant", "content": "Fixed."}]}
 {"id": "task-2", "messages": [{"role": "user", "content": "Test it"}, {"role": "assistant", "content": null, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "run_tests", "arguments": "{}"}}]}, {"role": "tool", "tool_call_id": "c1", "content": "ok"}, {"role": "assistant", "content": "All pass."}]}
 `
-	out := importer.NewOutput(func(r importer.Run) error {
+	out := &importer.Output{Emit: func(r importer.Run) error {
 		var kinds []string
 		for _, ev := range r.Events {
 			kinds = append(kinds, ev.Kind.String())
 		}
 		fmt.Println(r.ID, strings.Join(kinds, " "))
 		return nil
-	})
+	}}
 	err := importer.Import("openai-chat", "runs.jsonl", strings.NewReader(jsonl), importer.Options{IDField: "id"}, out)
 	fmt.Println(err, out.Skipped())
 	// Output:

@@ -59,22 +59,35 @@ func (e *EntryError) Unwrap() error { return e.Err }
 // Output receives what an import produces: each run, in the order the
 // format completes them, and a count of the entries the format
 // legitimately leaves out (an HTTP span in a trace, a file-history line
-// in a session), by kind, for the summary line of §4.2.
+// in a session), by kind, for the summary line of §4.2. The zero Output
+// keeps the runs in Runs; one with Emit set hands each run to Emit as
+// soon as the format completes it, and keeps none.
 type Output struct {
-	emit    func(Run) error
+	// Emit, when not nil, receives each run instead of Runs; its error
+	// ends the import.
+	Emit func(Run) error
+	// Runs are the runs received so far, in order, when Emit is nil.
+	Runs Runs
+
 	skipped map[string]int
 }
 
-// NewOutput returns an Output that hands each run to emit.
-func NewOutput(emit func(Run) error) *Output {
-	return &Output{emit: emit, skipped: map[string]int{}}
+// Run hands one complete run on; Emit's error ends the import.
+func (o *Output) Run(r Run) error {
+	if o.Emit != nil {
+		return o.Emit(r)
+	}
+	o.Runs = append(o.Runs, r)
+	return nil
 }
 
-// Run hands one complete run on; its error ends the import.
-func (o *Output) Run(r Run) error { return o.emit(r) }
-
 // Skip counts one entry of the given kind that the format leaves out.
-func (o *Output) Skip(kind string) { o.skipped[kind]++ }
+func (o *Output) Skip(kind string) {
+	if o.skipped == nil {
+		o.skipped = map[string]int{}
+	}
+	o.skipped[kind]++
+}
 
 // Skipped returns the kinds of entries left out so far and how many of
 // each, kinds in ascending order.
@@ -169,9 +182,12 @@ func ImportFile(formatName, path string, opts Options, out *Output) error {
 	return Import(formatName, path, f, opts, out)
 }
 
+// Runs are imported runs, in order.
+type Runs []Run
+
 // Uniquify gives every run a distinct id, in order: a name that repeats
 // gets #2, #3, ….
-func Uniquify(runs []Run) {
+func (runs Runs) Uniquify() {
 	var n namer
 	for i := range runs {
 		runs[i].ID = n.unique(runs[i].ID)
@@ -184,7 +200,7 @@ func Uniquify(runs []Run) {
 // the order of the runs), as a live log of concurrent runs is, so that a
 // tree replay sees a child's events while its parent is still going;
 // otherwise the runs are written one after the other.
-func WriteStream(w io.Writer, runs []Run) error {
+func (runs Runs) WriteStream(w io.Writer) error {
 	type line struct {
 		ev  termination.Event
 		run int
@@ -218,13 +234,13 @@ func WriteStream(w io.Writer, runs []Run) error {
 // a file name replaced by _), its events without run and parent: a one-run
 // file, named by its run. It returns the files written. A file that exists
 // already is an error, not overwritten.
-func WriteDir(dir string, runs []Run) ([]string, error) {
+func (runs Runs) WriteDir(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
 	var files []string
 	for _, r := range runs {
-		path := filepath.Join(dir, FileName(r.ID)+".jsonl")
+		path := filepath.Join(dir, fileName(r.ID)+".jsonl")
 		f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
 		if err != nil {
 			return files, fmt.Errorf("cannot write run %s: %w", r.ID, err)
@@ -247,9 +263,9 @@ func WriteDir(dir string, runs []Run) ([]string, error) {
 	return files, nil
 }
 
-// FileName turns a run id into a file name: path separators, spaces,
+// fileName turns a run id into a file name: path separators, spaces,
 // control characters and the characters Windows forbids become _.
-func FileName(id string) string {
+func fileName(id string) string {
 	name := strings.Map(func(r rune) rune {
 		if r < ' ' || strings.ContainsRune(`/\:*?"<>| `, r) {
 			return '_'

@@ -38,7 +38,7 @@ func TestImportGolden(t *testing.T) {
 			runs, err := importPath(tt.format, filepath.Join("testdata", tt.file), tt.opts)
 			require.NoError(t, err)
 			var b bytes.Buffer
-			require.NoError(t, WriteStream(&b, runs))
+			require.NoError(t, Runs(runs).WriteStream(&b))
 			golden := filepath.Join("testdata", tt.golden)
 			if *update {
 				require.NoError(t, os.WriteFile(golden, b.Bytes(), 0o644))
@@ -256,7 +256,7 @@ func TestSWEAgentShapes(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var runs []Run
-			out := NewOutput(func(r Run) error { runs = append(runs, r); return nil })
+			out := &Output{Emit: func(r Run) error { runs = append(runs, r); return nil }}
 			require.NoError(t, Import("swe-agent", "x.traj", strings.NewReader(tt.data), Options{}, out))
 			require.Len(t, runs, 1)
 			assert.Equal(t, tt.want, eventKinds(runs[0].Events))
@@ -283,9 +283,13 @@ func TestToolName(t *testing.T) {
 		"\"quoted cmd\" arg":                               "quoted cmd",
 		"echo a && echo b":                                 "echo",
 		"":                                                 "",
+		// Commands of real mini-swe-agent trajectories.
+		"cd /testbed && grep -rn UsernameValidator django/": "grep",
+		"PYTHONPATH=. python -m pytest tests/ -q":           "pytest",
+		"timeout 60 /usr/bin/python3 -m unittest discover":  "unittest",
 	}
 	for cmd, want := range tests {
-		assert.Equal(t, want, ToolName(cmd), "%q", cmd)
+		assert.Equal(t, want, toolName(cmd), "%q", cmd)
 	}
 }
 
@@ -351,20 +355,20 @@ func TestWriteDir(t *testing.T) {
 		{ID: "a/b c", Events: []termination.Event{{Kind: termination.KindInput, Text: "x"}}},
 		{ID: "child", Parent: "a/b c", Events: []termination.Event{{Kind: termination.KindFinal}}},
 	}
-	files, err := WriteDir(dir, runs)
+	files, err := Runs(runs).WriteDir(dir)
 	require.NoError(t, err)
 	require.Equal(t, []string{filepath.Join(dir, "a_b_c.jsonl"), filepath.Join(dir, "child.jsonl")}, files)
 	b, err := os.ReadFile(files[1])
 	require.NoError(t, err)
 	assert.Equal(t, "{\"kind\":\"final\"}\n", string(b), "a one-run file: no run, no parent")
-	_, err = WriteDir(dir, runs[:1])
+	_, err = Runs(runs[:1]).WriteDir(dir)
 	assert.ErrorContains(t, err, "cannot write run a/b c", "never overwrites")
-	assert.Equal(t, "_..", FileName(".."))
+	assert.Equal(t, "_..", fileName(".."))
 }
 
 func TestUniquify(t *testing.T) {
 	runs := []Run{{ID: "a"}, {ID: "a"}, {ID: "b"}, {ID: "a#2"}, {ID: "a"}}
-	Uniquify(runs)
+	Runs(runs).Uniquify()
 	var ids []string
 	for _, r := range runs {
 		ids = append(ids, r.ID)

@@ -247,7 +247,7 @@ func (m *msweMapper) assistant(msgs []msweMessage, i int, text string, bad func(
 		return b2i(nextUser), nil
 	}
 	m.addTurn(turn)
-	call := termination.Event{Kind: termination.KindToolCall, Tool: ToolName(command),
+	call := termination.Event{Kind: termination.KindToolCall, Tool: toolName(command),
 		Args: marshalJSON(map[string]string{"command": command}), Time: turn.Time}
 	m.events = append(m.events, call)
 	m.pending = &call
@@ -340,7 +340,7 @@ func bashCall(c chatToolCall) (termination.Event, error) {
 		Command *string `json:"command"`
 	}
 	if c.Function.Name == "bash" && json.Unmarshal([]byte(c.Function.Arguments), &a) == nil && a.Command != nil {
-		call.Tool = ToolName(*a.Command)
+		call.Tool = toolName(*a.Command)
 		if submits(*a.Command) {
 			call.Tool = "submit"
 		}
@@ -486,11 +486,11 @@ func observation(msg msweMessage, text string, call *termination.Event) (termina
 
 var assignment = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
 
-// ToolName names the tool a bash command runs, as §4.2 maps
+// toolName names the tool a bash command runs, as §4.2 maps
 // mini-swe-agent actions: the command's first word after leading "cd DIR
 // &&" / "cd DIR;" prefixes and VAR=value assignments, without its path;
 // "python -m X" (python3 too) is X, and "timeout N cmd" is cmd.
-func ToolName(command string) string {
+func toolName(command string) string {
 	words := shellWords(command)
 	for len(words) > 0 {
 		w := words[0]

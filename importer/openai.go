@@ -115,7 +115,7 @@ func importOpenAIChat(file string, data []byte, o *Options, skip func(string)) (
 		}
 		runs = append(runs, Run{ID: id, Events: events})
 	}
-	Uniquify(runs)
+	Runs(runs).Uniquify()
 	return runs, nil
 }
 

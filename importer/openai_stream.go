@@ -226,7 +226,7 @@ func (c *chatStream) entryError(entry string, err error) error {
 	return &EntryError{File: c.file, Entry: entry, Err: err}
 }
 
-// namer gives names that repeat #2, #3, … in order, as Uniquify does.
+// namer gives names that repeat #2, #3, … in order, as Runs.Uniquify does.
 type namer struct {
 	seen map[string]bool
 	last map[string]int

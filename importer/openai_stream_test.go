@@ -22,7 +22,7 @@ func TestOpenAIChatStreams(t *testing.T) {
 	got := make(chan string, 3)
 	done := make(chan error, 1)
 	go func() {
-		out := NewOutput(func(r Run) error { got <- r.ID; return nil })
+		out := &Output{Emit: func(r Run) error { got <- r.ID; return nil }}
 		done <- Import("openai-chat", "live.jsonl", pr, Options{IDField: "id"}, out)
 	}()
 	_, err := io.WriteString(pw, line("a")+line("b"))
@@ -94,7 +94,7 @@ func TestOpenAIChatJSONLines(t *testing.T) {
 func TestOpenAIChatEmitError(t *testing.T) {
 	stop := errors.New("disk full")
 	n := 0
-	out := NewOutput(func(Run) error { n++; return stop })
+	out := &Output{Emit: func(Run) error { n++; return stop }}
 	err := Import("openai-chat", "f.jsonl", strings.NewReader(line("a")+line("b")+line("c")), Options{}, out)
 	assert.ErrorIs(t, err, stop)
 	assert.Equal(t, 1, n)
@@ -110,7 +110,7 @@ func TestNonTextPartsCounted(t *testing.T) {
 		{"mini-swe-agent", `{"messages": ` + msgs + `}`},
 	} {
 		var runs []Run
-		out := NewOutput(func(r Run) error { runs = append(runs, r); return nil })
+		out := &Output{Emit: func(r Run) error { runs = append(runs, r); return nil }}
 		require.NoError(t, Import(tt.format, "f.json", strings.NewReader(tt.data), Options{}, out), tt.data)
 		assert.Equal(t, "what is this?", runs[0].Events[0].Text)
 		assert.Equal(t, []Skipped{{nonTextPart, len(runs)}}, out.Skipped(), tt.data)

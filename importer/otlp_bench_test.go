@@ -81,7 +81,7 @@ func benchmarkImportOTLP(b *testing.B, size int) {
 	cpu := processCPUTime()
 	n := 0
 	for b.Loop() {
-		out := NewOutput(func(Run) error { return nil })
+		out := &Output{Emit: func(Run) error { return nil }}
 		if err := Import("otlp", "corpus.jsonl", bytes.NewReader(data), Options{}, out); err != nil {
 			b.Fatal(err)
 		}

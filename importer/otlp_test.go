@@ -44,7 +44,7 @@ var otlpSamples = []struct {
 func importOTLP(t testing.TB, file string, data []byte) ([]Run, []Skipped, error) {
 	t.Helper()
 	var runs []Run
-	out := NewOutput(func(r Run) error { runs = append(runs, r); return nil })
+	out := &Output{Emit: func(r Run) error { runs = append(runs, r); return nil }}
 	err := Import("otlp", file, bytes.NewReader(data), Options{}, out)
 	return runs, out.Skipped(), err
 }
@@ -52,7 +52,7 @@ func importOTLP(t testing.TB, file string, data []byte) ([]Run, []Skipped, error
 func stream(t testing.TB, runs []Run) string {
 	t.Helper()
 	var b bytes.Buffer
-	require.NoError(t, WriteStream(&b, runs))
+	require.NoError(t, Runs(runs).WriteStream(&b))
 	return b.String()
 }
 
@@ -566,7 +566,7 @@ func TestOTLPReaderShapes(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			for _, r := range []func(io.Reader) io.Reader{func(r io.Reader) io.Reader { return r }, iotest.OneByteReader, iotest.HalfReader} {
 				var runs []Run
-				out := NewOutput(func(x Run) error { runs = append(runs, x); return nil })
+				out := &Output{Emit: func(x Run) error { runs = append(runs, x); return nil }}
 				require.NoError(t, Import("otlp", "t.jsonl", r(bytes.NewReader(data)), Options{}, out))
 				assert.Equal(t, stream(t, want), stream(t, runs))
 			}

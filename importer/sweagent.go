@@ -219,7 +219,7 @@ func (m *sweMapper) toolCalls(source, text string, calls []chatToolCall, last bo
 			Command *string `json:"command"`
 		}
 		if tool == "bash" && json.Unmarshal([]byte(c.Function.Arguments), &a) == nil && a.Command != nil {
-			tool = ToolName(*a.Command)
+			tool = toolName(*a.Command)
 		}
 		if c.ID != "" {
 			m.calls[c.ID] = tool
@@ -248,7 +248,7 @@ func (m *sweMapper) textAction(source, text, action string, last bool) {
 		m.events = append(m.events, turn)
 		return
 	}
-	m.pending = ToolName(action)
+	m.pending = toolName(action)
 	m.events = append(m.events, turn, termination.Event{Kind: termination.KindToolCall, Tool: m.pending,
 		Args: marshalJSON(map[string]string{"command": action})})
 }

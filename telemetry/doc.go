@@ -85,13 +85,17 @@
 //	agent.stage.idle.stops          counter, {run}       stage
 //	agent.stage.shadow.stops        counter, {run}       stage, policy, termination_cause
 //
-// gen_ai.invoke_agent.duration has the buckets of agent.stage.duration
-// ([DurationBuckets]); gen_ai.execute_tool.duration those the conventions
-// advise ([ToolDurationBuckets], 0.01 … 81.92 s).
+// The histograms' buckets (docs/spec.md §5), passed to the SDK as advice:
+//
+//	agent.stage.duration, gen_ai.invoke_agent.duration   0.1, 0.2, 0.4 … 409.6 s (doubling)
+//	agent.stage.iterations, agent.stage.tool_calls       1, 2, 4 … 1024
+//	agent.stage.budget.utilization                       0.25, 0.5, 0.75, 0.8, 0.9, 1, 1.25, 1.5, 2
+//	gen_ai.execute_tool.duration                         0.01, 0.02 … 81.92 s (doubling; the conventions' advice)
+//	gen_ai.invoke_agent.inference_calls, .tool_calls     1, 2, 4 … 128
+//
 // gen_ai.invoke_agent.inference_calls ({inference_call}: the run's
 // iterations, its model turns) and gen_ai.invoke_agent.tool_calls
-// ({tool_call}) are recorded once per run, buckets 1, 2, 4 … 128
-// ([AgentCallBuckets]).
+// ({tool_call}) are recorded once per run.
 //
 // agent.stage.idle.stops counts the runs an idle limit stopped (policy
 // key idle:, a Timeout with idle set; for All, the last cause to fire):

@@ -20,7 +20,9 @@ const ScopeName = "github.com/agentstop/agentstop/telemetry"
 // Version is the version of the instrumentation.
 func Version() string { return "0.1.0" }
 
-// Attribute keys shared by spans and metrics.
+// Attribute keys of the spans and metrics (docs/spec.md §5). The
+// gen_ai.* keys follow the GenAI semantic conventions (see the package doc
+// for the version followed).
 const (
 	KeyStage            = attribute.Key("stage")
 	KeyTerminationCause = attribute.Key("termination_cause")
@@ -29,11 +31,9 @@ const (
 	KeyResource         = attribute.Key("resource")
 	KeySignal           = attribute.Key("signal")
 	KeyTerminationKind  = attribute.Key("termination.kind")
-)
+	// KeyPolicy is the shadow policy's name on agent.stage.shadow.stops.
+	KeyPolicy = attribute.Key("policy")
 
-// GenAI semantic-convention attribute keys (see the package doc for the
-// version followed).
-const (
 	KeyGenAIOperationName  = attribute.Key("gen_ai.operation.name")
 	KeyGenAIAgentName      = attribute.Key("gen_ai.agent.name")
 	KeyGenAIAgentID        = attribute.Key("gen_ai.agent.id")
@@ -49,44 +49,61 @@ const (
 	KeyParentRunID = attribute.Key("agentstop.parent.run.id")
 )
 
-// ResourceTimeout is the resource attribute of agent.tree.limits.reached
-// for a tree timeout (a Timeout with scope tree), beside the budgeted
-// resources of termination.Resource.
-const ResourceTimeout = "timeout"
+// Fixed attribute values the Recorder records in place of unbounded or
+// free-text ones.
+const (
+	// OtherStage is the stage name recorded for stages past the stage limit.
+	OtherStage = "_other"
+	// OtherValue is recorded for tool names past the tool limit, provider
+	// names past MaxProviders, shadow policy names past MaxShadowPolicies
+	// and unknown stall signals past the bound.
+	OtherValue = "_other"
+	// ToolError is the error.type of a failed tool call (never the tool's
+	// free-text error).
+	ToolError = "tool_error"
+	// ResourceTimeout is the resource attribute of agent.tree.limits.reached
+	// for a tree timeout (a Timeout with scope tree), beside the budgeted
+	// resources of termination.Resource.
+	ResourceTimeout = "timeout"
+)
 
-// ToolError is the error.type of a failed tool call (never the tool's
-// free-text error).
-const ToolError = "tool_error"
+// Cardinality bounds of a Recorder: past each, later values are recorded as
+// "_other" (termination_cause values as "custom").
+const (
+	// DefaultStageLimit is the default number of distinct stage names
+	// recorded (WithStageLimit).
+	DefaultStageLimit = 200
+	// DefaultToolLimit is the default number of distinct tool names
+	// recorded on gen_ai.execute_tool.duration (WithToolLimit).
+	DefaultToolLimit = 200
+	// MaxCustomTags bounds the custom termination_cause values a Recorder
+	// records from stages' allow-lists (middleware.WithCustomReasons), over
+	// all stages; later ones are recorded as "custom".
+	MaxCustomTags = 32
+	// MaxProviders bounds the distinct gen_ai.provider.name values a
+	// Recorder records on metrics; later ones are recorded as "_other".
+	MaxProviders = 32
+	// MaxShadowPolicies bounds the distinct shadow policy names a Recorder
+	// records per stage on agent.stage.shadow.stops; later ones are
+	// recorded as "_other" (their span attributes keep their names).
+	MaxShadowPolicies = 16
+)
 
-// OtherStage is the stage name recorded for stages past the stage limit.
-const OtherStage = "_other"
-
-// OtherValue is recorded for tool names past the tool limit, provider names
-// past MaxProviders and unknown stall signals past the bound.
-const OtherValue = "_other"
-
-// DefaultStageLimit is the default number of distinct stage names recorded.
-const DefaultStageLimit = 200
-
-// DefaultToolLimit is the default number of distinct tool names recorded on
-// gen_ai.execute_tool.duration.
-const DefaultToolLimit = 200
-
-// MaxProviders bounds the distinct gen_ai.provider.name values a Recorder
-// records on metrics; later ones are recorded as "_other".
-const MaxProviders = 32
-
-// Bucket layouts of the contract.
+// Bucket layouts of the contract (docs/spec.md §5), unexported so that no
+// caller can change them: the package doc lists them.
 var (
-	DurationBuckets = []float64{0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2, 102.4, 204.8, 409.6}
-	CountBuckets    = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
-	// AgentCallBuckets are the buckets of gen_ai.invoke_agent.inference_calls
-	// and gen_ai.invoke_agent.tool_calls: 1, 2, 4 … 128.
-	AgentCallBuckets   = []float64{1, 2, 4, 8, 16, 32, 64, 128}
-	UtilizationBuckets = []float64{0.25, 0.5, 0.75, 0.8, 0.9, 1, 1.25, 1.5, 2}
-	// ToolDurationBuckets are the GenAI conventions' advice for
+	// durationBuckets: agent.stage.duration and gen_ai.invoke_agent.duration.
+	durationBuckets = []float64{0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8, 25.6, 51.2, 102.4, 204.8, 409.6}
+	// countBuckets: agent.stage.iterations and agent.stage.tool_calls.
+	countBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024}
+	// agentCallBuckets: gen_ai.invoke_agent.inference_calls and
+	// gen_ai.invoke_agent.tool_calls: 1, 2, 4 … 128.
+	agentCallBuckets = []float64{1, 2, 4, 8, 16, 32, 64, 128}
+	// utilizationBuckets: agent.stage.budget.utilization.
+	utilizationBuckets = []float64{0.25, 0.5, 0.75, 0.8, 0.9, 1, 1.25, 1.5, 2}
+	// toolDurationBuckets are the GenAI conventions' advice for
 	// gen_ai.execute_tool.duration: 0.01 … 81.92 s, doubling.
-	ToolDurationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
+	toolDurationBuckets = []float64{0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28, 2.56, 5.12, 10.24, 20.48, 40.96, 81.92}
 )
 
 // Option configures a Recorder.
@@ -149,11 +166,6 @@ func WithToolLimit(n int) Option {
 		c.toolLimit = n
 	})
 }
-
-// MaxCustomTags bounds the custom termination_cause values a Recorder
-// records from stages' allow-lists (middleware.WithCustomReasons), over
-// all stages; later ones are recorded as "custom".
-const MaxCustomTags = 32
 
 // Recorder records stage runs with OpenTelemetry. It implements
 // middleware.Participant and is safe for concurrent use; one Recorder can serve
@@ -237,19 +249,19 @@ func NewRecorder(opts ...Option) *Recorder {
 		metric.WithDescription("Stage runs that ended, by why they ended."))
 	handle(err)
 	r.duration, err = meter.Float64Histogram("agent.stage.duration", metric.WithUnit("s"),
-		metric.WithDescription("Duration of stage runs."), metric.WithExplicitBucketBoundaries(DurationBuckets...))
+		metric.WithDescription("Duration of stage runs."), metric.WithExplicitBucketBoundaries(durationBuckets...))
 	handle(err)
 	r.iterations, err = meter.Int64Histogram("agent.stage.iterations", metric.WithUnit("{iteration}"),
-		metric.WithDescription("Model turns per stage run."), metric.WithExplicitBucketBoundaries(CountBuckets...))
+		metric.WithDescription("Model turns per stage run."), metric.WithExplicitBucketBoundaries(countBuckets...))
 	handle(err)
 	r.toolCalls, err = meter.Int64Histogram("agent.stage.tool_calls", metric.WithUnit("{tool_call}"),
-		metric.WithDescription("Tool calls per stage run."), metric.WithExplicitBucketBoundaries(CountBuckets...))
+		metric.WithDescription("Tool calls per stage run."), metric.WithExplicitBucketBoundaries(countBuckets...))
 	handle(err)
 	r.tokens, err = meter.Int64Counter("agent.stage.tokens", metric.WithUnit("{token}"),
 		metric.WithDescription("Tokens spent by stage runs."))
 	handle(err)
 	r.utilization, err = meter.Float64Histogram("agent.stage.budget.utilization", metric.WithUnit("1"),
-		metric.WithDescription("Share of each budget used by a stage run."), metric.WithExplicitBucketBoundaries(UtilizationBuckets...))
+		metric.WithDescription("Share of each budget used by a stage run."), metric.WithExplicitBucketBoundaries(utilizationBuckets...))
 	handle(err)
 	r.pressure, err = meter.Int64Counter("agent.stage.budget.pressure",
 		metric.WithDescription("Budget-pressure warnings."))
@@ -262,19 +274,19 @@ func NewRecorder(opts ...Option) *Recorder {
 	handle(err)
 	r.invokeDuration, err = meter.Float64Histogram("gen_ai.invoke_agent.duration", metric.WithUnit("s"),
 		metric.WithDescription("The end-to-end duration of a single agent invocation."),
-		metric.WithExplicitBucketBoundaries(DurationBuckets...))
+		metric.WithExplicitBucketBoundaries(durationBuckets...))
 	handle(err)
 	r.toolDuration, err = meter.Float64Histogram("gen_ai.execute_tool.duration", metric.WithUnit("s"),
 		metric.WithDescription("The duration of a single tool execution."),
-		metric.WithExplicitBucketBoundaries(ToolDurationBuckets...))
+		metric.WithExplicitBucketBoundaries(toolDurationBuckets...))
 	handle(err)
 	r.inferenceCalls, err = meter.Int64Histogram("gen_ai.invoke_agent.inference_calls", metric.WithUnit("{inference_call}"),
 		metric.WithDescription("The number of inference calls made during a single agent invocation."),
-		metric.WithExplicitBucketBoundaries(AgentCallBuckets...))
+		metric.WithExplicitBucketBoundaries(agentCallBuckets...))
 	handle(err)
 	r.agentToolCalls, err = meter.Int64Histogram("gen_ai.invoke_agent.tool_calls", metric.WithUnit("{tool_call}"),
 		metric.WithDescription("The number of tool calls made during a single agent invocation."),
-		metric.WithExplicitBucketBoundaries(AgentCallBuckets...))
+		metric.WithExplicitBucketBoundaries(agentCallBuckets...))
 	handle(err)
 	r.treeCancelled, err = meter.Int64Counter("agent.tree.runs.cancelled", metric.WithUnit("{run}"),
 		metric.WithDescription("Runs ended because an ancestor run ended (Cancelled with reason parent)."))

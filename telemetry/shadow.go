@@ -13,14 +13,6 @@ import (
 // done to a run is recorded once, at the run's end, from Result.Shadow —
 // nothing per event.
 
-// KeyPolicy is the shadow policy's name on agent.stage.shadow.stops.
-const KeyPolicy = attribute.Key("policy")
-
-// MaxShadowPolicies bounds the distinct shadow policy names a Recorder
-// records per stage on agent.stage.shadow.stops; later ones are recorded
-// as "_other" (their span attributes keep their names).
-const MaxShadowPolicies = 16
-
 // ShadowAttributeKeys returns the span attribute keys of a shadow policy
 // named name: agentstop.shadow.NAME.termination_cause and
 // agentstop.shadow.NAME.stopped_at.

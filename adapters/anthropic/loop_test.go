@@ -102,7 +102,7 @@ func TestNaturalCompletion(t *testing.T) {
 		if l.runner {
 			traits.CallID = nil
 		}
-		if err := adaptertest.CheckNaturalCompletion(t, api, l.on, traits); err != nil {
+		if err := api.CheckNaturalCompletion(t, l.on, traits); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -113,7 +113,7 @@ func TestNaturalCompletion(t *testing.T) {
 func TestTruncatedAnswerFails(t *testing.T) {
 	forEachLoop(t, func(t *testing.T, l loop) {
 		const want = "stop_reason max_tokens: the response was cut off at the token limit"
-		if _, err := adaptertest.CheckTruncatedAnswer(t, api, "max_tokens", want, l.on); err != nil {
+		if _, err := api.CheckTruncatedAnswer(t, "max_tokens", want, l.on); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -122,7 +122,7 @@ func TestTruncatedAnswerFails(t *testing.T) {
 // A run stopped from outside cancels the request the loop is waiting on.
 func TestStopCancelsLoop(t *testing.T) {
 	forEachLoop(t, func(t *testing.T, l loop) {
-		if err := adaptertest.CheckStopCancelsLoop(t, api, l.on); err != nil {
+		if err := api.CheckStopCancelsLoop(t, l.on); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -122,7 +122,7 @@ func TestRunawayStoppedByStall(t *testing.T) {
 
 func TestNaturalCompletion(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
-		if err := adaptertest.CheckNaturalCompletion(t, api, on(stream), adaptertest.LoopTraits{
+		if err := api.CheckNaturalCompletion(t, on(stream), adaptertest.LoopTraits{
 			Model: "scripted", Input: true, CallID: callID, ResultIDs: true,
 		}); err != nil {
 			t.Fatal(err)
@@ -135,7 +135,7 @@ func TestNaturalCompletion(t *testing.T) {
 func TestTruncatedAnswerFails(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
 		const want = "finish_reason length: the response was cut off at the token limit"
-		rec, err := adaptertest.CheckTruncatedAnswer(t, api, "length", want, on(stream))
+		rec, err := api.CheckTruncatedAnswer(t, "length", want, on(stream))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -149,7 +149,7 @@ func TestTruncatedAnswerFails(t *testing.T) {
 // the request the loop is waiting on.
 func TestStopCancelsLoop(t *testing.T) {
 	forEachMode(t, func(t *testing.T, stream bool) {
-		if err := adaptertest.CheckStopCancelsLoop(t, api, on(stream)); err != nil {
+		if err := api.CheckStopCancelsLoop(t, on(stream)); err != nil {
 			t.Fatal(err)
 		}
 	})

@@ -95,17 +95,13 @@ func runBacktest(args []string, sio stdio) int {
 		}
 		cfg.Labels = l
 	}
-	sources, err := backtest.Find(paths)
-	if err != nil {
-		return fail("%v", err)
-	}
 	setBatchGC()
 	var progress *progressLine
 	if human.IsTerminal(sio.err) {
 		progress = &progressLine{w: sio.err}
 		cfg.Progress = progress.update
 	}
-	rep, err := backtest.Evaluate(context.Background(), sources, cfg)
+	rep, err := backtest.Evaluate(context.Background(), paths, cfg)
 	progress.clear()
 	if err != nil {
 		return fail("%v", err)

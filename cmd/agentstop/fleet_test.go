@@ -46,7 +46,7 @@ func withPassword(url string) string {
 // show) and a live fleet.
 func TestFleetCommands(t *testing.T) {
 	noLeaks(t)
-	redistest.Each(t, testFleetCommands, redistest.WithArgs("--requirepass", testPassword))
+	redistest.Each(t, testFleetCommands, "--requirepass", testPassword)
 }
 
 func testFleetCommands(t *testing.T, srv redistest.Redis) {
@@ -159,10 +159,10 @@ func testFleetCommands(t *testing.T, srv redistest.Redis) {
 // and unreachable servers are one line on stderr and exit 2 within 10 s.
 func TestFleetCommandErrors(t *testing.T) {
 	noLeaks(t)
-	srv := redistest.Start(t, redistest.WithArgs("--requirepass", testPassword))
+	srv := redistest.Start(t, "--requirepass", testPassword)
 	good := map[string]string{"AGENTSTOP_REDIS_URL": "redis://:" + testPassword + "@" + srv.Addr}
 	wrong := map[string]string{"AGENTSTOP_REDIS_URL": "redis://app:wrong-" + testPassword + "@" + srv.Addr}
-	cl := redistest.StartCluster(t, redistest.WithArgs("--requirepass", testPassword))
+	cl := redistest.StartCluster(t, "--requirepass", testPassword)
 	wrongCluster := map[string]string{"AGENTSTOP_REDIS_URL": strings.Replace(cl.URL(), "redis://", "redis://app:wrong-"+testPassword+"@", 1)}
 	refusedCluster := map[string]string{"AGENTSTOP_REDIS_URL": "redis://127.0.0.1:1?addr=127.0.0.1:2"}
 	refused := map[string]string{"AGENTSTOP_REDIS_URL": "redis://127.0.0.1:1"}

@@ -54,10 +54,9 @@ func runImport(args []string, sio stdio) int {
 		}
 	}
 	opts := importer.Options{MessagesField: *messages, IDField: *id, ErrorPrefix: *errorPrefix}
-	var runs []importer.Run
-	out := importer.NewOutput(func(r importer.Run) error { runs = append(runs, r); return nil })
+	var out importer.Output // keeps the runs
 	for _, f := range files {
-		if err := importer.ImportFile(*from, f, opts, out); err != nil {
+		if err := importer.ImportFile(*from, f, opts, &out); err != nil {
 			return fail("%v", err)
 		}
 	}
@@ -65,14 +64,15 @@ func runImport(args []string, sio stdio) int {
 	if *strict && skipped != "none" {
 		return fail("-strict: entries left out: %s (nothing written)", skipped)
 	}
-	importer.Uniquify(runs)
+	runs := out.Runs
+	runs.Uniquify()
 	dest := "stdout"
 	if *dir == "" {
-		if err := importer.WriteStream(sio.out, runs); err != nil {
+		if err := runs.WriteStream(sio.out); err != nil {
 			return fail("cannot write the events: %v", err)
 		}
 	} else {
-		if _, err := importer.WriteDir(*dir, runs); err != nil {
+		if _, err := runs.WriteDir(*dir); err != nil {
 			return fail("%v", err)
 		}
 		dest = *dir

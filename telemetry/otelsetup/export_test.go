@@ -2,6 +2,12 @@ package otelsetup
 
 import "time"
 
+// DefaultShutdownTimeout bounds Shutdown without a deadline.
+const DefaultShutdownTimeout = defaultShutdownTimeout
+
+// DefaultCardinalityLimit is the series limit Setup sets by default.
+const DefaultCardinalityLimit = defaultCardinalityLimit
+
 // SetExportTimings shortens the span export gate's timings for a test and
 // returns a func that restores them. Telemetry built before the call keeps
 // its own.

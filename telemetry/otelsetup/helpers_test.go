@@ -13,8 +13,19 @@ import (
 
 	"github.com/agentstop/agentstop/internal/testutil"
 	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/telemetry"
 	"github.com/agentstop/agentstop/telemetry/otelsetup"
+	"github.com/agentstop/agentstop/termination"
 )
+
+// TestDefaultCardinalityLimit: the default SDK limit is the figure
+// WithCardinalityLimit's doc states, and still every (stage,
+// termination_cause, outcome) a default Recorder can produce.
+func TestDefaultCardinalityLimit(t *testing.T) {
+	assert.Equal(t, 27135, otelsetup.DefaultCardinalityLimit, "WithCardinalityLimit's doc states 27135")
+	assert.Equal(t, (telemetry.DefaultStageLimit+1)*(len(termination.TagValues())+telemetry.MaxCustomTags)*3,
+		otelsetup.DefaultCardinalityLimit, "a built-in tag was added: update the limit and its doc")
+}
 
 // TestSetupCardinalityLimit: Setup's SDK limit caps the series per
 // instrument even when the stage limit would allow more.

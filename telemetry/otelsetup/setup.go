@@ -24,12 +24,12 @@ import (
 	"github.com/agentstop/agentstop/telemetry"
 )
 
-// DefaultCardinalityLimit is the per-instrument series limit Setup sets on
+// defaultCardinalityLimit is the per-instrument series limit Setup sets on
 // the SDK: every (stage, termination_cause, outcome) a default Recorder can
-// produce — DefaultStageLimit stages plus "_other", the built-in tags plus
-// MaxCustomTags custom ones, three outcomes — so that it is a guard that
-// never cuts a legitimate series.
-const DefaultCardinalityLimit = (telemetry.DefaultStageLimit + 1) * (13 + telemetry.MaxCustomTags) * 3
+// produce — telemetry.DefaultStageLimit stages plus "_other", the built-in
+// tags plus telemetry.MaxCustomTags custom ones, three outcomes — so that it
+// is a guard that never cuts a legitimate series.
+const defaultCardinalityLimit = (telemetry.DefaultStageLimit + 1) * (13 + telemetry.MaxCustomTags) * 3
 
 // Option configures Setup.
 type Option interface{ apply(*config) }
@@ -57,8 +57,12 @@ func WithServiceName(name string) Option {
 	})
 }
 
-// WithCardinalityLimit sets the SDK's per-instrument series limit. Default
-// DefaultCardinalityLimit; values < 1 are ignored.
+// WithCardinalityLimit sets the SDK's per-instrument series limit; values
+// < 1 are ignored. Default 27135: every (stage, termination_cause, outcome)
+// a default Recorder can produce (telemetry.DefaultStageLimit stages plus
+// "_other", the 13 built-in tags plus telemetry.MaxCustomTags custom ones,
+// three outcomes), so that it is a guard that never cuts a legitimate
+// series. Raise it with telemetry.WithStageLimit.
 func WithCardinalityLimit(n int) Option {
 	return optionFunc(func(c *config) {
 		if n >= 1 {
@@ -102,9 +106,9 @@ func WithSampler(s sdktrace.Sampler) Option {
 	})
 }
 
-// DefaultShutdownTimeout bounds Telemetry.Shutdown when its context has no
+// defaultShutdownTimeout bounds Telemetry.Shutdown when its context has no
 // deadline.
-const DefaultShutdownTimeout = 5 * time.Second
+const defaultShutdownTimeout = 5 * time.Second
 
 // Telemetry is what Setup built.
 type Telemetry struct {
@@ -134,7 +138,7 @@ func (t *Telemetry) Recorder(opts ...telemetry.Option) *telemetry.Recorder {
 }
 
 // Shutdown flushes and stops the providers and exporters, waiting at most
-// until ctx is done, or DefaultShutdownTimeout when ctx has no deadline.
+// until ctx is done, or 5 s when ctx has no deadline.
 // Exports still in flight then (an OTLP endpoint that is down or does not
 // answer) are aborted, so that nothing keeps retrying in the background,
 // and the OTLP connections are closed. It returns the export errors: spans
@@ -150,7 +154,7 @@ func (t *Telemetry) Shutdown(ctx context.Context) error {
 func (t *Telemetry) shutdown(ctx context.Context) error {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultShutdownTimeout)
+		ctx, cancel = context.WithTimeout(ctx, defaultShutdownTimeout)
 		defer cancel()
 	}
 	var errs []error
@@ -188,7 +192,7 @@ func (t *Telemetry) shutdown(ctx context.Context) error {
 // tries, until an export succeeds. Spans that end during the pause are not
 // exported.
 func Setup(ctx context.Context, opts ...Option) (*Telemetry, error) {
-	cfg := config{serviceName: "agentstop", cardinalityLimit: DefaultCardinalityLimit, global: true}
+	cfg := config{serviceName: "agentstop", cardinalityLimit: defaultCardinalityLimit, global: true}
 	for _, o := range opts {
 		if o != nil {
 			o.apply(&cfg)

@@ -28,11 +28,11 @@ const clusterNodes = 3
 // StartCluster starts a three-master cluster for tb, forms it (CLUSTER
 // ADDSLOTSRANGE on each node, CLUSTER MEET from the first), waits until
 // every node reports cluster_state:ok with every slot served, and registers
-// the nodes' shutdown with tb.Cleanup. opts apply to every node (e.g.
-// WithArgs("--requirepass", pw)).
-func StartCluster(tb testing.TB, opts ...Option) *Cluster {
+// the nodes' shutdown with tb.Cleanup. args are added to every node's
+// configuration arguments, as for Start (e.g. "--requirepass", pw).
+func StartCluster(tb testing.TB, args ...string) *Cluster {
 	tb.Helper()
-	return startCluster(tb, false, opts)
+	return startCluster(tb, false, args)
 }
 
 // StartClusterWithReplicas starts a cluster as StartCluster does, plus one
@@ -40,12 +40,12 @@ func StartCluster(tb testing.TB, opts ...Option) *Cluster {
 // replica is in sync: killing a master (Nodes[i].Kill) then makes the
 // cluster promote its replica after the node timeout (3 s) and an
 // election, a failover as in production.
-func StartClusterWithReplicas(tb testing.TB, opts ...Option) *Cluster {
+func StartClusterWithReplicas(tb testing.TB, args ...string) *Cluster {
 	tb.Helper()
-	return startCluster(tb, true, opts)
+	return startCluster(tb, true, args)
 }
 
-func startCluster(tb testing.TB, replicas bool, opts []Option) *Cluster {
+func startCluster(tb testing.TB, replicas bool, args []string) *Cluster {
 	tb.Helper()
 	c := &Cluster{}
 	n := clusterNodes
@@ -59,15 +59,15 @@ func startCluster(tb testing.TB, replicas bool, opts []Option) *Cluster {
 			tb.Fatalf("redistest: free port: %v", err)
 		}
 		busPorts[i] = bus
-		o := append([]Option{WithArgs(
+		a := append([]string{
 			"--cluster-enabled", "yes",
 			"--cluster-config-file", "nodes.conf",
 			"--cluster-port", strconv.Itoa(bus),
 			"--cluster-node-timeout", "3000",
 			// A test that stops a node must not leave every slot unserved.
 			"--cluster-require-full-coverage", "no",
-		)}, opts...)
-		srv := Start(tb, o...)
+		}, args...)
+		srv := Start(tb, a...)
 		if i < clusterNodes {
 			c.Nodes = append(c.Nodes, srv)
 		} else {
@@ -239,9 +239,9 @@ func (c *Cluster) AsRedis() Redis { return cluster{c} }
 
 // Each runs f as two subtests, "server" against one redis-server and
 // "cluster" against a three-master cluster, each started for it with
-// opts.
-func Each(t *testing.T, f func(t *testing.T, r Redis), opts ...Option) {
+// args (redis-server configuration arguments, as for Start).
+func Each(t *testing.T, f func(t *testing.T, r Redis), args ...string) {
 	t.Helper()
-	t.Run("server", func(t *testing.T) { f(t, Start(t, opts...).AsRedis()) })
-	t.Run("cluster", func(t *testing.T) { f(t, StartCluster(t, opts...).AsRedis()) })
+	t.Run("server", func(t *testing.T) { f(t, Start(t, args...).AsRedis()) })
+	t.Run("cluster", func(t *testing.T) { f(t, StartCluster(t, args...).AsRedis()) })
 }

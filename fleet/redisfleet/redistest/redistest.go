@@ -45,18 +45,9 @@ type Server struct {
 	args     []string
 }
 
-// Option configures a server.
-type Option func(*Server)
-
-// WithArgs adds redis-server configuration arguments, e.g.
-// WithArgs("--requirepass", "secret").
-func WithArgs(args ...string) Option {
-	return func(s *Server) { s.args = append(s.args, args...) }
-}
-
-// Binary returns the redis-server binary to use, or an error saying how to
+// binary returns the redis-server binary to use, or an error saying how to
 // install it.
-func Binary() (string, error) {
+func binary() (string, error) {
 	if p := os.Getenv("REDIS_SERVER"); p != "" {
 		return p, nil
 	}
@@ -70,16 +61,16 @@ func Binary() (string, error) {
 }
 
 // Start starts a server for tb and registers its shutdown with tb.Cleanup.
-func Start(tb testing.TB, opts ...Option) *Server {
+// args are added to redis-server's configuration arguments, e.g.
+// Start(tb, "--requirepass", "secret"); the server authenticates its own
+// setup commands with a --requirepass it is given.
+func Start(tb testing.TB, args ...string) *Server {
 	tb.Helper()
-	bin, err := Binary()
+	bin, err := binary()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := &Server{bin: bin, tb: tb, Dir: tb.TempDir()}
-	for _, o := range opts {
-		o(s)
-	}
+	s := &Server{bin: bin, tb: tb, Dir: tb.TempDir(), args: append([]string(nil), args...)}
 	port, err := freePort()
 	if err != nil {
 		tb.Fatalf("redistest: free port: %v", err)
