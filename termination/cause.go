@@ -316,16 +316,14 @@ type Skipped struct {
 	Detail string `json:"detail,omitempty"`
 }
 
-// Skipped reasons set by a fleet (package fleet).
+// Skipped reasons: set by a fleet (package fleet), and SkipParentEnded for
+// a child run that starts after its parent run has ended (§8).
 const (
 	SkipBlocked              = "blocked"
 	SkipFleetBudgetExhausted = "fleet_budget_exhausted"
 	SkipFleetUnavailable     = "fleet_unavailable"
+	SkipParentEnded          = "parent_ended"
 )
-
-// SkipParentEnded is the Skipped reason of a child run that starts after
-// its parent run has ended (§8).
-const SkipParentEnded = "parent_ended"
 
 // Custom: a user-defined stop. Its tag is "custom" unless the stage
 // allow-lists Reason.

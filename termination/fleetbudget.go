@@ -44,14 +44,14 @@ type FleetBudget struct {
 	Pressure float64
 }
 
-// FleetKeyStage is FleetBudget.Key for a budget shared by a stage's runs.
-const FleetKeyStage = "stage"
+// fleetKeyStage is FleetBudget.Key for a budget shared by a stage's runs.
+const fleetKeyStage = "stage"
 
 // fleetKeyLabel prefixes FleetBudget.Key for a budget keyed by a label.
 const fleetKeyLabel = "label:"
 
-// MaxLabelValue is the longest run label value, in bytes (contract §7).
-const MaxLabelValue = 256
+// maxLabelValue is the longest run label value, in bytes (contract §7).
+const maxLabelValue = 256
 
 // Label returns the label name of a "label:NAME" key, and false for the
 // "stage" key.
@@ -72,8 +72,8 @@ func (b FleetBudget) Validate() error {
 // validate is Validate with the field name first and no prefix.
 func (b FleetBudget) validate() error {
 	switch name, isLabel := b.Label(); {
-	case b.Key == FleetKeyStage:
-	case isLabel && ValidLabelName(name):
+	case b.Key == fleetKeyStage:
+	case isLabel && validLabelName(name):
 	case isLabel:
 		return fmt.Errorf("key: label name %q must be snake_case (a-z, 0-9, _; starting with a letter)", name)
 	default:
@@ -208,23 +208,23 @@ func (b *FleetBudget) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
-// ValidLabelName reports whether name can be a run label name: snake_case
+// validLabelName reports whether name can be a run label name: snake_case
 // (a-z, 0-9, _), starting with a letter, 1 to 64 characters.
-func ValidLabelName(name string) bool {
+func validLabelName(name string) bool {
 	return ValidTagValue(name) && name[0] >= 'a' && name[0] <= 'z'
 }
 
 // ValidateLabels checks run labels (contract §7): names snake_case
-// ([ValidLabelName]), values valid UTF-8 of at most [MaxLabelValue] bytes
+// ([validLabelName]), values valid UTF-8 of at most [maxLabelValue] bytes
 // (JSON, which carries them between processes, cannot hold other bytes
 // unchanged). The error names the offending label.
 func ValidateLabels(labels map[string]string) error {
 	for k, v := range labels {
-		if !ValidLabelName(k) {
+		if !validLabelName(k) {
 			return fmt.Errorf("label name %q must be snake_case (a-z, 0-9, _; starting with a letter; at most 64 characters)", k)
 		}
-		if len(v) > MaxLabelValue {
-			return fmt.Errorf("label %q: value is %d bytes, the limit is %d", k, len(v), MaxLabelValue)
+		if len(v) > maxLabelValue {
+			return fmt.Errorf("label %q: value is %d bytes, the limit is %d", k, len(v), maxLabelValue)
 		}
 		if !utf8.ValidString(v) {
 			return fmt.Errorf("label %q: value %q is not valid UTF-8", k, v)

@@ -5,13 +5,13 @@ import (
 	"strings"
 )
 
-// MaxStageName is the longest stage name, in bytes.
-const MaxStageName = 128
+// maxStageName is the longest stage name, in bytes.
+const maxStageName = 128
 
 // ValidateStageName checks a stage name. A stage name is a label value
 // (contract §7) that is always a safe file name on every common file
 // system (replay's -policies DIR reads DIR/STAGE.yaml): 1 to
-// [MaxStageName] bytes of the portable file name characters (A-Z, a-z,
+// [maxStageName] bytes of the portable file name characters (A-Z, a-z,
 // 0-9, '.', '_', '-'), starting with a letter or digit and not ending
 // with '.', and not a name Windows reserves for a device (CON, PRN, AUX,
 // NUL, COM1-9, LPT1-9, in any case, alone or before a '.'). So "planner",
@@ -22,8 +22,8 @@ func ValidateStageName(name string) error {
 	switch {
 	case name == "":
 		return fmt.Errorf("stage name is empty: %s", rule)
-	case len(name) > MaxStageName:
-		return fmt.Errorf("stage name %q is %d bytes, the limit is %d: %s", name, len(name), MaxStageName, rule)
+	case len(name) > maxStageName:
+		return fmt.Errorf("stage name %q is %d bytes, the limit is %d: %s", name, len(name), maxStageName, rule)
 	case !alnum(name[0]):
 		return fmt.Errorf("stage name %q starts with %q: %s", name, []rune(name)[0], rule)
 	case name[len(name)-1] == '.':
