@@ -90,27 +90,9 @@ type Progress struct {
 	Elapsed          time.Duration
 }
 
-// Amounts is what a run spent, or what a stop saves: events, iterations,
-// tool calls, tokens and cost.
-type Amounts struct {
-	Events     int
-	Iterations int
-	ToolCalls  int
-	Tokens     termination.Usage
-	Cost       float64
-}
-
-func (a *Amounts) add(b Amounts) {
-	a.Events += b.Events
-	a.Iterations += b.Iterations
-	a.ToolCalls += b.ToolCalls
-	a.Tokens = a.Tokens.Add(b.Tokens)
-	a.Cost += b.Cost
-}
-
 // addEvent adds what ev spent. Sums are taken event by event in the
 // order of the lines, so a running total is the sum of its events.
-func (a *Amounts) addEvent(ev *termination.Event) {
+func addEvent(a *termination.Totals, ev *termination.Event) {
 	a.Events++
 	switch ev.Kind {
 	case termination.KindMessage, termination.KindFinal:
@@ -148,9 +130,9 @@ type Outcome struct {
 	// the run was ended before its last event (a tree's cancellation).
 	Stopped bool
 	// Saved is what the run spent after the stop (zero when not stopped).
-	Saved Amounts
+	Saved termination.Totals
 	// Spent is what the run spent up to the stop (the events evaluated).
-	Spent Amounts
+	Spent termination.Totals
 	// All is set when Config.All is: every top-level condition that fires
 	// over the whole run, in the policy's order (empty, not nil, when none
 	// does).

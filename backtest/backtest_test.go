@@ -130,7 +130,7 @@ func TestReportMeaning(t *testing.T) {
 	assert.Equal(t, map[string]int{"stall": 2, "budget_exhausted": 1, "max_iterations": 1}, strict.ByCause)
 	assert.Equal(t, 2, loose.Labels.BadStopped)
 	assert.Equal(t, 0, loose.FalseStops())
-	assert.Equal(t, Amounts{}, loose.Labels.LostOnGood)
+	assert.Equal(t, termination.Totals{}, loose.Labels.LostOnGood)
 
 	byRun := map[string]Outcome{}
 	for _, o := range rep.Outcomes {
@@ -140,24 +140,24 @@ func TestReportMeaning(t *testing.T) {
 	assert.Equal(t, "stall", loop.Result.Tag())
 	assert.Equal(t, 8, loop.Result.StoppedAt, "the third identical message is event 8")
 	assert.Equal(t, Bad, loop.Label)
-	assert.Equal(t, Amounts{Events: 12, Iterations: 3, ToolCalls: 4, Tokens: termination.Usage{InputTokens: 2700, OutputTokens: 90}, Cost: 0.015}, roundCost(loop.Saved))
+	assert.Equal(t, termination.Totals{Events: 12, Iterations: 3, ToolCalls: 4, Tokens: termination.Usage{InputTokens: 2700, OutputTokens: 90}, Cost: 0.015}, roundCost(loop.Saved))
 	long := byRun["loose.yaml good/long"]
 	assert.False(t, long.Stopped)
-	assert.Equal(t, Amounts{}, long.Saved)
+	assert.Equal(t, termination.Totals{}, long.Saved)
 	assert.Equal(t, "natural_completion", long.Result.Tag())
 	// What a stop saves and what it spent add up to the run.
 	for _, o := range rep.Outcomes {
 		total := o.Spent
-		total.add(o.Saved)
+		total.Add(o.Saved)
 		f, err := readFile(source{Path: o.File, Name: o.Run}, false)
 		require.NoError(t, err)
 		assert.Equal(t, roundCost(amountsOf(f.Events)), roundCost(total), "%s %s", o.Policy, o.Run)
 	}
 	// The summary's saved is the sum over the stopped runs.
-	var saved Amounts
+	var saved termination.Totals
 	for _, o := range rep.Outcomes {
 		if o.Policy == "strict.yaml" {
-			saved.add(o.Saved)
+			saved.Add(o.Saved)
 		}
 	}
 	assert.Equal(t, roundCost(saved), roundCost(strict.Saved))
@@ -165,7 +165,7 @@ func TestReportMeaning(t *testing.T) {
 
 // roundCost rounds a's cost to 4 decimals, so that sums taken in another
 // order compare equal.
-func roundCost(a Amounts) Amounts {
+func roundCost(a termination.Totals) termination.Totals {
 	a.Cost, _ = strconv.ParseFloat(strconv.FormatFloat(a.Cost, 'f', 4, 64), 64)
 	return a
 }
@@ -546,7 +546,7 @@ func TestManyRunsInOneFile(t *testing.T) {
 	assert.True(t, r1.Stopped, "a cancelled descendant is stopped")
 	assert.Positive(t, r1.Saved.Events, "its lines after the cancellation are saved")
 	total := r1.Spent
-	total.add(r1.Saved)
+	total.Add(r1.Saved)
 	assert.Equal(t, 10, total.Events, "research-1 has 10 lines")
 
 	// Each result is the one replay gives for the log.

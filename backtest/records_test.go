@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/agentstop/agentstop/termination"
 	"github.com/stretchr/testify/require"
 )
 
@@ -64,7 +65,7 @@ func TestBacktestRecordedRuns(t *testing.T) {
 		// nothing stopped that live did not.
 		s := rep.Summaries[0]
 		require.Equal(t, 4, s.Runs)
-		require.Equal(t, Amounts{}, s.Saved, "no policy saves what live already stopped")
+		require.Equal(t, termination.Totals{}, s.Saved, "no policy saves what live already stopped")
 		require.Equal(t, LiveSummary{Recorded: 4, Differ: 0, Changes: map[string]int{}}, s.Live)
 		require.Equal(t, "budget_exhausted", out["live"]["p"].Result.Tag())
 		require.Equal(t, 2, out["live"]["c1"].Result.Events)
@@ -78,7 +79,7 @@ func TestBacktestRecordedRuns(t *testing.T) {
 		// their recorded ends.
 		s = rep.Summaries[2]
 		require.Equal(t, 0, s.Stopped)
-		require.Equal(t, Amounts{}, s.Saved)
+		require.Equal(t, termination.Totals{}, s.Saved)
 		require.True(t, out["notree.yaml"]["p"].Result.FromRecord)
 		require.Equal(t, "budget_exhausted", out["notree.yaml"]["p"].Result.Tag())
 

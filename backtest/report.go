@@ -25,7 +25,7 @@ type Summary struct {
 	// ByCause counts the stopped runs by termination_cause.
 	ByCause map[string]int
 	// Saved is what the stops saved, over every stopped run.
-	Saved Amounts
+	Saved termination.Totals
 	// Labels is set when the backtest had labels.
 	Labels *LabelSummary
 	// Live compares the policy with how the runs ended live, over the runs
@@ -64,10 +64,10 @@ type LabelSummary struct {
 	Good, Bad, Unlabelled int
 	BadStopped            int // bad runs the policy stopped
 	GoodStopped           int // good runs the policy stopped: false stops
-	SavedOnBad            Amounts
+	SavedOnBad            termination.Totals
 	// LostOnGood is what the stopped good runs had spent before their
 	// stop: work the stop throws away.
-	LostOnGood Amounts
+	LostOnGood termination.Totals
 }
 
 // FalseStops returns how many good runs the policy stopped (0 without
@@ -109,7 +109,7 @@ func summarize(outcomes []Outcome, policies []Policy, labelled bool) []Summary {
 		if o.Stopped {
 			s.Stopped++
 			s.ByCause[o.Result.Tag()]++
-			s.Saved.add(o.Saved)
+			s.Saved.Add(o.Saved)
 		}
 		if l := s.Labels; l != nil {
 			switch o.Label {
@@ -117,13 +117,13 @@ func summarize(outcomes []Outcome, policies []Policy, labelled bool) []Summary {
 				l.Good++
 				if o.Stopped {
 					l.GoodStopped++
-					l.LostOnGood.add(o.Spent)
+					l.LostOnGood.Add(o.Spent)
 				}
 			case Bad:
 				l.Bad++
 				if o.Stopped {
 					l.BadStopped++
-					l.SavedOnBad.add(o.Saved)
+					l.SavedOnBad.Add(o.Saved)
 				}
 			default:
 				l.Unlabelled++
@@ -146,20 +146,23 @@ type amountsJSON struct {
 	Cost       float64    `json:"cost"`
 }
 
-// MarshalJSON writes {"events", "iterations", "tool_calls", "tokens":
-// {"input", "output"}, "cost"}.
-func (a Amounts) MarshalJSON() ([]byte, error) {
+// amounts is what a run spent in a report's JSON: {"events",
+// "iterations", "tool_calls", "tokens": {"input", "output"}, "cost"}.
+type amounts termination.Totals
+
+// MarshalJSON writes the report's form.
+func (a amounts) MarshalJSON() ([]byte, error) {
 	return json.Marshal(amountsJSON{a.Events, a.Iterations, a.ToolCalls,
 		tokensJSON{a.Tokens.InputTokens, a.Tokens.OutputTokens}, a.Cost})
 }
 
 // UnmarshalJSON reads the form MarshalJSON writes.
-func (a *Amounts) UnmarshalJSON(b []byte) error {
+func (a *amounts) UnmarshalJSON(b []byte) error {
 	var j amountsJSON
 	if err := json.Unmarshal(b, &j); err != nil {
 		return err
 	}
-	*a = Amounts{j.Events, j.Iterations, j.ToolCalls, termination.Usage{InputTokens: j.Tokens.Input, OutputTokens: j.Tokens.Output}, j.Cost}
+	*a = amounts{j.Events, j.Iterations, j.ToolCalls, termination.Usage{InputTokens: j.Tokens.Input, OutputTokens: j.Tokens.Output}, j.Cost}
 	return nil
 }
 
@@ -169,8 +172,8 @@ type labelSummaryJSON struct {
 	Unlabelled  int     `json:"unlabelled"`
 	BadStopped  int     `json:"bad_stopped"`
 	GoodStopped int     `json:"good_stopped"`
-	SavedOnBad  Amounts `json:"saved_on_bad"`
-	LostOnGood  Amounts `json:"lost_on_good"`
+	SavedOnBad  amounts `json:"saved_on_bad"`
+	LostOnGood  amounts `json:"lost_on_good"`
 }
 
 type summaryJSON struct {
@@ -178,19 +181,19 @@ type summaryJSON struct {
 	Runs    int               `json:"runs"`
 	Stopped int               `json:"stopped"`
 	ByCause map[string]int    `json:"by_cause"`
-	Saved   Amounts           `json:"saved"`
+	Saved   amounts           `json:"saved"`
 	Labels  *labelSummaryJSON `json:"labels,omitempty"`
 }
 
 // MarshalJSON writes the summary object of the contract (§4.1), without
 // the {"summary": …} around it.
 func (s Summary) MarshalJSON() ([]byte, error) {
-	j := summaryJSON{Policy: s.Policy, Runs: s.Runs, Stopped: s.Stopped, ByCause: s.ByCause, Saved: s.Saved}
+	j := summaryJSON{Policy: s.Policy, Runs: s.Runs, Stopped: s.Stopped, ByCause: s.ByCause, Saved: amounts(s.Saved)}
 	if j.ByCause == nil {
 		j.ByCause = map[string]int{}
 	}
 	if l := s.Labels; l != nil {
-		j.Labels = &labelSummaryJSON{l.Good, l.Bad, l.Unlabelled, l.BadStopped, l.GoodStopped, l.SavedOnBad, l.LostOnGood}
+		j.Labels = &labelSummaryJSON{l.Good, l.Bad, l.Unlabelled, l.BadStopped, l.GoodStopped, amounts(l.SavedOnBad), amounts(l.LostOnGood)}
 	}
 	return json.Marshal(j)
 }
@@ -250,7 +253,7 @@ func (o Outcome) MarshalJSON() ([]byte, error) {
 		{"policy", o.Policy, true},
 		{"label", o.Label.String(), o.Label != Unlabelled},
 		{"truncated", true, o.Result.Truncated},
-		{"saved", o.Saved, true},
+		{"saved", amounts(o.Saved), true},
 		{"all", o.All, o.All != nil},
 	}
 	for _, f := range fields {
@@ -428,15 +431,15 @@ func (r *Report) writeSummaryTable(w io.Writer) error {
 		}
 		// What the bad runs spent in all, and the good ones: the savings
 		// and losses read as shares of them.
-		var bad, good Amounts
+		var bad, good termination.Totals
 		for _, o := range r.outcomesOf(j) {
 			switch o.Label {
 			case Bad:
-				bad.add(o.Spent)
-				bad.add(o.Saved)
+				bad.Add(o.Spent)
+				bad.Add(o.Saved)
 			case Good:
-				good.add(o.Spent)
-				good.add(o.Saved)
+				good.Add(o.Spent)
+				good.Add(o.Saved)
 			}
 		}
 		fmt.Fprintf(tw, "%s\t%d\t%d\t%d of %d\t%d of %d\t%s\t%s\t%s\n", s.Policy, s.Runs, s.Stopped,
@@ -579,19 +582,19 @@ func labelRank(l Label) int {
 
 // short writes amounts in a table cell: "40 events, 821.1k tokens, cost
 // 1.37" (money to 6 significant digits, human.Money).
-func short(a Amounts) string {
+func short(a termination.Totals) string {
 	return fmt.Sprintf("%s, %s, cost %s", human.Count(a.Events, "event"), tokens(a.Tokens.Total()), human.Money(a.Cost))
 }
 
 // shortOf writes amounts as parts of a total: "31 of 54 events, 59.7k of
 // 89.0k tokens".
-func shortOf(a, total Amounts) string {
+func shortOf(a, total termination.Totals) string {
 	return fmt.Sprintf("%d of %s, %s of %s", a.Events, human.Count(total.Events, "event"),
 		count(a.Tokens.Total()), tokens(total.Tokens.Total()))
 }
 
 // long writes amounts in full.
-func long(a Amounts) string {
+func long(a termination.Totals) string {
 	return fmt.Sprintf("%s, %s, %s, %d input + %d output %s, cost %s",
 		human.Count(a.Events, "event"), human.Count(a.Iterations, "iteration"), human.Count(a.ToolCalls, "tool call"),
 		a.Tokens.InputTokens, a.Tokens.OutputTokens, human.Noun(a.Tokens.Total(), "token"), human.Money(a.Cost))

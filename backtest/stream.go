@@ -99,7 +99,7 @@ type runState struct {
 	// total is what its lines so far spent, prev what all but the last
 	// did: a policy's result counts the run's events up to this line or
 	// the one before (a timeout's firing line is not evaluated).
-	total, prev Amounts
+	total, prev termination.Totals
 	resulted    []bool                     // per policy: its result is in; later lines are saved
 	all         [][]*termination.Evaluator // with Config.All: per policy, per top-level condition
 	finished    bool
@@ -128,12 +128,12 @@ func newFileEval(src source, cfg *Config, cands []candidate, multi bool, index c
 func (fe *fileEval) line(ev *termination.Event, n int) {
 	r := fe.run(ev.Run, ev.Parent, ev.Stage)
 	r.prev = r.total
-	r.total.addEvent(ev)
+	addEvent(&r.total, ev)
 	r.events++
 	fe.cur, fe.ev = r, ev
 	for j, done := range r.resulted {
 		if done {
-			fe.out[r.slot*len(fe.cands)+j].Saved.addEvent(ev)
+			addEvent(&fe.out[r.slot*len(fe.cands)+j].Saved, ev)
 		}
 	}
 	for j := range r.all {
@@ -242,7 +242,7 @@ func (fe *fileEval) result(r *runState, j int, res termination.Result) {
 		o.Spent = r.total
 	case res.Events == r.events-1 && fe.cur == r && fe.ev != nil:
 		o.Spent = r.prev
-		o.Saved.addEvent(fe.ev)
+		addEvent(&o.Saved, fe.ev)
 	}
 	// A result never leaves more than the line in hand unevaluated: a run
 	// ends on its own line, or on another's (its lines so far evaluated).
@@ -272,7 +272,7 @@ func (fe *fileEval) finish(r *runState) {
 			o.Stopped = false
 		}
 		if !o.Stopped {
-			o.Saved = Amounts{}
+			o.Saved = termination.Totals{}
 		}
 		if fe.cfg.All {
 			o.All = firings(fe.cands[j].conds, r.all[j])

@@ -23,10 +23,10 @@ import (
 // result.
 
 // amountsOf sums events, in order.
-func amountsOf(events []termination.Event) Amounts {
-	var a Amounts
+func amountsOf(events []termination.Event) termination.Totals {
+	var a termination.Totals
 	for i := range events {
-		a.addEvent(&events[i])
+		addEvent(&a, &events[i])
 	}
 	return a
 }

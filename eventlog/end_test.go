@@ -98,7 +98,7 @@ func TestEndRecordNeverDropped(t *testing.T) {
 		ev := termination.Event{Kind: termination.KindMessage, Time: time.Now()}
 		rec.Event(&ev)
 	}
-	rec.End(&termination.Result{Cause: termination.NaturalCompletion{}, Outcome: termination.OutcomeSucceeded, Events: 4})
+	rec.End(&termination.Result{Cause: termination.NaturalCompletion{}, Outcome: termination.OutcomeSucceeded, Totals: termination.Totals{Events: 4}})
 	go w.loop()
 	require.NoError(t, w.Close())
 	data, err := os.ReadFile(path)
@@ -122,7 +122,7 @@ func TestRotationRepeatsStage(t *testing.T) {
 		ev := termination.Event{Kind: termination.KindMessage, Text: fmt.Sprintf("message %02d", k)}
 		rec.Event(&ev)
 	}
-	rec.End(&termination.Result{Cause: termination.NaturalCompletion{}, Outcome: termination.OutcomeSucceeded, Events: 12})
+	rec.End(&termination.Result{Cause: termination.NaturalCompletion{}, Outcome: termination.OutcomeSucceeded, Totals: termination.Totals{Events: 12}})
 	require.NoError(t, w.Close())
 	files, err := filepath.Glob(path + "*")
 	require.NoError(t, err)

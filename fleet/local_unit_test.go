@@ -483,7 +483,7 @@ func TestLocalWindowEndsOnRealClock(t *testing.T) {
 	b := termination.FleetBudget{Key: "stage", Window: time.Second, TotalTokens: 100}
 	// Start just after a window starts, so that the spends below fall in it.
 	time.Sleep(time.Until(fleet.WindowStart(time.Now(), time.Second).Add(time.Second + 10*time.Millisecond)))
-	prog := termination.Progress{Iterations: 3, ToolCalls: 2}
+	prog := termination.Progress{Totals: termination.Totals{Iterations: 3, ToolCalls: 2}}
 	m, c := l.Join(t.Context(), fleet.RunInfo{ID: fleet.NewRunID(), Stage: "s"}, &b,
 		fleet.Hooks{Stop: func(termination.Cause) bool { return true }, Progress: func() termination.Progress { return prog }})
 	if c != nil {

@@ -679,7 +679,8 @@ func (t *node) totals() *termination.Totals {
 	if t.limits == nil {
 		return nil
 	}
-	tot := t.limits.Progress().Totals()
+	tot := t.limits.Progress().Totals
+	tot.Events = 0 // a subtree's totals count no events (§8 "tree")
 	u := t.uncounted
 	tot.Iterations += u.Iterations
 	tot.ToolCalls += u.ToolCalls

@@ -161,8 +161,8 @@ func TestResultJSON(t *testing.T) {
 	r := Result{
 		Stage: "research", Cause: MaxToolCallsReached{Limit: 3, Count: 4}, Outcome: OutcomeFailed,
 		Fired:     []Cause{MaxToolCallsReached{Limit: 3, Count: 4}},
-		StoppedAt: 12, Events: 12, Iterations: 5, ToolCalls: 4,
-		Tokens: Usage{InputTokens: 1200, OutputTokens: 340}, Evidence: []int{12}, Duration: 41 * time.Second,
+		StoppedAt: 12, Totals: Totals{Events: 12, Iterations: 5, ToolCalls: 4,
+			Tokens: Usage{InputTokens: 1200, OutputTokens: 340}}, Evidence: []int{12}, Duration: 41 * time.Second,
 	}
 	b, err := json.Marshal(r)
 	require.NoError(t, err)

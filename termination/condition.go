@@ -123,13 +123,9 @@ func (s *sink) warnStall(c StallDetected) {
 
 // Progress is the running state of a run, after the current event.
 type Progress struct {
-	Events     int           // events evaluated, the current one included
-	Iterations int           // message and final events
-	ToolCalls  int           // tool_call events
-	Tokens     Usage         // cumulative usage
-	Cost       float64       // cumulative cost
-	Elapsed    time.Duration // time since the run started, when Clocked
-	Clocked    bool          // whether the current event (or tick) has a time
+	Totals                // what the run spent: its events, the current one included
+	Elapsed time.Duration // time since the run started, when Clocked
+	Clocked bool          // whether the current event (or tick) has a time
 }
 
 // Validate reports whether c and every condition under it are well formed,

@@ -428,8 +428,8 @@ func TestFuncSeesProgress(t *testing.T) {
 	c := CauseFunc("spy", func(_ Event, p Progress) Cause { seen = append(seen, p); return nil })
 	replayEvents(t, c, msg("a", "x").used(1, 2).costs(0.5), call("t", `{}`), final("a", "y"))
 	require.Len(t, seen, 3)
-	assert.Equal(t, Progress{Events: 1, Iterations: 1, Tokens: Usage{1, 2}, Cost: 0.5}, seen[0])
-	assert.Equal(t, Progress{Events: 3, Iterations: 2, ToolCalls: 1, Tokens: Usage{1, 2}, Cost: 0.5}, seen[2])
+	assert.Equal(t, Progress{Totals: Totals{Events: 1, Iterations: 1, Tokens: Usage{1, 2}, Cost: 0.5}}, seen[0])
+	assert.Equal(t, Progress{Totals: Totals{Events: 3, Iterations: 2, ToolCalls: 1, Tokens: Usage{1, 2}, Cost: 0.5}}, seen[2])
 }
 
 func TestAnyOfEveryChildSeesEveryEvent(t *testing.T) {

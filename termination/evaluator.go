@@ -382,17 +382,13 @@ func (e *Evaluator) Result() Result {
 		}
 	}
 	r := Result{
-		Cause:      e.cause,
-		Outcome:    DefaultOutcome(e.cause),
-		Fired:      slices.Clone(e.fired),
-		Warnings:   slices.Clone(e.warnings),
-		StoppedAt:  e.stoppedAt,
-		Events:     e.progress.Events,
-		Iterations: e.progress.Iterations,
-		ToolCalls:  e.progress.ToolCalls,
-		Tokens:     e.progress.Tokens,
-		Cost:       e.progress.Cost,
-		Evidence:   slices.Clone(e.evidence),
+		Cause:     e.cause,
+		Outcome:   DefaultOutcome(e.cause),
+		Fired:     slices.Clone(e.fired),
+		Warnings:  slices.Clone(e.warnings),
+		StoppedAt: e.stoppedAt,
+		Totals:    e.progress.Totals,
+		Evidence:  slices.Clone(e.evidence),
 	}
 	for _, b := range e.budgets {
 		for _, l := range b.limits {
@@ -427,12 +423,8 @@ type Result struct {
 	Fired            []Cause // every cause that fired on the stopping event (or timer tick, or Stop), in precedence order; empty when the stream ended by itself
 	Warnings         []Cause // warnings (BudgetPressure, StallDetected) in the order recorded; several on one event in the contract's order
 	StoppedAt        int     // 1-based index of the event that fired; 0 when nothing fired on an event
-	Events           int     // events evaluated
+	Totals                   // what the evaluated events spent (Events: how many were evaluated)
 	Drained          int     // events discarded after the stop so the producer never blocked (live only)
-	Iterations       int
-	ToolCalls        int
-	Tokens           Usage
-	Cost             float64
 	// Duration is how long the run lasted: live, from its start to its
 	// end; in replay, from the first event that carries a time to the last
 	// evaluated event that carries one, or to the timeout.
@@ -484,18 +476,25 @@ type Result struct {
 	Incomplete bool
 }
 
-// Totals is what events spent: iterations (message and final events),
-// tool calls, tokens and cost — the shape of a Result's own totals.
+// Totals is what a run spent — events evaluated, iterations (message and
+// final events), tool calls, tokens and cost: the one shape of it, in a
+// Result (its own events), a Progress (so far), a holder's Result.Tree
+// (its subtree, which counts no events) and a backtest's savings.
 type Totals struct {
+	Events     int
 	Iterations int
 	ToolCalls  int
 	Tokens     Usage
 	Cost       float64
 }
 
-// Totals returns what the evaluated events spent.
-func (p Progress) Totals() Totals {
-	return Totals{Iterations: p.Iterations, ToolCalls: p.ToolCalls, Tokens: p.Tokens, Cost: p.Cost}
+// Add adds o to t.
+func (t *Totals) Add(o Totals) {
+	t.Events += o.Events
+	t.Iterations += o.Iterations
+	t.ToolCalls += o.ToolCalls
+	t.Tokens = t.Tokens.Add(o.Tokens)
+	t.Cost += o.Cost
 }
 
 // BudgetUsage is how much of a budgeted resource a run used.
@@ -555,8 +554,9 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	out := Result{Stage: raw.Stage, TerminationCause: raw.TerminationCause, Outcome: raw.Outcome,
-		StoppedAt: raw.StoppedAt, Evidence: slices.Clip(raw.Evidence), Events: raw.Events, Iterations: raw.Iterations, ToolCalls: raw.ToolCalls,
-		Tokens: Usage{InputTokens: raw.Tokens.Input, OutputTokens: raw.Tokens.Output}, Cost: raw.Cost,
+		StoppedAt: raw.StoppedAt, Evidence: slices.Clip(raw.Evidence),
+		Totals: Totals{Events: raw.Events, Iterations: raw.Iterations, ToolCalls: raw.ToolCalls,
+			Tokens: Usage{InputTokens: raw.Tokens.Input, OutputTokens: raw.Tokens.Output}, Cost: raw.Cost},
 		Run: raw.Run, Parent: raw.Parent, FromRecord: raw.FromRecord, Live: raw.Live, Incomplete: raw.Incomplete}
 	if len(raw.Shadow) > 0 {
 		out.Shadow = raw.Shadow

@@ -243,7 +243,7 @@ func TestWarningsAccessor(t *testing.T) {
 	require.Equal(t, []Cause{bp(ResourceTotalTokens, 0.5, 6, 10)}, w)
 	w[0] = nil
 	assert.NotNil(t, ev.Warnings()[0], "Warnings returns a copy")
-	assert.Equal(t, Progress{Events: 1, Iterations: 1, Tokens: Usage{6, 0}}, ev.Progress())
+	assert.Equal(t, Progress{Totals: Totals{Events: 1, Iterations: 1, Tokens: Usage{6, 0}}}, ev.Progress())
 }
 
 // One Condition serves many concurrent runs: each Evaluator has its own
