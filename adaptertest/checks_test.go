@@ -71,8 +71,8 @@ func TestCheckToolResultEvent(t *testing.T) {
 }
 
 func TestCheckObserveError(t *testing.T) {
-	if err := adaptertest.CheckObserveError(middleware.ObserveError); err != nil {
-		t.Errorf("middleware.ObserveError: %v", err)
+	if err := adaptertest.CheckObserveError((*middleware.Run).ObserveError); err != nil {
+		t.Errorf("Run.ObserveError: %v", err)
 	}
 	ignores := func(run *middleware.Run, _ error) (termination.Cause, bool) { return run.Cause() }
 	if err := adaptertest.CheckObserveError(ignores); err == nil {

@@ -28,6 +28,24 @@ type DecodeError struct {
 
 // Error returns "line N: " and what is wrong with the line, or, for a
 // truncated log, a sentence that names the line as where the log was cut.
+// The errors a log can end with; callers branch on them with errors.Is.
+var (
+	// ErrTruncated is wrapped by the error the Decoder returns for a truncated
+	// log: its last line ends inside an event, with no newline after it.
+	// errors.Is(err, ErrTruncated) tells it apart from a malformed line; the
+	// *DecodeError it comes in names the line.
+	ErrTruncated = errors.New("the log looks truncated: its last line ends inside an event, with no newline after it (was the agent stopped while writing?)")
+	// ErrJSONDocument is wrapped by the error the Decoder returns for a file
+	// that is a JSON document (a pretty-printed object, an array of events or
+	// of runs, an object holding a list) rather than JSON Lines.
+	ErrJSONDocument = errors.New("the file is a JSON document, not JSON Lines (one event object per line)")
+	// ErrMixedRuns is wrapped by the error the Decoder returns for the first
+	// event that breaks its log's pattern of runs: in a log, every event names
+	// its run ("run", a log of many runs) or none does (§4). Which it is, the
+	// first event says.
+	ErrMixedRuns = errors.New("every event of a log names its run, or none does")
+)
+
 func (e *DecodeError) Error() string {
 	if e.Err == ErrTruncated {
 		return fmt.Sprintf("the log looks truncated at line %d: its last line ends inside an event, with no newline after it (was the agent stopped while writing?)", e.Line)
@@ -462,17 +480,6 @@ func (d *Decoder) splitLines(data []byte, atEOF bool) (int, []byte, error) {
 	return 0, nil, nil
 }
 
-// ErrTruncated is wrapped by the error the Decoder returns for a truncated
-// log: its last line ends inside an event, with no newline after it.
-// errors.Is(err, ErrTruncated) tells it apart from a malformed line; the
-// *DecodeError it comes in names the line.
-var ErrTruncated = errors.New("the log looks truncated: its last line ends inside an event, with no newline after it (was the agent stopped while writing?)")
-
-// ErrJSONDocument is wrapped by the error the Decoder returns for a file
-// that is a JSON document (a pretty-printed object, an array of events or
-// of runs, an object holding a list) rather than JSON Lines.
-var ErrJSONDocument = errors.New("the file is a JSON document, not JSON Lines (one event object per line)")
-
 // documentError is the error for a JSON document: what it looks like, and
 // what to do about it.
 type documentError struct{ what string }
@@ -541,12 +548,6 @@ func (d *Decoder) scanErr() error {
 	}
 	return io.EOF
 }
-
-// ErrMixedRuns is wrapped by the error the Decoder returns for the first
-// event that breaks its log's pattern of runs: in a log, every event names
-// its run ("run", a log of many runs) or none does (§4). Which it is, the
-// first event says.
-var ErrMixedRuns = errors.New("every event of a log names its run, or none does")
 
 // mixedRunsError is the error for an event that breaks the pattern of
 // runs the first event set: what this one names, what the first names.

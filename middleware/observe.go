@@ -37,12 +37,13 @@ func ObserveEach[T any](run *Run, item T, decode func(item T, emit func(terminat
 // when the loop must stop. An error that ends the loop goes to Run.Finish
 // instead. A nil err reports nothing and returns the run's cause, if it has
 // stopped.
-func ObserveError(run *Run, err error) (termination.Cause, bool) {
-	if run == nil {
+// A nil *Run reports nothing.
+func (r *Run) ObserveError(err error) (termination.Cause, bool) {
+	if r == nil {
 		return nil, false
 	}
 	if err == nil {
-		return run.Cause()
+		return r.Cause()
 	}
-	return run.Observe(termination.Event{Kind: termination.KindError, Err: err.Error()})
+	return r.Observe(termination.Event{Kind: termination.KindError, Err: err.Error()})
 }

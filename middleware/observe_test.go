@@ -56,22 +56,22 @@ func TestObserveError(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, run := stage.Start(context.Background())
-	if _, stop := middleware.ObserveError(run, nil); stop {
+	if _, stop := run.ObserveError(nil); stop {
 		t.Fatal("nil error stopped the run")
 	}
-	if _, stop := middleware.ObserveError(run, errors.New("429")); stop {
+	if _, stop := run.ObserveError(errors.New("429")); stop {
 		t.Fatal("first error stopped the run")
 	}
-	cause, stop := middleware.ObserveError(run, errors.New("429"))
+	cause, stop := run.ObserveError(errors.New("429"))
 	var failed termination.Failed
 	if !stop || !errors.As(cause, &failed) || failed.Reason != termination.FailErrorThreshold {
 		t.Fatalf("cause = %#v, %v, want Failed{error_threshold}", cause, stop)
 	}
-	if c, stop := middleware.ObserveError(run, nil); !stop || c != cause {
+	if c, stop := run.ObserveError(nil); !stop || c != cause {
 		t.Errorf("nil error after the stop = %v, %v; want the cause", c, stop)
 	}
 	run.Finish(nil)
-	if c, stop := middleware.ObserveError(nil, errors.New("x")); stop || c != nil {
+	if c, stop := (*middleware.Run)(nil).ObserveError(errors.New("x")); stop || c != nil {
 		t.Errorf("nil run: %v, %v", c, stop)
 	}
 }

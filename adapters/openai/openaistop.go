@@ -140,10 +140,10 @@ func ObserveToolResult(run *middleware.Run, call openai.ChatCompletionMessageToo
 // ObserveError reports a loop-level error that the loop survives (a failed
 // request it retries) as an error event, so that the errors condition counts
 // it, and returns the cause and true when the loop must stop; see
-// middleware.ObserveError. An error that ends the loop goes to run.Finish
+// Run.ObserveError. An error that ends the loop goes to run.Finish
 // instead.
 func ObserveError(run *middleware.Run, err error) (termination.Cause, bool) {
-	return middleware.ObserveError(run, err)
+	return run.ObserveError(err)
 }
 
 // Accumulate reads a streamed chat completion to its end, passing each
