@@ -26,8 +26,6 @@ type DecodeError struct {
 	Err  error // what is wrong with it
 }
 
-// Error returns "line N: " and what is wrong with the line, or, for a
-// truncated log, a sentence that names the line as where the log was cut.
 // The errors a log can end with; callers branch on them with errors.Is.
 var (
 	// ErrTruncated is wrapped by the error the Decoder returns for a truncated
@@ -46,6 +44,8 @@ var (
 	ErrMixedRuns = errors.New("every event of a log names its run, or none does")
 )
 
+// Error returns "line N: " and what is wrong with the line, or, for a
+// truncated log, a sentence that names the line as where the log was cut.
 func (e *DecodeError) Error() string {
 	if e.Err == ErrTruncated {
 		return fmt.Sprintf("the log looks truncated at line %d: its last line ends inside an event, with no newline after it (was the agent stopped while writing?)", e.Line)
