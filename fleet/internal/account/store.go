@@ -129,17 +129,22 @@ func (a *Account) Overdrawn() (termination.Cause, bool) {
 
 // Exhaust marks the budget exhausted in the window starting at start (the
 // store says a process reached the limit, or that nothing more can be
-// reserved), counts the crossing and stops every member. It does nothing,
-// and reports false, when the budget is already exhausted or start is not
-// the window the store told.
+// reserved) and stops every member. It counts the crossing unless the
+// budget is already exhausted here (counted then), and stops the members
+// only when start is the window the store told; it reports whether it
+// stopped them.
 func (a *Account) Exhaust(start time.Time, x termination.BudgetExhausted) bool {
 	a.mu.Lock()
-	if a.exhausted != nil || a.known && !start.Equal(a.start) {
+	if a.exhausted != nil {
+		a.mu.Unlock()
+		return false
+	}
+	a.count(x.Resource, false)
+	if a.known && !start.Equal(a.start) {
 		a.mu.Unlock()
 		return false
 	}
 	a.exhausted, a.exStart = &x, start
-	a.count(x.Resource, false)
 	members := a.othersLocked(nil)
 	a.mu.Unlock()
 	a.notify(members, nil, &x)
