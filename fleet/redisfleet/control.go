@@ -130,17 +130,8 @@ func (c *Control) Runs(ctx context.Context, sel fleet.Selector) ([]fleet.RunInfo
 			out = append(out, e.RunInfo)
 		}
 	}
-	sortRuns(out)
+	fleet.SortRuns(out)
 	return out, nil
-}
-
-func sortRuns(rs []fleet.RunInfo) {
-	slices.SortFunc(rs, func(a, b fleet.RunInfo) int {
-		if c := a.Started.Compare(b.Started); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
 }
 
 func (c *Control) entries(ctx context.Context) ([]entry, int64, error) {
@@ -621,12 +612,7 @@ func (c *Control) Budgets(ctx context.Context) ([]fleet.Budget, error) {
 		b.Runs = runs[budgetEsc(fleet.BudgetID{Key: b.Key, Value: b.Value})]
 		out = append(out, b)
 	}
-	slices.SortFunc(out, func(a, b fleet.Budget) int {
-		if c := strings.Compare(a.Key, b.Key); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Value, b.Value)
-	})
+	fleet.SortBudgets(out)
 	return out, nil
 }
 
