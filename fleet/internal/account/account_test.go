@@ -233,3 +233,28 @@ func TestSpendAt(t *testing.T) {
 		t.Errorf("the last window used %g tokens, want 100", st.Used[1])
 	}
 }
+
+// TestStoreWordBeforeWindowKnown: before the store told the window, its
+// word on a crossing names the window (the account's own estimate may be
+// off by the clock); once told, a word on another window is ignored.
+func TestStoreWordBeforeWindowKnown(t *testing.T) {
+	spec := termination.FleetBudget{Key: "stage", Window: time.Hour, TotalTokens: 1000, Pressure: 0.5}
+	guess := WindowStart(time.Now(), time.Hour)
+	a := New("stage", "s", spec, guess, nil, &Store{Fraction: 0.1})
+	var r recorder
+	self := a.Add(r.hooks())
+	server := guess.Add(time.Hour)
+	w := termination.BudgetPressure{Resource: termination.ResourceTotalTokens, Threshold: 0.5, Used: 600, Limit: 1000, Scope: termination.ScopeFleet}
+	a.Press(server, w)
+	if start, _ := a.Window(); !start.Equal(server) || len(r.warned) != 1 {
+		t.Fatalf("window %v, warnings %v: want the store's window and one warning", start, r.warned)
+	}
+	a.Answer(server, Amounts{100}, Amounts{700}, true, 1)
+	if warning, _ := self.Spend(termination.Usage{InputTokens: 300}, 0); warning != nil {
+		t.Errorf("the crossing the store warned of was warned again: %v", warning)
+	}
+	x := termination.BudgetExhausted{Resource: termination.ResourceTotalTokens, Used: 1000, Limit: 1000, Scope: termination.ScopeFleet}
+	if a.Exhaust(guess, x) || len(r.stopped) != 0 {
+		t.Error("the store's word on another window stopped the runs")
+	}
+}

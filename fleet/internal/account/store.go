@@ -140,7 +140,7 @@ func (a *Account) Exhaust(start time.Time, x termination.BudgetExhausted) bool {
 		return false
 	}
 	a.count(x.Resource, false)
-	if a.known && !start.Equal(a.start) {
+	if !a.storeWindowLocked(start) {
 		a.mu.Unlock()
 		return false
 	}
@@ -159,7 +159,7 @@ func (a *Account) Exhaust(start time.Time, x termination.BudgetExhausted) bool {
 func (a *Account) Press(start time.Time, w termination.BudgetPressure) {
 	i := Index(w.Resource)
 	a.mu.Lock()
-	if i < 0 || a.pressured&(1<<i) != 0 || a.known && !start.Equal(a.start) {
+	if i < 0 || !a.storeWindowLocked(start) || a.pressured&(1<<i) != 0 {
 		a.mu.Unlock()
 		return
 	}
@@ -168,6 +168,20 @@ func (a *Account) Press(start time.Time, w termination.BudgetPressure) {
 	members := a.othersLocked(nil)
 	a.mu.Unlock()
 	a.notify(members, &w, nil)
+}
+
+// storeWindowLocked reports whether the store's word on window start is
+// for the current window. Before the store told the window (the account
+// has its own estimate), the word's window is taken as the current one.
+func (a *Account) storeWindowLocked(start time.Time) bool {
+	switch {
+	case start.Equal(a.start):
+		return true
+	case a.known:
+		return false
+	}
+	a.rollLocked(start)
+	return true
 }
 
 // Idle reports whether the account holds nothing to settle or return.
