@@ -46,7 +46,7 @@ func (f *Fleet) newShared(id fleet.BudgetID, esc string, spec termination.FleetB
 	s.acct = account.New(id.Key, id.Value, spec, time.UnixMilli(now-now%s.window), f.metrics, &account.Store{
 		Fraction:  f.cfg.leaseFraction,
 		Reachable: f.up.Load,
-		Exhausted: func(x termination.BudgetExhausted, _, end time.Time) { f.recordExhausted(esc, end.UnixMilli(), x) },
+		Exhausted: func(x termination.BudgetExhausted, end time.Time) { f.recordExhausted(esc, end.UnixMilli(), x) },
 	})
 	return s
 }

@@ -92,9 +92,9 @@ type Store struct {
 	// apply). nil: always.
 	Reachable func() bool
 	// Exhausted is called, without the Account's lock, when a spend of
-	// this process finds the budget exhausted, with the window it was
-	// found in.
-	Exhausted func(x termination.BudgetExhausted, start, end time.Time)
+	// this process finds the budget exhausted, with the end of the window
+	// it was found in.
+	Exhausted func(x termination.BudgetExhausted, windowEnd time.Time)
 }
 
 // Account is one process's accounting of one shared budget in its current
@@ -285,7 +285,7 @@ func (m *Member) charge(now int64, u termination.Usage, cost float64) (warning, 
 		return nil, nil, wake, over
 	}
 	others := a.othersLocked(m)
-	start := a.start
+	end := a.start.Add(a.spec.Window)
 	a.mu.Unlock()
 	a.notify(others, warn, x)
 	if warn != nil {
@@ -294,7 +294,7 @@ func (m *Member) charge(now int64, u termination.Usage, cost float64) (warning, 
 	if x != nil {
 		stop = *x
 		if a.store.Exhausted != nil {
-			a.store.Exhausted(*x, start, start.Add(a.spec.Window))
+			a.store.Exhausted(*x, end)
 		}
 	}
 	return warning, stop, true, over

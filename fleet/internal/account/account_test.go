@@ -165,7 +165,7 @@ func TestOverdraft(t *testing.T) {
 	up := true
 	var found []termination.BudgetExhausted
 	a := New("stage", "s", spec, start, nil, &Store{Fraction: 0.1, Reachable: func() bool { return up },
-		Exhausted: func(x termination.BudgetExhausted, _, _ time.Time) { found = append(found, x) }})
+		Exhausted: func(x termination.BudgetExhausted, _ time.Time) { found = append(found, x) }})
 	m := a.Add(Hooks{})
 	a.Answer(start, Amounts{100}, Amounts{950}, true, 1)
 	if _, stop, _, over := m.Charge(termination.Usage{InputTokens: 100}, 0); stop != nil || over {
