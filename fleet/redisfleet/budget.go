@@ -276,6 +276,7 @@ type budgetAnswer struct {
 	granted, committed account.Amounts
 }
 
+// parseBudgetAnswer reads budgetScript's answer (19 values).
 func parseBudgetAnswer(res []any) budgetAnswer {
 	var a budgetAnswer
 	a.ws, _ = res[1].(int64)

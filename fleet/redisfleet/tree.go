@@ -708,6 +708,7 @@ type treeAnswer struct {
 	limits, granted, c, s, sf [nTree]float64
 }
 
+// parseTreeAnswer reads treeScript's answer (36 values).
 func parseTreeAnswer(res []any) treeAnswer {
 	var a treeAnswer
 	a.stage, _ = res[2].(string)

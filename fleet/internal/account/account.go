@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/agentstop/agentstop/termination"
@@ -120,10 +119,10 @@ type Account struct {
 	leased     bool
 	store      Store
 	metrics    Metrics
-	end        atomic.Int64 // the window's end in Unix nanoseconds, readable without the lock
 
 	mu        sync.Mutex
 	start     time.Time // the window's start
+	end       int64     // the window's end in Unix nanoseconds
 	known     bool      // the window is the store's (always, without a store)
 	committed Amounts   // the window's committed usage, as the store last said
 	used      Amounts   // spent here since the last Settle
@@ -159,13 +158,9 @@ func New(key, value string, spec termination.FleetBudget, start time.Time, m Met
 			}
 		}
 	}
-	a.end.Store(start.Add(spec.Window).UnixNano())
+	a.end = start.Add(spec.Window).UnixNano()
 	return a
 }
-
-// WindowEnd returns the current window's end in Unix nanoseconds, without
-// taking the lock.
-func (a *Account) WindowEnd() int64 { return a.end.Load() }
 
 // Spec returns the budget's limits as stored by its first run.
 func (a *Account) Spec() termination.FleetBudget { return a.spec }
@@ -264,7 +259,7 @@ func (m *Member) charge(now int64, u termination.Usage, cost float64) (warning, 
 	u.InputTokens, u.OutputTokens = max(u.InputTokens, 0), max(u.OutputTokens, 0)
 	d := Spent(u, cost)
 	a.mu.Lock()
-	if now != 0 && now >= a.end.Load() {
+	if now != 0 && now >= a.end {
 		a.rollLocked(WindowStart(time.Unix(0, now), a.spec.Window))
 	}
 	for i := range d {
@@ -421,7 +416,7 @@ func (a *Account) Roll(start time.Time) bool {
 // told is void in the next.
 func (a *Account) rollLocked(start time.Time) {
 	a.start = start
-	a.end.Store(start.Add(a.spec.Window).UnixNano())
+	a.end = start.Add(a.spec.Window).UnixNano()
 	if a.known {
 		a.bal = Amounts{}
 	}
