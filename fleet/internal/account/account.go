@@ -263,8 +263,12 @@ func (m *Member) charge(now int64, u termination.Usage, cost float64) (warning, 
 		a.rollLocked(WindowStart(time.Unix(0, now), a.spec.Window))
 	}
 	for i := range d {
-		a.used[i] += d[i]
 		a.bal[i] -= d[i]
+	}
+	if a.leased { // only a store settles what was spent
+		for i := range d {
+			a.used[i] += d[i]
+		}
 	}
 	if a.exhausted != nil {
 		// Exhausted before this event reached us (another run, another
