@@ -93,6 +93,21 @@
 // another process: its fleet looks the parent's holders up (one round
 // trip with redisfleet).
 //
+// # Accounting
+//
+// Both fleets account a shared budget the same way, with one account per
+// budget and process (package fleet/internal/account): a spend is charged
+// to the process's view of the window's usage, per resource (total,
+// input and output tokens, cost) — what the store last said is committed
+// (every process's settled usage plus the leases granted) plus what this
+// process spent past its lease; [Local], with no store and no lease,
+// counts all it spent — and the account decides on that view, without
+// I/O, on the pressure crossing (once per window and resource) and the
+// exhaustion (the first limit reached with no lease left for it), and
+// starts the next window. A networked fleet settles with its store in the
+// background and feeds the account the store's answers and its word on
+// crossings other processes found.
+//
 // # Overshoot
 //
 // Per-event work stays in the process. A networked fleet reserves usage

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentstop/agentstop/fleet/internal/account"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -442,17 +443,7 @@ func MismatchCause(id BudgetID, mine, stored termination.FleetBudget) terminatio
 
 // WindowStart returns the start of the window of length w (aligned to the
 // Unix epoch) that holds t.
-func WindowStart(t time.Time, w time.Duration) time.Time {
-	if w <= 0 {
-		return t
-	}
-	ns := t.UnixNano()
-	start := ns - ns%int64(w)
-	if ns < 0 && ns%int64(w) != 0 {
-		start -= int64(w)
-	}
-	return time.Unix(0, start).In(t.Location())
-}
+func WindowStart(t time.Time, w time.Duration) time.Time { return account.WindowStart(t, w) }
 
 // DefaultBy is who a stop or block is by when the request does not say:
 // "USER@HOST" from the OS, or what of it is known ("unknown" when

@@ -12,6 +12,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/agentstop/agentstop/fleet/internal/account"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -35,7 +36,7 @@ type Local struct {
 	mu       sync.Mutex
 	runs     map[string]*localMember
 	blocks   map[string]Block // by Selector.String()
-	accounts map[BudgetID]*Account
+	accounts map[BudgetID]*account.Account
 	swept    time.Time // when accounts were last swept of past windows
 
 	tree localTrees // tree.Sharer (localtree.go), under a lock of their own
@@ -89,7 +90,7 @@ func NewLocal(opts ...Option) *Local {
 	}
 	host, _ := os.Hostname()
 	return &Local{host: host, pid: os.Getpid(), now: c.now, metrics: NewMetrics(c.mp),
-		runs: map[string]*localMember{}, blocks: map[string]Block{}, accounts: map[BudgetID]*Account{}}
+		runs: map[string]*localMember{}, blocks: map[string]Block{}, accounts: map[BudgetID]*account.Account{}}
 }
 
 // localMember is a run that joined a Local fleet.
@@ -97,7 +98,7 @@ type localMember struct {
 	f     *Local
 	info  RunInfo // immutable after Join
 	hooks Hooks
-	acct  *AccountMember // nil without a fleet budget
+	acct  *account.Member // nil without a fleet budget
 
 	mu   sync.Mutex
 	prog termination.Progress
@@ -154,7 +155,7 @@ func (l *Local) join(run RunInfo, budget *termination.FleetBudget, hooks Hooks) 
 		if c := MismatchCause(id, *budget, a.Spec()); c != nil {
 			return nil, c
 		}
-		am, c := a.Join(hooks)
+		am, c := a.Join(account.Hooks{Stop: hooks.Stop, Warn: hooks.Warn})
 		if c != nil {
 			return nil, c
 		}
@@ -192,7 +193,7 @@ func (l *Local) expireLocked(now time.Time) {
 // creating it (with spec as its stored limits) when there is none, or when
 // its window is over and no run shares it any more; a window that is over
 // while runs still share it is rolled forward.
-func (l *Local) accountLocked(id BudgetID, spec termination.FleetBudget, now time.Time) *Account {
+func (l *Local) accountLocked(id BudgetID, spec termination.FleetBudget, now time.Time) *account.Account {
 	a, ok := l.accounts[id]
 	if ok {
 		start, end := a.Window()
@@ -208,7 +209,7 @@ func (l *Local) accountLocked(id BudgetID, spec termination.FleetBudget, now tim
 			return a
 		}
 	}
-	a = NewAccount(id, spec, WindowStart(now, spec.Window), l.metrics, nil)
+	a = account.New(id.Key, id.Value, spec, WindowStart(now, spec.Window), l.metrics, nil)
 	l.accounts[id] = a
 	return a
 }
@@ -225,7 +226,7 @@ func (l *Local) sweepLocked(now time.Time) {
 }
 
 // Spend implements Member. It reads the clock once: the spend is charged
-// to the budget window that holds that reading (AccountMember.SpendAt), so
+// to the budget window that holds that reading (account.Member.SpendAt), so
 // a spend made after a window's end starts the next window, however late
 // anything else notices the end.
 func (m *localMember) Spend(u termination.Usage, cost float64) (warning, stop termination.Cause) {
@@ -453,15 +454,23 @@ func (l *Local) Budgets(ctx context.Context) ([]Budget, error) {
 	l.mu.Lock()
 	l.sweepLocked(now)
 	var out []Budget
-	for _, a := range l.accounts {
+	for id, a := range l.accounts {
 		if _, end := a.Window(); !now.Before(end) {
 			a.Roll(WindowStart(now, a.Spec().Window)) // live runs share the next window
 		}
-		out = append(out, a.Status())
+		out = append(out, budgetOf(id, a))
 	}
 	l.mu.Unlock()
 	SortBudgets(out)
 	return out, nil
+}
+
+// budgetOf returns account a of budget id as Budgets lists it.
+func budgetOf(id BudgetID, a *account.Account) Budget {
+	st := a.Status()
+	return Budget{Key: id.Key, Value: id.Value, Policy: a.Spec(), WindowStart: st.Start, WindowEnd: st.End,
+		Used: termination.Usage{InputTokens: int64(st.Used[1]), OutputTokens: int64(st.Used[2])},
+		Cost: st.Used[3], Pressure: st.Pressure, Exhausted: st.Exhausted, Runs: st.Runs}
 }
 
 // SortBudgets sorts budgets by key, then value, as Budgets returns them.

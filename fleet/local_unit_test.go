@@ -3,7 +3,6 @@ package fleet_test
 import (
 	"context"
 	"errors"
-	"math"
 	"strings"
 	"sync"
 	"testing"
@@ -227,75 +226,6 @@ func TestLocalMetrics(t *testing.T) {
 	}
 }
 
-func TestAccountLeases(t *testing.T) {
-	lows := 0
-	spec := termination.FleetBudget{Key: "stage", Window: time.Hour, InputTokens: 1000, Pressure: 0.5}
-	a := fleet.NewAccount(fleet.BudgetID{Key: "stage", Value: "s"}, spec, fleet.WindowStart(time.Now(), time.Hour), nil, func() { lows++ })
-	var stopped, warned []termination.Cause
-	other, c := a.Join(fleet.Hooks{
-		Stop: func(c termination.Cause) bool { stopped = append(stopped, c); return true },
-		Warn: func(c termination.Cause) { warned = append(warned, c) },
-	})
-	if c != nil {
-		t.Fatal(c)
-	}
-	self, _ := a.Join(fleet.Hooks{})
-	a.SetLease(fleet.Amounts{InputTokens: 100})
-	self.Spend(termination.Usage{InputTokens: 40}, 0)
-	if lows != 0 {
-		t.Fatal("low at 60 of 100 left")
-	}
-	self.Spend(termination.Usage{InputTokens: 20}, 0)
-	self.Spend(termination.Usage{InputTokens: 20}, 0)
-	if lows != 1 {
-		t.Fatalf("low called %d times, want once until the next lease", lows)
-	}
-	if left, ok := a.Lease(); !ok || left.InputTokens != 20 {
-		t.Errorf("Lease() = %+v, %v", left, ok)
-	}
-	if got := a.Take(); got.InputTokens != 80 {
-		t.Errorf("Take() = %+v", got)
-	}
-	if got := a.Take(); !got.IsZero() {
-		t.Errorf("second Take() = %+v", got)
-	}
-	// The store reports other processes' usage: 80 here + 440 elsewhere.
-	if a.Apply(fleet.Amounts{InputTokens: 520}) {
-		t.Fatal("exhausted at 520 of 1000")
-	}
-	if len(warned) != 1 || warned[0].(termination.BudgetPressure).Used != 520 {
-		t.Errorf("warnings = %v", warned)
-	}
-	a.SetLease(fleet.Amounts{InputTokens: 100})
-	if lows != 1 {
-		t.Error("SetLease called low")
-	}
-	a.Exhaust(termination.ResourceInputTokens, 1000, 1000)
-	a.Exhaust(termination.ResourceInputTokens, 1000, 1000)
-	if len(stopped) != 1 {
-		t.Errorf("stops = %v, want one", stopped)
-	}
-	if _, stop := self.Spend(termination.Usage{InputTokens: 1}, 0); stop == nil {
-		t.Error("a spend after the exhaustion did not stop")
-	}
-	if _, c := a.Join(fleet.Hooks{}); c == nil || c.(termination.Skipped).Reason != termination.SkipFleetBudgetExhausted {
-		t.Errorf("Join after exhaustion = %v", c)
-	}
-	if other.Leave() != 1 || self.Leave() != 0 {
-		t.Error("Leave counts")
-	}
-	start, _ := a.Window()
-	if a.Roll(start) || !a.Roll(start.Add(time.Hour)) {
-		t.Error("Roll")
-	}
-	if st := a.Status(); st.Exhausted != "" || !st.Used.IsZero() || st.Pressure {
-		t.Errorf("after Roll: %+v", st)
-	}
-	if _, c := a.Join(fleet.Hooks{}); c != nil {
-		t.Errorf("Join in the new window = %v", c)
-	}
-}
-
 // TestLocalOvershoot: runs spending concurrently from one shared budget
 // stop at its limit, passing it by no more than one event per run (the
 // events in flight when the limit is reached).
@@ -456,23 +386,6 @@ func TestLocalJoinErrors(t *testing.T) {
 	}
 }
 
-func TestAccountOddCosts(t *testing.T) {
-	spec := termination.FleetBudget{Key: "stage", Window: time.Hour, Cost: 10}
-	a := fleet.NewAccount(fleet.BudgetID{Key: "stage", Value: "s"}, spec, time.Unix(0, 0), nil, nil)
-	m, _ := a.Join(fleet.Hooks{})
-	for _, c := range []float64{math.NaN(), math.Inf(-1), 1} {
-		if _, stop := m.Spend(termination.Usage{}, c); stop != nil {
-			t.Fatalf("cost %g stopped the run", c)
-		}
-	}
-	if got := a.Status().Cost; got != 1 {
-		t.Errorf("cost = %g, want 1 (NaN and -Inf ignored)", got)
-	}
-	if _, stop := m.Spend(termination.Usage{}, math.Inf(1)); stop == nil {
-		t.Error("an infinite cost did not exhaust the budget")
-	}
-}
-
 // TestLocalWindowEndsOnRealClock: without WithClock, each spend is charged
 // to the window its own reading of the real clock falls in: the next
 // window starts afresh for a run that spans it, however loaded the machine
@@ -545,46 +458,5 @@ func TestMetricsExportedAtZero(t *testing.T) {
 				t.Errorf("%s{%s} = %d (exported: %v), want 0", name, k, v, ok)
 			}
 		}
-	}
-}
-
-// TestAccountSpendAt: a spend is charged to the window its clock reading
-// falls in. A reading at or past the window's end starts the window that
-// holds it (afresh: usage, crossings and exhaustion reset), even when
-// nothing else noticed the end; a reading before the current window (a
-// spender that read the clock before another started the next window) is
-// charged to the current one.
-func TestAccountSpendAt(t *testing.T) {
-	spec := termination.FleetBudget{Key: "stage", Window: time.Hour, TotalTokens: 100}
-	start := time.Unix(0, 0).Add(1000 * time.Hour)
-	a := fleet.NewAccount(fleet.BudgetID{Key: "stage", Value: "s"}, spec, start, nil, nil)
-	m, c := a.Join(fleet.Hooks{})
-	if c != nil {
-		t.Fatal(c)
-	}
-	steps := []struct {
-		at       time.Duration // from start
-		tokens   int64
-		stopped  bool
-		winStart time.Duration // the window's start after the spend
-	}{
-		{time.Minute, 100, true, 0},
-		{time.Hour - time.Nanosecond, 1, true, 0},
-		{time.Hour, 60, false, time.Hour},                     // the next window, afresh
-		{time.Hour - time.Second, 30, false, time.Hour},       // read before the roll: the current window
-		{3*time.Hour + time.Minute, 99, false, 3 * time.Hour}, // windows without spends are skipped
-		{3*time.Hour + 2*time.Minute, 1, true, 3 * time.Hour},
-	}
-	for i, s := range steps {
-		_, stop := m.SpendAt(start.Add(s.at), termination.Usage{InputTokens: s.tokens}, 0)
-		if (stop != nil) != s.stopped {
-			t.Errorf("step %d: stop = %v, want stopped %v", i, stop, s.stopped)
-		}
-		if ws, _ := a.Window(); !ws.Equal(start.Add(s.winStart)) {
-			t.Errorf("step %d: window starts at %v, want %v", i, ws.Sub(start), s.winStart)
-		}
-	}
-	if st := a.Status(); st.Used.InputTokens != 100 {
-		t.Errorf("the last window used %d tokens, want 100", st.Used.InputTokens)
 	}
 }

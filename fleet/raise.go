@@ -72,11 +72,6 @@ type Held struct {
 	Since time.Time `json:"since"`
 }
 
-// HeldOf is the Held of a run held at c since since.
-func HeldOf(c termination.Cause, since time.Time) *Held {
-	return &Held{Limit: termination.Tag(c, nil), Cause: c.Error(), Since: since.UTC()}
-}
-
 // held reads the run's hold through its hooks; nil when not held.
 func (h Hooks) held() *Held {
 	if h.Held == nil {
@@ -86,7 +81,7 @@ func (h Hooks) held() *Held {
 	if !ok || c == nil {
 		return nil
 	}
-	return HeldOf(c, since)
+	return &Held{Limit: termination.Tag(c, nil), Cause: c.Error(), Since: since.UTC()}
 }
 
 // HeldNow returns what the run waits on through its hooks, nil when it

@@ -6,128 +6,62 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/fleet/internal/account"
 	"github.com/agentstop/agentstop/termination"
 )
 
-// shared is this process's side of one shared budget: the lease it holds
-// per resource and the usage it has not settled yet. Spend works on it
-// under a mutex, without I/O; the sync loop settles and reserves.
+// shared is this process's side of one shared budget: its Account
+// (fleet/internal/account: the lease, the usage not settled yet, the
+// crossings) and what the sync loop needs to settle and reserve. Spend
+// charges the Account, without I/O; the sync loop settles and reserves.
 type shared struct {
 	id       fleet.BudgetID
 	esc      string
 	spec     termination.FleetBudget
 	specJSON string
 	window   int64 // ms
-	limits   [4]float64
-	lease    [4]float64 // lease size per resource
+	acct     *account.Account
 
 	pending atomic.Bool // the sync loop should settle and reserve now
 
 	// guarded by Fleet.mu
-	members  map[*member]struct{}
 	mismatch termination.Cause
 
 	// used by the sync loop only
 	lastSettle time.Time
 	indexed    int64 // the last window start added to the budget index
-
-	mu        sync.Mutex
-	bal       [4]float64 // lease left (negative: spent past the lease)
-	sent      [4]float64 // usage past the lease sent in a reserve not answered yet
-	used      [4]float64 // usage since the last settle
-	committed [4]float64 // the window's committed usage at the last reserve
-	ws, we    int64      // the lease's window, server ms
-	exhausted termination.Cause
-	exWS      int64
-	warned    [4]int64 // window start + 1 of the last pressure warning
-	// guessWS is the window start by the server's clock (as estimated)
-	// when a warning came before any lease told the window (s.ws == 0, e.g.
-	// the server is unreachable): warnings before the first lease are
-	// keyed by it, so that a run is warned, and the crossing counted, once.
-	guessWS int64
 }
 
-func newShared(id fleet.BudgetID, esc string, spec termination.FleetBudget, fraction float64) *shared {
+// newShared returns this process's side of budget id under spec, in the
+// window that holds now (server ms) until the first reserve tells it.
+func (f *Fleet) newShared(id fleet.BudgetID, esc string, spec termination.FleetBudget, now int64) *shared {
 	js, _ := json.Marshal(spec)
-	s := &shared{id: id, esc: esc, spec: spec, specJSON: string(js), window: spec.Window.Milliseconds(),
-		members: map[*member]struct{}{}}
-	s.limits = [4]float64{float64(spec.TotalTokens), float64(spec.InputTokens), float64(spec.OutputTokens), spec.Cost}
-	for i, l := range s.limits {
-		if l > 0 {
-			s.lease[i] = l * fraction
-			if i < 3 && s.lease[i] < 1 {
-				s.lease[i] = 1
-			}
-		}
-	}
+	s := &shared{id: id, esc: esc, spec: spec, specJSON: string(js), window: spec.Window.Milliseconds()}
+	s.acct = account.New(id.Key, id.Value, spec, time.UnixMilli(now-now%s.window), f.metrics, &account.Store{
+		Fraction:  f.cfg.leaseFraction,
+		Reachable: f.up.Load,
+		Exhausted: func(x termination.BudgetExhausted, end time.Time) { f.recordExhausted(esc, end.UnixMilli(), x) },
+	})
 	return s
 }
 
-// spend charges one event for run m. It never does I/O: when the lease
-// runs low it wakes the sync loop. Its estimate of the window's usage is
-// the committed usage at the last reserve (which counts this process's
-// whole lease) plus what it spent past its lease: when that reaches the
-// pressure threshold it warns at once (and the sync loop warns the other
-// local runs), and when it reaches a limit with no lease left the budget
-// is exhausted at once.
+// spend charges one event for run m (see account.Member.Charge). It never
+// does I/O: when the lease runs low or a threshold is crossed it wakes
+// the sync loop (the other local runs are warned or stopped by the
+// Account; the sync loop tells the server, which tells the other
+// processes), and it waits only when this process spent a whole lease
+// past its grants (overdrawn).
 func (s *shared) spend(f *Fleet, m *member, u termination.Usage, cost float64) (warning, stop termination.Cause) {
-	a := [4]float64{float64(u.InputTokens + u.OutputTokens), float64(u.InputTokens), float64(u.OutputTokens), cost}
-	low, over := false, false
-	s.mu.Lock()
-	if s.exhausted != nil {
-		stop = s.exhausted
-		s.mu.Unlock()
-		return nil, stop
-	}
-	for i := range a {
-		s.used[i] += a[i]
-		if s.limits[i] == 0 {
-			continue
-		}
-		s.bal[i] -= a[i]
-		if s.bal[i] < s.lease[i]/2 {
-			low = true
-		}
-		if s.sent[i]-s.bal[i] >= s.lease[i] {
-			over = true // spent a whole lease past what the server granted
-		}
-		est := s.committed[i]
-		if s.bal[i] < 0 {
-			est -= s.bal[i]
-		}
-		// While the server is unreachable (fail-open) only its word ends
-		// the budget: a process spends what is left of its lease, then the
-		// runs' own limits apply.
-		if stop == nil && s.bal[i] <= 0 && est >= s.limits[i] && f.up.Load() {
-			s.exhausted = termination.BudgetExhausted{Resource: resources[i], Used: est, Limit: s.limits[i], Scope: termination.ScopeFleet}
-			s.exWS = s.ws
-			stop = s.exhausted
-		}
-		wk := s.ws
-		if wk == 0 {
-			wk = s.guessWS
-		}
-		if warning == nil && s.spec.Pressure > 0 && s.warned[i] != wk+1 && est >= s.spec.Pressure*s.limits[i] {
-			s.warned[i] = wk + 1
-			w := termination.BudgetPressure{Resource: resources[i], Threshold: s.spec.Pressure, Used: est, Limit: s.limits[i], Scope: termination.ScopeFleet}
-			warning = w
-		}
-	}
-	ws, we := s.ws, s.we
-	s.mu.Unlock()
-	if (low || stop != nil || warning != nil) && !s.pending.Load() {
+	warning, stop, wake, over := m.acct.Charge(u, cost)
+	if wake && !s.pending.Load() {
 		s.pending.Store(true)
 		f.poke()
-	}
-	if warning != nil || stop != nil {
-		f.crossed(s, m, ws, we, warning, stop) // rare: once per window
 	}
 	if over && stop == nil {
 		stop = s.overdrawn(f)
@@ -147,17 +81,7 @@ func (s *shared) spend(f *Fleet, m *member, u termination.Usage, cost float64) (
 // ends at the latest after the operation timeout, and at once when the
 // server is found unreachable (fail-open) or the fleet closes.
 func (s *shared) overdrawn(f *Fleet) termination.Cause {
-	return f.waitRound(func() (termination.Cause, bool) {
-		s.mu.Lock()
-		defer s.mu.Unlock()
-		over := false
-		for i := range s.limits {
-			if s.limits[i] > 0 && s.sent[i]-s.bal[i] >= s.lease[i] {
-				over = true
-			}
-		}
-		return s.exhausted, over
-	}, &s.pending)
+	return f.waitRound(s.acct.Overdrawn, &s.pending)
 }
 
 // waitRound waits for the sync loop's rounds while check reports the
@@ -198,57 +122,15 @@ func (f *Fleet) waitRound(check func() (stop termination.Cause, over bool), pend
 	}
 }
 
-// crossed gives the other local runs of s the pressure warning or the
-// exhaustion that run m's Spend found; the sync loop tells the server,
-// which tells the other processes.
-func (f *Fleet) crossed(s *shared, m *member, ws, we int64, warning, stop termination.Cause) {
-	if we == 0 { // no lease reserved yet: the current window by the server's clock
-		now := f.serverNow()
-		ws = now - now%s.window
-		we = ws + s.window
-		s.mu.Lock()
-		if s.guessWS == 0 {
-			s.guessWS = ws
-		}
-		for i := range s.warned {
-			if s.warned[i] == 1 { // warned before the window was known
-				s.warned[i] = ws + 1
-			}
-		}
-		if s.exWS == 0 && s.exhausted != nil {
-			s.exWS = ws
-		}
-		s.mu.Unlock()
-	}
-	if w, ok := warning.(termination.BudgetPressure); ok {
-		f.metrics.Pressure(w.Resource)
-		f.mu.Lock()
-		hit := membersOf(s)
-		f.mu.Unlock()
-		for _, o := range hit {
-			if o != m && o.hooks.Warn != nil {
-				o.hooks.Warn(w)
-			}
-		}
-	}
-	if x, ok := stop.(termination.BudgetExhausted); ok {
-		f.budgetExhausted(s.esc, ws, we, resourceIndex(x.Resource), x.Used, x.Limit)
-	}
-}
-
 // syncBudgets settles and reserves for every budget that needs it.
 func (f *Fleet) syncBudgets(ctx context.Context) {
-	now := f.serverNow()
+	now := time.UnixMilli(f.serverNow())
 	f.mu.Lock()
 	var todo []*shared
 	for _, s := range f.budgets {
-		s.mu.Lock()
-		rollover := s.we > 0 && now >= s.we && len(s.members) > 0
-		if s.exhausted != nil && s.we > 0 && now >= s.we {
-			s.exhausted = nil // a new window
-		}
-		s.mu.Unlock()
-		if s.pending.Load() || rollover || time.Since(s.lastSettle) >= f.renewEvery() || len(s.members) == 0 {
+		members := s.acct.Members()
+		rollover := s.acct.Expire(now) && members > 0
+		if s.pending.Load() || rollover || time.Since(s.lastSettle) >= f.renewEvery() || members == 0 {
 			todo = append(todo, s)
 		}
 	}
@@ -293,281 +175,224 @@ func (f *Fleet) windowKeys(s *shared, sws int64) ([]string, string) {
 // has runs: every second, or a third of the lease when that is shorter.
 func (f *Fleet) renewEvery() time.Duration { return min(time.Second, f.cfg.lease/3) }
 
-// reserve settles s's usage and asks for a new lease in one script call.
+// reserve settles s's usage and asks for a new lease in one script call,
+// then acts on the server's answer.
 func (f *Fleet) reserve(ctx context.Context, s *shared) {
-	f.mu.Lock()
-	members := len(s.members)
-	f.mu.Unlock()
+	members := s.acct.Members()
 	s.pending.Store(false)
 	s.lastSettle = time.Now()
-	now := f.serverNow()
-
-	var used, debt, rel, want, held [4]float64
-	var dry [4]bool
-	s.mu.Lock()
-	sws := s.ws
-	rollover := s.we > 0 && now >= s.we
-	used = s.used
-	s.used = [4]float64{}
-	for i := range s.limits {
-		if s.limits[i] == 0 {
-			continue
-		}
-		if s.bal[i] < 0 {
-			debt[i] = -s.bal[i]
-			s.bal[i] = 0
-		}
-		s.sent[i] = debt[i]
-		if x, ok := s.exhausted.(termination.BudgetExhausted); ok && x.Resource == resources[i] {
-			dry[i] = true // exhausted here: the server records it unless it has room
-		}
-		switch {
-		case members == 0:
-			rel[i] = s.bal[i]
-			s.bal[i] = 0
-		case rollover:
-			want[i] = s.lease[i]
-			dry[i] = true
-		case s.bal[i] < s.lease[i]/2 || s.exhausted != nil:
-			want[i] = s.lease[i] - s.bal[i]
-			dry[i] = s.bal[i] <= 0
-		}
-		if !rollover {
-			held[i] = s.bal[i]
+	st := s.acct.Settle(time.UnixMilli(f.serverNow()), members)
+	var sws int64 // the settled usage's window (0: none known yet)
+	if !st.Start.IsZero() {
+		sws = st.Start.UnixMilli()
+	}
+	res, err := f.runBudgetScript(ctx, s, sws, f.budgetArgs(s, st, sws, members))
+	if err != nil || len(res) != 19 {
+		s.acct.Unsettle(st) // the next try settles it
+		s.pending.Store(true)
+		f.fail(fleet.OpReserve)
+		return
+	}
+	ans := parseBudgetAnswer(res)
+	f.indexWindow(ctx, s, ans.ws, ans.we)
+	s.acct.Answer(time.UnixMilli(ans.ws), ans.granted, ans.committed, ans.ex == 0, members)
+	if ans.mismatch != "" {
+		f.budgetMismatch(s, ans.mismatch)
+		return
+	}
+	limits := account.LimitsOf(s.spec)
+	if ans.ex >= 1 && ans.ex <= 4 {
+		f.budgetExhausted(s.esc, ans.ws, ans.we, int(ans.ex)-1, ans.exUsed, limits[ans.ex-1])
+	}
+	for i := range 4 {
+		if ans.pressure&(1<<i) != 0 {
+			f.budgetPressure(s.esc, ans.ws, i, ans.committed[i], limits[i])
 		}
 	}
-	s.mu.Unlock()
+	if members == 0 {
+		f.dropBudget(s)
+	}
+}
 
+// budgetArgs returns budgetScript's arguments for settlement st of s in
+// window sws; the first (the window starts) is set per call.
+func (f *Fleet) budgetArgs(s *shared, st account.Settlement, sws int64, members int) []any {
 	args := make([]any, 0, 40)
 	args = append(args, "", s.esc, s.specJSON, s.window, (f.cfg.lease * 2).Milliseconds(), sws)
-	for _, v := range used {
-		args = append(args, fmtFloat(v))
-	}
-	for _, v := range debt {
-		args = append(args, fmtFloat(v))
-	}
-	for _, v := range rel {
-		args = append(args, fmtFloat(v))
-	}
+	args = appendAmounts(args, st.Used, st.Debt, st.Release)
 	args = append(args, boolArg(members > 0))
-	for _, v := range want {
-		args = append(args, fmtFloat(v))
-	}
-	for _, v := range dry {
+	args = appendAmounts(args, st.Want)
+	for _, v := range st.Dry {
 		args = append(args, boolArg(v))
 	}
-	for _, v := range s.limits {
-		args = append(args, fmtFloat(v))
-	}
+	args = appendAmounts(args, account.LimitsOf(s.spec))
 	args = append(args, fmtFloat(s.spec.Pressure), f.k.ctl(), f.proc, f.cfg.lease.Milliseconds())
-	for _, v := range held {
-		args = append(args, fmtFloat(v))
-	}
+	return appendAmounts(args, st.Held)
+}
 
+// appendAmounts appends each amount of each of as to args.
+func appendAmounts(args []any, as ...account.Amounts) []any {
+	for _, a := range as {
+		for _, v := range a {
+			args = append(args, fmtFloat(v))
+		}
+	}
+	return args
+}
+
+// runBudgetScript runs budgetScript for s with args on the windows around
+// the current one by this process's estimate of the server's clock, and
+// the settled usage's (sws): the script touches only these keys. When the
+// server's window was none of them (the clock estimate was off by more
+// than a window: the server's clock stepped), it estimates the clock
+// again and retries once.
+func (f *Fleet) runBudgetScript(ctx context.Context, s *shared, sws int64, args []any) ([]any, error) {
 	var res []any
 	var err error
 	for try := 0; try < 2; try++ {
-		// The windows around the current one by this process's estimate
-		// of the server's clock, and the settled usage's: the script
-		// touches only these keys.
 		keys, starts := f.windowKeys(s, sws)
 		args[0] = starts
 		cctx, cancel := f.timeout(ctx)
 		res, err = budgetScript.Run(cctx, f.scripts, keys, args...).Slice()
 		cancel()
-		if err != nil || len(res) != 1 {
-			break
-		}
-		// The server's window was none of the keys: the clock estimate
-		// was off by more than a window (the server's clock stepped).
-		// Estimate it again and retry.
-		if !f.estimateClock(ctx) {
+		if err != nil || len(res) != 1 || !f.estimateClock(ctx) {
 			break
 		}
 	}
-	if err != nil || len(res) != 19 {
-		// Put everything back: the next try settles it.
-		s.mu.Lock()
-		for i := range s.used {
-			s.used[i] += used[i]
-			s.bal[i] += rel[i] - debt[i]
-		}
-		s.sent = [4]float64{}
-		s.mu.Unlock()
-		s.pending.Store(true)
+	return res, err
+}
+
+// budgetAnswer is budgetScript's answer: the window (server ms), the
+// stored limits when they differ from this process's (JSON), the resource
+// found exhausted (1..4; 0: none) and its usage, the resources whose
+// pressure threshold this reserve crossed (bit i-1), the lease granted
+// and the window's committed usage.
+type budgetAnswer struct {
+	ws, we             int64
+	mismatch           string
+	ex                 int64
+	exUsed             float64
+	pressure           int64
+	granted, committed account.Amounts
+}
+
+// parseBudgetAnswer reads budgetScript's answer (19 values).
+func parseBudgetAnswer(res []any) budgetAnswer {
+	var a budgetAnswer
+	a.ws, _ = res[1].(int64)
+	a.we, _ = res[2].(int64)
+	a.mismatch, _ = res[3].(string)
+	a.ex, _ = res[4].(int64)
+	a.exUsed = parseFloat(res[5])
+	a.pressure, _ = res[6].(int64)
+	for i := range 4 {
+		a.granted[i] = parseFloat(res[7+i])
+		a.committed[i] = parseFloat(res[11+i])
+	}
+	return a
+}
+
+// indexWindow adds window ws of s to the budget index when this process
+// has not listed it yet (in a slot of its own; a failure is retried by
+// the next reserve).
+func (f *Fleet) indexWindow(ctx context.Context, s *shared, ws, we int64) {
+	if ws == s.indexed {
+		return
+	}
+	cctx, cancel := f.timeout(ctx)
+	defer cancel()
+	key := f.k.budget(s.esc, ws)
+	pipe := f.client.Pipeline()
+	pipe.ZAdd(cctx, f.k.budgets(), redis.Z{Score: float64(we + (f.cfg.lease * 2).Milliseconds()), Member: key})
+	pipe.ZRemRangeByScore(cctx, f.k.budgets(), "-inf", strconv.FormatInt(f.serverNow(), 10))
+	if _, err := pipe.Exec(cctx); err != nil {
 		f.fail(fleet.OpReserve)
 		return
 	}
-	ws, _ := res[1].(int64)
-	we, _ := res[2].(int64)
-	mismatch, _ := res[3].(string)
-	ex, _ := res[4].(int64)
-	exu := parseFloat(res[5])
-	pmask, _ := res[6].(int64)
-	var g, c [4]float64
-	for i := range 4 {
-		g[i] = parseFloat(res[7+i])
-		c[i] = parseFloat(res[11+i])
-	}
+	s.indexed = ws
+}
 
-	if ws != s.indexed {
-		// A window this process has not listed yet: add it to the budget
-		// index (in a slot of its own; a failure is retried by the next
-		// reserve).
-		cctx, cancel := f.timeout(ctx)
-		key := f.k.budget(s.esc, ws)
-		pipe := f.client.Pipeline()
-		pipe.ZAdd(cctx, f.k.budgets(), redis.Z{Score: float64(we + (f.cfg.lease * 2).Milliseconds()), Member: key})
-		pipe.ZRemRangeByScore(cctx, f.k.budgets(), "-inf", strconv.FormatInt(f.serverNow(), 10))
-		if _, err := pipe.Exec(cctx); err != nil {
-			f.fail(fleet.OpReserve)
-		} else {
-			s.indexed = ws
-		}
-		cancel()
-	}
-	s.mu.Lock()
-	if ws != s.ws {
-		if s.ws != 0 {
-			s.bal = [4]float64{} // the old window's leases are void
-		}
-		s.ws, s.we = ws, we
-	}
-	s.sent = [4]float64{}
-	for i := range s.limits {
-		s.bal[i] += g[i]
-		s.committed[i] = c[i]
-	}
-	if ex == 0 && s.exhausted != nil && members > 0 && s.exWS <= ws {
-		// Exhausted locally, but the server found room (another process
-		// returned its lease): new runs may go on.
-		s.exhausted = nil
-	}
-	s.mu.Unlock()
-
-	if mismatch != "" {
-		var stored termination.FleetBudget
-		if err := json.Unmarshal([]byte(mismatch), &stored); err != nil {
-			f.metrics.Error(fleet.OpReserve)
-			return
-		}
-		cause := fleet.MismatchCause(s.id, s.spec, stored)
-		if cause == nil {
-			return
-		}
-		f.mu.Lock()
-		s.mismatch = cause
-		hit := membersOf(s)
-		f.mu.Unlock()
-		for _, m := range hit {
-			m.hooks.Stop(cause)
-		}
+// budgetMismatch stops the local runs of s when the server holds other
+// limits for the budget (stored, JSON) than theirs; new runs are refused.
+func (f *Fleet) budgetMismatch(s *shared, stored string) {
+	var spec termination.FleetBudget
+	if err := json.Unmarshal([]byte(stored), &spec); err != nil {
+		f.metrics.Error(fleet.OpReserve)
 		return
 	}
-	if ex >= 1 && ex <= 4 {
-		f.budgetExhausted(s.esc, ws, we, int(ex)-1, exu, s.limits[ex-1])
+	cause := fleet.MismatchCause(s.id, s.spec, spec)
+	if cause == nil {
+		return
 	}
-	for i := range 4 {
-		if pmask&(1<<i) != 0 {
-			f.budgetPressure(s.esc, ws, i, c[i], s.limits[i])
-		}
+	f.mu.Lock()
+	s.mismatch = cause
+	f.mu.Unlock()
+	s.acct.StopAll(cause)
+}
+
+// dropBudget forgets s when no local run shares it and it has nothing to
+// settle or return. Until its window ends the process remembers it
+// (f.idle): the next local run of the budget takes it up again, so a
+// crossing is counted and warned once per process however many runs come
+// and go (not once per run).
+func (f *Fleet) dropBudget(s *shared) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if s.acct.Members() != 0 || f.budgets[s.esc] != s || !s.acct.Idle() {
+		return
 	}
-	if members == 0 {
-		f.mu.Lock()
-		if len(s.members) == 0 && f.budgets[s.esc] == s {
-			s.mu.Lock()
-			idle := s.used == [4]float64{} && s.bal == [4]float64{}
-			if idle {
-				// Remember the window's counted crossings until it ends:
-				// the next local run of this budget must not count them
-				// again.
-				delete(f.budgets, s.esc)
-				if s.we > 0 {
-					f.idle[s.esc] = idleBudget{ws: s.ws, we: s.we, committed: s.committed, warned: s.warned}
-				}
-			}
-			s.mu.Unlock()
-		}
-		f.mu.Unlock()
+	delete(f.budgets, s.esc)
+	if s.acct.Known() {
+		f.idle[s.esc] = s
 	}
 }
 
-func resourceIndex(r termination.Resource) int {
-	for i, x := range resources {
-		if x == r {
-			return i
-		}
+// recordExhausted records that a shared budget is exhausted until the end
+// we of its window (server ms): new local runs of it are refused until
+// then. It reports false when the window is over or was recorded already.
+func (f *Fleet) recordExhausted(esc string, we int64, cause termination.BudgetExhausted) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.serverNow() >= we {
+		return false
 	}
-	return 0
-}
-
-func membersOf(s *shared) []*member {
-	out := make([]*member, 0, len(s.members))
-	for m := range s.members {
-		out = append(out, m)
+	if ex, ok := f.exhausted[esc]; ok && ex.we == we {
+		return false
 	}
-	return out
+	f.exhausted[esc] = exhaustion{we: we, cause: cause}
+	return true
 }
 
 // budgetExhausted records that a shared budget is exhausted until the end of
-// window [ws, we) and stops its local runs, once per window.
+// window [ws, we) (the server's word) and stops its local runs, once per
+// window.
 func (f *Fleet) budgetExhausted(esc string, ws, we int64, i int, used, limit float64) {
-	cause := termination.BudgetExhausted{Resource: resources[i], Used: used, Limit: limit, Scope: termination.ScopeFleet}
+	cause := termination.BudgetExhausted{Resource: account.Resources[i], Used: used, Limit: limit, Scope: termination.ScopeFleet}
+	if !f.recordExhausted(esc, we, cause) {
+		return
+	}
 	f.mu.Lock()
-	if f.serverNow() >= we {
-		f.mu.Unlock()
-		return
-	}
-	if ex, ok := f.exhausted[esc]; ok && ex.we == we {
-		f.mu.Unlock()
-		return
-	}
-	f.exhausted[esc] = exhaustion{we: we, cause: cause}
-	var hit []*member
-	if s := f.budgets[esc]; s != nil {
-		s.mu.Lock()
-		if s.ws == 0 || s.ws == ws {
-			if s.exhausted == nil {
-				s.exhausted, s.exWS = cause, ws
-			}
-			hit = membersOf(s)
-		}
-		s.mu.Unlock()
-	}
+	s := f.budgets[esc]
 	f.mu.Unlock()
-	f.metrics.Exhausted(cause.Resource)
-	for _, m := range hit {
-		m.hooks.Stop(cause)
+	if s == nil {
+		f.metrics.Exhausted(cause.Resource)
+		return
 	}
+	s.acct.Exhaust(time.UnixMilli(ws), cause)
 }
 
 // budgetPressure warns the local runs of a shared budget that its usage
-// crossed the pressure threshold, once per resource and window.
+// crossed the pressure threshold (the server's word), once per resource
+// and window.
 func (f *Fleet) budgetPressure(esc string, ws int64, i int, used, limit float64) {
 	f.mu.Lock()
 	s := f.budgets[esc]
-	if s == nil {
-		f.mu.Unlock()
-		return
-	}
-	s.mu.Lock()
-	if s.warned[i] == ws+1 || (s.ws != 0 && s.ws != ws) {
-		s.mu.Unlock()
-		f.mu.Unlock()
-		return
-	}
-	s.warned[i] = ws + 1
-	s.mu.Unlock()
-	hit := membersOf(s)
-	pressure := s.spec.Pressure
 	f.mu.Unlock()
-	f.metrics.Pressure(resources[i])
-	w := termination.BudgetPressure{Resource: resources[i], Threshold: pressure, Used: used, Limit: limit, Scope: termination.ScopeFleet}
-	for _, m := range hit {
-		if m.hooks.Warn != nil {
-			m.hooks.Warn(w)
-		}
+	if s == nil {
+		return
 	}
+	s.acct.Press(time.UnixMilli(ws), termination.BudgetPressure{Resource: account.Resources[i], Threshold: s.spec.Pressure,
+		Used: used, Limit: limit, Scope: termination.ScopeFleet})
 }
 
 func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }

@@ -34,14 +34,14 @@ import (
 //	child NAME STAGE PARENTID [FLAG…] → as start, a child of run PARENTID (middleware.WithParent);
 //	                                   keep: a stopped run is not finished until "finish NAME";
 //	                                   prop: the parent comes from a request's headers
-//	                                   (middleware.RunPropagator) instead of WithParent
+//	                                   (middleware.Propagator) instead of WithParent
 //	sub NAME STAGE PARENTNAME        → as start, a child of this process's run PARENTNAME (by its context)
 //	spend NAME IN OUT                → spent NAME
 //	burn NAME N IN OUT               → burnt NAME EVENTS (up to N message events of IN and OUT
 //	                                   tokens, until one stops the run)
 //	finish NAME                      → finished NAME TAG
 //	pchild NAME STAGE HEADERS        → as start, from a request whose headers (a JSON
-//	                                   object, from middleware.RunPropagator) name its parent
+//	                                   object, from middleware.Propagator) name its parent
 //	                                   and the trees it joins
 //	tjoin NAME HOLDERID              → tjoined NAME (Fleet.JoinTree; its hooks print
 //	                                   "tstopped NAME CAUSEJSON" and "twarned NAME CAUSEJSON")
@@ -64,209 +64,266 @@ func childMain() int {
 		fmt.Println("error", err)
 		return 1
 	}
-	out := &lockedWriter{w: os.Stdout}
-	stages := map[string]*middleware.Stage{}
-	runs := map[string]*middleware.Run{}
-	ctxs := map[string]context.Context{}
-	watch := func(name string, ctx context.Context, run *middleware.Run, keep ...bool) {
-		runs[name], ctxs[name] = run, ctx
-		out.println("started", name, run.ID())
-		go func() {
-			<-run.Done()
-			if len(keep) == 0 {
-				run.Finish(nil) // the run ends when stopped: it leaves the fleet
-			}
-			c, _ := run.Cause()
-			b, _ := codec.MarshalCause(c)
-			out.println("ended", name, string(b))
-		}()
-	}
-	plain := func(stage string) *middleware.Stage {
-		s := stages[stage+"/-"]
-		if s == nil {
-			s, err = middleware.New(stage, middleware.WithParticipant(fleet.Membership(f)))
-			if err != nil {
-				out.println("error", err.Error())
-				return nil
-			}
-			stages[stage+"/-"] = s
-		}
-		return s
-	}
-	trees := map[string]tree.Member{}
-	causeJSON := func(c termination.Cause) string {
-		b, _ := codec.MarshalCause(c)
-		return string(b)
-	}
+	c := &childState{f: f, out: &lockedWriter{w: os.Stdout}, stages: map[string]*middleware.Stage{},
+		runs: map[string]*middleware.Run{}, ctxs: map[string]context.Context{}, trees: map[string]tree.Member{}}
 	in := bufio.NewScanner(os.Stdin)
 	for in.Scan() {
 		fs := strings.Fields(in.Text())
 		if len(fs) == 0 {
 			continue
 		}
-		switch fs[0] {
-		case "start":
-			name, stage, labels, budget := fs[1], fs[2], fs[3], fs[4]
-			key := stage + "/" + budget
-			s := stages[key]
-			if s == nil {
-				opts := []middleware.Option{middleware.WithParticipant(fleet.Membership(f))}
-				if budget != "-" {
-					total, _ := strconv.ParseInt(budget, 10, 64)
-					opts = append(opts, middleware.WithFleetBudget(termination.FleetBudget{Key: "label:tenant", Window: time.Hour, TotalTokens: total}))
-				}
-				s, err = middleware.New(stage, opts...)
-				if err != nil {
-					out.println("error", err.Error())
-					continue
-				}
-				stages[key] = s
-			}
-			lm := map[string]string{}
-			if labels != "-" {
-				for _, kv := range strings.Split(labels, ",") {
-					k, v, _ := strings.Cut(kv, "=")
-					lm[k] = v
-				}
-			}
-			ctx, run := s.Start(context.Background(), middleware.WithLabels(lm))
-			watch(name, ctx, run)
-		case "child":
-			if s := plain(fs[2]); s != nil {
-				flags := strings.Join(fs[4:], " ")
-				var ctx context.Context
-				var run *middleware.Run
-				if strings.Contains(flags, "prop") {
-					req := middleware.RunPropagator().Extract(context.Background(), propagation.MapCarrier{middleware.RunHeader: fs[3]})
-					ctx, run = s.Start(req)
-				} else {
-					ctx, run = s.Start(context.Background(), middleware.WithParent(fs[3]))
-				}
-				if strings.Contains(flags, "keep") {
-					watch(fs[1], ctx, run, true)
-				} else {
-					watch(fs[1], ctx, run)
-				}
-			}
-		case "pchild":
-			var headers map[string]string
-			if s := plain(fs[2]); s != nil && json.Unmarshal([]byte(strings.Join(fs[3:], " ")), &headers) == nil {
-				req := middleware.RunPropagator().Extract(context.Background(), propagation.MapCarrier(headers))
-				ctx, run := s.Start(req)
-				watch(fs[1], ctx, run)
-			}
-		case "sub":
-			if s, pctx := plain(fs[2]), ctxs[fs[3]]; s != nil && pctx != nil {
-				ctx, run := s.Start(pctx)
-				watch(fs[1], ctx, run)
-			}
-		case "many": // many N STAGE: N runs; each prints "cancelled ID UNIXNANO" when stopped
-			n, _ := strconv.Atoi(fs[1])
-			s, err := middleware.New(fs[2], middleware.WithParticipant(fleet.Membership(f)))
-			if err != nil {
-				out.println("error", err.Error())
-				continue
-			}
-			for range n {
-				ctx, run := s.Start(context.Background())
-				go func() {
-					<-ctx.Done()
-					at := time.Now().UnixNano()
-					run.Finish(nil)
-					out.println("cancelled", run.ID(), strconv.FormatInt(at, 10))
-				}()
-			}
-			out.println("many", fs[1])
-		case "spend":
-			in, _ := strconv.ParseInt(fs[2], 10, 64)
-			o, _ := strconv.ParseInt(fs[3], 10, 64)
-			if r := runs[fs[1]]; r != nil {
-				r.Observe(termination.Event{Kind: termination.KindMessage, Source: "agent", Text: "working " + fs[2],
-					Usage: termination.Usage{InputTokens: in, OutputTokens: o}})
-			}
-			out.println("spent", fs[1])
-		case "burn":
-			n, _ := strconv.Atoi(fs[2])
-			in, _ := strconv.ParseInt(fs[3], 10, 64)
-			o, _ := strconv.ParseInt(fs[4], 10, 64)
-			events := 0
-			if r := runs[fs[1]]; r != nil {
-				for events < n {
-					events++
-					if _, stop := r.Observe(termination.Event{Kind: termination.KindMessage, Source: "agent", Text: "working",
-						Usage: termination.Usage{InputTokens: in, OutputTokens: o}}); stop {
-						break
-					}
-				}
-			}
-			out.println("burnt", fs[1], strconv.Itoa(events))
-		case "finish":
-			if r := runs[fs[1]]; r != nil {
-				res := r.Finish(nil)
-				out.println("finished", fs[1], res.TerminationCause)
-			}
-		case "tjoin":
-			name := fs[1]
-			var once sync.Once
-			trees[name] = f.JoinTree(context.Background(), fs[2], tree.Hooks{
-				Stop: func(c termination.Cause) bool {
-					stopped := false
-					once.Do(func() { stopped = true; out.println("tstopped", name, causeJSON(c)) })
-					return stopped
-				},
-				Warn: func(c termination.Cause) { out.println("twarned", name, causeJSON(c)) },
-			})
-			out.println("tjoined", name)
-		case "tspend":
-			n, _ := strconv.Atoi(fs[2])
-			tok, _ := strconv.ParseInt(fs[3], 10, 64)
-			m := trees[fs[1]]
-			events, cause := 0, "-"
-			for m != nil && events < n {
-				events++
-				if c := m.Spend(tree.Usage{Iterations: 1, Tokens: termination.Usage{InputTokens: tok}}); c != nil {
-					cause = causeJSON(c)
-					break
-				}
-			}
-			out.println("tspent", fs[1], strconv.Itoa(events), cause)
-		case "tleave":
-			if m := trees[fs[1]]; m != nil {
-				m.Leave(termination.ParentEnded("researcher", termination.TagCancelled))
-			}
-			out.println("tleft", fs[1])
-		case "held": // held NAME: a run held at max_tool_calls 1; prints "released NAME N" once raised and its next call evaluated
-			s, err := middleware.New("raise", middleware.WithParticipant(fleet.Membership(f)),
-				middleware.WithPolicy(termination.MustParsePolicy("max_tool_calls: 1\nhold: {timeout: 30s}")))
-			if err != nil {
-				out.println("error", err.Error())
-				continue
-			}
-			ctx, run := s.Start(context.Background())
-			watch(fs[1], ctx, run, true)
-			call := termination.Event{Kind: termination.KindToolCall, Tool: "search"}
-			run.Observe(call)
-			run.Observe(call) // the second call reaches the limit: held
-			out.println("heldat", fs[1])
-			go func(name string) {
-				_, stop := run.Observe(call) // blocks while held; evaluated once raised
-				res := "going"
-				if stop {
-					res = "stopped"
-				}
-				out.println("released", name, res)
-			}(fs[1])
-		case "flush":
-			_ = f.Flush(context.Background())
-			out.println("flushed")
-		case "quit":
+		if fs[0] == "quit" {
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
 			_ = f.Close(ctx)
 			cancel()
 			return 0
 		}
+		c.do(fs)
 	}
 	return 0
+}
+
+// childState is a child process's side: its fleet, where it reports, and
+// its stages, runs (and their contexts) and tree members by name.
+type childState struct {
+	f      *Fleet
+	out    *lockedWriter
+	stages map[string]*middleware.Stage
+	runs   map[string]*middleware.Run
+	ctxs   map[string]context.Context
+	trees  map[string]tree.Member
+}
+
+// do obeys one command (fs: its fields) but quit.
+func (c *childState) do(fs []string) {
+	switch fs[0] {
+	case "start":
+		c.start(fs[1], fs[2], fs[3], fs[4])
+	case "child":
+		c.child(fs[1], fs[2], fs[3], strings.Join(fs[4:], " "))
+	case "pchild":
+		var headers map[string]string
+		if s := c.plain(fs[2]); s != nil && json.Unmarshal([]byte(strings.Join(fs[3:], " ")), &headers) == nil {
+			req := middleware.RunPropagator().Extract(context.Background(), propagation.MapCarrier(headers))
+			ctx, run := s.Start(req)
+			c.watch(fs[1], ctx, run)
+		}
+	case "sub":
+		if s, pctx := c.plain(fs[2]), c.ctxs[fs[3]]; s != nil && pctx != nil {
+			ctx, run := s.Start(pctx)
+			c.watch(fs[1], ctx, run)
+		}
+	case "many":
+		c.many(fs[1], fs[2])
+	case "spend":
+		in, _ := strconv.ParseInt(fs[2], 10, 64)
+		o, _ := strconv.ParseInt(fs[3], 10, 64)
+		if r := c.runs[fs[1]]; r != nil {
+			r.Observe(termination.Event{Kind: termination.KindMessage, Source: "agent", Text: "working " + fs[2],
+				Usage: termination.Usage{InputTokens: in, OutputTokens: o}})
+		}
+		c.out.println("spent", fs[1])
+	case "burn":
+		c.burn(fs[1], fs[2], fs[3], fs[4])
+	case "finish":
+		if r := c.runs[fs[1]]; r != nil {
+			res := r.Finish(nil)
+			c.out.println("finished", fs[1], res.TerminationCause)
+		}
+	case "tjoin":
+		c.tjoin(fs[1], fs[2])
+	case "tspend":
+		c.tspend(fs[1], fs[2], fs[3])
+	case "tleave":
+		if m := c.trees[fs[1]]; m != nil {
+			m.Leave(termination.ParentEnded("researcher", termination.TagCancelled))
+		}
+		c.out.println("tleft", fs[1])
+	case "held":
+		c.held(fs[1])
+	case "flush":
+		_ = c.f.Flush(context.Background())
+		c.out.println("flushed")
+	}
+}
+
+// watch reports run name started, and ended (with its cause) once it is
+// done; unless keep, a stopped run is finished (it leaves the fleet).
+func (c *childState) watch(name string, ctx context.Context, run *middleware.Run, keep ...bool) {
+	c.runs[name], c.ctxs[name] = run, ctx
+	c.out.println("started", name, run.ID())
+	go func() {
+		<-run.Done()
+		if len(keep) == 0 {
+			run.Finish(nil) // the run ends when stopped: it leaves the fleet
+		}
+		cause, _ := run.Cause()
+		c.out.println("ended", name, causeJSON(cause))
+	}()
+}
+
+func causeJSON(c termination.Cause) string {
+	b, _ := codec.MarshalCause(c)
+	return string(b)
+}
+
+// plain returns the stage named stage of the fleet, with no budget.
+func (c *childState) plain(stage string) *middleware.Stage {
+	s := c.stages[stage+"/-"]
+	if s == nil {
+		var err error
+		s, err = middleware.New(stage, middleware.WithParticipant(fleet.Membership(c.f)))
+		if err != nil {
+			c.out.println("error", err.Error())
+			return nil
+		}
+		c.stages[stage+"/-"] = s
+	}
+	return s
+}
+
+// start: "start NAME STAGE LABELS BUDGET".
+func (c *childState) start(name, stage, labels, budget string) {
+	key := stage + "/" + budget
+	s := c.stages[key]
+	if s == nil {
+		opts := []middleware.Option{middleware.WithParticipant(fleet.Membership(c.f))}
+		if budget != "-" {
+			total, _ := strconv.ParseInt(budget, 10, 64)
+			opts = append(opts, middleware.WithFleetBudget(termination.FleetBudget{Key: "label:tenant", Window: time.Hour, TotalTokens: total}))
+		}
+		var err error
+		s, err = middleware.New(stage, opts...)
+		if err != nil {
+			c.out.println("error", err.Error())
+			return
+		}
+		c.stages[key] = s
+	}
+	lm := map[string]string{}
+	if labels != "-" {
+		for _, kv := range strings.Split(labels, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			lm[k] = v
+		}
+	}
+	ctx, run := s.Start(context.Background(), middleware.WithLabels(lm))
+	c.watch(name, ctx, run)
+}
+
+// child: "child NAME STAGE PARENTID [FLAG…]".
+func (c *childState) child(name, stage, parent, flags string) {
+	s := c.plain(stage)
+	if s == nil {
+		return
+	}
+	var ctx context.Context
+	var run *middleware.Run
+	if strings.Contains(flags, "prop") {
+		req := middleware.RunPropagator().Extract(context.Background(), propagation.MapCarrier{middleware.RunHeader: parent})
+		ctx, run = s.Start(req)
+	} else {
+		ctx, run = s.Start(context.Background(), middleware.WithParent(parent))
+	}
+	if strings.Contains(flags, "keep") {
+		c.watch(name, ctx, run, true)
+	} else {
+		c.watch(name, ctx, run)
+	}
+}
+
+// many: "many N STAGE": N runs; each prints "cancelled ID UNIXNANO" when
+// stopped.
+func (c *childState) many(count, stage string) {
+	n, _ := strconv.Atoi(count)
+	s, err := middleware.New(stage, middleware.WithParticipant(fleet.Membership(c.f)))
+	if err != nil {
+		c.out.println("error", err.Error())
+		return
+	}
+	for range n {
+		ctx, run := s.Start(context.Background())
+		go func() {
+			<-ctx.Done()
+			at := time.Now().UnixNano()
+			run.Finish(nil)
+			c.out.println("cancelled", run.ID(), strconv.FormatInt(at, 10))
+		}()
+	}
+	c.out.println("many", count)
+}
+
+// burn: "burn NAME N IN OUT".
+func (c *childState) burn(name, count, input, output string) {
+	n, _ := strconv.Atoi(count)
+	in, _ := strconv.ParseInt(input, 10, 64)
+	o, _ := strconv.ParseInt(output, 10, 64)
+	events := 0
+	if r := c.runs[name]; r != nil {
+		for events < n {
+			events++
+			if _, stop := r.Observe(termination.Event{Kind: termination.KindMessage, Source: "agent", Text: "working",
+				Usage: termination.Usage{InputTokens: in, OutputTokens: o}}); stop {
+				break
+			}
+		}
+	}
+	c.out.println("burnt", name, strconv.Itoa(events))
+}
+
+// tjoin: "tjoin NAME HOLDERID".
+func (c *childState) tjoin(name, holder string) {
+	var once sync.Once
+	c.trees[name] = c.f.JoinTree(context.Background(), holder, tree.Hooks{
+		Stop: func(cause termination.Cause) bool {
+			stopped := false
+			once.Do(func() { stopped = true; c.out.println("tstopped", name, causeJSON(cause)) })
+			return stopped
+		},
+		Warn: func(cause termination.Cause) { c.out.println("twarned", name, causeJSON(cause)) },
+	})
+	c.out.println("tjoined", name)
+}
+
+// tspend: "tspend NAME N TOKENS".
+func (c *childState) tspend(name, count, tokens string) {
+	n, _ := strconv.Atoi(count)
+	tok, _ := strconv.ParseInt(tokens, 10, 64)
+	m := c.trees[name]
+	events, cause := 0, "-"
+	for m != nil && events < n {
+		events++
+		if stop := m.Spend(tree.Usage{Iterations: 1, Tokens: termination.Usage{InputTokens: tok}}); stop != nil {
+			cause = causeJSON(stop)
+			break
+		}
+	}
+	c.out.println("tspent", name, strconv.Itoa(events), cause)
+}
+
+// held: "held NAME": a run held at max_tool_calls 1; prints "released
+// NAME going|stopped" once raised and its next call evaluated.
+func (c *childState) held(name string) {
+	s, err := middleware.New("raise", middleware.WithParticipant(fleet.Membership(c.f)),
+		middleware.WithPolicy(termination.MustParsePolicy("max_tool_calls: 1\nhold: {timeout: 30s}")))
+	if err != nil {
+		c.out.println("error", err.Error())
+		return
+	}
+	ctx, run := s.Start(context.Background())
+	c.watch(name, ctx, run, true)
+	call := termination.Event{Kind: termination.KindToolCall, Tool: "search"}
+	run.Observe(call)
+	run.Observe(call) // the second call reaches the limit: held
+	c.out.println("heldat", name)
+	go func() {
+		_, stop := run.Observe(call) // blocks while held; evaluated once raised
+		res := "going"
+		if stop {
+			res = "stopped"
+		}
+		c.out.println("released", name, res)
+	}()
 }
 
 type lockedWriter struct {

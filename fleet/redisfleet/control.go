@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/fleet/internal/account"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -129,17 +130,8 @@ func (c *Control) Runs(ctx context.Context, sel fleet.Selector) ([]fleet.RunInfo
 			out = append(out, e.RunInfo)
 		}
 	}
-	sortRuns(out)
+	fleet.SortRuns(out)
 	return out, nil
-}
-
-func sortRuns(rs []fleet.RunInfo) {
-	slices.SortFunc(rs, func(a, b fleet.RunInfo) int {
-		if c := a.Started.Compare(b.Started); c != 0 {
-			return c
-		}
-		return strings.Compare(a.ID, b.ID)
-	})
 }
 
 func (c *Control) entries(ctx context.Context) ([]entry, int64, error) {
@@ -299,26 +291,7 @@ func (c *Control) Stop(ctx context.Context, req fleet.StopRequest) (fleet.StopRe
 	if err != nil {
 		return fleet.StopReport{}, err
 	}
-	var before []fleet.RunInfo
-	for _, r := range all {
-		if req.Selector.Matches(r) {
-			before = append(before, r)
-		}
-	}
-	const (
-		open = iota
-		stopped
-		ended
-	)
-	state := make(map[string]int, len(before))
-	for _, r := range before {
-		state[r.ID] = open
-	}
-	// The registered descendants of the matched runs (§8), which their
-	// processes end with them and confirm as "d ID": waited for like the
-	// matched runs, until confirmed or gone from the registry.
-	awaited := registryDescendants(all, state)
-	desc := map[string]bool{}
+	t := newStopTally(all, req.Selector)
 	id := fleet.NewRunID()
 	// Stored for at least a lease period of any process (whose lease this
 	// Control may not know: a minute covers it unless leases are longer),
@@ -335,79 +308,133 @@ func (c *Control) Stop(ctx context.Context, req fleet.StopRequest) (fleet.StopRe
 	// started after the listing is counted from its process's
 	// confirmation.)
 	deadline := time.Now().Add(req.Wait)
-	seen, applied := 0, 0
 	for {
-		lctx, cancel := c.timeout(ctx)
-		acks, err := c.client.LRange(lctx, c.k.stopAck(id), int64(seen), -1).Result()
-		cancel()
-		if err == nil {
-			seen += len(acks)
-			for _, a := range acks {
-				kind, rid, _ := strings.Cut(a, " ")
-				switch {
-				case kind == "p":
-					applied++
-				case kind == "d":
-					if _, matched := state[rid]; !matched {
-						desc[rid] = true
-						delete(awaited, rid)
-					}
-				case kind == "s":
-					state[rid] = stopped
-				case state[rid] != stopped:
-					state[rid] = ended
-				}
-			}
+		if acks, ok := c.acksSince(ctx, id, t.seen); ok {
+			t.count(acks)
 		}
-		var pending []string
-		for rid, st := range state {
-			if st == open {
-				pending = append(pending, rid)
-			}
-		}
-		n := len(pending)
-		for rid := range awaited {
-			pending = append(pending, rid)
-		}
-		for _, rid := range c.gone(ctx, pending) {
-			if _, matched := state[rid]; matched {
-				state[rid] = ended // left the registry without a confirmation: it had ended
-			} else {
-				delete(awaited, rid) // ended, by the cascade or on its own
-			}
-		}
-		pending = pending[:n]
-		if len(pending) == 0 && len(awaited) == 0 && int64(applied) >= receivers || !time.Now().Before(deadline) || ctx.Err() != nil {
+		open := c.dropGone(ctx, t)
+		if open == 0 && len(t.awaited) == 0 && int64(t.applied) >= receivers || !time.Now().Before(deadline) || ctx.Err() != nil {
 			break
 		}
 		time.Sleep(min(25*time.Millisecond, time.Until(deadline)))
 	}
-	// The confirmations written after the loop's last read (a descendant
+	// The descendants confirmed after the loop's last read (a descendant
 	// may leave the registry just before its process confirms it).
-	lctx, cancel := c.timeout(ctx)
-	acks, err := c.client.LRange(lctx, c.k.stopAck(id), int64(seen), -1).Result()
-	cancel()
-	if err == nil {
+	if acks, ok := c.acksSince(ctx, id, t.seen); ok {
 		for _, a := range acks {
 			if kind, rid, _ := strings.Cut(a, " "); kind == "d" {
-				if _, matched := state[rid]; !matched {
-					desc[rid] = true
+				if _, matched := t.state[rid]; !matched {
+					t.desc[rid] = true
 				}
 			}
 		}
 	}
-	rep := fleet.StopReport{Matched: len(state), Descendants: len(desc)}
-	for _, st := range state {
+	return t.report(), nil
+}
+
+// The states of a matched run in a stopTally.
+const (
+	stopOpen    = iota // not confirmed yet
+	stopStopped        // its process stopped it
+	stopEnded          // it had ended
+)
+
+// stopTally counts a stop's confirmations: the matched runs' states (by
+// id), the registered descendants of the matched runs (§8), which their
+// processes end with them and confirm as "d ID", waited for like the
+// matched runs until confirmed or gone from the registry (awaited), the
+// descendants confirmed (desc), the confirmations read (seen) and the
+// processes that applied the stop (applied).
+type stopTally struct {
+	state         map[string]int
+	awaited, desc map[string]bool
+	seen, applied int
+}
+
+// newStopTally returns the tally of a stop of the runs of all that sel
+// matches.
+func newStopTally(all []fleet.RunInfo, sel fleet.Selector) *stopTally {
+	t := &stopTally{state: map[string]int{}, desc: map[string]bool{}}
+	for _, r := range all {
+		if sel.Matches(r) {
+			t.state[r.ID] = stopOpen
+		}
+	}
+	t.awaited = registryDescendants(all, t.state)
+	return t
+}
+
+// acksSince returns the confirmations of stop id from the seen-th on; ok
+// is false when they cannot be read (the next read tries again).
+func (c *Control) acksSince(ctx context.Context, id string, seen int) ([]string, bool) {
+	lctx, cancel := c.timeout(ctx)
+	defer cancel()
+	acks, err := c.client.LRange(lctx, c.k.stopAck(id), int64(seen), -1).Result()
+	return acks, err == nil
+}
+
+// count adds confirmations to t: "p PROCESS" (a process applied the
+// stop), "s ID" (stopped), "e ID" (had ended), "d ID" (a descendant ended
+// with a stopped run).
+func (t *stopTally) count(acks []string) {
+	t.seen += len(acks)
+	for _, a := range acks {
+		kind, rid, _ := strings.Cut(a, " ")
+		switch {
+		case kind == "p":
+			t.applied++
+		case kind == "d":
+			if _, matched := t.state[rid]; !matched {
+				t.desc[rid] = true
+				delete(t.awaited, rid)
+			}
+		case kind == "s":
+			t.state[rid] = stopStopped
+		case t.state[rid] != stopStopped:
+			t.state[rid] = stopEnded
+		}
+	}
+}
+
+// dropGone settles the runs t still waits for that left the registry: a
+// matched run without a confirmation had ended; a descendant ended, by
+// the cascade or on its own. It returns how many matched runs were open
+// before.
+func (c *Control) dropGone(ctx context.Context, t *stopTally) int {
+	var pending []string
+	for rid, st := range t.state {
+		if st == stopOpen {
+			pending = append(pending, rid)
+		}
+	}
+	open := len(pending)
+	for rid := range t.awaited {
+		pending = append(pending, rid)
+	}
+	for _, rid := range c.gone(ctx, pending) {
+		if _, matched := t.state[rid]; matched {
+			t.state[rid] = stopEnded // left the registry without a confirmation: it had ended
+		} else {
+			delete(t.awaited, rid) // ended, by the cascade or on its own
+		}
+	}
+	return open
+}
+
+// report returns the tally as Stop reports it.
+func (t *stopTally) report() fleet.StopReport {
+	rep := fleet.StopReport{Matched: len(t.state), Descendants: len(t.desc)}
+	for _, st := range t.state {
 		switch st {
-		case open:
+		case stopOpen:
 			rep.Unconfirmed++
-		case stopped:
+		case stopStopped:
 			rep.Stopped++
-		case ended:
+		case stopEnded:
 			rep.AlreadyEnded++
 		}
 	}
-	return rep, nil
+	return rep
 }
 
 // registryDescendants returns the runs of all under the runs of matched
@@ -539,12 +566,6 @@ func (c *Control) read(ctx context.Context, index string) ([]record, int64, erro
 	return out, now, nil
 }
 
-// resources in the order the budget script numbers them (1..4).
-var resources = [4]termination.Resource{
-	termination.ResourceTotalTokens, termination.ResourceInputTokens,
-	termination.ResourceOutputTokens, termination.ResourceCost,
-}
-
 // budgetEsc is a shared budget's id in keys and messages.
 func budgetEsc(id fleet.BudgetID) string { return escape(id.Key) + ":" + escape(id.Value) }
 
@@ -591,12 +612,7 @@ func (c *Control) Budgets(ctx context.Context) ([]fleet.Budget, error) {
 		b.Runs = runs[budgetEsc(fleet.BudgetID{Key: b.Key, Value: b.Value})]
 		out = append(out, b)
 	}
-	slices.SortFunc(out, func(a, b fleet.Budget) int {
-		if c := strings.Compare(a.Key, b.Key); c != 0 {
-			return c
-		}
-		return strings.Compare(a.Value, b.Value)
-	})
+	fleet.SortBudgets(out)
 	return out, nil
 }
 
@@ -628,7 +644,7 @@ func parseBudget(esc string, h map[string]string, now int64) (fleet.Budget, bool
 		Cost:        f("s4"),
 	}
 	if ex, _ := strconv.Atoi(h["ex"]); ex >= 1 && ex <= 4 {
-		b.Exhausted = resources[ex-1]
+		b.Exhausted = account.Resources[ex-1]
 	}
 	for i := 1; i <= 4; i++ {
 		if h["pr"+strconv.Itoa(i)] != "" {

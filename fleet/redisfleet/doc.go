@@ -334,7 +334,13 @@
 // A process reserves a lease of [DefaultLeaseFraction] (1%, see
 // [WithLeaseFraction]) of each limit at a time with an atomic Lua script,
 // spends it locally, asks for more when half of it is left, and settles its
-// usage in the same script call. When the last local run of a budget ends,
+// usage in the same script call. Locally a budget is accounted by the
+// account fleet.Local uses too (see the fleet package's "Accounting"): the
+// lease drawn down, the view of the window's usage (the committed usage at
+// the last reserve plus what the process spent past its lease), the
+// pressure crossing once per window and the exhaustion are decided there;
+// this package adds the store's side (what to settle and ask for, the
+// store's answer, its word on crossings from other processes). When the last local run of a budget ends,
 // the unused part of its lease is returned at the next sync. Each process
 // renews its lease record at least every second; a process that dies stops
 // renewing, and one lease period later the next call of any process

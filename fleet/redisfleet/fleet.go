@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/fleet/internal/account"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -55,8 +56,8 @@ type Fleet struct {
 	budgets   map[string]*shared    // by escaped budget id
 	trees     map[string]*treeShare // by escaped holder id
 	exhausted map[string]exhaustion
-	idle      map[string]idleBudget // budgets dropped with no local run, until their window ends
-	resync    bool                  // re-read stops and blocks, re-register runs at the next tick
+	idle      map[string]*shared // budgets dropped with no local run, until their window ends (dropBudget)
+	resync    bool               // re-read stops and blocks, re-register runs at the next tick
 
 	// used by the sync loop only (and by New and Close around it)
 	lastRenew, lastRead time.Time
@@ -72,17 +73,6 @@ var (
 	_ fleet.Fleet   = (*Fleet)(nil)
 	_ fleet.Control = (*Fleet)(nil)
 )
-
-// idleBudget remembers, until its window ends, what this process knew of a
-// shared budget it dropped when its last local run ended: the window and
-// the pressure crossings already counted and warned. A later local run of
-// the same budget picks it up again, so a crossing is counted once per
-// process however many runs come and go (not once per run).
-type idleBudget struct {
-	ws, we    int64 // the window, server ms
-	committed [4]float64
-	warned    [4]int64
-}
 
 // exhaustion records a shared budget exhausted until its window ends.
 type exhaustion struct {
@@ -121,7 +111,7 @@ func New(ctx context.Context, url string, opts ...Option) (*Fleet, error) {
 		budgets:   map[string]*shared{},
 		trees:     map[string]*treeShare{},
 		exhausted: map[string]exhaustion{},
-		idle:      map[string]idleBudget{},
+		idle:      map[string]*shared{},
 	}
 	f.sync(ctx, true) // a first sync: the server's clock, blocks and stops
 	bg, cancel := context.WithCancel(context.Background())
@@ -149,8 +139,8 @@ func (f *Fleet) Close(ctx context.Context) error {
 		if m.registered {
 			f.removed = append(f.removed, esc)
 		}
-		if m.sh != nil {
-			delete(m.sh.members, m)
+		if m.acct != nil {
+			m.acct.Leave()
 		}
 	}
 	for _, sh := range f.trees {
@@ -353,12 +343,9 @@ func (f *Fleet) Join(ctx context.Context, run fleet.RunInfo, budget *termination
 		}
 		sh := f.budgets[esc]
 		if sh == nil {
-			sh = newShared(id, esc, *budget, f.cfg.leaseFraction)
-			if ib, ok := f.idle[esc]; ok {
-				delete(f.idle, esc)
-				if now < ib.we {
-					sh.ws, sh.we, sh.committed, sh.warned = ib.ws, ib.we, ib.committed, ib.warned
-				}
+			sh = f.takeIdleLocked(esc, *budget, now)
+			if sh == nil {
+				sh = f.newShared(id, esc, *budget, now)
 			}
 			f.budgets[esc] = sh
 		} else if c := fleet.MismatchCause(id, *budget, sh.spec); c != nil {
@@ -369,7 +356,7 @@ func (f *Fleet) Join(ctx context.Context, run fleet.RunInfo, budget *termination
 			f.mu.Unlock()
 			return reject(sh.mismatch)
 		}
-		sh.members[m] = struct{}{}
+		m.acct = sh.acct.Add(account.Hooks{Stop: hooks.Stop, Warn: hooks.Warn})
 		sh.pending.Store(true)
 		m.sh = sh
 	}
@@ -396,6 +383,22 @@ func (f *Fleet) Join(ctx context.Context, run fleet.RunInfo, budget *termination
 	}
 	f.poke()
 	return m, nil
+}
+
+// takeIdleLocked takes up the budget esc this process dropped (dropBudget)
+// when its window still holds now (server ms) and its limits are spec.
+// f.mu is held.
+func (f *Fleet) takeIdleLocked(esc string, spec termination.FleetBudget, now int64) *shared {
+	sh, ok := f.idle[esc]
+	if !ok {
+		return nil
+	}
+	delete(f.idle, esc)
+	if _, end := sh.acct.Window(); now >= end.UnixMilli() || sh.spec != spec {
+		return nil
+	}
+	sh.mismatch = nil
+	return sh
 }
 
 // endRecord is a stored ended run (P{runs}:end:ID): what its children in
@@ -492,8 +495,9 @@ type member struct {
 	f     *Fleet
 	esc   string
 	hooks fleet.Hooks
-	start int64 // server ms
-	sh    *shared
+	start int64           // server ms
+	sh    *shared         // nil without a fleet budget
+	acct  *account.Member // the run's place in sh's Account
 
 	mu    sync.Mutex // guards info's figures and dirty
 	info  fleet.RunInfo
@@ -541,11 +545,8 @@ func (m *member) Leave(res *termination.Result) {
 	if m.registered {
 		f.removed = append(f.removed, m.esc)
 	}
-	if m.sh != nil {
-		delete(m.sh.members, m)
-		if len(m.sh.members) == 0 {
-			m.sh.pending.Store(true) // return the unused lease now
-		}
+	if m.sh != nil && m.acct.Leave() == 0 {
+		m.sh.pending.Store(true) // return the unused lease now
 	}
 	f.mu.Unlock()
 	f.poke()
@@ -653,94 +654,17 @@ var errClosed = errors.New("redisfleet: the fleet is closed")
 func (f *Fleet) syncRuns(ctx context.Context) {
 	now := time.Now()
 	renewDue := now.Sub(f.lastRenew) >= f.cfg.lease/3
-	f.mu.Lock()
-	var ups, maybe []*member
-	var renew []string
-	for esc, m := range f.runs {
-		if m.joining {
-			continue // registered once Join has looked up its parent
-		}
-		m.mu.Lock()
-		dirty := m.dirty
-		m.mu.Unlock()
-		stale := now.Sub(m.published) >= figuresEvery
-		switch {
-		case !m.registered || dirty && stale:
-			ups = append(ups, m)
-		case stale && m.hooks.Progress != nil:
-			maybe = append(maybe, m) // its figures are read below, without f.mu
-		case renewDue:
-			renew = append(renew, esc)
-		}
-	}
-	removed := f.removed
-	f.removed = nil
-	ended := f.ended
-	f.ended = nil
-	ends := make([]string, len(ended))
-	for i, m := range ended {
-		rec := m.end
-		rec.Stop = m.stopID
-		b, _ := json.Marshal(rec) // strings only: cannot fail
-		ends[i] = string(b)
-	}
-	f.mu.Unlock()
-	for _, m := range maybe {
-		switch {
-		case m.pull():
-			ups = append(ups, m)
-		case renewDue:
-			renew = append(renew, m.esc)
-		}
-	}
-	if len(ups) == 0 && len(renew) == 0 && len(removed) == 0 && len(ended) == 0 && !renewDue && f.up.Load() {
+	r := f.dueRuns(now, renewDue)
+	if r.empty() && !renewDue && f.up.Load() {
 		return
 	}
-	keys := make([]string, 1, 1+len(ups)+len(renew)+len(removed)+len(ended))
-	keys[0] = f.k.runs()
-	args := make([]any, 0, 7+2*len(ups)+len(renew)+len(removed)+2*len(ended))
-	args = append(args, f.cfg.lease.Milliseconds(), f.cfg.endedTTL.Milliseconds(), f.k.ctl(), 0)
-	n := 0
-	for _, m := range ups {
-		v, err := m.snapshot()
-		if err != nil {
-			f.metrics.Error(fleet.OpInternal)
-			continue
-		}
-		keys = append(keys, f.k.record(keys[0], m.esc))
-		args = append(args, m.esc, v)
-		n++
-	}
-	args[3] = n
-	args = append(args, len(renew))
-	for _, esc := range renew {
-		keys = append(keys, f.k.record(keys[0], esc))
-		args = append(args, esc)
-	}
-	args = append(args, len(removed))
-	for _, esc := range removed {
-		keys = append(keys, f.k.record(keys[0], esc))
-		args = append(args, esc)
-	}
-	args = append(args, len(ended))
-	for i, m := range ended {
-		keys = append(keys, f.k.ended(m.info.ID))
-		args = append(args, m.esc, ends[i])
-	}
+	keys, args := f.runsScriptArgs(&r)
 	cctx, cancel := f.timeout(ctx)
 	res, err := syncScript.Run(cctx, f.scripts, keys, args...).Slice()
 	cancel()
 	if err != nil {
 		f.fail(fleet.OpRenew)
-		f.mu.Lock()
-		f.removed = append(f.removed, removed...)
-		f.ended = append(f.ended, ended...)
-		for _, m := range ups {
-			m.mu.Lock()
-			m.dirty = true
-			m.mu.Unlock()
-		}
-		f.mu.Unlock()
+		f.putBackRuns(&r)
 		return
 	}
 	if !f.up.Swap(true) {
@@ -757,7 +681,122 @@ func (f *Fleet) syncRuns(ctx context.Context) {
 	if renewDue {
 		f.lastRenew = now
 	}
+	f.registered(r.ups, now, res[1:])
+}
+
+// runsRound is one sync's work on the registry: runs to register or
+// publish (ups), registrations to renew (escaped ids), runs to remove
+// (escaped ids) and ended runs whose records to write (ends: their JSON).
+type runsRound struct {
+	ups            []*member
+	renew, removed []string
+	ended          []*member
+	ends           []string
+}
+
+func (r *runsRound) empty() bool {
+	return len(r.ups) == 0 && len(r.renew) == 0 && len(r.removed) == 0 && len(r.ended) == 0
+}
+
+// dueRuns collects this round's registry work: new and changed runs
+// (a run's changed figures at most every figuresEvery), renewals when due,
+// and the runs removed and ended since the last round.
+func (f *Fleet) dueRuns(now time.Time, renewDue bool) runsRound {
+	var r runsRound
+	var maybe []*member
 	f.mu.Lock()
+	for esc, m := range f.runs {
+		if m.joining {
+			continue // registered once Join has looked up its parent
+		}
+		m.mu.Lock()
+		dirty := m.dirty
+		m.mu.Unlock()
+		stale := now.Sub(m.published) >= figuresEvery
+		switch {
+		case !m.registered || dirty && stale:
+			r.ups = append(r.ups, m)
+		case stale && m.hooks.Progress != nil:
+			maybe = append(maybe, m) // its figures are read below, without f.mu
+		case renewDue:
+			r.renew = append(r.renew, esc)
+		}
+	}
+	r.removed, f.removed = f.removed, nil
+	r.ended, f.ended = f.ended, nil
+	r.ends = make([]string, len(r.ended))
+	for i, m := range r.ended {
+		rec := m.end
+		rec.Stop = m.stopID
+		b, _ := json.Marshal(rec) // strings only: cannot fail
+		r.ends[i] = string(b)
+	}
+	f.mu.Unlock()
+	for _, m := range maybe {
+		switch {
+		case m.pull():
+			r.ups = append(r.ups, m)
+		case renewDue:
+			r.renew = append(r.renew, m.esc)
+		}
+	}
+	return r
+}
+
+// runsScriptArgs returns syncScript's keys and arguments for round r. A
+// run whose registry value cannot be built is left out of the call.
+func (f *Fleet) runsScriptArgs(r *runsRound) ([]string, []any) {
+	keys := make([]string, 1, 1+len(r.ups)+len(r.renew)+len(r.removed)+len(r.ended))
+	keys[0] = f.k.runs()
+	args := make([]any, 0, 7+2*len(r.ups)+len(r.renew)+len(r.removed)+2*len(r.ended))
+	args = append(args, f.cfg.lease.Milliseconds(), f.cfg.endedTTL.Milliseconds(), f.k.ctl(), 0)
+	n := 0
+	for _, m := range r.ups {
+		v, err := m.snapshot()
+		if err != nil {
+			f.metrics.Error(fleet.OpInternal)
+			continue
+		}
+		keys = append(keys, f.k.record(keys[0], m.esc))
+		args = append(args, m.esc, v)
+		n++
+	}
+	args[3] = n
+	for _, ids := range [][]string{r.renew, r.removed} {
+		args = append(args, len(ids))
+		for _, esc := range ids {
+			keys = append(keys, f.k.record(keys[0], esc))
+			args = append(args, esc)
+		}
+	}
+	args = append(args, len(r.ended))
+	for i, m := range r.ended {
+		keys = append(keys, f.k.ended(m.info.ID))
+		args = append(args, m.esc, r.ends[i])
+	}
+	return keys, args
+}
+
+// putBackRuns keeps round r's work for the next round: the script did not
+// run.
+func (f *Fleet) putBackRuns(r *runsRound) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.removed = append(f.removed, r.removed...)
+	f.ended = append(f.ended, r.ended...)
+	for _, m := range r.ups {
+		m.mu.Lock()
+		m.dirty = true
+		m.mu.Unlock()
+	}
+}
+
+// registered marks the runs of ups registered as of now (a run that left
+// meanwhile is removed at the next round), and the runs the server lost
+// (lost: their escaped ids, from the script) to be registered again.
+func (f *Fleet) registered(ups []*member, now time.Time, lost []any) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
 	for _, m := range ups {
 		if !m.left {
 			m.registered = true
@@ -766,14 +805,13 @@ func (f *Fleet) syncRuns(ctx context.Context) {
 			f.removed = append(f.removed, m.esc) // it left while being registered
 		}
 	}
-	for _, v := range res[1:] {
+	for _, v := range lost {
 		if esc, ok := v.(string); ok {
 			if m := f.runs[esc]; m != nil {
 				m.registered = false // the server lost it: register again
 			}
 		}
 	}
-	f.mu.Unlock()
 }
 
 // readControl re-reads the stored stops and blocks: blocks replace the
@@ -807,8 +845,8 @@ func (f *Fleet) readControl(ctx context.Context) {
 			delete(f.exhausted, id)
 		}
 	}
-	for id, ib := range f.idle {
-		if ib.we <= now {
+	for id, sh := range f.idle {
+		if _, end := sh.acct.Window(); end.UnixMilli() <= now {
 			delete(f.idle, id)
 		}
 	}

@@ -572,9 +572,6 @@ func (f *Fleet) syncTrees(ctx context.Context) {
 	}
 }
 
-// treeArgs is the number of treeScript's fixed arguments.
-const treeArgs = 62
-
 // reserveTree settles sh's usage and asks for new leases in one script
 // call; then it hands the holding what the other processes settled since
 // the last call (tree.Hooks.Charge, from this goroutine, under no lock).
@@ -588,99 +585,23 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 	sh.pending.Store(false)
 	sh.lastSettle = time.Now()
 
-	var used, debt, rel, want, held [nTree]float64
-	sh.mu.Lock()
-	used, usedF, fire := sh.used, sh.usedF, sh.fire
-	sh.used, sh.usedF, sh.fire = [nTree]float64{}, [nTree]float64{}, false
-	for i := range sh.bal {
-		if sh.bal[i] < 0 {
-			debt[i] = -sh.bal[i]
-			sh.bal[i] = 0
-		}
-		sh.sent[i] = debt[i]
-		switch {
-		case members == 0:
-			rel[i] = sh.bal[i]
-			sh.bal[i] = 0
-		case sh.limits[i] > 0 && !sh.ended && sh.exhausted == nil && sh.bal[i] < sh.lease[i]/2:
-			want[i] = sh.lease[i] - sh.bal[i]
-		}
-		held[i] = sh.bal[i]
-	}
-	stage, limits, base, baseF := "", sh.limits, sh.settled, sh.settledF
-	if holds {
-		stage = "s" + escape(sh.stage)
-	}
-	sh.mu.Unlock()
-
-	args := make([]any, 0, treeArgs+len(warns))
-	args = append(args, sh.esc, stage, (2*f.cfg.lease + f.cfg.endedTTL).Milliseconds(), f.proc,
-		f.cfg.lease.Milliseconds(), f.k.ctl(), boolArg(ending))
-	for _, vs := range [...]*[nTree]float64{&limits, &used, &debt, &rel, &want, &held, &base, &usedF, &baseF} {
-		for _, v := range vs {
-			args = append(args, fmtFloat(v))
-		}
-	}
-	args = append(args, boolArg(fire))
-	args = append(args, warns...)
+	st := sh.settle(members, holds)
 	cctx, cancel := f.timeout(ctx)
-	res, err := treeScript.Run(cctx, f.scripts, []string{f.k.tree(sh.esc)}, args...).Slice()
+	res, err := treeScript.Run(cctx, f.scripts, []string{f.k.tree(sh.esc)}, f.treeScriptArgs(sh, &st, ending, warns)...).Slice()
 	cancel()
 	unknown := err == nil && len(res) == 2
 	if err != nil || (len(res) != 36 && !unknown) {
-		f.putBackTree(sh, used, usedF, debt, rel, fire, warns)
+		f.putBackTree(sh, st.used, st.usedF, st.debt, st.rel, st.fire, warns)
 		sh.pending.Store(true)
 		f.fail(fleet.OpReserve)
 		return
 	}
 	if unknown {
-		// No record: the holder is unknown (it runs in a process that has
-		// not shared it yet, or ended long ago). Nothing is granted; the
-		// usage is settled when a record appears.
-		f.putBackTree(sh, used, usedF, debt, rel, fire, nil)
-		sh.mu.Lock()
-		sh.heard = true
-		sh.mu.Unlock()
-		if time.Since(sh.born) < f.cfg.lease {
-			// The holder's process may not have created the record yet
-			// (it does with the sync after the holder starts): ask
-			// again at the next sync for a lease period, then at each
-			// renewal.
-			sh.pending.Store(true)
-		}
-		f.dropTree(sh, true)
+		f.unknownTree(sh, &st)
 		return
 	}
-	rstage, _ := res[2].(string)
-	ended, _ := res[3].(int64)
-	ex, _ := res[4].(int64)
-	exu := parseFloat(res[5])
-	var l, g, c, s, sf [nTree]float64
-	for i := range nTree {
-		l[i] = parseFloat(res[6+i])
-		g[i] = parseFloat(res[12+i])
-		c[i] = parseFloat(res[18+i])
-		s[i] = parseFloat(res[24+i])
-		sf[i] = parseFloat(res[30+i])
-	}
-	learned := false
-	sh.mu.Lock()
-	if !holds && sh.limits != l {
-		sh.setLimits(l, f.cfg.leaseFraction)
-		learned = true // a first lease at once
-	}
-	if sh.stage == "" {
-		sh.stage = stageOf(rstage)
-	}
-	sh.ended = ended == 1
-	sh.heard = true
-	sh.sent = [nTree]float64{}
-	for i := range nTree {
-		sh.bal[i] += g[i]
-		sh.settled[i], sh.settledF[i] = s[i], sf[i]
-		sh.full[i] = sh.limits[i] > 0 && c[i] >= sh.limits[i]
-	}
-	sh.mu.Unlock()
+	ans := parseTreeAnswer(res)
+	learned := sh.answer(&ans, holds, f.cfg.leaseFraction)
 	if ending {
 		f.mu.Lock()
 		sh.ending = false
@@ -691,23 +612,160 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 		sh.pending.Store(true)
 		f.poke()
 	}
-	if ex >= 1 && ex <= int64(nTree) {
-		f.treeExhausted(sh.esc, stageOf(rstage), int(ex)-1, exu, l[ex-1])
+	if ans.ex >= 1 && ans.ex <= int64(nTree) {
+		f.treeExhausted(sh.esc, stageOf(ans.stage), int(ans.ex)-1, ans.exUsed, ans.limits[ans.ex-1])
 	}
+	f.chargeHolding(sh, &st, &ans)
+	f.dropTree(sh, false)
+}
 
-	// The holding's evaluator hears of the other processes' usage, and
-	// how much of it final events spent (which never fires a limit).
+// treeSettlement is what one reserveTree sends the store, per resource:
+// the usage since the last settle (and of it what final events spent:
+// usedF; fire: usage that may fire a limit), the usage past the lease
+// (debt), the lease returned (rel), the lease wanted (want) and held
+// (held); and the holder's stage (for the holding's process: "s" and the
+// stage, escaped), the limits, and the tree's settled usage at the last
+// reserve (base, baseF).
+type treeSettlement struct {
+	used, usedF, debt, rel, want, held [nTree]float64
+	fire                               bool
+	stage                              string
+	limits, base, baseF                [nTree]float64
+}
+
+// settle takes what this process spent since the last settle and decides
+// what to ask for (see account.Account.Settle, which budgets use).
+func (s *treeShare) settle(members int, holds bool) treeSettlement {
+	var st treeSettlement
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st.used, st.usedF, st.fire = s.used, s.usedF, s.fire
+	s.used, s.usedF, s.fire = [nTree]float64{}, [nTree]float64{}, false
+	for i := range s.bal {
+		if s.bal[i] < 0 {
+			st.debt[i] = -s.bal[i]
+			s.bal[i] = 0
+		}
+		s.sent[i] = st.debt[i]
+		switch {
+		case members == 0:
+			st.rel[i] = s.bal[i]
+			s.bal[i] = 0
+		case s.limits[i] > 0 && !s.ended && s.exhausted == nil && s.bal[i] < s.lease[i]/2:
+			st.want[i] = s.lease[i] - s.bal[i]
+		}
+		st.held[i] = s.bal[i]
+	}
+	st.limits, st.base, st.baseF = s.limits, s.settled, s.settledF
+	if holds {
+		st.stage = "s" + escape(s.stage)
+	}
+	return st
+}
+
+// treeArgs is the number of treeScript's fixed arguments.
+const treeArgs = 62
+
+// treeScriptArgs returns treeScript's arguments for settlement st of sh, with
+// the holding's end (ending) and its warnings to publish.
+func (f *Fleet) treeScriptArgs(sh *treeShare, st *treeSettlement, ending bool, warns []any) []any {
+	args := make([]any, 0, treeArgs+len(warns))
+	args = append(args, sh.esc, st.stage, (2*f.cfg.lease + f.cfg.endedTTL).Milliseconds(), f.proc,
+		f.cfg.lease.Milliseconds(), f.k.ctl(), boolArg(ending))
+	for _, vs := range [...]*[nTree]float64{&st.limits, &st.used, &st.debt, &st.rel, &st.want, &st.held, &st.base, &st.usedF, &st.baseF} {
+		for _, v := range vs {
+			args = append(args, fmtFloat(v))
+		}
+	}
+	args = append(args, boolArg(st.fire))
+	return append(args, warns...)
+}
+
+// unknownTree handles a reserve that found no record: the holder is
+// unknown (it runs in a process that has not shared it yet, or ended long
+// ago). Nothing is granted; the usage is settled when a record appears.
+func (f *Fleet) unknownTree(sh *treeShare, st *treeSettlement) {
+	f.putBackTree(sh, st.used, st.usedF, st.debt, st.rel, st.fire, nil)
+	sh.mu.Lock()
+	sh.heard = true
+	sh.mu.Unlock()
+	if time.Since(sh.born) < f.cfg.lease {
+		// The holder's process may not have created the record yet
+		// (it does with the sync after the holder starts): ask
+		// again at the next sync for a lease period, then at each
+		// renewal.
+		sh.pending.Store(true)
+	}
+	f.dropTree(sh, true)
+}
+
+// treeAnswer is treeScript's answer: the holder's stage as stored, whether
+// the holder ended, the resource found exhausted (1..nTree; 0: none) and
+// its usage, and per resource the limits, the lease granted, the
+// committed usage, the settled usage and of it what final events spent.
+type treeAnswer struct {
+	stage                     string
+	ended, ex                 int64
+	exUsed                    float64
+	limits, granted, c, s, sf [nTree]float64
+}
+
+// parseTreeAnswer reads treeScript's answer (36 values).
+func parseTreeAnswer(res []any) treeAnswer {
+	var a treeAnswer
+	a.stage, _ = res[2].(string)
+	a.ended, _ = res[3].(int64)
+	a.ex, _ = res[4].(int64)
+	a.exUsed = parseFloat(res[5])
+	for i := range nTree {
+		a.limits[i] = parseFloat(res[6+i])
+		a.granted[i] = parseFloat(res[12+i])
+		a.c[i] = parseFloat(res[18+i])
+		a.s[i] = parseFloat(res[24+i])
+		a.sf[i] = parseFloat(res[30+i])
+	}
+	return a
+}
+
+// answer applies the store's answer to sh and reports whether a joined
+// process learned the tree's limits from it (then a first lease is due at
+// once).
+func (s *treeShare) answer(a *treeAnswer, holds bool, fraction float64) (learned bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !holds && s.limits != a.limits {
+		s.setLimits(a.limits, fraction)
+		learned = true
+	}
+	if s.stage == "" {
+		s.stage = stageOf(a.stage)
+	}
+	s.ended = a.ended == 1
+	s.heard = true
+	s.sent = [nTree]float64{}
+	for i := range nTree {
+		s.bal[i] += a.granted[i]
+		s.settled[i], s.settledF[i] = a.s[i], a.sf[i]
+		s.full[i] = s.limits[i] > 0 && a.c[i] >= s.limits[i]
+	}
+	return learned
+}
+
+// chargeHolding hands the holding's evaluator the other processes' usage
+// settled since the last reserve, and how much of it final events spent
+// (which never fires a limit).
+func (f *Fleet) chargeHolding(sh *treeShare, st *treeSettlement, a *treeAnswer) {
 	var delta, deltaF [nTree]float64
 	charge := false
 	for i := range nTree {
-		sh.mine[i] += used[i]
-		sh.mineF[i] += usedF[i]
-		if d := s[i] - sh.mine[i] - sh.others[i]; d > 0 {
+		sh.mine[i] += st.used[i]
+		sh.mineF[i] += st.usedF[i]
+		if d := a.s[i] - sh.mine[i] - sh.others[i]; d > 0 {
 			delta[i] = d
 			sh.others[i] += d
 			charge = true
 		}
-		if d := min(sf[i]-sh.mineF[i]-sh.othersF[i], sh.others[i]-sh.othersF[i]); d > 0 {
+		if d := min(a.sf[i]-sh.mineF[i]-sh.othersF[i], sh.others[i]-sh.othersF[i]); d > 0 {
 			deltaF[i] = min(d, delta[i])
 			sh.othersF[i] += deltaF[i]
 		}
@@ -721,7 +779,6 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 		u.FinalTokens = termination.Usage{InputTokens: int64(deltaF[3]), OutputTokens: int64(deltaF[4])}
 		holding.hooks.Charge(u)
 	}
-	f.dropTree(sh, false)
 }
 
 // putBackTree restores what a failed or refused reserve took out of sh:
