@@ -7,6 +7,36 @@ import (
 	"github.com/agentstop/agentstop/termination"
 )
 
+// Sharer is implemented by a fleet that shares tree limits (docs/spec.md
+// §8) across processes: a run that holds tree limits and has descendants
+// in other processes (started from requests its RunPropagator-carried context
+// made) is charged their usage, and they are charged against its limits,
+// through the fleet, in leases keyed by the holder's run id, as shared
+// budgets are (§7). Package middleware uses it when a stage's fleet
+// implements it; fleet.Local and redisfleet do.
+//
+// The holder's process calls HoldTree when the holder starts (docs/spec.md
+// §8, clarified 2026-11-28: a holder's tree is shared whenever it has
+// tree: limits, not only once its id leaves the process), and registers
+// it, and every run under it, with the holders' ids ([RunInfo.Sharer]).
+// Each process where a descendant starts calls JoinTree for every holder
+// the request named or, for a child started with only its parent's id
+// (middleware.WithParent: a job queue), for every holder [Sharer.TreesOf]
+// finds in the parent's registry entry. Every event of the
+// holder's subtree is then spent, in its own process, through a
+// [Member] (the holder's process through the holding, the others
+// through their joins), with no I/O per event. The holding's
+// Hooks.Charge receives what the other processes spent, so that the
+// holder's own evaluator sees the whole tree and fires the limit with its
+// exact cause; a process that finds the tree's limits spent (its lease is
+// used up and nothing is left to reserve) stops its members at once.
+//
+// Overshoot: while the store is reachable, the tree's usage past a tree
+// limit is at most one lease per process taking part (the holder's
+// included) plus the usage of the events in flight when the limit is
+// reached, as for fleet budgets; without the store each process spends
+// what is left of its lease, and then only the limits the request
+// propagated (and each run's own) apply.
 type Sharer interface {
 	// HoldTree shares the tree limits of the run spec.Holder, which runs
 	// in this process, with its descendants in other processes. used is
@@ -42,6 +72,7 @@ type Sharer interface {
 	TreesOf(ctx context.Context, run string) []string
 }
 
+// Spec is a tree's limits as its holder shares them.
 type Spec struct {
 	Holder string // the holder's run id
 	Stage  string // the holder's stage: a stopped descendant's detail names it
@@ -51,6 +82,9 @@ type Spec struct {
 	Limits termination.Limits
 }
 
+// Hooks are how a fleet reaches the run of a Member. They are
+// safe to call from any goroutine, return quickly, never block on the
+// run's loop, and do nothing once the run has ended.
 type Hooks struct {
 	// Stop ends the run with c and reports whether this call stopped it.
 	Stop func(c termination.Cause) bool
@@ -63,6 +97,7 @@ type Hooks struct {
 	Charge func(u Usage)
 }
 
+// Member is a run's part in a tree shared through a fleet.
 type Member interface {
 	// Spend charges usage of the run's subtree spent in this process. It
 	// is on the per-event path: no allocation, no network (a networked
@@ -94,12 +129,23 @@ type Member interface {
 	Leave(end termination.Cancelled)
 }
 
+// QuietMember is implemented by a Member whose Spend does nothing and
+// returns nil whatever it is given: fleet.Local's holding, since in one
+// process the holder's own evaluator counts every event its process
+// spends under it. The middleware spends nothing through a quiet member,
+// so a tree shared from its holder's start only so that it can be joined
+// costs its events nothing more than a tree that is not shared. Its Warn
+// and Leave are called as any member's.
 type QuietMember interface {
 	Member
 	// SpendsNothing marks the member as quiet; it is never called.
 	SpendsNothing()
 }
 
+// Usage is what events spent of a tree's limits: iterations (message
+// and final events), tool calls, tokens and cost. The Final fields say
+// how much of that final events spent: a final counts, but never fires a
+// limit or warns (§3), so a holder charged with it feeds it as finals.
 type Usage struct {
 	Iterations  int64             `json:"iterations,omitempty"`
 	ToolCalls   int64             `json:"tool_calls,omitempty"`
@@ -110,8 +156,10 @@ type Usage struct {
 	FinalCost   float64           `json:"final_cost,omitempty"`  // their cost, among Cost
 }
 
+// IsZero reports whether u spends nothing.
 func (u Usage) IsZero() bool { return u == Usage{} }
 
+// Add returns u + o.
 func (u Usage) Add(o Usage) Usage {
 	return Usage{Iterations: u.Iterations + o.Iterations, ToolCalls: u.ToolCalls + o.ToolCalls,
 		Tokens: addUsage(u.Tokens, o.Tokens), Cost: u.Cost + o.Cost,
@@ -122,6 +170,11 @@ func addUsage(a, b termination.Usage) termination.Usage {
 	return termination.Usage{InputTokens: a.InputTokens + b.InputTokens, OutputTokens: a.OutputTokens + b.OutputTokens}
 }
 
+// UsageOf returns what one event spends of a tree's limits, as an
+// Evaluator counts it: an iteration for a message or final (a final also
+// in the Final fields), a tool call for a tool_call, its tokens and cost
+// (negative or non-finite amounts, which a valid event never has, count
+// as 0).
 func UsageOf(ev *termination.Event) Usage {
 	var u Usage
 	switch ev.Kind {
@@ -140,6 +193,9 @@ func UsageOf(ev *termination.Event) Usage {
 	return u
 }
 
+// LimitCause is the cause a tree limit on resource fires with when a fleet
+// finds it spent (scope tree): MaxIterationsReached or MaxToolCallsReached
+// for counts (count = used), BudgetExhausted otherwise.
 func LimitCause(resource termination.Resource, used, limit float64) termination.Cause {
 	switch resource {
 	case termination.ResourceIterations:
@@ -150,6 +206,9 @@ func LimitCause(resource termination.Resource, used, limit float64) termination.
 	return termination.BudgetExhausted{Resource: resource, Used: used, Limit: limit, Scope: termination.ScopeTree}
 }
 
+// StopCause is what a joined run ends with when its tree's limits are
+// spent: Cancelled{reason: parent, detail: "STAGE ended: TAG"} naming the
+// holder's stage and the tag of cause c.
 func StopCause(holderStage string, c termination.Cause) termination.Cancelled {
 	return termination.ParentEnded(holderStage, termination.Tag(c, nil))
 }
