@@ -87,7 +87,8 @@ func (t *node) hold() bool {
 	}
 	t.held = true
 	p := t.limits.Progress()
-	used := tree.Usage{Iterations: int64(p.Iterations), ToolCalls: int64(p.ToolCalls), Tokens: p.Tokens, Cost: p.Cost}
+	used := tree.Usage{Totals: p.Totals}
+	used.Events = 0
 	spec := tree.Spec{Holder: t.run.id, Stage: t.run.stage.name, Limits: t.whole}
 	// HoldTree calls no hook before it returns: holding the lock keeps the
 	// subtree's events from slipping between used and the first Spend.
@@ -149,12 +150,12 @@ func (t *node) charge(u tree.Usage) {
 	if u.Iterations > 1 || u.ToolCalls > 1 {
 		left = t.limits.Remaining()
 	}
-	feed := func(kind termination.Kind, n int64, bit termination.LimitMask, room int) {
+	feed := func(kind termination.Kind, n int, bit termination.LimitMask, room int) {
 		if n > 1 {
 			if left.Has&bit == 0 {
 				n = 1 // unlimited: one event does what any number would
 			} else {
-				n = min(n, int64(room)+1) // past room+1 the limit has fired
+				n = min(n, room+1) // past room+1 the limit has fired
 			}
 		}
 		*ev = termination.Event{Kind: kind}
@@ -166,18 +167,18 @@ func (t *node) charge(u tree.Usage) {
 	}
 	// What finals spent comes last, as finals: it counts, but never fires
 	// a limit or warns (§3); whatever it reached fires on the next event.
-	tokens := termination.Usage{InputTokens: u.Tokens.InputTokens - u.FinalTokens.InputTokens,
-		OutputTokens: u.Tokens.OutputTokens - u.FinalTokens.OutputTokens}
-	feed(termination.KindMessage, u.Iterations-u.Finals, termination.LimitIterations, left.Iterations)
+	tokens := termination.Usage{InputTokens: u.Tokens.InputTokens - u.Final.Tokens.InputTokens,
+		OutputTokens: u.Tokens.OutputTokens - u.Final.Tokens.OutputTokens}
+	feed(termination.KindMessage, u.Iterations-u.Final.Iterations, termination.LimitIterations, left.Iterations)
 	feed(termination.KindToolCall, u.ToolCalls, termination.LimitToolCalls, left.ToolCalls)
-	if !tokens.IsZero() || u.Cost-u.FinalCost > 0 {
-		*ev = termination.Event{Kind: termination.KindToolResult, Usage: tokens, Cost: u.Cost - u.FinalCost}
+	if !tokens.IsZero() || u.Cost-u.Final.Cost > 0 {
+		*ev = termination.Event{Kind: termination.KindToolResult, Usage: tokens, Cost: u.Cost - u.Final.Cost}
 		t.limits.ObserveRef(ev)
 	}
-	for n := u.Finals; n > 0; n-- {
+	for n := u.Final.Iterations; n > 0; n-- {
 		*ev = termination.Event{Kind: termination.KindFinal}
-		if n == u.Finals {
-			ev.Usage, ev.Cost = u.FinalTokens, u.FinalCost
+		if n == u.Final.Iterations {
+			ev.Usage, ev.Cost = u.Final.Tokens, u.Final.Cost
 		}
 		if _, stop := t.limits.ObserveRef(ev); stop {
 			break
@@ -196,8 +197,8 @@ func (t *node) charge(u tree.Usage) {
 // need no more; Result.Tree counts it. t.mu is held.
 func (t *node) uncount(u tree.Usage, before termination.Progress) {
 	after := t.limits.Progress()
-	t.uncounted.Iterations += int(u.Iterations) - (after.Iterations - before.Iterations)
-	t.uncounted.ToolCalls += int(u.ToolCalls) - (after.ToolCalls - before.ToolCalls)
+	t.uncounted.Iterations += u.Iterations - (after.Iterations - before.Iterations)
+	t.uncounted.ToolCalls += u.ToolCalls - (after.ToolCalls - before.ToolCalls)
 	t.uncounted.Tokens.InputTokens += u.Tokens.InputTokens - (after.Tokens.InputTokens - before.Tokens.InputTokens)
 	t.uncounted.Tokens.OutputTokens += u.Tokens.OutputTokens - (after.Tokens.OutputTokens - before.Tokens.OutputTokens)
 	t.uncounted.Cost += u.Cost - (after.Cost - before.Cost)
@@ -205,8 +206,8 @@ func (t *node) uncount(u tree.Usage, before termination.Progress) {
 
 // lessSpent returns what is left of l once u is spent (never below 0).
 func lessSpent(l termination.Limits, u tree.Usage) termination.Limits {
-	l.Iterations = max(l.Iterations-int(u.Iterations), 0)
-	l.ToolCalls = max(l.ToolCalls-int(u.ToolCalls), 0)
+	l.Iterations = max(l.Iterations-u.Iterations, 0)
+	l.ToolCalls = max(l.ToolCalls-u.ToolCalls, 0)
 	l.TotalTokens = max(l.TotalTokens-u.Tokens.InputTokens-u.Tokens.OutputTokens, 0)
 	l.InputTokens = max(l.InputTokens-u.Tokens.InputTokens, 0)
 	l.OutputTokens = max(l.OutputTokens-u.Tokens.OutputTokens, 0)

@@ -103,7 +103,7 @@ func TestTreeSharedChargeAfterEnd(t *testing.T) {
 	f.mu.Unlock()
 	before := p.Finish(nil)
 	ended.Store(true)
-	hooks.Charge(tree.Usage{Tokens: termination.Usage{InputTokens: 900}})
+	hooks.Charge(tree.Usage{Totals: termination.Totals{Tokens: termination.Usage{InputTokens: 900}}})
 	assert.False(t, after.Load(), "OnWarning called after the run ended")
 	assert.Equal(t, before.Warnings, p.Wait().Warnings)
 }

@@ -330,11 +330,11 @@ func TestTreeChargedInBatches(t *testing.T) {
 		batch []tree.Usage
 		want  termination.Cause // nil: not stopped
 	}{
-		{"iterations at the limit", "max_iterations: 10", []tree.Usage{{Iterations: 7}, {Iterations: 3}}, nil},
-		{"iterations past it", "max_iterations: 10", []tree.Usage{{Iterations: 7}, {Iterations: 9}}, termination.MaxIterationsReached{Limit: 10, Count: 11, Scope: termination.ScopeTree}},
-		{"tool calls past it", "max_tool_calls: 4", []tree.Usage{{ToolCalls: 100}}, termination.MaxToolCallsReached{Limit: 4, Count: 5, Scope: termination.ScopeTree}},
-		{"tokens", "token_budget: {input: 1000}", []tree.Usage{{Iterations: 50, Tokens: termination.Usage{InputTokens: 999}}, {Tokens: termination.Usage{InputTokens: 1}}}, termination.BudgetExhausted{Resource: termination.ResourceInputTokens, Used: 1000, Limit: 1000, Scope: termination.ScopeTree}},
-		{"cost", "cost_budget: {limit: 2}", []tree.Usage{{Cost: 1.5}, {Cost: 0.25}}, nil},
+		{"iterations at the limit", "max_iterations: 10", []tree.Usage{{Totals: termination.Totals{Iterations: 7}}, {Totals: termination.Totals{Iterations: 3}}}, nil},
+		{"iterations past it", "max_iterations: 10", []tree.Usage{{Totals: termination.Totals{Iterations: 7}}, {Totals: termination.Totals{Iterations: 9}}}, termination.MaxIterationsReached{Limit: 10, Count: 11, Scope: termination.ScopeTree}},
+		{"tool calls past it", "max_tool_calls: 4", []tree.Usage{{Totals: termination.Totals{ToolCalls: 100}}}, termination.MaxToolCallsReached{Limit: 4, Count: 5, Scope: termination.ScopeTree}},
+		{"tokens", "token_budget: {input: 1000}", []tree.Usage{{Totals: termination.Totals{Iterations: 50, Tokens: termination.Usage{InputTokens: 999}}}, {Totals: termination.Totals{Tokens: termination.Usage{InputTokens: 1}}}}, termination.BudgetExhausted{Resource: termination.ResourceInputTokens, Used: 1000, Limit: 1000, Scope: termination.ScopeTree}},
+		{"cost", "cost_budget: {limit: 2}", []tree.Usage{{Totals: termination.Totals{Cost: 1.5}}, {Totals: termination.Totals{Cost: 0.25}}}, nil},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -22,8 +22,7 @@ func TestTreeTotalsCountBatchedCharges(t *testing.T) {
 	r.mu.Lock()
 	tr := r.tree
 	r.mu.Unlock()
-	u := tree.Usage{Iterations: 5, ToolCalls: 3, Tokens: termination.Usage{InputTokens: 100, OutputTokens: 20}, Cost: 0.5,
-		Finals: 2, FinalTokens: termination.Usage{OutputTokens: 5}, FinalCost: 0.1}
+	u := tree.Usage{Totals: termination.Totals{Iterations: 5, ToolCalls: 3, Tokens: termination.Usage{InputTokens: 100, OutputTokens: 20}, Cost: 0.5}, Final: termination.Totals{Iterations: 2, Tokens: termination.Usage{OutputTokens: 5}, Cost: 0.1}}
 	tr.charge(u)
 	tr.charge(u)
 	res := r.Finish(nil)

@@ -142,18 +142,14 @@ type QuietMember interface {
 	SpendsNothing()
 }
 
-// Usage is what events spent of a tree's limits: iterations (message
-// and final events), tool calls, tokens and cost. The Final fields say
-// how much of that final events spent: a final counts, but never fires a
-// limit or warns (§3), so a holder charged with it feeds it as finals.
+// Usage is what events spent of a tree's limits: iterations (message and
+// final events), tool calls, tokens and cost (Events is not counted), and
+// in Final how much of that final events spent: a final counts, but never
+// fires a limit or warns (§3), so a holder charged with it feeds it as
+// finals.
 type Usage struct {
-	Iterations  int64             `json:"iterations,omitempty"`
-	ToolCalls   int64             `json:"tool_calls,omitempty"`
-	Tokens      termination.Usage `json:"tokens,omitzero"`
-	Cost        float64           `json:"cost,omitempty"`
-	Finals      int64             `json:"finals,omitempty"`      // final events, among Iterations
-	FinalTokens termination.Usage `json:"final_tokens,omitzero"` // their tokens, among Tokens
-	FinalCost   float64           `json:"final_cost,omitempty"`  // their cost, among Cost
+	termination.Totals
+	Final termination.Totals // what final events spent, among the above
 }
 
 // IsZero reports whether u spends nothing.
@@ -161,20 +157,15 @@ func (u Usage) IsZero() bool { return u == Usage{} }
 
 // Add returns u + o.
 func (u Usage) Add(o Usage) Usage {
-	return Usage{Iterations: u.Iterations + o.Iterations, ToolCalls: u.ToolCalls + o.ToolCalls,
-		Tokens: addUsage(u.Tokens, o.Tokens), Cost: u.Cost + o.Cost,
-		Finals: u.Finals + o.Finals, FinalTokens: addUsage(u.FinalTokens, o.FinalTokens), FinalCost: u.FinalCost + o.FinalCost}
-}
-
-func addUsage(a, b termination.Usage) termination.Usage {
-	return termination.Usage{InputTokens: a.InputTokens + b.InputTokens, OutputTokens: a.OutputTokens + b.OutputTokens}
+	u.Totals.Add(o.Totals)
+	u.Final.Add(o.Final)
+	return u
 }
 
 // UsageOf returns what one event spends of a tree's limits, as an
 // Evaluator counts it: an iteration for a message or final (a final also
-// in the Final fields), a tool call for a tool_call, its tokens and cost
-// (negative or non-finite amounts, which a valid event never has, count
-// as 0).
+// in Final), a tool call for a tool_call, its tokens and cost (negative or
+// non-finite amounts, which a valid event never has, count as 0).
 func UsageOf(ev *termination.Event) Usage {
 	var u Usage
 	switch ev.Kind {
@@ -188,7 +179,7 @@ func UsageOf(ev *termination.Event) Usage {
 		u.Cost = ev.Cost
 	}
 	if ev.Kind == termination.KindFinal {
-		u.Finals, u.FinalTokens, u.FinalCost = 1, u.Tokens, u.Cost
+		u.Final = u.Totals
 	}
 	return u
 }

@@ -220,10 +220,10 @@ func BenchmarkTreeSpend(b *testing.B) {
 	j := newTestFleet(b, srv, WithLease(15*time.Second), WithPrefix(f.cfg.prefix))
 	limits := termination.Limits{Has: termination.LimitTotalTokens | termination.LimitIterations | termination.LimitCost,
 		TotalTokens: 1 << 50, Iterations: 1 << 40, Cost: 1e12}
-	u := tree.Usage{Iterations: 1, Tokens: termination.Usage{InputTokens: 120, OutputTokens: 30}, Cost: 0.001}
+	u := tree.Usage{Totals: termination.Totals{Iterations: 1, Tokens: termination.Usage{InputTokens: 120, OutputTokens: 30}, Cost: 0.001}}
 	local := fleet.NewLocal()
 	var charged atomic.Int64
-	hooks := tree.Hooks{Charge: func(u tree.Usage) { charged.Add(u.Iterations) }}
+	hooks := tree.Hooks{Charge: func(u tree.Usage) { charged.Add(int64(u.Iterations)) }}
 	for _, c := range []struct {
 		name string
 		hold tree.Sharer
@@ -296,7 +296,7 @@ func BenchmarkTreeOvershoot(b *testing.B) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				u := tree.Usage{Iterations: 1, Tokens: termination.Usage{InputTokens: event}}
+				u := tree.Usage{Totals: termination.Totals{Iterations: 1, Tokens: termination.Usage{InputTokens: event}}}
 				for m.Spend(u) == nil {
 					time.Sleep(50 * time.Microsecond) // a loop, not a spin
 				}

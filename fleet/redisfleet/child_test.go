@@ -293,7 +293,7 @@ func (c *childState) tspend(name, count, tokens string) {
 	events, cause := 0, "-"
 	for m != nil && events < n {
 		events++
-		if stop := m.Spend(tree.Usage{Iterations: 1, Tokens: termination.Usage{InputTokens: tok}}); stop != nil {
+		if stop := m.Spend(tree.Usage{Totals: termination.Totals{Iterations: 1, Tokens: termination.Usage{InputTokens: tok}}}); stop != nil {
 			cause = causeJSON(stop)
 			break
 		}

@@ -192,7 +192,7 @@ func TestClusterTrees(t *testing.T) {
 	for i := range trees {
 		var stop termination.Cause
 		for n := 0; n < 4 && stop == nil; n++ {
-			stop = joins[i].Spend(tree.Usage{Iterations: 1})
+			stop = joins[i].Spend(tree.Usage{Totals: termination.Totals{Iterations: 1}})
 			flushAll(t, b)
 		}
 		wantParentStop(t, "tree "+strconv.Itoa(i), stop, "planner", termination.TagMaxIterations)

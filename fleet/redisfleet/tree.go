@@ -310,7 +310,7 @@ func (m *treeMember) Spend(u tree.Usage) termination.Cause {
 	if !finalsOnly(&u) {
 		sh.fire = true
 	}
-	if u.Finals > 0 {
+	if u.Final.Iterations > 0 {
 		af := finalAmounts(&u)
 		for i := range af {
 			sh.usedF[i] += af[i]
@@ -359,13 +359,13 @@ func (m *treeMember) Spend(u tree.Usage) termination.Cause {
 
 // finalsOnly reports whether u is what final events alone spent.
 func finalsOnly(u *tree.Usage) bool {
-	return u.Finals > 0 && u.Iterations == u.Finals && u.ToolCalls == 0 &&
-		u.Tokens == u.FinalTokens && u.Cost == u.FinalCost
+	return u.Final.Iterations > 0 && u.Iterations == u.Final.Iterations && u.ToolCalls == 0 &&
+		u.Tokens == u.Final.Tokens && u.Cost == u.Final.Cost
 }
 
 // finalAmounts returns what final events spent of u, per resource.
 func finalAmounts(u *tree.Usage) [nTree]float64 {
-	return amountsOf(tree.Usage{Iterations: u.Finals, Tokens: u.FinalTokens, Cost: u.FinalCost})
+	return amountsOf(tree.Usage{Totals: u.Final})
 }
 
 // overdrawn reports the tree's exhaustion, and whether this process's
@@ -775,8 +775,8 @@ func (f *Fleet) chargeHolding(sh *treeShare, st *treeSettlement, a *treeAnswer) 
 	f.mu.Unlock()
 	if charge && holding != nil && holding.hooks.Charge != nil {
 		u := usageFrom(delta)
-		u.Finals, u.FinalCost = int64(deltaF[0]), deltaF[5]
-		u.FinalTokens = termination.Usage{InputTokens: int64(deltaF[3]), OutputTokens: int64(deltaF[4])}
+		u.Final.Iterations, u.Final.Cost = int(deltaF[0]), deltaF[5]
+		u.Final.Tokens = termination.Usage{InputTokens: int64(deltaF[3]), OutputTokens: int64(deltaF[4])}
 		holding.hooks.Charge(u)
 	}
 }

@@ -22,8 +22,7 @@ func amountsOf(u tree.Usage) [6]float64 {
 // usageFrom is amountsOf's inverse (total tokens are implied by input and
 // output; what finals spent is not told apart).
 func usageFrom(a [6]float64) tree.Usage {
-	return tree.Usage{Iterations: int64(a[0]), ToolCalls: int64(a[1]),
-		Tokens: termination.Usage{InputTokens: int64(a[3]), OutputTokens: int64(a[4])}, Cost: a[5]}
+	return tree.Usage{Totals: termination.Totals{Iterations: int(a[0]), ToolCalls: int(a[1]), Tokens: termination.Usage{InputTokens: int64(a[3]), OutputTokens: int64(a[4])}, Cost: a[5]}}
 }
 
 // limitsOf returns spec's limits per resource, in treeResources'

@@ -144,7 +144,7 @@ func recordFloat(h map[string]string, field string) float64 {
 }
 
 func tokens(n int64) tree.Usage {
-	return tree.Usage{Tokens: termination.Usage{InputTokens: n}}
+	return tree.Usage{Totals: termination.Totals{Tokens: termination.Usage{InputTokens: n}}}
 }
 
 // wantParentStop checks that a joined run's cause is Cancelled{reason:
@@ -199,7 +199,7 @@ func TestTreeLeases(t *testing.T) {
 				defer wg.Done()
 				for n := 0; n < 2*limit/event; n++ {
 					spent[i] += event
-					if stop := m.Spend(tree.Usage{Iterations: 1, Tokens: termination.Usage{InputTokens: event / 2, OutputTokens: event - event/2}}); stop != nil {
+					if stop := m.Spend(tree.Usage{Totals: termination.Totals{Iterations: 1, Tokens: termination.Usage{InputTokens: event / 2, OutputTokens: event - event/2}}}); stop != nil {
 						causes[i] = stop
 						return
 					}
@@ -235,7 +235,7 @@ func TestTreeLeases(t *testing.T) {
 			u := planner.chargedUsage()
 			return float64(u.Tokens.Total()) == settled-own
 		})
-		if u := planner.chargedUsage(); u.Iterations != int64(recordFloat(h, "s1")) || u.Tokens.Total() != int64(settled)-own {
+		if u := planner.chargedUsage(); int64(u.Iterations) != int64(recordFloat(h, "s1")) || u.Tokens.Total() != int64(settled)-own {
 			t.Errorf("charged %+v; the record settled %g iterations and %g tokens (the planner's own: %d)", u, recordFloat(h, "s1"), settled, own)
 		}
 	})
@@ -257,7 +257,7 @@ func TestTreeCountExact(t *testing.T) {
 				}
 				for n := 1; n <= 6; n++ {
 					i := (n - 1) % 2
-					stop := members[i].Spend(tree.Usage{Iterations: 1})
+					stop := members[i].Spend(tree.Usage{Totals: termination.Totals{Iterations: 1}})
 					if n < 6 {
 						if stop != nil {
 							t.Fatalf("iteration %d of 5 stopped: %v", n, stop)
@@ -443,7 +443,7 @@ func TestTreeSpendAllocs(t *testing.T) {
 	jm := fs[1].JoinTree(t.Context(), holder, tree.Hooks{})
 	defer jm.Leave(joinEnded)
 	flushAll(t, fs[0], fs[1], fs[1])
-	u := tree.Usage{Iterations: 1, Tokens: termination.Usage{InputTokens: 120, OutputTokens: 30}, Cost: 0.001}
+	u := tree.Usage{Totals: termination.Totals{Iterations: 1, Tokens: termination.Usage{InputTokens: 120, OutputTokens: 30}, Cost: 0.001}}
 	for name, m := range map[string]tree.Member{"holding": hm, "join": jm} {
 		if n := testing.AllocsPerRun(1000, func() { _ = m.Spend(u) }); n != 0 {
 			t.Errorf("%s: Spend allocates %g times per event, want 0", name, n)
@@ -654,7 +654,7 @@ func TestTreeClose(t *testing.T) {
 		defer hm.Leave(plannerEnded)
 		jm := b.JoinTree(t.Context(), holder, tree.Hooks{})
 		flushAll(t, a, b, b)
-		_ = jm.Spend(tree.Usage{ToolCalls: 3})
+		_ = jm.Spend(tree.Usage{Totals: termination.Totals{ToolCalls: 3}})
 		if err := b.Close(t.Context()); err != nil {
 			t.Fatal(err)
 		}
@@ -737,7 +737,7 @@ func TestTreeFinalNeverFires(t *testing.T) {
 		if planner.stopped() != nil || worker.stopped() != nil {
 			t.Fatalf("a final's usage stopped a run: %v, %v", planner.stopped(), worker.stopped())
 		}
-		if u := planner.chargedUsage(); u.Iterations != 1 || u.Finals != 1 || u.Tokens.OutputTokens != 1500 || u.FinalTokens.OutputTokens != 1500 {
+		if u := planner.chargedUsage(); u.Iterations != 1 || u.Final.Iterations != 1 || u.Tokens.OutputTokens != 1500 || u.Final.Tokens.OutputTokens != 1500 {
 			t.Errorf("the holding was charged %+v, want the final's iteration and 1500 tokens, as a final's", u)
 		}
 		stop := hm.Spend(tokens(1))
@@ -783,7 +783,7 @@ func TestTreeChargeMayEndHolder(t *testing.T) {
 		jm := b.JoinTree(t.Context(), holder, tree.Hooks{})
 		defer jm.Leave(joinEnded)
 		flushAll(t, b, b)
-		_ = jm.Spend(tree.Usage{ToolCalls: 1})
+		_ = jm.Spend(tree.Usage{Totals: termination.Totals{ToolCalls: 1}})
 		flushAll(t, b, a)
 		select {
 		case <-ended:
