@@ -300,7 +300,7 @@ func ParseLabel(kv string) (name, value string, err error) {
 type StopRequest struct {
 	Selector Selector
 	Reason   string        // required: the runs' Cancelled.detail starts with it
-	By       string        // who issued the stop; default DefaultBy()
+	By       string        // who issued the stop; default Operator()
 	Wait     time.Duration // how long to wait for confirmations; 0: DefaultStopWait
 }
 
@@ -340,7 +340,7 @@ type StopReport struct {
 type BlockRequest struct {
 	Selector Selector      // a stage and/or labels, or All; never a run id
 	Reason   string        // required: the skipped runs' detail starts with it
-	By       string        // who issued it; default DefaultBy()
+	By       string        // who issued it; default Operator()
 	Expire   time.Duration // 0: until Unblock; otherwise > 0
 }
 
@@ -372,12 +372,12 @@ type Block struct {
 
 // Cause is the Skipped{blocked} cause of a run the block rejects.
 func (b Block) Cause() termination.Skipped {
-	return termination.Skipped{Reason: termination.SkipBlocked, Detail: Detail(b.Reason, b.By)}
+	return termination.Skipped{Reason: termination.SkipBlocked, Detail: detail(b.Reason, b.By)}
 }
 
-// Detail is the detail of a fleet stop's Cancelled or a block's Skipped
+// detail is the detail of a fleet stop's Cancelled or a block's Skipped
 // cause: "REASON (by WHO)", or REASON alone when by is empty.
-func Detail(reason, by string) string {
+func detail(reason, by string) string {
 	if by == "" {
 		return reason
 	}
@@ -386,7 +386,7 @@ func Detail(reason, by string) string {
 
 // StopCause is the cause of a run a fleet stop ends.
 func StopCause(reason, by string) termination.Cancelled {
-	return termination.Cancelled{Reason: termination.CancelExternal, Detail: Detail(reason, by)}
+	return termination.Cancelled{Reason: termination.CancelExternal, Detail: detail(reason, by)}
 }
 
 // Budget is a shared budget in its current window, as Budgets lists it.
@@ -445,10 +445,10 @@ func MismatchCause(id BudgetID, mine, stored termination.FleetBudget) terminatio
 // Unix epoch) that holds t.
 func WindowStart(t time.Time, w time.Duration) time.Time { return account.WindowStart(t, w) }
 
-// DefaultBy is who a stop or block is by when the request does not say:
+// Operator is who a stop or block is by when the request does not say:
 // "USER@HOST" from the OS, or what of it is known ("unknown" when
 // neither is).
-func DefaultBy() string {
+func Operator() string {
 	name := ""
 	if u, err := user.Current(); err == nil {
 		name = u.Username

@@ -332,7 +332,7 @@ func (l *Local) Stop(ctx context.Context, req StopRequest) (StopReport, error) {
 		return StopReport{}, err
 	}
 	if req.By == "" {
-		req.By = DefaultBy()
+		req.By = Operator()
 	}
 	cause := StopCause(req.Reason, req.By)
 	ms := l.members(req.Selector)
@@ -394,7 +394,7 @@ func (l *Local) Block(ctx context.Context, req BlockRequest) (Block, error) {
 		return Block{}, err
 	}
 	if req.By == "" {
-		req.By = DefaultBy()
+		req.By = Operator()
 	}
 	now := l.now()
 	b := Block{Selector: req.Selector, Reason: req.Reason, By: req.By, Created: now}

@@ -27,7 +27,7 @@ type Raiser interface {
 type RaiseRequest struct {
 	RunID  string             // required: the held run
 	Limits termination.Limits // the amounts (termination.Limits.ValidateRaise)
-	By     string             // who raised it; default DefaultBy()
+	By     string             // who raised it; default Operator()
 	Wait   time.Duration      // how long to wait for the confirmation; 0: DefaultStopWait
 }
 

@@ -187,7 +187,7 @@ func newFleetArgs(name string) (*fleetArgs, *flag.FlagSet) {
 	}
 	if name == "stop" || name == "block" {
 		a.reason = fs.String("reason", "", "why (required); the runs' cause detail shows it")
-		a.by = fs.String("by", fleet.DefaultBy(), "who issues it, shown in the cause detail and in blocks")
+		a.by = fs.String("by", fleet.Operator(), "who issues it, shown in the cause detail and in blocks")
 	}
 	if name == "stop" {
 		a.wait = human.Duration(fs, "wait", fleet.DefaultStopWait, "how long to wait for the owning processes to confirm")
@@ -291,7 +291,7 @@ func blockLine(w io.Writer, b fleet.Block) {
 	if !b.Expires.IsZero() {
 		until = "until " + b.Expires.Format(time.RFC3339)
 	}
-	fmt.Fprintf(w, "blocked %s %s: %s\n", b.Selector, until, fleet.Detail(b.Reason, b.By))
+	fmt.Fprintf(w, "blocked %s %s: %s\n", b.Selector, until, b.Cause().Detail)
 }
 
 // unblockLine prints what an unblock removed.

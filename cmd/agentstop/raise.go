@@ -68,7 +68,7 @@ func runRaise(args []string, sio stdio) int {
 	prefix := fs.String("prefix", redisfleet.DefaultPrefix, "key and channel prefix the fleet uses")
 	asJSON := fs.Bool("json", false, "print JSON instead of a line")
 	runID := fs.String("run", "", "the held run's id (required)")
-	by := fs.String("by", fleet.DefaultBy(), "who raises it")
+	by := fs.String("by", fleet.Operator(), "who raises it")
 	wait := human.Duration(fs, "wait", fleet.DefaultStopWait, "how long to wait for the run's process to confirm")
 	vals := make([]*string, len(raiseAmounts))
 	for i, a := range raiseAmounts {

@@ -193,8 +193,8 @@ func checkStopCause(t *testing.T, ctx context.Context, run *middleware.Run, reas
 	t.Helper()
 	eventually(t, "the stopped run's context is cancelled", func() bool { return stopped(run) })
 	var c termination.Cancelled
-	if !errors.As(context.Cause(ctx), &c) || c.Reason != termination.CancelExternal || c.Detail != fleet.Detail(reason, By) {
-		t.Errorf("cause = %v, want Cancelled{external, %q}", context.Cause(ctx), fleet.Detail(reason, By))
+	if !errors.As(context.Cause(ctx), &c) || c.Reason != termination.CancelExternal || c != fleet.StopCause(reason, By) {
+		t.Errorf("cause = %v, want Cancelled{external, %q}", context.Cause(ctx), fleet.StopCause(reason, By).Detail)
 	}
 }
 

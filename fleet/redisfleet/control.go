@@ -282,7 +282,7 @@ func (c *Control) Stop(ctx context.Context, req fleet.StopRequest) (fleet.StopRe
 		return fleet.StopReport{}, err
 	}
 	if req.By == "" {
-		req.By = fleet.DefaultBy()
+		req.By = fleet.Operator()
 	}
 	if req.Wait == 0 {
 		req.Wait = fleet.DefaultStopWait
@@ -503,7 +503,7 @@ func (c *Control) Block(ctx context.Context, req fleet.BlockRequest) (fleet.Bloc
 		return fleet.Block{}, err
 	}
 	if req.By == "" {
-		req.By = fleet.DefaultBy()
+		req.By = fleet.Operator()
 	}
 	id := blockID(req.Selector)
 	now, _, err := c.publish(ctx, "block", c.k.blocks(), c.k.block(id), id, req.Expire,

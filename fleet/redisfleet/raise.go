@@ -26,7 +26,7 @@ func (c *Control) Raise(ctx context.Context, req fleet.RaiseRequest) (fleet.Rais
 		return fleet.RaiseReport{}, err
 	}
 	if req.By == "" {
-		req.By = fleet.DefaultBy()
+		req.By = fleet.Operator()
 	}
 	if req.Wait == 0 {
 		req.Wait = fleet.DefaultStopWait
