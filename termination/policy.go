@@ -151,35 +151,33 @@ func (p Policy) String() string { return p.Condition().String() }
 type policyKey struct {
 	name     string
 	topLevel bool
-	read     func(path string, v *yaml.Node, pol *Policy) (Condition, error)
+	// read reads the key's value; nil for the keys whose readers refer
+	// back to this table (any:, all: and tree:), which parsePolicyNode
+	// calls by name (a table that held them would refer to itself).
+	read func(path string, v *yaml.Node, pol *Policy) (Condition, error)
 }
 
 // policyKeys are the keys a policy mapping may hold, in the contract's
-// order (filled in by init: the readers of any: and all: refer back to
-// the table). To add a key, append it here.
-var policyKeys []policyKey
-
-func init() {
-	policyKeys = []policyKey{
-		{name: "max_iterations", read: readCountLimit(ResourceIterations)},
-		{name: "max_tool_calls", read: readCountLimit(ResourceToolCalls)},
-		{name: "timeout", read: readTimeout},
-		{name: "idle", read: readIdle},
-		{name: "token_budget", read: readTokenBudget},
-		{name: "cost_budget", read: readCostBudget},
-		{name: "stall", read: readStall},
-		{name: "errors", read: readErrors},
-		{name: "text_mention", read: readTextMention},
-		{name: "function_call", read: readNames("function_call")},
-		{name: "handoff", read: readNames("handoff")},
-		{name: "source_match", read: readNames("source_match")},
-		{name: "stop_message", read: readStopMessage},
-		{name: "any", read: readCombinator("any")},
-		{name: "all", read: readCombinator("all")},
-		{name: "fleet_budget", topLevel: true, read: readFleetBudget},
-		{name: "tree", topLevel: true, read: readTree},
-		{name: "hold", topLevel: true, read: readHold},
-	}
+// order. To add a key, append it here.
+var policyKeys = []policyKey{
+	{name: "max_iterations", read: readCountLimit(ResourceIterations)},
+	{name: "max_tool_calls", read: readCountLimit(ResourceToolCalls)},
+	{name: "timeout", read: readTimeout},
+	{name: "idle", read: readIdle},
+	{name: "token_budget", read: readTokenBudget},
+	{name: "cost_budget", read: readCostBudget},
+	{name: "stall", read: readStall},
+	{name: "errors", read: readErrors},
+	{name: "text_mention", read: readTextMention},
+	{name: "function_call", read: readNames("function_call")},
+	{name: "handoff", read: readNames("handoff")},
+	{name: "source_match", read: readNames("source_match")},
+	{name: "stop_message", read: readStopMessage},
+	{name: "any"},
+	{name: "all"},
+	{name: "fleet_budget", topLevel: true, read: readFleetBudget},
+	{name: "tree", topLevel: true},
+	{name: "hold", topLevel: true, read: readHold},
 }
 
 func policyKeyNames() []string {
@@ -275,7 +273,16 @@ func parsePolicyNode(path string, n *yaml.Node, pol *Policy) (Condition, error) 
 		if k.topLevel && !top {
 			return perr(p, v, "allowed only at the top level of a policy")
 		}
-		c, err := k.read(p, v, pol)
+		var c Condition
+		var err error
+		switch key {
+		case "any", "all":
+			c, err = readCombinator(key, p, v, pol)
+		case "tree":
+			c, err = readTree(p, v, pol)
+		default:
+			c, err = k.read(p, v, pol)
+		}
 		if err != nil || c == nil {
 			return err
 		}

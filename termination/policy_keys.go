@@ -200,8 +200,8 @@ func readStopMessage(p string, v *yaml.Node, _ *Policy) (Condition, error) {
 }
 
 // readCombinator reads any: or all:, a non-empty list of policies.
-func readCombinator(key string) func(string, *yaml.Node, *Policy) (Condition, error) {
-	return func(p string, v *yaml.Node, pol *Policy) (Condition, error) {
+func readCombinator(key, p string, v *yaml.Node, pol *Policy) (Condition, error) {
+	{
 		if v.Kind != yaml.SequenceNode {
 			return nil, perr(p, v, "must be a list of policies, got %s", describe(v))
 		}
