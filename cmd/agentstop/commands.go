@@ -38,12 +38,12 @@ type command struct {
 // A command is one row here; its function can live in a file of its own
 // (use newFlags, parseFlags and failf so that -h, bad flags and errors
 // behave like every other command's).
-var commands = []command{
+var commands = append([]command{
 	{"replay", "evaluate a termination policy over a recorded JSON Lines event log", runReplay},
 	{"backtest", "evaluate policies over many recorded runs: what each would have stopped and saved", runBacktest},
 	{"import", "convert other agents' logs (openai-chat, mini-swe-agent, otlp, claude-code, codex, gemini-cli) to JSON Lines events", runImport},
 	{"version", "print the agentstop module version", runVersion},
-}
+}, fleetRows()...) // fleet.go
 
 func lookup(name string) (command, bool) {
 	for _, c := range commands {

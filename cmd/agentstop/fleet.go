@@ -422,14 +422,20 @@ func budgetsTable(w io.Writer, bs []fleet.Budget) {
 	fmt.Fprintf(w, "%s\n", human.Count(len(bs), "shared budget"))
 }
 
-// The fleet commands are rows of the dispatch table (commands.go).
-func init() {
+// fleetRows are the fleet commands' rows of the dispatch table
+// (commands.go), in fleetCommands' order, with raise (raise.go) after stop.
+func fleetRows() []command {
+	var rows []command
 	for _, c := range fleetCommands {
 		name := c.name
-		commands = append(commands, command{name, c.summary, func(args []string, sio stdio) int {
+		rows = append(rows, command{name, c.summary, func(args []string, sio stdio) int {
 			return runFleet(name, args, sio.out, sio.err, sio.getenv)
 		}})
+		if name == "stop" {
+			rows = append(rows, raiseRow)
+		}
 	}
+	return rows
 }
 
 // treeOrder orders runs as trees (§8, runs -tree): each run right after

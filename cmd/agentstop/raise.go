@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -42,18 +41,8 @@ var raiseAmounts = []struct {
 	{"cost", "raise the cost budget by X", termination.LimitCost},
 }
 
-// raise is a row of the dispatch table (commands.go), after stop: this
-// file's init runs after fleet.go's, which adds the fleet commands.
-func init() {
-	row := command{"raise", "raise the limits of a run held at a limit (hold:), fleet-wide", runRaise}
-	i := len(commands)
-	for j, c := range commands {
-		if c.name == "stop" {
-			i = j + 1
-		}
-	}
-	commands = slices.Insert(commands, i, row)
-}
+// raiseRow is raise's row of the dispatch table (commands.go), after stop.
+var raiseRow = command{"raise", "raise the limits of a run held at a limit (hold:), fleet-wide", runRaise}
 
 // runRaise is agentstop raise.
 func runRaise(args []string, sio stdio) int {
