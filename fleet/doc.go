@@ -4,13 +4,15 @@
 //
 // # The two sides
 //
-// A [Fleet] is what a stage uses: with middleware.WithParticipant(fleet.Membership(f)), every run of
-// the stage gets a library-generated id ([NewRunID], 128 random bits), joins
-// the fleet when it starts ([Fleet.Join]) with its stage, labels (given with
+// A [Fleet] is what a stage uses: [Membership](f) is the participant
+// (middleware's per-run seam) through which every run of a stage given
+// middleware.WithParticipant(fleet.Membership(f)) takes part in the fleet.
+// The run, which has its library-generated id (128 random bits), joins the
+// fleet when it starts ([Fleet.Join]) with its stage, labels (given with
 // middleware.WithLabels; names snake_case, values at most 256 bytes; they
 // select runs and key budgets and never become metric attributes) and the
 // stage's fleet_budget, and leaves it when it ends ([Member.Leave]). In
-// between the middleware reports every event's usage ([Member.Spend]:
+// between the run reports every event's usage ([Member.Spend]:
 // in-process, allocation-free, not waiting on the network) and the fleet
 // reaches the run through [Hooks]: Stop ends it, Warn adds a warning,
 // Progress reads its figures when the fleet lists or publishes them, Held
