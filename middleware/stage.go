@@ -127,9 +127,8 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 		stopParent: func() bool { return false },
 		eval:       termination.NewEvaluator(s.cond, termination.WallClock),
 		id:         runID,
-		runInfo:    s.info,
+		parentID:   up.id,
 	}
-	r.runInfo.AgentID, r.runInfo.ConversationID, r.runInfo.RunID, r.runInfo.ParentRunID = rc.agentID, rc.conversationID, runID, up.id
 	if s.cfg.hold != nil {
 		r.eval.SetHold(*s.cfg.hold) // hold.go
 	}
@@ -225,7 +224,7 @@ type Run struct {
 	cancel     context.CancelCauseFunc
 	stopParent func() bool
 	id         string   // 128 random bits, hex
-	runInfo    RunInfo  // what the run is known by (Info)
+	parentID   string   // the id of the run's parent, "" for none (Info)
 	value      runValue // the layer of ctx that carries the run (tree.go)
 	tree       *node    // under mu: the run's place in a tree of runs (tree.go); nil for none
 
@@ -293,13 +292,15 @@ func (r *Run) Done() <-chan struct{} { return r.ctx.Done() }
 // held at a limit (a policy's hold:, hold.go): it then waits until the run
 // is raised ([Run.Raise]) or ends, and evaluates ev only if it was raised.
 func (r *Run) Observe(ev termination.Event) (termination.Cause, bool) {
-	c, stop, _ := r.observe(ev)
+	c, stop, _ := r.observe(&ev) // by reference: one copy of the event less
 	return c, stop
 }
 
 // observe is Observe that also reports whether the run had already stopped
-// before ev (late: ev was not evaluated, and counts as drained).
-func (r *Run) observe(ev termination.Event) (_ termination.Cause, _ bool, late bool) {
+// before ev (late: ev was not evaluated, and counts as drained). ev is
+// copied into the run's own event before it is evaluated: the caller's
+// copy does not escape.
+func (r *Run) observe(ev *termination.Event) (_ termination.Cause, _ bool, late bool) {
 	r.mu.Lock()
 	if r.heldCh != nil {
 		// Held: wait before ev takes r.cur, which a concurrent Observe
@@ -311,7 +312,7 @@ func (r *Run) observe(ev termination.Event) (_ termination.Cause, _ bool, late b
 		// the forwarder's own copy of each event and never needs it.
 		r.cur = new(termination.Event)
 	}
-	*r.cur = ev
+	*r.cur = *ev
 	return r.observeLocked(r.cur)
 }
 
