@@ -157,12 +157,22 @@ func used(r Resource, p *Progress) float64 {
 // add up to 0.9999999999999999 and must still reach a limit of 1.
 const costTolerance = 1e-9
 
+// farBelow scales a limit to a usage that is below it by much more than
+// costTolerance and the rounding of a ratio: usage under it has not
+// reached the limit.
+const farBelow = 1 - 1e-6
+
 // reached reports whether used has reached fraction of limit. The ratio is
 // compared rather than fraction*limit, because a product such as 0.07*100
 // rounds above 7 while 7/100 rounds to exactly 0.07: a threshold written in
 // decimal is reached when usage equals it. Token counts are exact; cost
 // comparisons allow costTolerance.
 func reached(r Resource, used, limit, fraction float64) bool {
+	if used < limit*fraction*farBelow && limit > 0 && fraction > 0 {
+		// Far below the fraction (the common case, on every event): the
+		// ratio is below it whatever the rounding, and needs no division.
+		return false
+	}
 	if r == ResourceCost {
 		return used/limit >= fraction*(1-costTolerance)
 	}

@@ -464,8 +464,11 @@ func (c *stallCheck) period() int {
 	if k < 1 {
 		return 0 // unvalidated: no cycle
 	}
+	n, small := c.calls.len(), k <= math.MaxInt/maxCyclePeriod
 	for p := 2; p <= maxCyclePeriod; p++ {
-		if c.calls.len()/p < k { // len < p×k, without overflow
+		// len < p×k: a product rather than a division on every tool call
+		// (a 64-bit division costs tens of cycles), unless p×k overflows.
+		if small && n < p*k || !small && n/p < k {
 			return 0
 		}
 		if c.repeatsBlock(p, k) {
