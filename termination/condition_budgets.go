@@ -257,15 +257,27 @@ func sortedSet(s []int) []int {
 	return s
 }
 
-// budgetHolder is a check that holds budgets, for Result.Budgets.
-type budgetHolder interface{ eachBudget(func(*budgetCheck)) }
-
-func eachBudget(checks []check, f func(*budgetCheck)) {
-	for _, c := range checks {
-		if h, ok := c.(budgetHolder); ok {
-			h.eachBudget(f)
-		}
-	}
+// budgetHolder is a check that holds budgets, for Result.Budgets: it
+// appends their usage (p, with the raises in s) to out, in order.
+type budgetHolder interface {
+	appendBudgets(out []BudgetUsage, p *Progress, s *sink) []BudgetUsage
 }
 
-func (b *budgetCheck) eachBudget(f func(*budgetCheck)) { f(b) }
+// appendBudgets appends the usage of the budgets among checks, in order.
+// (An append rather than a callback: a callback that captured the result
+// being made would move it to the heap.)
+func appendBudgets(out []BudgetUsage, checks []check, p *Progress, s *sink) []BudgetUsage {
+	for _, c := range checks {
+		if h, ok := c.(budgetHolder); ok {
+			out = h.appendBudgets(out, p, s)
+		}
+	}
+	return out
+}
+
+func (b *budgetCheck) appendBudgets(out []BudgetUsage, p *Progress, s *sink) []BudgetUsage {
+	for _, l := range b.limits {
+		out = append(out, BudgetUsage{Resource: l.res, Used: used(l.res, p), Limit: l.limit + s.raisedBy(l.res)})
+	}
+	return out
+}
