@@ -100,14 +100,15 @@ const failuresPrealloc = 8
 
 type errorCheck struct {
 	*errorLimit
-	failedResults int  // failed tool_results in a row
-	errorEvents   int  // error events in a row
-	turn          bool // a model turn came after the last error event
-	seen          int  // error events and failed tool_results in the run
+	failedResults int // failed tool_results in a row
+	errorEvents   int // error events in a row
+	seen          int // error events and failed tool_results in the run
 	// The indices of the last failures, for the evidence: of each streak
 	// (as many as Consecutive) and of the run (as many as Total).
 	resultIdx, errorIdx, allIdx ring[int]
-	streakFired                 bool // the last firing was a streak's
+	// The flags share a word (160 bytes, a size class, rather than 168).
+	turn        bool // a model turn came after the last error event
+	streakFired bool // the last firing was a streak's
 }
 
 func (c *errorCheck) observe(ev *Event, p *Progress, s *sink) {
