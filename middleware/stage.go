@@ -230,21 +230,24 @@ type Run struct {
 
 	mu    sync.Mutex
 	parts parts // the participants' parts (participant.go): set before the run is visible
+	eval  *termination.Evaluator
+	cur   *termination.Event // Observe's copy of the event being evaluated (allocated on first use): evaluator and recorder read it in place
+	nwarn int
+	timer *time.Timer
+	// drained counts the events and items discarded after the stop.
+	drained int
+	endOnce sync.Once
 	// stopTold is set once the recorders have been told of the stop
-	// (recordStop), or of the end: with r.mu.
+	// (recordStop), or of the end: with r.mu. (Beside endOnce, it takes
+	// no word of its own.)
 	stopTold bool
-	eval     *termination.Evaluator
-	cur      *termination.Event // Observe's copy of the event being evaluated (allocated on first use): evaluator and recorder read it in place
-	nwarn    int
-	timer    *time.Timer
-	drained  int
-	endOnce  sync.Once
 	ended    sync.WaitGroup      // done when the result is final (a channel would be one more allocation)
 	result   *termination.Result // set when ended is closed
 
 	// Stopping from outside (Stop) and leaving early (Leave).
 	lastFinal bool        // under mu: the last evaluated event was a final answer
 	left      bool        // under mu: Leave was called
+	woken     bool        // under mu: wake is closed (below)
 	leftFlag  atomic.Bool // left, for the channel forwarder's per-item check
 	reason    string      // under mu: Leave's reason
 	// The channel forwarder's wake-up, set under mu before it starts: wake
@@ -253,7 +256,6 @@ type Run struct {
 	// channel for both. leave is made by the forwarder once the run has
 	// stopped and an item waits for the consumer; Leave closes it.
 	wake  chan struct{}
-	woken bool
 	leave chan struct{}
 	// The channel forwarder's hand-over, read by Leave: sentFinal is whether
 	// the last item the consumer took ended with a final answer; inFlight is
