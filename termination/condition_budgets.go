@@ -205,23 +205,46 @@ func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
 	if b.graceOn && ev.Kind == KindMessage {
 		b.graceLeft--
 	}
-	for i, l := range b.limits {
+	for i := range b.limits {
+		l := &b.limits[i]
 		st, u := &b.state[i], used(l.res, p)
 		if limit := l.limit + s.raisedBy(l.res); reached(l.res, u, limit, 1) {
-			s.fire(BudgetExhausted{Resource: l.res, Used: u, Limit: limit, Scope: b.scope}, b)
+			b.exhausted(l.res, u, limit, s)
 		}
 		if b.threshold.set && !st.warned && reached(l.res, u, l.limit, b.threshold.v) {
-			st.warned = true
-			s.warn(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: u, Limit: l.limit, Scope: b.scope})
-			if b.grace != nil && !b.graceOn {
-				b.graceOn, b.graceLeft, b.warnRes, b.warnedAt = true, *b.grace, i, p.Events
-			}
+			b.pressure(i, u, p, s)
 		}
 	}
 	if b.graceOn && b.graceLeft <= 0 {
-		l := b.limits[b.warnRes]
-		s.fire(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: used(l.res, p), Limit: l.limit, Scope: b.scope}, b)
+		b.graceOver(p, s)
 	}
+}
+
+// exhausted, pressure and graceOver fire and warn in frames of their own:
+// observe runs on a live run's small stack, and causes built in its frame
+// would make it larger.
+//
+//go:noinline
+func (b *budgetCheck) exhausted(r Resource, used, limit float64, s *sink) {
+	s.fire(BudgetExhausted{Resource: r, Used: used, Limit: limit, Scope: b.scope}, b)
+}
+
+// pressure records that limit i reached the threshold, at usage u.
+//
+//go:noinline
+func (b *budgetCheck) pressure(i int, u float64, p *Progress, s *sink) {
+	l := b.limits[i]
+	b.state[i].warned = true
+	s.warn(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: u, Limit: l.limit, Scope: b.scope})
+	if b.grace != nil && !b.graceOn {
+		b.graceOn, b.graceLeft, b.warnRes, b.warnedAt = true, *b.grace, i, p.Events
+	}
+}
+
+//go:noinline
+func (b *budgetCheck) graceOver(p *Progress, s *sink) {
+	l := b.limits[b.warnRes]
+	s.fire(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: used(l.res, p), Limit: l.limit, Scope: b.scope}, b)
 }
 
 // evidence is the event that exhausted the budget, preceded by the final

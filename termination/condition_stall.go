@@ -312,7 +312,7 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 		}
 		if c.cycle.set {
 			if p := c.period(); p > 0 {
-				s.fire(StallDetected{Signal: SignalCycle, Repeats: c.cycle.v, Period: p}, c)
+				c.fireCycle(p, s)
 			}
 		}
 	case KindToolResult:
@@ -340,14 +340,30 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 			if total := ev.Usage.Total(); total > 0 {
 				c.tokens.push(tokensAt{total, p.Events})
 				if ev.Kind == KindMessage && c.plateau() {
-					s.fire(StallDetected{Signal: SignalTokenPlateau, Repeats: c.repeats.v}, c)
+					c.firePlateau(s)
 				}
 			}
 		}
 	}
 }
 
+// fireCycle and firePlateau fire those signals. They, signal and
+// openCall have frames of their own: observe runs on a live run's small
+// stack, and causes built in its frame would make it larger.
+//
+//go:noinline
+func (c *stallCheck) fireCycle(period int, s *sink) {
+	s.fire(StallDetected{Signal: SignalCycle, Repeats: c.cycle.v, Period: period}, c)
+}
+
+//go:noinline
+func (c *stallCheck) firePlateau(s *sink) {
+	s.fire(StallDetected{Signal: SignalTokenPlateau, Repeats: c.repeats.v}, c)
+}
+
 // openCall notes a tool call waiting for its result.
+//
+//go:noinline
 func (c *stallCheck) openCall(key uint64, ev *Event) {
 	switch n := len(c.open); {
 	case n == maxOpenCalls:
@@ -385,6 +401,15 @@ func (c *stallCheck) closeCall(ev *Event) (uint64, bool) {
 
 // repeated fires or warns a repetition signal with n matches.
 func (c *stallCheck) repeated(sig StallSignal, n int, s *sink) {
+	if n >= c.repeats.v || c.warnAt.set && n >= c.warnAt.v {
+		c.signal(sig, n, s)
+	}
+}
+
+// signal is repeated when the signal fires or warns.
+//
+//go:noinline
+func (c *stallCheck) signal(sig StallSignal, n int, s *sink) {
 	if n >= c.repeats.v {
 		s.fire(StallDetected{Signal: sig, Repeats: n}, c)
 	}
