@@ -342,6 +342,14 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 	}
 	evaluated := r.eval.Progress().Events
 	cause, stop := r.eval.ObserveRef(ev)
+	return r.observed(ev, root, evaluated, cause, stop)
+}
+
+// observed is what follows the evaluation of ev in observeLocked (with
+// r.mu held, and root's lock if root is not nil): it unlocks them. A
+// function of its own, so that the frame under the evaluation is small:
+// a live run's goroutine evaluates on a small stack.
+func (r *Run) observed(ev *termination.Event, root *node, evaluated int, cause termination.Cause, stop bool) (termination.Cause, bool, bool) {
 	if stop && r.eval.Progress().Events == evaluated {
 		// The timeout's deadline had passed before ev arrived (the timer
 		// was about to fire): the run stopped on that clock tick, before
