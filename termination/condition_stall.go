@@ -307,7 +307,9 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 					c.openCall(key, ev)
 				}
 			} else {
-				c.repeated(SignalRepeatedToolCall, matches(&c.calls, key, c.windowSize()), s)
+				if n := matches(&c.calls, key, c.windowSize()); c.signals(n) {
+					c.repeated(SignalRepeatedToolCall, n, s)
+				}
 			}
 		}
 		if c.cycle.set {
@@ -325,7 +327,9 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 		}
 		key := resultKey(call, ev)
 		c.results.push(keyAt{key, p.Events})
-		c.repeated(SignalRepeatedResult, matches(&c.results, key, c.windowSize()), s)
+		if n := matches(&c.results, key, c.windowSize()); c.signals(n) {
+			c.repeated(SignalRepeatedResult, n, s)
+		}
 	case KindMessage, KindFinal:
 		if !c.repeats.set {
 			return
@@ -333,7 +337,9 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 		if ev.Kind == KindMessage && !c.sameResult {
 			if key, ok := msgKey(ev); ok {
 				c.msgs.push(keyAt{key, p.Events})
-				c.repeated(SignalRepeatedMessage, matches(&c.msgs, key, c.windowSize()), s)
+				if n := matches(&c.msgs, key, c.windowSize()); c.signals(n) {
+					c.repeated(SignalRepeatedMessage, n, s)
+				}
 			}
 		}
 		if c.tolerance.set {
@@ -347,7 +353,7 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 	}
 }
 
-// fireCycle and firePlateau fire those signals. They, signal and
+// fireCycle and firePlateau fire those signals. They, repeated and
 // openCall have frames of their own: observe runs on a live run's small
 // stack, and causes built in its frame would make it larger.
 //
@@ -399,17 +405,16 @@ func (c *stallCheck) closeCall(ev *Event) (uint64, bool) {
 	return key, true
 }
 
-// repeated fires or warns a repetition signal with n matches.
-func (c *stallCheck) repeated(sig StallSignal, n int, s *sink) {
-	if n >= c.repeats.v || c.warnAt.set && n >= c.warnAt.v {
-		c.signal(sig, n, s)
-	}
+// signals reports whether n matches fire or warn a repetition signal
+// (then repeated does it).
+func (c *stallCheck) signals(n int) bool {
+	return n >= c.repeats.v || c.warnAt.set && n >= c.warnAt.v
 }
 
-// signal is repeated when the signal fires or warns.
+// repeated fires or warns a repetition signal with n matches.
 //
 //go:noinline
-func (c *stallCheck) signal(sig StallSignal, n int, s *sink) {
+func (c *stallCheck) repeated(sig StallSignal, n int, s *sink) {
 	if n >= c.repeats.v {
 		s.fire(StallDetected{Signal: sig, Repeats: n}, c)
 	}
