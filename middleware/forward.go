@@ -552,7 +552,7 @@ func forwardSeq[T any](run *Run, seq iter.Seq2[T, error], nilDecode bool, newFor
 			for item, err := range seq {
 				what := itemGoes
 				if err != nil {
-					if _, stop, late := run.observe(termination.Event{Kind: termination.KindError, Err: err.Error()}); late {
+					if _, stop, late := run.observe(&termination.Event{Kind: termination.KindError, Err: err.Error()}); late {
 						what = itemLate
 					} else if stop {
 						what = itemFired

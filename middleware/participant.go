@@ -116,7 +116,15 @@ func WithParticipant(p Participant) Option {
 }
 
 // Info returns what the run is known by: its stage, ids and parent.
-func (r *Run) Info() RunInfo { return r.runInfo }
+func (r *Run) Info() RunInfo {
+	// Built on demand from the stage's and the run's own fields rather
+	// than kept in the Run: parts call it once, when they join, and a live
+	// run is smaller without a copy.
+	info := r.stage.info
+	info.AgentID, info.ConversationID = r.info.agentID, r.info.conversationID
+	info.RunID, info.ParentRunID = r.id, r.parentID
+	return info
+}
 
 // parts are a run's parts, in order. The optional interfaces are looked up
 // once, when the parts join.

@@ -127,9 +127,8 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 		stopParent: func() bool { return false },
 		eval:       termination.NewEvaluator(s.cond, termination.WallClock),
 		id:         runID,
-		runInfo:    s.info,
+		parentID:   up.id,
 	}
-	r.runInfo.AgentID, r.runInfo.ConversationID, r.runInfo.RunID, r.runInfo.ParentRunID = rc.agentID, rc.conversationID, runID, up.id
 	if s.cfg.hold != nil {
 		r.eval.SetHold(*s.cfg.hold) // hold.go
 	}
@@ -225,27 +224,30 @@ type Run struct {
 	cancel     context.CancelCauseFunc
 	stopParent func() bool
 	id         string   // 128 random bits, hex
-	runInfo    RunInfo  // what the run is known by (Info)
+	parentID   string   // the id of the run's parent, "" for none (Info)
 	value      runValue // the layer of ctx that carries the run (tree.go)
 	tree       *node    // under mu: the run's place in a tree of runs (tree.go); nil for none
 
 	mu    sync.Mutex
 	parts parts // the participants' parts (participant.go): set before the run is visible
+	eval  *termination.Evaluator
+	cur   *termination.Event // Observe's copy of the event being evaluated (allocated on first use): evaluator and recorder read it in place
+	nwarn int
+	timer *time.Timer
+	// drained counts the events and items discarded after the stop.
+	drained int
+	endOnce sync.Once
 	// stopTold is set once the recorders have been told of the stop
-	// (recordStop), or of the end: with r.mu.
+	// (recordStop), or of the end: with r.mu. (Beside endOnce, it takes
+	// no word of its own.)
 	stopTold bool
-	eval     *termination.Evaluator
-	cur      *termination.Event // Observe's copy of the event being evaluated (allocated on first use): evaluator and recorder read it in place
-	nwarn    int
-	timer    *time.Timer
-	drained  int
-	endOnce  sync.Once
 	ended    sync.WaitGroup      // done when the result is final (a channel would be one more allocation)
 	result   *termination.Result // set when ended is closed
 
 	// Stopping from outside (Stop) and leaving early (Leave).
 	lastFinal bool        // under mu: the last evaluated event was a final answer
 	left      bool        // under mu: Leave was called
+	woken     bool        // under mu: wake is closed (below)
 	leftFlag  atomic.Bool // left, for the channel forwarder's per-item check
 	reason    string      // under mu: Leave's reason
 	// The channel forwarder's wake-up, set under mu before it starts: wake
@@ -254,7 +256,6 @@ type Run struct {
 	// channel for both. leave is made by the forwarder once the run has
 	// stopped and an item waits for the consumer; Leave closes it.
 	wake  chan struct{}
-	woken bool
 	leave chan struct{}
 	// The channel forwarder's hand-over, read by Leave: sentFinal is whether
 	// the last item the consumer took ended with a final answer; inFlight is
@@ -293,13 +294,15 @@ func (r *Run) Done() <-chan struct{} { return r.ctx.Done() }
 // held at a limit (a policy's hold:, hold.go): it then waits until the run
 // is raised ([Run.Raise]) or ends, and evaluates ev only if it was raised.
 func (r *Run) Observe(ev termination.Event) (termination.Cause, bool) {
-	c, stop, _ := r.observe(ev)
+	c, stop, _ := r.observe(&ev) // by reference: one copy of the event less
 	return c, stop
 }
 
 // observe is Observe that also reports whether the run had already stopped
-// before ev (late: ev was not evaluated, and counts as drained).
-func (r *Run) observe(ev termination.Event) (_ termination.Cause, _ bool, late bool) {
+// before ev (late: ev was not evaluated, and counts as drained). ev is
+// copied into the run's own event before it is evaluated: the caller's
+// copy does not escape.
+func (r *Run) observe(ev *termination.Event) (_ termination.Cause, _ bool, late bool) {
 	r.mu.Lock()
 	if r.heldCh != nil {
 		// Held: wait before ev takes r.cur, which a concurrent Observe
@@ -311,7 +314,7 @@ func (r *Run) observe(ev termination.Event) (_ termination.Cause, _ bool, late b
 		// the forwarder's own copy of each event and never needs it.
 		r.cur = new(termination.Event)
 	}
-	*r.cur = ev
+	*r.cur = *ev
 	return r.observeLocked(r.cur)
 }
 
@@ -339,6 +342,14 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 	}
 	evaluated := r.eval.Progress().Events
 	cause, stop := r.eval.ObserveRef(ev)
+	return r.observed(ev, root, evaluated, cause, stop)
+}
+
+// observed is what follows the evaluation of ev in observeLocked (with
+// r.mu held, and root's lock if root is not nil): it unlocks them. A
+// function of its own, so that the frame under the evaluation is small:
+// a live run's goroutine evaluates on a small stack.
+func (r *Run) observed(ev *termination.Event, root *node, evaluated int, cause termination.Cause, stop bool) (termination.Cause, bool, bool) {
 	if stop && r.eval.Progress().Events == evaluated {
 		// The timeout's deadline had passed before ev arrived (the timer
 		// was about to fire): the run stopped on that clock tick, before

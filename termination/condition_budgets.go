@@ -154,12 +154,22 @@ func used(r Resource, p *Progress) float64 {
 // add up to 0.9999999999999999 and must still reach a limit of 1.
 const costTolerance = 1e-9
 
+// farBelow scales a limit to a usage that is below it by much more than
+// costTolerance and the rounding of a ratio: usage under it has not
+// reached the limit.
+const farBelow = 1 - 1e-6
+
 // reached reports whether used has reached fraction of limit. The ratio is
 // compared rather than fraction*limit, because a product such as 0.07*100
 // rounds above 7 while 7/100 rounds to exactly 0.07: a threshold written in
 // decimal is reached when usage equals it. Token counts are exact; cost
 // comparisons allow costTolerance.
 func reached(r Resource, used, limit, fraction float64) bool {
+	if used < limit*fraction*farBelow && limit > 0 && fraction > 0 {
+		// Far below the fraction (the common case, on every event): the
+		// ratio is below it whatever the rounding, and needs no division.
+		return false
+	}
 	if r == ResourceCost {
 		return used/limit >= fraction*(1-costTolerance)
 	}
@@ -192,23 +202,46 @@ func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
 	if b.graceOn && ev.Kind == KindMessage {
 		b.graceLeft--
 	}
-	for i, l := range b.limits {
+	for i := range b.limits {
+		l := &b.limits[i]
 		st, u := &b.state[i], used(l.res, p)
 		if limit := l.limit + s.raisedBy(l.res); reached(l.res, u, limit, 1) {
-			s.fire(BudgetExhausted{Resource: l.res, Used: u, Limit: limit, Scope: b.scope}, b)
+			b.exhausted(l.res, u, limit, s)
 		}
 		if b.threshold.set && !st.warned && reached(l.res, u, l.limit, b.threshold.v) {
-			st.warned = true
-			s.warn(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: u, Limit: l.limit, Scope: b.scope})
-			if b.grace != nil && !b.graceOn {
-				b.graceOn, b.graceLeft, b.warnRes, b.warnedAt = true, *b.grace, i, p.Events
-			}
+			b.pressure(i, u, p, s)
 		}
 	}
 	if b.graceOn && b.graceLeft <= 0 {
-		l := b.limits[b.warnRes]
-		s.fire(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: used(l.res, p), Limit: l.limit, Scope: b.scope}, b)
+		b.graceOver(p, s)
 	}
+}
+
+// exhausted, pressure and graceOver fire and warn in frames of their own:
+// observe runs on a live run's small stack, and causes built in its frame
+// would make it larger.
+//
+//go:noinline
+func (b *budgetCheck) exhausted(r Resource, used, limit float64, s *sink) {
+	s.fire(BudgetExhausted{Resource: r, Used: used, Limit: limit, Scope: b.scope}, b)
+}
+
+// pressure records that limit i reached the threshold, at usage u.
+//
+//go:noinline
+func (b *budgetCheck) pressure(i int, u float64, p *Progress, s *sink) {
+	l := b.limits[i]
+	b.state[i].warned = true
+	s.warn(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: u, Limit: l.limit, Scope: b.scope})
+	if b.grace != nil && !b.graceOn {
+		b.graceOn, b.graceLeft, b.warnRes, b.warnedAt = true, *b.grace, i, p.Events
+	}
+}
+
+//go:noinline
+func (b *budgetCheck) graceOver(p *Progress, s *sink) {
+	l := b.limits[b.warnRes]
+	s.fire(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: used(l.res, p), Limit: l.limit, Scope: b.scope}, b)
 }
 
 // evidence is the event that exhausted the budget, preceded by the final
@@ -244,15 +277,27 @@ func sortedSet(s []int) []int {
 	return s
 }
 
-// budgetHolder is a check that holds budgets, for Result.Budgets.
-type budgetHolder interface{ eachBudget(func(*budgetCheck)) }
-
-func eachBudget(checks []check, f func(*budgetCheck)) {
-	for _, c := range checks {
-		if h, ok := c.(budgetHolder); ok {
-			h.eachBudget(f)
-		}
-	}
+// budgetHolder is a check that holds budgets, for Result.Budgets: it
+// appends their usage (p, with the raises in s) to out, in order.
+type budgetHolder interface {
+	appendBudgets(out []BudgetUsage, p *Progress, s *sink) []BudgetUsage
 }
 
-func (b *budgetCheck) eachBudget(f func(*budgetCheck)) { f(b) }
+// appendBudgets appends the usage of the budgets among checks, in order.
+// (An append rather than a callback: a callback that captured the result
+// being made would move it to the heap.)
+func appendBudgets(out []BudgetUsage, checks []check, p *Progress, s *sink) []BudgetUsage {
+	for _, c := range checks {
+		if h, ok := c.(budgetHolder); ok {
+			out = h.appendBudgets(out, p, s)
+		}
+	}
+	return out
+}
+
+func (b *budgetCheck) appendBudgets(out []BudgetUsage, p *Progress, s *sink) []BudgetUsage {
+	for _, l := range b.limits {
+		out = append(out, BudgetUsage{Resource: l.res, Used: used(l.res, p), Limit: l.limit + s.raisedBy(l.res)})
+	}
+	return out
+}

@@ -72,8 +72,13 @@ func (a *anyCheck) dispatch() {
 	}
 }
 
-func (a *anyCheck) eachBudget(f func(*budgetCheck)) { eachBudget(a.children, f) }
-func (a *allCheck) eachBudget(f func(*budgetCheck)) { eachBudget(a.children, f) }
+func (a *anyCheck) appendBudgets(out []BudgetUsage, p *Progress, s *sink) []BudgetUsage {
+	return appendBudgets(out, a.children, p, s)
+}
+
+func (a *allCheck) appendBudgets(out []BudgetUsage, p *Progress, s *sink) []BudgetUsage {
+	return appendBudgets(out, a.children, p, s)
+}
 
 func (a *anyCheck) observe(ev *Event, p *Progress, s *sink) {
 	k := 0 // a clock tick

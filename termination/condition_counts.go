@@ -233,14 +233,28 @@ func (c *countCheck) observe(ev *Event, p *Progress, s *sink) {
 		if t.tool == ev.Tool {
 			c.perToolCount[i]++
 			if n, limit := c.perToolCount[i], t.limit+s.raisedCount(ResourceToolCalls); n > limit {
-				s.fire(MaxToolCallsReached{Limit: limit, Count: n, Tool: t.tool, Scope: c.scope}, nil)
+				c.fireTool(t.tool, n, limit, s)
 			}
 		}
 	}
 	if c.pressure.set && !c.warned && pressureReached(count, c.limit.v, c.pressure.v) {
 		c.warned = true
-		s.warn(BudgetPressure{Resource: c.res, Threshold: c.pressure.v, Used: float64(count), Limit: float64(c.limit.v), Scope: c.scope})
+		c.warn(count, s)
 	}
+}
+
+// fireTool and warn fire and warn in frames of their own: observe runs on
+// a live run's small stack, and causes built in its frame would make it
+// larger.
+//
+//go:noinline
+func (c *countCheck) fireTool(tool string, n, limit int, s *sink) {
+	s.fire(MaxToolCallsReached{Limit: limit, Count: n, Tool: tool, Scope: c.scope}, nil)
+}
+
+//go:noinline
+func (c *countCheck) warn(count int, s *sink) {
+	s.warn(BudgetPressure{Resource: c.res, Threshold: c.pressure.v, Used: float64(count), Limit: float64(c.limit.v), Scope: c.scope})
 }
 
 // evidence is the firing event, preceded by the final event that took the

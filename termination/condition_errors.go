@@ -73,13 +73,15 @@ func (c *errorLimit) validate() error {
 func (c *errorLimit) start() check {
 	e := &errorCheck{errorLimit: c}
 	// One allocation for the three windows' first slots; a window that
-	// outgrows its share grows apart.
+	// outgrows its share grows apart. The run's failures (total) start
+	// with fewer slots than a window: the list grows with the failures
+	// of the run, not with its events, and a live run stays smaller.
 	var streak, total int
 	if c.consecutive.set {
 		streak = min(max(c.consecutive.v, 0), ringPrealloc)
 	}
 	if c.total.set {
-		total = min(max(c.total.v, 0), ringPrealloc)
+		total = min(max(c.total.v, 0), failuresPrealloc)
 	}
 	buf := make([]int, 2*streak+total)
 	if c.consecutive.set {
@@ -92,16 +94,21 @@ func (c *errorLimit) start() check {
 	return e
 }
 
+// failuresPrealloc is how many failures of the run errors.total keeps
+// before its list first grows.
+const failuresPrealloc = 8
+
 type errorCheck struct {
 	*errorLimit
-	failedResults int  // failed tool_results in a row
-	errorEvents   int  // error events in a row
-	turn          bool // a model turn came after the last error event
-	seen          int  // error events and failed tool_results in the run
+	failedResults int // failed tool_results in a row
+	errorEvents   int // error events in a row
+	seen          int // error events and failed tool_results in the run
 	// The indices of the last failures, for the evidence: of each streak
 	// (as many as Consecutive) and of the run (as many as Total).
 	resultIdx, errorIdx, allIdx ring[int]
-	streakFired                 bool // the last firing was a streak's
+	// The flags share a word (160 bytes, a size class, rather than 168).
+	turn        bool // a model turn came after the last error event
+	streakFired bool // the last firing was a streak's
 }
 
 func (c *errorCheck) observe(ev *Event, p *Progress, s *sink) {

@@ -309,12 +309,14 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 					c.openCall(key, ev)
 				}
 			} else {
-				c.repeated(SignalRepeatedToolCall, matches(&c.calls, key, c.windowSize()), s)
+				if n := matches(&c.calls, key, c.windowSize()); c.signals(n) {
+					c.repeated(SignalRepeatedToolCall, n, s)
+				}
 			}
 		}
 		if c.cycle.set {
 			if p := c.period(); p > 0 {
-				s.fire(StallDetected{Signal: SignalCycle, Repeats: c.cycle.v, Period: p}, c)
+				c.fireCycle(p, s)
 			}
 		}
 	case KindToolResult:
@@ -327,7 +329,9 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 		}
 		key := resultKey(call, ev)
 		c.results.push(keyAt{key, p.Events})
-		c.repeated(SignalRepeatedResult, matches(&c.results, key, c.windowSize()), s)
+		if n := matches(&c.results, key, c.windowSize()); c.signals(n) {
+			c.repeated(SignalRepeatedResult, n, s)
+		}
 	case KindMessage, KindFinal:
 		if !c.repeats.set {
 			return
@@ -335,21 +339,39 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 		if ev.Kind == KindMessage && !c.sameResult {
 			if key, ok := msgKey(ev); ok {
 				c.msgs.push(keyAt{key, p.Events})
-				c.repeated(SignalRepeatedMessage, matches(&c.msgs, key, c.windowSize()), s)
+				if n := matches(&c.msgs, key, c.windowSize()); c.signals(n) {
+					c.repeated(SignalRepeatedMessage, n, s)
+				}
 			}
 		}
 		if c.tolerance.set {
 			if total := ev.Usage.Total(); total > 0 {
 				c.tokens.push(tokensAt{total, p.Events})
 				if ev.Kind == KindMessage && c.plateau() {
-					s.fire(StallDetected{Signal: SignalTokenPlateau, Repeats: c.repeats.v}, c)
+					c.firePlateau(s)
 				}
 			}
 		}
 	}
 }
 
+// fireCycle and firePlateau fire those signals. They, repeated and
+// openCall have frames of their own: observe runs on a live run's small
+// stack, and causes built in its frame would make it larger.
+//
+//go:noinline
+func (c *stallCheck) fireCycle(period int, s *sink) {
+	s.fire(StallDetected{Signal: SignalCycle, Repeats: c.cycle.v, Period: period}, c)
+}
+
+//go:noinline
+func (c *stallCheck) firePlateau(s *sink) {
+	s.fire(StallDetected{Signal: SignalTokenPlateau, Repeats: c.repeats.v}, c)
+}
+
 // openCall notes a tool call waiting for its result.
+//
+//go:noinline
 func (c *stallCheck) openCall(key uint64, ev *Event) {
 	switch n := len(c.open); {
 	case n == maxOpenCalls:
@@ -385,7 +407,15 @@ func (c *stallCheck) closeCall(ev *Event) (uint64, bool) {
 	return key, true
 }
 
+// signals reports whether n matches fire or warn a repetition signal
+// (then repeated does it).
+func (c *stallCheck) signals(n int) bool {
+	return n >= c.repeats.v || c.warnAt.set && n >= c.warnAt.v
+}
+
 // repeated fires or warns a repetition signal with n matches.
+//
+//go:noinline
 func (c *stallCheck) repeated(sig StallSignal, n int, s *sink) {
 	if n >= c.repeats.v {
 		s.fire(StallDetected{Signal: sig, Repeats: n}, c)
@@ -466,8 +496,11 @@ func (c *stallCheck) period() int {
 	if k < 1 {
 		return 0 // unvalidated: no cycle
 	}
+	n, small := c.calls.len(), k <= math.MaxInt/maxCyclePeriod
 	for p := 2; p <= maxCyclePeriod; p++ {
-		if c.calls.len()/p < k { // len < p×k, without overflow
+		// len < p×k: a product rather than a division on every tool call
+		// (a 64-bit division costs tens of cycles), unless p×k overflows.
+		if small && n < p*k || !small && n/p < k {
 			return 0
 		}
 		if c.repeatsBlock(p, k) {

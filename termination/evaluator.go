@@ -49,7 +49,6 @@ type Evaluator struct {
 	evidence  []int
 	stoppedAt int
 	ended     time.Time
-	budgets   []*budgetCheck
 	// timeouts are the condition's timeout limits, ascending; replay ticks
 	// at each deadline before the first event past it. idles are its idle
 	// limits, ascending, counted from last.
@@ -66,7 +65,6 @@ func NewEvaluator(c Condition, clock Clock) *Evaluator {
 	}
 	e := &Evaluator{root: c.start(), clock: clock}
 	e.sink.warnings, e.sink.stallWarned = &e.warnings, &e.stalled
-	eachBudget([]check{e.root}, func(b *budgetCheck) { e.budgets = append(e.budgets, b) })
 	eachTimer(c, func(time.Duration, bool) { e.clocked = true })
 	if e.clocked {
 		e.timeouts, e.idles = timeoutsOf(c), idlesOf(c)
@@ -390,11 +388,9 @@ func (e *Evaluator) Result() Result {
 		Totals:    e.progress.Totals,
 		Evidence:  slices.Clone(e.evidence),
 	}
-	for _, b := range e.budgets {
-		for _, l := range b.limits {
-			r.Budgets = append(r.Budgets, BudgetUsage{Resource: l.res, Used: used(l.res, &e.progress), Limit: l.limit + e.sink.raisedBy(l.res)})
-		}
-	}
+	// The budgets are found when the result is made rather than listed in
+	// the Evaluator: a live run is smaller without the list.
+	r.Budgets = appendBudgets(nil, []check{e.root}, &e.progress, &e.sink)
 	switch {
 	case e.clock == WallClock:
 		r.Duration = e.ended.Sub(e.start)
