@@ -132,7 +132,7 @@ func TestEvaluatorRemaining(t *testing.T) {
 	assert.Equal(t, Limits{}, NewEvaluator(nil, EventClock).Remaining())
 }
 
-// FuzzParseLimits: whatever a propagated header holds, ParseLimits never
+// FuzzParseLimits: whatever a propagated header holds, Limits.Set never
 // panics, and what it accepts writes back to the same limits.
 func FuzzParseLimits(f *testing.F) {
 	for _, s := range []string{"", "iterations=12;tool_calls=0;total_tokens=5000;cost=0.25;time=1m30s", "cost=1e300", "time=9999999h", "input_tokens=9223372036854775807", "x=1;", ";"} {
