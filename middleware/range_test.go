@@ -268,7 +268,9 @@ func TestRangeNoGoroutine(t *testing.T) {
 	before := runtime.NumGoroutine()
 	_, run := stage.Start(context.Background())
 	for range middleware.Range(run, in, identity) {
-		assert.Equal(t, before, runtime.NumGoroutine(), "no goroutine of its own while ranging")
+		// At most as many as before: Range starts none (a goroutine left by
+		// an earlier test may end meanwhile; none may start).
+		assert.LessOrEqual(t, runtime.NumGoroutine(), before, "no goroutine of its own while ranging")
 	}
 	require.Equal(t, termination.TagNaturalCompletion, run.Wait().Tag())
 }
