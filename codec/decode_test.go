@@ -152,10 +152,6 @@ func TestDecoderLineTooLong(t *testing.T) {
 	assert.Equal(t, "line 2: longer than 16 MiB, the limit for one event", err.Error())
 }
 
-type failingReader struct{ err error }
-
-func (r failingReader) Read([]byte) (int, error) { return 0, r.err }
-
 // TestDecodeMessages pins every message the decoder gives for a bad line:
 // each names the field and the form it must have, in the user's terms.
 func TestDecodeMessages(t *testing.T) {
@@ -271,50 +267,6 @@ func TestDecoderReadError(t *testing.T) {
 	require.ErrorAs(t, err, &de)
 	assert.Equal(t, 1, de.Line)
 	assert.Equal(t, "line 1: cannot read the events: is a directory", err.Error(), "the caller names the file, once")
-}
-
-// stagedReader returns one chunk per Read, then fail.
-type stagedReader struct {
-	chunks []string
-	fail   error
-	reads  int
-}
-
-func (r *stagedReader) Read(p []byte) (int, error) {
-	r.reads++
-	if r.reads > len(r.chunks) {
-		return 0, r.fail
-	}
-	return copy(p, r.chunks[r.reads-1]), nil
-}
-
-// endlessLog repeats line up to limit times, counting the bytes read.
-type endlessLog struct {
-	line         []byte
-	limit, lines int
-	bytes        int
-	off          int
-}
-
-func (r *endlessLog) Read(p []byte) (int, error) {
-	n := 0
-	for n < len(p) {
-		if r.lines == r.limit {
-			if n == 0 {
-				return 0, io.EOF
-			}
-			break
-		}
-		c := copy(p[n:], r.line[r.off:])
-		n += c
-		r.off += c
-		if r.off == len(r.line) {
-			r.off = 0
-			r.lines++
-		}
-	}
-	r.bytes += n
-	return n, nil
 }
 
 // TestDecodeErrorsPrint: every error the decoder returns prints without

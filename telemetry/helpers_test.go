@@ -108,8 +108,6 @@ func waitDone(t testing.TB, run *middleware.Run, d time.Duration) {
 	}
 }
 
-func newManualReader() *sdkmetric.ManualReader { return sdkmetric.NewManualReader() }
-
 // runID is the run's id, which every run has (§8): the value of its
 // span's agentstop.run.id.
 func runID(t testing.TB, res termination.Result) string {

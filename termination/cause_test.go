@@ -11,12 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// specCauseKinds is spec §2's table of $kind values, written out by hand: a
-// built-in cause missing from the registry fails TestRegistryHasEverySpecKind.
-var specCauseKinds = []string{"Completed", "NaturalCompletion", "HandoffRequested", "MaxIterationsReached",
-	"MaxToolCallsReached", "BudgetPressure", "BudgetExhausted", "StallDetected", "Timeout", "Cancelled",
-	"Failed", "Skipped", "Custom", "All"}
-
 // specTags is spec §2's closed set of termination_cause values.
 var specTags = []string{"completed", "natural_completion", "handoff", "max_iterations", "max_tool_calls",
 	"budget_pressure", "budget_exhausted", "stall", "timeout", "cancelled", "failed", "skipped", "custom"}
@@ -35,14 +29,6 @@ type parked struct{}
 func (parked) TagValue() string        { return "Parked!" } // not a valid label value
 func (parked) Error() string           { return "parked" }
 func (parked) DefaultOutcome() Outcome { return OutcomeSkipped }
-
-// unregistered is never registered.
-type unregistered struct{}
-
-func (unregistered) TagValue() string { return "unregistered" }
-func (unregistered) Error() string    { return "unregistered" }
-
-var userKinds = []string{"test.Escalated", "test.Parked"}
 
 func init() {
 	register[escalated]("test.Escalated")
