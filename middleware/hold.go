@@ -52,17 +52,16 @@ func (r *Run) Raise(l termination.Limits) error {
 	r.mu.Lock()
 	err := r.eval.Raise(l)
 	if err == nil {
-		r.recordRaised(l)
+		r.parts.raised(l)
 		r.unholdLocked()
 		if r.timer != nil {
 			r.armTimer() // the idle deadline moved on past the wait
 		}
 		r.holdNow() // its tree may still hold it
 	}
-	t := r.tree
 	r.mu.Unlock()
-	if err != nil && t != nil {
-		err = t.raiseHolders(l)
+	if err != nil && r.parts.hold != nil {
+		err = r.parts.hold.Raise(l) // a tree's limit (package tree)
 	}
 	if err != nil {
 		return fmt.Errorf("middleware: run %s: %w", r.id, err)
@@ -81,16 +80,11 @@ func (r *Run) Held() (c termination.Cause, since time.Time, ok bool) {
 	return r.heldCause, r.heldAt, true
 }
 
-// holdNow is called with r.mu held after each release: it holds the run
-// when its own evaluator holds, or else when one of its trees' holders
-// does (a run released from one hold may still be due to another).
-func (r *Run) holdNow() { r.holdNowLocked(nil) }
-
-// holdNowLocked is holdNow with the tree locked already held by the
-// caller (observeLocked holds its root while an event is evaluated, and
-// calls it after an event that recorded warnings), nil for none: locking
-// it again would deadlock.
-func (r *Run) holdNowLocked(locked *node) {
+// holdNow is called with r.mu held after each release, and after an event
+// that recorded warnings: it holds the run when its own evaluator holds,
+// or else when a limit it shares with other runs does (a tree's: a run
+// released from one hold may still be due to another).
+func (r *Run) holdNow() {
 	if r.heldCh != nil {
 		return
 	}
@@ -99,39 +93,22 @@ func (r *Run) holdNowLocked(locked *node) {
 	}
 	if c, held := r.eval.Held(); held {
 		since, _ := r.eval.HeldSince()
-		r.holdLocked(make(chan struct{}), c, since)
+		own := make(chan struct{})
+		r.holdLocked(own, c, since)
+		r.heldOwn = own
 		r.armTimer() // the hold timeout, on the run's one timer
 		return
 	}
-	if r.tree == nil {
+	if r.parts.hold == nil {
 		return
 	}
-	for _, h := range r.tree.holders {
-		if h != locked {
-			h.mu.Lock() // a run's lock comes before a tree's
-		}
-		ch := h.release
-		var (
-			c     termination.Cause
-			since time.Time
-		)
-		if ch != nil {
-			c, _ = h.limits.Held()
-			since, _ = h.limits.HeldSince()
-		}
-		if h != locked {
-			h.mu.Unlock()
-		}
-		if ch != nil && c != nil {
-			r.holdLocked(ch, c, since)
-			r.heldTree = h
-			return
-		}
+	if ch, c, since := r.parts.hold.HeldAt(); ch != nil {
+		r.holdLocked(ch, c, since)
 	}
 }
 
 // holdLocked marks the run held until ch is closed (or the run ends).
-func (r *Run) holdLocked(ch chan struct{}, c termination.Cause, since time.Time) {
+func (r *Run) holdLocked(ch <-chan struct{}, c termination.Cause, since time.Time) {
 	r.heldCh, r.heldCause, r.heldAt = ch, c, since
 	r.parts.held(c)
 }
@@ -141,15 +118,11 @@ func (r *Run) unholdLocked() {
 	if r.heldCh == nil {
 		return
 	}
-	if r.heldTree == nil {
-		close(r.heldCh) // a tree's channel is the holder's to close
+	if r.heldOwn != nil {
+		close(r.heldOwn) // a shared hold's channel is its part's to close
 	}
-	r.heldCh, r.heldCause, r.heldTree = nil, nil, nil
+	r.heldCh, r.heldCause, r.heldOwn = nil, nil, nil
 	r.parts.released()
-}
-
-func (r *Run) recordRaised(l termination.Limits) {
-	r.parts.raised(l)
 }
 
 // waitHold waits, with r.mu held (released while waiting), until the run
@@ -189,117 +162,30 @@ func (r *Run) stopHeld() bool {
 	return ok
 }
 
-// holdTree holds every live run of the holder's tree at c: called by act
-// when the holder's tree limits hold.
-func (t *node) holdTree(c termination.Cause) {
-	t.mu.Lock()
-	if t.release != nil || t.limits == nil {
-		t.mu.Unlock()
-		return
-	}
-	since, _ := t.limits.HeldSince()
-	ch := make(chan struct{})
-	t.release = ch
-	if h, ok := t.run.stage.cfg.holdOf(); ok {
-		t.holdTimer = time.AfterFunc(h.Timeout, t.holdExpired)
-	}
-	t.mu.Unlock()
-	t.eachLive(func(r *Run) {
-		r.mu.Lock()
-		if _, stopped := r.eval.Stopped(); !stopped && r.heldCh == nil {
-			r.holdLocked(ch, c, since)
-			r.heldTree = t
-		}
-		r.mu.Unlock()
-	})
-}
-
-// raiseHolders raises the tree limits of the first holder of the run's
-// trees that holds: it releases every held run of that tree.
-func (t *node) raiseHolders(l termination.Limits) error {
-	for _, h := range t.holders {
-		h.mu.Lock()
-		if h.release == nil || h.limits == nil {
-			h.mu.Unlock()
-			continue
-		}
-		if err := h.limits.Raise(l); err != nil {
-			h.mu.Unlock()
-			return err
-		}
-		ch := h.release
-		h.release = nil
-		if h.holdTimer != nil {
-			h.holdTimer.Stop()
-			h.holdTimer = nil
-		}
-		close(ch)
-		h.mu.Unlock()
-		h.run.mu.Lock()
-		h.run.recordRaised(l)
-		h.run.mu.Unlock()
-		h.eachLive(func(r *Run) {
-			r.mu.Lock()
-			if r.heldCh == ch {
-				r.unholdLocked()
-				r.holdNow() // its own limit, or another tree's, may hold it still
-			}
-			r.mu.Unlock()
-		})
-		return nil
-	}
-	return termination.ErrNotHeld
-}
-
-// holdExpired is a held tree's hold timeout: the holder ends with the tree
-// limit's cause, its descendants with Cancelled{reason: parent}.
-func (t *node) holdExpired() {
-	t.mu.Lock()
-	var fired []termination.Cause
-	if _, ok := t.limits.EndHold(); ok && !t.fired {
-		t.fired, fired = true, t.limits.Fired()
-	}
-	t.holdTimer = nil
-	t.mu.Unlock()
-	if fired != nil {
-		t.run.stopTree(fired, false)
-	}
-}
-
-// endTreeHold ends a held tree with its limit's cause when its holder is
-// stopped from outside (Stop, agentstop stop); it reports whether it did.
-func (r *Run) endTreeHold() bool {
+// holdShared holds the run at c, a limit it shares with other runs (a
+// tree's), until release is closed, unless it has stopped or is held.
+func (r *Run) holdShared(release <-chan struct{}, c termination.Cause, since time.Time) {
 	r.mu.Lock()
-	t := r.tree
+	if _, stopped := r.eval.Stopped(); !stopped && r.heldCh == nil {
+		r.holdLocked(release, c, since)
+	}
 	r.mu.Unlock()
-	if t == nil || t.limits == nil {
-		return false
-	}
-	t.mu.Lock()
-	var fired []termination.Cause
-	if _, ok := t.limits.EndHold(); ok && !t.fired {
-		t.fired, fired = true, t.limits.Fired()
-	}
-	if t.holdTimer != nil {
-		t.holdTimer.Stop()
-		t.holdTimer = nil
-	}
-	t.mu.Unlock()
-	return fired != nil && r.stopTree(fired, false)
 }
 
-// eachLive calls f with the holder's run and every live descendant.
-func (t *node) eachLive(f func(*Run)) {
-	f(t.run)
-	for _, k := range t.children() {
-		k.eachLive(f)
+// releaseShared lets the run go on if release holds it; its own limit, or
+// another tree's, may hold it still.
+func (r *Run) releaseShared(release <-chan struct{}) {
+	r.mu.Lock()
+	if r.heldCh == release {
+		r.unholdLocked()
+		r.holdNow()
 	}
+	r.mu.Unlock()
 }
 
-// holdOf returns the stage's hold, if any.
-func (c *config) holdOf() (termination.Hold, bool) {
-	if c.hold == nil {
-		return termination.Hold{}, false
-	}
-	return *c.hold, true
+// recordRaised tells the parts of a raise of the run's tree limits.
+func (r *Run) recordRaised(l termination.Limits) {
+	r.mu.Lock()
+	r.parts.raised(l)
+	r.mu.Unlock()
 }

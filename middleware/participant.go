@@ -3,6 +3,7 @@ package middleware
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/agentstop/agentstop/termination"
 )
@@ -126,30 +127,96 @@ func (r *Run) Info() RunInfo {
 	return info
 }
 
+// The seam's capabilities that only package tree's parts have: a run in
+// a tree of runs (lineage.go) has a *tree.Node among its parts, which
+// evaluates its events under its ancestors' tree limits in one order
+// across the tree (sequencer), may hold it at a tree's limit (holder), is
+// told when it stops (stopper), and knows what is left of those limits
+// (limiter) and which of them a fleet shares (treeSharer). They are
+// unexported: a participant of one's own has no use for them.
+
+// sequencer evaluates the run's events under limits shared with other
+// runs, in one order across them. Enter is called with the run's lock
+// held before an event is evaluated; it returns nil and holds the order
+// until Exit, or returns the causes the run ends with without evaluating
+// the event (the shared limits fired already). Exit is called with the
+// run's lock held once the event was evaluated and the parts told
+// (counted: it counts); Settle follows without the lock when Exit says
+// so, and reports whether the run may have a new warning or cause. Charge
+// is Enter and Exit for usage spent outside the run's events.
+type sequencer interface {
+	Enter() []termination.Cause
+	Exit(ev *termination.Event, counted bool) (settle bool)
+	Settle() bool
+	Charge(ev *termination.Event) (settle bool)
+}
+
+// holder may hold the run at a limit shared with other runs. HeldAt is
+// called with the run's lock held; Raise and EndHold without it.
+type holder interface {
+	HeldAt() (release <-chan struct{}, c termination.Cause, since time.Time)
+	Raise(l termination.Limits) error
+	EndHold() bool
+}
+
+// stopper is told, without the run's lock, once the run's cause is
+// decided, before its descendants end and its context is cancelled.
+type stopper interface{ Stopping(c termination.Cause) }
+
+// limiter knows what is left of the limits it holds over the run.
+type limiter interface{ Remaining() termination.Limits }
+
+// treeSharer knows the ids of the holders of the shared trees that count
+// the run's events.
+type treeSharer interface{ SharedTrees() []string }
+
 // parts are a run's parts, in order. The optional interfaces are looked up
 // once, when the parts join.
 type parts struct {
 	all      []Part
 	spenders []Spender
+	seq      sequencer // the first part that is one; nil for none
+	hold     holder    // the first part that is one; nil for none
 }
 
-// join joins the stage's participants to the run, in order, and returns
-// the context they made.
-func (ps *parts) join(ctx context.Context, participants []Participant, r *Run) context.Context {
+// join joins the stage's own part own (nil for none), then its
+// participants, to the run, in order, and returns the context they made.
+func (ps *parts) join(ctx context.Context, own Part, participants []Participant, r *Run) context.Context {
+	if own != nil {
+		ps.add(own)
+	}
 	for _, p := range participants {
 		pctx, part := p.Join(ctx, r)
 		if pctx != nil {
 			ctx = pctx
 		}
-		if part == nil {
-			continue
-		}
-		ps.all = append(ps.all, part)
-		if s, ok := part.(Spender); ok {
-			ps.spenders = append(ps.spenders, s)
+		if part != nil {
+			ps.add(part)
 		}
 	}
 	return ctx
+}
+
+func (ps *parts) add(part Part) {
+	ps.all = append(ps.all, part)
+	if s, ok := part.(Spender); ok {
+		ps.spenders = append(ps.spenders, s)
+	}
+	if s, ok := part.(sequencer); ok && ps.seq == nil {
+		ps.seq = s
+	}
+	if h, ok := part.(holder); ok && ps.hold == nil {
+		ps.hold = h
+	}
+}
+
+// stopping tells the stoppers that the run has stopped with c.
+func (ps *parts) stopping(c termination.Cause) {
+	for _, p := range ps.all {
+		if s, ok := p.(stopper); ok {
+			s.Stopping(c)
+		}
+	}
 }
 
 func (ps *parts) event(ev *termination.Event) {

@@ -22,17 +22,11 @@ type Stage struct {
 	timed    bool // the condition has timeouts or idle limits: each run arms a timer
 	cfg      config
 	allowed  func(string) bool
-	info     RunInfo               // what the recorder is told about every run; ids added per run
-	tree     termination.Condition // the tree limits every run holds (tree.go); nil for none
-	// treeTimeout is the shortest timeout of tree, 0 for none: part of
-	// the run's context deadline.
-	treeTimeout time.Duration
-	// treeLimits are tree's limits, whole: what the stage's runs share
-	// through a fleet (treeshare.go).
-	treeLimits termination.Limits
-	// trees is the stage's participant that shares tree limits across
-	// processes (a fleet's Membership); nil for none.
-	trees tree.Sharer
+	info     RunInfo // what the recorder is told about every run; ids added per run
+	// trees are the tree limits every run holds (WithTreeLimits, a
+	// policy's tree:) and the participant that shares trees across
+	// processes (a fleet's Membership): package tree's (lineage.go).
+	trees *tree.Stage
 	// participants take part in every run, in order: the stage's own
 	// (shadow policies), then those given with WithParticipant.
 	participants []Participant
@@ -58,30 +52,33 @@ func New(stage string, opts ...Option) (*Stage, error) {
 	}
 	s := &Stage{name: stage, cond: cond, timeouts: termination.NewEvaluator(cond, termination.EventClock).Timeouts(), cfg: cfg}
 	s.timed = len(s.timeouts) > 0 || len(termination.NewEvaluator(cond, termination.EventClock).Idles()) > 0
-	if len(cfg.trees) > 0 {
-		s.tree = termination.TreeLimits(cfg.trees...)
-		s.treeLimits = termination.NewEvaluator(s.tree, termination.WallClock).Remaining()
-		if ts := termination.NewEvaluator(s.tree, termination.EventClock).Timeouts(); len(ts) > 0 {
-			s.treeTimeout = ts[0]
-		}
-	}
 	if len(cfg.shadows) > 0 {
 		s.participants = append(s.participants, shadowParticipant{cfg.shadows}) // shadow.go
 	}
 	s.participants = append(s.participants, cfg.participants...)
-	for _, p := range cfg.participants {
-		if t, ok := p.(tree.Sharer); ok && s.trees == nil {
-			s.trees = t // the first participant that shares trees (treeshare.go)
-		}
-	}
 	if reasons := slices.Clone(cfg.customReasons); len(reasons) > 0 {
 		s.allowed = func(r string) bool { return slices.Contains(reasons, r) }
 	}
+	var treeLimits termination.Condition
+	if len(cfg.trees) > 0 {
+		treeLimits = termination.TreeLimits(cfg.trees...)
+	}
+	var sharer tree.Sharer
+	for _, p := range cfg.participants {
+		if t, ok := p.(tree.Sharer); ok {
+			sharer = t // the first participant that shares trees
+			break
+		}
+	}
+	s.trees = tree.NewStage(stage, s.tag, treeLimits, cfg.hold, sharer)
 	// The recorder's copy of the allow-list is its own: the stage's tags do
 	// not depend on what a recorder does with it.
 	s.info = RunInfo{Stage: stage, Provider: cfg.providerName, CustomReasons: slices.Clone(cfg.customReasons), Policy: cfg.policyHash()}
 	return s, nil
 }
+
+// tag is a cause's termination_cause tag for the stage's runs.
+func (s *Stage) tag(c termination.Cause) string { return termination.Tag(c, s.allowed) }
 
 // Name returns the stage's name.
 func (s *Stage) Name() string { return s.name }
@@ -118,7 +115,7 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 	parent := ctx
 	var up parentRef
 	if live {
-		up = findParent(ctx, &rc, s.trees) // tree.go
+		up = findParent(ctx, &rc, s.trees.Sharer()) // lineage.go
 	}
 	r := &Run{
 		stage:      s,
@@ -132,18 +129,18 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 	if s.cfg.hold != nil {
 		r.eval.SetHold(*s.cfg.hold) // hold.go
 	}
-	ctx = r.parts.join(ctx, s.participants, r) // participant.go
+	ctx = r.parts.join(ctx, s.joinTree(ctx, r, up), s.participants, r) // participant.go, lineage.go
 	// The run's context does not inherit the parent's cancellation directly,
 	// so that its cause is always the run's typed cause: the parent's end is
 	// turned into Cancelled{reason: context} below.
 	base := context.WithoutCancel(ctx)
-	if d, ok := runDeadline(parent, s.timeouts); ok || s.treeTimeout > 0 || up.limits.Has&termination.LimitTime != 0 {
+	if d, ok := runDeadline(parent, s.timeouts); ok || s.trees.Timeout() > 0 || up.limits.Has&termination.LimitTime != 0 {
 		// WithoutCancel drops the deadline too; loops size their own
 		// timeouts from it, so keep the earliest of the caller's, the
 		// stage's, and the run's tree timeouts (its own tree limits' and
 		// those a remote parent propagated; a local parent's are in the
 		// caller's deadline already).
-		for _, t := range []time.Duration{s.treeTimeout, up.limits.Time} {
+		for _, t := range []time.Duration{s.trees.Timeout(), up.limits.Time} {
 			if t > 0 && (!ok || time.Now().Add(t).Before(d)) {
 				d, ok = time.Now().Add(t), true
 			}
@@ -151,7 +148,7 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 		base = deadlineContext{base, d}
 	}
 	// The run's context carries the run, so that a run started under it
-	// is its child (tree.go).
+	// is its child (lineage.go).
 	r.value = runValue{Context: base, run: r}
 	r.ctx, r.cancel = context.WithCancelCause(&r.value)
 	runCtx := r.ctx
@@ -159,11 +156,13 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 	if !live {
 		return runCtx, r
 	}
-	if r.joinTree(up) { // its parent had ended (tree.go)
+	if c := r.link(up); c != nil { // its parent had ended (lineage.go)
+		r.stopWith(c)
 		return runCtx, r
 	}
-	registerRun(r) // WithParent finds it from now on (tree.go)
-	if r.begin() { // bad labels, or a participant refused the run
+	refused := r.begin() // bad labels, or a participant refused the run
+	registerRun(r)       // WithParent finds it from now on (lineage.go)
+	if refused {
 		return runCtx, r
 	}
 	if s.timed {
@@ -225,8 +224,8 @@ type Run struct {
 	stopParent func() bool
 	id         string   // 128 random bits, hex
 	parentID   string   // the id of the run's parent, "" for none (Info)
-	value      runValue // the layer of ctx that carries the run (tree.go)
-	tree       *node    // under mu: the run's place in a tree of runs (tree.go); nil for none
+	value      runValue // the layer of ctx that carries the run (lineage.go)
+	lin        *lineage // under mu: its parent and children in this process (lineage.go); nil for none
 
 	mu    sync.Mutex
 	parts parts // the participants' parts (participant.go): set before the run is visible
@@ -263,13 +262,13 @@ type Run struct {
 	sentFinal atomic.Bool
 	inFlight  atomic.Bool
 
-	// Hold (hold.go), under mu: heldCh is non-nil while the run is held
-	// (closed, or for a tree's hold its holder's channel closed, on
-	// release); heldTree is the holder whose tree limits hold it.
-	heldCh    chan struct{}
+	// Hold (hold.go), under mu: heldCh is non-nil while the run is held,
+	// closed on release: by the run when it is heldOwn (its own limit),
+	// else by the part whose shared limit holds it (a tree's).
+	heldCh    <-chan struct{}
+	heldOwn   chan struct{}
 	heldCause termination.Cause
 	heldAt    time.Time
-	heldTree  *node
 }
 
 // Context returns the run's context (the one Start returned).
@@ -331,31 +330,35 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 		r.mu.Unlock()
 		return c, true, true
 	}
-	root := r.tree.lockRoot() // nil without tree limits (tree.go)
-	if root != nil {
-		if h, fired := r.tree.firedHolder(root); h != nil {
-			root.mu.Unlock()
+	seq := r.parts.seq // its trees' order and limits (package tree), nil for none
+	if seq != nil {
+		if fired := seq.Enter(); fired != nil {
+			// A tree limit over the run fired before ev: ev is not
+			// evaluated, as replay ends the tree at the event that
+			// crossed the limit.
 			r.drained++
 			r.mu.Unlock()
-			return r.endByTree(h, fired)
+			r.stopFired(fired, false)
+			c, _ := r.Cause()
+			return c, true, true
 		}
 	}
 	evaluated := r.eval.Progress().Events
 	cause, stop := r.eval.ObserveRef(ev)
-	return r.observed(ev, root, evaluated, cause, stop)
+	return r.observed(ev, seq, evaluated, cause, stop)
 }
 
 // observed is what follows the evaluation of ev in observeLocked (with
-// r.mu held, and root's lock if root is not nil): it unlocks them. A
+// r.mu held, and seq entered if it is not nil): it unlocks them. A
 // function of its own, so that the frame under the evaluation is small:
 // a live run's goroutine evaluates on a small stack.
-func (r *Run) observed(ev *termination.Event, root *node, evaluated int, cause termination.Cause, stop bool) (termination.Cause, bool, bool) {
+func (r *Run) observed(ev *termination.Event, seq sequencer, evaluated int, cause termination.Cause, stop bool) (termination.Cause, bool, bool) {
 	if stop && r.eval.Progress().Events == evaluated {
 		// The timeout's deadline had passed before ev arrived (the timer
 		// was about to fire): the run stopped on that clock tick, before
 		// ev, and ev was not evaluated, as replay does (§3).
-		if root != nil {
-			root.mu.Unlock()
+		if seq != nil {
+			seq.Exit(ev, false)
 		}
 		r.drained++
 		r.mu.Unlock()
@@ -368,7 +371,7 @@ func (r *Run) observed(ev *termination.Event, root *node, evaluated int, cause t
 	if len(r.eval.WarningsSince(r.nwarn)) > 0 {
 		warnings = r.takeWarnings()
 		if r.stage.cfg.hold != nil {
-			r.holdNowLocked(root) // the warning may be a limit the run is held at (hold.go)
+			r.holdNow() // the warning may be a limit the run is held at (hold.go)
 		}
 	}
 	// An invalid event (it stopped the run with Failed{invalid_input}) adds
@@ -376,18 +379,17 @@ func (r *Run) observed(ev *termination.Event, root *node, evaluated int, cause t
 	// usage would give a shared budget back.
 	valid := !stop || ev.Validate() == nil
 	// The tree limits of the run and its ancestors, nearest first, after
-	// the run's own (tree.go).
-	tree := false
-	if root != nil {
-		tree = valid && r.tree.rollUp(ev, root)
-		root.mu.Unlock()
+	// the run's own (package tree).
+	settle := false
+	if seq != nil {
+		settle = seq.Exit(ev, valid)
 	}
 	if len(r.parts.spenders) > 0 && valid {
-		return r.observedSpend(ev, cause, stop, warnings, tree)
+		return r.observedSpend(ev, cause, stop, warnings, settle)
 	}
 	r.mu.Unlock()
-	if warnings != nil || stop || tree {
-		return r.afterObserve(cause, stop, warnings, false, termination.Usage{}, 0, tree)
+	if warnings != nil || stop || settle {
+		return r.afterObserve(cause, stop, warnings, false, termination.Usage{}, 0, settle)
 	}
 	return cause, stop, false
 }
@@ -395,10 +397,10 @@ func (r *Run) observed(ev *termination.Event, root *node, evaluated int, cause t
 // observedSpend ends observeLocked for a run with Spenders (a fleet): they
 // are given the event's usage without the lock. (A function of its own
 // keeps observeLocked's frame small.)
-func (r *Run) observedSpend(ev *termination.Event, cause termination.Cause, stop bool, warnings []termination.Cause, tree bool) (termination.Cause, bool, bool) {
+func (r *Run) observedSpend(ev *termination.Event, cause termination.Cause, stop bool, warnings []termination.Cause, settle bool) (termination.Cause, bool, bool) {
 	usage, cost := ev.Usage, ev.Cost
 	r.mu.Unlock()
-	return r.afterObserve(cause, stop, warnings, true, usage, cost, tree)
+	return r.afterObserve(cause, stop, warnings, true, usage, cost, settle)
 }
 
 // takeWarnings hands the warnings recorded since the last event to the
@@ -414,8 +416,8 @@ func (r *Run) takeWarnings() []termination.Cause {
 
 // afterObserve is what follows an evaluated event without the lock: the
 // warning hook, the stop, the Spenders' share (charge: with Spenders), what
-// the event did to the tree limits (tree).
-func (r *Run) afterObserve(cause termination.Cause, stop bool, warnings []termination.Cause, charge bool, usage termination.Usage, cost float64, tree bool) (termination.Cause, bool, bool) {
+// the event did to the limits shared with other runs (settle).
+func (r *Run) afterObserve(cause termination.Cause, stop bool, warnings []termination.Cause, charge bool, usage termination.Usage, cost float64, settle bool) (termination.Cause, bool, bool) {
 	for _, w := range warnings {
 		r.warn(w)
 	}
@@ -427,7 +429,7 @@ func (r *Run) afterObserve(cause termination.Cause, stop bool, warnings []termin
 			cause, stop = c, true
 		}
 	}
-	if tree && r.treeEvent() && !stop {
+	if settle && r.parts.seq.Settle() && !stop {
 		cause, stop = r.Cause()
 	}
 	return cause, stop, false
@@ -536,7 +538,7 @@ func (r *Run) leaveReason() string {
 // stopLeaving ends the run as Stop and Leave do: NaturalCompletion when
 // final (the answer has been given), Cancelled{external, reason} otherwise.
 func (r *Run) stopLeaving(final bool, reason string) {
-	if r.stage.cfg.hold != nil && (r.stopHeld() || r.endTreeHold()) {
+	if r.stage.cfg.hold != nil && (r.stopHeld() || r.parts.hold != nil && r.parts.hold.EndHold()) {
 		return // a held run ends with its limit's cause (hold.go)
 	}
 	r.mu.Lock()
@@ -568,18 +570,17 @@ func (r *Run) stopWith(c termination.Cause) bool {
 	return ok
 }
 
-// stopped ends the run's live descendants (tree.go), cancels the run's
-// context with the cause and closes Done. The descendants end first, so
-// that a child's watch of this run's context does not end it as
-// Cancelled{reason: context} before the cascade reaches it.
+// stopped tells the parts, ends the run's live descendants (lineage.go),
+// cancels the run's context with the cause and closes Done. The
+// descendants end first, so that a child's watch of this run's context
+// does not end it as Cancelled{reason: context} before the cascade
+// reaches it.
 func (r *Run) stopped(c termination.Cause) {
 	r.mu.Lock()
-	t := r.tree
 	r.recordStop()
 	r.mu.Unlock()
-	if t != nil {
-		t.endChildren(c)
-	}
+	r.parts.stopping(c)
+	r.endChildren(c)
 	r.cancel(c) // the first cancel's cause stands; later calls do nothing
 	r.mu.Lock()
 	if r.wake != nil && !r.woken {
@@ -670,11 +671,7 @@ func (r *Run) finish(err error) {
 		r.eval.EndHold()
 	}
 	res := r.eval.Result()
-	res.Stage, res.Run = r.stage.name, r.id
-	if r.tree != nil {
-		res.Parent = r.tree.parent
-		res.Tree = r.tree.totals()
-	}
+	res.Stage, res.Run, res.Parent = r.stage.name, r.id, r.parentID
 	res.TerminationCause = termination.Tag(res.Cause, r.stage.allowed)
 	if r.timer != nil {
 		r.timer.Stop()
@@ -701,18 +698,13 @@ func (r *Run) finish(err error) {
 	r.nwarn = len(res.Warnings)
 	r.unholdLocked()  // hold.go
 	r.stopTold = true // End tells them
-	r.parts.end(&res) // the shadow policies' part fills res.Shadow (shadow.go)
+	r.parts.end(&res) // the tree's part fills res.Tree (lineage.go), the shadow policies' res.Shadow (shadow.go)
 	r.result = &res
 	r.mu.Unlock()
 	r.parts.ended(&res)
 	r.stopParent()
 	r.stopped(res.Cause)
-	r.mu.Lock()
-	t := r.tree
-	r.mu.Unlock()
-	if t != nil {
-		t.leave()
-	}
+	r.unlink() // lineage.go
 	unregisterRun(r, &res)
 	r.ended.Done()
 }
@@ -782,10 +774,7 @@ func (r *Run) recordStop() {
 		return
 	}
 	res := r.eval.Result()
-	res.Stage, res.Run = r.stage.name, r.id
-	if r.tree != nil {
-		res.Parent = r.tree.parent
-	}
+	res.Stage, res.Run, res.Parent = r.stage.name, r.id, r.parentID
 	res.TerminationCause = termination.Tag(res.Cause, r.stage.allowed)
 	r.parts.stopped(&res) // the shadow policies' part fills res.Shadow first (shadow.go)
 }
