@@ -178,12 +178,15 @@
 // request when both stages use the same fleet (fleet.Membership; without a
 // shared fleet such a request counts as one from another process, below).
 //
-// A run's place in a tree is a value of its own that the Run points to,
-// made only for runs that have a parent, hold tree limits or have had a
-// child: the parent link, the tree limits the run holds, and its live
-// children in an intrusive list (a finished child unlinks itself, so a
-// parent of 10,000 finished children holds nothing for them). No
-// goroutine is started per child.
+// A run's lineage is its own: the parent link and its live children in
+// an intrusive list, made only for runs that have a parent here or have
+// had a child (a finished child unlinks itself, so a parent of 10,000
+// finished children holds nothing for them). Tree limits are package
+// tree's: a run whose events some tree limits count has a tree node among
+// its parts (the seam, below), which evaluates its events under the
+// limits of the run and its holders in one order across the tree, holds
+// the tree at a limit, and shares it through a fleet. No goroutine is
+// started per child.
 //
 //   - Cascade: when a run ends, for whatever cause, its live descendants
 //     end with Cancelled{reason: parent, detail: "STAGE ended: TAG"} naming

@@ -215,7 +215,6 @@ func sameFleet(a, b tree.Sharer) (same bool) {
 	return a == b
 }
 
-
 // link makes the starting run its local parent's child. It returns the
 // cause the run ends with at once when its parent has ended: Skipped{
 // reason: parent_ended} naming the parent's stage and cause.
@@ -345,12 +344,12 @@ func (r *Run) treeNode() *tree.Node {
 // lives here, not among the Run's own methods.
 type treeRun Run
 
-func (t *treeRun) ID() string                           { return t.id }
-func (t *treeRun) StopWith(c termination.Cause) bool    { return (*Run)(t).stopWith(c) }
-func (t *treeRun) Warn(c termination.Cause)             { (*Run)(t).Warn(c) }
-func (t *treeRun) DeliverWarnings()                     { (*Run)(t).deliverWarnings() }
-func (t *treeRun) Raised(l termination.Limits)          { (*Run)(t).recordRaised(l) }
-func (t *treeRun) Release(release <-chan struct{})      { (*Run)(t).releaseShared(release) }
+func (t *treeRun) ID() string                        { return t.id }
+func (t *treeRun) StopWith(c termination.Cause) bool { return (*Run)(t).stopWith(c) }
+func (t *treeRun) Warn(c termination.Cause)          { (*Run)(t).Warn(c) }
+func (t *treeRun) DeliverWarnings()                  { (*Run)(t).deliverWarnings() }
+func (t *treeRun) Raised(l termination.Limits)       { (*Run)(t).recordRaised(l) }
+func (t *treeRun) Release(release <-chan struct{})   { (*Run)(t).releaseShared(release) }
 func (t *treeRun) StopFired(fired []termination.Cause, onEvent bool) bool {
 	return (*Run)(t).stopFired(fired, onEvent)
 }

@@ -12,7 +12,7 @@ type runConfig struct {
 	agentID        string
 	conversationID string
 	labels         map[string]string
-	parent         string // WithParent (tree.go)
+	parent         string // WithParent (lineage.go)
 }
 
 // WithAgentID sets the run's agent id (the span's gen_ai.agent.id).
