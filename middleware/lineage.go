@@ -314,9 +314,9 @@ func (r *Run) endChildren(c termination.Cause) {
 func (r *Run) Parent() string { return r.parentID }
 
 // joinTree returns the starting run's node in its trees (package tree),
-// or nil when no tree limits count its events. It is the stage's own
-// part, placed after its shadow policies.
-func (s *Stage) joinTree(ctx context.Context, r *Run, up parentRef) Part {
+// or nil when no tree limits count its events, and ctx with the tree's
+// deadline. The node is the stage's own part, the run's first.
+func (s *Stage) joinTree(ctx context.Context, r *Run, up parentRef) (context.Context, Part) {
 	p := tree.Parent{ID: up.id, Limits: up.limits, Holders: up.holders, ByID: up.byID, Valid: validHolders}
 	if up.run != nil {
 		p.Node = up.run.treeNode()
@@ -324,10 +324,11 @@ func (s *Stage) joinTree(ctx context.Context, r *Run, up parentRef) Part {
 	if up.ended != "" {
 		p.Holders, p.ByID = nil, false // the run is skipped: it joins nothing
 	}
-	if n := s.trees.Join(ctx, (*treeRun)(r), p); n != nil {
-		return n
+	ctx, n := s.trees.Join(ctx, (*treeRun)(r), p)
+	if n == nil {
+		return ctx, nil
 	}
-	return nil
+	return ctx, n
 }
 
 // treeNode returns the run's node in its trees, nil for none.

@@ -129,22 +129,19 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 	if s.cfg.hold != nil {
 		r.eval.SetHold(*s.cfg.hold) // hold.go
 	}
-	ctx = r.parts.join(ctx, s.joinTree(ctx, r, up), s.participants, r) // participant.go, lineage.go
+	ctx, own := s.joinTree(ctx, r, up)              // lineage.go: the run's tree node, if any
+	ctx = r.parts.join(ctx, own, s.participants, r) // participant.go
 	// The run's context does not inherit the parent's cancellation directly,
 	// so that its cause is always the run's typed cause: the parent's end is
 	// turned into Cancelled{reason: context} below.
 	base := context.WithoutCancel(ctx)
-	if d, ok := runDeadline(parent, s.timeouts); ok || s.trees.Timeout() > 0 || up.limits.Has&termination.LimitTime != 0 {
+	if d, ok := runDeadline(ctx, s.timeouts); ok {
 		// WithoutCancel drops the deadline too; loops size their own
 		// timeouts from it, so keep the earliest of the caller's, the
-		// stage's, and the run's tree timeouts (its own tree limits' and
-		// those a remote parent propagated; a local parent's are in the
-		// caller's deadline already).
-		for _, t := range []time.Duration{s.trees.Timeout(), up.limits.Time} {
-			if t > 0 && (!ok || time.Now().Add(t).Before(d)) {
-				d, ok = time.Now().Add(t), true
-			}
-		}
+		// stage's, and what the parts report (a tree node: the run's tree
+		// timeouts, its own tree limits' and those a remote parent
+		// propagated; a local parent's are in the caller's deadline
+		// already).
 		base = deadlineContext{base, d}
 	}
 	// The run's context carries the run, so that a run started under it

@@ -153,8 +153,11 @@ type Node struct {
 // when no tree limits can count its events: it holds none, its parent's
 // tree has no holder, and no remote parent propagated limits or named
 // holders. ctx is the context the run is started with (a fleet's lookups
-// honour it). The node is ready once [Node.Start] has run.
-func (s *Stage) Join(ctx context.Context, run Run, p Parent) *Node {
+// honour it); the returned context reports the earliest of its deadline,
+// the stage's shortest tree timeout and the time a remote parent
+// propagated as its Deadline (the run's timers enforce them). The node is
+// ready once [Node.Start] has run.
+func (s *Stage) Join(ctx context.Context, run Run, p Parent) (context.Context, *Node) {
 	var up []*Node
 	if p.Node != nil {
 		up = p.Node.holders
@@ -162,15 +165,40 @@ func (s *Stage) Join(ctx context.Context, run Run, p Parent) *Node {
 	mayJoin := s.sharer != nil && (len(p.Holders) > 0 || p.ByID)
 	own := s.cond != nil || p.Limits.Has != 0 || mayJoin
 	if !own && len(up) == 0 {
-		return nil
+		return ctx, nil
 	}
 	n := &Node{run: run, stage: s, ctx: ctx, p: p}
 	if own {
 		n.holders = append(make([]*Node, 0, 1+len(up)), n)
 	}
 	n.holders = append(n.holders, up...)
-	return n
+	return withTimeouts(ctx, s.timeout, p.Limits.Time), n
 }
+
+// withTimeouts returns ctx reporting the earliest of its deadline and the
+// timeouts (> 0) from now as its Deadline, without enforcing it.
+func withTimeouts(ctx context.Context, timeouts ...time.Duration) context.Context {
+	d, ok := ctx.Deadline()
+	later := ok
+	for _, t := range timeouts {
+		if t > 0 && (!ok || time.Now().Add(t).Before(d)) {
+			d, ok, later = time.Now().Add(t), true, false
+		}
+	}
+	if !ok || later {
+		return ctx
+	}
+	return deadlineContext{ctx, d}
+}
+
+// deadlineContext reports a deadline without enforcing it: a run's timers
+// enforce a tree's timeout with a typed cause.
+type deadlineContext struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c deadlineContext) Deadline() (time.Time, bool) { return c.deadline, true }
 
 // Start joins the trees of the run's remote holders through the stage's
 // fleet, sets the limits the run holds (the stage's, and those a remote

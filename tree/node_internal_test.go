@@ -47,7 +47,7 @@ func tagOf(c termination.Cause) string { return termination.Tag(c, nil) }
 // unlimited). Result.Tree still counts every one of them.
 func TestTreeTotalsCountBatchedCharges(t *testing.T) {
 	s := NewStage("planner", tagOf, termination.TokenBudget(termination.TokenLimits{Total: 100000}), nil, nil)
-	n := s.Join(context.Background(), &fakeRun{id: "r1"}, Parent{})
+	_, n := s.Join(context.Background(), &fakeRun{id: "r1"}, Parent{})
 	if n == nil {
 		t.Fatal("a run that holds tree limits has no node")
 	}
@@ -74,17 +74,17 @@ func TestTreeTotalsCountBatchedCharges(t *testing.T) {
 // node; a child of a holder has one, counted by the holder's limits.
 func TestJoinOnlyUnderLimits(t *testing.T) {
 	plain := NewStage("worker", tagOf, nil, nil, nil)
-	if n := plain.Join(context.Background(), &fakeRun{id: "a"}, Parent{ID: "p"}); n != nil {
+	if _, n := plain.Join(context.Background(), &fakeRun{id: "a"}, Parent{ID: "p"}); n != nil {
 		t.Fatal("a run under no tree limits got a node")
 	}
 	holder := NewStage("planner", tagOf, termination.MaxIterations(1), nil, nil)
 	hr := &fakeRun{id: "h"}
-	h := holder.Join(context.Background(), hr, Parent{})
+	_, h := holder.Join(context.Background(), hr, Parent{})
 	if err := h.Start(); err != nil {
 		t.Fatal(err)
 	}
 	kr := &fakeRun{id: "k"}
-	k := plain.Join(context.Background(), kr, Parent{ID: "h", Node: h})
+	_, k := plain.Join(context.Background(), kr, Parent{ID: "h", Node: h})
 	if k == nil {
 		t.Fatal("a holder's child got no node")
 	}
