@@ -13,7 +13,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentstop/agentstop/internal/causejson"
 )
 
 // specPrecedence is spec §3's order, written out: the cause reported when
@@ -25,7 +24,7 @@ func kindsOf(t *testing.T, cs []Cause) []string {
 	t.Helper()
 	out := make([]string, len(cs))
 	for i, c := range cs {
-		k, err := causejson.Kind(c)
+		k, err := causeTable.Kind(c)
 		require.NoError(t, err)
 		out[i] = k
 	}
