@@ -14,9 +14,10 @@
 // stage's fleet_budget, and leaves it when it ends ([Member.Leave]). In
 // between the run reports every event's usage ([Member.Spend]:
 // in-process, allocation-free, not waiting on the network) and the fleet
-// reaches the run through [Hooks]: Stop ends it, Warn adds a warning,
-// Progress reads its figures when the fleet lists or publishes them, Held
-// and Raise see and release a run held at a limit (a policy's hold:).
+// reaches the run through [Run], which *middleware.Run implements:
+// StopWith ends it, Warn adds a warning, Progress reads its figures when
+// the fleet lists or publishes them, Held and Raise see and release a run
+// held at a limit (a policy's hold:).
 //
 // A [Control] is what operators use (the agentstop CLI's runs, stop, block,
 // unblock, blocks and budgets commands): list the live runs ([Control.Runs]),

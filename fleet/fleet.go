@@ -36,8 +36,8 @@ var (
 type Fleet interface {
 	// Join registers a run that is starting. run carries the id, stage,
 	// labels and start time (the fleet fills Host and PID); budget is the
-	// stage's fleet_budget, nil for none; hooks let the fleet stop the run
-	// and warn it at any time until Leave.
+	// stage's fleet_budget, nil for none; r lets the fleet stop the run,
+	// warn it and read its figures at any time until Leave.
 	//
 	// A non-nil cause means the run must end at once with it (the Member is
 	// then nil and the run never joined): Skipped{blocked, detail "REASON
@@ -54,38 +54,39 @@ type Fleet interface {
 	// refused a child of an ended parent of its own process; a fleet that
 	// knows of a remote parent's end refuses the child with
 	// Skipped{parent_ended, detail "STAGE ended: TAG"} naming that parent,
-	// and ends a live child through Hooks.Stop with Cancelled{parent} when
+	// and ends a live child through Run.StopWith with Cancelled{parent} when
 	// its remote parent ends (redisfleet does both; Local, one process,
 	// has no remote parents).
-	Join(ctx context.Context, run RunInfo, budget *termination.FleetBudget, hooks Hooks) (Member, termination.Cause)
+	Join(ctx context.Context, run RunInfo, budget *termination.FleetBudget, r Run) (Member, termination.Cause)
 }
 
-// Hooks are how a fleet reaches one of its runs. The middleware provides
-// them; both are safe to call from any goroutine, return quickly, never
-// block on the run's loop, and do nothing once the run has ended.
-type Hooks struct {
-	// Stop ends the run with c (Cancelled{external, detail} for an
+// Run is how a fleet reaches one of its runs: *middleware.Run implements
+// it (Membership passes the run itself). Its methods are safe to call from
+// any goroutine, return quickly, never block on the run's loop, and do
+// nothing once the run has ended. A nil Run is a run the fleet can neither
+// stop, warn nor raise, whose figures come from Member.Progress.
+type Run interface {
+	// StopWith ends the run with c (Cancelled{external, detail} for an
 	// operator's stop, BudgetExhausted{scope: fleet} when the shared budget
 	// ran out) and reports whether this call stopped it: false when the
 	// run had already stopped, so a stop can count it as already ended.
-	Stop func(c termination.Cause) bool
+	StopWith(c termination.Cause) bool
 	// Warn records a warning on the run (BudgetPressure{scope: fleet} when
 	// another run pushed the shared budget past its pressure threshold).
 	// It is in the run's Result at once and reaches the stage's warning
 	// hook and recorder with the run's next event (or at its end).
-	Warn func(c termination.Cause)
+	Warn(c termination.Cause)
 	// Progress returns the run's running figures. A fleet reads them
 	// through it when it lists or publishes the run, off the per-event
 	// path, so the run does not hand them over with every event. It must
-	// not call into the fleet. When nil, the fleet uses the figures last
-	// given to Member.Progress. middleware sets it.
-	Progress func() termination.Progress
+	// not call into the fleet.
+	Progress() termination.Progress
 	// Raise raises the limits of the run held at a limit (§3 hold) and
 	// releases it; an error wrapping termination.ErrNotHeld when it is not
-	// held. Held says what it is held at and since when. Both may be nil
-	// (a run that cannot be held); middleware sets them (raise.go).
-	Raise func(l termination.Limits) error
-	Held  func() (c termination.Cause, since time.Time, ok bool)
+	// held (or cannot be). Held says what it is held at and since when,
+	// ok false when it is not held.
+	Raise(l termination.Limits) error
+	Held() (c termination.Cause, since time.Time, ok bool)
 }
 
 // Member is a run's membership of a fleet, returned by Join.
@@ -99,13 +100,13 @@ type Member interface {
 	// BudgetPressure{scope: fleet} when this spend crossed the pressure
 	// threshold; stop is a BudgetExhausted{scope: fleet} when the shared
 	// budget is exhausted: the run must end with it. Either is nil
-	// otherwise. The Member does not also deliver them through Hooks.
+	// otherwise. The Member does not also deliver them through the Run.
 	Spend(u termination.Usage, cost float64) (warning, stop termination.Cause)
 	// Progress reports the run's running figures for the registry, for a
-	// run that joined without Hooks.Progress: such a caller calls it after
-	// every evaluated event, with the same constraints as Spend; a
-	// networked fleet publishes the latest figures periodically. A run
-	// whose Hooks.Progress is set (as middleware's are) need not call it.
+	// run that joined without a Run: such a caller calls it after every
+	// evaluated event, with the same constraints as Spend; a networked
+	// fleet publishes the latest figures periodically. A run that joined
+	// with a Run (as middleware's do) need not call it.
 	Progress(p termination.Progress)
 	// Leave is called once, when the run has ended, with its final result
 	// (nil when the run ended without one). The run leaves the registry;

@@ -95,10 +95,10 @@ func NewLocal(opts ...Option) *Local {
 
 // localMember is a run that joined a Local fleet.
 type localMember struct {
-	f     *Local
-	info  RunInfo // immutable after Join
-	hooks Hooks
-	acct  *account.Member // nil without a fleet budget
+	f    *Local
+	info RunInfo         // immutable after Join
+	run  Run             // nil for a run that gives its figures to Progress
+	acct *account.Member // nil without a fleet budget
 
 	mu   sync.Mutex
 	prog termination.Progress
@@ -106,8 +106,8 @@ type localMember struct {
 }
 
 // Join implements Fleet.
-func (l *Local) Join(_ context.Context, run RunInfo, budget *termination.FleetBudget, hooks Hooks) (Member, termination.Cause) {
-	m, c := l.join(run, budget, hooks)
+func (l *Local) Join(_ context.Context, run RunInfo, budget *termination.FleetBudget, r Run) (Member, termination.Cause) {
+	m, c := l.join(run, budget, r)
 	if c != nil {
 		l.metrics.Rejected(c)
 		return nil, c
@@ -115,7 +115,7 @@ func (l *Local) Join(_ context.Context, run RunInfo, budget *termination.FleetBu
 	return m, nil
 }
 
-func (l *Local) join(run RunInfo, budget *termination.FleetBudget, hooks Hooks) (*localMember, termination.Cause) {
+func (l *Local) join(run RunInfo, budget *termination.FleetBudget, r Run) (*localMember, termination.Cause) {
 	if run.ID == "" {
 		return nil, invalidInput("fleet: Join: the run has no id")
 	}
@@ -133,7 +133,7 @@ func (l *Local) join(run RunInfo, budget *termination.FleetBudget, hooks Hooks) 
 		run.Started = now
 	}
 	run.Labels, run.Trees = maps.Clone(run.Labels), slices.Clone(run.Trees)
-	m := &localMember{f: l, info: run, hooks: hooks}
+	m := &localMember{f: l, info: run, run: r}
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -155,7 +155,7 @@ func (l *Local) join(run RunInfo, budget *termination.FleetBudget, hooks Hooks) 
 		if c := MismatchCause(id, *budget, a.Spec()); c != nil {
 			return nil, c
 		}
-		am, c := a.Join(account.Hooks{Stop: hooks.Stop, Warn: hooks.Warn})
+		am, c := a.Join(accountHooks(r))
 		if c != nil {
 			return nil, c
 		}
@@ -266,14 +266,14 @@ func (m *localMember) Leave(*termination.Result) {
 func (m *localMember) snapshot(now time.Time) RunInfo {
 	r := m.info
 	r.Labels, r.Trees = maps.Clone(r.Labels), slices.Clone(r.Trees)
-	if m.hooks.Progress != nil {
-		r.SetProgress(m.hooks.Progress())
+	if m.run != nil {
+		r.SetProgress(m.run.Progress())
 	} else {
 		m.mu.Lock()
 		r.SetProgress(m.prog)
 		m.mu.Unlock()
 	}
-	r.Held = m.hooks.held()
+	r.SetHeld(m.run)
 	// The process holds the live figures: they are current as of now.
 	r.Updated = now
 	return r
@@ -340,7 +340,7 @@ func (l *Local) Stop(ctx context.Context, req StopRequest) (StopReport, error) {
 	rep := StopReport{Matched: len(ms)}
 	var stopped []string
 	for _, m := range ms {
-		if m.hooks.Stop != nil && m.hooks.Stop(cause) {
+		if m.run != nil && m.run.StopWith(cause) {
 			rep.Stopped++
 			stopped = append(stopped, m.info.ID)
 		} else {
@@ -355,7 +355,7 @@ func (l *Local) Stop(ctx context.Context, req StopRequest) (StopReport, error) {
 // descendants counts the runs of all under the runs with the given ids (at
 // any depth) that are not in matched: a stopped run's stage ends its live
 // descendants with it (the middleware's cascade, in this process, before
-// Hooks.Stop returns).
+// Run.StopWith returns).
 func descendants(all, matched []*localMember, ids []string) int {
 	if len(ids) == 0 {
 		return 0
@@ -488,3 +488,12 @@ var (
 	_ Control = (*Local)(nil)
 	_ Member  = (*localMember)(nil)
 )
+
+// accountHooks are how a shared budget's account reaches run: none for a
+// nil run.
+func accountHooks(run Run) account.Hooks {
+	if run == nil {
+		return account.Hooks{}
+	}
+	return account.Hooks{Stop: run.StopWith, Warn: run.Warn}
+}

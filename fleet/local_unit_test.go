@@ -354,7 +354,7 @@ func TestWindowStart(t *testing.T) {
 func TestLocalJoinErrors(t *testing.T) {
 	l := fleet.NewLocal()
 	id := fleet.NewRunID()
-	m, c := l.Join(t.Context(), fleet.RunInfo{ID: id, Stage: "s"}, nil, fleet.Hooks{})
+	m, c := l.Join(t.Context(), fleet.RunInfo{ID: id, Stage: "s"}, nil, nil)
 	if c != nil {
 		t.Fatal(c)
 	}
@@ -369,7 +369,7 @@ func TestLocalJoinErrors(t *testing.T) {
 		"bad label":      {fleet.RunInfo{ID: fleet.NewRunID(), Labels: map[string]string{"A": "b"}}, nil, "snake_case"},
 		"invalid budget": {fleet.RunInfo{ID: fleet.NewRunID()}, &termination.FleetBudget{Key: "stage"}, "fleet_budget.window"},
 	} {
-		_, c := l.Join(t.Context(), tc.run, tc.budget, fleet.Hooks{})
+		_, c := l.Join(t.Context(), tc.run, tc.budget, nil)
 		f, ok := c.(termination.Failed)
 		if !ok || f.Reason != termination.FailInvalidInput || !strings.Contains(f.Err, tc.want) {
 			t.Errorf("%s: %#v", name, c)
@@ -398,7 +398,7 @@ func TestLocalWindowEndsOnRealClock(t *testing.T) {
 	time.Sleep(time.Until(fleet.WindowStart(time.Now(), time.Second).Add(time.Second + 10*time.Millisecond)))
 	prog := termination.Progress{Totals: termination.Totals{Iterations: 3, ToolCalls: 2}}
 	m, c := l.Join(t.Context(), fleet.RunInfo{ID: fleet.NewRunID(), Stage: "s"}, &b,
-		fleet.Hooks{Stop: func(termination.Cause) bool { return true }, Progress: func() termination.Progress { return prog }})
+		figuresRun{prog})
 	if c != nil {
 		t.Fatal(c)
 	}
@@ -460,3 +460,13 @@ func TestMetricsExportedAtZero(t *testing.T) {
 		}
 	}
 }
+
+// figuresRun is a fleet.Run with fixed figures that stops at once and is
+// never held.
+type figuresRun struct{ prog termination.Progress }
+
+func (figuresRun) StopWith(termination.Cause) bool            { return true }
+func (figuresRun) Warn(termination.Cause)                     {}
+func (r figuresRun) Progress() termination.Progress           { return r.prog }
+func (figuresRun) Raise(termination.Limits) error             { return termination.ErrNotHeld }
+func (figuresRun) Held() (termination.Cause, time.Time, bool) { return nil, time.Time{}, false }

@@ -72,32 +72,24 @@ type Held struct {
 	Since time.Time `json:"since"`
 }
 
-// held reads the run's hold through its hooks; nil when not held.
-func (h Hooks) held() *Held {
-	if h.Held == nil {
-		return nil
+// SetHeld sets r.Held to what run is held at, nil when it is not held
+// (or run is nil): for a fleet's registry.
+func (r *RunInfo) SetHeld(run Run) {
+	r.Held = nil
+	if run == nil {
+		return
 	}
-	c, since, ok := h.Held()
-	if !ok || c == nil {
-		return nil
+	if c, since, ok := run.Held(); ok && c != nil {
+		r.Held = &Held{Limit: termination.Tag(c, nil), Cause: c.Error(), Since: since.UTC()}
 	}
-	return &Held{Limit: termination.Tag(c, nil), Cause: c.Error(), Since: since.UTC()}
 }
 
-// HeldNow returns what the run waits on through its hooks, nil when it
-// is not held (or its hooks cannot say): for a fleet's registry.
-func (h Hooks) HeldNow() *Held { return h.held() }
-
-// RaiseRun applies a raise to a run through its hooks and says what it
-// did: RaiseRaised, or RaiseNotHeld when the run is not held (or has
-// ended, or its hooks cannot raise).
-func (h Hooks) RaiseRun(l termination.Limits) RaiseOutcome {
-	if h.Raise == nil {
-		return RaiseNotHeld
-	}
-	if err := h.Raise(l); err != nil {
-		// Not held, or ended (termination.ErrNotHeld); invalid amounts
-		// were refused by RaiseRequest.Validate before.
+// raiseRun applies a raise to a run and says what it did: RaiseRaised, or
+// RaiseNotHeld when the run is not held (or has ended, or is nil).
+func raiseRun(run Run, l termination.Limits) RaiseOutcome {
+	// Not held, or ended (termination.ErrNotHeld); invalid amounts were
+	// refused by RaiseRequest.Validate before.
+	if run == nil || run.Raise(l) != nil {
 		return RaiseNotHeld
 	}
 	return RaiseRaised
@@ -117,8 +109,10 @@ func (l *Local) Raise(ctx context.Context, req RaiseRequest) (RaiseReport, error
 		return RaiseReport{Outcome: RaiseUnknown}, nil
 	}
 	m := ms[0]
-	rep := RaiseReport{Held: m.hooks.held()}
-	rep.Outcome = m.hooks.RaiseRun(req.Limits)
+	var info RunInfo
+	info.SetHeld(m.run)
+	rep := RaiseReport{Held: info.Held}
+	rep.Outcome = raiseRun(m.run, req.Limits)
 	return rep, nil
 }
 

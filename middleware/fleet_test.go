@@ -20,7 +20,7 @@ type scriptedFleet struct {
 	reject termination.Cause
 	joins  []fleet.RunInfo
 	budget []*termination.FleetBudget
-	hooks  []fleet.Hooks
+	hooks  []fleet.Run
 	member *scriptedMember
 }
 
@@ -35,7 +35,7 @@ type scriptedMember struct {
 	left   []*termination.Result
 }
 
-func (f *scriptedFleet) Join(_ context.Context, run fleet.RunInfo, b *termination.FleetBudget, h fleet.Hooks) (fleet.Member, termination.Cause) {
+func (f *scriptedFleet) Join(_ context.Context, run fleet.RunInfo, b *termination.FleetBudget, h fleet.Run) (fleet.Member, termination.Cause) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.joins = append(f.joins, run)
@@ -166,7 +166,7 @@ func TestFleetRejectsAtStart(t *testing.T) {
 	}
 }
 
-func TestFleetHooksStopAndWarn(t *testing.T) {
+func TestFleetRunStopAndWarn(t *testing.T) {
 	f := &scriptedFleet{}
 	rec := &fakeRecorder{} // recorder_test.go
 	var hooked []termination.Cause
@@ -184,10 +184,10 @@ func TestFleetHooksStopAndWarn(t *testing.T) {
 		t.Fatalf("after the next event: hook %v, recorder %v", hooked, rec.only(t).warnings)
 	}
 	cause := fleet.StopCause("runaway", "ops@host")
-	if !h.Stop(cause) {
+	if !h.StopWith(cause) {
 		t.Error("Stop on a live run reported false")
 	}
-	if h.Stop(cause) {
+	if h.StopWith(cause) {
 		t.Error("a second Stop reported true")
 	}
 	var c termination.Cancelled

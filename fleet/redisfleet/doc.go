@@ -18,7 +18,7 @@
 // Nothing on a run's path waits on the network. Join answers from local
 // state (blocks, exhausted budgets, whether the server is reachable); Spend
 // updates memory, and the runs' figures are read through
-// fleet.Hooks.Progress when they are published. (The one exception: a
+// fleet.Run.Progress when they are published. (The one exception: a
 // process that spends a whole lease past what the server granted it, in
 // less than a reserve's round trip, waits for the next reserve; see the
 // overshoot bound below.) Two goroutines per Fleet keep that state in
@@ -36,7 +36,7 @@
 //
 // A raise (Control.Raise, agentstop raise) is stored under {raises} and
 // published on the channel; the process that has the run applies it
-// through the run's hooks and confirms it under {raises}:ack. It is not
+// through the run (fleet.Run.Raise) and confirms it under {raises}:ack. It is not
 // re-read on a reconnect: a missed raise stays unconfirmed, and the
 // operator issues it again. A held run's Held is in its registry entry
 // from its next published figures.

@@ -11,8 +11,8 @@ import (
 
 // Raise (§7, §3 hold): the Control stores and publishes a raise record
 // naming one run and the amounts (P{raises}:ID, kept for the wait and a
-// lease); the process that holds the run applies it through the run's
-// hooks and confirms it on P{raises}:ack:ID ("r ID": raised, "n ID": not
+// lease); the process that holds the run applies it through the run
+// (fleet.Run.Raise) and confirms it on P{raises}:ack:ID ("r ID": raised, "n ID": not
 // held). A raise is not re-read when a process resubscribes: one that
 // missed it leaves it unconfirmed, and the operator raises again. The
 // registry shows a held run's Held from its next published figures
@@ -112,7 +112,7 @@ func (f *Fleet) handleRaise(ctx context.Context, p string) {
 	f.stops[r.ID] = r.At + f.cfg.lease.Milliseconds() // applied once (raise ids never clash with stop ids)
 	f.mu.Unlock()
 	ack := "n " + hit.info.ID
-	if hit.hooks.RaiseRun(l) == fleet.RaiseRaised {
+	if hit.run != nil && hit.run.Raise(l) == nil { // not held or ended otherwise
 		ack = "r " + hit.info.ID
 		hit.mu.Lock()
 		hit.dirty = true // its Held is gone from the registry at the next sync
