@@ -13,7 +13,7 @@ import (
 // anything (one message for any number of iterations when iterations are
 // unlimited). Result.Tree still counts every one of them.
 func TestTreeTotalsCountBatchedCharges(t *testing.T) {
-	s, err := New("planner", WithTreeLimits(termination.TokenBudget(termination.TokenLimits{Total: 100000})))
+	s, err := New("planner", WithTreeLimits(termination.TokenLimits{Total: 100000}))
 	if err != nil {
 		t.Fatal(err)
 	}

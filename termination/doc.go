@@ -20,13 +20,16 @@
 // record names.
 //
 // A [Condition] is an immutable description of when to stop: [MaxIterations]
-// and [IterationLimit] (with an early warning), [MaxToolCalls] and
-// [ToolCallLimit] (per tool, with an early warning), [TimeoutAfter],
-// [IdleAfter] (no event for a while),
-// [TokenBudget], [CostBudget], [Stall] (repeats in a window, the same
-// result again whatever the args, cycles, tools left out), [ErrorLimit] (streaks, totals, ignored tools), [TextMention], [FunctionCall], [Handoff], [SourceMatch],
+// and [IterationLimits] (with an early warning), [MaxToolCalls] and
+// [ToolCallLimits] (per tool, with an early warning), [TimeoutAfter],
+// [IdleAfter] (no event for a while), [TokenLimits], [CostLimit],
+// [StallLimits] (repeats in a window, the same result again whatever the
+// args, cycles, tools left out), [ErrorLimits] (streaks, totals, ignored
+// tools), [TextMention], [FunctionCall], [Handoff], [SourceMatch],
 // [StopMessage], [Predicate], [CauseFunc], and the combinators [AnyOf] and
-// [AllOf]. A [Policy] is the same thing read from YAML or JSON with
+// [AllOf]. The limit structs (IterationLimits, ToolCallLimits, TokenLimits,
+// CostLimit, StallLimits, ErrorLimits) are Conditions themselves:
+// AnyOf(MaxIterations(25), TokenLimits{Total: 50_000, Pressure: 0.8}). A [Policy] is the same thing read from YAML or JSON with
 // [ParsePolicy]; its [Policy.Condition] is an ordinary Condition.
 //
 // Conditions hold no run state. Each run gets an [Evaluator] with fresh state
