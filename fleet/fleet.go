@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/fleet/internal/account"
+	"github.com/agentstop/agentstop/internal/label"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -220,7 +221,7 @@ func (s Selector) Validate() error {
 	if s.Stage != "" && strings.TrimSpace(s.Stage) == "" {
 		return fmt.Errorf("%w: stage name is blank", ErrInvalid)
 	}
-	if err := termination.ValidateLabels(s.Labels); err != nil {
+	if err := label.ValidateLabels(s.Labels); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return nil
@@ -291,7 +292,7 @@ func ParseLabel(kv string) (name, value string, err error) {
 	if !ok {
 		return "", "", fmt.Errorf("%w: label %q must be NAME=VALUE", ErrInvalid, kv)
 	}
-	if err := termination.ValidateLabels(map[string]string{name: value}); err != nil {
+	if err := label.ValidateLabels(map[string]string{name: value}); err != nil {
 		return "", "", fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return name, value, nil

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/agentstop/agentstop/fleet/internal/account"
+	"github.com/agentstop/agentstop/internal/label"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -119,7 +120,7 @@ func (l *Local) join(run RunInfo, budget *termination.FleetBudget, r Run) (*loca
 	if run.ID == "" {
 		return nil, invalidInput("fleet: Join: the run has no id")
 	}
-	if err := termination.ValidateLabels(run.Labels); err != nil {
+	if err := label.ValidateLabels(run.Labels); err != nil {
 		return nil, invalidInput("fleet: Join: " + err.Error())
 	}
 	if budget != nil {

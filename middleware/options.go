@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/agentstop/agentstop/internal/label"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -137,7 +138,7 @@ func isNil(v any) bool {
 func WithCustomReasons(reasons ...string) Option {
 	return optionFunc(func(c *config) {
 		for _, r := range reasons {
-			if !termination.ValidTagValue(r) {
+			if !label.ValidValue(r) {
 				c.errs = append(c.errs, fmt.Errorf("WithCustomReasons: %q is not a snake_case label of at most 64 characters", r))
 				continue
 			}
@@ -153,7 +154,7 @@ func WithCustomReasons(reasons ...string) Option {
 
 func newConfig(stage string, opts []Option) (config, error) {
 	c := config{drainTimeout: DefaultDrainTimeout}
-	if err := termination.ValidateStageName(stage); err != nil {
+	if err := label.ValidateStage(stage); err != nil {
 		return c, fmt.Errorf("middleware: New(%q): %w", stage, err)
 	}
 	for _, o := range opts {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/agentstop/agentstop/internal/label"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -99,7 +100,7 @@ func ValidRunID(id string) bool {
 // the run). It reports whether the run was ended at once (bad labels, or
 // a participant refused it).
 func (r *Run) begin() bool {
-	if err := termination.ValidateLabels(r.info.labels); err != nil {
+	if err := label.ValidateLabels(r.info.labels); err != nil {
 		r.stopWith(termination.Failed{Reason: termination.FailInvalidInput,
 			Err: fmt.Sprintf("middleware: stage %q: WithLabels: %v", r.stage.name, err)})
 		return true

@@ -1,14 +1,63 @@
-package termination
+// Package label holds the rules of the label values the library writes and
+// reads (contract §7): termination_cause values, run label names and
+// values, and stage names. termination, middleware, fleet, telemetry and
+// backtest check names with it; the errors name the rule in the user's
+// terms.
+package label
 
 import (
 	"fmt"
 	"strings"
+	"unicode/utf8"
 )
+
+// ValidValue reports whether v can be a termination_cause value: a
+// snake_case label (a-z, 0-9, _) of 1 to 64 characters, so that even an
+// allow-list cannot smuggle a free-text string into a label.
+func ValidValue(v string) bool {
+	if v == "" || len(v) > 64 {
+		return false
+	}
+	for _, r := range v {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidName reports whether name can be a run label name: snake_case
+// (a-z, 0-9, _), starting with a letter, 1 to 64 characters.
+func ValidName(name string) bool {
+	return ValidValue(name) && name[0] >= 'a' && name[0] <= 'z'
+}
+
+// MaxValue is the longest run label value, in bytes (contract §7).
+const MaxValue = 256
+
+// ValidateLabels checks run labels (contract §7): names snake_case
+// ([ValidName]), values valid UTF-8 of at most [MaxValue] bytes (JSON,
+// which carries them between processes, cannot hold other bytes
+// unchanged). The error names the offending label.
+func ValidateLabels(labels map[string]string) error {
+	for k, v := range labels {
+		if !ValidName(k) {
+			return fmt.Errorf("label name %q must be snake_case (a-z, 0-9, _; starting with a letter; at most 64 characters)", k)
+		}
+		if len(v) > MaxValue {
+			return fmt.Errorf("label %q: value is %d bytes, the limit is %d", k, len(v), MaxValue)
+		}
+		if !utf8.ValidString(v) {
+			return fmt.Errorf("label %q: value %q is not valid UTF-8", k, v)
+		}
+	}
+	return nil
+}
 
 // maxStageName is the longest stage name, in bytes.
 const maxStageName = 128
 
-// ValidateStageName checks a stage name. A stage name is a label value
+// ValidateStage checks a stage name. A stage name is a label value
 // (contract §7) that is always a safe file name on every common file
 // system (replay's -policies DIR reads DIR/STAGE.yaml): 1 to
 // [maxStageName] bytes of the portable file name characters (A-Z, a-z,
@@ -17,7 +66,7 @@ const maxStageName = 128
 // NUL, COM1-9, LPT1-9, in any case, alone or before a '.'). So "planner",
 // "research-agent" and "billing.v2" are stage names; "my stage!", "../x",
 // ".hidden" and "nul" are not. The error says which rule the name breaks.
-func ValidateStageName(name string) error {
+func ValidateStage(name string) error {
 	const rule = "a stage name is 1 to 128 of the characters A-Z a-z 0-9 . _ - (a safe file name), starting with a letter or digit"
 	switch {
 	case name == "":
