@@ -142,7 +142,8 @@
 // (operation), agent.fleet.budget.pressure and agent.fleet.budget.exhausted
 // (resource; once per crossing per process, not per run),
 // agent.fleet.runs.stopped and agent.fleet.runs.rejected (reason). Each is
-// exported at 0 for every known attribute value ([Operations],
-// [RejectReasons], the four budget resources) from the moment a fleet
+// exported at 0 for every known attribute value (the Op constants; blocked,
+// fleet_budget_exhausted, fleet_unavailable and invalid_input; the four
+// budget resources) from the moment a fleet
 // starts, so a dashboard shows 0, not "No data", while nothing happens.
 package fleet

@@ -2,8 +2,6 @@ package fleet
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
@@ -13,9 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentstop/agentstop/fleet/internal/account"
 	"github.com/agentstop/agentstop/internal/label"
-	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -178,16 +175,6 @@ func (r *RunInfo) SetProgress(p termination.Progress) {
 	r.InputTokens, r.OutputTokens, r.Cost = p.Tokens.InputTokens, p.Tokens.OutputTokens, p.Cost
 }
 
-// NewRunID returns a new run id: 128 random bits, 32 lowercase hex digits
-// (middleware.ValidRunID), as a run's own (Run.ID).
-func NewRunID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	var h [32]byte         // encoded on the stack: the string is the one allocation
-	hex.Encode(h[:], b[:])
-	return string(h[:])
-}
-
 // Selector names runs: every given field must match (a run id, a stage,
 // each label); All matches every run and cannot be combined with the
 // others. The zero Selector selects nothing for Stop and Block (Validate
@@ -215,7 +202,7 @@ func (s Selector) Validate() error {
 	if s.All && (s.RunID != "" || s.Stage != "" || len(s.Labels) > 0) {
 		return fmt.Errorf("%w: all cannot be combined with a run id, stage or label", ErrInvalid)
 	}
-	if s.RunID != "" && !middleware.ValidRunID(s.RunID) {
+	if s.RunID != "" && !runid.Valid(s.RunID) {
 		return fmt.Errorf("%w: run id %q is not 32 lowercase hex digits", ErrInvalid, s.RunID)
 	}
 	if s.Stage != "" && strings.TrimSpace(s.Stage) == "" {
@@ -282,20 +269,6 @@ func quoteIfNeeded(s string) string {
 // Equal reports whether s and o select the same runs by the same fields.
 func (s Selector) Equal(o Selector) bool {
 	return s.RunID == o.RunID && s.Stage == o.Stage && s.All == o.All && maps.Equal(s.Labels, o.Labels)
-}
-
-// ParseLabel parses a "-label k=v" argument. The name must be snake_case,
-// the value (which may be empty or contain "=") at most 256 bytes; the
-// error wraps ErrInvalid and names the problem.
-func ParseLabel(kv string) (name, value string, err error) {
-	name, value, ok := strings.Cut(kv, "=")
-	if !ok {
-		return "", "", fmt.Errorf("%w: label %q must be NAME=VALUE", ErrInvalid, kv)
-	}
-	if err := label.ValidateLabels(map[string]string{name: value}); err != nil {
-		return "", "", fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	return name, value, nil
 }
 
 // StopRequest asks a fleet to stop the runs a selector matches.
@@ -415,15 +388,14 @@ type BudgetID struct {
 	Value string
 }
 
-// BudgetIDOf returns the shared budget a run with this stage and labels
-// uses under b, or a Failed{invalid_input} cause when the run lacks the
-// label b is keyed by.
-func BudgetIDOf(b *termination.FleetBudget, stage string, labels map[string]string) (BudgetID, termination.Cause) {
+// BudgetID returns the shared budget the run uses under b, or a
+// Failed{invalid_input} cause when the run lacks the label b is keyed by.
+func (r RunInfo) BudgetID(b *termination.FleetBudget) (BudgetID, termination.Cause) {
 	name, isLabel := b.Label()
 	if !isLabel {
-		return BudgetID{Key: b.Key, Value: stage}, nil
+		return BudgetID{Key: b.Key, Value: r.Stage}, nil
 	}
-	v, ok := labels[name]
+	v, ok := r.Labels[name]
 	if !ok {
 		return BudgetID{}, termination.Failed{Reason: termination.FailInvalidInput,
 			Err: fmt.Sprintf("fleet_budget is keyed by label %q, which the run does not have (start it with middleware.WithLabels)", name)}
@@ -432,9 +404,9 @@ func BudgetIDOf(b *termination.FleetBudget, stage string, labels map[string]stri
 }
 
 // MismatchCause is the Failed{invalid_input} cause of a run whose
-// fleet_budget disagrees with the shared budget's stored one, or nil when
-// they agree.
-func MismatchCause(id BudgetID, mine, stored termination.FleetBudget) termination.Cause {
+// fleet_budget (mine) disagrees with the stored one of the shared budget
+// id, or nil when they agree.
+func (id BudgetID) MismatchCause(mine, stored termination.FleetBudget) termination.Cause {
 	m := mine.Mismatch(stored)
 	if m == "" {
 		return nil
@@ -442,10 +414,6 @@ func MismatchCause(id BudgetID, mine, stored termination.FleetBudget) terminatio
 	return termination.Failed{Reason: termination.FailInvalidInput,
 		Err: fmt.Sprintf("shared budget %s=%s: %s", id.Key, id.Value, m)}
 }
-
-// WindowStart returns the start of the window of length w (aligned to the
-// Unix epoch) that holds t.
-func WindowStart(t time.Time, w time.Duration) time.Time { return account.WindowStart(t, w) }
 
 // Operator is who a stop or block is by when the request does not say:
 // "USER@HOST" from the OS, or what of it is known ("unknown" when

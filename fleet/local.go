@@ -148,12 +148,12 @@ func (l *Local) join(run RunInfo, budget *termination.FleetBudget, r Run) (*loca
 		return nil, b.Cause()
 	}
 	if budget != nil {
-		id, c := BudgetIDOf(budget, run.Stage, run.Labels)
+		id, c := run.BudgetID(budget)
 		if c != nil {
 			return nil, c
 		}
 		a := l.accountLocked(id, *budget, now)
-		if c := MismatchCause(id, *budget, a.Spec()); c != nil {
+		if c := id.MismatchCause(*budget, a.Spec()); c != nil {
 			return nil, c
 		}
 		am, c := a.Join(accountHooks(r))
@@ -204,13 +204,13 @@ func (l *Local) accountLocked(id BudgetID, spec termination.FleetBudget, now tim
 		case a.Members() == 0:
 			ok = false
 		default:
-			if s := WindowStart(now, a.Spec().Window); s.After(start) {
+			if s := account.WindowStart(now, a.Spec().Window); s.After(start) {
 				a.Roll(s)
 			}
 			return a
 		}
 	}
-	a = account.New(id.Key, id.Value, spec, WindowStart(now, spec.Window), l.metrics, nil)
+	a = account.New(id.Key, id.Value, spec, account.WindowStart(now, spec.Window), l.metrics, nil)
 	l.accounts[id] = a
 	return a
 }
@@ -309,18 +309,17 @@ func (l *Local) Runs(ctx context.Context, sel Selector) ([]RunInfo, error) {
 	for i, m := range ms {
 		out[i] = m.snapshot(now)
 	}
-	SortRuns(out)
+	slices.SortFunc(out, RunInfo.Compare)
 	return out, nil
 }
 
-// SortRuns sorts runs by start time, then id, as Runs returns them.
-func SortRuns(runs []RunInfo) {
-	slices.SortFunc(runs, func(a, b RunInfo) int {
-		if c := a.Started.Compare(b.Started); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.ID, b.ID)
-	})
+// Compare orders runs by start time, then id, as Control.Runs lists them:
+// slices.SortFunc(runs, RunInfo.Compare).
+func (r RunInfo) Compare(o RunInfo) int {
+	if c := r.Started.Compare(o.Started); c != 0 {
+		return c
+	}
+	return cmp.Compare(r.ID, o.ID)
 }
 
 // Stop implements Control. Every matching run is stopped before Stop
@@ -457,12 +456,12 @@ func (l *Local) Budgets(ctx context.Context) ([]Budget, error) {
 	var out []Budget
 	for id, a := range l.accounts {
 		if _, end := a.Window(); !now.Before(end) {
-			a.Roll(WindowStart(now, a.Spec().Window)) // live runs share the next window
+			a.Roll(account.WindowStart(now, a.Spec().Window)) // live runs share the next window
 		}
 		out = append(out, budgetOf(id, a))
 	}
 	l.mu.Unlock()
-	SortBudgets(out)
+	slices.SortFunc(out, Budget.Compare)
 	return out, nil
 }
 
@@ -474,14 +473,13 @@ func budgetOf(id BudgetID, a *account.Account) Budget {
 		Cost: st.Used[3], Pressure: st.Pressure, Exhausted: st.Exhausted, Runs: st.Runs}
 }
 
-// SortBudgets sorts budgets by key, then value, as Budgets returns them.
-func SortBudgets(bs []Budget) {
-	slices.SortFunc(bs, func(a, b Budget) int {
-		if c := cmp.Compare(a.Key, b.Key); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Value, b.Value)
-	})
+// Compare orders budgets by key, then value, as Control.Budgets lists
+// them: slices.SortFunc(budgets, Budget.Compare).
+func (b Budget) Compare(o Budget) int {
+	if c := cmp.Compare(b.Key, o.Key); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.Value, o.Value)
 }
 
 var (

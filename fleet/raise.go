@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -33,7 +33,7 @@ type RaiseRequest struct {
 
 // Validate checks the request; the error wraps ErrInvalid.
 func (r RaiseRequest) Validate() error {
-	if !middleware.ValidRunID(r.RunID) {
+	if !runid.Valid(r.RunID) {
 		return fmt.Errorf("%w: a raise needs a run id (32 hex digits), got %q", ErrInvalid, r.RunID)
 	}
 	if err := r.Limits.ValidateRaise(); err != nil {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -122,7 +123,7 @@ func TestRunIDWithAndWithoutFleet(t *testing.T) {
 	s, _ := middleware.New("noid")
 	_, run := s.Start(context.Background())
 	_, other := s.Start(context.Background())
-	if !middleware.ValidRunID(run.ID()) || !middleware.ValidRunID(other.ID()) || run.ID() == other.ID() {
+	if !runid.Valid(run.ID()) || !runid.Valid(other.ID()) || run.ID() == other.ID() {
 		t.Errorf("runs without a fleet have ids %q, %q", run.ID(), other.ID())
 	}
 	if res := run.Finish(nil); res.Run != run.ID() {
@@ -136,7 +137,7 @@ func TestRunIDWithAndWithoutFleet(t *testing.T) {
 	_, b := s.Start(context.Background())
 	a.Finish(nil)
 	b.Finish(nil)
-	if !middleware.ValidRunID(a.ID()) || !middleware.ValidRunID(b.ID()) || a.ID() == b.ID() {
+	if !runid.Valid(a.ID()) || !runid.Valid(b.ID()) || a.ID() == b.ID() {
 		t.Errorf("ids %q, %q", a.ID(), b.ID())
 	}
 	if len(f.joins) != 2 || f.joins[0].ID != a.ID() || f.joins[0].Stage != "ids" || f.joins[0].Labels["tenant"] != "acme" || f.joins[0].Started.IsZero() {

@@ -20,6 +20,7 @@ import (
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/redisfleet"
 	"github.com/agentstop/agentstop/internal/human"
+	"github.com/agentstop/agentstop/internal/label"
 )
 
 // fleetCommands are the fleet control commands (contract §7): name and the
@@ -68,9 +69,9 @@ type labelFlags struct{ m map[string]string }
 func (l *labelFlags) String() string { return "" }
 
 func (l *labelFlags) Set(kv string) error {
-	name, value, err := fleet.ParseLabel(kv)
+	name, value, err := label.Parse(kv)
 	if err != nil {
-		return errors.New(strings.TrimPrefix(err.Error(), fleet.ErrInvalid.Error()+": "))
+		return err
 	}
 	if l.m == nil {
 		l.m = map[string]string{}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -62,7 +63,7 @@ func testRaise(t *testing.T, f fleet.Fleet, c fleet.Control) {
 	}{
 		{"not held", fleet.RaiseRequest{RunID: b.ID(), Limits: raise.Limits, By: By, Wait: 5 * time.Second}, fleet.RaiseNotHeld},
 		{"raised already", raise, fleet.RaiseNotHeld},
-		{"unknown", fleet.RaiseRequest{RunID: fleet.NewRunID(), Limits: raise.Limits, By: By}, fleet.RaiseUnknown},
+		{"unknown", fleet.RaiseRequest{RunID: runid.New(), Limits: raise.Limits, By: By}, fleet.RaiseUnknown},
 	} {
 		if rep, err := r.Raise(t.Context(), tc.req); err != nil || rep.Outcome != tc.want {
 			t.Errorf("Raise(%s) = %+v, %v; want %s", tc.name, rep, err, tc.want)

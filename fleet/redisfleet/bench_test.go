@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/internal/testutil"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
@@ -230,7 +231,7 @@ func BenchmarkTreeSpend(b *testing.B) {
 		join tree.Sharer
 	}{{"local", local, local}, {"redis", f, j}} {
 		b.Run(c.name, func(b *testing.B) {
-			holder := fleet.NewRunID()
+			holder := runid.New()
 			h := c.hold.HoldTree(tree.Spec{Holder: holder, Stage: "planner", Limits: limits}, tree.Usage{}, hooks)
 			defer h.Leave(plannerEnded)
 			m := c.join.JoinTree(context.Background(), holder, tree.Hooks{})
@@ -276,7 +277,7 @@ func BenchmarkTreeOvershoot(b *testing.B) {
 			fleets[p] = newTestFleet(b, srv, prefix)
 		}
 		bound = DefaultLeaseFraction*limit*processes + event*processes*runsEach
-		holder := fleet.NewRunID()
+		holder := runid.New()
 		members := []tree.Member{fleets[0].HoldTree(tree.Spec{Holder: holder, Stage: "planner",
 			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, tree.Usage{}, tree.Hooks{})}
 		for _, f := range fleets {

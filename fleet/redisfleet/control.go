@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/internal/account"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -130,7 +131,7 @@ func (c *Control) Runs(ctx context.Context, sel fleet.Selector) ([]fleet.RunInfo
 			out = append(out, e.RunInfo)
 		}
 	}
-	fleet.SortRuns(out)
+	slices.SortFunc(out, fleet.RunInfo.Compare)
 	return out, nil
 }
 
@@ -292,7 +293,7 @@ func (c *Control) Stop(ctx context.Context, req fleet.StopRequest) (fleet.StopRe
 		return fleet.StopReport{}, err
 	}
 	t := newStopTally(all, req.Selector)
-	id := fleet.NewRunID()
+	id := runid.New()
 	// Stored for at least a lease period of any process (whose lease this
 	// Control may not know: a minute covers it unless leases are longer),
 	// so that a process reconnecting within it still applies the stop.
@@ -612,7 +613,7 @@ func (c *Control) Budgets(ctx context.Context) ([]fleet.Budget, error) {
 		b.Runs = runs[budgetEsc(fleet.BudgetID{Key: b.Key, Value: b.Value})]
 		out = append(out, b)
 	}
-	fleet.SortBudgets(out)
+	slices.SortFunc(out, fleet.Budget.Compare)
 	return out, nil
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/internal/account"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -102,7 +103,7 @@ func New(ctx context.Context, url string, opts ...Option) (*Fleet, error) {
 		Control:   ctl,
 		host:      host,
 		pid:       os.Getpid(),
-		proc:      fleet.NewRunID(),
+		proc:      runid.New(),
 		wake:      make(chan struct{}, 1),
 		flush:     make(chan chan struct{}),
 		runs:      map[string]*member{},
@@ -309,7 +310,7 @@ func (f *Fleet) Join(ctx context.Context, run fleet.RunInfo, budget *termination
 		return reject(termination.Skipped{Reason: termination.SkipFleetUnavailable, Detail: "redis at " + f.addr + " is unreachable"})
 	}
 	if run.ID == "" {
-		run.ID = fleet.NewRunID()
+		run.ID = runid.New()
 	}
 	if run.Started.IsZero() {
 		run.Started = time.Now()
@@ -326,7 +327,7 @@ func (f *Fleet) Join(ctx context.Context, run fleet.RunInfo, budget *termination
 		}
 	}
 	if budget != nil {
-		id, c := fleet.BudgetIDOf(budget, run.Stage, run.Labels)
+		id, c := run.BudgetID(budget)
 		if c != nil {
 			f.mu.Unlock()
 			return reject(c)
@@ -348,7 +349,7 @@ func (f *Fleet) Join(ctx context.Context, run fleet.RunInfo, budget *termination
 				sh = f.newShared(id, esc, *budget, now)
 			}
 			f.budgets[esc] = sh
-		} else if c := fleet.MismatchCause(id, *budget, sh.spec); c != nil {
+		} else if c := id.MismatchCause(*budget, sh.spec); c != nil {
 			f.mu.Unlock()
 			return reject(c)
 		}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -39,7 +40,7 @@ func (c *Control) Raise(ctx context.Context, req fleet.RaiseRequest) (fleet.Rais
 		return fleet.RaiseReport{Outcome: fleet.RaiseUnknown}, nil
 	}
 	rep := fleet.RaiseReport{Held: runs[0].Held}
-	id := fleet.NewRunID()
+	id := runid.New()
 	ttl := c.cfg.lease + req.Wait
 	_, _, err = c.publish(ctx, "raise", c.k.raises(), c.k.raise(id), id, ttl,
 		recordBody{Selector: fleet.Selector{RunID: req.RunID}, By: req.By, Limits: req.Limits.String()})

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -41,7 +42,7 @@ func TestStoredStopIsReRead(t *testing.T) {
 	_, after := s.Start(t.Context())
 	defer after.Finish(nil)
 
-	id := fleet.NewRunID()
+	id := runid.New()
 	body, _ := json.Marshal(recordBody{Selector: fleet.Selector{Stage: "reread"}, Reason: "missed", By: "ops"})
 	exp := at + 60_000
 	v := "stop " + id + " " + strconv.FormatInt(at, 10) + " " + strconv.FormatInt(exp, 10) + " " + string(body)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -139,13 +140,13 @@ func TestEndedRecords(t *testing.T) {
 		b := newTestFleet(t, srv, WithPrefix(prefix), WithEndedTTL(time.Second))
 		ctx := t.Context()
 
-		parent := fleet.NewRunID()
+		parent := runid.New()
 		pm, c := a.Join(ctx, fleet.RunInfo{ID: parent, Stage: "planner"}, nil, nil)
 		if c != nil {
 			t.Fatal(c)
 		}
 		kid := newStopRecorder()
-		km, c := b.Join(ctx, fleet.RunInfo{ID: fleet.NewRunID(), Stage: "researcher", Parent: parent}, nil, kid)
+		km, c := b.Join(ctx, fleet.RunInfo{ID: runid.New(), Stage: "researcher", Parent: parent}, nil, kid)
 		if c != nil {
 			t.Fatalf("a child of a live remote parent: %v", c)
 		}
@@ -154,7 +155,7 @@ func TestEndedRecords(t *testing.T) {
 		ended := time.Now()
 		parentCancelled(t, "the child of a run that completed", kid.wait(t, "the child", 2*time.Second), "planner ended: completed")
 
-		m, c := b.Join(ctx, fleet.RunInfo{ID: fleet.NewRunID(), Stage: "researcher", Parent: parent}, nil, nil)
+		m, c := b.Join(ctx, fleet.RunInfo{ID: runid.New(), Stage: "researcher", Parent: parent}, nil, nil)
 		parentEnded(t, "a late child", c, "planner ended: completed")
 		if m != nil {
 			t.Error("a refused child got a membership")
@@ -164,9 +165,9 @@ func TestEndedRecords(t *testing.T) {
 		}
 
 		// A record without its message (as if the message were lost).
-		lost := fleet.NewRunID()
+		lost := runid.New()
 		orphan := newStopRecorder()
-		om, c := b.Join(ctx, fleet.RunInfo{ID: fleet.NewRunID(), Stage: "reader", Parent: lost}, nil, orphan)
+		om, c := b.Join(ctx, fleet.RunInfo{ID: runid.New(), Stage: "reader", Parent: lost}, nil, orphan)
 		if c != nil {
 			t.Fatalf("a child of an unknown parent: %v", c)
 		}
@@ -181,7 +182,7 @@ func TestEndedRecords(t *testing.T) {
 		// child of an unknown run.
 		time.Sleep(time.Until(ended.Add(1100 * time.Millisecond)))
 		eventually(t, 2*time.Second, "a child is admitted once the record's TTL is over", func() bool {
-			m, c := b.Join(ctx, fleet.RunInfo{ID: fleet.NewRunID(), Stage: "researcher", Parent: parent}, nil, nil)
+			m, c := b.Join(ctx, fleet.RunInfo{ID: runid.New(), Stage: "researcher", Parent: parent}, nil, nil)
 			if m != nil {
 				m.Leave(nil)
 			}

@@ -35,6 +35,20 @@ func ValidName(name string) bool {
 // MaxValue is the longest run label value, in bytes (contract §7).
 const MaxValue = 256
 
+// Parse parses a "k=v" label argument (a CLI's -label flag). The name must
+// be snake_case, the value (which may be empty or contain "=") at most
+// MaxValue bytes of UTF-8; the error names the problem.
+func Parse(kv string) (name, value string, err error) {
+	name, value, ok := strings.Cut(kv, "=")
+	if !ok {
+		return "", "", fmt.Errorf("label %q must be NAME=VALUE", kv)
+	}
+	if err := ValidateLabels(map[string]string{name: value}); err != nil {
+		return "", "", err
+	}
+	return name, value, nil
+}
+
 // ValidateLabels checks run labels (contract §7): names snake_case
 // ([ValidName]), values valid UTF-8 of at most [MaxValue] bytes (JSON,
 // which carries them between processes, cannot hold other bytes

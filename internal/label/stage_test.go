@@ -54,3 +54,14 @@ func TestValidateLabels(t *testing.T) {
 		}
 	}
 }
+
+func TestParse(t *testing.T) {
+	if k, v, err := label.Parse("tenant=a=b"); err != nil || k != "tenant" || v != "a=b" {
+		t.Errorf("Parse = %q %q %v", k, v, err)
+	}
+	for _, bad := range []string{"tenant", "Tenant=x", "=x", "tenant=a\xff"} {
+		if _, _, err := label.Parse(bad); err == nil {
+			t.Errorf("Parse(%q) = nil error", bad)
+		}
+	}
+}
