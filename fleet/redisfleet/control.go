@@ -39,7 +39,7 @@ var _ fleet.Control = (*Control)(nil)
 
 // NewControl connects lazily to the server at url (redis:// or rediss://,
 // with an optional ACL user and password, which no error ever shows), or
-// to the Redis Cluster it names (see ParseClusterURL and WithCluster).
+// to the Redis Cluster it names (see CheckURL and WithCluster).
 func NewControl(url string, opts ...Option) (*Control, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
@@ -51,8 +51,8 @@ func NewControl(url string, opts ...Option) (*Control, error) {
 func newControl(url string, cfg *config) (*Control, error) {
 	c := &Control{k: keys{prefix: cfg.prefix}, cfg: cfg, metrics: fleet.NewMetrics(cfg.meter)}
 	dial := min(cfg.opTimeout, 5*time.Second)
-	if cfg.cluster || IsClusterURL(url) {
-		co, err := ParseClusterURL(url)
+	if cfg.cluster || isClusterURL(url) {
+		co, err := parseClusterURL(url)
 		if err != nil {
 			return nil, fmt.Errorf("redisfleet: %w", err)
 		}
@@ -65,7 +65,7 @@ func newControl(url string, cfg *config) (*Control, error) {
 		c.cluster = redis.NewClusterClient(co)
 		c.client, c.addr = c.cluster, strings.Join(co.Addrs, ",")
 	} else {
-		ro, err := ParseURL(url)
+		ro, err := parseURL(url)
 		if err != nil {
 			return nil, fmt.Errorf("redisfleet: %w", err)
 		}

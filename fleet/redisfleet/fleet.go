@@ -160,8 +160,8 @@ func (f *Fleet) Close(ctx context.Context) error {
 // since the Unix epoch.
 func (f *Fleet) serverNow() int64 { return (time.Now().UnixMicro() + f.offset.Load()) / 1000 }
 
-// ClockInterval is how often a Fleet estimates the server's clock again.
-const ClockInterval = 10 * time.Second
+// clockInterval is how often a Fleet estimates the server's clock again.
+const clockInterval = 10 * time.Second
 
 // clockSamples is how many round trips one estimate takes.
 const clockSamples = 5
@@ -172,7 +172,7 @@ const clockSamples = 5
 // expiries and budget windows checked without a round trip (a run's start,
 // a new window) follow the server's clock to within this bound. It is
 // measured, not assumed: a loaded machine widens it, and it narrows again
-// at the next estimate (every ClockInterval). Before the first estimate
+// at the next estimate (every clockInterval). Before the first estimate
 // (the server unreachable since New) it is one hour: the process's own
 // clock is all there is.
 func (f *Fleet) ClockBound() time.Duration {

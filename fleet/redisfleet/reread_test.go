@@ -29,7 +29,7 @@ func TestStoredStopIsReRead(t *testing.T) {
 	if err := f.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	ro, _ := ParseURL(srv.URL())
+	ro, _ := parseURL(srv.URL())
 	raw := redis.NewClient(ro)
 	defer raw.Close()
 	time.Sleep(50 * time.Millisecond) // clearly before: the offset estimate is good to a few ms

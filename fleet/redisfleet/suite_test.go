@@ -46,14 +46,14 @@ func newTestFleet(t testing.TB, r deployment, opts ...Option) *Fleet {
 func rawClient(t testing.TB, r deployment) redis.UniversalClient {
 	t.Helper()
 	var c redis.UniversalClient
-	if IsClusterURL(r.URL()) {
-		o, err := ParseClusterURL(r.URL())
+	if isClusterURL(r.URL()) {
+		o, err := parseClusterURL(r.URL())
 		if err != nil {
 			t.Fatal(err)
 		}
 		c = redis.NewClusterClient(o)
 	} else {
-		o, err := ParseURL(r.URL())
+		o, err := parseURL(r.URL())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -170,7 +170,7 @@ func TestTreeLeases(t *testing.T) {
 		const (
 			limit = 10000
 			event = 37
-			lease = limit / 100 // DefaultLeaseFraction
+			lease = limit / 100 // defaultLeaseFraction
 			own   = 1000        // the planner's own: 500 before the holding, 500 through it
 		)
 		holder := runid.New()
