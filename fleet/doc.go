@@ -23,9 +23,8 @@
 // unblock, blocks and budgets commands): list the live runs ([Control.Runs]),
 // stop the runs a [Selector] matches ([Control.Stop], confirmed and
 // counted in a [StopReport]), block new runs ([Control.Block]), and list
-// blocks and budgets. A Control that is also a [Raiser] (both of this
-// module's are; the CLI's raise command) releases one held run with its
-// limits raised ([Raiser.Raise]), confirmed by the run's process as a stop
+// blocks and budgets, and release one held run with its limits raised
+// ([Control.Raise]; the CLI's raise command), confirmed by the run's process as a stop
 // is; the registry shows what each held run waits on ([RunInfo.Held]).
 // Across processes a raise reaches the run itself; a tree limit shared
 // through the fleet holds the tree's runs of the holder's process only.

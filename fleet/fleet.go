@@ -139,6 +139,10 @@ type Control interface {
 	// Budgets lists the shared budgets of the current windows, sorted by
 	// key and value.
 	Budgets(ctx context.Context) ([]Budget, error)
+	// Raise raises the limits of the held run req.RunID by req.Limits and
+	// releases it (§3 hold), and waits up to req.Wait for its process to
+	// confirm. RaiseReport.Outcome says what happened.
+	Raise(ctx context.Context, req RaiseRequest) (RaiseReport, error)
 }
 
 // RunInfo is a live run as the registry shows it.

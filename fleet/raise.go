@@ -13,16 +13,6 @@ import (
 // its limits raised, in whichever process it lives; the owning process
 // confirms it, as it confirms a stop.
 
-// Raiser is implemented by the Controls that can raise a held run:
-// [Local] and redisfleet's. (Not a method of [Control], so that other
-// Controls keep compiling.)
-type Raiser interface {
-	// Raise raises the limits of the held run req.RunID by req.Limits and
-	// releases it, and waits up to req.Wait for its process to confirm.
-	// RaiseReport.Outcome says what happened.
-	Raise(ctx context.Context, req RaiseRequest) (RaiseReport, error)
-}
-
 // RaiseRequest asks a fleet to raise one held run.
 type RaiseRequest struct {
 	RunID  string             // required: the held run
@@ -95,7 +85,7 @@ func raiseRun(run Run, l termination.Limits) RaiseOutcome {
 	return RaiseRaised
 }
 
-// Raise implements Raiser. The run's process is this one: the raise is
+// Raise implements Control. The run's process is this one: the raise is
 // applied before Raise returns, so it is never unconfirmed.
 func (l *Local) Raise(ctx context.Context, req RaiseRequest) (RaiseReport, error) {
 	if err := req.Validate(); err != nil {
@@ -115,5 +105,3 @@ func (l *Local) Raise(ctx context.Context, req RaiseRequest) (RaiseReport, error
 	rep.Outcome = raiseRun(m.run, req.Limits)
 	return rep, nil
 }
-
-var _ Raiser = (*Local)(nil)

@@ -11,9 +11,9 @@ import (
 	"github.com/agentstop/agentstop/termination"
 )
 
-// DefaultDrainTimeout is how long a stopped run keeps draining its input by
+// defaultDrainTimeout is how long a stopped run keeps draining its input by
 // default.
-const DefaultDrainTimeout = 5 * time.Second
+const defaultDrainTimeout = 5 * time.Second
 
 // Option configures a Stage.
 type Option interface{ apply(*config) }
@@ -105,7 +105,7 @@ func WithOnWarning(f func(ctx context.Context, run *Run, warning termination.Cau
 
 // WithDrainTimeout sets how long a stopped Forward keeps draining its input
 // so that the producer does not block. It must be > 0. Default:
-// DefaultDrainTimeout.
+// 5s.
 func WithDrainTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d <= 0 {
@@ -153,7 +153,7 @@ func WithCustomReasons(reasons ...string) Option {
 }
 
 func newConfig(stage string, opts []Option) (config, error) {
-	c := config{drainTimeout: DefaultDrainTimeout}
+	c := config{drainTimeout: defaultDrainTimeout}
 	if err := label.ValidateStage(stage); err != nil {
 		return c, fmt.Errorf("middleware: New(%q): %w", stage, err)
 	}

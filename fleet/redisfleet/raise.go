@@ -19,9 +19,7 @@ import (
 // registry shows a held run's Held from its next published figures
 // (figuresEvery).
 
-var _ fleet.Raiser = (*Control)(nil)
-
-// Raise implements fleet.Raiser.
+// Raise implements fleet.Control.
 func (c *Control) Raise(ctx context.Context, req fleet.RaiseRequest) (fleet.RaiseReport, error) {
 	if err := req.Validate(); err != nil {
 		return fleet.RaiseReport{}, err
