@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"os"
-	"os/user"
 	"slices"
 	"strings"
 	"time"
@@ -279,13 +277,9 @@ func (s Selector) Equal(o Selector) bool {
 type StopRequest struct {
 	Selector Selector
 	Reason   string        // required: the runs' Cancelled.detail starts with it
-	By       string        // who issued the stop; default Operator()
-	Wait     time.Duration // how long to wait for confirmations; 0: DefaultStopWait
+	By       string        // who issued the stop; default USER@HOST of the process
+	Wait     time.Duration // how long to wait for confirmations; 0: 2s
 }
-
-// DefaultStopWait is how long Stop waits for the owning processes'
-// confirmations by default.
-const DefaultStopWait = 2 * time.Second
 
 // Validate checks the request; the error wraps ErrInvalid.
 func (r StopRequest) Validate() error {
@@ -319,7 +313,7 @@ type StopReport struct {
 type BlockRequest struct {
 	Selector Selector      // a stage and/or labels, or All; never a run id
 	Reason   string        // required: the skipped runs' detail starts with it
-	By       string        // who issued it; default Operator()
+	By       string        // who issued it; default USER@HOST of the process
 	Expire   time.Duration // 0: until Unblock; otherwise > 0
 }
 
@@ -417,24 +411,4 @@ func (id BudgetID) MismatchCause(mine, stored termination.FleetBudget) terminati
 	}
 	return termination.Failed{Reason: termination.FailInvalidInput,
 		Err: fmt.Sprintf("shared budget %s=%s: %s", id.Key, id.Value, m)}
-}
-
-// Operator is who a stop or block is by when the request does not say:
-// "USER@HOST" from the OS, or what of it is known ("unknown" when
-// neither is).
-func Operator() string {
-	name := ""
-	if u, err := user.Current(); err == nil {
-		name = u.Username
-	}
-	host, _ := os.Hostname()
-	switch {
-	case name != "" && host != "":
-		return name + "@" + host
-	case name != "":
-		return name
-	case host != "":
-		return "@" + host
-	}
-	return "unknown"
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentstop/agentstop/fleet/internal/account"
 	"github.com/agentstop/agentstop/internal/label"
+	"github.com/agentstop/agentstop/internal/operator"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -332,7 +333,7 @@ func (l *Local) Stop(ctx context.Context, req StopRequest) (StopReport, error) {
 		return StopReport{}, err
 	}
 	if req.By == "" {
-		req.By = Operator()
+		req.By = operator.Name()
 	}
 	cause := StopCause(req.Reason, req.By)
 	ms := l.members(req.Selector)
@@ -394,7 +395,7 @@ func (l *Local) Block(ctx context.Context, req BlockRequest) (Block, error) {
 		return Block{}, err
 	}
 	if req.By == "" {
-		req.By = Operator()
+		req.By = operator.Name()
 	}
 	now := l.now()
 	b := Block{Selector: req.Selector, Reason: req.Reason, By: req.By, Created: now}

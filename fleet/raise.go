@@ -17,8 +17,8 @@ import (
 type RaiseRequest struct {
 	RunID  string             // required: the held run
 	Limits termination.Limits // the amounts (termination.Limits.ValidateRaise)
-	By     string             // who raised it; default Operator()
-	Wait   time.Duration      // how long to wait for the confirmation; 0: DefaultStopWait
+	By     string             // who raised it; default USER@HOST of the process
+	Wait   time.Duration      // how long to wait for the confirmation; 0: 2s
 }
 
 // Validate checks the request; the error wraps ErrInvalid.

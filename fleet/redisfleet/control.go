@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/internal/account"
+	"github.com/agentstop/agentstop/internal/operator"
 	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -283,10 +284,10 @@ func (c *Control) Stop(ctx context.Context, req fleet.StopRequest) (fleet.StopRe
 		return fleet.StopReport{}, err
 	}
 	if req.By == "" {
-		req.By = fleet.Operator()
+		req.By = operator.Name()
 	}
 	if req.Wait == 0 {
-		req.Wait = fleet.DefaultStopWait
+		req.Wait = operator.Wait
 	}
 	all, err := c.Runs(ctx, fleet.Selector{})
 	if err != nil {
@@ -504,7 +505,7 @@ func (c *Control) Block(ctx context.Context, req fleet.BlockRequest) (fleet.Bloc
 		return fleet.Block{}, err
 	}
 	if req.By == "" {
-		req.By = fleet.Operator()
+		req.By = operator.Name()
 	}
 	id := blockID(req.Selector)
 	now, _, err := c.publish(ctx, "block", c.k.blocks(), c.k.block(id), id, req.Expire,

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/internal/operator"
 	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -25,10 +26,10 @@ func (c *Control) Raise(ctx context.Context, req fleet.RaiseRequest) (fleet.Rais
 		return fleet.RaiseReport{}, err
 	}
 	if req.By == "" {
-		req.By = fleet.Operator()
+		req.By = operator.Name()
 	}
 	if req.Wait == 0 {
-		req.Wait = fleet.DefaultStopWait
+		req.Wait = operator.Wait
 	}
 	runs, err := c.Runs(ctx, fleet.Selector{RunID: req.RunID})
 	if err != nil {
