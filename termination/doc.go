@@ -57,14 +57,15 @@
 // ([Limits.Set]).
 //
 // Every finished run has exactly one [Cause]. Causes are plain Go types
-// (Completed, MaxToolCallsReached, Timeout, ...) that also implement error,
-// so a cause carried by context.Cause is recovered with errors.As. Each has a
-// low-cardinality [Cause.TagValue], the termination_cause attribute of spans
-// and metrics; [Tag] applies a stage's allow-list of custom reasons, so the
-// set of emitted values stays closed (docs/spec.md §2). Causes have a JSON
-// form with a "$kind" discriminator (package codec: MarshalCause,
-// UnmarshalCause; user-defined cause types join it with RegisterCause);
-// the JSON form of a [Result] writes its causes in it.
+// (Completed, MaxToolCallsReached, Timeout, ...; [Causes] lists them) that
+// also implement error, so a cause carried by context.Cause is recovered
+// with errors.As. Each has a low-cardinality [Cause.TagValue], the
+// termination_cause attribute of spans and metrics; [Tag] applies a stage's
+// allow-list of custom reasons, so the set of emitted values stays closed
+// (docs/spec.md §2). Causes have a JSON
+// form with a "$kind" discriminator, a built-in cause's type name (package
+// codec: MarshalCause, UnmarshalCause; user-defined cause types join it
+// with RegisterCause); the JSON form of a [Result] writes its causes in it.
 //
 // # Names that differ from the contract's condition list
 //
