@@ -357,9 +357,11 @@ func detail(reason, by string) string {
 	return reason + " (by " + by + ")"
 }
 
-// StopCause is the cause of a run a fleet stop ends.
-func StopCause(reason, by string) termination.Cancelled {
-	return termination.Cancelled{Reason: termination.CancelExternal, Detail: detail(reason, by)}
+// Cause is the Cancelled{external} cause of a run the stop ends: detail
+// "REASON (by WHO)", or REASON alone when By is empty (the fleets fill it
+// in first).
+func (r StopRequest) Cause() termination.Cancelled {
+	return termination.Cancelled{Reason: termination.CancelExternal, Detail: detail(r.Reason, r.By)}
 }
 
 // Budget is a shared budget in its current window, as Budgets lists it.

@@ -335,7 +335,7 @@ func (l *Local) Stop(ctx context.Context, req StopRequest) (StopReport, error) {
 	if req.By == "" {
 		req.By = operator.Name()
 	}
-	cause := StopCause(req.Reason, req.By)
+	cause := req.Cause()
 	ms := l.members(req.Selector)
 	all := l.members(Selector{All: true}) // the live runs, for the descendants ended with them
 	rep := StopReport{Matched: len(ms)}

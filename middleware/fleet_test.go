@@ -184,7 +184,7 @@ func TestFleetRunStopAndWarn(t *testing.T) {
 	if len(hooked) != 1 || hooked[0] != w || len(rec.only(t).warnings) != 1 {
 		t.Fatalf("after the next event: hook %v, recorder %v", hooked, rec.only(t).warnings)
 	}
-	cause := fleet.StopCause("runaway", "ops@host")
+	cause := fleet.StopRequest{Reason: "runaway", By: "ops@host"}.Cause()
 	if !h.StopWith(cause) {
 		t.Error("Stop on a live run reported false")
 	}
@@ -307,7 +307,7 @@ func TestFleetStopsForward(t *testing.T) {
 	for range out {
 	}
 	res := waitResult(t, run, 5*time.Second)
-	if res.Cause != fleet.StopCause("incident", "ops") || res.Events < 3 {
+	if res.Cause != (fleet.StopRequest{Reason: "incident", By: "ops"}).Cause() || res.Events < 3 {
 		t.Errorf("result: %v after %d events", res.Cause, res.Events)
 	}
 	if rs, _ := l.Runs(context.Background(), fleet.Selector{}); len(rs) != 0 {

@@ -195,8 +195,8 @@ func checkStopCause(t *testing.T, ctx context.Context, run *middleware.Run, reas
 	t.Helper()
 	eventually(t, "the stopped run's context is cancelled", func() bool { return stopped(run) })
 	var c termination.Cancelled
-	if !errors.As(context.Cause(ctx), &c) || c.Reason != termination.CancelExternal || c != fleet.StopCause(reason, By) {
-		t.Errorf("cause = %v, want Cancelled{external, %q}", context.Cause(ctx), fleet.StopCause(reason, By).Detail)
+	if !errors.As(context.Cause(ctx), &c) || c.Reason != termination.CancelExternal || c != (fleet.StopRequest{Reason: reason, By: By}).Cause() {
+		t.Errorf("cause = %v, want Cancelled{external, %q}", context.Cause(ctx), fleet.StopRequest{Reason: reason, By: By}.Cause().Detail)
 	}
 }
 

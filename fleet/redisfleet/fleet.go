@@ -888,7 +888,7 @@ func (f *Fleet) applyStop(ctx context.Context, s record, stored bool) {
 	}
 	subtrees := f.markSubtreesLocked(hit, matched, s.ID)
 	f.mu.Unlock()
-	cause := fleet.StopCause(s.Reason, s.By)
+	cause := fleet.StopRequest{Reason: s.Reason, By: s.By}.Cause()
 	acks := make([]any, 0, len(hit)+1)
 	n := 0
 	var roots []*member
