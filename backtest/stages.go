@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/agentstop/agentstop/internal/label"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -40,7 +41,7 @@ func LoadStagePolicies(dir string) (Policy, error) {
 		}
 		path := filepath.Join(dir, e.Name())
 		stage := strings.TrimSuffix(e.Name(), ext)
-		if err := termination.ValidateStageName(stage); err != nil {
+		if err := label.ValidateStage(stage); err != nil {
 			return Policy{}, fmt.Errorf("%s: the file's name is not STAGE%s: %v", path, ext, err)
 		}
 		if _, dup := p.Stages[stage]; dup {

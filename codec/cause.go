@@ -13,14 +13,18 @@ import (
 // error that decoding a termination.Result with such a cause wraps.
 var ErrUnregisteredCause = causejson.ErrUnregistered
 
+// causes is the table of termination's built-in causes; RegisterCause adds
+// to the registry behind it.
+var causes = causejson.NewTable(termination.Causes())
+
 // RegisterCause adds the cause type C to the JSON registry under kind, so
 // that [MarshalCause] writes it with "$kind": kind and [UnmarshalCause]
 // (and termination.Result's UnmarshalJSON) reads it back. The causes of
-// package termination are registered under their type names. It is an
+// package termination (termination.Causes) have their type names as kinds. It is an
 // error to reuse a kind or register a type twice. Register before any JSON
 // is handled (in main, or a package's variable initialization).
 func RegisterCause[C termination.Cause](kind string) error {
-	return causejson.Register(kind, reflect.TypeFor[C](), func(b []byte) (any, error) {
+	return causes.Register(kind, reflect.TypeFor[C](), func(b []byte) (any, error) {
 		var c C
 		if err := json.Unmarshal(b, &c); err != nil {
 			return nil, err
@@ -33,17 +37,17 @@ func RegisterCause[C termination.Cause](kind string) error {
 // [MarshalCause] writes under the key "$kind" (unrelated to an event's
 // termination.Kind). An unregistered type is an error wrapping
 // [ErrUnregisteredCause].
-func CauseType(c termination.Cause) (string, error) { return causejson.Kind(c) }
+func CauseType(c termination.Cause) (string, error) { return causes.Kind(c) }
 
 // MarshalCause returns the JSON form of c (contract §2): an object whose
 // first member is "$kind" followed by the cause's snake_case fields. An
 // unregistered cause type is an error.
-func MarshalCause(c termination.Cause) ([]byte, error) { return causejson.Marshal(c) }
+func MarshalCause(c termination.Cause) ([]byte, error) { return causes.Marshal(c) }
 
 // UnmarshalCause reads the JSON form written by MarshalCause. A missing or
 // unregistered "$kind" is an error.
 func UnmarshalCause(data []byte) (termination.Cause, error) {
-	v, err := causejson.Unmarshal(data)
+	v, err := causes.Unmarshal(data)
 	if err != nil {
 		return nil, err
 	}

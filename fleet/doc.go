@@ -14,17 +14,17 @@
 // stage's fleet_budget, and leaves it when it ends ([Member.Leave]). In
 // between the run reports every event's usage ([Member.Spend]:
 // in-process, allocation-free, not waiting on the network) and the fleet
-// reaches the run through [Hooks]: Stop ends it, Warn adds a warning,
-// Progress reads its figures when the fleet lists or publishes them, Held
-// and Raise see and release a run held at a limit (a policy's hold:).
+// reaches the run through [Run], which *middleware.Run implements:
+// StopWith ends it, Warn adds a warning, Progress reads its figures when
+// the fleet lists or publishes them, Held and Raise see and release a run
+// held at a limit (a policy's hold:).
 //
 // A [Control] is what operators use (the agentstop CLI's runs, stop, block,
 // unblock, blocks and budgets commands): list the live runs ([Control.Runs]),
 // stop the runs a [Selector] matches ([Control.Stop], confirmed and
 // counted in a [StopReport]), block new runs ([Control.Block]), and list
-// blocks and budgets. A Control that is also a [Raiser] (both of this
-// module's are; the CLI's raise command) releases one held run with its
-// limits raised ([Raiser.Raise]), confirmed by the run's process as a stop
+// blocks and budgets, and release one held run with its limits raised
+// ([Control.Raise]; the CLI's raise command), confirmed by the run's process as a stop
 // is; the registry shows what each held run waits on ([RunInfo.Held]).
 // Across processes a raise reaches the run itself; a tree limit shared
 // through the fleet holds the tree's runs of the holder's process only.
@@ -141,7 +141,8 @@
 // (operation), agent.fleet.budget.pressure and agent.fleet.budget.exhausted
 // (resource; once per crossing per process, not per run),
 // agent.fleet.runs.stopped and agent.fleet.runs.rejected (reason). Each is
-// exported at 0 for every known attribute value ([Operations],
-// [RejectReasons], the four budget resources) from the moment a fleet
+// exported at 0 for every known attribute value (the Op constants; blocked,
+// fleet_budget_exhausted, fleet_unavailable and invalid_input; the four
+// budget resources) from the moment a fleet
 // starts, so a dashboard shows 0, not "No data", while nothing happens.
 package fleet

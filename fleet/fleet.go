@@ -2,19 +2,15 @@ package fleet
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"maps"
-	"os"
-	"os/user"
 	"slices"
 	"strings"
 	"time"
 
-	"github.com/agentstop/agentstop/fleet/internal/account"
-	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/internal/label"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -36,8 +32,8 @@ var (
 type Fleet interface {
 	// Join registers a run that is starting. run carries the id, stage,
 	// labels and start time (the fleet fills Host and PID); budget is the
-	// stage's fleet_budget, nil for none; hooks let the fleet stop the run
-	// and warn it at any time until Leave.
+	// stage's fleet_budget, nil for none; r lets the fleet stop the run,
+	// warn it and read its figures at any time until Leave.
 	//
 	// A non-nil cause means the run must end at once with it (the Member is
 	// then nil and the run never joined): Skipped{blocked, detail "REASON
@@ -54,38 +50,39 @@ type Fleet interface {
 	// refused a child of an ended parent of its own process; a fleet that
 	// knows of a remote parent's end refuses the child with
 	// Skipped{parent_ended, detail "STAGE ended: TAG"} naming that parent,
-	// and ends a live child through Hooks.Stop with Cancelled{parent} when
+	// and ends a live child through Run.StopWith with Cancelled{parent} when
 	// its remote parent ends (redisfleet does both; Local, one process,
 	// has no remote parents).
-	Join(ctx context.Context, run RunInfo, budget *termination.FleetBudget, hooks Hooks) (Member, termination.Cause)
+	Join(ctx context.Context, run RunInfo, budget *termination.FleetBudget, r Run) (Member, termination.Cause)
 }
 
-// Hooks are how a fleet reaches one of its runs. The middleware provides
-// them; both are safe to call from any goroutine, return quickly, never
-// block on the run's loop, and do nothing once the run has ended.
-type Hooks struct {
-	// Stop ends the run with c (Cancelled{external, detail} for an
+// Run is how a fleet reaches one of its runs: *middleware.Run implements
+// it (Membership passes the run itself). Its methods are safe to call from
+// any goroutine, return quickly, never block on the run's loop, and do
+// nothing once the run has ended. A nil Run is a run the fleet can neither
+// stop, warn nor raise, whose figures come from Member.Progress.
+type Run interface {
+	// StopWith ends the run with c (Cancelled{external, detail} for an
 	// operator's stop, BudgetExhausted{scope: fleet} when the shared budget
 	// ran out) and reports whether this call stopped it: false when the
 	// run had already stopped, so a stop can count it as already ended.
-	Stop func(c termination.Cause) bool
+	StopWith(c termination.Cause) bool
 	// Warn records a warning on the run (BudgetPressure{scope: fleet} when
 	// another run pushed the shared budget past its pressure threshold).
 	// It is in the run's Result at once and reaches the stage's warning
 	// hook and recorder with the run's next event (or at its end).
-	Warn func(c termination.Cause)
+	Warn(c termination.Cause)
 	// Progress returns the run's running figures. A fleet reads them
 	// through it when it lists or publishes the run, off the per-event
 	// path, so the run does not hand them over with every event. It must
-	// not call into the fleet. When nil, the fleet uses the figures last
-	// given to Member.Progress. middleware sets it.
-	Progress func() termination.Progress
+	// not call into the fleet.
+	Progress() termination.Progress
 	// Raise raises the limits of the run held at a limit (§3 hold) and
 	// releases it; an error wrapping termination.ErrNotHeld when it is not
-	// held. Held says what it is held at and since when. Both may be nil
-	// (a run that cannot be held); middleware sets them (raise.go).
-	Raise func(l termination.Limits) error
-	Held  func() (c termination.Cause, since time.Time, ok bool)
+	// held (or cannot be). Held says what it is held at and since when,
+	// ok false when it is not held.
+	Raise(l termination.Limits) error
+	Held() (c termination.Cause, since time.Time, ok bool)
 }
 
 // Member is a run's membership of a fleet, returned by Join.
@@ -99,13 +96,13 @@ type Member interface {
 	// BudgetPressure{scope: fleet} when this spend crossed the pressure
 	// threshold; stop is a BudgetExhausted{scope: fleet} when the shared
 	// budget is exhausted: the run must end with it. Either is nil
-	// otherwise. The Member does not also deliver them through Hooks.
+	// otherwise. The Member does not also deliver them through the Run.
 	Spend(u termination.Usage, cost float64) (warning, stop termination.Cause)
 	// Progress reports the run's running figures for the registry, for a
-	// run that joined without Hooks.Progress: such a caller calls it after
-	// every evaluated event, with the same constraints as Spend; a
-	// networked fleet publishes the latest figures periodically. A run
-	// whose Hooks.Progress is set (as middleware's are) need not call it.
+	// run that joined without a Run: such a caller calls it after every
+	// evaluated event, with the same constraints as Spend; a networked
+	// fleet publishes the latest figures periodically. A run that joined
+	// with a Run (as middleware's do) need not call it.
 	Progress(p termination.Progress)
 	// Leave is called once, when the run has ended, with its final result
 	// (nil when the run ended without one). The run leaves the registry;
@@ -140,6 +137,10 @@ type Control interface {
 	// Budgets lists the shared budgets of the current windows, sorted by
 	// key and value.
 	Budgets(ctx context.Context) ([]Budget, error)
+	// Raise raises the limits of the held run req.RunID by req.Limits and
+	// releases it (§3 hold), and waits up to req.Wait for its process to
+	// confirm. RaiseReport.Outcome says what happened.
+	Raise(ctx context.Context, req RaiseRequest) (RaiseReport, error)
 }
 
 // RunInfo is a live run as the registry shows it.
@@ -176,16 +177,6 @@ func (r *RunInfo) SetProgress(p termination.Progress) {
 	r.InputTokens, r.OutputTokens, r.Cost = p.Tokens.InputTokens, p.Tokens.OutputTokens, p.Cost
 }
 
-// NewRunID returns a new run id: 128 random bits, 32 lowercase hex digits
-// (middleware.ValidRunID), as a run's own (Run.ID).
-func NewRunID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	var h [32]byte         // encoded on the stack: the string is the one allocation
-	hex.Encode(h[:], b[:])
-	return string(h[:])
-}
-
 // Selector names runs: every given field must match (a run id, a stage,
 // each label); All matches every run and cannot be combined with the
 // others. The zero Selector selects nothing for Stop and Block (Validate
@@ -213,13 +204,13 @@ func (s Selector) Validate() error {
 	if s.All && (s.RunID != "" || s.Stage != "" || len(s.Labels) > 0) {
 		return fmt.Errorf("%w: all cannot be combined with a run id, stage or label", ErrInvalid)
 	}
-	if s.RunID != "" && !middleware.ValidRunID(s.RunID) {
+	if s.RunID != "" && !runid.Valid(s.RunID) {
 		return fmt.Errorf("%w: run id %q is not 32 lowercase hex digits", ErrInvalid, s.RunID)
 	}
 	if s.Stage != "" && strings.TrimSpace(s.Stage) == "" {
 		return fmt.Errorf("%w: stage name is blank", ErrInvalid)
 	}
-	if err := termination.ValidateLabels(s.Labels); err != nil {
+	if err := label.ValidateLabels(s.Labels); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)
 	}
 	return nil
@@ -282,31 +273,13 @@ func (s Selector) Equal(o Selector) bool {
 	return s.RunID == o.RunID && s.Stage == o.Stage && s.All == o.All && maps.Equal(s.Labels, o.Labels)
 }
 
-// ParseLabel parses a "-label k=v" argument. The name must be snake_case,
-// the value (which may be empty or contain "=") at most 256 bytes; the
-// error wraps ErrInvalid and names the problem.
-func ParseLabel(kv string) (name, value string, err error) {
-	name, value, ok := strings.Cut(kv, "=")
-	if !ok {
-		return "", "", fmt.Errorf("%w: label %q must be NAME=VALUE", ErrInvalid, kv)
-	}
-	if err := termination.ValidateLabels(map[string]string{name: value}); err != nil {
-		return "", "", fmt.Errorf("%w: %v", ErrInvalid, err)
-	}
-	return name, value, nil
-}
-
 // StopRequest asks a fleet to stop the runs a selector matches.
 type StopRequest struct {
 	Selector Selector
 	Reason   string        // required: the runs' Cancelled.detail starts with it
-	By       string        // who issued the stop; default Operator()
-	Wait     time.Duration // how long to wait for confirmations; 0: DefaultStopWait
+	By       string        // who issued the stop; default USER@HOST of the process
+	Wait     time.Duration // how long to wait for confirmations; 0: 2s
 }
-
-// DefaultStopWait is how long Stop waits for the owning processes'
-// confirmations by default.
-const DefaultStopWait = 2 * time.Second
 
 // Validate checks the request; the error wraps ErrInvalid.
 func (r StopRequest) Validate() error {
@@ -340,7 +313,7 @@ type StopReport struct {
 type BlockRequest struct {
 	Selector Selector      // a stage and/or labels, or All; never a run id
 	Reason   string        // required: the skipped runs' detail starts with it
-	By       string        // who issued it; default Operator()
+	By       string        // who issued it; default USER@HOST of the process
 	Expire   time.Duration // 0: until Unblock; otherwise > 0
 }
 
@@ -384,9 +357,11 @@ func detail(reason, by string) string {
 	return reason + " (by " + by + ")"
 }
 
-// StopCause is the cause of a run a fleet stop ends.
-func StopCause(reason, by string) termination.Cancelled {
-	return termination.Cancelled{Reason: termination.CancelExternal, Detail: detail(reason, by)}
+// Cause is the Cancelled{external} cause of a run the stop ends: detail
+// "REASON (by WHO)", or REASON alone when By is empty (the fleets fill it
+// in first).
+func (r StopRequest) Cause() termination.Cancelled {
+	return termination.Cancelled{Reason: termination.CancelExternal, Detail: detail(r.Reason, r.By)}
 }
 
 // Budget is a shared budget in its current window, as Budgets lists it.
@@ -413,15 +388,14 @@ type BudgetID struct {
 	Value string
 }
 
-// BudgetIDOf returns the shared budget a run with this stage and labels
-// uses under b, or a Failed{invalid_input} cause when the run lacks the
-// label b is keyed by.
-func BudgetIDOf(b *termination.FleetBudget, stage string, labels map[string]string) (BudgetID, termination.Cause) {
+// BudgetID returns the shared budget the run uses under b, or a
+// Failed{invalid_input} cause when the run lacks the label b is keyed by.
+func (r RunInfo) BudgetID(b *termination.FleetBudget) (BudgetID, termination.Cause) {
 	name, isLabel := b.Label()
 	if !isLabel {
-		return BudgetID{Key: b.Key, Value: stage}, nil
+		return BudgetID{Key: b.Key, Value: r.Stage}, nil
 	}
-	v, ok := labels[name]
+	v, ok := r.Labels[name]
 	if !ok {
 		return BudgetID{}, termination.Failed{Reason: termination.FailInvalidInput,
 			Err: fmt.Sprintf("fleet_budget is keyed by label %q, which the run does not have (start it with middleware.WithLabels)", name)}
@@ -430,37 +404,13 @@ func BudgetIDOf(b *termination.FleetBudget, stage string, labels map[string]stri
 }
 
 // MismatchCause is the Failed{invalid_input} cause of a run whose
-// fleet_budget disagrees with the shared budget's stored one, or nil when
-// they agree.
-func MismatchCause(id BudgetID, mine, stored termination.FleetBudget) termination.Cause {
+// fleet_budget (mine) disagrees with the stored one of the shared budget
+// id, or nil when they agree.
+func (id BudgetID) MismatchCause(mine, stored termination.FleetBudget) termination.Cause {
 	m := mine.Mismatch(stored)
 	if m == "" {
 		return nil
 	}
 	return termination.Failed{Reason: termination.FailInvalidInput,
 		Err: fmt.Sprintf("shared budget %s=%s: %s", id.Key, id.Value, m)}
-}
-
-// WindowStart returns the start of the window of length w (aligned to the
-// Unix epoch) that holds t.
-func WindowStart(t time.Time, w time.Duration) time.Time { return account.WindowStart(t, w) }
-
-// Operator is who a stop or block is by when the request does not say:
-// "USER@HOST" from the OS, or what of it is known ("unknown" when
-// neither is).
-func Operator() string {
-	name := ""
-	if u, err := user.Current(); err == nil {
-		name = u.Username
-	}
-	host, _ := os.Hostname()
-	switch {
-	case name != "" && host != "":
-		return name + "@" + host
-	case name != "":
-		return name
-	case host != "":
-		return "@" + host
-	}
-	return "unknown"
 }

@@ -13,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/agentstop/agentstop/fleet/internal/account"
+	"github.com/agentstop/agentstop/internal/label"
+	"github.com/agentstop/agentstop/internal/operator"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -95,10 +97,10 @@ func NewLocal(opts ...Option) *Local {
 
 // localMember is a run that joined a Local fleet.
 type localMember struct {
-	f     *Local
-	info  RunInfo // immutable after Join
-	hooks Hooks
-	acct  *account.Member // nil without a fleet budget
+	f    *Local
+	info RunInfo         // immutable after Join
+	run  Run             // nil for a run that gives its figures to Progress
+	acct *account.Member // nil without a fleet budget
 
 	mu   sync.Mutex
 	prog termination.Progress
@@ -106,8 +108,8 @@ type localMember struct {
 }
 
 // Join implements Fleet.
-func (l *Local) Join(_ context.Context, run RunInfo, budget *termination.FleetBudget, hooks Hooks) (Member, termination.Cause) {
-	m, c := l.join(run, budget, hooks)
+func (l *Local) Join(_ context.Context, run RunInfo, budget *termination.FleetBudget, r Run) (Member, termination.Cause) {
+	m, c := l.join(run, budget, r)
 	if c != nil {
 		l.metrics.Rejected(c)
 		return nil, c
@@ -115,11 +117,11 @@ func (l *Local) Join(_ context.Context, run RunInfo, budget *termination.FleetBu
 	return m, nil
 }
 
-func (l *Local) join(run RunInfo, budget *termination.FleetBudget, hooks Hooks) (*localMember, termination.Cause) {
+func (l *Local) join(run RunInfo, budget *termination.FleetBudget, r Run) (*localMember, termination.Cause) {
 	if run.ID == "" {
 		return nil, invalidInput("fleet: Join: the run has no id")
 	}
-	if err := termination.ValidateLabels(run.Labels); err != nil {
+	if err := label.ValidateLabels(run.Labels); err != nil {
 		return nil, invalidInput("fleet: Join: " + err.Error())
 	}
 	if budget != nil {
@@ -133,7 +135,7 @@ func (l *Local) join(run RunInfo, budget *termination.FleetBudget, hooks Hooks) 
 		run.Started = now
 	}
 	run.Labels, run.Trees = maps.Clone(run.Labels), slices.Clone(run.Trees)
-	m := &localMember{f: l, info: run, hooks: hooks}
+	m := &localMember{f: l, info: run, run: r}
 
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -147,15 +149,15 @@ func (l *Local) join(run RunInfo, budget *termination.FleetBudget, hooks Hooks) 
 		return nil, b.Cause()
 	}
 	if budget != nil {
-		id, c := BudgetIDOf(budget, run.Stage, run.Labels)
+		id, c := run.BudgetID(budget)
 		if c != nil {
 			return nil, c
 		}
 		a := l.accountLocked(id, *budget, now)
-		if c := MismatchCause(id, *budget, a.Spec()); c != nil {
+		if c := id.MismatchCause(*budget, a.Spec()); c != nil {
 			return nil, c
 		}
-		am, c := a.Join(account.Hooks{Stop: hooks.Stop, Warn: hooks.Warn})
+		am, c := a.Join(accountHooks(r))
 		if c != nil {
 			return nil, c
 		}
@@ -203,13 +205,13 @@ func (l *Local) accountLocked(id BudgetID, spec termination.FleetBudget, now tim
 		case a.Members() == 0:
 			ok = false
 		default:
-			if s := WindowStart(now, a.Spec().Window); s.After(start) {
+			if s := account.WindowStart(now, a.Spec().Window); s.After(start) {
 				a.Roll(s)
 			}
 			return a
 		}
 	}
-	a = account.New(id.Key, id.Value, spec, WindowStart(now, spec.Window), l.metrics, nil)
+	a = account.New(id.Key, id.Value, spec, account.WindowStart(now, spec.Window), l.metrics, nil)
 	l.accounts[id] = a
 	return a
 }
@@ -266,14 +268,14 @@ func (m *localMember) Leave(*termination.Result) {
 func (m *localMember) snapshot(now time.Time) RunInfo {
 	r := m.info
 	r.Labels, r.Trees = maps.Clone(r.Labels), slices.Clone(r.Trees)
-	if m.hooks.Progress != nil {
-		r.SetProgress(m.hooks.Progress())
+	if m.run != nil {
+		r.SetProgress(m.run.Progress())
 	} else {
 		m.mu.Lock()
 		r.SetProgress(m.prog)
 		m.mu.Unlock()
 	}
-	r.Held = m.hooks.held()
+	r.SetHeld(m.run)
 	// The process holds the live figures: they are current as of now.
 	r.Updated = now
 	return r
@@ -308,18 +310,17 @@ func (l *Local) Runs(ctx context.Context, sel Selector) ([]RunInfo, error) {
 	for i, m := range ms {
 		out[i] = m.snapshot(now)
 	}
-	SortRuns(out)
+	slices.SortFunc(out, RunInfo.Compare)
 	return out, nil
 }
 
-// SortRuns sorts runs by start time, then id, as Runs returns them.
-func SortRuns(runs []RunInfo) {
-	slices.SortFunc(runs, func(a, b RunInfo) int {
-		if c := a.Started.Compare(b.Started); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.ID, b.ID)
-	})
+// Compare orders runs by start time, then id, as Control.Runs lists them:
+// slices.SortFunc(runs, RunInfo.Compare).
+func (r RunInfo) Compare(o RunInfo) int {
+	if c := r.Started.Compare(o.Started); c != 0 {
+		return c
+	}
+	return cmp.Compare(r.ID, o.ID)
 }
 
 // Stop implements Control. Every matching run is stopped before Stop
@@ -332,15 +333,15 @@ func (l *Local) Stop(ctx context.Context, req StopRequest) (StopReport, error) {
 		return StopReport{}, err
 	}
 	if req.By == "" {
-		req.By = Operator()
+		req.By = operator.Name()
 	}
-	cause := StopCause(req.Reason, req.By)
+	cause := req.Cause()
 	ms := l.members(req.Selector)
 	all := l.members(Selector{All: true}) // the live runs, for the descendants ended with them
 	rep := StopReport{Matched: len(ms)}
 	var stopped []string
 	for _, m := range ms {
-		if m.hooks.Stop != nil && m.hooks.Stop(cause) {
+		if m.run != nil && m.run.StopWith(cause) {
 			rep.Stopped++
 			stopped = append(stopped, m.info.ID)
 		} else {
@@ -355,7 +356,7 @@ func (l *Local) Stop(ctx context.Context, req StopRequest) (StopReport, error) {
 // descendants counts the runs of all under the runs with the given ids (at
 // any depth) that are not in matched: a stopped run's stage ends its live
 // descendants with it (the middleware's cascade, in this process, before
-// Hooks.Stop returns).
+// Run.StopWith returns).
 func descendants(all, matched []*localMember, ids []string) int {
 	if len(ids) == 0 {
 		return 0
@@ -394,7 +395,7 @@ func (l *Local) Block(ctx context.Context, req BlockRequest) (Block, error) {
 		return Block{}, err
 	}
 	if req.By == "" {
-		req.By = Operator()
+		req.By = operator.Name()
 	}
 	now := l.now()
 	b := Block{Selector: req.Selector, Reason: req.Reason, By: req.By, Created: now}
@@ -456,12 +457,12 @@ func (l *Local) Budgets(ctx context.Context) ([]Budget, error) {
 	var out []Budget
 	for id, a := range l.accounts {
 		if _, end := a.Window(); !now.Before(end) {
-			a.Roll(WindowStart(now, a.Spec().Window)) // live runs share the next window
+			a.Roll(account.WindowStart(now, a.Spec().Window)) // live runs share the next window
 		}
 		out = append(out, budgetOf(id, a))
 	}
 	l.mu.Unlock()
-	SortBudgets(out)
+	slices.SortFunc(out, Budget.Compare)
 	return out, nil
 }
 
@@ -473,14 +474,13 @@ func budgetOf(id BudgetID, a *account.Account) Budget {
 		Cost: st.Used[3], Pressure: st.Pressure, Exhausted: st.Exhausted, Runs: st.Runs}
 }
 
-// SortBudgets sorts budgets by key, then value, as Budgets returns them.
-func SortBudgets(bs []Budget) {
-	slices.SortFunc(bs, func(a, b Budget) int {
-		if c := cmp.Compare(a.Key, b.Key); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.Value, b.Value)
-	})
+// Compare orders budgets by key, then value, as Control.Budgets lists
+// them: slices.SortFunc(budgets, Budget.Compare).
+func (b Budget) Compare(o Budget) int {
+	if c := cmp.Compare(b.Key, o.Key); c != 0 {
+		return c
+	}
+	return cmp.Compare(b.Value, o.Value)
 }
 
 var (
@@ -488,3 +488,12 @@ var (
 	_ Control = (*Local)(nil)
 	_ Member  = (*localMember)(nil)
 )
+
+// accountHooks are how a shared budget's account reaches run: none for a
+// nil run.
+func accountHooks(run Run) account.Hooks {
+	if run == nil {
+		return account.Hooks{}
+	}
+	return account.Hooks{Stop: run.StopWith, Warn: run.Warn}
+}

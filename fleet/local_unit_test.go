@@ -12,6 +12,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/fleet/internal/account"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -282,7 +284,7 @@ func TestLocalOvershoot(t *testing.T) {
 }
 
 func TestSelector(t *testing.T) {
-	id := fleet.NewRunID()
+	id := runid.New()
 	for _, tc := range []struct {
 		sel  fleet.Selector
 		want string
@@ -307,7 +309,7 @@ func TestSelector(t *testing.T) {
 		{fleet.Selector{}, true},
 		{fleet.Selector{All: true}, true},
 		{fleet.Selector{RunID: id}, true},
-		{fleet.Selector{RunID: fleet.NewRunID()}, false},
+		{fleet.Selector{RunID: runid.New()}, false},
 		{fleet.Selector{Stage: "s", Labels: map[string]string{"tenant": "acme"}}, true},
 		{fleet.Selector{Stage: "s", Labels: map[string]string{"tenant": "acme", "tier": "free"}}, false},
 		{fleet.Selector{Labels: map[string]string{"region": ""}}, false},
@@ -324,14 +326,6 @@ func TestSelector(t *testing.T) {
 	if !sel.Equal(fleet.Selector{Stage: "my stage", Labels: map[string]string{"tenant": "acme", "tier": "gold"}}) || sel.Equal(fleet.Selector{Stage: "my stage"}) {
 		t.Error("Equal")
 	}
-	if k, v, err := fleet.ParseLabel("tenant=a=b"); err != nil || k != "tenant" || v != "a=b" {
-		t.Errorf("ParseLabel = %q %q %v", k, v, err)
-	}
-	for _, bad := range []string{"tenant", "Tenant=x", "=x"} {
-		if _, _, err := fleet.ParseLabel(bad); !errors.Is(err, fleet.ErrInvalid) {
-			t.Errorf("ParseLabel(%q) = %v", bad, err)
-		}
-	}
 }
 
 func TestWindowStart(t *testing.T) {
@@ -345,7 +339,7 @@ func TestWindowStart(t *testing.T) {
 		{time.Unix(-1, 0), time.Hour, time.Unix(-3600, 0)},
 		{time.Unix(10, 0), 3 * time.Second, time.Unix(9, 0)},
 	} {
-		if got := fleet.WindowStart(tc.t, tc.w); !got.Equal(tc.want) {
+		if got := account.WindowStart(tc.t, tc.w); !got.Equal(tc.want) {
 			t.Errorf("WindowStart(%v, %s) = %v, want %v", tc.t.Unix(), tc.w, got.Unix(), tc.want.Unix())
 		}
 	}
@@ -353,8 +347,8 @@ func TestWindowStart(t *testing.T) {
 
 func TestLocalJoinErrors(t *testing.T) {
 	l := fleet.NewLocal()
-	id := fleet.NewRunID()
-	m, c := l.Join(t.Context(), fleet.RunInfo{ID: id, Stage: "s"}, nil, fleet.Hooks{})
+	id := runid.New()
+	m, c := l.Join(t.Context(), fleet.RunInfo{ID: id, Stage: "s"}, nil, nil)
 	if c != nil {
 		t.Fatal(c)
 	}
@@ -366,10 +360,10 @@ func TestLocalJoinErrors(t *testing.T) {
 	}{
 		"no id":          {fleet.RunInfo{Stage: "s"}, nil, "no id"},
 		"duplicate id":   {fleet.RunInfo{ID: id, Stage: "s"}, nil, "already joined"},
-		"bad label":      {fleet.RunInfo{ID: fleet.NewRunID(), Labels: map[string]string{"A": "b"}}, nil, "snake_case"},
-		"invalid budget": {fleet.RunInfo{ID: fleet.NewRunID()}, &termination.FleetBudget{Key: "stage"}, "fleet_budget.window"},
+		"bad label":      {fleet.RunInfo{ID: runid.New(), Labels: map[string]string{"A": "b"}}, nil, "snake_case"},
+		"invalid budget": {fleet.RunInfo{ID: runid.New()}, &termination.FleetBudget{Key: "stage"}, "fleet_budget.window"},
 	} {
-		_, c := l.Join(t.Context(), tc.run, tc.budget, fleet.Hooks{})
+		_, c := l.Join(t.Context(), tc.run, tc.budget, nil)
 		f, ok := c.(termination.Failed)
 		if !ok || f.Reason != termination.FailInvalidInput || !strings.Contains(f.Err, tc.want) {
 			t.Errorf("%s: %#v", name, c)
@@ -395,10 +389,10 @@ func TestLocalWindowEndsOnRealClock(t *testing.T) {
 	l := fleet.NewLocal()
 	b := termination.FleetBudget{Key: "stage", Window: time.Second, TotalTokens: 100}
 	// Start just after a window starts, so that the spends below fall in it.
-	time.Sleep(time.Until(fleet.WindowStart(time.Now(), time.Second).Add(time.Second + 10*time.Millisecond)))
+	time.Sleep(time.Until(account.WindowStart(time.Now(), time.Second).Add(time.Second + 10*time.Millisecond)))
 	prog := termination.Progress{Totals: termination.Totals{Iterations: 3, ToolCalls: 2}}
-	m, c := l.Join(t.Context(), fleet.RunInfo{ID: fleet.NewRunID(), Stage: "s"}, &b,
-		fleet.Hooks{Stop: func(termination.Cause) bool { return true }, Progress: func() termination.Progress { return prog }})
+	m, c := l.Join(t.Context(), fleet.RunInfo{ID: runid.New(), Stage: "s"}, &b,
+		figuresRun{prog})
 	if c != nil {
 		t.Fatal(c)
 	}
@@ -413,7 +407,7 @@ func TestLocalWindowEndsOnRealClock(t *testing.T) {
 	if err != nil || len(rs) != 1 || rs[0].Iterations != 3 || rs[0].ToolCalls != 2 {
 		t.Fatalf("Runs = %+v, %v; want the hook's figures", rs, err)
 	}
-	time.Sleep(time.Until(fleet.WindowStart(time.Now(), time.Second).Add(time.Second + 50*time.Millisecond)))
+	time.Sleep(time.Until(account.WindowStart(time.Now(), time.Second).Add(time.Second + 50*time.Millisecond)))
 	if _, stop := m.Spend(termination.Usage{InputTokens: 10}, 0); stop != nil {
 		t.Fatalf("the next window: %v", stop)
 	}
@@ -435,10 +429,11 @@ func TestMetricsExportedAtZero(t *testing.T) {
 		"agent.fleet.budget.exhausted": resources,
 		"agent.fleet.runs.stopped":     {"": 0},
 	}
-	for _, op := range fleet.Operations {
+	for _, op := range []string{fleet.OpJoin, fleet.OpLeave, fleet.OpRenew, fleet.OpReserve, fleet.OpSettle,
+		fleet.OpStop, fleet.OpBlock, fleet.OpList, fleet.OpConnect, fleet.OpInternal} {
 		want["agent.fleet.errors"]["operation="+op] = 0
 	}
-	for _, r := range fleet.RejectReasons {
+	for _, r := range []string{"blocked", "fleet_budget_exhausted", "fleet_unavailable", "invalid_input"} {
 		want["agent.fleet.runs.rejected"]["reason="+r] = 0
 	}
 	if n := len(want["agent.fleet.errors"]); n != 10 {
@@ -460,3 +455,13 @@ func TestMetricsExportedAtZero(t *testing.T) {
 		}
 	}
 }
+
+// figuresRun is a fleet.Run with fixed figures that stops at once and is
+// never held.
+type figuresRun struct{ prog termination.Progress }
+
+func (figuresRun) StopWith(termination.Cause) bool            { return true }
+func (figuresRun) Warn(termination.Cause)                     {}
+func (r figuresRun) Progress() termination.Progress           { return r.prog }
+func (figuresRun) Raise(termination.Limits) error             { return termination.ErrNotHeld }
+func (figuresRun) Held() (termination.Cause, time.Time, bool) { return nil, time.Time{}, false }

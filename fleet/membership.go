@@ -35,6 +35,9 @@ func Membership(f Fleet) middleware.Participant {
 	return membership{f}
 }
 
+// A run of the middleware is how a fleet reaches it.
+var _ Run = (*middleware.Run)(nil)
+
 // membership is Membership's participant. It is comparable, so that two
 // stages' memberships of one fleet are equal (middleware tells a parent
 // on the same fleet by it).
@@ -68,9 +71,7 @@ func (p *memberPart) Start() error {
 	r := p.run
 	info := RunInfo{ID: r.ID(), Stage: r.Stage().Name(), Labels: r.Labels(), Started: time.Now(),
 		Parent: r.Parent(), Trees: r.SharedTrees()}
-	m, cause := p.f.Join(p.ctx, info, r.Stage().FleetBudget(), Hooks{
-		Stop: r.StopWith, Warn: r.Warn, Progress: r.Progress, Raise: r.Raise, Held: r.Held,
-	})
+	m, cause := p.f.Join(p.ctx, info, r.Stage().FleetBudget(), r)
 	// A member that came with a cause (Join should return none) still
 	// leaves when the run ends; a typed-nil cause is no cause (the run
 	// refuses to stop with it).
@@ -97,7 +98,7 @@ func (p *memberPart) Ended(res *termination.Result) {
 }
 
 // Event, Warning, Error and End: the fleet reads the run's figures when it
-// needs them (Hooks.Progress), and learns of its end from Ended.
+// needs them (Run.Progress), and learns of its end from Ended.
 func (p *memberPart) Event(*termination.Event)  {}
 func (p *memberPart) Warning(termination.Cause) {}
 func (p *memberPart) Error(error)               {}

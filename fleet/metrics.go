@@ -30,22 +30,15 @@ const (
 	OpInternal = "internal" // anything else
 )
 
-// Operations are the operations agent.fleet.errors counts, each exported
+// operations are the operations agent.fleet.errors counts, each exported
 // at 0 from the moment a fleet starts.
-var Operations = []string{OpJoin, OpLeave, OpRenew, OpReserve, OpSettle, OpStop, OpBlock, OpList, OpConnect, OpInternal}
+var operations = []string{OpJoin, OpLeave, OpRenew, OpReserve, OpSettle, OpStop, OpBlock, OpList, OpConnect, OpInternal}
 
-// Reasons counted by agent.fleet.runs.rejected (the reason attribute): the
-// Skipped reasons and "invalid_input".
-const (
-	RejectBlocked              = termination.SkipBlocked
-	RejectFleetBudgetExhausted = termination.SkipFleetBudgetExhausted
-	RejectFleetUnavailable     = termination.SkipFleetUnavailable
-	RejectInvalidInput         = string(termination.FailInvalidInput)
-)
-
-// RejectReasons are the reasons agent.fleet.runs.rejected counts, each
-// exported at 0 from the moment a fleet starts.
-var RejectReasons = []string{RejectBlocked, RejectFleetBudgetExhausted, RejectFleetUnavailable, RejectInvalidInput}
+// rejectReasons are the reasons agent.fleet.runs.rejected (the reason
+// attribute) counts, each exported at 0 from the moment a fleet starts:
+// the Skipped reasons a fleet answers Join with, and "invalid_input".
+var rejectReasons = []string{termination.SkipBlocked, termination.SkipFleetBudgetExhausted,
+	termination.SkipFleetUnavailable, string(termination.FailInvalidInput)}
 
 // budgetResources are the resources of a fleet budget (the resource
 // attribute of agent.fleet.budget.pressure and .exhausted).
@@ -71,8 +64,8 @@ var budgetResources = []termination.Resource{
 //
 // Attribute values come from closed sets, so cardinality is bounded; labels
 // and stage names are never attributes. Every counter is exported at 0 for
-// each of its known attribute values (Operations, RejectReasons, the four
-// budget resources) as soon as NewMetrics builds it, that is from the
+// each of its known attribute values (the Op constants, the four reasons
+// above, the four budget resources) as soon as NewMetrics builds it, that is from the
 // moment a fleet starts: a dashboard shows 0, not "No data", in quiet
 // times, and a rate over the first failure has a point to start from. A
 // nil *Metrics records nothing.
@@ -121,10 +114,10 @@ func NewMetrics(mp metric.MeterProvider) *Metrics {
 // that each is exported from the start.
 func (m *Metrics) zero() {
 	ctx := context.Background()
-	for _, op := range Operations {
+	for _, op := range operations {
 		m.errors.Add(ctx, 0, m.attrs("operation", op)...)
 	}
-	for _, r := range RejectReasons {
+	for _, r := range rejectReasons {
 		m.rejected.Add(ctx, 0, m.attrs("reason", r)...)
 	}
 	for _, r := range budgetResources {
@@ -185,7 +178,7 @@ func (m *Metrics) Rejected(c termination.Cause) {
 	if m == nil {
 		return
 	}
-	reason := RejectInvalidInput
+	reason := string(termination.FailInvalidInput)
 	switch c := c.(type) {
 	case termination.Skipped:
 		reason = c.Reason

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -13,27 +13,17 @@ import (
 // its limits raised, in whichever process it lives; the owning process
 // confirms it, as it confirms a stop.
 
-// Raiser is implemented by the Controls that can raise a held run:
-// [Local] and redisfleet's. (Not a method of [Control], so that other
-// Controls keep compiling.)
-type Raiser interface {
-	// Raise raises the limits of the held run req.RunID by req.Limits and
-	// releases it, and waits up to req.Wait for its process to confirm.
-	// RaiseReport.Outcome says what happened.
-	Raise(ctx context.Context, req RaiseRequest) (RaiseReport, error)
-}
-
 // RaiseRequest asks a fleet to raise one held run.
 type RaiseRequest struct {
 	RunID  string             // required: the held run
 	Limits termination.Limits // the amounts (termination.Limits.ValidateRaise)
-	By     string             // who raised it; default Operator()
-	Wait   time.Duration      // how long to wait for the confirmation; 0: DefaultStopWait
+	By     string             // who raised it; default USER@HOST of the process
+	Wait   time.Duration      // how long to wait for the confirmation; 0: 2s
 }
 
 // Validate checks the request; the error wraps ErrInvalid.
 func (r RaiseRequest) Validate() error {
-	if !middleware.ValidRunID(r.RunID) {
+	if !runid.Valid(r.RunID) {
 		return fmt.Errorf("%w: a raise needs a run id (32 hex digits), got %q", ErrInvalid, r.RunID)
 	}
 	if err := r.Limits.ValidateRaise(); err != nil {
@@ -72,38 +62,30 @@ type Held struct {
 	Since time.Time `json:"since"`
 }
 
-// held reads the run's hold through its hooks; nil when not held.
-func (h Hooks) held() *Held {
-	if h.Held == nil {
-		return nil
+// SetHeld sets r.Held to what run is held at, nil when it is not held
+// (or run is nil): for a fleet's registry.
+func (r *RunInfo) SetHeld(run Run) {
+	r.Held = nil
+	if run == nil {
+		return
 	}
-	c, since, ok := h.Held()
-	if !ok || c == nil {
-		return nil
+	if c, since, ok := run.Held(); ok && c != nil {
+		r.Held = &Held{Limit: termination.Tag(c, nil), Cause: c.Error(), Since: since.UTC()}
 	}
-	return &Held{Limit: termination.Tag(c, nil), Cause: c.Error(), Since: since.UTC()}
 }
 
-// HeldNow returns what the run waits on through its hooks, nil when it
-// is not held (or its hooks cannot say): for a fleet's registry.
-func (h Hooks) HeldNow() *Held { return h.held() }
-
-// RaiseRun applies a raise to a run through its hooks and says what it
-// did: RaiseRaised, or RaiseNotHeld when the run is not held (or has
-// ended, or its hooks cannot raise).
-func (h Hooks) RaiseRun(l termination.Limits) RaiseOutcome {
-	if h.Raise == nil {
-		return RaiseNotHeld
-	}
-	if err := h.Raise(l); err != nil {
-		// Not held, or ended (termination.ErrNotHeld); invalid amounts
-		// were refused by RaiseRequest.Validate before.
+// raiseRun applies a raise to a run and says what it did: RaiseRaised, or
+// RaiseNotHeld when the run is not held (or has ended, or is nil).
+func raiseRun(run Run, l termination.Limits) RaiseOutcome {
+	// Not held, or ended (termination.ErrNotHeld); invalid amounts were
+	// refused by RaiseRequest.Validate before.
+	if run == nil || run.Raise(l) != nil {
 		return RaiseNotHeld
 	}
 	return RaiseRaised
 }
 
-// Raise implements Raiser. The run's process is this one: the raise is
+// Raise implements Control. The run's process is this one: the raise is
 // applied before Raise returns, so it is never unconfirmed.
 func (l *Local) Raise(ctx context.Context, req RaiseRequest) (RaiseReport, error) {
 	if err := req.Validate(); err != nil {
@@ -117,9 +99,9 @@ func (l *Local) Raise(ctx context.Context, req RaiseRequest) (RaiseReport, error
 		return RaiseReport{Outcome: RaiseUnknown}, nil
 	}
 	m := ms[0]
-	rep := RaiseReport{Held: m.hooks.held()}
-	rep.Outcome = m.hooks.RaiseRun(req.Limits)
+	var info RunInfo
+	info.SetHeld(m.run)
+	rep := RaiseReport{Held: info.Held}
+	rep.Outcome = raiseRun(m.run, req.Limits)
 	return rep, nil
 }
-
-var _ Raiser = (*Local)(nil)

@@ -426,7 +426,7 @@ func TestNewErrors(t *testing.T) {
 		"bad custom reason":     {"s", []middleware.Option{middleware.WithCustomReasons("Not-Snake")}, `WithCustomReasons: "Not-Snake"`},
 		"builtin custom reason": {"s", []middleware.Option{middleware.WithCustomReasons("timeout")}, `"timeout" is a built-in`},
 		"invalid condition":     {"s", []middleware.Option{middleware.WithCondition(termination.MaxIterations(0))}, "max_iterations: must be a positive int, got 0"},
-		"invalid nested":        {"s", []middleware.Option{middleware.WithCondition(termination.AnyOf(termination.Stall(termination.StallLimits{Repeats: 1})))}, "stall.repeats"},
+		"invalid nested":        {"s", []middleware.Option{middleware.WithCondition(termination.AnyOf(termination.StallLimits{Repeats: 1}))}, "stall.repeats"},
 		"empty predicate name":  {"s", []middleware.Option{middleware.WithCondition(termination.Predicate("", func(termination.Event) bool { return false }))}, "predicate: empty name"},
 	}
 	for name, c := range cases {

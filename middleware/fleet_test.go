@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -20,7 +21,7 @@ type scriptedFleet struct {
 	reject termination.Cause
 	joins  []fleet.RunInfo
 	budget []*termination.FleetBudget
-	hooks  []fleet.Hooks
+	hooks  []fleet.Run
 	member *scriptedMember
 }
 
@@ -35,7 +36,7 @@ type scriptedMember struct {
 	left   []*termination.Result
 }
 
-func (f *scriptedFleet) Join(_ context.Context, run fleet.RunInfo, b *termination.FleetBudget, h fleet.Hooks) (fleet.Member, termination.Cause) {
+func (f *scriptedFleet) Join(_ context.Context, run fleet.RunInfo, b *termination.FleetBudget, h fleet.Run) (fleet.Member, termination.Cause) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.joins = append(f.joins, run)
@@ -122,7 +123,7 @@ func TestRunIDWithAndWithoutFleet(t *testing.T) {
 	s, _ := middleware.New("noid")
 	_, run := s.Start(context.Background())
 	_, other := s.Start(context.Background())
-	if !middleware.ValidRunID(run.ID()) || !middleware.ValidRunID(other.ID()) || run.ID() == other.ID() {
+	if !runid.Valid(run.ID()) || !runid.Valid(other.ID()) || run.ID() == other.ID() {
 		t.Errorf("runs without a fleet have ids %q, %q", run.ID(), other.ID())
 	}
 	if res := run.Finish(nil); res.Run != run.ID() {
@@ -136,7 +137,7 @@ func TestRunIDWithAndWithoutFleet(t *testing.T) {
 	_, b := s.Start(context.Background())
 	a.Finish(nil)
 	b.Finish(nil)
-	if !middleware.ValidRunID(a.ID()) || !middleware.ValidRunID(b.ID()) || a.ID() == b.ID() {
+	if !runid.Valid(a.ID()) || !runid.Valid(b.ID()) || a.ID() == b.ID() {
 		t.Errorf("ids %q, %q", a.ID(), b.ID())
 	}
 	if len(f.joins) != 2 || f.joins[0].ID != a.ID() || f.joins[0].Stage != "ids" || f.joins[0].Labels["tenant"] != "acme" || f.joins[0].Started.IsZero() {
@@ -166,7 +167,7 @@ func TestFleetRejectsAtStart(t *testing.T) {
 	}
 }
 
-func TestFleetHooksStopAndWarn(t *testing.T) {
+func TestFleetRunStopAndWarn(t *testing.T) {
 	f := &scriptedFleet{}
 	rec := &fakeRecorder{} // recorder_test.go
 	var hooked []termination.Cause
@@ -183,11 +184,11 @@ func TestFleetHooksStopAndWarn(t *testing.T) {
 	if len(hooked) != 1 || hooked[0] != w || len(rec.only(t).warnings) != 1 {
 		t.Fatalf("after the next event: hook %v, recorder %v", hooked, rec.only(t).warnings)
 	}
-	cause := fleet.StopCause("runaway", "ops@host")
-	if !h.Stop(cause) {
+	cause := fleet.StopRequest{Reason: "runaway", By: "ops@host"}.Cause()
+	if !h.StopWith(cause) {
 		t.Error("Stop on a live run reported false")
 	}
-	if h.Stop(cause) {
+	if h.StopWith(cause) {
 		t.Error("a second Stop reported true")
 	}
 	var c termination.Cancelled
@@ -306,7 +307,7 @@ func TestFleetStopsForward(t *testing.T) {
 	for range out {
 	}
 	res := waitResult(t, run, 5*time.Second)
-	if res.Cause != fleet.StopCause("incident", "ops") || res.Events < 3 {
+	if res.Cause != (fleet.StopRequest{Reason: "incident", By: "ops"}).Cause() || res.Events < 3 {
 		t.Errorf("result: %v after %d events", res.Cause, res.Events)
 	}
 	if rs, _ := l.Runs(context.Background(), fleet.Selector{}); len(rs) != 0 {

@@ -27,7 +27,7 @@ func (m typedNilMember) Spend(u termination.Usage, cost float64) (warning, stop 
 	return nilCustom, nilCustom
 }
 
-func (f *typedNilFleet) Join(ctx context.Context, run fleet.RunInfo, b *termination.FleetBudget, h fleet.Hooks) (fleet.Member, termination.Cause) {
+func (f *typedNilFleet) Join(ctx context.Context, run fleet.RunInfo, b *termination.FleetBudget, h fleet.Run) (fleet.Member, termination.Cause) {
 	m, _ := f.scriptedFleet.Join(ctx, run, b, h)
 	if f.nilJoin {
 		return typedNilMember{m.(*scriptedMember)}, nilCustom

@@ -7,12 +7,13 @@ import (
 	"reflect"
 	"time"
 
+	"github.com/agentstop/agentstop/internal/label"
 	"github.com/agentstop/agentstop/termination"
 )
 
-// DefaultDrainTimeout is how long a stopped run keeps draining its input by
+// defaultDrainTimeout is how long a stopped run keeps draining its input by
 // default.
-const DefaultDrainTimeout = 5 * time.Second
+const defaultDrainTimeout = 5 * time.Second
 
 // Option configures a Stage.
 type Option interface{ apply(*config) }
@@ -104,7 +105,7 @@ func WithOnWarning(f func(ctx context.Context, run *Run, warning termination.Cau
 
 // WithDrainTimeout sets how long a stopped Forward keeps draining its input
 // so that the producer does not block. It must be > 0. Default:
-// DefaultDrainTimeout.
+// 5s.
 func WithDrainTimeout(d time.Duration) Option {
 	return optionFunc(func(c *config) {
 		if d <= 0 {
@@ -137,7 +138,7 @@ func isNil(v any) bool {
 func WithCustomReasons(reasons ...string) Option {
 	return optionFunc(func(c *config) {
 		for _, r := range reasons {
-			if !termination.ValidTagValue(r) {
+			if !label.ValidValue(r) {
 				c.errs = append(c.errs, fmt.Errorf("WithCustomReasons: %q is not a snake_case label of at most 64 characters", r))
 				continue
 			}
@@ -152,8 +153,8 @@ func WithCustomReasons(reasons ...string) Option {
 }
 
 func newConfig(stage string, opts []Option) (config, error) {
-	c := config{drainTimeout: DefaultDrainTimeout}
-	if err := termination.ValidateStageName(stage); err != nil {
+	c := config{drainTimeout: defaultDrainTimeout}
+	if err := label.ValidateStage(stage); err != nil {
 		return c, fmt.Errorf("middleware: New(%q): %w", stage, err)
 	}
 	for _, o := range opts {

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -216,7 +217,7 @@ func TestRunInfoForParticipants(t *testing.T) {
 	_, child := stage.Start(pctx, middleware.WithConversationID("c1"))
 	assert.Equal(t, middleware.RunInfo{Stage: "seam", Provider: "openai", ConversationID: "c1", RunID: child.ID(),
 		ParentRunID: parent.ID(), Policy: got.Policy}, got)
-	assert.True(t, middleware.ValidRunID(got.RunID))
+	assert.True(t, runid.Valid(got.RunID))
 	child.Finish(nil)
 	parent.Finish(nil)
 }

@@ -7,6 +7,7 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -99,7 +100,7 @@ func (runPropagator) Extract(ctx context.Context, carrier propagation.TextMapCar
 		return ctx
 	}
 	id := carrier.Get(RunHeader)
-	if !ValidRunID(id) {
+	if !runid.Valid(id) {
 		return ctx
 	}
 	p := remoteParent{id: id}
@@ -131,7 +132,7 @@ func validHolders(ids []string) []string {
 	}
 	out := ids[:0]
 	for _, id := range ids {
-		if !ValidRunID(id) {
+		if !runid.Valid(id) {
 			return nil
 		}
 		if !slices.Contains(out, id) { // a holder named twice is joined once

@@ -1,11 +1,11 @@
 package middleware
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 
+	"github.com/agentstop/agentstop/internal/label"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -73,33 +73,13 @@ func (r *Run) Labels() map[string]string {
 
 // runID returns a new run id. Start takes it before the participants hear
 // of the run, so that they can be told it.
-func (s *Stage) runID() string {
-	var b [16]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
-	var h [32]byte         // encoded on the stack: the string is the one allocation
-	hex.Encode(h[:], b[:])
-	return string(h[:])
-}
-
-// ValidRunID reports whether id has the form of a run's id (Run.ID): 32
-// lowercase hex digits.
-func ValidRunID(id string) bool {
-	if len(id) != 32 {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		if c := id[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
+func (s *Stage) runID() string { return runid.New() }
 
 // begin checks the run's labels and starts its parts (a fleet registers
 // the run). It reports whether the run was ended at once (bad labels, or
 // a participant refused it).
 func (r *Run) begin() bool {
-	if err := termination.ValidateLabels(r.info.labels); err != nil {
+	if err := label.ValidateLabels(r.info.labels); err != nil {
 		r.stopWith(termination.Failed{Reason: termination.FailInvalidInput,
 			Err: fmt.Sprintf("middleware: stage %q: WithLabels: %v", r.stage.name, err)})
 		return true

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/agentstop/agentstop/internal/label"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -38,8 +39,8 @@ type shadowPolicy struct {
 // stops first ends its shadows' verdicts there.
 //
 // name names the candidate in results, span attributes and metrics: it
-// follows the rules of a stage name (termination.ValidateStageName: a
-// label value that is a safe file name). A second policy of the same name
+// follows the rules of a stage name (a label
+// value that is a safe file name: see New). A second policy of the same name
 // is an error. A shadow policy judges the run's own events: one that holds
 // timeout, idle, tree, hold or fleet_budget is an error naming the key. Each
 // shadow policy costs at most one evaluation of its own per event, without
@@ -56,7 +57,7 @@ func WithShadowPolicy(name string, p termination.Policy) Option {
 
 // checkShadow reports what is wrong with a shadow policy named name.
 func (c *shadowConfig) checkShadow(name string, p termination.Policy) error {
-	if err := termination.ValidateStageName(name); err != nil {
+	if err := label.ValidateStage(name); err != nil {
 		return fmt.Errorf("the name follows the rules of a stage name (it is a label value and a directory name): %w", err)
 	}
 	for _, s := range c.shadows {

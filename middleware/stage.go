@@ -33,7 +33,7 @@ type Stage struct {
 }
 
 // New returns a Stage named stage. The name is a label value that is
-// always a safe file name (termination.ValidateStageName: 1 to 128 of
+// always a safe file name (1 to 128 of
 // A-Z a-z 0-9 . _ -, starting with a letter or digit); any other name, an
 // invalid option or an invalid condition is an error naming it.
 func New(stage string, opts ...Option) (*Stage, error) {

@@ -375,12 +375,12 @@ func TestTreeConcurrentChildren(t *testing.T) {
 }
 
 func TestTreeLimitsOption(t *testing.T) {
-	_, err := middleware.New("s", middleware.WithTreeLimits(termination.Stall(termination.StallLimits{Repeats: 3})))
+	_, err := middleware.New("s", middleware.WithTreeLimits(termination.StallLimits{Repeats: 3}))
 	require.Error(t, err)
 	assert.ErrorContains(t, err, "WithTreeLimits")
 	assert.ErrorContains(t, err, "not a tree limit")
 
-	_, err = middleware.New("s", middleware.WithTreeLimits(termination.TokenBudget(termination.TokenLimits{Total: -1})))
+	_, err = middleware.New("s", middleware.WithTreeLimits(termination.TokenLimits{Total: -1}))
 	assert.ErrorContains(t, err, "tree.token_budget.total")
 
 	s := mustStage(t, "s", middleware.WithTreeLimits(termination.MaxToolCalls(1)), middleware.WithTreeLimits(nil))

@@ -8,6 +8,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/agentstop/agentstop/internal/label"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -223,7 +224,7 @@ func (s *stageAttrs) signal(sig termination.StallSignal) metric.MeasurementOptio
 		return o
 	}
 	recorded := string(sig)
-	if len(s.signals) >= maxSignals || !termination.ValidTagValue(recorded) {
+	if len(s.signals) >= maxSignals || !label.ValidValue(recorded) {
 		recorded = OtherValue
 		if o, ok = s.signals[OtherValue]; ok {
 			return o

@@ -99,8 +99,8 @@ func causeCases() []causeCase {
 		},
 		{
 			name: "budget_pressure after a warning and one grace turn",
-			stageOpts: []middleware.Option{middleware.WithCondition(termination.TokenBudget(termination.TokenLimits{
-				Total: 1000, Pressure: termination.Pressure{Threshold: 0.5, Grace: new(1)}}))},
+			stageOpts: []middleware.Option{middleware.WithCondition(termination.TokenLimits{
+				Total: 1000, Pressure: 0.5, Grace: new(1)})},
 			drive: events(msg("s", "part 1", 600, 0), msg("s", "wrapping up", 100, 50), msg("s", "never seen", 1, 1)),
 			tag:   "budget_pressure", kind: "BudgetPressure", outcome: "succeeded",
 			fields: map[string]attribute.Value{"termination.resource": attribute.StringValue("total_tokens"),
@@ -112,7 +112,7 @@ func causeCases() []causeCase {
 		},
 		{
 			name:      "budget_exhausted on cost",
-			stageOpts: []middleware.Option{middleware.WithCondition(termination.CostBudget(termination.CostLimit{Limit: 0.5}))},
+			stageOpts: []middleware.Option{middleware.WithCondition(termination.CostLimit{Limit: 0.5})},
 			drive: events(termination.Event{Kind: termination.KindMessage, Text: "expensive", Cost: 0.25},
 				termination.Event{Kind: termination.KindMessage, Text: "more", Cost: 0.5}),
 			tag: "budget_exhausted", kind: "BudgetExhausted", outcome: "failed",
@@ -122,7 +122,7 @@ func causeCases() []causeCase {
 		},
 		{
 			name:      "stall",
-			stageOpts: []middleware.Option{middleware.WithCondition(termination.Stall(termination.StallLimits{Repeats: 2}))},
+			stageOpts: []middleware.Option{middleware.WithCondition(termination.StallLimits{Repeats: 2})},
 			drive:     events(call("search", `{"q":"x","n":1}`), call("search", `{"n": 1, "q": "x"}`)),
 			tag:       "stall", kind: "StallDetected", outcome: "failed",
 			fields:    map[string]attribute.Value{"termination.signal": attribute.StringValue("repeated_tool_call"), "termination.repeats": attribute.Int64Value(2)},
@@ -181,7 +181,7 @@ func causeCases() []causeCase {
 		},
 		{
 			name:      "failed: error threshold",
-			stageOpts: []middleware.Option{middleware.WithCondition(termination.ErrorLimit(termination.ErrorLimits{Consecutive: 2}))},
+			stageOpts: []middleware.Option{middleware.WithCondition(termination.ErrorLimits{Consecutive: 2})},
 			drive:     events(call("run_tests", `{}`), result("run_tests", "exit 1"), call("run_tests", `{}`), result("run_tests", "exit 1")),
 			tag:       "failed", kind: "Failed", outcome: "failed",
 			fields:    map[string]attribute.Value{"termination.reason": attribute.StringValue("error_threshold"), "termination.error": anyValue},
@@ -389,7 +389,7 @@ func TestHookPanicIsReported(t *testing.T) {
 	errs := captureErrors(t)
 	h := newHarness(t, nil)
 	st := h.stage(t, "summarizer",
-		middleware.WithCondition(termination.TokenBudget(termination.TokenLimits{Total: 100, Pressure: termination.Pressure{Threshold: 0.5}})),
+		middleware.WithCondition(termination.TokenLimits{Total: 100, Pressure: 0.5}),
 		middleware.WithOnWarning(func(context.Context, *middleware.Run, termination.Cause) { panic("hook bug") }))
 	res := observe(st, msg("s", "a", 60, 0), termination.Event{Kind: termination.KindFinal, Text: "done"})
 	require.Equal(t, "natural_completion", res.Tag())

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"time"
+
+	"github.com/agentstop/agentstop/internal/label"
 )
 
 // Cause is why a stage run stopped. Every finished run has exactly one.
@@ -129,25 +131,10 @@ func Tag(c Cause, allowed func(string) bool) string {
 }
 
 func allowedTag(v string, allowed func(string) bool) string {
-	if allowed != nil && ValidTagValue(v) && allowed(v) {
+	if allowed != nil && label.ValidValue(v) && allowed(v) {
 		return v
 	}
 	return TagCustom
-}
-
-// ValidTagValue reports whether v can be a termination_cause value: a
-// snake_case label (a-z, 0-9, _) of 1 to 64 characters, so that even an
-// allow-list cannot smuggle a free-text string into a label.
-func ValidTagValue(v string) bool {
-	if v == "" || len(v) > 64 {
-		return false
-	}
-	for _, r := range v {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_') {
-			return false
-		}
-	}
-	return true
 }
 
 // nilCause reports whether c is nil or a typed nil: a nil pointer (or map,

@@ -3,6 +3,7 @@ package termination
 import (
 	"encoding/json"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -31,8 +32,21 @@ func (parked) Error() string           { return "parked" }
 func (parked) DefaultOutcome() Outcome { return OutcomeSkipped }
 
 func init() {
-	register[escalated]("test.Escalated")
-	register[*parked]("test.Parked")
+	registerTestCause[escalated]("test.Escalated")
+	registerTestCause[*parked]("test.Parked")
+}
+
+// registerTestCause adds a test's own cause type to the registry, as
+// codec.RegisterCause does (codec imports this package).
+func registerTestCause[C Cause](kind string) {
+	err := causeTable.Register(kind, reflect.TypeFor[C](), func(b []byte) (any, error) {
+		var c C
+		err := json.Unmarshal(b, &c)
+		return c, err
+	})
+	if err != nil {
+		panic(err)
+	}
 }
 
 // builtinCauses is every built-in cause with its tag and default outcome

@@ -3,57 +3,36 @@ package termination
 import (
 	"encoding/json"
 	"fmt"
-	"reflect"
 	"time"
 
 	"github.com/agentstop/agentstop/internal/causejson"
 )
 
-// The built-in causes' "$kind" names in the JSON form of causes (§2).
-// Package codec publishes the registry (codec.RegisterCause for a
-// program's own causes); the JSON forms of this package (Result,
-// ShadowVerdict, All) write and read causes through it.
-func init() {
-	register[Completed]("Completed")
-	register[NaturalCompletion]("NaturalCompletion")
-	register[HandoffRequested]("HandoffRequested")
-	register[MaxIterationsReached]("MaxIterationsReached")
-	register[MaxToolCallsReached]("MaxToolCallsReached")
-	register[BudgetPressure]("BudgetPressure")
-	register[BudgetExhausted]("BudgetExhausted")
-	register[StallDetected]("StallDetected")
-	register[Timeout]("Timeout")
-	register[Cancelled]("Cancelled")
-	register[Failed]("Failed")
-	register[Skipped]("Skipped")
-	register[Custom]("Custom")
-	register[All]("All")
-}
+// causeTable is the JSON form's table of the built-in causes (§2): each
+// under its type name; the JSON forms of this package (Result,
+// ShadowVerdict, All) read causes of other types from the registry that
+// codec.RegisterCause adds to.
+var causeTable = causejson.NewTable(Causes())
 
-// register adds the built-in cause type C under kind.
-func register[C Cause](kind string) {
-	err := causejson.Register(kind, reflect.TypeFor[C](), func(b []byte) (any, error) {
-		var c C
-		if err := json.Unmarshal(b, &c); err != nil {
-			return nil, err
-		}
-		return c, nil
-	})
-	if err != nil {
-		panic(err)
-	}
+// Causes returns a zero value of each of the contract's built-in cause
+// types (§2), in the contract's order, All last. Each is written in the
+// JSON form of causes under its type name ("$kind": "Timeout").
+func Causes() []Cause {
+	return []Cause{Completed{}, NaturalCompletion{}, HandoffRequested{}, MaxIterationsReached{},
+		MaxToolCallsReached{}, BudgetPressure{}, BudgetExhausted{}, StallDetected{}, Timeout{},
+		Cancelled{}, Failed{}, Skipped{}, Custom{}, All{}}
 }
 
 // marshalCause returns the JSON form of c (§2): "$kind" and its fields.
-func marshalCause(c Cause) ([]byte, error) { return causejson.Marshal(c) }
+func marshalCause(c Cause) ([]byte, error) { return causeTable.Marshal(c) }
 
-// unmarshalCause reads the JSON form of a cause of a registered type.
+// unmarshalCause reads the JSON form of a built-in or registered cause.
 func unmarshalCause(data []byte) (Cause, error) {
-	v, err := causejson.Unmarshal(data)
+	v, err := causeTable.Unmarshal(data)
 	if err != nil {
 		return nil, err
 	}
-	return v.(Cause), nil // every registered type is a Cause: codec.RegisterCause takes only those
+	return v.(Cause), nil // every type of the table or the registry is a Cause: codec.RegisterCause takes only those
 }
 
 // MarshalJSON writes Limit and Elapsed as Go duration strings.

@@ -7,28 +7,26 @@ import (
 	"strings"
 )
 
-// Pressure configures a budget's early warning. Threshold is the fraction of
-// the limit, in (0,1), at which a BudgetPressure warning is recorded (0: no
-// warning). Grace, when set, stops the stage with BudgetPressure on the
-// Grace-th message event after the warning (0: on the warning event itself);
-// nil means warn only (set it with new(n)).
-type Pressure struct {
-	Threshold float64
-	Grace     *int
-}
-
 // TokenLimits is a token budget. At least one of Total, Input and Output
 // must be set; each set limit must be > 0.
+//
+// As a Condition, it fires BudgetExhausted on the event at which the
+// cumulative usage of any limited resource reaches its limit, and warns or
+// stops with BudgetPressure as Pressure and Grace say.
 type TokenLimits struct {
 	Total, Input, Output int64
-	Pressure
+	// Pressure is the fraction of a limit, in (0,1), at which a
+	// BudgetPressure warning is recorded (0: no warning).
+	Pressure float64
+	// Grace, when set, stops the run with BudgetPressure on the Grace-th
+	// message event after the warning (0: on the warning event itself);
+	// nil means warn only (set it with new(n)).
+	Grace *int
 }
 
-// TokenBudget fires BudgetExhausted on the event at which cumulative usage
-// of any limited resource reaches its limit, and warns or stops with
-// BudgetPressure as Pressure says.
-func TokenBudget(l TokenLimits) Condition {
-	b := &budget{name: "token_budget", threshold: nonZero(l.Threshold), grace: l.Grace}
+// condition returns the condition l stands for.
+func (l TokenLimits) condition() Condition {
+	b := &budget{name: "token_budget", threshold: nonZero(l.Pressure), grace: l.Grace}
 	for _, r := range []struct {
 		res   Resource
 		limit int64
@@ -40,15 +38,17 @@ func TokenBudget(l TokenLimits) Condition {
 	return b
 }
 
-// CostLimit is a cost budget; Limit must be > 0.
+// CostLimit is a cost budget; Limit must be > 0. As a Condition, it is
+// TokenLimits for the events' cost.
 type CostLimit struct {
-	Limit float64
-	Pressure
+	Limit    float64
+	Pressure float64 // as in TokenLimits
+	Grace    *int    // as in TokenLimits
 }
 
-// CostBudget is TokenBudget for the events' cost.
-func CostBudget(l CostLimit) Condition {
-	return &budget{name: "cost_budget", threshold: nonZero(l.Threshold), grace: l.Grace,
+// condition returns the condition l stands for.
+func (l CostLimit) condition() Condition {
+	return &budget{name: "cost_budget", threshold: nonZero(l.Pressure), grace: l.Grace,
 		limits: []resourceLimit{{ResourceCost, l.Limit}}}
 }
 

@@ -12,7 +12,7 @@ import (
 // AnyOf fires when any child fires. Every child sees every event (no short
 // circuit), so counting conditions stay correct and every cause that fires
 // on the same event is reported.
-func AnyOf(children ...Condition) Condition { return anyOf(slices.Clone(children)) }
+func AnyOf(children ...Condition) Condition { return anyOf(lowerAll(children)) }
 
 type anyOf []Condition
 
@@ -102,7 +102,7 @@ func (a *anyCheck) observe(ev *Event, p *Progress, s *sink) {
 
 // AllOf fires All when every child has fired at least once: each child
 // latches when it first fires. Causes are listed in the order they fired.
-func AllOf(children ...Condition) Condition { return allOf(slices.Clone(children)) }
+func AllOf(children ...Condition) Condition { return allOf(lowerAll(children)) }
 
 type allOf []Condition
 

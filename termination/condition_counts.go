@@ -10,6 +10,12 @@ import (
 // ---- Iterations and tool calls
 
 // IterationLimits is an iteration limit with an optional early warning.
+//
+// As a Condition, it is MaxIterations with an early warning: with Pressure
+// p it records BudgetPressure{resource: iterations, threshold: p, used:
+// count, limit: Limit} the first time count/Limit >= p on a message event
+// (55 of 100 at 0.55 warns on the 55th), once per run; the run goes on,
+// and the limit is unchanged. A final event never warns.
 type IterationLimits struct {
 	// Limit is how many iterations (message and final events) are allowed;
 	// it must be positive.
@@ -22,6 +28,13 @@ type IterationLimits struct {
 
 // ToolCallLimits is a tool-call limit, overall and per tool, with an
 // optional early warning. At least one of Limit and PerTool must be set.
+//
+// As a Condition, it is MaxToolCalls with per-tool limits and an early
+// warning. A per-tool limit N for tool T fires MaxToolCallsReached{limit:
+// N, count: N+1, tool: T} on the call of T that makes T's count N+1; when
+// the overall limit fires on the same call, both are in Fired, the overall
+// one first. Pressure warns as in IterationLimits, with resource
+// tool_calls, on a tool_call event.
 type ToolCallLimits struct {
 	// Limit is how many tool calls are allowed in all; 0: no overall limit.
 	Limit int
@@ -42,12 +55,8 @@ func MaxIterations(n int) Condition {
 	return &countLimit{res: ResourceIterations, limit: given(n)}
 }
 
-// IterationLimit is MaxIterations with an early warning: with Pressure p it
-// records BudgetPressure{resource: iterations, threshold: p, used: count,
-// limit: Limit} the first time count/Limit >= p on a message event (55 of
-// 100 at 0.55 warns on the 55th), once per run; the run goes on, and the
-// limit is unchanged. A final event never warns.
-func IterationLimit(l IterationLimits) Condition {
+// condition returns the condition l stands for.
+func (l IterationLimits) condition() Condition {
 	return &countLimit{res: ResourceIterations, limit: nonZero(l.Limit), pressure: nonZero(l.Pressure),
 		long: l.Pressure != 0}
 }
@@ -58,13 +67,8 @@ func MaxToolCalls(n int) Condition {
 	return &countLimit{res: ResourceToolCalls, limit: given(n)}
 }
 
-// ToolCallLimit is MaxToolCalls with per-tool limits and an early warning.
-// A per-tool limit N for tool T fires MaxToolCallsReached{limit: N, count:
-// N+1, tool: T} on the call of T that makes T's count N+1; when the overall
-// limit fires on the same call, both are in Fired, the overall one first.
-// Pressure warns as in IterationLimit, with resource tool_calls, on a
-// tool_call event.
-func ToolCallLimit(l ToolCallLimits) Condition {
+// condition returns the condition l stands for.
+func (l ToolCallLimits) condition() Condition {
 	c := &countLimit{res: ResourceToolCalls, limit: nonZero(l.Limit), pressure: nonZero(l.Pressure),
 		long: l.Pressure != 0 || l.PerTool != nil, perToolSet: l.PerTool != nil}
 	for name, n := range l.PerTool {

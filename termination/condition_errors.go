@@ -8,6 +8,9 @@ import (
 
 // ErrorLimits configures the error threshold; set at least one of
 // Consecutive and Total, each > 0.
+//
+// As a Condition, it fires Failed{reason: error_threshold} when error
+// events and failed tool results reach either limit.
 type ErrorLimits struct {
 	// Consecutive watches two streaks and fires when either reaches it:
 	// failed tool_results in a row, reset only by a successful tool_result
@@ -27,9 +30,8 @@ type ErrorLimits struct {
 	IgnoreTools []string
 }
 
-// ErrorLimit fires Failed{reason: error_threshold} when error events and failed
-// tool results reach either limit.
-func ErrorLimit(l ErrorLimits) Condition {
+// condition returns the condition l stands for.
+func (l ErrorLimits) condition() Condition {
 	return &errorLimit{consecutive: nonZero(l.Consecutive), total: nonZero(l.Total),
 		ignore: slices.Clone(l.IgnoreTools), ignoreSet: l.IgnoreTools != nil}
 }

@@ -91,7 +91,7 @@ any: [{function_call: [search]}, {all: [{timeout: 5s}, {source_match: [critic]}]
 		case 0:
 			many = append(many, MaxToolCalls(5+i))
 		case 1:
-			many = append(many, ErrorLimit(ErrorLimits{Consecutive: 3}))
+			many = append(many, ErrorLimits{Consecutive: 3})
 		case 2:
 			many = append(many, TimeoutAfter(time.Duration(10+i)*time.Second))
 		default:

@@ -156,8 +156,8 @@ func TestStallMatchesReference(t *testing.T) {
 		if ref.repeats == 0 || r.IntN(2) == 0 {
 			ref.cycle = 2 + r.IntN(2)
 		}
-		cond := Stall(StallLimits{Repeats: ref.repeats, Window: ref.window, WarnAt: ref.warnAt, Cycle: ref.cycle,
-			SameResult: ref.sameResult})
+		cond := StallLimits{Repeats: ref.repeats, Window: ref.window, WarnAt: ref.warnAt, Cycle: ref.cycle,
+			SameResult: ref.sameResult}
 		require.NoError(t, Validate(cond))
 		var evs []Event
 		tools := []string{"a", "b", "c"}
@@ -314,7 +314,7 @@ func TestErrorsMatchReference(t *testing.T) {
 		if r.IntN(2) == 0 {
 			ref.ignore = []string{"grep"}
 		}
-		cond := ErrorLimit(ErrorLimits{Consecutive: ref.consecutive, Total: ref.total, IgnoreTools: ref.ignore})
+		cond := ErrorLimits{Consecutive: ref.consecutive, Total: ref.total, IgnoreTools: ref.ignore}
 		require.NoError(t, Validate(cond))
 		var evs []Event
 		for range 30 {
@@ -395,8 +395,8 @@ func FuzzConditionsMatchReference(f *testing.F) {
 				evs = append(evs, input("go"))
 			}
 		}
-		stallCond := Stall(StallLimits{Repeats: ref.repeats, Window: ref.window, Cycle: ref.cycle, SameResult: ref.sameResult})
-		errCond := ErrorLimit(ErrorLimits{Consecutive: errRef.consecutive, Total: errRef.total, IgnoreTools: errRef.ignore})
+		stallCond := StallLimits{Repeats: ref.repeats, Window: ref.window, Cycle: ref.cycle, SameResult: ref.sameResult}
+		errCond := ErrorLimits{Consecutive: errRef.consecutive, Total: errRef.total, IgnoreTools: errRef.ignore}
 		at, wantEvidence := 0, []int(nil)
 		var wantFired []Cause
 		for i, ev := range evs {

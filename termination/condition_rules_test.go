@@ -54,7 +54,7 @@ func TestRulePressureOnCounts(t *testing.T) {
 		{name: "tool-call pressure then limit", cond: pol(t, `max_tool_calls: {limit: 2, pressure: 0.5}`),
 			events: evs(call("a", `1`), call("a", `2`), call("a", `3`)), want: MaxToolCallsReached{Limit: 2, Count: 3}, at: 3,
 			warnings: []Cause{calls(0.5, 1, 2)}},
-		{name: "the Go form", cond: IterationLimit(IterationLimits{Limit: 3, Pressure: 0.6}),
+		{name: "the Go form", cond: IterationLimits{Limit: 3, Pressure: 0.6},
 			events: repeat(3, msg("a", "x")), want: natural, warnings: []Cause{iter(0.6, 2, 3)}},
 		{name: "the long form without pressure is the plain limit", cond: pol(t, `max_tool_calls: {limit: 1}`),
 			events: evs(call("a", `1`), call("a", `2`)), want: MaxToolCallsReached{Limit: 1, Count: 2}, at: 2},
@@ -88,7 +88,7 @@ func TestRulePerToolLimits(t *testing.T) {
 			events: evs(call("calc", `1`), call("search", `1`), call("search", `2`)),
 			want:   toolsCapped(1, 2, "search"), at: 3,
 			warnings: []Cause{BudgetPressure{Resource: ResourceToolCalls, Threshold: 0.5, Used: 2, Limit: 4}}},
-		{name: "the Go form", cond: ToolCallLimit(ToolCallLimits{PerTool: map[string]int{"fetch": 1, "search": 1}}),
+		{name: "the Go form", cond: ToolCallLimits{PerTool: map[string]int{"fetch": 1, "search": 1}},
 			events: evs(call("search", `1`), call("fetch", `1`), call("fetch", `2`)), want: toolsCapped(1, 2, "fetch"), at: 3},
 	})
 }
@@ -177,7 +177,7 @@ func TestRuleStallCycle(t *testing.T) {
 			events: evs(b, a, a, b, a, a),
 			want:   stalled(SignalRepeatedToolCall, 4), at: 6,
 			fired: []Cause{stalled(SignalRepeatedToolCall, 4), cycled(2, 3)}},
-		{name: "the Go form", cond: Stall(StallLimits{Cycle: 2}), events: evs(a, b, a, b), want: cycled(2, 2), at: 4},
+		{name: "the Go form", cond: StallLimits{Cycle: 2}, events: evs(a, b, a, b), want: cycled(2, 2), at: 4},
 	})
 }
 
@@ -329,12 +329,12 @@ func TestNewCauseFieldsInMessagesAndJSON(t *testing.T) {
 // crashing the run: the new settings out of range included.
 func TestInvalidNewSettingsNeverPanic(t *testing.T) {
 	conds := []Condition{
-		Stall(StallLimits{Repeats: -3, Window: -1, WarnAt: -2, Cycle: -1, TokenTolerance: -1}),
-		Stall(StallLimits{Repeats: 1, Window: 1, WarnAt: 1, Cycle: 1}),
-		Stall(StallLimits{Cycle: -5}), Stall(StallLimits{Repeats: 2, Window: -7}),
-		IterationLimit(IterationLimits{Limit: -1, Pressure: 2}), IterationLimit(IterationLimits{Pressure: 0.5}),
-		ToolCallLimit(ToolCallLimits{Limit: -2, Pressure: -1, PerTool: map[string]int{"a": -1, "": 0}}),
-		ToolCallLimit(ToolCallLimits{Pressure: 0.5}),
+		StallLimits{Repeats: -3, Window: -1, WarnAt: -2, Cycle: -1, TokenTolerance: -1},
+		StallLimits{Repeats: 1, Window: 1, WarnAt: 1, Cycle: 1},
+		StallLimits{Cycle: -5}, StallLimits{Repeats: 2, Window: -7},
+		IterationLimits{Limit: -1, Pressure: 2}, IterationLimits{Pressure: 0.5},
+		ToolCallLimits{Limit: -2, Pressure: -1, PerTool: map[string]int{"a": -1, "": 0}},
+		ToolCallLimits{Pressure: 0.5},
 	}
 	events := evs(msg("a", "x").used(5, 5), call("a", `1`), call("b", `1`), call("a", `1`), call("b", `1`),
 		msg("a", "x"), final("a", "x"), result("a", "e"), errEv("e"))

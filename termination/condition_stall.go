@@ -12,6 +12,22 @@ import (
 
 // StallLimits configures stall detection. Set at least one of Repeats and
 // Cycle.
+//
+// As a Condition, it fires StallDetected. With Window W (default
+// Repeats): repeated_tool_call on a tool_call when at least Repeats of the last W
+// tool calls (this one included) have its tool and canonically equal args;
+// repeated_message on a message when at least Repeats of the last W
+// messages with non-empty text came from its source with the same trimmed
+// text; the cause's Repeats is the number of matches found. token_plateau
+// on a message when each of the last Repeats iterations that carry usage
+// spent total tokens within TokenTolerance of the one before. cycle as
+// StallLimits.Cycle says; repeated_result as StallLimits.SameResult says.
+// WarnAt warns before the stop (at most one stall warning per run). A final
+// event never fires or warns.
+//
+// Events recorded without content (Event.ArgsHash, Event.TextHash) are
+// compared by their hashes in place of the args, the message text and the
+// result's text and error; a hashed value never equals an unhashed one.
 type StallLimits struct {
 	// Repeats (>= 2) is how many matching tool calls or messages (with
 	// SameResult: completed calls) among the last Window make a stall
@@ -56,22 +72,8 @@ type StallLimits struct {
 	IgnoreTools []string
 }
 
-// Stall fires StallDetected. With Window W (default Repeats):
-// repeated_tool_call on a tool_call when at least Repeats of the last W
-// tool calls (this one included) have its tool and canonically equal args;
-// repeated_message on a message when at least Repeats of the last W
-// messages with non-empty text came from its source with the same trimmed
-// text; the cause's Repeats is the number of matches found. token_plateau
-// on a message when each of the last Repeats iterations that carry usage
-// spent total tokens within TokenTolerance of the one before. cycle as
-// StallLimits.Cycle says; repeated_result as StallLimits.SameResult says.
-// WarnAt warns before the stop (at most one stall warning per run). A final
-// event never fires or warns.
-//
-// Events recorded without content (Event.ArgsHash, Event.TextHash) are
-// compared by their hashes in place of the args, the message text and the
-// result's text and error; a hashed value never equals an unhashed one.
-func Stall(l StallLimits) Condition {
+// condition returns the condition l stands for.
+func (l StallLimits) condition() Condition {
 	return &stall{repeats: nonZero(l.Repeats), window: nonZero(l.Window), warnAt: nonZero(l.WarnAt),
 		cycle: nonZero(l.Cycle), tolerance: nonZero(l.TokenTolerance),
 		sameResult: l.SameResult, sameResultSet: l.SameResult,

@@ -20,13 +20,16 @@
 // record names.
 //
 // A [Condition] is an immutable description of when to stop: [MaxIterations]
-// and [IterationLimit] (with an early warning), [MaxToolCalls] and
-// [ToolCallLimit] (per tool, with an early warning), [TimeoutAfter],
-// [IdleAfter] (no event for a while),
-// [TokenBudget], [CostBudget], [Stall] (repeats in a window, the same
-// result again whatever the args, cycles, tools left out), [ErrorLimit] (streaks, totals, ignored tools), [TextMention], [FunctionCall], [Handoff], [SourceMatch],
+// and [IterationLimits] (with an early warning), [MaxToolCalls] and
+// [ToolCallLimits] (per tool, with an early warning), [TimeoutAfter],
+// [IdleAfter] (no event for a while), [TokenLimits], [CostLimit],
+// [StallLimits] (repeats in a window, the same result again whatever the
+// args, cycles, tools left out), [ErrorLimits] (streaks, totals, ignored
+// tools), [TextMention], [FunctionCall], [Handoff], [SourceMatch],
 // [StopMessage], [Predicate], [CauseFunc], and the combinators [AnyOf] and
-// [AllOf]. A [Policy] is the same thing read from YAML or JSON with
+// [AllOf]. The limit structs (IterationLimits, ToolCallLimits, TokenLimits,
+// CostLimit, StallLimits, ErrorLimits) are Conditions themselves:
+// AnyOf(MaxIterations(25), TokenLimits{Total: 50_000, Pressure: 0.8}). A [Policy] is the same thing read from YAML or JSON with
 // [ParsePolicy]; its [Policy.Condition] is an ordinary Condition.
 //
 // Conditions hold no run state. Each run gets an [Evaluator] with fresh state
@@ -54,14 +57,15 @@
 // ([Limits.Set]).
 //
 // Every finished run has exactly one [Cause]. Causes are plain Go types
-// (Completed, MaxToolCallsReached, Timeout, ...) that also implement error,
-// so a cause carried by context.Cause is recovered with errors.As. Each has a
-// low-cardinality [Cause.TagValue], the termination_cause attribute of spans
-// and metrics; [Tag] applies a stage's allow-list of custom reasons, so the
-// set of emitted values stays closed (docs/spec.md §2). Causes have a JSON
-// form with a "$kind" discriminator (package codec: MarshalCause,
-// UnmarshalCause; user-defined cause types join it with RegisterCause);
-// the JSON form of a [Result] writes its causes in it.
+// (Completed, MaxToolCallsReached, Timeout, ...; [Causes] lists them) that
+// also implement error, so a cause carried by context.Cause is recovered
+// with errors.As. Each has a low-cardinality [Cause.TagValue], the
+// termination_cause attribute of spans and metrics; [Tag] applies a stage's
+// allow-list of custom reasons, so the set of emitted values stays closed
+// (docs/spec.md §2). Causes have a JSON
+// form with a "$kind" discriminator, a built-in cause's type name (package
+// codec: MarshalCause, UnmarshalCause; user-defined cause types join it
+// with RegisterCause); the JSON form of a [Result] writes its causes in it.
 //
 // # Names that differ from the contract's condition list
 //

@@ -12,8 +12,6 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/agentstop/agentstop/internal/causejson"
 )
 
 // specPrecedence is spec §3's order, written out: the cause reported when
@@ -25,7 +23,7 @@ func kindsOf(t *testing.T, cs []Cause) []string {
 	t.Helper()
 	out := make([]string, len(cs))
 	for i, c := range cs {
-		k, err := causejson.Kind(c)
+		k, err := causeTable.Kind(c)
 		require.NoError(t, err)
 		out[i] = k
 	}
@@ -37,10 +35,10 @@ func TestPrecedenceOnAMessage(t *testing.T) {
 	// Fired comes from the precedence, not from the policy.
 	c := AnyOf(
 		TimeoutAfter(time.Minute),
-		Stall(StallLimits{Repeats: 2, TokenTolerance: 0.1}),
+		StallLimits{Repeats: 2, TokenTolerance: 0.1},
 		MaxIterations(1),
-		TokenBudget(TokenLimits{Total: 100, Pressure: Pressure{Threshold: 0.9, Grace: new(0)}}),
-		CostBudget(CostLimit{Limit: 1}),
+		TokenLimits{Total: 100, Pressure: 0.9, Grace: new(0)},
+		CostLimit{Limit: 1},
 		Predicate("explodes", func(e Event) bool {
 			if strings.Contains(e.Text, "TERMINATE") {
 				panic("no")
@@ -73,7 +71,7 @@ func TestPrecedenceOnAMessage(t *testing.T) {
 func TestPrecedenceOnAToolCall(t *testing.T) {
 	c := AnyOf(
 		TimeoutAfter(time.Minute),
-		Stall(StallLimits{Repeats: 2}),
+		StallLimits{Repeats: 2},
 		MaxToolCalls(1),
 		CauseFunc("route", func(e Event, _ Progress) Cause {
 			if e.Kind == KindToolCall {
@@ -81,7 +79,7 @@ func TestPrecedenceOnAToolCall(t *testing.T) {
 			}
 			return nil
 		}),
-		ErrorLimit(ErrorLimits{Total: 1}),
+		ErrorLimits{Total: 1},
 	)
 	res := replayEvents(t, c, input("go").at(0), call("t", `{}`).at(time.Second), call("t", `{}`).at(time.Hour))
 	// The func fires on the first call too, so the run stops there.
@@ -90,7 +88,7 @@ func TestPrecedenceOnAToolCall(t *testing.T) {
 
 	c = AnyOf(
 		TimeoutAfter(time.Minute),
-		Stall(StallLimits{Repeats: 2}),
+		StallLimits{Repeats: 2},
 		MaxToolCalls(1),
 		CauseFunc("route", func(_ Event, p Progress) Cause {
 			if p.ToolCalls == 2 {
@@ -237,7 +235,7 @@ func TestResultCounts(t *testing.T) {
 }
 
 func TestWarningsAccessor(t *testing.T) {
-	ev := NewEvaluator(TokenBudget(TokenLimits{Total: 10, Pressure: Pressure{Threshold: 0.5}}), EventClock)
+	ev := NewEvaluator(TokenLimits{Total: 10, Pressure: 0.5}, EventClock)
 	ev.Observe(msg("a", "x").used(6, 0))
 	w := ev.Warnings()
 	require.Equal(t, []Cause{bp(ResourceTotalTokens, 0.5, 6, 10)}, w)

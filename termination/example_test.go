@@ -12,7 +12,7 @@ import (
 func ExampleNewEvaluator() {
 	cond := termination.AnyOf(
 		termination.MaxIterations(2),
-		termination.TokenBudget(termination.TokenLimits{Total: 1000, Pressure: termination.Pressure{Threshold: 0.8}}),
+		termination.TokenLimits{Total: 1000, Pressure: 0.8},
 	)
 	// A live stage uses WallClock; EventClock here keeps the printed result
 	// free of the time it took (events without a time give no duration).
@@ -65,10 +65,10 @@ func ExampleParsePolicy_error() {
 // Limit one tool, warn before the overall cap, and catch a ping-pong
 // between two tools: the warnings come first (the loop's cue to tell the
 // agent), then the stop.
-func ExampleToolCallLimit() {
+func ExampleToolCallLimits() {
 	cond := termination.AnyOf(
-		termination.ToolCallLimit(termination.ToolCallLimits{Limit: 20, Pressure: 0.1, PerTool: map[string]int{"web_fetch": 5}}),
-		termination.Stall(termination.StallLimits{Repeats: 3, WarnAt: 2, Cycle: 3}),
+		termination.ToolCallLimits{Limit: 20, Pressure: 0.1, PerTool: map[string]int{"web_fetch": 5}},
+		termination.StallLimits{Repeats: 3, WarnAt: 2, Cycle: 3},
 	)
 	// A live stage uses WallClock; EventClock here keeps the printed result
 	// free of the time it took (events without a time give no duration).
@@ -93,8 +93,8 @@ func ExampleToolCallLimit() {
 // A coding agent's stall guard: with SameResult, re-running the tests after
 // each edit is progress as long as their output changes; the same output a
 // third time is a stall, and the evidence names the three results.
-func ExampleStall_sameResult() {
-	guard := termination.Stall(termination.StallLimits{Repeats: 3, Window: 8, SameResult: true})
+func ExampleStallLimits_sameResult() {
+	guard := termination.StallLimits{Repeats: 3, Window: 8, SameResult: true}
 	run := func(outputs ...string) termination.Result {
 		ev := termination.NewEvaluator(guard, termination.EventClock)
 		for _, out := range outputs {

@@ -7,8 +7,8 @@ import (
 	"math"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/agentstop/agentstop/internal/label"
 	"go.yaml.in/yaml/v3"
 )
 
@@ -50,9 +50,6 @@ const fleetKeyStage = "stage"
 // fleetKeyLabel prefixes FleetBudget.Key for a budget keyed by a label.
 const fleetKeyLabel = "label:"
 
-// maxLabelValue is the longest run label value, in bytes (contract §7).
-const maxLabelValue = 256
-
 // Label returns the label name of a "label:NAME" key, and false for the
 // "stage" key.
 func (b FleetBudget) Label() (string, bool) {
@@ -73,7 +70,7 @@ func (b FleetBudget) Validate() error {
 func (b FleetBudget) validate() error {
 	switch name, isLabel := b.Label(); {
 	case b.Key == fleetKeyStage:
-	case isLabel && validLabelName(name):
+	case isLabel && label.ValidName(name):
 	case isLabel:
 		return fmt.Errorf("key: label name %q must be snake_case (a-z, 0-9, _; starting with a letter)", name)
 	default:
@@ -205,31 +202,6 @@ func (b *FleetBudget) UnmarshalJSON(data []byte) error {
 		return err
 	}
 	*b = out
-	return nil
-}
-
-// validLabelName reports whether name can be a run label name: snake_case
-// (a-z, 0-9, _), starting with a letter, 1 to 64 characters.
-func validLabelName(name string) bool {
-	return ValidTagValue(name) && name[0] >= 'a' && name[0] <= 'z'
-}
-
-// ValidateLabels checks run labels (contract §7): names snake_case
-// ([validLabelName]), values valid UTF-8 of at most [maxLabelValue] bytes
-// (JSON, which carries them between processes, cannot hold other bytes
-// unchanged). The error names the offending label.
-func ValidateLabels(labels map[string]string) error {
-	for k, v := range labels {
-		if !validLabelName(k) {
-			return fmt.Errorf("label name %q must be snake_case (a-z, 0-9, _; starting with a letter; at most 64 characters)", k)
-		}
-		if len(v) > maxLabelValue {
-			return fmt.Errorf("label %q: value is %d bytes, the limit is %d", k, len(v), maxLabelValue)
-		}
-		if !utf8.ValidString(v) {
-			return fmt.Errorf("label %q: value %q is not valid UTF-8", k, v)
-		}
-	}
 	return nil
 }
 

@@ -85,17 +85,6 @@ func TestFleetBudgetMismatchAndJSON(t *testing.T) {
 	}
 }
 
-func TestValidateLabels(t *testing.T) {
-	if err := ValidateLabels(map[string]string{"tenant": "acme", "tier_2": ""}); err != nil {
-		t.Error(err)
-	}
-	for _, l := range []map[string]string{{"Tenant": "x"}, {"2tier": "x"}, {"": "x"}, {"a-b": "x"}, {"t": strings.Repeat("x", 257)}} {
-		if err := ValidateLabels(l); err == nil {
-			t.Errorf("ValidateLabels(%v) = nil", l)
-		}
-	}
-}
-
 func TestEvaluatorFleetHooks(t *testing.T) {
 	e := NewEvaluator(AnyOf(), WallClock)
 	e.ObserveRef(&Event{Kind: KindMessage})

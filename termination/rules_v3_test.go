@@ -233,13 +233,13 @@ func TestRuleIgnoreTools(t *testing.T) {
 			events: evs(Event{Kind: KindError, Tool: "grep", Text: "e"}), want: failed("e"), at: 1},
 	})
 	t.Run("Go field", func(t *testing.T) {
-		c := ErrorLimit(ErrorLimits{Consecutive: 2, IgnoreTools: []string{"grep"}})
+		c := ErrorLimits{Consecutive: 2, IgnoreTools: []string{"grep"}}
 		require.NoError(t, Validate(c))
 		assert.Equal(t, "errors: {consecutive: 2, ignore_tools: [grep]}", c.String())
 		res := replayEvents(t, c, result("grep", "1"), result("grep", "1"), msg("a", "x"))
 		assert.Equal(t, natural, res.Cause)
-		assert.ErrorContains(t, Validate(ErrorLimit(ErrorLimits{Total: 1, IgnoreTools: []string{}})), "errors.ignore_tools: needs at least one name")
-		assert.ErrorContains(t, Validate(ErrorLimit(ErrorLimits{Total: 1, IgnoreTools: []string{"a", ""}})), "errors.ignore_tools[1]: must not be empty")
+		assert.ErrorContains(t, Validate(ErrorLimits{Total: 1, IgnoreTools: []string{}}), "errors.ignore_tools: needs at least one name")
+		assert.ErrorContains(t, Validate(ErrorLimits{Total: 1, IgnoreTools: []string{"a", ""}}), "errors.ignore_tools[1]: must not be empty")
 	})
 }
 
@@ -268,9 +268,9 @@ func TestRuleNewPolicyKeys(t *testing.T) {
 			assert.Contains(t, err.Error(), tc.err)
 		})
 	}
-	c := Stall(StallLimits{Repeats: 3, Window: 8, SameResult: true})
+	c := StallLimits{Repeats: 3, Window: 8, SameResult: true}
 	assert.Equal(t, "stall: {repeats: 3, window: 8, same_result: true}", c.String())
-	assert.ErrorContains(t, Validate(Stall(StallLimits{Cycle: 2, SameResult: true})), "stall.same_result: needs repeats")
+	assert.ErrorContains(t, Validate(StallLimits{Cycle: 2, SameResult: true}), "stall.same_result: needs repeats")
 }
 
 // TestRuleEvidence: every cause kind says which events made it (§3

@@ -231,7 +231,7 @@ func TestRuleStallIgnoreTools(t *testing.T) {
 		{name: "messages are still watched", cond: pol(t, `stall: {repeats: 2, ignore_tools: [poll_job]}`),
 			events: evs(msg("a", "same"), msg("a", "same")),
 			want:   StallDetected{Signal: SignalRepeatedMessage, Repeats: 2}, at: 2},
-		{name: "the Go form", cond: Stall(StallLimits{Repeats: 2, IgnoreTools: []string{"poll_job"}}),
+		{name: "the Go form", cond: StallLimits{Repeats: 2, IgnoreTools: []string{"poll_job"}},
 			events: repeat(3, call("poll_job", `{}`)), want: natural},
 	})
 }
@@ -271,9 +271,9 @@ func TestPolicyErrorsV4(t *testing.T) {
 		_, err := ParsePolicy(src)
 		assert.NoError(t, err, src)
 	}
-	assert.EqualError(t, Validate(ToolCallLimit(ToolCallLimits{Limit: 2, PerTool: map[string]int{"a": 3}})),
+	assert.EqualError(t, Validate(ToolCallLimits{Limit: 2, PerTool: map[string]int{"a": 3}}),
 		"max_tool_calls.per_tool.a: must be <= limit (2), got 3: a per-tool limit above the overall one can never fire")
-	assert.EqualError(t, Validate(Stall(StallLimits{Repeats: 2, AnyArgs: true})), "stall.any_args: needs same_result: true")
+	assert.EqualError(t, Validate(StallLimits{Repeats: 2, AnyArgs: true}), "stall.any_args: needs same_result: true")
 	assert.EqualError(t, Validate(IdleAfter(0)), "idle: must be > 0, got 0s")
 }
 

@@ -284,7 +284,7 @@ func TestSpecProbeZeroTokenTolerance(t *testing.T) {
 			events: evs(msg("a", "1").used(100, 0), msg("a", "2").used(100, 0), msg("a", "3").used(101, 0)),
 			want:   natural},
 		{name: "the Go form's zero tolerance stays off",
-			cond:   Stall(StallLimits{Repeats: 3}),
+			cond:   StallLimits{Repeats: 3},
 			events: evs(msg("a", "1").used(100, 0), msg("a", "2").used(100, 0), msg("a", "3").used(100, 0)),
 			want:   natural},
 	})

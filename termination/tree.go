@@ -29,8 +29,8 @@ var treeKeys = []string{"max_iterations", "max_tool_calls", "token_budget", "cos
 
 // TreeLimits returns tree limits: the given max_iterations, max_tool_calls,
 // token budget, cost budget and timeout conditions ([MaxIterations],
-// [IterationLimit], [MaxToolCalls], [ToolCallLimit], [TokenBudget],
-// [CostBudget], [TimeoutAfter], and AnyOf of them), evaluated over a run
+// [IterationLimits], [MaxToolCalls], [ToolCallLimits], [TokenLimits],
+// [CostLimit], [TimeoutAfter], and AnyOf of them), evaluated over a run
 // and its descendants when a stage holds them (middleware.WithTreeLimits,
 // or a policy's tree: key). Their causes and warnings carry Scope
 // [ScopeTree]. Any other condition is a validation error naming it.
@@ -53,7 +53,7 @@ type treeLimits struct {
 }
 
 func (t *treeLimits) add(c Condition) {
-	switch c := c.(type) {
+	switch c := lower(c).(type) {
 	case *countLimit:
 		cp := *c
 		cp.scope = ScopeTree

@@ -57,17 +57,17 @@ func TestPolicyTreeErrors(t *testing.T) {
 }
 
 func TestTreeConstructor(t *testing.T) {
-	require.NoError(t, Validate(TreeLimits(MaxIterations(3), AnyOf(CostBudget(CostLimit{Limit: 1}), TimeoutAfter(time.Minute)))))
+	require.NoError(t, Validate(TreeLimits(MaxIterations(3), AnyOf(CostLimit{Limit: 1}, TimeoutAfter(time.Minute)))))
 	for _, c := range []struct {
 		cond Condition
 		want string
 	}{
 		{TreeLimits(), "tree: needs at least one of max_iterations"},
 		{TreeLimits(nil), "tree: nil condition"},
-		{TreeLimits(Stall(StallLimits{Repeats: 3})), "tree: stall is not a tree limit"},
+		{TreeLimits(StallLimits{Repeats: 3}), "tree: stall is not a tree limit"},
 		{TreeLimits(TextMention("x")), "tree: text_mention is not a tree limit"},
 		{TreeLimits(MaxToolCalls(0)), "tree.max_tool_calls: must be a positive int, got 0"},
-		{TreeLimits(TokenBudget(TokenLimits{})), "tree.token_budget: needs at least one of total, input, output"},
+		{TreeLimits(TokenLimits{}), "tree.token_budget: needs at least one of total, input, output"},
 	} {
 		err := Validate(c.cond)
 		if assert.Error(t, err) {
@@ -75,7 +75,7 @@ func TestTreeConstructor(t *testing.T) {
 		}
 	}
 	// Tree copies: the conditions given keep their own scope.
-	own := TokenBudget(TokenLimits{Total: 10})
+	own := TokenLimits{Total: 10}
 	tree := TreeLimits(own)
 	e := NewEvaluator(own, EventClock)
 	c, _ := e.Observe(Event{Kind: KindMessage, Usage: Usage{InputTokens: 10}})

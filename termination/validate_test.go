@@ -45,7 +45,7 @@ func TestObserveInvalidEvent(t *testing.T) {
 	for _, tc := range badEvents {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, clock := range []Clock{WallClock, EventClock} {
-				e := NewEvaluator(AnyOf(TokenBudget(TokenLimits{Total: 100}), MaxIterations(5)), clock)
+				e := NewEvaluator(AnyOf(TokenLimits{Total: 100}, MaxIterations(5)), clock)
 				_, stop := e.Observe(msg("a", "one").used(90, 0))
 				require.False(t, stop)
 				cause, stop := e.Observe(tc.ev)

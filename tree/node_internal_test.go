@@ -46,7 +46,7 @@ func tagOf(c termination.Cause) string { return termination.Tag(c, nil) }
 // anything (one message for any number of iterations when iterations are
 // unlimited). Result.Tree still counts every one of them.
 func TestTreeTotalsCountBatchedCharges(t *testing.T) {
-	s := NewStage("planner", tagOf, termination.TokenBudget(termination.TokenLimits{Total: 100000}), nil, nil)
+	s := NewStage("planner", tagOf, termination.TokenLimits{Total: 100000}, nil, nil)
 	_, n := s.Join(context.Background(), &fakeRun{id: "r1"}, Parent{})
 	if n == nil {
 		t.Fatal("a run that holds tree limits has no node")

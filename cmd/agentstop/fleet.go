@@ -20,6 +20,8 @@ import (
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/redisfleet"
 	"github.com/agentstop/agentstop/internal/human"
+	"github.com/agentstop/agentstop/internal/label"
+	"github.com/agentstop/agentstop/internal/operator"
 )
 
 // fleetCommands are the fleet control commands (contract §7): name and the
@@ -68,9 +70,9 @@ type labelFlags struct{ m map[string]string }
 func (l *labelFlags) String() string { return "" }
 
 func (l *labelFlags) Set(kv string) error {
-	name, value, err := fleet.ParseLabel(kv)
+	name, value, err := label.Parse(kv)
 	if err != nil {
-		return errors.New(strings.TrimPrefix(err.Error(), fleet.ErrInvalid.Error()+": "))
+		return err
 	}
 	if l.m == nil {
 		l.m = map[string]string{}
@@ -187,10 +189,10 @@ func newFleetArgs(name string) (*fleetArgs, *flag.FlagSet) {
 	}
 	if name == "stop" || name == "block" {
 		a.reason = fs.String("reason", "", "why (required); the runs' cause detail shows it")
-		a.by = fs.String("by", fleet.Operator(), "who issues it, shown in the cause detail and in blocks")
+		a.by = fs.String("by", operator.Name(), "who issues it, shown in the cause detail and in blocks")
 	}
 	if name == "stop" {
-		a.wait = human.Duration(fs, "wait", fleet.DefaultStopWait, "how long to wait for the owning processes to confirm")
+		a.wait = human.Duration(fs, "wait", operator.Wait, "how long to wait for the owning processes to confirm")
 	}
 	if name == "block" {
 		a.expire = human.Duration(fs, "expire", 0, "remove the block after this long (default: until unblock)")

@@ -14,7 +14,8 @@ import (
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/redisfleet"
-	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
+	"github.com/agentstop/agentstop/internal/redistest"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -205,7 +206,7 @@ func TestFleetCommandErrors(t *testing.T) {
 		{"bad label name", good, []string{"runs", "-label", "Tenant=x"}, "snake_case"},
 		{"bad run id", good, []string{"stop", "-run", "nope", "-reason", "x"}, "not 32 lowercase hex digits"},
 		{"all and stage", good, []string{"stop", "-all", "-stage", "s", "-reason", "x"}, "all cannot be combined"},
-		{"block a run", good, []string{"block", "-run", fleet.NewRunID(), "-reason", "x"}, "flag provided but not defined: -run"},
+		{"block a run", good, []string{"block", "-run", runid.New(), "-reason", "x"}, "flag provided but not defined: -run"},
 		{"extra argument", good, []string{"blocks", "extra"}, `unexpected argument "extra"`},
 		{"wrong password", wrong, []string{"blocks"}, "cannot use redis at " + srv.Addr},
 		{"wrong password, cluster", wrongCluster, []string{"blocks"}, "cannot use redis at " + cl.Nodes[0].Addr},

@@ -16,6 +16,7 @@ import (
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/redisfleet"
 	"github.com/agentstop/agentstop/internal/human"
+	"github.com/agentstop/agentstop/internal/operator"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -57,8 +58,8 @@ func runRaise(args []string, sio stdio) int {
 	prefix := fs.String("prefix", redisfleet.DefaultPrefix, "key and channel prefix the fleet uses")
 	asJSON := fs.Bool("json", false, "print JSON instead of a line")
 	runID := fs.String("run", "", "the held run's id (required)")
-	by := fs.String("by", fleet.Operator(), "who raises it")
-	wait := human.Duration(fs, "wait", fleet.DefaultStopWait, "how long to wait for the run's process to confirm")
+	by := fs.String("by", operator.Name(), "who raises it")
+	wait := human.Duration(fs, "wait", operator.Wait, "how long to wait for the run's process to confirm")
 	vals := make([]*string, len(raiseAmounts))
 	for i, a := range raiseAmounts {
 		vals[i] = fs.String(a.flag, "", a.usage)

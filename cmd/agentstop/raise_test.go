@@ -10,7 +10,8 @@ import (
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/redisfleet"
-	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
+	"github.com/agentstop/agentstop/internal/redistest"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -81,7 +82,7 @@ func TestRaiseCommand(t *testing.T) {
 		for _, tc := range []struct{ id, want string }{
 			{run.ID(), "is not held at a limit: nothing raised"},
 			{other.ID(), "is not held at a limit: nothing raised"},
-			{fleet.NewRunID(), "(unknown, or it has ended): nothing raised"},
+			{runid.New(), "(unknown, or it has ended): nothing raised"},
 		} {
 			code, out, errOut = runRaiseCLI(env, "-run", tc.id, "-cost", "+0.5")
 			if code != exitFail || errOut != "" || !strings.Contains(out, tc.want) {
@@ -94,7 +95,7 @@ func TestRaiseCommand(t *testing.T) {
 // TestRaiseCommandErrors: usage errors are one line on stderr, exit 2.
 func TestRaiseCommandErrors(t *testing.T) {
 	env := map[string]string{"AGENTSTOP_REDIS_URL": "redis://127.0.0.1:1"}
-	id := fleet.NewRunID()
+	id := runid.New()
 	for _, tc := range []struct {
 		args []string
 		want string

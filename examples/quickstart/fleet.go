@@ -503,7 +503,7 @@ func (f *fleet) stopRun(run *middleware.Run) {
 	_, err := f.control.Stop(ctx, agentfleet.StopRequest{Selector: agentfleet.Selector{RunID: run.ID()},
 		Reason: reason, By: operator, Wait: time.Second})
 	if err != nil {
-		run.StopWith(agentfleet.StopCause(reason+" (fleet unreachable)", operator))
+		run.StopWith(agentfleet.StopRequest{Reason: reason + " (fleet unreachable)", By: operator}.Cause())
 	}
 }
 

@@ -171,7 +171,8 @@ func TestQuickstartExposesEveryCause(t *testing.T) {
 	assert.NotRegexp(t, `(?m)^agent_fleet_errors_total\{[^}]*\} [1-9]`, text, "the in-process fleet reported an error")
 	// The fleet's counters are exported at 0 from the start (§5.1): the
 	// dashboard's fleet panels show 0, not "No data", when nothing fails.
-	for _, op := range agentfleet.Operations {
+	for _, op := range []string{agentfleet.OpJoin, agentfleet.OpLeave, agentfleet.OpRenew, agentfleet.OpReserve, agentfleet.OpSettle,
+		agentfleet.OpStop, agentfleet.OpBlock, agentfleet.OpList, agentfleet.OpConnect, agentfleet.OpInternal} {
 		assert.Regexp(t, `(?m)^agent_fleet_errors_total\{[^}]*operation="`+op+`"[^}]*\} 0(\.0)?$`, text, "agent_fleet_errors_total{operation=%q} not exported at 0", op)
 	}
 	assert.Regexp(t, `(?m)^agent_fleet_runs_rejected_total\{[^}]*reason="fleet_unavailable"[^}]*\} 0(\.0)?$`, text, "agent_fleet_runs_rejected_total{reason=\"fleet_unavailable\"} not exported at 0")

@@ -12,7 +12,7 @@ import (
 
 	agentfleet "github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/redisfleet"
-	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
+	"github.com/agentstop/agentstop/internal/redistest"
 )
 
 // TestJoinRedis: with -redis, the quickstart's runs are in the Redis

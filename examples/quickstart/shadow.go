@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
@@ -35,15 +36,16 @@ func (s stageSpec) shadowOptions() ([]middleware.Option, error) {
 // DIR/shadow/NAME/STAGE.yaml (spec §5.2), the text the stage parsed, so
 // that backtesting a recording in DIR with -policies DIR/shadow/NAME
 // gives the shadow verdicts the runs had live. Stage and policy names are
-// safe file names (termination.ValidateStageName); a name that is not is
-// an error, and nothing is written outside DIR.
+// safe file names (middleware.New and WithShadowPolicy refuse others); a
+// name that is not one file name inside DIR is an error, and nothing is
+// written outside DIR.
 func writeShadowPolicies(dir string, specs []stageSpec) error {
 	for _, s := range specs {
 		for _, sh := range s.shadows {
-			if err := termination.ValidateStageName(s.name); err != nil {
+			if err := fileName(s.name); err != nil {
 				return fmt.Errorf("shadow policy %s: %w", sh.name, err)
 			}
-			if err := termination.ValidateStageName(sh.name); err != nil {
+			if err := fileName(sh.name); err != nil {
 				return fmt.Errorf("stage %s: shadow policy name: %w", s.name, err)
 			}
 			sub := filepath.Join(dir, "shadow", sh.name)
@@ -54,6 +56,15 @@ func writeShadowPolicies(dir string, specs []stageSpec) error {
 				return err
 			}
 		}
+	}
+	return nil
+}
+
+// fileName checks that name is one file name inside a directory: no
+// separator, no "..", not empty.
+func fileName(name string) error {
+	if !filepath.IsLocal(name) || strings.ContainsAny(name, `/\`) {
+		return fmt.Errorf("stage name %q is not a file name inside the directory", name)
 	}
 	return nil
 }

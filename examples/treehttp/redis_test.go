@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
+	"github.com/agentstop/agentstop/internal/redistest"
 	"github.com/agentstop/agentstop/termination"
 )
 

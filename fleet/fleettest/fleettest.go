@@ -31,6 +31,8 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/fleet/internal/account"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 	"github.com/agentstop/agentstop/tree"
@@ -147,7 +149,7 @@ func testRegistry(t *testing.T, f fleet.Fleet, c fleet.Control) {
 	before := time.Now().Add(-time.Minute)
 	_, a := start(t, s, map[string]string{"tenant": "acme", "tier": "gold"})
 	_, b := start(t, s, map[string]string{"tenant": "globex"})
-	if !middleware.ValidRunID(a.ID()) || !middleware.ValidRunID(b.ID()) || a.ID() == b.ID() {
+	if !runid.Valid(a.ID()) || !runid.Valid(b.ID()) || a.ID() == b.ID() {
 		t.Fatalf("run ids %q, %q: want two different 32-hex-digit ids", a.ID(), b.ID())
 	}
 	a.Observe(message(100, 20))
@@ -193,8 +195,8 @@ func checkStopCause(t *testing.T, ctx context.Context, run *middleware.Run, reas
 	t.Helper()
 	eventually(t, "the stopped run's context is cancelled", func() bool { return stopped(run) })
 	var c termination.Cancelled
-	if !errors.As(context.Cause(ctx), &c) || c.Reason != termination.CancelExternal || c != fleet.StopCause(reason, By) {
-		t.Errorf("cause = %v, want Cancelled{external, %q}", context.Cause(ctx), fleet.StopCause(reason, By).Detail)
+	if !errors.As(context.Cause(ctx), &c) || c.Reason != termination.CancelExternal || c != (fleet.StopRequest{Reason: reason, By: By}).Cause() {
+		t.Errorf("cause = %v, want Cancelled{external, %q}", context.Cause(ctx), fleet.StopRequest{Reason: reason, By: By}.Cause().Detail)
 	}
 }
 
@@ -382,7 +384,7 @@ func testTreesOf(t *testing.T, f fleet.Fleet, c fleet.Control) {
 	if got, _ := hasRun(rs, other.ID()); len(got.Trees) != 0 {
 		t.Errorf("a run in no tree lists trees %q", got.Trees)
 	}
-	for what, id := range map[string]string{"a run in no tree": other.ID(), "an unknown run": fleet.NewRunID()} {
+	for what, id := range map[string]string{"a run in no tree": other.ID(), "an unknown run": runid.New()} {
 		if got := trees.TreesOf(t.Context(), id); got != nil {
 			t.Errorf("TreesOf(%s) = %q, want none", what, got)
 		}
@@ -432,7 +434,7 @@ func testInvalidRequests(t *testing.T, _ fleet.Fleet, c fleet.Control) {
 			return err
 		}()},
 		{"block a run id", func() error {
-			_, err := c.Block(ctx, fleet.BlockRequest{Selector: fleet.Selector{RunID: fleet.NewRunID()}, Reason: "x", By: By})
+			_, err := c.Block(ctx, fleet.BlockRequest{Selector: fleet.Selector{RunID: runid.New()}, Reason: "x", By: By})
 			return err
 		}()},
 		{"block without selector", func() error {
@@ -729,17 +731,17 @@ func testBudgetWindow(t *testing.T, f fleet.Fleet, _ fleet.Control) {
 	budget := termination.FleetBudget{Key: "stage", Window: window, TotalTokens: 100}
 	s := newStage(t, f, "fleettest_window", middleware.WithFleetBudget(budget))
 	// Start early in a window, so that the checks below happen in it.
-	for time.Now().Sub(fleet.WindowStart(time.Now(), window)) > window/4 {
+	for time.Now().Sub(account.WindowStart(time.Now(), window)) > window/4 {
 		time.Sleep(20 * time.Millisecond)
 	}
-	first := fleet.WindowStart(time.Now(), window)
+	first := account.WindowStart(time.Now(), window)
 	_, a := start(t, s, nil)
 	if _, st := a.Observe(message(100, 0)); !st {
 		t.Fatalf("100 of 100 did not stop the run")
 	}
 	a.Finish(nil)
 	eventually(t, "a new run in the exhausted window is skipped", func() bool {
-		if !fleet.WindowStart(time.Now(), window).Equal(first) {
+		if !account.WindowStart(time.Now(), window).Equal(first) {
 			t.Fatal("the window ended before a new run was skipped")
 		}
 		_, run := s.Start(t.Context())
@@ -751,7 +753,7 @@ func testBudgetWindow(t *testing.T, f fleet.Fleet, _ fleet.Control) {
 	bound := clockBound(f)
 	r := startLive(t, s, nil) // once the next window has begun
 	bound = max(bound, clockBound(f))
-	if got := fleet.WindowStart(time.Now().Add(bound), window); !got.After(first) {
+	if got := account.WindowStart(time.Now().Add(bound), window); !got.After(first) {
 		t.Errorf("a run started in the exhausted window %v, more than the fleet's clock bound %v before its end", first, bound)
 	}
 	if _, st := r.Observe(message(50, 0)); st {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -13,12 +14,9 @@ import (
 // testRaise: a run held at its limit (hold:) is listed with what it waits
 // on, a raise through the Control releases it with its limit raised and is
 // confirmed; a raise for a run that is not held, unknown, or malformed
-// changes nothing and says so. A Control that is no fleet.Raiser skips it.
+// changes nothing and says so.
 func testRaise(t *testing.T, f fleet.Fleet, c fleet.Control) {
-	r, ok := c.(fleet.Raiser)
-	if !ok {
-		t.Skip("the Control cannot raise held runs")
-	}
+	r := c
 	s := newStage(t, f, "fleettest_raise", middleware.WithPolicy(termination.MustParsePolicy("max_iterations: 1\nhold: {timeout: 1m}")))
 	_, a := start(t, s, nil)
 	_, b := start(t, s, nil)
@@ -62,7 +60,7 @@ func testRaise(t *testing.T, f fleet.Fleet, c fleet.Control) {
 	}{
 		{"not held", fleet.RaiseRequest{RunID: b.ID(), Limits: raise.Limits, By: By, Wait: 5 * time.Second}, fleet.RaiseNotHeld},
 		{"raised already", raise, fleet.RaiseNotHeld},
-		{"unknown", fleet.RaiseRequest{RunID: fleet.NewRunID(), Limits: raise.Limits, By: By}, fleet.RaiseUnknown},
+		{"unknown", fleet.RaiseRequest{RunID: runid.New(), Limits: raise.Limits, By: By}, fleet.RaiseUnknown},
 	} {
 		if rep, err := r.Raise(t.Context(), tc.req); err != nil || rep.Outcome != tc.want {
 			t.Errorf("Raise(%s) = %+v, %v; want %s", tc.name, rep, err, tc.want)

@@ -7,7 +7,8 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/fleet"
-	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
+	"github.com/agentstop/agentstop/internal/redistest"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/termination"
 	"github.com/agentstop/agentstop/tree"
 )
@@ -90,7 +91,7 @@ func testACL(t *testing.T, srv redistest.Redis) {
 	}
 	// ...and a stop it publishes by hand, without a stored record, is ignored.
 	raw := rawClient(t, urlOnly(appURL))
-	fake := "stop " + fleet.NewRunID() + " 1 0 " + `{"selector":{"all":true},"reason":"fake","by":"app"}`
+	fake := "stop " + runid.New() + " 1 0 " + `{"selector":{"all":true},"reason":"fake","by":"app"}`
 	if err := raw.Publish(context.Background(), "agentstop:ctl", fake).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -12,7 +12,8 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/fleet"
-	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
+	"github.com/agentstop/agentstop/internal/redistest"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/internal/testutil"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
@@ -135,7 +136,7 @@ func BenchmarkStopLatency(b *testing.B) {
 
 // startBenchChild is startChild for a benchmark.
 func startBenchChild(b *testing.B, url, prefix string) *child {
-	return startChildTB(b, url, prefix, DefaultLease)
+	return startChildTB(b, url, prefix, defaultLease)
 }
 
 // BenchmarkOvershoot: how far the usage of a shared budget goes past its
@@ -200,14 +201,14 @@ func BenchmarkOvershoot(b *testing.B) {
 		wg.Wait()
 		b.StopTimer()
 		over := float64(spent.Load() - limit)
-		bound = DefaultLeaseFraction*limit*processes + event*processes*runsEach + float64(late.Load())
+		bound = defaultLeaseFraction*limit*processes + event*processes*runsEach + float64(late.Load())
 		worst, lateMost = max(worst, over), max(lateMost, float64(late.Load()))
 		if over > bound {
 			b.Errorf("overshoot %g tokens past %d, bound %g (of which %d late)", over, limit, bound, late.Load())
 		}
 	}
 	b.ReportMetric(worst, "overshoot-tokens")
-	b.ReportMetric(DefaultLeaseFraction*limit*processes+event*processes*runsEach, "bound-tokens")
+	b.ReportMetric(defaultLeaseFraction*limit*processes+event*processes*runsEach, "bound-tokens")
 	b.ReportMetric(lateMost, "late-tokens")
 }
 
@@ -230,7 +231,7 @@ func BenchmarkTreeSpend(b *testing.B) {
 		join tree.Sharer
 	}{{"local", local, local}, {"redis", f, j}} {
 		b.Run(c.name, func(b *testing.B) {
-			holder := fleet.NewRunID()
+			holder := runid.New()
 			h := c.hold.HoldTree(tree.Spec{Holder: holder, Stage: "planner", Limits: limits}, tree.Usage{}, hooks)
 			defer h.Leave(plannerEnded)
 			m := c.join.JoinTree(context.Background(), holder, tree.Hooks{})
@@ -275,8 +276,8 @@ func BenchmarkTreeOvershoot(b *testing.B) {
 		for p := range fleets {
 			fleets[p] = newTestFleet(b, srv, prefix)
 		}
-		bound = DefaultLeaseFraction*limit*processes + event*processes*runsEach
-		holder := fleet.NewRunID()
+		bound = defaultLeaseFraction*limit*processes + event*processes*runsEach
+		holder := runid.New()
 		members := []tree.Member{fleets[0].HoldTree(tree.Spec{Holder: holder, Stage: "planner",
 			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, tree.Usage{}, tree.Hooks{})}
 		for _, f := range fleets {

@@ -320,7 +320,7 @@ func (f *Fleet) budgetMismatch(s *shared, stored string) {
 		f.metrics.Error(fleet.OpReserve)
 		return
 	}
-	cause := fleet.MismatchCause(s.id, s.spec, spec)
+	cause := s.id.MismatchCause(s.spec, spec)
 	if cause == nil {
 		return
 	}

@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/codec"
-	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
+	"github.com/agentstop/agentstop/internal/redistest"
 	"github.com/agentstop/agentstop/tree"
 
 	"go.opentelemetry.io/otel/propagation"

@@ -13,7 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentstop/agentstop/fleet"
-	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
+	"github.com/agentstop/agentstop/internal/redistest"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 	"github.com/agentstop/agentstop/tree"
@@ -161,7 +162,7 @@ func TestClusterTrees(t *testing.T) {
 	joins := make([]tree.Member, trees)
 	holders := make([]string, trees)
 	for i := range trees {
-		holders[i] = fleet.NewRunID()
+		holders[i] = runid.New()
 		planners[i] = &treeRun{}
 		hm := a.HoldTree(tree.Spec{Holder: holders[i], Stage: "planner",
 			Limits: termination.Limits{Has: termination.LimitIterations, Iterations: 3}}, tree.Usage{}, planners[i].hooks())

@@ -18,6 +18,8 @@ import (
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/internal/account"
+	"github.com/agentstop/agentstop/internal/operator"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -38,7 +40,7 @@ var _ fleet.Control = (*Control)(nil)
 
 // NewControl connects lazily to the server at url (redis:// or rediss://,
 // with an optional ACL user and password, which no error ever shows), or
-// to the Redis Cluster it names (see ParseClusterURL and WithCluster).
+// to the Redis Cluster it names (see CheckURL and WithCluster).
 func NewControl(url string, opts ...Option) (*Control, error) {
 	cfg, err := newConfig(opts)
 	if err != nil {
@@ -50,8 +52,8 @@ func NewControl(url string, opts ...Option) (*Control, error) {
 func newControl(url string, cfg *config) (*Control, error) {
 	c := &Control{k: keys{prefix: cfg.prefix}, cfg: cfg, metrics: fleet.NewMetrics(cfg.meter)}
 	dial := min(cfg.opTimeout, 5*time.Second)
-	if cfg.cluster || IsClusterURL(url) {
-		co, err := ParseClusterURL(url)
+	if cfg.cluster || isClusterURL(url) {
+		co, err := parseClusterURL(url)
 		if err != nil {
 			return nil, fmt.Errorf("redisfleet: %w", err)
 		}
@@ -64,7 +66,7 @@ func newControl(url string, cfg *config) (*Control, error) {
 		c.cluster = redis.NewClusterClient(co)
 		c.client, c.addr = c.cluster, strings.Join(co.Addrs, ",")
 	} else {
-		ro, err := ParseURL(url)
+		ro, err := parseURL(url)
 		if err != nil {
 			return nil, fmt.Errorf("redisfleet: %w", err)
 		}
@@ -130,7 +132,7 @@ func (c *Control) Runs(ctx context.Context, sel fleet.Selector) ([]fleet.RunInfo
 			out = append(out, e.RunInfo)
 		}
 	}
-	fleet.SortRuns(out)
+	slices.SortFunc(out, fleet.RunInfo.Compare)
 	return out, nil
 }
 
@@ -282,17 +284,17 @@ func (c *Control) Stop(ctx context.Context, req fleet.StopRequest) (fleet.StopRe
 		return fleet.StopReport{}, err
 	}
 	if req.By == "" {
-		req.By = fleet.Operator()
+		req.By = operator.Name()
 	}
 	if req.Wait == 0 {
-		req.Wait = fleet.DefaultStopWait
+		req.Wait = operator.Wait
 	}
 	all, err := c.Runs(ctx, fleet.Selector{})
 	if err != nil {
 		return fleet.StopReport{}, err
 	}
 	t := newStopTally(all, req.Selector)
-	id := fleet.NewRunID()
+	id := runid.New()
 	// Stored for at least a lease period of any process (whose lease this
 	// Control may not know: a minute covers it unless leases are longer),
 	// so that a process reconnecting within it still applies the stop.
@@ -503,7 +505,7 @@ func (c *Control) Block(ctx context.Context, req fleet.BlockRequest) (fleet.Bloc
 		return fleet.Block{}, err
 	}
 	if req.By == "" {
-		req.By = fleet.Operator()
+		req.By = operator.Name()
 	}
 	id := blockID(req.Selector)
 	now, _, err := c.publish(ctx, "block", c.k.blocks(), c.k.block(id), id, req.Expire,
@@ -612,7 +614,7 @@ func (c *Control) Budgets(ctx context.Context) ([]fleet.Budget, error) {
 		b.Runs = runs[budgetEsc(fleet.BudgetID{Key: b.Key, Value: b.Value})]
 		out = append(out, b)
 	}
-	fleet.SortBudgets(out)
+	slices.SortFunc(out, fleet.Budget.Compare)
 	return out, nil
 }
 

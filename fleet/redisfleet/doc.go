@@ -18,7 +18,7 @@
 // Nothing on a run's path waits on the network. Join answers from local
 // state (blocks, exhausted budgets, whether the server is reachable); Spend
 // updates memory, and the runs' figures are read through
-// fleet.Hooks.Progress when they are published. (The one exception: a
+// fleet.Run.Progress when they are published. (The one exception: a
 // process that spends a whole lease past what the server granted it, in
 // less than a reserve's round trip, waits for the next reserve; see the
 // overshoot bound below.) Two goroutines per Fleet keep that state in
@@ -36,7 +36,7 @@
 //
 // A raise (Control.Raise, agentstop raise) is stored under {raises} and
 // published on the channel; the process that has the run applies it
-// through the run's hooks and confirms it under {raises}:ack. It is not
+// through the run (fleet.Run.Raise) and confirms it under {raises}:ack. It is not
 // re-read on a reconnect: a missed raise stays unconfirmed, and the
 // operator issues it again. A held run's Held is in its registry entry
 // from its next published figures.
@@ -52,7 +52,7 @@
 // the fleet counts in: [Fleet.ClockBound] reports that bound, measured, not
 // assumed (on loopback well under a millisecond; a loaded machine widens
 // it, and the next estimate narrows it again). The estimate is taken again
-// every [ClockInterval] (10 s) and after every reconnect, so a clock step
+// every 10 s and after every reconnect, so a clock step
 // of either side is corrected within that; between estimates only the
 // drift of the two clocks adds (microseconds). On a cluster every node has
 // a clock of its own: the estimate is of the node that holds the runs'
@@ -259,7 +259,7 @@
 // goes missing later is granted nothing, never fails and never stops its
 // runs; its usage is settled once the record is back.
 //
-// Leases. Each process takes a lease of [DefaultLeaseFraction] of each
+// Leases. Each process takes a lease of 1% ([WithLeaseFraction]) of each
 // tree limit (at least one unit for counts and tokens), spends it locally,
 // asks for more when half of it is left, settles in the same call, and
 // returns what is left when its last member of the tree leaves (or Close
@@ -331,7 +331,7 @@
 //
 // A budget's window is a hash in Redis holding, per resource, the settled
 // usage and the committed usage (settled plus the leases processes hold).
-// A process reserves a lease of [DefaultLeaseFraction] (1%, see
+// A process reserves a lease of 1% (see
 // [WithLeaseFraction]) of each limit at a time with an atomic Lua script,
 // spends it locally, asks for more when half of it is left, and settles its
 // usage in the same script call. Locally a budget is accounted by the
@@ -405,7 +405,7 @@
 // # Security
 //
 // URLs are redis:// or rediss:// (TLS) with an optional ACL user and
-// password; no error, log line or CLI output shows either ([ParseURL],
+// password; no error, log line or CLI output shows either ([CheckURL],
 // [Redact]). Each stop and block records who issued it (-by, default the
 // OS user and host), which blocks and the run's cause detail show.
 //

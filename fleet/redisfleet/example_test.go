@@ -48,8 +48,8 @@ func ExampleControl_Stop() {
 }
 
 // URLs carry ACL credentials; errors and Redact never show them.
-func ExampleParseURL() {
-	_, err := redisfleet.ParseURL("redis://app:s3cret@redis.internal:port")
+func ExampleCheckURL() {
+	err := redisfleet.CheckURL("redis://app:s3cret@redis.internal:port")
 	fmt.Println(err)
 	fmt.Println(redisfleet.Redact("rediss://app:s3cret@redis.internal:6380/0"))
 	// Output:

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/internal/account"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -102,7 +103,7 @@ func New(ctx context.Context, url string, opts ...Option) (*Fleet, error) {
 		Control:   ctl,
 		host:      host,
 		pid:       os.Getpid(),
-		proc:      fleet.NewRunID(),
+		proc:      runid.New(),
 		wake:      make(chan struct{}, 1),
 		flush:     make(chan chan struct{}),
 		runs:      map[string]*member{},
@@ -159,8 +160,8 @@ func (f *Fleet) Close(ctx context.Context) error {
 // since the Unix epoch.
 func (f *Fleet) serverNow() int64 { return (time.Now().UnixMicro() + f.offset.Load()) / 1000 }
 
-// ClockInterval is how often a Fleet estimates the server's clock again.
-const ClockInterval = 10 * time.Second
+// clockInterval is how often a Fleet estimates the server's clock again.
+const clockInterval = 10 * time.Second
 
 // clockSamples is how many round trips one estimate takes.
 const clockSamples = 5
@@ -171,7 +172,7 @@ const clockSamples = 5
 // expiries and budget windows checked without a round trip (a run's start,
 // a new window) follow the server's clock to within this bound. It is
 // measured, not assumed: a loaded machine widens it, and it narrows again
-// at the next estimate (every ClockInterval). Before the first estimate
+// at the next estimate (every clockInterval). Before the first estimate
 // (the server unreachable since New) it is one hour: the process's own
 // clock is all there is.
 func (f *Fleet) ClockBound() time.Duration {
@@ -297,7 +298,7 @@ func (f *Fleet) Budgets(ctx context.Context) ([]fleet.Budget, error) {
 // parent's ended record (one GET, within ctx and the operation timeout;
 // skipped while the server is unreachable) and refuses the child with
 // Skipped{reason: parent_ended} when the parent has ended.
-func (f *Fleet) Join(ctx context.Context, run fleet.RunInfo, budget *termination.FleetBudget, hooks fleet.Hooks) (fleet.Member, termination.Cause) {
+func (f *Fleet) Join(ctx context.Context, run fleet.RunInfo, budget *termination.FleetBudget, r fleet.Run) (fleet.Member, termination.Cause) {
 	reject := func(c termination.Cause) (fleet.Member, termination.Cause) {
 		f.metrics.Rejected(c)
 		return nil, c
@@ -309,14 +310,14 @@ func (f *Fleet) Join(ctx context.Context, run fleet.RunInfo, budget *termination
 		return reject(termination.Skipped{Reason: termination.SkipFleetUnavailable, Detail: "redis at " + f.addr + " is unreachable"})
 	}
 	if run.ID == "" {
-		run.ID = fleet.NewRunID()
+		run.ID = runid.New()
 	}
 	if run.Started.IsZero() {
 		run.Started = time.Now()
 	}
 	run.Host, run.PID = f.host, f.pid
 	now := f.serverNow()
-	m := &member{f: f, info: run, esc: escape(run.ID), hooks: hooks, start: (run.Started.UnixMicro() + f.offset.Load()) / 1000}
+	m := &member{f: f, info: run, esc: escape(run.ID), run: r, start: (run.Started.UnixMicro() + f.offset.Load()) / 1000}
 
 	f.mu.Lock()
 	for _, b := range f.blocks {
@@ -326,7 +327,7 @@ func (f *Fleet) Join(ctx context.Context, run fleet.RunInfo, budget *termination
 		}
 	}
 	if budget != nil {
-		id, c := fleet.BudgetIDOf(budget, run.Stage, run.Labels)
+		id, c := run.BudgetID(budget)
 		if c != nil {
 			f.mu.Unlock()
 			return reject(c)
@@ -348,7 +349,7 @@ func (f *Fleet) Join(ctx context.Context, run fleet.RunInfo, budget *termination
 				sh = f.newShared(id, esc, *budget, now)
 			}
 			f.budgets[esc] = sh
-		} else if c := fleet.MismatchCause(id, *budget, sh.spec); c != nil {
+		} else if c := id.MismatchCause(*budget, sh.spec); c != nil {
 			f.mu.Unlock()
 			return reject(c)
 		}
@@ -356,7 +357,7 @@ func (f *Fleet) Join(ctx context.Context, run fleet.RunInfo, budget *termination
 			f.mu.Unlock()
 			return reject(sh.mismatch)
 		}
-		m.acct = sh.acct.Add(account.Hooks{Stop: hooks.Stop, Warn: hooks.Warn})
+		m.acct = sh.acct.Add(accountHooks(r))
 		sh.pending.Store(true)
 		m.sh = sh
 	}
@@ -494,7 +495,7 @@ func (f *Fleet) endedRecord(ctx context.Context, id string) (endRecord, bool) {
 type member struct {
 	f     *Fleet
 	esc   string
-	hooks fleet.Hooks
+	run   fleet.Run       // nil for a run that gives its figures to Progress
 	start int64           // server ms
 	sh    *shared         // nil without a fleet budget
 	acct  *account.Member // the run's place in sh's Account
@@ -552,23 +553,24 @@ func (m *member) Leave(res *termination.Result) {
 	f.poke()
 }
 
-// pull reads the run's figures through its Progress hook, when it has
+// pull reads the run's figures through its Run, when it has
 // one, and reports whether they changed since the last pull. It is
 // called by the sync loop without f.mu.
 func (m *member) pull() bool {
-	if m.hooks.Progress == nil {
+	if m.run == nil {
 		return false
 	}
-	p := m.hooks.Progress()
+	p := m.run.Progress()
 	var next fleet.RunInfo
 	next.SetProgress(p)
+	next.SetHeld(m.run)
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	i := &m.info
 	changed := i.Iterations != next.Iterations || i.ToolCalls != next.ToolCalls ||
 		i.InputTokens != next.InputTokens || i.OutputTokens != next.OutputTokens || i.Cost != next.Cost
-	if h := m.hooks.HeldNow(); !sameHeld(i.Held, h) { // raise.go
-		i.Held, changed = h, true
+	if !sameHeld(i.Held, next.Held) { // raise.go
+		i.Held, changed = next.Held, true
 	}
 	if changed {
 		i.SetProgress(p)
@@ -716,7 +718,7 @@ func (f *Fleet) dueRuns(now time.Time, renewDue bool) runsRound {
 		switch {
 		case !m.registered || dirty && stale:
 			r.ups = append(r.ups, m)
-		case stale && m.hooks.Progress != nil:
+		case stale && m.run != nil:
 			maybe = append(maybe, m) // its figures are read below, without f.mu
 		case renewDue:
 			r.renew = append(r.renew, esc)
@@ -886,13 +888,13 @@ func (f *Fleet) applyStop(ctx context.Context, s record, stored bool) {
 	}
 	subtrees := f.markSubtreesLocked(hit, matched, s.ID)
 	f.mu.Unlock()
-	cause := fleet.StopCause(s.Reason, s.By)
+	cause := fleet.StopRequest{Reason: s.Reason, By: s.By}.Cause()
 	acks := make([]any, 0, len(hit)+1)
 	n := 0
 	var roots []*member
 	var under [][]*member
 	for i, m := range hit {
-		if m.hooks.Stop != nil && m.hooks.Stop(cause) {
+		if m.run != nil && m.run.StopWith(cause) {
 			acks = append(acks, "s "+m.info.ID)
 			n++
 			roots, under = append(roots, m), append(under, subtrees[i])
@@ -1138,7 +1140,7 @@ func (f *Fleet) checkParents(ctx context.Context, only map[string]bool) {
 		var roots []*member
 		var under [][]*member
 		for j, m := range kids {
-			if m.hooks.Stop == nil || !m.hooks.Stop(cause) {
+			if m.run == nil || !m.run.StopWith(cause) {
 				continue
 			}
 			roots, under = append(roots, m), append(under, subtrees[j])
@@ -1160,4 +1162,13 @@ func (f *Fleet) checkParents(ctx context.Context, only map[string]bool) {
 		}
 		cancel()
 	}
+}
+
+// accountHooks are how a shared budget's account reaches run: none for a
+// nil run.
+func accountHooks(run fleet.Run) account.Hooks {
+	if run == nil {
+		return account.Hooks{}
+	}
+	return account.Hooks{Stop: run.StopWith, Warn: run.Warn}
 }

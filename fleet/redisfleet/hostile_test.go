@@ -5,7 +5,7 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/fleet"
-	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
+	"github.com/agentstop/agentstop/internal/redistest"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -15,7 +15,7 @@ import (
 // stopped and blocked as themselves, never as patterns or slots: a
 // selector on them touches no other run, on one server or a cluster. (A
 // stage cannot be named "*": stage names are file names,
-// termination.ValidateStageName; a selector can still say "*".)
+// label.ValidateStage; a selector can still say "*".)
 func TestHostileNamesAreLiteral(t *testing.T) {
 	redistest.Each(t, testHostileNames)
 }

@@ -9,17 +9,17 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// DefaultLease is how long a run stays in the registry without its process
+// defaultLease is how long a run stays in the registry without its process
 // renewing it, and the longest a process holds an unused budget lease.
-const DefaultLease = 15 * time.Second
+const defaultLease = 15 * time.Second
 
-// DefaultEndedTTL is how long the fleet remembers that a run ended, by
+// defaultEndedTTL is how long the fleet remembers that a run ended, by
 // default (WithEndedTTL).
-const DefaultEndedTTL = 10 * time.Minute
+const defaultEndedTTL = 10 * time.Minute
 
-// DefaultLeaseFraction is the share of a fleet budget's limit that one
+// defaultLeaseFraction is the share of a fleet budget's limit that one
 // process reserves at a time.
-const DefaultLeaseFraction = 0.01
+const defaultLeaseFraction = 0.01
 
 // Option configures a Fleet or a Control.
 type Option interface{ apply(*config) }
@@ -53,12 +53,12 @@ func (c *config) wrapScripts(s redis.Scripter) redis.Scripter {
 func newConfig(opts []Option) (*config, error) {
 	c := &config{
 		prefix:        DefaultPrefix,
-		lease:         DefaultLease,
-		leaseFraction: DefaultLeaseFraction,
+		lease:         defaultLease,
+		leaseFraction: defaultLeaseFraction,
 		tick:          100 * time.Millisecond,
 		opTimeout:     2 * time.Second,
-		clockEvery:    ClockInterval,
-		endedTTL:      DefaultEndedTTL,
+		clockEvery:    clockInterval,
+		endedTTL:      defaultEndedTTL,
 	}
 	for _, o := range opts {
 		if o != nil {
@@ -90,12 +90,12 @@ func WithPrefix(p string) Option { return optionFunc(func(c *config) { c.prefix 
 // WithLease sets the run lease: a run whose process stops renewing it
 // (the process died) leaves the registry this long after the last renewal,
 // and an unused budget lease is held at most this long. Stops are stored
-// for at least this long. At least 100ms; default DefaultLease (15s).
+// for at least this long. At least 100ms; default 15s.
 func WithLease(d time.Duration) Option { return optionFunc(func(c *config) { c.lease = d }) }
 
 // WithLeaseFraction sets the share of each fleet budget limit a process
 // reserves at a time (the lease size in the overshoot bound). In (0, 0.5];
-// default DefaultLeaseFraction (1%).
+// default 1%.
 func WithLeaseFraction(f float64) Option {
 	return optionFunc(func(c *config) { c.leaseFraction = f })
 }
@@ -141,5 +141,5 @@ func WithHost(h string) Option { return optionFunc(func(c *config) { c.host = h 
 // a second). A child that starts later than this after its parent ended is
 // taken for the child of a run the fleet does not know, and runs. Every
 // run that ends leaves one record of about 150 bytes for this long. At
-// least 1s; default DefaultEndedTTL (10m).
+// least 1s; default 10m.
 func WithEndedTTL(d time.Duration) Option { return optionFunc(func(c *config) { c.endedTTL = d }) }

@@ -6,30 +6,30 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/internal/operator"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/termination"
 )
 
 // Raise (§7, §3 hold): the Control stores and publishes a raise record
 // naming one run and the amounts (P{raises}:ID, kept for the wait and a
-// lease); the process that holds the run applies it through the run's
-// hooks and confirms it on P{raises}:ack:ID ("r ID": raised, "n ID": not
+// lease); the process that holds the run applies it through the run
+// (fleet.Run.Raise) and confirms it on P{raises}:ack:ID ("r ID": raised, "n ID": not
 // held). A raise is not re-read when a process resubscribes: one that
 // missed it leaves it unconfirmed, and the operator raises again. The
 // registry shows a held run's Held from its next published figures
 // (figuresEvery).
 
-var _ fleet.Raiser = (*Control)(nil)
-
-// Raise implements fleet.Raiser.
+// Raise implements fleet.Control.
 func (c *Control) Raise(ctx context.Context, req fleet.RaiseRequest) (fleet.RaiseReport, error) {
 	if err := req.Validate(); err != nil {
 		return fleet.RaiseReport{}, err
 	}
 	if req.By == "" {
-		req.By = fleet.Operator()
+		req.By = operator.Name()
 	}
 	if req.Wait == 0 {
-		req.Wait = fleet.DefaultStopWait
+		req.Wait = operator.Wait
 	}
 	runs, err := c.Runs(ctx, fleet.Selector{RunID: req.RunID})
 	if err != nil {
@@ -39,7 +39,7 @@ func (c *Control) Raise(ctx context.Context, req fleet.RaiseRequest) (fleet.Rais
 		return fleet.RaiseReport{Outcome: fleet.RaiseUnknown}, nil
 	}
 	rep := fleet.RaiseReport{Held: runs[0].Held}
-	id := fleet.NewRunID()
+	id := runid.New()
 	ttl := c.cfg.lease + req.Wait
 	_, _, err = c.publish(ctx, "raise", c.k.raises(), c.k.raise(id), id, ttl,
 		recordBody{Selector: fleet.Selector{RunID: req.RunID}, By: req.By, Limits: req.Limits.String()})
@@ -112,7 +112,7 @@ func (f *Fleet) handleRaise(ctx context.Context, p string) {
 	f.stops[r.ID] = r.At + f.cfg.lease.Milliseconds() // applied once (raise ids never clash with stop ids)
 	f.mu.Unlock()
 	ack := "n " + hit.info.ID
-	if hit.hooks.RaiseRun(l) == fleet.RaiseRaised {
+	if hit.run != nil && hit.run.Raise(l) == nil { // not held or ended otherwise
 		ack = "r " + hit.info.ID
 		hit.mu.Lock()
 		hit.dirty = true // its Held is gone from the registry at the next sync

@@ -11,7 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/agentstop/agentstop/fleet"
-	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
+	"github.com/agentstop/agentstop/internal/redistest"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -28,7 +29,7 @@ func TestStoredStopIsReRead(t *testing.T) {
 	if err := f.Flush(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	ro, _ := ParseURL(srv.URL())
+	ro, _ := parseURL(srv.URL())
 	raw := redis.NewClient(ro)
 	defer raw.Close()
 	time.Sleep(50 * time.Millisecond) // clearly before: the offset estimate is good to a few ms
@@ -41,7 +42,7 @@ func TestStoredStopIsReRead(t *testing.T) {
 	_, after := s.Start(t.Context())
 	defer after.Finish(nil)
 
-	id := fleet.NewRunID()
+	id := runid.New()
 	body, _ := json.Marshal(recordBody{Selector: fleet.Selector{Stage: "reread"}, Reason: "missed", By: "ops"})
 	exp := at + 60_000
 	v := "stop " + id + " " + strconv.FormatInt(at, 10) + " " + strconv.FormatInt(exp, 10) + " " + string(body)

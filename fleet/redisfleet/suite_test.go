@@ -10,7 +10,7 @@ import (
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/fleettest"
-	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
+	"github.com/agentstop/agentstop/internal/redistest"
 )
 
 var prefixes atomic.Int64
@@ -46,14 +46,14 @@ func newTestFleet(t testing.TB, r deployment, opts ...Option) *Fleet {
 func rawClient(t testing.TB, r deployment) redis.UniversalClient {
 	t.Helper()
 	var c redis.UniversalClient
-	if IsClusterURL(r.URL()) {
-		o, err := ParseClusterURL(r.URL())
+	if isClusterURL(r.URL()) {
+		o, err := parseClusterURL(r.URL())
 		if err != nil {
 			t.Fatal(err)
 		}
 		c = redis.NewClusterClient(o)
 	} else {
-		o, err := ParseURL(r.URL())
+		o, err := parseURL(r.URL())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -5,7 +5,8 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/fleet"
-	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
+	"github.com/agentstop/agentstop/internal/redistest"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -97,22 +98,24 @@ func TestTreeAcrossProcesses(t *testing.T) {
 	})
 }
 
-// stopRecorder is a run's fleet.Hooks that records the cause it is
-// stopped with.
+// stopRecorder is a fleet.Run that records the cause it is stopped with;
+// it is never held and has no figures.
 type stopRecorder struct{ ch chan termination.Cause }
 
 func newStopRecorder() *stopRecorder { return &stopRecorder{ch: make(chan termination.Cause, 1)} }
 
-func (s *stopRecorder) hooks() fleet.Hooks {
-	return fleet.Hooks{Stop: func(c termination.Cause) bool {
-		select {
-		case s.ch <- c:
-			return true
-		default:
-			return false // stopped already
-		}
-	}}
+func (s *stopRecorder) StopWith(c termination.Cause) bool {
+	select {
+	case s.ch <- c:
+		return true
+	default:
+		return false // stopped already
+	}
 }
+func (s *stopRecorder) Warn(termination.Cause)                     {}
+func (s *stopRecorder) Progress() termination.Progress             { return termination.Progress{} }
+func (s *stopRecorder) Raise(termination.Limits) error             { return termination.ErrNotHeld }
+func (s *stopRecorder) Held() (termination.Cause, time.Time, bool) { return nil, time.Time{}, false }
 
 func (s *stopRecorder) wait(t *testing.T, what string, d time.Duration) termination.Cause {
 	t.Helper()
@@ -137,13 +140,13 @@ func TestEndedRecords(t *testing.T) {
 		b := newTestFleet(t, srv, WithPrefix(prefix), WithEndedTTL(time.Second))
 		ctx := t.Context()
 
-		parent := fleet.NewRunID()
-		pm, c := a.Join(ctx, fleet.RunInfo{ID: parent, Stage: "planner"}, nil, fleet.Hooks{})
+		parent := runid.New()
+		pm, c := a.Join(ctx, fleet.RunInfo{ID: parent, Stage: "planner"}, nil, nil)
 		if c != nil {
 			t.Fatal(c)
 		}
 		kid := newStopRecorder()
-		km, c := b.Join(ctx, fleet.RunInfo{ID: fleet.NewRunID(), Stage: "researcher", Parent: parent}, nil, kid.hooks())
+		km, c := b.Join(ctx, fleet.RunInfo{ID: runid.New(), Stage: "researcher", Parent: parent}, nil, kid)
 		if c != nil {
 			t.Fatalf("a child of a live remote parent: %v", c)
 		}
@@ -152,7 +155,7 @@ func TestEndedRecords(t *testing.T) {
 		ended := time.Now()
 		parentCancelled(t, "the child of a run that completed", kid.wait(t, "the child", 2*time.Second), "planner ended: completed")
 
-		m, c := b.Join(ctx, fleet.RunInfo{ID: fleet.NewRunID(), Stage: "researcher", Parent: parent}, nil, fleet.Hooks{})
+		m, c := b.Join(ctx, fleet.RunInfo{ID: runid.New(), Stage: "researcher", Parent: parent}, nil, nil)
 		parentEnded(t, "a late child", c, "planner ended: completed")
 		if m != nil {
 			t.Error("a refused child got a membership")
@@ -162,9 +165,9 @@ func TestEndedRecords(t *testing.T) {
 		}
 
 		// A record without its message (as if the message were lost).
-		lost := fleet.NewRunID()
+		lost := runid.New()
 		orphan := newStopRecorder()
-		om, c := b.Join(ctx, fleet.RunInfo{ID: fleet.NewRunID(), Stage: "reader", Parent: lost}, nil, orphan.hooks())
+		om, c := b.Join(ctx, fleet.RunInfo{ID: runid.New(), Stage: "reader", Parent: lost}, nil, orphan)
 		if c != nil {
 			t.Fatalf("a child of an unknown parent: %v", c)
 		}
@@ -179,7 +182,7 @@ func TestEndedRecords(t *testing.T) {
 		// child of an unknown run.
 		time.Sleep(time.Until(ended.Add(1100 * time.Millisecond)))
 		eventually(t, 2*time.Second, "a child is admitted once the record's TTL is over", func() bool {
-			m, c := b.Join(ctx, fleet.RunInfo{ID: fleet.NewRunID(), Stage: "researcher", Parent: parent}, nil, fleet.Hooks{})
+			m, c := b.Join(ctx, fleet.RunInfo{ID: runid.New(), Stage: "researcher", Parent: parent}, nil, nil)
 			if m != nil {
 				m.Leave(nil)
 			}

@@ -14,7 +14,8 @@ import (
 
 	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/fleet"
-	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
+	"github.com/agentstop/agentstop/internal/redistest"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 	"github.com/agentstop/agentstop/tree"
@@ -115,7 +116,7 @@ type treePair struct {
 func newTreePair(t *testing.T, r deployment, limits termination.Limits) *treePair {
 	t.Helper()
 	fs := treeFleets(t, r, 2)
-	p := &treePair{a: fs[0], b: fs[1], holder: fleet.NewRunID(), planner: &treeRun{}, worker: &treeRun{}}
+	p := &treePair{a: fs[0], b: fs[1], holder: runid.New(), planner: &treeRun{}, worker: &treeRun{}}
 	p.hm = p.a.HoldTree(tree.Spec{Holder: p.holder, Stage: "planner", Limits: limits}, tree.Usage{}, p.planner.hooks())
 	t.Cleanup(func() { p.hm.Leave(plannerEnded) })
 	flushAll(t, p.a)
@@ -169,10 +170,10 @@ func TestTreeLeases(t *testing.T) {
 		const (
 			limit = 10000
 			event = 37
-			lease = limit / 100 // DefaultLeaseFraction
+			lease = limit / 100 // defaultLeaseFraction
 			own   = 1000        // the planner's own: 500 before the holding, 500 through it
 		)
-		holder := fleet.NewRunID()
+		holder := runid.New()
 		var planner treeRun
 		hm := a.HoldTree(tree.Spec{Holder: holder, Stage: "planner",
 			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, tokens(500), planner.hooks())
@@ -291,7 +292,7 @@ func TestTreeCountExact(t *testing.T) {
 func TestTreeWarn(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
 		fs := treeFleets(t, r, 3)
-		holder := fleet.NewRunID()
+		holder := runid.New()
 		var planner, b1, c1 treeRun
 		hm := fs[0].HoldTree(tree.Spec{Holder: holder, Stage: "planner",
 			Limits: termination.Limits{Has: termination.LimitCost, Cost: 2}}, tree.Usage{}, planner.hooks())
@@ -329,7 +330,7 @@ func TestTreeUnknownHolder(t *testing.T) {
 		fs := treeFleets(t, r, 2)
 		a, b := fs[0], fs[1]
 		begin := time.Now()
-		if m := b.JoinTree(t.Context(), fleet.NewRunID(), tree.Hooks{}); m != nil {
+		if m := b.JoinTree(t.Context(), runid.New(), tree.Hooks{}); m != nil {
 			t.Fatal("JoinTree of a holder no process holds returned a member")
 		}
 		if d := time.Since(begin); d > b.cfg.tick+b.cfg.opTimeout {
@@ -343,7 +344,7 @@ func TestTreeUnknownHolder(t *testing.T) {
 		}
 
 		// The race of HoldTree's sync against the request.
-		holder := fleet.NewRunID()
+		holder := runid.New()
 		var planner treeRun
 		limits := termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 1_000_000}
 		hm := a.HoldTree(tree.Spec{Holder: holder, Stage: "planner", Limits: limits}, tree.Usage{}, planner.hooks())
@@ -386,7 +387,7 @@ func TestTreeHolderLeaves(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
 		fs := treeFleets(t, r, 3)
 		a, b, c := fs[0], fs[1], fs[2]
-		holder := fleet.NewRunID()
+		holder := runid.New()
 		var planner, live treeRun
 		hm := a.HoldTree(tree.Spec{Holder: holder, Stage: "planner",
 			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 100_000}}, tree.Usage{}, planner.hooks())
@@ -435,7 +436,7 @@ func TestTreeHolderLeaves(t *testing.T) {
 func TestTreeSpendAllocs(t *testing.T) {
 	r := redistest.Start(t)
 	fs := treeFleets(t, r, 2, WithLease(15*time.Second))
-	holder := fleet.NewRunID()
+	holder := runid.New()
 	hm := fs[0].HoldTree(tree.Spec{Holder: holder, Stage: "planner",
 		Limits: termination.Limits{Has: termination.LimitTotalTokens | termination.LimitIterations | termination.LimitCost,
 			TotalTokens: 1 << 50, Iterations: 1 << 40, Cost: 1e12}}, tree.Usage{}, tree.Hooks{})
@@ -463,7 +464,7 @@ func TestTreeOvershootBound(t *testing.T) {
 		event = 100
 		lease = limit / 10
 	)
-	holder := fleet.NewRunID()
+	holder := runid.New()
 	hm := fs[0].HoldTree(tree.Spec{Holder: holder, Stage: "planner",
 		Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, tree.Usage{}, tree.Hooks{})
 	defer hm.Leave(plannerEnded)
@@ -555,7 +556,7 @@ func TestTreeProcesses(t *testing.T) {
 			event = 50
 			lease = limit / 100
 		)
-		holder := fleet.NewRunID()
+		holder := runid.New()
 		var planner treeRun
 		hm := a.HoldTree(tree.Spec{Holder: holder, Stage: "planner",
 			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, tree.Usage{}, planner.hooks())
@@ -607,7 +608,7 @@ func TestTreeProcesses(t *testing.T) {
 			c.send("tleave r")
 			c.expect("tleft r", 5*time.Second)
 		}
-		holder2 := fleet.NewRunID()
+		holder2 := runid.New()
 		hm2 := a.HoldTree(tree.Spec{Holder: holder2, Stage: "planner",
 			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, tree.Usage{}, tree.Hooks{})
 		defer hm2.Leave(plannerEnded)
@@ -648,7 +649,7 @@ func TestTreeClose(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
 		fs := treeFleets(t, r, 2)
 		a, b := fs[0], fs[1]
-		holder := fleet.NewRunID()
+		holder := runid.New()
 		hm := a.HoldTree(tree.Spec{Holder: holder, Stage: "planner",
 			Limits: termination.Limits{Has: termination.LimitToolCalls, ToolCalls: 1000}}, tree.Usage{}, tree.Hooks{})
 		defer hm.Leave(plannerEnded)
@@ -676,7 +677,7 @@ func TestTreeServerRestart(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	a := newTestFleet(t, srv, WithMeterProvider(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))))
 	b := newTestFleet(t, srv, WithPrefix(a.cfg.prefix))
-	holder := fleet.NewRunID()
+	holder := runid.New()
 	var planner treeRun
 	hm := a.HoldTree(tree.Spec{Holder: holder, Stage: "planner",
 		Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 1_000_000}}, tree.Usage{}, planner.hooks())
@@ -758,7 +759,7 @@ func TestTreeChargeMayEndHolder(t *testing.T) {
 	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
 		fs := treeFleets(t, r, 2)
 		a, b := fs[0], fs[1]
-		holder := fleet.NewRunID()
+		holder := runid.New()
 		var hm tree.Member
 		var mu sync.Mutex
 		ended := make(chan struct{})

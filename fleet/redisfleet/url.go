@@ -9,17 +9,17 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// ParseURL turns a redis:// or rediss:// URL (with an optional ACL user and
+// parseURL turns a redis:// or rediss:// URL (with an optional ACL user and
 // password, and a database number as its path) into client options. Errors
 // never contain the password or the user: they name the part that is wrong.
 // A cluster URL (one with addr= parameters) is refused here: see
-// ParseClusterURL.
-func ParseURL(raw string) (*redis.Options, error) {
+// parseClusterURL.
+func parseURL(raw string) (*redis.Options, error) {
 	_, raw, err := checkURL(raw)
 	if err != nil {
 		return nil, err
 	}
-	if IsClusterURL(raw) {
+	if isClusterURL(raw) {
 		return nil, errors.New("malformed redis URL: addr= names the nodes of a Redis Cluster (use it with redisfleet.New, NewControl or the CLI, or drop the addr= parameters)")
 	}
 	opts, err := redis.ParseURL(raw)
@@ -29,13 +29,13 @@ func ParseURL(raw string) (*redis.Options, error) {
 	return opts, nil
 }
 
-// ParseClusterURL turns a Redis Cluster URL in go-redis's form,
+// parseClusterURL turns a Redis Cluster URL in go-redis's form,
 // redis://[user:password@]host1:port1?addr=host2:port2&addr=host3:port3
 // (or rediss://), into cluster client options: the host of the URL and
 // every addr= parameter are seed nodes, from which the client learns the
 // cluster's slots. A cluster has no database number: a path other than
 // "/" or "/0" is an error. Errors never contain the credentials.
-func ParseClusterURL(raw string) (*redis.ClusterOptions, error) {
+func parseClusterURL(raw string) (*redis.ClusterOptions, error) {
 	u, raw, err := checkURL(raw)
 	if err != nil {
 		return nil, err
@@ -54,10 +54,10 @@ func ParseClusterURL(raw string) (*redis.ClusterOptions, error) {
 	return opts, nil
 }
 
-// IsClusterURL reports whether raw names a Redis Cluster: it carries at
+// isClusterURL reports whether raw names a Redis Cluster: it carries at
 // least one addr= parameter (go-redis's cluster URL form). A URL naming a
 // single node of a cluster needs WithCluster instead.
-func IsClusterURL(raw string) bool {
+func isClusterURL(raw string) bool {
 	u, err := url.Parse(strings.TrimSpace(raw))
 	return err == nil && u.Query().Has("addr")
 }
@@ -66,10 +66,10 @@ func IsClusterURL(raw string) bool {
 // a cluster's, or nil. It does not connect.
 func CheckURL(raw string) error {
 	var err error
-	if IsClusterURL(raw) {
-		_, err = ParseClusterURL(raw)
+	if isClusterURL(raw) {
+		_, err = parseClusterURL(raw)
 	} else {
-		_, err = ParseURL(raw)
+		_, err = parseURL(raw)
 	}
 	return err
 }

@@ -7,7 +7,7 @@ import (
 
 // A URL whose "@" after user:password is missing puts the credentials in
 // the host part ("redis://app:s3cret127.0.0.1:6379" parses as host
-// "app:s3cret127.0.0.1"): ParseURL must reject it without echoing it, and
+// "app:s3cret127.0.0.1"): parseURL must reject it without echoing it, and
 // Redact must not print it, or the password reaches a dial error or the
 // quickstart's banner.
 func TestURLMissingAt(t *testing.T) {
@@ -16,15 +16,15 @@ func TestURLMissingAt(t *testing.T) {
 		"rediss://app:s3cret127.0.0.1:6380/1",
 		"redis://app:s3cret:6379",
 	} {
-		_, err := ParseURL(raw)
+		_, err := parseURL(raw)
 		if err == nil {
-			t.Errorf("ParseURL(%q) = nil error, want one naming a malformed host", raw)
+			t.Errorf("parseURL(%q) = nil error, want one naming a malformed host", raw)
 		} else {
 			if strings.Contains(err.Error(), "s3cret") {
-				t.Errorf("ParseURL(%q) error shows the password: %v", raw, err)
+				t.Errorf("parseURL(%q) error shows the password: %v", raw, err)
 			}
 			if !strings.Contains(err.Error(), "malformed redis URL") {
-				t.Errorf("ParseURL(%q) err = %v, want malformed redis URL", raw, err)
+				t.Errorf("parseURL(%q) err = %v, want malformed redis URL", raw, err)
 			}
 		}
 		if got := Redact(raw); strings.Contains(got, "s3cret") {
@@ -32,8 +32,8 @@ func TestURLMissingAt(t *testing.T) {
 		}
 	}
 	// A bracketed IPv6 host stays valid.
-	if o, err := ParseURL("redis://app:s3cret@[::1]:6379"); err != nil || o.Addr != "[::1]:6379" {
-		t.Errorf("ParseURL(IPv6) = %v, %v; want addr [::1]:6379", o, err)
+	if o, err := parseURL("redis://app:s3cret@[::1]:6379"); err != nil || o.Addr != "[::1]:6379" {
+		t.Errorf("parseURL(IPv6) = %v, %v; want addr [::1]:6379", o, err)
 	}
 }
 
@@ -41,13 +41,13 @@ func TestURLMissingAt(t *testing.T) {
 // "malformed redis URL: net/url" says nothing.
 func TestURLErrorNamesProblem(t *testing.T) {
 	for _, raw := range []string{"redis://app:s3c ret@h:1", "redis://app:s3c\nret@h:1"} {
-		_, err := ParseURL(raw)
+		_, err := parseURL(raw)
 		if err == nil {
-			t.Fatalf("ParseURL(%q) = nil error", raw)
+			t.Fatalf("parseURL(%q) = nil error", raw)
 		}
 		msg := err.Error()
 		if strings.Contains(msg, "s3c") || strings.HasSuffix(msg, "net/url") {
-			t.Errorf("ParseURL(%q) err = %q: want the problem named, no credentials", raw, msg)
+			t.Errorf("parseURL(%q) err = %q: want the problem named, no credentials", raw, msg)
 		}
 	}
 }

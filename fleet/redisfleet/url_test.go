@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/fleet"
-	"github.com/agentstop/agentstop/fleet/redisfleet/redistest"
+	"github.com/agentstop/agentstop/internal/redistest"
 )
 
 func TestParseURL(t *testing.T) {
@@ -33,12 +33,12 @@ func TestParseURL(t *testing.T) {
 		{url: "redis://app:s3cret@[::1", wantErr: "malformed redis URL"},
 		{url: "redis:///0", wantErr: "no host"},
 	} {
-		o, err := ParseURL(tc.url)
-		if urlCaseDone(t, "ParseURL", tc.url, err, tc.wantErr) {
+		o, err := parseURL(tc.url)
+		if urlCaseDone(t, "parseURL", tc.url, err, tc.wantErr) {
 			continue
 		}
 		if o.Addr != tc.addr || o.Username != tc.user || o.Password != tc.pass || o.DB != tc.db || (o.TLSConfig != nil) != tc.tls {
-			t.Errorf("ParseURL(%q) = addr %q user %q pass %q db %d tls %v", tc.url, o.Addr, o.Username, o.Password, o.DB, o.TLSConfig != nil)
+			t.Errorf("parseURL(%q) = addr %q user %q pass %q db %d tls %v", tc.url, o.Addr, o.Username, o.Password, o.DB, o.TLSConfig != nil)
 		}
 	}
 }
@@ -83,21 +83,21 @@ func TestParseClusterURL(t *testing.T) {
 		{url: "http://n1:7000?addr=n2:1", wantErr: `scheme "http"`},
 		{url: "redis://app:s3cret@?addr=n2:1", wantErr: "no host"},
 	} {
-		o, err := ParseClusterURL(tc.url)
-		if urlCaseDone(t, "ParseClusterURL", tc.url, err, tc.wantErr) {
+		o, err := parseClusterURL(tc.url)
+		if urlCaseDone(t, "parseClusterURL", tc.url, err, tc.wantErr) {
 			continue
 		}
 		if got := strings.Join(o.Addrs, " "); got != tc.addrs || o.Username != tc.user || o.Password != tc.pass || (o.TLSConfig != nil) != tc.tls {
-			t.Errorf("ParseClusterURL(%q) = addrs %q user %q pass %q tls %v", tc.url, got, o.Username, o.Password, o.TLSConfig != nil)
+			t.Errorf("parseClusterURL(%q) = addrs %q user %q pass %q tls %v", tc.url, got, o.Username, o.Password, o.TLSConfig != nil)
 		}
 	}
 	// One server's parser refuses a cluster URL rather than dropping its nodes.
-	if _, err := ParseURL("redis://n1:7000?addr=n2:7000"); err == nil || !strings.Contains(err.Error(), "Redis Cluster") {
-		t.Errorf("ParseURL(cluster URL) err = %v, want one naming the cluster form", err)
+	if _, err := parseURL("redis://n1:7000?addr=n2:7000"); err == nil || !strings.Contains(err.Error(), "Redis Cluster") {
+		t.Errorf("parseURL(cluster URL) err = %v, want one naming the cluster form", err)
 	}
 	for url, want := range map[string]bool{"redis://a:1?addr=b:1": true, "redis://a:1": false, "redis://a:1/0?protocol=3": false, "%zz": false} {
-		if got := IsClusterURL(url); got != want {
-			t.Errorf("IsClusterURL(%q) = %v", url, got)
+		if got := isClusterURL(url); got != want {
+			t.Errorf("isClusterURL(%q) = %v", url, got)
 		}
 	}
 	if err := CheckURL("redis://a:1?addr=b:1"); err != nil {
@@ -159,8 +159,8 @@ func FuzzParseURL(f *testing.F) {
 	f.Add("redis://u:secretpw@h:1?addr=bad")
 	f.Add("redis://u:secretpw@h:1/2?addr=h2:1")
 	f.Fuzz(func(t *testing.T, raw string) {
-		_, err := ParseURL(raw)
-		_, cerr := ParseClusterURL(raw)
+		_, err := parseURL(raw)
+		_, cerr := parseClusterURL(raw)
 		// The property: "secretpw" that stands only in the URL's userinfo
 		// (after "://", before the last "@") never shows in an error.
 		// (Elsewhere, as a scheme or a host, an error may name it.)

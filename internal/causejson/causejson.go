@@ -1,10 +1,11 @@
-// Package causejson is the registry of cause types behind the JSON form of
-// causes (contract §2): each registered type has a "$kind" name. Package
-// termination registers its built-in causes and writes the causes inside
-// its own JSON forms (Result, ShadowVerdict, All) through it; package codec
-// publishes it (RegisterCause, MarshalCause, UnmarshalCause, CauseType).
-// It knows causes only as values of registered types, so that it imports
-// nothing of the module.
+// Package causejson is the JSON form of causes (contract §2): each cause
+// type has a "$kind" name. A [Table] holds a fixed set of types (the
+// contract's built-in causes: package termination lists them, in
+// termination.Causes, and both termination's own JSON forms — Result,
+// ShadowVerdict, All — and package codec build a Table of them); the
+// registry holds the types a program adds at run time (codec.RegisterCause).
+// A Table looks in its own types first, then in the registry. The package
+// knows causes only as values, so that it imports nothing of the module.
 package causejson
 
 import (
@@ -17,46 +18,74 @@ import (
 	"sync"
 )
 
-// ErrUnregistered is returned when a cause's type or "$kind" is not in
-// the registry.
+// ErrUnregistered is returned when a cause's type or "$kind" is neither in
+// the table nor in the registry.
 var ErrUnregistered = errors.New("cause kind not registered")
 
-type codec struct {
+type entry struct {
 	kind   string
 	decode func([]byte) (any, error)
 }
 
+// registry is the program's own cause types, added by Register.
 var registry = struct {
 	sync.RWMutex
-	byKind map[string]codec
+	byKind map[string]entry
 	byType map[reflect.Type]string
-}{byKind: map[string]codec{}, byType: map[reflect.Type]string{}}
+}{byKind: map[string]entry{}, byType: map[reflect.Type]string{}}
 
-// Register adds the type t to the registry under kind; decode reads a
-// value of t from its JSON form. It is an error to reuse a kind or
-// register a type twice.
-func Register(kind string, t reflect.Type, decode func([]byte) (any, error)) error {
+// Table is a fixed set of cause types, each under its Go type name.
+type Table struct {
+	byKind map[string]reflect.Type
+	byType map[reflect.Type]string
+}
+
+// NewTable returns the table of the types of values, each under its type's
+// name. Values must be of distinct, named, non-pointer types.
+func NewTable[C any](values []C) Table {
+	t := Table{byKind: make(map[string]reflect.Type, len(values)), byType: make(map[reflect.Type]string, len(values))}
+	for _, v := range values {
+		typ := reflect.TypeOf(v)
+		t.byKind[typ.Name()] = typ
+		t.byType[typ] = typ.Name()
+	}
+	return t
+}
+
+// Register adds the type typ to the registry under kind; decode reads a
+// value of typ from its JSON form. It is an error to reuse a kind or a
+// type, of the table or of the registry.
+func (t Table) Register(kind string, typ reflect.Type, decode func([]byte) (any, error)) error {
 	if kind == "" {
 		return errors.New("RegisterCause: empty kind")
+	}
+	if _, dup := t.byKind[kind]; dup {
+		return fmt.Errorf("RegisterCause: kind %q already registered", kind)
+	}
+	if k, dup := t.byType[typ]; dup {
+		return fmt.Errorf("RegisterCause: type %v already registered as %q", typ, k)
 	}
 	registry.Lock()
 	defer registry.Unlock()
 	if _, dup := registry.byKind[kind]; dup {
 		return fmt.Errorf("RegisterCause: kind %q already registered", kind)
 	}
-	if k, dup := registry.byType[t]; dup {
-		return fmt.Errorf("RegisterCause: type %v already registered as %q", t, k)
+	if k, dup := registry.byType[typ]; dup {
+		return fmt.Errorf("RegisterCause: type %v already registered as %q", typ, k)
 	}
-	registry.byKind[kind] = codec{kind: kind, decode: decode}
-	registry.byType[t] = kind
+	registry.byKind[kind] = entry{kind: kind, decode: decode}
+	registry.byType[typ] = kind
 	return nil
 }
 
-// Kinds returns the registered "$kind" names, sorted.
-func Kinds() []string {
+// Kinds returns the "$kind" names of the table and the registry, sorted.
+func (t Table) Kinds() []string {
 	registry.RLock()
 	defer registry.RUnlock()
-	kinds := make([]string, 0, len(registry.byKind))
+	kinds := make([]string, 0, len(t.byKind)+len(registry.byKind))
+	for k := range t.byKind {
+		kinds = append(kinds, k)
+	}
 	for k := range registry.byKind {
 		kinds = append(kinds, k)
 	}
@@ -64,25 +93,28 @@ func Kinds() []string {
 	return kinds
 }
 
-// Kind returns the registered "$kind" of c's type.
-func Kind(c any) (string, error) {
+// Kind returns the "$kind" of c's type.
+func (t Table) Kind(c any) (string, error) {
 	if c == nil {
 		return "", errors.New("nil cause")
 	}
-	t := reflect.TypeOf(c)
+	typ := reflect.TypeOf(c)
+	if kind, ok := t.byType[typ]; ok {
+		return kind, nil
+	}
 	registry.RLock()
-	kind, ok := registry.byType[t]
+	kind, ok := registry.byType[typ]
 	registry.RUnlock()
 	if !ok {
-		return "", fmt.Errorf("%w: %v (call codec.RegisterCause)", ErrUnregistered, t)
+		return "", fmt.Errorf("%w: %v (call codec.RegisterCause)", ErrUnregistered, typ)
 	}
 	return kind, nil
 }
 
 // Marshal returns the JSON form of c: an object whose first member is
 // "$kind" followed by the cause's fields as encoding/json writes them.
-func Marshal(c any) ([]byte, error) {
-	kind, err := Kind(c)
+func (t Table) Marshal(c any) ([]byte, error) {
+	kind, err := t.Kind(c)
 	if err != nil {
 		return nil, err
 	}
@@ -107,9 +139,9 @@ func Marshal(c any) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// Unmarshal reads the JSON form written by Marshal. A missing or
-// unregistered "$kind" is an error.
-func Unmarshal(data []byte) (any, error) {
+// Unmarshal reads the JSON form written by Marshal. A missing or unknown
+// "$kind" is an error.
+func (t Table) Unmarshal(data []byte) (any, error) {
 	var head struct {
 		Kind *string `json:"$kind"`
 	}
@@ -119,15 +151,23 @@ func Unmarshal(data []byte) (any, error) {
 	if head.Kind == nil {
 		return nil, errors.New(`cause: missing "$kind"`)
 	}
+	kind := *head.Kind
+	if typ, ok := t.byKind[kind]; ok {
+		p := reflect.New(typ)
+		if err := json.Unmarshal(data, p.Interface()); err != nil {
+			return nil, fmt.Errorf("cause %s: %w", kind, err)
+		}
+		return p.Elem().Interface(), nil
+	}
 	registry.RLock()
-	c, ok := registry.byKind[*head.Kind]
+	e, ok := registry.byKind[kind]
 	registry.RUnlock()
 	if !ok {
-		return nil, fmt.Errorf("cause: %w: %q", ErrUnregistered, *head.Kind)
+		return nil, fmt.Errorf("cause: %w: %q", ErrUnregistered, kind)
 	}
-	v, err := c.decode(data)
+	v, err := e.decode(data)
 	if err != nil {
-		return nil, fmt.Errorf("cause %s: %w", c.kind, err)
+		return nil, fmt.Errorf("cause %s: %w", kind, err)
 	}
 	return v, nil
 }

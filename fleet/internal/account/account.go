@@ -65,7 +65,7 @@ func WindowStart(t time.Time, w time.Duration) time.Time {
 	return time.Unix(0, start)
 }
 
-// Hooks are how an Account reaches a member's run: fleet.Hooks' Stop and
+// Hooks are how an Account reaches a member's run: fleet.Run's StopWith and
 // Warn.
 type Hooks struct {
 	Stop func(c termination.Cause) bool

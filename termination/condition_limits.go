@@ -1,0 +1,60 @@
+package termination
+
+// The limit structs (IterationLimits, ToolCallLimits, TokenLimits,
+// CostLimit, StallLimits, ErrorLimits) are Conditions: each stands for the
+// condition its doc describes, which is built from it where a condition
+// enters (AnyOf, AllOf, NewEvaluator, TreeLimits; see lower).
+
+// limitStruct is a limit struct: it builds the condition it stands for.
+type limitStruct interface{ condition() Condition }
+
+// lower returns the condition a limit struct stands for, and c itself for
+// any other condition (nil included).
+func lower(c Condition) Condition {
+	if l, ok := c.(limitStruct); ok {
+		return l.condition()
+	}
+	return c
+}
+
+// lowerAll returns a copy of cs with every limit struct lowered.
+func lowerAll(cs []Condition) []Condition {
+	if cs == nil {
+		return nil
+	}
+	out := make([]Condition, len(cs))
+	for i, c := range cs {
+		out[i] = lower(c)
+	}
+	return out
+}
+
+// String describes the limit in the policy file's terms.
+func (l IterationLimits) String() string  { return l.condition().String() }
+func (l IterationLimits) validate() error { return l.condition().validate() }
+func (l IterationLimits) start() check    { return l.condition().start() }
+
+// String describes the limit in the policy file's terms.
+func (l ToolCallLimits) String() string  { return l.condition().String() }
+func (l ToolCallLimits) validate() error { return l.condition().validate() }
+func (l ToolCallLimits) start() check    { return l.condition().start() }
+
+// String describes the budget in the policy file's terms.
+func (l TokenLimits) String() string  { return l.condition().String() }
+func (l TokenLimits) validate() error { return l.condition().validate() }
+func (l TokenLimits) start() check    { return l.condition().start() }
+
+// String describes the budget in the policy file's terms.
+func (l CostLimit) String() string  { return l.condition().String() }
+func (l CostLimit) validate() error { return l.condition().validate() }
+func (l CostLimit) start() check    { return l.condition().start() }
+
+// String describes the stall detection in the policy file's terms.
+func (l StallLimits) String() string  { return l.condition().String() }
+func (l StallLimits) validate() error { return l.condition().validate() }
+func (l StallLimits) start() check    { return l.condition().start() }
+
+// String describes the error threshold in the policy file's terms.
+func (l ErrorLimits) String() string  { return l.condition().String() }
+func (l ErrorLimits) validate() error { return l.condition().validate() }
+func (l ErrorLimits) start() check    { return l.condition().start() }

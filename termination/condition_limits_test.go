@@ -1,0 +1,46 @@
+package termination
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestLimitStructsAreConditions: each limit struct stands for the
+// condition it configures wherever a condition goes — as an evaluator's
+// own condition, in a combinator, in tree limits — and describes and
+// validates itself as that condition does.
+func TestLimitStructsAreConditions(t *testing.T) {
+	valid := []Condition{
+		IterationLimits{Limit: 2, Pressure: 0.5},
+		ToolCallLimits{Limit: 3, PerTool: map[string]int{"search": 1}},
+		TokenLimits{Total: 100, Pressure: 0.8, Grace: new(1)},
+		CostLimit{Limit: 2.5},
+		StallLimits{Repeats: 3, IgnoreTools: []string{"poll"}},
+		ErrorLimits{Consecutive: 2},
+	}
+	for _, c := range valid {
+		l := c.(limitStruct).condition()
+		assert.Equal(t, l.String(), c.String())
+		assert.NoError(t, Validate(c), c.String())
+		assert.Equal(t, AnyOf(l).String(), AnyOf(c).String())
+	}
+	for _, c := range []Condition{IterationLimits{}, ToolCallLimits{}, TokenLimits{}, CostLimit{}, StallLimits{}, ErrorLimits{}} {
+		assert.Error(t, Validate(c), "%#v", c)
+	}
+
+	// An evaluator's own condition.
+	e := NewEvaluator(IterationLimits{Limit: 1}, WallClock)
+	_, stop := e.Observe(Event{Kind: KindMessage})
+	require.False(t, stop)
+	c, stop := e.Observe(Event{Kind: KindMessage})
+	require.True(t, stop)
+	assert.Equal(t, MaxIterationsReached{Limit: 1, Count: 2}, c)
+
+	// Tree limits take them as they take the constructors' conditions.
+	tree := TreeLimits(IterationLimits{Limit: 3}, TokenLimits{Total: 10})
+	require.NoError(t, Validate(tree))
+	assert.Equal(t, TreeLimits(MaxIterations(3), TokenLimits{Total: 10}.condition()).String(), tree.String())
+	assert.ErrorContains(t, Validate(TreeLimits(StallLimits{Repeats: 3})), "stall")
+}
