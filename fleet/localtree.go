@@ -29,15 +29,15 @@ type localTrees struct {
 // localTree is one holder's tree.
 type localTree struct {
 	spec   tree.Spec
-	hooks  tree.Hooks // the holder's
+	holder tree.SharedRun // nil: told nothing
 	mu     sync.Mutex
 	joined map[*localTreeJoin]struct{}
 	end    termination.Cause // set when the holder has stopped
 }
 
 // HoldTree implements Trees.
-func (l *Local) HoldTree(spec tree.Spec, _ tree.Usage, hooks tree.Hooks) tree.Member {
-	t := &localTree{spec: spec, hooks: hooks, joined: map[*localTreeJoin]struct{}{}}
+func (l *Local) HoldTree(spec tree.Spec, _ tree.Usage, holder tree.SharedRun) tree.Member {
+	t := &localTree{spec: spec, holder: holder, joined: map[*localTreeJoin]struct{}{}}
 	l.tree.mu.Lock()
 	if l.tree.trees == nil {
 		l.tree.trees = map[string]*localTree{}
@@ -54,14 +54,14 @@ func (l *Local) HoldTree(spec tree.Spec, _ tree.Usage, hooks tree.Hooks) tree.Me
 // JoinTree implements Trees. A holder this fleet does not hold (it runs
 // in another process, or has ended) gives nil: the limits the request
 // propagated then apply to the run.
-func (l *Local) JoinTree(_ context.Context, holder string, hooks tree.Hooks) tree.Member {
+func (l *Local) JoinTree(_ context.Context, holder string, run tree.SharedRun) tree.Member {
 	l.tree.mu.Lock()
 	t := l.tree.trees[holder]
 	l.tree.mu.Unlock()
 	if t == nil {
 		return nil
 	}
-	j := &localTreeJoin{t: t, hooks: hooks}
+	j := &localTreeJoin{t: t, run: run}
 	t.mu.Lock()
 	if t.end == nil {
 		t.joined[j] = struct{}{}
@@ -99,8 +99,8 @@ func (h *localHolding) SpendsNothing() {}
 
 func (h *localHolding) Warn(c termination.Cause) {
 	for _, j := range h.t.members() {
-		if j.hooks.Warn != nil {
-			j.hooks.Warn(c)
+		if j.run != nil {
+			j.run.WarnTree(c)
 		}
 	}
 }
@@ -122,8 +122,8 @@ func (h *localHolding) Leave(end termination.Cancelled) {
 	}
 	h.l.tree.mu.Unlock()
 	for _, j := range joined {
-		if j.hooks.Stop != nil {
-			j.hooks.Stop(t.end)
+		if j.run != nil {
+			j.run.StopTree(t.end)
 		}
 	}
 }
@@ -144,8 +144,8 @@ func (t *localTree) membersLocked() []*localTreeJoin {
 
 // localTreeJoin is a joined run's tree.Member.
 type localTreeJoin struct {
-	t     *localTree
-	hooks tree.Hooks
+	t   *localTree
+	run tree.SharedRun // nil: told nothing
 }
 
 // Spend charges the holder at once; once the holder has stopped it
@@ -158,8 +158,8 @@ func (j *localTreeJoin) Spend(u tree.Usage) termination.Cause {
 	if end != nil {
 		return end
 	}
-	if !u.IsZero() && t.hooks.Charge != nil {
-		t.hooks.Charge(u) // may stop the holder, whose Leave stops this run
+	if !u.IsZero() && t.holder != nil {
+		t.holder.ChargeTree(u) // may stop the holder, whose Leave stops this run
 	}
 	t.mu.Lock()
 	end = t.end

@@ -113,7 +113,7 @@ func TestTreeLimitsEveryStartPathLocalFleet(t *testing.T) {
 // run in no tree with limits, or whose stage has no fleet, holds nothing
 // and lists none.
 func TestTreeSharedFromStart(t *testing.T) {
-	f := &holdingHooks{Local: fleet.NewLocal(), hooks: map[string]tree.Hooks{}}
+	f := &holdingHooks{Local: fleet.NewLocal(), hooks: map[string]tree.SharedRun{}}
 	planner := mustStage(t, "planner", middleware.WithParticipant(fleet.Membership(f)), policy(t, "tree: {max_iterations: 100}"))
 	middle := mustStage(t, "middle", middleware.WithParticipant(fleet.Membership(f)), policy(t, "tree: {max_tool_calls: 10}"))
 	worker := mustStage(t, "worker", middleware.WithParticipant(fleet.Membership(f)))

@@ -88,7 +88,7 @@ func TestTreeSharedJoinRacesHolderEnd(t *testing.T) {
 // A charge that comes after the holder ended does nothing: no warning, no
 // hook.
 func TestTreeSharedChargeAfterEnd(t *testing.T) {
-	f := &holdingHooks{Local: fleet.NewLocal(), hooks: map[string]tree.Hooks{}}
+	f := &holdingHooks{Local: fleet.NewLocal(), hooks: map[string]tree.SharedRun{}}
 	var ended, after atomic.Bool
 	planner := mustStage(t, "planner", middleware.WithParticipant(fleet.Membership(f)), policy(t, "tree: {token_budget: {total: 1000, pressure: 0.5}}"),
 		middleware.WithOnWarning(func(context.Context, *middleware.Run, termination.Cause) {
@@ -103,7 +103,7 @@ func TestTreeSharedChargeAfterEnd(t *testing.T) {
 	f.mu.Unlock()
 	before := p.Finish(nil)
 	ended.Store(true)
-	hooks.Charge(tree.Usage{Totals: termination.Totals{Tokens: termination.Usage{InputTokens: 900}}})
+	hooks.ChargeTree(tree.Usage{Totals: termination.Totals{Tokens: termination.Usage{InputTokens: 900}}})
 	assert.False(t, after.Load(), "OnWarning called after the run ended")
 	assert.Equal(t, before.Warnings, p.Wait().Warnings)
 }
@@ -187,15 +187,15 @@ type stopOnJoin struct {
 	wg sync.WaitGroup
 }
 
-func (s *stopOnJoin) HoldTree(tree.Spec, tree.Usage, tree.Hooks) tree.Member {
+func (s *stopOnJoin) HoldTree(tree.Spec, tree.Usage, tree.SharedRun) tree.Member {
 	return nopMember{}
 }
 
-func (s *stopOnJoin) JoinTree(_ context.Context, holder string, hooks tree.Hooks) tree.Member {
+func (s *stopOnJoin) JoinTree(_ context.Context, holder string, run tree.SharedRun) tree.Member {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		hooks.Stop(termination.ParentEnded("planner", "cancelled"))
+		run.StopTree(termination.ParentEnded("planner", "cancelled"))
 	}()
 	return nopMember{}
 }

@@ -286,26 +286,26 @@ func TestTreeSharedEventAllocatesNothing(t *testing.T) {
 	assert.Equal(t, 1002*int(msg.Usage.InputTokens+msg.Usage.OutputTokens), int(1e12-p.Remaining().TotalTokens))
 }
 
-// holdingHooks is a tree.Sharer that keeps the hooks of the trees held
+// holdingHooks is a tree.Sharer that keeps the holders of the trees held
 // through it, so that a test can charge a holder as a networked fleet
 // does: other processes' usage, settled in batches. (A stage needs a
 // fleet.Fleet too: fleet.Local's.)
 type holdingHooks struct {
 	*fleet.Local
 	mu    sync.Mutex
-	hooks map[string]tree.Hooks
+	hooks map[string]tree.SharedRun
 	spent tree.Usage
 }
 
-func (h *holdingHooks) HoldTree(spec tree.Spec, used tree.Usage, hooks tree.Hooks) tree.Member {
+func (h *holdingHooks) HoldTree(spec tree.Spec, used tree.Usage, holder tree.SharedRun) tree.Member {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.hooks[spec.Holder] = hooks
+	h.hooks[spec.Holder] = holder
 	h.spent = h.spent.Add(used)
 	return holdingMember{h}
 }
 
-func (h *holdingHooks) JoinTree(context.Context, string, tree.Hooks) tree.Member {
+func (h *holdingHooks) JoinTree(context.Context, string, tree.SharedRun) tree.Member {
 	return holdingMember{h}
 }
 
@@ -338,7 +338,7 @@ func TestTreeChargedInBatches(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			f := &holdingHooks{Local: fleet.NewLocal(), hooks: map[string]tree.Hooks{}}
+			f := &holdingHooks{Local: fleet.NewLocal(), hooks: map[string]tree.SharedRun{}}
 			planner := mustStage(t, "planner", middleware.WithParticipant(fleet.Membership(f)), policy(t, "tree: {"+c.tree+"}"))
 			pctx, p := planner.Start(context.Background())
 			_, carrier := crossCall(pctx)
@@ -346,9 +346,9 @@ func TestTreeChargedInBatches(t *testing.T) {
 			f.mu.Lock()
 			hooks := f.hooks[p.ID()]
 			f.mu.Unlock()
-			require.NotNil(t, hooks.Charge, "the holder was held when its id left")
+			require.NotNil(t, hooks, "the holder was held when its id left")
 			for _, u := range c.batch {
-				hooks.Charge(u)
+				hooks.ChargeTree(u)
 			}
 			got, _ := p.Cause()
 			assert.Equal(t, c.want, got)

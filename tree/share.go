@@ -25,8 +25,8 @@ import (
 // finds in the parent's registry entry. Every event of the
 // holder's subtree is then spent, in its own process, through a
 // [Member] (the holder's process through the holding, the others
-// through their joins), with no I/O per event. The holding's
-// Hooks.Charge receives what the other processes spent, so that the
+// through their joins), with no I/O per event. The holder's
+// [SharedRun.ChargeTree] receives what the other processes spent, so that the
 // holder's own evaluator sees the whole tree and fires the limit with its
 // exact cause; a process that finds the tree's limits spent (its lease is
 // used up and nothing is left to reserve) stops its members at once.
@@ -40,26 +40,28 @@ import (
 type Sharer interface {
 	// HoldTree shares the tree limits of the run spec.Holder, which runs
 	// in this process, with its descendants in other processes. used is
-	// what the holder's tree has spent so far (charged at once). Hooks.Stop
-	// ends the holder with a tree limit's cause (scope tree) when the
-	// fleet finds the limits spent; Hooks.Charge is given the usage that
-	// other processes spent under the tree. It never waits on the network.
-	// The caller may hold a lock that the hooks take: HoldTree must not
-	// call them, and the fleet never calls a hook while holding a lock
-	// that HoldTree or a Member's methods take.
-	HoldTree(spec Spec, used Usage, hooks Hooks) Member
+	// what the holder's tree has spent so far (charged at once).
+	// holder.StopTree ends the holder with a tree limit's cause (scope
+	// tree) when the fleet finds the limits spent; holder.ChargeTree is
+	// given the usage that other processes spent under the tree. It never
+	// waits on the network. The caller may hold a lock that holder's
+	// methods take: HoldTree must not call them, and the fleet never calls
+	// them while holding a lock that HoldTree or a Member's methods take.
+	// A nil holder is told nothing.
+	HoldTree(spec Spec, used Usage, holder SharedRun) Member
 	// JoinTree charges a run of this process, a descendant of the remote
 	// run holder that holds tree limits, and the runs under it, to the
-	// holder's tree limits. Hooks.Stop ends the run with Cancelled{reason:
+	// holder's tree limits. run.StopTree ends the run with Cancelled{reason:
 	// parent} naming the holder when the fleet finds the limits spent;
-	// Hooks.Warn gives it the holder's tree pressure warnings. It may ask
+	// run.WarnTree gives it the holder's tree pressure warnings (a nil run
+	// is told nothing). It may ask
 	// the store whether the tree is held, within ctx (as Join may for a
 	// remote parent's child), and otherwise never waits on the network. It
 	// returns nil when the fleet knows that no process holds
 	// the tree (the holder is not one of its runs': another fleet's, or
 	// ended long ago): the run then takes the limits the request
 	// propagated as its own, as without a fleet.
-	JoinTree(ctx context.Context, holder string, hooks Hooks) Member
+	JoinTree(ctx context.Context, holder string, run SharedRun) Member
 	// TreesOf returns the holders whose shared tree limits count the
 	// events of run, a run of any process of the fleet, as its registry
 	// entry lists them ([RunInfo.Sharer]), nearest first: a child started
@@ -82,19 +84,23 @@ type Spec struct {
 	Limits termination.Limits
 }
 
-// Hooks are how a fleet reaches the run of a Member. They are
-// safe to call from any goroutine, return quickly, never block on the
-// run's loop, and do nothing once the run has ended.
-type Hooks struct {
-	// Stop ends the run with c and reports whether this call stopped it.
-	Stop func(c termination.Cause) bool
-	// Warn gives the run (and its descendants) a tree warning raised in
-	// another process: a joined run only.
-	Warn func(c termination.Cause)
-	// Charge adds usage spent in other processes under the tree to the
-	// holder's tree limits: the holding only. It may fire them (the
-	// holder then ends as its own limits would end it).
-	Charge func(u Usage)
+// SharedRun is a run whose tree a fleet shares, as the fleet reaches it:
+// the holder (HoldTree) or a joined descendant (JoinTree). Package tree's
+// nodes give one of each. Its methods are safe to call from any goroutine,
+// return quickly, never block on the run's loop, and do nothing once the
+// run has ended.
+type SharedRun interface {
+	// StopTree ends the run with c — a tree limit's cause (scope tree) for
+	// the holder, Cancelled{reason: parent} naming the holder for a joined
+	// run — and reports whether this call stopped it.
+	StopTree(c termination.Cause) bool
+	// WarnTree gives a joined run and its descendants a tree warning
+	// raised in another process (the holder ignores it).
+	WarnTree(c termination.Cause)
+	// ChargeTree adds usage spent in other processes under the tree to the
+	// holder's tree limits; it may fire them (the holder then ends as its
+	// own limits would end it). A joined run ignores it.
+	ChargeTree(u Usage)
 }
 
 // Member is a run's part in a tree shared through a fleet.

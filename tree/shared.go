@@ -16,7 +16,7 @@ import (
 // In the callee's process such a run joins each holder's tree (JoinTree):
 // its events and its descendants' are spent through the fleet, in leases
 // keyed by the holder's id, and the holder's evaluator is charged what the
-// other processes spent (the holding's Charge hook), so that a tree limit
+// other processes spent (SharedRun.ChargeTree), so that a tree limit
 // fires in the holder's process with its usual cause, and the tree ends by
 // the cascade. A process that finds the limits spent ends its joined runs
 // at once with Cancelled{reason: parent}.
@@ -34,10 +34,9 @@ import (
 // the run is visible, so it needs no lock.
 func (n *Node) join(holders []string, propagated termination.Limits) bool {
 	trees := n.stage.sharer
-	hooks := Hooks{Stop: n.run.StopWith, Warn: n.treeWarning}
 	known := true
 	for _, id := range holders {
-		m := trees.JoinTree(n.ctx, id, hooks)
+		m := trees.JoinTree(n.ctx, id, (*joining)(n))
 		if m == nil {
 			known = false
 			continue
@@ -57,11 +56,28 @@ func (n *Node) join(holders []string, propagated termination.Limits) bool {
 	return known
 }
 
-// treeWarning is a joined run's hook for a holder's tree warning raised in
-// another process: the run and its live descendants get it.
-func (n *Node) treeWarning(c termination.Cause) {
-	n.warnSubtree([]termination.Cause{c})
+// joining is a joined run's node as the fleet that shares its holders'
+// trees reaches it (SharedRun): a stop ends the run (Cancelled{reason:
+// parent} naming the holder), a holder's tree warning raised in another
+// process reaches the run and its live descendants.
+type joining Node
+
+func (j *joining) StopTree(c termination.Cause) bool { return j.run.StopWith(c) }
+func (j *joining) WarnTree(c termination.Cause) {
+	(*Node)(j).warnSubtree([]termination.Cause{c})
 }
+func (j *joining) ChargeTree(Usage) {}
+
+// holding is a holder's node as the fleet that shares its tree limits
+// reaches it (SharedRun): a stop ends the holder with the tree limit's
+// cause; what other processes spent is charged to its limits (charge).
+type holding Node
+
+func (h *holding) StopTree(c termination.Cause) bool {
+	return h.run.StopFired([]termination.Cause{c}, false)
+}
+func (h *holding) WarnTree(termination.Cause) {}
+func (h *holding) ChargeTree(u Usage)         { (*Node)(h).charge(u) }
 
 // hold shares the tree limits the run holds (its stage's, and what a
 // caller propagated to it when it did not join the caller's trees) through
@@ -86,12 +102,9 @@ func (n *Node) hold() bool {
 	used := Usage{Totals: p.Totals}
 	used.Events = 0
 	spec := Spec{Holder: n.run.ID(), Stage: n.stage.name, Limits: n.whole}
-	// HoldTree calls no hook before it returns: holding the lock keeps the
+	// HoldTree calls no method of the holding before it returns: holding the lock keeps the
 	// subtree's events from slipping between used and the first Spend.
-	m := trees.HoldTree(spec, used, Hooks{
-		Stop:   func(c termination.Cause) bool { return n.run.StopFired([]termination.Cause{c}, false) },
-		Charge: n.charge,
-	})
+	m := trees.HoldTree(spec, used, (*holding)(n))
 	n.shares = append(n.shares, m)
 	if _, quiet := m.(QuietMember); !quiet {
 		n.spends = true // a quiet holding (fleet.Local's) is spent nothing

@@ -62,7 +62,7 @@ func testACL(t *testing.T, srv redistest.Redis) {
 	}
 	// It shares tree limits.
 	hm := app.HoldTree(tree.Spec{Holder: run.ID(), Stage: "acl",
-		Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 1000}}, tokens(10), tree.Hooks{})
+		Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 1000}}, tokens(10), nil)
 	defer hm.Leave(plannerEnded)
 	if err := app.Flush(context.Background()); err != nil || !app.up.Load() {
 		t.Fatalf("the app fleet could not share a tree: %v", err)

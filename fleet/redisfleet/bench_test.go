@@ -224,7 +224,7 @@ func BenchmarkTreeSpend(b *testing.B) {
 	u := tree.Usage{Totals: termination.Totals{Iterations: 1, Tokens: termination.Usage{InputTokens: 120, OutputTokens: 30}, Cost: 0.001}}
 	local := fleet.NewLocal()
 	var charged atomic.Int64
-	hooks := tree.Hooks{Charge: func(u tree.Usage) { charged.Add(int64(u.Iterations)) }}
+	holding := runFuncs{charge: func(u tree.Usage) { charged.Add(int64(u.Iterations)) }}
 	for _, c := range []struct {
 		name string
 		hold tree.Sharer
@@ -232,9 +232,9 @@ func BenchmarkTreeSpend(b *testing.B) {
 	}{{"local", local, local}, {"redis", f, j}} {
 		b.Run(c.name, func(b *testing.B) {
 			holder := runid.New()
-			h := c.hold.HoldTree(tree.Spec{Holder: holder, Stage: "planner", Limits: limits}, tree.Usage{}, hooks)
+			h := c.hold.HoldTree(tree.Spec{Holder: holder, Stage: "planner", Limits: limits}, tree.Usage{}, holding)
 			defer h.Leave(plannerEnded)
-			m := c.join.JoinTree(context.Background(), holder, tree.Hooks{})
+			m := c.join.JoinTree(context.Background(), holder, nil)
 			defer m.Leave(joinEnded)
 			if c.name == "redis" {
 				for _, x := range []*Fleet{f, j, j} {
@@ -279,13 +279,13 @@ func BenchmarkTreeOvershoot(b *testing.B) {
 		bound = defaultLeaseFraction*limit*processes + event*processes*runsEach
 		holder := runid.New()
 		members := []tree.Member{fleets[0].HoldTree(tree.Spec{Holder: holder, Stage: "planner",
-			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, tree.Usage{}, tree.Hooks{})}
+			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, tree.Usage{}, nil)}
 		for _, f := range fleets {
 			for range runsEach {
 				if f == fleets[0] && len(members) == 1 {
 					continue // the holding is one of the holder's process's runs
 				}
-				members = append(members, f.JoinTree(context.Background(), holder, tree.Hooks{}))
+				members = append(members, f.JoinTree(context.Background(), holder, nil))
 			}
 		}
 		for _, f := range fleets {

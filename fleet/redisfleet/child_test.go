@@ -274,13 +274,13 @@ func (c *childState) burn(name, count, input, output string) {
 // tjoin: "tjoin NAME HOLDERID".
 func (c *childState) tjoin(name, holder string) {
 	var once sync.Once
-	c.trees[name] = c.f.JoinTree(context.Background(), holder, tree.Hooks{
-		Stop: func(cause termination.Cause) bool {
+	c.trees[name] = c.f.JoinTree(context.Background(), holder, runFuncs{
+		stop: func(cause termination.Cause) bool {
 			stopped := false
 			once.Do(func() { stopped = true; c.out.println("tstopped", name, causeJSON(cause)) })
 			return stopped
 		},
-		Warn: func(cause termination.Cause) { c.out.println("twarned", name, causeJSON(cause)) },
+		warn: func(cause termination.Cause) { c.out.println("twarned", name, causeJSON(cause)) },
 	})
 	c.out.println("tjoined", name)
 }

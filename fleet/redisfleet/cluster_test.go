@@ -165,12 +165,12 @@ func TestClusterTrees(t *testing.T) {
 		holders[i] = runid.New()
 		planners[i] = &treeRun{}
 		hm := a.HoldTree(tree.Spec{Holder: holders[i], Stage: "planner",
-			Limits: termination.Limits{Has: termination.LimitIterations, Iterations: 3}}, tree.Usage{}, planners[i].hooks())
+			Limits: termination.Limits{Has: termination.LimitIterations, Iterations: 3}}, tree.Usage{}, planners[i])
 		defer hm.Leave(plannerEnded)
 	}
 	flushAll(t, a)
 	for i := range trees {
-		joins[i] = b.JoinTree(t.Context(), holders[i], tree.Hooks{})
+		joins[i] = b.JoinTree(t.Context(), holders[i], nil)
 		if joins[i] == nil {
 			t.Fatalf("tree %d: not found", i)
 		}

@@ -269,7 +269,7 @@
 // before that answer wait for it (at most the operation timeout; never
 // while the server is unreachable).
 //
-// The holder hears of remote usage through tree.Hooks.Charge, from its
+// The holder hears of remote usage through tree.SharedRun.ChargeTree, from its
 // process's sync loop, after each reserve that finds more settled by
 // other processes: the lag is at most one sync of each side (a process
 // settles when its lease runs low, and at least every second while it has

@@ -85,8 +85,8 @@ func (s *treeShare) setLimits(limits [nTree]float64, fraction float64) {
 // treeMember is a local run's part in a shared tree.
 type treeMember struct {
 	f       *Fleet
-	sh      *treeShare // nil: a member that charges nothing (no holder id)
-	hooks   tree.Hooks
+	sh      *treeShare     // nil: a member that charges nothing (no holder id)
+	run     tree.SharedRun // nil: told nothing
 	holding bool
 
 	left atomic.Bool // set under Fleet.mu
@@ -106,14 +106,14 @@ func (f *Fleet) shareLocked(esc string) *treeShare {
 // HoldTree implements tree.Sharer. The holding's usage and the used given
 // are settled with the first reserve (within a sync); the record is
 // created then. Held twice in one process (middleware holds a run once),
-// the first holding's limits, hooks and used stand.
-func (f *Fleet) HoldTree(spec tree.Spec, used tree.Usage, hooks tree.Hooks) tree.Member {
+// the first holding's limits, run and used stand.
+func (f *Fleet) HoldTree(spec tree.Spec, used tree.Usage, holder tree.SharedRun) tree.Member {
 	if spec.Holder == "" {
-		return &treeMember{f: f, hooks: hooks, holding: true}
+		return &treeMember{f: f, run: holder, holding: true}
 	}
 	f.mu.Lock()
 	sh := f.shareLocked(escape(spec.Holder))
-	m := &treeMember{f: f, sh: sh, hooks: hooks, holding: true}
+	m := &treeMember{f: f, sh: sh, run: holder, holding: true}
 	sh.members[m] = struct{}{}
 	sh.mu.Lock()
 	if sh.holding == nil && !sh.holds {
@@ -147,7 +147,7 @@ func (f *Fleet) HoldTree(spec tree.Spec, used tree.Usage, hooks tree.Hooks) tree
 // cannot tell, and joins (fail-open: the run spends without a lease until
 // the server is back). The member learns the limits from its first
 // reserve, which JoinTree starts at once.
-func (f *Fleet) JoinTree(ctx context.Context, holder string, hooks tree.Hooks) tree.Member {
+func (f *Fleet) JoinTree(ctx context.Context, holder string, run tree.SharedRun) tree.Member {
 	if holder == "" || f.closed.Load() {
 		return nil
 	}
@@ -160,7 +160,7 @@ func (f *Fleet) JoinTree(ctx context.Context, holder string, hooks tree.Hooks) t
 	}
 	f.mu.Lock()
 	sh := f.shareLocked(esc)
-	m := &treeMember{f: f, sh: sh, hooks: hooks}
+	m := &treeMember{f: f, sh: sh, run: run}
 	sh.members[m] = struct{}{}
 	f.mu.Unlock()
 	sh.pending.Store(true)
@@ -446,8 +446,8 @@ func (f *Fleet) stopTree(sh *treeShare, skip *treeMember, c termination.Cause, s
 	}
 	f.mu.Unlock()
 	for _, m := range hit {
-		if m.hooks.Stop != nil {
-			m.hooks.Stop(m.causeFor(c, stage))
+		if m.run != nil {
+			m.run.StopTree(m.causeFor(c, stage))
 		}
 	}
 }
@@ -485,7 +485,7 @@ func (f *Fleet) treeWarned(esc, js string) {
 	var hit []*treeMember
 	if sh != nil {
 		for m := range sh.members {
-			if !m.holding && m.hooks.Warn != nil {
+			if !m.holding && m.run != nil {
 				hit = append(hit, m)
 			}
 		}
@@ -500,7 +500,7 @@ func (f *Fleet) treeWarned(esc, js string) {
 		return
 	}
 	for _, m := range hit {
-		m.hooks.Warn(c)
+		m.run.WarnTree(c)
 	}
 }
 
@@ -574,7 +574,7 @@ func (f *Fleet) syncTrees(ctx context.Context) {
 
 // reserveTree settles sh's usage and asks for new leases in one script
 // call; then it hands the holding what the other processes settled since
-// the last call (tree.Hooks.Charge, from this goroutine, under no lock).
+// the last call (tree.SharedRun.ChargeTree, from this goroutine, under no lock).
 func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 	f.mu.Lock()
 	members := len(sh.members)
@@ -773,11 +773,11 @@ func (f *Fleet) chargeHolding(sh *treeShare, st *treeSettlement, a *treeAnswer) 
 	f.mu.Lock()
 	holding := sh.holding
 	f.mu.Unlock()
-	if charge && holding != nil && holding.hooks.Charge != nil {
+	if charge && holding != nil && holding.run != nil {
 		u := usageFrom(delta)
 		u.Final.Iterations, u.Final.Cost = int(deltaF[0]), deltaF[5]
 		u.Final.Tokens = termination.Usage{InputTokens: int64(deltaF[3]), OutputTokens: int64(deltaF[4])}
-		holding.hooks.Charge(u)
+		holding.run.ChargeTree(u)
 	}
 }
 

@@ -27,7 +27,7 @@ var (
 	joinEnded    = termination.ParentEnded("researcher", termination.TagCancelled)
 )
 
-// treeRun records what a fleet does to one TreeMember's run: the causes
+// treeRun is a tree.SharedRun that records what a fleet does to it: the causes
 // it is stopped with, the warnings it is given, the usage charged to it.
 type treeRun struct {
 	mu      sync.Mutex
@@ -37,25 +37,42 @@ type treeRun struct {
 	charges int
 }
 
-func (r *treeRun) hooks() tree.Hooks {
-	return tree.Hooks{
-		Stop: func(c termination.Cause) bool {
-			r.mu.Lock()
-			defer r.mu.Unlock()
-			r.stops = append(r.stops, c)
-			return len(r.stops) == 1
-		},
-		Warn: func(c termination.Cause) {
-			r.mu.Lock()
-			r.warns = append(r.warns, c)
-			r.mu.Unlock()
-		},
-		Charge: func(u tree.Usage) {
-			r.mu.Lock()
-			r.charged = r.charged.Add(u)
-			r.charges++
-			r.mu.Unlock()
-		},
+func (r *treeRun) StopTree(c termination.Cause) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.stops = append(r.stops, c)
+	return len(r.stops) == 1
+}
+
+func (r *treeRun) WarnTree(c termination.Cause) {
+	r.mu.Lock()
+	r.warns = append(r.warns, c)
+	r.mu.Unlock()
+}
+
+func (r *treeRun) ChargeTree(u tree.Usage) {
+	r.mu.Lock()
+	r.charged = r.charged.Add(u)
+	r.charges++
+	r.mu.Unlock()
+}
+
+// runFuncs is a tree.SharedRun of functions; a nil one ignores the call.
+type runFuncs struct {
+	stop   func(termination.Cause) bool
+	warn   func(termination.Cause)
+	charge func(tree.Usage)
+}
+
+func (f runFuncs) StopTree(c termination.Cause) bool { return f.stop != nil && f.stop(c) }
+func (f runFuncs) WarnTree(c termination.Cause) {
+	if f.warn != nil {
+		f.warn(c)
+	}
+}
+func (f runFuncs) ChargeTree(u tree.Usage) {
+	if f.charge != nil {
+		f.charge(u)
 	}
 }
 
@@ -117,10 +134,10 @@ func newTreePair(t *testing.T, r deployment, limits termination.Limits) *treePai
 	t.Helper()
 	fs := treeFleets(t, r, 2)
 	p := &treePair{a: fs[0], b: fs[1], holder: runid.New(), planner: &treeRun{}, worker: &treeRun{}}
-	p.hm = p.a.HoldTree(tree.Spec{Holder: p.holder, Stage: "planner", Limits: limits}, tree.Usage{}, p.planner.hooks())
+	p.hm = p.a.HoldTree(tree.Spec{Holder: p.holder, Stage: "planner", Limits: limits}, tree.Usage{}, p.planner)
 	t.Cleanup(func() { p.hm.Leave(plannerEnded) })
 	flushAll(t, p.a)
-	p.jm = p.b.JoinTree(t.Context(), p.holder, p.worker.hooks())
+	p.jm = p.b.JoinTree(t.Context(), p.holder, p.worker)
 	if p.jm == nil {
 		t.Fatal("the joined process did not find the tree")
 	}
@@ -176,7 +193,7 @@ func TestTreeLeases(t *testing.T) {
 		holder := runid.New()
 		var planner treeRun
 		hm := a.HoldTree(tree.Spec{Holder: holder, Stage: "planner",
-			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, tokens(500), planner.hooks())
+			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, tokens(500), &planner)
 		defer hm.Leave(plannerEnded)
 		for range 10 {
 			if stop := hm.Spend(tokens(50)); stop != nil {
@@ -184,7 +201,7 @@ func TestTreeLeases(t *testing.T) {
 			}
 		}
 		var idle treeRun
-		im := b.JoinTree(t.Context(), holder, idle.hooks())
+		im := b.JoinTree(t.Context(), holder, &idle)
 		defer im.Leave(joinEnded)
 		flushAll(t, a, b, c)
 
@@ -193,7 +210,7 @@ func TestTreeLeases(t *testing.T) {
 		spent := make([]int64, 2)
 		for i, f := range []*Fleet{b, c} {
 			var run treeRun
-			m := f.JoinTree(t.Context(), holder, run.hooks())
+			m := f.JoinTree(t.Context(), holder, &run)
 			defer m.Leave(joinEnded)
 			wg.Add(1)
 			go func() {
@@ -295,10 +312,10 @@ func TestTreeWarn(t *testing.T) {
 		holder := runid.New()
 		var planner, b1, c1 treeRun
 		hm := fs[0].HoldTree(tree.Spec{Holder: holder, Stage: "planner",
-			Limits: termination.Limits{Has: termination.LimitCost, Cost: 2}}, tree.Usage{}, planner.hooks())
+			Limits: termination.Limits{Has: termination.LimitCost, Cost: 2}}, tree.Usage{}, &planner)
 		defer hm.Leave(plannerEnded)
 		for i, run := range []*treeRun{&b1, &c1} {
-			m := fs[i+1].JoinTree(t.Context(), holder, run.hooks())
+			m := fs[i+1].JoinTree(t.Context(), holder, run)
 			defer m.Leave(joinEnded)
 		}
 		flushAll(t, fs...)
@@ -330,7 +347,7 @@ func TestTreeUnknownHolder(t *testing.T) {
 		fs := treeFleets(t, r, 2)
 		a, b := fs[0], fs[1]
 		begin := time.Now()
-		if m := b.JoinTree(t.Context(), runid.New(), tree.Hooks{}); m != nil {
+		if m := b.JoinTree(t.Context(), runid.New(), nil); m != nil {
 			t.Fatal("JoinTree of a holder no process holds returned a member")
 		}
 		if d := time.Since(begin); d > b.cfg.tick+b.cfg.opTimeout {
@@ -347,8 +364,8 @@ func TestTreeUnknownHolder(t *testing.T) {
 		holder := runid.New()
 		var planner treeRun
 		limits := termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 1_000_000}
-		hm := a.HoldTree(tree.Spec{Holder: holder, Stage: "planner", Limits: limits}, tree.Usage{}, planner.hooks())
-		jm := b.JoinTree(t.Context(), holder, tree.Hooks{})
+		hm := a.HoldTree(tree.Spec{Holder: holder, Stage: "planner", Limits: limits}, tree.Usage{}, &planner)
+		jm := b.JoinTree(t.Context(), holder, nil)
 		if jm == nil {
 			t.Fatal("a join right after HoldTree did not find the tree")
 		}
@@ -372,7 +389,7 @@ func TestTreeUnknownHolder(t *testing.T) {
 		if !b.up.Load() {
 			t.Error("a missing record counted as a failure")
 		}
-		hm2 := a.HoldTree(tree.Spec{Holder: holder, Stage: "planner", Limits: limits}, tree.Usage{}, planner.hooks())
+		hm2 := a.HoldTree(tree.Spec{Holder: holder, Stage: "planner", Limits: limits}, tree.Usage{}, &planner)
 		defer hm2.Leave(plannerEnded)
 		eventually(t, 3*time.Second, "the join's usage reaches the holding", func() bool {
 			flushAll(t, a, b, a)
@@ -390,8 +407,8 @@ func TestTreeHolderLeaves(t *testing.T) {
 		holder := runid.New()
 		var planner, live treeRun
 		hm := a.HoldTree(tree.Spec{Holder: holder, Stage: "planner",
-			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 100_000}}, tree.Usage{}, planner.hooks())
-		lm := b.JoinTree(t.Context(), holder, live.hooks())
+			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 100_000}}, tree.Usage{}, &planner)
+		lm := b.JoinTree(t.Context(), holder, &live)
 		defer lm.Leave(joinEnded)
 		flushAll(t, a, b, b)
 		if h := treeRecord(t, r, a, holder); !strings.HasPrefix(h["L:"+b.proc], "0 0 1000 ") {
@@ -407,7 +424,7 @@ func TestTreeHolderLeaves(t *testing.T) {
 			t.Errorf("the holder's process still holds a lease: %v", h)
 		}
 		var late treeRun
-		m := c.JoinTree(t.Context(), holder, late.hooks())
+		m := c.JoinTree(t.Context(), holder, &late)
 		defer m.Leave(joinEnded)
 		for range 3 {
 			_ = m.Spend(tokens(600)) // past any lease: asks for one
@@ -439,9 +456,9 @@ func TestTreeSpendAllocs(t *testing.T) {
 	holder := runid.New()
 	hm := fs[0].HoldTree(tree.Spec{Holder: holder, Stage: "planner",
 		Limits: termination.Limits{Has: termination.LimitTotalTokens | termination.LimitIterations | termination.LimitCost,
-			TotalTokens: 1 << 50, Iterations: 1 << 40, Cost: 1e12}}, tree.Usage{}, tree.Hooks{})
+			TotalTokens: 1 << 50, Iterations: 1 << 40, Cost: 1e12}}, tree.Usage{}, nil)
 	defer hm.Leave(plannerEnded)
-	jm := fs[1].JoinTree(t.Context(), holder, tree.Hooks{})
+	jm := fs[1].JoinTree(t.Context(), holder, nil)
 	defer jm.Leave(joinEnded)
 	flushAll(t, fs[0], fs[1], fs[1])
 	u := tree.Usage{Totals: termination.Totals{Iterations: 1, Tokens: termination.Usage{InputTokens: 120, OutputTokens: 30}, Cost: 0.001}}
@@ -466,11 +483,11 @@ func TestTreeOvershootBound(t *testing.T) {
 	)
 	holder := runid.New()
 	hm := fs[0].HoldTree(tree.Spec{Holder: holder, Stage: "planner",
-		Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, tree.Usage{}, tree.Hooks{})
+		Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, tree.Usage{}, nil)
 	defer hm.Leave(plannerEnded)
 	members := []tree.Member{hm}
 	for _, f := range fs[1:] {
-		m := f.JoinTree(t.Context(), holder, tree.Hooks{})
+		m := f.JoinTree(t.Context(), holder, nil)
 		defer m.Leave(joinEnded)
 		members = append(members, m)
 	}
@@ -559,7 +576,7 @@ func TestTreeProcesses(t *testing.T) {
 		holder := runid.New()
 		var planner treeRun
 		hm := a.HoldTree(tree.Spec{Holder: holder, Stage: "planner",
-			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, tree.Usage{}, planner.hooks())
+			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, tree.Usage{}, &planner)
 		defer hm.Leave(plannerEnded)
 		flushAll(t, a)
 		for _, c := range cs {
@@ -610,7 +627,7 @@ func TestTreeProcesses(t *testing.T) {
 		}
 		holder2 := runid.New()
 		hm2 := a.HoldTree(tree.Spec{Holder: holder2, Stage: "planner",
-			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, tree.Usage{}, tree.Hooks{})
+			Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: limit}}, tree.Usage{}, nil)
 		defer hm2.Leave(plannerEnded)
 		flushAll(t, a)
 		cs[0].send("tjoin r2 " + holder2)
@@ -651,9 +668,9 @@ func TestTreeClose(t *testing.T) {
 		a, b := fs[0], fs[1]
 		holder := runid.New()
 		hm := a.HoldTree(tree.Spec{Holder: holder, Stage: "planner",
-			Limits: termination.Limits{Has: termination.LimitToolCalls, ToolCalls: 1000}}, tree.Usage{}, tree.Hooks{})
+			Limits: termination.Limits{Has: termination.LimitToolCalls, ToolCalls: 1000}}, tree.Usage{}, nil)
 		defer hm.Leave(plannerEnded)
-		jm := b.JoinTree(t.Context(), holder, tree.Hooks{})
+		jm := b.JoinTree(t.Context(), holder, nil)
 		flushAll(t, a, b, b)
 		_ = jm.Spend(tree.Usage{Totals: termination.Totals{ToolCalls: 3}})
 		if err := b.Close(t.Context()); err != nil {
@@ -680,9 +697,9 @@ func TestTreeServerRestart(t *testing.T) {
 	holder := runid.New()
 	var planner treeRun
 	hm := a.HoldTree(tree.Spec{Holder: holder, Stage: "planner",
-		Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 1_000_000}}, tree.Usage{}, planner.hooks())
+		Limits: termination.Limits{Has: termination.LimitTotalTokens, TotalTokens: 1_000_000}}, tree.Usage{}, &planner)
 	defer hm.Leave(plannerEnded)
-	jm := b.JoinTree(t.Context(), holder, tree.Hooks{})
+	jm := b.JoinTree(t.Context(), holder, nil)
 	defer jm.Leave(joinEnded)
 	flushAll(t, a, b, b)
 	for _, m := range []tree.Member{hm, jm} {
@@ -776,12 +793,12 @@ func TestTreeChargeMayEndHolder(t *testing.T) {
 		mu.Lock()
 		hm = a.HoldTree(tree.Spec{Holder: holder, Stage: "planner",
 			Limits: termination.Limits{Has: termination.LimitToolCalls, ToolCalls: 1000}}, tree.Usage{},
-			tree.Hooks{
-				Charge: func(u tree.Usage) { end() },
-				Stop:   func(termination.Cause) bool { end(); return true },
+			runFuncs{
+				charge: func(tree.Usage) { end() },
+				stop:   func(termination.Cause) bool { end(); return true },
 			})
 		mu.Unlock()
-		jm := b.JoinTree(t.Context(), holder, tree.Hooks{})
+		jm := b.JoinTree(t.Context(), holder, nil)
 		defer jm.Leave(joinEnded)
 		flushAll(t, b, b)
 		_ = jm.Spend(tree.Usage{Totals: termination.Totals{ToolCalls: 1}})
