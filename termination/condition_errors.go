@@ -89,9 +89,74 @@ func (c *errorLimit) start() check {
 		e.errorIdx = ring[int]{buf: buf[streak : streak : 2*streak], size: max(c.consecutive.v, 0)}
 	}
 	if c.total.set {
-		e.allIdx = ring[int]{buf: buf[2*streak : 2*streak : 2*streak+total], size: max(c.total.v, 0)}
+		e.allIdx = failureLog{chunks: [][]int{buf[2*streak : 2*streak : 2*streak+total]}, size: max(c.total.v, 0)}
 	}
 	return e
+}
+
+// failureLog keeps the indices of the last size failures of a run
+// (errors.total) in chunks: it grows with the run's failures, towards a
+// total that may be written as 1e9, without ever copying what it holds (a
+// slice that doubles would copy it all, and touch that much fresh memory,
+// on the hot path).
+type failureLog struct {
+	chunks [][]int // full chunks but the last; chunks[0][off:] the oldest held
+	off    int
+	n      int // values held
+	size   int
+}
+
+// failureChunk is how many indices a chunk after the first holds.
+const failureChunk = 256
+
+func (l *failureLog) push(at int) {
+	if l.size <= 0 {
+		return
+	}
+	if len(l.chunks) == 0 {
+		l.chunks = append(l.chunks, make([]int, 0, min(l.size, failuresPrealloc)))
+	}
+	last := &l.chunks[len(l.chunks)-1]
+	if len(*last) == cap(*last) {
+		l.chunks = append(l.chunks, make([]int, 0, min(l.size, failureChunk)))
+		last = &l.chunks[len(l.chunks)-1]
+	}
+	*last = append(*last, at)
+	l.n++
+	if l.n > l.size { // past size (a raised run): the oldest goes
+		l.n--
+		l.off++
+		if first := l.chunks[0]; l.off == len(first) && len(l.chunks) > 1 {
+			l.chunks[0] = nil
+			l.chunks, l.off = l.chunks[1:], 0
+		}
+	}
+}
+
+// each calls f with the indices held, oldest first.
+func (l *failureLog) each(f func(at int)) {
+	for i, c := range l.chunks {
+		if i == 0 {
+			c = c[l.off:]
+		}
+		for _, at := range c {
+			f(at)
+		}
+	}
+}
+
+// last returns the last w indices held (w <= n), oldest first.
+func (l *failureLog) last(w int) []int {
+	out := make([]int, 0, w)
+	skip := l.n - w
+	l.each(func(at int) {
+		if skip > 0 {
+			skip--
+			return
+		}
+		out = append(out, at)
+	})
+	return out
 }
 
 // failuresPrealloc is how many failures of the run errors.total keeps
@@ -105,7 +170,8 @@ type errorCheck struct {
 	seen          int // error events and failed tool_results in the run
 	// The indices of the last failures, for the evidence: of each streak
 	// (as many as Consecutive) and of the run (as many as Total).
-	resultIdx, errorIdx, allIdx ring[int]
+	resultIdx, errorIdx ring[int]
+	allIdx              failureLog
 	// The flags share a word (160 bytes, a size class, rather than 168).
 	turn        bool // a model turn came after the last error event
 	streakFired bool // the last firing was a streak's
@@ -155,12 +221,12 @@ func (c *errorCheck) observe(ev *Event, p *Progress, s *sink) {
 // of the current event's streak), or else the run's failures that reached
 // Total.
 func (c *errorCheck) evidence(_ Cause, at int) []int {
-	r, n := &c.allIdx, c.total.v
-	if c.streakFired {
-		r, n = &c.resultIdx, c.consecutive.v
-		if ev := c.errorIdx; ev.len() > 0 && ev.at(0) == at {
-			r = &c.errorIdx
-		}
+	if !c.streakFired {
+		return c.allIdx.last(min(c.total.v, c.allIdx.n))
+	}
+	r, n := &c.resultIdx, c.consecutive.v
+	if ev := c.errorIdx; ev.len() > 0 && ev.at(0) == at {
+		r = &c.errorIdx
 	}
 	a, b := r.last(min(n, r.len()))
 	return append(slices.Clone(a), b...)

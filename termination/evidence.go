@@ -40,11 +40,12 @@ func (c *stallCheck) heldEvents(f func(int)) {
 }
 
 func (c *errorCheck) heldEvents(f func(int)) {
-	for _, r := range [...]*ring[int]{&c.resultIdx, &c.errorIdx, &c.allIdx} {
+	for _, r := range [...]*ring[int]{&c.resultIdx, &c.errorIdx} {
 		for _, at := range r.buf {
 			f(at)
 		}
 	}
+	c.allIdx.each(f)
 }
 
 func (c *countCheck) heldEvents(f func(int)) { f(c.finalAt) }
