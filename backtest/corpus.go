@@ -191,7 +191,7 @@ func decodeFile(src source, data []byte, lenient bool) (*decodedFile, error) {
 			return nil, fmt.Errorf("%s: %w", src.Path, err)
 		}
 		fingerprintArgs(&ev)
-		f.Multi = ev.Run != ""
+		f.Multi = ev.Logged().Run != ""
 		f.Events = append(f.Events, ev)
 	}
 	if len(f.Events) == 0 {
@@ -206,14 +206,15 @@ func decodeFile(src source, data []byte, lenient bool) (*decodedFile, error) {
 	}
 	byID := make(map[string]*decodedRun)
 	for _, ev := range f.Events {
-		r := byID[ev.Run]
+		l := ev.Logged()
+		r := byID[l.Run]
 		if r == nil {
-			r = &decodedRun{ID: ev.Run, File: src.Path}
-			byID[ev.Run] = r
+			r = &decodedRun{ID: l.Run, File: src.Path}
+			byID[l.Run] = r
 			f.Runs = append(f.Runs, r)
 		}
 		if r.Parent == "" {
-			r.Parent = ev.Parent
+			r.Parent = l.Parent
 		}
 		r.Events = append(r.Events, ev)
 	}
@@ -232,9 +233,10 @@ func decodeFile(src source, data []byte, lenient bool) (*decodedFile, error) {
 // evaluation reads args. The "\x00" prefix keeps it apart from a recorded
 // args_hash, which never starts so.
 func fingerprintArgs(ev *termination.Event) {
-	if ev.Kind != termination.KindToolCall || ev.ArgsHash != "" || len(ev.Args) == 0 {
+	if ev.Kind != termination.KindToolCall || ev.Logged().ArgsHash != "" || len(ev.Args) == 0 {
 		return
 	}
-	ev.ArgsHash = "\x00" + strconv.FormatUint(canonical.ArgsKey(ev.Args), 16)
-	ev.Args = nil
+	l := ev.Logged() // a copy: a decoder shares one between lines
+	l.ArgsHash = "\x00" + strconv.FormatUint(canonical.ArgsKey(ev.Args), 16)
+	ev.Log, ev.Args = &l, nil
 }

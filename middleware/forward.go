@@ -167,11 +167,18 @@ func (f *forwarder[T]) emitRef(ev *termination.Event) {
 // observe evaluates one item's events, turning a decode panic into
 // Failed{panic} (the item then counts as firing).
 func (f *forwarder[T]) observe(item *T) int {
+	if f.decodeOne != nil && !f.decodeInto(item) {
+		return itemFired
+	}
+	return f.evaluate(item)
+}
+
+// evaluate is observe once decodeOne's event is in f.ev (decodeInto):
+// the channel forwarder's loop decodes first, in a frame of its own right
+// above the loop's (see decodeInto), then evaluates.
+func (f *forwarder[T]) evaluate(item *T) int {
 	f.stop, f.seen = false, false
 	if f.decodeOne != nil {
-		if !f.decodeInto(item) {
-			return itemFired
-		}
 		// emitRef, by hand: one frame less under the evaluation.
 		if ev := &f.ev; ev.Kind != 0 {
 			f.run.mu.Lock()
@@ -196,8 +203,10 @@ func (f *forwarder[T]) observe(item *T) int {
 
 // decodeInto decodes item into f.ev; false if decodeOne panicked. Calling
 // a function that takes and returns values as large as an Event costs
-// about four copies of them in the caller's frame: this is the deepest
-// frame of the forwarding goroutine, so nothing else runs on top of it.
+// about four copies of them in the caller's frame: this is the largest
+// frame of the forwarding goroutine, so nothing else runs on top of it,
+// and the loop calls it directly, so that it lies right above the loop's
+// frame (the goroutine's stack then stays in its first 2 KiB).
 func (f *forwarder[T]) decodeInto(item *T) (ok bool) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -249,7 +258,11 @@ func (f *forwarder[T]) loop(in <-chan T, out chan<- T) {
 			f.end(in, out, nil)
 			return
 		}
-		switch f.observe(item) {
+		what := itemFired // a decode that panicked fires
+		if f.decodeOne == nil || f.decodeInto(item) {
+			what = f.evaluate(item)
+		}
+		switch what {
 		case itemLate:
 			// Stopped from outside before this item: it is drained.
 			f.end(in, out, nil)

@@ -68,7 +68,7 @@ type StallLimits struct {
 // WarnAt warns before the stop (at most one stall warning per run). A final
 // event never fires or warns.
 //
-// Events recorded without content (Event.ArgsHash, Event.TextHash) are
+// Events recorded without content (LogFields.ArgsHash, LogFields.TextHash) are
 // compared by their hashes in place of the args, the message text and the
 // result's text and error; a hashed value never equals an unhashed one.
 func Stall(l StallLimits) Condition {
@@ -240,8 +240,8 @@ func hashedKey(h string) uint64 { return maphash.String(keySeed, h) ^ hashedDoma
 // callKey is the key of a tool call: its tool and canonical args, or its
 // args_hash in a log recorded without content.
 func callKey(ev *Event) uint64 {
-	if ev.ArgsHash != "" {
-		return pairKey(ev.Tool, hashedKey(ev.ArgsHash))
+	if ev.argsHash() != "" {
+		return pairKey(ev.Tool, hashedKey(ev.argsHash()))
 	}
 	return pairKey(ev.Tool, canonical.ArgsKey(ev.Args))
 }
@@ -256,8 +256,8 @@ func toolKey(tool string) uint64 { return pairKey(tool, anyArgsDomain) }
 // msgKey is the key of a message with a non-empty trimmed text (or a
 // text_hash): its source and text; ok is false for an empty message.
 func msgKey(ev *Event) (key uint64, ok bool) {
-	if ev.TextHash != "" {
-		return pairKey(ev.Source, hashedKey(ev.TextHash)), ev.TextHash != emptyTextHash
+	if ev.textHash() != "" {
+		return pairKey(ev.Source, hashedKey(ev.textHash())), ev.textHash() != emptyTextHash
 	}
 	text := strings.TrimSpace(ev.Text)
 	return pairKey(ev.Source, maphash.String(keySeed, text)), text != ""
@@ -270,8 +270,8 @@ var emptyTextHash = canonical.TextHash("")
 // resultKey is the signature of a completed call: the call's key and the
 // result's trimmed text and error, or its text_hash.
 func resultKey(call uint64, ev *Event) uint64 {
-	if ev.TextHash != "" {
-		return pairKey("\x00hashed result", call^hashedKey(ev.TextHash))
+	if ev.textHash() != "" {
+		return pairKey("\x00hashed result", call^hashedKey(ev.textHash()))
 	}
 	h := pairKey(strings.TrimSpace(ev.Err), maphash.String(keySeed, strings.TrimSpace(ev.Text)))
 	return pairKey("\x00result", call^h)

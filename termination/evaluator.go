@@ -145,7 +145,7 @@ func (e *Evaluator) observeRefKeyed(ev *Event, argsKey uint64, argsKeyed bool) (
 		// Hashed here rather than under the stall check: the canonical
 		// hashing of the args recurses, and a live run's goroutine
 		// evaluates with a small stack.
-		if argsKeyed && ev.ArgsHash == "" {
+		if argsKeyed && ev.argsHash() == "" {
 			e.sink.callKey = pairKey(ev.Tool, argsKey) // callKey, hashed already
 		} else {
 			e.sink.callKey = callKey(ev)
