@@ -80,7 +80,8 @@ func forwardChan[T any](run *Run, in <-chan T, nilDecode bool, f *forwarder[T]) 
 		run.woken = true
 	}
 	run.mu.Unlock()
-	go f.loop(in, out)
+	f.in, f.out = in, out // in f rather than as the goroutine's arguments: one allocation less
+	go f.loop()
 	return out
 }
 
@@ -114,8 +115,11 @@ type forwarder[T any] struct {
 	// top of the decode function's frames (the forwarding goroutine's
 	// stack stays small).
 	ev termination.Event
-	// item is the item being forwarded (channel forwarding only).
+	// item is the item being forwarded, from in to out (channel
+	// forwarding only).
 	item  T
+	in    <-chan T
+	out   chan<- T
 	stop  bool // the run stopped on (or before) the current item
 	seen  bool // an event of the current item was evaluated
 	final bool // the last evaluated event was a final answer
@@ -242,7 +246,8 @@ func (f *forwarder[T]) panicked(p any) {
 // goroutine's stack stays in its first 2 KiB: a frame that holds a T (a
 // select that receives one holds a copy of it) or a Result is never below
 // the evaluation or the decode.
-func (f *forwarder[T]) loop(in <-chan T, out chan<- T) {
+func (f *forwarder[T]) loop() {
+	in, out := f.in, f.out
 	item := &f.item
 	for {
 		got := f.tryReceive(in, item)

@@ -65,9 +65,9 @@ type sink struct {
 	// evaluating goroutine's stack, when a stall check will need it.
 	callKey uint64
 	keyed   bool
-	// raised is what the run's limits were raised by (hold.go): the
-	// count and budget checks add it to their limits.
-	raised Limits
+	// raised is what the run's limits were raised by (hold.go), nil until
+	// a raise: the count and budget checks add it to their limits.
+	raised *Limits
 }
 
 // fire records a cause that fired on the current event; w gives its

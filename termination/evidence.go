@@ -74,10 +74,10 @@ func (e *Evaluator) HeldEvidence(dst []int) []int {
 // when no timeout is left, or once the run has stopped. Replay reads it to
 // fire a tree's timeouts in the order they fall due.
 func (e *Evaluator) NextDeadline() (at time.Time, ok bool) {
-	if e.cause != nil || !e.clocked || e.clock != EventClock || e.start.IsZero() || int(e.next) >= len(e.timeouts) {
+	if e.cause != nil || !e.clocked || e.clock != EventClock || e.start.IsZero() || int(e.next) >= len(e.tl().timeouts) {
 		return time.Time{}, false
 	}
-	return e.start.Add(e.timeouts[e.next]), true
+	return e.start.Add(e.tl().timeouts[e.next]), true
 }
 
 // TickEvent fires, before ev is evaluated, the timeouts of an evaluator on
