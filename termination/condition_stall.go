@@ -2,7 +2,6 @@ package termination
 
 import (
 	"fmt"
-	"hash/maphash"
 	"math"
 	"slices"
 	"strings"
@@ -219,15 +218,15 @@ type openCall struct {
 	callID string
 }
 
-// keySeed seeds the hashes of stall keys. The rings hold 64-bit hashes of
-// (tool, canonical args) and (source, trimmed text) rather than the strings:
-// 8 bytes a slot keeps a live run small, and equal keys hash equal (a
-// collision, one in 2^64, would count as a match, as for canonical.ArgsKey).
-var keySeed = maphash.MakeSeed()
+// The rings hold 64-bit hashes of (tool, canonical args) and (source,
+// trimmed text) rather than the strings: 8 bytes a slot keeps a live run
+// small, and equal keys hash equal (a collision, one in 2^64, would count
+// as a match, as for canonical.ArgsKey). Strings are hashed with
+// canonical.StringKey, seeded per process.
 
 // pairKey hashes two strings' worth of identity into one key.
 func pairKey(a string, b uint64) uint64 {
-	h := maphash.String(keySeed, a)
+	h := canonical.StringKey(a)
 	return h ^ (b + 0x9e3779b97f4a7c15 + h<<6 + h>>2)
 }
 
@@ -235,7 +234,7 @@ func pairKey(a string, b uint64) uint64 {
 // a value's own hash, so that a hash never equals a value.
 const hashedDomain = 0x51ed270b27f0a1c3
 
-func hashedKey(h string) uint64 { return maphash.String(keySeed, h) ^ hashedDomain }
+func hashedKey(h string) uint64 { return canonical.StringKey(h) ^ hashedDomain }
 
 // callKey is the key of a tool call: its tool and canonical args, or its
 // args_hash in a log recorded without content.
@@ -260,7 +259,7 @@ func msgKey(ev *Event) (key uint64, ok bool) {
 		return pairKey(ev.Source, hashedKey(ev.textHash())), ev.textHash() != emptyTextHash
 	}
 	text := strings.TrimSpace(ev.Text)
-	return pairKey(ev.Source, maphash.String(keySeed, text)), text != ""
+	return pairKey(ev.Source, canonical.StringKey(text)), text != ""
 }
 
 // emptyTextHash is the text_hash of an empty text: a message recorded
@@ -273,7 +272,7 @@ func resultKey(call uint64, ev *Event) uint64 {
 	if ev.textHash() != "" {
 		return pairKey("\x00hashed result", call^hashedKey(ev.textHash()))
 	}
-	h := pairKey(strings.TrimSpace(ev.Err), maphash.String(keySeed, strings.TrimSpace(ev.Text)))
+	h := pairKey(strings.TrimSpace(ev.Err), canonical.StringKey(strings.TrimSpace(ev.Text)))
 	return pairKey("\x00result", call^h)
 }
 

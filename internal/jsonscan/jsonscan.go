@@ -29,7 +29,11 @@ type Scanner struct {
 // vertical tab or non-ASCII spaces).
 func (s *Scanner) SkipSpace() {
 	for s.Pos < len(s.Data) {
-		switch s.Data[s.Pos] {
+		c := s.Data[s.Pos]
+		if c > ' ' {
+			return // the common case, compact JSON: one comparison
+		}
+		switch c {
 		case ' ', '\t', '\n', '\r':
 			s.Pos++
 		default:
