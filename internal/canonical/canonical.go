@@ -305,6 +305,12 @@ func (p *canonParser) array(depth int) (uint64, bool) {
 // str hashes the decoded string at the cursor, so "\u0041" and "A" are
 // equal: the hash of the bytes encoding/json would decode.
 func (p *canonParser) str() (uint64, bool) {
+	if p.Pos < len(p.Data) && p.Data[p.Pos] == '"' {
+		if h, end, ok := shortString(p.Data, p.Pos); ok {
+			p.Pos = end
+			return h, true
+		}
+	}
 	if p.buf != nil {
 		b, copied, ok := p.DecodeString((*p.buf)[:0])
 		if !ok {

@@ -41,3 +41,31 @@ func TestStringKey(t *testing.T) {
 		add(fmt.Sprintf("page=%d", i))
 	}
 }
+
+// TestShortString: the one-load path hashes a short plain string as
+// BytesKey does, and leaves every other string to the general path.
+func TestShortString(t *testing.T) {
+	for _, tc := range []struct {
+		tok string
+		ok  bool
+	}{
+		{`""`, true}, {`"a"`, true}, {`"query"`, true}, {`"1234567"`, true},
+		{`"12345678"`, false}, {`"a\nb"`, false}, {"\"caf\xc3\xa9\"", false}, {"\"a\tb\"", false},
+	} {
+		data := []byte(tc.tok + `:1234567890}`)
+		h, end, ok := shortString(data, 0)
+		if ok != tc.ok {
+			t.Errorf("%s: ok %v, want %v", tc.tok, ok, tc.ok)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if want := BytesKey([]byte(tc.tok[1:len(tc.tok)-1])) ^ hashString; h != want || end != len(tc.tok) {
+			t.Errorf("%s: hash %x end %d, want %x end %d", tc.tok, h, end, want, len(tc.tok))
+		}
+	}
+	if _, _, ok := shortString([]byte(`"ab"}`), 0); ok {
+		t.Error("fewer than 8 bytes after the quote: not read")
+	}
+}

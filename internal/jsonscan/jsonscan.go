@@ -259,6 +259,12 @@ const (
 	msbs = 0x8080808080808080
 )
 
+// SpecialBytes is specialBytes of w with every byte >= 0x80 flagged: its
+// lowest flag (if any) is the first byte of w that is a quote, a
+// backslash, a control character or not ASCII, and every byte below it is
+// a plain ASCII character of a string.
+func SpecialBytes(w uint64) uint64 { return specialBytes(w, msbs) }
+
 // specialBytes flags (with the high bit of the byte) the bytes of w, eight
 // bytes of a string read little-endian, that String must look at: a quote,
 // a backslash, a control character and, when high is msbs, a byte >= 0x80.
