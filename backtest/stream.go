@@ -393,6 +393,7 @@ type fileRead struct {
 
 	events int64
 	rec    *codec.Record // the record next read, nil for an event
+	logs   logArena      // the fingerprinted calls' log fields
 }
 
 // next reads the next line: an event, or a record (fr.rec).
@@ -431,7 +432,7 @@ func (fr *fileRead) each(f func(ev *termination.Event, rec *codec.Record, line i
 			return false, fmt.Errorf("%s: %w", path, err)
 		}
 		fr.events++ // the Decoder checks that every event names its run or none does
-		fingerprintArgs(&ev)
+		fingerprintArgs(&ev, &fr.logs)
 		f(&ev, nil, fr.dec.Line())
 	}
 	switch {
