@@ -538,8 +538,19 @@ func (w *Writer) encode(ev *termination.Event, rec *record) ([]byte, error) {
 	if _, seen := w.inFile[rec.run]; !seen {
 		ev.Log.Parent, ev.Log.Stage = rec.parent, rec.stage
 	}
-	return json.Marshal(ev)
+	return json.Marshal(lineJSON{plainEvent(*ev), ev.Log})
 }
+
+// lineJSON is an event's line: Event's own JSON form (its log fields flat
+// beside the others), written by encoding/json directly rather than
+// through Event.MarshalJSON, which the writer would pay for twice.
+type lineJSON struct {
+	plainEvent
+	*termination.LogFields
+}
+
+// plainEvent is termination.Event without its JSON methods.
+type plainEvent termination.Event
 
 // writeLine writes one line, rotating first when it would take the file
 // past its size.
