@@ -89,7 +89,7 @@ func (c *errorLimit) start() check {
 		e.errorIdx = ring[int]{buf: buf[streak : streak : 2*streak], size: max(c.consecutive.v, 0)}
 	}
 	if c.total.set {
-		e.allIdx = failureLog{chunks: [][]int{buf[2*streak : 2*streak : 2*streak+total]}, size: max(c.total.v, 0)}
+		e.allIdx = failureLog{head: buf[2*streak : 2*streak : 2*streak+total], size: max(c.total.v, 0)}
 	}
 	return e
 }
@@ -100,10 +100,11 @@ func (c *errorLimit) start() check {
 // slice that doubles would copy it all, and touch that much fresh memory,
 // on the hot path).
 type failureLog struct {
-	chunks [][]int // full chunks but the last; chunks[0][off:] the oldest held
-	off    int
-	n      int // values held
-	size   int
+	head []int   // the oldest chunk; head[off:] the oldest indices held
+	rest [][]int // the later chunks, full but the last; nil until head is full
+	off  int
+	n    int // values held
+	size int
 }
 
 // failureChunk is how many indices a chunk after the first holds.
@@ -113,32 +114,37 @@ func (l *failureLog) push(at int) {
 	if l.size <= 0 {
 		return
 	}
-	if len(l.chunks) == 0 {
-		l.chunks = append(l.chunks, make([]int, 0, min(l.size, failuresPrealloc)))
+	switch last := len(l.rest) - 1; {
+	case last < 0 && len(l.head) < cap(l.head):
+		l.head = append(l.head, at)
+	case last >= 0 && len(l.rest[last]) < cap(l.rest[last]):
+		l.rest[last] = append(l.rest[last], at)
+	default:
+		c := append(make([]int, 0, min(l.size, failureChunk)), at)
+		if cap(l.head) == 0 {
+			l.head = c
+		} else {
+			l.rest = append(l.rest, c)
+		}
 	}
-	last := &l.chunks[len(l.chunks)-1]
-	if len(*last) == cap(*last) {
-		l.chunks = append(l.chunks, make([]int, 0, min(l.size, failureChunk)))
-		last = &l.chunks[len(l.chunks)-1]
-	}
-	*last = append(*last, at)
 	l.n++
 	if l.n > l.size { // past size (a raised run): the oldest goes
 		l.n--
 		l.off++
-		if first := l.chunks[0]; l.off == len(first) && len(l.chunks) > 1 {
-			l.chunks[0] = nil
-			l.chunks, l.off = l.chunks[1:], 0
+		if l.off == len(l.head) && len(l.rest) > 0 {
+			l.head, l.off = l.rest[0], 0
+			l.rest[0] = nil
+			l.rest = l.rest[1:]
 		}
 	}
 }
 
 // each calls f with the indices held, oldest first.
 func (l *failureLog) each(f func(at int)) {
-	for i, c := range l.chunks {
-		if i == 0 {
-			c = c[l.off:]
-		}
+	for _, at := range l.head[l.off:] {
+		f(at)
+	}
+	for _, c := range l.rest {
 		for _, at := range c {
 			f(at)
 		}
