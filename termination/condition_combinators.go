@@ -136,7 +136,7 @@ func (a *allCheck) observe(ev *Event, p *Progress, s *sink) {
 		return
 	}
 	a.scratch.warnings, a.scratch.stallWarned = s.warnings, s.stallWarned
-	a.scratch.callKey, a.scratch.keyed = s.callKey, s.keyed
+	a.scratch.callKey = s.callKey
 	a.scratch.idle = s.idle
 	at := 0 // a clock tick has no event of its own
 	if ev != nil {

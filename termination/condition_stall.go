@@ -296,7 +296,7 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 			return // no place in a window or a cycle
 		}
 		key := s.callKey
-		if !s.keyed {
+		if key == 0 { // not computed (see sink.callKey)
 			key = callKey(ev)
 		}
 		c.calls.push(keyAt{key, p.Events})

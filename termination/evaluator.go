@@ -168,7 +168,7 @@ func (e *Evaluator) observeRefKeyed(ev *Event, argsKey uint64, argsKeyed bool) (
 	if ev.Kind == KindError {
 		e.lastErr = ev.ErrorText()
 	}
-	e.sink.keyed = false
+	e.sink.callKey = 0
 	if e.callKeys && ev.Kind == KindToolCall {
 		// Hashed here rather than under the stall check: the canonical
 		// hashing of the args recurses, and a live run's goroutine
@@ -178,7 +178,6 @@ func (e *Evaluator) observeRefKeyed(ev *Event, argsKey uint64, argsKeyed bool) (
 		} else {
 			e.sink.callKey = callKey(ev)
 		}
-		e.sink.keyed = true
 	}
 	e.tick(ev, now)
 	return e.settle(p.Events)
