@@ -119,17 +119,18 @@ func (b *budget) start() check {
 
 type budgetCheck struct {
 	*budget
-	state     []limitState // per limit
-	graceOn   bool         // a warning started the grace count
-	graceLeft int          // message events left before the stop
-	warnRes   int          // index of the resource that warned first
-	warnedAt  int          // the event that recorded that warning
+	state   []limitState // per limit
+	graceOn bool         // a warning started the grace count
 	// settled is set when the last event reached nothing (no limit, no
 	// threshold, no final's mark) outside a grace count: an event that
 	// then spends nothing and is no model turn changes nothing either
 	// (the usage is the same, and limits change only after a stop, by a
-	// raise, and only upwards), and is not looked at.
-	settled bool
+	// raise, and only upwards), and is not looked at. (Beside graceOn, it
+	// takes no word of its own.)
+	settled   bool
+	graceLeft int // message events left before the stop
+	warnRes   int // index of the resource that warned first
+	warnedAt  int // the event that recorded that warning
 }
 
 // limitState is the run state of one budgeted resource.

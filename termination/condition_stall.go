@@ -170,8 +170,8 @@ func (c *stall) start() check {
 	calls := 0
 	if c.repeats.set {
 		if c.sameResult {
-			s.results = newRing[keyAt](c.windowSize())
-			s.open = make([]openCall, 0, min(c.windowSize(), maxOpenCalls))
+			s.sameResultState = &sameResultState{results: newRing[keyAt](c.windowSize()),
+				open: make([]openCall, 0, min(c.windowSize(), maxOpenCalls))}
 		} else {
 			calls = c.windowSize()
 			s.msgs = newRing[keyAt](c.windowSize())
@@ -279,11 +279,16 @@ func resultKey(call uint64, ev *Event) uint64 {
 // stallCheck keeps the last keys of each signal in rings.
 type stallCheck struct {
 	*stall
-	calls   ring[keyAt] // callKey of the last tool calls
-	msgs    ring[keyAt] // msgKey of the last non-empty messages
-	results ring[keyAt] // resultKey of the last completed calls (same_result)
-	open    []openCall  // calls waiting for their results (same_result), oldest first
-	tokens  ring[tokensAt]
+	calls            ring[keyAt] // callKey of the last tool calls
+	msgs             ring[keyAt] // msgKey of the last non-empty messages
+	tokens           ring[tokensAt]
+	*sameResultState // nil without same_result: a live run is smaller
+}
+
+// sameResultState is what stall.same_result keeps.
+type sameResultState struct {
+	results ring[keyAt] // resultKey of the last completed calls
+	open    []openCall  // calls waiting for their results, oldest first
 }
 
 func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {

@@ -29,7 +29,11 @@ func (a *allCheck) heldEvents(f func(int)) {
 }
 
 func (c *stallCheck) heldEvents(f func(int)) {
-	for _, r := range [...]*ring[keyAt]{&c.calls, &c.msgs, &c.results} {
+	rings := []*ring[keyAt]{&c.calls, &c.msgs}
+	if c.sameResultState != nil {
+		rings = append(rings, &c.results)
+	}
+	for _, r := range rings {
 		for _, k := range r.buf {
 			f(k.at)
 		}
