@@ -92,11 +92,14 @@ func (a *anyCheck) observe(ev *Event, p *Progress, s *sink) {
 			return
 		}
 	}
+	children := a.children
 	for m := a.byKind[k]; m != 0; m &= m - 1 {
-		a.children[bits.TrailingZeros16(m)].observe(ev, p, s)
+		children[bits.TrailingZeros16(m)].observe(ev, p, s)
 	}
-	for _, ch := range a.children[min(len(a.children), maxDispatched):] {
-		ch.observe(ev, p, s)
+	if len(children) > maxDispatched {
+		for _, ch := range children[maxDispatched:] {
+			ch.observe(ev, p, s)
+		}
 	}
 }
 
