@@ -412,7 +412,7 @@ func TestBacktestEqualsReplay(t *testing.T) {
 		pol := pols[slices.IndexFunc(pols, func(p Policy) bool { return p.Name == o.Policy })].Policy
 		events := files[o.File]
 		var want termination.Result
-		if events[0].Run == "" && pol.Tree() == nil {
+		if events[0].Logged().Run == "" && pol.Tree() == nil {
 			f, err := os.Open(o.File)
 			require.NoError(t, err)
 			want, err = replay.Log(pol.Condition(), f)
@@ -421,7 +421,7 @@ func TestBacktestEqualsReplay(t *testing.T) {
 			want.Stage = "replay"
 		} else {
 			id := o.Run
-			if events[0].Run == "" {
+			if events[0].Logged().Run == "" {
 				id = ""
 			}
 			for _, r := range replay.Runs(&pol, events) {
@@ -446,10 +446,10 @@ func writeRandomTree(t *testing.T, rng *rand.Rand, path string) {
 		writeRandomRun(t, rng, tmp)
 		events := testutil.DecodeFile(t, tmp)
 		for i := range events {
-			events[i].Run = fmt.Sprintf("r%d", k)
+			events[i].Log = &termination.LogFields{Run: fmt.Sprintf("r%d", k)}
 		}
 		if k > 0 {
-			events[0].Parent = fmt.Sprintf("r%d", rng.IntN(k))
+			events[0].Log.Parent = fmt.Sprintf("r%d", rng.IntN(k))
 		}
 		runs = append(runs, events)
 	}
@@ -471,7 +471,7 @@ func writeRandomTree(t *testing.T, rng *rand.Rand, path string) {
 		}
 		if next[k] == 1 {
 			for c := range n {
-				if c > k && next[c] == 0 && !slices.Contains(started, c) && runs[c][0].Parent == fmt.Sprintf("r%d", k) {
+				if c > k && next[c] == 0 && !slices.Contains(started, c) && runs[c][0].Logged().Parent == fmt.Sprintf("r%d", k) {
 					started = append(started, c)
 				}
 			}

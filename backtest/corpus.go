@@ -172,6 +172,7 @@ func decodeFile(src source, data []byte, lenient bool) (*decodedFile, error) {
 	f := &decodedFile{Source: src, Events: make([]termination.Event, 0, bytes.Count(data, []byte{'\n'})+1)}
 	dec := codec.NewDecoder(bytes.NewReader(data))
 	truncated := false
+	var logs logArena
 	for {
 		ev, err := dec.Next()
 		if errors.Is(err, io.EOF) {
@@ -190,8 +191,8 @@ func decodeFile(src source, data []byte, lenient bool) (*decodedFile, error) {
 			// replay.
 			return nil, fmt.Errorf("%s: %w", src.Path, err)
 		}
-		fingerprintArgs(&ev)
-		f.Multi = ev.Run != ""
+		fingerprintArgs(&ev, &logs)
+		f.Multi = ev.Logged().Run != ""
 		f.Events = append(f.Events, ev)
 	}
 	if len(f.Events) == 0 {
@@ -206,14 +207,15 @@ func decodeFile(src source, data []byte, lenient bool) (*decodedFile, error) {
 	}
 	byID := make(map[string]*decodedRun)
 	for _, ev := range f.Events {
-		r := byID[ev.Run]
+		l := ev.Logged()
+		r := byID[l.Run]
 		if r == nil {
-			r = &decodedRun{ID: ev.Run, File: src.Path}
-			byID[ev.Run] = r
+			r = &decodedRun{ID: l.Run, File: src.Path}
+			byID[l.Run] = r
 			f.Runs = append(f.Runs, r)
 		}
 		if r.Parent == "" {
-			r.Parent = ev.Parent
+			r.Parent = l.Parent
 		}
 		r.Events = append(r.Events, ev)
 	}
@@ -231,10 +233,27 @@ func decodeFile(src source, data []byte, lenient bool) (*decodedFile, error) {
 // same (the property test checks it against replay). Nothing else in an
 // evaluation reads args. The "\x00" prefix keeps it apart from a recorded
 // args_hash, which never starts so.
-func fingerprintArgs(ev *termination.Event) {
-	if ev.Kind != termination.KindToolCall || ev.ArgsHash != "" || len(ev.Args) == 0 {
+func fingerprintArgs(ev *termination.Event, logs *logArena) {
+	if ev.Kind != termination.KindToolCall || ev.Logged().ArgsHash != "" || len(ev.Args) == 0 {
 		return
 	}
-	ev.ArgsHash = "\x00" + strconv.FormatUint(canonical.ArgsKey(ev.Args), 16)
-	ev.Args = nil
+	l := ev.Logged() // a copy: a decoder shares one between lines
+	l.ArgsHash = "\x00" + strconv.FormatUint(canonical.ArgsKey(ev.Args), 16)
+	ev.Log, ev.Args = logs.add(l), nil
+}
+
+// logArena hands out the log fields of fingerprinted calls from chunks:
+// one allocation for many calls rather than one each. A chunk is never
+// written again once handed out, so its fields stay as given.
+type logArena []termination.LogFields
+
+// logChunk is how many log fields a chunk of logArena holds.
+const logChunk = 64
+
+func (a *logArena) add(l termination.LogFields) *termination.LogFields {
+	if len(*a) == cap(*a) {
+		*a = make([]termination.LogFields, 0, logChunk)
+	}
+	*a = append(*a, l)
+	return &(*a)[len(*a)-1]
 }

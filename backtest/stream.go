@@ -126,7 +126,8 @@ func newFileEval(src source, cfg *Config, cands []candidate, multi bool, index c
 // only reads ev (fileRead fingerprinted its args), so that several
 // fileEvals may evaluate one event at once (pipeline.go).
 func (fe *fileEval) line(ev *termination.Event, n int) {
-	r := fe.run(ev.Run, ev.Parent, ev.Stage)
+	l := ev.Logged()
+	r := fe.run(l.Run, l.Parent, l.Stage)
 	r.prev = r.total
 	addEvent(&r.total, ev)
 	r.events++
@@ -143,7 +144,7 @@ func (fe *fileEval) line(ev *termination.Event, n int) {
 	}
 	for j := range fe.cands {
 		if t := fe.trees[j]; t != nil {
-			for _, res := range t.Line(ev, fe.multi && fe.index.IsLast(ev.Run, n)) {
+			for _, res := range t.Line(ev, fe.multi && fe.index.IsLast(ev.Logged().Run, n)) {
 				fe.result(fe.runs[res.Run], j, res)
 			}
 		} else if e := fe.evals[j]; !r.resulted[j] {
@@ -152,7 +153,7 @@ func (fe *fileEval) line(ev *termination.Event, n int) {
 			}
 		}
 	}
-	if fe.multi && fe.index.IsLast(ev.Run, n) {
+	if fe.multi && fe.index.IsLast(ev.Logged().Run, n) {
 		fe.finish(r)
 	}
 }
@@ -352,7 +353,7 @@ func evaluateSource(src source, cfg *Config, cands []candidate, spare int) (*fil
 	defer f.Close()
 	dec := codec.NewDecoder(f)
 	first, ferr := dec.Next()
-	multi := ferr == nil && first.Run != ""
+	multi := ferr == nil && first.Logged().Run != ""
 	var index codec.Index
 	if multi {
 		// Back to the start, twice: once to find where each run ends, once
@@ -392,6 +393,7 @@ type fileRead struct {
 
 	events int64
 	rec    *codec.Record // the record next read, nil for an event
+	logs   logArena      // the fingerprinted calls' log fields
 }
 
 // next reads the next line: an event, or a record (fr.rec).
@@ -430,7 +432,7 @@ func (fr *fileRead) each(f func(ev *termination.Event, rec *codec.Record, line i
 			return false, fmt.Errorf("%s: %w", path, err)
 		}
 		fr.events++ // the Decoder checks that every event names its run or none does
-		fingerprintArgs(&ev)
+		fingerprintArgs(&ev, &fr.logs)
 		f(&ev, nil, fr.dec.Line())
 	}
 	switch {

@@ -84,20 +84,24 @@ func DecodeEvent(data []byte) (termination.Event, error) {
 // line it is not certain about, every bad line included, is decoded by
 // decodeEventJSON, which defines the behaviour.
 func decodeEvent(data []byte, ev *termination.Event) error {
-	_, _, err := decodeEventHashed(data, ev, false)
+	_, _, err := decodeEventHashed(data, ev, false, nil)
 	return err
 }
 
 // decodeEventHashed is decodeEvent that, with hashArgs, also returns the
 // canonical hash of the event's args when the fast path computed it while
-// decoding them (hashed).
-func decodeEventHashed(data []byte, ev *termination.Event, hashArgs bool) (argsKey uint64, hashed bool, err error) {
+// decoding them (hashed). The event's Log is like when its log fields are
+// equal to like's (the previous line's; nil for none).
+func decodeEventHashed(data []byte, ev *termination.Event, hashArgs bool, like *termination.LogFields) (argsKey uint64, hashed bool, err error) {
 	*ev = termination.Event{}
-	ok, argsKey, hashed := decodeEventFastHashed(data, ev, hashArgs)
+	ok, argsKey, hashed := decodeEventFastHashed(data, ev, hashArgs, like)
 	if !ok {
 		argsKey, hashed = 0, false
 		if err := decodeEventJSON(data, ev); err != nil {
 			return 0, false, err
+		}
+		if ev.Log != nil {
+			ev.Log = shareLog(ev.Log, like)
 		}
 	}
 	if err := checkDecoded(ev); err != nil {
@@ -126,9 +130,11 @@ func checkDecoded(ev *termination.Event) error {
 // failed; the hash covers the text and the error).
 func checkContentHashes(ev *termination.Event) error {
 	switch {
-	case ev.ArgsHash != "" && len(ev.Args) > 0 && string(ev.Args) != "null":
+	case ev.Log == nil:
+		return nil
+	case ev.Log.ArgsHash != "" && len(ev.Args) > 0 && string(ev.Args) != "null":
 		return errors.New("args and args_hash: an event carries one or the other (args_hash stands in for args in a log recorded without content)")
-	case ev.TextHash != "" && ev.Text != "":
+	case ev.Log.TextHash != "" && ev.Text != "":
 		return errors.New("text and text_hash: an event carries one or the other (text_hash stands in for text in a log recorded without content)")
 	}
 	return nil
@@ -263,7 +269,9 @@ func decodeEventJSON(data []byte, ev *termination.Event) error {
 	*ev = termination.Event{
 		Kind: w.Kind, Source: w.Source, Text: w.Text, Tool: w.Tool, Args: w.Args, Target: w.Target,
 		Usage: termination.Usage(w.Usage), Cost: w.Cost, Err: w.Err, Time: w.Time.t, CallID: w.CallID, Model: w.Model,
-		Run: w.Run, Parent: w.Parent, Stage: w.Stage, Dropped: w.Dropped, ArgsHash: w.ArgsHash, TextHash: w.TextHash,
+	}
+	if l := (termination.LogFields{Run: w.Run, Parent: w.Parent, Stage: w.Stage, Dropped: w.Dropped, ArgsHash: w.ArgsHash, TextHash: w.TextHash}); l != (termination.LogFields{}) {
+		ev.Log = &l
 	}
 	return nil
 }
@@ -573,13 +581,14 @@ func (e *mixedRunsError) Unwrap() error { return ErrMixedRuns }
 // of logs get it from here.
 func (d *Decoder) checkRun() error {
 	if d.events == 0 {
-		d.firstLine, d.firstRun = d.line, d.ev.Run
+		d.firstLine, d.firstRun = d.line, d.ev.Logged().Run
 		return nil
 	}
-	if (d.ev.Run == "") == (d.firstRun == "") {
+	run := d.ev.Logged().Run
+	if (run == "") == (d.firstRun == "") {
 		return nil
 	}
-	return &DecodeError{Line: d.line, Err: &mixedRunsError{run: d.ev.Run, firstLine: d.firstLine, firstRun: d.firstRun}}
+	return &DecodeError{Line: d.line, Err: &mixedRunsError{run: run, firstLine: d.firstLine, firstRun: d.firstRun}}
 }
 
 // lineError is the error for the line b, which decodeEvent rejected with

@@ -23,18 +23,18 @@ func TestDecodeRunParentAndHashes(t *testing.T) {
 		want termination.Event
 	}{
 		{"run and parent", `{"kind":"input","run":"r-2","parent":"r-1","text":"task"}`,
-			termination.Event{Kind: termination.KindInput, Run: "r-2", Parent: "r-1", Text: "task"}},
+			termination.Event{Kind: termination.KindInput, Text: "task", Log: &termination.LogFields{Run: "r-2", Parent: "r-1"}}},
 		{"hashed call", `{"kind":"tool_call","tool":"bash","args_hash":"0f3a","run":"r"}`,
-			termination.Event{Kind: termination.KindToolCall, Tool: "bash", ArgsHash: "0f3a", Run: "r"}},
+			termination.Event{Kind: termination.KindToolCall, Tool: "bash", Log: &termination.LogFields{ArgsHash: "0f3a", Run: "r"}}},
 		{"hashed result with its error", `{"kind":"tool_result","tool":"bash","text_hash":"9c1e","error":"exit code 1"}`,
-			termination.Event{Kind: termination.KindToolResult, Tool: "bash", TextHash: "9c1e", Err: "exit code 1"}},
+			termination.Event{Kind: termination.KindToolResult, Tool: "bash", Err: "exit code 1", Log: &termination.LogFields{TextHash: "9c1e"}}},
 		{"hashed message", `{"kind":"message","source":"agent","text_hash":"77aa"}`,
-			termination.Event{Kind: termination.KindMessage, Source: "agent", TextHash: "77aa"}},
+			termination.Event{Kind: termination.KindMessage, Source: "agent", Log: &termination.LogFields{TextHash: "77aa"}}},
 		{"args null with args_hash", `{"kind":"tool_call","tool":"t","args":null,"args_hash":"ab"}`,
-			termination.Event{Kind: termination.KindToolCall, Tool: "t", Args: json.RawMessage("null"), ArgsHash: "ab"}},
+			termination.Event{Kind: termination.KindToolCall, Tool: "t", Args: json.RawMessage("null"), Log: &termination.LogFields{ArgsHash: "ab"}}},
 		{"empty text with text_hash", `{"kind":"message","text":"","text_hash":"ab"}`,
-			termination.Event{Kind: termination.KindMessage, TextHash: "ab"}},
-		{"escaped run", `{"kind":"input","run":"a\u002fb"}`, termination.Event{Kind: termination.KindInput, Run: "a/b"}},
+			termination.Event{Kind: termination.KindMessage, Log: &termination.LogFields{TextHash: "ab"}}},
+		{"escaped run", `{"kind":"input","run":"a\u002fb"}`, termination.Event{Kind: termination.KindInput, Log: &termination.LogFields{Run: "a/b"}}},
 		{"keys are case-sensitive", `{"kind":"input","Run":"x","PARENT":"y","Args_Hash":"z"}`, termination.Event{Kind: termination.KindInput}},
 	}
 	for _, tc := range cases {

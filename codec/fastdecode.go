@@ -50,6 +50,11 @@ type fastParser struct {
 	hashArgs   bool
 	argsHashed bool
 	argsHash   uint64
+	// log collects the line's log fields (run, stage, ...), which go to
+	// ev.Log once the line is decoded (shareLog); like is the previous
+	// line's, whose strings a line that repeats them reuses.
+	log  termination.LogFields
+	like *termination.LogFields
 }
 
 // scratchBuffers hold the decoded strings of a line on their way to
@@ -63,15 +68,19 @@ const maxScratch = 64 << 10
 // reports whether it succeeded; on false *ev is left in an unspecified
 // state and the caller must decode data with decodeEventJSON.
 func decodeEventFast(data []byte, ev *termination.Event) bool {
-	ok, _, _ := decodeEventFastHashed(data, ev, false)
+	ok, _, _ := decodeEventFastHashed(data, ev, false, nil)
 	return ok
 }
 
 // decodeEventFastHashed is decodeEventFast that, with hashArgs, also
 // returns the canonical hash of the event's args when it could compute it
-// while decoding them (hashed; see fastParser.hashArgs).
-func decodeEventFastHashed(data []byte, ev *termination.Event, hashArgs bool) (ok bool, argsKey uint64, hashed bool) {
-	p := fastParser{Scanner: jsonscan.Scanner{Data: data}, scratch: scratchBuffers.Get().(*[]byte), hashArgs: hashArgs}
+// while decoding them (hashed; see fastParser.hashArgs). Its log fields
+// are like's when they are equal (see shareLog); like may be nil.
+func decodeEventFastHashed(data []byte, ev *termination.Event, hashArgs bool, like *termination.LogFields) (ok bool, argsKey uint64, hashed bool) {
+	p := fastParser{Scanner: jsonscan.Scanner{Data: data}, scratch: scratchBuffers.Get().(*[]byte), hashArgs: hashArgs, like: like}
+	if like == nil {
+		p.like = &noLog
+	}
 	defer func() {
 		if cap(*p.scratch) <= maxScratch {
 			scratchBuffers.Put(p.scratch)
@@ -84,7 +93,28 @@ func decodeEventFastHashed(data []byte, ev *termination.Event, hashArgs bool) (o
 	p.SkipSpace()
 	// A missing kind (an empty object, "kind" absent) is an error, reported
 	// by encoding/json.
-	return p.Pos == len(p.Data) && ev.Kind != 0, p.argsHash, p.argsHashed
+	if p.Pos != len(p.Data) || ev.Kind == 0 {
+		return false, 0, false
+	}
+	ev.Log = shareLog(&p.log, like)
+	return true, p.argsHash, p.argsHashed
+}
+
+// noLog is the zero LogFields, for a line with no line before it.
+var noLog termination.LogFields
+
+// shareLog returns the event's log fields l as its Log: nil for none,
+// like when they are equal to it (the lines of one run share one), else
+// a copy of l.
+func shareLog(l, like *termination.LogFields) *termination.LogFields {
+	switch {
+	case *l == (termination.LogFields{}):
+		return nil
+	case like != nil && *l == *like:
+		return like
+	}
+	c := *l
+	return &c
 }
 
 // members walks the members of an object whose '{' is at the cursor,
@@ -160,17 +190,17 @@ func (p *fastParser) object(ev *termination.Event) bool {
 		case "model":
 			return p.setString(&ev.Model)
 		case "run":
-			return p.setString(&ev.Run)
+			return p.setStringLike(&p.log.Run, p.like.Run)
 		case "parent":
-			return p.setString(&ev.Parent)
+			return p.setStringLike(&p.log.Parent, p.like.Parent)
 		case "stage":
-			return p.setString(&ev.Stage)
+			return p.setStringLike(&p.log.Stage, p.like.Stage)
 		case "dropped":
 			return false // rare: encoding/json decodes and checks it
 		case "args_hash":
-			return p.setString(&ev.ArgsHash)
+			return p.setStringLike(&p.log.ArgsHash, p.like.ArgsHash)
 		case "text_hash":
-			return p.setString(&ev.TextHash)
+			return p.setStringLike(&p.log.TextHash, p.like.TextHash)
 		case "args":
 			// json.RawMessage: an exact copy of the value's bytes, "null" included.
 			start := p.Pos
@@ -274,6 +304,24 @@ func (p *fastParser) setString(s *string) bool {
 		return false
 	}
 	*s = string(b)
+	if copied {
+		*p.scratch = b
+	}
+	return true
+}
+
+// setStringLike is setString that reuses like when the string equals it
+// (a run's id on each of its lines is one string, not one a line).
+func (p *fastParser) setStringLike(s *string, like string) bool {
+	b, copied, ok := p.DecodeString((*p.scratch)[:0])
+	if !ok {
+		return false
+	}
+	if string(b) == like {
+		*s = like
+	} else {
+		*s = string(b)
+	}
 	if copied {
 		*p.scratch = b
 	}

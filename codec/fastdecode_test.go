@@ -226,7 +226,7 @@ func checkFastDecode(t testing.TB, line []byte) bool {
 	// Replay's decoder hashes the args while it reads them: the same
 	// acceptance and event, and the hash argsHash gives the decoded args.
 	var hashedEv termination.Event
-	hok, h, hashed := decodeEventFastHashed(bytes.Clone(line), &hashedEv, true)
+	hok, h, hashed := decodeEventFastHashed(bytes.Clone(line), &hashedEv, true, nil)
 	if hok != ok {
 		t.Fatalf("%q: fast path with args hashing accepts: %v, without: %v", line, hok, ok)
 	}

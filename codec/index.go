@@ -46,7 +46,7 @@ func IndexRuns(r io.Reader) Index {
 			if decodeEvent(b, &d.ev) != nil {
 				continue // a bad line: the replay reports it
 			}
-			run = []byte(d.ev.Run)
+			run = []byte(d.ev.Logged().Run)
 		}
 		if len(run) == 0 && x.unnamed == 0 {
 			x.unnamed = d.line
@@ -125,8 +125,8 @@ func (x *Index) noteRecord(b []byte) {
 		return
 	}
 	var ev termination.Event
-	if decodeEvent(b, &ev) == nil && ev.Dropped > 0 {
-		x.markIncomplete(ev.Run)
+	if decodeEvent(b, &ev) == nil && ev.Logged().Dropped > 0 {
+		x.markIncomplete(ev.Log.Run)
 	}
 }
 

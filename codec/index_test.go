@@ -39,7 +39,7 @@ func TestLineRun(t *testing.T) {
 			assert.Equal(t, tc.run, string(run), tc.line)
 		}
 		if ev, err := DecodeEvent([]byte(tc.line)); ok && err == nil {
-			assert.Equal(t, ev.Run, string(run), "%s: decoding reads another run", tc.line)
+			assert.Equal(t, ev.Logged().Run, string(run), "%s: decoding reads another run", tc.line)
 		}
 	}
 }
@@ -54,8 +54,8 @@ func FuzzLineRun(f *testing.F) {
 	f.Fuzz(func(t *testing.T, line []byte) {
 		run, ok := lineRun(line)
 		ev, err := DecodeEvent(line)
-		if ok && err == nil && ev.Run != string(run) {
-			t.Fatalf("%q: lineRun reads %q, decoding %q", line, run, ev.Run)
+		if ok && err == nil && ev.Logged().Run != string(run) {
+			t.Fatalf("%q: lineRun reads %q, decoding %q", line, run, ev.Logged().Run)
 		}
 	})
 }
@@ -93,7 +93,7 @@ func TestIndexRuns(t *testing.T) {
 			continue
 		}
 		lines = append(lines, dec.Line())
-		assert.True(t, x.IsLast(ev.Run, dec.Line()) == (dec.Line() >= 4), "line %d", dec.Line())
+		assert.True(t, x.IsLast(ev.Logged().Run, dec.Line()) == (dec.Line() >= 4), "line %d", dec.Line())
 	}
 	assert.Equal(t, []int{1, 3, 4, 6}, lines)
 	assert.Equal(t, []int{5}, bad)

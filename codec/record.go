@@ -261,7 +261,8 @@ func (d *Decoder) checkEntry(run string, rec *Record, ev *termination.Event) err
 	if !st.seen {
 		st.seen = true
 		if ev != nil {
-			st.stage, st.parent = ev.Stage, ev.Parent
+			l := ev.Logged()
+			st.stage, st.parent = l.Stage, l.Parent
 		} else if rec != nil && rec.Kind == RecordEnd {
 			st.stage, st.parent = rec.Stage, rec.Parent
 		}
@@ -310,7 +311,10 @@ func (d *Decoder) NextEntry() (Entry, error) {
 func (d *Decoder) decodeEntry(b []byte) error {
 	d.isRecord = false
 	var err error
-	if d.argsKey, d.argsHashed, err = decodeEventHashed(b, &d.ev, d.hashArgs); err != nil {
+	// The lines of a run share their log fields: the line before's are
+	// handed on when this one's are equal (never changed once handed out).
+	like := d.ev.Log
+	if d.argsKey, d.argsHashed, err = decodeEventHashed(b, &d.ev, d.hashArgs, like); err != nil {
 		if k := recordKind(b); k != 0 {
 			return d.decodeRecordLine(b, k)
 		}
@@ -320,8 +324,8 @@ func (d *Decoder) decodeEntry(b []byte) error {
 		return err
 	}
 	d.events++
-	if d.last == nil || d.ev.Run != d.lastRun || d.last.endLine != 0 {
-		if err := d.checkEntry(d.ev.Run, nil, &d.ev); err != nil {
+	if run := d.ev.Logged().Run; d.last == nil || run != d.lastRun || d.last.endLine != 0 {
+		if err := d.checkEntry(run, nil, &d.ev); err != nil {
 			return &DecodeError{Line: d.line, Err: err}
 		}
 	}

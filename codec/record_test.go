@@ -86,7 +86,7 @@ func TestNextSkipsRecords(t *testing.T) {
 	d := NewDecoder(strings.NewReader(lines(first, raiseA, endA)))
 	ev, err := d.Next()
 	require.NoError(t, err)
-	require.Equal(t, "planner", ev.Stage)
+	require.Equal(t, "planner", ev.Logged().Stage)
 	_, err = d.Next()
 	require.ErrorIs(t, err, io.EOF)
 

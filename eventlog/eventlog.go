@@ -125,6 +125,7 @@ type record struct {
 // end its goroutine.
 type Writer struct {
 	path     string
+	log      termination.LogFields // the log fields of the line being written (write)
 	cfg      config
 	queue    chan record
 	stop     chan struct{}
@@ -501,7 +502,11 @@ func (w *Writer) write(rec *record) {
 	if rec.args != nil {
 		ev.Args = *rec.args
 	}
-	ev.Run, ev.Dropped = rec.run, rec.dropped
+	// The line's log fields are the writer's own (ev is encoded, then
+	// dropped): no allocation per line.
+	w.log = ev.Logged()
+	w.log.Run, w.log.Dropped = rec.run, rec.dropped
+	ev.Log = &w.log
 	if w.cfg.withoutContent {
 		hideContent(&ev)
 	}
@@ -529,12 +534,23 @@ func (w *Writer) write(rec *record) {
 // first line in the current file, so that a rotated file's part of a run
 // is a run of its own.
 func (w *Writer) encode(ev *termination.Event, rec *record) ([]byte, error) {
-	ev.Parent, ev.Stage = "", ""
+	ev.Log.Parent, ev.Log.Stage = "", ""
 	if _, seen := w.inFile[rec.run]; !seen {
-		ev.Parent, ev.Stage = rec.parent, rec.stage
+		ev.Log.Parent, ev.Log.Stage = rec.parent, rec.stage
 	}
-	return json.Marshal(ev)
+	return json.Marshal(lineJSON{plainEvent(*ev), ev.Log})
 }
+
+// lineJSON is an event's line: Event's own JSON form (its log fields flat
+// beside the others), written by encoding/json directly rather than
+// through Event.MarshalJSON, which the writer would pay for twice.
+type lineJSON struct {
+	plainEvent
+	*termination.LogFields
+}
+
+// plainEvent is termination.Event without its JSON methods.
+type plainEvent termination.Event
 
 // writeLine writes one line, rotating first when it would take the file
 // past its size.
@@ -549,19 +565,24 @@ func (w *Writer) writeLine(line []byte) {
 	}
 }
 
-// hideContent replaces texts and args with their §1 hashes.
+// hideContent replaces texts and args with their §1 hashes. ev.Log, when
+// set, is ev's own (the writer's), and is written in place.
 func hideContent(ev *termination.Event) {
+	if ev.Log == nil {
+		ev.Log = new(termination.LogFields)
+	}
+	l := ev.Log
 	if len(ev.Args) > 0 && string(ev.Args) != "null" {
-		ev.ArgsHash, ev.Args = codec.ArgsHash(ev.Args), nil
+		l.ArgsHash, ev.Args = codec.ArgsHash(ev.Args), nil
 	}
 	switch ev.Kind {
 	case termination.KindToolResult:
 		if ev.Text != "" || ev.Err != "" {
-			ev.TextHash, ev.Text = codec.ResultHash(ev.Text, ev.Err), ""
+			l.TextHash, ev.Text = codec.ResultHash(ev.Text, ev.Err), ""
 		}
 	default:
 		if ev.Text != "" {
-			ev.TextHash, ev.Text = codec.TextHash(ev.Text), ""
+			l.TextHash, ev.Text = codec.TextHash(ev.Text), ""
 		}
 	}
 	if ev.Err != "" {

@@ -208,7 +208,7 @@ func TestDropsNeverBlock(t *testing.T) {
 
 	events := testutil.DecodeFile(t, path)
 	require.Len(t, events, 3, "what was buffered is written")
-	assert.Equal(t, "p", events[0].Parent)
+	assert.Equal(t, "p", events[0].Logged().Parent)
 	assert.JSONEq(t, `{"k":1}`, string(events[1].Args), "args were copied when recorded")
 	assert.Equal(t, "after the drops", events[2].Text)
 	data, err := os.ReadFile(path)
@@ -260,14 +260,14 @@ func TestOptions(t *testing.T) {
 func TestHideContent(t *testing.T) {
 	ev := termination.Event{Kind: termination.KindToolResult, Tool: "bash", Text: " out ", Err: "exit 1"}
 	hideContent(&ev)
-	assert.Equal(t, termination.Event{Kind: termination.KindToolResult, Tool: "bash", Err: "error", TextHash: codec.ResultHash("out", "exit 1")}, ev)
+	assert.Equal(t, termination.Event{Kind: termination.KindToolResult, Tool: "bash", Err: "error", Log: &termination.LogFields{TextHash: codec.ResultHash("out", "exit 1")}}, ev)
 	ev = termination.Event{Kind: termination.KindToolCall, Tool: "bash", Args: []byte(`{"b":1, "a":2}`)}
 	hideContent(&ev)
-	assert.Equal(t, codec.ArgsHash([]byte(`{"a":2,"b":1}`)), ev.ArgsHash)
+	assert.Equal(t, codec.ArgsHash([]byte(`{"a":2,"b":1}`)), ev.Logged().ArgsHash)
 	assert.Nil(t, ev.Args)
 	ev = termination.Event{Kind: termination.KindMessage, Text: "hi"}
 	hideContent(&ev)
-	assert.Equal(t, codec.TextHash("hi"), ev.TextHash)
+	assert.Equal(t, codec.TextHash("hi"), ev.Logged().TextHash)
 	assert.Empty(t, ev.Text)
 }
 

@@ -209,10 +209,11 @@ func (runs Runs) WriteStream(w io.Writer) error {
 	timed := true
 	for k, r := range runs {
 		for i, ev := range r.Events {
-			ev.Run = r.ID
+			l := termination.LogFields{Run: r.ID}
 			if i == 0 {
-				ev.Parent = r.Parent
+				l.Parent = r.Parent
 			}
+			ev.Log = &l
 			timed = timed && !ev.Time.IsZero()
 			lines = append(lines, line{ev, k})
 		}

@@ -80,7 +80,8 @@ func forwardChan[T any](run *Run, in <-chan T, nilDecode bool, f *forwarder[T]) 
 		run.woken = true
 	}
 	run.mu.Unlock()
-	go f.loop(in, out)
+	f.in, f.out = in, out // in f rather than as the goroutine's arguments: one allocation less
+	go f.loop()
 	return out
 }
 
@@ -114,8 +115,11 @@ type forwarder[T any] struct {
 	// top of the decode function's frames (the forwarding goroutine's
 	// stack stays small).
 	ev termination.Event
-	// item is the item being forwarded (channel forwarding only).
+	// item is the item being forwarded, from in to out (channel
+	// forwarding only).
 	item  T
+	in    <-chan T
+	out   chan<- T
 	stop  bool // the run stopped on (or before) the current item
 	seen  bool // an event of the current item was evaluated
 	final bool // the last evaluated event was a final answer
@@ -167,11 +171,18 @@ func (f *forwarder[T]) emitRef(ev *termination.Event) {
 // observe evaluates one item's events, turning a decode panic into
 // Failed{panic} (the item then counts as firing).
 func (f *forwarder[T]) observe(item *T) int {
+	if f.decodeOne != nil && !f.decodeInto(item) {
+		return itemFired
+	}
+	return f.evaluate(item)
+}
+
+// evaluate is observe once decodeOne's event is in f.ev (decodeInto):
+// the channel forwarder's loop decodes first, in a frame of its own right
+// above the loop's (see decodeInto), then evaluates.
+func (f *forwarder[T]) evaluate(item *T) int {
 	f.stop, f.seen = false, false
 	if f.decodeOne != nil {
-		if !f.decodeInto(item) {
-			return itemFired
-		}
 		// emitRef, by hand: one frame less under the evaluation.
 		if ev := &f.ev; ev.Kind != 0 {
 			f.run.mu.Lock()
@@ -196,8 +207,10 @@ func (f *forwarder[T]) observe(item *T) int {
 
 // decodeInto decodes item into f.ev; false if decodeOne panicked. Calling
 // a function that takes and returns values as large as an Event costs
-// about four copies of them in the caller's frame: this is the deepest
-// frame of the forwarding goroutine, so nothing else runs on top of it.
+// about four copies of them in the caller's frame: this is the largest
+// frame of the forwarding goroutine, so nothing else runs on top of it,
+// and the loop calls it directly, so that it lies right above the loop's
+// frame (the goroutine's stack then stays in its first 2 KiB).
 func (f *forwarder[T]) decodeInto(item *T) (ok bool) {
 	defer func() {
 		if p := recover(); p != nil {
@@ -233,7 +246,8 @@ func (f *forwarder[T]) panicked(p any) {
 // goroutine's stack stays in its first 2 KiB: a frame that holds a T (a
 // select that receives one holds a copy of it) or a Result is never below
 // the evaluation or the decode.
-func (f *forwarder[T]) loop(in <-chan T, out chan<- T) {
+func (f *forwarder[T]) loop() {
+	in, out := f.in, f.out
 	item := &f.item
 	for {
 		got := f.tryReceive(in, item)
@@ -249,7 +263,11 @@ func (f *forwarder[T]) loop(in <-chan T, out chan<- T) {
 			f.end(in, out, nil)
 			return
 		}
-		switch f.observe(item) {
+		what := itemFired // a decode that panicked fires
+		if f.decodeOne == nil || f.decodeInto(item) {
+			what = f.evaluate(item)
+		}
+		switch what {
 		case itemLate:
 			// Stopped from outside before this item: it is drained.
 			f.end(in, out, nil)

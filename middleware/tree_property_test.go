@@ -59,9 +59,9 @@ func treeLog(r *rand.Rand) []termination.Event {
 		if ev.Kind == termination.KindFinal && r.IntN(2) == 0 {
 			ev.Kind = termination.KindMessage // keep runs going now and then
 		}
-		ev.Run = ids[i]
+		ev.Log = &termination.LogFields{Run: ids[i]}
 		if !seenRun(log, ids[i]) {
-			ev.Parent = parents[i]
+			ev.Log.Parent = parents[i]
 		}
 		log = append(log, ev)
 	}
@@ -70,7 +70,7 @@ func treeLog(r *rand.Rand) []termination.Event {
 
 func seenRun(log []termination.Event, id string) bool {
 	for _, ev := range log {
-		if ev.Run == id {
+		if ev.Logged().Run == id {
 			return true
 		}
 	}
@@ -84,24 +84,24 @@ func liveTree(t *testing.T, stage *middleware.Stage, log []termination.Event) (m
 	t.Helper()
 	last := map[string]int{}
 	for i, ev := range log {
-		last[ev.Run] = i
+		last[ev.Logged().Run] = i
 	}
 	runs := map[string]*middleware.Run{}
 	ctxs := map[string]context.Context{}
 	logID := map[string]string{} // live id -> log id
 	for i, ev := range log {
-		run := runs[ev.Run]
+		run := runs[ev.Logged().Run]
 		if run == nil {
 			parent := context.Background()
-			if ev.Parent != "" {
-				parent = ctxs[ev.Parent]
+			if ev.Logged().Parent != "" {
+				parent = ctxs[ev.Logged().Parent]
 			}
-			ctxs[ev.Run], run = stage.Start(parent)
-			runs[ev.Run] = run
-			logID[run.ID()] = ev.Run
+			ctxs[ev.Logged().Run], run = stage.Start(parent)
+			runs[ev.Logged().Run] = run
+			logID[run.ID()] = ev.Logged().Run
 		}
 		run.Observe(ev)
-		if last[ev.Run] == i {
+		if last[ev.Logged().Run] == i {
 			run.Finish(nil)
 		}
 	}
@@ -199,7 +199,7 @@ func treeKind(r termination.Result) string {
 func logText(log []termination.Event) string {
 	var b strings.Builder
 	for i, ev := range log {
-		fmt.Fprintf(&b, "%3d %s(parent %s) %s tool=%s text=%q usage=%v cost=%g err=%q\n", i+1, ev.Run, ev.Parent, ev.Kind, ev.Tool, ev.Text, ev.Usage, ev.Cost, ev.Err)
+		fmt.Fprintf(&b, "%3d %s(parent %s) %s tool=%s text=%q usage=%v cost=%g err=%q\n", i+1, ev.Logged().Run, ev.Logged().Parent, ev.Kind, ev.Tool, ev.Text, ev.Usage, ev.Cost, ev.Err)
 	}
 	return b.String()
 }

@@ -105,8 +105,8 @@ func TestEvidenceEventsDescribeEvidence(t *testing.T) {
 			// The same events spread over three runs.
 			byRun := map[string][]termination.Event{}
 			for i := range events {
-				events[i].Run = fmt.Sprint("r", rng.IntN(3))
-				byRun[events[i].Run] = append(byRun[events[i].Run], events[i])
+				events[i].Log = &termination.LogFields{Run: fmt.Sprint("r", rng.IntN(3))}
+				byRun[events[i].Logged().Run] = append(byRun[events[i].Logged().Run], events[i])
 			}
 			for _, res := range Runs(&p, events, WithEvidence()) {
 				checkNotes(t, res, byRun[res.Run], msg+" run "+res.Run)

@@ -37,7 +37,7 @@ func replayLog(t *testing.T, log string, stages map[string]string, fallback *ter
 		if e.Record != nil {
 			out = append(out, rp.Record(e.Record, idx.IsLast(e.Record.Run, d.Line()))...)
 		} else {
-			out = append(out, rp.Line(&e.Event, idx.IsLast(e.Event.Run, d.Line()))...)
+			out = append(out, rp.Line(&e.Event, idx.IsLast(e.Event.Logged().Run, d.Line()))...)
 		}
 	}
 	return append(out, rp.End()...), rp.LeftOut()

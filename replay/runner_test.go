@@ -55,7 +55,7 @@ func TestRunsReplayStreamed(t *testing.T) {
 				break
 			}
 			require.NoError(t, err)
-			got = append(got, rp.Line(&ev, x.IsLast(ev.Run, dec.Line()))...)
+			got = append(got, rp.Line(&ev, x.IsLast(ev.Logged().Run, dec.Line()))...)
 		}
 		assert.Empty(t, rp.End(), "every run ended at its last line")
 		require.Equal(t, jsonLines(t, want), jsonLines(t, got), "log %d, policy %q", k, pols[k%len(pols)])
@@ -69,7 +69,7 @@ func TestRunsReplayStreamed(t *testing.T) {
 // marked) end there, in the order they started, descendants with them.
 func TestRunsReplayEnd(t *testing.T) {
 	rp := replay.NewRunner(nil)
-	for _, ev := range []termination.Event{{Run: "a", Kind: termination.KindInput}, {Run: "b", Parent: "a", Kind: termination.KindInput}, {Run: "c", Kind: termination.KindInput}} {
+	for _, ev := range []termination.Event{{Kind: termination.KindInput, Log: &termination.LogFields{Run: "a"}}, {Kind: termination.KindInput, Log: &termination.LogFields{Run: "b", Parent: "a"}}, {Kind: termination.KindInput, Log: &termination.LogFields{Run: "c"}}} {
 		assert.Empty(t, rp.Line(&ev, false))
 	}
 	var got []string
@@ -99,9 +99,11 @@ func randomTreeLog(rng *rand.Rand, n, m int) []termination.Event {
 		} else {
 			k = live[rng.IntN(len(live))]
 		}
-		ev := termination.Event{Run: fmt.Sprint("r", k), Kind: kinds[rng.IntN(len(kinds))], Tool: fmt.Sprint("t", rng.IntN(2)),
+		ev := termination.Event{Kind: kinds[rng.IntN(len(kinds))], Tool: fmt.Sprint("t", rng.IntN(2)),
 			Text: []string{"working", "done", "same"}[rng.IntN(3)], Usage: termination.Usage{InputTokens: int64(rng.IntN(700))},
-			Cost: float64(rng.IntN(3)) / 100, Time: t0.Add(time.Duration(i) * 700 * time.Millisecond)}
+			Cost: float64(rng.IntN(3)) / 100, Time: t0.Add(time.Duration(i) * 700 * time.Millisecond),
+			Log: &termination.LogFields{Run: fmt.Sprint("r", k)},
+		}
 		if ev.Kind == termination.KindToolCall {
 			ev.Args = json.RawMessage(fmt.Sprintf(`{"q":%d}`, rng.IntN(2)))
 		}
@@ -109,7 +111,7 @@ func randomTreeLog(rng *rand.Rand, n, m int) []termination.Event {
 			ev.Tool = ""
 		}
 		if first && k > 0 {
-			ev.Parent = fmt.Sprint("r", rng.IntN(k)) // its first line names an earlier run
+			ev.Log.Parent = fmt.Sprint("r", rng.IntN(k)) // its first line names an earlier run
 		}
 		log = append(log, ev)
 		if left[k]--; left[k] == 0 {

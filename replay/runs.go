@@ -59,12 +59,12 @@ func (o stageOption) apply(c *config) {
 func Runs(p *termination.Policy, events []termination.Event, opts ...Option) []termination.Result {
 	last := map[string]int{}
 	for i := range events {
-		last[events[i].Run] = i
+		last[events[i].Logged().Run] = i
 	}
 	rp := NewRunner(p, opts...)
 	var out []termination.Result
 	for i := range events {
-		out = append(out, rp.Line(&events[i], last[events[i].Run] == i)...)
+		out = append(out, rp.Line(&events[i], last[events[i].Logged().Run] == i)...)
 	}
 	return append(out, rp.End()...)
 }
@@ -214,7 +214,7 @@ func (r *Runner) Log(log io.Reader) (results []termination.Result, truncated boo
 			results = append(results, r.Record(rec, last(rec.Run))...)
 			continue
 		}
-		results = append(results, r.Line(&e.Event, last(e.Event.Run))...)
+		results = append(results, r.Line(&e.Event, last(e.Event.Logged().Run))...)
 	}
 	return append(results, r.End()...), truncated, nil
 }
@@ -304,7 +304,7 @@ func (rp *replayer) release() {
 }
 
 func (rp *replayer) line(ev *termination.Event, lastLine bool) {
-	r := rp.runs[ev.Run]
+	r := rp.runs[ev.Logged().Run]
 	if r == nil {
 		r = rp.begin(ev)
 	}
@@ -354,7 +354,7 @@ func (rp *replayer) line(ev *termination.Event, lastLine bool) {
 			return
 		}
 	}
-	if ev.Dropped > 0 {
+	if ev.Logged().Dropped > 0 {
 		r.incomplete = true
 	}
 	if r.first.IsZero() && !ev.Time.IsZero() {
@@ -381,7 +381,7 @@ func (rp *replayer) line(ev *termination.Event, lastLine bool) {
 
 // begin starts the run of ev's first line.
 func (rp *replayer) begin(ev *termination.Event) *replayRun {
-	return rp.beginRun(ev.Run, ev.Parent, ev.Stage, false)
+	return rp.beginRun(ev.Logged().Run, ev.Logged().Parent, ev.Logged().Stage, false)
 }
 
 // beginRun starts the run id of the stage stage ("" for the default),

@@ -16,7 +16,9 @@ import (
 
 // TestReplayRunsRules: the rules of §8 over a log, one case each.
 func TestReplayRunsRules(t *testing.T) {
-	ev := func(run, parent string, k Kind) Event { return Event{Run: run, Parent: parent, Kind: k, Tool: "t"} }
+	ev := func(run, parent string, k Kind) Event {
+		return Event{Kind: k, Tool: "t", Log: &LogFields{Run: run, Parent: parent}}
+	}
 	t0 := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	at := func(e Event, s int) Event { e.Time = t0.Add(time.Duration(s) * time.Second); return e }
 	type want struct {
@@ -113,7 +115,7 @@ func TestReplayRunsRules(t *testing.T) {
 }
 
 func TestReplayRunsStageAndNilPolicy(t *testing.T) {
-	log := []Event{{Run: "p", Kind: KindInput}, {Run: "c", Parent: "p", Kind: KindInput}, {Run: "p", Kind: KindFinal}, {Run: "c", Kind: KindMessage}}
+	log := []Event{{Kind: KindInput, Log: &LogFields{Run: "p"}}, {Kind: KindInput, Log: &LogFields{Run: "c", Parent: "p"}}, {Kind: KindFinal, Log: &LogFields{Run: "p"}}, {Kind: KindMessage, Log: &LogFields{Run: "c"}}}
 	got := replay.Runs(nil, log, replay.WithStage("planner"), nil)
 	require.Len(t, got, 2)
 	assert.Equal(t, "planner", got[0].Stage)
@@ -126,7 +128,7 @@ func TestReplayRunsStageAndNilPolicy(t *testing.T) {
 func TestReplayRunsTreeWarnings(t *testing.T) {
 	p := MustParsePolicy("tree: {token_budget: {total: 100, pressure: 0.5}}")
 	spend := func(run, parent string, n int64) Event {
-		return Event{Run: run, Parent: parent, Kind: KindMessage, Usage: Usage{InputTokens: n}}
+		return Event{Kind: KindMessage, Usage: Usage{InputTokens: n}, Log: &LogFields{Run: run, Parent: parent}}
 	}
 	log := []Event{spend("p", "", 10), spend("done", "p", 1), spend("c", "p", 10), spend("g", "c", 30), spend("p", "", 1), spend("c", "", 1), spend("g", "", 1)}
 	got := replay.Runs(&p, log)
@@ -177,12 +179,14 @@ func FuzzReplayRunsTree(f *testing.F) {
 		t0 := time.Date(2026, 11, 24, 0, 0, 0, 0, time.UTC)
 		for i, b := range shape {
 			run := fmt.Sprint("r", b%4)
-			ev := Event{Run: run, Kind: kinds[int(b/20)%len(kinds)], Tool: "t", Usage: Usage{InputTokens: int64(b % 7)},
-				Cost: float64(b%3) / 100, Time: t0.Add(time.Duration(i) * 300 * time.Millisecond)}
+			ev := Event{Kind: kinds[int(b/20)%len(kinds)], Tool: "t", Usage: Usage{InputTokens: int64(b % 7)},
+				Cost: float64(b%3) / 100, Time: t0.Add(time.Duration(i) * 300 * time.Millisecond),
+				Log: &LogFields{Run: run},
+			}
 			if !seen[run] {
 				seen[run] = true
 				if q := int(b/4) % 5; q > 0 {
-					ev.Parent = fmt.Sprint("r", q-1)
+					ev.Log.Parent = fmt.Sprint("r", q-1)
 				}
 			}
 			log = append(log, ev)
@@ -199,7 +203,7 @@ func FuzzReplayRunsTree(f *testing.F) {
 // names; the line that stopped it by its own condition included.
 func TestReplayRunsTreeTotals(t *testing.T) {
 	spend := func(run, parent string, k Kind, in, out int64, cost float64) Event {
-		return Event{Run: run, Parent: parent, Kind: k, Tool: "search", Usage: Usage{InputTokens: in, OutputTokens: out}, Cost: cost}
+		return Event{Kind: k, Tool: "search", Usage: Usage{InputTokens: in, OutputTokens: out}, Cost: cost, Log: &LogFields{Run: run, Parent: parent}}
 	}
 	p := MustParsePolicy("tree: {token_budget: {total: 15000}, max_tool_calls: 100}")
 	got := replay.Runs(&p, []Event{

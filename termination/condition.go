@@ -60,14 +60,15 @@ type sink struct {
 	// idle is, on a clock tick for an idle limit (IdleAfter), how long
 	// the run has been idle; 0 on events and on timeout ticks.
 	idle time.Duration
-	// callKey is the tool_call's key (tool and canonical args) when keyed:
-	// the Evaluator computes it before the checks run, high on the
-	// evaluating goroutine's stack, when a stall check will need it.
+	// callKey is the tool_call's key (tool and canonical args), 0 when not
+	// computed: the Evaluator computes it before the checks run, high on
+	// the evaluating goroutine's stack, when a stall check will need it.
+	// (A key that is 0, one in 2^64, is computed again by the check: the
+	// same key. No flag beside it keeps a live run's Evaluator smaller.)
 	callKey uint64
-	keyed   bool
-	// raised is what the run's limits were raised by (hold.go): the
-	// count and budget checks add it to their limits.
-	raised Limits
+	// raised is what the run's limits were raised by (hold.go), nil until
+	// a raise: the count and budget checks add it to their limits.
+	raised *Limits
 }
 
 // fire records a cause that fired on the current event; w gives its

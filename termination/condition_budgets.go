@@ -119,11 +119,18 @@ func (b *budget) start() check {
 
 type budgetCheck struct {
 	*budget
-	state     []limitState // per limit
-	graceOn   bool         // a warning started the grace count
-	graceLeft int          // message events left before the stop
-	warnRes   int          // index of the resource that warned first
-	warnedAt  int          // the event that recorded that warning
+	state   []limitState // per limit
+	graceOn bool         // a warning started the grace count
+	// settled is set when the last event reached nothing (no limit, no
+	// threshold, no final's mark) outside a grace count: an event that
+	// then spends nothing and is no model turn changes nothing either
+	// (the usage is the same, and limits change only after a stop, by a
+	// raise, and only upwards), and is not looked at. (Beside graceOn, it
+	// takes no word of its own.)
+	settled   bool
+	graceLeft int // message events left before the stop
+	warnRes   int // index of the resource that warned first
+	warnedAt  int // the event that recorded that warning
 }
 
 // limitState is the run state of one budgeted resource.
@@ -183,6 +190,10 @@ func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
 	if ev == nil {
 		return
 	}
+	if b.settled && ev.Kind != KindMessage && ev.Kind != KindFinal && ev.Usage.IsZero() && ev.Cost == 0 {
+		return // a tool call or result that spends nothing, after a quiet event
+	}
+	b.settled = false
 	if ev.Kind == KindFinal {
 		// A final's usage counts, but it never fires or warns (§3): a loop
 		// that delivers its final answer has not run away. Whatever it
@@ -202,19 +213,23 @@ func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
 	if b.graceOn && ev.Kind == KindMessage {
 		b.graceLeft--
 	}
+	quiet := true
 	for i := range b.limits {
 		l := &b.limits[i]
 		st, u := &b.state[i], used(l.res, p)
 		if limit := l.limit + s.raisedBy(l.res); reached(l.res, u, limit, 1) {
 			b.exhausted(l.res, u, limit, s)
+			quiet = false
 		}
 		if b.threshold.set && !st.warned && reached(l.res, u, l.limit, b.threshold.v) {
 			b.pressure(i, u, p, s)
+			quiet = false
 		}
 	}
 	if b.graceOn && b.graceLeft <= 0 {
 		b.graceOver(p, s)
 	}
+	b.settled = quiet && !b.graceOn
 }
 
 // exhausted, pressure and graceOver fire and warn in frames of their own:

@@ -92,11 +92,14 @@ func (a *anyCheck) observe(ev *Event, p *Progress, s *sink) {
 			return
 		}
 	}
+	children := a.children
 	for m := a.byKind[k]; m != 0; m &= m - 1 {
-		a.children[bits.TrailingZeros16(m)].observe(ev, p, s)
+		children[bits.TrailingZeros16(m)].observe(ev, p, s)
 	}
-	for _, ch := range a.children[min(len(a.children), maxDispatched):] {
-		ch.observe(ev, p, s)
+	if len(children) > maxDispatched {
+		for _, ch := range children[maxDispatched:] {
+			ch.observe(ev, p, s)
+		}
 	}
 }
 
@@ -136,7 +139,7 @@ func (a *allCheck) observe(ev *Event, p *Progress, s *sink) {
 		return
 	}
 	a.scratch.warnings, a.scratch.stallWarned = s.warnings, s.stallWarned
-	a.scratch.callKey, a.scratch.keyed = s.callKey, s.keyed
+	a.scratch.callKey = s.callKey
 	a.scratch.idle = s.idle
 	at := 0 // a clock tick has no event of its own
 	if ev != nil {

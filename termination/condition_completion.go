@@ -41,7 +41,7 @@ func (c *textMention) validate() error {
 func (c *textMention) start() check { return c }
 func (c *textMention) observe(ev *Event, _ *Progress, s *sink) {
 	// A hashed text (a log recorded without content) cannot mention anything.
-	if ev == nil || ev.Kind == KindInput || ev.TextHash != "" || !strings.Contains(ev.Text, c.text) {
+	if ev == nil || ev.Kind == KindInput || ev.textHash() != "" || !strings.Contains(ev.Text, c.text) {
 		return
 	}
 	if len(c.sources) > 0 && !slices.Contains(c.sources, ev.Source) {

@@ -91,9 +91,80 @@ func (c *errorLimit) start() check {
 		e.errorIdx = ring[int]{buf: buf[streak : streak : 2*streak], size: max(c.consecutive.v, 0)}
 	}
 	if c.total.set {
-		e.allIdx = ring[int]{buf: buf[2*streak : 2*streak : 2*streak+total], size: max(c.total.v, 0)}
+		e.allIdx = failureLog{head: buf[2*streak : 2*streak : 2*streak+total], size: max(c.total.v, 0)}
 	}
 	return e
+}
+
+// failureLog keeps the indices of the last size failures of a run
+// (errors.total) in chunks: it grows with the run's failures, towards a
+// total that may be written as 1e9, without ever copying what it holds (a
+// slice that doubles would copy it all, and touch that much fresh memory,
+// on the hot path).
+type failureLog struct {
+	head []int   // the oldest chunk; head[off:] the oldest indices held
+	rest [][]int // the later chunks, full but the last; nil until head is full
+	off  int
+	n    int // values held
+	size int
+}
+
+// failureChunk is how many indices a chunk after the first holds.
+const failureChunk = 256
+
+func (l *failureLog) push(at int) {
+	if l.size <= 0 {
+		return
+	}
+	switch last := len(l.rest) - 1; {
+	case last < 0 && len(l.head) < cap(l.head):
+		l.head = append(l.head, at)
+	case last >= 0 && len(l.rest[last]) < cap(l.rest[last]):
+		l.rest[last] = append(l.rest[last], at)
+	default:
+		c := append(make([]int, 0, min(l.size, failureChunk)), at)
+		if cap(l.head) == 0 {
+			l.head = c
+		} else {
+			l.rest = append(l.rest, c)
+		}
+	}
+	l.n++
+	if l.n > l.size { // past size (a raised run): the oldest goes
+		l.n--
+		l.off++
+		if l.off == len(l.head) && len(l.rest) > 0 {
+			l.head, l.off = l.rest[0], 0
+			l.rest[0] = nil
+			l.rest = l.rest[1:]
+		}
+	}
+}
+
+// each calls f with the indices held, oldest first.
+func (l *failureLog) each(f func(at int)) {
+	for _, at := range l.head[l.off:] {
+		f(at)
+	}
+	for _, c := range l.rest {
+		for _, at := range c {
+			f(at)
+		}
+	}
+}
+
+// last returns the last w indices held (w <= n), oldest first.
+func (l *failureLog) last(w int) []int {
+	out := make([]int, 0, w)
+	skip := l.n - w
+	l.each(func(at int) {
+		if skip > 0 {
+			skip--
+			return
+		}
+		out = append(out, at)
+	})
+	return out
 }
 
 // failuresPrealloc is how many failures of the run errors.total keeps
@@ -107,7 +178,8 @@ type errorCheck struct {
 	seen          int // error events and failed tool_results in the run
 	// The indices of the last failures, for the evidence: of each streak
 	// (as many as Consecutive) and of the run (as many as Total).
-	resultIdx, errorIdx, allIdx ring[int]
+	resultIdx, errorIdx ring[int]
+	allIdx              failureLog
 	// The flags share a word (160 bytes, a size class, rather than 168).
 	turn        bool // a model turn came after the last error event
 	streakFired bool // the last firing was a streak's
@@ -157,12 +229,12 @@ func (c *errorCheck) observe(ev *Event, p *Progress, s *sink) {
 // of the current event's streak), or else the run's failures that reached
 // Total.
 func (c *errorCheck) evidence(_ Cause, at int) []int {
-	r, n := &c.allIdx, c.total.v
-	if c.streakFired {
-		r, n = &c.resultIdx, c.consecutive.v
-		if ev := c.errorIdx; ev.len() > 0 && ev.at(0) == at {
-			r = &c.errorIdx
-		}
+	if !c.streakFired {
+		return c.allIdx.last(min(c.total.v, c.allIdx.n))
+	}
+	r, n := &c.resultIdx, c.consecutive.v
+	if ev := c.errorIdx; ev.len() > 0 && ev.at(0) == at {
+		r = &c.errorIdx
 	}
 	a, b := r.last(min(n, r.len()))
 	return append(slices.Clone(a), b...)

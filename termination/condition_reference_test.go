@@ -130,11 +130,11 @@ func (r *refStall) observe(ev Event, at int) (fired, warnings []Cause, evidence 
 func hashed(ev Event) Event {
 	switch ev.Kind {
 	case KindToolCall:
-		ev.ArgsHash, ev.Args = canonical.ArgsHash(ev.Args), nil
+		ev.Log, ev.Args = &LogFields{ArgsHash: canonical.ArgsHash(ev.Args)}, nil
 	case KindToolResult:
-		ev.TextHash, ev.Text = canonical.ResultHash(ev.Text, ev.Err), ""
+		ev.Log, ev.Text = &LogFields{TextHash: canonical.ResultHash(ev.Text, ev.Err)}, ""
 	case KindMessage, KindFinal, KindStop, KindError:
-		ev.TextHash, ev.Text = canonical.TextHash(ev.Text), ""
+		ev.Log, ev.Text = &LogFields{TextHash: canonical.TextHash(ev.Text)}, ""
 	}
 	return ev
 }

@@ -2,7 +2,6 @@ package termination
 
 import (
 	"fmt"
-	"hash/maphash"
 	"math"
 	"slices"
 	"strings"
@@ -25,7 +24,7 @@ import (
 // WarnAt warns before the stop (at most one stall warning per run). A final
 // event never fires or warns.
 //
-// Events recorded without content (Event.ArgsHash, Event.TextHash) are
+// Events recorded without content (LogFields.ArgsHash, LogFields.TextHash) are
 // compared by their hashes in place of the args, the message text and the
 // result's text and error; a hashed value never equals an unhashed one.
 type StallLimits struct {
@@ -173,8 +172,8 @@ func (c *stall) start() check {
 	calls := 0
 	if c.repeats.set {
 		if c.sameResult {
-			s.results = newRing[keyAt](c.windowSize())
-			s.open = make([]openCall, 0, min(c.windowSize(), maxOpenCalls))
+			s.sameResultState = &sameResultState{results: newRing[keyAt](c.windowSize()),
+				open: make([]openCall, 0, min(c.windowSize(), maxOpenCalls))}
 		} else {
 			calls = c.windowSize()
 			s.msgs = newRing[keyAt](c.windowSize())
@@ -221,15 +220,15 @@ type openCall struct {
 	callID string
 }
 
-// keySeed seeds the hashes of stall keys. The rings hold 64-bit hashes of
-// (tool, canonical args) and (source, trimmed text) rather than the strings:
-// 8 bytes a slot keeps a live run small, and equal keys hash equal (a
-// collision, one in 2^64, would count as a match, as for canonical.ArgsKey).
-var keySeed = maphash.MakeSeed()
+// The rings hold 64-bit hashes of (tool, canonical args) and (source,
+// trimmed text) rather than the strings: 8 bytes a slot keeps a live run
+// small, and equal keys hash equal (a collision, one in 2^64, would count
+// as a match, as for canonical.ArgsKey). Strings are hashed with
+// canonical.StringKey, seeded per process.
 
 // pairKey hashes two strings' worth of identity into one key.
 func pairKey(a string, b uint64) uint64 {
-	h := maphash.String(keySeed, a)
+	h := canonical.StringKey(a)
 	return h ^ (b + 0x9e3779b97f4a7c15 + h<<6 + h>>2)
 }
 
@@ -237,13 +236,13 @@ func pairKey(a string, b uint64) uint64 {
 // a value's own hash, so that a hash never equals a value.
 const hashedDomain = 0x51ed270b27f0a1c3
 
-func hashedKey(h string) uint64 { return maphash.String(keySeed, h) ^ hashedDomain }
+func hashedKey(h string) uint64 { return canonical.StringKey(h) ^ hashedDomain }
 
 // callKey is the key of a tool call: its tool and canonical args, or its
 // args_hash in a log recorded without content.
 func callKey(ev *Event) uint64 {
-	if ev.ArgsHash != "" {
-		return pairKey(ev.Tool, hashedKey(ev.ArgsHash))
+	if ev.argsHash() != "" {
+		return pairKey(ev.Tool, hashedKey(ev.argsHash()))
 	}
 	return pairKey(ev.Tool, canonical.ArgsKey(ev.Args))
 }
@@ -258,11 +257,11 @@ func toolKey(tool string) uint64 { return pairKey(tool, anyArgsDomain) }
 // msgKey is the key of a message with a non-empty trimmed text (or a
 // text_hash): its source and text; ok is false for an empty message.
 func msgKey(ev *Event) (key uint64, ok bool) {
-	if ev.TextHash != "" {
-		return pairKey(ev.Source, hashedKey(ev.TextHash)), ev.TextHash != emptyTextHash
+	if ev.textHash() != "" {
+		return pairKey(ev.Source, hashedKey(ev.textHash())), ev.textHash() != emptyTextHash
 	}
 	text := strings.TrimSpace(ev.Text)
-	return pairKey(ev.Source, maphash.String(keySeed, text)), text != ""
+	return pairKey(ev.Source, canonical.StringKey(text)), text != ""
 }
 
 // emptyTextHash is the text_hash of an empty text: a message recorded
@@ -272,21 +271,26 @@ var emptyTextHash = canonical.TextHash("")
 // resultKey is the signature of a completed call: the call's key and the
 // result's trimmed text and error, or its text_hash.
 func resultKey(call uint64, ev *Event) uint64 {
-	if ev.TextHash != "" {
-		return pairKey("\x00hashed result", call^hashedKey(ev.TextHash))
+	if ev.textHash() != "" {
+		return pairKey("\x00hashed result", call^hashedKey(ev.textHash()))
 	}
-	h := pairKey(strings.TrimSpace(ev.Err), maphash.String(keySeed, strings.TrimSpace(ev.Text)))
+	h := pairKey(strings.TrimSpace(ev.Err), canonical.StringKey(strings.TrimSpace(ev.Text)))
 	return pairKey("\x00result", call^h)
 }
 
 // stallCheck keeps the last keys of each signal in rings.
 type stallCheck struct {
 	*stall
-	calls   ring[keyAt] // callKey of the last tool calls
-	msgs    ring[keyAt] // msgKey of the last non-empty messages
-	results ring[keyAt] // resultKey of the last completed calls (same_result)
-	open    []openCall  // calls waiting for their results (same_result), oldest first
-	tokens  ring[tokensAt]
+	calls            ring[keyAt] // callKey of the last tool calls
+	msgs             ring[keyAt] // msgKey of the last non-empty messages
+	tokens           ring[tokensAt]
+	*sameResultState // nil without same_result: a live run is smaller
+}
+
+// sameResultState is what stall.same_result keeps.
+type sameResultState struct {
+	results ring[keyAt] // resultKey of the last completed calls
+	open    []openCall  // calls waiting for their results, oldest first
 }
 
 func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
@@ -299,7 +303,7 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 			return // no place in a window or a cycle
 		}
 		key := s.callKey
-		if !s.keyed {
+		if key == 0 { // not computed (see sink.callKey)
 			key = callKey(ev)
 		}
 		c.calls.push(keyAt{key, p.Events})

@@ -9,7 +9,11 @@
 //
 // # How the pieces fit
 //
-// An agent loop is seen as a stream of framework-neutral [Event] values. An
+// An agent loop is seen as a stream of framework-neutral [Event] values.
+// The fields that only the lines of a recorded log carry (the run, its
+// parent and stage, dropped lines, content hashes) sit behind one pointer,
+// Event.Log ([LogFields]), nil for a live loop's events, so that an Event,
+// copied on every hand-over, stays small; its JSON form keeps them flat. An
 // adapter turns a framework's own events into this type; package
 // middleware evaluates them live. The rooms around this package import it,
 // never the other way: package codec reads and writes the file formats

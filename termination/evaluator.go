@@ -42,18 +42,46 @@ type Evaluator struct {
 	// last is the time of the last event: live, when it arrived (the
 	// start before the first), for the idle limits; in replay, the last
 	// event that carried a time (or the deadline that stopped the run).
-	last      time.Time
-	lastErr   string
-	cause     Cause
+	last    time.Time
+	lastErr string
+	cause   Cause
+	end     *evalEnd    // how the run stopped (ending): nil while it runs
+	timers  *evalTimers // the condition's timer limits; nil without any
+	hold    *holdState  // hold: (hold.go); nil without one
+}
+
+// evalTimers are the timer limits of an Evaluator's condition: timeouts,
+// ascending (replay ticks at each deadline before the first event past
+// it), and idle limits, ascending, counted from the last event.
+type evalTimers struct{ timeouts, idles []time.Duration }
+
+// noTimers stands for the timers of a condition without any.
+var noTimers evalTimers
+
+// tl returns e's timer limits (noTimers when it has none).
+func (e *Evaluator) tl() *evalTimers {
+	if e.timers == nil {
+		return &noTimers
+	}
+	return e.timers
+}
+
+// evalEnd is what an Evaluator records when its run stops. It is
+// allocated then, not with every run: a live run is smaller without it.
+type evalEnd struct {
 	fired     []Cause
 	evidence  []int
 	stoppedAt int
 	ended     time.Time
-	// timeouts are the condition's timeout limits, ascending; replay ticks
-	// at each deadline before the first event past it. idles are its idle
-	// limits, ascending, counted from last.
-	timeouts, idles []time.Duration
-	hold            *holdState // hold: (hold.go); nil without one
+}
+
+// ending returns the record of how the run stopped, making it on first
+// use (once the run stops, or its Result is made).
+func (e *Evaluator) ending() *evalEnd {
+	if e.end == nil {
+		e.end = new(evalEnd)
+	}
+	return e.end
 }
 
 // NewEvaluator starts a run of c. c must be valid ([Validate]); an invalid
@@ -67,7 +95,7 @@ func NewEvaluator(c Condition, clock Clock) *Evaluator {
 	e.sink.warnings, e.sink.stallWarned = &e.warnings, &e.stalled
 	eachTimer(c, func(time.Duration, bool) { e.clocked = true })
 	if e.clocked {
-		e.timeouts, e.idles = timeoutsOf(c), idlesOf(c)
+		e.timers = &evalTimers{timeoutsOf(c), idlesOf(c)}
 	}
 	e.callKeys = usesCallKey(e.root)
 	if clock == WallClock {
@@ -140,17 +168,16 @@ func (e *Evaluator) observeRefKeyed(ev *Event, argsKey uint64, argsKeyed bool) (
 	if ev.Kind == KindError {
 		e.lastErr = ev.ErrorText()
 	}
-	e.sink.keyed = false
+	e.sink.callKey = 0
 	if e.callKeys && ev.Kind == KindToolCall {
 		// Hashed here rather than under the stall check: the canonical
 		// hashing of the args recurses, and a live run's goroutine
 		// evaluates with a small stack.
-		if argsKeyed && ev.ArgsHash == "" {
+		if argsKeyed && ev.argsHash() == "" {
 			e.sink.callKey = pairKey(ev.Tool, argsKey) // callKey, hashed already
 		} else {
 			e.sink.callKey = callKey(ev)
 		}
-		e.sink.keyed = true
 	}
 	e.tick(ev, now)
 	return e.settle(p.Events)
@@ -173,11 +200,11 @@ func (e *Evaluator) NextTick() (at time.Time, ok bool) {
 	if e.cause != nil || e.clock != WallClock {
 		return time.Time{}, false
 	}
-	if int(e.next) < len(e.timeouts) {
-		at, ok = e.start.Add(e.timeouts[e.next]), true
+	if int(e.next) < len(e.tl().timeouts) {
+		at, ok = e.start.Add(e.tl().timeouts[e.next]), true
 	}
-	if int(e.nextIdle) < len(e.idles) && !e.holding() {
-		if d := e.last.Add(e.idles[e.nextIdle]); !ok || d.Before(at) {
+	if int(e.nextIdle) < len(e.tl().idles) && !e.holding() {
+		if d := e.last.Add(e.tl().idles[e.nextIdle]); !ok || d.Before(at) {
 			at, ok = d, true
 		}
 	}
@@ -208,14 +235,14 @@ func (e *Evaluator) deadlineBefore(ev *Event, now time.Time) bool {
 func (e *Evaluator) fireDue(at time.Time) bool {
 	for {
 		var timeoutAt, idleAt time.Time
-		timeout := int(e.next) < len(e.timeouts)
+		timeout := int(e.next) < len(e.tl().timeouts)
 		if timeout {
-			timeoutAt = e.start.Add(e.timeouts[e.next])
+			timeoutAt = e.start.Add(e.tl().timeouts[e.next])
 			timeout = !timeoutAt.After(at)
 		}
-		idle := int(e.nextIdle) < len(e.idles) && !e.last.IsZero() && !e.holding()
+		idle := int(e.nextIdle) < len(e.tl().idles) && !e.last.IsZero() && !e.holding()
 		if idle {
-			idleAt = e.last.Add(e.idles[e.nextIdle])
+			idleAt = e.last.Add(e.tl().idles[e.nextIdle])
 			idle = !idleAt.After(at)
 		}
 		if holdAt, held := e.holdDue(); held && !holdAt.After(at) && (!timeout || holdAt.Before(timeoutAt)) {
@@ -225,14 +252,14 @@ func (e *Evaluator) fireDue(at time.Time) bool {
 		var stopped bool
 		switch {
 		case timeout && (!idle || !idleAt.Before(timeoutAt)):
-			tick := e.timeouts[e.next]
+			tick := e.tl().timeouts[e.next]
 			if e.clock == WallClock {
 				tick = at.Sub(e.start)
 			}
 			e.next++
 			stopped = e.tickClock(tick, 0, e.start.Add(tick))
 		case idle:
-			limit := e.idles[e.nextIdle]
+			limit := e.tl().idles[e.nextIdle]
 			e.nextIdle++
 			stopped = e.tickClock(0, limit, idleAt)
 		default:
@@ -302,9 +329,9 @@ func (e *Evaluator) tick(ev *Event, now time.Time) {
 func (e *Evaluator) invalid(ev *Event) (Cause, bool) {
 	e.progress.Events++
 	c := Failed{Reason: FailInvalidInput, Err: fmt.Sprintf("event %d: %v", e.progress.Events, ev.Validate())}
-	e.cause, e.fired, e.stoppedAt = c, []Cause{c}, e.progress.Events
-	e.evidence = []int{e.progress.Events}
-	e.ended = time.Now()
+	e.cause, e.ending().fired, e.ending().stoppedAt = c, []Cause{c}, e.progress.Events
+	e.ending().evidence = []int{e.progress.Events}
+	e.ending().ended = time.Now()
 	return c, true
 }
 
@@ -315,11 +342,11 @@ func (e *Evaluator) settle(at int) (Cause, bool) {
 	if e.hold != nil && e.holdOn(at) {
 		return nil, false
 	}
-	e.fired = slices.Clone(e.sink.fired)
-	slices.SortStableFunc(e.fired, precedes)
-	e.cause, e.stoppedAt = e.fired[0], at
-	e.evidence = e.sink.evidenceOf(pickIndex(e.sink.fired), at)
-	e.ended = time.Now()
+	e.ending().fired = slices.Clone(e.sink.fired)
+	slices.SortStableFunc(e.ending().fired, precedes)
+	e.cause, e.ending().stoppedAt = e.ending().fired[0], at
+	e.ending().evidence = e.sink.evidenceOf(pickIndex(e.sink.fired), at)
+	e.ending().ended = time.Now()
 	return e.cause, true
 }
 
@@ -331,7 +358,7 @@ func (e *Evaluator) Stop(c Cause) bool {
 	if !e.EndStream(c) {
 		return false
 	}
-	e.fired = []Cause{c}
+	e.ending().fired = []Cause{c}
 	return true
 }
 
@@ -343,8 +370,8 @@ func (e *Evaluator) EndStream(c Cause) bool {
 	if e.cause != nil || nilCause(c) {
 		return false
 	}
-	e.cause, e.fired, e.stoppedAt = c, nil, 0
-	e.ended = time.Now()
+	e.cause, e.ending().fired, e.ending().stoppedAt = c, nil, 0
+	e.ending().ended = time.Now()
 	return true
 }
 
@@ -353,11 +380,11 @@ func (e *Evaluator) Stopped() (Cause, bool) { return e.cause, e.cause != nil }
 
 // Timeouts returns the distinct timeout limits of the condition,
 // ascending: a live run arms its timer for the first one due.
-func (e *Evaluator) Timeouts() []time.Duration { return slices.Clone(e.timeouts) }
+func (e *Evaluator) Timeouts() []time.Duration { return slices.Clone(e.tl().timeouts) }
 
 // Idles returns the distinct idle limits of the condition, ascending:
 // counted from the run's last event.
-func (e *Evaluator) Idles() []time.Duration { return slices.Clone(e.idles) }
+func (e *Evaluator) Idles() []time.Duration { return slices.Clone(e.tl().idles) }
 
 // Progress returns the running counts so far.
 func (e *Evaluator) Progress() Progress { return e.progress }
@@ -374,7 +401,7 @@ func (e *Evaluator) Result() Result {
 	if e.cause == nil {
 		if e.lastKind == KindError {
 			e.EndStream(Failed{Reason: FailStreamError, Err: e.lastErr})
-			e.evidence = []int{e.progress.Events} // the final error event
+			e.ending().evidence = []int{e.progress.Events} // the final error event
 		} else {
 			e.EndStream(NaturalCompletion{})
 		}
@@ -382,18 +409,18 @@ func (e *Evaluator) Result() Result {
 	r := Result{
 		Cause:     e.cause,
 		Outcome:   DefaultOutcome(e.cause),
-		Fired:     slices.Clone(e.fired),
+		Fired:     slices.Clone(e.ending().fired),
 		Warnings:  slices.Clone(e.warnings),
-		StoppedAt: e.stoppedAt,
+		StoppedAt: e.ending().stoppedAt,
 		Totals:    e.progress.Totals,
-		Evidence:  slices.Clone(e.evidence),
+		Evidence:  slices.Clone(e.ending().evidence),
 	}
 	// The budgets are found when the result is made rather than listed in
 	// the Evaluator: a live run is smaller without the list.
 	r.Budgets = appendBudgets(nil, []check{e.root}, &e.progress, &e.sink)
 	switch {
 	case e.clock == WallClock:
-		r.Duration = e.ended.Sub(e.start)
+		r.Duration = e.ending().ended.Sub(e.start)
 	case e.start.IsZero():
 		r.Untimed = true // no event carried a time
 	default:

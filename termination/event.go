@@ -1,6 +1,7 @@
 package termination
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
@@ -113,7 +114,20 @@ type Event struct {
 	CallID string `json:"call_id,omitempty"`
 	// Model is the model that produced this turn (message, final).
 	Model string `json:"model,omitempty"`
-	// Run is the run this event belongs to, in a log that holds many runs
+	// Log holds the fields that only the lines of a recorded log carry
+	// (the run, its parent and stage, dropped lines, content hashes); nil
+	// for an event without them, as every event a live loop reports. They
+	// sit behind one pointer so that an Event, copied on every hand-over,
+	// stays small. Events may share one LogFields (a decoder gives the
+	// lines of a run the same one): replace it, never change it. In the
+	// JSON form its fields are the event's own, beside the others.
+	Log *LogFields `json:"-"`
+}
+
+// LogFields are the fields of an [Event] that only the lines of a recorded
+// log carry (§1).
+type LogFields struct {
+	// Run is the run the event belongs to, in a log that holds many runs
 	// (contract §4.1, §8).
 	Run string `json:"run,omitempty"`
 	// Parent is, on a run's first event, the run id of its parent run (§8).
@@ -125,15 +139,84 @@ type Event struct {
 	// load just before this one (§1 "dropped"); replay marks the run's
 	// result Incomplete.
 	Dropped int64 `json:"dropped,omitempty"`
-	// ArgsHash stands in for Args in a log recorded without content: the
-	// hash of the canonical args (§1). An event carries one or the other:
-	// the decoder rejects a line with both (a null args aside).
+	// ArgsHash stands in for the event's Args in a log recorded without
+	// content: the hash of the canonical args (§1). An event carries one
+	// or the other: the decoder rejects a line with both (a null args
+	// aside).
 	ArgsHash string `json:"args_hash,omitempty"`
-	// TextHash stands in for Text (and, on a tool_result, Err) in a log
-	// recorded without content: the hash of the trimmed text (§1). The
-	// decoder rejects a line with both a text and a text_hash; a failed
-	// tool_result keeps its error beside its text_hash.
+	// TextHash stands in for the event's Text (and, on a tool_result,
+	// Err) in a log recorded without content: the hash of the trimmed text
+	// (§1). The decoder rejects a line with both a text and a text_hash; a
+	// failed tool_result keeps its error beside its text_hash.
 	TextHash string `json:"text_hash,omitempty"`
+}
+
+// Logged returns e's log fields, the zero LogFields when it has none.
+func (e *Event) Logged() LogFields {
+	if e.Log == nil {
+		return LogFields{}
+	}
+	return *e.Log
+}
+
+// argsHash and textHash are e's content hashes, "" for none.
+func (e *Event) argsHash() string {
+	if e.Log == nil {
+		return ""
+	}
+	return e.Log.ArgsHash
+}
+
+func (e *Event) textHash() string {
+	if e.Log == nil {
+		return ""
+	}
+	return e.Log.TextHash
+}
+
+// eventJSON is the JSON form of an Event: its log fields flat beside the
+// others, in the contract's order.
+type eventJSON struct {
+	plainEvent
+	*LogFields
+}
+
+// plainEvent is Event without its JSON methods.
+type plainEvent Event
+
+// MarshalJSON writes e as one JSON object, its log fields among the
+// others ("run", "parent", ...). It leaves HTML characters as they are:
+// encoding/json escapes them in what a marshaler returns unless its
+// Encoder is told not to (SetEscapeHTML), as for any other value.
+func (e Event) MarshalJSON() ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(eventJSON{plainEvent(e), e.Log}); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// UnmarshalJSON reads the form MarshalJSON writes; unknown fields are
+// ignored. (Logs are read by package codec, which checks and words
+// errors for the person who wrote them.)
+func (e *Event) UnmarshalJSON(b []byte) error {
+	j := eventJSON{plainEvent: plainEvent(*e)}
+	if e.Log != nil {
+		l := *e.Log // shared: never written through
+		j.LogFields = &l
+	}
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	*e = Event(j.plainEvent)
+	if j.LogFields != nil && *j.LogFields != (LogFields{}) {
+		e.Log = j.LogFields
+	} else {
+		e.Log = nil
+	}
+	return nil
 }
 
 // Failed reports whether e is an error event or a failed tool result.

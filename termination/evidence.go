@@ -29,7 +29,11 @@ func (a *allCheck) heldEvents(f func(int)) {
 }
 
 func (c *stallCheck) heldEvents(f func(int)) {
-	for _, r := range [...]*ring[keyAt]{&c.calls, &c.msgs, &c.results} {
+	rings := []*ring[keyAt]{&c.calls, &c.msgs}
+	if c.sameResultState != nil {
+		rings = append(rings, &c.results)
+	}
+	for _, r := range rings {
 		for _, k := range r.buf {
 			f(k.at)
 		}
@@ -40,11 +44,12 @@ func (c *stallCheck) heldEvents(f func(int)) {
 }
 
 func (c *errorCheck) heldEvents(f func(int)) {
-	for _, r := range [...]*ring[int]{&c.resultIdx, &c.errorIdx, &c.allIdx} {
+	for _, r := range [...]*ring[int]{&c.resultIdx, &c.errorIdx} {
 		for _, at := range r.buf {
 			f(at)
 		}
 	}
+	c.allIdx.each(f)
 }
 
 func (c *countCheck) heldEvents(f func(int)) { f(c.finalAt) }
@@ -73,10 +78,10 @@ func (e *Evaluator) HeldEvidence(dst []int) []int {
 // when no timeout is left, or once the run has stopped. Replay reads it to
 // fire a tree's timeouts in the order they fall due.
 func (e *Evaluator) NextDeadline() (at time.Time, ok bool) {
-	if e.cause != nil || !e.clocked || e.clock != EventClock || e.start.IsZero() || int(e.next) >= len(e.timeouts) {
+	if e.cause != nil || !e.clocked || e.clock != EventClock || e.start.IsZero() || int(e.next) >= len(e.tl().timeouts) {
 		return time.Time{}, false
 	}
-	return e.start.Add(e.timeouts[e.next]), true
+	return e.start.Add(e.tl().timeouts[e.next]), true
 }
 
 // TickEvent fires, before ev is evaluated, the timeouts of an evaluator on

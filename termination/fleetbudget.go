@@ -321,9 +321,9 @@ func (e *Evaluator) StopOnEvent(c Cause) bool {
 	if !e.Stop(c) {
 		return false
 	}
-	e.stoppedAt = e.progress.Events
-	if e.stoppedAt > 0 {
-		e.evidence = []int{e.stoppedAt} // the event that crossed the shared limit
+	e.ending().stoppedAt = e.progress.Events
+	if e.ending().stoppedAt > 0 {
+		e.ending().evidence = []int{e.ending().stoppedAt} // the event that crossed the shared limit
 	}
 	return true
 }

@@ -154,7 +154,10 @@ func (e *Evaluator) Raise(l Limits) error {
 	if e.hold == nil || !e.hold.held || e.cause != nil {
 		return ErrNotHeld
 	}
-	r := &e.sink.raised
+	if e.sink.raised == nil {
+		e.sink.raised = new(Limits) // raised limits are rare: not in every run
+	}
+	r := e.sink.raised
 	r.Has |= l.Has
 	r.Iterations = satInt(r.Iterations, l.Iterations)
 	r.ToolCalls = satInt(r.ToolCalls, l.ToolCalls)
@@ -179,8 +182,8 @@ func (e *Evaluator) EndHold() (Cause, bool) {
 		return nil, false
 	}
 	h := e.hold
-	e.cause, e.fired, e.stoppedAt, e.evidence = h.cause, h.fired, h.stoppedAt, h.evidence
-	e.ended = time.Now()
+	e.cause, e.ending().fired, e.ending().stoppedAt, e.ending().evidence = h.cause, h.fired, h.stoppedAt, h.evidence
+	e.ending().ended = time.Now()
 	h.held = false
 	return e.cause, true
 }
@@ -230,7 +233,7 @@ func (e *Evaluator) holding() bool { return e.hold != nil && e.hold.held }
 
 // raisedBy is how much the run's limits of r were raised.
 func (s *sink) raisedBy(r Resource) float64 {
-	if s.raised.Has == 0 {
+	if s.raised == nil || s.raised.Has == 0 {
 		return 0
 	}
 	switch r {
@@ -252,7 +255,7 @@ func (s *sink) raisedBy(r Resource) float64 {
 
 // raisedCount is how much the count limit of r was raised.
 func (s *sink) raisedCount(r Resource) int {
-	if s.raised.Has == 0 {
+	if s.raised == nil || s.raised.Has == 0 {
 		return 0
 	}
 	if r == ResourceIterations {

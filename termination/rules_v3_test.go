@@ -180,7 +180,7 @@ func TestRuleHashedContent(t *testing.T) {
 		{name: "hashed empty messages do not count", cond: pol(t, `stall: {repeats: 2}`),
 			events: evs(hashed(msg("a", " ")), hashed(msg("a", ""))), want: natural},
 		{name: "text_mention cannot fire on a hashed text", cond: pol(t, `text_mention: {text: DONE}`),
-			events: evs(hashed(msg("a", "DONE")), Event{Kind: KindMessage, Text: "DONE", TextHash: canonical.TextHash("DONE")}), want: natural},
+			events: evs(hashed(msg("a", "DONE")), Event{Kind: KindMessage, Text: "DONE", Log: &LogFields{TextHash: canonical.TextHash("DONE")}}), want: natural},
 	})
 }
 

@@ -450,17 +450,22 @@ func (e *Evaluator) StopFired(fired []Cause, onEvent bool) bool {
 	if e.cause != nil || len(fired) == 0 {
 		return false
 	}
-	e.cause, e.fired = fired[0], append([]Cause(nil), fired...)
-	e.stoppedAt, e.evidence = 0, nil
+	e.cause, e.ending().fired = fired[0], append([]Cause(nil), fired...)
+	e.ending().stoppedAt, e.ending().evidence = 0, nil
 	if onEvent {
 		// The evidence is the holder's own event that crossed the limit:
 		// the tree's other events are other runs'.
-		e.stoppedAt, e.evidence = e.progress.Events, []int{e.progress.Events}
+		e.ending().stoppedAt, e.ending().evidence = e.progress.Events, []int{e.progress.Events}
 	}
-	e.ended = time.Now()
+	e.ending().ended = time.Now()
 	return true
 }
 
 // Fired returns what fired when the evaluator stopped, without
 // copying; nil while it runs.
-func (e *Evaluator) Fired() []Cause { return e.fired }
+func (e *Evaluator) Fired() []Cause {
+	if e.end == nil {
+		return nil
+	}
+	return e.end.fired
+}

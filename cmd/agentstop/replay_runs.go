@@ -35,7 +35,7 @@ func peekRuns(in io.Reader, p termination.Policy) (io.Reader, bool) {
 			ev, derr := codec.DecodeEvent(b)
 			// A recorded log (its first line names its stage) is read as
 			// runs too, so that its end records count (§4).
-			return io.MultiReader(&head, br), derr == nil && (ev.Run != "" || ev.Stage != "")
+			return io.MultiReader(&head, br), derr == nil && (ev.Logged().Run != "" || ev.Logged().Stage != "")
 		}
 		if err != nil {
 			return io.MultiReader(&head, br), false

@@ -94,10 +94,10 @@ func hashValue(v any) uint64 {
 	return hashInvalid // not produced by json.Unmarshal into any
 }
 
-// hashStringValue hashes a string: maphash output is already well mixed,
-// so the type tag is xored in without another round.
+// hashStringValue hashes a string: StringKey's output is already well
+// mixed, so the type tag is xored in without another round.
 func hashStringValue(s string) uint64 {
-	return maphash.String(strSeed, s) ^ hashString
+	return StringKey(s) ^ hashString
 }
 
 func hashFloat(f float64) uint64 {
@@ -305,6 +305,12 @@ func (p *canonParser) array(depth int) (uint64, bool) {
 // str hashes the decoded string at the cursor, so "\u0041" and "A" are
 // equal: the hash of the bytes encoding/json would decode.
 func (p *canonParser) str() (uint64, bool) {
+	if p.Pos < len(p.Data) && p.Data[p.Pos] == '"' {
+		if h, end, ok := shortString(p.Data, p.Pos); ok {
+			p.Pos = end
+			return h, true
+		}
+	}
 	if p.buf != nil {
 		b, copied, ok := p.DecodeString((*p.buf)[:0])
 		if !ok {
@@ -313,7 +319,7 @@ func (p *canonParser) str() (uint64, bool) {
 		if copied {
 			*p.buf = b
 		}
-		return maphash.Bytes(strSeed, b) ^ hashString, true
+		return BytesKey(b) ^ hashString, true
 	}
 	start, simple, ascii := p.String()
 	if start < 0 {
@@ -322,21 +328,21 @@ func (p *canonParser) str() (uint64, bool) {
 	raw := p.Data[start+1 : p.Pos-1]
 	if simple && (ascii || utf8.Valid(raw)) {
 		// The common case: the string decodes to its own bytes.
-		return maphash.Bytes(strSeed, raw) ^ hashString, true
+		return BytesKey(raw) ^ hashString, true
 	}
 	return hashEscaped(p.Data[start:p.Pos]), true
 }
 
 // hashEscaped hashes the string token tok (quotes included, validated by
 // String) that has escapes or invalid UTF-8: it decodes it into a pooled
-// buffer and hashes that, as maphash.Bytes of the decoded string. The
+// buffer and hashes that, as BytesKey of the decoded string. The
 // buffer comes from a pool: this runs deep in the recursion, on the stack
 // of the goroutine that evaluates a run, which stays small.
 func hashEscaped(tok []byte) uint64 {
 	buf := unquoteBuffers.Get().(*[]byte)
 	d := jsonscan.Scanner{Data: tok}
 	b, _, _ := d.DecodeString((*buf)[:0])
-	sum := maphash.Bytes(strSeed, b)
+	sum := BytesKey(b)
 	if cap(b) <= maxPooledUnquote {
 		*buf = b
 		unquoteBuffers.Put(buf)
@@ -353,6 +359,9 @@ var unquoteBuffers = sync.Pool{New: func() any { return new([]byte) }}
 // number hashes the number at the cursor by value, so 1, 1.0 and 1e0 are
 // equal.
 func (p *canonParser) number() (uint64, bool) {
+	if h, ok := p.smallInt(); ok {
+		return h, true
+	}
 	start := p.Pos
 	if !p.Number() {
 		return 0, false
@@ -369,6 +378,31 @@ func (p *canonParser) number() (uint64, bool) {
 		return 0, false
 	}
 	return hashFloat(f), true
+}
+
+// smallInt hashes, in one pass, a plain non-negative integer of 1 to 15
+// digits at the cursor (no sign, fraction or exponent; not a leading 0
+// but 0 itself), the common number of tool arguments, as number would
+// hash it. It reports false, with the cursor unmoved, for any other
+// number.
+func (p *canonParser) smallInt() (uint64, bool) {
+	data, i := p.Data, p.Pos
+	if i >= len(data) || data[i] < '0' || data[i] > '9' {
+		return 0, false
+	}
+	n := uint64(data[i] - '0')
+	j := i + 1
+	if n != 0 {
+		for j < len(data) && j-i < 16 && data[j] >= '0' && data[j] <= '9' {
+			n = n*10 + uint64(data[j]-'0')
+			j++
+		}
+	}
+	if j-i > 15 || j < len(data) && (data[j] == '.' || data[j] == 'e' || data[j] == 'E' || data[j] >= '0' && data[j] <= '9') {
+		return 0, false // longer, a fraction or an exponent, or a leading zero: number's general path
+	}
+	p.Pos = j
+	return hashFloat(float64(n)), true
 }
 
 // strSeed seeds string hashes; fingerprints only need to agree within one

@@ -29,7 +29,11 @@ type Scanner struct {
 // vertical tab or non-ASCII spaces).
 func (s *Scanner) SkipSpace() {
 	for s.Pos < len(s.Data) {
-		switch s.Data[s.Pos] {
+		c := s.Data[s.Pos]
+		if c > ' ' {
+			return // the common case, compact JSON: one comparison
+		}
+		switch c {
 		case ' ', '\t', '\n', '\r':
 			s.Pos++
 		default:
@@ -254,6 +258,12 @@ const (
 	lsbs = 0x0101010101010101
 	msbs = 0x8080808080808080
 )
+
+// SpecialBytes is specialBytes of w with every byte >= 0x80 flagged: its
+// lowest flag (if any) is the first byte of w that is a quote, a
+// backslash, a control character or not ASCII, and every byte below it is
+// a plain ASCII character of a string.
+func SpecialBytes(w uint64) uint64 { return specialBytes(w, msbs) }
 
 // specialBytes flags (with the high bit of the byte) the bytes of w, eight
 // bytes of a string read little-endian, that String must look at: a quote,

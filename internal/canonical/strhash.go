@@ -1,0 +1,82 @@
+package canonical
+
+import (
+	"encoding/binary"
+	"hash/maphash"
+	"math/bits"
+	"unsafe"
+
+	"github.com/agentstop/agentstop/internal/jsonscan"
+)
+
+// StringKey and BytesKey hash a string for in-process keys (ArgsKey's
+// strings, stall detection's tool names, sources and texts): strings of up
+// to 16 bytes, the keys and most values of tool arguments, inline with
+// one 128-bit multiply of the bytes with the process's random seeds (as
+// wyhash hashes short input: the first and last words of the string cover
+// every byte, so two different strings of one length differ in what is
+// multiplied); longer ones with maphash. A string and its bytes hash the
+// same. Keys are seeded per process: never store them.
+func StringKey(s string) uint64 {
+	return BytesKey(unsafe.Slice(unsafe.StringData(s), len(s)))
+}
+
+// BytesKey is StringKey of string(b), without the conversion.
+func BytesKey(b []byte) uint64 {
+	n := len(b)
+	var lo, hi uint64
+	switch {
+	case n > 16:
+		return maphash.Bytes(strSeed, b)
+	case n >= 8:
+		lo, hi = binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[n-8:])
+	case n >= 4:
+		// The bytes little-endian, zero above: the two loads overlap on
+		// equal bytes.
+		lo = uint64(binary.LittleEndian.Uint32(b)) | uint64(binary.LittleEndian.Uint32(b[n-4:]))<<(8*(n-4))
+	case n > 0:
+		lo = uint64(b[0]) | uint64(b[n>>1])<<(8*(n>>1)) | uint64(b[n-1])<<(8*(n-1))
+	}
+	return shortKey(lo, hi, n)
+}
+
+// shortKey is BytesKey of a string of n <= 16 bytes: lo holds its first
+// eight bytes little-endian (zero above the string, when shorter), hi its
+// last eight when it is longer than 8 bytes (0 otherwise).
+func shortKey(lo, hi uint64, n int) uint64 {
+	return mum(lo^keySeeds[0], hi^keySeeds[1]^uint64(n)*keySeeds[2])
+}
+
+// shortString hashes, as str would, a string token at data[at] ('"')
+// whose contents are fewer than 8 plain ASCII characters (no escape, no
+// control character) with 8 bytes of data after its quote: the common key
+// of tool arguments, from one load. It returns the position after the
+// token, or ok false for any other string.
+func shortString(data []byte, at int) (h uint64, end int, ok bool) {
+	i := at + 1
+	if i+8 > len(data) {
+		return 0, 0, false
+	}
+	w := binary.LittleEndian.Uint64(data[i:])
+	m := jsonscan.SpecialBytes(w)
+	if m == 0 {
+		return 0, 0, false
+	}
+	n := bits.TrailingZeros64(m) >> 3
+	if data[i+n] != '"' {
+		return 0, 0, false
+	}
+	return shortKey(w&(1<<(8*n)-1), 0, n) ^ hashString, i + n + 1, true
+}
+
+// mum is the 128-bit product of a and b folded to 64 bits.
+func mum(a, b uint64) uint64 {
+	h, l := bits.Mul64(a, b)
+	return h ^ l
+}
+
+// keySeeds are BytesKey's random seeds (odd, so that multiplying by the
+// third keeps every bit of the length).
+var keySeeds = [3]uint64{randSeed() | 1, randSeed() | 1, randSeed() | 1}
+
+func randSeed() uint64 { return maphash.Comparable(maphash.MakeSeed(), 0) }

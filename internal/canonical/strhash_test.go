@@ -1,0 +1,71 @@
+package canonical
+
+import (
+	"fmt"
+	"testing"
+)
+
+// TestStringKey: a string and its bytes hash the same, at every length
+// class of BytesKey (empty, 1-3, 4-7, 8-16 bytes, longer), and strings
+// that differ in any one byte, or only in length, hash differently.
+func TestStringKey(t *testing.T) {
+	seen := map[uint64]string{}
+	add := func(s string) {
+		t.Helper()
+		h := StringKey(s)
+		if b := BytesKey([]byte(s)); b != h {
+			t.Fatalf("%q: StringKey %x, BytesKey %x", s, h, b)
+		}
+		if other, dup := seen[h]; dup && other != s {
+			t.Fatalf("%q and %q hash the same", s, other)
+		}
+		seen[h] = s
+	}
+	for n := range 24 {
+		base := make([]byte, n)
+		for i := range base {
+			base[i] = 'a' + byte(i%26)
+		}
+		add(string(base))
+		for i := range n {
+			for _, c := range []byte{'A', 0, 0xff, 'a' + byte(i%26) + 1} {
+				v := append([]byte(nil), base...)
+				v[i] = c
+				add(string(v))
+			}
+		}
+		add(string(append(base, 0))) // a trailing zero byte is not padding
+	}
+	for i := range 2000 {
+		add(fmt.Sprint(i))
+		add(fmt.Sprintf("page=%d", i))
+	}
+}
+
+// TestShortString: the one-load path hashes a short plain string as
+// BytesKey does, and leaves every other string to the general path.
+func TestShortString(t *testing.T) {
+	for _, tc := range []struct {
+		tok string
+		ok  bool
+	}{
+		{`""`, true}, {`"a"`, true}, {`"query"`, true}, {`"1234567"`, true},
+		{`"12345678"`, false}, {`"a\nb"`, false}, {"\"caf\xc3\xa9\"", false}, {"\"a\tb\"", false},
+	} {
+		data := []byte(tc.tok + `:1234567890}`)
+		h, end, ok := shortString(data, 0)
+		if ok != tc.ok {
+			t.Errorf("%s: ok %v, want %v", tc.tok, ok, tc.ok)
+			continue
+		}
+		if !ok {
+			continue
+		}
+		if want := BytesKey([]byte(tc.tok[1:len(tc.tok)-1])) ^ hashString; h != want || end != len(tc.tok) {
+			t.Errorf("%s: hash %x end %d, want %x end %d", tc.tok, h, end, want, len(tc.tok))
+		}
+	}
+	if _, _, ok := shortString([]byte(`"ab"}`), 0); ok {
+		t.Error("fewer than 8 bytes after the quote: not read")
+	}
+}
