@@ -74,10 +74,10 @@ func (r *Run) Raise(l termination.Limits) error {
 func (r *Run) Held() (c termination.Cause, since time.Time, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.heldCh == nil {
+	if r.held == nil {
 		return nil, time.Time{}, false
 	}
-	return r.heldCause, r.heldAt, true
+	return r.held.cause, r.held.since, true
 }
 
 // holdNow is called with r.mu held after each release, and after an event
@@ -85,7 +85,7 @@ func (r *Run) Held() (c termination.Cause, since time.Time, ok bool) {
 // or else when a limit it shares with other runs does (a tree's: a run
 // released from one hold may still be due to another).
 func (r *Run) holdNow() {
-	if r.heldCh != nil {
+	if r.held != nil {
 		return
 	}
 	if _, stopped := r.eval.Stopped(); stopped {
@@ -95,7 +95,7 @@ func (r *Run) holdNow() {
 		since, _ := r.eval.HeldSince()
 		own := make(chan struct{})
 		r.holdLocked(own, c, since)
-		r.heldOwn = own
+		r.held.own = own
 		r.armTimer() // the hold timeout, on the run's one timer
 		return
 	}
@@ -107,39 +107,48 @@ func (r *Run) holdNow() {
 	}
 }
 
+// heldState is how a held run waits: made when it is held, dropped when
+// it goes on (a run that is never held carries one nil pointer for it).
+type heldState struct {
+	ch    <-chan struct{} // closed on release
+	own   chan struct{}   // ch when it is the run's own to close (its own limit); nil for a part's (a tree's)
+	cause termination.Cause
+	since time.Time
+}
+
 // holdLocked marks the run held until ch is closed (or the run ends).
 func (r *Run) holdLocked(ch <-chan struct{}, c termination.Cause, since time.Time) {
-	r.heldCh, r.heldCause, r.heldAt = ch, c, since
+	r.held = &heldState{ch: ch, cause: c, since: since}
 	r.parts.held(c)
 }
 
 // unholdLocked releases the run's wait, with r.mu held.
 func (r *Run) unholdLocked() {
-	if r.heldCh == nil {
+	if r.held == nil {
 		return
 	}
-	if r.heldOwn != nil {
-		close(r.heldOwn) // a shared hold's channel is its part's to close
+	if r.held.own != nil {
+		close(r.held.own) // a shared hold's channel is its part's to close
 	}
-	r.heldCh, r.heldCause, r.heldOwn = nil, nil, nil
+	r.held = nil
 	r.parts.released()
 }
 
 // waitHold waits, with r.mu held (released while waiting), until the run
 // is no longer held or has stopped.
 func (r *Run) waitHold() {
-	for r.heldCh != nil {
+	for r.held != nil {
 		if _, stopped := r.eval.Stopped(); stopped {
 			return
 		}
-		ch := r.heldCh
+		ch := r.held.ch
 		r.mu.Unlock()
 		select {
 		case <-ch:
 		case <-r.ctx.Done():
 		}
 		r.mu.Lock()
-		if r.heldCh == ch {
+		if r.held != nil && r.held.ch == ch {
 			select {
 			case <-ch: // a tree's release that has not reached this run yet
 				r.unholdLocked()
@@ -166,7 +175,7 @@ func (r *Run) stopHeld() bool {
 // tree's), until release is closed, unless it has stopped or is held.
 func (r *Run) holdShared(release <-chan struct{}, c termination.Cause, since time.Time) {
 	r.mu.Lock()
-	if _, stopped := r.eval.Stopped(); !stopped && r.heldCh == nil {
+	if _, stopped := r.eval.Stopped(); !stopped && r.held == nil {
 		r.holdLocked(release, c, since)
 	}
 	r.mu.Unlock()
@@ -176,7 +185,7 @@ func (r *Run) holdShared(release <-chan struct{}, c termination.Cause, since tim
 // another tree's, may hold it still.
 func (r *Run) releaseShared(release <-chan struct{}) {
 	r.mu.Lock()
-	if r.heldCh == release {
+	if r.held != nil && r.held.ch == release {
 		r.unholdLocked()
 		r.holdNow()
 	}

@@ -9,10 +9,15 @@ func (f runOptionFunc) applyRun(c *runConfig) { f(c) }
 
 // runConfig is what a run was started with.
 type runConfig struct {
+	runIdentity
+	parent string // WithParent (lineage.go): used at the start only
+}
+
+// runIdentity is what a run keeps of its RunOptions.
+type runIdentity struct {
 	agentID        string
 	conversationID string
 	labels         map[string]string
-	parent         string // WithParent (lineage.go)
 }
 
 // WithAgentID sets the run's agent id (the span's gen_ai.agent.id).

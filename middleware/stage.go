@@ -119,7 +119,7 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 	}
 	r := &Run{
 		stage:      s,
-		info:       rc,
+		info:       rc.runIdentity,
 		parent:     parent,
 		stopParent: func() bool { return false },
 		eval:       termination.NewEvaluator(s.cond, termination.WallClock),
@@ -214,7 +214,7 @@ func (s *Stage) Skip(ctx context.Context, reason string) termination.Result {
 // concurrent use.
 type Run struct {
 	stage      *Stage
-	info       runConfig // what the run was started with
+	info       runIdentity // what the run was started with
 	parent     context.Context
 	ctx        context.Context
 	cancel     context.CancelCauseFunc
@@ -259,13 +259,7 @@ type Run struct {
 	sentFinal atomic.Bool
 	inFlight  atomic.Bool
 
-	// Hold (hold.go), under mu: heldCh is non-nil while the run is held,
-	// closed on release: by the run when it is heldOwn (its own limit),
-	// else by the part whose shared limit holds it (a tree's).
-	heldCh    <-chan struct{}
-	heldOwn   chan struct{}
-	heldCause termination.Cause
-	heldAt    time.Time
+	held *heldState // under mu: non-nil while the run is held at a limit (hold.go)
 }
 
 // Context returns the run's context (the one Start returned).
@@ -300,7 +294,7 @@ func (r *Run) Observe(ev termination.Event) (termination.Cause, bool) {
 // copy does not escape.
 func (r *Run) observe(ev *termination.Event) (_ termination.Cause, _ bool, late bool) {
 	r.mu.Lock()
-	if r.heldCh != nil {
+	if r.held != nil {
 		// Held: wait before ev takes r.cur, which a concurrent Observe
 		// waiting too would overwrite (hold.go).
 		r.waitHold()
@@ -319,7 +313,7 @@ func (r *Run) observe(ev *termination.Event) (_ termination.Cause, _ bool, late 
 // unchanged during the call. ev may be r.cur, which another Observe may
 // overwrite once the lock is released.
 func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool, late bool) {
-	if r.heldCh != nil {
+	if r.held != nil {
 		r.waitHold() // held at a limit: no next event until released (hold.go)
 	}
 	if c, stopped := r.eval.Stopped(); stopped {
