@@ -72,12 +72,16 @@ func (c *errorLimit) validate() error {
 	return nil
 }
 
-func (c *errorLimit) start() check {
-	e := &errorCheck{errorLimit: c}
-	// One allocation for the three windows' first slots; a window that
-	// outgrows its share grows apart. The run's failures (total) start
-	// with fewer slots than a window: the list grows with the failures
-	// of the run, not with its events, and a live run stays smaller.
+func (c *errorLimit) start() check { return &errorCheck{errorLimit: c} }
+
+// prepare makes the windows' first slots, in one allocation, on the run's
+// first failure: a run that never fails carries none. A window that
+// outgrows its share grows apart. The run's failures (total) start with
+// fewer slots than a window: the list grows with the failures of the run,
+// not with its events.
+func (e *errorCheck) prepare() {
+	e.prepared = true
+	c := e.errorLimit
 	var streak, total int
 	if c.consecutive.set {
 		streak = min(max(c.consecutive.v, 0), ringPrealloc)
@@ -93,7 +97,6 @@ func (c *errorLimit) start() check {
 	if c.total.set {
 		e.allIdx = failureLog{head: buf[2*streak : 2*streak : 2*streak+total], size: max(c.total.v, 0)}
 	}
-	return e
 }
 
 // failureLog keeps the indices of the last size failures of a run
@@ -183,6 +186,7 @@ type errorCheck struct {
 	// The flags share a word (160 bytes, a size class, rather than 168).
 	turn        bool // a model turn came after the last error event
 	streakFired bool // the last firing was a streak's
+	prepared    bool // the windows have their slots (prepare)
 }
 
 func (c *errorCheck) observe(ev *Event, p *Progress, s *sink) {
@@ -199,10 +203,16 @@ func (c *errorCheck) observe(ev *Event, p *Progress, s *sink) {
 		if slices.Contains(c.ignore, ev.Tool) {
 			return // neither counts nor resets
 		}
+		if !c.prepared {
+			c.prepare()
+		}
 		c.failedResults++
 		c.resultIdx.push(p.Events)
 		streak = c.failedResults
 	case KindError:
+		if !c.prepared {
+			c.prepare()
+		}
 		c.errorEvents++
 		c.turn = false
 		c.errorIdx.push(p.Events)
