@@ -26,7 +26,9 @@ import (
 // key is seeded per process: compare keys within one process only, never
 // store them (the args_hash of a log is ArgsHash).
 func ArgsKey(b []byte) uint64 {
-	b = bytes.TrimSpace(b)
+	if n := len(b); n == 0 || !plainEnds(b[0], b[n-1]) {
+		b = bytes.TrimSpace(b)
+	}
 	if len(b) == 0 {
 		return hashNull
 	}
@@ -40,6 +42,13 @@ func ArgsKey(b []byte) uint64 {
 		return slowHash(b, p.slow)
 	}
 	return h
+}
+
+// plainEnds reports whether a document that starts with first and ends
+// with last has no white space to trim (ASCII above the space: every JSON
+// document but one with white space around it).
+func plainEnds(first, last byte) bool {
+	return first > ' ' && first < utf8.RuneSelf && last > ' ' && last < utf8.RuneSelf
 }
 
 // slowHash hashes what the fast path could not: through encoding/json if
@@ -227,7 +236,7 @@ func (p *canonParser) object(depth int) (uint64, bool) {
 		} else {
 			seen[k>>6&1] |= bit
 		}
-		v, ok := p.value(depth + 1)
+		v, ok := p.memberValue(depth + 1)
 		if !ok {
 			return 0, false
 		}
@@ -244,6 +253,24 @@ func (p *canonParser) object(depth int) (uint64, bool) {
 			return 0, false
 		}
 	}
+}
+
+// memberValue is value for an object member's value: the common flat
+// values, a string or a small integer, are hashed without the dispatch
+// of value (the same hashes).
+func (p *canonParser) memberValue(depth int) (uint64, bool) {
+	p.SkipSpace()
+	if depth <= maxDepth && p.Pos < len(p.Data) {
+		switch c := p.Data[p.Pos]; {
+		case c == '"':
+			return p.str()
+		case c >= '0' && c <= '9':
+			if h, ok := p.smallInt(); ok {
+				return h, true
+			}
+		}
+	}
+	return p.value(depth)
 }
 
 // dupKey reports whether one of the members of an object that lie in
@@ -310,6 +337,10 @@ func (p *canonParser) str() (uint64, bool) {
 			p.Pos = end
 			return h, true
 		}
+		if h, end, ok := plainString(p.Data, p.Pos); ok {
+			p.Pos = end
+			return h, true
+		}
 	}
 	if p.buf != nil {
 		b, copied, ok := p.DecodeString((*p.buf)[:0])
@@ -339,8 +370,16 @@ func (p *canonParser) str() (uint64, bool) {
 // buffer comes from a pool: this runs deep in the recursion, on the stack
 // of the goroutine that evaluates a run, which stays small.
 func hashEscaped(tok []byte) uint64 {
-	buf := unquoteBuffers.Get().(*[]byte)
 	d := jsonscan.Scanner{Data: tok}
+	if len(tok)-2 <= shortUnquote/3 {
+		// Short (a string decodes to at most three times its bytes: an
+		// invalid byte to U+FFFD): decoded on the stack, which the pool
+		// would cost several times over.
+		var short [shortUnquote]byte
+		b, _, _ := d.DecodeString(short[:0])
+		return BytesKey(b) ^ hashString
+	}
+	buf := unquoteBuffers.Get().(*[]byte)
 	b, _, _ := d.DecodeString((*buf)[:0])
 	sum := BytesKey(b)
 	if cap(b) <= maxPooledUnquote {
@@ -349,6 +388,10 @@ func hashEscaped(tok []byte) uint64 {
 	}
 	return sum ^ hashString
 }
+
+// shortUnquote is the buffer hashEscaped decodes a short string into, on
+// its stack.
+const shortUnquote = 48
 
 // maxPooledUnquote bounds the buffers hashEscaped keeps for reuse: an
 // unusually long string does not stay in memory.

@@ -69,6 +69,45 @@ func shortString(data []byte, at int) (h uint64, end int, ok bool) {
 	return shortKey(w&(1<<(8*n)-1), 0, n) ^ hashString, i + n + 1, true
 }
 
+// plainString hashes, as str would, a string token at data[at] ('"') of
+// any length whose contents are plain ASCII characters (no escape, no
+// control character), eight bytes at a time, in a slice of at least 8
+// bytes: the common value of tool arguments. The last word is loaded from
+// the end of data and shifted, its zero padding flagged as control
+// characters. It returns the position after the token, or ok false for any
+// other string.
+func plainString(data []byte, at int) (h uint64, end int, ok bool) {
+	i := at + 1
+	for {
+		var w uint64
+		switch {
+		case i+8 <= len(data):
+			w = binary.LittleEndian.Uint64(data[i:])
+		case len(data) >= 8 && i < len(data):
+			w = binary.LittleEndian.Uint64(data[len(data)-8:]) >> (8 * (i + 8 - len(data)))
+		default:
+			return 0, 0, false
+		}
+		m := jsonscan.SpecialBytes(w)
+		if m == 0 {
+			i += 8
+			continue
+		}
+		end = i + bits.TrailingZeros64(m)>>3
+		if end >= len(data) || data[end] != '"' {
+			return 0, 0, false
+		}
+		raw := data[at+1 : end]
+		if n := len(raw); n >= 8 && n <= 16 {
+			// The first and last words, as BytesKey reads them.
+			h = shortKey(binary.LittleEndian.Uint64(raw), binary.LittleEndian.Uint64(raw[n-8:]), n)
+		} else {
+			h = BytesKey(raw)
+		}
+		return h ^ hashString, end + 1, true
+	}
+}
+
 // mum is the 128-bit product of a and b folded to 64 bits.
 func mum(a, b uint64) uint64 {
 	h, l := bits.Mul64(a, b)

@@ -69,3 +69,35 @@ func TestShortString(t *testing.T) {
 		t.Error("fewer than 8 bytes after the quote: not read")
 	}
 }
+
+// TestPlainString: the word-at-a-time path hashes a plain string of any
+// length as BytesKey does, wherever it ends in the data (the last word is
+// read from the end of the data), and leaves every other string to the
+// general path.
+func TestPlainString(t *testing.T) {
+	for n := range 40 {
+		s := make([]byte, n)
+		for i := range s {
+			s[i] = 'a' + byte(i%26)
+		}
+		for _, tail := range []string{"", "}", `,"k":1}`, "       }"} {
+			tok := `"` + string(s) + `"`
+			data := []byte(tok + tail)
+			h, end, ok := plainString(data, 0)
+			if len(data) < 8 {
+				if ok {
+					t.Errorf("%q: read from fewer than 8 bytes", data)
+				}
+				continue
+			}
+			if want := BytesKey(s) ^ hashString; !ok || h != want || end != len(tok) {
+				t.Errorf("%q: hash %x end %d ok %v, want %x end %d", data, h, end, ok, want, len(tok))
+			}
+		}
+	}
+	for _, tok := range []string{`"abcdefghij\nk"`, "\"abcdefghijcaf\xc3\xa9\"", "\"abcdefghi\tb\"", `"abcdefghijklmnop`, `"abcdefgh`} {
+		if _, _, ok := plainString([]byte(tok), 0); ok {
+			t.Errorf("%s: taken by the plain path", tok)
+		}
+	}
+}
