@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentstop/agentstop/internal/canonical"
 )
@@ -260,8 +261,17 @@ func msgKey(ev *Event) (key uint64, ok bool) {
 	if ev.textHash() != "" {
 		return pairKey(ev.Source, hashedKey(ev.textHash())), ev.textHash() != emptyTextHash
 	}
-	text := strings.TrimSpace(ev.Text)
+	text := trimSpace(ev.Text)
 	return pairKey(ev.Source, canonical.StringKey(text)), text != ""
+}
+
+// trimSpace is strings.TrimSpace without its call for the common text
+// that starts and ends with a printable ASCII character (nothing to trim).
+func trimSpace(s string) string {
+	if n := len(s); n > 0 && s[0] > ' ' && s[0] < utf8.RuneSelf && s[n-1] > ' ' && s[n-1] < utf8.RuneSelf {
+		return s
+	}
+	return strings.TrimSpace(s)
 }
 
 // emptyTextHash is the text_hash of an empty text: a message recorded
@@ -274,7 +284,7 @@ func resultKey(call uint64, ev *Event) uint64 {
 	if ev.textHash() != "" {
 		return pairKey("\x00hashed result", call^hashedKey(ev.textHash()))
 	}
-	h := pairKey(strings.TrimSpace(ev.Err), canonical.StringKey(strings.TrimSpace(ev.Text)))
+	h := pairKey(trimSpace(ev.Err), canonical.StringKey(trimSpace(ev.Text)))
 	return pairKey("\x00result", call^h)
 }
 
@@ -503,11 +513,20 @@ func (c *stallCheck) period() int {
 		return 0 // unvalidated: no cycle
 	}
 	n, small := c.calls.len(), k <= math.MaxInt/maxCyclePeriod
+	if n == 0 {
+		return 0
+	}
+	last := c.calls.at(0).key
 	for p := 2; p <= maxCyclePeriod; p++ {
 		// len < p×k: a product rather than a division on every tool call
 		// (a 64-bit division costs tens of cycles), unless p×k overflows.
 		if small && n < p*k || !small && n/p < k {
 			return 0
+		}
+		// The last call begins the block's repeat before it, or P is not
+		// the period (repeatsBlock's first comparison, without its call).
+		if k > 1 && c.calls.at(p).key != last {
+			continue
 		}
 		if c.repeatsBlock(p, k) {
 			return p
