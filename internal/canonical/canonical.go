@@ -333,10 +333,6 @@ func (p *canonParser) array(depth int) (uint64, bool) {
 // equal: the hash of the bytes encoding/json would decode.
 func (p *canonParser) str() (uint64, bool) {
 	if p.Pos < len(p.Data) && p.Data[p.Pos] == '"' {
-		if h, end, ok := shortString(p.Data, p.Pos); ok {
-			p.Pos = end
-			return h, true
-		}
 		if h, end, ok := plainString(p.Data, p.Pos); ok {
 			p.Pos = end
 			return h, true

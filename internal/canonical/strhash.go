@@ -52,21 +52,17 @@ func shortKey(lo, hi uint64, n int) uint64 {
 // control character) with 8 bytes of data after its quote: the common key
 // of tool arguments, from one load. It returns the position after the
 // token, or ok false for any other string.
+//
+// It is plainString's first word: str calls plainString, which hashes
+// these strings the same way.
 func shortString(data []byte, at int) (h uint64, end int, ok bool) {
-	i := at + 1
-	if i+8 > len(data) {
+	if at+9 > len(data) {
 		return 0, 0, false
 	}
-	w := binary.LittleEndian.Uint64(data[i:])
-	m := jsonscan.SpecialBytes(w)
-	if m == 0 {
+	if h, end, ok = plainString(data, at); !ok || end-at-2 >= 8 {
 		return 0, 0, false
 	}
-	n := bits.TrailingZeros64(m) >> 3
-	if data[i+n] != '"' {
-		return 0, 0, false
-	}
-	return shortKey(w&(1<<(8*n)-1), 0, n) ^ hashString, i + n + 1, true
+	return h, end, true
 }
 
 // plainString hashes, as str would, a string token at data[at] ('"') of
@@ -98,10 +94,14 @@ func plainString(data []byte, at int) (h uint64, end int, ok bool) {
 			return 0, 0, false
 		}
 		raw := data[at+1 : end]
-		if n := len(raw); n >= 8 && n <= 16 {
+		switch n := len(raw); {
+		case n < 8:
+			// Ended in the first word: its bytes, as BytesKey reads them.
+			h = shortKey(w&(1<<(8*n)-1), 0, n)
+		case n <= 16:
 			// The first and last words, as BytesKey reads them.
 			h = shortKey(binary.LittleEndian.Uint64(raw), binary.LittleEndian.Uint64(raw[n-8:]), n)
-		} else {
+		default:
 			h = BytesKey(raw)
 		}
 		return h ^ hashString, end + 1, true
