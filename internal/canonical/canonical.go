@@ -215,8 +215,10 @@ func (p *canonParser) object(depth int) (uint64, bool) {
 	for {
 		p.SkipSpace()
 		at := p.Pos
-		k, ok := p.str()
-		if !ok {
+		k, end, ok := plainString(p.Data, p.Pos)
+		if ok {
+			p.Pos = end
+		} else if k, ok = p.escapedStr(); !ok {
 			return 0, false
 		}
 		p.SkipSpace()
@@ -236,7 +238,20 @@ func (p *canonParser) object(depth int) (uint64, bool) {
 		} else {
 			seen[k>>6&1] |= bit
 		}
-		v, ok := p.memberValue(depth + 1)
+		// The common flat values, a plain string or a small integer, are
+		// hashed here without value's dispatch (the same hashes).
+		p.SkipSpace()
+		v, end, ok := plainString(p.Data, p.Pos)
+		switch {
+		case ok && depth < maxDepth:
+			p.Pos = end
+		case depth < maxDepth && p.Pos < len(p.Data) && p.Data[p.Pos]-'0' <= 9:
+			if v, ok = p.smallInt(); !ok {
+				v, ok = p.number()
+			}
+		default:
+			v, ok = p.value(depth + 1)
+		}
 		if !ok {
 			return 0, false
 		}
@@ -253,24 +268,6 @@ func (p *canonParser) object(depth int) (uint64, bool) {
 			return 0, false
 		}
 	}
-}
-
-// memberValue is value for an object member's value: the common flat
-// values, a string or a small integer, are hashed without the dispatch
-// of value (the same hashes).
-func (p *canonParser) memberValue(depth int) (uint64, bool) {
-	p.SkipSpace()
-	if depth <= maxDepth && p.Pos < len(p.Data) {
-		switch c := p.Data[p.Pos]; {
-		case c == '"':
-			return p.str()
-		case c >= '0' && c <= '9':
-			if h, ok := p.smallInt(); ok {
-				return h, true
-			}
-		}
-	}
-	return p.value(depth)
 }
 
 // dupKey reports whether one of the members of an object that lie in
@@ -332,12 +329,17 @@ func (p *canonParser) array(depth int) (uint64, bool) {
 // str hashes the decoded string at the cursor, so "\u0041" and "A" are
 // equal: the hash of the bytes encoding/json would decode.
 func (p *canonParser) str() (uint64, bool) {
-	if p.Pos < len(p.Data) && p.Data[p.Pos] == '"' {
-		if h, end, ok := plainString(p.Data, p.Pos); ok {
-			p.Pos = end
-			return h, true
-		}
+	if h, end, ok := plainString(p.Data, p.Pos); ok {
+		p.Pos = end
+		return h, true
 	}
+	return p.escapedStr()
+}
+
+// escapedStr is str for a string that is not plain ASCII, or ends within
+// 8 bytes of a document shorter than 8: its decoded bytes are hashed. (A
+// function of its own keeps str small enough to inline.)
+func (p *canonParser) escapedStr() (uint64, bool) {
 	if p.buf != nil {
 		b, copied, ok := p.DecodeString((*p.buf)[:0])
 		if !ok {

@@ -65,7 +65,8 @@ func shortString(data []byte, at int) (h uint64, end int, ok bool) {
 	return h, end, true
 }
 
-// plainString hashes, as str would, a string token at data[at] ('"') of
+// plainString hashes, as str would, a string token at data[at] (if
+// there is one: a '"') of
 // any length whose contents are plain ASCII characters (no escape, no
 // control character), eight bytes at a time, in a slice of at least 8
 // bytes: the common value of tool arguments. The last word is loaded from
@@ -73,6 +74,9 @@ func shortString(data []byte, at int) (h uint64, end int, ok bool) {
 // characters. It returns the position after the token, or ok false for any
 // other string.
 func plainString(data []byte, at int) (h uint64, end int, ok bool) {
+	if at >= len(data) || data[at] != '"' {
+		return 0, 0, false
+	}
 	i := at + 1
 	for {
 		var w uint64
