@@ -490,7 +490,17 @@ func matchIndices(r *ring[keyAt], w int) []int {
 // matches counts the entries with key among the last w of r.
 func matches(r *ring[keyAt], key uint64, w int) int {
 	n := 0
-	a, b := r.last(max(0, min(w, r.len()))) // an unvalidated negative window matches nothing
+	if w >= len(r.buf) {
+		// The window holds every value kept (a ring as large as the
+		// window): their order does not matter to a count.
+		for i := range r.buf {
+			if r.buf[i].key == key {
+				n++
+			}
+		}
+		return n
+	}
+	a, b := r.last(max(0, w)) // an unvalidated negative window matches nothing
 	for _, v := range a {
 		if v.key == key {
 			n++
