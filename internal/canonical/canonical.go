@@ -215,10 +215,10 @@ func (p *canonParser) object(depth int) (uint64, bool) {
 	for {
 		p.SkipSpace()
 		at := p.Pos
-		k, end, ok := plainString(p.Data, p.Pos)
+		k, end, ok := shortString(p.Data, p.Pos)
 		if ok {
 			p.Pos = end
-		} else if k, ok = p.escapedStr(); !ok {
+		} else if k, ok = p.str(); !ok {
 			return 0, false
 		}
 		p.SkipSpace()
@@ -241,11 +241,22 @@ func (p *canonParser) object(depth int) (uint64, bool) {
 		// The common flat values, a plain string or a small integer, are
 		// hashed here without value's dispatch (the same hashes).
 		p.SkipSpace()
-		v, end, ok := plainString(p.Data, p.Pos)
-		switch {
-		case ok && depth < maxDepth:
-			p.Pos = end
-		case depth < maxDepth && p.Pos < len(p.Data) && p.Data[p.Pos]-'0' <= 9:
+		var v uint64
+		switch c := p.Peek(); {
+		case depth >= maxDepth:
+			v, ok = p.value(depth + 1)
+		case c == '"':
+			if v, end, ok = shortString(p.Data, p.Pos); ok {
+				p.Pos = end
+			} else {
+				v, ok = p.str()
+			}
+		case c-'1' <= 8 && p.Pos+1 < len(p.Data) && (p.Data[p.Pos+1] == ',' || p.Data[p.Pos+1] == '}'):
+			// A one-digit number (not 0, which smallInt checks for a
+			// leading zero), as smallInt hashes it.
+			v, ok = hashFloat(float64(c-'0')), true
+			p.Pos++
+		case c-'0' <= 9:
 			if v, ok = p.smallInt(); !ok {
 				v, ok = p.number()
 			}

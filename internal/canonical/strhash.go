@@ -51,18 +51,19 @@ func shortKey(lo, hi uint64, n int) uint64 {
 // whose contents are fewer than 8 plain ASCII characters (no escape, no
 // control character) with 8 bytes of data after its quote: the common key
 // of tool arguments, from one load. It returns the position after the
-// token, or ok false for any other string.
-//
-// It is plainString's first word: str calls plainString, which hashes
-// these strings the same way.
+// token, or ok false for any other string. (plainString hashes these
+// strings the same way; an object's loop tries this first.)
 func shortString(data []byte, at int) (h uint64, end int, ok bool) {
-	if at+9 > len(data) {
+	i := at + 1
+	if i+8 > len(data) || data[at] != '"' {
 		return 0, 0, false
 	}
-	if h, end, ok = plainString(data, at); !ok || end-at-2 >= 8 {
+	w := binary.LittleEndian.Uint64(data[i:])
+	n := bits.TrailingZeros64(jsonscan.SpecialBytes(w)) >> 3 // 8: no byte flagged
+	if n == 8 || data[i+n] != '"' {
 		return 0, 0, false
 	}
-	return h, end, true
+	return shortKey(w&(1<<(8*n)-1), 0, n) ^ hashString, i + n + 1, true
 }
 
 // plainString hashes, as str would, a string token at data[at] (if
