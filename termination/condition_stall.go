@@ -325,7 +325,7 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 					c.openCall(key, ev)
 				}
 			} else {
-				if n := matches(&c.calls, key, c.windowSize()); c.signals(n) {
+				if n := matches(&c.calls, key, c.windowSize()); c.signals(n, s) {
 					c.repeated(SignalRepeatedToolCall, n, s)
 				}
 			}
@@ -345,7 +345,7 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 		}
 		key := resultKey(call, ev)
 		c.results.push(keyAt{key, p.Events})
-		if n := matches(&c.results, key, c.windowSize()); c.signals(n) {
+		if n := matches(&c.results, key, c.windowSize()); c.signals(n, s) {
 			c.repeated(SignalRepeatedResult, n, s)
 		}
 	case KindMessage, KindFinal:
@@ -355,7 +355,7 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 		if ev.Kind == KindMessage && !c.sameResult {
 			if key, ok := msgKey(ev); ok {
 				c.msgs.push(keyAt{key, p.Events})
-				if n := matches(&c.msgs, key, c.windowSize()); c.signals(n) {
+				if n := matches(&c.msgs, key, c.windowSize()); c.signals(n, s) {
 					c.repeated(SignalRepeatedMessage, n, s)
 				}
 			}
@@ -424,9 +424,9 @@ func (c *stallCheck) closeCall(ev *Event) (uint64, bool) {
 }
 
 // signals reports whether n matches fire or warn a repetition signal
-// (then repeated does it).
-func (c *stallCheck) signals(n int) bool {
-	return n >= c.repeats.v || c.warnAt.set && n >= c.warnAt.v
+// (then repeated does it): a warning only while the run has none.
+func (c *stallCheck) signals(n int, s *sink) bool {
+	return n >= c.repeats.v || c.warnAt.set && n >= c.warnAt.v && !*s.stallWarned
 }
 
 // repeated fires or warns a repetition signal with n matches.
