@@ -15,7 +15,8 @@ import (
 // one 128-bit multiply of the bytes with the process's random seeds (as
 // wyhash hashes short input: the first and last words of the string cover
 // every byte, so two different strings of one length differ in what is
-// multiplied); longer ones with maphash. A string and its bytes hash the
+// multiplied), up to 32 bytes (short messages, longer values) with two;
+// longer ones with maphash. A string and its bytes hash the
 // same. Keys are seeded per process: never store them.
 func StringKey(s string) uint64 {
 	return BytesKey(unsafe.Slice(unsafe.StringData(s), len(s)))
@@ -26,8 +27,12 @@ func BytesKey(b []byte) uint64 {
 	n := len(b)
 	var lo, hi uint64
 	switch {
-	case n > 16:
+	case n > 32:
 		return maphash.Bytes(strSeed, b)
+	case n > 16:
+		// Two multiplies: the first and last 16 bytes cover every byte.
+		return mum(binary.LittleEndian.Uint64(b)^keySeeds[3], binary.LittleEndian.Uint64(b[8:])^keySeeds[4]) ^
+			shortKey(binary.LittleEndian.Uint64(b[n-16:]), binary.LittleEndian.Uint64(b[n-8:]), n)
 	case n >= 8:
 		lo, hi = binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[n-8:])
 	case n >= 4:
@@ -121,6 +126,6 @@ func mum(a, b uint64) uint64 {
 
 // keySeeds are BytesKey's random seeds (odd, so that multiplying by the
 // third keeps every bit of the length).
-var keySeeds = [3]uint64{randSeed() | 1, randSeed() | 1, randSeed() | 1}
+var keySeeds = [5]uint64{randSeed() | 1, randSeed() | 1, randSeed() | 1, randSeed() | 1, randSeed() | 1}
 
 func randSeed() uint64 { return maphash.Comparable(maphash.MakeSeed(), 0) }

@@ -101,3 +101,34 @@ func TestPlainString(t *testing.T) {
 		}
 	}
 }
+
+// TestStringKeyTwoWords: strings of 17 to 32 bytes (two multiplies) and
+// just past them (maphash) hash apart when they differ in any one byte,
+// or only in length, and a string and its bytes hash the same.
+func TestStringKeyTwoWords(t *testing.T) {
+	seen := map[uint64]string{}
+	for n := 15; n <= 40; n++ {
+		base := make([]byte, n)
+		for i := range base {
+			base[i] = 'A' + byte(i%26)
+		}
+		variants := []string{string(base), string(append(base, 0))}
+		for i := range n {
+			for _, c := range []byte{'a', 0, 0xff} {
+				v := append([]byte(nil), base...)
+				v[i] = c
+				variants = append(variants, string(v))
+			}
+		}
+		for _, s := range variants {
+			h := StringKey(s)
+			if b := BytesKey([]byte(s)); b != h {
+				t.Fatalf("%q: StringKey %x, BytesKey %x", s, h, b)
+			}
+			if other, dup := seen[h]; dup && other != s {
+				t.Fatalf("%q and %q hash the same", s, other)
+			}
+			seen[h] = s
+		}
+	}
+}
