@@ -174,6 +174,9 @@ func (e *Evaluator) observeRefKeyed(ev *Event, argsKey uint64, argsKeyed bool) (
 		}
 	}
 	e.tick(ev, now)
+	if len(e.sink.fired) == 0 {
+		return nil, false // nothing fired: settle's first test, without its call
+	}
 	return e.settle(p.Events)
 }
 
