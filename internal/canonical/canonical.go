@@ -169,7 +169,7 @@ type canonParser struct {
 	slow bool
 	// buf, when set, is where strings with escapes are decoded, in one
 	// pass (replay's decoder lends its scratch buffer); without it they
-	// are decoded into a pooled buffer.
+	// are decoded by hashEscaped.
 	buf *[]byte
 }
 
@@ -374,10 +374,11 @@ func (p *canonParser) escapedStr() (uint64, bool) {
 }
 
 // hashEscaped hashes the string token tok (quotes included, validated by
-// String) that has escapes or invalid UTF-8: it decodes it into a pooled
-// buffer and hashes that, as BytesKey of the decoded string. The
-// buffer comes from a pool: this runs deep in the recursion, on the stack
-// of the goroutine that evaluates a run, which stays small.
+// String) that has escapes or invalid UTF-8: it decodes it and hashes
+// that, as BytesKey of the decoded string. A short string is decoded into
+// a small array on the stack; a longer one into a buffer from a pool: this
+// runs deep in the recursion, on the stack of the goroutine that
+// evaluates a run, which stays small.
 func hashEscaped(tok []byte) uint64 {
 	d := jsonscan.Scanner{Data: tok}
 	if len(tok)-2 <= shortUnquote/3 {
