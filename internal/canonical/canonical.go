@@ -341,16 +341,14 @@ func (p *canonParser) array(depth int) (uint64, bool) {
 // equal: the hash of the bytes encoding/json would decode.
 func (p *canonParser) str() (uint64, bool) {
 	if h, end, ok := plainString(p.Data, p.Pos); ok {
+		if raw := p.Data[p.Pos+1 : end-1]; len(raw) > 32 {
+			h = BytesKey(raw) ^ hashString
+		}
 		p.Pos = end
 		return h, true
 	}
-	return p.escapedStr()
-}
-
-// escapedStr is str for a string that is not plain ASCII, or ends within
-// 8 bytes of a document shorter than 8: its decoded bytes are hashed. (A
-// function of its own keeps str small enough to inline.)
-func (p *canonParser) escapedStr() (uint64, bool) {
+	// Not plain ASCII, or in a document shorter than 8 bytes: the decoded
+	// bytes are hashed.
 	if p.buf != nil {
 		b, copied, ok := p.DecodeString((*p.buf)[:0])
 		if !ok {
@@ -370,25 +368,21 @@ func (p *canonParser) escapedStr() (uint64, bool) {
 		// The common case: the string decodes to its own bytes.
 		return BytesKey(raw) ^ hashString, true
 	}
+	if ascii && len(raw) <= shortUnquote {
+		return hashShortEscaped(p.Data[start:p.Pos]), true
+	}
 	return hashEscaped(p.Data[start:p.Pos]), true
 }
 
 // hashEscaped hashes the string token tok (quotes included, validated by
-// String) that has escapes or invalid UTF-8: it decodes it and hashes
-// that, as BytesKey of the decoded string. A short string is decoded into
-// a small array on the stack; a longer one into a buffer from a pool: this
-// runs deep in the recursion, on the stack of the goroutine that
-// evaluates a run, which stays small.
+// String) that has escapes or invalid UTF-8: it decodes it into a pooled
+// buffer and hashes that, as BytesKey of the decoded string. The
+// buffer comes from a pool: this runs deep in the recursion, on the stack
+// of the goroutine that evaluates a run, which stays small (a 48-byte
+// array on the stack for short strings took a live Forward run's
+// goroutine past its 2 KiB stack).
 func hashEscaped(tok []byte) uint64 {
 	d := jsonscan.Scanner{Data: tok}
-	if len(tok)-2 <= shortUnquote/3 {
-		// Short (a string decodes to at most three times its bytes: an
-		// invalid byte to U+FFFD): decoded on the stack, which the pool
-		// would cost several times over.
-		var short [shortUnquote]byte
-		b, _, _ := d.DecodeString(short[:0])
-		return BytesKey(b) ^ hashString
-	}
 	buf := unquoteBuffers.Get().(*[]byte)
 	b, _, _ := d.DecodeString((*buf)[:0])
 	sum := BytesKey(b)
@@ -399,9 +393,19 @@ func hashEscaped(tok []byte) uint64 {
 	return sum ^ hashString
 }
 
-// shortUnquote is the buffer hashEscaped decodes a short string into, on
-// its stack.
-const shortUnquote = 48
+// hashShortEscaped is hashEscaped of an ASCII token of at most
+// shortUnquote bytes between its quotes (its escapes decode to no more
+// bytes than they take): decoded into a small array on the stack, which
+// costs a fraction of the pool.
+func hashShortEscaped(tok []byte) uint64 {
+	var short [shortUnquote]byte
+	d := jsonscan.Scanner{Data: tok}
+	b, _, _ := d.DecodeString(short[:0])
+	return BytesKey(b) ^ hashString
+}
+
+// shortUnquote is how long a string hashShortEscaped decodes can be.
+const shortUnquote = 16
 
 // maxPooledUnquote bounds the buffers hashEscaped keeps for reuse: an
 // unusually long string does not stay in memory.

@@ -30,9 +30,7 @@ func BytesKey(b []byte) uint64 {
 	case n > 32:
 		return maphash.Bytes(strSeed, b)
 	case n > 16:
-		// Two multiplies: the first and last 16 bytes cover every byte.
-		return mum(binary.LittleEndian.Uint64(b)^keySeeds[3], binary.LittleEndian.Uint64(b[8:])^keySeeds[4]) ^
-			shortKey(binary.LittleEndian.Uint64(b[n-16:]), binary.LittleEndian.Uint64(b[n-8:]), n)
+		return midKey(b)
 	case n >= 8:
 		lo, hi = binary.LittleEndian.Uint64(b), binary.LittleEndian.Uint64(b[n-8:])
 	case n >= 4:
@@ -50,6 +48,14 @@ func BytesKey(b []byte) uint64 {
 // last eight when it is longer than 8 bytes (0 otherwise).
 func shortKey(lo, hi uint64, n int) uint64 {
 	return mum(lo^keySeeds[0], hi^keySeeds[1]^uint64(n)*keySeeds[2])
+}
+
+// midKey is BytesKey of 17 to 32 bytes: two multiplies, the first and
+// last 16 bytes covering every byte.
+func midKey(b []byte) uint64 {
+	n := len(b)
+	return mum(binary.LittleEndian.Uint64(b)^keySeeds[3], binary.LittleEndian.Uint64(b[8:])^keySeeds[4]) ^
+		shortKey(binary.LittleEndian.Uint64(b[n-16:]), binary.LittleEndian.Uint64(b[n-8:]), n)
 }
 
 // shortString hashes, as str would, a string token at data[at] ('"')
@@ -78,7 +84,10 @@ func shortString(data []byte, at int) (h uint64, end int, ok bool) {
 // bytes: the common value of tool arguments. The last word is loaded from
 // the end of data and shifted, its zero padding flagged as control
 // characters. It returns the position after the token, or ok false for any
-// other string.
+// other string. For a string longer than 32 bytes h is 0 and the caller
+// hashes it (BytesKey, through maphash): plainString calls nothing, so
+// that it adds no frame to the recursion's deepest chain of calls (a live
+// run's goroutine decodes and hashes args on a small stack).
 func plainString(data []byte, at int) (h uint64, end int, ok bool) {
 	if at >= len(data) || data[at] != '"' {
 		return 0, 0, false
@@ -111,8 +120,10 @@ func plainString(data []byte, at int) (h uint64, end int, ok bool) {
 		case n <= 16:
 			// The first and last words, as BytesKey reads them.
 			h = shortKey(binary.LittleEndian.Uint64(raw), binary.LittleEndian.Uint64(raw[n-8:]), n)
+		case n <= 32:
+			h = midKey(raw)
 		default:
-			h = BytesKey(raw)
+			return 0, end + 1, true // the caller hashes it (see above)
 		}
 		return h ^ hashString, end + 1, true
 	}

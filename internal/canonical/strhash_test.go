@@ -70,10 +70,11 @@ func TestShortString(t *testing.T) {
 	}
 }
 
-// TestPlainString: the word-at-a-time path hashes a plain string of any
-// length as BytesKey does, wherever it ends in the data (the last word is
-// read from the end of the data), and leaves every other string to the
-// general path.
+// TestPlainString: the word-at-a-time path finds the end of a plain
+// string of any length wherever it ends in the data (the last word is read
+// from the end of the data), hashes it as BytesKey does up to 32 bytes
+// (longer ones are left to the caller), and leaves every other string to
+// the general path.
 func TestPlainString(t *testing.T) {
 	for n := range 40 {
 		s := make([]byte, n)
@@ -90,7 +91,11 @@ func TestPlainString(t *testing.T) {
 				}
 				continue
 			}
-			if want := BytesKey(s) ^ hashString; !ok || h != want || end != len(tok) {
+			want := BytesKey(s) ^ hashString
+			if n > 32 {
+				want = 0 // the caller hashes a long string
+			}
+			if !ok || h != want || end != len(tok) {
 				t.Errorf("%q: hash %x end %d ok %v, want %x end %d", data, h, end, ok, want, len(tok))
 			}
 		}
