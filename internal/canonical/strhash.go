@@ -85,9 +85,10 @@ func shortString(data []byte, at int) (h uint64, end int, ok bool) {
 // the end of data and shifted, its zero padding flagged as control
 // characters. It returns the position after the token, or ok false for any
 // other string. For a string longer than 32 bytes h is 0 and the caller
-// hashes it (BytesKey, through maphash): plainString calls nothing, so
-// that it adds no frame to the recursion's deepest chain of calls (a live
-// run's goroutine decodes and hashes args on a small stack).
+// hashes it (BytesKey, through maphash): plainString calls no more than
+// midKey, a leaf, so that it adds little to the recursion's deepest chain
+// of calls (a live run's goroutine decodes and hashes args on a small
+// stack).
 func plainString(data []byte, at int) (h uint64, end int, ok bool) {
 	if at >= len(data) || data[at] != '"' {
 		return 0, 0, false
