@@ -80,6 +80,9 @@ func (s *sink) fire(c Cause, w witness) {
 
 // reset empties the sink for the next event.
 func (s *sink) reset() {
+	if len(s.fired) == 0 && len(s.by) == 0 {
+		return // the common case: nothing fired on the last event
+	}
 	s.fired = s.fired[:0]
 	clear(s.by)
 	s.by = s.by[:0]

@@ -127,10 +127,16 @@ type budgetCheck struct {
 	// (the usage is the same, and limits change only after a stop, by a
 	// raise, and only upwards), and is not looked at. (Beside graceOn, it
 	// takes no word of its own.)
-	settled   bool
+	settled bool
+	warnRes uint8 // index of the resource that warned first (of at most three)
+	// quietBit is the check's bit in quiet, the mask of the AnyOf it is a
+	// child of (nil for none): set while the check is settled, so that the
+	// AnyOf does not call it for an event that spends nothing and is no
+	// model turn (what observe itself would return on at once).
+	quietBit  uint16
 	graceLeft int // message events left before the stop
-	warnRes   int // index of the resource that warned first
 	warnedAt  int // the event that recorded that warning
+	quiet     *uint16
 }
 
 // limitState is the run state of one budgeted resource.
@@ -193,7 +199,7 @@ func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
 	if b.settled && ev.Kind != KindMessage && ev.Kind != KindFinal && ev.Usage.IsZero() && ev.Cost == 0 {
 		return // a tool call or result that spends nothing, after a quiet event
 	}
-	b.settled = false
+	b.setSettled(false)
 	if ev.Kind == KindFinal {
 		// A final's usage counts, but it never fires or warns (§3): a loop
 		// that delivers its final answer has not run away. Whatever it
@@ -229,7 +235,19 @@ func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
 	if b.graceOn && b.graceLeft <= 0 {
 		b.graceOver(p, s)
 	}
-	b.settled = quiet && !b.graceOn
+	b.setSettled(quiet && !b.graceOn)
+}
+
+// setSettled sets settled, and the check's bit in its AnyOf's quiet mask.
+func (b *budgetCheck) setSettled(v bool) {
+	b.settled = v
+	if b.quiet != nil {
+		if v {
+			*b.quiet |= b.quietBit
+		} else {
+			*b.quiet &^= b.quietBit
+		}
+	}
 }
 
 // exhausted, pressure and graceOver fire and warn in frames of their own:
@@ -249,7 +267,7 @@ func (b *budgetCheck) pressure(i int, u float64, p *Progress, s *sink) {
 	b.state[i].warned = true
 	s.warn(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: u, Limit: l.limit, Scope: b.scope})
 	if b.grace != nil && !b.graceOn {
-		b.graceOn, b.graceLeft, b.warnRes, b.warnedAt = true, *b.grace, i, p.Events
+		b.graceOn, b.graceLeft, b.warnRes, b.warnedAt = true, *b.grace, uint8(i), p.Events
 	}
 }
 

@@ -56,6 +56,10 @@ type anyCheck struct {
 	// (byKind[0]: clock ticks); children from maxDispatched on are called
 	// for everything.
 	byKind [KindFinal + 1]uint16
+	// quiet has bit i set when children[i] is a budget that the last
+	// event it saw left settled: it is not called for an event that
+	// spends nothing and is no model turn (see budgetCheck.settled).
+	quiet uint16
 }
 
 // maxDispatched is how many children of an AnyOf are dispatched by kind.
@@ -64,6 +68,9 @@ const maxDispatched = 16
 func (a *anyCheck) dispatch() {
 	for i, ch := range a.children[:min(len(a.children), maxDispatched)] {
 		ks := checkKinds(ch)
+		if b, ok := ch.(*budgetCheck); ok {
+			b.quiet, b.quietBit = &a.quiet, 1<<i
+		}
 		for k := range a.byKind {
 			if ks&(1<<k) != 0 {
 				a.byKind[k] |= 1 << i
@@ -93,7 +100,11 @@ func (a *anyCheck) observe(ev *Event, p *Progress, s *sink) {
 		}
 	}
 	children := a.children
-	for m := a.byKind[k]; m != 0; m &= m - 1 {
+	m := a.byKind[k]
+	if a.quiet != 0 && ev != nil && k != int(KindMessage) && k != int(KindFinal) && ev.Usage.IsZero() && ev.Cost == 0 {
+		m &^= a.quiet // settled budgets: nothing to look at
+	}
+	for ; m != 0; m &= m - 1 {
 		children[bits.TrailingZeros16(m)].observe(ev, p, s)
 	}
 	if len(children) > maxDispatched {

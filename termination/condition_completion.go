@@ -41,7 +41,9 @@ func (c *textMention) validate() error {
 func (c *textMention) start() check { return c }
 func (c *textMention) observe(ev *Event, _ *Progress, s *sink) {
 	// A hashed text (a log recorded without content) cannot mention anything.
-	if ev == nil || ev.Kind == KindInput || ev.textHash() != "" || !strings.Contains(ev.Text, c.text) {
+	// (A text shorter than c.text, most tool calls and results, is not
+	// searched.)
+	if ev == nil || ev.Kind == KindInput || len(ev.Text) < len(c.text) || ev.textHash() != "" || !strings.Contains(ev.Text, c.text) {
 		return
 	}
 	if len(c.sources) > 0 && !slices.Contains(c.sources, ev.Source) {

@@ -64,8 +64,19 @@ func (c *countLimit) countedKinds() kindSet {
 }
 
 func (*budgetCheck) kinds() kindSet { return allEvents }
-func (*stallCheck) kinds() kindSet {
-	return kinds(KindToolCall, KindToolResult, KindMessage, KindFinal)
+
+// kinds of a stall check: every tool call (the cycle's and repeats'
+// window), the model turns for repeats (messages, token plateau), and
+// tool results for same_result only.
+func (c *stallCheck) kinds() kindSet {
+	ks := kinds(KindToolCall)
+	if c.repeats.set {
+		ks |= kinds(KindMessage, KindFinal)
+		if c.sameResult {
+			ks |= kinds(KindToolResult)
+		}
+	}
+	return ks
 }
 func (*errorCheck) kinds() kindSet {
 	return kinds(KindToolResult, KindError, KindMessage, KindFinal)

@@ -11,14 +11,18 @@ import (
 )
 
 // undispatch makes every AnyOf under c call all its children for every
-// event and tick, as before dispatch by kind.
+// event and tick, as before dispatch by kind (settled budgets included).
 func undispatch(c check) {
 	switch c := c.(type) {
 	case *anyCheck:
 		for k := range c.byKind {
 			c.byKind[k] = 1<<min(len(c.children), maxDispatched) - 1
 		}
+		c.quiet = 0
 		for _, ch := range c.children {
+			if b, ok := ch.(*budgetCheck); ok {
+				b.quiet = nil
+			}
 			undispatch(ch)
 		}
 	case *allCheck:

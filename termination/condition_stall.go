@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentstop/agentstop/internal/canonical"
 )
@@ -260,8 +261,17 @@ func msgKey(ev *Event) (key uint64, ok bool) {
 	if ev.textHash() != "" {
 		return pairKey(ev.Source, hashedKey(ev.textHash())), ev.textHash() != emptyTextHash
 	}
-	text := strings.TrimSpace(ev.Text)
+	text := trimSpace(ev.Text)
 	return pairKey(ev.Source, canonical.StringKey(text)), text != ""
+}
+
+// trimSpace is strings.TrimSpace without its call for the common text
+// that starts and ends with a printable ASCII character (nothing to trim).
+func trimSpace(s string) string {
+	if n := len(s); n > 0 && s[0] > ' ' && s[0] < utf8.RuneSelf && s[n-1] > ' ' && s[n-1] < utf8.RuneSelf {
+		return s
+	}
+	return strings.TrimSpace(s)
 }
 
 // emptyTextHash is the text_hash of an empty text: a message recorded
@@ -274,7 +284,7 @@ func resultKey(call uint64, ev *Event) uint64 {
 	if ev.textHash() != "" {
 		return pairKey("\x00hashed result", call^hashedKey(ev.textHash()))
 	}
-	h := pairKey(strings.TrimSpace(ev.Err), canonical.StringKey(strings.TrimSpace(ev.Text)))
+	h := pairKey(trimSpace(ev.Err), canonical.StringKey(trimSpace(ev.Text)))
 	return pairKey("\x00result", call^h)
 }
 
@@ -315,7 +325,7 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 					c.openCall(key, ev)
 				}
 			} else {
-				if n := matches(&c.calls, key, c.windowSize()); c.signals(n) {
+				if n := matches(&c.calls, key, c.windowSize()); c.signals(n, s) {
 					c.repeated(SignalRepeatedToolCall, n, s)
 				}
 			}
@@ -335,7 +345,7 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 		}
 		key := resultKey(call, ev)
 		c.results.push(keyAt{key, p.Events})
-		if n := matches(&c.results, key, c.windowSize()); c.signals(n) {
+		if n := matches(&c.results, key, c.windowSize()); c.signals(n, s) {
 			c.repeated(SignalRepeatedResult, n, s)
 		}
 	case KindMessage, KindFinal:
@@ -345,7 +355,7 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 		if ev.Kind == KindMessage && !c.sameResult {
 			if key, ok := msgKey(ev); ok {
 				c.msgs.push(keyAt{key, p.Events})
-				if n := matches(&c.msgs, key, c.windowSize()); c.signals(n) {
+				if n := matches(&c.msgs, key, c.windowSize()); c.signals(n, s) {
 					c.repeated(SignalRepeatedMessage, n, s)
 				}
 			}
@@ -414,9 +424,9 @@ func (c *stallCheck) closeCall(ev *Event) (uint64, bool) {
 }
 
 // signals reports whether n matches fire or warn a repetition signal
-// (then repeated does it).
-func (c *stallCheck) signals(n int) bool {
-	return n >= c.repeats.v || c.warnAt.set && n >= c.warnAt.v
+// (then repeated does it): a warning only while the run has none.
+func (c *stallCheck) signals(n int, s *sink) bool {
+	return n >= c.repeats.v || c.warnAt.set && n >= c.warnAt.v && !*s.stallWarned
 }
 
 // repeated fires or warns a repetition signal with n matches.
@@ -480,7 +490,17 @@ func matchIndices(r *ring[keyAt], w int) []int {
 // matches counts the entries with key among the last w of r.
 func matches(r *ring[keyAt], key uint64, w int) int {
 	n := 0
-	a, b := r.last(max(0, min(w, r.len()))) // an unvalidated negative window matches nothing
+	if w >= len(r.buf) {
+		// The window holds every value kept (a ring as large as the
+		// window): their order does not matter to a count.
+		for i := range r.buf {
+			if r.buf[i].key == key {
+				n++
+			}
+		}
+		return n
+	}
+	a, b := r.last(max(0, w)) // an unvalidated negative window matches nothing
 	for _, v := range a {
 		if v.key == key {
 			n++
@@ -503,11 +523,20 @@ func (c *stallCheck) period() int {
 		return 0 // unvalidated: no cycle
 	}
 	n, small := c.calls.len(), k <= math.MaxInt/maxCyclePeriod
+	if n == 0 {
+		return 0
+	}
+	last := c.calls.at(0).key
 	for p := 2; p <= maxCyclePeriod; p++ {
 		// len < p×k: a product rather than a division on every tool call
 		// (a 64-bit division costs tens of cycles), unless p×k overflows.
 		if small && n < p*k || !small && n/p < k {
 			return 0
+		}
+		// The last call begins the block's repeat before it, or P is not
+		// the period (repeatsBlock's first comparison, without its call).
+		if k > 1 && c.calls.at(p).key != last {
+			continue
 		}
 		if c.repeatsBlock(p, k) {
 			return p

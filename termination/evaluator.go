@@ -155,14 +155,8 @@ func (e *Evaluator) observeRefKeyed(ev *Event, argsKey uint64, argsKeyed bool) (
 	case KindToolCall:
 		p.ToolCalls++
 	}
-	// Saturating sums: absurd input must not wrap a budget around.
-	p.Tokens.InputTokens = addTokens(p.Tokens.InputTokens, ev.Usage.InputTokens)
-	p.Tokens.OutputTokens = addTokens(p.Tokens.OutputTokens, ev.Usage.OutputTokens)
-	switch c := p.Cost + ev.Cost; {
-	case math.IsInf(c, 1):
-		p.Cost = math.MaxFloat64
-	case !math.IsNaN(c) && !math.IsInf(c, -1):
-		p.Cost = c
+	if !ev.Usage.IsZero() || ev.Cost != 0 { // most events spend nothing
+		p.spend(ev)
 	}
 	e.lastKind = ev.Kind
 	if ev.Kind == KindError {
@@ -180,7 +174,23 @@ func (e *Evaluator) observeRefKeyed(ev *Event, argsKey uint64, argsKeyed bool) (
 		}
 	}
 	e.tick(ev, now)
+	if len(e.sink.fired) == 0 {
+		return nil, false // nothing fired: settle's first test, without its call
+	}
 	return e.settle(p.Events)
+}
+
+// spend adds what ev spent to p, in saturating sums: absurd input must
+// not wrap a budget around.
+func (p *Progress) spend(ev *Event) {
+	p.Tokens.InputTokens = addTokens(p.Tokens.InputTokens, ev.Usage.InputTokens)
+	p.Tokens.OutputTokens = addTokens(p.Tokens.OutputTokens, ev.Usage.OutputTokens)
+	switch c := p.Cost + ev.Cost; {
+	case math.IsInf(c, 1):
+		p.Cost = math.MaxFloat64
+	case !math.IsNaN(c) && !math.IsInf(c, -1):
+		p.Cost = c
+	}
 }
 
 // Tick evaluates the passing of time with no event: a live stage's timer

@@ -26,7 +26,9 @@ import (
 // key is seeded per process: compare keys within one process only, never
 // store them (the args_hash of a log is ArgsHash).
 func ArgsKey(b []byte) uint64 {
-	b = bytes.TrimSpace(b)
+	if n := len(b); n == 0 || !plainEnds(b[0], b[n-1]) {
+		b = bytes.TrimSpace(b)
+	}
 	if len(b) == 0 {
 		return hashNull
 	}
@@ -40,6 +42,13 @@ func ArgsKey(b []byte) uint64 {
 		return slowHash(b, p.slow)
 	}
 	return h
+}
+
+// plainEnds reports whether a document that starts with first and ends
+// with last has no white space to trim (ASCII above the space: every JSON
+// document but one with white space around it).
+func plainEnds(first, last byte) bool {
+	return first > ' ' && first < utf8.RuneSelf && last > ' ' && last < utf8.RuneSelf
 }
 
 // slowHash hashes what the fast path could not: through encoding/json if
@@ -160,7 +169,7 @@ type canonParser struct {
 	slow bool
 	// buf, when set, is where strings with escapes are decoded, in one
 	// pass (replay's decoder lends its scratch buffer); without it they
-	// are decoded into a pooled buffer.
+	// are decoded by hashEscaped.
 	buf *[]byte
 }
 
@@ -206,8 +215,10 @@ func (p *canonParser) object(depth int) (uint64, bool) {
 	for {
 		p.SkipSpace()
 		at := p.Pos
-		k, ok := p.str()
-		if !ok {
+		k, end, ok := shortString(p.Data, p.Pos)
+		if ok {
+			p.Pos = end
+		} else if k, ok = p.str(); !ok {
 			return 0, false
 		}
 		p.SkipSpace()
@@ -227,7 +238,31 @@ func (p *canonParser) object(depth int) (uint64, bool) {
 		} else {
 			seen[k>>6&1] |= bit
 		}
-		v, ok := p.value(depth + 1)
+		// The common flat values, a plain string or a small integer, are
+		// hashed here without value's dispatch (the same hashes).
+		p.SkipSpace()
+		var v uint64
+		switch c := p.Peek(); {
+		case depth >= maxDepth:
+			v, ok = p.value(depth + 1)
+		case c == '"':
+			if v, end, ok = shortString(p.Data, p.Pos); ok {
+				p.Pos = end
+			} else {
+				v, ok = p.str()
+			}
+		case c-'1' <= 8 && p.Pos+1 < len(p.Data) && (p.Data[p.Pos+1] == ',' || p.Data[p.Pos+1] == '}'):
+			// A one-digit number (not 0, which smallInt checks for a
+			// leading zero), as smallInt hashes it.
+			v, ok = hashFloat(float64(c-'0')), true
+			p.Pos++
+		case c-'0' <= 9:
+			if v, ok = p.smallInt(); !ok {
+				v, ok = p.number()
+			}
+		default:
+			v, ok = p.value(depth + 1)
+		}
 		if !ok {
 			return 0, false
 		}
@@ -305,12 +340,15 @@ func (p *canonParser) array(depth int) (uint64, bool) {
 // str hashes the decoded string at the cursor, so "\u0041" and "A" are
 // equal: the hash of the bytes encoding/json would decode.
 func (p *canonParser) str() (uint64, bool) {
-	if p.Pos < len(p.Data) && p.Data[p.Pos] == '"' {
-		if h, end, ok := shortString(p.Data, p.Pos); ok {
-			p.Pos = end
-			return h, true
+	if h, end, ok := plainString(p.Data, p.Pos); ok {
+		if raw := p.Data[p.Pos+1 : end-1]; len(raw) > 32 {
+			h = BytesKey(raw) ^ hashString
 		}
+		p.Pos = end
+		return h, true
 	}
+	// Not plain ASCII, or in a document shorter than 8 bytes: the decoded
+	// bytes are hashed.
 	if p.buf != nil {
 		b, copied, ok := p.DecodeString((*p.buf)[:0])
 		if !ok {
@@ -330,6 +368,9 @@ func (p *canonParser) str() (uint64, bool) {
 		// The common case: the string decodes to its own bytes.
 		return BytesKey(raw) ^ hashString, true
 	}
+	if ascii && len(raw) <= shortUnquote {
+		return hashShortEscaped(p.Data[start:p.Pos]), true
+	}
 	return hashEscaped(p.Data[start:p.Pos]), true
 }
 
@@ -337,10 +378,12 @@ func (p *canonParser) str() (uint64, bool) {
 // String) that has escapes or invalid UTF-8: it decodes it into a pooled
 // buffer and hashes that, as BytesKey of the decoded string. The
 // buffer comes from a pool: this runs deep in the recursion, on the stack
-// of the goroutine that evaluates a run, which stays small.
+// of the goroutine that evaluates a run, which stays small (a 48-byte
+// array on the stack for short strings took a live Forward run's
+// goroutine past its 2 KiB stack).
 func hashEscaped(tok []byte) uint64 {
-	buf := unquoteBuffers.Get().(*[]byte)
 	d := jsonscan.Scanner{Data: tok}
+	buf := unquoteBuffers.Get().(*[]byte)
 	b, _, _ := d.DecodeString((*buf)[:0])
 	sum := BytesKey(b)
 	if cap(b) <= maxPooledUnquote {
@@ -349,6 +392,20 @@ func hashEscaped(tok []byte) uint64 {
 	}
 	return sum ^ hashString
 }
+
+// hashShortEscaped is hashEscaped of an ASCII token of at most
+// shortUnquote bytes between its quotes (its escapes decode to no more
+// bytes than they take): decoded into a small array on the stack, which
+// costs a fraction of the pool.
+func hashShortEscaped(tok []byte) uint64 {
+	var short [shortUnquote]byte
+	d := jsonscan.Scanner{Data: tok}
+	b, _, _ := d.DecodeString(short[:0])
+	return BytesKey(b) ^ hashString
+}
+
+// shortUnquote is how long a string hashShortEscaped decodes can be.
+const shortUnquote = 16
 
 // maxPooledUnquote bounds the buffers hashEscaped keeps for reuse: an
 // unusually long string does not stay in memory.
