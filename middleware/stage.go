@@ -334,7 +334,7 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 			return c, true, true
 		}
 	}
-	evaluated := r.eval.Progress().Events
+	evaluated := r.eval.Events()
 	cause, stop := r.eval.ObserveRef(ev)
 	return r.observed(ev, seq, evaluated, cause, stop)
 }
@@ -344,7 +344,7 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 // function of its own, so that the frame under the evaluation is small:
 // a live run's goroutine evaluates on a small stack.
 func (r *Run) observed(ev *termination.Event, seq sequencer, evaluated int, cause termination.Cause, stop bool) (termination.Cause, bool, bool) {
-	if stop && r.eval.Progress().Events == evaluated {
+	if stop && r.eval.Events() == evaluated {
 		// The timeout's deadline had passed before ev arrived (the timer
 		// was about to fire): the run stopped on that clock tick, before
 		// ev, and ev was not evaluated, as replay does (§3).

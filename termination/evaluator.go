@@ -399,6 +399,10 @@ func (e *Evaluator) Idles() []time.Duration { return slices.Clone(e.tl().idles) 
 // Progress returns the running counts so far.
 func (e *Evaluator) Progress() Progress { return e.progress }
 
+// Events returns how many events were evaluated (Progress().Events,
+// without copying the Progress: a live run reads it twice an event).
+func (e *Evaluator) Events() int { return e.progress.Events }
+
 // Warnings returns the warnings recorded so far (BudgetPressure,
 // StallDetected), in order.
 func (e *Evaluator) Warnings() []Cause { return slices.Clone(e.warnings) }
