@@ -12,14 +12,7 @@ func TestStringKey(t *testing.T) {
 	seen := map[uint64]string{}
 	add := func(s string) {
 		t.Helper()
-		h := StringKey(s)
-		if b := BytesKey([]byte(s)); b != h {
-			t.Fatalf("%q: StringKey %x, BytesKey %x", s, h, b)
-		}
-		if other, dup := seen[h]; dup && other != s {
-			t.Fatalf("%q and %q hash the same", s, other)
-		}
-		seen[h] = s
+		checkKey(t, seen, s)
 	}
 	for n := range 24 {
 		base := make([]byte, n)
@@ -126,14 +119,21 @@ func TestStringKeyTwoWords(t *testing.T) {
 			}
 		}
 		for _, s := range variants {
-			h := StringKey(s)
-			if b := BytesKey([]byte(s)); b != h {
-				t.Fatalf("%q: StringKey %x, BytesKey %x", s, h, b)
-			}
-			if other, dup := seen[h]; dup && other != s {
-				t.Fatalf("%q and %q hash the same", s, other)
-			}
-			seen[h] = s
+			checkKey(t, seen, s)
 		}
 	}
+}
+
+// checkKey fails when s's StringKey differs from its bytes' BytesKey, or
+// equals the key of another string in seen; it adds s to seen.
+func checkKey(t *testing.T, seen map[uint64]string, s string) {
+	t.Helper()
+	h := StringKey(s)
+	if b := BytesKey([]byte(s)); b != h {
+		t.Fatalf("%q: StringKey %x, BytesKey %x", s, h, b)
+	}
+	if other, dup := seen[h]; dup && other != s {
+		t.Fatalf("%q and %q hash the same", s, other)
+	}
+	seen[h] = s
 }
