@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentstop/agentstop/internal/deadline"
 	"github.com/agentstop/agentstop/termination"
 	"github.com/agentstop/agentstop/tree"
 )
@@ -135,14 +136,14 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 	// so that its cause is always the run's typed cause: the parent's end is
 	// turned into Cancelled{reason: context} below.
 	base := context.WithoutCancel(ctx)
-	if d, ok := runDeadline(ctx, s.timeouts); ok {
+	if d, ok := deadline.Earliest(ctx, s.timeouts...); ok {
 		// WithoutCancel drops the deadline too; loops size their own
 		// timeouts from it, so keep the earliest of the caller's, the
 		// stage's, and what the parts report (a tree node: the run's tree
 		// timeouts, its own tree limits' and those a remote parent
 		// propagated; a local parent's are in the caller's deadline
 		// already).
-		base = deadlineContext{base, d}
+		base = deadline.Report(base, d)
 	}
 	// The run's context carries the run, so that a run started under it
 	// is its child (lineage.go).
@@ -179,27 +180,6 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 		})
 	}
 	return runCtx, r
-}
-
-// deadlineContext reports a deadline without enforcing it: the run enforces
-// its own (timeout timer, the caller's context watch) with a typed cause.
-type deadlineContext struct {
-	context.Context
-	deadline time.Time
-}
-
-func (c deadlineContext) Deadline() (time.Time, bool) { return c.deadline, true }
-
-// runDeadline is the earlier of the caller's deadline and the stage's
-// shortest timeout from now.
-func runDeadline(parent context.Context, timeouts []time.Duration) (time.Time, bool) {
-	d, ok := parent.Deadline()
-	if len(timeouts) > 0 {
-		if t := time.Now().Add(timeouts[0]); !ok || t.Before(d) {
-			d, ok = t, true
-		}
-	}
-	return d, ok
 }
 
 // Skip records that the stage did not run, with Skipped{reason}, and returns

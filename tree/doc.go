@@ -30,6 +30,6 @@
 // within each process, and a remote child takes the limits its request
 // propagated as its own.
 //
-// It imports only package termination: package middleware wires it, and
-// package fleet implements its Sharer.
+// It imports only package termination (and internal/deadline): package
+// middleware wires it, and package fleet implements its Sharer.
 package tree

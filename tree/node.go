@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentstop/agentstop/internal/deadline"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -178,27 +179,13 @@ func (s *Stage) Join(ctx context.Context, run Run, p Parent) (context.Context, *
 // withTimeouts returns ctx reporting the earliest of its deadline and the
 // timeouts (> 0) from now as its Deadline, without enforcing it.
 func withTimeouts(ctx context.Context, timeouts ...time.Duration) context.Context {
-	d, ok := ctx.Deadline()
-	later := ok
-	for _, t := range timeouts {
-		if t > 0 && (!ok || time.Now().Add(t).Before(d)) {
-			d, ok, later = time.Now().Add(t), true, false
-		}
-	}
-	if !ok || later {
+	own, _ := ctx.Deadline()
+	d, ok := deadline.Earliest(ctx, timeouts...)
+	if !ok || d.Equal(own) {
 		return ctx
 	}
-	return deadlineContext{ctx, d}
+	return deadline.Report(ctx, d)
 }
-
-// deadlineContext reports a deadline without enforcing it: a run's timers
-// enforce a tree's timeout with a typed cause.
-type deadlineContext struct {
-	context.Context
-	deadline time.Time
-}
-
-func (c deadlineContext) Deadline() (time.Time, bool) { return c.deadline, true }
 
 // Start joins the trees of the run's remote holders through the stage's
 // fleet, sets the limits the run holds (the stage's, and those a remote
