@@ -328,13 +328,14 @@ var (
 )
 
 func measureLiveRuns(stage *middleware.Stage, evs []termination.Event, n int) (heap, stack float64) {
-	warm := startLiveRuns(stage, evs, n)
+	warm := startLiveRuns(stage, evs, newLiveRuns(n))
 	defer endLiveRuns(warm)
+	lives := newLiveRuns(n)
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.GC() // the starting stack size is computed from the previous cycle's scan
 	runtime.ReadMemStats(&before)
-	lives := startLiveRuns(stage, evs, n)
+	startLiveRuns(stage, evs, lives)
 	runtime.GC()
 	runtime.ReadMemStats(&after)
 	endLiveRuns(lives)
@@ -350,18 +351,30 @@ type liveRun struct {
 	out <-chan termination.Event
 }
 
-// startLiveRuns starts n runs and has each forward evs.
-func startLiveRuns(stage *middleware.Stage, evs []termination.Event, n int) []liveRun {
+// newLiveRuns makes n slots for live runs, each with its producer's
+// channel. The channel (and the benchmark's slot) belong to the loop, not
+// to its run: a loop has them with or without agentstop, as the bare
+// goroutine of BenchmarkForward does, so they are made before a
+// measurement, and a live run's figure is what Start and Forward add.
+func newLiveRuns(n int) []liveRun {
 	lives := make([]liveRun, n)
 	for i := range lives {
-		_, run := stage.Start(context.Background())
-		in := make(chan termination.Event)
-		out := middleware.Forward(run, in, identity)
+		lives[i].in = make(chan termination.Event)
+	}
+	return lives
+}
+
+// startLiveRuns starts a run in each of lives and has it forward evs from
+// the slot's channel. It returns lives.
+func startLiveRuns(stage *middleware.Stage, evs []termination.Event, lives []liveRun) []liveRun {
+	for i := range lives {
+		l := &lives[i]
+		_, l.run = stage.Start(context.Background())
+		l.out = middleware.Forward(l.run, l.in, identity)
 		for _, ev := range evs {
-			in <- ev
-			<-out
+			l.in <- ev
+			<-l.out
 		}
-		lives[i] = liveRun{run, in, out}
 	}
 	return lives
 }
