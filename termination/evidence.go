@@ -44,6 +44,9 @@ func (c *stallCheck) heldEvents(f func(int)) {
 }
 
 func (c *errorCheck) heldEvents(f func(int)) {
+	if c.errorWindows == nil {
+		return // no failure yet
+	}
 	for _, r := range [...]*ring[int]{&c.resultIdx, &c.errorIdx} {
 		for _, at := range r.buf {
 			f(at)
