@@ -93,8 +93,8 @@ func (e *errorCheck) prepare() {
 	}
 	buf := make([]int, 2*streak+total)
 	if c.consecutive.set {
-		e.resultIdx = ring[int]{buf: buf[0:0:streak], size: max(c.consecutive.v, 0)}
-		e.errorIdx = ring[int]{buf: buf[streak : streak : 2*streak], size: max(c.consecutive.v, 0)}
+		e.resultIdx = ring[int]{buf: buf[0:0:streak], size: ringSize(c.consecutive.v)}
+		e.errorIdx = ring[int]{buf: buf[streak : streak : 2*streak], size: ringSize(c.consecutive.v)}
 	}
 	if c.total.set {
 		e.allIdx = failureLog{head: buf[2*streak : 2*streak : 2*streak+total], size: max(c.total.v, 0)}

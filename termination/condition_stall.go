@@ -180,7 +180,7 @@ func (c *stall) start() check {
 			s.msgs = newRing[keyAt](c.windowSize())
 		}
 		if c.tolerance.set {
-			s.tokens = newRing[tokensAt](c.repeats.v)
+			s.tokens = newRing[keyAt](c.repeats.v)
 		}
 	}
 	if c.cycle.set {
@@ -200,19 +200,25 @@ func (c *stall) start() check {
 // does.
 const maxOpenCalls = 64
 
-// keyAt is a stall key and the event (1-based index) it came from: the
-// windows keep the indices for the evidence, so that naming the events of a
-// stall costs nothing until one fires.
-type keyAt struct {
-	key uint64
-	at  int
-}
+// keyAt is a stall key (or an iteration's total tokens) and the event it
+// came from: the windows keep the events for the evidence, so that naming
+// the events of a stall costs nothing until one fires. It is 12 bytes
+// rather than 16, the key in two halves and the event as the low 32 bits
+// of its 1-based index, which eventOf restores from the index of a later
+// event (exactly, for the events of a window less than 2^32 events back).
+type keyAt struct{ lo, hi, ev uint32 }
 
-// tokensAt is an iteration's total tokens and its event.
-type tokensAt struct {
-	total int64
-	at    int
-}
+func newKeyAt(key uint64, at int) keyAt { return keyAt{uint32(key), uint32(key >> 32), uint32(at)} }
+
+// key returns the key (or total) held.
+func (k keyAt) key() uint64 { return uint64(k.hi)<<32 | uint64(k.lo) }
+
+// is reports whether k holds key.
+func (k keyAt) is(key uint64) bool { return k.lo == uint32(key) && k.hi == uint32(key>>32) }
+
+// eventOf returns the 1-based index of the event of k, given now, the
+// index of an event at or after it.
+func (k keyAt) eventOf(now int) int { return now - int(uint32(now)-k.ev) }
 
 // openCall is a tool call waiting for its result (stall.same_result).
 type openCall struct {
@@ -293,8 +299,8 @@ type stallCheck struct {
 	*stall
 	calls            ring[keyAt] // callKey of the last tool calls
 	msgs             ring[keyAt] // msgKey of the last non-empty messages
-	tokens           ring[tokensAt]
-	*sameResultState // nil without same_result: a live run is smaller
+	tokens           ring[keyAt] // total tokens of the last iterations that carry usage
+	*sameResultState             // nil without same_result: a live run is smaller
 }
 
 // sameResultState is what stall.same_result keeps.
@@ -316,7 +322,7 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 		if key == 0 { // not computed (see sink.callKey)
 			key = callKey(ev)
 		}
-		c.calls.push(keyAt{key, p.Events})
+		c.calls.push(newKeyAt(key, p.Events))
 		if c.repeats.set {
 			if c.sameResult {
 				if c.anyArgs {
@@ -344,7 +350,7 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 			return // no open call to pair with: counts for nothing
 		}
 		key := resultKey(call, ev)
-		c.results.push(keyAt{key, p.Events})
+		c.results.push(newKeyAt(key, p.Events))
 		if n := matches(&c.results, key, c.windowSize()); c.signals(n, s) {
 			c.repeated(SignalRepeatedResult, n, s)
 		}
@@ -354,7 +360,7 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 		}
 		if ev.Kind == KindMessage && !c.sameResult {
 			if key, ok := msgKey(ev); ok {
-				c.msgs.push(keyAt{key, p.Events})
+				c.msgs.push(newKeyAt(key, p.Events))
 				if n := matches(&c.msgs, key, c.windowSize()); c.signals(n, s) {
 					c.repeated(SignalRepeatedMessage, n, s)
 				}
@@ -362,7 +368,7 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 		}
 		if c.tolerance.set {
 			if total := ev.Usage.Total(); total > 0 {
-				c.tokens.push(tokensAt{total, p.Events})
+				c.tokens.push(newKeyAt(uint64(total), p.Events))
 				if ev.Kind == KindMessage && c.plateau() {
 					c.firePlateau(s)
 				}
@@ -444,43 +450,44 @@ func (c *stallCheck) repeated(sig StallSignal, n int, s *sink) {
 // evidence is the events of the signal that fired: the matching calls,
 // results or messages in the window, the cycle's calls, the plateau's
 // iterations.
-func (c *stallCheck) evidence(cause Cause, _ int) []int {
+func (c *stallCheck) evidence(cause Cause, at int) []int {
 	sd, _ := cause.(StallDetected)
 	var out []int
 	switch sd.Signal {
 	case SignalRepeatedToolCall:
-		out = matchIndices(&c.calls, c.windowSize())
+		out = matchIndices(&c.calls, c.windowSize(), at)
 	case SignalRepeatedMessage:
-		out = matchIndices(&c.msgs, c.windowSize())
+		out = matchIndices(&c.msgs, c.windowSize(), at)
 	case SignalRepeatedResult:
-		out = matchIndices(&c.results, c.windowSize())
+		out = matchIndices(&c.results, c.windowSize(), at)
 	case SignalCycle:
 		n := min(sd.Period*sd.Repeats, c.calls.len())
 		for i := n - 1; i >= 0; i-- {
-			out = append(out, c.calls.at(i).at)
+			out = append(out, c.calls.at(i).eventOf(at))
 		}
 	case SignalTokenPlateau:
 		n := min(c.repeats.v, c.tokens.len())
 		for i := n - 1; i >= 0; i-- {
-			out = append(out, c.tokens.at(i).at)
+			out = append(out, c.tokens.at(i).eventOf(at))
 		}
 	}
 	return out
 }
 
 // matchIndices returns the events of the entries among the last w of r
-// whose key is the last one's, oldest first.
-func matchIndices(r *ring[keyAt], w int) []int {
+// whose key is the last one's, oldest first; now is the index of the event
+// that pushed the last one, or of a later event.
+func matchIndices(r *ring[keyAt], w, now int) []int {
 	if r.len() == 0 {
 		return nil
 	}
-	key := r.at(0).key
+	key := r.at(0).key()
 	var out []int
 	a, b := r.last(max(0, min(w, r.len())))
 	for _, part := range [2][]keyAt{a, b} {
 		for _, v := range part {
-			if v.key == key {
-				out = append(out, v.at)
+			if v.is(key) {
+				out = append(out, v.eventOf(now))
 			}
 		}
 	}
@@ -494,7 +501,7 @@ func matches(r *ring[keyAt], key uint64, w int) int {
 		// The window holds every value kept (a ring as large as the
 		// window): their order does not matter to a count.
 		for i := range r.buf {
-			if r.buf[i].key == key {
+			if r.buf[i].is(key) {
 				n++
 			}
 		}
@@ -502,12 +509,12 @@ func matches(r *ring[keyAt], key uint64, w int) int {
 	}
 	a, b := r.last(max(0, w)) // an unvalidated negative window matches nothing
 	for _, v := range a {
-		if v.key == key {
+		if v.is(key) {
 			n++
 		}
 	}
 	for _, v := range b {
-		if v.key == key {
+		if v.is(key) {
 			n++
 		}
 	}
@@ -526,7 +533,7 @@ func (c *stallCheck) period() int {
 	if n == 0 {
 		return 0
 	}
-	last := c.calls.at(0).key
+	last := c.calls.at(0).key()
 	for p := 2; p <= maxCyclePeriod; p++ {
 		// len < p×k: a product rather than a division on every tool call
 		// (a 64-bit division costs tens of cycles), unless p×k overflows.
@@ -535,7 +542,7 @@ func (c *stallCheck) period() int {
 		}
 		// The last call begins the block's repeat before it, or P is not
 		// the period (repeatsBlock's first comparison, without its call).
-		if k > 1 && c.calls.at(p).key != last {
+		if k > 1 && !c.calls.at(p).is(last) {
 			continue
 		}
 		if c.repeatsBlock(p, k) {
@@ -547,12 +554,12 @@ func (c *stallCheck) period() int {
 
 func (c *stallCheck) repeatsBlock(p, k int) bool {
 	for i := range p * (k - 1) {
-		if c.calls.at(i).key != c.calls.at(i+p).key {
+		if !c.calls.at(i).is(c.calls.at(i + p).key()) {
 			return false
 		}
 	}
 	for i := 1; i < p; i++ {
-		if c.calls.at(i).key != c.calls.at(0).key {
+		if !c.calls.at(i).is(c.calls.at(0).key()) {
 			return true
 		}
 	}
@@ -567,7 +574,7 @@ func (c *stallCheck) plateau() bool {
 		return false
 	}
 	for i := range n - 1 {
-		cur, prev := c.tokens.at(i).total, c.tokens.at(i+1).total
+		cur, prev := int64(c.tokens.at(i).key()), int64(c.tokens.at(i+1).key())
 		if math.Abs(float64(cur-prev))/float64(prev) > c.tolerance.v {
 			return false
 		}
@@ -582,20 +589,25 @@ func (c *stallCheck) plateau() bool {
 const ringPrealloc = 32
 
 // ring keeps the last size values pushed. Its memory grows with the values
-// pushed, up to size.
+// pushed, up to size. (size and next are 32-bit: a ring larger than 2^31
+// values would take tens of gigabytes before it filled.)
 type ring[T comparable] struct {
 	buf  []T
-	size int
-	next int // where the next value goes once buf is full
+	size int32
+	next int32 // where the next value goes once buf is full
 }
 
 func newRing[T comparable](size int) ring[T] {
-	size = max(size, 0) // an unvalidated negative setting keeps nothing
-	return ring[T]{buf: make([]T, 0, min(size, ringPrealloc)), size: size}
+	n := ringSize(size)
+	return ring[T]{buf: make([]T, 0, min(int(n), ringPrealloc)), size: n}
 }
 
+// ringSize is the size of a ring for a setting of n values: an unvalidated
+// negative setting keeps nothing.
+func ringSize(n int) int32 { return int32(min(max(n, 0), math.MaxInt32)) }
+
 func (r *ring[T]) push(v T) {
-	if len(r.buf) < r.size {
+	if len(r.buf) < int(r.size) {
 		r.buf = append(r.buf, v)
 		return
 	}
@@ -614,23 +626,24 @@ func (r *ring[T]) len() int { return len(r.buf) }
 // last returns the last w values pushed (w <= len), oldest first, in at
 // most two slices of buf.
 func (r *ring[T]) last(w int) (a, b []T) {
-	if len(r.buf) < r.size {
+	next := int(r.next)
+	if len(r.buf) < int(r.size) {
 		return r.buf[len(r.buf)-w:], nil
 	}
-	if start := r.next - w; start >= 0 {
-		return r.buf[start:r.next], nil
+	if start := next - w; start >= 0 {
+		return r.buf[start:next], nil
 	}
-	return r.buf[r.next-w+r.size:], r.buf[:r.next]
+	return r.buf[next-w+int(r.size):], r.buf[:next]
 }
 
 // at returns the i-th most recent value (0: the last pushed), i < len.
 func (r *ring[T]) at(i int) T {
-	if len(r.buf) < r.size {
+	if len(r.buf) < int(r.size) {
 		return r.buf[len(r.buf)-1-i]
 	}
-	j := r.next - 1 - i
+	j := int(r.next) - 1 - i
 	if j < 0 {
-		j += r.size
+		j += int(r.size)
 	}
 	return r.buf[j]
 }
