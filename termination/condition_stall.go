@@ -496,25 +496,21 @@ func matchIndices(r *ring[keyAt], w, now int) []int {
 
 // matches counts the entries with key among the last w of r.
 func matches(r *ring[keyAt], key uint64, w int) int {
-	n := 0
+	lo, hi := uint32(key), uint32(key>>32)
 	if w >= len(r.buf) {
 		// The window holds every value kept (a ring as large as the
 		// window): their order does not matter to a count.
-		for i := range r.buf {
-			if r.buf[i].is(key) {
-				n++
-			}
-		}
-		return n
+		return countKey(r.buf, lo, hi)
 	}
 	a, b := r.last(max(0, w)) // an unvalidated negative window matches nothing
-	for _, v := range a {
-		if v.is(key) {
-			n++
-		}
-	}
-	for _, v := range b {
-		if v.is(key) {
+	return countKey(a, lo, hi) + countKey(b, lo, hi)
+}
+
+// countKey counts the entries of buf that hold the key lo, hi.
+func countKey(buf []keyAt, lo, hi uint32) int {
+	n := 0
+	for i := range buf {
+		if buf[i].lo == lo && buf[i].hi == hi {
 			n++
 		}
 	}
@@ -594,7 +590,9 @@ const ringPrealloc = 32
 type ring[T comparable] struct {
 	buf  []T
 	size int32
-	next int32 // where the next value goes once buf is full
+	// next is where the next value goes: len(buf) while the ring grows,
+	// the oldest value's place once it is full.
+	next int32
 }
 
 func newRing[T comparable](size int) ring[T] {
@@ -609,14 +607,12 @@ func ringSize(n int) int32 { return int32(min(max(n, 0), math.MaxInt32)) }
 func (r *ring[T]) push(v T) {
 	if len(r.buf) < int(r.size) {
 		r.buf = append(r.buf, v)
+	} else if r.size != 0 {
+		r.buf[r.next] = v
+	} else {
 		return
 	}
-	if r.size == 0 {
-		return
-	}
-	r.buf[r.next] = v
-	r.next++
-	if r.next == r.size {
+	if r.next++; r.next == r.size {
 		r.next = 0
 	}
 }
@@ -627,23 +623,17 @@ func (r *ring[T]) len() int { return len(r.buf) }
 // most two slices of buf.
 func (r *ring[T]) last(w int) (a, b []T) {
 	next := int(r.next)
-	if len(r.buf) < int(r.size) {
-		return r.buf[len(r.buf)-w:], nil
-	}
 	if start := next - w; start >= 0 {
 		return r.buf[start:next], nil
 	}
-	return r.buf[next-w+int(r.size):], r.buf[:next]
+	return r.buf[next-w+len(r.buf):], r.buf[:next] // full: it wraps
 }
 
 // at returns the i-th most recent value (0: the last pushed), i < len.
 func (r *ring[T]) at(i int) T {
-	if len(r.buf) < int(r.size) {
-		return r.buf[len(r.buf)-1-i]
-	}
 	j := int(r.next) - 1 - i
 	if j < 0 {
-		j += int(r.size)
+		j += len(r.buf) // full: it wraps
 	}
 	return r.buf[j]
 }

@@ -246,11 +246,9 @@ func (p *canonParser) object(depth int) (uint64, bool) {
 		case depth >= maxDepth:
 			v, ok = p.value(depth + 1)
 		case c == '"':
-			if v, end, ok = shortString(p.Data, p.Pos); ok {
-				p.Pos = end
-			} else {
-				v, ok = p.str()
-			}
+			// Values are longer than keys: plainString, which str tries
+			// first, hashes short ones from their first word as well.
+			v, ok = p.str()
 		case c-'1' <= 8 && p.Pos+1 < len(p.Data) && (p.Data[p.Pos+1] == ',' || p.Data[p.Pos+1] == '}'):
 			// A one-digit number (not 0, which smallInt checks for a
 			// leading zero), as smallInt hashes it.
