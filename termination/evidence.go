@@ -59,9 +59,9 @@ func (c *countCheck) heldEvents(_ int, f func(int)) { f(c.finalAt) }
 
 func (b *budgetCheck) heldEvents(_ int, f func(int)) {
 	f(b.warnedAt)
-	for _, st := range b.state {
-		f(st.finalAt)
-		f(st.finalWarnAt)
+	for i := range b.limits {
+		f(b.state(i).finalAt)
+		f(b.state(i).finalWarnAt)
 	}
 }
 
