@@ -390,6 +390,8 @@ func (e *Evaluator) Remaining() Limits {
 			l = c.countLimit.remaining(p, e.sink.raisedCount(c.res))
 		case *countCheck:
 			l = c.countLimit.remaining(p, e.sink.raisedCount(c.res))
+		case *toolCountCheck:
+			l = c.countLimit.remaining(p, e.sink.raisedCount(c.res))
 		case *budgetCheck:
 			for _, r := range c.limits {
 				left := max(r.limit+e.sink.raisedBy(r.res)-used(r.res, p), 0)
