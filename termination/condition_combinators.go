@@ -164,9 +164,7 @@ func (a *allCheck) observe(ev *Event, p *Progress, s *sink) {
 	if a.done {
 		return
 	}
-	a.scratch.warnings, a.scratch.stallWarned = s.warnings, s.stallWarned
-	a.scratch.callKey = s.callKey
-	a.scratch.idle = s.idle
+	a.scratch.run, a.scratch.callKey = s.run, s.callKey
 	at := 0 // a clock tick has no event of its own
 	if ev != nil {
 		at = p.Events

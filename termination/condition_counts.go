@@ -347,7 +347,7 @@ func (c *idleAfter) validate() error {
 func (c *idleAfter) start() check                       { return c }
 func (c *idleAfter) timers(f func(time.Duration, bool)) { f(c.limit, true) }
 func (c *idleAfter) observe(ev *Event, _ *Progress, s *sink) {
-	if ev == nil && s.idle >= c.limit {
+	if ev == nil && s.idle() >= c.limit {
 		s.fire(Timeout{Limit: c.limit, Elapsed: c.limit, Idle: true}, noEvidence{})
 	}
 }

@@ -432,7 +432,7 @@ func (c *stallCheck) closeCall(ev *Event) (uint64, bool) {
 // signals reports whether n matches fire or warn a repetition signal
 // (then repeated does it): a warning only while the run has none.
 func (c *stallCheck) signals(n int, s *sink) bool {
-	return n >= c.repeats.v || c.warnAt.set && n >= c.warnAt.v && !*s.stallWarned
+	return n >= c.repeats.v || c.warnAt.set && n >= c.warnAt.v && !s.stallWarned()
 }
 
 // repeated fires or warns a repetition signal with n matches.

@@ -114,9 +114,5 @@ func (e *Evaluator) ObserveKeyed(ev Event, argsKey uint64, keyed bool) (Cause, b
 	if e.cause != nil {
 		return e.cause, true
 	}
-	if e.cur == nil {
-		e.cur = new(Event)
-	}
-	*e.cur = ev
-	return e.observeRefKeyed(e.cur, argsKey, keyed)
+	return e.observeRefKeyed(e.copyOf(&ev), argsKey, keyed)
 }

@@ -466,8 +466,8 @@ func (e *Evaluator) StopFired(fired []Cause, onEvent bool) bool {
 // Fired returns what fired when the evaluator stopped, without
 // copying; nil while it runs.
 func (e *Evaluator) Fired() []Cause {
-	if e.end == nil {
+	if e.x == nil || e.x.end == nil {
 		return nil
 	}
-	return e.end.fired
+	return e.x.end.fired
 }
