@@ -200,25 +200,15 @@ func (c *stall) start() check {
 // does.
 const maxOpenCalls = 64
 
-// keyAt is a stall key (or an iteration's total tokens) and the event it
-// came from: the windows keep the events for the evidence, so that naming
-// the events of a stall costs nothing until one fires. It is 12 bytes
-// rather than 16, the key in two halves and the event as the low 32 bits
-// of its 1-based index, which eventOf restores from the index of a later
-// event (exactly, for the events of a window less than 2^32 events back).
-type keyAt struct{ lo, hi, ev uint32 }
-
-func newKeyAt(key uint64, at int) keyAt { return keyAt{uint32(key), uint32(key >> 32), uint32(at)} }
-
-// key returns the key (or total) held.
-func (k keyAt) key() uint64 { return uint64(k.hi)<<32 | uint64(k.lo) }
-
-// is reports whether k holds key.
-func (k keyAt) is(key uint64) bool { return k.lo == uint32(key) && k.hi == uint32(key>>32) }
-
-// eventOf returns the 1-based index of the event of k, given now, the
-// index of an event at or after it.
-func (k keyAt) eventOf(now int) int { return now - int(uint32(now)-k.ev) }
+// keyAt is a stall key (or an iteration's total tokens) and the event
+// (1-based index) it came from: the windows keep the indices for the
+// evidence, so that naming the events of a stall costs nothing until one
+// fires. (Packed into 12 bytes, a key in two halves, the entries made the
+// windows' loops slower by more than their memory was worth.)
+type keyAt struct {
+	key uint64
+	at  int
+}
 
 // openCall is a tool call waiting for its result (stall.same_result).
 type openCall struct {
@@ -322,7 +312,7 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 		if key == 0 { // not computed (see sink.callKey)
 			key = callKey(ev)
 		}
-		c.calls.push(newKeyAt(key, p.Events))
+		c.calls.push(keyAt{key, p.Events})
 		if c.repeats.set {
 			if c.sameResult {
 				if c.anyArgs {
@@ -350,7 +340,7 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 			return // no open call to pair with: counts for nothing
 		}
 		key := resultKey(call, ev)
-		c.results.push(newKeyAt(key, p.Events))
+		c.results.push(keyAt{key, p.Events})
 		if n := matches(&c.results, key, c.windowSize()); c.signals(n, s) {
 			c.repeated(SignalRepeatedResult, n, s)
 		}
@@ -360,7 +350,7 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 		}
 		if ev.Kind == KindMessage && !c.sameResult {
 			if key, ok := msgKey(ev); ok {
-				c.msgs.push(newKeyAt(key, p.Events))
+				c.msgs.push(keyAt{key, p.Events})
 				if n := matches(&c.msgs, key, c.windowSize()); c.signals(n, s) {
 					c.repeated(SignalRepeatedMessage, n, s)
 				}
@@ -368,7 +358,7 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 		}
 		if c.tolerance.set {
 			if total := ev.Usage.Total(); total > 0 {
-				c.tokens.push(newKeyAt(uint64(total), p.Events))
+				c.tokens.push(keyAt{uint64(total), p.Events})
 				if ev.Kind == KindMessage && c.plateau() {
 					c.firePlateau(s)
 				}
@@ -450,44 +440,43 @@ func (c *stallCheck) repeated(sig StallSignal, n int, s *sink) {
 // evidence is the events of the signal that fired: the matching calls,
 // results or messages in the window, the cycle's calls, the plateau's
 // iterations.
-func (c *stallCheck) evidence(cause Cause, at int) []int {
+func (c *stallCheck) evidence(cause Cause, _ int) []int {
 	sd, _ := cause.(StallDetected)
 	var out []int
 	switch sd.Signal {
 	case SignalRepeatedToolCall:
-		out = matchIndices(&c.calls, c.windowSize(), at)
+		out = matchIndices(&c.calls, c.windowSize())
 	case SignalRepeatedMessage:
-		out = matchIndices(&c.msgs, c.windowSize(), at)
+		out = matchIndices(&c.msgs, c.windowSize())
 	case SignalRepeatedResult:
-		out = matchIndices(&c.results, c.windowSize(), at)
+		out = matchIndices(&c.results, c.windowSize())
 	case SignalCycle:
 		n := min(sd.Period*sd.Repeats, c.calls.len())
 		for i := n - 1; i >= 0; i-- {
-			out = append(out, c.calls.at(i).eventOf(at))
+			out = append(out, c.calls.at(i).at)
 		}
 	case SignalTokenPlateau:
 		n := min(c.repeats.v, c.tokens.len())
 		for i := n - 1; i >= 0; i-- {
-			out = append(out, c.tokens.at(i).eventOf(at))
+			out = append(out, c.tokens.at(i).at)
 		}
 	}
 	return out
 }
 
 // matchIndices returns the events of the entries among the last w of r
-// whose key is the last one's, oldest first; now is the index of the event
-// that pushed the last one, or of a later event.
-func matchIndices(r *ring[keyAt], w, now int) []int {
+// whose key is the last one's, oldest first.
+func matchIndices(r *ring[keyAt], w int) []int {
 	if r.len() == 0 {
 		return nil
 	}
-	key := r.at(0).key()
+	key := r.at(0).key
 	var out []int
 	a, b := r.last(max(0, min(w, r.len())))
 	for _, part := range [2][]keyAt{a, b} {
 		for _, v := range part {
-			if v.is(key) {
-				out = append(out, v.eventOf(now))
+			if v.key == key {
+				out = append(out, v.at)
 			}
 		}
 	}
@@ -496,21 +485,20 @@ func matchIndices(r *ring[keyAt], w, now int) []int {
 
 // matches counts the entries with key among the last w of r.
 func matches(r *ring[keyAt], key uint64, w int) int {
-	lo, hi := uint32(key), uint32(key>>32)
 	if w >= len(r.buf) {
 		// The window holds every value kept (a ring as large as the
 		// window): their order does not matter to a count.
-		return countKey(r.buf, lo, hi)
+		return countKey(r.buf, key)
 	}
 	a, b := r.last(max(0, w)) // an unvalidated negative window matches nothing
-	return countKey(a, lo, hi) + countKey(b, lo, hi)
+	return countKey(a, key) + countKey(b, key)
 }
 
-// countKey counts the entries of buf that hold the key lo, hi.
-func countKey(buf []keyAt, lo, hi uint32) int {
+// countKey counts the entries of buf that hold key.
+func countKey(buf []keyAt, key uint64) int {
 	n := 0
 	for i := range buf {
-		if buf[i].lo == lo && buf[i].hi == hi {
+		if buf[i].key == key {
 			n++
 		}
 	}
@@ -529,7 +517,7 @@ func (c *stallCheck) period() int {
 	if n == 0 {
 		return 0
 	}
-	last := c.calls.at(0).key()
+	last := c.calls.at(0).key
 	for p := 2; p <= maxCyclePeriod; p++ {
 		// len < p×k: a product rather than a division on every tool call
 		// (a 64-bit division costs tens of cycles), unless p×k overflows.
@@ -538,7 +526,7 @@ func (c *stallCheck) period() int {
 		}
 		// The last call begins the block's repeat before it, or P is not
 		// the period (repeatsBlock's first comparison, without its call).
-		if k > 1 && !c.calls.at(p).is(last) {
+		if k > 1 && c.calls.at(p).key != last {
 			continue
 		}
 		if c.repeatsBlock(p, k) {
@@ -550,12 +538,12 @@ func (c *stallCheck) period() int {
 
 func (c *stallCheck) repeatsBlock(p, k int) bool {
 	for i := range p * (k - 1) {
-		if !c.calls.at(i).is(c.calls.at(i + p).key()) {
+		if c.calls.at(i).key != c.calls.at(i+p).key {
 			return false
 		}
 	}
 	for i := 1; i < p; i++ {
-		if !c.calls.at(i).is(c.calls.at(0).key()) {
+		if c.calls.at(i).key != c.calls.at(0).key {
 			return true
 		}
 	}
@@ -570,7 +558,7 @@ func (c *stallCheck) plateau() bool {
 		return false
 	}
 	for i := range n - 1 {
-		cur, prev := int64(c.tokens.at(i).key()), int64(c.tokens.at(i+1).key())
+		cur, prev := int64(c.tokens.at(i).key), int64(c.tokens.at(i+1).key)
 		if math.Abs(float64(cur-prev))/float64(prev) > c.tolerance.v {
 			return false
 		}

@@ -150,9 +150,7 @@
 //     results (the oldest is dropped past that, as telemetry's pairing
 //     does), so a loop that never reports results cannot grow a live run.
 //   - Evidence is kept as event indices in the conditions' windows: the
-//     stall windows hold an index beside each key (its low 32 bits, which
-//     the firing event's index restores: a window's event more than 2^32
-//     events before it would be misnamed), the error streaks the
+//     stall windows hold an index beside each key, the error streaks the
 //     last consecutive failures, errors.total the run's failures up to
 //     total (it names them all when it fires); they grow with the events
 //     seen, up to those bounds, never per event once full.
