@@ -252,7 +252,7 @@ func (p *canonParser) object(depth int) (uint64, bool) {
 		case c-'1' <= 8 && p.Pos+1 < len(p.Data) && (p.Data[p.Pos+1] == ',' || p.Data[p.Pos+1] == '}'):
 			// A one-digit number (not 0, which smallInt checks for a
 			// leading zero), as smallInt hashes it.
-			v, ok = hashFloat(float64(c-'0')), true
+			v, ok = smallInts[c-'0'], true
 			p.Pos++
 		case c-'0' <= 9:
 			if v, ok = p.smallInt(); !ok {
@@ -457,8 +457,20 @@ func (p *canonParser) smallInt() (uint64, bool) {
 		return 0, false // longer, a fraction or an exponent, or a leading zero: number's general path
 	}
 	p.Pos = j
+	if n < uint64(len(smallInts)) {
+		return smallInts[n], true
+	}
 	return hashFloat(float64(n)), true
 }
+
+// smallInts are the hashes of the integers 0 to 99 (hashFloat's), the
+// common numbers of tool arguments: a look-up rather than a mix.
+var smallInts = func() (t [100]uint64) {
+	for i := range t {
+		t[i] = hashFloat(float64(i))
+	}
+	return t
+}()
 
 // strSeed seeds string hashes; fingerprints only need to agree within one
 // process.
