@@ -117,9 +117,10 @@ func hashFloat(f float64) uint64 {
 }
 
 // member combines an object member's key and value hashes (both already
-// mixed) in one round. Members combine by addition, so their order does
-// not matter.
-func member(k, v uint64) uint64 { return mix(k*31 ^ v ^ 0x51) }
+// mixed) with one 128-bit multiply by the process's seeds (a splitmix round
+// took two, in sequence, on the way to the object's hash). Members combine
+// by addition, so their order does not matter.
+func member(k, v uint64) uint64 { return mum(k^keySeeds[3], v^keySeeds[4]) }
 
 const (
 	fnvOffset   = 14695981039346656037
