@@ -358,6 +358,10 @@ func (p *canonParser) str() (uint64, bool) {
 		}
 		return BytesKey(b) ^ hashString, true
 	}
+	if h, end, ok := shortEscaped(p.Data, p.Pos); ok {
+		p.Pos = end
+		return h, true
+	}
 	start, simple, ascii := p.String()
 	if start < 0 {
 		return 0, false
@@ -401,6 +405,37 @@ func hashShortEscaped(tok []byte) uint64 {
 	d := jsonscan.Scanner{Data: tok}
 	b, _, _ := d.DecodeString(short[:0])
 	return BytesKey(b) ^ hashString
+}
+
+// shortEscaped hashes, as str would, the string token at data[at] when
+// it decodes to at most shortUnquote bytes of ASCII with the common escapes
+// (\n, \t, \", ...) only, decoding it in one pass onto the stack; ok is false
+// for any other token (str's general path validates and hashes it), with
+// nothing read past the first byte it cannot take.
+func shortEscaped(data []byte, at int) (h uint64, end int, ok bool) {
+	var short [shortUnquote]byte
+	n := 0
+	for i := at + 1; i < len(data); n++ {
+		c := data[i]
+		switch {
+		case c == '"':
+			return BytesKey(short[:n]) ^ hashString, i + 1, true
+		case n == len(short):
+			return 0, 0, false // longer
+		case c == '\\':
+			if i+1 >= len(data) || jsonscan.SimpleEscape(data[i+1]) == 0 {
+				return 0, 0, false // \u and bad escapes: the general path
+			}
+			short[n] = jsonscan.SimpleEscape(data[i+1])
+			i += 2
+		case c < ' ' || c >= utf8.RuneSelf:
+			return 0, 0, false
+		default:
+			short[n] = c
+			i++
+		}
+	}
+	return 0, 0, false
 }
 
 // shortUnquote is how long a string hashShortEscaped decodes can be.
