@@ -47,28 +47,22 @@ type check interface {
 	observe(ev *Event, p *Progress, s *sink)
 }
 
-// sink collects what fired on one event. Its warnings and stallWarned
-// point into the run's Evaluator, so that every sink of a run (AllOf's
-// children report into a scratch sink) records into the run's warnings.
+// sink collects what fired on one event. Its run is the run's Evaluator,
+// so that every sink of a run (AllOf's children report into a scratch
+// sink) records into the run's warnings, and reads its raised limits and
+// its idle time.
 type sink struct {
 	fired []Cause
 	// by[i] gives the evidence of fired[i] (see witness); nil means the
 	// firing event alone.
-	by          []witness
-	warnings    *[]Cause
-	stallWarned *bool // at most one stall warning per run
-	// idle is, on a clock tick for an idle limit (IdleAfter), how long
-	// the run has been idle; 0 on events and on timeout ticks.
-	idle time.Duration
+	by  []witness
+	run *Evaluator
 	// callKey is the tool_call's key (tool and canonical args), 0 when not
 	// computed: the Evaluator computes it before the checks run, high on
 	// the evaluating goroutine's stack, when a stall check will need it.
 	// (A key that is 0, one in 2^64, is computed again by the check: the
 	// same key. No flag beside it keeps a live run's Evaluator smaller.)
 	callKey uint64
-	// raised is what the run's limits were raised by (hold.go), nil until
-	// a raise: the count and budget checks add it to their limits.
-	raised *Limits
 }
 
 // fire records a cause that fired on the current event; w gives its
@@ -114,15 +108,37 @@ func (s *sink) evidenceOf(i, at int) []int {
 	}
 	return []int{at}
 }
-func (s *sink) warn(c Cause) { *s.warnings = append(*s.warnings, c) }
+func (s *sink) warn(c Cause) { s.run.warnings = append(s.run.warnings, c) }
+
+// stallWarned reports whether the run has a stall warning (at most one
+// per run).
+func (s *sink) stallWarned() bool { return s.run.stalled }
 
 // warnStall records a stall warning unless the run already has one.
 func (s *sink) warnStall(c StallDetected) {
-	if *s.stallWarned {
+	if s.run.stalled {
 		return
 	}
-	*s.stallWarned = true
-	*s.warnings = append(*s.warnings, c)
+	s.run.stalled = true
+	s.run.warnings = append(s.run.warnings, c)
+}
+
+// idle is, on a clock tick for an idle limit (IdleAfter), how long the run
+// has been idle; 0 on events and on timeout ticks.
+func (s *sink) idle() time.Duration {
+	if x := s.run.x; x != nil {
+		return x.timers.idle
+	}
+	return 0
+}
+
+// raised is what the run's limits were raised by (hold.go), nil until a
+// raise: the count and budget checks add it to their limits.
+func (s *sink) raised() *Limits {
+	if x := s.run.x; x != nil {
+		return x.raised
+	}
+	return nil
 }
 
 // Progress is the running state of a run, after the current event.

@@ -114,13 +114,22 @@ func (b *budget) validate() error {
 func limitKey(r Resource) string { return strings.TrimSuffix(string(r), "_tokens") }
 
 func (b *budget) start() check {
-	return &budgetCheck{budget: b, state: make([]limitState, len(b.limits))}
+	c := &budgetCheck{budget: b}
+	if len(b.limits) > 1 {
+		rest := make([]limitState, len(b.limits)-1)
+		c.rest = &rest
+	}
+	return c
 }
 
 type budgetCheck struct {
 	*budget
-	state   []limitState // per limit
-	graceOn bool         // a warning started the grace count
+	// first is the run state of the first limit, rest that of the others
+	// (nil for a budget of one limit, most of them): a live run's check
+	// is one allocation of 64 bytes.
+	first   limitState
+	rest    *[]limitState
+	graceOn bool // a warning started the grace count
 	// settled is set when the last event reached nothing (no limit, no
 	// threshold, no final's mark) outside a grace count: an event that
 	// then spends nothing and is no model turn changes nothing either
@@ -128,7 +137,8 @@ type budgetCheck struct {
 	// raise, and only upwards), and is not looked at. (Beside graceOn, it
 	// takes no word of its own.)
 	settled bool
-	warnRes uint8 // index of the resource that warned first (of at most three)
+	warnRes uint8  // index of the resource that warned first (of at most three)
+	warned  uint16 // bit i: limit i recorded its pressure warning
 	// quietBit is the check's bit in quiet, the mask of the AnyOf it is a
 	// child of (nil for none): set while the check is settled, so that the
 	// AnyOf does not call it for an event that spends nothing and is no
@@ -139,15 +149,22 @@ type budgetCheck struct {
 	quiet     *uint16
 }
 
-// limitState is the run state of one budgeted resource.
-type limitState struct {
-	warned bool
-	// finalAt and finalWarnAt are the final events at which the limit and
-	// the pressure threshold were first reached, 0 if none: a final never
-	// fires or warns (§3), the next event does, and the evidence names the
-	// final.
-	finalAt, finalWarnAt int
+// limitState is the run state of one budgeted resource: finalAt and
+// finalWarnAt are the final events at which the limit and the pressure
+// threshold were first reached, 0 if none: a final never fires or warns
+// (§3), the next event does, and the evidence names the final.
+type limitState struct{ finalAt, finalWarnAt int }
+
+// state returns the run state of limit i.
+func (b *budgetCheck) state(i int) *limitState {
+	if i == 0 {
+		return &b.first
+	}
+	return &(*b.rest)[i-1]
 }
+
+// warnedOf reports whether limit i recorded its pressure warning.
+func (b *budgetCheck) warnedOf(i int) bool { return b.warned&(1<<i) != 0 }
 
 func used(r Resource, p *Progress) float64 {
 	switch r {
@@ -205,11 +222,11 @@ func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
 		// that delivers its final answer has not run away. Whatever it
 		// reached fires on the next event.
 		for i, l := range b.limits {
-			st, u := &b.state[i], used(l.res, p)
+			st, u := b.state(i), used(l.res, p)
 			if st.finalAt == 0 && reached(l.res, u, l.limit+s.raisedBy(l.res), 1) {
 				st.finalAt = p.Events
 			}
-			if b.threshold.set && !st.warned && st.finalWarnAt == 0 && reached(l.res, u, l.limit, b.threshold.v) {
+			if b.threshold.set && !b.warnedOf(i) && st.finalWarnAt == 0 && reached(l.res, u, l.limit, b.threshold.v) {
 				st.finalWarnAt = p.Events
 			}
 		}
@@ -222,12 +239,12 @@ func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
 	quiet := true
 	for i := range b.limits {
 		l := &b.limits[i]
-		st, u := &b.state[i], used(l.res, p)
+		u := used(l.res, p)
 		if limit := l.limit + s.raisedBy(l.res); reached(l.res, u, limit, 1) {
 			b.exhausted(l.res, u, limit, s)
 			quiet = false
 		}
-		if b.threshold.set && !st.warned && reached(l.res, u, l.limit, b.threshold.v) {
+		if b.threshold.set && !b.warnedOf(i) && reached(l.res, u, l.limit, b.threshold.v) {
 			b.pressure(i, u, p, s)
 			quiet = false
 		}
@@ -264,7 +281,7 @@ func (b *budgetCheck) exhausted(r Resource, used, limit float64, s *sink) {
 //go:noinline
 func (b *budgetCheck) pressure(i int, u float64, p *Progress, s *sink) {
 	l := b.limits[i]
-	b.state[i].warned = true
+	b.warned |= 1 << i
 	s.warn(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: u, Limit: l.limit, Scope: b.scope})
 	if b.grace != nil && !b.graceOn {
 		b.graceOn, b.graceLeft, b.warnRes, b.warnedAt = true, *b.grace, uint8(i), p.Events
@@ -286,13 +303,13 @@ func (b *budgetCheck) evidence(c Cause, at int) []int {
 	switch c := c.(type) {
 	case BudgetExhausted:
 		for i, l := range b.limits {
-			if l.res == c.Resource && b.state[i].finalAt > 0 {
-				out = append(out, b.state[i].finalAt)
+			if l.res == c.Resource && b.state(i).finalAt > 0 {
+				out = append(out, b.state(i).finalAt)
 				break
 			}
 		}
 	case BudgetPressure:
-		if f := b.state[b.warnRes].finalWarnAt; f > 0 {
+		if f := b.state(int(b.warnRes)).finalWarnAt; f > 0 {
 			out = append(out, f)
 		}
 		out = append(out, b.warnedAt)

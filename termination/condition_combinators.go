@@ -3,6 +3,7 @@ package termination
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/bits"
 	"slices"
 	"strings"
@@ -60,6 +61,10 @@ type anyCheck struct {
 	// event it saw left settled: it is not called for an event that
 	// spends nothing and is no model turn (see budgetCheck.settled).
 	quiet uint16
+	// texts has bit i set when children[i] acts only on an event whose
+	// text is at least textMin bytes long (see textFiltered): most tool
+	// calls and results are not looked at by a text_mention.
+	texts, textMin uint16
 }
 
 // maxDispatched is how many children of an AnyOf are dispatched by kind.
@@ -70,6 +75,13 @@ func (a *anyCheck) dispatch() {
 		ks := checkKinds(ch)
 		if b, ok := ch.(*budgetCheck); ok {
 			b.quiet, b.quietBit = &a.quiet, 1<<i
+		}
+		if t, ok := ch.(textFiltered); ok && t.minText() > 0 {
+			n := uint16(min(t.minText(), math.MaxUint16))
+			if a.texts == 0 || n < a.textMin {
+				a.textMin = n
+			}
+			a.texts |= 1 << i
 		}
 		for k := range a.byKind {
 			if ks&(1<<k) != 0 {
@@ -103,6 +115,9 @@ func (a *anyCheck) observe(ev *Event, p *Progress, s *sink) {
 	m := a.byKind[k]
 	if a.quiet != 0 && ev != nil && k != int(KindMessage) && k != int(KindFinal) && ev.Usage.IsZero() && ev.Cost == 0 {
 		m &^= a.quiet // settled budgets: nothing to look at
+	}
+	if ev != nil && len(ev.Text) < int(a.textMin) {
+		m &^= a.texts // too short for every text check
 	}
 	for ; m != 0; m &= m - 1 {
 		children[bits.TrailingZeros16(m)].observe(ev, p, s)
@@ -149,9 +164,7 @@ func (a *allCheck) observe(ev *Event, p *Progress, s *sink) {
 	if a.done {
 		return
 	}
-	a.scratch.warnings, a.scratch.stallWarned = s.warnings, s.stallWarned
-	a.scratch.callKey = s.callKey
-	a.scratch.idle = s.idle
+	a.scratch.run, a.scratch.callKey = s.run, s.callKey
 	at := 0 // a clock tick has no event of its own
 	if ev != nil {
 		at = p.Events

@@ -171,17 +171,26 @@ func (c *countLimit) start() check {
 	if c.res == ResourceToolCalls && len(c.perTool) == 0 && !c.pressure.set {
 		return statelessCount{c}
 	}
-	return &countCheck{countLimit: c, perToolCount: make([]int, len(c.perTool))}
+	if len(c.perTool) == 0 {
+		return &countCheck{countLimit: c}
+	}
+	return &toolCountCheck{countCheck{countLimit: c}, make([]int, len(c.perTool))}
 }
 
-// countCheck is the per-run state of a countLimit with per-tool limits or
-// pressure, or of an iteration limit (which notes the final event that
-// took the count past it, for the evidence).
+// countCheck is the per-run state of a countLimit with pressure, or of an
+// iteration limit (which notes the final event that took the count past
+// it, for the evidence).
 type countCheck struct {
 	*countLimit
+	finalAt int // the final event that took the iterations past the limit, 0 if none
+	warned  bool
+}
+
+// toolCountCheck is countCheck for a tool-call limit with per-tool limits:
+// it counts the calls of each (a check without them is 24 bytes, not 48).
+type toolCountCheck struct {
+	countCheck
 	perToolCount []int
-	warned       bool
-	finalAt      int // the final event that took the iterations past the limit, 0 if none
 }
 
 // statelessCount is the check of a plain tool-call limit, which needs no
@@ -217,6 +226,23 @@ func (c *countLimit) fireLimit(count int, s *sink, w witness) {
 	}
 }
 
+// observe counts the calls of each per-tool limit, after the overall
+// limit (which fires first) and the pressure.
+func (c *toolCountCheck) observe(ev *Event, p *Progress, s *sink) {
+	c.countCheck.observe(ev, p, s)
+	if ev == nil || ev.Kind != KindToolCall {
+		return
+	}
+	for i, t := range c.perTool {
+		if t.tool == ev.Tool {
+			c.perToolCount[i]++
+			if n, limit := c.perToolCount[i], t.limit+s.raisedCount(ResourceToolCalls); n > limit {
+				c.fireTool(t.tool, n, limit, s)
+			}
+		}
+	}
+}
+
 func (c *countCheck) observe(ev *Event, p *Progress, s *sink) {
 	if ev != nil && ev.Kind == KindFinal {
 		// A final never fires a limit (§3); the next message does, and its
@@ -232,14 +258,6 @@ func (c *countCheck) observe(ev *Event, p *Progress, s *sink) {
 	}
 	if c.limit.set && count > c.limit.v+s.raisedCount(c.res) {
 		c.fireLimit(count, s, c)
-	}
-	for i, t := range c.perTool {
-		if t.tool == ev.Tool {
-			c.perToolCount[i]++
-			if n, limit := c.perToolCount[i], t.limit+s.raisedCount(ResourceToolCalls); n > limit {
-				c.fireTool(t.tool, n, limit, s)
-			}
-		}
 	}
 	if c.pressure.set && !c.warned && pressureReached(count, c.limit.v, c.pressure.v) {
 		c.warned = true
@@ -329,7 +347,7 @@ func (c *idleAfter) validate() error {
 func (c *idleAfter) start() check                       { return c }
 func (c *idleAfter) timers(f func(time.Duration, bool)) { f(c.limit, true) }
 func (c *idleAfter) observe(ev *Event, _ *Progress, s *sink) {
-	if ev == nil && s.idle >= c.limit {
+	if ev == nil && s.idle() >= c.limit {
 		s.fire(Timeout{Limit: c.limit, Elapsed: c.limit, Idle: true}, noEvidence{})
 	}
 }

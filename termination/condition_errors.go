@@ -74,13 +74,15 @@ func (c *errorLimit) validate() error {
 
 func (c *errorLimit) start() check { return &errorCheck{errorLimit: c} }
 
-// prepare makes the windows' first slots, in one allocation, on the run's
-// first failure: a run that never fails carries none. A window that
-// outgrows its share grows apart. The run's failures (total) start with
-// fewer slots than a window: the list grows with the failures of the run,
-// not with its events.
+// prepare makes the windows, and their first slots in one allocation, on
+// the run's first failure: a run that never fails carries none. A window
+// that outgrows its share grows apart. The run's failures (total) start
+// with fewer slots than a window: the list grows with the failures of the
+// run, not with its events.
+//
+//go:noinline
 func (e *errorCheck) prepare() {
-	e.prepared = true
+	e.errorWindows = new(errorWindows)
 	c := e.errorLimit
 	var streak, total int
 	if c.consecutive.set {
@@ -91,8 +93,8 @@ func (e *errorCheck) prepare() {
 	}
 	buf := make([]int, 2*streak+total)
 	if c.consecutive.set {
-		e.resultIdx = ring[int]{buf: buf[0:0:streak], size: max(c.consecutive.v, 0)}
-		e.errorIdx = ring[int]{buf: buf[streak : streak : 2*streak], size: max(c.consecutive.v, 0)}
+		e.resultIdx = ring[int]{buf: buf[0:0:streak], size: ringSize(c.consecutive.v)}
+		e.errorIdx = ring[int]{buf: buf[streak : streak : 2*streak], size: ringSize(c.consecutive.v)}
 	}
 	if c.total.set {
 		e.allIdx = failureLog{head: buf[2*streak : 2*streak : 2*streak+total], size: max(c.total.v, 0)}
@@ -179,14 +181,19 @@ type errorCheck struct {
 	failedResults int // failed tool_results in a row
 	errorEvents   int // error events in a row
 	seen          int // error events and failed tool_results in the run
-	// The indices of the last failures, for the evidence: of each streak
-	// (as many as Consecutive) and of the run (as many as Total).
-	resultIdx, errorIdx ring[int]
-	allIdx              failureLog
-	// The flags share a word (160 bytes, a size class, rather than 168).
+	// *errorWindows is nil until the run's first failure (prepare): a
+	// live run that never fails is smaller without them.
+	*errorWindows
 	turn        bool // a model turn came after the last error event
 	streakFired bool // the last firing was a streak's
-	prepared    bool // the windows have their slots (prepare)
+}
+
+// errorWindows are the indices of an errorCheck's last failures, for the
+// evidence: of each streak (as many as Consecutive) and of the run (as
+// many as Total).
+type errorWindows struct {
+	resultIdx, errorIdx ring[int]
+	allIdx              failureLog
 }
 
 func (c *errorCheck) observe(ev *Event, p *Progress, s *sink) {
@@ -203,14 +210,14 @@ func (c *errorCheck) observe(ev *Event, p *Progress, s *sink) {
 		if slices.Contains(c.ignore, ev.Tool) {
 			return // neither counts nor resets
 		}
-		if !c.prepared {
+		if c.errorWindows == nil {
 			c.prepare()
 		}
 		c.failedResults++
 		c.resultIdx.push(p.Events)
 		streak = c.failedResults
 	case KindError:
-		if !c.prepared {
+		if c.errorWindows == nil {
 			c.prepare()
 		}
 		c.errorEvents++

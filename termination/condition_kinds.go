@@ -32,6 +32,14 @@ func kinds(ks ...Kind) kindSet {
 // it need not be called.
 type kindFiltered interface{ kinds() kindSet }
 
+// textFiltered is implemented by the checks that act only on events whose
+// text is at least minText bytes long (0: any): for any other event their
+// observe does nothing at all, so it need not be called.
+type textFiltered interface{ minText() int }
+
+// minText of a text_mention: a shorter text cannot contain its text.
+func (c *textMention) minText() int { return len(c.text) }
+
 // checkKinds is the set of kinds c acts on.
 func checkKinds(c check) kindSet {
 	if f, ok := c.(kindFiltered); ok {

@@ -180,7 +180,7 @@ func (c *stall) start() check {
 			s.msgs = newRing[keyAt](c.windowSize())
 		}
 		if c.tolerance.set {
-			s.tokens = newRing[tokensAt](c.repeats.v)
+			s.tokens = newRing[keyAt](c.repeats.v)
 		}
 	}
 	if c.cycle.set {
@@ -200,18 +200,14 @@ func (c *stall) start() check {
 // does.
 const maxOpenCalls = 64
 
-// keyAt is a stall key and the event (1-based index) it came from: the
-// windows keep the indices for the evidence, so that naming the events of a
-// stall costs nothing until one fires.
+// keyAt is a stall key (or an iteration's total tokens) and the event
+// (1-based index) it came from: the windows keep the indices for the
+// evidence, so that naming the events of a stall costs nothing until one
+// fires. (Packed into 12 bytes, a key in two halves, the entries made the
+// windows' loops slower by more than their memory was worth.)
 type keyAt struct {
 	key uint64
 	at  int
-}
-
-// tokensAt is an iteration's total tokens and its event.
-type tokensAt struct {
-	total int64
-	at    int
 }
 
 // openCall is a tool call waiting for its result (stall.same_result).
@@ -293,8 +289,8 @@ type stallCheck struct {
 	*stall
 	calls            ring[keyAt] // callKey of the last tool calls
 	msgs             ring[keyAt] // msgKey of the last non-empty messages
-	tokens           ring[tokensAt]
-	*sameResultState // nil without same_result: a live run is smaller
+	tokens           ring[keyAt] // total tokens of the last iterations that carry usage
+	*sameResultState             // nil without same_result: a live run is smaller
 }
 
 // sameResultState is what stall.same_result keeps.
@@ -362,7 +358,7 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 		}
 		if c.tolerance.set {
 			if total := ev.Usage.Total(); total > 0 {
-				c.tokens.push(tokensAt{total, p.Events})
+				c.tokens.push(keyAt{uint64(total), p.Events})
 				if ev.Kind == KindMessage && c.plateau() {
 					c.firePlateau(s)
 				}
@@ -426,7 +422,7 @@ func (c *stallCheck) closeCall(ev *Event) (uint64, bool) {
 // signals reports whether n matches fire or warn a repetition signal
 // (then repeated does it): a warning only while the run has none.
 func (c *stallCheck) signals(n int, s *sink) bool {
-	return n >= c.repeats.v || c.warnAt.set && n >= c.warnAt.v && !*s.stallWarned
+	return n >= c.repeats.v || c.warnAt.set && n >= c.warnAt.v && !s.stallWarned()
 }
 
 // repeated fires or warns a repetition signal with n matches.
@@ -489,25 +485,20 @@ func matchIndices(r *ring[keyAt], w int) []int {
 
 // matches counts the entries with key among the last w of r.
 func matches(r *ring[keyAt], key uint64, w int) int {
-	n := 0
 	if w >= len(r.buf) {
 		// The window holds every value kept (a ring as large as the
 		// window): their order does not matter to a count.
-		for i := range r.buf {
-			if r.buf[i].key == key {
-				n++
-			}
-		}
-		return n
+		return countKey(r.buf, key)
 	}
 	a, b := r.last(max(0, w)) // an unvalidated negative window matches nothing
-	for _, v := range a {
-		if v.key == key {
-			n++
-		}
-	}
-	for _, v := range b {
-		if v.key == key {
+	return countKey(a, key) + countKey(b, key)
+}
+
+// countKey counts the entries of buf that hold key.
+func countKey(buf []keyAt, key uint64) int {
+	n := 0
+	for i := range buf {
+		if buf[i].key == key {
 			n++
 		}
 	}
@@ -567,7 +558,7 @@ func (c *stallCheck) plateau() bool {
 		return false
 	}
 	for i := range n - 1 {
-		cur, prev := c.tokens.at(i).total, c.tokens.at(i+1).total
+		cur, prev := int64(c.tokens.at(i).key), int64(c.tokens.at(i+1).key)
 		if math.Abs(float64(cur-prev))/float64(prev) > c.tolerance.v {
 			return false
 		}
@@ -582,29 +573,34 @@ func (c *stallCheck) plateau() bool {
 const ringPrealloc = 32
 
 // ring keeps the last size values pushed. Its memory grows with the values
-// pushed, up to size.
+// pushed, up to size. (size and next are 32-bit: a ring larger than 2^31
+// values would take tens of gigabytes before it filled.)
 type ring[T comparable] struct {
 	buf  []T
-	size int
-	next int // where the next value goes once buf is full
+	size int32
+	// next is where the next value goes: len(buf) while the ring grows,
+	// the oldest value's place once it is full.
+	next int32
 }
 
 func newRing[T comparable](size int) ring[T] {
-	size = max(size, 0) // an unvalidated negative setting keeps nothing
-	return ring[T]{buf: make([]T, 0, min(size, ringPrealloc)), size: size}
+	n := ringSize(size)
+	return ring[T]{buf: make([]T, 0, min(int(n), ringPrealloc)), size: n}
 }
 
+// ringSize is the size of a ring for a setting of n values: an unvalidated
+// negative setting keeps nothing.
+func ringSize(n int) int32 { return int32(min(max(n, 0), math.MaxInt32)) }
+
 func (r *ring[T]) push(v T) {
-	if len(r.buf) < r.size {
+	if len(r.buf) < int(r.size) {
 		r.buf = append(r.buf, v)
+	} else if r.size != 0 {
+		r.buf[r.next] = v
+	} else {
 		return
 	}
-	if r.size == 0 {
-		return
-	}
-	r.buf[r.next] = v
-	r.next++
-	if r.next == r.size {
+	if r.next++; r.next == r.size {
 		r.next = 0
 	}
 }
@@ -614,23 +610,18 @@ func (r *ring[T]) len() int { return len(r.buf) }
 // last returns the last w values pushed (w <= len), oldest first, in at
 // most two slices of buf.
 func (r *ring[T]) last(w int) (a, b []T) {
-	if len(r.buf) < r.size {
-		return r.buf[len(r.buf)-w:], nil
+	next := int(r.next)
+	if start := next - w; start >= 0 {
+		return r.buf[start:next], nil
 	}
-	if start := r.next - w; start >= 0 {
-		return r.buf[start:r.next], nil
-	}
-	return r.buf[r.next-w+r.size:], r.buf[:r.next]
+	return r.buf[next-w+len(r.buf):], r.buf[:next] // full: it wraps
 }
 
 // at returns the i-th most recent value (0: the last pushed), i < len.
 func (r *ring[T]) at(i int) T {
-	if len(r.buf) < r.size {
-		return r.buf[len(r.buf)-1-i]
-	}
-	j := r.next - 1 - i
+	j := int(r.next) - 1 - i
 	if j < 0 {
-		j += r.size
+		j += len(r.buf) // full: it wraps
 	}
 	return r.buf[j]
 }

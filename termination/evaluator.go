@@ -35,35 +35,65 @@ type Evaluator struct {
 	// fields keep a live run's Evaluator in its size class.)
 	next, nextIdle int32
 	progress       Progress
-	cur            *Event // Observe's copy of the event, allocated on first use: ObserveRef callers never need it
 	sink           sink
 	warnings       []Cause
 	start          time.Time
 	// last is the time of the last event: live, when it arrived (the
 	// start before the first), for the idle limits; in replay, the last
 	// event that carried a time (or the deadline that stopped the run).
-	last    time.Time
-	lastErr string
-	cause   Cause
-	end     *evalEnd    // how the run stopped (ending): nil while it runs
-	timers  *evalTimers // the condition's timer limits; nil without any
-	hold    *holdState  // hold: (hold.go); nil without one
+	last  time.Time
+	cause Cause
+	// x holds what most live runs never need, nil until one does (a live
+	// run's Evaluator is 256 bytes, a size class, without it).
+	x *evalRare
+}
+
+// evalRare is the part of an Evaluator that most live runs never need:
+// made by NewEvaluator for a condition with timers, else on first use.
+type evalRare struct {
+	timers  evalTimers // the condition's timer limits; none without any
+	end     *evalEnd   // how the run stopped (ending): nil while it runs
+	hold    *holdState // hold: (hold.go); nil without one
+	lastErr string     // the error of the last error event
+	cur     *Event     // Observe's copy of the event: ObserveRef callers never need it
+	raised  *Limits    // what the limits were raised by (hold.go); nil before a raise
+}
+
+// rare returns e.x, making it on first use.
+func (e *Evaluator) rare() *evalRare {
+	if e.x == nil {
+		e.x = new(evalRare)
+	}
+	return e.x
+}
+
+// holds returns e's hold state, nil without hold.
+func (e *Evaluator) holds() *holdState {
+	if e.x == nil {
+		return nil
+	}
+	return e.x.hold
 }
 
 // evalTimers are the timer limits of an Evaluator's condition: timeouts,
 // ascending (replay ticks at each deadline before the first event past
-// it), and idle limits, ascending, counted from the last event.
-type evalTimers struct{ timeouts, idles []time.Duration }
+// it), and idle limits, ascending, counted from the last event; and, on
+// a clock tick for an idle limit, how long the run has been idle (0 on
+// events and on timeout ticks).
+type evalTimers struct {
+	timeouts, idles []time.Duration
+	idle            time.Duration
+}
 
 // noTimers stands for the timers of a condition without any.
 var noTimers evalTimers
 
 // tl returns e's timer limits (noTimers when it has none).
 func (e *Evaluator) tl() *evalTimers {
-	if e.timers == nil {
+	if e.x == nil {
 		return &noTimers
 	}
-	return e.timers
+	return &e.x.timers
 }
 
 // evalEnd is what an Evaluator records when its run stops. It is
@@ -78,10 +108,11 @@ type evalEnd struct {
 // ending returns the record of how the run stopped, making it on first
 // use (once the run stops, or its Result is made).
 func (e *Evaluator) ending() *evalEnd {
-	if e.end == nil {
-		e.end = new(evalEnd)
+	x := e.rare()
+	if x.end == nil {
+		x.end = new(evalEnd)
 	}
-	return e.end
+	return x.end
 }
 
 // NewEvaluator starts a run of c. c must be valid ([Validate]); an invalid
@@ -92,10 +123,10 @@ func NewEvaluator(c Condition, clock Clock) *Evaluator {
 		c = AnyOf()
 	}
 	e := &Evaluator{root: c.start(), clock: clock}
-	e.sink.warnings, e.sink.stallWarned = &e.warnings, &e.stalled
+	e.sink.run = e
 	eachTimer(c, func(time.Duration, bool) { e.clocked = true })
 	if e.clocked {
-		e.timers = &evalTimers{timeoutsOf(c), idlesOf(c)}
+		e.rare().timers = evalTimers{timeouts: timeoutsOf(c), idles: idlesOf(c)}
 	}
 	e.callKeys = usesCallKey(e.root)
 	if clock == WallClock {
@@ -114,11 +145,20 @@ func (e *Evaluator) Observe(ev Event) (Cause, bool) {
 	if e.cause != nil {
 		return e.cause, true
 	}
-	if e.cur == nil {
-		e.cur = new(Event)
+	return e.ObserveRef(e.copyOf(&ev))
+}
+
+// copyOf copies *ev into Observe's copy of the event, made on first use,
+// and returns the copy. (A frame of its own: Observe's stays small.)
+//
+//go:noinline
+func (e *Evaluator) copyOf(ev *Event) *Event {
+	x := e.rare()
+	if x.cur == nil {
+		x.cur = new(Event)
 	}
-	*e.cur = ev
-	return e.ObserveRef(e.cur)
+	*x.cur = *ev
+	return x.cur
 }
 
 // ObserveRef is Observe without copying the event, for hot paths: ev is
@@ -160,7 +200,7 @@ func (e *Evaluator) observeRefKeyed(ev *Event, argsKey uint64, argsKeyed bool) (
 	}
 	e.lastKind = ev.Kind
 	if ev.Kind == KindError {
-		e.lastErr = ev.ErrorText()
+		e.rare().lastErr = ev.ErrorText()
 	}
 	e.sink.callKey = 0
 	if e.callKeys && ev.Kind == KindToolCall {
@@ -289,9 +329,13 @@ func (e *Evaluator) tickClock(elapsed, idle time.Duration, end time.Time) bool {
 	saved := *p
 	p.Elapsed, p.Clocked = elapsed, idle == 0
 	e.sink.reset()
-	e.sink.idle = idle
+	if idle > 0 { // an idle limit's tick: the run has timers
+		e.x.timers.idle = idle
+	}
 	e.root.observe(nil, p, &e.sink)
-	e.sink.idle = 0
+	if idle > 0 {
+		e.x.timers.idle = 0
+	}
 	if _, stopped := e.settle(p.Events); stopped {
 		if e.clock == EventClock {
 			e.last = end
@@ -349,7 +393,7 @@ func (e *Evaluator) settle(at int) (Cause, bool) {
 	if len(e.sink.fired) == 0 {
 		return nil, false
 	}
-	if e.hold != nil && e.holdOn(at) {
+	if e.holds() != nil && e.holdOn(at) {
 		return nil, false
 	}
 	e.ending().fired = slices.Clone(e.sink.fired)
@@ -414,7 +458,7 @@ func (e *Evaluator) Warnings() []Cause { return slices.Clone(e.warnings) }
 func (e *Evaluator) Result() Result {
 	if e.cause == nil {
 		if e.lastKind == KindError {
-			e.EndStream(Failed{Reason: FailStreamError, Err: e.lastErr})
+			e.EndStream(Failed{Reason: FailStreamError, Err: e.rare().lastErr})
 			e.ending().evidence = []int{e.progress.Events} // the final error event
 		} else {
 			e.EndStream(NaturalCompletion{})

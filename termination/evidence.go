@@ -29,7 +29,7 @@ func (a *allCheck) heldEvents(f func(int)) {
 }
 
 func (c *stallCheck) heldEvents(f func(int)) {
-	rings := []*ring[keyAt]{&c.calls, &c.msgs}
+	rings := []*ring[keyAt]{&c.calls, &c.msgs, &c.tokens}
 	if c.sameResultState != nil {
 		rings = append(rings, &c.results)
 	}
@@ -38,12 +38,12 @@ func (c *stallCheck) heldEvents(f func(int)) {
 			f(k.at)
 		}
 	}
-	for _, t := range c.tokens.buf {
-		f(t.at)
-	}
 }
 
 func (c *errorCheck) heldEvents(f func(int)) {
+	if c.errorWindows == nil {
+		return // no failure yet
+	}
 	for _, r := range [...]*ring[int]{&c.resultIdx, &c.errorIdx} {
 		for _, at := range r.buf {
 			f(at)
@@ -56,9 +56,9 @@ func (c *countCheck) heldEvents(f func(int)) { f(c.finalAt) }
 
 func (b *budgetCheck) heldEvents(f func(int)) {
 	f(b.warnedAt)
-	for _, st := range b.state {
-		f(st.finalAt)
-		f(st.finalWarnAt)
+	for i := range b.limits {
+		f(b.state(i).finalAt)
+		f(b.state(i).finalWarnAt)
 	}
 }
 
@@ -111,9 +111,5 @@ func (e *Evaluator) ObserveKeyed(ev Event, argsKey uint64, keyed bool) (Cause, b
 	if e.cause != nil {
 		return e.cause, true
 	}
-	if e.cur == nil {
-		e.cur = new(Event)
-	}
-	*e.cur = ev
-	return e.observeRefKeyed(e.cur, argsKey, keyed)
+	return e.observeRefKeyed(e.copyOf(&ev), argsKey, keyed)
 }

@@ -118,26 +118,26 @@ type holdState struct {
 // hold). Call it before the first event; a Timeout <= 0 is ignored.
 func (e *Evaluator) SetHold(h Hold) {
 	if h.Timeout > 0 {
-		e.hold = &holdState{timeout: h.Timeout}
+		e.rare().hold = &holdState{timeout: h.Timeout}
 	}
 }
 
 // Held returns the cause of the limit the run is held at, and true while
 // it is held.
 func (e *Evaluator) Held() (Cause, bool) {
-	if e.hold == nil || !e.hold.held {
+	if e.holds() == nil || !e.holds().held {
 		return nil, false
 	}
-	return e.hold.cause, true
+	return e.holds().cause, true
 }
 
 // HeldSince returns when the run was held (on the evaluator's clock) and
 // true while it is held.
 func (e *Evaluator) HeldSince() (time.Time, bool) {
-	if e.hold == nil || !e.hold.held {
+	if e.holds() == nil || !e.holds().held {
 		return time.Time{}, false
 	}
-	return e.hold.heldAt, true
+	return e.holds().heldAt, true
 }
 
 // Raise adds l's amounts to the run's limits of those resources and
@@ -151,13 +151,14 @@ func (e *Evaluator) Raise(l Limits) error {
 	if err := l.ValidateRaise(); err != nil {
 		return err
 	}
-	if e.hold == nil || !e.hold.held || e.cause != nil {
+	if e.holds() == nil || !e.holds().held || e.cause != nil {
 		return ErrNotHeld
 	}
-	if e.sink.raised == nil {
-		e.sink.raised = new(Limits) // raised limits are rare: not in every run
+	x := e.rare()
+	if x.raised == nil {
+		x.raised = new(Limits)
 	}
-	r := e.sink.raised
+	r := x.raised
 	r.Has |= l.Has
 	r.Iterations = satInt(r.Iterations, l.Iterations)
 	r.ToolCalls = satInt(r.ToolCalls, l.ToolCalls)
@@ -165,7 +166,7 @@ func (e *Evaluator) Raise(l Limits) error {
 	r.InputTokens = addTokens(r.InputTokens, l.InputTokens)
 	r.OutputTokens = addTokens(r.OutputTokens, l.OutputTokens)
 	r.Cost += l.Cost
-	h := e.hold
+	h := e.holds()
 	if e.clock == WallClock && !e.last.IsZero() {
 		e.last = e.last.Add(time.Since(h.heldAt)) // idle paused while held
 	}
@@ -178,10 +179,10 @@ func (e *Evaluator) Raise(l Limits) error {
 // reached the limit): a stop of the held run, or its hold timeout. It
 // returns the cause and true when the run was held.
 func (e *Evaluator) EndHold() (Cause, bool) {
-	if e.hold == nil || !e.hold.held || e.cause != nil {
+	if e.holds() == nil || !e.holds().held || e.cause != nil {
 		return nil, false
 	}
-	h := e.hold
+	h := e.holds()
 	e.cause, e.ending().fired, e.ending().stoppedAt, e.ending().evidence = h.cause, h.fired, h.stoppedAt, h.evidence
 	e.ending().ended = time.Now()
 	h.held = false
@@ -200,7 +201,7 @@ func (e *Evaluator) holdOn(at int) bool {
 			return false
 		}
 	}
-	h := e.hold
+	h := e.holds()
 	if h.held {
 		// An event evaluated while held (another run of a held tree got
 		// there first): the hold stands, at its first limit.
@@ -222,46 +223,48 @@ func (e *Evaluator) holdOn(at int) bool {
 // holdDue is when a held run's hold timeout passes; ok is false when the
 // run is not held or not on the wall clock.
 func (e *Evaluator) holdDue() (time.Time, bool) {
-	if e.hold == nil || !e.hold.held || e.clock != WallClock {
+	if e.holds() == nil || !e.holds().held || e.clock != WallClock {
 		return time.Time{}, false
 	}
-	return e.hold.heldAt.Add(e.hold.timeout), true
+	return e.holds().heldAt.Add(e.holds().timeout), true
 }
 
 // holding reports whether the run is held: its idle limits pause.
-func (e *Evaluator) holding() bool { return e.hold != nil && e.hold.held }
+func (e *Evaluator) holding() bool { return e.holds() != nil && e.holds().held }
 
 // raisedBy is how much the run's limits of r were raised.
 func (s *sink) raisedBy(r Resource) float64 {
-	if s.raised == nil || s.raised.Has == 0 {
+	raised := s.raised()
+	if raised == nil || raised.Has == 0 {
 		return 0
 	}
 	switch r {
 	case ResourceTotalTokens:
-		return float64(s.raised.TotalTokens)
+		return float64(raised.TotalTokens)
 	case ResourceInputTokens:
-		return float64(s.raised.InputTokens)
+		return float64(raised.InputTokens)
 	case ResourceOutputTokens:
-		return float64(s.raised.OutputTokens)
+		return float64(raised.OutputTokens)
 	case ResourceCost:
-		return s.raised.Cost
+		return raised.Cost
 	case ResourceIterations:
-		return float64(s.raised.Iterations)
+		return float64(raised.Iterations)
 	case ResourceToolCalls:
-		return float64(s.raised.ToolCalls)
+		return float64(raised.ToolCalls)
 	}
 	return 0
 }
 
 // raisedCount is how much the count limit of r was raised.
 func (s *sink) raisedCount(r Resource) int {
-	if s.raised == nil || s.raised.Has == 0 {
+	raised := s.raised()
+	if raised == nil || raised.Has == 0 {
 		return 0
 	}
 	if r == ResourceIterations {
-		return s.raised.Iterations
+		return raised.Iterations
 	}
-	return s.raised.ToolCalls
+	return raised.ToolCalls
 }
 
 // satInt adds two non-negative ints, saturating.

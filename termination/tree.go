@@ -390,6 +390,8 @@ func (e *Evaluator) Remaining() Limits {
 			l = c.countLimit.remaining(p, e.sink.raisedCount(c.res))
 		case *countCheck:
 			l = c.countLimit.remaining(p, e.sink.raisedCount(c.res))
+		case *toolCountCheck:
+			l = c.countLimit.remaining(p, e.sink.raisedCount(c.res))
 		case *budgetCheck:
 			for _, r := range c.limits {
 				left := max(r.limit+e.sink.raisedBy(r.res)-used(r.res, p), 0)
@@ -464,8 +466,8 @@ func (e *Evaluator) StopFired(fired []Cause, onEvent bool) bool {
 // Fired returns what fired when the evaluator stopped, without
 // copying; nil while it runs.
 func (e *Evaluator) Fired() []Cause {
-	if e.end == nil {
+	if e.x == nil || e.x.end == nil {
 		return nil
 	}
-	return e.end.fired
+	return e.x.end.fired
 }

@@ -117,9 +117,10 @@ func hashFloat(f float64) uint64 {
 }
 
 // member combines an object member's key and value hashes (both already
-// mixed) in one round. Members combine by addition, so their order does
-// not matter.
-func member(k, v uint64) uint64 { return mix(k*31 ^ v ^ 0x51) }
+// mixed) with one 128-bit multiply by the process's seeds (a splitmix round
+// took two, in sequence, on the way to the object's hash). Members combine
+// by addition, so their order does not matter.
+func member(k, v uint64) uint64 { return mum(k^keySeeds[3], v^keySeeds[4]) }
 
 const (
 	fnvOffset   = 14695981039346656037
@@ -246,15 +247,13 @@ func (p *canonParser) object(depth int) (uint64, bool) {
 		case depth >= maxDepth:
 			v, ok = p.value(depth + 1)
 		case c == '"':
-			if v, end, ok = shortString(p.Data, p.Pos); ok {
-				p.Pos = end
-			} else {
-				v, ok = p.str()
-			}
+			// Values are longer than keys: plainString, which str tries
+			// first, hashes short ones from their first word as well.
+			v, ok = p.str()
 		case c-'1' <= 8 && p.Pos+1 < len(p.Data) && (p.Data[p.Pos+1] == ',' || p.Data[p.Pos+1] == '}'):
 			// A one-digit number (not 0, which smallInt checks for a
 			// leading zero), as smallInt hashes it.
-			v, ok = hashFloat(float64(c-'0')), true
+			v, ok = smallInts[c-'0'], true
 			p.Pos++
 		case c-'0' <= 9:
 			if v, ok = p.smallInt(); !ok {
@@ -359,6 +358,10 @@ func (p *canonParser) str() (uint64, bool) {
 		}
 		return BytesKey(b) ^ hashString, true
 	}
+	if h, end, ok := shortEscaped(p.Data, p.Pos); ok {
+		p.Pos = end
+		return h, true
+	}
 	start, simple, ascii := p.String()
 	if start < 0 {
 		return 0, false
@@ -402,6 +405,37 @@ func hashShortEscaped(tok []byte) uint64 {
 	d := jsonscan.Scanner{Data: tok}
 	b, _, _ := d.DecodeString(short[:0])
 	return BytesKey(b) ^ hashString
+}
+
+// shortEscaped hashes, as str would, the string token at data[at] when
+// it decodes to at most shortUnquote bytes of ASCII with the common escapes
+// (\n, \t, \", ...) only, decoding it in one pass onto the stack; ok is false
+// for any other token (str's general path validates and hashes it), with
+// nothing read past the first byte it cannot take.
+func shortEscaped(data []byte, at int) (h uint64, end int, ok bool) {
+	var short [shortUnquote]byte
+	n := 0
+	for i := at + 1; i < len(data); n++ {
+		c := data[i]
+		switch {
+		case c == '"':
+			return BytesKey(short[:n]) ^ hashString, i + 1, true
+		case n == len(short):
+			return 0, 0, false // longer
+		case c == '\\':
+			if i+1 >= len(data) || jsonscan.SimpleEscape(data[i+1]) == 0 {
+				return 0, 0, false // \u and bad escapes: the general path
+			}
+			short[n] = jsonscan.SimpleEscape(data[i+1])
+			i += 2
+		case c < ' ' || c >= utf8.RuneSelf:
+			return 0, 0, false
+		default:
+			short[n] = c
+			i++
+		}
+	}
+	return 0, 0, false
 }
 
 // shortUnquote is how long a string hashShortEscaped decodes can be.
@@ -459,8 +493,20 @@ func (p *canonParser) smallInt() (uint64, bool) {
 		return 0, false // longer, a fraction or an exponent, or a leading zero: number's general path
 	}
 	p.Pos = j
+	if n < uint64(len(smallInts)) {
+		return smallInts[n], true
+	}
 	return hashFloat(float64(n)), true
 }
+
+// smallInts are the hashes of the integers 0 to 99 (hashFloat's), the
+// common numbers of tool arguments: a look-up rather than a mix.
+var smallInts = func() (t [100]uint64) {
+	for i := range t {
+		t[i] = hashFloat(float64(i))
+	}
+	return t
+}()
 
 // strSeed seeds string hashes; fingerprints only need to agree within one
 // process.

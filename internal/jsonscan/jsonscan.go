@@ -204,6 +204,10 @@ func (s *Scanner) DecodeString(dst []byte) (str []byte, copied, ok bool) {
 // decodes to, for every escape but \u (0: not one of them).
 var simpleEscapes = [256]byte{'"': '"', '\\': '\\', '/': '/', 'b': '\b', 'f': '\f', 'n': '\n', 'r': '\r', 't': '\t'}
 
+// SimpleEscape returns what the one-character escape \c decodes to (\n, \t,
+// \", ...), 0 when c begins no such escape (u, or a bad escape).
+func SimpleEscape(c byte) byte { return simpleEscapes[c] }
+
 // hex4 is the value of four hex digits, or -1 if one is not a hex digit.
 func hex4(a, b, c, d byte) rune {
 	v0, v1, v2, v3 := hexValue[a], hexValue[b], hexValue[c], hexValue[d]

@@ -1,0 +1,59 @@
+package canonical
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestShortEscaped: the one-pass hash of short strings with escapes agrees
+// with the general path (String, then decoding) where it takes a token,
+// and leaves every other token to it.
+func TestShortEscaped(t *testing.T) {
+	for _, tc := range []struct {
+		tok  string
+		take bool
+	}{
+		{`"# Findings\n..."`, true},
+		{`"a\"b\\c\/d\be\ff\ng\r\t"`, true}, // 15 decoded
+		{`""`, true},
+		{`"x"`, true},
+		{`"0123456789abcdef"`, true},    // 16 bytes
+		{`"0123456789abcde\n"`, true},   // 16 decoded, 17 raw
+		{`"0123456789abcdefg"`, false},  // 17 bytes
+		{`"0123456789abcdef\n"`, false}, // 17 decoded
+		{`"\u0041"`, false},             // \u: the general path
+		{`"caf\u00e9"`, false},
+		{`"café"`, false},   // not ASCII
+		{"\"a\tb\"", false}, // a control character: invalid
+		{`"a\qb"`, false},   // a bad escape: invalid
+		{`"abc`, false},     // unterminated
+		{`"ab\`, false},
+	} {
+		data := []byte(tc.tok)
+		if tc.take {
+			data = append(data, `,"next"`...) // it stops at the token's end
+		}
+		h, end, ok := shortEscaped(data, 0)
+		require.Equal(t, tc.take, ok, tc.tok)
+		if !ok {
+			continue
+		}
+		assert.Equal(t, len(tc.tok), end, tc.tok)
+		assert.Equal(t, hashEscaped([]byte(tc.tok)), h, tc.tok)
+		p := canonParser{}
+		p.Data = data
+		h2, ok2 := p.str()
+		require.True(t, ok2, tc.tok)
+		assert.Equal(t, h, h2, tc.tok)
+		// The same string written as encoding/json writes it (\u0008 for
+		// \b, / for \/, ...) hashes the same.
+		var str string
+		require.NoError(t, json.Unmarshal([]byte(tc.tok), &str), tc.tok)
+		again, err := json.Marshal(str)
+		require.NoError(t, err)
+		assert.Equal(t, ArgsKey([]byte(`{"k":`+tc.tok+`}`)), ArgsKey([]byte(`{"k":`+string(again)+`}`)), "%s and %s", tc.tok, again)
+	}
+}
