@@ -160,6 +160,8 @@ var (
 	width    = flag.Int("width", 1600, "page width in pixels")
 	out      = flag.String("out", "dashboard.html", "output file: .html (inline SVG) or .svg")
 	source   = flag.String("source", "", "what Prometheus scraped, for the caption (default: the -prometheus URL)")
+	dashName = flag.String("dashboard-label", "", "how the caption names the dashboard (default: the -dashboard path)")
+	endF     = flag.String("end", "", "end of the time range, RFC 3339 (2026-11-29T06:40:00Z) or Unix seconds (default: now); a fixed end draws the same page twice")
 	shrinkF  = flag.String("shrink", "", "instead of rendering, rewrite this PNG (a screenshot of the page) with a 256-color palette")
 )
 
@@ -342,7 +344,11 @@ func run() error {
 	rng := time.Duration(*minutes * float64(time.Minute)).Truncate(time.Second)
 	step := max((rng / 700).Round(time.Second), *scrape, *minStep, time.Second)
 	rate := max(step+*scrape, 4**scrape)
-	end := time.Now().Truncate(step)
+	end, err := endTime(*endF)
+	if err != nil {
+		return err
+	}
+	end = end.Truncate(step)
 	e := &env{start: end.Add(-rng), end: end, step: step, points: int(rng/step) + 1, vars: map[string]string{
 		"__interval": fmt.Sprintf("%dms", step.Milliseconds()), "__interval_ms": strconv.FormatInt(step.Milliseconds(), 10),
 		"__rate_interval": fmt.Sprintf("%dms", rate.Milliseconds()),
@@ -360,18 +366,7 @@ func run() error {
 	c := &canvas{}
 	c.f(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" %s font-size="12">`, *width, height, font)
 	c.f(`<rect width="100%%" height="100%%" fill="%s"/>`, bg)
-	c.txt(pad, 32, 20, text, "start", 500, "Dashboards  ›  "+d.Title)
-	c.f(`<rect x="%d" y="14" width="190" height="28" rx="3" fill="%s" stroke="%s"/>`, *width-pad-190, panelBg, border)
-	c.txt(float64(*width-pad-95), 33, 13, text, "middle", 400, fmt.Sprintf("◷  Last %s", human(rng)))
-	x := float64(pad)
-	for _, v := range [][2]string{{"Data source", "Prometheus"}, {"Stage", "All"}, {"Outcome", "All"}} {
-		w1, w2 := textW(v[0], 12)+20, textW(v[1], 12)+28
-		c.f(`<rect x="%.0f" y="56" width="%.0f" height="28" fill="%s" stroke="%s"/>`, x, w1, panelBg, border)
-		c.txt(x+10, 74, 12, text, "start", 500, v[0])
-		c.f(`<rect x="%.0f" y="56" width="%.0f" height="28" fill="%s" stroke="%s"/>`, x+w1, w2, bg, border)
-		c.txt(x+w1+10, 74, 12, text, "start", 400, v[1]+"  ▾")
-		x += w1 + w2 + 12
-	}
+	c.header(pad, d.Title, rng)
 	for i := range panels {
 		p := &panels[i]
 		g := p.GridPos
@@ -406,7 +401,7 @@ func run() error {
 	}
 	c.txt(pad, float64(height-14), 11, dim, "start", 400, fmt.Sprintf(
 		"Drawn by dashboards/render, not Grafana: every panel query of %s evaluated by a real Prometheus (%s), %s – %s UTC, step %s, $__rate_interval %s.",
-		*dashPath, cmp.Or(*source, *promURL), e.start.UTC().Format("2006-01-02 15:04:05"), e.end.UTC().Format("15:04:05"), step, rate))
+		cmp.Or(*dashName, *dashPath), cmp.Or(*source, *promURL), e.start.UTC().Format("2006-01-02 15:04:05"), e.end.UTC().Format("15:04:05"), step, rate))
 	c.f(`</svg>`)
 
 	doc := c.String()
@@ -419,6 +414,38 @@ func run() error {
 	}
 	fmt.Printf("%dx%d\n", *width, height)
 	return nil
+}
+
+// endTime parses -end: RFC 3339, Unix seconds, or "" for now.
+func endTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Now(), nil
+	}
+	if sec, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return time.Unix(sec, 0), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("-end %q: want RFC 3339 (2026-11-29T06:40:00Z) or Unix seconds", s)
+	}
+	return t, nil
+}
+
+// header draws the title, the time picker and the variables of the page,
+// pad pixels from its edges.
+func (c *canvas) header(pad int, title string, rng time.Duration) {
+	c.txt(float64(pad), 32, 20, text, "start", 500, "Dashboards  ›  "+title)
+	c.f(`<rect x="%d" y="14" width="190" height="28" rx="3" fill="%s" stroke="%s"/>`, *width-pad-190, panelBg, border)
+	c.txt(float64(*width-pad-95), 33, 13, text, "middle", 400, fmt.Sprintf("◷  Last %s", human(rng)))
+	x := float64(pad)
+	for _, v := range [][2]string{{"Data source", "Prometheus"}, {"Stage", "All"}, {"Outcome", "All"}} {
+		w1, w2 := textW(v[0], 12)+20, textW(v[1], 12)+28
+		c.f(`<rect x="%.0f" y="56" width="%.0f" height="28" fill="%s" stroke="%s"/>`, x, w1, panelBg, border)
+		c.txt(x+10, 74, 12, text, "start", 500, v[0])
+		c.f(`<rect x="%.0f" y="56" width="%.0f" height="28" fill="%s" stroke="%s"/>`, x+w1, w2, bg, border)
+		c.txt(x+w1+10, 74, 12, text, "start", 400, v[1]+"  ▾")
+		x += w1 + w2 + 12
+	}
 }
 
 func human(d time.Duration) string {

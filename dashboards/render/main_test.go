@@ -336,3 +336,27 @@ func htmlText(s string) string {
 	r := strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;")
 	return r.Replace(s)
 }
+
+func TestEndTime(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Time
+	}{
+		{"1764398400", time.Unix(1764398400, 0)},
+		{"2026-11-29T06:40:00Z", time.Date(2026, 11, 29, 6, 40, 0, 0, time.UTC)},
+		{"2026-11-29T07:40:00+01:00", time.Date(2026, 11, 29, 6, 40, 0, 0, time.UTC)},
+	} {
+		got, err := endTime(tc.in)
+		if err != nil || !got.Equal(tc.want) {
+			t.Errorf("endTime(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+	if got, err := endTime(""); err != nil || time.Since(got) > time.Minute {
+		t.Errorf(`endTime("") = %v, %v; want now`, got, err)
+	}
+	for _, bad := range []string{"yesterday", "2026-11-29 06:40", "1.5e9"} {
+		if _, err := endTime(bad); err == nil || !strings.Contains(err.Error(), "-end") {
+			t.Errorf("endTime(%q): %v, want an error naming -end", bad, err)
+		}
+	}
+}
