@@ -360,3 +360,37 @@ func TestEndTime(t *testing.T) {
 		}
 	}
 }
+
+// TestRunWithFixedEndIsReproducible: with -end, two runs against the same
+// data write the same page, and the caption names the dashboard by
+// -dashboard-label instead of its path.
+func TestRunWithFixedEndIsReproducible(t *testing.T) {
+	srv := httptest.NewServer(&fakePrometheus{})
+	defer srv.Close()
+	dir := t.TempDir()
+	oldEnd, oldName := *endF, *dashName
+	t.Cleanup(func() { *endF, *dashName = oldEnd, oldName })
+	*endF, *dashName = "2026-11-29T06:40:00Z", "dashboards/grafana/agent-termination.json"
+	var pages []string
+	for i := range 2 {
+		page := filepath.Join(dir, fmt.Sprintf("page%d.svg", i))
+		setFlags(t, srv.URL, page)
+		if err := run(); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages = append(pages, string(b))
+	}
+	if pages[0] != pages[1] {
+		t.Error("two runs with the same -end wrote different pages")
+	}
+	if !strings.Contains(pages[0], "2026-11-29 06:37:00 – 06:40:00 UTC") {
+		t.Error("the caption does not show the range ending at -end")
+	}
+	if !strings.Contains(pages[0], "every panel query of dashboards/grafana/agent-termination.json evaluated") {
+		t.Error("the caption does not name the dashboard by -dashboard-label")
+	}
+}
