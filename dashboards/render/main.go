@@ -931,8 +931,21 @@ func (t *tableRows) sortBy(name func(string) string, display string, desc bool) 
 	})
 }
 
+// sums are the column totals over every row; a column of strings sums to 0.
+func (t *tableRows) sums() []float64 {
+	sums := make([]float64, len(t.cols))
+	for _, k := range t.keys {
+		for j, col := range t.cols {
+			v, _ := t.rows[k][col].(float64)
+			sums[j] += v
+		}
+	}
+	return sums
+}
+
 // drawTable draws the header, as many rows as fit in b (then "+ N more
-// rows") and, where the panel shows one, a footer of column totals.
+// rows") and, where the panel shows one, a footer of column totals over all
+// rows, drawn or not, as Grafana's footer sums the whole table.
 func (c *canvas) drawTable(p *panel, b box, t *tableRows, name func(string) string) {
 	widths := make([]float64, len(t.cols))
 	total := 0.0
@@ -948,7 +961,7 @@ func (c *canvas) drawTable(p *panel, b box, t *tableRows, name func(string) stri
 		x += widths[j]
 	}
 	c.f(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s"/>`, b.x, b.x+b.w, b.y+rowH, b.y+rowH, border)
-	sums := make([]float64, len(t.cols))
+	sums := t.sums()
 	draw := func(y float64, cell func(j int, col string) (string, string)) {
 		x := b.x
 		for j, col := range t.cols {
@@ -957,16 +970,19 @@ func (c *canvas) drawTable(p *panel, b box, t *tableRows, name func(string) stri
 			x += widths[j]
 		}
 	}
+	bottom := b.y + b.h // of the rows: above the footer, where there is one
+	if p.Options.Footer.Show {
+		bottom -= rowH
+	}
 	for i, k := range t.keys {
 		y := b.y + rowH*float64(i+1)
-		if y+rowH*2 > b.y+b.h && i < len(t.keys)-1 {
+		if y+rowH*2 > bottom && i < len(t.keys)-1 {
 			c.txt(b.x+8, y+17, 11, dim, "start", 400, fmt.Sprintf("+ %d more rows", len(t.keys)-i))
 			break
 		}
 		draw(y, func(j int, col string) (string, string) {
 			switch v := t.rows[k][col].(type) {
 			case float64:
-				sums[j] += v
 				f := p.fieldFor(name(col))
 				fill := text
 				if f.Custom.CellOptions.Type == "color-text" {

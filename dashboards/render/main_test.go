@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -392,5 +393,38 @@ func TestRunWithFixedEndIsReproducible(t *testing.T) {
 	}
 	if !strings.Contains(pages[0], "every panel query of dashboards/grafana/agent-termination.json evaluated") {
 		t.Error("the caption does not name the dashboard by -dashboard-label")
+	}
+}
+
+// TestTableFooterSumsEveryRow: a table with more rows than fit shows
+// "+ N more rows" above its footer, not over it, and the footer's totals
+// count the rows left out too (Grafana sums the whole table).
+func TestTableFooterSumsEveryRow(t *testing.T) {
+	var p panel
+	err := json.Unmarshal([]byte(`{"type": "table", "title": "Stop causes by stage",
+		"options": {"footer": {"show": true}},
+		"transformations": [{"id": "groupingToMatrix", "options": {"rowField": "stage", "columnField": "termination_cause"}}]}`), &p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data []series
+	for i := range 10 {
+		data = append(data, series{labels: map[string]string{"stage": fmt.Sprintf("stage%02d", i), "termination_cause": "stall"}, value: float64(i + 1)})
+	}
+	c := &canvas{}
+	b := box{0, 0, 400, 26 * 6} // the header, 4 rows and the footer
+	c.table(&p, b, data)
+	svg := c.String()
+
+	more := regexp.MustCompile(`<text x="[0-9.]+" y="([0-9.]+)"[^>]*>\+ (\d+) more rows</text>`).FindStringSubmatch(svg)
+	if more == nil {
+		t.Fatalf("no \"+ N more rows\" for 10 rows in room for 4:\n%s", svg)
+	}
+	if y, _ := strconv.ParseFloat(more[1], 64); y > b.h-26 {
+		t.Errorf("\"+ %s more rows\" at y=%.0f, inside the footer (from y=%.0f)", more[2], y, b.h-26)
+	}
+	footer := regexp.MustCompile(`>Total</text><text[^>]*>([^<]*)</text>`).FindStringSubmatch(svg)
+	if footer == nil || footer[1] != "55" {
+		t.Errorf("footer total = %v, want 55 (1+…+10, every row)", footer)
 	}
 }
