@@ -12,7 +12,8 @@
 // It is its own Go module (dashboards/render/go.mod, standard library only),
 // kept out of the product module github.com/agentstop/agentstop.
 //
-// It prints the page size (WIDTHxHEIGHT) on stdout.
+// The range ends now, or at -end: with a fixed end, the same data draws the
+// same page, byte for byte. It prints the page size (WIDTHxHEIGHT) on stdout.
 package main
 
 import (
