@@ -12,7 +12,8 @@
 // It is its own Go module (dashboards/render/go.mod, standard library only),
 // kept out of the product module github.com/agentstop/agentstop.
 //
-// It prints the page size (WIDTHxHEIGHT) on stdout.
+// The range ends now, or at -end: with a fixed end, the same data draws the
+// same page, byte for byte. It prints the page size (WIDTHxHEIGHT) on stdout.
 package main
 
 import (
@@ -160,6 +161,8 @@ var (
 	width    = flag.Int("width", 1600, "page width in pixels")
 	out      = flag.String("out", "dashboard.html", "output file: .html (inline SVG) or .svg")
 	source   = flag.String("source", "", "what Prometheus scraped, for the caption (default: the -prometheus URL)")
+	dashName = flag.String("dashboard-label", "", "how the caption names the dashboard (default: the -dashboard path)")
+	endF     = flag.String("end", "", "end of the time range, RFC 3339 (2026-11-29T06:40:00Z) or Unix seconds (default: now); a fixed end draws the same page twice")
 	shrinkF  = flag.String("shrink", "", "instead of rendering, rewrite this PNG (a screenshot of the page) with a 256-color palette")
 )
 
@@ -342,7 +345,11 @@ func run() error {
 	rng := time.Duration(*minutes * float64(time.Minute)).Truncate(time.Second)
 	step := max((rng / 700).Round(time.Second), *scrape, *minStep, time.Second)
 	rate := max(step+*scrape, 4**scrape)
-	end := time.Now().Truncate(step)
+	end, err := endTime(*endF)
+	if err != nil {
+		return err
+	}
+	end = end.Truncate(step)
 	e := &env{start: end.Add(-rng), end: end, step: step, points: int(rng/step) + 1, vars: map[string]string{
 		"__interval": fmt.Sprintf("%dms", step.Milliseconds()), "__interval_ms": strconv.FormatInt(step.Milliseconds(), 10),
 		"__rate_interval": fmt.Sprintf("%dms", rate.Milliseconds()),
@@ -360,18 +367,7 @@ func run() error {
 	c := &canvas{}
 	c.f(`<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" %s font-size="12">`, *width, height, font)
 	c.f(`<rect width="100%%" height="100%%" fill="%s"/>`, bg)
-	c.txt(pad, 32, 20, text, "start", 500, "Dashboards  ›  "+d.Title)
-	c.f(`<rect x="%d" y="14" width="190" height="28" rx="3" fill="%s" stroke="%s"/>`, *width-pad-190, panelBg, border)
-	c.txt(float64(*width-pad-95), 33, 13, text, "middle", 400, fmt.Sprintf("◷  Last %s", human(rng)))
-	x := float64(pad)
-	for _, v := range [][2]string{{"Data source", "Prometheus"}, {"Stage", "All"}, {"Outcome", "All"}} {
-		w1, w2 := textW(v[0], 12)+20, textW(v[1], 12)+28
-		c.f(`<rect x="%.0f" y="56" width="%.0f" height="28" fill="%s" stroke="%s"/>`, x, w1, panelBg, border)
-		c.txt(x+10, 74, 12, text, "start", 500, v[0])
-		c.f(`<rect x="%.0f" y="56" width="%.0f" height="28" fill="%s" stroke="%s"/>`, x+w1, w2, bg, border)
-		c.txt(x+w1+10, 74, 12, text, "start", 400, v[1]+"  ▾")
-		x += w1 + w2 + 12
-	}
+	c.header(pad, d.Title, rng)
 	for i := range panels {
 		p := &panels[i]
 		g := p.GridPos
@@ -406,7 +402,7 @@ func run() error {
 	}
 	c.txt(pad, float64(height-14), 11, dim, "start", 400, fmt.Sprintf(
 		"Drawn by dashboards/render, not Grafana: every panel query of %s evaluated by a real Prometheus (%s), %s – %s UTC, step %s, $__rate_interval %s.",
-		*dashPath, cmp.Or(*source, *promURL), e.start.UTC().Format("2006-01-02 15:04:05"), e.end.UTC().Format("15:04:05"), step, rate))
+		cmp.Or(*dashName, *dashPath), cmp.Or(*source, *promURL), e.start.UTC().Format("2006-01-02 15:04:05"), e.end.UTC().Format("15:04:05"), step, rate))
 	c.f(`</svg>`)
 
 	doc := c.String()
@@ -419,6 +415,38 @@ func run() error {
 	}
 	fmt.Printf("%dx%d\n", *width, height)
 	return nil
+}
+
+// endTime parses -end: RFC 3339, Unix seconds, or "" for now.
+func endTime(s string) (time.Time, error) {
+	if s == "" {
+		return time.Now(), nil
+	}
+	if sec, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return time.Unix(sec, 0), nil
+	}
+	t, err := time.Parse(time.RFC3339, s)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("-end %q: want RFC 3339 (2026-11-29T06:40:00Z) or Unix seconds", s)
+	}
+	return t, nil
+}
+
+// header draws the title, the time picker and the variables of the page,
+// pad pixels from its edges.
+func (c *canvas) header(pad int, title string, rng time.Duration) {
+	c.txt(float64(pad), 32, 20, text, "start", 500, "Dashboards  ›  "+title)
+	c.f(`<rect x="%d" y="14" width="190" height="28" rx="3" fill="%s" stroke="%s"/>`, *width-pad-190, panelBg, border)
+	c.txt(float64(*width-pad-95), 33, 13, text, "middle", 400, fmt.Sprintf("◷  Last %s", human(rng)))
+	x := float64(pad)
+	for _, v := range [][2]string{{"Data source", "Prometheus"}, {"Stage", "All"}, {"Outcome", "All"}} {
+		w1, w2 := textW(v[0], 12)+20, textW(v[1], 12)+28
+		c.f(`<rect x="%.0f" y="56" width="%.0f" height="28" fill="%s" stroke="%s"/>`, x, w1, panelBg, border)
+		c.txt(x+10, 74, 12, text, "start", 500, v[0])
+		c.f(`<rect x="%.0f" y="56" width="%.0f" height="28" fill="%s" stroke="%s"/>`, x+w1, w2, bg, border)
+		c.txt(x+w1+10, 74, 12, text, "start", 400, v[1]+"  ▾")
+		x += w1 + w2 + 12
+	}
 }
 
 func human(d time.Duration) string {
@@ -564,18 +592,53 @@ func (c *canvas) legendTable(b box, frac float64, names, colors []string, cols [
 	return box{b.x, b.y, b.w - lw - 12, b.h}
 }
 
+// timeseries draws a time series panel: a legend table (mean, max) on the
+// right, then the axes, the series (stacked where the panel stacks) and
+// dashed threshold lines.
 func (c *canvas) timeseries(p *panel, b box, data []series, e *env) {
 	f := p.FieldConfig.Defaults
+	names, colors, cells, lo, hi := seriesStats(p, data, e.points)
+	if f.Max != nil {
+		hi = *f.Max
+	}
+	if f.Custom.ThresholdsStyle.Mode != "" && f.Thresholds != nil {
+		for _, s := range f.Thresholds.Steps {
+			if s.Value != nil {
+				hi = math.Max(hi, *s.Value*1.05)
+			}
+		}
+	}
+	a := c.axes(f.Unit, c.legendTable(b, 0.45, names, colors, []string{"Mean", "Max"}, cells), lo, hi, e)
+	base := make([]float64, e.points)
+	for i, s := range data {
+		c.seriesPath(a, s.vals, base, f.Custom.Stacking.Mode == "normal", colors[i], f.Custom.FillOpacity/100)
+	}
+	if f.Custom.ThresholdsStyle.Mode == "dashed" && f.Thresholds != nil {
+		for _, st := range f.Thresholds.Steps {
+			if st.Value != nil && hex(st.Color) != "none" {
+				c.f(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="6 4"/>`, a.x, a.x+a.w, a.ypx(*st.Value), a.ypx(*st.Value), hex(st.Color))
+			}
+		}
+	}
+}
+
+// finite reports whether v is a point to draw.
+func finite(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
+
+// seriesStats returns each series' legend name, color and cells (mean, max)
+// and the value range the plot must show: from 0 or below, up to the highest
+// point, or the highest sum of points where the panel stacks.
+func seriesStats(p *panel, data []series, points int) (names, colors []string, cells [][]string, lo, hi float64) {
+	f := p.FieldConfig.Defaults
 	stacked := f.Custom.Stacking.Mode == "normal"
-	names, colors := make([]string, len(data)), make([]string, len(data))
-	cells := make([][]string, len(data))
-	lo, hi := 0.0, 0.0
-	sum := make([]float64, e.points)
+	names, colors = make([]string, len(data)), make([]string, len(data))
+	cells = make([][]string, len(data))
+	sum := make([]float64, points)
 	for i, s := range data {
 		names[i], colors[i] = s.name, seriesColor(p, s.name, i)
 		total, n, mx := 0.0, 0, math.Inf(-1)
 		for k, v := range s.vals {
-			if math.IsNaN(v) || math.IsInf(v, 0) {
+			if !finite(v) {
 				continue
 			}
 			total, n, mx = total+v, n+1, math.Max(v, mx)
@@ -591,42 +654,44 @@ func (c *canvas) timeseries(p *panel, b box, data []series, e *env) {
 		}
 		cells[i] = []string{format(total/float64(n), f.Unit, decimals(f)), format(mx, f.Unit, decimals(f))}
 	}
-	if f.Max != nil {
-		hi = *f.Max
-	}
-	if f.Custom.ThresholdsStyle.Mode != "" && f.Thresholds != nil {
-		for _, s := range f.Thresholds.Steps {
-			if s.Value != nil {
-				hi = math.Max(hi, *s.Value*1.05)
-			}
-		}
-	}
-	plot := c.legendTable(b, 0.45, names, colors, []string{"Mean", "Max"}, cells)
-	tick := niceStep(hi-lo, int(math.Max(2, plot.h/50)))
+	return names, colors, cells, lo, hi
+}
+
+// plotArea is the box inside a panel's axes and the scale that maps values
+// and points of the common time grid into it.
+type plotArea struct {
+	box
+	lo, hi float64
+	points int
+}
+
+func (a plotArea) ypx(v float64) float64 { return a.y + a.h - (v-a.lo)/(a.hi-a.lo)*a.h }
+func (a plotArea) xpx(k int) float64     { return a.x + float64(k)/float64(a.points-1)*a.w }
+
+// axes rounds hi up to a tick, draws the value grid and labels (in unit) and
+// the time grid and labels inside b, and returns the plot area they frame.
+func (c *canvas) axes(unit string, b box, lo, hi float64, e *env) plotArea {
+	tick := niceStep(hi-lo, int(math.Max(2, b.h/50)))
 	hi = math.Max(tick, math.Ceil(hi/tick)*tick)
-	dec := -1
-	if f.Unit == "percentunit" {
+	dec := 0
+	if unit == "percentunit" {
 		dec = max(0, int(-math.Floor(math.Log10(tick*100))))
 	} else if tick < 1 {
 		dec = int(-math.Floor(math.Log10(tick)) + 0.5)
-	} else {
-		dec = 0
 	}
 	axisW := 0.0
 	for v := lo; v <= hi+tick/2; v += tick {
-		axisW = math.Max(axisW, textW(format(v, f.Unit, dec), 10))
+		axisW = math.Max(axisW, textW(format(v, unit, dec), 10))
 	}
-	plot = box{plot.x + axisW + 6, plot.y + 4, plot.w - axisW - 6, plot.h - 22}
-	ypx := func(v float64) float64 { return plot.y + plot.h - (v-lo)/(hi-lo)*plot.h }
-	xpx := func(k int) float64 { return plot.x + float64(k)/float64(e.points-1)*plot.w }
+	a := plotArea{box{b.x + axisW + 6, b.y + 4, b.w - axisW - 6, b.h - 22}, lo, hi, e.points}
 	for v := lo; v <= hi+tick/2; v += tick {
-		c.f(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s"/>`, plot.x, plot.x+plot.w, ypx(v), ypx(v), grid)
-		c.txt(plot.x-6, ypx(v)+3.5, 10, dim, "end", 400, format(v, f.Unit, dec))
+		c.f(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s"/>`, a.x, a.x+a.w, a.ypx(v), a.ypx(v), grid)
+		c.txt(a.x-6, a.ypx(v)+3.5, 10, dim, "end", 400, format(v, unit, dec))
 	}
 	span := e.end.Sub(e.start)
 	every := time.Minute
 	for _, d := range []time.Duration{10 * time.Second, 15 * time.Second, 30 * time.Second, time.Minute, 2 * time.Minute, 5 * time.Minute, 10 * time.Minute, 30 * time.Minute, time.Hour} {
-		if every = d; float64(span/d) <= plot.w/90 {
+		if every = d; float64(span/d) <= a.w/90 {
 			break
 		}
 	}
@@ -635,56 +700,50 @@ func (c *canvas) timeseries(p *panel, b box, data []series, e *env) {
 		layout = "15:04:05"
 	}
 	for t := e.start.Truncate(every).Add(every); t.Before(e.end); t = t.Add(every) {
-		x := plot.x + float64(t.Sub(e.start))/float64(span)*plot.w
-		c.f(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s"/>`, x, x, plot.y, plot.y+plot.h, grid)
-		c.txt(x, plot.y+plot.h+15, 10, dim, "middle", 400, t.UTC().Format(layout))
+		x := a.x + float64(t.Sub(e.start))/float64(span)*a.w
+		c.f(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s"/>`, x, x, a.y, a.y+a.h, grid)
+		c.txt(x, a.y+a.h+15, 10, dim, "middle", 400, t.UTC().Format(layout))
 	}
-	base := make([]float64, e.points)
-	opacity := f.Custom.FillOpacity / 100
-	for i, s := range data {
-		// One path per run of points; stacked series fill down to the one below.
-		var line, area strings.Builder
-		for k := 0; k < e.points; {
-			if math.IsNaN(s.vals[k]) || math.IsInf(s.vals[k], 0) {
-				k++
-				continue
-			}
-			j := k
-			for ; j < e.points && !math.IsNaN(s.vals[j]) && !math.IsInf(s.vals[j], 0); j++ {
-			}
-			var pts, back []string
-			for m := k; m < j; m++ {
-				v := s.vals[m]
-				lower := lo
-				if stacked {
-					lower = base[m]
-					v += base[m]
-				}
-				pts = append(pts, fmt.Sprintf("%.1f,%.1f", xpx(m), ypx(v)))
-				back = append([]string{fmt.Sprintf("%.1f,%.1f", xpx(m), ypx(math.Max(lower, lo)))}, back...)
-			}
-			fmt.Fprintf(&line, "M%s ", strings.Join(pts, " L"))
-			fmt.Fprintf(&area, "M%s L%s Z ", strings.Join(pts, " L"), strings.Join(back, " L"))
-			k = j
+	return a
+}
+
+// seriesPath draws one series as a line, filled at opacity down to the
+// bottom of the plot or, stacked, down to base (the sum of the series below),
+// which it then raises by vals. One path segment per run of points.
+func (c *canvas) seriesPath(a plotArea, vals, base []float64, stacked bool, color string, opacity float64) {
+	var line, area strings.Builder
+	for k := 0; k < len(vals); {
+		if !finite(vals[k]) {
+			k++
+			continue
 		}
-		if opacity > 0 && area.Len() > 0 {
-			c.f(`<path d="%s" fill="%s" fill-opacity="%.2f" stroke="none"/>`, area.String(), colors[i], opacity)
+		j := k
+		for ; j < len(vals) && finite(vals[j]); j++ {
 		}
-		if line.Len() > 0 {
-			c.f(`<path d="%s" fill="none" stroke="%s" stroke-width="1.5" stroke-linejoin="round"/>`, line.String(), colors[i])
-		}
-		if stacked {
-			for k, v := range s.vals {
-				if !math.IsNaN(v) && !math.IsInf(v, 0) {
-					base[k] += v
-				}
+		var pts, back []string
+		for m := k; m < j; m++ {
+			v, lower := vals[m], a.lo
+			if stacked {
+				lower = base[m]
+				v += base[m]
 			}
+			pts = append(pts, fmt.Sprintf("%.1f,%.1f", a.xpx(m), a.ypx(v)))
+			back = append([]string{fmt.Sprintf("%.1f,%.1f", a.xpx(m), a.ypx(math.Max(lower, a.lo)))}, back...)
 		}
+		fmt.Fprintf(&line, "M%s ", strings.Join(pts, " L"))
+		fmt.Fprintf(&area, "M%s L%s Z ", strings.Join(pts, " L"), strings.Join(back, " L"))
+		k = j
 	}
-	if f.Custom.ThresholdsStyle.Mode == "dashed" && f.Thresholds != nil {
-		for _, st := range f.Thresholds.Steps {
-			if st.Value != nil && hex(st.Color) != "none" {
-				c.f(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s" stroke-dasharray="6 4"/>`, plot.x, plot.x+plot.w, ypx(*st.Value), ypx(*st.Value), hex(st.Color))
+	if opacity > 0 && area.Len() > 0 {
+		c.f(`<path d="%s" fill="%s" fill-opacity="%.2f" stroke="none"/>`, area.String(), color, opacity)
+	}
+	if line.Len() > 0 {
+		c.f(`<path d="%s" fill="none" stroke="%s" stroke-width="1.5" stroke-linejoin="round"/>`, line.String(), color)
+	}
+	if stacked {
+		for k, v := range vals {
+			if finite(v) {
+				base[k] += v
 			}
 		}
 	}
@@ -732,14 +791,7 @@ func (c *canvas) pie(p *panel, b box, data []series) {
 // table builds rows like Grafana's transformations (merge + organize, or
 // groupingToMatrix + organize) and draws them.
 func (c *canvas) table(p *panel, b box, data []series) {
-	type org struct {
-		ExcludeByName map[string]bool
-		IndexByName   map[string]int
-		RenameByName  map[string]string
-		RowField      string
-		ColumnField   string
-	}
-	var o, matrix org
+	var o, matrix organize
 	isMatrix := false
 	for _, t := range p.Transformations {
 		switch t.ID {
@@ -750,75 +802,15 @@ func (c *canvas) table(p *panel, b box, data []series) {
 			isMatrix = true
 		}
 	}
-	var cols []string
-	rows := map[string]map[string]any{}
-	var keys []string
-	add := func(key string) map[string]any {
-		if rows[key] == nil {
-			rows[key] = map[string]any{}
-			keys = append(keys, key)
-		}
-		return rows[key]
-	}
-	addCol := func(n string) {
-		if !o.ExcludeByName[n] && !contains(cols, n) {
-			cols = append(cols, n)
-		}
-	}
+	t := &tableRows{exclude: o.ExcludeByName, rows: map[string]map[string]any{}}
 	if isMatrix {
-		first := matrix.RowField + "\\" + matrix.ColumnField
-		addCol(first)
-		var causes []string
-		for _, s := range data {
-			row := add(s.labels[matrix.RowField])
-			row[first] = s.labels[matrix.RowField]
-			row[s.labels[matrix.ColumnField]] = s.value
-			if !contains(causes, s.labels[matrix.ColumnField]) {
-				causes = append(causes, s.labels[matrix.ColumnField])
-			}
-		}
-		sort.Strings(causes)
-		for _, k := range causes {
-			addCol(k)
-		}
-		for _, r := range rows {
-			for _, k := range causes {
-				if r[k] == nil {
-					r[k] = 0.0
-				}
-			}
-		}
-		sort.Strings(keys)
+		t.matrix(data, matrix.RowField, matrix.ColumnField)
 	} else {
-		// merge: rows joined on the labels every result has.
-		common := map[string]int{}
-		for _, s := range data {
-			for k := range s.labels {
-				common[k]++
-			}
-		}
-		for _, s := range data {
-			var key []string
-			for k, v := range s.labels {
-				if common[k] == len(data) {
-					key = append(key, k+"="+v)
-				}
-			}
-			sort.Strings(key)
-			row := add(strings.Join(key, ","))
-			for k, v := range s.labels {
-				if k != "__name__" {
-					row[k] = v
-					addCol(k)
-				}
-			}
-			row["Value #"+s.refID] = s.value
-			addCol("Value #" + s.refID)
-		}
+		t.merge(data)
 	}
-	sort.SliceStable(cols, func(i, j int) bool {
-		a, aok := o.IndexByName[cols[i]]
-		b, bok := o.IndexByName[cols[j]]
+	sort.SliceStable(t.cols, func(i, j int) bool {
+		a, aok := o.IndexByName[t.cols[i]]
+		b, bok := o.IndexByName[t.cols[j]]
 		return aok && bok && a < b || aok && !bok
 	})
 	name := func(col string) string {
@@ -828,51 +820,170 @@ func (c *canvas) table(p *panel, b box, data []series) {
 		return col
 	}
 	for _, s := range p.Options.SortBy {
-		sort.SliceStable(keys, func(i, j int) bool {
-			for _, col := range cols {
-				if name(col) == s.DisplayName {
-					a, _ := rows[keys[i]][col].(float64)
-					b, _ := rows[keys[j]][col].(float64)
-					return a > b == s.Desc && a != b
-				}
-			}
-			return false
-		})
+		t.sortBy(name, s.DisplayName, s.Desc)
 	}
-	widths := make([]float64, len(cols))
+	c.drawTable(p, b, t, name)
+}
+
+// organize holds the options of Grafana's organize and groupingToMatrix
+// transformations that the table uses.
+type organize struct {
+	ExcludeByName map[string]bool
+	IndexByName   map[string]int
+	RenameByName  map[string]string
+	RowField      string
+	ColumnField   string
+}
+
+// tableRows are a table's columns, in order, and its rows by key, in order.
+type tableRows struct {
+	exclude map[string]bool
+	cols    []string
+	rows    map[string]map[string]any // a cell is a float64 or a string
+	keys    []string
+}
+
+func (t *tableRows) add(key string) map[string]any {
+	if t.rows[key] == nil {
+		t.rows[key] = map[string]any{}
+		t.keys = append(t.keys, key)
+	}
+	return t.rows[key]
+}
+
+func (t *tableRows) addCol(n string) {
+	if !t.exclude[n] && !contains(t.cols, n) {
+		t.cols = append(t.cols, n)
+	}
+}
+
+// matrix is groupingToMatrix: one row per value of the label rowField, one
+// column per value of columnField (sorted, 0 where a row has none).
+func (t *tableRows) matrix(data []series, rowField, columnField string) {
+	first := rowField + "\\" + columnField
+	t.addCol(first)
+	var causes []string
+	for _, s := range data {
+		row := t.add(s.labels[rowField])
+		row[first] = s.labels[rowField]
+		row[s.labels[columnField]] = s.value
+		if !contains(causes, s.labels[columnField]) {
+			causes = append(causes, s.labels[columnField])
+		}
+	}
+	sort.Strings(causes)
+	for _, k := range causes {
+		t.addCol(k)
+	}
+	for _, r := range t.rows {
+		for _, k := range causes {
+			if r[k] == nil {
+				r[k] = 0.0
+			}
+		}
+	}
+	sort.Strings(t.keys)
+}
+
+// merge joins the series into rows on the labels every series has: a column
+// per label (in name order) and a "Value #refID" column per query.
+func (t *tableRows) merge(data []series) {
+	common := map[string]int{}
+	for _, s := range data {
+		for k := range s.labels {
+			common[k]++
+		}
+	}
+	for _, s := range data {
+		names := make([]string, 0, len(s.labels))
+		for k := range s.labels {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		var key []string
+		for _, k := range names {
+			if common[k] == len(data) {
+				key = append(key, k+"="+s.labels[k])
+			}
+		}
+		row := t.add(strings.Join(key, ","))
+		for _, k := range names {
+			if k != "__name__" {
+				row[k] = s.labels[k]
+				t.addCol(k)
+			}
+		}
+		row["Value #"+s.refID] = s.value
+		t.addCol("Value #" + s.refID)
+	}
+}
+
+// sortBy sorts the rows by the numbers of the column shown as display.
+func (t *tableRows) sortBy(name func(string) string, display string, desc bool) {
+	sort.SliceStable(t.keys, func(i, j int) bool {
+		for _, col := range t.cols {
+			if name(col) == display {
+				a, _ := t.rows[t.keys[i]][col].(float64)
+				b, _ := t.rows[t.keys[j]][col].(float64)
+				return a > b == desc && a != b
+			}
+		}
+		return false
+	})
+}
+
+// sums are the column totals over every row; a column of strings sums to 0.
+func (t *tableRows) sums() []float64 {
+	sums := make([]float64, len(t.cols))
+	for _, k := range t.keys {
+		for j, col := range t.cols {
+			v, _ := t.rows[k][col].(float64)
+			sums[j] += v
+		}
+	}
+	return sums
+}
+
+// drawTable draws the header, as many rows as fit in b (then "+ N more
+// rows") and, where the panel shows one, a footer of column totals over all
+// rows, drawn or not, as Grafana's footer sums the whole table.
+func (c *canvas) drawTable(p *panel, b box, t *tableRows, name func(string) string) {
+	widths := make([]float64, len(t.cols))
 	total := 0.0
-	for j, col := range cols {
+	for j, col := range t.cols {
 		widths[j] = math.Max(textW(name(col), 11), 60) + 20
 		total += widths[j]
 	}
-	rowH := 26.0
-	y := b.y
+	const rowH = 26.0
 	x := b.x
-	for j, col := range cols {
+	for j, col := range t.cols {
 		widths[j] *= b.w / total
-		c.txt(x+8, y+16, 11, "#6E9FFF", "start", 500, clip(name(col), widths[j]-12, 11))
+		c.txt(x+8, b.y+16, 11, "#6E9FFF", "start", 500, clip(name(col), widths[j]-12, 11))
 		x += widths[j]
 	}
-	c.f(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s"/>`, b.x, b.x+b.w, y+rowH, y+rowH, border)
-	sums := make([]float64, len(cols))
+	c.f(`<line x1="%.1f" x2="%.1f" y1="%.1f" y2="%.1f" stroke="%s"/>`, b.x, b.x+b.w, b.y+rowH, b.y+rowH, border)
+	sums := t.sums()
 	draw := func(y float64, cell func(j int, col string) (string, string)) {
 		x := b.x
-		for j, col := range cols {
+		for j, col := range t.cols {
 			s, fill := cell(j, col)
 			c.txt(x+8, y+17, 12, fill, "start", 400, clip(s, widths[j]-12, 12))
 			x += widths[j]
 		}
 	}
-	for i, k := range keys {
+	bottom := b.y + b.h // of the rows: above the footer, where there is one
+	if p.Options.Footer.Show {
+		bottom -= rowH
+	}
+	for i, k := range t.keys {
 		y := b.y + rowH*float64(i+1)
-		if y+rowH*2 > b.y+b.h && i < len(keys)-1 {
-			c.txt(b.x+8, y+17, 11, dim, "start", 400, fmt.Sprintf("+ %d more rows", len(keys)-i))
+		if y+rowH*2 > bottom && i < len(t.keys)-1 {
+			c.txt(b.x+8, y+17, 11, dim, "start", 400, fmt.Sprintf("+ %d more rows", len(t.keys)-i))
 			break
 		}
 		draw(y, func(j int, col string) (string, string) {
-			switch v := rows[k][col].(type) {
+			switch v := t.rows[k][col].(type) {
 			case float64:
-				sums[j] += v
 				f := p.fieldFor(name(col))
 				fill := text
 				if f.Custom.CellOptions.Type == "color-text" {

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -335,4 +336,95 @@ func TestRunReportsErrors(t *testing.T) {
 func htmlText(s string) string {
 	r := strings.NewReplacer("&", "&amp;", "<", "&lt;", ">", "&gt;", `"`, "&#34;", "'", "&#39;")
 	return r.Replace(s)
+}
+
+func TestEndTime(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Time
+	}{
+		{"1764398400", time.Unix(1764398400, 0)},
+		{"2026-11-29T06:40:00Z", time.Date(2026, 11, 29, 6, 40, 0, 0, time.UTC)},
+		{"2026-11-29T07:40:00+01:00", time.Date(2026, 11, 29, 6, 40, 0, 0, time.UTC)},
+	} {
+		got, err := endTime(tc.in)
+		if err != nil || !got.Equal(tc.want) {
+			t.Errorf("endTime(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+		}
+	}
+	if got, err := endTime(""); err != nil || time.Since(got) > time.Minute {
+		t.Errorf(`endTime("") = %v, %v; want now`, got, err)
+	}
+	for _, bad := range []string{"yesterday", "2026-11-29 06:40", "1.5e9"} {
+		if _, err := endTime(bad); err == nil || !strings.Contains(err.Error(), "-end") {
+			t.Errorf("endTime(%q): %v, want an error naming -end", bad, err)
+		}
+	}
+}
+
+// TestRunWithFixedEndIsReproducible: with -end, two runs against the same
+// data write the same page, and the caption names the dashboard by
+// -dashboard-label instead of its path.
+func TestRunWithFixedEndIsReproducible(t *testing.T) {
+	srv := httptest.NewServer(&fakePrometheus{})
+	defer srv.Close()
+	dir := t.TempDir()
+	oldEnd, oldName := *endF, *dashName
+	t.Cleanup(func() { *endF, *dashName = oldEnd, oldName })
+	*endF, *dashName = "2026-11-29T06:40:00Z", "dashboards/grafana/agent-termination.json"
+	var pages []string
+	for i := range 2 {
+		page := filepath.Join(dir, fmt.Sprintf("page%d.svg", i))
+		setFlags(t, srv.URL, page)
+		if err := run(); err != nil {
+			t.Fatal(err)
+		}
+		b, err := os.ReadFile(page)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages = append(pages, string(b))
+	}
+	if pages[0] != pages[1] {
+		t.Error("two runs with the same -end wrote different pages")
+	}
+	if !strings.Contains(pages[0], "2026-11-29 06:37:00 – 06:40:00 UTC") {
+		t.Error("the caption does not show the range ending at -end")
+	}
+	if !strings.Contains(pages[0], "every panel query of dashboards/grafana/agent-termination.json evaluated") {
+		t.Error("the caption does not name the dashboard by -dashboard-label")
+	}
+}
+
+// TestTableFooterSumsEveryRow: a table with more rows than fit shows
+// "+ N more rows" above its footer, not over it, and the footer's totals
+// count the rows left out too (Grafana sums the whole table).
+func TestTableFooterSumsEveryRow(t *testing.T) {
+	var p panel
+	err := json.Unmarshal([]byte(`{"type": "table", "title": "Stop causes by stage",
+		"options": {"footer": {"show": true}},
+		"transformations": [{"id": "groupingToMatrix", "options": {"rowField": "stage", "columnField": "termination_cause"}}]}`), &p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var data []series
+	for i := range 10 {
+		data = append(data, series{labels: map[string]string{"stage": fmt.Sprintf("stage%02d", i), "termination_cause": "stall"}, value: float64(i + 1)})
+	}
+	c := &canvas{}
+	b := box{0, 0, 400, 26 * 6} // the header, 4 rows and the footer
+	c.table(&p, b, data)
+	svg := c.String()
+
+	more := regexp.MustCompile(`<text x="[0-9.]+" y="([0-9.]+)"[^>]*>\+ (\d+) more rows</text>`).FindStringSubmatch(svg)
+	if more == nil {
+		t.Fatalf("no \"+ N more rows\" for 10 rows in room for 4:\n%s", svg)
+	}
+	if y, _ := strconv.ParseFloat(more[1], 64); y > b.h-26 {
+		t.Errorf("\"+ %s more rows\" at y=%.0f, inside the footer (from y=%.0f)", more[2], y, b.h-26)
+	}
+	footer := regexp.MustCompile(`>Total</text><text[^>]*>([^<]*)</text>`).FindStringSubmatch(svg)
+	if footer == nil || footer[1] != "55" {
+		t.Errorf("footer total = %v, want 55 (1+…+10, every row)", footer)
+	}
 }

@@ -100,7 +100,7 @@ log "rendering the last $MINUTES minutes"
 # dashboards/render is its own Go module: `go -C` runs it from its directory,
 # so every path given to it is absolute.
 size=$(go -C dashboards/render run . -prometheus "http://$prom" -scrape-interval 2s -minutes "$MINUTES" \
-	-dashboard "$PWD/dashboards/grafana/agent-termination.json" \
+	-dashboard "$PWD/dashboards/grafana/agent-termination.json" -dashboard-label dashboards/grafana/agent-termination.json \
 	-source "examples/quickstart, scraped every 2s" -out "$tmp/dashboard.html")
 mkdir -p "$(dirname "$out")"
 timeout 120 "$chromium" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
