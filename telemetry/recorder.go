@@ -403,7 +403,10 @@ func (r *Recorder) startRun(ctx context.Context, info middleware.RunInfo) (conte
 	ctx, span := r.tracer.Start(ctx, s.spanName, opts...)
 	r.active.Add(ctx, 1, s.stage)
 	rr := &runRecorder{rec: r, stage: s, ctx: ctx, span: span, recording: span.IsRecording(),
-		info: info, provider: provider, base: time.Now()}
+		info: info, provider: provider, base: time.Now(), toolCtx: context.Background()}
+	if span.SpanContext().IsSampled() {
+		rr.toolCtx = ctx
+	}
 	rr.pending = rr.pendingBuf[:0]
 	if rr.recording && info.RunID != "" {
 		// A child started with middleware.WithParent from a context

@@ -44,9 +44,14 @@ type cachedTool struct {
 
 // runRecorder records one run. The middleware calls it under the run's lock.
 type runRecorder struct {
-	rec       *Recorder
-	stage     *stageAttrs
-	ctx       context.Context
+	rec   *Recorder
+	stage *stageAttrs
+	ctx   context.Context
+	// toolCtx is the context of gen_ai.execute_tool.duration's records:
+	// ctx when the run's span context is sampled, else one without a
+	// span, which the SDK's exemplar filter dismisses without a lookup
+	// (an unsampled span gives no exemplar either).
+	toolCtx   context.Context
 	span      trace.Span
 	recording bool
 	info      middleware.RunInfo
@@ -150,7 +155,7 @@ func (rr *runRecorder) toolResult(ev *termination.Event) {
 	if failed {
 		m = ta.failed
 	}
-	r.toolDuration.Record(rr.ctx, d.Seconds(), m...)
+	r.toolDuration.Record(rr.toolCtx, d.Seconds(), m...)
 	if !rr.recording {
 		return
 	}
