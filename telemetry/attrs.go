@@ -240,7 +240,13 @@ func (s *stageAttrs) signal(sig termination.StallSignal) metric.MeasurementOptio
 // options, and the attribute sets of gen_ai.execute_tool.duration.
 type toolAttrs struct {
 	spanName string
-	spanOpts []trace.SpanStartOption
+	// spanOK and spanFailed are the attributes of the tool's execute_tool
+	// spans, of a call that succeeded and of one that failed (with
+	// error.type=tool_error), as start options. The span kind is left
+	// out: INTERNAL is the API's default (an unspecified kind is
+	// INTERNAL), and every option costs the SDK a pass over its span
+	// config.
+	spanOK, spanFailed trace.SpanStartOption
 	// The options of gen_ai.execute_tool.duration, as slices built once:
 	// passing one option as a variadic argument would allocate per call.
 	ok     []metric.RecordOption // {gen_ai.tool.name}
@@ -248,14 +254,13 @@ type toolAttrs struct {
 }
 
 func newToolAttrs(name, recorded string) *toolAttrs {
+	op, tool := KeyGenAIOperationName.String("execute_tool"), KeyGenAIToolName.String(name)
 	return &toolAttrs{
-		spanName: "execute_tool " + name,
-		spanOpts: []trace.SpanStartOption{
-			trace.WithSpanKind(trace.SpanKindInternal),
-			trace.WithAttributes(KeyGenAIOperationName.String("execute_tool"), KeyGenAIToolName.String(name)),
-		},
-		ok:     []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(KeyGenAIToolName.String(recorded)))},
-		failed: []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(KeyGenAIToolName.String(recorded), KeyErrorType.String(ToolError)))},
+		spanName:   "execute_tool " + name,
+		spanOK:     trace.WithAttributes(op, tool),
+		spanFailed: trace.WithAttributes(op, tool, KeyErrorType.String(ToolError)),
+		ok:         []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(KeyGenAIToolName.String(recorded)))},
+		failed:     []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(KeyGenAIToolName.String(recorded), KeyErrorType.String(ToolError)))},
 	}
 }
 

@@ -73,6 +73,7 @@ type runRecorder struct {
 	nextTool   int                       // the slot of tools the next new tool takes
 	heldAt     time.Time                 // when the run was held at a limit; zero when not held (hold.go)
 	opts       []trace.SpanStartOption   // scratch for execute_tool spans
+	callID     [1]attribute.KeyValue     // scratch for an execute_tool span's gen_ai.tool.call.id
 }
 
 // since is the time since the run's recording started, by the monotonic
@@ -159,25 +160,27 @@ func (rr *runRecorder) toolResult(ev *termination.Event) {
 	if !rr.recording {
 		return
 	}
-	name, opts := ta.spanName, ta.spanOpts
 	if other { // past the tool limit: the span keeps the tool's own name
-		fresh := newToolAttrs(p.tool, OtherValue)
-		name, opts = fresh.spanName, fresh.spanOpts
+		ta = newToolAttrs(p.tool, OtherValue)
+	}
+	attrs := ta.spanOK
+	if failed {
+		attrs = ta.spanFailed
 	}
 	// The options are the tool's, built once, plus the call's start: the
 	// span ends now (End without a timestamp: the SDK's end is the start
 	// plus the monotonic time since, the same clock as d).
-	rr.opts = append(append(rr.opts[:0], opts...), trace.WithTimestamp(rr.base.Add(p.at)))
-	_, span := r.tracer.Start(rr.ctx, name, rr.opts...)
+	rr.opts = append(rr.opts[:0], attrs, trace.WithTimestamp(rr.base.Add(p.at)))
+	_, span := r.tracer.Start(rr.ctx, ta.spanName, rr.opts...)
 	if id := ev.CallID; id != "" || p.callID != "" {
 		if id == "" {
 			id = p.callID
 		}
-		span.SetAttributes(KeyGenAIToolCallID.String(id))
+		rr.callID[0] = KeyGenAIToolCallID.String(id)
+		span.SetAttributes(rr.callID[:]...) // a slice of the run's: no allocation per call
 	}
 	if failed {
 		span.SetStatus(codes.Error, "tool call failed")
-		span.SetAttributes(KeyErrorType.String(ToolError))
 	}
 	span.End()
 }
