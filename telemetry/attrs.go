@@ -236,17 +236,12 @@ func (s *stageAttrs) signal(sig termination.StallSignal) metric.MeasurementOptio
 	return o
 }
 
-// toolAttrs is what every call of one tool shares: its span name and
-// options, and the attribute sets of gen_ai.execute_tool.duration.
+// toolAttrs is what every call of one tool shares: its span name and the
+// attribute sets of gen_ai.execute_tool.duration. (Its spans are started
+// without a span kind: INTERNAL is the API's default, an unspecified kind
+// is INTERNAL, and every option costs the SDK a pass over its span config.)
 type toolAttrs struct {
 	spanName string
-	// spanOK and spanFailed are the attributes of the tool's execute_tool
-	// spans, of a call that succeeded and of one that failed (with
-	// error.type=tool_error), as start options. The span kind is left
-	// out: INTERNAL is the API's default (an unspecified kind is
-	// INTERNAL), and every option costs the SDK a pass over its span
-	// config.
-	spanOK, spanFailed trace.SpanStartOption
 	// The options of gen_ai.execute_tool.duration, as slices built once:
 	// passing one option as a variadic argument would allocate per call.
 	ok     []metric.RecordOption // {gen_ai.tool.name}
@@ -254,19 +249,16 @@ type toolAttrs struct {
 }
 
 func newToolAttrs(name, recorded string) *toolAttrs {
-	op, tool := KeyGenAIOperationName.String("execute_tool"), KeyGenAIToolName.String(name)
 	return &toolAttrs{
-		spanName:   "execute_tool " + name,
-		spanOK:     trace.WithAttributes(op, tool),
-		spanFailed: trace.WithAttributes(op, tool, KeyErrorType.String(ToolError)),
-		ok:         []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(KeyGenAIToolName.String(recorded)))},
-		failed:     []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(KeyGenAIToolName.String(recorded), KeyErrorType.String(ToolError)))},
+		spanName: "execute_tool " + name,
+		ok:       []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(KeyGenAIToolName.String(recorded)))},
+		failed:   []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(KeyGenAIToolName.String(recorded), KeyErrorType.String(ToolError)))},
 	}
 }
 
 // tool returns the attributes of a tool, and whether they are the "_other"
-// ones (past the tool limit: the span name and options must then be built
-// for the call). No allocation once the tool is known.
+// ones (past the tool limit: the span name must then be built for the
+// call). No allocation once the tool is known.
 func (r *Recorder) tool(name string) (*toolAttrs, bool) {
 	r.mu.RLock()
 	t, other := r.tools[name], false

@@ -72,8 +72,10 @@ type runRecorder struct {
 	tools      [toolCacheSize]cachedTool // the run's last tools, for tool
 	nextTool   int                       // the slot of tools the next new tool takes
 	heldAt     time.Time                 // when the run was held at a limit; zero when not held (hold.go)
-	opts       []trace.SpanStartOption   // scratch for execute_tool spans
-	callID     [1]attribute.KeyValue     // scratch for an execute_tool span's gen_ai.tool.call.id
+	// Scratch for execute_tool spans: the start option and the
+	// attributes (no allocation for them per span).
+	start [1]trace.SpanStartOption
+	kv    [4]attribute.KeyValue
 }
 
 // since is the time since the run's recording started, by the monotonic
@@ -160,28 +162,30 @@ func (rr *runRecorder) toolResult(ev *termination.Event) {
 	if !rr.recording {
 		return
 	}
+	name := ta.spanName
 	if other { // past the tool limit: the span keeps the tool's own name
-		ta = newToolAttrs(p.tool, OtherValue)
+		name = "execute_tool " + p.tool
 	}
-	attrs := ta.spanOK
-	if failed {
-		attrs = ta.spanFailed
-	}
-	// The options are the tool's, built once, plus the call's start: the
-	// span ends now (End without a timestamp: the SDK's end is the start
-	// plus the monotonic time since, the same clock as d).
-	rr.opts = append(rr.opts[:0], attrs, trace.WithTimestamp(rr.base.Add(p.at)))
-	_, span := r.tracer.Start(rr.ctx, ta.spanName, rr.opts...)
+	// The span starts at the call and ends now (End without a timestamp:
+	// the SDK's end is the start plus the monotonic time since, the clock
+	// of d). Its attributes come in one SetAttributes, from the run's
+	// scratch: as a start option they would cost the SDK a copy of them
+	// per span (the conventions mark none of them sampling-relevant, and
+	// a sampler still sees the span's name, which names the tool).
+	rr.start[0] = trace.WithTimestamp(rr.base.Add(p.at))
+	_, span := r.tracer.Start(rr.ctx, name, rr.start[:]...)
+	kv := append(rr.kv[:0], KeyGenAIOperationName.String("execute_tool"), KeyGenAIToolName.String(p.tool))
 	if id := ev.CallID; id != "" || p.callID != "" {
 		if id == "" {
 			id = p.callID
 		}
-		rr.callID[0] = KeyGenAIToolCallID.String(id)
-		span.SetAttributes(rr.callID[:]...) // a slice of the run's: no allocation per call
+		kv = append(kv, KeyGenAIToolCallID.String(id))
 	}
 	if failed {
+		kv = append(kv, KeyErrorType.String(ToolError))
 		span.SetStatus(codes.Error, "tool call failed")
 	}
+	span.SetAttributes(kv...)
 	span.End()
 }
 
