@@ -408,6 +408,9 @@ func (r *Recorder) startRun(ctx context.Context, info middleware.RunInfo) (conte
 		rr.toolCtx = ctx
 	}
 	rr.pending = rr.pendingBuf[:0]
+	if rr.recording {
+		rr.scratch = new(spanScratch)
+	}
 	if rr.recording && info.RunID != "" {
 		// A child started with middleware.WithParent from a context
 		// without a span finds this run's span here (underParent).

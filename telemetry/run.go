@@ -72,8 +72,12 @@ type runRecorder struct {
 	tools      [toolCacheSize]cachedTool // the run's last tools, for tool
 	nextTool   int                       // the slot of tools the next new tool takes
 	heldAt     time.Time                 // when the run was held at a limit; zero when not held (hold.go)
-	// Scratch for execute_tool spans: the start option and the
-	// attributes (no allocation for them per span).
+	scratch    *spanScratch              // for execute_tool spans; nil when the run is not recorded
+}
+
+// spanScratch is where a recorded run builds its execute_tool spans'
+// start option and attributes: no allocation for them per span.
+type spanScratch struct {
 	start [1]trace.SpanStartOption
 	kv    [4]attribute.KeyValue
 }
@@ -172,9 +176,10 @@ func (rr *runRecorder) toolResult(ev *termination.Event) {
 	// scratch: as a start option they would cost the SDK a copy of them
 	// per span (the conventions mark none of them sampling-relevant, and
 	// a sampler still sees the span's name, which names the tool).
-	rr.start[0] = trace.WithTimestamp(rr.base.Add(p.at))
-	_, span := r.tracer.Start(rr.ctx, name, rr.start[:]...)
-	kv := append(rr.kv[:0], KeyGenAIOperationName.String("execute_tool"), KeyGenAIToolName.String(p.tool))
+	sc := rr.scratch
+	sc.start[0] = trace.WithTimestamp(rr.base.Add(p.at))
+	_, span := r.tracer.Start(rr.ctx, name, sc.start[:]...)
+	kv := append(sc.kv[:0], KeyGenAIOperationName.String("execute_tool"), KeyGenAIToolName.String(p.tool))
 	if id := ev.CallID; id != "" || p.callID != "" {
 		if id == "" {
 			id = p.callID
