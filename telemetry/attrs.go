@@ -237,9 +237,7 @@ func (s *stageAttrs) signal(sig termination.StallSignal) metric.MeasurementOptio
 }
 
 // toolAttrs is what every call of one tool shares: its span name and the
-// attribute sets of gen_ai.execute_tool.duration. (Its spans are started
-// without a span kind: INTERNAL is the API's default, an unspecified kind
-// is INTERNAL, and every option costs the SDK a pass over its span config.)
+// attribute sets of gen_ai.execute_tool.duration.
 type toolAttrs struct {
 	spanName string
 	// The options of gen_ai.execute_tool.duration, as slices built once:

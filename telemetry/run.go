@@ -69,7 +69,7 @@ type runRecorder struct {
 
 	pending    []pendingCall
 	pendingBuf [inlinePending]pendingCall
-	tools      [toolCacheSize]cachedTool // the run's last tools, for tool
+	tools      [toolCacheSize]cachedTool // the run's latest tools (tool)
 	nextTool   int                       // the slot of tools the next new tool takes
 	heldAt     time.Time                 // when the run was held at a limit; zero when not held (hold.go)
 	scratch    *spanScratch              // for execute_tool spans; nil when the run is not recorded
@@ -172,10 +172,13 @@ func (rr *runRecorder) toolResult(ev *termination.Event) {
 	}
 	// The span starts at the call and ends now (End without a timestamp:
 	// the SDK's end is the start plus the monotonic time since, the clock
-	// of d). Its attributes come in one SetAttributes, from the run's
-	// scratch: as a start option they would cost the SDK a copy of them
-	// per span (the conventions mark none of them sampling-relevant, and
-	// a sampler still sees the span's name, which names the tool).
+	// of d). Its one start option is the timestamp: no span kind (an
+	// unspecified kind is INTERNAL, and each option is a pass over the
+	// SDK's span config), and its attributes come in one SetAttributes,
+	// from the run's scratch: as a start option they would cost the SDK a
+	// copy of them per span (the conventions mark none of them
+	// sampling-relevant, and a sampler still sees the span's name, which
+	// names the tool).
 	sc := rr.scratch
 	sc.start[0] = trace.WithTimestamp(rr.base.Add(p.at))
 	_, span := r.tracer.Start(rr.ctx, name, sc.start[:]...)
