@@ -52,7 +52,7 @@ func BenchmarkRecorderEvent(b *testing.B) {
 		{"sampled_no_processor", sdktrace.AlwaysSample(), true},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
-			rec := newHarness(b, bc.sampler).rec
+			var rec *telemetry.Recorder
 			if bc.noProcessor {
 				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(bc.sampler))
 				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
@@ -61,6 +61,8 @@ func BenchmarkRecorderEvent(b *testing.B) {
 					_ = mp.Shutdown(context.Background())
 				})
 				rec = telemetry.NewRecorder(telemetry.WithTracerProvider(tp), telemetry.WithMeterProvider(mp))
+			} else {
+				rec = newHarness(b, bc.sampler).rec
 			}
 			_, rr := rec.StartRun(context.Background(), middleware.RunInfo{Stage: "planner"})
 			defer rr.End(&termination.Result{Cause: termination.NaturalCompletion{}, Outcome: termination.OutcomeSucceeded})
