@@ -236,11 +236,10 @@ func (s *stageAttrs) signal(sig termination.StallSignal) metric.MeasurementOptio
 	return o
 }
 
-// toolAttrs is what every call of one tool shares: its span name and
-// options, and the attribute sets of gen_ai.execute_tool.duration.
+// toolAttrs is what every call of one tool shares: its span name and the
+// attribute sets of gen_ai.execute_tool.duration.
 type toolAttrs struct {
 	spanName string
-	spanOpts []trace.SpanStartOption
 	// The options of gen_ai.execute_tool.duration, as slices built once:
 	// passing one option as a variadic argument would allocate per call.
 	ok     []metric.RecordOption // {gen_ai.tool.name}
@@ -250,18 +249,14 @@ type toolAttrs struct {
 func newToolAttrs(name, recorded string) *toolAttrs {
 	return &toolAttrs{
 		spanName: "execute_tool " + name,
-		spanOpts: []trace.SpanStartOption{
-			trace.WithSpanKind(trace.SpanKindInternal),
-			trace.WithAttributes(KeyGenAIOperationName.String("execute_tool"), KeyGenAIToolName.String(name)),
-		},
-		ok:     []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(KeyGenAIToolName.String(recorded)))},
-		failed: []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(KeyGenAIToolName.String(recorded), KeyErrorType.String(ToolError)))},
+		ok:       []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(KeyGenAIToolName.String(recorded)))},
+		failed:   []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(KeyGenAIToolName.String(recorded), KeyErrorType.String(ToolError)))},
 	}
 }
 
 // tool returns the attributes of a tool, and whether they are the "_other"
-// ones (past the tool limit: the span name and options must then be built
-// for the call). No allocation once the tool is known.
+// ones (past the tool limit: the span name must then be built for the
+// call). No allocation once the tool is known.
 func (r *Recorder) tool(name string) (*toolAttrs, bool) {
 	r.mu.RLock()
 	t, other := r.tools[name], false

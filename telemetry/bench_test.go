@@ -5,9 +5,11 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/telemetry"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -34,15 +36,35 @@ func TestEventDoesNotAllocateWhenNotSampled(t *testing.T) {
 	assert.Zero(t, allocs)
 }
 
-// BenchmarkRecorderEvent is the Recorder's per-event cost.
+// BenchmarkRecorderEvent is the Recorder's per-event cost: on an unsampled
+// run, on a sampled one whose spans go to a span processor (a
+// tracetest.SpanRecorder), and on a sampled one without a processor (what
+// middleware's BenchmarkForward/instrumented measures: recording, not
+// export).
 func BenchmarkRecorderEvent(b *testing.B) {
 	for _, bc := range []struct {
-		name    string
-		sampler sdktrace.Sampler
-	}{{"unsampled", sdktrace.NeverSample()}, {"sampled", sdktrace.AlwaysSample()}} {
+		name        string
+		sampler     sdktrace.Sampler
+		noProcessor bool
+	}{
+		{"unsampled", sdktrace.NeverSample(), false},
+		{"sampled", sdktrace.AlwaysSample(), false},
+		{"sampled_no_processor", sdktrace.AlwaysSample(), true},
+	} {
 		b.Run(bc.name, func(b *testing.B) {
-			h := newHarness(b, bc.sampler)
-			_, rr := h.rec.StartRun(context.Background(), middleware.RunInfo{Stage: "planner"})
+			var rec *telemetry.Recorder
+			if bc.noProcessor {
+				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(bc.sampler))
+				mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+				b.Cleanup(func() {
+					_ = tp.Shutdown(context.Background())
+					_ = mp.Shutdown(context.Background())
+				})
+				rec = telemetry.NewRecorder(telemetry.WithTracerProvider(tp), telemetry.WithMeterProvider(mp))
+			} else {
+				rec = newHarness(b, bc.sampler).rec
+			}
+			_, rr := rec.StartRun(context.Background(), middleware.RunInfo{Stage: "planner"})
 			defer rr.End(&termination.Result{Cause: termination.NaturalCompletion{}, Outcome: termination.OutcomeSucceeded})
 			var ev termination.Event
 			b.ReportAllocs()

@@ -62,7 +62,14 @@
 // free-text error. A result is paired with the call of the same call_id;
 // a result without one (or with an id no open call has) with the oldest
 // open call of its tool that has no id. Parallel calls to one tool each get
-// their own span. Calls still open when the run ends get no span.
+// their own span. Calls still open when the run ends get no span. The span
+// is started when the result comes, with the call's time as its start, and
+// ended at once; its attributes are set right after the start (the
+// conventions mark none of them sampling-relevant: a sampler sees the
+// span's name, which names the tool). Calls are timed by the monotonic
+// clock from the run's start, as the SDK times a span's end from its
+// start: the span's start is the run's start plus that offset, and a step
+// of the wall clock during a run does not bend its tool spans.
 //
 // # Metrics
 //
@@ -96,6 +103,12 @@
 // gen_ai.invoke_agent.inference_calls ({inference_call}: the run's
 // iterations, its model turns) and gen_ai.invoke_agent.tool_calls
 // ({tool_call}) are recorded once per run.
+//
+// Measurements are recorded with the run's context, so that the SDK's
+// default, trace-based exemplar filter links a sampled run's measurements
+// to its trace; gen_ai.execute_tool.duration of a run that is not sampled
+// is recorded without it (it would give no exemplar, and the filter then
+// needs no lookup per tool call).
 //
 // agent.stage.idle.stops counts the runs an idle limit stopped (policy
 // key idle:, a Timeout with idle set; for All, the last cause to fire):

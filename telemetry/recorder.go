@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -402,8 +403,14 @@ func (r *Recorder) startRun(ctx context.Context, info middleware.RunInfo) (conte
 	ctx, span := r.tracer.Start(ctx, s.spanName, opts...)
 	r.active.Add(ctx, 1, s.stage)
 	rr := &runRecorder{rec: r, stage: s, ctx: ctx, span: span, recording: span.IsRecording(),
-		info: info, provider: provider}
+		info: info, provider: provider, base: time.Now(), toolCtx: context.Background()}
+	if span.SpanContext().IsSampled() {
+		rr.toolCtx = ctx
+	}
 	rr.pending = rr.pendingBuf[:0]
+	if rr.recording {
+		rr.scratch = new(spanScratch)
+	}
 	if rr.recording && info.RunID != "" {
 		// A child started with middleware.WithParent from a context
 		// without a span finds this run's span here (underParent).

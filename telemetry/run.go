@@ -24,18 +24,34 @@ const maxPendingTools = 64
 // allocation.
 const inlinePending = 4
 
+// toolCacheSize is how many tools a run finds without the Recorder's lock.
+const toolCacheSize = 4
+
 // pendingCall is a tool call waiting for its result.
 type pendingCall struct {
-	tool   string // the name as called
-	callID string // "" when the loop gave none
-	start  time.Time
+	tool   string        // the name as called
+	callID string        // "" when the loop gave none
+	at     time.Duration // when it was called, on the run's clock (runRecorder.since)
+}
+
+// cachedTool is a tool's attributes, kept by a run so that its later calls
+// take no lock (Recorder.tool).
+type cachedTool struct {
+	name  string
+	attrs *toolAttrs
+	other bool
 }
 
 // runRecorder records one run. The middleware calls it under the run's lock.
 type runRecorder struct {
-	rec       *Recorder
-	stage     *stageAttrs
-	ctx       context.Context
+	rec   *Recorder
+	stage *stageAttrs
+	ctx   context.Context
+	// toolCtx is the context of gen_ai.execute_tool.duration's records:
+	// ctx when the run's span context is sampled, else one without a
+	// span, which the SDK's exemplar filter dismisses without a lookup
+	// (an unsampled span gives no exemplar either).
+	toolCtx   context.Context
 	span      trace.Span
 	recording bool
 	info      middleware.RunInfo
@@ -45,10 +61,43 @@ type runRecorder struct {
 	model string
 	mixed bool
 
+	// base is when the run's recording started: tool calls are timed by
+	// the monotonic clock from it (half the cost of time.Now), and a
+	// sampled call's span starts at base plus its offset, as the SDK ends
+	// a span at its start plus the monotonic time since.
+	base time.Time
+
 	pending    []pendingCall
 	pendingBuf [inlinePending]pendingCall
-	heldAt     time.Time               // when the run was held at a limit; zero when not held (hold.go)
-	opts       []trace.SpanStartOption // scratch for execute_tool spans
+	tools      [toolCacheSize]cachedTool // the run's latest tools (tool)
+	nextTool   int                       // the slot of tools the next new tool takes
+	heldAt     time.Time                 // when the run was held at a limit; zero when not held (hold.go)
+	scratch    *spanScratch              // for execute_tool spans; nil when the run is not recorded
+}
+
+// spanScratch is where a recorded run builds its execute_tool spans'
+// start option and attributes: no allocation for them per span.
+type spanScratch struct {
+	start [1]trace.SpanStartOption
+	kv    [4]attribute.KeyValue
+}
+
+// since is the time since the run's recording started, by the monotonic
+// clock.
+func (rr *runRecorder) since() time.Duration { return time.Since(rr.base) }
+
+// tool returns the attributes of a tool from the run's cache, else from the
+// Recorder (and caches them).
+func (rr *runRecorder) tool(name string) (*toolAttrs, bool) {
+	for i := range rr.tools {
+		if c := &rr.tools[i]; c.attrs != nil && c.name == name {
+			return c.attrs, c.other
+		}
+	}
+	ta, other := rr.rec.tool(name)
+	rr.tools[rr.nextTool] = cachedTool{name: name, attrs: ta, other: other}
+	rr.nextTool = (rr.nextTool + 1) % toolCacheSize
+	return ta, other
 }
 
 // Event pairs tool calls with their results, for gen_ai.execute_tool.duration
@@ -61,7 +110,7 @@ func (rr *runRecorder) Event(ev *termination.Event) {
 			copy(rr.pending, rr.pending[1:])
 			rr.pending = rr.pending[:len(rr.pending)-1]
 		}
-		rr.pending = append(rr.pending, pendingCall{tool: ev.Tool, callID: ev.CallID, start: time.Now()})
+		rr.pending = append(rr.pending, pendingCall{tool: ev.Tool, callID: ev.CallID, at: rr.since()})
 	case termination.KindToolResult:
 		rr.toolResult(ev)
 	case termination.KindMessage, termination.KindFinal:
@@ -105,37 +154,47 @@ func (rr *runRecorder) toolResult(ev *termination.Event) {
 	rr.pending[len(rr.pending)-1] = pendingCall{}
 	rr.pending = rr.pending[:len(rr.pending)-1]
 
-	now := time.Now()
+	d := rr.since() - p.at
 	r := rr.rec
-	ta, other := r.tool(p.tool)
+	ta, other := rr.tool(p.tool)
 	failed := ev.Err != ""
 	m := ta.ok
 	if failed {
 		m = ta.failed
 	}
-	r.toolDuration.Record(rr.ctx, now.Sub(p.start).Seconds(), m...)
+	r.toolDuration.Record(rr.toolCtx, d.Seconds(), m...)
 	if !rr.recording {
 		return
 	}
-	name, opts := ta.spanName, ta.spanOpts
+	name := ta.spanName
 	if other { // past the tool limit: the span keeps the tool's own name
-		fresh := newToolAttrs(p.tool, OtherValue)
-		name, opts = fresh.spanName, fresh.spanOpts
+		name = "execute_tool " + p.tool
 	}
-	// The options are the tool's, built once, plus the call's start.
-	rr.opts = append(append(rr.opts[:0], opts...), trace.WithTimestamp(p.start))
-	_, span := r.tracer.Start(rr.ctx, name, rr.opts...)
+	// The span starts at the call and ends now (End without a timestamp:
+	// the SDK's end is the start plus the monotonic time since, the clock
+	// of d). Its one start option is the timestamp: no span kind (an
+	// unspecified kind is INTERNAL, and each option is a pass over the
+	// SDK's span config), and its attributes come in one SetAttributes,
+	// from the run's scratch: as a start option they would cost the SDK a
+	// copy of them per span (the conventions mark none of them
+	// sampling-relevant, and a sampler still sees the span's name, which
+	// names the tool).
+	sc := rr.scratch
+	sc.start[0] = trace.WithTimestamp(rr.base.Add(p.at))
+	_, span := r.tracer.Start(rr.ctx, name, sc.start[:]...)
+	kv := append(sc.kv[:0], KeyGenAIOperationName.String("execute_tool"), KeyGenAIToolName.String(p.tool))
 	if id := ev.CallID; id != "" || p.callID != "" {
 		if id == "" {
 			id = p.callID
 		}
-		span.SetAttributes(KeyGenAIToolCallID.String(id))
+		kv = append(kv, KeyGenAIToolCallID.String(id))
 	}
 	if failed {
+		kv = append(kv, KeyErrorType.String(ToolError))
 		span.SetStatus(codes.Error, "tool call failed")
-		span.SetAttributes(KeyErrorType.String(ToolError))
 	}
-	span.End(trace.WithTimestamp(now))
+	span.SetAttributes(kv...)
+	span.End()
 }
 
 // Warning counts a warning and adds a span event: budget-pressure warnings
