@@ -54,6 +54,7 @@ type Fleet struct {
 	ended     []*member             // ended runs whose records (P{runs}:end:ID) are not written yet
 	blocks    map[string]record     // by block id
 	stops     map[string]int64      // stop ids applied → when to forget them (server ms)
+	raises    map[string]int64      // raise ids applied or answered → when to forget them (server ms)
 	budgets   map[string]*shared    // by escaped budget id
 	trees     map[string]*treeShare // by escaped holder id
 	exhausted map[string]exhaustion
@@ -109,6 +110,7 @@ func New(ctx context.Context, url string, opts ...Option) (*Fleet, error) {
 		runs:      map[string]*member{},
 		blocks:    map[string]record{},
 		stops:     map[string]int64{},
+		raises:    map[string]int64{},
 		budgets:   map[string]*shared{},
 		trees:     map[string]*treeShare{},
 		exhausted: map[string]exhaustion{},
@@ -816,9 +818,10 @@ func (f *Fleet) registered(ups []*member, now time.Time, lost []any) {
 	}
 }
 
-// readControl re-reads the stored stops and blocks: blocks replace the
-// local set; stops not yet applied are applied to the runs that started
-// before them.
+// readControl re-reads the stored stops, blocks and raises: blocks replace
+// the local set; stops not yet applied are applied to the runs that
+// started before them; raises not yet applied to the local runs they name
+// (readRaises).
 func (f *Fleet) readControl(ctx context.Context) {
 	f.lastRead = time.Now()
 	blocks, now, err := f.read(ctx, f.k.blocks())
@@ -842,6 +845,11 @@ func (f *Fleet) readControl(ctx context.Context) {
 			delete(f.stops, id)
 		}
 	}
+	for id, forget := range f.raises {
+		if forget < now { // strictly past: a re-read at now may still return a record expiring at now
+			delete(f.raises, id)
+		}
+	}
 	for id, ex := range f.exhausted {
 		if ex.we <= now {
 			delete(f.exhausted, id)
@@ -856,6 +864,7 @@ func (f *Fleet) readControl(ctx context.Context) {
 	for _, s := range stops {
 		f.applyStop(ctx, s, true)
 	}
+	f.readRaises(ctx) // raise.go
 	f.checkParents(ctx, nil)
 }
 

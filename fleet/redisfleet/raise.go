@@ -15,8 +15,12 @@ import (
 // naming one run and the amounts (P{raises}:ID, kept for the wait and a
 // lease); the process that holds the run applies it through the run
 // (fleet.Run.Raise) and confirms it on P{raises}:ack:ID ("r ID": raised, "n ID": not
-// held). A raise is not re-read when a process resubscribes: one that
-// missed it leaves it unconfirmed, and the operator raises again. The
+// held). Like stops, the stored raises are re-read every second and after
+// every reconnect (readRaises): a process that missed the message (its
+// subscription was down) applies a raise that names one of its runs when
+// it reads it back, while the record lasts. Each process applies a raise
+// once: it remembers the raise ids it has applied or answered until their
+// records expire, and checks them on the message and on the re-read. The
 // registry shows a held run's Held from its next published figures
 // (figuresEvery).
 
@@ -84,17 +88,26 @@ func (f *Fleet) handleRaise(ctx context.Context, p string) {
 		f.metrics.Error(fleet.OpInternal)
 		return
 	}
-	var l termination.Limits
-	err = l.Set(r.Limits)
-	if err != nil || r.Selector.RunID == "" {
-		f.metrics.Error(fleet.OpInternal)
-		return
-	}
 	if !f.holds(r.Selector.RunID) {
 		return
 	}
-	// Only what an operator stored counts, as for a stop.
+	// Only what an operator stored counts, as for a stop. When the server
+	// cannot say, the next re-read of the stored raises applies it.
 	if !f.verify(ctx, f.k.raise(r.ID), p, true) {
+		return
+	}
+	f.applyRaise(ctx, r)
+}
+
+// applyRaise applies raise r to the run it names, if that is a run of
+// this process and this process has not applied or answered r already
+// (from the message or from a re-read of the stored raises), and confirms
+// it: "r ID" raised, "n ID" not held (or ended otherwise). A raise for a
+// run of another process changes nothing and is not confirmed here.
+func (f *Fleet) applyRaise(ctx context.Context, r record) {
+	var l termination.Limits
+	if err := l.Set(r.Limits); err != nil || r.Selector.RunID == "" {
+		f.metrics.Error(fleet.OpInternal)
 		return
 	}
 	f.mu.Lock()
@@ -104,12 +117,15 @@ func (f *Fleet) handleRaise(ctx context.Context, p string) {
 			hit = m
 		}
 	}
-	_, done := f.stops[r.ID]
+	_, done := f.raises[r.ID]
 	if hit == nil || done {
 		f.mu.Unlock()
 		return
 	}
-	f.stops[r.ID] = r.At + f.cfg.lease.Milliseconds() // applied once (raise ids never clash with stop ids)
+	// Applied once: remembered until the stored record has expired (a
+	// re-read no longer returns it), then forgotten (readControl).
+	forget := max(r.Expires, r.At+f.cfg.lease.Milliseconds())
+	f.raises[r.ID] = forget
 	f.mu.Unlock()
 	ack := "n " + hit.info.ID
 	if hit.run != nil && hit.run.Raise(l) == nil { // not held or ended otherwise
@@ -123,6 +139,30 @@ func (f *Fleet) handleRaise(ctx context.Context, p string) {
 	ttl := (f.cfg.lease + time.Minute).Milliseconds()
 	if err := ackScript.Run(cctx, f.scripts, []string{f.k.raiseAck(r.ID)}, ttl, ack).Err(); err != nil {
 		f.fail(fleet.OpStop)
+	}
+}
+
+// readRaises re-reads the stored raises that have not expired and applies
+// those that name a run of this process and that it has not applied yet
+// (applyRaise): a raise published while this process was disconnected
+// reaches its run after the reconnect. Nothing is read while this process
+// has no run.
+func (f *Fleet) readRaises(ctx context.Context) {
+	f.mu.Lock()
+	none := len(f.runs) == 0
+	f.mu.Unlock()
+	if none {
+		return
+	}
+	raises, _, err := f.read(ctx, f.k.raises())
+	if err != nil {
+		f.fail(fleet.OpStop)
+		return
+	}
+	for _, r := range raises {
+		if r.Kind == "raise" && f.holds(r.Selector.RunID) {
+			f.applyRaise(ctx, r)
+		}
 	}
 }
 
