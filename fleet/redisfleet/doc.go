@@ -32,14 +32,20 @@
 //     new runs, publishes changed figures (at most every 500ms per run),
 //     renews run leases (every third of a lease), removes ended runs,
 //     settles budget and tree usage and reserves leases, and re-reads the stored
-//     stops and blocks every second and after every reconnect.
+//     stops, blocks and raises every second and after every reconnect.
 //
-// A raise (Control.Raise, agentstop raise) is stored under {raises} and
-// published on the channel; the process that has the run applies it
-// through the run (fleet.Run.Raise) and confirms it under {raises}:ack. It is not
-// re-read on a reconnect: a missed raise stays unconfirmed, and the
-// operator issues it again. A held run's Held is in its registry entry
-// from its next published figures.
+// A raise (Control.Raise, agentstop raise) is stored under {raises} (for a
+// lease plus the raise's wait) and published on the channel; the process
+// that has the run applies it through the run (fleet.Run.Raise) and
+// confirms it under {raises}:ack. Like a stop, it is re-read: a process
+// whose subscription was down when it was published applies it from the
+// stored record after it reconnects (or at its next re-read), while the
+// record lasts, so the operator's raise, if still waiting, reports it
+// raised. A re-read raise that names a run of another process is left to
+// that process. Each process applies a raise once: it remembers the raise
+// ids it has applied or answered until their records expire and checks
+// them on the message and on the re-read. A held run's Held is in its
+// registry entry from its next published figures.
 //
 // Every time that matters — run leases, stop and block expiries, budget
 // windows aligned to the Unix epoch — comes from the server's clock (TIME
@@ -87,7 +93,7 @@
 //   - Load spreads by family: all runs live in one slot (listing them is one
 //     read there), stops in another, blocks in a third; each shared budget
 //     has a slot of its own, so budgets spread over the masters.
-//   - Stops, blocks, unblocks and budget news are published on the control
+//   - Stops, blocks, unblocks, raises and budget news are published on the control
 //     channel with PUBLISH, which a cluster forwards to every node: a
 //     process's subscription on any node receives them. A stop counts the
 //     subscribers on every node (PUBSUB NUMSUB) to know how many processes
@@ -100,8 +106,8 @@
 //     every 5 s regardless, the client reads the slots again (a dead master
 //     refuses connections and sends no MOVED, so without this it would keep
 //     calling it for a minute), so a process follows the promoted replica
-//     at its next sync; subscriptions reconnect and the stored stops and
-//     blocks are re-read. TestClusterFailover kills a master under a live
+//     at its next sync; subscriptions reconnect and the stored stops,
+//     blocks and raises are re-read. TestClusterFailover kills a master under a live
 //     run and checks that the run goes on, is listed again, and that a
 //     block and a stop issued after the failover apply. As on one server,
 //     writes the old master acknowledged but had not replicated are lost
@@ -388,8 +394,8 @@
 // at once with Skipped{reason: fleet_unavailable} (live runs still go on).
 // Every failed call counts in agent.fleet.errors{operation}. On reconnect a
 // process registers its live runs again, settles the usage it spent, and
-// re-reads stops and blocks, so a stop or block issued while it was away
-// still applies.
+// re-reads stops, blocks and raises, so a stop, block or raise issued while
+// it was away still applies.
 //
 // A Redis failover (Sentinel, or a cluster's) can lose the writes the old primary acknowledged but had
 // not replicated yet (replication is asynchronous): recent registrations

@@ -30,8 +30,8 @@ import (
 // state that two goroutines keep in step with the server — a subscriber
 // that receives stops, blocks and budget news as they are published, and a
 // sync loop that registers, renews and removes runs, reserves and settles
-// budget leases, and re-reads stored stops and blocks every second and
-// after every reconnect. Close stops both.
+// budget leases, and re-reads stored stops, blocks and raises every second
+// and after every reconnect. Close stops both.
 type Fleet struct {
 	*Control
 
@@ -59,7 +59,7 @@ type Fleet struct {
 	trees     map[string]*treeShare // by escaped holder id
 	exhausted map[string]exhaustion
 	idle      map[string]*shared // budgets dropped with no local run, until their window ends (dropBudget)
-	resync    bool               // re-read stops and blocks, re-register runs at the next tick
+	resync    bool               // re-read stops, blocks and raises, re-register runs at the next tick
 
 	// used by the sync loop only (and by New and Close around it)
 	lastRenew, lastRead time.Time
@@ -673,7 +673,7 @@ func (f *Fleet) syncRuns(ctx context.Context) {
 	}
 	if !f.up.Swap(true) {
 		// Reconnected (or connected for the first time): register every
-		// run again, re-read stops and blocks.
+		// run again, re-read stops, blocks and raises.
 		f.mu.Lock()
 		for _, m := range f.runs {
 			m.registered = false
