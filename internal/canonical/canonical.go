@@ -413,6 +413,9 @@ func hashShortEscaped(tok []byte) uint64 {
 // for any other token (str's general path validates and hashes it), with
 // nothing read past the first byte it cannot take.
 func shortEscaped(data []byte, at int) (h uint64, end int, ok bool) {
+	if at >= len(data) || data[at] != '"' {
+		return 0, 0, false // not a string: str's general path says so
+	}
 	var short [shortUnquote]byte
 	n := 0
 	for i := at + 1; i < len(data); n++ {

@@ -31,6 +31,9 @@ func TestShortEscaped(t *testing.T) {
 		{`"a\qb"`, false},   // a bad escape: invalid
 		{`"abc`, false},     // unterminated
 		{`"ab\`, false},
+		{`abc"`, false}, // no opening quote: not a string at all
+		{`x"`, false},
+		{``, false},
 	} {
 		data := []byte(tc.tok)
 		if tc.take {
@@ -56,4 +59,20 @@ func TestShortEscaped(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, ArgsKey([]byte(`{"k":`+tc.tok+`}`)), ArgsKey([]byte(`{"k":`+string(again)+`}`)), "%s and %s", tc.tok, again)
 	}
+}
+
+// TestArgsKeyUnquotedKeyIsInvalid: an object key without its opening quote
+// is invalid JSON, hashed as its text, never as the valid document that
+// reading past its first byte would make of it.
+func TestArgsKeyUnquotedKeyIsInvalid(t *testing.T) {
+	for _, tc := range []struct{ invalid, valid string }{
+		{`{abc":1}`, `{"bc":1}`},
+		{`{x":1}`, `{"":1}`},
+		{`{"k":1,zz":2}`, `{"k":1,"z":2}`},
+		{`{query":"weather"}`, `{"uery":"weather"}`},
+	} {
+		assert.NotEqual(t, ArgsKey([]byte(tc.valid)), ArgsKey([]byte(tc.invalid)), "%s hashes as %s", tc.invalid, tc.valid)
+		assert.Equal(t, mix(hashInvalid^fnv(fnvOffset, []byte(tc.invalid))), ArgsKey([]byte(tc.invalid)), "%s: hashed as its text", tc.invalid)
+	}
+	assert.NotEqual(t, ArgsKey([]byte(`{query":"weather"}`)), ArgsKey([]byte(`{Query":"weather"}`)))
 }
