@@ -2,6 +2,7 @@ package termination
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -216,5 +217,36 @@ func TestHoldTimeoutAndIdle(t *testing.T) {
 	c, stop = e.Tick(e.start.Add(100 * time.Millisecond))
 	if !stop || Tag(c, nil) != "timeout" {
 		t.Fatalf("timeout while held: %v %v", c, stop)
+	}
+}
+
+// TestHoldRaiseReachesAllOf: a raise raises every limit of the run, those
+// under an all_of included (§3: a raise "raises that run's limits"): the
+// all_of's max_tool_calls of 3, raised by 5, no longer fires at the fourth
+// call, so "done" alone does not complete it. (Before 2026-11-29 a raise
+// did not reach the children of an all_of.)
+func TestHoldRaiseReachesAllOf(t *testing.T) {
+	cond := AnyOf(ToolCallLimits{Limit: 2}, AllOf(ToolCallLimits{Limit: 3}, TextMention("done")))
+	e := NewEvaluator(cond, WallClock)
+	e.SetHold(Hold{Timeout: time.Minute})
+	for i := range 3 {
+		if c, stop := e.Observe(call("search", fmt.Sprintf(`{"page":%d}`, i))); stop {
+			t.Fatalf("call %d stopped the run: %v", i+1, c)
+		}
+	}
+	if _, held := e.Held(); !held {
+		t.Fatal("not held at the third call of 2")
+	}
+	if err := e.Raise(Limits{ToolCalls: 5, Has: LimitToolCalls}); err != nil {
+		t.Fatal(err)
+	}
+	if c, stop := e.Observe(call("search", `{"page":4}`)); stop {
+		t.Fatalf("the fourth call stopped the run: %v", c)
+	}
+	if c, stop := e.Observe(msg("assistant", "done")); stop {
+		t.Fatalf("done stopped the run with %v: the all_of's raised limit (8) was not reached", c)
+	}
+	if _, held := e.Held(); held {
+		t.Fatal("held again below the raised limits")
 	}
 }
