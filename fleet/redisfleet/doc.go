@@ -42,7 +42,9 @@
 // stored record after it reconnects (or at its next re-read), while the
 // record lasts, so the operator's raise, if still waiting, reports it
 // raised. A re-read raise that names a run of another process is left to
-// that process. Each process applies a raise once: it remembers the raise
+// that process, and one whose run was held only after the raise was issued
+// is answered not held, as the message would have been: a raise never
+// releases a later hold. Each process applies a raise once: it remembers the raise
 // ids it has applied or answered until their records expire and checks
 // them on the message and on the re-read. A held run's Held is in its
 // registry entry from its next published figures.

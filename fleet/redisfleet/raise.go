@@ -96,15 +96,18 @@ func (f *Fleet) handleRaise(ctx context.Context, p string) {
 	if !f.verify(ctx, f.k.raise(r.ID), p, true) {
 		return
 	}
-	f.applyRaise(ctx, r)
+	f.applyRaise(ctx, r, false)
 }
 
 // applyRaise applies raise r to the run it names, if that is a run of
 // this process and this process has not applied or answered r already
 // (from the message or from a re-read of the stored raises), and confirms
 // it: "r ID" raised, "n ID" not held (or ended otherwise). A raise for a
-// run of another process changes nothing and is not confirmed here.
-func (f *Fleet) applyRaise(ctx context.Context, r record) {
+// run of another process changes nothing and is not confirmed here. Read
+// back from the store (stored), it applies only to a hold that began before
+// the raise was issued: the message would have found a run held later not
+// held, and a raise never reaches a later hold.
+func (f *Fleet) applyRaise(ctx context.Context, r record, stored bool) {
 	var l termination.Limits
 	if err := l.Set(r.Limits); err != nil || r.Selector.RunID == "" {
 		f.metrics.Error(fleet.OpInternal)
@@ -128,7 +131,7 @@ func (f *Fleet) applyRaise(ctx context.Context, r record) {
 	f.raises[r.ID] = forget
 	f.mu.Unlock()
 	ack := "n " + hit.info.ID
-	if hit.run != nil && hit.run.Raise(l) == nil { // not held or ended otherwise
+	if hit.run != nil && !(stored && f.heldSince(hit.run, r.At)) && hit.run.Raise(l) == nil { // not held or ended otherwise
 		ack = "r " + hit.info.ID
 		hit.mu.Lock()
 		hit.dirty = true // its Held is gone from the registry at the next sync
@@ -161,9 +164,16 @@ func (f *Fleet) readRaises(ctx context.Context) {
 	}
 	for _, r := range raises {
 		if r.Kind == "raise" && f.holds(r.Selector.RunID) {
-			f.applyRaise(ctx, r)
+			f.applyRaise(ctx, r, true)
 		}
 	}
+}
+
+// heldSince reports whether run is held at a limit since at (server
+// milliseconds) or later: held after a raise issued at at.
+func (f *Fleet) heldSince(run fleet.Run, at int64) bool {
+	_, since, held := run.Held()
+	return held && (since.UnixMicro()+f.offset.Load())/1000 >= at
 }
 
 // holds reports whether the run is one of this process's.

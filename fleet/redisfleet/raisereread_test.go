@@ -40,6 +40,39 @@ func heldRun(t *testing.T, f *Fleet) *middleware.Run {
 	return run
 }
 
+// appFleet starts a server and a fleet on it that connects as its own ACL
+// user "app" (so that disconnect can cut it off), with a lease of 20s: its
+// runs stay listed while the process is away.
+func appFleet(t *testing.T) (*redistest.Server, *Fleet) {
+	t.Helper()
+	srv := redistest.Start(t)
+	if r, err := srv.Do(strings.Fields("ACL SETUSER app on >app-pw ~* &* +@all")...); err != nil || r != "+OK" {
+		t.Fatalf("ACL SETUSER app: %q, %v", r, err)
+	}
+	app := urlDeployment(strings.Replace(srv.URL(), "redis://", "redis://app:app-pw@", 1))
+	return srv, newTestFleet(t, app, WithLease(20*time.Second))
+}
+
+// disconnect cuts f's process off the server: its ACL user off, its
+// connections killed (no subscription, no commands), until reconnect.
+func disconnect(t *testing.T, srv *redistest.Server, f *Fleet) {
+	t.Helper()
+	for _, cmd := range [][]string{strings.Fields("ACL SETUSER app off"), strings.Fields("CLIENT KILL USER app")} {
+		if _, err := srv.Do(cmd...); err != nil {
+			t.Fatalf("%v: %v", cmd, err)
+		}
+	}
+	eventually(t, 5*time.Second, "the process sees the server unreachable", func() bool { return !f.up.Load() })
+}
+
+// reconnect lets the process disconnect cut off in again.
+func reconnect(t *testing.T, srv *redistest.Server) {
+	t.Helper()
+	if r, err := srv.Do("ACL", "SETUSER", "app", "on"); err != nil || r != "+OK" {
+		t.Fatalf("ACL SETUSER app on: %q, %v", r, err)
+	}
+}
+
 // raisedOnce checks that run, held at a tool-call limit of 1 after two
 // calls and raised by 5, has a limit of 6, not 11: calls 3 to 6 go on,
 // the 7th holds it again.
@@ -102,16 +135,7 @@ func reread(t *testing.T, f *Fleet) {
 // A late copy of the message and further re-reads do not apply it again:
 // the run's limit is raised by the amount once.
 func TestRaiseMissedWhileDisconnected(t *testing.T) {
-	srv := redistest.Start(t)
-	for _, cmd := range [][]string{
-		strings.Fields("ACL SETUSER app on >app-pw ~* &* +@all"),
-	} {
-		if r, err := srv.Do(cmd...); err != nil || r != "+OK" {
-			t.Fatalf("%v: %q, %v", cmd, r, err)
-		}
-	}
-	app := urlDeployment(strings.Replace(srv.URL(), "redis://", "redis://app:app-pw@", 1))
-	f := newTestFleet(t, app, WithLease(20*time.Second)) // the run stays listed while its process is away
+	srv, f := appFleet(t)
 	ctl := newTestControl(t, srv, f.cfg.prefix)
 	raw := rawClient(t, srv)
 	run := heldRun(t, f)
@@ -120,12 +144,7 @@ func TestRaiseMissedWhileDisconnected(t *testing.T) {
 		return err == nil && len(rs) == 1 && rs[0].Held != nil
 	})
 
-	for _, cmd := range [][]string{strings.Fields("ACL SETUSER app off"), strings.Fields("CLIENT KILL USER app")} {
-		if _, err := srv.Do(cmd...); err != nil {
-			t.Fatalf("%v: %v", cmd, err)
-		}
-	}
-	eventually(t, 5*time.Second, "the process sees the server unreachable", func() bool { return !f.up.Load() })
+	disconnect(t, srv, f)
 	type result struct {
 		rep fleet.RaiseReport
 		err error
@@ -144,9 +163,7 @@ func TestRaiseMissedWhileDisconnected(t *testing.T) {
 	if _, _, h := run.Held(); !h {
 		t.Fatal("the run was raised while its process was disconnected")
 	}
-	if r, err := srv.Do("ACL", "SETUSER", "app", "on"); err != nil || r != "+OK" {
-		t.Fatalf("ACL SETUSER app on: %q, %v", r, err)
-	}
+	reconnect(t, srv)
 	var res result
 	select {
 	case res = <-done:
@@ -207,4 +224,49 @@ func TestRaiseReReadAppliesOnce(t *testing.T) {
 			t.Errorf("confirmations of raise %s = %q, want one %q", id, acks, "r "+run.ID())
 		}
 	})
+}
+
+// TestRaiseReReadSkipsLaterHold: a raise its process missed while the run
+// was not held does not release a hold that began after the raise was
+// issued: had the message arrived, it would have found the run not held.
+// The re-read answers it as the message would have ("n").
+func TestRaiseReReadSkipsLaterHold(t *testing.T) {
+	srv, f := appFleet(t)
+	ctl := newTestControl(t, srv, f.cfg.prefix)
+	raw := rawClient(t, srv)
+	policy := termination.MustParsePolicy("max_tool_calls: 1\nhold: {timeout: 20s}")
+	s, err := middleware.New("raise_later", middleware.WithPolicy(policy), middleware.WithParticipant(fleet.Membership(f)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, run := s.Start(t.Context())
+	t.Cleanup(func() { run.Finish(nil) })
+	call := termination.Event{Kind: termination.KindToolCall, Tool: "search"}
+	run.Observe(call) // 1 of 1: not held
+	eventually(t, 5*time.Second, "the run is listed", func() bool {
+		rs, err := ctl.Runs(t.Context(), fleet.Selector{RunID: run.ID()})
+		return err == nil && len(rs) == 1
+	})
+
+	disconnect(t, srv, f)
+	rep, err := ctl.Raise(t.Context(), fleet.RaiseRequest{RunID: run.ID(), By: "ops@test", Wait: 300 * time.Millisecond,
+		Limits: termination.Limits{ToolCalls: 5, Has: termination.LimitToolCalls}})
+	if err != nil || rep.Outcome != fleet.RaiseUnconfirmed {
+		t.Fatalf("Raise = %+v, %v; want unconfirmed while the process is away", rep, err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	run.Observe(call) // 2 of 1: held, after the raise was issued
+	if _, _, h := run.Held(); !h {
+		t.Fatal("the run is not held at its second call")
+	}
+	reconnect(t, srv)
+	eventually(t, 10*time.Second, "the process is back", func() bool { return f.up.Load() })
+	reread(t, f)
+	reread(t, f)
+	if _, _, h := run.Held(); !h {
+		t.Fatal("the re-read of a raise issued before the hold released the run")
+	}
+	if _, _, acks := raiseAcks(t, raw, f); len(acks) != 1 || acks[0] != "n "+run.ID() {
+		t.Errorf("confirmations = %q, want one %q", acks, "n "+run.ID())
+	}
 }
