@@ -54,20 +54,22 @@ func startCluster(tb testing.TB, replicas bool, args []string) *Cluster {
 	}
 	busPorts := make([]int, n)
 	for i := range n {
-		bus, err := freePort()
-		if err != nil {
-			tb.Fatalf("redistest: free port: %v", err)
-		}
-		busPorts[i] = bus
-		a := append([]string{
-			"--cluster-enabled", "yes",
-			"--cluster-config-file", "nodes.conf",
-			"--cluster-port", strconv.Itoa(bus),
-			"--cluster-node-timeout", "3000",
-			// A test that stops a node must not leave every slot unserved.
-			"--cluster-require-full-coverage", "no",
-		}, args...)
-		srv := Start(tb, a...)
+		// A fresh bus port at each attempt, as the client port.
+		srv := startWith(tb, func() ([]string, error) {
+			bus, err := freePort()
+			if err != nil {
+				return nil, fmt.Errorf("redistest: free port: %w", err)
+			}
+			busPorts[i] = bus
+			return append([]string{
+				"--cluster-enabled", "yes",
+				"--cluster-config-file", "nodes.conf",
+				"--cluster-port", strconv.Itoa(bus),
+				"--cluster-node-timeout", "3000",
+				// A test that stops a node must not leave every slot unserved.
+				"--cluster-require-full-coverage", "no",
+			}, args...), nil
+		})
 		if i < clusterNodes {
 			c.Nodes = append(c.Nodes, srv)
 		} else {

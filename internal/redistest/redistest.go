@@ -66,26 +66,65 @@ func binary() (string, error) {
 // setup commands with a --requirepass it is given.
 func Start(tb testing.TB, args ...string) *Server {
 	tb.Helper()
+	return startWith(tb, func() ([]string, error) { return args, nil })
+}
+
+// startAttempts is how many times startWith picks new ports for a server
+// whose port another process took between freePort and redis-server's
+// bind (an outgoing connection's ephemeral port, another test's server).
+const startAttempts = 5
+
+// startWith starts a server as Start does, with the arguments args gives
+// (called again, for fresh ports of its own, at each attempt), on a free
+// port; it tries again on new ports when redis-server cannot bind.
+func startWith(tb testing.TB, args func() ([]string, error)) *Server {
+	tb.Helper()
 	bin, err := binary()
 	if err != nil {
 		tb.Fatal(err)
 	}
-	s := &Server{bin: bin, tb: tb, Dir: tb.TempDir(), args: append([]string(nil), args...)}
+	s := &Server{bin: bin, tb: tb, Dir: tb.TempDir()}
+	for attempt := 1; ; attempt++ {
+		err := s.startOnFreePort(args)
+		if err == nil {
+			break
+		}
+		if attempt == startAttempts || !errors.Is(err, errPortTaken) {
+			tb.Fatal(err)
+		}
+	}
+	tb.Cleanup(s.Stop)
+	return s
+}
+
+// errPortTaken: redis-server could not bind one of its ports.
+var errPortTaken = errors.New("a port was taken before redis-server could bind it")
+
+// startOnFreePort starts s on a free port with the arguments args gives.
+func (s *Server) startOnFreePort(args func() ([]string, error)) error {
+	a, err := args()
+	if err != nil {
+		return err
+	}
 	port, err := freePort()
 	if err != nil {
-		tb.Fatalf("redistest: free port: %v", err)
+		return fmt.Errorf("redistest: free port: %w", err)
 	}
+	s.args = append([]string(nil), a...)
+	// A failed attempt's log and cluster configuration are not this one's.
+	_ = os.Remove(filepath.Join(s.Dir, "redis.log"))
+	_ = os.Remove(filepath.Join(s.Dir, "nodes.conf"))
 	s.Addr = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	for i, a := range s.args {
 		if a == "--requirepass" && i+1 < len(s.args) {
 			s.password = s.args[i+1]
 		}
 	}
-	if err := s.start(); err != nil {
-		tb.Fatal(err)
+	err = s.start()
+	if err != nil && strings.Contains(s.log(), "Address already in use") {
+		return fmt.Errorf("%w: %w", errPortTaken, err)
 	}
-	tb.Cleanup(s.Stop)
-	return s
+	return err
 }
 
 // URL returns a redis:// URL for the server (no credentials).
@@ -117,7 +156,12 @@ func (s *Server) start() error {
 	deadline := time.Now().Add(10 * time.Second)
 	for {
 		if err := ping(s.Addr); err == nil {
-			return nil
+			if s.ours(cmd.Process.Pid) {
+				return nil
+			}
+			// Another server holds the port: this one cannot bind it.
+			s.kill()
+			return fmt.Errorf("redistest: %s answers, but not as the redis-server started on it: %w", s.Addr, errPortTaken)
 		}
 		select {
 		case <-done:
@@ -177,6 +221,14 @@ func (s *Server) Stop() { s.kill() }
 // line, for tests that need to poke the server without a client library.
 func (s *Server) Do(args ...string) (string, error) {
 	return do(s.Addr, "", args...)
+}
+
+// ours reports whether the server answering on s.Addr is the process pid
+// (INFO's process_id), not another test's server on a port taken between
+// freePort and this one's bind.
+func (s *Server) ours(pid int) bool {
+	info, err := do(s.Addr, s.password, "INFO", "server")
+	return err == nil && strings.Contains(info, "process_id:"+strconv.Itoa(pid)+"\r\n")
 }
 
 func ping(addr string) error {
@@ -259,7 +311,11 @@ func readReply(r *bufio.Reader) (string, error) {
 	return string(buf[:n]), nil
 }
 
-func freePort() (int, error) {
+// freePort returns a port that was free a moment ago (a variable: a test
+// hands out a taken one).
+var freePort = pickFreePort
+
+func pickFreePort() (int, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, err
