@@ -845,11 +845,6 @@ func (f *Fleet) readControl(ctx context.Context) {
 			delete(f.stops, id)
 		}
 	}
-	for id, forget := range f.raises {
-		if forget < now { // strictly past: a re-read at now may still return a record expiring at now
-			delete(f.raises, id)
-		}
-	}
 	for id, ex := range f.exhausted {
 		if ex.we <= now {
 			delete(f.exhausted, id)

@@ -126,7 +126,7 @@ func (f *Fleet) applyRaise(ctx context.Context, r record, stored bool) {
 		return
 	}
 	// Applied once: remembered until the stored record has expired (a
-	// re-read no longer returns it), then forgotten (readControl).
+	// re-read no longer returns it), then forgotten (readRaises).
 	forget := max(r.Expires, r.At+f.cfg.lease.Milliseconds())
 	f.raises[r.ID] = forget
 	f.mu.Unlock()
@@ -157,11 +157,21 @@ func (f *Fleet) readRaises(ctx context.Context) {
 	if none {
 		return
 	}
-	raises, _, err := f.read(ctx, f.k.raises())
+	raises, now, err := f.read(ctx, f.k.raises())
 	if err != nil {
 		f.fail(fleet.OpStop)
 		return
 	}
+	// The raises this process has applied or answered are forgotten once
+	// their records have expired, by the clock of the node that keeps
+	// them (on a cluster, {raises}'s own node, not {blocks}'s).
+	f.mu.Lock()
+	for id, forget := range f.raises {
+		if forget < now { // strictly past: a re-read at now may still return a record expiring at now
+			delete(f.raises, id)
+		}
+	}
+	f.mu.Unlock()
 	for _, r := range raises {
 		if r.Kind == "raise" && f.holds(r.Selector.RunID) {
 			f.applyRaise(ctx, r, true)
