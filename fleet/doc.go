@@ -6,7 +6,7 @@
 //
 // A [Fleet] is what a stage uses: [Membership](f) is the participant
 // (middleware's per-run seam) through which every run of a stage given
-// middleware.WithParticipant(fleet.Membership(f)) takes part in the fleet.
+// middleware.WithFleet(f) takes part in the fleet.
 // The run, which has its library-generated id (128 random bits), joins the
 // fleet when it starts ([Fleet.Join]) with its stage, labels (given with
 // middleware.WithLabels; names snake_case, values at most 256 bytes; they
@@ -70,7 +70,7 @@
 // request), and the registry lists the holders with every run of the tree
 // ([RunInfo.Trees]). A run started in another process joins it
 // ([tree.Sharer.JoinTree]), however it was started: from a request that names
-// the holders (middleware.RunPropagator), or with only its parent's id
+// the holders (middleware.Propagator), or with only its parent's id
 // (middleware.WithParent: a job queue), whose holders [tree.Sharer.TreesOf]
 // finds in the parent's registry entry. Every event
 // of the holder's subtree is then spent through a [tree.Member] in its own

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentstop/agentstop/internal/label"
 	"github.com/agentstop/agentstop/internal/runid"
+	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -25,8 +26,8 @@ var (
 	ErrUnavailable = errors.New("fleet: unavailable")
 )
 
-// Fleet is what a stage uses (middleware.WithParticipant(fleet.Membership(f))): every run of the stage
-// joins it when it starts and leaves it when it ends. Implementations are
+// Fleet is what a stage uses (middleware.WithFleet(f)): every run of the
+// stage joins it when it starts and leaves it when it ends. Implementations are
 // safe for concurrent use. [Local] is the in-process implementation;
 // package fleet/redisfleet shares a fleet across processes.
 type Fleet interface {
@@ -54,6 +55,10 @@ type Fleet interface {
 	// its remote parent ends (redisfleet does both; Local, one process,
 	// has no remote parents).
 	Join(ctx context.Context, run RunInfo, budget *termination.FleetBudget, r Run) (Member, termination.Cause)
+	// Participant returns how the fleet takes part in a stage's runs
+	// (middleware.WithFleet): Membership of the fleet itself, which an
+	// implementation returns as Membership(f).
+	Participant() middleware.Participant
 }
 
 // Run is how a fleet reaches one of its runs: *middleware.Run implements

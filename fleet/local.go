@@ -15,6 +15,7 @@ import (
 	"github.com/agentstop/agentstop/fleet/internal/account"
 	"github.com/agentstop/agentstop/internal/label"
 	"github.com/agentstop/agentstop/internal/operator"
+	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -106,6 +107,9 @@ type localMember struct {
 	prog termination.Progress
 	left bool
 }
+
+// Participant implements Fleet: Membership(l).
+func (l *Local) Participant() middleware.Participant { return Membership(l) }
 
 // Join implements Fleet.
 func (l *Local) Join(_ context.Context, run RunInfo, budget *termination.FleetBudget, r Run) (Member, termination.Cause) {

@@ -7,7 +7,7 @@
 // events (§1) are evaluated against conditions and policies (§3) as replay
 // (§4) evaluates a recorded log, every run ends with one cause of §2, runs
 // are recorded as §5 describes, the hot path meets the budgets of §6,
-// [WithParticipant](fleet.Membership(f)) joins the fleet control of §7, and
+// [WithFleet](f) joins the fleet control of §7, and
 // runs form trees (§8).
 //
 // # Stages and runs
@@ -147,7 +147,7 @@
 //
 // # Fleets
 //
-// With [WithParticipant](fleet.Membership(f)) every run joins a fleet (package fleet) when it starts:
+// With [WithFleet](f) every run joins a fleet (package fleet) when it starts:
 // it gets an id ([Run.ID]) and is visible, with its labels ([WithLabels])
 // and figures, to operators, who can stop it (Cancelled{reason: external,
 // detail: "REASON (by WHO)"}) or block new runs (Skipped{reason: blocked}).
@@ -168,7 +168,7 @@
 // Agents delegate, and a run can be another run's child (docs/spec.md §8).
 // A run started under a context that descends from a live run's context
 // ([Stage.Start] with the parent's ctx) is that run's child; so is one
-// started with [WithParent], or under a context into which [RunPropagator]
+// started with [WithParent], or under a context into which [Propagator]
 // extracted a parent from an incoming request. [Run.Parent] names the
 // parent, and Result.Parent and the recorder's RunInfo.ParentRunID carry
 // it; every run has an id ([Run.ID], 128 random bits). A child is a child
@@ -218,7 +218,7 @@
 //     limits; [Run.Charge] charges usage spent on the run's behalf
 //     elsewhere (a remote agent's, reported when the call returns) to its
 //     trees.
-//   - Across processes, [RunPropagator] carries the run's id and what is left
+//   - Across processes, [Propagator] carries the run's id and what is left
 //     of its tree limits. Without a fleet the remote child takes them as
 //     tree limits of its own (the smaller of them and its stage's), and
 //     the caller charges the callee's reported usage with [Run.Charge]:
@@ -237,7 +237,7 @@
 //     clarified 2026-11-28: whenever it has tree: limits, not only once
 //     its id leaves the process), and the fleet's registry lists, with
 //     every run of the tree, the holders of the shared trees that count
-//     its events (fleet.RunInfo.Trees). The RunPropagator names them too
+//     its events (fleet.RunInfo.Trees). The Propagator names them too
 //     (TreeHeader). A run started in another process joins each holder's
 //     tree, however it was started: from a request that names them, or
 //     with [WithParent] and only its parent's id (a job queue), whose

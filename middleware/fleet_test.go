@@ -36,6 +36,8 @@ type scriptedMember struct {
 	left   []*termination.Result
 }
 
+func (f *scriptedFleet) Participant() middleware.Participant { return fleet.Membership(f) }
+
 func (f *scriptedFleet) Join(_ context.Context, run fleet.RunInfo, b *termination.FleetBudget, h fleet.Run) (fleet.Member, termination.Cause) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -326,5 +328,26 @@ func TestFleetEventAllocs(t *testing.T) {
 	ev := termination.Event{Kind: termination.KindMessage, Usage: termination.Usage{InputTokens: 10, OutputTokens: 3}, Cost: 0.01}
 	if n := testing.AllocsPerRun(1000, func() { run.Observe(ev) }); n != 0 {
 		t.Errorf("Observe with a fleet budget: %v allocs per event, want 0", n)
+	}
+}
+
+// TestWithFleet: WithFleet(f) makes the stage's runs members of f, as the
+// participant f gives (§7: "A stage uses a fleet with middleware.WithFleet");
+// a nil fleet, typed or not, is an error naming the option.
+func TestWithFleet(t *testing.T) {
+	f := &scriptedFleet{reject: termination.Skipped{Reason: termination.SkipBlocked, Detail: "incident (by ops)"}}
+	s, err := middleware.New("with_fleet", middleware.WithFleet(f))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, run := s.Start(context.Background())
+	if res := run.Finish(nil); res.Cause != f.reject {
+		t.Errorf("cause = %v, want the fleet's refusal %v", res.Cause, f.reject)
+	}
+	var typed *scriptedFleet
+	for _, nilFleet := range []middleware.Fleet{nil, typed} {
+		if _, err := middleware.New("nil_fleet", middleware.WithFleet(nilFleet)); err == nil || !strings.Contains(err.Error(), "WithFleet: nil fleet") {
+			t.Errorf("WithFleet(%#v): err = %v, want one naming WithFleet", nilFleet, err)
+		}
 	}
 }

@@ -27,6 +27,8 @@ func (m typedNilMember) Spend(u termination.Usage, cost float64) (warning, stop 
 	return nilCustom, nilCustom
 }
 
+func (f *typedNilFleet) Participant() middleware.Participant { return fleet.Membership(f) }
+
 func (f *typedNilFleet) Join(ctx context.Context, run fleet.RunInfo, b *termination.FleetBudget, h fleet.Run) (fleet.Member, termination.Cause) {
 	m, _ := f.scriptedFleet.Join(ctx, run, b, h)
 	if f.nilJoin {

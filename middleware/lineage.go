@@ -77,7 +77,7 @@ func RunFromContext(ctx context.Context) *Run {
 // limits or ends it. It takes precedence over the run a context
 // carries and over a propagated parent. An empty id is ignored. Default:
 // the parent is the run the context passed to Start descends from, if
-// any, else the one RunPropagator extracted into it.
+// any, else the one Propagator extracted into it.
 func WithParent(parent string) RunOption {
 	return runOptionFunc(func(c *runConfig) {
 		if parent != "" {
@@ -175,7 +175,7 @@ type parentRef struct {
 }
 
 // findParent resolves a starting run's parent: WithParent, else the run
-// ctx descends from, else a parent the RunPropagator extracted into ctx. f is
+// ctx descends from, else a parent the Propagator extracted into ctx. f is
 // the starting run's stage's participant that shares trees (nil for none).
 func findParent(ctx context.Context, rc *runConfig, f tree.Sharer) parentRef {
 	if rc.parent != "" {
@@ -391,7 +391,7 @@ func (r *Run) Remaining() termination.Limits {
 
 // treeRemaining is what is left of the tree limits that count the run's
 // events (its own tree limits and its ancestors'), the smallest for each
-// resource: what RunPropagator sends a remote child.
+// resource: what Propagator sends a remote child.
 func (r *Run) treeRemaining() termination.Limits {
 	var left termination.Limits
 	for _, p := range r.parts.all {

@@ -46,7 +46,7 @@ type remoteParent struct {
 	holders []string // TreeHeader's ids
 }
 
-// RunPropagator returns the OpenTelemetry TextMapPropagator of trees of runs
+// Propagator returns the OpenTelemetry TextMapPropagator of trees of runs
 // (§8). Inject writes the id of the run the context carries (RunHeader)
 // and what is left of the tree limits that count its events, its own tree
 // limits and its ancestors' (RemainingHeader; the run's own limits count
@@ -67,7 +67,7 @@ type remoteParent struct {
 // both:
 //
 //	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(
-//		propagation.TraceContext{}, propagation.Baggage{}, middleware.RunPropagator()))
+//		propagation.TraceContext{}, propagation.Baggage{}, middleware.Propagator()))
 //
 // With a fleet that shares trees (tree.Sharer) on both sides, Inject also
 // writes TreeHeader, the holders of the tree limits that count the
@@ -77,7 +77,7 @@ type remoteParent struct {
 // callee reports with [Run.Charge] when the call returns. A malformed
 // TreeHeader is dropped; the propagated limits then apply as without a
 // fleet.
-func RunPropagator() propagation.TextMapPropagator { return runPropagator{} }
+func Propagator() propagation.TextMapPropagator { return runPropagator{} }
 
 type runPropagator struct{}
 

@@ -13,7 +13,7 @@ import (
 )
 
 func TestPropagatorRoundTrip(t *testing.T) {
-	prop := middleware.RunPropagator()
+	prop := middleware.Propagator()
 	assert.Equal(t, []string{"agentstop-run", "agentstop-remaining", "agentstop-tree"}, prop.Fields())
 
 	planner := mustStage(t, "planner", policy(t, "{max_iterations: 3, tree: {token_budget: {total: 1000}, max_tool_calls: 5}}"))
@@ -57,7 +57,7 @@ func TestPropagatorRoundTrip(t *testing.T) {
 }
 
 func TestPropagatorIgnoresMalformedHeaders(t *testing.T) {
-	prop := middleware.RunPropagator()
+	prop := middleware.Propagator()
 	stage := mustStage(t, "callee")
 	const id = "0123456789abcdef0123456789abcdef"
 	cases := []struct {
@@ -92,7 +92,7 @@ func TestPropagatorIgnoresMalformedHeaders(t *testing.T) {
 // TestPropagatorComposes: composed with the trace context, as otelhttp
 // uses it, both travel.
 func TestPropagatorComposes(t *testing.T) {
-	prop := propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, middleware.RunPropagator())
+	prop := propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, middleware.Propagator())
 	stage := mustStage(t, "s")
 	ctx, r := stage.Start(context.Background())
 	carrier := propagation.MapCarrier{}

@@ -16,6 +16,28 @@ type fleetConfig struct {
 	fleetBudget *termination.FleetBudget
 }
 
+// Fleet is a fleet of runs as [WithFleet] takes it (§7): package fleet's
+// Local, fleet/redisfleet's Fleet, any fleet.Fleet. It takes part in runs
+// through the seam, as the Participant it gives (package fleet's
+// Membership), so that this package imports no fleet package.
+type Fleet interface {
+	Participant() Participant
+}
+
+// WithFleet makes every run of the stage a member of f (§7): listed in
+// f's registry, stopped and raised by an operator, skipped when a block
+// matches it, sharing the stage's fleet budget ([WithFleetBudget], a
+// policy's fleet_budget) and its tree limits with the runs of other
+// processes. It is WithParticipant(f.Participant()); a nil f is an error.
+func WithFleet(f Fleet) Option {
+	if isNil(f) {
+		return optionFunc(func(c *config) {
+			c.errs = append(c.errs, errors.New("WithFleet: nil fleet (to use none, leave WithFleet out)"))
+		})
+	}
+	return WithParticipant(f.Participant())
+}
+
 // WithFleetBudget gives the stage a budget shared across its fleet, as the
 // policy key fleet_budget does; it takes effect with a fleet's participant
 // (package fleet's Membership) and is ignored without one. b must be valid (termination.FleetBudget.Validate).

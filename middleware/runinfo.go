@@ -25,7 +25,7 @@ type RunInfo struct {
 	// run has one, with or without a fleet).
 	RunID string
 	// ParentRunID is the id of the run's parent (§8: the run its context
-	// descends from, WithParent, or a parent RunPropagator extracted); ""
+	// descends from, WithParent, or a parent Propagator extracted); ""
 	// for a run without one.
 	ParentRunID string
 	// CustomReasons is the stage's allow-list of custom termination_cause

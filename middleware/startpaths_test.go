@@ -23,7 +23,7 @@ type startPath struct {
 
 // startPaths: a context that descends from the parent's, WithParent(id)
 // (a job queue that carries only the id), and a request's headers that
-// the RunPropagator injected from the parent's context and extracted again.
+// the Propagator injected from the parent's context and extracted again.
 var startPaths = []startPath{
 	{"context", func(s *middleware.Stage, pctx context.Context, _ *middleware.Run) (context.Context, *middleware.Run) {
 		return s.Start(pctx)
@@ -33,8 +33,8 @@ var startPaths = []startPath{
 	}},
 	{"propagator", func(s *middleware.Stage, pctx context.Context, _ *middleware.Run) (context.Context, *middleware.Run) {
 		carrier := propagation.MapCarrier{}
-		middleware.RunPropagator().Inject(pctx, carrier)
-		return s.Start(middleware.RunPropagator().Extract(context.Background(), carrier))
+		middleware.Propagator().Inject(pctx, carrier)
+		return s.Start(middleware.Propagator().Extract(context.Background(), carrier))
 	}},
 }
 

@@ -460,7 +460,7 @@ func TestTreeDeadline(t *testing.T) {
 	c.Finish(nil)
 	p.Finish(nil)
 
-	remote := middleware.RunPropagator().Extract(context.Background(),
+	remote := middleware.Propagator().Extract(context.Background(),
 		propagation.MapCarrier{"agentstop-run": "0123456789abcdef0123456789abcdef", "agentstop-remaining": "time=30s"})
 	rctx, r := child.Start(remote)
 	rd, ok := rctx.Deadline()

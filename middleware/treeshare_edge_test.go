@@ -130,7 +130,7 @@ func TestTreeSharedPropagatedAncestorLimits(t *testing.T) {
 	gateway := mustStage(t, "gateway", middleware.WithParticipant(fleet.Membership(f)))
 	planner := mustStage(t, "planner", middleware.WithParticipant(fleet.Membership(f)), policy(t, "tree: {max_iterations: 100}"))
 	worker := mustStage(t, "worker", otherProcess(f))
-	gctx, g := gateway.Start(middleware.RunPropagator().Extract(context.Background(), propagation.MapCarrier{
+	gctx, g := gateway.Start(middleware.Propagator().Extract(context.Background(), propagation.MapCarrier{
 		middleware.RunHeader: id, middleware.RemainingHeader: "iterations=3"}))
 	pctx, p := planner.Start(gctx)
 	cctx, carrier := crossCall(pctx)
@@ -170,7 +170,7 @@ func TestTreeSharedDuplicateHolders(t *testing.T) {
 	octx, o := other.Start(context.Background())
 	_, c1 := crossCall(pctx)
 	_, c2 := crossCall(octx)
-	ctx := middleware.RunPropagator().Extract(context.Background(), propagation.MapCarrier{
+	ctx := middleware.Propagator().Extract(context.Background(), propagation.MapCarrier{
 		middleware.RunHeader: p.ID(), middleware.TreeHeader: c1[middleware.TreeHeader] + " " + c2[middleware.TreeHeader] + " " + c1[middleware.TreeHeader]})
 	_, w := worker.Start(ctx)
 	w.Observe(msg)
@@ -211,7 +211,7 @@ func TestTreeSharedStopWhileJoining(t *testing.T) {
 	f := &stopOnJoin{Local: fleet.NewLocal()}
 	worker := mustStage(t, "worker", middleware.WithParticipant(fleet.Membership(f)))
 	for range 50 {
-		ctx := middleware.RunPropagator().Extract(context.Background(), propagation.MapCarrier{
+		ctx := middleware.Propagator().Extract(context.Background(), propagation.MapCarrier{
 			middleware.RunHeader: id, middleware.TreeHeader: id})
 		_, w := worker.Start(ctx)
 		f.wg.Wait()

@@ -20,8 +20,8 @@ import (
 // the caller's context is injected into headers, the callee's extracted.
 func crossCall(ctx context.Context) (context.Context, propagation.MapCarrier) {
 	carrier := propagation.MapCarrier{}
-	middleware.RunPropagator().Inject(ctx, carrier)
-	return middleware.RunPropagator().Extract(context.Background(), carrier), carrier
+	middleware.Propagator().Inject(ctx, carrier)
+	return middleware.Propagator().Extract(context.Background(), carrier), carrier
 }
 
 // elsewhere is an in-process fleet as another process's stage sees it:
@@ -209,7 +209,7 @@ func TestTreeHeaderOnlyWhenShared(t *testing.T) {
 	const id = "0123456789abcdef0123456789abcdef"
 	worker := mustStage(t, "worker", middleware.WithParticipant(fleet.Membership(fleet.NewLocal())))
 	for _, bad := range []string{"nope", id + " x", strings.Repeat(id+" ", 33)} {
-		ctx := middleware.RunPropagator().Extract(context.Background(), propagation.MapCarrier{
+		ctx := middleware.Propagator().Extract(context.Background(), propagation.MapCarrier{
 			middleware.RunHeader: id, middleware.RemainingHeader: "iterations=1", middleware.TreeHeader: bad})
 		_, w := worker.Start(ctx)
 		_, stop := w.Observe(msg)
@@ -221,7 +221,7 @@ func TestTreeHeaderOnlyWhenShared(t *testing.T) {
 	}
 	// A holder the fleet does not know (it runs elsewhere): the
 	// propagated limits are the run's own, as without a fleet.
-	_, w := worker.Start(middleware.RunPropagator().Extract(context.Background(), propagation.MapCarrier{
+	_, w := worker.Start(middleware.Propagator().Extract(context.Background(), propagation.MapCarrier{
 		middleware.RunHeader: id, middleware.RemainingHeader: "iterations=3", middleware.TreeHeader: id}))
 	for range 3 {
 		_, stop := w.Observe(msg)

@@ -53,7 +53,7 @@
 // wins and the child's span links to the parent's. A parent in another
 // process is named by agentstop.parent.run.id, and the two spans are one
 // trace when the request's context carried the caller's trace (otelhttp,
-// otelgrpc) beside the run link (middleware.RunPropagator).
+// otelgrpc) beside the run link (middleware.Propagator).
 //
 // "execute_tool {tool}" (kind INTERNAL, child of the run's span, from the
 // call to its result): gen_ai.operation.name=execute_tool,

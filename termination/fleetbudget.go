@@ -15,7 +15,7 @@ import (
 // FleetBudget is a budget shared by every run with the same key value, per
 // window, across processes: the policy's top-level fleet_budget key
 // (contract §7). A Policy only parses and validates it; a stage with a fleet
-// (package fleet, middleware.WithParticipant(fleet.Membership(f))) enforces it, and replay or a stage
+// (package fleet, middleware.WithFleet(f)) enforces it, and replay or a stage
 // without a fleet ignores it.
 //
 //	fleet_budget:

@@ -9,7 +9,7 @@ import (
 
 // Sharer is implemented by a fleet that shares tree limits (docs/spec.md
 // §8) across processes: a run that holds tree limits and has descendants
-// in other processes (started from requests its RunPropagator-carried context
+// in other processes (started from requests its Propagator-carried context
 // made) is charged their usage, and they are charged against its limits,
 // through the fleet, in leases keyed by the holder's run id, as shared
 // budgets are (§7). Package middleware uses it when a stage's fleet

@@ -426,7 +426,7 @@ func newFleetRecorded(recs []middleware.Participant, m *membership, feed int) (*
 			return nil, fmt.Errorf("stage %s: %w", spec.name, err)
 		}
 		opts := []middleware.Option{middleware.WithPolicy(policy), middleware.WithCondition(dangerousTools),
-			middleware.WithDrainTimeout(time.Second), middleware.WithProviderName("openai"), middleware.WithParticipant(agentfleet.Membership(m.fleet))}
+			middleware.WithDrainTimeout(time.Second), middleware.WithProviderName("openai"), middleware.WithFleet(m.fleet)}
 		shadows, err := spec.shadowOptions() // shadow.go
 		if err != nil {
 			return nil, err

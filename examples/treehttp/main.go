@@ -6,7 +6,7 @@
 //	go run ./examples/treehttp
 //
 // Both services use otelhttp with one composite propagator: the W3C trace
-// context and middleware.RunPropagator(), which carries the planner run's id
+// context and middleware.Propagator(), which carries the planner run's id
 // and what is left of its limits (Run.Remaining). On the researcher's side
 // a run started under the request's context is therefore the planner run's
 // child (Run.Parent). Without a fleet (the default) the propagated
@@ -98,7 +98,7 @@ func (s services) options(f fleet.Fleet) []middleware.Option {
 	if f == nil {
 		return nil
 	}
-	return []middleware.Option{middleware.WithParticipant(fleet.Membership(f))}
+	return []middleware.Option{middleware.WithFleet(f)}
 }
 
 // redisFleets gives each service a fleet of its own on the Redis at url.
@@ -191,7 +191,7 @@ func run(ctx context.Context, fleets services) (report, error) {
 	rec := &spans{traces: map[string]int{}}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	defer tp.Shutdown(context.Background())
-	prop := propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, middleware.RunPropagator())
+	prop := propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, middleware.Propagator())
 	recorder := middleware.WithParticipant(telemetry.NewRecorder(telemetry.WithTracerProvider(tp)))
 
 	researcher, err := middleware.New("researcher", append(fleets.options(fleets.researcher),

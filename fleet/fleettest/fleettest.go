@@ -88,7 +88,7 @@ func eventually(t *testing.T, what string, cond func() bool) {
 
 func newStage(t *testing.T, f fleet.Fleet, name string, opts ...middleware.Option) *middleware.Stage {
 	t.Helper()
-	s, err := middleware.New(name, append([]middleware.Option{middleware.WithParticipant(fleet.Membership(f))}, opts...)...)
+	s, err := middleware.New(name, append([]middleware.Option{middleware.WithFleet(f)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -104,7 +104,7 @@ func (c *childState) do(fs []string) {
 	case "pchild":
 		var headers map[string]string
 		if s := c.plain(fs[2]); s != nil && json.Unmarshal([]byte(strings.Join(fs[3:], " ")), &headers) == nil {
-			req := middleware.RunPropagator().Extract(context.Background(), propagation.MapCarrier(headers))
+			req := middleware.Propagator().Extract(context.Background(), propagation.MapCarrier(headers))
 			ctx, run := s.Start(req)
 			c.watch(fs[1], ctx, run)
 		}
@@ -220,7 +220,7 @@ func (c *childState) child(name, stage, parent, flags string) {
 	var ctx context.Context
 	var run *middleware.Run
 	if strings.Contains(flags, "prop") {
-		req := middleware.RunPropagator().Extract(context.Background(), propagation.MapCarrier{middleware.RunHeader: parent})
+		req := middleware.Propagator().Extract(context.Background(), propagation.MapCarrier{middleware.RunHeader: parent})
 		ctx, run = s.Start(req)
 	} else {
 		ctx, run = s.Start(context.Background(), middleware.WithParent(parent))

@@ -7,7 +7,7 @@
 //	// a cluster: redis://app:PASSWORD@node1:6379?addr=node2:6379&addr=node3:6379
 //	if err != nil { … }              // only a malformed URL or option
 //	defer f.Close(context.Background())
-//	stage, err := middleware.New("research", middleware.WithParticipant(fleet.Membership(f)), middleware.WithPolicy(p))
+//	stage, err := middleware.New("research", middleware.WithFleet(f), middleware.WithPolicy(p))
 //	ctx, run := stage.Start(ctx, middleware.WithLabels(map[string]string{"tenant": "acme"}))
 //
 // The agentstop CLI's runs, stop, block, unblock, blocks and budgets
@@ -153,7 +153,7 @@
 // # Trees of runs
 //
 // A run's parent (docs/spec.md §8: the run whose context it was started
-// from, middleware.WithParent, or a parent middleware.RunPropagator extracted
+// from, middleware.WithParent, or a parent middleware.Propagator extracted
 // from an incoming request) is in its registry entry, whichever process
 // runs the parent: `agentstop runs` shows it and `agentstop runs -tree`
 // draws each run under its parent. Within a process the middleware keeps
@@ -202,7 +202,7 @@
 //
 // A remote child's usage is charged through the fleet to the tree limits
 // of the holders over its parent, as it is spent (next section), however
-// it was started: the holders its request named (middleware.RunPropagator),
+// it was started: the holders its request named (middleware.Propagator),
 // or, for a child started with middleware.WithParent and only its
 // parent's id (a job queue), the holders the parent's registry entry
 // lists (fleet.RunInfo.Trees, read by TreesOf). A child started from a

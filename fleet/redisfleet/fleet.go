@@ -17,11 +17,12 @@ import (
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/internal/account"
 	"github.com/agentstop/agentstop/internal/runid"
+	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
 
 // Fleet is a fleet shared through Redis: it implements fleet.Fleet for the
-// stages of this process (middleware.WithParticipant(fleet.Membership(f))), tree.Sharer (tree limits
+// stages of this process (middleware.WithFleet(f)), tree.Sharer (tree limits
 // shared with descendants in other processes) and fleet.Control.
 //
 // Join, Spend and Progress do not wait on the network (but for the
@@ -294,6 +295,9 @@ func (f *Fleet) Budgets(ctx context.Context) ([]fleet.Budget, error) {
 	cancel()
 	return f.Control.Budgets(ctx)
 }
+
+// Participant implements fleet.Fleet: fleet.Membership(f).
+func (f *Fleet) Participant() middleware.Participant { return fleet.Membership(f) }
 
 // Join implements fleet.Fleet. It answers from local state, but for a
 // child whose parent is not a live run of this Fleet: it reads the

@@ -30,7 +30,7 @@ func parentEnded(t *testing.T, what string, c termination.Cause, detail string) 
 
 // TestTreeAcrossProcesses (§8 across processes): a planner in one process,
 // a researcher under it in a second (started from a request whose headers
-// the RunPropagator read), with a fetcher under the researcher
+// the Propagator read), with a fetcher under the researcher
 // in the same process and a reader under it in a third. The registry shows
 // every parent; a fleet stop of the planner ends every descendant in every
 // process with Cancelled{parent, "planner ended: cancelled"} and reports

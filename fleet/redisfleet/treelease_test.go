@@ -817,7 +817,7 @@ func TestTreeChargeMayEndHolder(t *testing.T) {
 
 // TestTreeThroughMiddlewareAcrossProcesses: the whole path, with real
 // processes. A planner in this process holds tree: {token_budget: 2000};
-// the RunPropagator's headers start researchers in two child processes, which
+// the Propagator's headers start researchers in two child processes, which
 // join the planner's tree through the fleet. Their events are charged to
 // the planner as they are spent; when together with the planner's they
 // reach the budget, the planner ends with BudgetExhausted{scope: tree} and
@@ -838,7 +838,7 @@ func TestTreeThroughMiddlewareAcrossProcesses(t *testing.T) {
 			t.Fatal("the planner stopped at once")
 		}
 		carrier := propagation.MapCarrier{}
-		middleware.RunPropagator().Inject(ctx, carrier)
+		middleware.Propagator().Inject(ctx, carrier)
 		if carrier[middleware.TreeHeader] != planner.ID() {
 			t.Fatalf("the request names trees %q, want the planner's", carrier[middleware.TreeHeader])
 		}

@@ -110,8 +110,8 @@ func TestTreeStartPathsInOneProcess(t *testing.T) {
 		}},
 		{"propagator", func(s *middleware.Stage, pctx context.Context, _ *middleware.Run) (context.Context, *middleware.Run) {
 			carrier := propagation.MapCarrier{}
-			middleware.RunPropagator().Inject(pctx, carrier)
-			return s.Start(middleware.RunPropagator().Extract(context.Background(), carrier))
+			middleware.Propagator().Inject(pctx, carrier)
+			return s.Start(middleware.Propagator().Extract(context.Background(), carrier))
 		}},
 	}
 	redistest.Each(t, func(t *testing.T, r redistest.Redis) {

@@ -38,7 +38,7 @@ func TestTreeLimitsSharedThroughFleets(t *testing.T) {
 		}
 		pctx, p := planner.Start(t.Context())
 		carrier := propagation.MapCarrier{}
-		middleware.RunPropagator().Inject(pctx, carrier)
+		middleware.Propagator().Inject(pctx, carrier)
 		if carrier[middleware.TreeHeader] != p.ID() {
 			t.Fatalf("the request does not name the holder: %v", carrier)
 		}
@@ -56,7 +56,7 @@ func TestTreeLimitsSharedThroughFleets(t *testing.T) {
 				t.Fatal(err)
 			}
 			for range workers {
-				ctx := middleware.RunPropagator().Extract(t.Context(), carrier)
+				ctx := middleware.Propagator().Extract(t.Context(), carrier)
 				wg.Add(1)
 				go func() {
 					defer wg.Done()
