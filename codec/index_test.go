@@ -9,55 +9,96 @@ import (
 	"github.com/stretchr/testify/assert"
 )
 
-// TestLineRun: the run read from a line without decoding it is the run
-// decoding gives, or lineRun says it cannot tell.
-func TestLineRun(t *testing.T) {
+// TestLineIDs: the run, parent and stage read from a line without
+// decoding it are those decoding gives, or lineIDs says it cannot tell.
+func TestLineIDs(t *testing.T) {
 	tests := []struct {
-		line string
-		run  string
-		ok   bool
+		line               string
+		run, parent, stage string
+		ok                 bool
 	}{
-		{`{"kind":"message","run":"a"}`, "a", true},
-		{`{"run":"a","kind":"message","text":"{\"run\":\"b\"}"}`, "a", true},
-		{`{"kind":"message","text":"\"run\":\"b\""}`, "", true},
-		{`{"kind":"message","args":{"run":"b"},"run":"a"}`, "a", true},
-		{`{"kind":"message","run":"a","run":"c"}`, "c", true}, // the last one counts, as in decoding
-		{` { "kind" : "message" , "run" : "a" } `, "a", true},
-		{`{}`, "", true},
-		{`{"kind":"message","run":"\u0061"}`, "", false}, // escapes: decoded whole
-		{`{"kind":"message","r\u0075n":"a"}`, "", false},
-		{`{"kind":"message","run":"é"}`, "", false},
-		{`{"kind":"message","run":null}`, "", false},
-		{`{"kind":"message","run":"a"`, "", false}, // truncated
-		{`{"kind":"message","run":"a"} x`, "", false},
-		{`[1]`, "", false},
+		{`{"kind":"message","run":"a"}`, "a", "", "", true},
+		{`{"run":"a","kind":"message","text":"{\"run\":\"b\"}"}`, "a", "", "", true},
+		{`{"kind":"message","text":"\"run\":\"b\""}`, "", "", "", true},
+		{`{"kind":"message","args":{"run":"b","parent":"q"},"run":"a"}`, "a", "", "", true},
+		{`{"kind":"message","run":"a","run":"c"}`, "c", "", "", true}, // the last one counts, as in decoding
+		{` { "kind" : "message" , "run" : "a" , "parent" : "p" , "stage" : "s" } `, "a", "p", "s", true},
+		{`{"kind":"end","run":"a","parent":"p","stage":"s","cause":{"$kind":"NaturalCompletion"}}`, "a", "p", "s", true},
+		{`{}`, "", "", "", true},
+		{`{"kind":"message","run":"\u0061"}`, "", "", "", false}, // escapes: decoded whole
+		{`{"kind":"message","run":"a","parent":"\u0070"}`, "", "", "", false},
+		{`{"kind":"message","r\u0075n":"a"}`, "", "", "", false},
+		{`{"kind":"message","run":"é"}`, "", "", "", false},
+		{`{"kind":"message","run":"a","stage":"é"}`, "", "", "", false},
+		{`{"kind":"message","run":null}`, "", "", "", false},
+		{`{"kind":"message","run":"a","parent":7}`, "", "", "", false},
+		{`{"kind":"message","run":"a"`, "", "", "", false}, // truncated
+		{`{"kind":"message","run":"a"} x`, "", "", "", false},
+		{`[1]`, "", "", "", false},
 	}
 	for _, tc := range tests {
-		run, ok := lineRun([]byte(tc.line))
+		ids, ok := lineIDs([]byte(tc.line))
 		assert.Equal(t, tc.ok, ok, tc.line)
 		if ok {
-			assert.Equal(t, tc.run, string(run), tc.line)
+			assert.Equal(t, []string{tc.run, tc.parent, tc.stage}, []string{string(ids.run), string(ids.parent), string(ids.stage)}, tc.line)
 		}
 		if ev, err := DecodeEvent([]byte(tc.line)); ok && err == nil {
-			assert.Equal(t, ev.Logged().Run, string(run), "%s: decoding reads another run", tc.line)
+			l := ev.Logged()
+			assert.Equal(t, []string{l.Run, l.Parent, l.Stage}, []string{string(ids.run), string(ids.parent), string(ids.stage)}, "%s: decoding reads others", tc.line)
 		}
 	}
 }
 
-// FuzzLineRun: whenever lineRun reads a run and the line decodes, the run
-// is the decoded event's.
-func FuzzLineRun(f *testing.F) {
+// FuzzLineIDs: whenever lineIDs reads a line and the line decodes, its
+// run, parent and stage are the decoded event's.
+func FuzzLineIDs(f *testing.F) {
 	for _, s := range []string{`{"kind":"message","run":"a"}`, `{"run":"a","run":"b","kind":"final"}`,
-		`{"kind":"tool_call","args":{"run":"x"},"run":"r1","parent":"p"}`, `{"kind":"message","Run":"a","run":"b"}`} {
+		`{"kind":"tool_call","args":{"run":"x"},"run":"r1","parent":"p","stage":"s"}`, `{"kind":"message","Run":"a","run":"b","Parent":"c"}`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, line []byte) {
-		run, ok := lineRun(line)
+		ids, ok := lineIDs(line)
 		ev, err := DecodeEvent(line)
-		if ok && err == nil && ev.Logged().Run != string(run) {
-			t.Fatalf("%q: lineRun reads %q, decoding %q", line, run, ev.Logged().Run)
+		if !ok || err != nil {
+			return
+		}
+		if l := ev.Logged(); l.Run != string(ids.run) || l.Parent != string(ids.parent) || l.Stage != string(ids.stage) {
+			t.Fatalf("%q: lineIDs reads %q %q %q, decoding %q %q %q", line, ids.run, ids.parent, ids.stage, l.Run, l.Parent, l.Stage)
 		}
 	})
+}
+
+// TestIndexLateParent: a run whose first line comes after the first line
+// of one of its descendants starts late, and the index says what that
+// first line says (parent, stage), ancestors included; one that comes
+// before its descendants does not; a cycle of parents ends the walk; a
+// parent not in the log is none; an end record is a first line too.
+func TestIndexLateParent(t *testing.T) {
+	log := lines(
+		`{"kind":"input","run":"a","stage":"root"}`,
+		`{"kind":"input","run":"g","parent":"c","stage":"leaf"}`, // c and its parent p come later
+		`{"kind":"input","run":"x","parent":"remote"}`,
+		`{"kind":"input","run":"c","parent":"p","stage":"mid"}`,
+		`{"kind":"end","run":"p","parent":"a","stage":"top","cause":{"$kind":"NaturalCompletion"},"outcome":"succeeded","stopped_at":0,"events":0,"policy":"code"}`,
+		`{"kind":"input","run":"y","parent":"z"}`, // a cycle: z names y
+		`{"kind":"input","run":"z","parent":"y","stage":"loop"}`,
+		`{"kind":"input","run":"k","parent":"a"}`,
+	)
+	x := IndexRuns(strings.NewReader(log))
+	for _, c := range []struct {
+		run, parent, stage string
+		late               bool
+	}{
+		{"c", "p", "mid", true}, {"p", "a", "top", true}, {"z", "y", "loop", true},
+		{"a", "", "", false}, {"g", "", "", false}, {"x", "", "", false}, {"remote", "", "", false},
+		{"y", "", "", false}, {"k", "", "", false},
+	} {
+		parent, stage, ok := x.LateParent(c.run)
+		assert.Equal(t, c.late, ok, c.run)
+		assert.Equal(t, []string{c.parent, c.stage}, []string{parent, stage}, c.run)
+	}
+	x = IndexRuns(strings.NewReader(lines(`{"kind":"input","run":"a"}`, `{"kind":"input","run":"b","parent":"a"}`)))
+	assert.Nil(t, x.late, "no run starts late")
 }
 
 // TestIndexRuns: each run's last line, numbered as the Decoder numbers

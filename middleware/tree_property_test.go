@@ -2,11 +2,14 @@ package middleware_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
 	"strings"
 	"testing"
 
+	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/middleware"
 	replaylog "github.com/agentstop/agentstop/replay"
 	"github.com/agentstop/agentstop/termination"
@@ -33,15 +36,27 @@ func randomTreePart(r *rand.Rand) string {
 }
 
 // treeLog is a random log of a tree of runs: each line is one event of one
-// run; a run's first line names its parent (an earlier run, or none).
+// run; a run's first line names its parent (an earlier run, or none). In
+// one log of three, a parent may be a later run, whose first line comes
+// after its child's (a planner that delegated before its first event):
+// live, it started before its child.
 func treeLog(r *rand.Rand) []termination.Event {
 	nRuns := 1 + r.IntN(7)
 	ids := make([]string, nRuns)
 	parents := make([]string, nRuns)
+	order := make([]int, nRuns) // parents come before their children in order
+	for i := range order {
+		order[i] = i
+	}
+	if r.IntN(3) == 0 {
+		order = r.Perm(nRuns)
+	}
 	for i := range ids {
 		ids[i] = fmt.Sprintf("r%d", i)
-		if i > 0 && r.IntN(5) > 0 {
-			parents[i] = ids[r.IntN(i)]
+	}
+	for k, i := range order {
+		if k > 0 && r.IntN(5) > 0 {
+			parents[i] = ids[order[r.IntN(k)]]
 		}
 	}
 	var log []termination.Event
@@ -89,17 +104,30 @@ func liveTree(t *testing.T, stage *middleware.Stage, log []termination.Event) (m
 	runs := map[string]*middleware.Run{}
 	ctxs := map[string]context.Context{}
 	logID := map[string]string{} // live id -> log id
-	for i, ev := range log {
-		run := runs[ev.Logged().Run]
-		if run == nil {
-			parent := context.Background()
-			if ev.Logged().Parent != "" {
-				parent = ctxs[ev.Logged().Parent]
-			}
-			ctxs[ev.Logged().Run], run = stage.Start(parent)
-			runs[ev.Logged().Run] = run
-			logID[run.ID()] = ev.Logged().Run
+	first := map[string]termination.LogFields{}
+	for _, ev := range log {
+		if _, ok := first[ev.Logged().Run]; !ok {
+			first[ev.Logged().Run] = ev.Logged()
 		}
+	}
+	// start starts run id, after its parent when the parent's first line
+	// comes later: it had started before its child.
+	var start func(id string) *middleware.Run
+	start = func(id string) *middleware.Run {
+		if run := runs[id]; run != nil {
+			return run
+		}
+		parent := context.Background()
+		if p := first[id].Parent; p != "" {
+			start(p)
+			parent = ctxs[p]
+		}
+		ctx, run := stage.Start(parent)
+		ctxs[id], runs[id], logID[run.ID()] = ctx, run, id
+		return run
+	}
+	for i, ev := range log {
+		run := start(ev.Logged().Run)
 		run.Observe(ev)
 		if last[ev.Logged().Run] == i {
 			run.Finish(nil)
@@ -139,6 +167,20 @@ func TestTreePropertyLiveEqualsReplay(t *testing.T) {
 		if len(want) != len(got) {
 			t.Fatalf("case %d: %d live runs, %d replayed", n, len(got), len(want))
 		}
+		// The same log read twice (an index, then one line at a time)
+		// replays as it does held whole.
+		text := logJSON(t, log)
+		idx := codec.IndexRuns(strings.NewReader(text))
+		streamed, _, err := replaylog.NewRunner(&p, replaylog.WithIndex(&idx)).Log(strings.NewReader(text))
+		if err != nil || !reflect.DeepEqual(streamed, want) {
+			t.Fatalf("case %d: the Runner with the index gives %v (%v), Runs %v\nlog:\n%s", n, streamed, err, want, text)
+		}
+		firstLine := map[string]int{}
+		for i, ev := range log {
+			if _, ok := firstLine[ev.Logged().Run]; !ok {
+				firstLine[ev.Logged().Run] = i
+			}
+		}
 		for _, w := range want {
 			g, ok := got[w.Run]
 			if !ok {
@@ -154,6 +196,9 @@ func TestTreePropertyLiveEqualsReplay(t *testing.T) {
 				t.Fatalf("case %d: run %s: parent %q, want %q", n, w.Run, logID[g.Parent], w.Parent)
 			}
 			seen[treeKind(w)]++
+			if w.Parent != "" && firstLine[w.Parent] > firstLine[w.Run] {
+				seen["late parent"]++
+			}
 			for _, c := range w.Warnings {
 				if bp, ok := c.(termination.BudgetPressure); ok && bp.Scope == termination.ScopeTree {
 					seen["tree warning"]++
@@ -164,7 +209,7 @@ func TestTreePropertyLiveEqualsReplay(t *testing.T) {
 	// The cases must exercise every rule they compare, or the test proves
 	// little.
 	t.Log(seen)
-	for _, k := range []string{"tree limit", "cancelled by parent", "parent_ended", "tree warning", "own"} {
+	for _, k := range []string{"tree limit", "cancelled by parent", "parent_ended", "tree warning", "own", "late parent"} {
 		if seen[k] < 10 {
 			t.Errorf("only %d runs ended by %q: %v", seen[k], k, seen)
 		}
@@ -194,6 +239,21 @@ func treeKind(r termination.Result) string {
 		}
 	}
 	return "own"
+}
+
+// logJSON is log as JSON Lines.
+func logJSON(t *testing.T, log []termination.Event) string {
+	t.Helper()
+	var b strings.Builder
+	for _, ev := range log {
+		line, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(line)
+		b.WriteByte('\n')
+	}
+	return b.String()
 }
 
 func logText(log []termination.Event) string {

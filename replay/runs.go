@@ -33,11 +33,15 @@ func (o stageOption) apply(c *config) {
 //
 // The lines are taken in order, as the live middleware takes events:
 //
-//   - A run starts at its first line. Its Parent, when it names a run seen
-//     earlier in the log, makes it that run's child; a parent that has
-//     already ended makes it end at once as Skipped{reason: parent_ended,
-//     detail: "STAGE ended: TAG"} (its lines are not evaluated). A parent not in the log (a caller in
-//     another service) is only recorded.
+//   - A run starts at its first line. Its Parent, when it names a run of
+//     the log, makes it that run's child; a parent that has already ended
+//     makes it end at once as Skipped{reason: parent_ended, detail: "STAGE
+//     ended: TAG"} (its lines are not evaluated). A parent whose first
+//     line comes later (a planner that delegated before its first event
+//     was recorded) starts here, before its child, as it had started
+//     live: its first line's parent and stage place it, and its tree
+//     limits count the child's events. A parent not in the log (a caller
+//     in another service) is only recorded.
 //   - Each line is evaluated by its run's condition first; then, unless
 //     the run had already stopped (its later lines are not evaluated) or
 //     the event was invalid, by the tree limits of the run itself and of
@@ -62,6 +66,9 @@ func Runs(p *termination.Policy, events []termination.Event, opts ...Option) []t
 		last[events[i].Logged().Run] = i
 	}
 	rp := NewRunner(p, opts...)
+	if rp.rp.lateParent == nil {
+		rp.rp.lateParent = lateParents(events)
+	}
 	var out []termination.Result
 	for i := range events {
 		out = append(out, rp.Line(&events[i], last[events[i].Logged().Run] == i)...)
@@ -76,6 +83,12 @@ func Runs(p *termination.Policy, events []termination.Event, opts ...Option) []t
 // log. Line, Record and End return the results of the runs that ended, in
 // the order they ended; Runs returns the same results for the same lines.
 // [Runner.Log] is that loop over a log.
+//
+// A parent whose first line comes after its child's starts at the
+// child's first line, as in Runs, when the Runner has the first pass's
+// index ([WithIndex]: codec.Index.LateParent); without it, nothing can
+// tell that the parent comes later, and the child is replayed as the
+// child of a parent not in the log.
 //
 // It keeps the state of the live runs only (their evaluators, and the
 // last event each evaluated; with [WithEvidence], the notes of the
@@ -97,6 +110,9 @@ func NewRunner(p *termination.Policy, opts ...Option) *Runner {
 		pol = *p
 	}
 	rp := replayer{stage: cfg.stage, evidence: cfg.evidence, runs: map[string]*replayRun{}, index: cfg.index, stages: cfg.stages, leftOut: map[string]int{}}
+	if cfg.index != nil {
+		rp.lateParent = cfg.index.LateParent
+	}
 	if p != nil || cfg.stages == nil {
 		rp.fallback = &pol
 	}
@@ -121,11 +137,14 @@ func (o policiesOption) apply(c *config) { c.stages = o }
 
 // WithIndex gives the replay what the first pass over the log learned
 // (codec.IndexRuns): each run's recorded cause, so that every result of a run
-// with an end record carries Live, and whether the recorder dropped lines
-// of the run (Incomplete); [Runner.Log] also ends each run at its last
-// line. Without it (the default; a nil x is ignored), Live is empty,
-// Incomplete comes from the lines replayed, and Runner.Log ends the runs
-// still live at the end of the log.
+// with an end record carries Live, whether the recorder dropped lines
+// of the run (Incomplete), and the parents whose first line comes after a
+// child's (they start at the child's first line); [Runner.Log] also ends
+// each run at its last line. Without it (the default; a nil x is
+// ignored), Live is empty, Incomplete comes from the lines replayed, a
+// child whose parent comes later is replayed as one whose parent is not
+// in the log, and Runner.Log ends the runs still live at the end of the
+// log.
 func WithIndex(x *codec.Index) Option {
 	if x == nil {
 		return nil
@@ -226,7 +245,11 @@ type replayer struct {
 	stages   func(string) (*termination.Policy, bool)
 	leftOut  map[string]int // runs left without a policy, by stage
 	index    *codec.Index   // nil without a first pass
-	stage    string         // the stage of runs whose log gives none
+	// lateParent returns the parent and stage of a run that a child names
+	// as its parent before the run's own first line (Index.LateParent,
+	// or Runs' look at its lines); nil when nobody can tell.
+	lateParent func(run string) (parent, stage string, ok bool)
+	stage      string // the stage of runs whose log gives none
 	// evidence: each run notes its events for Result.EvidenceEvents
 	// (WithEvidence).
 	evidence bool
@@ -408,6 +431,9 @@ func (rp *replayer) beginRun(id, parent, stage string, recorded bool) *replayRun
 	rp.runs[id] = r
 	rp.order = append(rp.order, r)
 	up := rp.runs[parent]
+	if up == nil && parent != "" {
+		up = rp.beginLate(parent)
+	}
 	if parent == "" || up == r {
 		up = nil
 	}
@@ -430,6 +456,22 @@ func (rp *replayer) beginRun(id, parent, stage string, recorded bool) *replayRun
 		r.holders = append(r.holders, up.holders...)
 	}
 	return r
+}
+
+// beginLate starts the run id whose first line comes after a child's
+// first line, if the log holds one (lateParent knows it): live, it had
+// started before its child, and its tree limits count its child's
+// events from the child's start. It returns nil for a parent not in the
+// log.
+func (rp *replayer) beginLate(id string) *replayRun {
+	if rp.lateParent == nil {
+		return nil
+	}
+	parent, stage, ok := rp.lateParent(id)
+	if !ok {
+		return nil
+	}
+	return rp.beginRun(id, parent, stage, false)
 }
 
 // rollUp evaluates r's event ev with holder h's tree limits.
