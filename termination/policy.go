@@ -44,7 +44,8 @@ func (e *PolicyError) Error() string {
 // ParsePolicy reads a policy. It is strict: unknown keys, wrong types and
 // out-of-range values are a *PolicyError naming the key path, because a typo
 // must never silently disable a guard. Empty input is the empty policy.
-func ParsePolicy[S PolicyText](data S) (Policy, error) {
+// data is a string or a []byte (a file's contents).
+func ParsePolicy[S ~string | ~[]byte](data S) (Policy, error) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader([]byte(data)))
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
@@ -116,13 +117,9 @@ func LoadPolicy(path string) (Policy, error) {
 	return p, nil
 }
 
-// PolicyText is the text of a policy, as ParsePolicy and MustParsePolicy
-// take it: a string or a []byte (a file's contents).
-type PolicyText interface{ ~string | ~[]byte }
-
 // MustParsePolicy is ParsePolicy that panics on error, for policies fixed at
 // compile time.
-func MustParsePolicy[S PolicyText](data S) Policy {
+func MustParsePolicy[S ~string | ~[]byte](data S) Policy {
 	p, err := ParsePolicy(data)
 	if err != nil {
 		panic(err)
