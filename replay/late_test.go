@@ -122,13 +122,17 @@ func TestLateParentCycle(t *testing.T) {
 		`{"kind":"input","run":"y","parent":"z","stage":"planner"}`,
 		`{"kind":"tool_call","run":"y","tool":"a"}`,
 		`{"kind":"input","run":"z","parent":"y","stage":"planner"}`,
+		`{"kind":"message","run":"z","text":"thinking","usage":{"input_tokens":12,"output_tokens":1}}`,
 		`{"kind":"tool_call","run":"z","tool":"b"}`,
 		`{"kind":"tool_call","run":"y","tool":"c"}`,
 	)
-	want := replay.Runs(nil, decodeAll(t, log), replay.WithPolicies(lateParentPolicies))
+	// Tree limits with pressure, whose warnings go down the tree: a
+	// cycle of children would never end.
+	p := termination.MustParsePolicy("tree: {max_iterations: {limit: 3, pressure: 0.5}, token_budget: {total: 20, pressure: 0.5}}")
+	want := replay.Runs(&p, decodeAll(t, log))
 	require.Len(t, want, 2)
 	idx := codec.IndexRuns(strings.NewReader(log))
-	got, _, err := replay.NewRunner(nil, replay.WithIndex(&idx), replay.WithPolicies(lateParentPolicies)).Log(strings.NewReader(log))
+	got, _, err := replay.NewRunner(&p, replay.WithIndex(&idx)).Log(strings.NewReader(log))
 	require.NoError(t, err)
 	assert.Equal(t, want, got)
 }

@@ -287,6 +287,7 @@ type replayRun struct {
 	holders    []*replayRun           // the run itself (when it holds limits) and its ancestors that do, nearest first
 	children   []*replayRun
 	ended      bool
+	starting   bool           // while beginRun looks for its parent (a cycle of late parents ends at it)
 	tag        string         // the termination_cause it ended with, once ended
 	notes      *evidenceNotes // with WithEvidence, while live
 	treeWarned int            // the warnings of limits passed on to the tree
@@ -430,11 +431,15 @@ func (rp *replayer) beginRun(id, parent, stage string, recorded bool) *replayRun
 	}
 	rp.runs[id] = r
 	rp.order = append(rp.order, r)
+	r.starting = true
 	up := rp.runs[parent]
 	if up == nil && parent != "" {
 		up = rp.beginLate(parent)
 	}
-	if parent == "" || up == r {
+	r.starting = false
+	if parent == "" || up == r || up != nil && up.starting {
+		// A parent that is the run itself, or that starts late for this
+		// run's sake (a cycle of parents, which no live log has): none.
 		up = nil
 	}
 	if tree := pol.Tree(); tree != nil {

@@ -1,8 +1,10 @@
 package replay_test
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/replay"
 	. "github.com/agentstop/agentstop/termination"
 )
@@ -194,6 +197,25 @@ func FuzzReplayRunsTree(f *testing.F) {
 		got := replay.Runs(&p, log)
 		if len(got) != len(seen) {
 			t.Fatalf("%d results for %d runs", len(got), len(seen))
+		}
+		// Read twice (the index, then a line at a time), the log replays
+		// as held whole: late parents and cycles of parents included.
+		var text strings.Builder
+		for _, ev := range log {
+			line, err := json.Marshal(ev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			text.Write(line)
+			text.WriteByte('\n')
+		}
+		idx := codec.IndexRuns(strings.NewReader(text.String()))
+		streamed, _, err := replay.NewRunner(&p, replay.WithIndex(&idx)).Log(strings.NewReader(text.String()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(streamed, got) {
+			t.Fatalf("the Runner with the index gives\n%v\nRuns gives\n%v\nlog:\n%s", streamed, got, text.String())
 		}
 	})
 }
