@@ -41,7 +41,7 @@ type RaiseOutcome string
 // The outcomes of a raise. Only RaiseRaised changed anything.
 const (
 	RaiseRaised      RaiseOutcome = "raised"      // the run was held; its limits are raised and it goes on
-	RaiseNotHeld     RaiseOutcome = "not_held"    // the run is live but not held (or it ended as the raise arrived)
+	RaiseNotHeld     RaiseOutcome = "not_held"    // the run is live but not held (or it ended as the raise arrived), or held at a limit the raise does not name
 	RaiseUnknown     RaiseOutcome = "unknown"     // no live run has that id (it never ran, or has ended)
 	RaiseUnconfirmed RaiseOutcome = "unconfirmed" // its process did not confirm within the wait
 )
@@ -75,7 +75,8 @@ func (r *RunInfo) SetHeld(run Run) {
 }
 
 // raiseRun applies a raise to a run and says what it did: RaiseRaised, or
-// RaiseNotHeld when the run is not held (or has ended, or is nil).
+// RaiseNotHeld when the run is not held (or has ended, or is nil), or the
+// raise misses a limit that holds it (termination.Evaluator.CheckRaise).
 func raiseRun(run Run, l termination.Limits) RaiseOutcome {
 	// Not held, or ended (termination.ErrNotHeld); invalid amounts were
 	// refused by RaiseRequest.Validate before.

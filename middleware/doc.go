@@ -43,16 +43,19 @@
 // budget, its own or a tree's — instead of stopping it: the event that
 // reached the limit is delivered, the limit's cause is a warning (the
 // result's Warnings, a span event, the OnWarning hook), and the run takes
-// no next event until [Run.Raise] raises its limits (a tree limit: the
-// holder's, which releases every held run of the tree), [Run.Stop] or D
-// passing end it with the limit's cause. The wait is in the one place
+// no next event until [Run.Raise] raises its limits (every limit that
+// holds it, its own and, for a tree limit, the holder's, which releases
+// every held run of the tree; the raise must name the resource of each),
+// [Run.Stop], the loop's end ([Run.Finish]) or D passing end it with the
+// limit's cause. The wait is in the one place
 // every consumer path evaluates through, before the next event: Observe
 // blocks, Range and ForwardSeq do not yield, Forward's forwarder does not
 // forward the item it has received (so the producer's next send blocks).
 // A timeout keeps counting while held; an idle limit pauses and resumes
 // where it was. [Run.Held] says what a run waits on and since when; a
 // [HoldRecorder] is told of holds, releases and raises. A raise for a run
-// that is not held returns an error wrapping termination.ErrNotHeld.
+// that is not held, or that misses a limit that holds it, changes nothing
+// and returns an error wrapping termination.ErrNotHeld.
 //
 // # Four ways in
 //

@@ -36,37 +36,86 @@ func WithHold(timeout time.Duration) Option {
 }
 
 // Raise raises the limits of a run held at a limit (§3 hold) by l's
-// amounts — the run's own limits, or its tree holder's when a tree limit
-// holds it, which releases every held run of the tree — and the run goes
-// on. Amounts are positive (termination.Limits.ValidateRaise); a tool_calls
-// amount also raises per-tool limits. A raise for a run that is not held
-// (never was, was raised already, or has ended) changes nothing and
-// returns an error wrapping termination.ErrNotHeld.
+// amounts — every limit that holds it: the run's own, and its tree
+// holder's when a tree limit holds it, which releases every held run of
+// the tree — and the run goes on. Amounts are positive
+// (termination.Limits.ValidateRaise); a tool_calls amount also raises
+// per-tool limits. l must name the resource of every limit that holds the
+// run. A raise that cannot release the run (it is not held — never was,
+// was raised already, or has ended — or l misses a limit that holds it)
+// changes nothing and returns an error wrapping termination.ErrNotHeld.
+//
+// A tree limit's raise is recorded naming the holder, and raises the
+// holder's own limits too when they hold it (a raise names a run, and
+// raises every limit that holds that run; replay applies a raise record
+// so).
 func (r *Run) Raise(l termination.Limits) error {
 	if r == nil {
 		return errNilRun
 	}
-	if err := l.ValidateRaise(); err != nil {
-		return fmt.Errorf("middleware: run %s: %w", r.id, err)
-	}
-	r.mu.Lock()
-	err := r.eval.Raise(l)
-	if err == nil {
-		r.parts.raised(l)
-		r.unholdLocked()
-		if r.timer != nil {
-			r.armTimer() // the idle deadline moved on past the wait
-		}
-		r.holdNow() // its tree may still hold it
-	}
-	r.mu.Unlock()
-	if err != nil && r.parts.hold != nil {
-		err = r.parts.hold.Raise(l) // a tree's limit (package tree)
-	}
-	if err != nil {
+	if err := r.raise(l); err != nil {
 		return fmt.Errorf("middleware: run %s: %w", r.id, err)
 	}
 	return nil
+}
+
+// raise checks that l releases every limit that holds the run, then
+// raises them: its tree's first (whose record names the holder, and
+// raises the holder's own limits with it), then its own.
+func (r *Run) raise(l termination.Limits) error {
+	if err := l.ValidateRaise(); err != nil {
+		return err
+	}
+	r.mu.Lock()
+	own := r.eval.CheckRaise(l)
+	r.mu.Unlock()
+	tree := termination.ErrNotHeld
+	if r.parts.hold != nil {
+		tree = r.parts.hold.CheckRaise(l)
+	}
+	switch {
+	case missed(own):
+		return own
+	case missed(tree):
+		return tree
+	case own != nil && tree != nil:
+		return own
+	}
+	raised := tree == nil && r.parts.hold.Raise(l) == nil
+	if own == nil {
+		// Nothing to do when the tree's raise raised it (the run is its
+		// holder).
+		r.mu.Lock()
+		raised = r.raiseOwnLocked(l) || raised
+		r.mu.Unlock()
+	}
+	if !raised {
+		return termination.ErrNotHeld // a hold timeout came first
+	}
+	return nil
+}
+
+// missed reports whether err, from a CheckRaise, says that the raise
+// misses a limit that holds the run: the run is held, at a limit the
+// raise does not name (a plain ErrNotHeld says that it is not held).
+func missed(err error) bool {
+	return err != nil && err != termination.ErrNotHeld //nolint:errorlint // CheckRaise returns the sentinel itself for "not held"
+}
+
+// raiseOwnLocked raises the run's own limits by l when they hold it, with
+// r.mu held, records the raise and lets the run go on; it reports whether
+// it did.
+func (r *Run) raiseOwnLocked(l termination.Limits) bool {
+	if r.eval.Raise(l) != nil {
+		return false
+	}
+	r.parts.raised(l)
+	r.unholdLocked()
+	if r.timer != nil {
+		r.armTimer() // the idle deadline moved on past the wait
+	}
+	r.holdNow() // its tree may still hold it
+	return true
 }
 
 // Held returns the cause of the limit the run waits at (its own, or its
@@ -192,9 +241,14 @@ func (r *Run) releaseShared(release <-chan struct{}) {
 	r.mu.Unlock()
 }
 
-// recordRaised tells the parts of a raise of the run's tree limits.
+// recordRaised tells the parts of a raise of the run's tree limits, as
+// their holder: one raise record names the run. The raise also raises the
+// run's own limits when they hold it (a raise names a run and raises
+// every limit that holds it; replay applies the record so).
 func (r *Run) recordRaised(l termination.Limits) {
 	r.mu.Lock()
-	r.parts.raised(l)
+	if !r.raiseOwnLocked(l) {
+		r.parts.raised(l)
+	}
 	r.mu.Unlock()
 }

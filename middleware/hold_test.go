@@ -328,10 +328,11 @@ func TestHoldFleetStopAndLeave(t *testing.T) {
 	assert.Equal(t, termination.MaxIterationsReached{Limit: 1, Count: 2}, run.Finish(nil).Cause)
 }
 
-// TestHoldOwnLimitAfterTreeRelease: a run whose own limit held it while
-// its tree was held stays held when the tree is raised, until its own
-// limit is raised too.
-func TestHoldOwnLimitAfterTreeRelease(t *testing.T) {
+// TestHoldRaiseReleasesOwnAndTree: a run held at its own limit and its
+// tree's at once (both reached on one event) goes on after one raise,
+// which raises both (§3: a raise raises the run's limits and the run
+// goes on); the next limit it reaches holds it again.
+func TestHoldRaiseReleasesOwnAndTree(t *testing.T) {
 	planner := holdStage(t, "tree: {max_iterations: 2}\nmax_iterations: 2\nhold: {timeout: 1m}")
 	_, run := planner.Start(context.Background())
 	msg := termination.Event{Kind: termination.KindMessage}
@@ -341,14 +342,17 @@ func TestHoldOwnLimitAfterTreeRelease(t *testing.T) {
 	c, _, held := run.Held()
 	require.True(t, held)
 	assert.Equal(t, termination.MaxIterationsReached{Limit: 2, Count: 3}, c, "its own limit first")
-	require.NoError(t, run.Raise(termination.Limits{Iterations: 5, Has: termination.LimitIterations}))
-	c, _, held = run.Held()
-	require.True(t, held, "its tree still holds it")
-	assert.Equal(t, termination.MaxIterationsReached{Limit: 2, Count: 3, Scope: termination.ScopeTree}, c)
-	require.NoError(t, run.Raise(termination.Limits{Iterations: 5, Has: termination.LimitIterations}))
+	require.NoError(t, run.Raise(termination.Limits{Iterations: 2, Has: termination.LimitIterations}))
 	_, _, held = run.Held()
-	assert.False(t, held)
-	_, stop := run.Observe(msg)
+	require.False(t, held, "one raise releases both limits")
+	_, stop := run.Observe(msg) // 4 of 4
+	assert.False(t, stop)
+	run.Observe(msg) // 5 of 4: held again, at both
+	c, _, held = run.Held()
+	require.True(t, held)
+	assert.Equal(t, termination.MaxIterationsReached{Limit: 4, Count: 5}, c)
+	require.NoError(t, run.Raise(termination.Limits{Iterations: 5, Has: termination.LimitIterations}))
+	_, stop = run.Observe(msg)
 	assert.False(t, stop)
 	assert.Equal(t, termination.NaturalCompletion{}, run.Finish(nil).Cause)
 }

@@ -152,9 +152,11 @@ type sequencer interface {
 }
 
 // holder may hold the run at a limit shared with other runs. HeldAt is
-// called with the run's lock held; Raise and EndHold without it.
+// called with the run's lock held; CheckRaise, Raise and EndHold without
+// it.
 type holder interface {
 	HeldAt() (release <-chan struct{}, c termination.Cause, since time.Time)
+	CheckRaise(l termination.Limits) error
 	Raise(l termination.Limits) error
 	EndHold() bool
 }

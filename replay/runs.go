@@ -599,17 +599,19 @@ func (rp *replayer) record(rec *codec.Record, lastLine bool) {
 	}
 }
 
-// raise applies a raise record to r (§3 hold): a run its policy holds at
-// one of its own limits is raised by the record's amounts and goes on.
-// Under a policy without hold, or for a run that is not held, it changes
-// nothing. A raise record of a holder whose tree limits hold its tree
-// raises those limits, and the tree goes on.
+// raise applies a raise record to r (§3 hold): a raise names a run and
+// raises every limit that holds it, as live — its tree limits, when it
+// holds a held tree, and its own limits, when they hold it (the record of
+// a raise of a tree limit names the holder, which the same event may have
+// held at its own limit too). Each limit goes on when the record names
+// its resource. Under a policy without hold, or for a run that is not
+// held, it changes nothing.
 func (rp *replayer) raise(r *replayRun, rec *codec.Record) {
-	switch {
-	case held(r.eval):
-		_ = r.eval.Raise(rec.Limits) // ErrNotHeld cannot happen; bad amounts were the Decoder's error
-	case r.limits != nil && held(r.limits):
+	if r.limits != nil && held(r.limits) {
 		_ = r.limits.Raise(rec.Limits) // the holder's tree limits: the whole tree goes on
+	}
+	if held(r.eval) {
+		_ = r.eval.Raise(rec.Limits) // bad amounts were the Decoder's error; a raise that misses the limit changes nothing
 	}
 }
 

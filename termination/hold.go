@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -21,9 +22,10 @@ type Hold struct {
 	Timeout time.Duration // how long a run waits to be raised; > 0
 }
 
-// ErrNotHeld is returned by a raise for a run that is not held at a limit
-// (it never was, it was raised already, or it has ended): the raise
-// changed nothing.
+// ErrNotHeld is returned by a raise that changed nothing: the run is not
+// held at a limit (it never was, it was raised already, or it has ended),
+// or it is held at a limit whose resource the raise does not name (the
+// error says which).
 var ErrNotHeld = errors.New("the run is not held at a limit")
 
 // Hold returns the policy's top-level hold, and whether it has one.
@@ -148,11 +150,8 @@ func (e *Evaluator) HeldSince() (time.Time, bool) {
 // max_tool_calls and every per-tool limit. On the wall clock the idle
 // limits paused while the run was held: their clock resumes where it was.
 func (e *Evaluator) Raise(l Limits) error {
-	if err := l.ValidateRaise(); err != nil {
+	if err := e.CheckRaise(l); err != nil {
 		return err
-	}
-	if e.holds() == nil || !e.holds().held || e.cause != nil {
-		return ErrNotHeld
 	}
 	x := e.rare()
 	if x.raised == nil {
@@ -172,6 +171,51 @@ func (e *Evaluator) Raise(l Limits) error {
 	}
 	*h = holdState{timeout: h.timeout}
 	return nil
+}
+
+// CheckRaise reports what Raise would return, changing nothing:
+// ValidateRaise's error for invalid amounts; ErrNotHeld when the run is
+// not held, or when l does not name the resource of every limit that
+// holds it (all that fired on the event that reached them: a raise that
+// left one reached would release the run for one event, which would
+// reach it again). A tool_calls amount names per-tool limits too.
+func (e *Evaluator) CheckRaise(l Limits) error {
+	if err := l.ValidateRaise(); err != nil {
+		return err
+	}
+	h := e.holds()
+	if h == nil || !h.held || e.cause != nil {
+		return ErrNotHeld
+	}
+	var missing []string
+	for _, c := range h.fired {
+		if bit, name := raiseBit(c); l.Has&bit == 0 && !slices.Contains(missing, name) {
+			missing = append(missing, name)
+		}
+	}
+	if missing != nil {
+		return fmt.Errorf("%w the raise names: it is held at %s (%s), so a raise must name %s",
+			ErrNotHeld, h.cause.TagValue(), h.cause.Error(), strings.Join(missing, " and "))
+	}
+	return nil
+}
+
+// raiseBit is the amount of a raise that raises the limit whose cause is c
+// (a holdable cause), and its §2 resource name.
+func raiseBit(c Cause) (LimitMask, string) {
+	switch c := c.(type) {
+	case MaxIterationsReached:
+		return LimitIterations, string(ResourceIterations)
+	case MaxToolCallsReached:
+		return LimitToolCalls, string(ResourceToolCalls)
+	case BudgetExhausted:
+		for _, f := range limitFields {
+			if f.name == string(c.Resource) {
+				return f.bit, f.name
+			}
+		}
+	}
+	return 0, ""
 }
 
 // EndHold ends a held run with the limit's cause, as it would have ended

@@ -250,3 +250,49 @@ func TestHoldRaiseReachesAllOf(t *testing.T) {
 		t.Fatal("held again below the raised limits")
 	}
 }
+
+// TestCheckRaise: a raise must name the resource of every limit that holds
+// the run (all that fired on the event that reached them); otherwise it
+// changes nothing, and the error (wrapping ErrNotHeld) says what to name.
+// A run that is not held gets ErrNotHeld itself.
+func TestCheckRaise(t *testing.T) {
+	call := func(tool string) Event { return Event{Kind: KindToolCall, Tool: tool} }
+	for _, tc := range []struct {
+		policy string
+		events []Event
+		raise  Limits
+		want   string // "" for a raise that releases the run
+	}{
+		{"max_tool_calls: {limit: 9, per_tool: {search: 1}}", []Event{call("search"), call("search")}, Limits{Iterations: 1, Has: LimitIterations}, "a raise must name tool_calls"},
+		{"max_tool_calls: {limit: 9, per_tool: {search: 1}}", []Event{call("search"), call("search")}, Limits{ToolCalls: 1, Has: LimitToolCalls}, ""},
+		{"cost_budget: {limit: 1}", []Event{{Kind: KindMessage, Cost: 2}}, Limits{TotalTokens: 9, Has: LimitTotalTokens}, "held at budget_exhausted"},
+		{"cost_budget: {limit: 1}", []Event{{Kind: KindMessage, Cost: 2}}, Limits{Cost: 5, TotalTokens: 9, Has: LimitCost | LimitTotalTokens}, ""},
+		{"max_iterations: 1\nmax_tool_calls: 1", []Event{{Kind: KindMessage}, {Kind: KindMessage}}, Limits{ToolCalls: 1, Has: LimitToolCalls}, "a raise must name iterations"},
+		{"token_budget: {output: 5}", []Event{{Kind: KindMessage, Usage: Usage{OutputTokens: 6}}}, Limits{InputTokens: 5, Has: LimitInputTokens}, "a raise must name output_tokens"},
+	} {
+		e := heldEvaluator(t, tc.policy+"\nhold: {timeout: 1m}")
+		for _, ev := range tc.events {
+			e.Observe(ev)
+		}
+		if _, held := e.Held(); !held {
+			t.Fatalf("%q: not held", tc.policy)
+		}
+		err := e.Raise(tc.raise)
+		if tc.want == "" {
+			if err != nil {
+				t.Errorf("%q: Raise(%v) = %v", tc.policy, tc.raise, err)
+			}
+			continue
+		}
+		if !errors.Is(err, ErrNotHeld) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%q: Raise(%v) = %v, want ErrNotHeld saying %q", tc.policy, tc.raise, err, tc.want)
+		}
+		if _, held := e.Held(); !held {
+			t.Errorf("%q: a raise that misses the limit released the run", tc.policy)
+		}
+	}
+	e := heldEvaluator(t, "max_iterations: 5\nhold: {timeout: 1m}")
+	if err := e.CheckRaise(Limits{Iterations: 1, Has: LimitIterations}); err != ErrNotHeld { //nolint:errorlint // the sentinel itself
+		t.Errorf("a run that is not held: %v, want ErrNotHeld itself", err)
+	}
+}

@@ -56,9 +56,30 @@ func (h *Node) holdTree(c termination.Cause) {
 	h.run.EachLive(func(r Run) { r.HoldOn(ch, c, since) })
 }
 
+// CheckRaise reports what Raise would return, changing nothing: the
+// error of the tree limits of the first of the run's holders whose tree
+// is held (termination.Evaluator.CheckRaise), or termination.ErrNotHeld
+// when none is held.
+func (n *Node) CheckRaise(l termination.Limits) error {
+	for _, h := range n.holders {
+		h.mu.Lock()
+		if h.release == nil || h.limits == nil {
+			h.mu.Unlock()
+			continue
+		}
+		err := h.limits.CheckRaise(l)
+		h.mu.Unlock()
+		return err
+	}
+	return termination.ErrNotHeld
+}
+
 // Raise raises the tree limits of the first of the run's holders whose
-// tree is held, by l: every held run of that tree goes on. It returns
-// termination.ErrNotHeld when none is held.
+// tree is held, by l: every held run of that tree goes on. The holder's
+// Run.Raised records the raise, naming the holder (and raises the
+// holder's own limits too when they hold it: a raise names a run, and
+// raises every limit that holds it). It returns termination.ErrNotHeld
+// when none is held.
 func (n *Node) Raise(l termination.Limits) error {
 	for _, h := range n.holders {
 		h.mu.Lock()

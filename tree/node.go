@@ -36,7 +36,9 @@ type Run interface {
 	// Release lets the run go on if release holds it (another limit may
 	// hold it again).
 	Release(release <-chan struct{})
-	// Raised records a raise of the run's tree limits by l.
+	// Raised records a raise of the run's tree limits by l, and raises
+	// the run's own limits by l when they hold it too (a raise names a
+	// run, and raises every limit that holds it: §3).
 	Raised(l termination.Limits)
 	// EachLive calls f with the run and each of its live descendants in
 	// this process.

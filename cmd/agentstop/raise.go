@@ -171,6 +171,12 @@ func raiseLine(id string, l termination.Limits, rep fleet.RaiseReport, wait time
 		}
 		return s
 	case fleet.RaiseNotHeld:
+		if rep.Held != nil {
+			// The registry showed it held: the raise names no amount of
+			// the limit's resource, or the run was released meanwhile.
+			return "run " + id + " is not held at a limit this raise names: nothing raised (the fleet showed it held at " +
+				rep.Held.Limit + ", " + rep.Held.Cause + ": a raise must name that limit's resource, unless the run was released meanwhile)"
+		}
 		return "run " + id + " is not held at a limit: nothing raised"
 	case fleet.RaiseUnknown:
 		return "no live run " + id + " (unknown, or it has ended): nothing raised"

@@ -22,10 +22,11 @@ func runRaiseCLI(env map[string]string, args ...string) (code int, stdout, stder
 	return code, out.String(), errb.String()
 }
 
-// TestRaiseCommand: runs -held lists a held run with its limit; raise
-// releases it (exit 0) and says so; a raise for a run that is not held,
-// or unknown, changes nothing and exits 1, saying which. On a server and
-// on a cluster.
+// TestRaiseCommand: runs -held lists a held run with its limit; a raise
+// that does not name the limit's resource changes nothing (exit 1, saying
+// so); raise releases it (exit 0) and says so; a raise for a run that is
+// not held, or unknown, changes nothing and exits 1, saying which. On a
+// server and on a cluster.
 func TestRaiseCommand(t *testing.T) {
 	noLeaks(t)
 	redistest.Each(t, func(t *testing.T, srv redistest.Redis) {
@@ -72,6 +73,14 @@ func TestRaiseCommand(t *testing.T) {
 			t.Errorf("runs -held: exit %d\n%s", code, out)
 		}
 
+		// A raise that does not name the limit's resource changes nothing.
+		code, out, errOut = runRaiseCLI(env, "-run", run.ID(), "-cost", "+0.5")
+		if code != exitFail || errOut != "" || !strings.Contains(out, "is not held at a limit this raise names: nothing raised (the fleet showed it held at max_iterations") {
+			t.Errorf("raise -cost of a run held at max_iterations: exit %d, %q, %q", code, out, errOut)
+		}
+		if _, _, held := run.Held(); !held {
+			t.Fatal("a raise that misses the limit released the run")
+		}
 		code, out, errOut = runRaiseCLI(env, "-run", run.ID(), "-iterations", "+2", "-by", "ops@test")
 		if code != exitOK || errOut != "" || !strings.HasPrefix(out, "raised run "+run.ID()+" by iterations=2 (held at max_iterations") {
 			t.Fatalf("raise: exit %d, %q, %q", code, out, errOut)
@@ -80,7 +89,7 @@ func TestRaiseCommand(t *testing.T) {
 			t.Error("the run is still held")
 		}
 		for _, tc := range []struct{ id, want string }{
-			{run.ID(), "is not held at a limit: nothing raised"},
+			{run.ID(), "is not held at a limit"}, // this raise names, when the fleet still shows the raised run held
 			{other.ID(), "is not held at a limit: nothing raised"},
 			{runid.New(), "(unknown, or it has ended): nothing raised"},
 		} {
