@@ -169,17 +169,25 @@ func runReplay(args []string, sio stdio) int {
 	}
 	// A log of many runs (§8), a recorded log, or a policy with tree:
 	// limits is replayed as a tree, one line at a time (replay_runs.go).
+	o := runsOutput{*stage, *lenient, table, failOn}
 	if stages != nil || head.runs || policy.Tree() != nil {
-		return replayRuns(sio, policy, stages, file, in, name, runsOutput{*stage, *lenient, table, failOn})
+		return replayRuns(sio, policy, stages, file, in, name, o)
 	}
+	return replayOne(sio, policy, in, name, o)
+}
+
+// replayOne replays a log of one run (no run ids, no stage) under p and
+// prints its result.
+func replayOne(sio stdio, p *termination.Policy, in io.Reader, name string, o runsOutput) int {
+	fail := func(format string, a ...any) int { return failf(sio, "replay", format, a...) }
 	var opts []replay.Option
-	if *lenient {
+	if o.lenient {
 		opts = append(opts, replay.WithLenient())
 	}
-	if table {
+	if o.table {
 		opts = append(opts, replay.WithEvidence())
 	}
-	res, err := replay.Log(policy.Condition(), in, opts...)
+	res, err := replay.Log(p.Condition(), in, opts...)
 	if errors.Is(err, codec.ErrTruncated) {
 		return fail("%s: %v; -lenient evaluates the events before it", name, err)
 	}
@@ -194,8 +202,8 @@ func runReplay(args []string, sio stdio) int {
 		}
 		return fail("%s: no events", name)
 	}
-	res.Stage = *stage
-	return printReplay(sio, res, table, failOn)
+	res.Stage = o.stage
+	return printReplay(sio, res, o.table, o.failOn)
 }
 
 // printReplay prints the result of a log of one run, as JSON or as a

@@ -54,7 +54,8 @@ func peekLog(in io.Reader) (io.Reader, logHead) {
 // twice (stdin, a pipe) is first copied to a temporary file. The results
 // are printed once the whole log has been read, so that a bad line
 // anywhere prints only its error, as before.
-// runsOutput is what the flags of replay ask of a log of many runs.
+// runsOutput is what the flags of replay ask of the results (of one run
+// or of many).
 type runsOutput struct {
 	stage   string
 	lenient bool
