@@ -321,6 +321,13 @@ func TestLabels(t *testing.T) {
 		{"csv columns", "run,label\na,good,extra\n", nil, "line 2: want two columns run,label, got 3"},
 		{"csv quotes", "a,\"good\n", nil, "malformed CSV"},
 		{"csv twice", "a,good\na,bad\n", nil, `line 2: run "a" is labelled twice`},
+		{"json array", "\n [1,2]\n", nil, `line 2: the JSON form of labels is one object, {"RUN": "good"|"bad"|true|false, ...}, not an array`},
+		{"json array of records", `[{"run": "a", "label": "good"}]`, nil, "line 1: the JSON form of labels is one object"},
+		{"json records", "{\"run\": \"a\", \"label\": \"good\"}\n", nil,
+			`line 1: run "run": label "a" is not one of good, bad, true, false (the JSON form is one object mapping each run to its label`},
+		{"csv header with other names", "id,label\na,good\n", nil, `line 1: the first row "id,label" is neither the header run,label nor a run with a label (good, bad, true or false)`},
+		{"csv header with a misspelt column", "run,lbl\na,good\n", nil, `line 1: the first row "run,lbl" is neither the header run,label`},
+		{"csv first run with a bad label", "a,godo\n", nil, `line 1: the first row "a,godo" is neither the header run,label nor a run with a label`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -338,6 +345,16 @@ func TestLabels(t *testing.T) {
 	}
 	_, err := ReadLabels(filepath.Join(dir, "missing"))
 	assert.ErrorContains(t, err, "cannot read the labels file")
+}
+
+// TestLabelsUnmatched: the labels whose run is not in the corpus (a typo
+// in a run's name) are listed, sorted, for the command's warning.
+func TestLabelsUnmatched(t *testing.T) {
+	rep := mustEvaluate(t, []string{"testdata/corpus"}, Config{Policies: policies(t, "strict.yaml")})
+	l := Labels{"good/long": Good, "good/lonng": Good, "bad/lop": Bad, "bad/burn": Bad, "a": Bad}
+	assert.Equal(t, []string{"a", "bad/lop", "good/lonng"}, l.Unmatched(rep))
+	assert.Empty(t, Labels{"good/long": Good}.Unmatched(rep))
+	assert.Empty(t, Labels(nil).Unmatched(rep))
 }
 
 func TestLoadPolicy(t *testing.T) {

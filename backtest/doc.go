@@ -75,7 +75,8 @@
 //     policy's stopped runs, the first to fire first; json and csv keep
 //     the policy's order.
 //   - Labels are case-sensitive: "good", "bad", true, false. A labelled run
-//     that is not in the corpus is ignored.
+//     that is not in the corpus is ignored; [Labels.Unmatched] lists them
+//     (the command warns with a few of them and their count).
 //   - Outcomes are in the order of the files (PATHs in the order given,
 //     files of a directory in lexical order), runs of a file in the order
 //     of their first lines, policies in the order given, whatever the

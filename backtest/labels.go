@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
 )
 
@@ -39,7 +40,9 @@ type Labels map[string]Label
 // ReadLabels reads a labels file: a JSON object whose values are "good",
 // "bad", true (good) or false (bad), or a CSV with the columns run,label
 // (a first row "run,label" is a header; labels good, bad, true, false).
-// Values are case-sensitive. Errors name the file and the line.
+// Values are case-sensitive. Errors name the file and the line; a JSON
+// array, JSON records ({"run": …, "label": …}) and a CSV first row that is
+// neither the header run,label nor a labelled run (id,label) say so.
 func ReadLabels(path string) (Labels, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -47,9 +50,13 @@ func ReadLabels(path string) (Labels, error) {
 	}
 	data = bytes.TrimPrefix(data, []byte{0xEF, 0xBB, 0xBF})
 	var l Labels
-	if t := bytes.TrimSpace(data); len(t) > 0 && t[0] == '{' {
+	switch t := bytes.TrimSpace(data); {
+	case len(t) > 0 && t[0] == '{':
 		l, err = parseJSONLabels(data)
-	} else {
+	case len(t) > 0 && t[0] == '[':
+		// Read as CSV, an array gives "run "[1": label "2]"".
+		err = fmt.Errorf("line %d: the JSON form of labels is one object, "+jsonForm+", not an array", lineAt(data, int64(bytes.IndexByte(data, '['))))
+	default:
 		l, err = parseCSVLabels(data)
 	}
 	if err != nil {
@@ -57,6 +64,9 @@ func ReadLabels(path string) (Labels, error) {
 	}
 	return l, nil
 }
+
+// jsonForm is the JSON form of a labels file, for messages.
+const jsonForm = `{"RUN": "good"|"bad"|true|false, ...}`
 
 func parseLabel(v string) (Label, bool) {
 	switch v {
@@ -109,10 +119,10 @@ func parseJSONLabels(data []byte) (Labels, error) {
 		case string:
 			var ok bool
 			if label, ok = parseLabel(v); !ok {
-				return nil, fmt.Errorf("line %d: run %q: label %q is not one of good, bad, true, false", line, run, v)
+				return nil, fmt.Errorf("line %d: run %q: label %q is not one of good, bad, true, false%s", line, run, v, recordHint(run))
 			}
 		default:
-			return nil, fmt.Errorf("line %d: run %q: the label must be \"good\", \"bad\", true or false", line, run)
+			return nil, fmt.Errorf("line %d: run %q: the label must be \"good\", \"bad\", true or false%s", line, run, recordHint(run))
 		}
 		if _, dup := l[run]; dup {
 			return nil, fmt.Errorf("line %d: run %q is labelled twice", line, run)
@@ -154,6 +164,11 @@ func parseCSVLabels(data []byte) (Labels, error) {
 			continue
 		}
 		label, ok := parseLabel(value)
+		if !ok && first {
+			// A header with other names (id,label; run,outcome) would
+			// otherwise be "run "id": label "label" is not one of …".
+			return nil, fmt.Errorf("line %d: the first row %q is neither the header run,label nor a run with a label (good, bad, true or false)", line, run+","+value)
+		}
 		if !ok {
 			return nil, fmt.Errorf("line %d: run %q: label %q is not one of good, bad, true, false", line, run, value)
 		}
@@ -163,4 +178,38 @@ func parseCSVLabels(data []byte) (Labels, error) {
 		l[run] = label
 	}
 	return l, nil
+}
+
+// recordHint is what a JSON labels key that names a column ("run",
+// "label") adds to its error: the file holds records ({"run": "a",
+// "label": "good"}), not the one object that maps runs to labels.
+func recordHint(key string) string {
+	switch key {
+	case "run", "label", "id", "run_id":
+		return " (the JSON form is one object mapping each run to its label, " + jsonForm + ", not records with run and label fields)"
+	}
+	return ""
+}
+
+// Unmatched returns the runs l labels that r has no outcome for, sorted:
+// a label whose run is not in the corpus is ignored (a typo in a run's
+// name leaves that run unlabelled), and the command warns about these.
+func (l Labels) Unmatched(r *Report) []string {
+	if len(l) == 0 {
+		return nil
+	}
+	seen := make(map[string]bool, len(l))
+	for i := range r.Outcomes {
+		if _, ok := l[r.Outcomes[i].Run]; ok {
+			seen[r.Outcomes[i].Run] = true
+		}
+	}
+	var out []string
+	for run := range l {
+		if !seen[run] {
+			out = append(out, run)
+		}
+	}
+	slices.Sort(out)
+	return out
 }

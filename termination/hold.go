@@ -59,6 +59,31 @@ func readHold(p string, v *yaml.Node, pol *Policy) (Condition, error) {
 	return nil, nil
 }
 
+// isHoldableKey reports whether the policy key names a limit that hold:
+// holds at (Holdable's causes): max_iterations, max_tool_calls,
+// token_budget, cost_budget.
+func isHoldableKey(key string) bool {
+	switch key {
+	case "max_iterations", "max_tool_calls", "token_budget", "cost_budget":
+		return true
+	}
+	return false
+}
+
+// checkHold refuses a hold: with no limit to hold at: it could never hold
+// a run (stall, errors, timeout, idle, completion and fleet_budget are
+// never held), and a policy that says hold while nothing can be held is
+// a mistake to report, not a guard to disable quietly (§3).
+func checkHold(root *yaml.Node, pol *Policy) error {
+	if pol.hold == nil || pol.limits {
+		return nil
+	}
+	_, at := locate(root, "hold")
+	return perr("policy.hold", at, "has no limit to hold at: add max_iterations, max_tool_calls, "+
+		"token_budget or cost_budget (or one under tree:); stall, errors, timeout, idle, "+
+		"completion conditions and fleet_budget are never held")
+}
+
 // Holdable reports whether a run under a policy with hold: is held rather
 // than stopped when c fires (§3): MaxIterationsReached,
 // MaxToolCallsReached (a per-tool limit included) and BudgetExhausted of

@@ -23,7 +23,11 @@ type Policy struct {
 	fleet *FleetBudget // the top-level fleet_budget, if any (fleetbudget.go)
 	tree  Condition    // the top-level tree: limits, if any (tree.go)
 	hold  *Hold        // the top-level hold:, if any (hold.go)
-	canon []byte       // the policy's canonical JSON (Hash), nil for the empty policy
+	// limits: the policy has a limit that hold: can hold at (hold.go):
+	// max_iterations, max_tool_calls, token_budget or cost_budget, at any
+	// depth or under tree:.
+	limits bool
+	canon  []byte // the policy's canonical JSON (Hash), nil for the empty policy
 }
 
 // PolicyError is an invalid policy: Path names the key
@@ -69,6 +73,9 @@ func ParsePolicy[S ~string | ~[]byte](data S) (Policy, error) {
 	var p Policy
 	c, err := parsePolicyNode("policy", root, &p)
 	if err != nil {
+		return Policy{}, err
+	}
+	if err := checkHold(root, &p); err != nil {
 		return Policy{}, err
 	}
 	p.cond = c
@@ -286,6 +293,7 @@ func parsePolicyNode(path string, n *yaml.Node, pol *Policy) (Condition, error) 
 		if err := c.validate(); err != nil {
 			return settingErr(path, n, err)
 		}
+		pol.limits = pol.limits || isHoldableKey(key)
 		conds = append(conds, c)
 		return nil
 	})

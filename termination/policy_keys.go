@@ -22,9 +22,12 @@ func readCountLimit(res Resource) func(string, *yaml.Node, *Policy) (Condition, 
 	return func(p string, v *yaml.Node, _ *Policy) (Condition, error) {
 		c := &countLimit{res: res}
 		if v.Kind != yaml.MappingNode {
-			n, err := intValue(p, v)
-			if err != nil {
+			if _, r := intOf(v); r == notInt {
 				return nil, perr(p, v, "must be an int or a mapping (%s), got %s", strings.Join(keys, ", "), describe(v))
+			}
+			n, err := intValue(p, v) // a number out of range says so
+			if err != nil {
+				return nil, err
 			}
 			c.limit = given(n)
 			return c, nil

@@ -28,6 +28,16 @@ func describe(n *yaml.Node) string {
 		case "!!int":
 			return "an int (" + n.Value + ")"
 		case "!!float":
+			var f float64
+			switch {
+			case n.Decode(&f) != nil:
+			case math.IsNaN(f):
+				return "NaN (" + n.Value + ", not a number)"
+			case math.IsInf(f, 0):
+				return "infinity (" + n.Value + ")"
+			case f != math.Trunc(f):
+				return "a number with a fraction (" + n.Value + ")"
+			}
 			return "a number (" + n.Value + ")"
 		}
 		return strconv.Quote(n.Value)
@@ -35,30 +45,82 @@ func describe(n *yaml.Node) string {
 	return "nothing"
 }
 
+// isNumber reports whether n is a scalar int or float (NaN and the
+// infinities included).
+func isNumber(n *yaml.Node) bool {
+	return n.Kind == yaml.ScalarNode && (n.Tag == "!!int" || n.Tag == "!!float")
+}
+
+// intValue reads an int: written as one, or as a whole number with a
+// fraction or an exponent (JSON writers write 25.0 and 1e6). A number
+// beyond a 64-bit int is too large or too small (not "not an int"); NaN
+// and fractions are not ints.
 func intValue(p string, n *yaml.Node) (int, error) {
-	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
-		// JSON writes 25.0 as a float; accept it when it is whole.
-		if n.Kind == yaml.ScalarNode && n.Tag == "!!float" {
-			if f, err := strconv.ParseFloat(n.Value, 64); err == nil && f == math.Trunc(f) && math.Abs(f) < 1<<53 {
-				return int(f), nil
-			}
-		}
-		return 0, perr(p, n, "must be an int, got %s", describe(n))
-	}
-	var i int
-	if err := n.Decode(&i); err != nil {
+	i, r := intOf(n)
+	switch r {
+	case intTooLarge:
+		return 0, perr(p, n, "is too large: must be an int of at most %d, got %s", math.MaxInt64, n.Value)
+	case intTooSmall:
+		return 0, perr(p, n, "is too small: must be an int of at least %d, got %s", math.MinInt64, n.Value)
+	case notInt:
 		return 0, perr(p, n, "must be an int, got %s", describe(n))
 	}
 	return i, nil
 }
 
+// intRead is what intOf made of a node.
+type intRead uint8
+
+const (
+	isInt       intRead = iota
+	notInt              // not a number, NaN, or a number with a fraction
+	intTooLarge         // a whole number (or +infinity) beyond a 64-bit int
+	intTooSmall         // a whole number (or -infinity) below a 64-bit int
+)
+
+// intOf reads n as an int, or says why it is none.
+func intOf(n *yaml.Node) (int, intRead) {
+	if !isNumber(n) {
+		return 0, notInt
+	}
+	var f float64
+	if n.Tag == "!!int" {
+		var i int
+		if err := n.Decode(&i); err == nil {
+			return i, isInt
+		}
+		// Beyond int64 (a uint64, or a tagged !!int): say which way.
+		f = math.Inf(1)
+		if strings.HasPrefix(strings.TrimSpace(n.Value), "-") {
+			f = math.Inf(-1)
+		}
+	} else if err := n.Decode(&f); err != nil || math.IsNaN(f) || (f != math.Trunc(f) && !math.IsInf(f, 0)) {
+		return 0, notInt
+	}
+	switch {
+	case f >= math.MaxInt64: // 2^63 as a float64: the first one out of range
+		return 0, intTooLarge
+	case f < math.MinInt64:
+		return 0, intTooSmall
+	}
+	return int(f), isInt
+}
+
+// floatValue reads a number: an int, or a float that is neither NaN nor
+// an infinity (no limit, threshold or tolerance means anything with them).
 func floatValue(p string, n *yaml.Node) (float64, error) {
-	if n.Kind != yaml.ScalarNode || (n.Tag != "!!int" && n.Tag != "!!float") {
+	if !isNumber(n) {
 		return 0, perr(p, n, "must be a number, got %s", describe(n))
 	}
 	var f float64
-	if err := n.Decode(&f); err != nil || math.IsNaN(f) {
+	if err := n.Decode(&f); err != nil {
 		return 0, perr(p, n, "must be a number, got %s", describe(n))
+	}
+	switch {
+	case math.IsNaN(f):
+		return 0, perr(p, n, "must be a number, got NaN (%s): NaN is not allowed", n.Value)
+	case math.IsInf(f, 0):
+		return 0, perr(p, n, "must be a finite number, got %s", n.Value)
 	}
 	return f, nil
 }

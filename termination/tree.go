@@ -139,6 +139,7 @@ func readTree(p string, v *yaml.Node, pol *Policy) (Condition, error) {
 		if err := c.validate(); err != nil {
 			return settingErr(p, v, err)
 		}
+		pol.limits = pol.limits || isHoldableKey(key)
 		conds = append(conds, c)
 		return nil
 	})

@@ -36,6 +36,11 @@ recorded cause's tag), a recorded end is no stop of the policy's, and "saved"
 counts from stopped_at to the recorded end. The table says, per candidate, how
 many runs it ends differently from live and how (LIVE → CAUSE).
 
+-labels FILE is a JSON object {"RUN": "good"|"bad"|true|false, ...} or a CSV
+run,label (a first row run,label is a header). Labels naming no run of the
+corpus are ignored, with one warning line on stderr naming a few and their
+count.
+
 Exit status: 0 when the backtest ran; 1 when a policy stops more good runs
 than -max-false-stops; 2 on bad input (a malformed line, a bad policy, a bad
 labels file), with one line on stderr naming the file and line.
@@ -109,6 +114,7 @@ func runBacktest(args []string, sio stdio) int {
 	if code := reportLeftOut(sio, rep); code != exitOK {
 		return code
 	}
+	warnUnmatchedLabels(sio, *labelsPath, cfg.Labels.Unmatched(rep), rep)
 	switch *format {
 	case "json":
 		err = rep.WriteJSON(sio.out)
@@ -234,6 +240,34 @@ func (p *progressLine) clear() {
 	if p.drawn {
 		fmt.Fprint(p.w, "\r\033[K")
 	}
+}
+
+// shownUnmatched is how many of the labels that name no run the warning
+// names.
+const shownUnmatched = 3
+
+// warnUnmatchedLabels writes one warning line on stderr when labels name
+// runs the corpus does not have: they are ignored (a typo would otherwise
+// read as "0 good, 0 bad"), so the line names a few of them, says how
+// many, and shows how the corpus names its runs.
+func warnUnmatchedLabels(sio stdio, path string, unmatched []string, rep *backtest.Report) {
+	if len(unmatched) == 0 {
+		return
+	}
+	names := make([]string, 0, shownUnmatched)
+	for _, run := range unmatched[:min(len(unmatched), shownUnmatched)] {
+		names = append(names, strconv.Quote(run))
+	}
+	list := strings.Join(names, ", ")
+	if more := len(unmatched) - len(names); more > 0 {
+		list += fmt.Sprintf(" and %d more", more)
+	}
+	like := ""
+	if len(rep.Outcomes) > 0 {
+		like = fmt.Sprintf(" (the corpus names its runs like %q)", rep.Outcomes[0].Run)
+	}
+	fmt.Fprintf(sio.err, "agentstop backtest: %s: warning: %s %s no run of the corpus, ignored: %s%s\n",
+		path, human.Count(len(unmatched), "label"), human.Agree(len(unmatched), "names", "name"), list, like)
 }
 
 // reportLeftOut writes one stderr line per candidate that left runs out

@@ -54,6 +54,31 @@ func TestBacktestFormats(t *testing.T) {
 	assert.Contains(t, rows[0], "saved_tokens_input")
 }
 
+// TestBacktestUnmatchedLabels: labels that name no run of the corpus (a
+// typo gave "0 good, 0 bad" in silence) are one warning line on stderr
+// naming a few of them and their count; the backtest goes on (exit 0).
+func TestBacktestUnmatchedLabels(t *testing.T) {
+	dir := t.TempDir()
+	typos := writeFile(t, dir, "labels.csv", "good/lonng,good\nbad/lop,bad\nx,bad\ny,bad\nbad/burn,bad\n")
+	one := writeFile(t, dir, "one.json", `{"good/long": "good", "goodlong": "good"}`)
+	for _, tc := range []struct {
+		name, labels, want string
+	}{
+		{"four typos", typos, typos + `: warning: 4 labels name no run of the corpus, ignored: "bad/lop", "good/lonng", "x" and 1 more (the corpus names its runs like "bad/burn")`},
+		{"one typo", one, one + `: warning: 1 label names no run of the corpus, ignored: "goodlong" (the corpus names its runs like "bad/burn")`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, out, errOut := runCLI(t, "", "backtest", "-policy", bt+"strict.yaml", "-labels", tc.labels, bt+"corpus")
+			require.Equal(t, 0, code, errOut)
+			assert.Equal(t, "agentstop backtest: "+tc.want+"\n", errOut)
+			assert.Contains(t, out, "strict.yaml")
+		})
+	}
+	code, _, errOut := runCLI(t, "", "backtest", "-policy", bt+"strict.yaml", "-labels", bt+"labels.csv", bt+"corpus")
+	require.Equal(t, 0, code, errOut)
+	assert.Empty(t, errOut, "every label names a run: no warning")
+}
+
 // TestBacktestAllTable: -all changes the table too (it used to change only
 // json and csv): each policy's section lists the conditions that would
 // fire over each whole run, each with the event where it first fires.

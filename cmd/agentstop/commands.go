@@ -56,6 +56,7 @@ func lookup(name string) (command, bool) {
 
 // run is main without the process: it returns the exit status.
 func run(args []string, sio stdio) int {
+	quietRedisLog() // fleet.go
 	if len(args) == 0 {
 		fmt.Fprintf(sio.err, "agentstop: want a command, one of %s (see agentstop -h)\n", commandNames())
 		return exitBad

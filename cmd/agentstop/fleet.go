@@ -84,8 +84,10 @@ func (l *labelFlags) Set(kv string) error {
 	return nil
 }
 
-// quietRedis keeps go-redis from logging (connection errors are reported
-// as the command's one line instead).
+// quietRedis keeps go-redis from logging: its default logger writes its
+// own lines to stderr ("redis: … pool.go:762: redis: connection pool:
+// failed to dial after 5 attempts …"), before the command's one line that
+// already says the server cannot be used (§7: one clear line on stderr).
 type quietRedis struct{}
 
 func (quietRedis) Printf(context.Context, string, ...any) {}
@@ -95,10 +97,16 @@ func (quietRedis) Printf(context.Context, string, ...any) {}
 // still be reading it.
 var quietOnce sync.Once
 
+// quietRedisLog silences go-redis's process-wide logger for every command
+// (run calls it first): redisfleet leaves that logger to the program that
+// links it (fleet/redisfleet's doc), and this program reports Redis's
+// failures in its own words.
+func quietRedisLog() { quietOnce.Do(func() { redis.SetLogger(quietRedis{}) }) }
+
 // runFleet runs fleet command name with its arguments and returns the exit
 // status.
 func runFleet(name string, args []string, stdout, stderr io.Writer, getenv func(string) string) int {
-	quietOnce.Do(func() { redis.SetLogger(quietRedis{}) })
+	quietRedisLog()
 	fail := func(format string, a ...any) int {
 		msg := fmt.Sprintf(format, a...)
 		if i := strings.IndexByte(msg, '\n'); i >= 0 {
@@ -217,6 +225,14 @@ func (a *fleetArgs) check(getenv func(string) string) error {
 			what = "-run ID, " + what
 		}
 		return fmt.Errorf("a selector is required: %s, or -all (see agentstop %s -h)", what, a.name)
+	}
+	if a.selectors && a.sel.All && (a.sel.RunID != "" || a.sel.Stage != "" || len(a.sel.Labels) > 0) {
+		// fleet.Selector's own error names its field All, not the flag.
+		others := "-stage or -label"
+		if a.name == "runs" || a.name == "stop" {
+			others = "-run, " + others
+		}
+		return errors.New("-all cannot be combined with " + others)
 	}
 	if a.selectors {
 		if err := a.sel.Validate(); err != nil && !(a.name == "runs" && a.sel.IsZero()) {

@@ -2,16 +2,19 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/agentstop/agentstop/importer"
+	"github.com/agentstop/agentstop/internal/human"
 )
 
-const importUsage = `Usage: agentstop import -from FORMAT [-o DIR] [-strict] [-messages FIELD] [-id FIELD] [-error-prefix P] FILE...
+const importUsage = `Usage: agentstop import -from FORMAT [-o DIR] [-strict] [-messages FIELD] [-id FIELD] [-error-prefix P] FILE...|-
 
 Converts other agents' logs to agentstop's JSON Lines events, so that replay
 and backtest can evaluate them. FORMAT is one of the formats listed under
--from (docs/import.md says how each maps). Without -o the runs go to stdout
+-from (docs/import.md says how each maps). "-" reads stdin, named "stdin" in
+errors and in run names (stdin, or stdin#1, … for openai-chat without -id). Without -o the runs go to stdout
 as one stream whose events carry "run" (and a run's first event its
 "parent"); with -o, each run is written to DIR/RUN.jsonl. It ends with one
 line on stderr: "agentstop import: N runs, M events written to DEST;
@@ -25,6 +28,7 @@ stderr naming the file and entry.
 
 Example:
   agentstop import -from mini-swe-agent -o runs/ trajs/*.traj.json
+  jq -c '.[]' chats.json | agentstop import -from openai-chat -id id - | agentstop backtest -policy p.yaml /dev/stdin
 `
 
 func runImport(args []string, sio stdio) int {
@@ -53,10 +57,21 @@ func runImport(args []string, sio stdio) int {
 			}
 		}
 	}
+	if n := slices.Index(files, "-"); n >= 0 && slices.Index(files[n+1:], "-") >= 0 {
+		return fail("- (stdin) is given twice: stdin can be read once")
+	}
 	opts := importer.Options{MessagesField: *messages, IDField: *id, ErrorPrefix: *errorPrefix}
 	var out importer.Output // keeps the runs
 	for _, f := range files {
-		if err := importer.ImportFile(*from, f, opts, &out); err != nil {
+		var err error
+		if f == "-" {
+			// Named "stdin" in errors and in run names, as a file
+			// called stdin would be (replay names it so too).
+			err = importer.Import(*from, "stdin", sio.in, opts, &out)
+		} else {
+			err = importer.ImportFile(*from, f, opts, &out)
+		}
+		if err != nil {
 			return fail("%v", err)
 		}
 	}
@@ -81,7 +96,7 @@ func runImport(args []string, sio stdio) int {
 	for _, r := range runs {
 		events += len(r.Events)
 	}
-	fmt.Fprintf(sio.err, "agentstop import: %d runs, %d events written to %s; skipped: %s\n", len(runs), events, dest, skipped)
+	fmt.Fprintf(sio.err, "agentstop import: %s, %s written to %s; skipped: %s\n", human.Count(len(runs), "run"), human.Count(events, "event"), dest, skipped)
 	return exitOK
 }
 

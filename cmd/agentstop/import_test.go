@@ -43,6 +43,49 @@ func TestImportCommand(t *testing.T) {
 	assert.Contains(t, out, "strict.yaml  2")
 }
 
+// TestImportStdin: "-" reads stdin, as in replay; its runs and errors are
+// named "stdin". Stdin can be read once.
+func TestImportStdin(t *testing.T) {
+	traj, err := os.ReadFile(imp + "django__django-11099.traj.json")
+	require.NoError(t, err)
+	code, out, errOut := runCLI(t, string(traj), "import", "-from", "mini-swe-agent", "-")
+	require.Equal(t, 0, code, errOut)
+	want, err := os.ReadFile(imp + "django__django-11099.golden.jsonl")
+	require.NoError(t, err)
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	assert.Len(t, lines, strings.Count(string(want), "\n"), "the events of the file, read from stdin")
+	for _, l := range lines {
+		assert.Contains(t, l, `"run":"stdin"`)
+	}
+	assert.Regexp(t, `^agentstop import: 1 run, \d+ events written to stdout; skipped: none\n$`, errOut)
+
+	chat, err := os.ReadFile(imp + "chat.json")
+	require.NoError(t, err)
+	dir := filepath.Join(t.TempDir(), "runs")
+	code, _, errOut = runCLI(t, string(chat), "import", "-from", "openai-chat", "-o", dir, imp+"chat.json", "-")
+	require.Equal(t, 0, code, errOut)
+	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{filepath.Join(dir, "chat#1.jsonl"), filepath.Join(dir, "stdin#1.jsonl")}, files)
+
+	for _, tc := range []struct{ name, stdin, want string }{
+		{"twice", "", "agentstop import: - (stdin) is given twice: stdin can be read once\n"},
+		{"empty", "", "agentstop import: stdin: empty file\n"},
+		{"unmappable", `{"messages": 3}`, "agentstop import: stdin: messages: want a list of messages, got a number\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"import", "-from", "openai-chat", "-"}
+			if tc.name == "twice" {
+				args = append(args, "-")
+			}
+			code, out, errOut := runCLI(t, tc.stdin, args...)
+			assert.Equal(t, 2, code)
+			assert.Empty(t, out)
+			assert.Equal(t, tc.want, errOut)
+		})
+	}
+}
+
 // TestImportSummary: import ends with one line counting runs, events and
 // what the format left out; -strict makes a left-out entry an error.
 func TestImportSummary(t *testing.T) {
@@ -56,7 +99,7 @@ func TestImportSummary(t *testing.T) {
 		`{"role":"user","content":"task"},{"role":"assistant","content":"done","action":"submit"}]}`), 0o644))
 	code, out, errOut = runCLI(t, "", "import", "-from", "swe-agent", demo)
 	require.Equal(t, 0, code, errOut)
-	assert.Equal(t, "agentstop import: 1 runs, 2 events written to stdout; skipped: 2 demonstration message\n", errOut)
+	assert.Equal(t, "agentstop import: 1 run, 2 events written to stdout; skipped: 2 demonstration message\n", errOut)
 	assert.Equal(t, 2, strings.Count(out, "\n"))
 
 	dir := filepath.Join(t.TempDir(), "runs")

@@ -68,7 +68,8 @@ An empty policy (an empty file, {}) is valid, but nothing can stop a run: the
 replay runs, with one warning line on stderr naming the file.
 
 Exit status: 0 when the replay ran; 1 when its outcome is listed in -fail-on;
-2 on bad input (unreadable file, malformed line, unknown kind, invalid policy),
+2 on bad input (unreadable file, malformed line, unknown kind, invalid policy,
+a log with no events: empty, blank lines, or only a truncated line),
 with one line on stderr naming the file, line or key.
 
 Example:
@@ -159,31 +160,50 @@ func runReplay(args []string, sio stdio) int {
 		defer f.Close()
 		in, file = f, f
 	}
-	// A log of many runs (§8), or a policy with tree: limits, is replayed
-	// as a tree, one line at a time (replay_runs.go).
-	if stages != nil {
-		return replayRuns(sio, policy, stages, file, in, name, runsOutput{*stage, *lenient, table, failOn})
+	in, head := peekLog(in)
+	if head.empty {
+		// An empty log is what a recorder that crashed before its first
+		// event leaves: bad input, as in backtest, not a run that
+		// completed (a CI job with -fail-on failed must not pass it).
+		return fail("%s: no events", name)
 	}
-	in, multi := peekRuns(in, *policy)
-	if multi {
-		return replayRuns(sio, policy, nil, file, in, name, runsOutput{*stage, *lenient, table, failOn})
+	// A log of many runs (§8), a recorded log, or a policy with tree:
+	// limits is replayed as a tree, one line at a time (replay_runs.go).
+	o := runsOutput{*stage, *lenient, table, failOn}
+	if stages != nil || head.runs || policy.Tree() != nil {
+		return replayRuns(sio, policy, stages, file, in, name, o)
 	}
+	return replayOne(sio, policy, in, name, o)
+}
+
+// replayOne replays a log of one run (no run ids, no stage) under p and
+// prints its result.
+func replayOne(sio stdio, p *termination.Policy, in io.Reader, name string, o runsOutput) int {
+	fail := func(format string, a ...any) int { return failf(sio, "replay", format, a...) }
 	var opts []replay.Option
-	if *lenient {
+	if o.lenient {
 		opts = append(opts, replay.WithLenient())
 	}
-	if table {
+	if o.table {
 		opts = append(opts, replay.WithEvidence())
 	}
-	res, err := replay.Log(policy.Condition(), in, opts...)
+	res, err := replay.Log(p.Condition(), in, opts...)
 	if errors.Is(err, codec.ErrTruncated) {
 		return fail("%s: %v; -lenient evaluates the events before it", name, err)
 	}
 	if err != nil {
 		return fail("%s: %v", name, err)
 	}
-	res.Stage = *stage
-	return printReplay(sio, res, table, failOn)
+	if res.Events == 0 {
+		// Only a log without events evaluates none (the first event is
+		// always evaluated): records alone, or one truncated line.
+		if res.Truncated {
+			return fail("%s: no complete event: the file's only line is truncated", name)
+		}
+		return fail("%s: no events", name)
+	}
+	res.Stage = o.stage
+	return printReplay(sio, res, o.table, o.failOn)
 }
 
 // printReplay prints the result of a log of one run, as JSON or as a

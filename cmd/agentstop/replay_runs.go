@@ -16,15 +16,18 @@ import (
 	"github.com/agentstop/agentstop/termination"
 )
 
-// peekRuns reads the log's first event and reports whether the log is to
-// be replayed as a tree of runs (§8): its first event carries "run" or
-// "stage" (a recorded log), or the policy has tree: limits. The returned reader still yields every
-// byte of in. A first line that does not decode is left for the
-// single-run replay to report.
-func peekRuns(in io.Reader, p termination.Policy) (io.Reader, bool) {
-	if p.Tree() != nil {
-		return in, true
-	}
+// logHead is what peekLog learnt from a log's first non-blank line.
+type logHead struct {
+	empty bool // no line but blank ones: no events, no records
+	runs  bool // its first line decodes and names its run or its stage
+}
+
+// peekLog reads the log up to its first non-blank line and says whether
+// there is one and, if so, whether it names its run or stage (a log of
+// many runs, or a recorded log, whose end records count, §4). The
+// returned reader still yields every byte of in. A first line that does
+// not decode is left for the replay to report.
+func peekLog(in io.Reader) (io.Reader, logHead) {
 	br := bufio.NewReader(in)
 	var head bytes.Buffer
 	for {
@@ -33,12 +36,11 @@ func peekRuns(in io.Reader, p termination.Policy) (io.Reader, bool) {
 		b := bytes.TrimSpace(bytes.TrimPrefix(line, []byte("\xef\xbb\xbf")))
 		if len(b) > 0 {
 			ev, derr := codec.DecodeEvent(b)
-			// A recorded log (its first line names its stage) is read as
-			// runs too, so that its end records count (§4).
-			return io.MultiReader(&head, br), derr == nil && (ev.Logged().Run != "" || ev.Logged().Stage != "")
+			return io.MultiReader(&head, br), logHead{runs: derr == nil && (ev.Logged().Run != "" || ev.Logged().Stage != "")}
 		}
 		if err != nil {
-			return io.MultiReader(&head, br), false
+			// An unreadable log is the replay's to report, as any.
+			return io.MultiReader(&head, br), logHead{empty: errors.Is(err, io.EOF)}
 		}
 	}
 }
@@ -52,7 +54,8 @@ func peekRuns(in io.Reader, p termination.Policy) (io.Reader, bool) {
 // twice (stdin, a pipe) is first copied to a temporary file. The results
 // are printed once the whole log has been read, so that a bad line
 // anywhere prints only its error, as before.
-// runsOutput is what the flags of replay ask of a log of many runs.
+// runsOutput is what the flags of replay ask of the results (of one run
+// or of many).
 type runsOutput struct {
 	stage   string
 	lenient bool
@@ -88,6 +91,9 @@ func replayRuns(sio stdio, p *termination.Policy, stages *stagePolicies, f *os.F
 	}
 	if err != nil {
 		return fail("%s: %v", name, err)
+	}
+	if len(results) == 0 && truncated {
+		return fail("%s: no complete event: the file's only line is truncated", name)
 	}
 	if left := rp.LeftOut(); len(left) > 0 {
 		fmt.Fprintf(sio.err, "agentstop replay: %s\n", leftOutLine(left))

@@ -399,6 +399,24 @@
 // re-reads stops, blocks and raises, so a stop, block or raise issued while
 // it was away still applies.
 //
+// redisfleet writes nothing to stderr: its failures are counted in
+// agent.fleet.errors and returned (Control's calls, the CLI's one line).
+// go-redis, though, logs some failures itself (a pool that cannot dial:
+// "redis: connection pool: failed to dial after 5 attempts …") through its
+// own logger, one for the whole process, which writes to stderr unless
+// the program replaces it. redisfleet leaves that logger to the program:
+// redis.SetLogger replaces it for every go-redis client of the process, the
+// application's own included, and is a plain write to a package variable
+// that races with clients already running. To silence or route it, call
+// redis.SetLogger once at start, before any client (the agentstop command
+// silences it, so that an unreachable server is its one line, §7):
+//
+//	type quiet struct{}
+//
+//	func (quiet) Printf(context.Context, string, ...any) {}
+//
+//	redis.SetLogger(quiet{}) // or a logger that forwards to slog, otel.Handle, …
+//
 // A Redis failover (Sentinel, or a cluster's) can lose the writes the old primary acknowledged but had
 // not replicated yet (replication is asynchronous): recent registrations
 // and figures (restored at the next sync), a stop or block issued just
