@@ -52,7 +52,7 @@ func IndexRuns(r io.Reader) Index {
 			x.late = starts.late(x.slot)
 			return x
 		}
-		x.noteRecord(b)
+		raise := x.noteRecord(b) == RecordRaise
 		ids, ok := lineIDs(b)
 		if !ok {
 			if decodeLineIDs(b, &d.ev, &ids) != nil {
@@ -64,11 +64,14 @@ func IndexRuns(r io.Reader) Index {
 		}
 		if i, ok := x.slot[string(ids.run)]; ok {
 			x.last[i] = d.line
+			if !raise {
+				starts.place(i, ids)
+			}
 			continue
 		}
 		x.slot[string(ids.run)] = len(x.last)
 		x.last = append(x.last, d.line)
-		starts.add(ids)
+		starts.add(ids, !raise)
 	}
 }
 
@@ -162,10 +165,39 @@ type starts struct {
 	parents []string          // each run's parent, "" for none
 	stages  []string          // each run's stage, interned
 	stage   map[string]string // the stages seen, for interning
+	// unplaced is the runs whose lines so far are raise records, which
+	// name no stage or parent: their first event or end record places
+	// them.
+	unplaced map[int]bool
 }
 
-func (s *starts) add(ids lineIDFields) {
-	s.parents = append(s.parents, string(ids.parent))
+// add notes a new run, at its first line ids; placed is false when that
+// line is a raise record.
+func (s *starts) add(ids lineIDFields, placed bool) {
+	s.parents = append(s.parents, "")
+	s.stages = append(s.stages, "")
+	i := len(s.parents) - 1
+	if !placed {
+		if s.unplaced == nil {
+			s.unplaced = map[int]bool{}
+		}
+		s.unplaced[i] = true
+		return
+	}
+	s.set(i, ids)
+}
+
+// place notes what a later line of run i says, when its earlier lines
+// were raise records only.
+func (s *starts) place(i int, ids lineIDFields) {
+	if s.unplaced[i] {
+		delete(s.unplaced, i)
+		s.set(i, ids)
+	}
+}
+
+func (s *starts) set(i int, ids lineIDFields) {
+	s.parents[i] = string(ids.parent)
 	st, ok := s.stage[string(ids.stage)]
 	if !ok {
 		if s.stage == nil {
@@ -174,7 +206,7 @@ func (s *starts) add(ids lineIDFields) {
 		st = string(ids.stage)
 		s.stage[st] = st
 	}
-	s.stages = append(s.stages, st)
+	s.stages[i] = st
 }
 
 // late returns the runs that start late: those whose first line comes
@@ -211,15 +243,19 @@ func (s *starts) late(slot map[string]int) map[string]runStart {
 }
 
 // noteRecord notes what the line b says of its run when it is an end
-// record (the recorded cause) or says "dropped". Such lines are rare (one
-// end record per run): they are decoded whole. A bad one is left for the
-// replay to report.
-func (x *Index) noteRecord(b []byte) {
+// record (the recorded cause) or says "dropped", and returns its record
+// kind (0 for an event). Such lines are rare (one end record per run):
+// they are decoded whole. A bad one is left for the replay to report.
+func (x *Index) noteRecord(b []byte) RecordKind {
 	k := recordKind(b)
-	dropped := bytes.Contains(b, []byte(`"dropped"`))
-	if k != RecordEnd && !dropped {
-		return
+	if k == RecordEnd || bytes.Contains(b, []byte(`"dropped"`)) {
+		x.noteEnd(b, k)
 	}
+	return k
+}
+
+// noteEnd notes an end record's recorded cause, or a line's "dropped".
+func (x *Index) noteEnd(b []byte, k RecordKind) {
 	if k == RecordEnd {
 		rec, err := decodeRecord(b, k)
 		if err != nil {

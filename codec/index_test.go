@@ -144,3 +144,32 @@ func TestIndexRuns(t *testing.T) {
 	assert.True(t, x.IsLast("a", 1), "the pass stops at the line too long to read")
 	assert.Equal(t, 1, x.Runs())
 }
+
+// TestRaiseRecordPlacesNoRun: a raise record names no stage or parent, so
+// a run whose first line is one (a holder raised through its tree before
+// its own first line) is placed by its first event or end record: the
+// Decoder checks the end record against that, and the index says the run
+// starts late with what that line says.
+func TestRaiseRecordPlacesNoRun(t *testing.T) {
+	log := lines(
+		`{"kind":"message","run":"k","parent":"p","stage":"kid"}`,
+		`{"kind":"raise","run":"p","limits":{"iterations":5}}`,
+		`{"kind":"message","run":"k"}`,
+		`{"kind":"end","run":"p","stage":"planner","cause":{"$kind":"NaturalCompletion"},"outcome":"succeeded","stopped_at":0,"events":0,"policy":"code"}`,
+	)
+	d := NewDecoder(strings.NewReader(log))
+	for {
+		_, err := d.NextEntry()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatalf("line %d: %v", d.Line(), err)
+		}
+	}
+	x := IndexRuns(strings.NewReader(log))
+	parent, stage, ok := x.LateParent("p")
+	assert.True(t, ok)
+	assert.Equal(t, []string{"", "planner"}, []string{parent, stage})
+	assert.True(t, x.IsLast("p", 4))
+}

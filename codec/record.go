@@ -259,12 +259,15 @@ func (d *Decoder) checkEntry(run string, rec *Record, ev *termination.Event) err
 		return fmt.Errorf("%s of run %q after its end record (line %d): nothing of a run follows its end", what, run, st.endLine)
 	}
 	if !st.seen {
-		st.seen = true
-		if ev != nil {
+		// A raise record names no stage or parent: a run's first line is
+		// its first event or its end record (a holder with no events of
+		// its own may be raised, through its tree, before either).
+		switch {
+		case ev != nil:
 			l := ev.Logged()
-			st.stage, st.parent = l.Stage, l.Parent
-		} else if rec != nil && rec.Kind == RecordEnd {
-			st.stage, st.parent = rec.Stage, rec.Parent
+			st.seen, st.stage, st.parent = true, l.Stage, l.Parent
+		case rec != nil && rec.Kind == RecordEnd:
+			st.seen, st.stage, st.parent = true, rec.Stage, rec.Parent
 		}
 	}
 	if rec == nil || rec.Kind != RecordEnd {

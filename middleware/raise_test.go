@@ -153,3 +153,17 @@ func TestRaiseMissesHeldLimit(t *testing.T) {
 	rt.replayAsLive(t, kid, planner)
 	assert.Len(t, rt.raiseRecords(t), 1, "the raises that changed nothing are not recorded")
 }
+
+// TestRaiseOfHolderWithoutEvents: a planner with no events of its own,
+// whose kid's raise of its tree is the planner's first line in the log (a
+// raise record names no stage): the log replays, the planner placed by its
+// end record, each run with its live cause.
+func TestRaiseOfHolderWithoutEvents(t *testing.T) {
+	rt := startRecordedTree(t, "tree: {max_iterations: 1}\nhold: {timeout: 1h}")
+	rt.kid.Observe(turn)
+	rt.kid.Observe(turn) // held
+	require.NoError(t, rt.kid.Raise(termination.Limits{Iterations: 5, Has: termination.LimitIterations}))
+	rt.kid.Observe(turn)
+	kid, planner := rt.kid.Finish(nil), rt.planner.Finish(nil)
+	rt.replayAsLive(t, kid, planner)
+}

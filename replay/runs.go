@@ -568,6 +568,16 @@ func stopped(e *termination.Evaluator) bool {
 // record takes an end or raise record of the log.
 func (rp *replayer) record(rec *codec.Record, lastLine bool) {
 	r := rp.runs[rec.Run]
+	if r == nil && rec.Kind == codec.RecordRaise {
+		// A raise record names no stage or parent: it places no run. A
+		// holder raised through its tree before its first line starts
+		// late (its child's first line started it, with the index);
+		// otherwise nothing of the run is known, and a raise of it changes
+		// nothing.
+		if r = rp.beginLate(rec.Run); r == nil {
+			return
+		}
+	}
 	if r == nil {
 		// A run whose only line is its end record: one that ended before
 		// its first event (blocked, skipped, a parent that had ended).

@@ -198,9 +198,11 @@
 //     none through; a tree's other runs may have one under way). On the
 //     wall clock the hold timeout is on the run's one timer, idle limits
 //     pause while held and resume where they were, timeouts keep counting.
-//     A policy whose hold: has no limit to hold at (max_iterations,
-//     max_tool_calls, token_budget or cost_budget, at any depth or under
-//     tree:) is a *PolicyError at policy.hold: it could never hold a run.
+//     A policy whose hold: has no limit of its own to hold at
+//     (max_iterations, max_tool_calls, token_budget or cost_budget, at
+//     any depth or under tree:) holds only the tree limits a remote parent
+//     propagates (§8); Policy.HoldsNothingOfItsOwn says so, and the
+//     commands that load one warn.
 //   - stall.any_args: true without same_result is an error; any_args: false
 //     is accepted anywhere. stall.ignore_tools matches a tool_call and a
 //     tool_result by their own tool field: a result of an ignored tool is

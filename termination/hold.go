@@ -70,19 +70,17 @@ func isHoldableKey(key string) bool {
 	return false
 }
 
-// checkHold refuses a hold: with no limit to hold at: it could never hold
-// a run (stall, errors, timeout, idle, completion and fleet_budget are
-// never held), and a policy that says hold while nothing can be held is
-// a mistake to report, not a guard to disable quietly (§3).
-func checkHold(root *yaml.Node, pol *Policy) error {
-	if pol.hold == nil || pol.limits {
-		return nil
-	}
-	_, at := locate(root, "hold")
-	return perr("policy.hold", at, "has no limit to hold at: add max_iterations, max_tool_calls, "+
-		"token_budget or cost_budget (or one under tree:); stall, errors, timeout, idle, "+
-		"completion conditions and fleet_budget are never held")
-}
+// checkHold accepts a hold: with no limit of its own policy to hold at:
+// it holds the tree limits a remote parent propagates (§8), which become
+// the run's own tree limits. A command that loads such a policy says so
+// (HoldsNothingOfItsOwn).
+func checkHold(*yaml.Node, *Policy) error { return nil }
+
+// HoldsNothingOfItsOwn reports whether the policy has hold: but none of
+// the limits it holds at (max_iterations, max_tool_calls, token_budget,
+// cost_budget, its own or under tree:): its hold can only hold the tree
+// limits a remote parent propagates (§8).
+func (p Policy) HoldsNothingOfItsOwn() bool { return p.hold != nil && !p.limits }
 
 // Holdable reports whether a run under a policy with hold: is held rather
 // than stopped when c fires (§3): MaxIterationsReached,

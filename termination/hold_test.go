@@ -16,11 +16,12 @@ func TestHoldPolicyKey(t *testing.T) {
 		{src: "cost_budget: {limit: 1}\nhold: {timeout: 15m}", want: 15 * time.Minute},
 		{src: "tree: {max_iterations: 3}\nhold: {timeout: 1m}", want: time.Minute},
 		{src: "any: [{max_tool_calls: 3}, {stop_message: true}]\nhold: {timeout: 1m}", want: time.Minute},
-		{src: "hold: {timeout: 15m}", err: "policy.hold: has no limit to hold at: add max_iterations, max_tool_calls, token_budget or cost_budget (or one under tree:)"},
-		{src: "timeout: 5m\nstall: {repeats: 3}\nerrors: {total: 3}\nhold: {timeout: 1m}", err: "policy.hold: has no limit to hold at"},
-		{src: "tree: {timeout: 5m}\nhold: {timeout: 1m}", err: "policy.hold: has no limit to hold at"},
-		{src: "fleet_budget: {key: stage, window: 1h, cost: 5}\nhold: {timeout: 1m}", err: "policy.hold: has no limit to hold at"},
-		{src: "idle: 1m\n\nhold: {timeout: 1m}", err: "(line 3)"},
+		// No limit of its own to hold at: it holds the tree limits a remote
+		// parent propagates (§8); HoldsNothingOfItsOwn says so.
+		{src: "hold: {timeout: 15m}", want: 15 * time.Minute},
+		{src: "timeout: 5m\nstall: {repeats: 3}\nerrors: {total: 3}\nhold: {timeout: 1m}", want: time.Minute},
+		{src: "tree: {timeout: 5m}\nhold: {timeout: 1m}", want: time.Minute},
+		{src: "fleet_budget: {key: stage, window: 1h, cost: 5}\nhold: {timeout: 1m}", want: time.Minute},
 		{src: "max_iterations: 3\nhold: {timeout: 2s}", want: 2 * time.Second},
 		{src: "hold: {timeout: 0s}", err: "policy.hold.timeout: must be a duration > 0"},
 		{src: "hold: {timeout: -1s}", err: "policy.hold.timeout: must be a duration > 0"},
@@ -47,6 +48,19 @@ func TestHoldPolicyKey(t *testing.T) {
 	}
 	if _, ok := MustParsePolicy("max_iterations: 3").Hold(); ok {
 		t.Error("a policy without hold: reports one")
+	}
+	for src, want := range map[string]bool{
+		"hold: {timeout: 1m}":                                   true,
+		"stall: {repeats: 3}\nhold: {timeout: 1m}":              true,
+		"tree: {timeout: 5m}\nhold: {timeout: 1m}":              true,
+		"max_iterations: 3\nhold: {timeout: 1m}":                false,
+		"tree: {token_budget: {total: 9}}\nhold: {timeout: 1m}": false,
+		"any: [{cost_budget: {limit: 1}}]\nhold: {timeout: 1m}": false,
+		"max_iterations: 3":                                     false,
+	} {
+		if got := MustParsePolicy(src).HoldsNothingOfItsOwn(); got != want {
+			t.Errorf("%q: HoldsNothingOfItsOwn() = %v, want %v", src, got, want)
+		}
 	}
 }
 

@@ -171,8 +171,15 @@ func oneLine(err error) string {
 // command goes on, but nothing can stop a run, which is seldom what was
 // meant. A policy whose only key is fleet_budget gets the command's own
 // line saying that it is ignored instead.
+//
+// A policy with hold: but no limit of its own to hold at gets a warning
+// saying so instead: it holds only what a remote parent propagates (§8),
+// which a replay never has.
 func warnEmptyPolicy(sio stdio, name, path string, p termination.Policy) {
-	if len(p.Conditions()) == 0 && p.Tree() == nil && p.FleetBudget() == nil {
+	switch {
+	case p.HoldsNothingOfItsOwn():
+		fmt.Fprintf(sio.err, "agentstop %s: %s: warning: hold: has no limit of this policy to hold at (max_iterations, max_tool_calls, token_budget, cost_budget): it holds only tree limits a remote parent propagates\n", name, path)
+	case len(p.Conditions()) == 0 && p.Tree() == nil && p.FleetBudget() == nil:
 		fmt.Fprintf(sio.err, "agentstop %s: %s: warning: the policy is empty (no condition, no limit): nothing can stop a run\n", name, path)
 	}
 }

@@ -175,7 +175,7 @@ func raiseLine(id string, l termination.Limits, rep fleet.RaiseReport, wait time
 			// The registry showed it held: the raise names no amount of
 			// the limit's resource, or the run was released meanwhile.
 			return "run " + id + " is not held at a limit this raise names: nothing raised (the fleet showed it held at " +
-				rep.Held.Limit + ", " + rep.Held.Cause + ": a raise must name that limit's resource, unless the run was released meanwhile)"
+				rep.Held.Limit + ", " + rep.Held.Cause + ": a raise must name the resource of every limit that holds the run, unless it was released meanwhile)"
 		}
 		return "run " + id + " is not held at a limit: nothing raised"
 	case fleet.RaiseUnknown:

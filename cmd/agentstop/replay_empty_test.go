@@ -1,6 +1,7 @@
 package main
 
 import (
+	"os"
 	"strings"
 	"testing"
 
@@ -8,9 +9,11 @@ import (
 )
 
 // TestReplayEmptyLog: a log with no events (an empty file, blank lines,
-// empty stdin, records alone, one truncated line under -lenient) is bad
-// input naming the file, exit 2, as in backtest — not a run that
-// completed, which a CI job with -fail-on failed would pass.
+// empty stdin, one truncated line under -lenient) is bad input naming the
+// file, exit 2, as in backtest — not a run that completed, which a CI job
+// with -fail-on failed would pass. A log whose first line is a run's end
+// record (a run that ended before its first event) is a recorded log: it
+// prints that run's recorded end, and with a second run one result each.
 func TestReplayEmptyLog(t *testing.T) {
 	dir := t.TempDir()
 	empty := writeFile(t, dir, "empty.jsonl", "")
@@ -32,7 +35,6 @@ func TestReplayEmptyLog(t *testing.T) {
 		{"empty stdin", []string{"-policy", policy, "-"}, "stdin: no events"},
 		{"empty file, tree policy", []string{"-policy", tree, empty}, empty + ": no events"},
 		{"empty file, -policies", []string{"-policies", policies, empty}, empty + ": no events"},
-		{"records alone", []string{"-policy", policy, records}, records + ": no events"},
 		{"one truncated line, -lenient", []string{"-policy", policy, "-lenient", cut},
 			cut + ": no complete event: the file's only line is truncated"},
 		{"one truncated line, -lenient, tree policy", []string{"-policy", tree, "-lenient", cut},
@@ -49,4 +51,21 @@ func TestReplayEmptyLog(t *testing.T) {
 			assert.Equal(t, 1, strings.Count(stderr, "\n"), "one line on stderr")
 		})
 	}
+	two := writeFile(t, dir, "two.jsonl", strings.TrimSpace(readFileString(t, records))+"\n"+`{"kind":"message","run":"r2","stage":"critic","text":"hi"}`+"\n")
+	for file, want := range map[string]int{records: 1, two: 2} {
+		code, stdout, stderr := runCLI(t, "", "replay", "-policy", policy, file)
+		assert.Equal(t, exitOK, code, stderr)
+		assert.Equal(t, want, strings.Count(stdout, "\n"), "one result per run: %s", stdout)
+		assert.Contains(t, stdout, `"run":"r1"`)
+		assert.Contains(t, stdout, `"from_record":true`)
+	}
+}
+
+func readFileString(t *testing.T, path string) string {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }

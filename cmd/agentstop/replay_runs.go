@@ -24,7 +24,8 @@ type logHead struct {
 
 // peekLog reads the log up to its first non-blank line and says whether
 // there is one and, if so, whether it names its run or stage (a log of
-// many runs, or a recorded log, whose end records count, §4). The
+// many runs, or a recorded log, whose end records count, §4; its first
+// line may be a record). The
 // returned reader still yields every byte of in. A first line that does
 // not decode is left for the replay to report.
 func peekLog(in io.Reader) (io.Reader, logHead) {
@@ -35,14 +36,27 @@ func peekLog(in io.Reader) (io.Reader, logHead) {
 		head.Write(line)
 		b := bytes.TrimSpace(bytes.TrimPrefix(line, []byte("\xef\xbb\xbf")))
 		if len(b) > 0 {
-			ev, derr := codec.DecodeEvent(b)
-			return io.MultiReader(&head, br), logHead{runs: derr == nil && (ev.Logged().Run != "" || ev.Logged().Stage != "")}
+			return io.MultiReader(&head, br), logHead{runs: namesRun(b)}
 		}
 		if err != nil {
 			// An unreadable log is the replay's to report, as any.
 			return io.MultiReader(&head, br), logHead{empty: errors.Is(err, io.EOF)}
 		}
 	}
+}
+
+// namesRun reports whether the log line b — an event, or a record (a run
+// whose only line is its end record, blocked at its start, may come
+// first) — names its run or its stage.
+func namesRun(b []byte) bool {
+	e, err := codec.NewDecoder(bytes.NewReader(b)).NextEntry()
+	switch {
+	case err != nil:
+		return false
+	case e.Record != nil:
+		return e.Record.Run != "" || e.Record.Stage != ""
+	}
+	return e.Event.Logged().Run != "" || e.Event.Logged().Stage != ""
 }
 
 // replayRuns replays a log of many runs one line at a time

@@ -144,6 +144,13 @@ func TestEmptyPolicyWarns(t *testing.T) {
 		_, _, stderr := runCLI(t, "", "replay", "-policy", pol, "../../testdata/runaway_search.jsonl")
 		assert.NotContains(t, stderr, "warning", pol)
 	}
+	// A hold: with no limit of its own holds only what a remote parent
+	// propagates (§8): it loads, and the warning says so.
+	holdOnly := filepath.Join(dir, "hold.yaml")
+	require.NoError(t, os.WriteFile(holdOnly, []byte("stall: {repeats: 3}\nhold: {timeout: 1m}\n"), 0o644))
+	code, _, stderr := runCLI(t, "", "replay", "-policy", holdOnly, "../../testdata/runaway_search.jsonl")
+	assert.Equal(t, exitOK, code, stderr)
+	assert.Equal(t, "agentstop replay: "+holdOnly+": warning: hold: has no limit of this policy to hold at (max_iterations, max_tool_calls, token_budget, cost_budget): it holds only tree limits a remote parent propagates\n", stderr)
 }
 
 // TestReplayTreeLenientTruncated: with -lenient, a log of many runs whose
