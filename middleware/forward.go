@@ -505,14 +505,14 @@ func (e *ending[T]) expired() {
 	case e.left:
 		// After Leave nobody is expected to take it.
 		e.giveUp()
-	case run.parent.Err() != nil:
+	case run.parentErr() != nil:
 		run.report(fmt.Errorf("middleware: stage %q run %s: the consumer did not take the last item within %s of the stop and the caller's context has ended: item given up (a consumer that breaks out of its range loop must call Run.Leave)",
 			run.stage.name, run.id, run.stage.cfg.drainTimeout))
 		e.giveUp()
 	default:
 		run.report(fmt.Errorf("middleware: stage %q run %s: the consumer has not taken the last item within %s of the stop; it is kept until the consumer takes it, and Run.Wait waits: a consumer that breaks out of its range loop must call Run.Leave",
 			run.stage.name, run.id, run.stage.cfg.drainTimeout))
-		e.gone = run.parent.Done()
+		e.gone = run.parentDone()
 	}
 	if e.send == nil {
 		e.stopDraining()

@@ -40,11 +40,20 @@ type lineage struct {
 type runKey struct{}
 
 // runValue is the layer of a run's context that carries the run; it lives
-// inside the Run, so carrying it costs no allocation.
+// inside the Run, so carrying it costs no allocation. It is also the
+// layer that drops the cancellation of the context below it, as
+// context.WithoutCancel does (one allocation less): it never ends, and
+// the run's context (its child) ends with the run's own cause.
 type runValue struct {
 	context.Context
 	run *Run
 }
+
+// Done returns nil: the layer never ends (see runValue).
+func (c *runValue) Done() <-chan struct{} { return nil }
+
+// Err returns nil: the layer never ends (see runValue).
+func (c *runValue) Err() error { return nil }
 
 func (c *runValue) Value(key any) any {
 	if key == (runKey{}) {
@@ -311,7 +320,7 @@ func (r *Run) endChildren(c termination.Cause) {
 
 // Parent returns the id of the run's parent (§8), or "" for a run that has
 // none.
-func (r *Run) Parent() string { return r.parentID }
+func (r *Run) Parent() string { return r.from().parentID }
 
 // joinTree returns the starting run's node in its trees (package tree),
 // or nil when no tree limits count its events, and ctx with the tree's

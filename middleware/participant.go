@@ -122,8 +122,9 @@ func (r *Run) Info() RunInfo {
 	// than kept in the Run: parts call it once, when they join, and a live
 	// run is smaller without a copy.
 	info := r.stage.info
-	info.AgentID, info.ConversationID = r.info.agentID, r.info.conversationID
-	info.RunID, info.ParentRunID = r.id, r.parentID
+	o := r.from()
+	info.AgentID, info.ConversationID = o.info.agentID, o.info.conversationID
+	info.RunID, info.ParentRunID = r.id, o.parentID
 	return info
 }
 

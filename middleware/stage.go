@@ -119,13 +119,15 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 		up = findParent(ctx, &rc, s.trees.Sharer()) // lineage.go
 	}
 	r := &Run{
-		stage:      s,
-		info:       rc.runIdentity,
-		parent:     parent,
-		stopParent: func() bool { return false },
-		eval:       termination.NewEvaluator(s.cond, termination.WallClock),
-		id:         runID,
-		parentID:   up.id,
+		stage: s,
+		eval:  termination.NewEvaluator(s.cond, termination.WallClock),
+		id:    runID,
+	}
+	if ri := rc.runIdentity; ri.agentID != "" || ri.conversationID != "" || len(ri.labels) > 0 || up.id != "" || parent.Done() != nil {
+		r.origin = &runOrigin{info: ri, parentID: up.id}
+		if parent.Done() != nil {
+			r.origin.parent = parent
+		}
 	}
 	if s.cfg.hold != nil {
 		r.eval.SetHold(*s.cfg.hold) // hold.go
@@ -134,16 +136,18 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 	ctx = r.parts.join(ctx, own, s.participants, r) // participant.go
 	// The run's context does not inherit the parent's cancellation directly,
 	// so that its cause is always the run's typed cause: the parent's end is
-	// turned into Cancelled{reason: context} below.
-	base := context.WithoutCancel(ctx)
+	// turned into Cancelled{reason: context} below. The layer that carries
+	// the run drops the cancellation (lineage.go); it reports ctx's
+	// deadline, or when there is a sooner one, the earliest of the
+	// caller's, the stage's, and what the parts report (a tree node: the
+	// run's tree timeouts, its own tree limits' and those a remote parent
+	// propagated; a local parent's are in the caller's deadline already):
+	// loops size their own timeouts from it.
+	base := ctx
 	if d, ok := deadline.Earliest(ctx, s.timeouts...); ok {
-		// WithoutCancel drops the deadline too; loops size their own
-		// timeouts from it, so keep the earliest of the caller's, the
-		// stage's, and what the parts report (a tree node: the run's tree
-		// timeouts, its own tree limits' and those a remote parent
-		// propagated; a local parent's are in the caller's deadline
-		// already).
-		base = deadline.Report(base, d)
+		if cd, cok := ctx.Deadline(); !cok || !cd.Equal(d) {
+			base = deadline.Report(context.WithoutCancel(ctx), d)
+		}
 	}
 	// The run's context carries the run, so that a run started under it
 	// is its child (lineage.go).
@@ -175,7 +179,7 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 		// so that the first Observe already sees the stop.
 		r.stopWith(termination.Cancelled{Reason: termination.CancelContext, Detail: causeText(parent)})
 	} else if parent.Done() != nil { // a parent that can never end needs no watch
-		r.stopParent = context.AfterFunc(parent, func() {
+		r.origin.stopParent = context.AfterFunc(parent, func() {
 			r.stopWith(termination.Cancelled{Reason: termination.CancelContext, Detail: causeText(parent)})
 		})
 	}
@@ -192,17 +196,19 @@ func (s *Stage) Skip(ctx context.Context, reason string) termination.Result {
 
 // Run is one execution of a stage's loop. Its methods are safe for
 // concurrent use.
+//
+// A live run's memory is most of what a forwarded loop adds (§6), so the
+// fields that most runs never need sit behind pointers, made only by the
+// runs that do (origin, leaving, held, lin), and the small fields are
+// packed.
 type Run struct {
-	stage      *Stage
-	info       runIdentity // what the run was started with
-	parent     context.Context
-	ctx        context.Context
-	cancel     context.CancelCauseFunc
-	stopParent func() bool
-	id         string   // 128 random bits, hex
-	parentID   string   // the id of the run's parent, "" for none (Info)
-	value      runValue // the layer of ctx that carries the run (lineage.go)
-	lin        *lineage // under mu: its parent and children in this process (lineage.go); nil for none
+	stage  *Stage
+	origin *runOrigin // what the run was started with and under; nil for nothing to keep
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	id     string   // 128 random bits, hex
+	value  runValue // the layer of ctx that carries the run (lineage.go)
+	lin    *lineage // under mu: its parent and children in this process (lineage.go); nil for none
 
 	mu    sync.Mutex
 	parts parts // the participants' parts (participant.go): set before the run is visible
@@ -212,34 +218,90 @@ type Run struct {
 	timer *time.Timer
 	// drained counts the events and items discarded after the stop.
 	drained int
-	endOnce sync.Once
-	// stopTold is set once the recorders have been told of the stop
-	// (recordStop), or of the end: with r.mu. (Beside endOnce, it takes
-	// no word of its own.)
-	stopTold bool
-	ended    sync.WaitGroup      // done when the result is final (a channel would be one more allocation)
-	result   *termination.Result // set when ended is closed
 
-	// Stopping from outside (Stop) and leaving early (Leave).
-	lastFinal bool        // under mu: the last evaluated event was a final answer
-	left      bool        // under mu: Leave was called
-	woken     bool        // under mu: wake is closed (below)
-	leftFlag  atomic.Bool // left, for the channel forwarder's per-item check
-	reason    string      // under mu: Leave's reason
-	// The channel forwarder's wake-up, set under mu before it starts: wake
-	// is closed (woken) by Leave and when the run stops, so that a
-	// forwarder waiting for the producer or the consumer watches one
-	// channel for both. leave is made by the forwarder once the run has
-	// stopped and an item waits for the consumer; Leave closes it.
-	wake  chan struct{}
-	leave chan struct{}
+	// Under mu: finishing is set by the first Finish (the others wait for
+	// ended); stopTold once the recorders have been told of the stop
+	// (recordStop), or of the end; lastFinal: the last evaluated event was
+	// a final answer; left: Leave was called; woken: wake (below) is
+	// closed.
+	finishing, stopTold, lastFinal, left, woken bool
+	leftFlag                                    atomic.Bool // left, for the channel forwarder's per-item check
 	// The channel forwarder's hand-over, read by Leave: sentFinal is whether
 	// the last item the consumer took ended with a final answer; inFlight is
 	// set while an item that would change sentFinal is being handed over.
-	sentFinal atomic.Bool
-	inFlight  atomic.Bool
+	sentFinal, inFlight atomic.Bool
+
+	ended  sync.WaitGroup      // done when the result is final (a channel would be one more allocation)
+	result *termination.Result // set when ended is closed
+
+	// The channel forwarder's wake-up, set under mu before it starts: wake
+	// is closed (woken) by Leave and when the run stops, so that a
+	// forwarder waiting for the producer or the consumer watches one
+	// channel for both.
+	wake chan struct{}
+	// leaving is what Leave said (under mu), and the channel it closes;
+	// nil until Leave is called or the forwarder waits for it.
+	leaving *leaving
 
 	held *heldState // under mu: non-nil while the run is held at a limit (hold.go)
+}
+
+// runOrigin is what a run was started with and under, kept only when there
+// is something to keep: set before the run is visible, never changed.
+type runOrigin struct {
+	info     runIdentity // what the run was started with
+	parentID string      // the id of the run's parent, "" for none (Info)
+	// parent is the caller's context, nil when it can never end (its Done
+	// is nil): only its end and its cause are needed.
+	parent context.Context
+	// stopParent stops the watch of parent (set by a live run whose
+	// parent can end, before anything can finish it).
+	stopParent func() bool
+}
+
+// leaving is what Leave said: the reason, and the channel it closes (made
+// by the forwarder once the run has stopped and an item waits for the
+// consumer).
+type leaving struct {
+	reason string
+	leave  chan struct{}
+}
+
+// noOrigin stands for the origin of a run that keeps none.
+var noOrigin runOrigin
+
+// from returns what the run was started with and under.
+func (r *Run) from() *runOrigin {
+	if r.origin == nil {
+		return &noOrigin
+	}
+	return r.origin
+}
+
+// parentErr is the caller's context's Err: nil while it goes on, and
+// always for one that can never end.
+func (r *Run) parentErr() error {
+	if p := r.from().parent; p != nil {
+		return p.Err()
+	}
+	return nil
+}
+
+// parentDone is the caller's context's Done: nil for one that can never
+// end.
+func (r *Run) parentDone() <-chan struct{} {
+	if p := r.from().parent; p != nil {
+		return p.Done()
+	}
+	return nil
+}
+
+// parentCause is the text of the caller's context's cause.
+func (r *Run) parentCause() string {
+	if p := r.from().parent; p != nil {
+		return causeText(p)
+	}
+	return ""
 }
 
 // Context returns the run's context (the one Start returned).
@@ -466,15 +528,19 @@ func (r *Run) Leave(reason string) {
 		r.mu.Unlock()
 		return
 	}
-	r.left, r.reason = true, reason
+	r.left = true
+	if r.leaving == nil {
+		r.leaving = new(leaving)
+	}
+	r.leaving.reason = reason
 	r.leftFlag.Store(true)
 	channel := r.wake != nil
 	if channel && !r.woken {
 		close(r.wake)
 		r.woken = true
 	}
-	if r.leave != nil {
-		close(r.leave)
+	if r.leaving.leave != nil {
+		close(r.leaving.leave)
 	}
 	final := r.lastFinal
 	r.mu.Unlock()
@@ -503,7 +569,10 @@ func (r *Run) Leave(reason string) {
 func (r *Run) leaveReason() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.reason
+	if r.leaving == nil {
+		return ""
+	}
+	return r.leaving.reason
 }
 
 // stopLeaving ends the run as Stop and Leave do: NaturalCompletion when
@@ -570,10 +639,13 @@ func (r *Run) leaveChan() (<-chan struct{}, bool) {
 	if r.left {
 		return nil, true
 	}
-	if r.leave == nil {
-		r.leave = make(chan struct{})
+	if r.leaving == nil {
+		r.leaving = new(leaving)
 	}
-	return r.leave, false
+	if r.leaving.leave == nil {
+		r.leaving.leave = make(chan struct{})
+	}
+	return r.leaving.leave, false
 }
 
 // armTimer arms the run's one timer, with r.mu held, for the next timeout
@@ -617,7 +689,13 @@ func (r *Run) onTimer() {
 // then a stream error like any other. Finish is idempotent: later calls
 // return the same result.
 func (r *Run) Finish(err error) termination.Result {
-	r.endOnce.Do(func() { r.finish(err) })
+	r.mu.Lock()
+	first := !r.finishing
+	r.finishing = true
+	r.mu.Unlock()
+	if first {
+		r.finish(err)
+	}
 	r.ended.Wait()
 	return *r.result
 }
@@ -626,8 +704,8 @@ func (r *Run) finish(err error) {
 	r.mu.Lock()
 	var typed termination.Cause
 	switch {
-	case r.parent.Err() != nil:
-		r.eval.Stop(termination.Cancelled{Reason: termination.CancelContext, Detail: causeText(r.parent)})
+	case r.parentErr() != nil:
+		r.eval.Stop(termination.Cancelled{Reason: termination.CancelContext, Detail: r.parentCause()})
 	case err == nil:
 	case errors.As(err, &typed) && r.eval.Stop(typed):
 		// The loop ended on a cause it knows (a framework's own iteration
@@ -642,7 +720,7 @@ func (r *Run) finish(err error) {
 		r.eval.EndHold()
 	}
 	res := r.eval.Result()
-	res.Stage, res.Run, res.Parent = r.stage.name, r.id, r.parentID
+	res.Stage, res.Run, res.Parent = r.stage.name, r.id, r.from().parentID
 	res.TerminationCause = termination.Tag(res.Cause, r.stage.allowed)
 	if r.timer != nil {
 		r.timer.Stop()
@@ -673,7 +751,9 @@ func (r *Run) finish(err error) {
 	r.result = &res
 	r.mu.Unlock()
 	r.parts.ended(&res)
-	r.stopParent()
+	if stop := r.from().stopParent; stop != nil {
+		stop()
+	}
 	r.stopped(res.Cause)
 	r.unlink() // lineage.go
 	unregisterRun(r, &res)
@@ -745,7 +825,7 @@ func (r *Run) recordStop() {
 		return
 	}
 	res := r.eval.Result()
-	res.Stage, res.Run, res.Parent = r.stage.name, r.id, r.parentID
+	res.Stage, res.Run, res.Parent = r.stage.name, r.id, r.from().parentID
 	res.TerminationCause = termination.Tag(res.Cause, r.stage.allowed)
 	r.parts.stopped(&res) // the shadow policies' part fills res.Shadow first (shadow.go)
 }
