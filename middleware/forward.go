@@ -3,7 +3,9 @@ package middleware
 import (
 	"fmt"
 	"iter"
+	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentstop/agentstop/termination"
@@ -28,7 +30,7 @@ import (
 // is not a consumer leaving: the consumer still gets every evaluated item,
 // however long it is busy.
 func Forward[T any](run *Run, in <-chan T, decode func(T) termination.Event) <-chan T {
-	return forwardChan(run, in, decode == nil, &forwarder[T]{run: run, decodeOne: decode, pool: workPool[T]()})
+	return forwardChan(run, in, decode == nil, &forwarder[T]{run: run, decodeOne: decode, pool: poolOf[T]()})
 }
 
 // ForwardEach is Forward for decode functions that turn one item into zero
@@ -65,7 +67,7 @@ func Forward[T any](run *Run, in <-chan T, decode func(T) termination.Event) <-c
 // ends with Failed{reason: invalid_input}.
 func ForwardEach[T any](run *Run, in <-chan T, decode func(item T, emit func(termination.Event))) <-chan T {
 	f := newEachForwarder(run, decode)
-	f.w, f.pool = nil, workPool[T]() // the loop takes its work from the pool
+	f.w, f.pool = nil, poolOf[T]() // the loop takes its work from the pool
 	return forwardChan(run, in, decode == nil, f)
 }
 
@@ -116,7 +118,7 @@ type forwarder[T any] struct {
 	// holds one only while it has an item, taken from pool (see work);
 	// the others hold theirs throughout.
 	w     *work[T]
-	pool  *sync.Pool // of *work[T] (channel forwarding only)
+	pool  *workPool[T] // channel forwarding only
 	in    <-chan T
 	out   chan<- T
 	stop  bool // the run stopped on (or before) the current item
@@ -139,30 +141,77 @@ type forwarder[T any] struct {
 // one again when the next item comes, so that a live run waiting for its
 // next event holds no copy of an item or an event (§6: a live run's
 // memory). A pooled work may keep the last item and event it carried until
-// it is taken again (the pool forgets it within two garbage collections),
-// as a forwarder kept its last item until its run ended.
+// it is taken again, as a forwarder kept its last item until its run
+// ended.
 type work[T any] struct {
 	item T
 	ev   termination.Event
 }
 
-// workPools holds a *sync.Pool of *work[T] for each item type T, keyed by
-// a nil *T.
+// workPool is the pool of spare works for items of type T: a few, shared by
+// the forwarders of that type. It keeps at most a few per processor; a
+// work given back beyond that is left to the garbage collector, so that
+// the spares of a burst of runs (or of forwarders that the scheduler has
+// not run yet since their consumer took their item) do not outlive it. (A
+// sync.Pool keeps everything given back until two collections have
+// passed.)
+type workPool[T any] struct {
+	// last is the spare given back last, taken first without the lock:
+	// a forwarder that waits between items, alone on its stage, gives
+	// back and takes the same work.
+	last  atomic.Pointer[work[T]]
+	mu    sync.Mutex
+	spare []*work[T] // the others, at most cap(spare)
+}
+
+// workPools holds the *workPool[T] of each item type T, keyed by a nil *T.
 var workPools sync.Map
 
-// workPool returns the pool of work for items of type T.
-func workPool[T any]() *sync.Pool {
+// sparesPerProc is how many spare works a pool keeps per processor.
+const sparesPerProc = 4
+
+// poolOf returns the pool of work for items of type T.
+func poolOf[T any]() *workPool[T] {
 	key := any((*T)(nil))
 	if p, ok := workPools.Load(key); ok {
-		return p.(*sync.Pool)
+		return p.(*workPool[T])
 	}
-	p, _ := workPools.LoadOrStore(key, &sync.Pool{New: func() any { return new(work[T]) }})
-	return p.(*sync.Pool)
+	p, _ := workPools.LoadOrStore(key, &workPool[T]{spare: make([]*work[T], 0, sparesPerProc*runtime.GOMAXPROCS(0))})
+	return p.(*workPool[T])
+}
+
+// get returns a spare work, or a new one.
+func (p *workPool[T]) get() *work[T] {
+	if w := p.last.Swap(nil); w != nil {
+		return w
+	}
+	p.mu.Lock()
+	if n := len(p.spare); n > 0 {
+		w := p.spare[n-1]
+		p.spare[n-1] = nil
+		p.spare = p.spare[:n-1]
+		p.mu.Unlock()
+		return w
+	}
+	p.mu.Unlock()
+	return new(work[T])
+}
+
+// put keeps w as a spare, unless the pool has enough.
+func (p *workPool[T]) put(w *work[T]) {
+	if p.last.CompareAndSwap(nil, w) {
+		return
+	}
+	p.mu.Lock()
+	if len(p.spare) < cap(p.spare) {
+		p.spare = append(p.spare, w)
+	}
+	p.mu.Unlock()
 }
 
 // take makes f hold a work from its pool.
 func (f *forwarder[T]) take() {
-	f.w = f.pool.Get().(*work[T])
+	f.w = f.pool.get()
 }
 
 // giveBack returns f's work to its pool (clear: emptied first, when the
@@ -173,7 +222,7 @@ func (f *forwarder[T]) giveBack(clear bool) {
 			*w = work[T]{}
 		}
 		f.w = nil
-		f.pool.Put(w)
+		f.pool.put(w)
 	}
 }
 
