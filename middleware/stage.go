@@ -122,6 +122,7 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 		stage: s,
 		eval:  termination.NewEvaluator(s.cond, termination.WallClock),
 		id:    runID,
+		parts: &noParts,
 	}
 	if ri := rc.runIdentity; ri.agentID != "" || ri.conversationID != "" || len(ri.labels) > 0 || up.id != "" || parent.Done() != nil {
 		r.origin = &runOrigin{info: ri, parentID: up.id}
@@ -132,8 +133,8 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 	if s.cfg.hold != nil {
 		r.eval.SetHold(*s.cfg.hold) // hold.go
 	}
-	ctx, own := s.joinTree(ctx, r, up)              // lineage.go: the run's tree node, if any
-	ctx = r.parts.join(ctx, own, s.participants, r) // participant.go
+	ctx, own := s.joinTree(ctx, r, up)                    // lineage.go: the run's tree node, if any
+	ctx, r.parts = joinParts(ctx, own, s.participants, r) // participant.go
 	// The run's context does not inherit the parent's cancellation directly,
 	// so that its cause is always the run's typed cause: the parent's end is
 	// turned into Cancelled{reason: context} below. The layer that carries
@@ -211,7 +212,7 @@ type Run struct {
 	lin    *lineage // under mu: its parent and children in this process (lineage.go); nil for none
 
 	mu    sync.Mutex
-	parts parts // the participants' parts (participant.go): set before the run is visible
+	parts *parts // the participants' parts (participant.go): set before the run is visible
 	eval  *termination.Evaluator
 	cur   *termination.Event // Observe's copy of the event being evaluated (allocated on first use): evaluator and recorder read it in place
 	nwarn int
