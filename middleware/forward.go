@@ -214,6 +214,18 @@ func (f *forwarder[T]) take() {
 	f.w = f.pool.get()
 }
 
+// keep copies a received item into f's work, taking a work if f holds
+// none. (The receiving selects call it rather than copying themselves:
+// their frames then hold one copy of the item, not two.)
+//
+//go:noinline
+func (f *forwarder[T]) keep(v *T) {
+	if f.w == nil {
+		f.take()
+	}
+	f.w.item = *v
+}
+
 // giveBack returns f's work to its pool (clear: emptied first, when the
 // forwarder is done with it).
 func (f *forwarder[T]) giveBack(clear bool) {
@@ -418,7 +430,7 @@ func (f *forwarder[T]) tryReceive() int {
 		if !ok {
 			return recvClosed
 		}
-		f.w.item = v
+		f.keep(&v)
 		return recvItem
 	default:
 		return recvWait
@@ -434,8 +446,7 @@ func (f *forwarder[T]) receive() int {
 		if !ok {
 			return recvClosed
 		}
-		f.take()
-		f.w.item = v
+		f.keep(&v)
 		return recvItem
 	case <-run.wake:
 		if run.leftFlag.Load() {
@@ -461,23 +472,29 @@ func (f *forwarder[T]) tryHand() bool {
 // first, it ends the run (the item is still handed over, as a firing item
 // would be) and returns false.
 func (f *forwarder[T]) hand() bool {
-	run := f.run
 	select {
 	case f.out <- f.w.item:
 		return true
-	case <-run.wake:
-		if run.leftFlag.Load() {
-			// The consumer has left without this item.
-			f.left()
-		} else {
-			// Stopped from outside while the consumer was busy: the item
-			// was evaluated, so it is still handed over, as a firing item
-			// would be.
-			run.inFlight.Store(false)
-		}
-		f.end(true)
+	case <-f.run.wake:
+		f.handStopped()
 		return false
 	}
+}
+
+// handStopped ends the run when it stopped, or the consumer left, while
+// the item waited for the consumer (a function of its own keeps hand's
+// frame, under the select's, small).
+func (f *forwarder[T]) handStopped() {
+	if run := f.run; run.leftFlag.Load() {
+		// The consumer has left without this item.
+		f.left()
+	} else {
+		// Stopped from outside while the consumer was busy: the item was
+		// evaluated, so it is still handed over, as a firing item would
+		// be.
+		run.inFlight.Store(false)
+	}
+	f.end(true)
 }
 
 // finish gives f's work back and finishes the run at the end of its

@@ -190,8 +190,8 @@ func (r *Run) spend(u termination.Usage, cost float64) (termination.Cause, bool)
 // participants and the warning hook, in order.
 func (r *Run) deliverWarnings() {
 	r.mu.Lock()
-	w := r.eval.WarningsSince(r.nwarn)
-	r.nwarn += len(w)
+	w := r.eval.WarningsSince(int(r.nwarn))
+	r.nwarn += int32(len(w))
 	for _, c := range w {
 		r.parts.warning(c)
 	}

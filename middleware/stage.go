@@ -215,7 +215,6 @@ type Run struct {
 	parts *parts // the participants' parts (participant.go): set before the run is visible
 	eval  *termination.Evaluator
 	cur   *termination.Event // Observe's copy of the event being evaluated (allocated on first use): evaluator and recorder read it in place
-	nwarn int
 	timer *time.Timer
 	// drained counts the events and items discarded after the stop.
 	drained int
@@ -231,6 +230,10 @@ type Run struct {
 	// the last item the consumer took ended with a final answer; inFlight is
 	// set while an item that would change sentFinal is being handed over.
 	sentFinal, inFlight atomic.Bool
+	// nwarn is how many of the evaluator's warnings the parts have been
+	// told of (under mu; an int32 beside the flags keeps a live Run in
+	// its size class).
+	nwarn int32
 
 	ended  sync.WaitGroup      // done when the result is final (a channel would be one more allocation)
 	result *termination.Result // set when ended is closed
@@ -402,7 +405,7 @@ func (r *Run) observed(ev *termination.Event, seq sequencer, evaluated int, caus
 	r.lastFinal = ev.Kind == termination.KindFinal
 	r.parts.event(ev)
 	var warnings []termination.Cause
-	if len(r.eval.WarningsSince(r.nwarn)) > 0 {
+	if len(r.eval.WarningsSince(int(r.nwarn))) > 0 {
 		warnings = r.takeWarnings()
 		if r.stage.cfg.hold != nil {
 			r.holdNow() // the warning may be a limit the run is held at (hold.go)
@@ -440,8 +443,8 @@ func (r *Run) observedSpend(ev *termination.Event, cause termination.Cause, stop
 // takeWarnings hands the warnings recorded since the last event to the
 // recorder, with r.mu held, and returns them for the hook.
 func (r *Run) takeWarnings() []termination.Cause {
-	w := r.eval.WarningsSince(r.nwarn)
-	r.nwarn += len(w)
+	w := r.eval.WarningsSince(int(r.nwarn))
+	r.nwarn += int32(len(w))
 	for _, c := range w {
 		r.parts.warning(c)
 	}
@@ -742,10 +745,10 @@ func (r *Run) finish(err error) {
 		r.parts.error(fmt.Errorf("middleware: stage %q: TreatAsSuccess panicked: %v", r.stage.name, treatPanic))
 	}
 	res.Drained = r.drained
-	for _, w := range r.eval.WarningsSince(r.nwarn) {
+	for _, w := range r.eval.WarningsSince(int(r.nwarn)) {
 		r.parts.warning(w) // a fleet's warning that no event delivered
 	}
-	r.nwarn = len(res.Warnings)
+	r.nwarn = int32(len(res.Warnings))
 	r.unholdLocked()  // hold.go
 	r.stopTold = true // End tells them
 	r.parts.end(&res) // the tree's part fills res.Tree (lineage.go), the shadow policies' res.Shadow (shadow.go)
