@@ -373,36 +373,54 @@ func (f *forwarder[T]) loop() {
 			f.finish()
 			return
 		case recvStopped:
-			f.end(false)
+			f.endDrained()
 			return
 		}
 		what := itemFired // a decode that panicked fires
-		if f.decodeOne == nil || f.decodeInto(&f.w.item) {
-			what = f.evaluate(&f.w.item)
+		if f.decodeOne == nil || f.decodeWork() {
+			what = f.evaluateWork()
 		}
 		switch what {
 		case itemLate:
 			// Stopped from outside before this item: it is drained.
-			f.end(false)
+			f.endDrained()
 			return
 		case itemFired:
-			f.end(true)
+			f.endHanding()
 			return
 		}
 		// An item that changes whether the consumer has had the final
-		// answer is flagged while it is handed over, for Leave.
-		changes := f.final != f.sentFinal
-		if changes {
+		// answer is flagged while it is handed over, for Leave. (The
+		// hand-over changes neither final nor sentFinal.)
+		if f.final != f.sentFinal {
 			f.run.inFlight.Store(true)
 		}
 		if !f.tryHand() && !f.hand() {
 			return
 		}
-		if changes {
+		if f.final != f.sentFinal {
 			f.sent()
 		}
 	}
 }
+
+// decodeWork, evaluateWork, endDrained and endHanding are decodeInto,
+// evaluate and end for the item in f's work: loop calls nothing with more
+// than f, so that its frame is as small as it can be.
+
+func (f *forwarder[T]) decodeWork() bool { return f.decodeInto(&f.w.item) }
+
+func (f *forwarder[T]) evaluateWork() int { return f.evaluate(&f.w.item) }
+
+// endDrained is end with no item to hand over.
+//
+//go:noinline
+func (f *forwarder[T]) endDrained() { f.end(false) }
+
+// endHanding is end handing over the item in f's work.
+//
+//go:noinline
+func (f *forwarder[T]) endHanding() { f.end(true) }
 
 // What the forwarder's receive found.
 const (
