@@ -204,11 +204,12 @@ const maxOpenCalls = 64
 // (1-based index) it came from: the windows keep the indices for the
 // evidence, so that naming the events of a stall costs nothing until one
 // fires. An entry is 12 bytes, not 16: the key in two halves, and the low
-// 32 bits of the index, whose high bits are those of the current event's
-// (index) less the entry's age (an entry is never 2^32 events older than
-// the event it is read on: its window would have held it that long).
-// The windows are most of a live run's stall state (§6: a live run's
-// memory); their loops compare the halves.
+// 32 bits of the index, whose high bits are those of the event it is read
+// on (index), less the entry's age. That holds while the entry is less
+// than 2^32 events older than the event it is read on: a run would need
+// four billion events between a tool call and a stall or evidence that
+// names it. The windows are most of a live run's stall state (§6: a live
+// run's memory); their loops compare the halves.
 type keyAt struct {
 	lo, hi uint32
 	at32   uint32
