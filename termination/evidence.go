@@ -56,7 +56,7 @@ func (c *errorCheck) heldEvents(_ int, f func(int)) {
 func (c *countCheck) heldEvents(_ int, f func(int)) { f(c.finalAt) }
 
 func (b *budgetCheck) heldEvents(_ int, f func(int)) {
-	f(b.warnedAt)
+	f(b.warnedAt())
 	for i := range b.limits {
 		f(b.state(i).finalAt)
 		f(b.state(i).finalWarnAt)
