@@ -200,9 +200,9 @@ func (s *Stage) Skip(ctx context.Context, reason string) termination.Result {
 //
 // A live run's memory is most of what a forwarded loop adds (§6), so the
 // fields that most runs never need sit behind pointers, made only by the
-// runs that do (origin, leaving, held, lin; parts is shared by the runs
+// runs that do (origin, rare, lin; parts is shared by the runs
 // without participants), and the small fields are packed: a live run is
-// 208 bytes, a size class.
+// 192 bytes, a size class.
 type Run struct {
 	stage  *Stage
 	origin *runOrigin // what the run was started with and under; nil for nothing to keep
@@ -217,8 +217,6 @@ type Run struct {
 	eval  *termination.Evaluator
 	cur   *termination.Event // Observe's copy of the event being evaluated (allocated on first use): evaluator and recorder read it in place
 	timer *time.Timer
-	// drained counts the events and items discarded after the stop.
-	drained int
 
 	// Under mu: finishing is set by the first Finish (the others wait for
 	// ended); stopTold once the recorders have been told of the stop
@@ -244,11 +242,9 @@ type Run struct {
 	// forwarder waiting for the producer or the consumer watches one
 	// channel for both.
 	wake chan struct{}
-	// leaving is what Leave said (under mu), and the channel it closes;
-	// nil until Leave is called or the forwarder waits for it.
-	leaving *leaving
-
-	held *heldState // under mu: non-nil while the run is held at a limit (hold.go)
+	// rare is what few runs need (under mu), made when one does: what
+	// Leave said, the hold, the count of what was drained.
+	rare *runRare
 }
 
 // runOrigin is what a run was started with and under, kept only when there
@@ -264,12 +260,41 @@ type runOrigin struct {
 	stopParent func() bool
 }
 
-// leaving is what Leave said: the reason, and the channel it closes (made
-// by the forwarder once the run has stopped and an item waits for the
-// consumer).
-type leaving struct {
+// runRare is what few runs need: what Leave said (the reason, and the
+// channel it closes, made by the forwarder once the run has stopped and an
+// item waits for the consumer), the hold, and the count of what was
+// drained.
+type runRare struct {
 	reason string
 	leave  chan struct{}
+	held   *heldState // non-nil while the run is held at a limit (hold.go)
+	// drained counts the events and items discarded after the stop.
+	drained int
+}
+
+// rareLocked returns r.rare, making it on first use (with r.mu held).
+func (r *Run) rareLocked() *runRare {
+	if r.rare == nil {
+		r.rare = new(runRare)
+	}
+	return r.rare
+}
+
+// heldNow is how the run is held, nil while it is not (with r.mu held).
+func (r *Run) heldNow() *heldState {
+	if r.rare == nil {
+		return nil
+	}
+	return r.rare.held
+}
+
+// drainedLocked is how many events and items were discarded after the
+// stop (with r.mu held).
+func (r *Run) drainedLocked() int {
+	if r.rare == nil {
+		return 0
+	}
+	return r.rare.drained
 }
 
 // noOrigin stands for the origin of a run that keeps none.
@@ -341,7 +366,7 @@ func (r *Run) Observe(ev termination.Event) (termination.Cause, bool) {
 // copy does not escape.
 func (r *Run) observe(ev *termination.Event) (_ termination.Cause, _ bool, late bool) {
 	r.mu.Lock()
-	if r.held != nil {
+	if r.heldNow() != nil {
 		// Held: wait before ev takes r.cur, which a concurrent Observe
 		// waiting too would overwrite (hold.go).
 		r.waitHold()
@@ -360,11 +385,11 @@ func (r *Run) observe(ev *termination.Event) (_ termination.Cause, _ bool, late 
 // unchanged during the call. ev may be r.cur, which another Observe may
 // overwrite once the lock is released.
 func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool, late bool) {
-	if r.held != nil {
+	if r.heldNow() != nil {
 		r.waitHold() // held at a limit: no next event until released (hold.go)
 	}
 	if c, stopped := r.eval.Stopped(); stopped {
-		r.drained++
+		r.rareLocked().drained++
 		r.mu.Unlock()
 		return c, true, true
 	}
@@ -374,7 +399,7 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 			// A tree limit over the run fired before ev: ev is not
 			// evaluated, as replay ends the tree at the event that
 			// crossed the limit.
-			r.drained++
+			r.rareLocked().drained++
 			r.mu.Unlock()
 			r.stopFired(fired, false)
 			c, _ := r.Cause()
@@ -398,7 +423,7 @@ func (r *Run) observed(ev *termination.Event, seq sequencer, evaluated int, caus
 		if seq != nil {
 			seq.Exit(ev, false)
 		}
-		r.drained++
+		r.rareLocked().drained++
 		r.mu.Unlock()
 		r.stopped(cause)
 		return cause, true, true
@@ -534,18 +559,18 @@ func (r *Run) Leave(reason string) {
 		return
 	}
 	r.left = true
-	if r.leaving == nil {
-		r.leaving = new(leaving)
+	if r.rare == nil {
+		r.rare = new(runRare)
 	}
-	r.leaving.reason = reason
+	r.rare.reason = reason
 	r.leftFlag.Store(true)
 	channel := r.wake != nil
 	if channel && !r.woken {
 		close(r.wake)
 		r.woken = true
 	}
-	if r.leaving.leave != nil {
-		close(r.leaving.leave)
+	if r.rare.leave != nil {
+		close(r.rare.leave)
 	}
 	final := r.lastFinal
 	r.mu.Unlock()
@@ -574,10 +599,10 @@ func (r *Run) Leave(reason string) {
 func (r *Run) leaveReason() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.leaving == nil {
+	if r.rare == nil {
 		return ""
 	}
-	return r.leaving.reason
+	return r.rare.reason
 }
 
 // stopLeaving ends the run as Stop and Leave do: NaturalCompletion when
@@ -644,13 +669,13 @@ func (r *Run) leaveChan() (<-chan struct{}, bool) {
 	if r.left {
 		return nil, true
 	}
-	if r.leaving == nil {
-		r.leaving = new(leaving)
+	if r.rare == nil {
+		r.rare = new(runRare)
 	}
-	if r.leaving.leave == nil {
-		r.leaving.leave = make(chan struct{})
+	if r.rare.leave == nil {
+		r.rare.leave = make(chan struct{})
 	}
-	return r.leaving.leave, false
+	return r.rare.leave, false
 }
 
 // armTimer arms the run's one timer, with r.mu held, for the next timeout
@@ -745,7 +770,7 @@ func (r *Run) finish(err error) {
 	if treatPanic != nil {
 		r.parts.error(fmt.Errorf("middleware: stage %q: TreatAsSuccess panicked: %v", r.stage.name, treatPanic))
 	}
-	res.Drained = r.drained
+	res.Drained = r.drainedLocked()
 	for _, w := range r.eval.WarningsSince(int(r.nwarn)) {
 		r.parts.warning(w) // a fleet's warning that no event delivered
 	}
@@ -792,7 +817,9 @@ func (r *Run) Cause() (termination.Cause, bool) {
 // addDrained counts items discarded after the stop.
 func (r *Run) addDrained(n int) {
 	r.mu.Lock()
-	r.drained += n
+	if n > 0 {
+		r.rareLocked().drained += n
+	}
 	r.mu.Unlock()
 }
 
