@@ -214,16 +214,17 @@ func (f *forwarder[T]) take() {
 	f.w = f.pool.get()
 }
 
-// keep copies a received item into f's work, taking a work if f holds
-// none. (The receiving selects call it rather than copying themselves:
-// their frames then hold one copy of the item, not two.)
-//
-//go:noinline
-func (f *forwarder[T]) keep(v *T) {
+// slot is where a received item goes: f's work's item, taking a work if
+// f holds none.
+func (f *forwarder[T]) slot() *T {
 	if f.w == nil {
-		f.take()
+		if w := f.pool.last.Swap(nil); w != nil {
+			f.w = w
+		} else {
+			f.take()
+		}
 	}
-	f.w.item = *v
+	return &f.w.item
 }
 
 // giveBack returns f's work to its pool (clear: emptied first, when the
@@ -352,20 +353,21 @@ func (f *forwarder[T]) panicked(p any) {
 }
 
 // loop forwards in to out. The item lives in f's work, and the work of
-// each step is in small functions called one after the other, with no
-// arguments but what they cannot find in f, so that the goroutine's stack
-// stays in its first 2 KiB: a frame that holds a T (a select that
-// receives or sends one holds a copy of it) or a Result is never below the
-// evaluation or the decode, and loop's own frame is as small as it can be
-// (the runtime's allocation of a select's waiting records, under a
-// blocking select's frames, comes within a few bytes of the 2 KiB).
+// each step is in small functions called one after the other, with few
+// arguments, so that the goroutine's stack stays in its first 2 KiB: a
+// frame that holds a T (a select that receives or sends one holds a copy
+// of it) or a Result is never below the evaluation or the decode, and
+// loop's own frame is small (the runtime's allocation of a select's
+// waiting records, under a blocking select's frames, comes within a few
+// bytes of the 2 KiB). tryReceive is given the channel and where the item
+// goes, so that its select's frame holds one copy of the item, not two.
 func (f *forwarder[T]) loop() {
 	f.take()
 	for {
-		got := f.tryReceive()
+		got := f.tryReceive(f.in, f.slot())
 		if got == recvWait {
 			f.giveBack(false) // nothing to hold while waiting
-			got = f.receive()
+			got = f.receive(f.in)
 		}
 		switch got {
 		case recvClosed:
@@ -405,8 +407,7 @@ func (f *forwarder[T]) loop() {
 }
 
 // decodeWork, evaluateWork, endDrained and endHanding are decodeInto,
-// evaluate and end for the item in f's work: loop calls nothing with more
-// than f, so that its frame is as small as it can be.
+// evaluate and end for the item in f's work, called with nothing but f.
 
 func (f *forwarder[T]) decodeWork() bool { return f.decodeInto(&f.w.item) }
 
@@ -437,18 +438,18 @@ const (
 // the blocking selects when idle.
 //
 //go:noinline
-func (f *forwarder[T]) tryReceive() int {
+func (f *forwarder[T]) tryReceive(in <-chan T, dst *T) int {
 	if f.run.leftFlag.Load() {
 		// Leave was called while items kept flowing.
 		f.left()
 		return recvStopped
 	}
 	select {
-	case v, ok := <-f.in:
+	case v, ok := <-in:
 		if !ok {
 			return recvClosed
 		}
-		f.keep(&v)
+		*dst = v
 		return recvItem
 	default:
 		return recvWait
@@ -457,14 +458,14 @@ func (f *forwarder[T]) tryReceive() int {
 
 // receive waits for the next item from in, or the run's stop, holding no
 // work; it takes one for the item it receives.
-func (f *forwarder[T]) receive() int {
+func (f *forwarder[T]) receive(in <-chan T) int {
 	run := f.run
 	select {
-	case v, ok := <-f.in:
+	case v, ok := <-in:
 		if !ok {
 			return recvClosed
 		}
-		f.keep(&v)
+		*f.slot() = v
 		return recvItem
 	case <-run.wake:
 		if run.leftFlag.Load() {
