@@ -3,6 +3,9 @@ package middleware
 import (
 	"fmt"
 	"iter"
+	"runtime"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentstop/agentstop/termination"
@@ -27,7 +30,7 @@ import (
 // is not a consumer leaving: the consumer still gets every evaluated item,
 // however long it is busy.
 func Forward[T any](run *Run, in <-chan T, decode func(T) termination.Event) <-chan T {
-	return forwardChan(run, in, decode == nil, &forwarder[T]{run: run, decodeOne: decode})
+	return forwardChan(run, in, decode == nil, &forwarder[T]{run: run, decodeOne: decode, pool: poolOf[T]()})
 }
 
 // ForwardEach is Forward for decode functions that turn one item into zero
@@ -63,7 +66,9 @@ func Forward[T any](run *Run, in <-chan T, decode func(T) termination.Event) <-c
 // run, channel or decode function gives a closed channel; the run, if any,
 // ends with Failed{reason: invalid_input}.
 func ForwardEach[T any](run *Run, in <-chan T, decode func(item T, emit func(termination.Event))) <-chan T {
-	return forwardChan(run, in, decode == nil, newEachForwarder(run, decode))
+	f := newEachForwarder(run, decode)
+	f.w, f.pool = nil, poolOf[T]() // the loop takes its work from the pool
+	return forwardChan(run, in, decode == nil, f)
 }
 
 // forwardChan starts f's goroutine, forwarding in to the returned channel.
@@ -109,15 +114,11 @@ type forwarder[T any] struct {
 	// with f.emit bound to it) and decodeOne (Forward, ForwardSeq) is set.
 	decode    func(T)
 	decodeOne func(T) termination.Event
-	// ev is the event being evaluated: decodeOne's result is stored here and
-	// evaluated in place, so the event is not copied again on its way to
-	// the evaluator and the recorder, and the evaluation does not run on
-	// top of the decode function's frames (the forwarding goroutine's
-	// stack stays small).
-	ev termination.Event
-	// item is the item being forwarded, from in to out (channel
-	// forwarding only).
-	item  T
+	// w is the item being forwarded and its event: the channel forwarder
+	// holds one only while it has an item, taken from pool (see work);
+	// the others hold theirs throughout.
+	w     *work[T]
+	pool  *workPool[T] // channel forwarding only
 	in    <-chan T
 	out   chan<- T
 	stop  bool // the run stopped on (or before) the current item
@@ -128,9 +129,119 @@ type forwarder[T any] struct {
 	sentFinal bool
 }
 
+// work is what a forwarder needs only while it has an item: the item
+// being forwarded, from in to out (channel forwarding only), and ev, the
+// event being evaluated. decodeOne's result is stored in ev and evaluated
+// in place, so the event is not copied again on its way to the evaluator
+// and the recorder, and the evaluation does not run on top of the decode
+// function's frames (the forwarding goroutine's stack stays small).
+//
+// A channel forwarder that waits for its producer holds no work: it gives
+// it back to a pool shared by the forwarders of its item type, and takes
+// one again when the next item comes, so that a live run waiting for its
+// next event holds no copy of an item or an event (§6: a live run's
+// memory). A pooled work may keep the last item and event it carried until
+// it is taken again, as a forwarder kept its last item until its run
+// ended.
+type work[T any] struct {
+	item T
+	ev   termination.Event
+}
+
+// workPool is the pool of spare works for items of type T: a few, shared by
+// the forwarders of that type. It keeps at most a few per processor; a
+// work given back beyond that is left to the garbage collector, so that
+// the spares of a burst of runs (or of forwarders that the scheduler has
+// not run yet since their consumer took their item) do not outlive it. (A
+// sync.Pool keeps everything given back until two collections have
+// passed.)
+type workPool[T any] struct {
+	// last is the spare given back last, taken first without the lock:
+	// a forwarder that waits between items, alone on its stage, gives
+	// back and takes the same work.
+	last  atomic.Pointer[work[T]]
+	mu    sync.Mutex
+	spare []*work[T] // the others, at most cap(spare)
+}
+
+// workPools holds the *workPool[T] of each item type T, keyed by a nil *T.
+var workPools sync.Map
+
+// sparesPerProc is how many spare works a pool keeps per processor.
+const sparesPerProc = 4
+
+// poolOf returns the pool of work for items of type T.
+func poolOf[T any]() *workPool[T] {
+	key := any((*T)(nil))
+	if p, ok := workPools.Load(key); ok {
+		return p.(*workPool[T])
+	}
+	p, _ := workPools.LoadOrStore(key, &workPool[T]{spare: make([]*work[T], 0, sparesPerProc*runtime.GOMAXPROCS(0))})
+	return p.(*workPool[T])
+}
+
+// get returns a spare work, or a new one.
+func (p *workPool[T]) get() *work[T] {
+	if w := p.last.Swap(nil); w != nil {
+		return w
+	}
+	p.mu.Lock()
+	if n := len(p.spare); n > 0 {
+		w := p.spare[n-1]
+		p.spare[n-1] = nil
+		p.spare = p.spare[:n-1]
+		p.mu.Unlock()
+		return w
+	}
+	p.mu.Unlock()
+	return new(work[T])
+}
+
+// put keeps w as a spare, unless the pool has enough.
+func (p *workPool[T]) put(w *work[T]) {
+	if p.last.CompareAndSwap(nil, w) {
+		return
+	}
+	p.mu.Lock()
+	if len(p.spare) < cap(p.spare) {
+		p.spare = append(p.spare, w)
+	}
+	p.mu.Unlock()
+}
+
+// take makes f hold a work from its pool.
+func (f *forwarder[T]) take() {
+	f.w = f.pool.get()
+}
+
+// slot is where a received item goes: f's work's item, taking a work if
+// f holds none.
+func (f *forwarder[T]) slot() *T {
+	if f.w == nil {
+		if w := f.pool.last.Swap(nil); w != nil {
+			f.w = w
+		} else {
+			f.take()
+		}
+	}
+	return &f.w.item
+}
+
+// giveBack returns f's work to its pool (clear: emptied first, when the
+// forwarder is done with it).
+func (f *forwarder[T]) giveBack(clear bool) {
+	if w := f.w; w != nil {
+		if clear {
+			*w = work[T]{}
+		}
+		f.w = nil
+		f.pool.put(w)
+	}
+}
+
 // newEachForwarder is the forwarder of ForwardEach and ForwardSeqEach.
 func newEachForwarder[T any](run *Run, decode func(T, func(termination.Event))) *forwarder[T] {
-	f := &forwarder[T]{run: run}
+	f := &forwarder[T]{run: run, w: new(work[T])}
 	if decode != nil {
 		emit := f.emit // bound once rather than per item
 		f.decode = func(item T) { decode(item, emit) }
@@ -150,8 +261,8 @@ func (f *forwarder[T]) emit(ev termination.Event) {
 	if ev.Kind == 0 || f.stop {
 		return
 	}
-	f.ev = ev
-	f.emitRef(&f.ev)
+	f.w.ev = ev
+	f.emitRef(&f.w.ev)
 }
 
 // emitRef evaluates one event of the current item, in place.
@@ -177,14 +288,14 @@ func (f *forwarder[T]) observe(item *T) int {
 	return f.evaluate(item)
 }
 
-// evaluate is observe once decodeOne's event is in f.ev (decodeInto):
+// evaluate is observe once decodeOne's event is in f.w.ev (decodeInto):
 // the channel forwarder's loop decodes first, in a frame of its own right
 // above the loop's (see decodeInto), then evaluates.
 func (f *forwarder[T]) evaluate(item *T) int {
 	f.stop, f.seen = false, false
 	if f.decodeOne != nil {
 		// emitRef, by hand: one frame less under the evaluation.
-		if ev := &f.ev; ev.Kind != 0 {
+		if ev := &f.w.ev; ev.Kind != 0 {
 			f.run.mu.Lock()
 			_, stop, late := f.run.observeLocked(ev)
 			f.stop = stop
@@ -205,7 +316,7 @@ func (f *forwarder[T]) evaluate(item *T) int {
 	return itemLate
 }
 
-// decodeInto decodes item into f.ev; false if decodeOne panicked. Calling
+// decodeInto decodes item into f.w.ev; false if decodeOne panicked. Calling
 // a function that takes and returns values as large as an Event costs
 // about four copies of them in the caller's frame: this is the largest
 // frame of the forwarding goroutine, so nothing else runs on top of it,
@@ -218,7 +329,7 @@ func (f *forwarder[T]) decodeInto(item *T) (ok bool) {
 			ok = false
 		}
 	}()
-	f.ev = f.decodeOne(*item)
+	f.w.ev = f.decodeOne(*item)
 	return true
 }
 
@@ -241,55 +352,76 @@ func (f *forwarder[T]) panicked(p any) {
 	f.run.fail(termination.FailPanic, err)
 }
 
-// loop forwards in to out. The item lives in f, and the work of each step
-// is in small functions called one after the other, so that the
-// goroutine's stack stays in its first 2 KiB: a frame that holds a T (a
-// select that receives one holds a copy of it) or a Result is never below
-// the evaluation or the decode.
+// loop forwards in to out. The item lives in f's work, and the work of
+// each step is in small functions called one after the other, with few
+// arguments, so that the goroutine's stack stays in its first 2 KiB: a
+// frame that holds a T (a select that receives or sends one holds a copy
+// of it) or a Result is never below the evaluation or the decode, and
+// loop's own frame is small (the runtime's allocation of a select's
+// waiting records, under a blocking select's frames, comes within a few
+// bytes of the 2 KiB). tryReceive is given the channel and where the item
+// goes, so that its select's frame holds one copy of the item, not two.
 func (f *forwarder[T]) loop() {
-	in, out := f.in, f.out
-	item := &f.item
+	f.take()
 	for {
-		got := f.tryReceive(in, item)
+		got := f.tryReceive(f.in, f.slot())
 		if got == recvWait {
-			got = f.receive(in, item)
+			f.giveBack(false) // nothing to hold while waiting
+			got = f.receive(f.in)
 		}
 		switch got {
 		case recvClosed:
-			close(out)
+			close(f.out)
 			f.finish()
 			return
 		case recvStopped:
-			f.end(in, out, nil)
+			f.endDrained()
 			return
 		}
 		what := itemFired // a decode that panicked fires
-		if f.decodeOne == nil || f.decodeInto(item) {
-			what = f.evaluate(item)
+		if f.decodeOne == nil || f.decodeWork() {
+			what = f.evaluateWork()
 		}
 		switch what {
 		case itemLate:
 			// Stopped from outside before this item: it is drained.
-			f.end(in, out, nil)
+			f.endDrained()
 			return
 		case itemFired:
-			f.end(in, out, item)
+			f.endHanding()
 			return
 		}
 		// An item that changes whether the consumer has had the final
-		// answer is flagged while it is handed over, for Leave.
-		changes := f.final != f.sentFinal
-		if changes {
+		// answer is flagged while it is handed over, for Leave. (The
+		// hand-over changes neither final nor sentFinal.)
+		if f.final != f.sentFinal {
 			f.run.inFlight.Store(true)
 		}
-		if !f.tryHand(out, item) && !f.hand(in, out, item) {
+		if !f.tryHand() && !f.hand() {
 			return
 		}
-		if changes {
+		if f.final != f.sentFinal {
 			f.sent()
 		}
 	}
 }
+
+// decodeWork, evaluateWork, endDrained and endHanding are decodeInto,
+// evaluate and end for the item in f's work, called with nothing but f.
+
+func (f *forwarder[T]) decodeWork() bool { return f.decodeInto(&f.w.item) }
+
+func (f *forwarder[T]) evaluateWork() int { return f.evaluate(&f.w.item) }
+
+// endDrained is end with no item to hand over.
+//
+//go:noinline
+func (f *forwarder[T]) endDrained() { f.end(false) }
+
+// endHanding is end handing over the item in f's work.
+//
+//go:noinline
+func (f *forwarder[T]) endHanding() { f.end(true) }
 
 // What the forwarder's receive found.
 const (
@@ -299,14 +431,14 @@ const (
 	recvWait           // nothing yet (tryReceive only)
 )
 
-// tryReceive takes the next item from in into item if one is ready. Each
+// tryReceive takes the next item from in into f's work if one is ready. Each
 // channel operation first tries without blocking: on a busy stream that is
 // all it takes, and a one-case select is much cheaper than a blocking one.
 // An outside stop is still seen at once: by observe on the next item, or by
 // the blocking selects when idle.
 //
 //go:noinline
-func (f *forwarder[T]) tryReceive(in <-chan T, item *T) int {
+func (f *forwarder[T]) tryReceive(in <-chan T, dst *T) int {
 	if f.run.leftFlag.Load() {
 		// Leave was called while items kept flowing.
 		f.left()
@@ -317,22 +449,23 @@ func (f *forwarder[T]) tryReceive(in <-chan T, item *T) int {
 		if !ok {
 			return recvClosed
 		}
-		*item = v
+		*dst = v
 		return recvItem
 	default:
 		return recvWait
 	}
 }
 
-// receive waits for the next item from in, or the run's stop.
-func (f *forwarder[T]) receive(in <-chan T, item *T) int {
+// receive waits for the next item from in, or the run's stop, holding no
+// work; it takes one for the item it receives.
+func (f *forwarder[T]) receive(in <-chan T) int {
 	run := f.run
 	select {
 	case v, ok := <-in:
 		if !ok {
 			return recvClosed
 		}
-		*item = v
+		*f.slot() = v
 		return recvItem
 	case <-run.wake:
 		if run.leftFlag.Load() {
@@ -345,9 +478,9 @@ func (f *forwarder[T]) receive(in <-chan T, item *T) int {
 // tryHand gives the evaluated item to the consumer if it is waiting.
 //
 //go:noinline
-func (f *forwarder[T]) tryHand(out chan<- T, item *T) bool {
+func (f *forwarder[T]) tryHand() bool {
 	select {
-	case out <- *item:
+	case f.out <- f.w.item:
 		return true
 	default:
 		return false
@@ -357,31 +490,40 @@ func (f *forwarder[T]) tryHand(out chan<- T, item *T) bool {
 // hand waits for the consumer to take the evaluated item. If the run stops
 // first, it ends the run (the item is still handed over, as a firing item
 // would be) and returns false.
-func (f *forwarder[T]) hand(in <-chan T, out chan<- T, item *T) bool {
-	run := f.run
+func (f *forwarder[T]) hand() bool {
 	select {
-	case out <- *item:
+	case f.out <- f.w.item:
 		return true
-	case <-run.wake:
-		if run.leftFlag.Load() {
-			// The consumer has left without this item.
-			f.left()
-		} else {
-			// Stopped from outside while the consumer was busy: the item
-			// was evaluated, so it is still handed over, as a firing item
-			// would be.
-			run.inFlight.Store(false)
-		}
-		f.end(in, out, item)
+	case <-f.run.wake:
+		f.handStopped()
 		return false
 	}
 }
 
-// finish finishes the run at the end of its stream (in a frame of its own:
-// Finish returns a Result).
+// handStopped ends the run when it stopped, or the consumer left, while
+// the item waited for the consumer (a function of its own keeps hand's
+// frame, under the select's, small).
+func (f *forwarder[T]) handStopped() {
+	if run := f.run; run.leftFlag.Load() {
+		// The consumer has left without this item.
+		f.left()
+	} else {
+		// Stopped from outside while the consumer was busy: the item was
+		// evaluated, so it is still handed over, as a firing item would
+		// be.
+		run.inFlight.Store(false)
+	}
+	f.end(true)
+}
+
+// finish gives f's work back and finishes the run at the end of its
+// stream (in a frame of its own: Finish returns a Result).
 //
 //go:noinline
-func (f *forwarder[T]) finish() { f.run.Finish(nil) }
+func (f *forwarder[T]) finish() {
+	f.giveBack(true)
+	f.run.Finish(nil)
+}
 
 // sent records that the consumer took an item that changed sentFinal.
 func (f *forwarder[T]) sent() {
@@ -396,8 +538,8 @@ func (f *forwarder[T]) left() {
 	f.run.stopLeaving(f.sentFinal, f.run.leaveReason())
 }
 
-// end finishes a stopped run. It hands the last evaluated item (pending)
-// to the consumer, then closes the output, while it drains in so that the
+// end finishes a stopped run. It hands the last evaluated item (f's work's,
+// when pending) to the consumer, then closes the output, while it drains in so that the
 // producer never blocks, and finishes the run once both are done.
 //
 // The item is never given up on a wall clock while the consumer may still
@@ -408,13 +550,13 @@ func (f *forwarder[T]) left() {
 // with the item still waiting, that is reported once (a consumer that broke
 // out of its range loop without Leave would hang Run.Wait). Draining goes
 // on while the item waits, and gives up after the drain timeout otherwise.
-func (f *forwarder[T]) end(in <-chan T, out chan<- T, pending *T) {
-	run := f.run
+func (f *forwarder[T]) end(pending bool) {
+	run, in, out := f.run, f.in, f.out
 	drain := run.stage.cfg.drainTimeout
 	e := ending[T]{run: run, out: out, recv: in, t: time.NewTimer(drain)}
 	defer e.t.Stop()
-	if pending != nil {
-		e.item, e.send = *pending, out
+	if pending {
+		e.item, e.send = f.w.item, out
 		e.leave, e.left = run.leaveChan()
 	} else {
 		close(out)
@@ -505,14 +647,14 @@ func (e *ending[T]) expired() {
 	case e.left:
 		// After Leave nobody is expected to take it.
 		e.giveUp()
-	case run.parent.Err() != nil:
+	case run.parentErr() != nil:
 		run.report(fmt.Errorf("middleware: stage %q run %s: the consumer did not take the last item within %s of the stop and the caller's context has ended: item given up (a consumer that breaks out of its range loop must call Run.Leave)",
 			run.stage.name, run.id, run.stage.cfg.drainTimeout))
 		e.giveUp()
 	default:
 		run.report(fmt.Errorf("middleware: stage %q run %s: the consumer has not taken the last item within %s of the stop; it is kept until the consumer takes it, and Run.Wait waits: a consumer that breaks out of its range loop must call Run.Leave",
 			run.stage.name, run.id, run.stage.cfg.drainTimeout))
-		e.gone = run.parent.Done()
+		e.gone = run.parentDone()
 	}
 	if e.send == nil {
 		e.stopDraining()
@@ -524,7 +666,7 @@ func (e *ending[T]) expired() {
 // evaluated by run. It is ForwardSeqEach for decode functions that return
 // one event per item.
 func ForwardSeq[T any](run *Run, seq iter.Seq2[T, error], decode func(T) termination.Event) iter.Seq2[T, error] {
-	return forwardSeq(run, seq, decode == nil, func() *forwarder[T] { return &forwarder[T]{run: run, decodeOne: decode} })
+	return forwardSeq(run, seq, decode == nil, func() *forwarder[T] { return &forwarder[T]{run: run, decodeOne: decode, w: new(work[T])} })
 }
 
 // ForwardSeqEach is ForwardSeq for decode functions that turn one item into

@@ -123,10 +123,10 @@ func (r *Run) raiseOwnLocked(l termination.Limits) bool {
 func (r *Run) Held() (c termination.Cause, since time.Time, ok bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.held == nil {
+	if r.heldNow() == nil {
 		return nil, time.Time{}, false
 	}
-	return r.held.cause, r.held.since, true
+	return r.rare.held.cause, r.rare.held.since, true
 }
 
 // holdNow is called with r.mu held after each release, and after an event
@@ -134,7 +134,7 @@ func (r *Run) Held() (c termination.Cause, since time.Time, ok bool) {
 // or else when a limit it shares with other runs does (a tree's: a run
 // released from one hold may still be due to another).
 func (r *Run) holdNow() {
-	if r.held != nil {
+	if r.heldNow() != nil {
 		return
 	}
 	if _, stopped := r.eval.Stopped(); stopped {
@@ -144,7 +144,7 @@ func (r *Run) holdNow() {
 		since, _ := r.eval.HeldSince()
 		own := make(chan struct{})
 		r.holdLocked(own, c, since)
-		r.held.own = own
+		r.rare.held.own = own
 		r.armTimer() // the hold timeout, on the run's one timer
 		return
 	}
@@ -167,37 +167,37 @@ type heldState struct {
 
 // holdLocked marks the run held until ch is closed (or the run ends).
 func (r *Run) holdLocked(ch <-chan struct{}, c termination.Cause, since time.Time) {
-	r.held = &heldState{ch: ch, cause: c, since: since}
+	r.rareLocked().held = &heldState{ch: ch, cause: c, since: since}
 	r.parts.held(c)
 }
 
 // unholdLocked releases the run's wait, with r.mu held.
 func (r *Run) unholdLocked() {
-	if r.held == nil {
+	if r.heldNow() == nil {
 		return
 	}
-	if r.held.own != nil {
-		close(r.held.own) // a shared hold's channel is its part's to close
+	if r.rare.held.own != nil {
+		close(r.rare.held.own) // a shared hold's channel is its part's to close
 	}
-	r.held = nil
+	r.rare.held = nil
 	r.parts.released()
 }
 
 // waitHold waits, with r.mu held (released while waiting), until the run
 // is no longer held or has stopped.
 func (r *Run) waitHold() {
-	for r.held != nil {
+	for r.heldNow() != nil {
 		if _, stopped := r.eval.Stopped(); stopped {
 			return
 		}
-		ch := r.held.ch
+		ch := r.rare.held.ch
 		r.mu.Unlock()
 		select {
 		case <-ch:
 		case <-r.ctx.Done():
 		}
 		r.mu.Lock()
-		if r.held != nil && r.held.ch == ch {
+		if r.heldNow() != nil && r.rare.held.ch == ch {
 			select {
 			case <-ch: // a tree's release that has not reached this run yet
 				r.unholdLocked()
@@ -224,7 +224,7 @@ func (r *Run) stopHeld() bool {
 // tree's), until release is closed, unless it has stopped or is held.
 func (r *Run) holdShared(release <-chan struct{}, c termination.Cause, since time.Time) {
 	r.mu.Lock()
-	if _, stopped := r.eval.Stopped(); !stopped && r.held == nil {
+	if _, stopped := r.eval.Stopped(); !stopped && r.heldNow() == nil {
 		r.holdLocked(release, c, since)
 	}
 	r.mu.Unlock()
@@ -234,7 +234,7 @@ func (r *Run) holdShared(release <-chan struct{}, c termination.Cause, since tim
 // another tree's, may hold it still.
 func (r *Run) releaseShared(release <-chan struct{}) {
 	r.mu.Lock()
-	if r.held != nil && r.held.ch == release {
+	if r.heldNow() != nil && r.rare.held.ch == release {
 		r.unholdLocked()
 		r.holdNow()
 	}

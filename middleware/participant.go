@@ -122,8 +122,9 @@ func (r *Run) Info() RunInfo {
 	// than kept in the Run: parts call it once, when they join, and a live
 	// run is smaller without a copy.
 	info := r.stage.info
-	info.AgentID, info.ConversationID = r.info.agentID, r.info.conversationID
-	info.RunID, info.ParentRunID = r.id, r.parentID
+	o := r.from()
+	info.AgentID, info.ConversationID = o.info.agentID, o.info.conversationID
+	info.RunID, info.ParentRunID = r.id, o.parentID
 	return info
 }
 
@@ -173,7 +174,9 @@ type limiter interface{ Remaining() termination.Limits }
 type treeSharer interface{ SharedTrees() []string }
 
 // parts are a run's parts, in order. The optional interfaces are looked up
-// once, when the parts join.
+// once, when the parts join. A run without parts shares noParts (most
+// runs of a stage without participants: a live run is smaller without
+// its own).
 type parts struct {
 	all      []Part
 	spenders []Spender
@@ -181,11 +184,16 @@ type parts struct {
 	hold     holder    // the first part that is one; nil for none
 }
 
-// join joins the stage's own part own (nil for none), then its
-// participants, to the run, in order, and returns the context they made.
-func (ps *parts) join(ctx context.Context, own Part, participants []Participant, r *Run) context.Context {
+// noParts are the parts of every run that has none; never changed.
+var noParts parts
+
+// joinParts joins the stage's own part own (nil for none), then its
+// participants, to the run, in order, and returns the context they made and
+// the run's parts (noParts for none). While they join, the run has none.
+func joinParts(ctx context.Context, own Part, participants []Participant, r *Run) (context.Context, *parts) {
+	ps := &noParts
 	if own != nil {
-		ps.add(own)
+		ps = ps.with(own)
 	}
 	for _, p := range participants {
 		pctx, part := p.Join(ctx, r)
@@ -193,10 +201,19 @@ func (ps *parts) join(ctx context.Context, own Part, participants []Participant,
 			ctx = pctx
 		}
 		if part != nil {
-			ps.add(part)
+			ps = ps.with(part)
 		}
 	}
-	return ctx
+	return ctx, ps
+}
+
+// with adds part to ps, and returns ps, or new parts if ps is noParts.
+func (ps *parts) with(part Part) *parts {
+	if ps == &noParts {
+		ps = new(parts)
+	}
+	ps.add(part)
+	return ps
 }
 
 func (ps *parts) add(part Part) {

@@ -18,7 +18,7 @@ import (
 // It is RangeEach for decode functions that return one event per item; see
 // RangeEach for what happens when the run stops.
 func Range[T any](run *Run, in <-chan T, decode func(T) termination.Event) iter.Seq[T] {
-	return rangeChan(run, in, decode == nil, func() *forwarder[T] { return &forwarder[T]{run: run, decodeOne: decode} })
+	return rangeChan(run, in, decode == nil, func() *forwarder[T] { return &forwarder[T]{run: run, decodeOne: decode, w: new(work[T])} })
 }
 
 // RangeEach is Range for decode functions that turn one item into zero or

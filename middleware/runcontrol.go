@@ -83,11 +83,12 @@ func (r *Run) ID() string { return r.id }
 
 // Labels returns a copy of the labels the run was started with.
 func (r *Run) Labels() map[string]string {
-	if len(r.info.labels) == 0 {
+	labels := r.from().info.labels
+	if len(labels) == 0 {
 		return nil
 	}
-	out := make(map[string]string, len(r.info.labels))
-	for k, v := range r.info.labels {
+	out := make(map[string]string, len(labels))
+	for k, v := range labels {
 		out[k] = v
 	}
 	return out
@@ -101,7 +102,7 @@ func (s *Stage) runID() string { return runid.New() }
 // the run). It reports whether the run was ended at once (bad labels, or
 // a participant refused it).
 func (r *Run) begin() bool {
-	if err := label.ValidateLabels(r.info.labels); err != nil {
+	if err := label.ValidateLabels(r.from().info.labels); err != nil {
 		r.stopWith(termination.Failed{Reason: termination.FailInvalidInput,
 			Err: fmt.Sprintf("middleware: stage %q: WithLabels: %v", r.stage.name, err)})
 		return true
@@ -189,8 +190,8 @@ func (r *Run) spend(u termination.Usage, cost float64) (termination.Cause, bool)
 // participants and the warning hook, in order.
 func (r *Run) deliverWarnings() {
 	r.mu.Lock()
-	w := r.eval.WarningsSince(r.nwarn)
-	r.nwarn += len(w)
+	w := r.eval.WarningsSince(int(r.nwarn))
+	r.nwarn += int32(len(w))
 	for _, c := range w {
 		r.parts.warning(c)
 	}

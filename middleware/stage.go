@@ -119,31 +119,36 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 		up = findParent(ctx, &rc, s.trees.Sharer()) // lineage.go
 	}
 	r := &Run{
-		stage:      s,
-		info:       rc.runIdentity,
-		parent:     parent,
-		stopParent: func() bool { return false },
-		eval:       termination.NewEvaluator(s.cond, termination.WallClock),
-		id:         runID,
-		parentID:   up.id,
+		stage: s,
+		eval:  termination.NewEvaluator(s.cond, termination.WallClock),
+		id:    runID,
+		parts: &noParts,
+	}
+	if ri := rc.runIdentity; ri.agentID != "" || ri.conversationID != "" || len(ri.labels) > 0 || up.id != "" || parent.Done() != nil {
+		r.origin = &runOrigin{info: ri, parentID: up.id}
+		if parent.Done() != nil {
+			r.origin.parent = parent
+		}
 	}
 	if s.cfg.hold != nil {
 		r.eval.SetHold(*s.cfg.hold) // hold.go
 	}
-	ctx, own := s.joinTree(ctx, r, up)              // lineage.go: the run's tree node, if any
-	ctx = r.parts.join(ctx, own, s.participants, r) // participant.go
+	ctx, own := s.joinTree(ctx, r, up)                    // lineage.go: the run's tree node, if any
+	ctx, r.parts = joinParts(ctx, own, s.participants, r) // participant.go
 	// The run's context does not inherit the parent's cancellation directly,
 	// so that its cause is always the run's typed cause: the parent's end is
-	// turned into Cancelled{reason: context} below.
-	base := context.WithoutCancel(ctx)
+	// turned into Cancelled{reason: context} below. The layer that carries
+	// the run drops the cancellation (lineage.go); it reports ctx's
+	// deadline, or when there is a sooner one, the earliest of the
+	// caller's, the stage's, and what the parts report (a tree node: the
+	// run's tree timeouts, its own tree limits' and those a remote parent
+	// propagated; a local parent's are in the caller's deadline already):
+	// loops size their own timeouts from it.
+	base := ctx
 	if d, ok := deadline.Earliest(ctx, s.timeouts...); ok {
-		// WithoutCancel drops the deadline too; loops size their own
-		// timeouts from it, so keep the earliest of the caller's, the
-		// stage's, and what the parts report (a tree node: the run's tree
-		// timeouts, its own tree limits' and those a remote parent
-		// propagated; a local parent's are in the caller's deadline
-		// already).
-		base = deadline.Report(base, d)
+		if cd, cok := ctx.Deadline(); !cok || !cd.Equal(d) {
+			base = deadline.Report(context.WithoutCancel(ctx), d)
+		}
 	}
 	// The run's context carries the run, so that a run started under it
 	// is its child (lineage.go).
@@ -175,7 +180,7 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 		// so that the first Observe already sees the stop.
 		r.stopWith(termination.Cancelled{Reason: termination.CancelContext, Detail: causeText(parent)})
 	} else if parent.Done() != nil { // a parent that can never end needs no watch
-		r.stopParent = context.AfterFunc(parent, func() {
+		r.origin.stopParent = context.AfterFunc(parent, func() {
 			r.stopWith(termination.Cancelled{Reason: termination.CancelContext, Detail: causeText(parent)})
 		})
 	}
@@ -192,54 +197,141 @@ func (s *Stage) Skip(ctx context.Context, reason string) termination.Result {
 
 // Run is one execution of a stage's loop. Its methods are safe for
 // concurrent use.
+//
+// A live run's memory is most of what a forwarded loop adds (§6), so the
+// fields that most runs never need sit behind pointers, made only by the
+// runs that do (origin, rare, lin; parts is shared by the runs
+// without participants), and the small fields are packed: a live run is
+// 192 bytes, a size class.
 type Run struct {
-	stage      *Stage
-	info       runIdentity // what the run was started with
-	parent     context.Context
-	ctx        context.Context
-	cancel     context.CancelCauseFunc
-	stopParent func() bool
-	id         string   // 128 random bits, hex
-	parentID   string   // the id of the run's parent, "" for none (Info)
-	value      runValue // the layer of ctx that carries the run (lineage.go)
-	lin        *lineage // under mu: its parent and children in this process (lineage.go); nil for none
+	stage  *Stage
+	origin *runOrigin // what the run was started with and under; nil for nothing to keep
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+	id     string   // 128 random bits, hex
+	value  runValue // the layer of ctx that carries the run (lineage.go)
+	lin    *lineage // under mu: its parent and children in this process (lineage.go); nil for none
 
 	mu    sync.Mutex
-	parts parts // the participants' parts (participant.go): set before the run is visible
+	parts *parts // the participants' parts (participant.go): set before the run is visible
 	eval  *termination.Evaluator
 	cur   *termination.Event // Observe's copy of the event being evaluated (allocated on first use): evaluator and recorder read it in place
-	nwarn int
 	timer *time.Timer
-	// drained counts the events and items discarded after the stop.
-	drained int
-	endOnce sync.Once
-	// stopTold is set once the recorders have been told of the stop
-	// (recordStop), or of the end: with r.mu. (Beside endOnce, it takes
-	// no word of its own.)
-	stopTold bool
-	ended    sync.WaitGroup      // done when the result is final (a channel would be one more allocation)
-	result   *termination.Result // set when ended is closed
 
-	// Stopping from outside (Stop) and leaving early (Leave).
-	lastFinal bool        // under mu: the last evaluated event was a final answer
-	left      bool        // under mu: Leave was called
-	woken     bool        // under mu: wake is closed (below)
-	leftFlag  atomic.Bool // left, for the channel forwarder's per-item check
-	reason    string      // under mu: Leave's reason
-	// The channel forwarder's wake-up, set under mu before it starts: wake
-	// is closed (woken) by Leave and when the run stops, so that a
-	// forwarder waiting for the producer or the consumer watches one
-	// channel for both. leave is made by the forwarder once the run has
-	// stopped and an item waits for the consumer; Leave closes it.
-	wake  chan struct{}
-	leave chan struct{}
+	// Under mu: finishing is set by the first Finish (the others wait for
+	// ended); stopTold once the recorders have been told of the stop
+	// (recordStop), or of the end; lastFinal: the last evaluated event was
+	// a final answer; left: Leave was called; woken: wake (below) is
+	// closed.
+	finishing, stopTold, lastFinal, left, woken bool
+	leftFlag                                    atomic.Bool // left, for the channel forwarder's per-item check
 	// The channel forwarder's hand-over, read by Leave: sentFinal is whether
 	// the last item the consumer took ended with a final answer; inFlight is
 	// set while an item that would change sentFinal is being handed over.
-	sentFinal atomic.Bool
-	inFlight  atomic.Bool
+	sentFinal, inFlight atomic.Bool
+	// nwarn is how many of the evaluator's warnings the parts have been
+	// told of (under mu; an int32 beside the flags keeps a live Run in
+	// its size class).
+	nwarn int32
 
-	held *heldState // under mu: non-nil while the run is held at a limit (hold.go)
+	ended  sync.WaitGroup      // done when the result is final (a channel would be one more allocation)
+	result *termination.Result // set when ended is closed
+
+	// The channel forwarder's wake-up, set under mu before it starts: wake
+	// is closed (woken) by Leave and when the run stops, so that a
+	// forwarder waiting for the producer or the consumer watches one
+	// channel for both.
+	wake chan struct{}
+	// rare is what few runs need (under mu), made when one does: what
+	// Leave said, the hold, the count of what was drained.
+	rare *runRare
+}
+
+// runOrigin is what a run was started with and under, kept only when there
+// is something to keep: set before the run is visible, never changed.
+type runOrigin struct {
+	info     runIdentity // what the run was started with
+	parentID string      // the id of the run's parent, "" for none (Info)
+	// parent is the caller's context, nil when it can never end (its Done
+	// is nil): only its end and its cause are needed.
+	parent context.Context
+	// stopParent stops the watch of parent (set by a live run whose
+	// parent can end, before anything can finish it).
+	stopParent func() bool
+}
+
+// runRare is what few runs need: what Leave said (the reason, and the
+// channel it closes, made by the forwarder once the run has stopped and an
+// item waits for the consumer), the hold, and the count of what was
+// drained.
+type runRare struct {
+	reason string
+	leave  chan struct{}
+	held   *heldState // non-nil while the run is held at a limit (hold.go)
+	// drained counts the events and items discarded after the stop.
+	drained int
+}
+
+// rareLocked returns r.rare, making it on first use (with r.mu held).
+func (r *Run) rareLocked() *runRare {
+	if r.rare == nil {
+		r.rare = new(runRare)
+	}
+	return r.rare
+}
+
+// heldNow is how the run is held, nil while it is not (with r.mu held).
+func (r *Run) heldNow() *heldState {
+	if r.rare == nil {
+		return nil
+	}
+	return r.rare.held
+}
+
+// drainedLocked is how many events and items were discarded after the
+// stop (with r.mu held).
+func (r *Run) drainedLocked() int {
+	if r.rare == nil {
+		return 0
+	}
+	return r.rare.drained
+}
+
+// noOrigin stands for the origin of a run that keeps none.
+var noOrigin runOrigin
+
+// from returns what the run was started with and under.
+func (r *Run) from() *runOrigin {
+	if r.origin == nil {
+		return &noOrigin
+	}
+	return r.origin
+}
+
+// parentErr is the caller's context's Err: nil while it goes on, and
+// always for one that can never end.
+func (r *Run) parentErr() error {
+	if p := r.from().parent; p != nil {
+		return p.Err()
+	}
+	return nil
+}
+
+// parentDone is the caller's context's Done: nil for one that can never
+// end.
+func (r *Run) parentDone() <-chan struct{} {
+	if p := r.from().parent; p != nil {
+		return p.Done()
+	}
+	return nil
+}
+
+// parentCause is the text of the caller's context's cause.
+func (r *Run) parentCause() string {
+	if p := r.from().parent; p != nil {
+		return causeText(p)
+	}
+	return ""
 }
 
 // Context returns the run's context (the one Start returned).
@@ -274,7 +366,7 @@ func (r *Run) Observe(ev termination.Event) (termination.Cause, bool) {
 // copy does not escape.
 func (r *Run) observe(ev *termination.Event) (_ termination.Cause, _ bool, late bool) {
 	r.mu.Lock()
-	if r.held != nil {
+	if r.heldNow() != nil {
 		// Held: wait before ev takes r.cur, which a concurrent Observe
 		// waiting too would overwrite (hold.go).
 		r.waitHold()
@@ -293,11 +385,11 @@ func (r *Run) observe(ev *termination.Event) (_ termination.Cause, _ bool, late 
 // unchanged during the call. ev may be r.cur, which another Observe may
 // overwrite once the lock is released.
 func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool, late bool) {
-	if r.held != nil {
+	if r.heldNow() != nil {
 		r.waitHold() // held at a limit: no next event until released (hold.go)
 	}
 	if c, stopped := r.eval.Stopped(); stopped {
-		r.drained++
+		r.rareLocked().drained++
 		r.mu.Unlock()
 		return c, true, true
 	}
@@ -307,7 +399,7 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 			// A tree limit over the run fired before ev: ev is not
 			// evaluated, as replay ends the tree at the event that
 			// crossed the limit.
-			r.drained++
+			r.rareLocked().drained++
 			r.mu.Unlock()
 			r.stopFired(fired, false)
 			c, _ := r.Cause()
@@ -331,7 +423,7 @@ func (r *Run) observed(ev *termination.Event, seq sequencer, evaluated int, caus
 		if seq != nil {
 			seq.Exit(ev, false)
 		}
-		r.drained++
+		r.rareLocked().drained++
 		r.mu.Unlock()
 		r.stopped(cause)
 		return cause, true, true
@@ -339,7 +431,7 @@ func (r *Run) observed(ev *termination.Event, seq sequencer, evaluated int, caus
 	r.lastFinal = ev.Kind == termination.KindFinal
 	r.parts.event(ev)
 	var warnings []termination.Cause
-	if len(r.eval.WarningsSince(r.nwarn)) > 0 {
+	if len(r.eval.WarningsSince(int(r.nwarn))) > 0 {
 		warnings = r.takeWarnings()
 		if r.stage.cfg.hold != nil {
 			r.holdNow() // the warning may be a limit the run is held at (hold.go)
@@ -377,8 +469,8 @@ func (r *Run) observedSpend(ev *termination.Event, cause termination.Cause, stop
 // takeWarnings hands the warnings recorded since the last event to the
 // recorder, with r.mu held, and returns them for the hook.
 func (r *Run) takeWarnings() []termination.Cause {
-	w := r.eval.WarningsSince(r.nwarn)
-	r.nwarn += len(w)
+	w := r.eval.WarningsSince(int(r.nwarn))
+	r.nwarn += int32(len(w))
 	for _, c := range w {
 		r.parts.warning(c)
 	}
@@ -466,15 +558,19 @@ func (r *Run) Leave(reason string) {
 		r.mu.Unlock()
 		return
 	}
-	r.left, r.reason = true, reason
+	r.left = true
+	if r.rare == nil {
+		r.rare = new(runRare)
+	}
+	r.rare.reason = reason
 	r.leftFlag.Store(true)
 	channel := r.wake != nil
 	if channel && !r.woken {
 		close(r.wake)
 		r.woken = true
 	}
-	if r.leave != nil {
-		close(r.leave)
+	if r.rare.leave != nil {
+		close(r.rare.leave)
 	}
 	final := r.lastFinal
 	r.mu.Unlock()
@@ -503,7 +599,10 @@ func (r *Run) Leave(reason string) {
 func (r *Run) leaveReason() string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.reason
+	if r.rare == nil {
+		return ""
+	}
+	return r.rare.reason
 }
 
 // stopLeaving ends the run as Stop and Leave do: NaturalCompletion when
@@ -570,10 +669,13 @@ func (r *Run) leaveChan() (<-chan struct{}, bool) {
 	if r.left {
 		return nil, true
 	}
-	if r.leave == nil {
-		r.leave = make(chan struct{})
+	if r.rare == nil {
+		r.rare = new(runRare)
 	}
-	return r.leave, false
+	if r.rare.leave == nil {
+		r.rare.leave = make(chan struct{})
+	}
+	return r.rare.leave, false
 }
 
 // armTimer arms the run's one timer, with r.mu held, for the next timeout
@@ -617,7 +719,13 @@ func (r *Run) onTimer() {
 // then a stream error like any other. Finish is idempotent: later calls
 // return the same result.
 func (r *Run) Finish(err error) termination.Result {
-	r.endOnce.Do(func() { r.finish(err) })
+	r.mu.Lock()
+	first := !r.finishing
+	r.finishing = true
+	r.mu.Unlock()
+	if first {
+		r.finish(err)
+	}
 	r.ended.Wait()
 	return *r.result
 }
@@ -633,8 +741,8 @@ func (r *Run) finish(err error) {
 	r.mu.Lock()
 	var typed termination.Cause
 	switch {
-	case r.parent.Err() != nil:
-		r.eval.Stop(termination.Cancelled{Reason: termination.CancelContext, Detail: causeText(r.parent)})
+	case r.parentErr() != nil:
+		r.eval.Stop(termination.Cancelled{Reason: termination.CancelContext, Detail: r.parentCause()})
 	case err == nil:
 	case errors.As(err, &typed) && r.eval.Stop(typed):
 		// The loop ended on a cause it knows (a framework's own iteration
@@ -649,7 +757,7 @@ func (r *Run) finish(err error) {
 		r.eval.EndHold()
 	}
 	res := r.eval.Result()
-	res.Stage, res.Run, res.Parent = r.stage.name, r.id, r.parentID
+	res.Stage, res.Run, res.Parent = r.stage.name, r.id, r.from().parentID
 	res.TerminationCause = termination.Tag(res.Cause, r.stage.allowed)
 	if r.timer != nil {
 		r.timer.Stop()
@@ -669,18 +777,20 @@ func (r *Run) finish(err error) {
 	if treatPanic != nil {
 		r.parts.error(fmt.Errorf("middleware: stage %q: TreatAsSuccess panicked: %v", r.stage.name, treatPanic))
 	}
-	res.Drained = r.drained
-	for _, w := range r.eval.WarningsSince(r.nwarn) {
+	res.Drained = r.drainedLocked()
+	for _, w := range r.eval.WarningsSince(int(r.nwarn)) {
 		r.parts.warning(w) // a fleet's warning that no event delivered
 	}
-	r.nwarn = len(res.Warnings)
+	r.nwarn = int32(len(res.Warnings))
 	r.unholdLocked()  // hold.go
 	r.stopTold = true // End tells them
 	r.parts.end(&res) // the tree's part fills res.Tree (lineage.go), the shadow policies' res.Shadow (shadow.go)
 	r.result = &res
 	r.mu.Unlock()
 	r.parts.ended(&res)
-	r.stopParent()
+	if stop := r.from().stopParent; stop != nil {
+		stop()
+	}
 	r.stopped(res.Cause)
 	r.unlink() // lineage.go
 	unregisterRun(r, &res)
@@ -714,7 +824,9 @@ func (r *Run) Cause() (termination.Cause, bool) {
 // addDrained counts items discarded after the stop.
 func (r *Run) addDrained(n int) {
 	r.mu.Lock()
-	r.drained += n
+	if n > 0 {
+		r.rareLocked().drained += n
+	}
 	r.mu.Unlock()
 }
 
@@ -752,7 +864,7 @@ func (r *Run) recordStop() {
 		return
 	}
 	res := r.eval.Result()
-	res.Stage, res.Run, res.Parent = r.stage.name, r.id, r.parentID
+	res.Stage, res.Run, res.Parent = r.stage.name, r.id, r.from().parentID
 	res.TerminationCause = termination.Tag(res.Cause, r.stage.allowed)
 	r.parts.stopped(&res) // the shadow policies' part fills res.Shadow first (shadow.go)
 }

@@ -52,10 +52,10 @@ type check interface {
 // sink) records into the run's warnings, and reads its raised limits and
 // its idle time.
 type sink struct {
-	fired []Cause
-	// by[i] gives the evidence of fired[i] (see witness); nil means the
-	// firing event alone.
-	by  []witness
+	// f is what fired on the current event, nil until something first
+	// fires in the run: most live runs never fire (one stops on its
+	// first cause), and an Evaluator is smaller without the two lists.
+	f   *fired
 	run *Evaluator
 	// callKey is the tool_call's key (tool and canonical args), 0 when not
 	// computed: the Evaluator computes it before the checks run, high on
@@ -65,21 +65,40 @@ type sink struct {
 	callKey uint64
 }
 
+// fired is what fired on one event: the causes, and by[i] gives the
+// evidence of causes[i] (see witness); nil means the firing event alone.
+type fired struct {
+	causes []Cause
+	by     []witness
+}
+
+// fired returns the causes that fired on the current event.
+func (s *sink) fired() []Cause {
+	if s.f == nil {
+		return nil
+	}
+	return s.f.causes
+}
+
 // fire records a cause that fired on the current event; w gives its
 // evidence if it is the run's cause (nil: the firing event alone).
 func (s *sink) fire(c Cause, w witness) {
-	s.fired = append(s.fired, c)
-	s.by = append(s.by, w)
+	if s.f == nil {
+		s.f = new(fired)
+	}
+	s.f.causes = append(s.f.causes, c)
+	s.f.by = append(s.f.by, w)
 }
 
 // reset empties the sink for the next event.
 func (s *sink) reset() {
-	if len(s.fired) == 0 && len(s.by) == 0 {
+	f := s.f
+	if f == nil || len(f.causes) == 0 && len(f.by) == 0 {
 		return // the common case: nothing fired on the last event
 	}
-	s.fired = s.fired[:0]
-	clear(s.by)
-	s.by = s.by[:0]
+	f.causes = f.causes[:0]
+	clear(f.by)
+	f.by = f.by[:0]
 }
 
 // witness is implemented by the checks whose causes have evidence other
@@ -100,15 +119,15 @@ func (noEvidence) evidence(Cause, int) []int { return nil }
 
 // evidenceOf returns the evidence of the fired cause i of s on event at.
 func (s *sink) evidenceOf(i, at int) []int {
-	if w := s.by[i]; w != nil {
-		return w.evidence(s.fired[i], at)
+	if w := s.f.by[i]; w != nil {
+		return w.evidence(s.f.causes[i], at)
 	}
 	if at <= 0 {
 		return nil
 	}
 	return []int{at}
 }
-func (s *sink) warn(c Cause) { s.run.warnings = append(s.run.warnings, c) }
+func (s *sink) warn(c Cause) { s.run.addWarning(c) }
 
 // stallWarned reports whether the run has a stall warning (at most one
 // per run).
@@ -120,7 +139,7 @@ func (s *sink) warnStall(c StallDetected) {
 		return
 	}
 	s.run.stalled = true
-	s.run.warnings = append(s.run.warnings, c)
+	s.run.addWarning(c)
 }
 
 // idle is, on a clock tick for an idle limit (IdleAfter), how long the run

@@ -113,22 +113,14 @@ func (b *budget) validate() error {
 // limitKey is the policy key of a token limit: "total", "input", "output".
 func limitKey(r Resource) string { return strings.TrimSuffix(string(r), "_tokens") }
 
-func (b *budget) start() check {
-	c := &budgetCheck{budget: b}
-	if len(b.limits) > 1 {
-		rest := make([]limitState, len(b.limits)-1)
-		c.rest = &rest
-	}
-	return c
-}
+func (b *budget) start() check { return &budgetCheck{budget: b} }
 
 type budgetCheck struct {
 	*budget
-	// first is the run state of the first limit, rest that of the others
-	// (nil for a budget of one limit, most of them): a live run's check
-	// is one allocation of 64 bytes.
-	first   limitState
-	rest    *[]limitState
+	// rare is the run state of the limits and of the grace count, made
+	// when a final first reaches a limit or the threshold, or a warning
+	// starts the grace count: a live run's check is 32 bytes.
+	rare    *budgetRare
 	graceOn bool // a warning started the grace count
 	// settled is set when the last event reached nothing (no limit, no
 	// threshold, no final's mark) outside a grace count: an event that
@@ -143,10 +135,32 @@ type budgetCheck struct {
 	// child of (nil for none): set while the check is settled, so that the
 	// AnyOf does not call it for an event that spends nothing and is no
 	// model turn (what observe itself would return on at once).
-	quietBit  uint16
-	graceLeft int // message events left before the stop
-	warnedAt  int // the event that recorded that warning
-	quiet     *uint16
+	quietBit uint16
+	quiet    *uint16
+}
+
+// budgetRare is the part of a budgetCheck that most runs never need.
+type budgetRare struct {
+	states    []limitState // one per limit
+	graceLeft int          // message events left before the stop
+	warnedAt  int          // the event that recorded the warning that started the grace count
+}
+
+// rareState returns b's rare state, making it on first use.
+func (b *budgetCheck) rareState() *budgetRare {
+	if b.rare == nil {
+		b.rare = &budgetRare{states: make([]limitState, len(b.limits))}
+	}
+	return b.rare
+}
+
+// warnedAt is the event that recorded the warning that started the grace
+// count, 0 for none.
+func (b *budgetCheck) warnedAt() int {
+	if b.rare == nil {
+		return 0
+	}
+	return b.rare.warnedAt
 }
 
 // limitState is the run state of one budgeted resource: finalAt and
@@ -156,11 +170,11 @@ type budgetCheck struct {
 type limitState struct{ finalAt, finalWarnAt int }
 
 // state returns the run state of limit i.
-func (b *budgetCheck) state(i int) *limitState {
-	if i == 0 {
-		return &b.first
+func (b *budgetCheck) state(i int) limitState {
+	if b.rare == nil {
+		return limitState{}
 	}
-	return &(*b.rest)[i-1]
+	return b.rare.states[i]
 }
 
 // warnedOf reports whether limit i recorded its pressure warning.
@@ -224,17 +238,17 @@ func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
 		for i, l := range b.limits {
 			st, u := b.state(i), used(l.res, p)
 			if st.finalAt == 0 && reached(l.res, u, l.limit+s.raisedBy(l.res), 1) {
-				st.finalAt = p.Events
+				b.rareState().states[i].finalAt = p.Events
 			}
 			if b.threshold.set && !b.warnedOf(i) && st.finalWarnAt == 0 && reached(l.res, u, l.limit, b.threshold.v) {
-				st.finalWarnAt = p.Events
+				b.rareState().states[i].finalWarnAt = p.Events
 			}
 		}
 		return
 	}
 	// A message after the warning spends one grace turn.
 	if b.graceOn && ev.Kind == KindMessage {
-		b.graceLeft--
+		b.rare.graceLeft--
 	}
 	quiet := true
 	for i := range b.limits {
@@ -249,7 +263,7 @@ func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
 			quiet = false
 		}
 	}
-	if b.graceOn && b.graceLeft <= 0 {
+	if b.graceOn && b.rare.graceLeft <= 0 {
 		b.graceOver(p, s)
 	}
 	b.setSettled(quiet && !b.graceOn)
@@ -284,7 +298,9 @@ func (b *budgetCheck) pressure(i int, u float64, p *Progress, s *sink) {
 	b.warned |= 1 << i
 	s.warn(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: u, Limit: l.limit, Scope: b.scope})
 	if b.grace != nil && !b.graceOn {
-		b.graceOn, b.graceLeft, b.warnRes, b.warnedAt = true, *b.grace, uint8(i), p.Events
+		r := b.rareState()
+		b.graceOn, b.warnRes = true, uint8(i)
+		r.graceLeft, r.warnedAt = *b.grace, p.Events
 	}
 }
 
@@ -312,7 +328,7 @@ func (b *budgetCheck) evidence(c Cause, at int) []int {
 		if f := b.state(int(b.warnRes)).finalWarnAt; f > 0 {
 			out = append(out, f)
 		}
-		out = append(out, b.warnedAt)
+		out = append(out, b.warnedAt())
 	}
 	return sortedSet(append(out, at))
 }

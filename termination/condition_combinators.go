@@ -172,9 +172,9 @@ func (a *allCheck) observe(ev *Event, p *Progress, s *sink) {
 	for i, ch := range a.children {
 		a.scratch.reset()
 		ch.observe(ev, p, &a.scratch)
-		if a.latched[i] == nil && len(a.scratch.fired) > 0 {
-			j := pickIndex(a.scratch.fired)
-			c := a.scratch.fired[j]
+		if a.latched[i] == nil && len(a.scratch.fired()) > 0 {
+			j := pickIndex(a.scratch.fired())
+			c := a.scratch.fired()[j]
 			a.latched[i] = c
 			a.order = append(a.order, c)
 			// Taken now: the child's windows move on with later events.

@@ -178,20 +178,22 @@ const failuresPrealloc = 8
 
 type errorCheck struct {
 	*errorLimit
-	failedResults int // failed tool_results in a row
-	errorEvents   int // error events in a row
-	seen          int // error events and failed tool_results in the run
 	// *errorWindows is nil until the run's first failure (prepare): a
-	// live run that never fails is smaller without them.
+	// live run that never fails is smaller without them, and without
+	// its counts, which are all 0 until then.
 	*errorWindows
 	turn        bool // a model turn came after the last error event
 	streakFired bool // the last firing was a streak's
 }
 
-// errorWindows are the indices of an errorCheck's last failures, for the
-// evidence: of each streak (as many as Consecutive) and of the run (as
-// many as Total).
+// errorWindows are an errorCheck's counts of failures and the indices of
+// its last failures, for the evidence: of each streak (as many as
+// Consecutive) and of the run (as many as Total).
 type errorWindows struct {
+	failedResults int // failed tool_results in a row
+	errorEvents   int // error events in a row
+	seen          int // error events and failed tool_results in the run
+
 	resultIdx, errorIdx ring[int]
 	allIdx              failureLog
 }
@@ -204,7 +206,9 @@ func (c *errorCheck) observe(ev *Event, p *Progress, s *sink) {
 	switch ev.Kind {
 	case KindToolResult:
 		if ev.Err == "" {
-			c.failedResults, c.errorEvents = 0, 0
+			if c.errorWindows != nil { // no failure yet: the streaks are 0
+				c.failedResults, c.errorEvents = 0, 0
+			}
 			return
 		}
 		if slices.Contains(c.ignore, ev.Tool) {
@@ -225,7 +229,7 @@ func (c *errorCheck) observe(ev *Event, p *Progress, s *sink) {
 		c.errorIdx.push(p.Events)
 		streak = c.errorEvents
 	case KindMessage, KindFinal:
-		if c.turn {
+		if c.turn && c.errorWindows != nil {
 			c.errorEvents = 0 // two model turns with no error between them
 		}
 		c.turn = true

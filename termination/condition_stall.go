@@ -203,12 +203,35 @@ const maxOpenCalls = 64
 // keyAt is a stall key (or an iteration's total tokens) and the event
 // (1-based index) it came from: the windows keep the indices for the
 // evidence, so that naming the events of a stall costs nothing until one
-// fires. (Packed into 12 bytes, a key in two halves, the entries made the
-// windows' loops slower by more than their memory was worth.)
+// fires. An entry is 12 bytes, not 16: the key in two halves, and the low
+// 32 bits of the index, whose high bits are those of the event it is read
+// on (index), less the entry's age. That holds while the entry is less
+// than 2^32 events older than the event it is read on: a run would need
+// four billion events between a tool call and a stall or evidence that
+// names it. The windows are most of a live run's stall state (§6: a live
+// run's memory); their loops compare the halves.
 type keyAt struct {
-	key uint64
-	at  int
+	lo, hi uint32
+	at32   uint32
 }
+
+// entry returns the window entry of key for event at.
+func entry(key uint64, at int) keyAt {
+	return keyAt{lo: uint32(key), hi: uint32(key >> 32), at32: uint32(at)}
+}
+
+// key returns the entry's key.
+func (k keyAt) key() uint64 { return uint64(k.hi)<<32 | uint64(k.lo) }
+
+// is reports whether the entry's key is key.
+func (k keyAt) is(key uint64) bool { return k.lo == uint32(key) && k.hi == uint32(key>>32) }
+
+// sameKey reports whether the entries have the same key.
+func (k keyAt) sameKey(o keyAt) bool { return k.lo == o.lo && k.hi == o.hi }
+
+// index returns the entry's event index, read on event now (now >= the
+// entry's).
+func (k keyAt) index(now int) int { return now - int(uint32(now)-k.at32) }
 
 // openCall is a tool call waiting for its result (stall.same_result).
 type openCall struct {
@@ -312,7 +335,7 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 		if key == 0 { // not computed (see sink.callKey)
 			key = callKey(ev)
 		}
-		c.calls.push(keyAt{key, p.Events})
+		c.calls.push(entry(key, p.Events))
 		if c.repeats.set {
 			if c.sameResult {
 				if c.anyArgs {
@@ -340,7 +363,7 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 			return // no open call to pair with: counts for nothing
 		}
 		key := resultKey(call, ev)
-		c.results.push(keyAt{key, p.Events})
+		c.results.push(entry(key, p.Events))
 		if n := matches(&c.results, key, c.windowSize()); c.signals(n, s) {
 			c.repeated(SignalRepeatedResult, n, s)
 		}
@@ -350,7 +373,7 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 		}
 		if ev.Kind == KindMessage && !c.sameResult {
 			if key, ok := msgKey(ev); ok {
-				c.msgs.push(keyAt{key, p.Events})
+				c.msgs.push(entry(key, p.Events))
 				if n := matches(&c.msgs, key, c.windowSize()); c.signals(n, s) {
 					c.repeated(SignalRepeatedMessage, n, s)
 				}
@@ -358,7 +381,7 @@ func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
 		}
 		if c.tolerance.set {
 			if total := ev.Usage.Total(); total > 0 {
-				c.tokens.push(keyAt{uint64(total), p.Events})
+				c.tokens.push(entry(uint64(total), p.Events))
 				if ev.Kind == KindMessage && c.plateau() {
 					c.firePlateau(s)
 				}
@@ -440,43 +463,43 @@ func (c *stallCheck) repeated(sig StallSignal, n int, s *sink) {
 // evidence is the events of the signal that fired: the matching calls,
 // results or messages in the window, the cycle's calls, the plateau's
 // iterations.
-func (c *stallCheck) evidence(cause Cause, _ int) []int {
+func (c *stallCheck) evidence(cause Cause, at int) []int {
 	sd, _ := cause.(StallDetected)
 	var out []int
 	switch sd.Signal {
 	case SignalRepeatedToolCall:
-		out = matchIndices(&c.calls, c.windowSize())
+		out = matchIndices(&c.calls, c.windowSize(), at)
 	case SignalRepeatedMessage:
-		out = matchIndices(&c.msgs, c.windowSize())
+		out = matchIndices(&c.msgs, c.windowSize(), at)
 	case SignalRepeatedResult:
-		out = matchIndices(&c.results, c.windowSize())
+		out = matchIndices(&c.results, c.windowSize(), at)
 	case SignalCycle:
 		n := min(sd.Period*sd.Repeats, c.calls.len())
 		for i := n - 1; i >= 0; i-- {
-			out = append(out, c.calls.at(i).at)
+			out = append(out, c.calls.at(i).index(at))
 		}
 	case SignalTokenPlateau:
 		n := min(c.repeats.v, c.tokens.len())
 		for i := n - 1; i >= 0; i-- {
-			out = append(out, c.tokens.at(i).at)
+			out = append(out, c.tokens.at(i).index(at))
 		}
 	}
 	return out
 }
 
 // matchIndices returns the events of the entries among the last w of r
-// whose key is the last one's, oldest first.
-func matchIndices(r *ring[keyAt], w int) []int {
+// whose key is the last one's, oldest first, read on event now.
+func matchIndices(r *ring[keyAt], w, now int) []int {
 	if r.len() == 0 {
 		return nil
 	}
-	key := r.at(0).key
+	key := r.at(0).key()
 	var out []int
 	a, b := r.last(max(0, min(w, r.len())))
 	for _, part := range [2][]keyAt{a, b} {
 		for _, v := range part {
-			if v.key == key {
-				out = append(out, v.at)
+			if v.is(key) {
+				out = append(out, v.index(now))
 			}
 		}
 	}
@@ -497,8 +520,9 @@ func matches(r *ring[keyAt], key uint64, w int) int {
 // countKey counts the entries of buf that hold key.
 func countKey(buf []keyAt, key uint64) int {
 	n := 0
+	lo, hi := uint32(key), uint32(key>>32)
 	for i := range buf {
-		if buf[i].key == key {
+		if buf[i].lo == lo && buf[i].hi == hi {
 			n++
 		}
 	}
@@ -517,7 +541,7 @@ func (c *stallCheck) period() int {
 	if n == 0 {
 		return 0
 	}
-	last := c.calls.at(0).key
+	last := c.calls.at(0).key()
 	for p := 2; p <= maxCyclePeriod; p++ {
 		// len < p×k: a product rather than a division on every tool call
 		// (a 64-bit division costs tens of cycles), unless p×k overflows.
@@ -526,7 +550,7 @@ func (c *stallCheck) period() int {
 		}
 		// The last call begins the block's repeat before it, or P is not
 		// the period (repeatsBlock's first comparison, without its call).
-		if k > 1 && c.calls.at(p).key != last {
+		if k > 1 && !c.calls.at(p).is(last) {
 			continue
 		}
 		if c.repeatsBlock(p, k) {
@@ -538,12 +562,12 @@ func (c *stallCheck) period() int {
 
 func (c *stallCheck) repeatsBlock(p, k int) bool {
 	for i := range p * (k - 1) {
-		if c.calls.at(i).key != c.calls.at(i+p).key {
+		if !c.calls.at(i).sameKey(c.calls.at(i + p)) {
 			return false
 		}
 	}
 	for i := 1; i < p; i++ {
-		if c.calls.at(i).key != c.calls.at(0).key {
+		if !c.calls.at(i).sameKey(c.calls.at(0)) {
 			return true
 		}
 	}
@@ -558,7 +582,7 @@ func (c *stallCheck) plateau() bool {
 		return false
 	}
 	for i := range n - 1 {
-		cur, prev := int64(c.tokens.at(i).key), int64(c.tokens.at(i+1).key)
+		cur, prev := int64(c.tokens.at(i).key()), int64(c.tokens.at(i+1).key())
 		if math.Abs(float64(cur-prev))/float64(prev) > c.tolerance.v {
 			return false
 		}

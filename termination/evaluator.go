@@ -36,7 +36,6 @@ type Evaluator struct {
 	next, nextIdle int32
 	progress       Progress
 	sink           sink
-	warnings       []Cause
 	start          time.Time
 	// last is the time of the last event: live, when it arrived (the
 	// start before the first), for the idle limits; in replay, the last
@@ -44,19 +43,20 @@ type Evaluator struct {
 	last  time.Time
 	cause Cause
 	// x holds what most live runs never need, nil until one does (a live
-	// run's Evaluator is 256 bytes, a size class, without it).
+	// run's Evaluator is 192 bytes, a size class, without it).
 	x *evalRare
 }
 
 // evalRare is the part of an Evaluator that most live runs never need:
 // made by NewEvaluator for a condition with timers, else on first use.
 type evalRare struct {
-	timers  evalTimers // the condition's timer limits; none without any
-	end     *evalEnd   // how the run stopped (ending): nil while it runs
-	hold    *holdState // hold: (hold.go); nil without one
-	lastErr string     // the error of the last error event
-	cur     *Event     // Observe's copy of the event: ObserveRef callers never need it
-	raised  *Limits    // what the limits were raised by (hold.go); nil before a raise
+	warnings []Cause    // the warnings recorded, in order (most runs have none)
+	timers   evalTimers // the condition's timer limits; none without any
+	end      *evalEnd   // how the run stopped (ending): nil while it runs
+	hold     *holdState // hold: (hold.go); nil without one
+	lastErr  string     // the error of the last error event
+	cur      *Event     // Observe's copy of the event: ObserveRef callers never need it
+	raised   *Limits    // what the limits were raised by (hold.go); nil before a raise
 }
 
 // rare returns e.x, making it on first use.
@@ -214,7 +214,7 @@ func (e *Evaluator) observeRefKeyed(ev *Event, argsKey uint64, argsKeyed bool) (
 		}
 	}
 	e.tick(ev, now)
-	if len(e.sink.fired) == 0 {
+	if len(e.sink.fired()) == 0 {
 		return nil, false // nothing fired: settle's first test, without its call
 	}
 	return e.settle(p.Events)
@@ -370,11 +370,11 @@ func (e *Evaluator) tick(ev *Event, now time.Time) {
 		e.last, e.nextIdle = ev.Time, 0 // the idle clock restarts at every timed event
 	}
 	e.sink.reset()
-	before := len(e.warnings)
+	before := len(e.warns())
 	e.root.observe(ev, p, &e.sink)
-	if len(e.warnings)-before > 1 {
+	if w := e.warns(); len(w)-before > 1 {
 		// Several warnings on one event: in the contract's order.
-		slices.SortStableFunc(e.warnings[before:], warningOrder)
+		slices.SortStableFunc(w[before:], warningOrder)
 	}
 }
 
@@ -390,16 +390,16 @@ func (e *Evaluator) invalid(ev *Event) (Cause, bool) {
 }
 
 func (e *Evaluator) settle(at int) (Cause, bool) {
-	if len(e.sink.fired) == 0 {
+	if len(e.sink.fired()) == 0 {
 		return nil, false
 	}
 	if e.holds() != nil && e.holdOn(at) {
 		return nil, false
 	}
-	e.ending().fired = slices.Clone(e.sink.fired)
+	e.ending().fired = slices.Clone(e.sink.fired())
 	slices.SortStableFunc(e.ending().fired, precedes)
 	e.cause, e.ending().stoppedAt = e.ending().fired[0], at
-	e.ending().evidence = e.sink.evidenceOf(pickIndex(e.sink.fired), at)
+	e.ending().evidence = e.sink.evidenceOf(pickIndex(e.sink.fired()), at)
 	e.ending().ended = time.Now()
 	return e.cause, true
 }
@@ -449,7 +449,21 @@ func (e *Evaluator) Events() int { return e.progress.Events }
 
 // Warnings returns the warnings recorded so far (BudgetPressure,
 // StallDetected), in order.
-func (e *Evaluator) Warnings() []Cause { return slices.Clone(e.warnings) }
+func (e *Evaluator) Warnings() []Cause { return slices.Clone(e.warns()) }
+
+// warns returns the warnings recorded so far, without copying.
+func (e *Evaluator) warns() []Cause {
+	if e.x == nil {
+		return nil
+	}
+	return e.x.warnings
+}
+
+// addWarning records a warning.
+func (e *Evaluator) addWarning(c Cause) {
+	x := e.rare()
+	x.warnings = append(x.warnings, c)
+}
 
 // Result ends the run if it is still going (the stream ended by itself:
 // Failed{reason: stream_error} if the last event was an error event,
@@ -468,7 +482,7 @@ func (e *Evaluator) Result() Result {
 		Cause:     e.cause,
 		Outcome:   DefaultOutcome(e.cause),
 		Fired:     slices.Clone(e.ending().fired),
-		Warnings:  slices.Clone(e.warnings),
+		Warnings:  slices.Clone(e.warns()),
 		StoppedAt: e.ending().stoppedAt,
 		Totals:    e.progress.Totals,
 		Evidence:  slices.Clone(e.ending().evidence),
@@ -760,10 +774,11 @@ func addTokens(a, b int64) int64 {
 // copying: a live stage uses it to hand new warnings to its hooks. The slice
 // must not be modified.
 func (e *Evaluator) WarningsSince(n int) []Cause {
-	if n >= len(e.warnings) {
+	w := e.warns()
+	if n >= len(w) {
 		return nil
 	}
-	return e.warnings[n:]
+	return w[n:]
 }
 
 // EvidenceEvent describes one event of a [Result]'s Evidence for people

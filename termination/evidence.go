@@ -3,44 +3,45 @@ package termination
 import "time"
 
 // indexHolder is implemented by the checks that keep event indices for
-// their evidence (see witness): heldEvents calls f with each of them.
-type indexHolder interface{ heldEvents(f func(at int)) }
+// their evidence (see witness): heldEvents calls f with each of them, read
+// on event now (the run's events so far).
+type indexHolder interface{ heldEvents(now int, f func(at int)) }
 
 // heldEvents calls f with every event index c keeps for its evidence.
-func heldEvents(c check, f func(at int)) {
+func heldEvents(c check, now int, f func(at int)) {
 	if h, ok := c.(indexHolder); ok {
-		h.heldEvents(f)
+		h.heldEvents(now, f)
 	}
 }
 
-func (a *anyCheck) heldEvents(f func(int)) {
+func (a *anyCheck) heldEvents(now int, f func(int)) {
 	for _, ch := range a.children {
-		heldEvents(ch, f)
+		heldEvents(ch, now, f)
 	}
 }
 
-func (a *allCheck) heldEvents(f func(int)) {
+func (a *allCheck) heldEvents(now int, f func(int)) {
 	for _, at := range a.proof {
 		f(at)
 	}
 	for _, ch := range a.children {
-		heldEvents(ch, f)
+		heldEvents(ch, now, f)
 	}
 }
 
-func (c *stallCheck) heldEvents(f func(int)) {
+func (c *stallCheck) heldEvents(now int, f func(int)) {
 	rings := []*ring[keyAt]{&c.calls, &c.msgs, &c.tokens}
 	if c.sameResultState != nil {
 		rings = append(rings, &c.results)
 	}
 	for _, r := range rings {
 		for _, k := range r.buf {
-			f(k.at)
+			f(k.index(now))
 		}
 	}
 }
 
-func (c *errorCheck) heldEvents(f func(int)) {
+func (c *errorCheck) heldEvents(_ int, f func(int)) {
 	if c.errorWindows == nil {
 		return // no failure yet
 	}
@@ -52,10 +53,10 @@ func (c *errorCheck) heldEvents(f func(int)) {
 	c.allIdx.each(f)
 }
 
-func (c *countCheck) heldEvents(f func(int)) { f(c.finalAt) }
+func (c *countCheck) heldEvents(_ int, f func(int)) { f(c.finalAt) }
 
-func (b *budgetCheck) heldEvents(f func(int)) {
-	f(b.warnedAt)
+func (b *budgetCheck) heldEvents(_ int, f func(int)) {
+	f(b.warnedAt())
 	for i := range b.limits {
 		f(b.state(i).finalAt)
 		f(b.state(i).finalWarnAt)
@@ -68,7 +69,7 @@ func (b *budgetCheck) heldEvents(f func(int)) {
 // events a later Result's Evidence can still name. A replay that describes
 // evidence (replay.WithEvidence) keeps notes of those events only.
 func (e *Evaluator) HeldEvidence(dst []int) []int {
-	heldEvents(e.root, func(at int) { dst = append(dst, at) })
+	heldEvents(e.root, e.progress.Events, func(at int) { dst = append(dst, at) })
 	return dst
 }
 

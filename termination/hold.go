@@ -263,7 +263,7 @@ func (e *Evaluator) EndHold() (Cause, bool) {
 // none through; a tree's other runs may have one under way) is counted,
 // and a limit it reaches keeps the hold as it was.
 func (e *Evaluator) holdOn(at int) bool {
-	for _, c := range e.sink.fired {
+	for _, c := range e.sink.fired() {
 		if !Holdable(c) {
 			return false
 		}
@@ -274,16 +274,16 @@ func (e *Evaluator) holdOn(at int) bool {
 		// there first): the hold stands, at its first limit.
 		return true
 	}
-	h.fired = slices.Clone(e.sink.fired)
+	h.fired = slices.Clone(e.sink.fired())
 	slices.SortStableFunc(h.fired, precedes)
 	h.cause, h.stoppedAt = h.fired[0], at
-	h.evidence = e.sink.evidenceOf(pickIndex(e.sink.fired), at)
+	h.evidence = e.sink.evidenceOf(pickIndex(e.sink.fired()), at)
 	h.held = true
 	h.heldAt = e.last
 	if e.clock == WallClock {
 		h.heldAt = time.Now()
 	}
-	e.warnings = append(e.warnings, h.cause)
+	e.addWarning(h.cause)
 	return true
 }
 
