@@ -731,7 +731,7 @@ func (r *Run) Finish(err error) termination.Result {
 }
 
 func (r *Run) finish(err error) {
-	if r.stage.cfg.hold != nil && err == nil && r.parts.hold != nil && r.parent.Err() == nil {
+	if r.stage.cfg.hold != nil && err == nil && r.parts.hold != nil && r.parentErr() == nil {
 		// The stream ended while the run's own tree was held: nobody
 		// raised the tree's limit, whose cause stands, as a limit of its
 		// own does below (hold.go). Without the run's lock: the tree's
