@@ -27,6 +27,8 @@ func (n *Node) HeldAt() (release <-chan struct{}, c termination.Cause, since tim
 		if ch != nil {
 			hc, _ = h.limits.Held()
 			hs, _ = h.limits.HeldSince()
+		} else if h.fleetRelease != nil {
+			ch, hc, hs = h.fleetRelease, h.fleetCause, h.fleetSince
 		}
 		if h != n.entered {
 			h.mu.Unlock()
@@ -57,20 +59,28 @@ func (h *Node) holdTree(c termination.Cause) {
 }
 
 // Raise raises the tree limits of the first of the run's holders whose
-// tree is held, by l: every held run of that tree goes on. It returns
-// termination.ErrNotHeld when none is held.
+// tree is held, by l: every held run of that tree goes on, in this
+// process at once, in the others once their fleet learns the raise. A
+// run held by its fleet at a remote holder's limit (a joined run and its
+// descendants) asks the holder's process to raise them (Raiser). It
+// returns termination.ErrNotHeld when none is held.
 func (n *Node) Raise(l termination.Limits) error {
 	for _, h := range n.holders {
 		h.mu.Lock()
 		if h.release == nil || h.limits == nil {
+			remote := h.fleetRelease != nil
+			shares := h.shares
 			h.mu.Unlock()
+			if remote {
+				return raiseRemote(shares, l)
+			}
 			continue
 		}
 		if err := h.limits.Raise(l); err != nil {
 			h.mu.Unlock()
 			return err
 		}
-		ch := h.release
+		ch, holding := h.release, h.holdingM
 		h.release = nil
 		if h.holdTimer != nil {
 			h.holdTimer.Stop()
@@ -78,11 +88,57 @@ func (n *Node) Raise(l termination.Limits) error {
 		}
 		close(ch)
 		h.mu.Unlock()
+		if r, ok := holding.(Raiser); ok {
+			r.RaiseTree(l) // the holding: the shared limits follow the evaluator's; it cannot fail
+		}
 		h.run.Raised(l)
 		h.run.EachLive(func(r Run) { r.Release(ch) })
 		return nil
 	}
 	return termination.ErrNotHeld
+}
+
+// raiseRemote asks the holders of a joined run's trees, nearest first,
+// through its fleet memberships, to raise their held tree limits by l,
+// until one does.
+func raiseRemote(shares []Member, l termination.Limits) error {
+	err := termination.ErrNotHeld
+	for _, s := range shares {
+		if r, ok := s.(Raiser); ok {
+			if err = r.RaiseTree(l); err == nil {
+				return nil
+			}
+		}
+	}
+	return err
+}
+
+// holdByFleet holds a joined run and its live descendants at c, a remote
+// holder's tree limit that its fleet found spent (SharedRun.HoldTree),
+// until releaseByFleet.
+func (n *Node) holdByFleet(c termination.Cause) {
+	n.mu.Lock()
+	if n.ended || n.fleetRelease != nil {
+		n.mu.Unlock()
+		return
+	}
+	ch, since := make(chan struct{}), time.Now()
+	n.fleetRelease, n.fleetCause, n.fleetSince = ch, c, since
+	n.mu.Unlock()
+	n.run.EachLive(func(r Run) { r.HoldOn(ch, c, since) })
+}
+
+// releaseByFleet lets the runs holdByFleet held go on.
+func (n *Node) releaseByFleet() {
+	n.mu.Lock()
+	ch := n.fleetRelease
+	n.fleetRelease, n.fleetCause = nil, nil
+	n.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	close(ch)
+	n.run.EachLive(func(r Run) { r.Release(ch) })
 }
 
 // holdExpired is a held tree's hold timeout: the holder ends with the tree

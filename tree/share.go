@@ -82,6 +82,13 @@ type Spec struct {
 	// limits, whole); Time is not shared (the holder's timer ends the tree,
 	// and its end reaches every process).
 	Limits termination.Limits
+	// Hold: the holder's stage holds at its tree limits instead of
+	// stopping (§3 hold:). A fleet that finds the limits spent then holds
+	// the tree's runs of its process (SharedRun.HoldTree) instead of
+	// ending them, the holder's evaluator decides the rest (its hold
+	// timeout ends the tree with the limit's cause), and a raise of the
+	// holder's limits (Raiser) releases the tree in every process.
+	Hold bool
 }
 
 // SharedRun is a run whose tree a fleet shares, as the fleet reaches it:
@@ -101,6 +108,31 @@ type SharedRun interface {
 	// holder's tree limits; it may fire them (the holder then ends as its
 	// own limits would end it). A joined run ignores it.
 	ChargeTree(u Usage)
+	// HoldTree holds a joined run and its live descendants in this
+	// process at c, a tree limit's cause (scope tree), when the fleet
+	// finds the limits of a tree that holds (Spec.Hold) spent, until
+	// ReleaseTree; it does nothing for the holder, whose evaluator holds
+	// its own tree, nor for a run held already by its fleet.
+	HoldTree(c termination.Cause)
+	// ReleaseTree lets the runs HoldTree held go on: the holder's limits
+	// were raised, or its tree is no longer shared (its record is gone).
+	ReleaseTree()
+}
+
+// Raiser is implemented by a Member through which a raise of a held
+// tree's limits (§3 hold, §7 raise) reaches the fleet; fleet.Local's and
+// redisfleet's members implement it. A member that does not leaves the
+// raise to the holder's process alone.
+type Raiser interface {
+	// RaiseTree, on the holding, is told that the holder's tree limits
+	// were raised by l (the holder's evaluator raised them): the fleet
+	// raises the shared limits by as much, and the runs it held in any
+	// process go on once they learn it. On a joined member it asks the
+	// holder's process to raise the holder's tree limits by l (a raise of
+	// a descendant raises its holder's tree limits) and returns an error
+	// wrapping termination.ErrNotHeld when the holder is not held (or
+	// cannot be reached).
+	RaiseTree(l termination.Limits) error
 }
 
 // Member is a run's part in a tree shared through a fleet.

@@ -426,20 +426,28 @@ return {now, ws, ws + window, mismatch, ex, fmt(exu), pmask,
 //	ARGV[62]       1: the usage settled may fire a limit (it is not only
 //	               what final events spent, which counts but never fires
 //	               one, §3)
-//	ARGV[63…]      tree warnings of the holder to publish (cause JSON)
+//	ARGV[63]       1: the tree holds at its limits (the holder's stage
+//	               has hold:; from the holder's process only)
+//	ARGV[64…]      tree warnings of the holder to publish (cause JSON)
 //
 // A record that does not exist is created only by the holder's process
 // (with its TTL, in this script); a joined process's call then changes
-// nothing and returns {now, "unknown"}. Otherwise, after settling usage
-// that may fire a limit (ARGV[50]), the tree is exhausted on resource i
-// when its settled usage reached the limit (for iterations and tool
-// calls: passed it, as a count limit n allows n); the first time, the script records it and publishes "tex
-// HOLDER STAGE I USED LIMIT". Leases are granted from what is neither
-// settled nor leased, unless the tree is exhausted or ended.
+// nothing and returns {now, "unknown"}. The holder's process writes the
+// limits and the hold flag (hold) with every call: a raise of a held
+// tree's limits changes them, and the script then publishes "traise
+// HOLDER", so that every process reserves at once and learns them.
+// Otherwise, after settling usage that may fire a limit (ARGV[50]), a
+// tree that does not hold is exhausted on resource i when its settled
+// usage reached the limit (for iterations and tool calls: passed it, as
+// a count limit n allows n); the first time, the script records it and
+// publishes "tex HOLDER STAGE I USED LIMIT". A tree that holds is never
+// exhausted: each process holds its runs of the tree while the settled
+// usage it learns reaches a limit. Leases are granted from what is
+// neither settled nor leased, unless the tree is exhausted or ended.
 //
 // Returns {now, "ok", stage, end (0/1), ex (0 none), exu, l1..l6, g1..g6
-// (granted), c1..c6, s1..s6, f1..f6}. Numbers other than now and the flags are
-// strings.
+// (granted), c1..c6, s1..s6, f1..f6, hold (0/1)}. Numbers other than now
+// and the flags are strings.
 var treeScript = redis.NewScript(luaNow + luaLeases + `
 local key, holder, stage = KEYS[1], ARGV[1], ARGV[2]
 local proc = 'L:' .. ARGV[4]
@@ -454,10 +462,16 @@ if stage ~= '' then
       if bf > 0 then redis.call('HSET', key, 'f' .. i, fmt(bf)) end
     end
   end
-  if redis.call('HSETNX', key, 'stage', stage) == 1 then
-    for i = 1, 6 do redis.call('HSET', key, 'l' .. i, ARGV[7+i]) end
+  local raised = false
+  if redis.call('HSETNX', key, 'stage', stage) == 0 then
+    for i = 1, 6 do
+      if tonumber(redis.call('HGET', key, 'l' .. i) or '0') ~= tonumber(ARGV[7+i]) then raised = true end
+    end
   end
+  for i = 1, 6 do redis.call('HSET', key, 'l' .. i, ARGV[7+i]) end
+  redis.call('HSET', key, 'hold', ARGV[63])
   redis.call('PEXPIRE', key, tonumber(ARGV[3]))
+  if raised then redis.call('PUBLISH', ARGV[6], 'traise ' .. holder) end
 end
 settle(key, 6, 13)
 for i = 1, 6 do
@@ -477,7 +491,8 @@ for i = 1, 6 do
 end
 local ex = tonumber(redis.call('HGET', key, 'ex') or '0')
 local exu = tonumber(redis.call('HGET', key, 'exu') or '0')
-if ex == 0 and ARGV[62] == '1' then
+local holds = redis.call('HGET', key, 'hold') == '1'
+if ex == 0 and ARGV[62] == '1' and not holds then
   for i = 1, 6 do
     local hit = limit[i] > 0 and s[i] >= limit[i]
     if i <= 2 then hit = limit[i] > 0 and s[i] > limit[i] end
@@ -497,7 +512,7 @@ end
 local held = {}
 for i = 1, 6 do held[i] = tonumber(ARGV[37+i]) + g[i] end
 hold(key, proc, 6, held, now + leaseMs)
-for j = 63, #ARGV do
+for j = 64, #ARGV do
   redis.call('PUBLISH', ARGV[6], 'twarn ' .. holder .. ' ' .. ARGV[j])
 end
 local endFlag = 0
@@ -508,5 +523,6 @@ for i = 1, 6 do out[#out + 1] = fmt(g[i]) end
 for i = 1, 6 do out[#out + 1] = fmt(c[i]) end
 for i = 1, 6 do out[#out + 1] = fmt(s[i]) end
 for i = 1, 6 do out[#out + 1] = fmt(tonumber(redis.call('HGET', key, 'f' .. i) or '0')) end
+if holds then out[#out + 1] = 1 else out[#out + 1] = 0 end
 return out
 `)

@@ -31,7 +31,8 @@ const nTree = len(treeResources)
 // members of the tree (the holding and the joins). Spend works on it under
 // a mutex, without I/O; the sync loop settles and reserves (reserveTree).
 type treeShare struct {
-	esc string // the holder's escaped run id
+	esc    string // the holder's escaped run id
+	holder string // the holder's run id
 
 	pending atomic.Bool // the sync loop should settle and reserve now
 
@@ -62,9 +63,16 @@ type treeShare struct {
 	full      [nTree]bool    // the last reserve found no room left (committed >= limit)
 	fire      bool           // usage since the last settle that may fire a limit (not only finals')
 	exhausted termination.Cause
-	ended     bool      // the holder has ended: nothing more is granted
-	heard     bool      // a reserve was answered (or this process holds the tree)
-	born      time.Time // when this process first took part
+	// A tree that holds (tree.Spec.Hold: its holder's stage has hold:) is
+	// never exhausted: hold says so (the holder's process says it; a
+	// joined one learns it from its reserves), and heldAt is the limit
+	// this process holds its joined runs at while the known usage
+	// reaches the limits (hold.go's treeHold).
+	hold   bool
+	heldAt termination.Cause
+	ended  bool      // the holder has ended: nothing more is granted
+	heard  bool      // a reserve was answered (or this process holds the tree)
+	born   time.Time // when this process first took part
 }
 
 // setLimits sets the tree's limits and the lease sizes they imply. s.mu is
@@ -97,7 +105,7 @@ type treeMember struct {
 func (f *Fleet) shareLocked(esc string) *treeShare {
 	sh := f.trees[esc]
 	if sh == nil {
-		sh = &treeShare{esc: esc, members: map[*treeMember]struct{}{}, born: time.Now()}
+		sh = &treeShare{esc: esc, holder: unescape(esc), members: map[*treeMember]struct{}{}, born: time.Now()}
 		f.trees[esc] = sh
 	}
 	return sh
@@ -118,7 +126,7 @@ func (f *Fleet) HoldTree(spec tree.Spec, used tree.Usage, holder tree.SharedRun)
 	sh.mu.Lock()
 	if sh.holding == nil && !sh.holds {
 		sh.holding, sh.holds, sh.heard = m, true, true
-		sh.stage = spec.Stage
+		sh.stage, sh.hold = spec.Stage, spec.Hold
 		sh.setLimits(limitsOf(spec.Limits), f.cfg.leaseFraction)
 		a, af := amountsOf(used), finalAmounts(&used)
 		for i := range a {
@@ -333,14 +341,27 @@ func (m *treeMember) Spend(u tree.Usage) termination.Cause {
 		}
 		if known := sh.settled[i] + sh.used[i]; hit == nil && reachedTree(i, known, sh.limits[i]) {
 			hit = tree.LimitCause(treeResources[i], known, sh.limits[i])
-			sh.exhausted = hit
 		}
 	}
+	var holdAt termination.Cause // a tree that holds: its runs here are held at it, once
+	switch {
+	case hit != nil && sh.hold:
+		if sh.heldAt == nil {
+			sh.heldAt, holdAt = hit, hit
+		}
+		hit = nil
+	case hit != nil:
+		sh.exhausted = hit
+	}
+	held := sh.heldAt != nil
 	stage := sh.stage
 	sh.mu.Unlock()
-	if (low || hit != nil) && !sh.pending.Load() {
+	if (low || hit != nil || holdAt != nil) && !sh.pending.Load() {
 		sh.pending.Store(true)
 		f.poke()
+	}
+	if holdAt != nil {
+		f.holdTree(sh, holdAt) // rare: once per hold
 	}
 	if quiet {
 		return nil
@@ -349,7 +370,7 @@ func (m *treeMember) Spend(u tree.Usage) termination.Cause {
 		f.stopTree(sh, m, hit, stage) // rare: once per tree
 		return m.causeFor(hit, stage)
 	}
-	if over {
+	if over && !held { // held runs take no next event: nothing to wait for
 		if c := f.waitRound(sh.overdrawn, &sh.pending); c != nil {
 			return m.causeFor(c, stage)
 		}
@@ -509,6 +530,10 @@ func (f *Fleet) treeWarned(esc, js string) {
 // record agrees (a client that may publish on the channel cannot stop a
 // tree by hand); when the server cannot say, the next reserve reads it.
 func (f *Fleet) handleTree(ctx context.Context, kind, rest string) {
+	if kind == "traise" {
+		f.treeRaised(rest) // treehold.go
+		return
+	}
 	if kind == "twarn" {
 		esc, js, ok := strings.Cut(rest, " ")
 		if !ok {
@@ -590,7 +615,7 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 	res, err := treeScript.Run(cctx, f.scripts, []string{f.k.tree(sh.esc)}, f.treeScriptArgs(sh, &st, ending, warns)...).Slice()
 	cancel()
 	unknown := err == nil && len(res) == 2
-	if err != nil || (len(res) != 36 && !unknown) {
+	if err != nil || (len(res) != 37 && !unknown) {
 		f.putBackTree(sh, st.used, st.usedF, st.debt, st.rel, st.fire, warns)
 		sh.pending.Store(true)
 		f.fail(fleet.OpReserve)
@@ -616,6 +641,7 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 		f.treeExhausted(sh.esc, stageOf(ans.stage), int(ans.ex)-1, ans.exUsed, ans.limits[ans.ex-1])
 	}
 	f.chargeHolding(sh, &st, &ans)
+	f.checkHold(sh) // treehold.go
 	f.dropTree(sh, false)
 }
 
@@ -629,6 +655,7 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 type treeSettlement struct {
 	used, usedF, debt, rel, want, held [nTree]float64
 	fire                               bool
+	hold                               bool // the holder's process: the tree holds (tree.Spec.Hold)
 	stage                              string
 	limits, base, baseF                [nTree]float64
 }
@@ -658,13 +685,13 @@ func (s *treeShare) settle(members int, holds bool) treeSettlement {
 	}
 	st.limits, st.base, st.baseF = s.limits, s.settled, s.settledF
 	if holds {
-		st.stage = "s" + escape(s.stage)
+		st.stage, st.hold = "s"+escape(s.stage), s.hold
 	}
 	return st
 }
 
 // treeArgs is the number of treeScript's fixed arguments.
-const treeArgs = 62
+const treeArgs = 63
 
 // treeScriptArgs returns treeScript's arguments for settlement st of sh, with
 // the holding's end (ending) and its warnings to publish.
@@ -677,7 +704,7 @@ func (f *Fleet) treeScriptArgs(sh *treeShare, st *treeSettlement, ending bool, w
 			args = append(args, fmtFloat(v))
 		}
 	}
-	args = append(args, boolArg(st.fire))
+	args = append(args, boolArg(st.fire), boolArg(st.hold))
 	return append(args, warns...)
 }
 
@@ -689,6 +716,7 @@ func (f *Fleet) unknownTree(sh *treeShare, st *treeSettlement) {
 	sh.mu.Lock()
 	sh.heard = true
 	sh.mu.Unlock()
+	f.releaseTree(sh) // no process holds the tree: nothing to wait for (treehold.go)
 	if time.Since(sh.born) < f.cfg.lease {
 		// The holder's process may not have created the record yet
 		// (it does with the sync after the holder starts): ask
@@ -705,12 +733,12 @@ func (f *Fleet) unknownTree(sh *treeShare, st *treeSettlement) {
 // committed usage, the settled usage and of it what final events spent.
 type treeAnswer struct {
 	stage                     string
-	ended, ex                 int64
+	ended, ex, hold           int64
 	exUsed                    float64
 	limits, granted, c, s, sf [nTree]float64
 }
 
-// parseTreeAnswer reads treeScript's answer (36 values).
+// parseTreeAnswer reads treeScript's answer (37 values).
 func parseTreeAnswer(res []any) treeAnswer {
 	var a treeAnswer
 	a.stage, _ = res[2].(string)
@@ -724,6 +752,7 @@ func parseTreeAnswer(res []any) treeAnswer {
 		a.s[i] = parseFloat(res[24+i])
 		a.sf[i] = parseFloat(res[30+i])
 	}
+	a.hold, _ = res[36].(int64)
 	return a
 }
 
@@ -739,6 +768,9 @@ func (s *treeShare) answer(a *treeAnswer, holds bool, fraction float64) (learned
 	}
 	if s.stage == "" {
 		s.stage = stageOf(a.stage)
+	}
+	if !holds {
+		s.hold = a.hold == 1
 	}
 	s.ended = a.ended == 1
 	s.heard = true

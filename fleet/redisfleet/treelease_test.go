@@ -35,6 +35,27 @@ type treeRun struct {
 	warns   []termination.Cause
 	charged tree.Usage
 	charges int
+	held    termination.Cause // what HoldTree holds it at, until ReleaseTree
+	holds   int               // HoldTree calls
+}
+
+func (r *treeRun) HoldTree(c termination.Cause) {
+	r.mu.Lock()
+	r.held = c
+	r.holds++
+	r.mu.Unlock()
+}
+
+func (r *treeRun) ReleaseTree() {
+	r.mu.Lock()
+	r.held = nil
+	r.mu.Unlock()
+}
+
+func (r *treeRun) heldAt() termination.Cause {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.held
 }
 
 func (r *treeRun) StopTree(c termination.Cause) bool {
@@ -75,6 +96,8 @@ func (f runFuncs) ChargeTree(u tree.Usage) {
 		f.charge(u)
 	}
 }
+func (runFuncs) HoldTree(termination.Cause) {}
+func (runFuncs) ReleaseTree()               {}
 
 func (r *treeRun) stopped() termination.Cause {
 	r.mu.Lock()
