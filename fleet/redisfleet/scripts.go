@@ -442,7 +442,11 @@ return {now, ws, ws + window, mismatch, ex, fmt(exu), pmask,
 // a count limit n allows n); the first time, the script records it and
 // publishes "tex HOLDER STAGE I USED LIMIT". A tree that holds is never
 // exhausted: each process holds its runs of the tree while the settled
-// usage it learns reaches a limit. Leases are granted from what is
+// usage it learns reaches a limit; the first time the settled usage
+// reaches one (again after each raise), the script records it (hx) and
+// publishes "thold HOLDER", so that every process reserves at once and
+// learns it (the holder's process charges the holder, whose evaluator
+// holds the tree there). Leases are granted from what is
 // neither settled nor leased, unless the tree is exhausted or ended.
 //
 // Returns {now, "ok", stage, end (0/1), ex (0 none), exu, l1..l6, g1..g6
@@ -471,7 +475,10 @@ if stage ~= '' then
   for i = 1, 6 do redis.call('HSET', key, 'l' .. i, ARGV[7+i]) end
   redis.call('HSET', key, 'hold', ARGV[63])
   redis.call('PEXPIRE', key, tonumber(ARGV[3]))
-  if raised then redis.call('PUBLISH', ARGV[6], 'traise ' .. holder) end
+  if raised then
+    redis.call('HDEL', key, 'hx')
+    redis.call('PUBLISH', ARGV[6], 'traise ' .. holder)
+  end
 end
 settle(key, 6, 13)
 for i = 1, 6 do
@@ -492,11 +499,16 @@ end
 local ex = tonumber(redis.call('HGET', key, 'ex') or '0')
 local exu = tonumber(redis.call('HGET', key, 'exu') or '0')
 local holds = redis.call('HGET', key, 'hold') == '1'
-if ex == 0 and ARGV[62] == '1' and not holds then
+if ex == 0 and ARGV[62] == '1' then
   for i = 1, 6 do
     local hit = limit[i] > 0 and s[i] >= limit[i]
     if i <= 2 then hit = limit[i] > 0 and s[i] > limit[i] end
-    if hit then
+    if hit and holds then
+      if redis.call('HSETNX', key, 'hx', i) == 1 then
+        redis.call('PUBLISH', ARGV[6], 'thold ' .. holder)
+      end
+      break
+    elseif hit then
       ex, exu = i, s[i]
       redis.call('HSET', key, 'ex', i, 'exu', fmt(exu))
       redis.call('PUBLISH', ARGV[6], 'tex ' .. holder .. ' ' .. rstage .. ' ' .. i .. ' ' .. fmt(exu) .. ' ' .. fmt(limit[i]))

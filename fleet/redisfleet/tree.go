@@ -525,13 +525,14 @@ func (f *Fleet) treeWarned(esc, js string) {
 	}
 }
 
-// handleTree applies a tree message: "tex HOLDER STAGE I USED LIMIT" or
+// handleTree applies a tree message: "traise HOLDER", "thold HOLDER",
+// "tex HOLDER STAGE I USED LIMIT" or
 // "twarn HOLDER CAUSEJSON". An exhaustion counts only when the tree's
 // record agrees (a client that may publish on the channel cannot stop a
 // tree by hand); when the server cannot say, the next reserve reads it.
 func (f *Fleet) handleTree(ctx context.Context, kind, rest string) {
-	if kind == "traise" {
-		f.treeRaised(rest) // treehold.go
+	if kind == "traise" || kind == "thold" {
+		f.treeNews(rest) // treehold.go
 		return
 	}
 	if kind == "twarn" {

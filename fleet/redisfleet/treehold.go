@@ -95,9 +95,11 @@ func (f *Fleet) checkHold(sh *treeShare) {
 	}
 }
 
-// treeRaised handles "traise HOLDER": the holder's limits were raised;
-// this process reserves at once to learn them.
-func (f *Fleet) treeRaised(esc string) {
+// treeNews handles "traise HOLDER" (the holder's limits were raised) and
+// "thold HOLDER" (the tree's settled usage reached a limit of a tree that
+// holds): this process reserves at once to learn what changed. Only what
+// the reserve reads counts, never the message.
+func (f *Fleet) treeNews(esc string) {
 	f.mu.Lock()
 	sh := f.trees[esc]
 	f.mu.Unlock()
