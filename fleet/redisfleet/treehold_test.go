@@ -3,6 +3,7 @@ package redisfleet
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -138,4 +139,77 @@ func checkReleased(t *testing.T, rs ...*middleware.Run) {
 			return !held
 		})
 	}
+}
+
+// TestTreeHoldWithParentAcrossProcesses: as TestTreeHoldAcrossFleets, with
+// the child in another OS process, started with WithParent and only the
+// planner's id (a job queue): the child's process holds it at the tree
+// limit, the operator's raise naming the child and the child's own
+// Run.Raise (in its process) each raise the planner's tree limits, and the
+// planner's hold timeout ends the child with Cancelled{parent} naming it.
+func TestTreeHoldWithParentAcrossProcesses(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
+		a := newTestFleet(t, r)
+		c := startChild(t, r.URL(), a.cfg.prefix, 2*time.Second)
+		planner, err := middleware.New("planner", middleware.WithFleet(a),
+			middleware.WithPolicy(termination.MustParsePolicy("tree: {max_iterations: 2}\nhold: {timeout: 2s}")))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pctx, p := planner.Start(t.Context())
+		defer p.Finish(nil)
+		flushAll(t, a) // the job is queued once the planner is registered
+		w := c.child("w", "worker", p.ID())
+
+		held := func(want bool) {
+			t.Helper()
+			eventually(t, 5*time.Second, fmt.Sprintf("the planner and the remote child held: %v", want), func() bool {
+				_, _, ph := p.Held()
+				rs, err := a.Runs(t.Context(), fleet.Selector{RunID: w})
+				return ph == want && err == nil && len(rs) == 1 && (rs[0].Held != nil) == want
+			})
+			c.notEnded("w")
+			if _, done := p.Cause(); done {
+				t.Fatalf("the planner ended: %v", context.Cause(pctx))
+			}
+		}
+		if n := c.burn("w", 3, 0, 0); n != 3 { // 3 of 2: held
+			t.Fatalf("the child spent %d of 3 events", n)
+		}
+		held(true)
+		rep, err := a.Raise(t.Context(), fleet.RaiseRequest{RunID: w, By: "test", Wait: 5 * time.Second,
+			Limits: termination.Limits{Iterations: 2, Has: termination.LimitIterations}})
+		if err != nil || rep.Outcome != fleet.RaiseRaised {
+			t.Fatalf("Raise(the remote child) = %+v, %v; want raised", rep, err)
+		}
+		held(false)
+		if n := c.burn("w", 2, 0, 0); n != 2 { // 5 of 4: held
+			t.Fatalf("the child spent %d of 2 events", n)
+		}
+		held(true)
+		c.send("raise w 1")
+		if l := c.expect("raised w ", 5*time.Second); l != "raised w ok" {
+			t.Fatalf("the child's Run.Raise: %s", l)
+		}
+		held(false)
+		if n := c.burn("w", 1, 0, 0); n != 1 { // 6 of 5: held, and nobody raises it
+			t.Fatalf("the child spent %d of 1 event", n)
+		}
+		held(true)
+
+		select {
+		case <-p.Done():
+		case <-time.After(7 * time.Second):
+			t.Fatal("the held planner did not end at its hold timeout")
+		}
+		var mi termination.MaxIterationsReached
+		if !errors.As(context.Cause(pctx), &mi) || mi.Scope != termination.ScopeTree || mi.Limit != 5 {
+			t.Errorf("the planner's cause = %v, want MaxIterationsReached{limit: 5, scope: tree}", context.Cause(pctx))
+		}
+		p.Finish(nil)
+		cc, ok := c.ended("w", 5*time.Second).(termination.Cancelled)
+		if !ok || cc.Reason != termination.CancelParent || cc.Detail != "planner ended: max_iterations" {
+			t.Errorf("the child's cause = %#v, want Cancelled{parent, planner ended: max_iterations}", cc)
+		}
+	})
 }
