@@ -40,6 +40,14 @@ func (n *Node) HeldAt() (release <-chan struct{}, c termination.Cause, since tim
 	return nil, nil, time.Time{}
 }
 
+// holdTimeout is the stage's hold timeout, 0 when it does not hold.
+func (s *Stage) holdTimeout() time.Duration {
+	if s.hold == nil {
+		return 0
+	}
+	return s.hold.Timeout
+}
+
 // holdTree holds every live run of the holder's tree at c: called by act
 // when the holder's tree limits hold.
 func (h *Node) holdTree(c termination.Cause) {

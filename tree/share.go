@@ -3,6 +3,7 @@ package tree
 import (
 	"context"
 	"math"
+	"time"
 
 	"github.com/agentstop/agentstop/termination"
 )
@@ -82,13 +83,14 @@ type Spec struct {
 	// limits, whole); Time is not shared (the holder's timer ends the tree,
 	// and its end reaches every process).
 	Limits termination.Limits
-	// Hold: the holder's stage holds at its tree limits instead of
-	// stopping (§3 hold:). A fleet that finds the limits spent then holds
-	// the tree's runs of its process (SharedRun.HoldTree) instead of
-	// ending them, the holder's evaluator decides the rest (its hold
-	// timeout ends the tree with the limit's cause), and a raise of the
-	// holder's limits (Raiser) releases the tree in every process.
-	Hold bool
+	// Hold, when > 0, is the hold timeout of the holder's stage, which
+	// holds at its tree limits instead of stopping (§3 hold:). A fleet
+	// that finds the limits spent then holds the tree's runs of its
+	// process (SharedRun.HoldTree) instead of ending them, the holder's
+	// evaluator decides the rest (its hold timeout ends the tree with the
+	// limit's cause), and a raise of the holder's limits (Raiser) releases
+	// the tree in every process.
+	Hold time.Duration
 }
 
 // SharedRun is a run whose tree a fleet shares, as the fleet reaches it:

@@ -108,7 +108,7 @@ func (n *Node) hold() bool {
 	p := n.limits.Progress()
 	used := Usage{Totals: p.Totals}
 	used.Events = 0
-	spec := Spec{Holder: n.run.ID(), Stage: n.stage.name, Limits: n.whole, Hold: n.stage.hold != nil}
+	spec := Spec{Holder: n.run.ID(), Stage: n.stage.name, Limits: n.whole, Hold: n.stage.holdTimeout()}
 	// HoldTree calls no method of the holding before it returns: holding the lock keeps the
 	// subtree's events from slipping between used and the first Spend.
 	m := trees.HoldTree(spec, used, (*holding)(n))

@@ -410,7 +410,8 @@ return {now, ws, ws + window, mismatch, ex, fmt(exu), pmask,
 //	ARGV[4]        the process's id
 //	ARGV[5]        the lease period (ms)
 //	ARGV[6]        the control channel (P ctl)
-//	ARGV[7]        1: the holder has ended (record end)
+//	ARGV[7]        "e" and the holder's end detail (what its descendants
+//	               end with) when it has ended (record end); "0" otherwise
 //	ARGV[8..13]    the holder's limits, per resource (with ARGV[2] only)
 //	ARGV[14..19]   used since the last settle
 //	ARGV[20..25]   debt: usage past the process's lease
@@ -426,8 +427,8 @@ return {now, ws, ws + window, mismatch, ex, fmt(exu), pmask,
 //	ARGV[62]       1: the usage settled may fire a limit (it is not only
 //	               what final events spent, which counts but never fires
 //	               one, §3)
-//	ARGV[63]       1: the tree holds at its limits (the holder's stage
-//	               has hold:; from the holder's process only)
+//	ARGV[63]       the tree's hold timeout (ms; 0: it does not hold, its
+//	               holder's stage has no hold:), from the holder's process
 //	ARGV[64…]      tree warnings of the holder to publish (cause JSON)
 //
 // A record that does not exist is created only by the holder's process
@@ -450,8 +451,9 @@ return {now, ws, ws + window, mismatch, ex, fmt(exu), pmask,
 // neither settled nor leased, unless the tree is exhausted or ended.
 //
 // Returns {now, "ok", stage, end (0/1), ex (0 none), exu, l1..l6, g1..g6
-// (granted), c1..c6, s1..s6, f1..f6, hold (0/1)}. Numbers other than now
-// and the flags are strings.
+// (granted), c1..c6, s1..s6, f1..f6, hold (the hold timeout, ms; 0: none),
+// end ("e" and the holder's end detail; "" when it has not ended)}.
+// Numbers other than now, the flags and hold are strings.
 var treeScript = redis.NewScript(luaNow + luaLeases + `
 local key, holder, stage = KEYS[1], ARGV[1], ARGV[2]
 local proc = 'L:' .. ARGV[4]
@@ -487,7 +489,7 @@ for i = 1, 6 do
 end
 -- Leases of processes that stopped renewing them (they died) go back.
 returnDead(key, proc, 6)
-if ARGV[7] == '1' then redis.call('HSET', key, 'end', '1') end
+if ARGV[7] ~= '0' then redis.call('HSET', key, 'end', ARGV[7]) end
 local ended = redis.call('HEXISTS', key, 'end') == 1
 local rstage = redis.call('HGET', key, 'stage') or ''
 local limit, c, s, g = {}, {}, {}, {0, 0, 0, 0, 0, 0}
@@ -498,7 +500,8 @@ for i = 1, 6 do
 end
 local ex = tonumber(redis.call('HGET', key, 'ex') or '0')
 local exu = tonumber(redis.call('HGET', key, 'exu') or '0')
-local holds = redis.call('HGET', key, 'hold') == '1'
+local holdMs = tonumber(redis.call('HGET', key, 'hold') or '0')
+local holds = holdMs > 0
 if ex == 0 and ARGV[62] == '1' then
   for i = 1, 6 do
     local hit = limit[i] > 0 and s[i] >= limit[i]
@@ -535,6 +538,7 @@ for i = 1, 6 do out[#out + 1] = fmt(g[i]) end
 for i = 1, 6 do out[#out + 1] = fmt(c[i]) end
 for i = 1, 6 do out[#out + 1] = fmt(s[i]) end
 for i = 1, 6 do out[#out + 1] = fmt(tonumber(redis.call('HGET', key, 'f' .. i) or '0')) end
-if holds then out[#out + 1] = 1 else out[#out + 1] = 0 end
+out[#out + 1] = holdMs
+out[#out + 1] = redis.call('HGET', key, 'end') or ''
 return out
 `)

@@ -41,6 +41,7 @@ type treeShare struct {
 	holding *treeMember // the live holding of this process, if any
 	holds   bool        // this process holds the tree (its calls keep the record)
 	ending  bool        // the holding left: tell the server the tree ended
+	endWith string      // what the holding left with (tree.Member.Leave's detail)
 	warns   []any       // the holding's warnings to publish (cause JSON)
 
 	// used by the sync loop only
@@ -64,15 +65,20 @@ type treeShare struct {
 	fire      bool           // usage since the last settle that may fire a limit (not only finals')
 	exhausted termination.Cause
 	// A tree that holds (tree.Spec.Hold: its holder's stage has hold:) is
-	// never exhausted: hold says so (the holder's process says it; a
-	// joined one learns it from its reserves), and heldAt is the limit
-	// this process holds its joined runs at while the known usage
-	// reaches the limits (hold.go's treeHold).
-	hold   bool
-	heldAt termination.Cause
-	ended  bool      // the holder has ended: nothing more is granted
-	heard  bool      // a reserve was answered (or this process holds the tree)
-	born   time.Time // when this process first took part
+	// never exhausted: hold is its hold timeout (the holder's process
+	// says it; a joined one learns it from its reserves), and heldAt is
+	// the limit this process holds its joined runs at, since heldSince,
+	// while the known usage reaches the limits (treehold.go); endedWith
+	// is the holder's end as its record gives it (the detail its
+	// descendants end with).
+	hold      time.Duration
+	heldAt    termination.Cause
+	heldSince time.Time
+	endedWith string
+	heldOut   bool      // the runs were let go without word from the holder (treehold.go): not held again until its limits change
+	ended     bool      // the holder has ended: nothing more is granted
+	heard     bool      // a reserve was answered (or this process holds the tree)
+	born      time.Time // when this process first took part
 }
 
 // setLimits sets the tree's limits and the lease sizes they imply. s.mu is
@@ -345,9 +351,9 @@ func (m *treeMember) Spend(u tree.Usage) termination.Cause {
 	}
 	var holdAt termination.Cause // a tree that holds: its runs here are held at it, once
 	switch {
-	case hit != nil && sh.hold:
-		if sh.heldAt == nil {
-			sh.heldAt, holdAt = hit, hit
+	case hit != nil && sh.hold > 0:
+		if sh.heldAt == nil && !sh.heldOut {
+			sh.heldAt, sh.heldSince, holdAt = hit, time.Now(), hit
 		}
 		hit = nil
 	case hit != nil:
@@ -431,7 +437,7 @@ func (m *treeMember) Warn(c termination.Cause) {
 // (its joined runs end through their parent links, §8, with the ended
 // record's detail, which is end's). The last local member's leave
 // returns the unused lease at the next sync.
-func (m *treeMember) Leave(termination.Cancelled) {
+func (m *treeMember) Leave(end termination.Cancelled) {
 	sh, f := m.sh, m.f
 	if sh == nil {
 		return
@@ -444,7 +450,7 @@ func (m *treeMember) Leave(termination.Cancelled) {
 	m.left.Store(true)
 	delete(sh.members, m)
 	if m.holding && sh.holds {
-		sh.ending = true
+		sh.ending, sh.endWith = true, end.Detail
 		if sh.holding == m {
 			sh.holding = nil
 		}
@@ -596,6 +602,7 @@ func (f *Fleet) syncTrees(ctx context.Context) {
 		}
 		f.reserveTree(ctx, sh)
 	}
+	f.checkHolds() // treehold.go
 }
 
 // reserveTree settles sh's usage and asks for new leases in one script
@@ -604,7 +611,10 @@ func (f *Fleet) syncTrees(ctx context.Context) {
 func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 	f.mu.Lock()
 	members := len(sh.members)
-	holds, ending := sh.holds, sh.ending
+	holds, ending := sh.holds, ""
+	if sh.ending {
+		ending = "e" + sh.endWith
+	}
 	warns := sh.warns
 	sh.warns = nil
 	f.mu.Unlock()
@@ -616,7 +626,7 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 	res, err := treeScript.Run(cctx, f.scripts, []string{f.k.tree(sh.esc)}, f.treeScriptArgs(sh, &st, ending, warns)...).Slice()
 	cancel()
 	unknown := err == nil && len(res) == 2
-	if err != nil || (len(res) != 37 && !unknown) {
+	if err != nil || (len(res) != 38 && !unknown) {
 		f.putBackTree(sh, st.used, st.usedF, st.debt, st.rel, st.fire, warns)
 		sh.pending.Store(true)
 		f.fail(fleet.OpReserve)
@@ -628,7 +638,7 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 	}
 	ans := parseTreeAnswer(res)
 	learned := sh.answer(&ans, holds, f.cfg.leaseFraction)
-	if ending {
+	if ending != "" {
 		f.mu.Lock()
 		sh.ending = false
 		sh.holds = sh.holding != nil
@@ -656,7 +666,7 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 type treeSettlement struct {
 	used, usedF, debt, rel, want, held [nTree]float64
 	fire                               bool
-	hold                               bool // the holder's process: the tree holds (tree.Spec.Hold)
+	hold                               time.Duration // the holder's process: the tree's hold timeout (tree.Spec.Hold)
 	stage                              string
 	limits, base, baseF                [nTree]float64
 }
@@ -696,16 +706,19 @@ const treeArgs = 63
 
 // treeScriptArgs returns treeScript's arguments for settlement st of sh, with
 // the holding's end (ending) and its warnings to publish.
-func (f *Fleet) treeScriptArgs(sh *treeShare, st *treeSettlement, ending bool, warns []any) []any {
+func (f *Fleet) treeScriptArgs(sh *treeShare, st *treeSettlement, ending string, warns []any) []any {
+	if ending == "" {
+		ending = "0"
+	}
 	args := make([]any, 0, treeArgs+len(warns))
 	args = append(args, sh.esc, st.stage, (2*f.cfg.lease + f.cfg.endedTTL).Milliseconds(), f.proc,
-		f.cfg.lease.Milliseconds(), f.k.ctl(), boolArg(ending))
+		f.cfg.lease.Milliseconds(), f.k.ctl(), ending)
 	for _, vs := range [...]*[nTree]float64{&st.limits, &st.used, &st.debt, &st.rel, &st.want, &st.held, &st.base, &st.usedF, &st.baseF} {
 		for _, v := range vs {
 			args = append(args, fmtFloat(v))
 		}
 	}
-	args = append(args, boolArg(st.fire), boolArg(st.hold))
+	args = append(args, boolArg(st.fire), st.hold.Milliseconds())
 	return append(args, warns...)
 }
 
@@ -717,7 +730,7 @@ func (f *Fleet) unknownTree(sh *treeShare, st *treeSettlement) {
 	sh.mu.Lock()
 	sh.heard = true
 	sh.mu.Unlock()
-	f.releaseTree(sh) // no process holds the tree: nothing to wait for (treehold.go)
+	f.letGo(sh) // no process holds the tree: nothing to wait for (treehold.go)
 	if time.Since(sh.born) < f.cfg.lease {
 		// The holder's process may not have created the record yet
 		// (it does with the sync after the holder starts): ask
@@ -734,12 +747,13 @@ func (f *Fleet) unknownTree(sh *treeShare, st *treeSettlement) {
 // committed usage, the settled usage and of it what final events spent.
 type treeAnswer struct {
 	stage                     string
-	ended, ex, hold           int64
+	ended, ex, hold           int64  // hold: the tree's hold timeout (ms), 0: it does not hold
+	endedWith                 string // the holder's end detail, "" when not known
 	exUsed                    float64
 	limits, granted, c, s, sf [nTree]float64
 }
 
-// parseTreeAnswer reads treeScript's answer (37 values).
+// parseTreeAnswer reads treeScript's answer (38 values).
 func parseTreeAnswer(res []any) treeAnswer {
 	var a treeAnswer
 	a.stage, _ = res[2].(string)
@@ -754,6 +768,9 @@ func parseTreeAnswer(res []any) treeAnswer {
 		a.sf[i] = parseFloat(res[30+i])
 	}
 	a.hold, _ = res[36].(int64)
+	if e, _ := res[37].(string); len(e) > 1 && e[0] == 'e' {
+		a.endedWith = e[1:]
+	}
 	return a
 }
 
@@ -765,15 +782,15 @@ func (s *treeShare) answer(a *treeAnswer, holds bool, fraction float64) (learned
 	defer s.mu.Unlock()
 	if !holds && s.limits != a.limits {
 		s.setLimits(a.limits, fraction)
-		learned = true
+		learned, s.heldOut = true, false
 	}
 	if s.stage == "" {
 		s.stage = stageOf(a.stage)
 	}
 	if !holds {
-		s.hold = a.hold == 1
+		s.hold = time.Duration(a.hold) * time.Millisecond
 	}
-	s.ended = a.ended == 1
+	s.ended, s.endedWith = a.ended == 1, a.endedWith
 	s.heard = true
 	s.sent = [nTree]float64{}
 	for i := range nTree {

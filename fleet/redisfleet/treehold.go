@@ -3,6 +3,7 @@ package redisfleet
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/termination"
@@ -57,6 +58,36 @@ func (f *Fleet) releaseTree(sh *treeShare) {
 	}
 }
 
+// letGo lets the runs of sh that this process holds go on without word
+// from the holder's process (its tree's record is gone, or the holder's
+// hold timeout has long passed): they are not held again until the
+// tree's limits change.
+func (f *Fleet) letGo(sh *treeShare) {
+	sh.mu.Lock()
+	sh.heldOut = sh.heldAt != nil
+	sh.mu.Unlock()
+	f.releaseTree(sh)
+}
+
+// checkHolds checks the holds of the trees that hold (checkHold): with
+// every sync, so that a hold that outlives its holder's word ends even
+// while the server cannot be reached.
+func (f *Fleet) checkHolds() {
+	f.mu.Lock()
+	var held []*treeShare
+	for _, sh := range f.trees {
+		sh.mu.Lock()
+		if sh.heldAt != nil {
+			held = append(held, sh)
+		}
+		sh.mu.Unlock()
+	}
+	f.mu.Unlock()
+	for _, sh := range held {
+		f.checkHold(sh)
+	}
+}
+
 // treeMembers returns sh's members that can be told something.
 func (f *Fleet) treeMembers(sh *treeShare) []*treeMember {
 	f.mu.Lock()
@@ -72,22 +103,42 @@ func (f *Fleet) treeMembers(sh *treeShare) []*treeMember {
 
 // checkHold holds or releases this process's runs of a tree that holds,
 // after a reserve's answer or a raise: held while the known usage reaches
-// a limit, released once it does not (a raise). A tree whose holder has
-// ended keeps its runs held: the cascade ends them with the holder's end.
+// a limit, released once it does not (a raise). Held runs whose holder has
+// ended (its hold timeout, a stop) end with what the holder's record says
+// its descendants end with — Cancelled{reason: parent} naming the run whose
+// end started the cascade, as the ended records (§8) would end them with
+// its Finish. Held past the tree's hold timeout and two lease periods with
+// no word from the holder's process (it died, or cannot reach the
+// server), they go on: fail-open, as for the fleet's other faults.
 func (f *Fleet) checkHold(sh *treeShare) {
 	sh.mu.Lock()
-	if !sh.hold || sh.exhausted != nil {
+	if sh.hold <= 0 || sh.exhausted != nil {
 		sh.mu.Unlock()
 		return
 	}
 	c := sh.reachedLocked()
-	hold := c != nil && sh.heldAt == nil
-	release := c == nil && sh.heldAt != nil && !sh.ended
+	var end termination.Cause
+	if sh.heldAt != nil && sh.ended && sh.endedWith != "" {
+		end = termination.Cancelled{Reason: termination.CancelParent, Detail: sh.endedWith}
+	}
+	hold := c != nil && sh.heldAt == nil && !sh.ended && !sh.heldOut
+	release := sh.heldAt != nil && !sh.ended && c == nil
+	expired := sh.heldAt != nil && !sh.ended && time.Since(sh.heldSince) > sh.hold+2*f.cfg.lease
 	if hold {
-		sh.heldAt = c
+		sh.heldAt, sh.heldSince = c, time.Now()
 	}
 	sh.mu.Unlock()
+	if expired && !release {
+		f.letGo(sh)
+		return
+	}
 	switch {
+	case end != nil:
+		for _, m := range f.treeMembers(sh) {
+			if !m.holding {
+				m.run.StopTree(end)
+			}
+		}
 	case hold:
 		f.holdTree(sh, c)
 	case release:
@@ -135,7 +186,7 @@ func (m *treeMember) RaiseTree(l termination.Limits) error {
 		}
 	}
 	sh.setLimits(limits, f.cfg.leaseFraction)
-	sh.full = [nTree]bool{}
+	sh.full, sh.heldOut = [nTree]bool{}, false
 	sh.mu.Unlock()
 	f.checkHold(sh)
 	sh.pending.Store(true)

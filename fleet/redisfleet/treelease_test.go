@@ -440,8 +440,8 @@ func TestTreeHolderLeaves(t *testing.T) {
 		hm.Leave(plannerEnded)
 		flushAll(t, a)
 		h := treeRecord(t, r, a, holder)
-		if h["end"] != "1" {
-			t.Fatalf("record after the holding left: %v, want end", h)
+		if h["end"] != "e"+plannerEnded.Detail {
+			t.Fatalf("record after the holding left: %v, want end with %q", h, plannerEnded.Detail)
 		}
 		if _, ok := h["L:"+a.proc]; ok {
 			t.Errorf("the holder's process still holds a lease: %v", h)
@@ -832,8 +832,8 @@ func TestTreeChargeMayEndHolder(t *testing.T) {
 			t.Fatal("the holding was not charged")
 		}
 		flushAll(t, a, b)
-		if h := treeRecord(t, r, a, holder); h["end"] != "1" {
-			t.Errorf("record after the holder left from Charge: %v, want end", h)
+		if h := treeRecord(t, r, a, holder); h["end"] != "eplanner ended: completed" {
+			t.Errorf("record after the holder left from Charge: %v, want end with planner ended: completed", h)
 		}
 	})
 }
