@@ -43,7 +43,8 @@ type Sharer interface {
 	// in this process, with its descendants in other processes. used is
 	// what the holder's tree has spent so far (charged at once).
 	// holder.StopTree ends the holder with a tree limit's cause (scope
-	// tree) when the fleet finds the limits spent; holder.ChargeTree is
+	// tree) when the fleet finds the limits spent (never when spec.Hold:
+	// the holder's evaluator holds the tree); holder.ChargeTree is
 	// given the usage that other processes spent under the tree. It never
 	// waits on the network. The caller may hold a lock that holder's
 	// methods take: HoldTree must not call them, and the fleet never calls
@@ -53,7 +54,9 @@ type Sharer interface {
 	// JoinTree charges a run of this process, a descendant of the remote
 	// run holder that holds tree limits, and the runs under it, to the
 	// holder's tree limits. run.StopTree ends the run with Cancelled{reason:
-	// parent} naming the holder when the fleet finds the limits spent;
+	// parent} naming the holder when the fleet finds the limits spent
+	// (run.HoldTree holds it instead when the holder's tree holds, until
+	// run.ReleaseTree or the holder's end);
 	// run.WarnTree gives it the holder's tree pressure warnings (a nil run
 	// is told nothing). It may ask
 	// the store whether the tree is held, within ctx (as Join may for a
@@ -122,9 +125,10 @@ type SharedRun interface {
 }
 
 // Raiser is implemented by a Member through which a raise of a held
-// tree's limits (§3 hold, §7 raise) reaches the fleet; fleet.Local's and
-// redisfleet's members implement it. A member that does not leaves the
-// raise to the holder's process alone.
+// tree's limits (§3 hold, §7 raise) reaches the fleet; redisfleet's
+// members implement it. A member that does not leaves the raise to the
+// holder's process alone (fleet.Local's: in its one process the holder's
+// evaluator is the tree's, and its runs are linked directly).
 type Raiser interface {
 	// RaiseTree, on the holding, is told that the holder's tree limits
 	// were raised by l (the holder's evaluator raised them): the fleet

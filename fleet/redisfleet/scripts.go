@@ -447,7 +447,8 @@ return {now, ws, ws + window, mismatch, ex, fmt(exu), pmask,
 // reaches one (again after each raise), the script records it (hx) and
 // publishes "thold HOLDER", so that every process reserves at once and
 // learns it (the holder's process charges the holder, whose evaluator
-// holds the tree there). Leases are granted from what is
+// holds the tree there). The end of the holder of a tree that holds is
+// announced likewise, "tend HOLDER". Leases are granted from what is
 // neither settled nor leased, unless the tree is exhausted or ended.
 //
 // Returns {now, "ok", stage, end (0/1), ex (0 none), exu, l1..l6, g1..g6
@@ -489,7 +490,9 @@ for i = 1, 6 do
 end
 -- Leases of processes that stopped renewing them (they died) go back.
 returnDead(key, proc, 6)
-if ARGV[7] ~= '0' then redis.call('HSET', key, 'end', ARGV[7]) end
+if ARGV[7] ~= '0' and redis.call('HSETNX', key, 'end', ARGV[7]) == 1 and tonumber(redis.call('HGET', key, 'hold') or '0') > 0 then
+  redis.call('PUBLISH', ARGV[6], 'tend ' .. holder)
+end
 local ended = redis.call('HEXISTS', key, 'end') == 1
 local rstage = redis.call('HGET', key, 'stage') or ''
 local limit, c, s, g = {}, {}, {}, {0, 0, 0, 0, 0, 0}

@@ -532,12 +532,13 @@ func (f *Fleet) treeWarned(esc, js string) {
 }
 
 // handleTree applies a tree message: "traise HOLDER", "thold HOLDER",
+// "tend HOLDER",
 // "tex HOLDER STAGE I USED LIMIT" or
 // "twarn HOLDER CAUSEJSON". An exhaustion counts only when the tree's
 // record agrees (a client that may publish on the channel cannot stop a
 // tree by hand); when the server cannot say, the next reserve reads it.
 func (f *Fleet) handleTree(ctx context.Context, kind, rest string) {
-	if kind == "traise" || kind == "thold" {
+	if kind == "traise" || kind == "thold" || kind == "tend" {
 		f.treeNews(rest) // treehold.go
 		return
 	}

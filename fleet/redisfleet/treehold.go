@@ -146,10 +146,11 @@ func (f *Fleet) checkHold(sh *treeShare) {
 	}
 }
 
-// treeNews handles "traise HOLDER" (the holder's limits were raised) and
+// treeNews handles "traise HOLDER" (the holder's limits were raised),
 // "thold HOLDER" (the tree's settled usage reached a limit of a tree that
-// holds): this process reserves at once to learn what changed. Only what
-// the reserve reads counts, never the message.
+// holds) and "tend HOLDER" (the holder of a tree that holds has ended):
+// this process reserves at once to learn what changed. Only what the
+// reserve reads counts, never the message.
 func (f *Fleet) treeNews(esc string) {
 	f.mu.Lock()
 	sh := f.trees[esc]
