@@ -88,13 +88,14 @@ func (f *Fleet) checkHolds() {
 	}
 }
 
-// treeMembers returns sh's members that can be told something.
+// treeMembers returns sh's joined members that can be told something
+// (the holding is not: the holder's evaluator holds its tree).
 func (f *Fleet) treeMembers(sh *treeShare) []*treeMember {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	out := make([]*treeMember, 0, len(sh.members))
 	for m := range sh.members {
-		if m.run != nil {
+		if m.run != nil && !m.holding {
 			out = append(out, m)
 		}
 	}
@@ -135,9 +136,7 @@ func (f *Fleet) checkHold(sh *treeShare) {
 	switch {
 	case end != nil:
 		for _, m := range f.treeMembers(sh) {
-			if !m.holding {
-				m.run.StopTree(end)
-			}
+			m.run.StopTree(end)
 		}
 	case hold:
 		f.holdTree(sh, c)

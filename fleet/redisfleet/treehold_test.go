@@ -11,8 +11,10 @@ import (
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/internal/redistest"
+	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
+	"github.com/agentstop/agentstop/tree"
 )
 
 // TestTreeHoldAcrossFleets (§3 hold with §8 tree: limits, across
@@ -210,4 +212,89 @@ func TestTreeHoldWithParentAcrossProcesses(t *testing.T) {
 			t.Errorf("the child's cause = %#v, want Cancelled{parent, planner ended: max_iterations}", cc)
 		}
 	})
+}
+
+// TestTreeHoldMembers drives a held tree's members directly, across two
+// Fleets: a tree that holds is never exhausted — the joined run whose
+// spend reaches the limit is held (HoldTree), not stopped, and so is an
+// idle joined run of another process once it reserves; a raise of the
+// holding releases them (ReleaseTree) once they learn it, and a later
+// spend past the raised limit holds them again; the holding's end ends
+// the held runs with the detail it left with. The script never records
+// an exhaustion (ex) for it.
+func TestTreeHoldMembers(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
+		fs := treeFleets(t, r, 3)
+		a, b, c := fs[0], fs[1], fs[2]
+		holder := runid.New()
+		var planner, worker, idle treeRun
+		hm := a.HoldTree(tree.Spec{Holder: holder, Stage: "planner", Hold: time.Minute,
+			Limits: termination.Limits{Has: termination.LimitIterations, Iterations: 3}}, tree.Usage{}, &planner)
+		flushAll(t, a)
+		jm := b.JoinTree(t.Context(), holder, &worker)
+		im := c.JoinTree(t.Context(), holder, &idle)
+		if jm == nil || im == nil {
+			t.Fatal("a joined process did not find the tree")
+		}
+		defer jm.Leave(joinEnded)
+		defer im.Leave(joinEnded)
+		flushAll(t, b, c)
+		iter := tree.Usage{Totals: termination.Totals{Iterations: 1}}
+		for i := range 4 { // the 4th of 3 reaches the limit
+			if stop := jm.Spend(iter); stop != nil {
+				t.Fatalf("spend %d of a held tree stopped: %v", i+1, stop)
+			}
+		}
+		eventually(t, 5*time.Second, "both joined runs are held at the tree's max_iterations", func() bool {
+			return isTreeIterations(worker.heldAt()) && isTreeIterations(idle.heldAt())
+		})
+		if planner.heldAt() != nil || planner.stopped() != nil || worker.stopped() != nil || idle.stopped() != nil {
+			t.Fatalf("a member was stopped or the holding was held by the fleet: planner %v/%v, worker %v, idle %v",
+				planner.heldAt(), planner.stopped(), worker.stopped(), idle.stopped())
+		}
+		if h := treeRecord(t, r, a, holder); h["ex"] != "" || h["hold"] != "60000" {
+			t.Errorf("record of a held tree: %v, want no ex and hold 60000", h)
+		}
+		eventually(t, 5*time.Second, "the holder is charged the joined spends", func() bool {
+			return planner.chargedUsage().Iterations == 4
+		})
+
+		if err := hm.(tree.Raiser).RaiseTree(termination.Limits{Has: termination.LimitIterations, Iterations: 2}); err != nil {
+			t.Fatalf("RaiseTree(holding) = %v", err)
+		}
+		eventually(t, 5*time.Second, "the joined runs are released (5 of 5 left, 4 spent)", func() bool {
+			return worker.heldAt() == nil && idle.heldAt() == nil
+		})
+		if h := treeRecord(t, r, a, holder); h["l1"] != "5" {
+			t.Errorf("the record's iterations limit after the raise = %q, want 5", h["l1"])
+		}
+		for range 2 { // 6 of 5: held again
+			if stop := jm.Spend(iter); stop != nil {
+				t.Fatalf("spend past the raised limit stopped: %v", stop)
+			}
+		}
+		eventually(t, 5*time.Second, "held again past the raised limit", func() bool {
+			return worker.heldAt() != nil && idle.heldAt() != nil
+		})
+		worker.mu.Lock()
+		holds := worker.holds
+		worker.mu.Unlock()
+		if holds != 2 {
+			t.Errorf("the worker was held %d times, want 2", holds)
+		}
+
+		end := termination.ParentEnded("planner", termination.TagMaxIterations)
+		hm.Leave(end)
+		eventually(t, 5*time.Second, "the held runs end with the holder's end", func() bool {
+			return worker.stopped() != nil && idle.stopped() != nil
+		})
+		for what, run := range map[string]*treeRun{"worker": &worker, "idle": &idle} {
+			parentCancelled(t, what, run.stopped(), "planner ended: max_iterations")
+		}
+	})
+}
+
+func isTreeIterations(c termination.Cause) bool {
+	mi, ok := c.(termination.MaxIterationsReached)
+	return ok && mi.Scope == termination.ScopeTree
 }
