@@ -13,10 +13,11 @@ import (
 
 // testTreeHold: a tree: limit with hold: holds the tree (§3 hold, §8) —
 // the holder and its descendant are held, not ended, and listed as held
-// with the limit; a raise through the Control that names the descendant
-// raises the holder's tree limits and releases both; at the limit again,
-// the hold timeout ends the holder with the limit's cause (scope tree)
-// and the descendant with Cancelled{reason: parent} naming it.
+// with the limit; a raise through the Control that names the descendant,
+// and then one that names the holder, each raise the holder's tree limits
+// and release both; at the limit again, the hold timeout ends the holder
+// with the limit's cause (scope tree) and the descendant with
+// Cancelled{reason: parent} naming it.
 func testTreeHold(t *testing.T, f fleet.Fleet, c fleet.Control) {
 	const hold = 2 * time.Second
 	planner := newStage(t, f, "fleettest_holdplanner", middleware.WithPolicy(termination.MustParsePolicy(
@@ -46,6 +47,15 @@ func testTreeHold(t *testing.T, f fleet.Fleet, c fleet.Control) {
 		t.Fatalf("the child stopped at the raised limit: %v", cause)
 	}
 	checkTreeHeld(t, c, p, k)
+	rep, err = c.Raise(t.Context(), fleet.RaiseRequest{RunID: p.ID(), By: By, Wait: 5 * time.Second,
+		Limits: termination.Limits{Iterations: 1, Has: termination.LimitIterations}})
+	if err != nil || rep.Outcome != fleet.RaiseRaised {
+		t.Fatalf("Raise(the held holder) = %+v, %v; want raised", rep, err)
+	}
+	if cause, stop := k.Observe(message(1, 1)); stop { // 4 of 3: held again
+		t.Fatalf("the child stopped at the limit raised through its holder: %v", cause)
+	}
+	checkTreeHeld(t, c, p, k)
 
 	// Nobody raises it again: the hold timeout ends the tree with the limit.
 	select {
@@ -54,8 +64,8 @@ func testTreeHold(t *testing.T, f fleet.Fleet, c fleet.Control) {
 		t.Fatal("the held holder did not end at its hold timeout")
 	}
 	var mi termination.MaxIterationsReached
-	if !errors.As(context.Cause(pctx), &mi) || mi.Scope != termination.ScopeTree || mi.Limit != 2 {
-		t.Errorf("the holder's cause = %v, want MaxIterationsReached{limit: 2, scope: tree}", context.Cause(pctx))
+	if !errors.As(context.Cause(pctx), &mi) || mi.Scope != termination.ScopeTree || mi.Limit != 3 {
+		t.Errorf("the holder's cause = %v, want MaxIterationsReached{limit: 3, scope: tree}", context.Cause(pctx))
 	}
 	eventually(t, "the child ends with its holder", func() bool { return stopped(k) })
 	var cc termination.Cancelled
