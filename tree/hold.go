@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/agentstop/agentstop/termination"
@@ -67,19 +68,22 @@ func (h *Node) holdTree(c termination.Cause) {
 }
 
 // Raise raises the tree limits of the first of the run's holders whose
-// tree is held, by l: every held run of that tree goes on, in this
-// process at once, in the others once their fleet learns the raise. A
-// run held by its fleet at a remote holder's limit (a joined run and its
-// descendants) asks the holder's process to raise them (Raiser). It
-// returns termination.ErrNotHeld when none is held.
+// tree is held, by l: every held run of that tree goes on. It returns
+// termination.ErrNotHeld when none is held.
 func (n *Node) Raise(l termination.Limits) error {
 	for _, h := range n.holders {
 		h.mu.Lock()
 		if h.release == nil || h.limits == nil {
-			remote := h.fleetRelease != nil
-			shares := h.shares
+			// A run held by its fleet at a remote holder's tree limit (a
+			// joined run and its descendants here) asks the holder's
+			// process to raise it (Raiser); every held run of the tree goes
+			// on once its fleet learns the raise.
+			fc, shares := h.fleetCause, h.shares
 			h.mu.Unlock()
-			if remote {
+			if fc != nil {
+				if err := checkFleetRaise(fc, l); err != nil {
+					return err
+				}
 				return raiseRemote(shares, l)
 			}
 			continue
@@ -119,6 +123,35 @@ func raiseRemote(shares []Member, l termination.Limits) error {
 		}
 	}
 	return err
+}
+
+// checkFleetRaise checks a raise of a run held by its fleet at c, a
+// remote holder's tree limit: it must name c's resource (the holder's
+// process checks the rest). The error wraps termination.ErrNotHeld.
+func checkFleetRaise(c termination.Cause, l termination.Limits) error {
+	var bit termination.LimitMask
+	switch c := c.(type) {
+	case termination.MaxIterationsReached:
+		bit = termination.LimitIterations
+	case termination.MaxToolCallsReached:
+		bit = termination.LimitToolCalls
+	case termination.BudgetExhausted:
+		switch c.Resource {
+		case termination.ResourceTotalTokens:
+			bit = termination.LimitTotalTokens
+		case termination.ResourceInputTokens:
+			bit = termination.LimitInputTokens
+		case termination.ResourceOutputTokens:
+			bit = termination.LimitOutputTokens
+		case termination.ResourceCost:
+			bit = termination.LimitCost
+		}
+	}
+	if l.Has&bit == 0 {
+		return fmt.Errorf("%w the raise names: it is held at its tree's %s (%s), so a raise must name it",
+			termination.ErrNotHeld, termination.Tag(c, nil), c.Error())
+	}
+	return nil
 }
 
 // holdByFleet holds a joined run and its live descendants at c, a remote
