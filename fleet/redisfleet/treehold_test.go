@@ -298,3 +298,66 @@ func isTreeIterations(c termination.Cause) bool {
 	mi, ok := c.(termination.MaxIterationsReached)
 	return ok && mi.Scope == termination.ScopeTree
 }
+
+// TestTreeHoldLetGo: a process whose runs are held longer than the
+// tree's hold timeout plus two lease periods, with no word of the
+// holder's end or a raise (here the holding never ends: its process is as
+// good as gone), lets them go on and does not hold them again at the
+// same limits (fail-open); once the holder's limits are raised, the next
+// spend past them holds them again.
+func TestTreeHoldLetGo(t *testing.T) {
+	redistest.Each(t, func(t *testing.T, r redistest.Redis) {
+		const lease = 300 * time.Millisecond
+		fs := treeFleets(t, r, 2, WithLease(lease), WithSyncInterval(50*time.Millisecond))
+		a, b := fs[0], fs[1]
+		holder := runid.New()
+		var planner, worker treeRun
+		hm := a.HoldTree(tree.Spec{Holder: holder, Stage: "planner", Hold: 200 * time.Millisecond,
+			Limits: termination.Limits{Has: termination.LimitIterations, Iterations: 1}}, tree.Usage{}, &planner)
+		defer hm.Leave(plannerEnded)
+		flushAll(t, a)
+		jm := b.JoinTree(t.Context(), holder, &worker)
+		if jm == nil {
+			t.Fatal("the joined process did not find the tree")
+		}
+		defer jm.Leave(joinEnded)
+		iter := tree.Usage{Totals: termination.Totals{Iterations: 1}}
+		spend := func(n int) {
+			t.Helper()
+			for range n {
+				if stop := jm.Spend(iter); stop != nil {
+					t.Fatalf("a spend of a held tree stopped: %v", stop)
+				}
+			}
+		}
+		spend(2) // 2 of 1
+		heldAt := time.Now()
+		if worker.heldAt() == nil {
+			t.Fatal("the spend past the limit did not hold the joined run")
+		}
+		eventually(t, 5*time.Second, "the held run is let go", func() bool { return worker.heldAt() == nil })
+		// heldAt is a little after the fleet's own clock of the hold: 50ms of slack.
+		if waited := time.Since(heldAt); waited < 200*time.Millisecond+2*lease-50*time.Millisecond {
+			t.Errorf("let go after %s, before the hold timeout and two leases", waited)
+		}
+		spend(1) // 3 of 1: not held again
+		if worker.heldAt() != nil {
+			t.Fatal("a run let go was held again at the same limits")
+		}
+		if err := hm.(tree.Raiser).RaiseTree(termination.Limits{Has: termination.LimitIterations, Iterations: 3}); err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, 5*time.Second, "the joined process learns the raised limit", func() bool {
+			jm.(*treeMember).sh.mu.Lock()
+			defer jm.(*treeMember).sh.mu.Unlock()
+			return jm.(*treeMember).sh.limits[0] == 4
+		})
+		spend(2) // 5 of 4: held again
+		if worker.heldAt() == nil {
+			t.Fatal("a spend past the raised limit did not hold the run again")
+		}
+		if worker.stopped() != nil {
+			t.Fatalf("the joined run was stopped: %v", worker.stopped())
+		}
+	})
+}
