@@ -398,7 +398,8 @@
 // TestTreeHoldAcrossFleets and TestTreeHoldWithParentAcrossProcesses (a
 // child in another OS process, started with WithParent) check the hold,
 // the raises from either side, and the end at the hold timeout; the fleet
-// suite's TreeHold checks it within one process.
+// suite's TreeHold checks it within one process, TestTreeHoldMembers the
+// members' side across three fleets, TestTreeHoldLetGo the fail-open.
 //
 // # Fleet budgets and the overshoot bound
 //
