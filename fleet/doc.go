@@ -26,8 +26,9 @@
 // blocks and budgets, and release one held run with its limits raised
 // ([Control.Raise]; the CLI's raise command), confirmed by the run's process as a stop
 // is; the registry shows what each held run waits on ([RunInfo.Held]).
-// Across processes a raise reaches the run itself; a tree limit shared
-// through the fleet holds the tree's runs of the holder's process only.
+// Across processes a raise reaches the run itself; a raise of a run held
+// at a tree limit raises its holder's tree limits, wherever the holder
+// runs (a descendant in another process asks the holder's process).
 //
 // Two implementations share this package's interfaces and pass the same
 // behavioural suite (package fleet/fleettest):
@@ -81,7 +82,16 @@
 // limits spent ends its runs of the tree at once with Cancelled{reason:
 // parent} naming the holder. [Local] charges a joined run's events to the
 // holder at the event (exactly); fleet/redisfleet through leases, with
-// the overshoot bound below. (In one process the middleware links a child
+// the overshoot bound below. When the holder's stage holds (a policy's
+// hold:, [tree.Spec.Hold]), nothing is ended at the limit: the holder's
+// evaluator holds the holder and its descendants of its process, each
+// other process holds its runs of the tree once it learns the limit is
+// reached ([tree.SharedRun.HoldTree]), a raise of any run of the tree
+// raises the holder's tree limits and releases them all
+// ([tree.Raiser]), and the hold timeout ends the holder with the limit's
+// cause and the tree by the cascade. ([Local] does not hold runs that
+// joined its trees by other means than the middleware's direct links,
+// which its process's runs always use.) (In one process the middleware links a child
 // to a parent of the same fleet directly, whichever way it started, so
 // its events reach the parent's tree limits exactly, without the fleet.)
 //

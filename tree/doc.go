@@ -30,6 +30,22 @@
 // within each process, and a remote child takes the limits its request
 // propagated as its own.
 //
+// A held tree (a policy's hold: with tree: limits) is the holder's: its
+// evaluator holds at the limit, and the holder and every live descendant
+// of its process wait (hold.go). A shared tree tells the fleet that it
+// holds ([Spec].Hold, the hold timeout): the fleet then never ends it at
+// the limit, but holds each process's joined runs and their descendants
+// there ([SharedRun].HoldTree) while the usage it knows of reaches a
+// limit. Raise on any run of the tree raises the holder's tree limits: in
+// the holder's process through its evaluator, which tells the fleet the
+// new limits ([Raiser] on the holding), so that every process releases
+// its runs ([SharedRun].ReleaseTree); from a joined run, by asking the
+// holder's process through the fleet ([Raiser] on the join). The hold
+// timeout, or a stop of the holder, ends the holder with the limit's
+// cause, and its descendants everywhere with Cancelled{reason: parent}
+// naming it. What a networked fleet guarantees about a held tree across
+// processes is its own (fleet/redisfleet: "Held trees").
+//
 // It imports only package termination (and internal/deadline): package
 // middleware wires it, and package fleet implements its Sharer.
 package tree

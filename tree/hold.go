@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/agentstop/agentstop/termination"
@@ -27,6 +28,8 @@ func (n *Node) HeldAt() (release <-chan struct{}, c termination.Cause, since tim
 		if ch != nil {
 			hc, _ = h.limits.Held()
 			hs, _ = h.limits.HeldSince()
+		} else if h.fleetRelease != nil {
+			ch, hc, hs = h.fleetRelease, h.fleetCause, h.fleetSince
 		}
 		if h != n.entered {
 			h.mu.Unlock()
@@ -36,6 +39,14 @@ func (n *Node) HeldAt() (release <-chan struct{}, c termination.Cause, since tim
 		}
 	}
 	return nil, nil, time.Time{}
+}
+
+// holdTimeout is the stage's hold timeout, 0 when it does not hold.
+func (s *Stage) holdTimeout() time.Duration {
+	if s.hold == nil {
+		return 0
+	}
+	return s.hold.Timeout
 }
 
 // holdTree holds every live run of the holder's tree at c: called by act
@@ -84,14 +95,25 @@ func (n *Node) Raise(l termination.Limits) error {
 	for _, h := range n.holders {
 		h.mu.Lock()
 		if h.release == nil || h.limits == nil {
+			// A run held by its fleet at a remote holder's tree limit (a
+			// joined run and its descendants here) asks the holder's
+			// process to raise it (Raiser); every held run of the tree goes
+			// on once its fleet learns the raise.
+			fc, shares := h.fleetCause, h.shares
 			h.mu.Unlock()
+			if fc != nil {
+				if err := checkFleetRaise(fc, l); err != nil {
+					return err
+				}
+				return raiseRemote(shares, l)
+			}
 			continue
 		}
 		if err := h.limits.Raise(l); err != nil {
 			h.mu.Unlock()
 			return err
 		}
-		ch := h.release
+		ch, holding := h.release, h.holdingM
 		h.release = nil
 		if h.holdTimer != nil {
 			h.holdTimer.Stop()
@@ -99,11 +121,86 @@ func (n *Node) Raise(l termination.Limits) error {
 		}
 		close(ch)
 		h.mu.Unlock()
+		if r, ok := holding.(Raiser); ok {
+			r.RaiseTree(l) // the holding: the shared limits follow the evaluator's; it cannot fail
+		}
 		h.run.Raised(l)
 		h.run.EachLive(func(r Run) { r.Release(ch) })
 		return nil
 	}
 	return termination.ErrNotHeld
+}
+
+// raiseRemote asks the holders of a joined run's trees, nearest first,
+// through its fleet memberships, to raise their held tree limits by l,
+// until one does.
+func raiseRemote(shares []Member, l termination.Limits) error {
+	err := termination.ErrNotHeld
+	for _, s := range shares {
+		if r, ok := s.(Raiser); ok {
+			if err = r.RaiseTree(l); err == nil {
+				return nil
+			}
+		}
+	}
+	return err
+}
+
+// checkFleetRaise checks a raise of a run held by its fleet at c, a
+// remote holder's tree limit: it must name c's resource (the holder's
+// process checks the rest). The error wraps termination.ErrNotHeld.
+func checkFleetRaise(c termination.Cause, l termination.Limits) error {
+	var bit termination.LimitMask
+	switch c := c.(type) {
+	case termination.MaxIterationsReached:
+		bit = termination.LimitIterations
+	case termination.MaxToolCallsReached:
+		bit = termination.LimitToolCalls
+	case termination.BudgetExhausted:
+		switch c.Resource {
+		case termination.ResourceTotalTokens:
+			bit = termination.LimitTotalTokens
+		case termination.ResourceInputTokens:
+			bit = termination.LimitInputTokens
+		case termination.ResourceOutputTokens:
+			bit = termination.LimitOutputTokens
+		case termination.ResourceCost:
+			bit = termination.LimitCost
+		}
+	}
+	if l.Has&bit == 0 {
+		return fmt.Errorf("%w the raise names: it is held at its tree's %s (%s), so a raise must name it",
+			termination.ErrNotHeld, termination.Tag(c, nil), c.Error())
+	}
+	return nil
+}
+
+// holdByFleet holds a joined run and its live descendants at c, a remote
+// holder's tree limit that its fleet found spent (SharedRun.HoldTree),
+// until releaseByFleet.
+func (n *Node) holdByFleet(c termination.Cause) {
+	n.mu.Lock()
+	if n.ended || n.fleetRelease != nil {
+		n.mu.Unlock()
+		return
+	}
+	ch, since := make(chan struct{}), time.Now()
+	n.fleetRelease, n.fleetCause, n.fleetSince = ch, c, since
+	n.mu.Unlock()
+	n.run.EachLive(func(r Run) { r.HoldOn(ch, c, since) })
+}
+
+// releaseByFleet lets the runs holdByFleet held go on.
+func (n *Node) releaseByFleet() {
+	n.mu.Lock()
+	ch := n.fleetRelease
+	n.fleetRelease, n.fleetCause = nil, nil
+	n.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	close(ch)
+	n.run.EachLive(func(r Run) { r.Release(ch) })
 }
 
 // holdExpired is a held tree's hold timeout: the holder ends with the tree

@@ -132,6 +132,12 @@ type Node struct {
 	// limits are raised; holdTimer is the hold timeout.
 	release   chan struct{}
 	holdTimer *time.Timer
+	// A joined run held by its fleet at a remote holder's tree limit
+	// (SharedRun.HoldTree): fleetRelease is closed when the fleet
+	// releases it; fleetCause and fleetSince are what it waits at.
+	fleetRelease chan struct{}
+	fleetCause   termination.Cause
+	fleetSince   time.Time
 
 	// Sharing through a fleet (shared.go). whole: the tree limits the run
 	// holds, as they were when it started (what a fleet shares); held: a
@@ -148,7 +154,8 @@ type Node struct {
 	chargeEv   *termination.Event // the holding's charge's event, made on first use
 	uncounted  termination.Totals // what charge spent that limits did not need to count
 	shares     []Member
-	spends     bool // a member of shares needs the subtree's usage (not every one is a QuietMember)
+	holdingM   Member // of shares, the holding of the run's own limits (hold), nil for none
+	spends     bool   // a member of shares needs the subtree's usage (not every one is a QuietMember)
 	pending    Usage
 }
 

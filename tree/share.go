@@ -3,6 +3,7 @@ package tree
 import (
 	"context"
 	"math"
+	"time"
 
 	"github.com/agentstop/agentstop/termination"
 )
@@ -42,7 +43,8 @@ type Sharer interface {
 	// in this process, with its descendants in other processes. used is
 	// what the holder's tree has spent so far (charged at once).
 	// holder.StopTree ends the holder with a tree limit's cause (scope
-	// tree) when the fleet finds the limits spent; holder.ChargeTree is
+	// tree) when the fleet finds the limits spent (never when spec.Hold:
+	// the holder's evaluator holds the tree); holder.ChargeTree is
 	// given the usage that other processes spent under the tree. It never
 	// waits on the network. The caller may hold a lock that holder's
 	// methods take: HoldTree must not call them, and the fleet never calls
@@ -52,7 +54,9 @@ type Sharer interface {
 	// JoinTree charges a run of this process, a descendant of the remote
 	// run holder that holds tree limits, and the runs under it, to the
 	// holder's tree limits. run.StopTree ends the run with Cancelled{reason:
-	// parent} naming the holder when the fleet finds the limits spent;
+	// parent} naming the holder when the fleet finds the limits spent
+	// (run.HoldTree holds it instead when the holder's tree holds, until
+	// run.ReleaseTree or the holder's end);
 	// run.WarnTree gives it the holder's tree pressure warnings (a nil run
 	// is told nothing). It may ask
 	// the store whether the tree is held, within ctx (as Join may for a
@@ -82,6 +86,14 @@ type Spec struct {
 	// limits, whole); Time is not shared (the holder's timer ends the tree,
 	// and its end reaches every process).
 	Limits termination.Limits
+	// Hold, when > 0, is the hold timeout of the holder's stage, which
+	// holds at its tree limits instead of stopping (§3 hold:). A fleet
+	// that finds the limits spent then holds the tree's runs of its
+	// process (SharedRun.HoldTree) instead of ending them, the holder's
+	// evaluator decides the rest (its hold timeout ends the tree with the
+	// limit's cause), and a raise of the holder's limits (Raiser) releases
+	// the tree in every process.
+	Hold time.Duration
 }
 
 // SharedRun is a run whose tree a fleet shares, as the fleet reaches it:
@@ -101,6 +113,32 @@ type SharedRun interface {
 	// holder's tree limits; it may fire them (the holder then ends as its
 	// own limits would end it). A joined run ignores it.
 	ChargeTree(u Usage)
+	// HoldTree holds a joined run and its live descendants in this
+	// process at c, a tree limit's cause (scope tree), when the fleet
+	// finds the limits of a tree that holds (Spec.Hold) spent, until
+	// ReleaseTree; it does nothing for the holder, whose evaluator holds
+	// its own tree, nor for a run held already by its fleet.
+	HoldTree(c termination.Cause)
+	// ReleaseTree lets the runs HoldTree held go on: the holder's limits
+	// were raised, or its tree is no longer shared (its record is gone).
+	ReleaseTree()
+}
+
+// Raiser is implemented by a Member through which a raise of a held
+// tree's limits (§3 hold, §7 raise) reaches the fleet; redisfleet's
+// members implement it. A member that does not leaves the raise to the
+// holder's process alone (fleet.Local's: in its one process the holder's
+// evaluator is the tree's, and its runs are linked directly).
+type Raiser interface {
+	// RaiseTree, on the holding, is told that the holder's tree limits
+	// were raised by l (the holder's evaluator raised them): the fleet
+	// raises the shared limits by as much, and the runs it held in any
+	// process go on once they learn it. On a joined member it asks the
+	// holder's process to raise the holder's tree limits by l (a raise of
+	// a descendant raises its holder's tree limits) and returns an error
+	// wrapping termination.ErrNotHeld when the holder is not held (or
+	// cannot be reached).
+	RaiseTree(l termination.Limits) error
 }
 
 // Member is a run's part in a tree shared through a fleet.

@@ -66,7 +66,9 @@ func (j *joining) StopTree(c termination.Cause) bool { return j.run.StopWith(c) 
 func (j *joining) WarnTree(c termination.Cause) {
 	(*Node)(j).warnSubtree([]termination.Cause{c})
 }
-func (j *joining) ChargeTree(Usage) {}
+func (j *joining) ChargeTree(Usage)             {}
+func (j *joining) HoldTree(c termination.Cause) { (*Node)(j).holdByFleet(c) }
+func (j *joining) ReleaseTree()                 { (*Node)(j).releaseByFleet() }
 
 // holding is a holder's node as the fleet that shares its tree limits
 // reaches it (SharedRun): a stop ends the holder with the tree limit's
@@ -78,6 +80,11 @@ func (h *holding) StopTree(c termination.Cause) bool {
 }
 func (h *holding) WarnTree(termination.Cause) {}
 func (h *holding) ChargeTree(u Usage)         { (*Node)(h).charge(u) }
+
+// HoldTree and ReleaseTree do nothing for the holder: its evaluator holds
+// its tree (hold.go), charged with what other processes spent.
+func (h *holding) HoldTree(termination.Cause) {}
+func (h *holding) ReleaseTree()               {}
 
 // hold shares the tree limits the run holds (its stage's, and what a
 // caller propagated to it when it did not join the caller's trees) through
@@ -101,11 +108,11 @@ func (n *Node) hold() bool {
 	p := n.limits.Progress()
 	used := Usage{Totals: p.Totals}
 	used.Events = 0
-	spec := Spec{Holder: n.run.ID(), Stage: n.stage.name, Limits: n.whole}
+	spec := Spec{Holder: n.run.ID(), Stage: n.stage.name, Limits: n.whole, Hold: n.stage.holdTimeout()}
 	// HoldTree calls no method of the holding before it returns: holding the lock keeps the
 	// subtree's events from slipping between used and the first Spend.
 	m := trees.HoldTree(spec, used, (*holding)(n))
-	n.shares = append(n.shares, m)
+	n.shares, n.holdingM = append(n.shares, m), m
 	if _, quiet := m.(QuietMember); !quiet {
 		n.spends = true // a quiet holding (fleet.Local's) is spent nothing
 	}

@@ -13,7 +13,9 @@
 // the Fleet it returns and operator commands through the Control: registry
 // visibility and figures, stop by run, stage, label and all with counts,
 // the parents of a tree of runs and a stop that ends a run's descendants,
-// the holders of shared trees a run lists (TreesOf),
+// the holders of shared trees a run lists (TreesOf), a tree: limit with
+// hold: that holds the tree, is raised through a descendant and ends at
+// its hold timeout,
 // block, unblock and expiry, a shared budget's pressure warning and
 // exhaustion across runs, its next window, and the invalid_input of a
 // mismatched budget or a missing keyed label. Effects that a networked fleet delivers
@@ -65,7 +67,8 @@ func Run(t *testing.T, newFleet func(t *testing.T) (fleet.Fleet, fleet.Control))
 		{"SharedBudget", testSharedBudget},
 		{"BudgetMismatch", testBudgetMismatch},
 		{"BudgetWindow", testBudgetWindow},
-		{"Raise", testRaise}, // raise.go
+		{"Raise", testRaise},       // raise.go
+		{"TreeHold", testTreeHold}, // treehold.go
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, c := newFleet(t)

@@ -48,6 +48,7 @@ import (
 //	tspend NAME N TOKENS             → tspent NAME EVENTS CAUSEJSON|- (up to N events of one
 //	                                   iteration and TOKENS input tokens, until a Spend stops it)
 //	tleave NAME                      → tleft NAME
+//	raise NAME N                     → raised NAME ok|ERROR (Run.Raise by N iterations)
 //	flush                            → flushed (Fleet.Flush)
 //	quit                             → (exits)
 //
@@ -141,6 +142,15 @@ func (c *childState) do(fs []string) {
 		c.out.println("tleft", fs[1])
 	case "held":
 		c.held(fs[1])
+	case "raise":
+		n, _ := strconv.Atoi(fs[2])
+		res := "ok"
+		if r := c.runs[fs[1]]; r == nil {
+			res = "unknown"
+		} else if err := r.Raise(termination.Limits{Iterations: n, Has: termination.LimitIterations}); err != nil {
+			res = strings.ReplaceAll(err.Error(), " ", "_")
+		}
+		c.out.println("raised", fs[1], res)
 	case "flush":
 		_ = c.f.Flush(context.Background())
 		c.out.println("flushed")

@@ -317,7 +317,8 @@
 // next sync of its process, within a tick, and every process hands it to
 // its joined runs of that tree. The holding's end is recorded with the
 // next sync: nothing more is granted; the joined runs end through the
-// ended records (above), not through the tree.
+// ended records (above), not through the tree (but for runs held at the
+// tree's limit: next section).
 //
 // Faults. Without the server the fleet is fail-open for trees as for
 // budgets: members spend what is left of their leases, then go on without
@@ -334,6 +335,71 @@
 // through its parent's ended record). The holder's own evaluator keeps
 // what Charge gave it, so the holder's tree limits still fire in its
 // process.
+//
+// # Held trees
+//
+// A holder whose stage holds at its limits (a policy's hold: with tree:
+// limits, docs/spec.md §3) shares its hold timeout with its tree's
+// record, and the tree is never exhausted through the fleet: no process
+// ends a run of it at the limit. Instead:
+//
+//   - The holder's evaluator, charged with what every process settled
+//     (above), holds the holder and its descendants of its process, as
+//     without a fleet, and its hold timeout (or a stop) ends the holder
+//     with the limit's cause (scope tree).
+//   - Every other process holds its runs of the tree (each joined run and
+//     its descendants there: Observe blocks, the registry lists them with
+//     the limit as Held) from the event on which what it knows was spent
+//     reaches a limit — its own spend, or the settled usage a reserve
+//     returns. The script records the first settle that reaches a limit
+//     and announces it ("thold HOLDER"), so every process taking part
+//     reserves at once and learns it; the holder's process is charged
+//     and holds the holder then. A process whose runs spend nothing learns
+//     it with that reserve (within a round trip of the announcement, or
+//     at its next renewal, a second at most, if it missed it).
+//   - A raise of the holder (Run.Raise in its process, or `agentstop
+//     raise -run HOLDER`) raises its evaluator's tree limits, and its
+//     process stores the raised limits with its next reserve, at once, and
+//     announces them ("traise HOLDER"): each process reserves, learns
+//     them, and releases its runs when what the tree spent is below them.
+//     A raise of a held descendant in another process (its Run.Raise, or
+//     `agentstop raise -run ID` naming it, which its process applies) is
+//     sent on by that process to the holder's process as an operator's
+//     raise of the holder (Control.Raise: stored under {raises}, and
+//     waited for until the holder's process confirms it, at most 2 s; a
+//     raise the CLI issued for the descendant is applied on its process's
+//     control loop, which waits as long). That needs credentials that may
+//     write raises: with the application ACL below the descendant's
+//     process cannot, its Raise fails (not held: the CLI exits 1), and the
+//     operator raises the holder instead (`agentstop raise -run HOLDER`).
+//     A raise is also refused (not held) in the moment after a
+//     descendant's process held it and before the holder's process has
+//     held the holder (one announcement's round trip).
+//   - When the holder ends (its hold timeout, a stop), its process records
+//     its end in the tree's record with the detail its descendants end
+//     with, at its stop rather than its Finish, and announces it ("tend
+//     HOLDER"): every process reserves, learns it, and ends its held runs
+//     of the tree with Cancelled{reason: parent, detail: "STAGE ended:
+//     TAG"} naming the run whose end started the cascade; the ended records
+//     (above) end the others at the holder's Finish. A held run is never
+//     ended while its holder is live.
+//   - Faults: a process whose runs are held longer than the hold timeout
+//     plus two lease periods without word of the holder's end or a raise
+//     (the holder's process died, or the server is unreachable), or whose
+//     tree record is gone, lets them go on (fail-open, as for the fleet's
+//     other faults) and does not hold them again until the tree's limits
+//     change.
+//
+// The overshoot bound above holds for a held tree as for one that ends:
+// each process holds its runs at the first event past what it knows was
+// spent. The registry shows a run as held from its next published
+// figures.
+//
+// TestTreeHoldAcrossFleets and TestTreeHoldWithParentAcrossProcesses (a
+// child in another OS process, started with WithParent) check the hold,
+// the raises from either side, and the end at the hold timeout; the fleet
+// suite's TreeHold checks it within one process, TestTreeHoldMembers the
+// members' side across three fleets, TestTreeHoldLetGo the fail-open.
 //
 // # Fleet budgets and the overshoot bound
 //

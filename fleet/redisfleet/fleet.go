@@ -1017,7 +1017,7 @@ func (f *Fleet) handle(ctx context.Context, p string) {
 			only[id] = true
 		}
 		f.checkParents(ctx, only)
-	case "tex", "twarn":
+	case "tex", "twarn", "traise", "thold", "tend":
 		f.handleTree(ctx, kind, rest)
 	case "bex", "bpr":
 		// "ID WS WE I USED LIMIT"

@@ -410,7 +410,8 @@ return {now, ws, ws + window, mismatch, ex, fmt(exu), pmask,
 //	ARGV[4]        the process's id
 //	ARGV[5]        the lease period (ms)
 //	ARGV[6]        the control channel (P ctl)
-//	ARGV[7]        1: the holder has ended (record end)
+//	ARGV[7]        "e" and the holder's end detail (what its descendants
+//	               end with) when it has ended (record end); "0" otherwise
 //	ARGV[8..13]    the holder's limits, per resource (with ARGV[2] only)
 //	ARGV[14..19]   used since the last settle
 //	ARGV[20..25]   debt: usage past the process's lease
@@ -426,20 +427,34 @@ return {now, ws, ws + window, mismatch, ex, fmt(exu), pmask,
 //	ARGV[62]       1: the usage settled may fire a limit (it is not only
 //	               what final events spent, which counts but never fires
 //	               one, §3)
-//	ARGV[63…]      tree warnings of the holder to publish (cause JSON)
+//	ARGV[63]       the tree's hold timeout (ms; 0: it does not hold, its
+//	               holder's stage has no hold:), from the holder's process
+//	ARGV[64…]      tree warnings of the holder to publish (cause JSON)
 //
 // A record that does not exist is created only by the holder's process
 // (with its TTL, in this script); a joined process's call then changes
-// nothing and returns {now, "unknown"}. Otherwise, after settling usage
-// that may fire a limit (ARGV[50]), the tree is exhausted on resource i
-// when its settled usage reached the limit (for iterations and tool
-// calls: passed it, as a count limit n allows n); the first time, the script records it and publishes "tex
-// HOLDER STAGE I USED LIMIT". Leases are granted from what is neither
-// settled nor leased, unless the tree is exhausted or ended.
+// nothing and returns {now, "unknown"}. The holder's process writes the
+// limits and the hold flag (hold) with every call: a raise of a held
+// tree's limits changes them, and the script then publishes "traise
+// HOLDER", so that every process reserves at once and learns them.
+// Otherwise, after settling usage that may fire a limit (ARGV[50]), a
+// tree that does not hold is exhausted on resource i when its settled
+// usage reached the limit (for iterations and tool calls: passed it, as
+// a count limit n allows n); the first time, the script records it and
+// publishes "tex HOLDER STAGE I USED LIMIT". A tree that holds is never
+// exhausted: each process holds its runs of the tree while the settled
+// usage it learns reaches a limit; the first time the settled usage
+// reaches one (again after each raise), the script records it (hx) and
+// publishes "thold HOLDER", so that every process reserves at once and
+// learns it (the holder's process charges the holder, whose evaluator
+// holds the tree there). The end of the holder of a tree that holds is
+// announced likewise, "tend HOLDER". Leases are granted from what is
+// neither settled nor leased, unless the tree is exhausted or ended.
 //
 // Returns {now, "ok", stage, end (0/1), ex (0 none), exu, l1..l6, g1..g6
-// (granted), c1..c6, s1..s6, f1..f6}. Numbers other than now and the flags are
-// strings.
+// (granted), c1..c6, s1..s6, f1..f6, hold (the hold timeout, ms; 0: none),
+// end ("e" and the holder's end detail; "" when it has not ended)}.
+// Numbers other than now, the flags and hold are strings.
 var treeScript = redis.NewScript(luaNow + luaLeases + `
 local key, holder, stage = KEYS[1], ARGV[1], ARGV[2]
 local proc = 'L:' .. ARGV[4]
@@ -454,10 +469,19 @@ if stage ~= '' then
       if bf > 0 then redis.call('HSET', key, 'f' .. i, fmt(bf)) end
     end
   end
-  if redis.call('HSETNX', key, 'stage', stage) == 1 then
-    for i = 1, 6 do redis.call('HSET', key, 'l' .. i, ARGV[7+i]) end
+  local raised = false
+  if redis.call('HSETNX', key, 'stage', stage) == 0 then
+    for i = 1, 6 do
+      if tonumber(redis.call('HGET', key, 'l' .. i) or '0') ~= tonumber(ARGV[7+i]) then raised = true end
+    end
   end
+  for i = 1, 6 do redis.call('HSET', key, 'l' .. i, ARGV[7+i]) end
+  redis.call('HSET', key, 'hold', ARGV[63])
   redis.call('PEXPIRE', key, tonumber(ARGV[3]))
+  if raised then
+    redis.call('HDEL', key, 'hx')
+    redis.call('PUBLISH', ARGV[6], 'traise ' .. holder)
+  end
 end
 settle(key, 6, 13)
 for i = 1, 6 do
@@ -466,7 +490,9 @@ for i = 1, 6 do
 end
 -- Leases of processes that stopped renewing them (they died) go back.
 returnDead(key, proc, 6)
-if ARGV[7] == '1' then redis.call('HSET', key, 'end', '1') end
+if ARGV[7] ~= '0' and redis.call('HSETNX', key, 'end', ARGV[7]) == 1 and tonumber(redis.call('HGET', key, 'hold') or '0') > 0 then
+  redis.call('PUBLISH', ARGV[6], 'tend ' .. holder)
+end
 local ended = redis.call('HEXISTS', key, 'end') == 1
 local rstage = redis.call('HGET', key, 'stage') or ''
 local limit, c, s, g = {}, {}, {}, {0, 0, 0, 0, 0, 0}
@@ -477,11 +503,18 @@ for i = 1, 6 do
 end
 local ex = tonumber(redis.call('HGET', key, 'ex') or '0')
 local exu = tonumber(redis.call('HGET', key, 'exu') or '0')
+local holdMs = tonumber(redis.call('HGET', key, 'hold') or '0')
+local holds = holdMs > 0
 if ex == 0 and ARGV[62] == '1' then
   for i = 1, 6 do
     local hit = limit[i] > 0 and s[i] >= limit[i]
     if i <= 2 then hit = limit[i] > 0 and s[i] > limit[i] end
-    if hit then
+    if hit and holds then
+      if redis.call('HSETNX', key, 'hx', i) == 1 then
+        redis.call('PUBLISH', ARGV[6], 'thold ' .. holder)
+      end
+      break
+    elseif hit then
       ex, exu = i, s[i]
       redis.call('HSET', key, 'ex', i, 'exu', fmt(exu))
       redis.call('PUBLISH', ARGV[6], 'tex ' .. holder .. ' ' .. rstage .. ' ' .. i .. ' ' .. fmt(exu) .. ' ' .. fmt(limit[i]))
@@ -497,7 +530,7 @@ end
 local held = {}
 for i = 1, 6 do held[i] = tonumber(ARGV[37+i]) + g[i] end
 hold(key, proc, 6, held, now + leaseMs)
-for j = 63, #ARGV do
+for j = 64, #ARGV do
   redis.call('PUBLISH', ARGV[6], 'twarn ' .. holder .. ' ' .. ARGV[j])
 end
 local endFlag = 0
@@ -508,5 +541,7 @@ for i = 1, 6 do out[#out + 1] = fmt(g[i]) end
 for i = 1, 6 do out[#out + 1] = fmt(c[i]) end
 for i = 1, 6 do out[#out + 1] = fmt(s[i]) end
 for i = 1, 6 do out[#out + 1] = fmt(tonumber(redis.call('HGET', key, 'f' .. i) or '0')) end
+out[#out + 1] = holdMs
+out[#out + 1] = redis.call('HGET', key, 'end') or ''
 return out
 `)

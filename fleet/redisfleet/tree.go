@@ -31,7 +31,8 @@ const nTree = len(treeResources)
 // members of the tree (the holding and the joins). Spend works on it under
 // a mutex, without I/O; the sync loop settles and reserves (reserveTree).
 type treeShare struct {
-	esc string // the holder's escaped run id
+	esc    string // the holder's escaped run id
+	holder string // the holder's run id
 
 	pending atomic.Bool // the sync loop should settle and reserve now
 
@@ -40,6 +41,7 @@ type treeShare struct {
 	holding *treeMember // the live holding of this process, if any
 	holds   bool        // this process holds the tree (its calls keep the record)
 	ending  bool        // the holding left: tell the server the tree ended
+	endWith string      // what the holding left with (tree.Member.Leave's detail)
 	warns   []any       // the holding's warnings to publish (cause JSON)
 
 	// used by the sync loop only
@@ -62,6 +64,18 @@ type treeShare struct {
 	full      [nTree]bool    // the last reserve found no room left (committed >= limit)
 	fire      bool           // usage since the last settle that may fire a limit (not only finals')
 	exhausted termination.Cause
+	// A tree that holds (tree.Spec.Hold: its holder's stage has hold:) is
+	// never exhausted: hold is its hold timeout (the holder's process
+	// says it; a joined one learns it from its reserves), and heldAt is
+	// the limit this process holds its joined runs at, since heldSince,
+	// while the known usage reaches the limits (treehold.go); endedWith
+	// is the holder's end as its record gives it (the detail its
+	// descendants end with).
+	hold      time.Duration
+	heldAt    termination.Cause
+	heldSince time.Time
+	endedWith string
+	heldOut   bool      // the runs were let go without word from the holder (treehold.go): not held again until its limits change
 	ended     bool      // the holder has ended: nothing more is granted
 	heard     bool      // a reserve was answered (or this process holds the tree)
 	born      time.Time // when this process first took part
@@ -97,7 +111,7 @@ type treeMember struct {
 func (f *Fleet) shareLocked(esc string) *treeShare {
 	sh := f.trees[esc]
 	if sh == nil {
-		sh = &treeShare{esc: esc, members: map[*treeMember]struct{}{}, born: time.Now()}
+		sh = &treeShare{esc: esc, holder: unescape(esc), members: map[*treeMember]struct{}{}, born: time.Now()}
 		f.trees[esc] = sh
 	}
 	return sh
@@ -118,7 +132,7 @@ func (f *Fleet) HoldTree(spec tree.Spec, used tree.Usage, holder tree.SharedRun)
 	sh.mu.Lock()
 	if sh.holding == nil && !sh.holds {
 		sh.holding, sh.holds, sh.heard = m, true, true
-		sh.stage = spec.Stage
+		sh.stage, sh.hold = spec.Stage, spec.Hold
 		sh.setLimits(limitsOf(spec.Limits), f.cfg.leaseFraction)
 		a, af := amountsOf(used), finalAmounts(&used)
 		for i := range a {
@@ -333,14 +347,27 @@ func (m *treeMember) Spend(u tree.Usage) termination.Cause {
 		}
 		if known := sh.settled[i] + sh.used[i]; hit == nil && reachedTree(i, known, sh.limits[i]) {
 			hit = tree.LimitCause(treeResources[i], known, sh.limits[i])
-			sh.exhausted = hit
 		}
 	}
+	var holdAt termination.Cause // a tree that holds: its runs here are held at it, once
+	switch {
+	case hit != nil && sh.hold > 0:
+		if sh.heldAt == nil && !sh.heldOut {
+			sh.heldAt, sh.heldSince, holdAt = hit, time.Now(), hit
+		}
+		hit = nil
+	case hit != nil:
+		sh.exhausted = hit
+	}
+	held := sh.heldAt != nil
 	stage := sh.stage
 	sh.mu.Unlock()
-	if (low || hit != nil) && !sh.pending.Load() {
+	if (low || hit != nil || holdAt != nil) && !sh.pending.Load() {
 		sh.pending.Store(true)
 		f.poke()
+	}
+	if holdAt != nil {
+		f.holdTree(sh, holdAt) // rare: once per hold
 	}
 	if quiet {
 		return nil
@@ -349,7 +376,7 @@ func (m *treeMember) Spend(u tree.Usage) termination.Cause {
 		f.stopTree(sh, m, hit, stage) // rare: once per tree
 		return m.causeFor(hit, stage)
 	}
-	if over {
+	if over && !held { // held runs take no next event: nothing to wait for
 		if c := f.waitRound(sh.overdrawn, &sh.pending); c != nil {
 			return m.causeFor(c, stage)
 		}
@@ -410,7 +437,7 @@ func (m *treeMember) Warn(c termination.Cause) {
 // (its joined runs end through their parent links, §8, with the ended
 // record's detail, which is end's). The last local member's leave
 // returns the unused lease at the next sync.
-func (m *treeMember) Leave(termination.Cancelled) {
+func (m *treeMember) Leave(end termination.Cancelled) {
 	sh, f := m.sh, m.f
 	if sh == nil {
 		return
@@ -423,7 +450,7 @@ func (m *treeMember) Leave(termination.Cancelled) {
 	m.left.Store(true)
 	delete(sh.members, m)
 	if m.holding && sh.holds {
-		sh.ending = true
+		sh.ending, sh.endWith = true, end.Detail
 		if sh.holding == m {
 			sh.holding = nil
 		}
@@ -504,11 +531,17 @@ func (f *Fleet) treeWarned(esc, js string) {
 	}
 }
 
-// handleTree applies a tree message: "tex HOLDER STAGE I USED LIMIT" or
+// handleTree applies a tree message: "traise HOLDER", "thold HOLDER",
+// "tend HOLDER",
+// "tex HOLDER STAGE I USED LIMIT" or
 // "twarn HOLDER CAUSEJSON". An exhaustion counts only when the tree's
 // record agrees (a client that may publish on the channel cannot stop a
 // tree by hand); when the server cannot say, the next reserve reads it.
 func (f *Fleet) handleTree(ctx context.Context, kind, rest string) {
+	if kind == "traise" || kind == "thold" || kind == "tend" {
+		f.treeNews(rest) // treehold.go
+		return
+	}
 	if kind == "twarn" {
 		esc, js, ok := strings.Cut(rest, " ")
 		if !ok {
@@ -570,6 +603,7 @@ func (f *Fleet) syncTrees(ctx context.Context) {
 		}
 		f.reserveTree(ctx, sh)
 	}
+	f.checkHolds() // treehold.go
 }
 
 // reserveTree settles sh's usage and asks for new leases in one script
@@ -578,7 +612,10 @@ func (f *Fleet) syncTrees(ctx context.Context) {
 func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 	f.mu.Lock()
 	members := len(sh.members)
-	holds, ending := sh.holds, sh.ending
+	holds, ending := sh.holds, ""
+	if sh.ending {
+		ending = "e" + sh.endWith
+	}
 	warns := sh.warns
 	sh.warns = nil
 	f.mu.Unlock()
@@ -590,7 +627,7 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 	res, err := treeScript.Run(cctx, f.scripts, []string{f.k.tree(sh.esc)}, f.treeScriptArgs(sh, &st, ending, warns)...).Slice()
 	cancel()
 	unknown := err == nil && len(res) == 2
-	if err != nil || (len(res) != 36 && !unknown) {
+	if err != nil || (len(res) != 38 && !unknown) {
 		f.putBackTree(sh, st.used, st.usedF, st.debt, st.rel, st.fire, warns)
 		sh.pending.Store(true)
 		f.fail(fleet.OpReserve)
@@ -602,7 +639,7 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 	}
 	ans := parseTreeAnswer(res)
 	learned := sh.answer(&ans, holds, f.cfg.leaseFraction)
-	if ending {
+	if ending != "" {
 		f.mu.Lock()
 		sh.ending = false
 		sh.holds = sh.holding != nil
@@ -616,6 +653,7 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 		f.treeExhausted(sh.esc, stageOf(ans.stage), int(ans.ex)-1, ans.exUsed, ans.limits[ans.ex-1])
 	}
 	f.chargeHolding(sh, &st, &ans)
+	f.checkHold(sh) // treehold.go
 	f.dropTree(sh, false)
 }
 
@@ -629,6 +667,7 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 type treeSettlement struct {
 	used, usedF, debt, rel, want, held [nTree]float64
 	fire                               bool
+	hold                               time.Duration // the holder's process: the tree's hold timeout (tree.Spec.Hold)
 	stage                              string
 	limits, base, baseF                [nTree]float64
 }
@@ -658,26 +697,29 @@ func (s *treeShare) settle(members int, holds bool) treeSettlement {
 	}
 	st.limits, st.base, st.baseF = s.limits, s.settled, s.settledF
 	if holds {
-		st.stage = "s" + escape(s.stage)
+		st.stage, st.hold = "s"+escape(s.stage), s.hold
 	}
 	return st
 }
 
 // treeArgs is the number of treeScript's fixed arguments.
-const treeArgs = 62
+const treeArgs = 63
 
 // treeScriptArgs returns treeScript's arguments for settlement st of sh, with
 // the holding's end (ending) and its warnings to publish.
-func (f *Fleet) treeScriptArgs(sh *treeShare, st *treeSettlement, ending bool, warns []any) []any {
+func (f *Fleet) treeScriptArgs(sh *treeShare, st *treeSettlement, ending string, warns []any) []any {
+	if ending == "" {
+		ending = "0"
+	}
 	args := make([]any, 0, treeArgs+len(warns))
 	args = append(args, sh.esc, st.stage, (2*f.cfg.lease + f.cfg.endedTTL).Milliseconds(), f.proc,
-		f.cfg.lease.Milliseconds(), f.k.ctl(), boolArg(ending))
+		f.cfg.lease.Milliseconds(), f.k.ctl(), ending)
 	for _, vs := range [...]*[nTree]float64{&st.limits, &st.used, &st.debt, &st.rel, &st.want, &st.held, &st.base, &st.usedF, &st.baseF} {
 		for _, v := range vs {
 			args = append(args, fmtFloat(v))
 		}
 	}
-	args = append(args, boolArg(st.fire))
+	args = append(args, boolArg(st.fire), st.hold.Milliseconds())
 	return append(args, warns...)
 }
 
@@ -689,6 +731,7 @@ func (f *Fleet) unknownTree(sh *treeShare, st *treeSettlement) {
 	sh.mu.Lock()
 	sh.heard = true
 	sh.mu.Unlock()
+	f.letGo(sh) // no process holds the tree: nothing to wait for (treehold.go)
 	if time.Since(sh.born) < f.cfg.lease {
 		// The holder's process may not have created the record yet
 		// (it does with the sync after the holder starts): ask
@@ -705,12 +748,13 @@ func (f *Fleet) unknownTree(sh *treeShare, st *treeSettlement) {
 // committed usage, the settled usage and of it what final events spent.
 type treeAnswer struct {
 	stage                     string
-	ended, ex                 int64
+	ended, ex, hold           int64  // hold: the tree's hold timeout (ms), 0: it does not hold
+	endedWith                 string // the holder's end detail, "" when not known
 	exUsed                    float64
 	limits, granted, c, s, sf [nTree]float64
 }
 
-// parseTreeAnswer reads treeScript's answer (36 values).
+// parseTreeAnswer reads treeScript's answer (38 values).
 func parseTreeAnswer(res []any) treeAnswer {
 	var a treeAnswer
 	a.stage, _ = res[2].(string)
@@ -724,6 +768,10 @@ func parseTreeAnswer(res []any) treeAnswer {
 		a.s[i] = parseFloat(res[24+i])
 		a.sf[i] = parseFloat(res[30+i])
 	}
+	a.hold, _ = res[36].(int64)
+	if e, _ := res[37].(string); len(e) > 1 && e[0] == 'e' {
+		a.endedWith = e[1:]
+	}
 	return a
 }
 
@@ -735,12 +783,15 @@ func (s *treeShare) answer(a *treeAnswer, holds bool, fraction float64) (learned
 	defer s.mu.Unlock()
 	if !holds && s.limits != a.limits {
 		s.setLimits(a.limits, fraction)
-		learned = true
+		learned, s.heldOut = true, false
 	}
 	if s.stage == "" {
 		s.stage = stageOf(a.stage)
 	}
-	s.ended = a.ended == 1
+	if !holds {
+		s.hold = time.Duration(a.hold) * time.Millisecond
+	}
+	s.ended, s.endedWith = a.ended == 1, a.endedWith
 	s.heard = true
 	s.sent = [nTree]float64{}
 	for i := range nTree {

@@ -35,6 +35,27 @@ type treeRun struct {
 	warns   []termination.Cause
 	charged tree.Usage
 	charges int
+	held    termination.Cause // what HoldTree holds it at, until ReleaseTree
+	holds   int               // HoldTree calls
+}
+
+func (r *treeRun) HoldTree(c termination.Cause) {
+	r.mu.Lock()
+	r.held = c
+	r.holds++
+	r.mu.Unlock()
+}
+
+func (r *treeRun) ReleaseTree() {
+	r.mu.Lock()
+	r.held = nil
+	r.mu.Unlock()
+}
+
+func (r *treeRun) heldAt() termination.Cause {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.held
 }
 
 func (r *treeRun) StopTree(c termination.Cause) bool {
@@ -75,6 +96,8 @@ func (f runFuncs) ChargeTree(u tree.Usage) {
 		f.charge(u)
 	}
 }
+func (runFuncs) HoldTree(termination.Cause) {}
+func (runFuncs) ReleaseTree()               {}
 
 func (r *treeRun) stopped() termination.Cause {
 	r.mu.Lock()
@@ -417,8 +440,8 @@ func TestTreeHolderLeaves(t *testing.T) {
 		hm.Leave(plannerEnded)
 		flushAll(t, a)
 		h := treeRecord(t, r, a, holder)
-		if h["end"] != "1" {
-			t.Fatalf("record after the holding left: %v, want end", h)
+		if h["end"] != "e"+plannerEnded.Detail {
+			t.Fatalf("record after the holding left: %v, want end with %q", h, plannerEnded.Detail)
 		}
 		if _, ok := h["L:"+a.proc]; ok {
 			t.Errorf("the holder's process still holds a lease: %v", h)
@@ -809,8 +832,8 @@ func TestTreeChargeMayEndHolder(t *testing.T) {
 			t.Fatal("the holding was not charged")
 		}
 		flushAll(t, a, b)
-		if h := treeRecord(t, r, a, holder); h["end"] != "1" {
-			t.Errorf("record after the holder left from Charge: %v, want end", h)
+		if h := treeRecord(t, r, a, holder); h["end"] != "eplanner ended: completed" {
+			t.Errorf("record after the holder left from Charge: %v, want end with planner ended: completed", h)
 		}
 	})
 }
