@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -67,68 +68,96 @@ func (h *Node) holdTree(c termination.Cause) {
 	h.run.EachLive(func(r Run) { r.HoldOn(ch, c, since) })
 }
 
-// CheckRaise reports what Raise would return, changing nothing: the
-// error of the tree limits of the first of the run's holders whose tree
-// is held (termination.Evaluator.CheckRaise), or termination.ErrNotHeld
-// when none is held.
+// CheckRaise reports what Raise would return, changing nothing: nil when
+// l releases every tree that holds the run (each held holder's tree
+// limits must be named: termination.Evaluator.CheckRaise; a tree its fleet
+// holds it in, checkFleetRaise), the first refusal otherwise, and
+// termination.ErrNotHeld itself when no tree holds it.
 func (n *Node) CheckRaise(l termination.Limits) error {
+	held := false
 	for _, h := range n.holders {
 		h.mu.Lock()
-		if h.release == nil || h.limits == nil {
-			h.mu.Unlock()
-			continue
+		var err error
+		switch {
+		case h.release != nil && h.limits != nil:
+			held, err = true, h.limits.CheckRaise(l)
+		case h.fleetCause != nil: // held by its fleet at a remote holder's limit
+			held, err = true, checkFleetRaise(h.fleetCause, l)
 		}
-		err := h.limits.CheckRaise(l)
+		h.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	if !held {
+		return termination.ErrNotHeld
+	}
+	return nil
+}
+
+// Raise raises by l the tree limits of every one of the run's holders
+// whose tree holds it, nearest first: every held run of those trees goes
+// on. Each holder's Run.Raised records its raise, naming the holder, before
+// any held run goes on (§3: a raise is in the log before the run's next
+// event), and raises the holder's own limits too when they hold it (a
+// raise names a run, and raises every limit that holds it). It returns nil
+// when it raised one, termination.ErrNotHeld when none holds the run.
+func (n *Node) Raise(l termination.Limits) error {
+	err := termination.ErrNotHeld
+	raised := false
+	for _, h := range n.holders {
+		if e := h.raiseHeld(l); e == nil {
+			raised = true
+		} else if !errors.Is(e, errNotHolding) {
+			err = e
+		}
+	}
+	if raised {
+		return nil
+	}
+	return err
+}
+
+// errNotHolding says that a holder's tree does not hold the run.
+var errNotHolding = errors.New("the holder's tree is not held")
+
+// raiseHeld raises h's held tree limits by l; errNotHolding when its tree
+// is not held.
+func (h *Node) raiseHeld(l termination.Limits) error {
+	h.mu.Lock()
+	if h.release == nil || h.limits == nil {
+		// A run held by its fleet at a remote holder's tree limit (a
+		// joined run and its descendants here) asks the holder's process
+		// to raise it (Raiser); every held run of the tree goes on once
+		// its fleet learns the raise.
+		fc, shares := h.fleetCause, h.shares
+		h.mu.Unlock()
+		if fc == nil {
+			return errNotHolding
+		}
+		if err := checkFleetRaise(fc, l); err != nil {
+			return err
+		}
+		return raiseRemote(shares, l)
+	}
+	if err := h.limits.Raise(l); err != nil {
 		h.mu.Unlock()
 		return err
 	}
-	return termination.ErrNotHeld
-}
-
-// Raise raises the tree limits of the first of the run's holders whose
-// tree is held, by l: every held run of that tree goes on. The holder's
-// Run.Raised records the raise, naming the holder (and raises the
-// holder's own limits too when they hold it: a raise names a run, and
-// raises every limit that holds it). It returns termination.ErrNotHeld
-// when none is held.
-func (n *Node) Raise(l termination.Limits) error {
-	for _, h := range n.holders {
-		h.mu.Lock()
-		if h.release == nil || h.limits == nil {
-			// A run held by its fleet at a remote holder's tree limit (a
-			// joined run and its descendants here) asks the holder's
-			// process to raise it (Raiser); every held run of the tree goes
-			// on once its fleet learns the raise.
-			fc, shares := h.fleetCause, h.shares
-			h.mu.Unlock()
-			if fc != nil {
-				if err := checkFleetRaise(fc, l); err != nil {
-					return err
-				}
-				return raiseRemote(shares, l)
-			}
-			continue
-		}
-		if err := h.limits.Raise(l); err != nil {
-			h.mu.Unlock()
-			return err
-		}
-		ch, holding := h.release, h.holdingM
-		h.release = nil
-		if h.holdTimer != nil {
-			h.holdTimer.Stop()
-			h.holdTimer = nil
-		}
-		close(ch)
-		h.mu.Unlock()
-		if r, ok := holding.(Raiser); ok {
-			r.RaiseTree(l) // the holding: the shared limits follow the evaluator's; it cannot fail
-		}
-		h.run.Raised(l)
-		h.run.EachLive(func(r Run) { r.Release(ch) })
-		return nil
+	ch, holding := h.release, h.holdingM
+	h.release = nil
+	if h.holdTimer != nil {
+		h.holdTimer.Stop()
+		h.holdTimer = nil
 	}
-	return termination.ErrNotHeld
+	h.mu.Unlock()
+	if r, ok := holding.(Raiser); ok {
+		r.RaiseTree(l) // the holding: the shared limits follow the evaluator's; it cannot fail
+	}
+	h.run.Raised(l) // recorded before the held runs go on
+	close(ch)
+	h.run.EachLive(func(r Run) { r.Release(ch) })
+	return nil
 }
 
 // raiseRemote asks the holders of a joined run's trees, nearest first,
