@@ -198,7 +198,11 @@ func (p *canonParser) value(depth int) (uint64, bool) {
 }
 
 func (p *canonParser) object(depth int) (uint64, bool) {
-	p.Pos++ // {
+	// The cursor is kept in i, a register, and written back to p.Pos only
+	// around the calls that read it: white space is looked for with one
+	// comparison where compact JSON has none (the common case), not with
+	// SkipSpace's loop through p.Pos at every token.
+	data, i := p.Data, p.Pos+1 // past {
 	var sum uint64
 	n := uint64(0)
 	// seen is a 128-bit filter of the key hashes read so far: a key whose
@@ -207,26 +211,29 @@ func (p *canonParser) object(depth int) (uint64, bool) {
 	// of the keys would be 256 bytes a level on the stack of the goroutine
 	// that evaluates a run).
 	var seen [2]uint64
-	p.SkipSpace()
-	if p.Peek() == '}' {
-		p.Pos++
+	i = skipSpace(data, i)
+	if i < len(data) && data[i] == '}' {
+		p.Pos = i + 1
 		return mix(hashObject), true
 	}
-	members := p.Pos
+	members := i
 	for {
-		p.SkipSpace()
-		at := p.Pos
-		k, end, ok := shortString(p.Data, p.Pos)
+		i = skipSpace(data, i)
+		at := i
+		k, end, ok := shortString(data, i)
 		if ok {
-			p.Pos = end
-		} else if k, ok = p.str(); !ok {
+			i = end
+		} else {
+			p.Pos = i
+			if k, ok = p.str(); !ok {
+				return 0, false
+			}
+			i = p.Pos
+		}
+		if i = skipSpace(data, i); i >= len(data) || data[i] != ':' {
 			return 0, false
 		}
-		p.SkipSpace()
-		if p.Peek() != ':' {
-			return 0, false
-		}
-		p.Pos++
+		i++
 		if n == maxMembers {
 			p.slow = true
 			return 0, false
@@ -241,43 +248,77 @@ func (p *canonParser) object(depth int) (uint64, bool) {
 		}
 		// The common flat values, a plain string or a small integer, are
 		// hashed here without value's dispatch (the same hashes).
-		p.SkipSpace()
+		i = skipSpace(data, i)
+		var c byte
+		if i < len(data) {
+			c = data[i]
+		}
 		var v uint64
-		switch c := p.Peek(); {
+		switch {
 		case depth >= maxDepth:
+			p.Pos = i
 			v, ok = p.value(depth + 1)
+			i = p.Pos
 		case c == '"':
 			// Values are longer than keys: plainString, which str tries
 			// first, hashes short ones from their first word as well.
+			p.Pos = i
 			v, ok = p.str()
-		case c-'1' <= 8 && p.Pos+1 < len(p.Data) && (p.Data[p.Pos+1] == ',' || p.Data[p.Pos+1] == '}'):
+			i = p.Pos
+		case c-'1' <= 8 && i+1 < len(data) && (data[i+1] == ',' || data[i+1] == '}'):
 			// A one-digit number (not 0, which smallInt checks for a
 			// leading zero), as smallInt hashes it.
 			v, ok = smallInts[c-'0'], true
-			p.Pos++
+			i++
 		case c-'0' <= 9:
+			p.Pos = i
 			if v, ok = p.smallInt(); !ok {
 				v, ok = p.number()
 			}
+			i = p.Pos
 		default:
+			p.Pos = i
 			v, ok = p.value(depth + 1)
+			i = p.Pos
 		}
 		if !ok {
 			return 0, false
 		}
 		sum += member(k, v)
 		n++
-		p.SkipSpace()
-		switch p.Peek() {
+		if i = skipSpace(data, i); i >= len(data) {
+			return 0, false
+		}
+		switch data[i] {
 		case ',':
-			p.Pos++
+			i++
 		case '}':
-			p.Pos++
+			p.Pos = i + 1
 			return mix(hashObject ^ sum ^ mix(n)), true
 		default:
 			return 0, false
 		}
 	}
+}
+
+// skipSpace returns the position of the first byte at or after i in data
+// that is no JSON white space (len(data) if none): in compact JSON, i
+// itself, after one comparison.
+func skipSpace(data []byte, i int) int {
+	if i < len(data) && data[i] > ' ' {
+		return i
+	}
+	return skipSpaceLoop(data, i)
+}
+
+// skipSpaceLoop is skipSpace past white space (its own frame, so that
+// skipSpace stays small enough to inline).
+//
+//go:noinline
+func skipSpaceLoop(data []byte, i int) int {
+	s := jsonscan.Scanner{Data: data, Pos: i}
+	s.SkipSpace()
+	return s.Pos
 }
 
 // dupKey reports whether one of the members of an object that lie in
