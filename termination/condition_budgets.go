@@ -232,6 +232,10 @@ func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
 		}
 		return
 	}
+	if !b.graceOn && s.raised() == nil && b.farBelow(p) {
+		b.setSettled(true) // what the loop below finds, without its tests
+		return
+	}
 	// A message after the warning spends one grace turn.
 	if b.graceOn && ev.Kind == KindMessage {
 		b.graceLeft--
@@ -253,6 +257,23 @@ func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
 		b.graceOver(p, s)
 	}
 	b.setSettled(quiet && !b.graceOn)
+}
+
+// farBelow reports whether the usage in p is far below every limit and
+// its pressure threshold (see reached), without a raise: what observe's
+// loop would find for each limit, in one comparison a limit.
+func (b *budgetCheck) farBelow(p *Progress) bool {
+	for i := range b.limits {
+		l := &b.limits[i]
+		u := used(l.res, p)
+		if !(u < l.limit*farBelow && l.limit > 0) {
+			return false
+		}
+		if b.threshold.set && !(u < l.limit*b.threshold.v*farBelow && b.threshold.v > 0) {
+			return false
+		}
+	}
+	return true
 }
 
 // setSettled sets settled, and the check's bit in its AnyOf's quiet mask.
