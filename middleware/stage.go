@@ -316,6 +316,13 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 	}
 	evaluated := r.eval.Events()
 	cause, stop := r.eval.ObserveRef(ev)
+	if !stop && seq == nil && len(r.parts.all) == 0 && len(r.eval.WarningsSince(r.nwarn)) == 0 {
+		// The common case of a run without parts, on an event that
+		// neither stopped nor warned: all that observed would do.
+		r.lastFinal = ev.Kind == termination.KindFinal
+		r.mu.Unlock()
+		return cause, false, false
+	}
 	return r.observed(ev, seq, evaluated, cause, stop)
 }
 
