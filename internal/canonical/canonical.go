@@ -262,9 +262,18 @@ func (p *canonParser) object(depth int) (uint64, bool) {
 		case c == '"':
 			// Values are longer than keys: plainString, which str tries
 			// first, hashes short ones from their first word as well.
-			p.Pos = i
-			v, ok = p.str()
-			i = p.Pos
+			// (str's first step, without its call.)
+			var end int
+			if v, end, ok = plainString(data, i); ok {
+				if end-i-2 > 32 {
+					v = BytesKey(data[i+1:end-1]) ^ hashString
+				}
+				i = end
+			} else {
+				p.Pos = i
+				v, ok = p.escapedStr()
+				i = p.Pos
+			}
 		case c-'1' <= 8 && i+1 < len(data) && (data[i+1] == ',' || data[i+1] == '}'):
 			// A one-digit number (not 0, which smallInt checks for a
 			// leading zero), as smallInt hashes it.
@@ -387,8 +396,13 @@ func (p *canonParser) str() (uint64, bool) {
 		p.Pos = end
 		return h, true
 	}
-	// Not plain ASCII, or in a document shorter than 8 bytes: the decoded
-	// bytes are hashed.
+	return p.escapedStr()
+}
+
+// escapedStr is str for a string that plainString does not take: not
+// plain ASCII, or in a document shorter than 8 bytes. The decoded bytes
+// are hashed.
+func (p *canonParser) escapedStr() (uint64, bool) {
 	if p.buf != nil {
 		b, copied, ok := p.DecodeString((*p.buf)[:0])
 		if !ok {
