@@ -189,6 +189,10 @@ const costTolerance = 1e-9
 // reached the limit.
 const farBelow = 1 - 1e-6
 
+// farAbove is farBelow's mirror: a ratio whose numerator is above
+// farAbove times the denominator and the threshold is above the threshold.
+const farAbove = 1 + 1e-6
+
 // reached reports whether used has reached fraction of limit. The ratio is
 // compared rather than fraction*limit, because a product such as 0.07*100
 // rounds above 7 while 7/100 rounds to exactly 0.07: a threshold written in

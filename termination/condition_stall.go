@@ -572,11 +572,23 @@ func (c *stallCheck) plateau() bool {
 	}
 	for i := range n - 1 {
 		cur, prev := int64(c.tokens.at(i).key), int64(c.tokens.at(i+1).key)
-		if math.Abs(float64(cur-prev))/float64(prev) > c.tolerance.v {
+		if beyond(math.Abs(float64(cur-prev)), float64(prev), c.tolerance.v) {
 			return false
 		}
 	}
 	return true
+}
+
+// beyond reports whether d/base > tolerance. Far above it (the common
+// case of a token plateau's check: totals that differ), it is so whatever
+// the rounding, and needs no division (tens of cycles). (d >= 1: the
+// difference of two token totals that differ, whose ratio to a total
+// cannot underflow.)
+func beyond(d, base, tolerance float64) bool {
+	if d > base*tolerance*farAbove && d >= 1 && base > 0 {
+		return true
+	}
+	return d/base > tolerance
 }
 
 // ringPrealloc is how many values a ring holds before it first grows: a
