@@ -32,6 +32,16 @@ func ArgsKey(b []byte) uint64 {
 	if len(b) == 0 {
 		return hashNull
 	}
+	if b[0] == '{' {
+		if h, ok := flatObject(b); ok { // the common case (flat.go)
+			return h
+		}
+	}
+	return parsedKey(b)
+}
+
+// parsedKey is ArgsKey of trimmed, non-empty b through the general parser.
+func parsedKey(b []byte) uint64 {
 	p := canonParser{Scanner: jsonscan.Scanner{Data: b}}
 	h, ok := p.value(0)
 	if ok {

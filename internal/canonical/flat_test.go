@@ -1,0 +1,74 @@
+package canonical
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestFlatObjectMatchesParser: the documents flatObject takes hash as the
+// general parser hashes them, and it leaves every other one to the parser.
+func TestFlatObjectMatchesParser(t *testing.T) {
+	long := strings.Repeat("x", 32)
+	tests := []struct {
+		doc  string
+		flat bool // flatObject takes it
+	}{
+		{`{}`, true},
+		{`{"ab":12}`, true},
+		{`{"query":"capital of France","limit":5,"page":3}`, true},
+		{`{"expression":"(3 + 4) * 7"}`, true},
+		{`{"path":"/tmp/report.md","content":"# Findings\n...","part":2}`, true},
+		{`{"q":"` + long + `"}`, true},
+		{`{"` + long + `":0}`, true},
+		{`{"n":0,"m":10,"big":123456789012345,"t":true,"f":false,"z":null}`, true},
+		{`{"a":"","":"b"}`, true},
+		// Left to the parser.
+		{`{"a":1}`, false},                                   // shorter than the word plainString reads
+		{`{"q":"` + long + `y"}`, false},                     // a value longer than 32 bytes
+		{`{"` + long + `y":0}`, false},                       // a key longer than 32 bytes
+		{`{"a": 1}`, false},                                  // white space
+		{`{"a":1 }`, false},                                  // white space
+		{`{"a":-1}`, false},                                  // a negative number
+		{`{"a":1.5}`, false},                                 // a fraction
+		{`{"a":1e3}`, false},                                 // an exponent
+		{`{"a":01}`, false},                                  // a leading zero
+		{`{"a":1234567890123456}`, false},                    // 16 digits
+		{`{"a":{"b":1}}`, false},                             // nested
+		{`{"a":[1]}`, false},                                 // an array
+		{`{"a":1,"a":2}`, false},                             // a repeated key
+		{`{"\u0061":1}`, false},                              // an escaped key
+		{`{"a":"\u00e9"}`, false},                            // a \u escape
+		{`{"a":"é"}`, false},                                 // not ASCII
+		{`{"a":"` + strings.Repeat("\\n", 17) + `"}`, false}, // longer than shortEscaped takes
+		{`{"a":truex}`, false},
+		{`{"a":nul}`, false},
+		{`{"a":1,}`, false},
+		{`{"a":1}}`, false},
+		{`{"a"}`, false},
+	}
+	for _, tt := range tests {
+		h, ok := flatObject([]byte(tt.doc))
+		if ok != tt.flat {
+			t.Errorf("flatObject(%s) took it: %v, want %v", tt.doc, ok, tt.flat)
+			continue
+		}
+		if ok {
+			if want := parsedKey([]byte(tt.doc)); h != want {
+				t.Errorf("flatObject(%s) = %x, the parser says %x", tt.doc, h, want)
+			}
+		}
+	}
+	// 33 members: past maxMembers, the parser's (slow path).
+	var b strings.Builder
+	b.WriteString("{")
+	for i := range maxMembers + 1 {
+		if i > 0 {
+			b.WriteString(",")
+		}
+		b.WriteString(`"k` + string(rune('A'+i)) + `":1`)
+	}
+	b.WriteString("}")
+	if _, ok := flatObject([]byte(b.String())); ok {
+		t.Errorf("flatObject took an object of %d members", maxMembers+1)
+	}
+}
