@@ -1,5 +1,7 @@
 package canonical
 
+import "github.com/agentstop/agentstop/internal/jsonscan"
+
 // flatObject hashes, exactly as the general parser does (object), the
 // common document of tool arguments: a compact object (no white space)
 // whose keys are plain strings (ASCII, no escape) of at most 32 bytes and
@@ -24,7 +26,7 @@ func flatObject(data []byte) (h uint64, ok bool) {
 	}
 	var sum, n uint64
 	// seen is object's filter of the key hashes read so far: a key whose
-	// bit is set may be a repeat, which the general parser settles.
+	// bit is set may be a repeat, which dupKey settles.
 	var seen [2]uint64
 	i := 1
 	for {
@@ -35,8 +37,13 @@ func flatObject(data []byte) (h uint64, ok bool) {
 		if !ok || end-i > 34 || end >= len(data) || data[end] != ':' {
 			return 0, false // not plain, longer than 32 bytes, or not followed by ':'
 		}
-		if bit := uint64(1) << (k & 63); seen[k>>6&1]&bit != 0 || n == maxMembers {
+		if n == maxMembers {
 			return 0, false
+		}
+		if bit := uint64(1) << (k & 63); seen[k>>6&1]&bit != 0 {
+			if flatDupKey(data, i, k) {
+				return 0, false // a repeated key (or a hash collision): the parser's
+			}
 		} else {
 			seen[k>>6&1] |= bit
 		}
@@ -107,4 +114,13 @@ func flatInt(data []byte, i int) (h uint64, end int, ok bool) {
 		return smallInts[v], j, true
 	}
 	return hashFloat(float64(v)), j, true
+}
+
+// flatDupKey reports whether one of the members of the flat object data
+// before the key at data[at] has a key that hashes to k (dupKey's answer).
+//
+//go:noinline
+func flatDupKey(data []byte, at int, k uint64) bool {
+	p := canonParser{Scanner: jsonscan.Scanner{Data: data}}
+	return p.dupKey(1, at, k)
 }
