@@ -217,6 +217,19 @@ func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
 	if ev == nil {
 		return
 	}
+	if ev.Kind != KindFinal && !b.graceOn && s.raised() == nil && b.farBelow(p) {
+		// The common case, in a small frame: the usage is far below every
+		// limit and threshold (and no grace count runs), what the loop of
+		// observeUsage finds, without its tests.
+		b.setSettled(true)
+		return
+	}
+	b.observeUsage(ev, p, s)
+}
+
+// observeUsage is observe for an event that may reach a limit or a
+// threshold, or is a final, or comes in a grace count.
+func (b *budgetCheck) observeUsage(ev *Event, p *Progress, s *sink) {
 	if b.settled && ev.Kind != KindMessage && ev.Kind != KindFinal && ev.Usage.IsZero() && ev.Cost == 0 {
 		return // a tool call or result that spends nothing, after a quiet event
 	}
@@ -234,10 +247,6 @@ func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
 				st.finalWarnAt = p.Events
 			}
 		}
-		return
-	}
-	if !b.graceOn && s.raised() == nil && b.farBelow(p) {
-		b.setSettled(true) // what the loop below finds, without its tests
 		return
 	}
 	// A message after the warning spends one grace turn.
