@@ -217,12 +217,23 @@ func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
 	if ev == nil {
 		return
 	}
-	if ev.Kind != KindFinal && !b.graceOn && s.raised() == nil && b.farBelow(p) {
+	if ev.Kind != KindFinal && !b.graceOn && s.raised() == nil {
 		// The common case, in a small frame: the usage is far below every
-		// limit and threshold (and no grace count runs), what the loop of
-		// observeUsage finds, without its tests.
-		b.setSettled(true)
-		return
+		// limit and its threshold (see reached), and no grace count runs:
+		// what the loop of observeUsage finds, in one comparison a limit.
+		far := true
+		for i := range b.limits {
+			l := &b.limits[i]
+			u := used(l.res, p)
+			if !(u < l.limit*farBelow && l.limit > 0) || b.threshold.set && !(u < l.limit*b.threshold.v*farBelow && b.threshold.v > 0) {
+				far = false
+				break
+			}
+		}
+		if far {
+			b.setSettled(true)
+			return
+		}
 	}
 	b.observeUsage(ev, p, s)
 }
@@ -270,23 +281,6 @@ func (b *budgetCheck) observeUsage(ev *Event, p *Progress, s *sink) {
 		b.graceOver(p, s)
 	}
 	b.setSettled(quiet && !b.graceOn)
-}
-
-// farBelow reports whether the usage in p is far below every limit and
-// its pressure threshold (see reached), without a raise: what observe's
-// loop would find for each limit, in one comparison a limit.
-func (b *budgetCheck) farBelow(p *Progress) bool {
-	for i := range b.limits {
-		l := &b.limits[i]
-		u := used(l.res, p)
-		if !(u < l.limit*farBelow && l.limit > 0) {
-			return false
-		}
-		if b.threshold.set && !(u < l.limit*b.threshold.v*farBelow && b.threshold.v > 0) {
-			return false
-		}
-	}
-	return true
 }
 
 // setSettled sets settled, and the check's bit in its AnyOf's quiet mask.
