@@ -2,9 +2,11 @@ package canonical
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"hash/maphash"
 	"math"
+	"math/bits"
 	"strconv"
 	"sync"
 	"unicode/utf8"
@@ -481,14 +483,29 @@ func shortEscaped(data []byte, at int) (h uint64, end int, ok bool) {
 	if at >= len(data) || data[at] != '"' {
 		return 0, 0, false // not a string: str's general path says so
 	}
-	var short [shortUnquote]byte
+	// short has room for a whole word past its shortUnquote bytes: a run
+	// of plain characters is copied eight bytes at a time, and the bytes
+	// past its end are overwritten or left out.
+	var short [shortUnquote + 8]byte
 	n := 0
 	for i := at + 1; i < len(data); n++ {
+		if i+8 <= len(data) && n <= shortUnquote {
+			w := binary.LittleEndian.Uint64(data[i:])
+			binary.LittleEndian.PutUint64(short[n:], w)
+			k := bits.TrailingZeros64(jsonscan.SpecialBytes(w)) >> 3 // plain bytes before the first quote, backslash, control or non-ASCII byte
+			if n += k; n > shortUnquote {
+				return 0, 0, false // longer
+			}
+			if i += k; k == 8 {
+				n-- // the loop's n++
+				continue
+			}
+		}
 		c := data[i]
 		switch {
 		case c == '"':
 			return BytesKey(short[:n]) ^ hashString, i + 1, true
-		case n == len(short):
+		case n == shortUnquote:
 			return 0, 0, false // longer
 		case c == '\\':
 			if i+1 >= len(data) || jsonscan.SimpleEscape(data[i+1]) == 0 {
