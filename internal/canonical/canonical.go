@@ -34,24 +34,30 @@ func ArgsKey(b []byte) uint64 {
 	if len(b) == 0 {
 		return hashNull
 	}
+	p := canonParser{Scanner: jsonscan.Scanner{Data: b}}
+	var (
+		h  uint64
+		ok bool
+	)
 	if b[0] == '{' {
-		if h, ok := flatObject(b); ok { // the common case (flat.go)
-			return h
+		if h, ok = p.flatObject(); ok && p.Pos == len(b) {
+			return h // the common case (flat.go), without end's call
 		}
+	} else {
+		h, ok = p.value(0)
 	}
-	return parsedKey(b)
+	return p.end(h, ok)
 }
 
-// parsedKey is ArgsKey of trimmed, non-empty b through the general parser.
-func parsedKey(b []byte) uint64 {
-	p := canonParser{Scanner: jsonscan.Scanner{Data: b}}
-	h, ok := p.value(0)
+// end is ArgsKey's result for the value hashed (h, ok) from the start of
+// p's document: h if it is all the document, else slowHash's.
+func (p *canonParser) end(h uint64, ok bool) uint64 {
 	if ok {
 		p.SkipSpace()
 		ok = p.Pos == len(p.Data)
 	}
 	if !ok {
-		return slowHash(b, p.slow)
+		return slowHash(p.Data, p.slow)
 	}
 	return h
 }
@@ -184,6 +190,9 @@ type canonParser struct {
 	// pass (replay's decoder lends its scratch buffer); without it they
 	// are decoded by hashEscaped.
 	buf *[]byte
+	// resumed is set when flatObject handed the rest of its object to the
+	// general parser.
+	resumed bool
 }
 
 func (p *canonParser) value(depth int) (uint64, bool) {
@@ -215,20 +224,24 @@ func (p *canonParser) object(depth int) (uint64, bool) {
 	// comparison where compact JSON has none (the common case), not with
 	// SkipSpace's loop through p.Pos at every token.
 	data, i := p.Data, p.Pos+1 // past {
-	var sum uint64
-	n := uint64(0)
-	// seen is a 128-bit filter of the key hashes read so far: a key whose
-	// bit is set may be a duplicate, which dupKey settles by reading the
-	// earlier keys again. The frame stays small at every depth (an array
-	// of the keys would be 256 bytes a level on the stack of the goroutine
-	// that evaluates a run).
-	var seen [2]uint64
 	i = skipSpace(data, i)
 	if i < len(data) && data[i] == '}' {
 		p.Pos = i + 1
 		return mix(hashObject), true
 	}
-	members := i
+	return p.members(depth, i, i, 0, 0, [2]uint64{})
+}
+
+// members reads an object's members from data[i] on (members is where the
+// first one starts) and hashes the object, given what the members before
+// i add up to: sum, n of them, and seen, a 128-bit filter of their key
+// hashes. A key whose bit is set may be a duplicate, which dupKey settles
+// by reading the earlier keys again. (The frame stays small at every
+// depth: an array of the keys would be 256 bytes a level on the stack of
+// the goroutine that evaluates a run.) flatObject hands it the rest of a
+// document it does not take.
+func (p *canonParser) members(depth, i, members int, sum, n uint64, seen [2]uint64) (uint64, bool) {
+	data := p.Data
 	for {
 		i = skipSpace(data, i)
 		at := i

@@ -2,50 +2,49 @@ package canonical
 
 import "github.com/agentstop/agentstop/internal/jsonscan"
 
-// flatObject hashes, exactly as the general parser does (object), the
-// common document of tool arguments: a compact object (no white space)
-// whose keys are plain strings (ASCII, no escape) of at most 32 bytes and
-// whose values are such strings or short ones with the common escapes
-// (shortEscaped's), small non-negative integers (as smallInt reads them),
-// true, false or null, of at most maxMembers members with no
-// key repeated. ok is false for any other document, which the general
-// parser then reads from its start.
+// flatObject hashes the object at the start of p's document, exactly as
+// the general parser does (value, object), reading the common document
+// of tool arguments itself: a compact object (no white space) whose keys
+// are plain strings (ASCII, no escape) of at most 32 bytes and whose values
+// are such strings or short ones with the common escapes (shortEscaped's),
+// small non-negative integers (as smallInt reads them), true, false or
+// null. From the first member it does not take (any other value, white
+// space, a long or escaped key, more than maxMembers members), the
+// general parser reads the rest (members), given what the members before
+// it add up to; p.resumed says so.
 //
-// It is the general parser's work for these documents in one loop, with
+// It is the general parser's work for these members in one loop, with
 // its cursor in a register: no recursion, no white space to skip, no
 // dispatch on the value's type through value, and strings hashed by
 // plainString as str hashes them. What it returns is the same number, so
 // equal documents hash the same whichever path reads them (FuzzArgsHash
 // and TestFlatObjectMatchesParser check it).
-func flatObject(data []byte) (h uint64, ok bool) {
-	if len(data) < 2 || data[0] != '{' || data[len(data)-1] != '}' {
-		return 0, false
+func (p *canonParser) flatObject() (h uint64, ok bool) {
+	data := p.Data
+	var sum, n uint64
+	// seen is object's filter of the key hashes read so far (see members).
+	var seen [2]uint64
+	if len(data) < 2 || data[len(data)-1] != '}' {
+		return p.resume(1, sum, n, seen) // the parser's, from the start
 	}
 	if len(data) == 2 {
+		p.Pos = 2
 		return mix(hashObject), true
 	}
-	var sum, n uint64
-	// seen is object's filter of the key hashes read so far: a key whose
-	// bit is set may be a repeat, which dupKey settles.
-	var seen [2]uint64
-	i := 1
-	for {
+	for i := 1; ; {
+		at := i // where the member starts: where members goes on, if it must
 		k, end, ok := shortString(data, i)
 		if !ok {
 			k, end, ok = plainString(data, i)
 		}
-		if !ok || end-i > 34 || end >= len(data) || data[end] != ':' {
-			return 0, false // not plain, longer than 32 bytes, or not followed by ':'
+		if !ok || end-i > 34 || end >= len(data) || data[end] != ':' || n == maxMembers {
+			// Not plain, longer than 32 bytes, not followed by ':', or
+			// one member too many.
+			return p.resume(at, sum, n, seen)
 		}
-		if n == maxMembers {
-			return 0, false
-		}
-		if bit := uint64(1) << (k & 63); seen[k>>6&1]&bit != 0 {
-			if flatDupKey(data, i, k) {
-				return 0, false // a repeated key (or a hash collision): the parser's
-			}
-		} else {
-			seen[k>>6&1] |= bit
+		bit := uint64(1) << (k & 63)
+		if seen[k>>6&1]&bit != 0 && flatDupKey(data, at, k) {
+			return p.resume(at, sum, n, seen) // a repeated key (or a hash collision)
 		}
 		i = end + 1
 		var v uint64
@@ -57,7 +56,7 @@ func flatObject(data []byte) (h uint64, ok bool) {
 				v, end, ok = shortEscaped(data, i)
 			}
 			if !ok || end-i > 34 {
-				return 0, false
+				return p.resume(at, sum, n, seen)
 			}
 			i = end
 		case c-'1' <= 8 && (data[i+1] == ',' || data[i+1] == '}'):
@@ -66,7 +65,7 @@ func flatObject(data []byte) (h uint64, ok bool) {
 			v, i = smallInts[c-'0'], i+1
 		case c-'0' <= 9:
 			if v, i, ok = flatInt(data, i); !ok {
-				return 0, false
+				return p.resume(at, sum, n, seen)
 			}
 		case c == 't' && i+4 < len(data) && string(data[i:i+4]) == "true":
 			v, i = hashTrue, i+4
@@ -75,23 +74,35 @@ func flatObject(data []byte) (h uint64, ok bool) {
 		case c == 'n' && i+4 < len(data) && string(data[i:i+4]) == "null":
 			v, i = hashNull, i+4
 		default:
-			return 0, false
+			return p.resume(at, sum, n, seen)
 		}
-		sum += member(k, v)
-		n++
 		// i < len(data): every value ends before the final '}'.
 		switch data[i] {
 		case ',':
+			seen[k>>6&1] |= bit
+			sum += member(k, v)
+			n++
 			i++
 		case '}':
-			if i != len(data)-1 {
-				return 0, false
-			}
-			return mix(hashObject ^ sum ^ mix(n)), true
+			p.Pos = i + 1
+			return mix(hashObject ^ (sum + member(k, v)) ^ mix(n+1)), true
 		default:
-			return 0, false
+			return p.resume(at, sum, n, seen)
 		}
 	}
+}
+
+// resume has the general parser read the object's members from data[at]
+// on, after the n members (adding up to sum, their keys in seen) that
+// flatObject read; at the first member, it reads the whole object (white
+// space before it, an empty object).
+func (p *canonParser) resume(at int, sum, n uint64, seen [2]uint64) (uint64, bool) {
+	p.resumed = true
+	if n == 0 {
+		p.Pos = 0
+		return p.value(0)
+	}
+	return p.members(0, at, 1, sum, n, seen)
 }
 
 // flatInt hashes, as smallInt does, the plain non-negative integer of 1 to

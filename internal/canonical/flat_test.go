@@ -4,7 +4,25 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/agentstop/agentstop/internal/jsonscan"
 )
+
+// parsedKey is ArgsKey of trimmed, non-empty b through the general parser
+// alone.
+func parsedKey(b []byte) uint64 {
+	p := canonParser{Scanner: jsonscan.Scanner{Data: b}}
+	h, ok := p.value(0)
+	return p.end(h, ok)
+}
+
+// flatKey is ArgsKey of b through flatObject, and whether flatObject took
+// all of it without the general parser.
+func flatKey(b []byte) (uint64, bool) {
+	p := canonParser{Scanner: jsonscan.Scanner{Data: b}}
+	h, ok := p.flatObject()
+	return p.end(h, ok), !p.resumed
+}
 
 // TestFlatObjectMatchesParser: the documents flatObject takes hash as the
 // general parser hashes them, and it leaves every other one to the parser.
@@ -23,6 +41,13 @@ func TestFlatObjectMatchesParser(t *testing.T) {
 		{`{"` + long + `":0}`, true},
 		{`{"n":0,"m":10,"big":123456789012345,"t":true,"f":false,"z":null}`, true},
 		{`{"a":"","":"b"}`, true},
+		// Left to the parser from a member on, with what came before.
+		{`{"query":"fact number 3","limit":5,"lang":["en","fr"]}`, false},
+		{`{"path":"a.go","content":"` + strings.Repeat("code\n\t", 40) + `","mode":420}`, false},
+		{`{"ab":1,"cd":{"e":[1,2]},"fg":"h"}`, false},
+		{`{"ab":1, "cd":2}`, false},
+		{`{"ab":1,"cd":2,"ab":3}`, false}, // repeated after two: encoding/json's
+		{`{"ab":1,"cd":-2.5e3,"ef":"é"}`, false},
 		// Left to the parser.
 		{`{"a":1}`, false},                                   // shorter than the word plainString reads
 		{`{"q":"` + long + `y"}`, false},                     // a value longer than 32 bytes
@@ -44,19 +69,16 @@ func TestFlatObjectMatchesParser(t *testing.T) {
 		{`{"a":truex}`, false},
 		{`{"a":nul}`, false},
 		{`{"a":1,}`, false},
-		{`{"a":1}}`, false},
+		{`{"a":1}}`, true}, // read to its first "}": what follows makes it invalid (end)
 		{`{"a"}`, false},
 	}
 	for _, tt := range tests {
-		h, ok := flatObject([]byte(tt.doc))
-		if ok != tt.flat {
-			t.Errorf("flatObject(%s) took it: %v, want %v", tt.doc, ok, tt.flat)
-			continue
+		h, took := flatKey([]byte(tt.doc))
+		if took != tt.flat {
+			t.Errorf("flatObject(%s) read it all: %v, want %v", tt.doc, took, tt.flat)
 		}
-		if ok {
-			if want := parsedKey([]byte(tt.doc)); h != want {
-				t.Errorf("flatObject(%s) = %x, the parser says %x", tt.doc, h, want)
-			}
+		if want := parsedKey([]byte(tt.doc)); h != want {
+			t.Errorf("flatObject(%s) = %x, the parser says %x", tt.doc, h, want)
 		}
 	}
 	// Two keys that share a bit of the filter of keys seen (keys are
@@ -68,9 +90,9 @@ func TestFlatObjectMatchesParser(t *testing.T) {
 		bit := h>>6&1<<6 | h&63
 		if other, ok := bits[bit]; ok {
 			doc := `{"` + other + `":"x","` + key + `":"y"}`
-			h, ok := flatObject([]byte(doc))
-			if want := parsedKey([]byte(doc)); !ok || h != want {
-				t.Errorf("flatObject(%s) = %x, %v; the parser says %x", doc, h, ok, want)
+			h, took := flatKey([]byte(doc))
+			if want := parsedKey([]byte(doc)); !took || h != want {
+				t.Errorf("flatObject(%s) = %x, read it all: %v; the parser says %x", doc, h, took, want)
 			}
 			break
 		}
@@ -86,7 +108,8 @@ func TestFlatObjectMatchesParser(t *testing.T) {
 		b.WriteString(`"k` + string(rune('A'+i)) + `":1`)
 	}
 	b.WriteString("}")
-	if _, ok := flatObject([]byte(b.String())); ok {
-		t.Errorf("flatObject took an object of %d members", maxMembers+1)
+	doc := []byte(b.String())
+	if h, took := flatKey(doc); took || h != parsedKey(doc) {
+		t.Errorf("flatObject read an object of %d members itself (%v), or hashed it as the parser does not", maxMembers+1, took)
 	}
 }

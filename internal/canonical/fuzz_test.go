@@ -34,9 +34,9 @@ func FuzzArgsHash(f *testing.F) {
 		// Property: the flat path (flat.go) hashes what it takes exactly
 		// as the general parser does.
 		for _, d := range [][]byte{a, b} {
-			if h, ok := flatObject(d); ok {
-				if g := parsedKey(d); g != h {
-					t.Fatalf("flatObject(%q) = %x, the parser says %x", d, h, g)
+			if d = bytes.TrimSpace(d); len(d) > 0 && d[0] == '{' {
+				if h, g := ArgsKey(d), parsedKey(d); h != g {
+					t.Fatalf("ArgsKey(%q) = %x through flatObject, the parser says %x", d, h, g)
 				}
 			}
 		}
