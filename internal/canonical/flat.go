@@ -22,8 +22,12 @@ import "github.com/agentstop/agentstop/internal/jsonscan"
 func (p *canonParser) flatObject() (h uint64, ok bool) {
 	data := p.Data
 	var sum, n uint64
-	// seen is object's filter of the key hashes read so far (see members).
+	// seen is object's filter of the key hashes read so far (see members);
+	// keys are the first of them, so that a key whose bit is set is
+	// settled by comparing hashes rather than by reading the members
+	// again (which keys share a bit depends on the process's seeds).
 	var seen [2]uint64
+	var keys [8]uint64
 	if len(data) < 2 || data[len(data)-1] != '}' {
 		return p.resume(1, sum, n, seen) // the parser's, from the start
 	}
@@ -43,7 +47,7 @@ func (p *canonParser) flatObject() (h uint64, ok bool) {
 			return p.resume(at, sum, n, seen)
 		}
 		bit := uint64(1) << (k & 63)
-		if seen[k>>6&1]&bit != 0 && flatDupKey(data, at, k) {
+		if seen[k>>6&1]&bit != 0 && repeated(&keys, n, k, data, at) {
 			return p.resume(at, sum, n, seen) // a repeated key (or a hash collision)
 		}
 		i = end + 1
@@ -80,6 +84,9 @@ func (p *canonParser) flatObject() (h uint64, ok bool) {
 		switch data[i] {
 		case ',':
 			seen[k>>6&1] |= bit
+			if n < uint64(len(keys)) {
+				keys[n] = k
+			}
 			sum += member(k, v)
 			n++
 			i++
@@ -125,6 +132,21 @@ func flatInt(data []byte, i int) (h uint64, end int, ok bool) {
 		return smallInts[v], j, true
 	}
 	return hashFloat(float64(v)), j, true
+}
+
+// repeated reports whether one of the n members before the key at
+// data[at], whose key hashes are keys[:n] (the first len(keys) of them),
+// has a key that hashes to k: dupKey's answer.
+func repeated(keys *[8]uint64, n, k uint64, data []byte, at int) bool {
+	if n > uint64(len(keys)) {
+		return flatDupKey(data, at, k)
+	}
+	for _, h := range keys[:n] {
+		if h == k {
+			return true
+		}
+	}
+	return false
 }
 
 // flatDupKey reports whether one of the members of the flat object data

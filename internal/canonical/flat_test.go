@@ -46,7 +46,8 @@ func TestFlatObjectMatchesParser(t *testing.T) {
 		{`{"path":"a.go","content":"` + strings.Repeat("code\n\t", 40) + `","mode":420}`, false},
 		{`{"ab":1,"cd":{"e":[1,2]},"fg":"h"}`, false},
 		{`{"ab":1, "cd":2}`, false},
-		{`{"ab":1,"cd":2,"ab":3}`, false}, // repeated after two: encoding/json's
+		{`{"ab":1,"cd":2,"ab":3}`, false},                                                          // repeated after two: encoding/json's
+		{`{"k0":0,"k1":1,"k2":2,"k3":3,"k4":4,"k5":5,"k6":6,"k7":7,"k8":8,"k9":9,"k0":10}`, false}, // repeated after ten
 		{`{"ab":1,"cd":-2.5e3,"ef":"é"}`, false},
 		// Left to the parser.
 		{`{"a":1}`, false},                                   // shorter than the word plainString reads
@@ -89,10 +90,17 @@ func TestFlatObjectMatchesParser(t *testing.T) {
 		h := hashStringValue(key)
 		bit := h>>6&1<<6 | h&63
 		if other, ok := bits[bit]; ok {
-			doc := `{"` + other + `":"x","` + key + `":"y"}`
-			h, took := flatKey([]byte(doc))
-			if want := parsedKey([]byte(doc)); !took || h != want {
-				t.Errorf("flatObject(%s) = %x, read it all: %v; the parser says %x", doc, h, took, want)
+			// Next to each other, and 9 members apart (past the key
+			// hashes flatObject keeps).
+			fill := ""
+			for j := range 8 {
+				fill += `"fill` + strconv.Itoa(j) + `":` + strconv.Itoa(j) + `,`
+			}
+			for _, doc := range []string{`{"` + other + `":"x","` + key + `":"y"}`, `{"` + other + `":"x",` + fill + `"` + key + `":"y"}`} {
+				h, took := flatKey([]byte(doc))
+				if want := parsedKey([]byte(doc)); !took || h != want {
+					t.Errorf("flatObject(%s) = %x, read it all: %v; the parser says %x", doc, h, took, want)
+				}
 			}
 			break
 		}
