@@ -316,10 +316,12 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 	}
 	evaluated := r.eval.Events()
 	cause, stop := r.eval.ObserveRef(ev)
-	if !stop && seq == nil && len(r.parts.all) == 0 && len(r.eval.WarningsSince(r.nwarn)) == 0 {
-		// The common case of a run without parts, on an event that
-		// neither stopped nor warned: all that observed would do.
+	if !stop && seq == nil && len(r.parts.spenders) == 0 && len(r.eval.WarningsSince(r.nwarn)) == 0 {
+		// The common case, an event that neither stopped nor warned, in a
+		// run without tree limits or Spenders: all that observed would do.
+		// (The parts' Event cannot warn: the run's evaluator warns.)
 		r.lastFinal = ev.Kind == termination.KindFinal
+		r.parts.event(ev)
 		r.mu.Unlock()
 		return cause, false, false
 	}
