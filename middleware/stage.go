@@ -321,7 +321,9 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 		// run without tree limits or Spenders: all that observed would do.
 		// (The parts' Event cannot warn: the run's evaluator warns.)
 		r.lastFinal = ev.Kind == termination.KindFinal
-		r.parts.event(ev)
+		if len(r.parts.all) > 0 {
+			r.parts.event(ev)
+		}
 		r.mu.Unlock()
 		return cause, false, false
 	}
