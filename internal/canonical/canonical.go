@@ -191,8 +191,18 @@ type canonParser struct {
 	// are decoded by hashEscaped.
 	buf *[]byte
 	// resumed is set when flatObject handed the rest of its object to the
-	// general parser.
-	resumed bool
+	// general parser; resuming and soFar hand it over (members).
+	resumed, resuming bool
+	soFar             objectSoFar
+}
+
+// objectSoFar is what the members of an object read so far add up to: the
+// first one starts at first; n of them, their hashes summing to sum, their
+// keys in the filter seen.
+type objectSoFar struct {
+	first  int
+	sum, n uint64
+	seen   [2]uint64
 }
 
 func (p *canonParser) value(depth int) (uint64, bool) {
@@ -203,7 +213,7 @@ func (p *canonParser) value(depth int) (uint64, bool) {
 	p.SkipSpace()
 	switch c := p.Peek(); {
 	case c == '{':
-		return p.object(depth)
+		return p.members(depth, p.Pos+1) // the object's members, past {
 	case c == '[':
 		return p.array(depth)
 	case c == '"':
@@ -218,32 +228,32 @@ func (p *canonParser) value(depth int) (uint64, bool) {
 	return p.number()
 }
 
-func (p *canonParser) object(depth int) (uint64, bool) {
+// members reads an object's members from data[i] on and hashes the object.
+// What the members before i add up to (flatObject's, when it hands the
+// rest of its object over) is in p.soFar when p.resuming; else i is where
+// the first one starts. A key whose bit is set in seen, the 128-bit filter
+// of the key hashes read so far, may be a duplicate, which dupKey settles
+// by reading the earlier keys again. (The frame stays small at every
+// depth: an array of the keys would be 256 bytes a level on the stack of
+// the goroutine that evaluates a run, and so would arguments for the
+// state handed over.)
+func (p *canonParser) members(depth, i int) (uint64, bool) {
+	members, sum, n, seen := i, uint64(0), uint64(0), [2]uint64{}
+	if p.resuming {
+		p.resuming = false
+		members, sum, n, seen = p.soFar.first, p.soFar.sum, p.soFar.n, p.soFar.seen
+	}
 	// The cursor is kept in i, a register, and written back to p.Pos only
 	// around the calls that read it: white space is looked for with one
 	// comparison where compact JSON has none (the common case), not with
 	// SkipSpace's loop through p.Pos at every token.
-	data, i := p.Data, p.Pos+1 // past {
-	i = skipSpace(data, i)
-	if i < len(data) && data[i] == '}' {
-		p.Pos = i + 1
-		return mix(hashObject), true
-	}
-	return p.members(depth, i, i, 0, 0, [2]uint64{})
-}
-
-// members reads an object's members from data[i] on (members is where the
-// first one starts) and hashes the object, given what the members before
-// i add up to: sum, n of them, and seen, a 128-bit filter of their key
-// hashes. A key whose bit is set may be a duplicate, which dupKey settles
-// by reading the earlier keys again. (The frame stays small at every
-// depth: an array of the keys would be 256 bytes a level on the stack of
-// the goroutine that evaluates a run.) flatObject hands it the rest of a
-// document it does not take.
-func (p *canonParser) members(depth, i, members int, sum, n uint64, seen [2]uint64) (uint64, bool) {
 	data := p.Data
 	for {
 		i = skipSpace(data, i)
+		if n == 0 && i < len(data) && data[i] == '}' {
+			p.Pos = i + 1 // an empty object (after a member, '}' here is invalid)
+			return mix(hashObject), true
+		}
 		at := i
 		k, end, ok := shortString(data, i)
 		if ok {

@@ -109,7 +109,8 @@ func (p *canonParser) resume(at int, sum, n uint64, seen [2]uint64) (uint64, boo
 		p.Pos = 0
 		return p.value(0)
 	}
-	return p.members(0, at, 1, sum, n, seen)
+	p.resuming, p.soFar = true, objectSoFar{first: 1, sum: sum, n: n, seen: seen}
+	return p.members(0, at)
 }
 
 // flatInt hashes, as smallInt does, the plain non-negative integer of 1 to
