@@ -408,6 +408,21 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 	}
 	evaluated := r.eval.Events()
 	cause, stop := r.eval.ObserveRef(ev)
+	if !stop && len(r.parts.spenders) == 0 && len(r.eval.WarningsSince(int(r.nwarn))) == 0 {
+		// The common case, an event that neither stopped nor warned, in a
+		// run without Spenders: all that observed would do. (The parts'
+		// Event cannot warn: the run's evaluator warns.)
+		r.lastFinal = ev.Kind == termination.KindFinal
+		if len(r.parts.all) > 0 {
+			r.parts.event(ev)
+		}
+		if seq != nil && seq.Exit(ev, true) {
+			r.mu.Unlock()
+			return r.afterObserve(cause, false, nil, false, termination.Usage{}, 0, true)
+		}
+		r.mu.Unlock()
+		return cause, false, false
+	}
 	return r.observed(ev, seq, evaluated, cause, stop)
 }
 

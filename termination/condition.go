@@ -265,5 +265,11 @@ func validNames(cond, sub string, names []string, emptyOK bool) error {
 // pressureReached reports whether used has reached fraction of limit, by
 // the ratio rule of the budgets (see reached).
 func pressureReached(used, limit int, fraction float64) bool {
+	if u, l := float64(used), float64(limit); u < l*fraction*farBelow && l > 0 && fraction > 0 {
+		// Far below (the common case, on every counted event): the ratio
+		// is below the fraction whatever the rounding, and needs no
+		// division (tens of cycles).
+		return false
+	}
 	return float64(used)/float64(limit) >= fraction
 }

@@ -203,6 +203,10 @@ const costTolerance = 1e-9
 // reached the limit.
 const farBelow = 1 - 1e-6
 
+// farAbove is farBelow's mirror: a ratio whose numerator is above
+// farAbove times the denominator and the threshold is above the threshold.
+const farAbove = 1 + 1e-6
+
 // reached reports whether used has reached fraction of limit. The ratio is
 // compared rather than fraction*limit, because a product such as 0.07*100
 // rounds above 7 while 7/100 rounds to exactly 0.07: a threshold written in
@@ -227,6 +231,30 @@ func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
 	if ev == nil {
 		return
 	}
+	if ev.Kind != KindFinal && !b.graceOn && s.raised() == nil {
+		// The common case, in a small frame: the usage is far below every
+		// limit and its threshold (see reached), and no grace count runs:
+		// what the loop of observeUsage finds, in one comparison a limit.
+		far := true
+		for i := range b.limits {
+			l := &b.limits[i]
+			u := used(l.res, p)
+			if !(u < l.limit*farBelow && l.limit > 0) || b.threshold.set && !(u < l.limit*b.threshold.v*farBelow && b.threshold.v > 0) {
+				far = false
+				break
+			}
+		}
+		if far {
+			b.setSettled(true)
+			return
+		}
+	}
+	b.observeUsage(ev, p, s)
+}
+
+// observeUsage is observe for an event that may reach a limit or a
+// threshold, or is a final, or comes in a grace count.
+func (b *budgetCheck) observeUsage(ev *Event, p *Progress, s *sink) {
 	if b.settled && ev.Kind != KindMessage && ev.Kind != KindFinal && ev.Usage.IsZero() && ev.Cost == 0 {
 		return // a tool call or result that spends nothing, after a quiet event
 	}

@@ -113,14 +113,20 @@ func (a *anyCheck) observe(ev *Event, p *Progress, s *sink) {
 	}
 	children := a.children
 	m := a.byKind[k]
-	if a.quiet != 0 && ev != nil && k != int(KindMessage) && k != int(KindFinal) && ev.Usage.IsZero() && ev.Cost == 0 {
-		m &^= a.quiet // settled budgets: nothing to look at
+	if ev != nil {
+		if m&a.quiet != 0 && k != int(KindMessage) && k != int(KindFinal) && ev.Usage.IsZero() && ev.Cost == 0 {
+			m &^= a.quiet // settled budgets: nothing to look at
+		}
+		if len(ev.Text) < int(a.textMin) {
+			m &^= a.texts // too short for every text check
+		}
 	}
-	if ev != nil && len(ev.Text) < int(a.textMin) {
-		m &^= a.texts // too short for every text check
-	}
-	for ; m != 0; m &= m - 1 {
-		children[bits.TrailingZeros16(m)].observe(ev, p, s)
+	for m != 0 {
+		// The child's index is taken before the call, so that only m is
+		// kept across it.
+		i := bits.TrailingZeros16(m)
+		m &= m - 1
+		children[i].observe(ev, p, s)
 	}
 	if len(children) > maxDispatched {
 		for _, ch := range children[maxDispatched:] {

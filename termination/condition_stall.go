@@ -520,13 +520,25 @@ func matches(r *ring[keyAt], key uint64, w int) int {
 // countKey counts the entries of buf that hold key.
 func countKey(buf []keyAt, key uint64) int {
 	n := 0
-	lo, hi := uint32(key), uint32(key>>32)
-	for i := range buf {
-		if buf[i].lo == lo && buf[i].hi == hi {
-			n++
-		}
+	// Two entries a turn, without branches: a key matches rarely and
+	// unpredictably. (Small enough to be inlined in matches.)
+	for len(buf) >= 2 {
+		b := (*[2]keyAt)(buf)
+		n += b2i(b[0].key() == key) + b2i(b[1].key() == key)
+		buf = buf[2:]
+	}
+	if len(buf) > 0 {
+		n += b2i(buf[0].key() == key)
 	}
 	return n
+}
+
+// b2i is 1 for true, 0 for false.
+func b2i(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // period returns the smallest P in 2..4 for which the last P×Cycle calls
@@ -583,11 +595,23 @@ func (c *stallCheck) plateau() bool {
 	}
 	for i := range n - 1 {
 		cur, prev := int64(c.tokens.at(i).key()), int64(c.tokens.at(i+1).key())
-		if math.Abs(float64(cur-prev))/float64(prev) > c.tolerance.v {
+		if beyond(math.Abs(float64(cur-prev)), float64(prev), c.tolerance.v) {
 			return false
 		}
 	}
 	return true
+}
+
+// beyond reports whether d/base > tolerance. Far above it (the common
+// case of a token plateau's check: totals that differ), it is so whatever
+// the rounding, and needs no division (tens of cycles). (d >= 1: the
+// difference of two token totals that differ, whose ratio to a total
+// cannot underflow.)
+func beyond(d, base, tolerance float64) bool {
+	if d > base*tolerance*farAbove && d >= 1 && base > 0 {
+		return true
+	}
+	return d/base > tolerance
 }
 
 // ringPrealloc is how many values a ring holds before it first grows: a

@@ -213,7 +213,16 @@ func (e *Evaluator) observeRefKeyed(ev *Event, argsKey uint64, argsKeyed bool) (
 			e.sink.callKey = callKey(ev)
 		}
 	}
-	e.tick(ev, now)
+	// ev is evaluated with the run's clock brought up to it.
+	if e.clocked || e.clock == EventClock {
+		e.clockTo(ev, now)
+	}
+	e.sink.reset()
+	before := len(e.warns())
+	e.root.observe(ev, p, &e.sink)
+	if len(e.warns())-before > 1 {
+		e.sortWarnings(before)
+	}
 	if len(e.sink.fired()) == 0 {
 		return nil, false // nothing fired: settle's first test, without its call
 	}
@@ -346,9 +355,10 @@ func (e *Evaluator) tickClock(elapsed, idle time.Duration, end time.Time) bool {
 	return false
 }
 
-// tick evaluates ev (arrived at now, live) with the run's clock brought up
-// to it.
-func (e *Evaluator) tick(ev *Event, now time.Time) {
+// clockTo brings the run's clock up to ev (arrived at now, live): for a
+// condition with timers, or on the events' clock (observeRefKeyed calls it
+// only then: otherwise it does nothing).
+func (e *Evaluator) clockTo(ev *Event, now time.Time) {
 	p := &e.progress
 	switch {
 	case !e.clocked:
@@ -369,13 +379,14 @@ func (e *Evaluator) tick(ev *Event, now time.Time) {
 		}
 		e.last, e.nextIdle = ev.Time, 0 // the idle clock restarts at every timed event
 	}
-	e.sink.reset()
-	before := len(e.warns())
-	e.root.observe(ev, p, &e.sink)
-	if w := e.warns(); len(w)-before > 1 {
-		// Several warnings on one event: in the contract's order.
-		slices.SortStableFunc(w[before:], warningOrder)
-	}
+}
+
+// sortWarnings puts the warnings from before on, several recorded on one
+// event, in the contract's order.
+//
+//go:noinline
+func (e *Evaluator) sortWarnings(before int) {
+	slices.SortStableFunc(e.warns()[before:], warningOrder)
 }
 
 // invalid stops the run on an event that fails Validate: it counts as

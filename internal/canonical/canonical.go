@@ -2,9 +2,11 @@ package canonical
 
 import (
 	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"hash/maphash"
 	"math"
+	"math/bits"
 	"strconv"
 	"sync"
 	"unicode/utf8"
@@ -33,13 +35,29 @@ func ArgsKey(b []byte) uint64 {
 		return hashNull
 	}
 	p := canonParser{Scanner: jsonscan.Scanner{Data: b}}
-	h, ok := p.value(0)
+	var (
+		h  uint64
+		ok bool
+	)
+	if b[0] == '{' {
+		if h, ok = p.flatObject(); ok && p.Pos == len(b) {
+			return h // the common case (flat.go), without end's call
+		}
+	} else {
+		h, ok = p.value(0)
+	}
+	return p.end(h, ok)
+}
+
+// end is ArgsKey's result for the value hashed (h, ok) from the start of
+// p's document: h if it is all the document, else slowHash's.
+func (p *canonParser) end(h uint64, ok bool) uint64 {
 	if ok {
 		p.SkipSpace()
 		ok = p.Pos == len(p.Data)
 	}
 	if !ok {
-		return slowHash(b, p.slow)
+		return slowHash(p.Data, p.slow)
 	}
 	return h
 }
@@ -172,6 +190,19 @@ type canonParser struct {
 	// pass (replay's decoder lends its scratch buffer); without it they
 	// are decoded by hashEscaped.
 	buf *[]byte
+	// resumed is set when flatObject handed the rest of its object to the
+	// general parser; resuming and soFar hand it over (members).
+	resumed, resuming bool
+	soFar             objectSoFar
+}
+
+// objectSoFar is what the members of an object read so far add up to: the
+// first one starts at first; n of them, their hashes summing to sum, their
+// keys in the filter seen.
+type objectSoFar struct {
+	first  int
+	sum, n uint64
+	seen   [2]uint64
 }
 
 func (p *canonParser) value(depth int) (uint64, bool) {
@@ -182,7 +213,7 @@ func (p *canonParser) value(depth int) (uint64, bool) {
 	p.SkipSpace()
 	switch c := p.Peek(); {
 	case c == '{':
-		return p.object(depth)
+		return p.members(depth, p.Pos+1) // the object's members, past {
 	case c == '[':
 		return p.array(depth)
 	case c == '"':
@@ -197,36 +228,47 @@ func (p *canonParser) value(depth int) (uint64, bool) {
 	return p.number()
 }
 
-func (p *canonParser) object(depth int) (uint64, bool) {
-	p.Pos++ // {
-	var sum uint64
-	n := uint64(0)
-	// seen is a 128-bit filter of the key hashes read so far: a key whose
-	// bit is set may be a duplicate, which dupKey settles by reading the
-	// earlier keys again. The frame stays small at every depth (an array
-	// of the keys would be 256 bytes a level on the stack of the goroutine
-	// that evaluates a run).
-	var seen [2]uint64
-	p.SkipSpace()
-	if p.Peek() == '}' {
-		p.Pos++
-		return mix(hashObject), true
+// members reads an object's members from data[i] on and hashes the object.
+// What the members before i add up to (flatObject's, when it hands the
+// rest of its object over) is in p.soFar when p.resuming; else i is where
+// the first one starts. A key whose bit is set in seen, the 128-bit filter
+// of the key hashes read so far, may be a duplicate, which dupKey settles
+// by reading the earlier keys again. (The frame stays small at every
+// depth: an array of the keys would be 256 bytes a level on the stack of
+// the goroutine that evaluates a run, and so would arguments for the
+// state handed over.)
+func (p *canonParser) members(depth, i int) (uint64, bool) {
+	members, sum, n, seen := i, uint64(0), uint64(0), [2]uint64{}
+	if p.resuming {
+		p.resuming = false
+		members, sum, n, seen = p.soFar.first, p.soFar.sum, p.soFar.n, p.soFar.seen
 	}
-	members := p.Pos
+	// The cursor is kept in i, a register, and written back to p.Pos only
+	// around the calls that read it: white space is looked for with one
+	// comparison where compact JSON has none (the common case), not with
+	// SkipSpace's loop through p.Pos at every token.
+	data := p.Data
 	for {
-		p.SkipSpace()
-		at := p.Pos
-		k, end, ok := shortString(p.Data, p.Pos)
+		i = skipSpace(data, i)
+		if n == 0 && i < len(data) && data[i] == '}' {
+			p.Pos = i + 1 // an empty object (after a member, '}' here is invalid)
+			return mix(hashObject), true
+		}
+		at := i
+		k, end, ok := shortString(data, i)
 		if ok {
-			p.Pos = end
-		} else if k, ok = p.str(); !ok {
+			i = end
+		} else {
+			p.Pos = i
+			if k, ok = p.str(); !ok {
+				return 0, false
+			}
+			i = p.Pos
+		}
+		if i = skipSpace(data, i); i >= len(data) || data[i] != ':' {
 			return 0, false
 		}
-		p.SkipSpace()
-		if p.Peek() != ':' {
-			return 0, false
-		}
-		p.Pos++
+		i++
 		if n == maxMembers {
 			p.slow = true
 			return 0, false
@@ -241,43 +283,86 @@ func (p *canonParser) object(depth int) (uint64, bool) {
 		}
 		// The common flat values, a plain string or a small integer, are
 		// hashed here without value's dispatch (the same hashes).
-		p.SkipSpace()
+		i = skipSpace(data, i)
+		var c byte
+		if i < len(data) {
+			c = data[i]
+		}
 		var v uint64
-		switch c := p.Peek(); {
+		switch {
 		case depth >= maxDepth:
+			p.Pos = i
 			v, ok = p.value(depth + 1)
+			i = p.Pos
 		case c == '"':
 			// Values are longer than keys: plainString, which str tries
 			// first, hashes short ones from their first word as well.
-			v, ok = p.str()
-		case c-'1' <= 8 && p.Pos+1 < len(p.Data) && (p.Data[p.Pos+1] == ',' || p.Data[p.Pos+1] == '}'):
+			// (str's first step, without its call.)
+			var end int
+			if v, end, ok = plainString(data, i); ok {
+				if end-i-2 > 32 {
+					v = BytesKey(data[i+1:end-1]) ^ hashString
+				}
+				i = end
+			} else {
+				p.Pos = i
+				v, ok = p.escapedStr()
+				i = p.Pos
+			}
+		case c-'1' <= 8 && i+1 < len(data) && (data[i+1] == ',' || data[i+1] == '}'):
 			// A one-digit number (not 0, which smallInt checks for a
 			// leading zero), as smallInt hashes it.
 			v, ok = smallInts[c-'0'], true
-			p.Pos++
+			i++
 		case c-'0' <= 9:
+			p.Pos = i
 			if v, ok = p.smallInt(); !ok {
 				v, ok = p.number()
 			}
+			i = p.Pos
 		default:
+			p.Pos = i
 			v, ok = p.value(depth + 1)
+			i = p.Pos
 		}
 		if !ok {
 			return 0, false
 		}
 		sum += member(k, v)
 		n++
-		p.SkipSpace()
-		switch p.Peek() {
+		if i = skipSpace(data, i); i >= len(data) {
+			return 0, false
+		}
+		switch data[i] {
 		case ',':
-			p.Pos++
+			i++
 		case '}':
-			p.Pos++
+			p.Pos = i + 1
 			return mix(hashObject ^ sum ^ mix(n)), true
 		default:
 			return 0, false
 		}
 	}
+}
+
+// skipSpace returns the position of the first byte at or after i in data
+// that is no JSON white space (len(data) if none): in compact JSON, i
+// itself, after one comparison.
+func skipSpace(data []byte, i int) int {
+	if i < len(data) && data[i] > ' ' {
+		return i
+	}
+	return skipSpaceLoop(data, i)
+}
+
+// skipSpaceLoop is skipSpace past white space (its own frame, so that
+// skipSpace stays small enough to inline).
+//
+//go:noinline
+func skipSpaceLoop(data []byte, i int) int {
+	s := jsonscan.Scanner{Data: data, Pos: i}
+	s.SkipSpace()
+	return s.Pos
 }
 
 // dupKey reports whether one of the members of an object that lie in
@@ -346,8 +431,13 @@ func (p *canonParser) str() (uint64, bool) {
 		p.Pos = end
 		return h, true
 	}
-	// Not plain ASCII, or in a document shorter than 8 bytes: the decoded
-	// bytes are hashed.
+	return p.escapedStr()
+}
+
+// escapedStr is str for a string that plainString does not take: not
+// plain ASCII, or in a document shorter than 8 bytes. The decoded bytes
+// are hashed.
+func (p *canonParser) escapedStr() (uint64, bool) {
 	if p.buf != nil {
 		b, copied, ok := p.DecodeString((*p.buf)[:0])
 		if !ok {
@@ -416,14 +506,29 @@ func shortEscaped(data []byte, at int) (h uint64, end int, ok bool) {
 	if at >= len(data) || data[at] != '"' {
 		return 0, 0, false // not a string: str's general path says so
 	}
-	var short [shortUnquote]byte
+	// short has room for a whole word past its shortUnquote bytes: a run
+	// of plain characters is copied eight bytes at a time, and the bytes
+	// past its end are overwritten or left out.
+	var short [shortUnquote + 8]byte
 	n := 0
 	for i := at + 1; i < len(data); n++ {
+		if i+8 <= len(data) && n <= shortUnquote {
+			w := binary.LittleEndian.Uint64(data[i:])
+			binary.LittleEndian.PutUint64(short[n:], w)
+			k := bits.TrailingZeros64(jsonscan.SpecialBytes(w)) >> 3 // plain bytes before the first quote, backslash, control or non-ASCII byte
+			if n += k; n > shortUnquote {
+				return 0, 0, false // longer
+			}
+			if i += k; k == 8 {
+				n-- // the loop's n++
+				continue
+			}
+		}
 		c := data[i]
 		switch {
 		case c == '"':
 			return BytesKey(short[:n]) ^ hashString, i + 1, true
-		case n == len(short):
+		case n == shortUnquote:
 			return 0, 0, false // longer
 		case c == '\\':
 			if i+1 >= len(data) || jsonscan.SimpleEscape(data[i+1]) == 0 {
