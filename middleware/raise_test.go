@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -166,4 +167,64 @@ func TestRaiseOfHolderWithoutEvents(t *testing.T) {
 	rt.kid.Observe(turn)
 	kid, planner := rt.kid.Finish(nil), rt.planner.Finish(nil)
 	rt.replayAsLive(t, kid, planner)
+}
+
+// TestTreeRaiseRecordedBeforeNextEvent: the raise of a held tree is in the
+// log before the next event of any run it releases (§3: a raise is
+// recorded in line order before the run's next event), so that replay
+// raises the tree where it went on live. A kid waits in Observe while the
+// planner is raised; before the fix the kid's next line came first in
+// about one log in seven.
+func TestTreeRaiseRecordedBeforeNextEvent(t *testing.T) {
+	for range 60 {
+		rt := startRecordedTree(t, "tree: {max_iterations: 2}\nhold: {timeout: 1h}")
+		rt.planner.Observe(turn)
+		rt.kid.Observe(turn)
+		rt.kid.Observe(turn) // the tree's 3rd of 2: held
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			rt.kid.Observe(termination.Event{Kind: termination.KindMessage, Text: "after-raise"})
+		}()
+		time.Sleep(time.Millisecond) // the kid waits in Observe
+		require.NoError(t, rt.planner.Raise(termination.Limits{Iterations: 5, Has: termination.LimitIterations}))
+		<-done
+		kid := rt.kid.Finish(nil)
+		rt.planner.Stop("operator")
+		planner := rt.planner.Finish(nil)
+		rt.replayAsLive(t, kid, planner)
+		b, err := os.ReadFile(rt.path)
+		require.NoError(t, err)
+		require.Less(t, strings.Index(string(b), `"kind":"raise"`), strings.Index(string(b), "after-raise"), "the raise record comes first")
+	}
+}
+
+// TestRaiseNestedHeldTrees: a run held by its parent's tree and its
+// grandparent's at once goes on after one raise that names both limits'
+// resources; a raise that names one of them changes nothing.
+func TestRaiseNestedHeldTrees(t *testing.T) {
+	top := mustStage(t, "top", middleware.WithPolicy(termination.MustParsePolicy("tree: {max_tool_calls: 1}\nhold: {timeout: 1h}")))
+	mid := mustStage(t, "mid", middleware.WithPolicy(termination.MustParsePolicy("tree: {max_iterations: 1}\nhold: {timeout: 1h}")))
+	leaf := mustStage(t, "leaf")
+	actx, a := top.Start(context.Background())
+	hctx, h := mid.Start(actx)
+	_, d := leaf.Start(hctx)
+	_, s := leaf.Start(actx)
+	call := termination.Event{Kind: termination.KindToolCall, Tool: "search"}
+	d.Observe(turn)
+	d.Observe(turn) // mid's tree: 2 of 1
+	s.Observe(call)
+	s.Observe(call) // top's tree: 2 of 1
+	_, _, held := d.Held()
+	require.True(t, held)
+	err := d.Raise(termination.Limits{Iterations: 5, Has: termination.LimitIterations})
+	require.ErrorIs(t, err, termination.ErrNotHeld, "the raise misses top's tool_calls")
+	_, _, held = d.Held()
+	require.True(t, held)
+	require.NoError(t, d.Raise(termination.Limits{Iterations: 5, ToolCalls: 5, Has: termination.LimitIterations | termination.LimitToolCalls}))
+	c, _, held := d.Held()
+	assert.False(t, held, "still held at %v", c)
+	for _, r := range []*middleware.Run{s, d, h, a} {
+		r.Finish(nil)
+	}
 }
