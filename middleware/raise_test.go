@@ -21,14 +21,13 @@ import (
 // recordedTree is a planner (policy planner) and a kid without a policy,
 // both recorded into one log, for tests that replay what happened live.
 type recordedTree struct {
-	path        string
-	log         *eventlog.Writer
-	pols        map[string]*termination.Policy
-	planner     *middleware.Run
-	kid         *middleware.Run
-	plannerCtx  context.Context
-	plannerPol  termination.Policy
-	plannerName string
+	path       string
+	log        *eventlog.Writer
+	pols       map[string]*termination.Policy
+	planner    *middleware.Run
+	kid        *middleware.Run
+	plannerCtx context.Context
+	plannerPol termination.Policy
 }
 
 func startRecordedTree(t *testing.T, planner string) *recordedTree {
