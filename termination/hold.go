@@ -107,6 +107,10 @@ type holdState struct {
 	timeout time.Duration
 	held    bool
 	heldAt  time.Time // when the run was held (live: the wall clock)
+	// reached is, on the events' clock, the latest time a line without
+	// an event brought while the run is held (Advance: a raise record's);
+	// a raise resumes the idle limits there. Zero before one.
+	reached time.Time
 	// What would have stopped the run: restored by EndHold.
 	cause     Cause
 	fired     []Cause
@@ -146,7 +150,9 @@ func (e *Evaluator) HeldSince() (time.Time, bool) {
 // It returns ErrNotHeld, changing nothing, when the run is not held, and
 // ValidateRaise's error for invalid amounts. A tool_calls amount raises
 // max_tool_calls and every per-tool limit. On the wall clock the idle
-// limits paused while the run was held: their clock resumes where it was.
+// limits paused while the run was held: their clock resumes where it was;
+// on the events' clock too, when [Evaluator.Advance] gave the raise's
+// time (a raise record's).
 func (e *Evaluator) Raise(l Limits) error {
 	if err := l.ValidateRaise(); err != nil {
 		return err
@@ -167,9 +173,7 @@ func (e *Evaluator) Raise(l Limits) error {
 	r.OutputTokens = addTokens(r.OutputTokens, l.OutputTokens)
 	r.Cost += l.Cost
 	h := e.holds()
-	if e.clock == WallClock && !e.last.IsZero() {
-		e.last = e.last.Add(time.Since(h.heldAt)) // idle paused while held
-	}
+	e.resumeIdle(pauseOwn, e.raisedAt(h)) // idle paused while held
 	*h = holdState{timeout: h.timeout}
 	return nil
 }
@@ -216,21 +220,148 @@ func (e *Evaluator) holdOn(at int) bool {
 	if e.clock == WallClock {
 		h.heldAt = time.Now()
 	}
+	e.pauseIdle(pauseOwn, h.heldAt)
 	e.warnings = append(e.warnings, h.cause)
 	return true
 }
 
 // holdDue is when a held run's hold timeout passes; ok is false when the
-// run is not held or not on the wall clock.
+// run is not held, or is held on the events' clock before any event
+// carried a time.
 func (e *Evaluator) holdDue() (time.Time, bool) {
-	if e.holds() == nil || !e.holds().held || e.clock != WallClock {
+	h := e.holds()
+	if h == nil || !h.held || h.heldAt.IsZero() {
 		return time.Time{}, false
 	}
-	return e.holds().heldAt.Add(e.holds().timeout), true
+	return h.heldAt.Add(h.timeout), true
 }
 
-// holding reports whether the run is held: its idle limits pause.
-func (e *Evaluator) holding() bool { return e.holds() != nil && e.holds().held }
+// raisedAt is when a raise of the run held at h happens, on the
+// evaluator's clock: now on the wall clock; on the events' clock the time
+// Advance brought (zero when none did: the idle limits then count the
+// hold).
+func (e *Evaluator) raisedAt(h *holdState) time.Time {
+	if e.clock == WallClock {
+		return time.Now()
+	}
+	return h.reached
+}
+
+// Advance brings a held run's clock, on the events' clock, to at without
+// an event: replay calls it with the time of a line that is no event of
+// the run (a raise record). What falls due at or before at fires as its
+// timer would have live — the hold timeout (the run ends with the limit's
+// cause, StoppedAt the event that reached it), or a timeout, which keeps
+// counting while the run is held — and a raise that follows resumes the
+// idle limits at at. It returns like Observe. A run that is not held, a
+// zero at and the wall clock (use Tick) change nothing.
+func (e *Evaluator) Advance(at time.Time) (Cause, bool) {
+	h := e.holds()
+	if e.cause != nil || e.clock != EventClock || at.IsZero() || h == nil || !h.held {
+		return e.cause, e.cause != nil
+	}
+	if at.After(h.reached) {
+		h.reached = at
+	}
+	if !e.start.IsZero() {
+		e.fireDue(at)
+	}
+	return e.cause, e.cause != nil
+}
+
+// Idle pauses (§3 hold: "idle pauses while the run is held"). A run's idle
+// limits pause while it is held at its own limit (holdOn, until Raise) and
+// while a limit outside its evaluator holds it (a tree's: PauseIdle, until
+// ResumeIdle); when the last of them ends, the time paused is added to the
+// idle clock's base, so it resumes where it was.
+
+// The reasons an idle clock pauses: bits of idlePause.by.
+const (
+	pauseOwn     uint8 = 1 << iota // the run's own hold
+	pauseOutside                   // a hold outside the evaluator (a tree's)
+)
+
+// idlePause is an Evaluator's idle pause, made at its first pause.
+type idlePause struct {
+	by    uint8     // the reasons the idle clock is paused now; 0 when it runs
+	since time.Time // when the current pause began (zero: unknown)
+	// shift is, on the events' clock, the time paused since the last
+	// timed event: the idle clock's base is that event's time plus shift
+	// (the event's time itself stays the run's last, for Duration). On
+	// the wall clock the base moves instead.
+	shift time.Duration
+}
+
+// PauseIdle pauses the run's idle limits at at, on the evaluator's clock:
+// a limit outside the evaluator holds the run (a tree's, at which every
+// live run of the tree is held). ResumeIdle resumes them. An evaluator
+// without idle limits ignores it.
+func (e *Evaluator) PauseIdle(at time.Time) { e.pauseIdle(pauseOutside, at) }
+
+// ResumeIdle resumes at at the idle limits PauseIdle paused: the time
+// between the two is not idle time (unless the run's own hold still
+// pauses them). A zero at, or one before the pause, resumes them without
+// moving their base.
+func (e *Evaluator) ResumeIdle(at time.Time) { e.resumeIdle(pauseOutside, at) }
+
+// pauseIdle pauses the idle clock at at for reason.
+func (e *Evaluator) pauseIdle(reason uint8, at time.Time) {
+	if len(e.tl().idles) == 0 {
+		return
+	}
+	p := e.x.timers.pause
+	if p == nil {
+		p = new(idlePause)
+		e.x.timers.pause = p
+	}
+	if p.by == 0 {
+		p.since = at
+	}
+	p.by |= reason
+}
+
+// resumeIdle ends the pause for reason at at; the idle clock runs again
+// when no other reason pauses it, its base moved on by the time paused.
+func (e *Evaluator) resumeIdle(reason uint8, at time.Time) {
+	p := e.tl().pause
+	if p == nil || p.by&reason == 0 {
+		return
+	}
+	p.by &^= reason
+	if p.by != 0 || p.since.IsZero() || !at.After(p.since) {
+		return
+	}
+	paused := at.Sub(p.since)
+	switch {
+	case e.clock == EventClock:
+		p.shift += paused
+	case !e.last.IsZero():
+		e.last = e.last.Add(paused)
+	}
+}
+
+// idlePaused reports whether the run's idle limits are paused.
+func (e *Evaluator) idlePaused() bool {
+	p := e.tl().pause
+	return p != nil && p.by != 0
+}
+
+// idleBase is the time the idle clock counts from: the last event's (on
+// the events' clock, plus the time paused since it).
+func (e *Evaluator) idleBase() time.Time {
+	if p := e.tl().pause; p != nil {
+		return e.last.Add(p.shift)
+	}
+	return e.last
+}
+
+// idleRestarted is called at every timed event on the events' clock: the
+// idle clock restarts at its time, with nothing paused since.
+func (e *Evaluator) idleRestarted() {
+	if e.x != nil && e.x.timers.pause != nil {
+		e.x.timers.pause.shift = 0
+	}
+}
 
 // raisedBy is how much the run's limits of r were raised.
 func (s *sink) raisedBy(r Resource) float64 {
