@@ -59,7 +59,8 @@ func (o stageOption) apply(c *config) {
 // (EventClock): a tree timeout counts from the holder's first timed line
 // and fires before the first line of its subtree at or past the deadline,
 // as the holder's timer would have (that line is not evaluated; the
-// holder's StoppedAt is 0). A nil p is the empty policy.
+// holder's StoppedAt is 0, its Duration reaches the deadline). A nil p is
+// the empty policy.
 func Runs(p *termination.Policy, events []termination.Event, opts ...Option) []termination.Result {
 	last := map[string]int{}
 	for i := range events {
@@ -168,8 +169,12 @@ func (r *Runner) LeftOut() map[string]int { return r.rp.leftOut }
 // replay evaluated (it was held there live: a stop, the hold timeout, a
 // timeout or an ancestor's end ended the hold), and otherwise it ends
 // with the limit's cause. A raise record changes nothing under a policy
-// without hold. Like Line, it returns the results of the runs
-// that ended, valid until the next call.
+// without hold. A raise record's time is the events' clock: a hold
+// of the run (or of its tree) whose timeout passed before it has ended
+// there with the limit's cause, and the raise finds no held run, as
+// live; otherwise the idle limits the hold paused resume at it. Like
+// Line, it returns the results of the runs that ended, valid until the
+// next call.
 func (r *Runner) Record(rec *codec.Record, last bool) []termination.Result {
 	rp := &r.rp
 	rp.results = rp.results[:0]

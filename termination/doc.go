@@ -198,6 +198,15 @@
 //     none through; a tree's other runs may have one under way). On the
 //     wall clock the hold timeout is on the run's one timer, idle limits
 //     pause while held and resume where they were, timeouts keep counting.
+//     On the events' clock (replay) the hold lasts from the held event's
+//     time to the time [Evaluator.Advance] brings (a raise record's): a
+//     hold timeout or a timeout due by then fires there, and a raise
+//     resumes the idle limits there, the time paused added to their base
+//     (the run's last timed event stays its last, for Duration). A hold
+//     outside the evaluator (a tree's, at which every live run of the tree
+//     is held) pauses them through [Evaluator.PauseIdle] and
+//     [Evaluator.ResumeIdle]; a run held at both resumes when the last
+//     hold ends.
 //   - stall.any_args: true without same_result is an error; any_args: false
 //     is accepted anywhere. stall.ignore_tools matches a tool_call and a
 //     tool_result by their own tool field: a result of an ignored tool is
