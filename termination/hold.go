@@ -107,10 +107,6 @@ type holdState struct {
 	timeout time.Duration
 	held    bool
 	heldAt  time.Time // when the run was held (live: the wall clock)
-	// reached is, on the events' clock, the latest time a line without
-	// an event brought while the run is held (Advance: a raise record's);
-	// a raise resumes the idle limits there. Zero before one.
-	reached time.Time
 	// What would have stopped the run: restored by EndHold.
 	cause     Cause
 	fired     []Cause
@@ -173,7 +169,7 @@ func (e *Evaluator) Raise(l Limits) error {
 	r.OutputTokens = addTokens(r.OutputTokens, l.OutputTokens)
 	r.Cost += l.Cost
 	h := e.holds()
-	e.resumeIdle(pauseOwn, e.raisedAt(h)) // idle paused while held
+	e.resumeIdle(pauseOwn, e.raisedAt()) // idle paused while held
 	*h = holdState{timeout: h.timeout}
 	return nil
 }
@@ -236,15 +232,17 @@ func (e *Evaluator) holdDue() (time.Time, bool) {
 	return h.heldAt.Add(h.timeout), true
 }
 
-// raisedAt is when a raise of the run held at h happens, on the
-// evaluator's clock: now on the wall clock; on the events' clock the time
-// Advance brought (zero when none did: the idle limits then count the
-// hold).
-func (e *Evaluator) raisedAt(h *holdState) time.Time {
+// raisedAt is when a raise of the held run happens, on the evaluator's
+// clock: now on the wall clock; on the events' clock the time Advance
+// brought (zero when none did: the idle limits then count the hold).
+func (e *Evaluator) raisedAt() time.Time {
 	if e.clock == WallClock {
 		return time.Now()
 	}
-	return h.reached
+	if p := e.tl().pause; p != nil {
+		return p.reached
+	}
+	return time.Time{}
 }
 
 // Advance brings a held run's clock, on the events' clock, to at without
@@ -260,8 +258,8 @@ func (e *Evaluator) Advance(at time.Time) (Cause, bool) {
 	if e.cause != nil || e.clock != EventClock || at.IsZero() || h == nil || !h.held {
 		return e.cause, e.cause != nil
 	}
-	if at.After(h.reached) {
-		h.reached = at
+	if p := e.tl().pause; p != nil && at.After(p.reached) {
+		p.reached = at // a raise resumes the idle limits here
 	}
 	if !e.start.IsZero() {
 		e.fireDue(at)
@@ -290,6 +288,10 @@ type idlePause struct {
 	// (the event's time itself stays the run's last, for Duration). On
 	// the wall clock the base moves instead.
 	shift time.Duration
+	// reached is, on the events' clock, the latest time Advance brought
+	// while the run is held (a raise record's): a raise resumes the idle
+	// limits there.
+	reached time.Time
 }
 
 // PauseIdle pauses the run's idle limits at at, on the evaluator's clock:
@@ -316,6 +318,9 @@ func (e *Evaluator) pauseIdle(reason uint8, at time.Time) {
 	}
 	if p.by == 0 {
 		p.since = at
+	}
+	if reason == pauseOwn {
+		p.reached = time.Time{} // a new hold: no raise time yet
 	}
 	p.by |= reason
 }
