@@ -145,13 +145,18 @@ func (e *Evaluator) HeldSince() (time.Time, bool) {
 // limits (a limit that is still reached fires again, and holds again).
 // It returns ErrNotHeld, changing nothing, when the run is not held, and
 // ValidateRaise's error for invalid amounts. A tool_calls amount raises
-// max_tool_calls and every per-tool limit. On the wall clock the idle
+// max_tool_calls and every per-tool limit. A hold timeout (or a timeout)
+// due before the raise has ended the run, though its timer has not fired
+// yet: the raise returns ErrNotHeld, as replay finds it. On the wall clock the idle
 // limits paused while the run was held: their clock resumes where it was;
 // on the events' clock too, when [Evaluator.Advance] gave the raise's
 // time (a raise record's).
 func (e *Evaluator) Raise(l Limits) error {
 	if err := l.ValidateRaise(); err != nil {
 		return err
+	}
+	if e.clock == WallClock && e.cause == nil && e.holds() != nil && e.holds().held {
+		e.fireDue(time.Now()) // a hold timeout or timeout due before the raise stands, its timer late or not
 	}
 	if e.holds() == nil || !e.holds().held || e.cause != nil {
 		return ErrNotHeld

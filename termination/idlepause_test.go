@@ -111,3 +111,33 @@ func mustRaise(t *testing.T, e *Evaluator, l Limits) {
 		t.Fatalf("raise: %v", err)
 	}
 }
+
+// TestRaiseAfterTheHoldTimeout: live, a raise that comes after the hold
+// timeout, before its timer has fired, finds the run ended with the
+// limit's cause (StoppedAt the event that reached it), as replay finds a
+// raise record past the hold timeout; so does one after a timeout, which
+// keeps counting while held.
+func TestRaiseAfterTheHoldTimeout(t *testing.T) {
+	for _, tc := range []struct {
+		policy string
+		want   string
+	}{
+		{"max_iterations: 1\nhold: {timeout: 10ms}", "max_iterations"},
+		{"max_iterations: 1\ntimeout: 10ms\nhold: {timeout: 1h}", "timeout"},
+	} {
+		e := heldEvaluator(t, tc.policy)
+		e.Observe(msg("a", "x"))
+		e.Observe(msg("a", "x"))
+		if _, held := e.Held(); !held {
+			t.Fatalf("%s: not held", tc.policy)
+		}
+		time.Sleep(20 * time.Millisecond) // no timer: nothing ticks the evaluator
+		if err := e.Raise(Limits{Iterations: 5, Has: LimitIterations}); !errors.Is(err, ErrNotHeld) {
+			t.Fatalf("%s: raise after the deadline: %v, want ErrNotHeld", tc.policy, err)
+		}
+		c, stopped := e.Stopped()
+		if !stopped || Tag(c, nil) != tc.want || e.Result().StoppedAt != 2 {
+			t.Fatalf("%s: %v %v at %d, want %s at 2", tc.policy, c, stopped, e.Result().StoppedAt, tc.want)
+		}
+	}
+}
