@@ -252,12 +252,14 @@ func (e *Evaluator) raisedAt() time.Time {
 
 // Advance brings a held run's clock, on the events' clock, to at without
 // an event: replay calls it with the time of a line that is no event of
-// the run (a raise record). What falls due at or before at fires as its
-// timer would have live — the hold timeout (the run ends with the limit's
-// cause, StoppedAt the event that reached it), or a timeout, which keeps
-// counting while the run is held — and a raise that follows resumes the
-// idle limits at at. It returns like Observe. A run that is not held, a
-// zero at and the wall clock (use Tick) change nothing.
+// the run (a raise record). When the hold timeout is due at or before at,
+// the hold has ended as its timer would have ended it live: with the
+// limit's cause (StoppedAt the event that reached it), or with a timeout,
+// which keeps counting while the run is held, when that was due first.
+// Otherwise a raise that follows resumes the idle limits at at (a timeout
+// alone is left to the run's next event, as for a run that is not held).
+// It returns like Observe. A run that is not held, a zero at and the wall
+// clock (use Tick) change nothing.
 func (e *Evaluator) Advance(at time.Time) (Cause, bool) {
 	h := e.holds()
 	if e.cause != nil || e.clock != EventClock || at.IsZero() || h == nil || !h.held {
@@ -266,8 +268,8 @@ func (e *Evaluator) Advance(at time.Time) (Cause, bool) {
 	if p := e.tl().pause; p != nil && at.After(p.reached) {
 		p.reached = at // a raise resumes the idle limits here
 	}
-	if !e.start.IsZero() {
-		e.fireDue(at)
+	if due, ok := e.holdDue(); ok && !due.After(at) && !e.start.IsZero() {
+		e.fireDue(at) // the hold timeout, or a timeout due before it
 	}
 	return e.cause, e.cause != nil
 }
