@@ -52,7 +52,10 @@
 // blocks, Range and ForwardSeq do not yield, Forward's forwarder does not
 // forward the item it has received (so the producer's next send blocks).
 // A timeout keeps counting while held; an idle limit pauses and resumes
-// where it was. [Run.Held] says what a run waits on and since when; a
+// where it was, its deadline moved on by the wait — at a tree limit, the
+// idle limits of every held run of the tree, the holder's and its
+// descendants', from the moment the tree holds them until its release
+// (termination.Evaluator.PauseIdle and ResumeIdle). [Run.Held] says what a run waits on and since when; a
 // [HoldRecorder] is told of holds, releases and raises. A raise for a run
 // that is not held, or that misses a limit that holds it, changes nothing
 // and returns an error wrapping termination.ErrNotHeld.

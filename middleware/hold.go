@@ -152,7 +152,7 @@ func (r *Run) holdNow() {
 		return
 	}
 	if ch, c, since := r.parts.hold.HeldAt(); ch != nil {
-		r.holdLocked(ch, c, since)
+		r.holdSharedLocked(ch, c, since)
 	}
 }
 
@@ -171,16 +171,34 @@ func (r *Run) holdLocked(ch <-chan struct{}, c termination.Cause, since time.Tim
 	r.parts.held(c)
 }
 
-// unholdLocked releases the run's wait, with r.mu held.
+// holdSharedLocked marks the run held at c, a limit it shares with other
+// runs (a tree's), until ch is closed: its idle limits pause, as for a
+// hold of its own (§3: "idle pauses while the run is held"), until
+// unholdLocked resumes them.
+func (r *Run) holdSharedLocked(ch <-chan struct{}, c termination.Cause, since time.Time) {
+	r.holdLocked(ch, c, since)
+	r.eval.PauseIdle(time.Now())
+}
+
+// unholdLocked releases the run's wait, with r.mu held. A shared hold's
+// release resumes the idle limits it paused, their deadline moved on past
+// the wait (the run's own hold is its evaluator's to resume: Raise).
 func (r *Run) unholdLocked() {
 	if r.heldNow() == nil {
 		return
 	}
-	if r.rare.held.own != nil {
+	shared := r.rare.held.own == nil
+	if !shared {
 		close(r.rare.held.own) // a shared hold's channel is its part's to close
 	}
 	r.rare.held = nil
 	r.parts.released()
+	if shared {
+		r.eval.ResumeIdle(time.Now())
+		if r.timer != nil {
+			r.armTimer()
+		}
+	}
 }
 
 // waitHold waits, with r.mu held (released while waiting), until the run
@@ -225,7 +243,7 @@ func (r *Run) stopHeld() bool {
 func (r *Run) holdShared(release <-chan struct{}, c termination.Cause, since time.Time) {
 	r.mu.Lock()
 	if _, stopped := r.eval.Stopped(); !stopped && r.heldNow() == nil {
-		r.holdLocked(release, c, since)
+		r.holdSharedLocked(release, c, since)
 	}
 	r.mu.Unlock()
 }

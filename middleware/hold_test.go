@@ -381,3 +381,60 @@ func TestHoldConcurrentObserve(t *testing.T) {
 	assert.Equal(t, 2+n, res.Events)
 	assert.EqualValues(t, n*(n+1)/2, res.Tokens.InputTokens, "each waiting Observe evaluated its own event")
 }
+
+// TestHoldTreePausesIdle: at a tree limit every live run of the holder's
+// tree is held, and the idle limits of every one of them — the holder's
+// and its descendants' — pause while it is held (§3 hold): the hold
+// timeout, not idle, ends a tree nobody raises, and after a raise idle
+// resumes where it was rather than past its deadline.
+func TestHoldTreePausesIdle(t *testing.T) {
+	const idle = 100 * time.Millisecond
+	msg := termination.Event{Kind: termination.KindMessage, Text: "x"}
+	limit := termination.MaxIterationsReached{Limit: 1, Count: 2, Scope: termination.ScopeTree}
+	tests := []struct {
+		name, planner, kid string
+		raise              bool
+	}{
+		{"the holder's idle, not raised", "idle: 100ms\ntree: {max_iterations: 1}\nhold: {timeout: 300ms}", "", false},
+		{"a descendant's idle, not raised", "tree: {max_iterations: 1}\nhold: {timeout: 300ms}", "idle: 100ms", false},
+		{"both, raised", "idle: 200ms\ntree: {max_iterations: 1}\nhold: {timeout: 1m}", "idle: 100ms", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			planner := holdStage(t, tt.planner)
+			kid := mustStage(t, "kid", middleware.WithPolicy(termination.MustParsePolicy(tt.kid)))
+			start := time.Now()
+			pctx, p := planner.Start(context.Background())
+			p.Observe(msg)
+			_, k := kid.Start(pctx)
+			_, stop := k.Observe(msg) // the tree's second iteration: held
+			require.False(t, stop)
+			for _, r := range []*middleware.Run{p, k} {
+				_, _, held := r.Held()
+				require.True(t, held, "run %s not held", r.ID())
+			}
+			if !tt.raise {
+				<-p.Done()
+				assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "the hold timeout ended the tree")
+				assert.Equal(t, limit, p.Finish(nil).Cause)
+				assert.Equal(t, termination.ParentEnded("held", termination.TagMaxIterations), k.Finish(nil).Cause)
+				return
+			}
+			select {
+			case <-p.Done():
+				t.Fatal("the holder's idle limit fired while its tree was held")
+			case <-k.Done():
+				t.Fatal("a descendant's idle limit fired while its tree was held")
+			case <-time.After(4 * idle):
+			}
+			raised := time.Now()
+			require.NoError(t, k.Raise(termination.Limits{Iterations: 10, Has: termination.LimitIterations}))
+			<-k.Done()
+			assert.GreaterOrEqual(t, time.Since(raised), idle/2, "the descendant's idle resumed where it was, not past its deadline")
+			<-p.Done() // its idle limit is twice its kid's: the kid ends first, by its own
+			assert.GreaterOrEqual(t, time.Since(raised), idle, "the holder's idle resumed where it was, not past its deadline")
+			assert.Equal(t, idleCause(idle), k.Finish(nil).Cause)
+			assert.Equal(t, idleCause(2*idle), p.Finish(nil).Cause)
+		})
+	}
+}

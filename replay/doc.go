@@ -5,7 +5,10 @@
 // [Runner.Log]). Events are evaluated by termination's Evaluator on the
 // events' clock, exactly as a live stage evaluates them; what replay adds
 // is the driving: the runs of a log, their parents and descendants, tree
-// limits and their timeouts, holds and raises, recorded ends, and the
+// limits and their timeouts, holds and raises (on the events' clock, as
+// live on the wall clock: an idle limit pauses from the held event's time
+// to the raise record's, and a raise record past the hold timeout finds
+// the hold ended by it), recorded ends, and the
 // description of each result's evidence for people ([WithEvidence]).
 //
 // It owns the replay loops and nothing else: reading the bytes is package

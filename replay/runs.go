@@ -59,7 +59,8 @@ func (o stageOption) apply(c *config) {
 // (EventClock): a tree timeout counts from the holder's first timed line
 // and fires before the first line of its subtree at or past the deadline,
 // as the holder's timer would have (that line is not evaluated; the
-// holder's StoppedAt is 0). A nil p is the empty policy.
+// holder's StoppedAt is 0, its Duration reaches the deadline). A nil p is
+// the empty policy.
 func Runs(p *termination.Policy, events []termination.Event, opts ...Option) []termination.Result {
 	last := map[string]int{}
 	for i := range events {
@@ -168,8 +169,12 @@ func (r *Runner) LeftOut() map[string]int { return r.rp.leftOut }
 // replay evaluated (it was held there live: a stop, the hold timeout, a
 // timeout or an ancestor's end ended the hold), and otherwise it ends
 // with the limit's cause. A raise record changes nothing under a policy
-// without hold. Like Line, it returns the results of the runs
-// that ended, valid until the next call.
+// without hold. A raise record's time is the events' clock: a hold
+// of the run (or of its tree) whose timeout passed before it has ended
+// there with the limit's cause, and the raise finds no held run, as
+// live; otherwise the idle limits the hold paused resume at it. Like
+// Line, it returns the results of the runs that ended, valid until the
+// next call.
 func (r *Runner) Record(rec *codec.Record, last bool) []termination.Result {
 	rp := &r.rp
 	rp.results = rp.results[:0]
@@ -291,6 +296,9 @@ type replayRun struct {
 	tag        string         // the termination_cause it ended with, once ended
 	notes      *evidenceNotes // with WithEvidence, while live
 	treeWarned int            // the warnings of limits passed on to the tree
+	// timedOut is the deadline of the tree timeout that ended the run (a
+	// holder): its Duration reaches it, as an own timeout's does (§4).
+	timedOut time.Time
 }
 
 // release drops the state of the runs that ended during the line, once
@@ -369,8 +377,9 @@ func (rp *replayer) line(ev *termination.Event, lastLine bool) {
 			return da.Compare(db)
 		})
 		for _, h := range due {
+			d, _ := h.limits.NextDeadline()
 			if h.limits.TickEvent(ev) && h.eval.StopFired(h.limits.Fired(), false) {
-				rp.end(h, nil)
+				rp.endTimedOut(h, d)
 			}
 		}
 		rp.due = due
@@ -487,9 +496,16 @@ func (rp *replayer) rollUp(h, r *replayRun, ev *termination.Event) {
 	// Only the warnings this event adds go to the tree: any recorded since
 	// the last event (none, as things are) are passed over.
 	h.treeWarned += len(h.limits.WarningsSince(h.treeWarned))
+	wasHeld := held(h.limits)
 	_, stop := h.limits.ObserveRef(ev)
 	for _, w := range h.limits.WarningsSince(h.treeWarned) {
 		h.each(func(d *replayRun) { d.eval.AddWarning(w) })
+	}
+	if !wasHeld && held(h.limits) {
+		// Every live run of the tree is held: their idle limits pause
+		// until a raise record raises the tree (§3 hold).
+		since, _ := h.limits.HeldSince()
+		h.each(func(d *replayRun) { d.eval.PauseIdle(since) })
 	}
 	if stop && h.eval.StopFired(h.limits.Fired(), h == r) {
 		rp.end(h, nil)
@@ -521,7 +537,20 @@ func (rp *replayer) end(r *replayRun, cause termination.Cause) {
 		r.eval.StopFired(r.limits.Fired(), false)
 	}
 	r.eval.EndHold()
-	rp.endWith(r, r.eval.Result(), cause)
+	res := r.eval.Result()
+	if !r.timedOut.IsZero() && !r.first.IsZero() && r.timedOut.After(r.first) {
+		res.Duration = max(res.Duration, r.timedOut.Sub(r.first))
+	}
+	rp.endWith(r, res, cause)
+}
+
+// endTimedOut ends holder h, stopped by its tree timeout due at deadline
+// (zero: not a timeout): its Duration reaches the deadline.
+func (rp *replayer) endTimedOut(h *replayRun, deadline time.Time) {
+	if t, ok := h.eval.Fired()[0].(termination.Timeout); ok && t.Scope == termination.ScopeTree {
+		h.timedOut = deadline
+	}
+	rp.end(h, nil)
 }
 
 // endWith ends r with the result res, and its live descendants with cause
@@ -591,7 +620,16 @@ func (rp *replayer) record(rec *codec.Record, lastLine bool) {
 	}
 	switch rec.Kind {
 	case codec.RecordRaise:
+		rp.advance(r, rec.Time)
+		if r.ended {
+			break // a hold timeout passed before the raise: it found no held run
+		}
+		treeHeld := r.limits != nil && held(r.limits)
 		rp.raise(r, rec)
+		if treeHeld && !held(r.limits) {
+			// The tree goes on: its runs' idle limits resume at the raise.
+			r.each(func(d *replayRun) { d.eval.ResumeIdle(rec.Time) })
+		}
 	case codec.RecordEnd:
 		runHeld := held(r.eval)
 		treeHeld := r.limits != nil && held(r.limits)
@@ -622,6 +660,36 @@ func (rp *replayer) raise(r *replayRun, rec *codec.Record) {
 	}
 	if held(r.eval) {
 		_ = r.eval.Raise(rec.Limits) // bad amounts were the Decoder's error; a raise that misses the limit changes nothing
+	}
+}
+
+// advance brings the holds of r and of its tree holders to at, the time
+// of a raise record of r (the events' clock, §3 hold): a hold whose timeout
+// passed before at has ended, as its timer would have ended it live — the
+// held run with its limit's cause (StoppedAt the event that reached it),
+// a held tree's holder with the tree limit's cause and its descendants
+// with Cancelled{parent} — and so has one whose timeout, which keeps
+// counting while held, passed first. A raise then finds no held run, as
+// live. A hold still on notes at as the raise's time: the idle limits
+// resume there.
+func (rp *replayer) advance(r *replayRun, at time.Time) {
+	if at.IsZero() {
+		return
+	}
+	for _, h := range r.holders {
+		if h.ended || h.limits == nil || !held(h.limits) {
+			continue
+		}
+		d, _ := h.limits.NextDeadline()
+		if _, stop := h.limits.Advance(at); stop && h.eval.StopFired(h.limits.Fired(), false) {
+			rp.endTimedOut(h, d)
+		}
+	}
+	if r.ended || !held(r.eval) {
+		return
+	}
+	if _, stop := r.eval.Advance(at); stop {
+		rp.end(r, nil)
 	}
 }
 

@@ -198,6 +198,17 @@
 //     none through; a tree's other runs may have one under way). On the
 //     wall clock the hold timeout is on the run's one timer, idle limits
 //     pause while held and resume where they were, timeouts keep counting.
+//     A live raise fires what fell due before it first: after the hold
+//     timeout (or a timeout), though its timer has not fired yet, it finds
+//     the run ended. On the events' clock (replay) the hold lasts from the
+//     held event's time to the time [Evaluator.Advance] brings (a raise
+//     record's): a hold timeout due by then ends it there (or a timeout
+//     due before it), and otherwise a raise resumes the idle limits there, the time paused added to their base
+//     (the run's last timed event stays its last, for Duration). A hold
+//     outside the evaluator (a tree's, at which every live run of the tree
+//     is held) pauses them through [Evaluator.PauseIdle] and
+//     [Evaluator.ResumeIdle]; a run held at both resumes when the last
+//     hold ends.
 //     A policy whose hold: has no limit of its own to hold at
 //     (max_iterations, max_tool_calls, token_budget or cost_budget, at
 //     any depth or under tree:) holds only the tree limits a remote parent

@@ -83,6 +83,7 @@ func (e *Evaluator) holds() *holdState {
 type evalTimers struct {
 	timeouts, idles []time.Duration
 	idle            time.Duration
+	pause           *idlePause // while the idle limits pause for a hold (hold.go); nil before the first
 }
 
 // noTimers stands for the timers of a condition without any.
@@ -262,7 +263,7 @@ func (e *Evaluator) NextTick() (at time.Time, ok bool) {
 	if int(e.next) < len(e.tl().timeouts) {
 		at, ok = e.start.Add(e.tl().timeouts[e.next]), true
 	}
-	if int(e.nextIdle) < len(e.tl().idles) && !e.holding() {
+	if int(e.nextIdle) < len(e.tl().idles) && !e.idlePaused() {
 		if d := e.last.Add(e.tl().idles[e.nextIdle]); !ok || d.Before(at) {
 			at, ok = d, true
 		}
@@ -299,9 +300,9 @@ func (e *Evaluator) fireDue(at time.Time) bool {
 			timeoutAt = e.start.Add(e.tl().timeouts[e.next])
 			timeout = !timeoutAt.After(at)
 		}
-		idle := int(e.nextIdle) < len(e.tl().idles) && !e.last.IsZero() && !e.holding()
+		idle := int(e.nextIdle) < len(e.tl().idles) && !e.last.IsZero() && !e.idlePaused()
 		if idle {
-			idleAt = e.last.Add(e.tl().idles[e.nextIdle])
+			idleAt = e.idleBase().Add(e.tl().idles[e.nextIdle])
 			idle = !idleAt.After(at)
 		}
 		if holdAt, held := e.holdDue(); held && !holdAt.After(at) && (!timeout || holdAt.Before(timeoutAt)) {
@@ -378,6 +379,7 @@ func (e *Evaluator) clockTo(ev *Event, now time.Time) {
 			e.start = ev.Time
 		}
 		e.last, e.nextIdle = ev.Time, 0 // the idle clock restarts at every timed event
+		e.idleRestarted()
 	}
 }
 

@@ -170,9 +170,16 @@ func (e *Evaluator) HeldSince() (time.Time, bool) {
 // limits (a limit that is still reached fires again, and holds again).
 // It returns ErrNotHeld, changing nothing, when the run is not held, and
 // ValidateRaise's error for invalid amounts. A tool_calls amount raises
-// max_tool_calls and every per-tool limit. On the wall clock the idle
-// limits paused while the run was held: their clock resumes where it was.
+// max_tool_calls and every per-tool limit. A hold timeout (or a timeout)
+// due before the raise has ended the run, though its timer has not fired
+// yet: the raise returns ErrNotHeld, as replay finds it. On the wall clock the idle
+// limits paused while the run was held: their clock resumes where it was;
+// on the events' clock too, when [Evaluator.Advance] gave the raise's
+// time (a raise record's).
 func (e *Evaluator) Raise(l Limits) error {
+	if e.clock == WallClock && e.cause == nil && e.holds() != nil && e.holds().held {
+		e.fireDue(time.Now()) // a hold timeout or timeout due before the raise stands, its timer late or not
+	}
 	if err := e.CheckRaise(l); err != nil {
 		return err
 	}
@@ -189,9 +196,7 @@ func (e *Evaluator) Raise(l Limits) error {
 	r.OutputTokens = addTokens(r.OutputTokens, l.OutputTokens)
 	r.Cost += l.Cost
 	h := e.holds()
-	if e.clock == WallClock && !e.last.IsZero() {
-		e.last = e.last.Add(time.Since(h.heldAt)) // idle paused while held
-	}
+	e.resumeIdle(pauseOwn, e.raisedAt()) // idle paused while held
 	*h = holdState{timeout: h.timeout}
 	return nil
 }
@@ -283,21 +288,159 @@ func (e *Evaluator) holdOn(at int) bool {
 	if e.clock == WallClock {
 		h.heldAt = time.Now()
 	}
+	e.pauseIdle(pauseOwn, h.heldAt)
 	e.addWarning(h.cause)
 	return true
 }
 
 // holdDue is when a held run's hold timeout passes; ok is false when the
-// run is not held or not on the wall clock.
+// run is not held, or is held on the events' clock before any event
+// carried a time.
 func (e *Evaluator) holdDue() (time.Time, bool) {
-	if e.holds() == nil || !e.holds().held || e.clock != WallClock {
+	h := e.holds()
+	if h == nil || !h.held || h.heldAt.IsZero() {
 		return time.Time{}, false
 	}
-	return e.holds().heldAt.Add(e.holds().timeout), true
+	return h.heldAt.Add(h.timeout), true
 }
 
-// holding reports whether the run is held: its idle limits pause.
-func (e *Evaluator) holding() bool { return e.holds() != nil && e.holds().held }
+// raisedAt is when a raise of the held run happens, on the evaluator's
+// clock: now on the wall clock; on the events' clock the time Advance
+// brought (zero when none did: the idle limits then count the hold).
+func (e *Evaluator) raisedAt() time.Time {
+	if e.clock == WallClock {
+		return time.Now()
+	}
+	if p := e.tl().pause; p != nil {
+		return p.reached
+	}
+	return time.Time{}
+}
+
+// Advance brings a held run's clock, on the events' clock, to at without
+// an event: replay calls it with the time of a line that is no event of
+// the run (a raise record). When the hold timeout is due at or before at,
+// the hold has ended as its timer would have ended it live: with the
+// limit's cause (StoppedAt the event that reached it), or with a timeout,
+// which keeps counting while the run is held, when that was due first.
+// Otherwise a raise that follows resumes the idle limits at at (a timeout
+// alone is left to the run's next event, as for a run that is not held).
+// It returns like Observe. A run that is not held, a zero at and the wall
+// clock (use Tick) change nothing.
+func (e *Evaluator) Advance(at time.Time) (Cause, bool) {
+	h := e.holds()
+	if e.cause != nil || e.clock != EventClock || at.IsZero() || h == nil || !h.held {
+		return e.cause, e.cause != nil
+	}
+	if p := e.tl().pause; p != nil && at.After(p.reached) {
+		p.reached = at // a raise resumes the idle limits here
+	}
+	if due, ok := e.holdDue(); ok && !due.After(at) && !e.start.IsZero() {
+		e.fireDue(at) // the hold timeout, or a timeout due before it
+	}
+	return e.cause, e.cause != nil
+}
+
+// Idle pauses (§3 hold: "idle pauses while the run is held"). A run's idle
+// limits pause while it is held at its own limit (holdOn, until Raise) and
+// while a limit outside its evaluator holds it (a tree's: PauseIdle, until
+// ResumeIdle); when the last of them ends, the time paused is added to the
+// idle clock's base, so it resumes where it was.
+
+// The reasons an idle clock pauses: bits of idlePause.by.
+const (
+	pauseOwn     uint8 = 1 << iota // the run's own hold
+	pauseOutside                   // a hold outside the evaluator (a tree's)
+)
+
+// idlePause is an Evaluator's idle pause, made at its first pause.
+type idlePause struct {
+	by    uint8     // the reasons the idle clock is paused now; 0 when it runs
+	since time.Time // when the current pause began (zero: unknown)
+	// shift is, on the events' clock, the time paused since the last
+	// timed event: the idle clock's base is that event's time plus shift
+	// (the event's time itself stays the run's last, for Duration). On
+	// the wall clock the base moves instead.
+	shift time.Duration
+	// reached is, on the events' clock, the latest time Advance brought
+	// while the run is held (a raise record's): a raise resumes the idle
+	// limits there.
+	reached time.Time
+}
+
+// PauseIdle pauses the run's idle limits at at, on the evaluator's clock:
+// a limit outside the evaluator holds the run (a tree's, at which every
+// live run of the tree is held). ResumeIdle resumes them. An evaluator
+// without idle limits ignores it.
+func (e *Evaluator) PauseIdle(at time.Time) { e.pauseIdle(pauseOutside, at) }
+
+// ResumeIdle resumes at at the idle limits PauseIdle paused: the time
+// between the two is not idle time (unless the run's own hold still
+// pauses them). A zero at, or one before the pause, resumes them without
+// moving their base.
+func (e *Evaluator) ResumeIdle(at time.Time) { e.resumeIdle(pauseOutside, at) }
+
+// pauseIdle pauses the idle clock at at for reason.
+func (e *Evaluator) pauseIdle(reason uint8, at time.Time) {
+	if len(e.tl().idles) == 0 {
+		return
+	}
+	p := e.x.timers.pause
+	if p == nil {
+		p = new(idlePause)
+		e.x.timers.pause = p
+	}
+	if p.by == 0 {
+		p.since = at
+	}
+	if reason == pauseOwn {
+		p.reached = time.Time{} // a new hold: no raise time yet
+	}
+	p.by |= reason
+}
+
+// resumeIdle ends the pause for reason at at; the idle clock runs again
+// when no other reason pauses it, its base moved on by the time paused.
+func (e *Evaluator) resumeIdle(reason uint8, at time.Time) {
+	p := e.tl().pause
+	if p == nil || p.by&reason == 0 {
+		return
+	}
+	p.by &^= reason
+	if p.by != 0 || p.since.IsZero() || !at.After(p.since) {
+		return
+	}
+	paused := at.Sub(p.since)
+	switch {
+	case e.clock == EventClock:
+		p.shift += paused
+	case !e.last.IsZero():
+		e.last = e.last.Add(paused)
+	}
+}
+
+// idlePaused reports whether the run's idle limits are paused.
+func (e *Evaluator) idlePaused() bool {
+	p := e.tl().pause
+	return p != nil && p.by != 0
+}
+
+// idleBase is the time the idle clock counts from: the last event's (on
+// the events' clock, plus the time paused since it).
+func (e *Evaluator) idleBase() time.Time {
+	if p := e.tl().pause; p != nil {
+		return e.last.Add(p.shift)
+	}
+	return e.last
+}
+
+// idleRestarted is called at every timed event on the events' clock: the
+// idle clock restarts at its time, with nothing paused since.
+func (e *Evaluator) idleRestarted() {
+	if e.x != nil && e.x.timers.pause != nil {
+		e.x.timers.pause.shift = 0
+	}
+}
 
 // raisedBy is how much the run's limits of r were raised.
 func (s *sink) raisedBy(r Resource) float64 {

@@ -237,7 +237,10 @@ func (n *Node) releaseByFleet() {
 func (h *Node) holdExpired() {
 	h.mu.Lock()
 	var fired []termination.Cause
-	if _, ok := h.limits.EndHold(); ok && !h.fired {
+	h.limits.EndHold()
+	if _, ended := h.limits.Stopped(); ended && !h.fired {
+		// Ended here, or by a raise that came after the hold timeout
+		// before this timer fired (termination.Evaluator.Raise).
 		h.fired, fired = true, h.limits.Fired()
 	}
 	h.holdTimer = nil
