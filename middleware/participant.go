@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/termination"
+	"github.com/agentstop/agentstop/tree"
 )
 
 // The run's one seam. Everything that watches or limits a run besides its
@@ -178,7 +179,10 @@ type treeSharer interface{ SharedTrees() []string }
 // runs of a stage without participants: a live run is smaller without
 // its own).
 type parts struct {
-	all      []Part
+	all []Part
+	// events are the parts told of each event: all but a tree's node,
+	// whose Event does nothing (its sequencer sees the event).
+	events   []Part
 	spenders []Spender
 	seq      sequencer // the first part that is one; nil for none
 	hold     holder    // the first part that is one; nil for none
@@ -218,6 +222,9 @@ func (ps *parts) with(part Part) *parts {
 
 func (ps *parts) add(part Part) {
 	ps.all = append(ps.all, part)
+	if _, node := part.(*tree.Node); !node {
+		ps.events = append(ps.events, part)
+	}
 	if s, ok := part.(Spender); ok {
 		ps.spenders = append(ps.spenders, s)
 	}
@@ -239,7 +246,7 @@ func (ps *parts) stopping(c termination.Cause) {
 }
 
 func (ps *parts) event(ev *termination.Event) {
-	for _, p := range ps.all {
+	for _, p := range ps.events {
 		p.Event(ev)
 	}
 }

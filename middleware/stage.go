@@ -413,7 +413,7 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 		// run without Spenders: all that observed would do. (The parts'
 		// Event cannot warn: the run's evaluator warns.)
 		r.lastFinal = ev.Kind == termination.KindFinal
-		if len(r.parts.all) > 0 {
+		if len(r.parts.events) > 0 {
 			r.parts.event(ev)
 		}
 		if seq != nil && seq.Exit(ev, true) {
