@@ -217,7 +217,7 @@ func (e *Evaluator) CheckRaise(l Limits) error {
 	}
 	var missing []string
 	for _, c := range h.fired {
-		if bit, name := raiseBit(c); l.Has&bit == 0 && !slices.Contains(missing, name) {
+		if _, name := raiseBit(c); !l.Raises(c) && !slices.Contains(missing, name) {
 			missing = append(missing, name)
 		}
 	}
@@ -226,6 +226,15 @@ func (e *Evaluator) CheckRaise(l Limits) error {
 			ErrNotHeld, h.cause.TagValue(), h.cause.Error(), strings.Join(missing, " and "))
 	}
 	return nil
+}
+
+// Raises reports whether l, as a raise, names the resource of the limit
+// whose cause is c (a holdable cause: MaxIterationsReached by iterations,
+// MaxToolCallsReached by tool_calls, BudgetExhausted by its resource); false
+// for any other cause.
+func (l Limits) Raises(c Cause) bool {
+	bit, _ := raiseBit(c)
+	return bit != 0 && l.Has&bit != 0
 }
 
 // raiseBit is the amount of a raise that raises the limit whose cause is c

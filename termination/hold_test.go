@@ -317,3 +317,21 @@ func TestCheckRaise(t *testing.T) {
 		t.Errorf("a run that is not held: %v, want ErrNotHeld itself", err)
 	}
 }
+
+// TestLimitsRaises: a raise names a held limit's resource by the cause it
+// fired with; a cause that is never held is raised by nothing.
+func TestLimitsRaises(t *testing.T) {
+	l := Limits{Iterations: 1, InputTokens: 5, Has: LimitIterations | LimitInputTokens}
+	for c, want := range map[Cause]bool{
+		MaxIterationsReached{Limit: 1, Count: 2}:                        true,
+		MaxToolCallsReached{Limit: 1, Count: 2, Tool: "search"}:         false,
+		BudgetExhausted{Resource: ResourceInputTokens, Used: 6}:         true,
+		BudgetExhausted{Resource: ResourceTotalTokens, Used: 6}:         false,
+		StallDetected{Signal: SignalRepeatedToolCall, Repeats: 3}:       false,
+		BudgetExhausted{Resource: ResourceCost, Used: 2, Scope: "tree"}: false,
+	} {
+		if got := l.Raises(c); got != want {
+			t.Errorf("Raises(%v) = %v, want %v", c, got, want)
+		}
+	}
+}

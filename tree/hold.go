@@ -179,25 +179,7 @@ func raiseRemote(shares []Member, l termination.Limits) error {
 // remote holder's tree limit: it must name c's resource (the holder's
 // process checks the rest). The error wraps termination.ErrNotHeld.
 func checkFleetRaise(c termination.Cause, l termination.Limits) error {
-	var bit termination.LimitMask
-	switch c := c.(type) {
-	case termination.MaxIterationsReached:
-		bit = termination.LimitIterations
-	case termination.MaxToolCallsReached:
-		bit = termination.LimitToolCalls
-	case termination.BudgetExhausted:
-		switch c.Resource {
-		case termination.ResourceTotalTokens:
-			bit = termination.LimitTotalTokens
-		case termination.ResourceInputTokens:
-			bit = termination.LimitInputTokens
-		case termination.ResourceOutputTokens:
-			bit = termination.LimitOutputTokens
-		case termination.ResourceCost:
-			bit = termination.LimitCost
-		}
-	}
-	if l.Has&bit == 0 {
+	if !l.Raises(c) {
 		return fmt.Errorf("%w the raise names: it is held at its tree's %s (%s), so a raise must name it",
 			termination.ErrNotHeld, termination.Tag(c, nil), c.Error())
 	}
