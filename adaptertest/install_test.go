@@ -165,7 +165,7 @@ import (
 
 func main() {
 	%s
-	stage, err := middleware.New("consumer", middleware.WithCondition(termination.MaxToolCalls(3)))
+	stage, err := middleware.New("consumer", middleware.WithCondition(termination.ToolCallLimits{Limit: 3}))
 	if err != nil {
 		panic(err)
 	}

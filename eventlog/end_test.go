@@ -32,7 +32,7 @@ func TestEndRecord(t *testing.T) {
 	p := termination.MustParsePolicy("max_iterations: 1")
 	planner, err := middleware.New("planner", middleware.WithPolicy(p), middleware.WithParticipant(w))
 	require.NoError(t, err)
-	analyst, err := middleware.New("analyst", middleware.WithCondition(termination.MaxToolCalls(9)), middleware.WithParticipant(w))
+	analyst, err := middleware.New("analyst", middleware.WithCondition(termination.ToolCallLimits{Limit: 9}), middleware.WithParticipant(w))
 	require.NoError(t, err)
 	ctx, parent := planner.Start(context.Background())
 	_, child := analyst.Start(ctx)

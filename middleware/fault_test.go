@@ -425,7 +425,7 @@ func TestNewErrors(t *testing.T) {
 		"negative drain":        {"s", []middleware.Option{middleware.WithDrainTimeout(-time.Second)}, "WithDrainTimeout: must be > 0, got -1s"},
 		"bad custom reason":     {"s", []middleware.Option{middleware.WithCustomReasons("Not-Snake")}, `WithCustomReasons: "Not-Snake"`},
 		"builtin custom reason": {"s", []middleware.Option{middleware.WithCustomReasons("timeout")}, `"timeout" is a built-in`},
-		"invalid condition":     {"s", []middleware.Option{middleware.WithCondition(termination.MaxIterations(0))}, "max_iterations: must be a positive int, got 0"},
+		"invalid condition":     {"s", []middleware.Option{middleware.WithCondition(termination.IterationLimits{Limit: -2})}, "max_iterations: must be a positive int, got -2"},
 		"invalid nested":        {"s", []middleware.Option{middleware.WithCondition(termination.AnyOf(termination.StallLimits{Repeats: 1}))}, "stall.repeats"},
 		"empty predicate name":  {"s", []middleware.Option{middleware.WithCondition(termination.Predicate("", func(termination.Event) bool { return false }))}, "predicate: empty name"},
 	}

@@ -13,7 +13,7 @@ import (
 // ObserveEach evaluates an item's events until the stop, and reports a
 // stop that happened before the item.
 func TestObserveEach(t *testing.T) {
-	stage, err := middleware.New("observe_each", middleware.WithCondition(termination.MaxToolCalls(1)))
+	stage, err := middleware.New("observe_each", middleware.WithCondition(termination.ToolCallLimits{Limit: 1}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,7 +86,7 @@ func ExampleObserveEach() {
 			emit(termination.Event{Kind: termination.KindToolCall, Tool: c})
 		}
 	}
-	stage, _ := middleware.New("callbacks", middleware.WithCondition(termination.MaxToolCalls(2)))
+	stage, _ := middleware.New("callbacks", middleware.WithCondition(termination.ToolCallLimits{Limit: 2}))
 	_, run := stage.Start(context.Background())
 	for turn := 1; ; turn++ {
 		if cause, stop := middleware.ObserveEach(run, response{calls: []string{"search"}}, decode); stop {

@@ -235,8 +235,8 @@ func TestRecorderRunInfoPolicy(t *testing.T) {
 		want string
 	}{
 		{"one policy", []middleware.Option{middleware.WithPolicy(p)}, p.Hash()},
-		{"a Go condition", []middleware.Option{middleware.WithPolicy(p), middleware.WithCondition(termination.MaxIterations(3))}, "code"},
-		{"Go tree limits", []middleware.Option{middleware.WithTreeLimits(termination.MaxIterations(3))}, "code"},
+		{"a Go condition", []middleware.Option{middleware.WithPolicy(p), middleware.WithCondition(termination.IterationLimits{Limit: 3})}, "code"},
+		{"Go tree limits", []middleware.Option{middleware.WithTreeLimits(termination.IterationLimits{Limit: 3})}, "code"},
 		{"two policies", []middleware.Option{middleware.WithPolicy(p), middleware.WithPolicy(termination.MustParsePolicy("max_tool_calls: 2"))}, "code"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -16,7 +16,7 @@ import (
 func TestWithParticipantTwiceFansOut(t *testing.T) {
 	first, second := &fakeRecorder{}, &fakeRecorder{}
 	stage, err := middleware.New("fan_out", middleware.WithParticipant(first),
-		middleware.WithParticipant(second), middleware.WithCondition(termination.MaxToolCalls(1)))
+		middleware.WithParticipant(second), middleware.WithCondition(termination.ToolCallLimits{Limit: 1}))
 	require.NoError(t, err)
 	ctx, run := stage.Start(context.Background())
 	run.Observe(termination.Event{Kind: termination.KindToolCall, Tool: "a"})

@@ -383,7 +383,7 @@ func TestTreeLimitsOption(t *testing.T) {
 	_, err = middleware.New("s", middleware.WithTreeLimits(termination.TokenLimits{Total: -1}))
 	assert.ErrorContains(t, err, "tree.token_budget.total")
 
-	s := mustStage(t, "s", middleware.WithTreeLimits(termination.MaxToolCalls(1)), middleware.WithTreeLimits(nil))
+	s := mustStage(t, "s", middleware.WithTreeLimits(termination.ToolCallLimits{Limit: 1}), middleware.WithTreeLimits(nil))
 	_, r := s.Start(context.Background())
 	r.Observe(call)
 	_, stop := r.Observe(call)

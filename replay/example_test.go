@@ -51,7 +51,7 @@ func ExampleWithLenient() {
 {"kind":"tool_call","tool":"search","args":{"q":"Acme CEO"},"time":"2026-11-20T09:00:02Z"}
 {"kind":"tool_result","tool":"search","text":"no results","time":"2026-11-20T09:00:41Z"}
 {"kind":"message","text":"Let me try ag`
-	cond := termination.MaxToolCalls(5)
+	cond := termination.ToolCallLimits{Limit: 5}
 
 	_, err := replay.Log(cond, strings.NewReader(log))
 	fmt.Println(err)

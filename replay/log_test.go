@@ -26,14 +26,14 @@ func TestReplayLenient(t *testing.T) {
 {"kind":"tool_call","tool":"search","args":{"q":"x"},"time":"2026-11-20T09:00:41Z"}
 {"kind":"message","text":"cut her`
 	t.Run("strict", func(t *testing.T) {
-		_, err := replay.Log(termination.MaxIterations(10), strings.NewReader(log))
+		_, err := replay.Log(termination.IterationLimits{Limit: 10}, strings.NewReader(log))
 		require.ErrorIs(t, err, codec.ErrTruncated)
 		var de *codec.DecodeError
 		require.ErrorAs(t, err, &de)
 		assert.Equal(t, 4, de.Line)
 	})
 	t.Run("lenient", func(t *testing.T) {
-		res, err := replay.Log(termination.MaxIterations(10), strings.NewReader(log), replay.WithLenient())
+		res, err := replay.Log(termination.IterationLimits{Limit: 10}, strings.NewReader(log), replay.WithLenient())
 		require.NoError(t, err)
 		assert.True(t, res.Truncated)
 		assert.Equal(t, termination.NaturalCompletion{}, res.Cause)
@@ -45,12 +45,12 @@ func TestReplayLenient(t *testing.T) {
 		assert.Contains(t, string(b), `"duration":"41s","truncated":true}`)
 	})
 	t.Run("stops before the truncated line", func(t *testing.T) {
-		// MaxIterations(1) fires on line 3; the truncated line 4 comes in
+		// IterationLimits{Limit: 1} fires on line 3; the truncated line 4 comes in
 		// a read of its own, which fails if it is ever made.
 		const head = "{\"kind\":\"input\"}\n{\"kind\":\"message\"}\n{\"kind\":\"message\"}\n"
 		for _, opts := range [][]replay.Option{nil, {replay.WithLenient()}} {
 			r := &stagedReader{chunks: []string{head, `{"kind":"message","text":"cut`}, fail: errors.New("read past the stop")}
-			res, err := replay.Log(termination.MaxIterations(1), r, opts...)
+			res, err := replay.Log(termination.IterationLimits{Limit: 1}, r, opts...)
 			require.NoError(t, err)
 			assert.False(t, res.Truncated)
 			assert.Equal(t, 3, res.StoppedAt)
@@ -100,7 +100,7 @@ func TestReplayDuration(t *testing.T) {
 		{"one timed event", nil, []string{`{"kind":"input"` + at("00:05") + `}`, `{"kind":"final"}`}, 0, false},
 		{"first to last timed event", nil, []string{`{"kind":"input"}`, `{"kind":"message"` + at("00:05") + `}`,
 			`{"kind":"message"` + at("01:30") + `}`, `{"kind":"final"}`}, 85 * time.Second, false},
-		{"the last evaluated event, not the log's last", termination.MaxIterations(1), []string{`{"kind":"input"` + at("00:00") + `}`,
+		{"the last evaluated event, not the log's last", termination.IterationLimits{Limit: 1}, []string{`{"kind":"input"` + at("00:00") + `}`,
 			`{"kind":"message"` + at("00:10") + `}`, `{"kind":"message"` + at("00:20") + `}`, `{"kind":"message"` + at("09:00") + `}`}, 20 * time.Second, false},
 		{"to the timeout", termination.TimeoutAfter(time.Minute), []string{`{"kind":"input"` + at("00:00") + `}`,
 			`{"kind":"message"` + at("00:50") + `}`, `{"kind":"message"` + at("13:55") + `}`}, 0, false},
@@ -158,7 +158,7 @@ func TestReplay(t *testing.T) {
 			head.WriteString("{\"kind\":\"message\"}\n")
 		}
 		r := &stagedReader{chunks: []string{head.String(), "{oops\n"}, fail: errors.New("read past the stop")}
-		res, err := replay.Log(termination.MaxIterations(10), r)
+		res, err := replay.Log(termination.IterationLimits{Limit: 10}, r)
 		require.NoError(t, err)
 		assert.Equal(t, 11, res.StoppedAt)
 		assert.Equal(t, 1, r.reads, "one read: the corrupt tail and the failing read are never reached")
@@ -166,20 +166,20 @@ func TestReplay(t *testing.T) {
 	t.Run("a huge log that stops early returns at once", func(t *testing.T) {
 		// 5 M events would be about 100 MB; the count shows how little is read.
 		r := &endlessLog{line: []byte("{\"kind\":\"message\",\"usage\":{\"input_tokens\":10}}\n"), limit: 5_000_000}
-		res, err := replay.Log(termination.MaxIterations(10), r)
+		res, err := replay.Log(termination.IterationLimits{Limit: 10}, r)
 		require.NoError(t, err)
 		assert.Equal(t, 11, res.StoppedAt)
 		assert.Equal(t, 11, res.Events)
 		assert.LessOrEqual(t, r.bytes, 64<<10, "no more than one buffer read")
 	})
 	t.Run("a bad line before the stop is an error", func(t *testing.T) {
-		_, err := replay.Log(termination.MaxIterations(2), strings.NewReader("{\"kind\":\"message\"}\n{oops\n{\"kind\":\"message\"}\n{\"kind\":\"message\"}\n"))
+		_, err := replay.Log(termination.IterationLimits{Limit: 2}, strings.NewReader("{\"kind\":\"message\"}\n{oops\n{\"kind\":\"message\"}\n{\"kind\":\"message\"}\n"))
 		var de *codec.DecodeError
 		require.ErrorAs(t, err, &de)
 		assert.Equal(t, 2, de.Line)
 	})
 	t.Run("events after the stop are not evaluated", func(t *testing.T) {
-		res, err := replay.Log(termination.MaxIterations(1), strings.NewReader("{\"kind\":\"message\"}\n{\"kind\":\"message\"}\n{\"kind\":\"message\"}\n"))
+		res, err := replay.Log(termination.IterationLimits{Limit: 1}, strings.NewReader("{\"kind\":\"message\"}\n{\"kind\":\"message\"}\n{\"kind\":\"message\"}\n"))
 		require.NoError(t, err)
 		assert.Equal(t, 2, res.Events)
 		assert.Equal(t, 2, res.StoppedAt)
@@ -289,12 +289,12 @@ func TestLogMixedRuns(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := replay.Log(termination.MaxIterations(100), strings.NewReader(tc.log))
+			_, err := replay.Log(termination.IterationLimits{Limit: 100}, strings.NewReader(tc.log))
 			assert.EqualError(t, err, tc.want, "a replay that reads the line fails on it")
 			assert.ErrorIs(t, err, codec.ErrMixedRuns)
 		})
 	}
-	res, err := replay.Log(termination.MaxIterations(1), strings.NewReader("{\"kind\":\"message\"}\n{\"kind\":\"message\"}\n{\"kind\":\"message\",\"run\":\"b\"}\n"))
+	res, err := replay.Log(termination.IterationLimits{Limit: 1}, strings.NewReader("{\"kind\":\"message\"}\n{\"kind\":\"message\"}\n{\"kind\":\"message\",\"run\":\"b\"}\n"))
 	assert.NoError(t, err)
 	assert.Equal(t, 2, res.StoppedAt)
 }

@@ -53,7 +53,7 @@ func spansByName(t *testing.T, h *harness, runName string) (run sdktrace.ReadOnl
 // conversation ids, one model, and tool calls with ids (one failing).
 func TestGenAIAttributes(t *testing.T) {
 	h := newHarness(t, nil)
-	st := h.stage(t, "researcher", middleware.WithProviderName("openai"), middleware.WithCondition(termination.MaxIterations(2)))
+	st := h.stage(t, "researcher", middleware.WithProviderName("openai"), middleware.WithCondition(termination.IterationLimits{Limit: 2}))
 	_, run := st.Start(context.Background(), middleware.WithAgentID("agent-7"), middleware.WithConversationID("conv-42"))
 	for _, ev := range []termination.Event{
 		model(termination.KindMessage, "gpt-4o"),

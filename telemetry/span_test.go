@@ -83,7 +83,7 @@ func causeCases() []causeCase {
 		},
 		{
 			name:      "max_iterations",
-			stageOpts: []middleware.Option{middleware.WithCondition(termination.MaxIterations(1))},
+			stageOpts: []middleware.Option{middleware.WithCondition(termination.IterationLimits{Limit: 1})},
 			drive:     events(msg("a", "one", 1, 1), msg("a", "two", 1, 1), msg("a", "never seen", 1, 1)),
 			tag:       "max_iterations", kind: "MaxIterationsReached", outcome: "failed",
 			fields:     map[string]attribute.Value{"termination.limit": attribute.Int64Value(1), "termination.count": attribute.Int64Value(2)},
@@ -91,7 +91,7 @@ func causeCases() []causeCase {
 		},
 		{
 			name:      "max_tool_calls with one tool span and one unanswered call",
-			stageOpts: []middleware.Option{middleware.WithCondition(termination.MaxToolCalls(1))},
+			stageOpts: []middleware.Option{middleware.WithCondition(termination.ToolCallLimits{Limit: 1})},
 			drive:     events(call("search", `{"q":1}`), result("search", "rate limited"), call("search", `{"q":2}`)),
 			tag:       "max_tool_calls", kind: "MaxToolCallsReached", outcome: "failed",
 			fields:    map[string]attribute.Value{"termination.limit": attribute.Int64Value(1), "termination.count": attribute.Int64Value(2)},
@@ -223,7 +223,7 @@ func causeCases() []causeCase {
 		},
 		{
 			name:      "all: tag of the last cause",
-			stageOpts: []middleware.Option{middleware.WithCondition(termination.AllOf(termination.TextMention("A"), termination.MaxIterations(1)))},
+			stageOpts: []middleware.Option{middleware.WithCondition(termination.AllOf(termination.TextMention("A"), termination.IterationLimits{Limit: 1}))},
 			drive:     events(msg("x", "A", 0, 0), msg("x", "B", 0, 0)),
 			tag:       "max_iterations", kind: "All", outcome: "failed",
 			fields:     map[string]attribute.Value{"termination.causes": anyValue},
@@ -373,7 +373,7 @@ func TestToolSpanNeedsResult(t *testing.T) {
 // no span data, but its metrics are complete.
 func TestNothingPerEventWhenNotSampled(t *testing.T) {
 	h := newHarness(t, sdktrace.NeverSample())
-	st := h.stage(t, "coder", middleware.WithCondition(termination.MaxToolCalls(1)))
+	st := h.stage(t, "coder", middleware.WithCondition(termination.ToolCallLimits{Limit: 1}))
 	res := observe(st, call("a", `{}`), result("a", ""), call("a", `{}`))
 	require.Equal(t, "max_tool_calls", res.Tag())
 	assert.Empty(t, h.spans.Started())
@@ -435,7 +435,7 @@ func TestRunSpanIsChildOfCallerSpan(t *testing.T) {
 // back to zero.
 func TestConcurrentRunsEndEverySpan(t *testing.T) {
 	h := newHarness(t, nil)
-	st := h.stage(t, "worker", middleware.WithCondition(termination.MaxToolCalls(3)), middleware.WithDrainTimeout(time.Second))
+	st := h.stage(t, "worker", middleware.WithCondition(termination.ToolCallLimits{Limit: 3}), middleware.WithDrainTimeout(time.Second))
 	done := make(chan struct{})
 	const n = 40
 	for i := range n {

@@ -11,7 +11,9 @@ import (
 
 // IterationLimits is an iteration limit with an optional early warning.
 //
-// As a Condition, it is MaxIterations with an early warning: with Pressure
+// As a Condition, it allows Limit iterations (message and final events)
+// and fires MaxIterationsReached on the message event that makes the count
+// Limit+1; a final event never fires it. With Pressure
 // p it records BudgetPressure{resource: iterations, threshold: p, used:
 // count, limit: Limit} the first time count/Limit >= p on a message event
 // (55 of 100 at 0.55 warns on the 55th), once per run; the run goes on,
@@ -29,8 +31,8 @@ type IterationLimits struct {
 // ToolCallLimits is a tool-call limit, overall and per tool, with an
 // optional early warning. At least one of Limit and PerTool must be set.
 //
-// As a Condition, it is MaxToolCalls with per-tool limits and an early
-// warning. A per-tool limit N for tool T fires MaxToolCallsReached{limit:
+// As a Condition, it allows Limit tool calls and fires MaxToolCallsReached
+// on the tool_call event that makes the count Limit+1. A per-tool limit N for tool T fires MaxToolCallsReached{limit:
 // N, count: N+1, tool: T} on the call of T that makes T's count N+1; when
 // the overall limit fires on the same call, both are in Fired, the overall
 // one first. Pressure warns as in IterationLimits, with resource
@@ -48,23 +50,10 @@ type ToolCallLimits struct {
 	PerTool map[string]int
 }
 
-// MaxIterations allows n iterations (message and final events) and fires
-// MaxIterationsReached on the message event that makes the count n+1. A
-// final event never fires it. n must be positive.
-func MaxIterations(n int) Condition {
-	return &countLimit{res: ResourceIterations, limit: given(n)}
-}
-
 // condition returns the condition l stands for.
 func (l IterationLimits) condition() Condition {
 	return &countLimit{res: ResourceIterations, limit: nonZero(l.Limit), pressure: nonZero(l.Pressure),
 		long: l.Pressure != 0}
-}
-
-// MaxToolCalls allows n tool calls and fires MaxToolCallsReached on the
-// tool_call event that makes the count n+1. n must be positive.
-func MaxToolCalls(n int) Condition {
-	return &countLimit{res: ResourceToolCalls, limit: given(n)}
 }
 
 // condition returns the condition l stands for.

@@ -93,7 +93,7 @@ any: [{function_call: [search]}, {all: [{timeout: 5s}, {source_match: [critic]}]
 	for i := range maxDispatched + 3 {
 		switch i % 4 {
 		case 0:
-			many = append(many, MaxToolCalls(5+i))
+			many = append(many, ToolCallLimits{Limit: 5 + i})
 		case 1:
 			many = append(many, ErrorLimits{Consecutive: 3})
 		case 2:

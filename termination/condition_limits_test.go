@@ -41,6 +41,6 @@ func TestLimitStructsAreConditions(t *testing.T) {
 	// Tree limits take them as they take the constructors' conditions.
 	tree := TreeLimits(IterationLimits{Limit: 3}, TokenLimits{Total: 10})
 	require.NoError(t, Validate(tree))
-	assert.Equal(t, TreeLimits(MaxIterations(3), TokenLimits{Total: 10}.condition()).String(), tree.String())
+	assert.Equal(t, TreeLimits(IterationLimits{Limit: 3}, TokenLimits{Total: 10}.condition()).String(), tree.String())
 	assert.ErrorContains(t, Validate(TreeLimits(StallLimits{Repeats: 3})), "stall")
 }

@@ -15,35 +15,35 @@ var natural Cause = NaturalCompletion{}
 
 func TestMaxIterations(t *testing.T) {
 	runCondCases(t, []condCase{
-		{name: "N iterations allowed", cond: MaxIterations(2),
+		{name: "N iterations allowed", cond: IterationLimits{Limit: 2},
 			events: evs(msg("a", "1"), msg("a", "2")), want: natural},
-		{name: "fires on the message that makes N+1", cond: MaxIterations(2),
+		{name: "fires on the message that makes N+1", cond: IterationLimits{Limit: 2},
 			events: evs(msg("a", "1"), msg("a", "2"), msg("a", "3")),
 			want:   MaxIterationsReached{Limit: 2, Count: 3}, at: 3},
-		{name: "only message and final count", cond: MaxIterations(2),
+		{name: "only message and final count", cond: IterationLimits{Limit: 2},
 			events: evs(input("go"), msg("a", "1"), call("t", `{}`), result("t", ""), handoffEv("a", "b"),
 				stopEv("x"), errEv("e"), msg("a", "2"), msg("a", "3")),
 			want: MaxIterationsReached{Limit: 2, Count: 3}, at: 9},
-		{name: "a final event never fires it", cond: MaxIterations(1),
+		{name: "a final event never fires it", cond: IterationLimits{Limit: 1},
 			events: evs(msg("a", "1"), final("a", "2"), final("a", "3")), want: natural},
-		{name: "a final counts, so the next message reports the true count", cond: MaxIterations(1),
+		{name: "a final counts, so the next message reports the true count", cond: IterationLimits{Limit: 1},
 			events: evs(msg("a", "1"), final("a", "2"), msg("a", "3")),
 			want:   MaxIterationsReached{Limit: 1, Count: 3}, at: 3},
-		{name: "limit 1", cond: MaxIterations(1),
+		{name: "limit 1", cond: IterationLimits{Limit: 1},
 			events: evs(msg("a", "1"), msg("a", "2")), want: MaxIterationsReached{Limit: 1, Count: 2}, at: 2},
 	})
 }
 
 func TestMaxToolCalls(t *testing.T) {
 	runCondCases(t, []condCase{
-		{name: "N calls allowed", cond: MaxToolCalls(2),
+		{name: "N calls allowed", cond: ToolCallLimits{Limit: 2},
 			events: evs(call("a", `1`), result("a", ""), call("b", `2`), result("b", "")), want: natural},
-		{name: "fires on the call that makes N+1", cond: MaxToolCalls(2),
+		{name: "fires on the call that makes N+1", cond: ToolCallLimits{Limit: 2},
 			events: evs(call("a", `1`), result("a", ""), msg("x", "y"), call("b", `2`), call("c", `3`)),
 			want:   MaxToolCallsReached{Limit: 2, Count: 3}, at: 5},
-		{name: "results and messages do not count", cond: MaxToolCalls(1),
+		{name: "results and messages do not count", cond: ToolCallLimits{Limit: 1},
 			events: seq(evs(call("a", `1`)), repeat(5, result("a", "")), repeat(5, msg("x", "y"))), want: natural},
-		{name: "fires on a call even right before a final", cond: MaxToolCalls(1),
+		{name: "fires on a call even right before a final", cond: ToolCallLimits{Limit: 1},
 			events: evs(call("a", `1`), call("a", `2`), final("x", "done")),
 			want:   MaxToolCallsReached{Limit: 1, Count: 2}, at: 2},
 	})
@@ -441,12 +441,12 @@ func TestAnyOfEveryChildSeesEveryEvent(t *testing.T) {
 	assert.Len(t, res.Fired, 2)
 
 	// A counting condition after a firing one still counts that event.
-	res = replayEvents(t, AnyOf(TextMention("never"), StallLimits{Repeats: 2}, MaxToolCalls(3)),
+	res = replayEvents(t, AnyOf(TextMention("never"), StallLimits{Repeats: 2}, ToolCallLimits{Limit: 3}),
 		call("t", `1`), msg("a", "x"), call("t", `1`))
 	assert.Equal(t, stalled(SignalRepeatedToolCall, 2), res.Cause)
 
 	// Nested AnyOf flattens nothing away.
-	res = replayEvents(t, AnyOf(AnyOf(MaxIterations(1)), AnyOf(TextMention("x"))), msg("a", "x"), msg("a", "x"))
+	res = replayEvents(t, AnyOf(AnyOf(IterationLimits{Limit: 1}), AnyOf(TextMention("x"))), msg("a", "x"), msg("a", "x"))
 	assert.Equal(t, Completed{Condition: ConditionTextMention, Detail: "x"}, res.Cause)
 	assert.Equal(t, 1, res.StoppedAt)
 
@@ -471,7 +471,7 @@ func TestAllOf(t *testing.T) {
 		{name: "a child latches: it need not still hold", cond: AllOf(StallLimits{Repeats: 2}, TextMention("go")),
 			events: evs(call("t", `1`), call("t", `1`), call("t", `2`), msg("x", "go")),
 			want:   All{Causes: []Cause{stalled(SignalRepeatedToolCall, 2), done("go")}}, at: 4},
-		{name: "a latched child keeps its first cause", cond: AllOf(MaxToolCalls(1), TextMention("go")),
+		{name: "a latched child keeps its first cause", cond: AllOf(ToolCallLimits{Limit: 1}, TextMention("go")),
 			events: evs(call("a", `1`), call("b", `2`), call("c", `3`), msg("x", "go")),
 			want:   All{Causes: []Cause{MaxToolCallsReached{Limit: 1, Count: 2}, done("go")}}, at: 4},
 		{name: "children keep counting before they fire", cond: AllOf(TextMention("go"), StallLimits{Repeats: 3}),
@@ -479,10 +479,10 @@ func TestAllOf(t *testing.T) {
 			want:   All{Causes: []Cause{done("go"), stalled(SignalRepeatedToolCall, 3)}}, at: 4},
 		{name: "not all fired", cond: AllOf(TextMention("A"), TextMention("B")),
 			events: evs(msg("x", "A"), msg("x", "A")), want: natural},
-		{name: "a child's cause is its best by precedence", cond: AllOf(AnyOf(MaxIterations(1), TextMention("x"))),
+		{name: "a child's cause is its best by precedence", cond: AllOf(AnyOf(IterationLimits{Limit: 1}, TextMention("x"))),
 			events: evs(msg("a", "y"), msg("a", "x")),
 			want:   All{Causes: []Cause{done("x")}}, at: 2},
-		{name: "nested in AnyOf", cond: AnyOf(MaxIterations(3), AllOf(TextMention("A"), SourceMatch("judge"))),
+		{name: "nested in AnyOf", cond: AnyOf(IterationLimits{Limit: 3}, AllOf(TextMention("A"), SourceMatch("judge"))),
 			events: evs(msg("critic", "no"), msg("w", "A"), msg("w", "x"), msg("w", "y")),
 			want:   MaxIterationsReached{Limit: 3, Count: 4}, at: 4},
 		{name: "nested AllOf", cond: AllOf(AllOf(TextMention("A"), TextMention("B")), TextMention("C")),
@@ -493,10 +493,10 @@ func TestAllOf(t *testing.T) {
 			want:   natural, warnings: []Cause{bp(ResourceTotalTokens, 0.5, 5, 10)}},
 	})
 	t.Run("tag and outcome are the last cause's", func(t *testing.T) {
-		res := replayEvents(t, AllOf(MaxToolCalls(1), TextMention("go")), call("a", `1`), call("b", `2`), msg("x", "go"))
+		res := replayEvents(t, AllOf(ToolCallLimits{Limit: 1}, TextMention("go")), call("a", `1`), call("b", `2`), msg("x", "go"))
 		assert.Equal(t, TagCompleted, res.Tag())
 		assert.Equal(t, OutcomeSucceeded, res.Outcome)
-		res = replayEvents(t, AllOf(TextMention("go"), MaxToolCalls(1)), msg("x", "go"), call("a", `1`), call("b", `2`))
+		res = replayEvents(t, AllOf(TextMention("go"), ToolCallLimits{Limit: 1}), msg("x", "go"), call("a", `1`), call("b", `2`))
 		assert.Equal(t, TagMaxToolCalls, res.Tag())
 		assert.Equal(t, OutcomeFailed, res.Outcome)
 	})
@@ -508,9 +508,9 @@ func TestValidate(t *testing.T) {
 		cond Condition
 		want string // "" = valid
 	}{
-		{MaxIterations(1), ""},
-		{MaxIterations(0), "max_iterations: must be a positive int, got 0"},
-		{MaxToolCalls(-1), "max_tool_calls: must be a positive int, got -1"},
+		{IterationLimits{Limit: 1}, ""},
+		{IterationLimits{Limit: 0}, "max_iterations.limit: is required"},
+		{ToolCallLimits{Limit: -1}, "max_tool_calls: must be a positive int, got -1"},
 		{TimeoutAfter(time.Second), ""},
 		{TimeoutAfter(0), "timeout: must be > 0, got 0s"},
 		{TokenLimits{}, "token_budget: needs at least one of total, input, output"},
@@ -565,7 +565,7 @@ func TestValidate(t *testing.T) {
 		{AnyOf(), ""},
 		{AllOf(), "all: needs at least one condition"},
 		{AnyOf(nil), "any[0]: nil condition"},
-		{AnyOf(MaxIterations(1), AllOf(TextMention("x"), MaxToolCalls(0))), "any[1].all[1].max_tool_calls: must be a positive int, got 0"},
+		{AnyOf(IterationLimits{Limit: 1}, AllOf(TextMention("x"), ToolCallLimits{Limit: 0})), "any[1].all[1].max_tool_calls: needs limit or per_tool"},
 		{nil, "termination: nil condition"},
 	}
 	for _, tc := range cases {
@@ -585,14 +585,14 @@ func TestValidate(t *testing.T) {
 }
 
 func TestTimeouts(t *testing.T) {
-	c := AnyOf(TimeoutAfter(time.Minute), AllOf(TimeoutAfter(time.Second), MaxIterations(2)), TimeoutAfter(time.Minute))
+	c := AnyOf(TimeoutAfter(time.Minute), AllOf(TimeoutAfter(time.Second), IterationLimits{Limit: 2}), TimeoutAfter(time.Minute))
 	assert.Equal(t, []time.Duration{time.Second, time.Minute}, timeoutsOf(c))
-	assert.Empty(t, timeoutsOf(MaxIterations(1)))
+	assert.Empty(t, timeoutsOf(IterationLimits{Limit: 1}))
 	assert.Nil(t, timeoutsOf(nil))
 }
 
 func TestConditionStrings(t *testing.T) {
-	c := AnyOf(MaxIterations(2), TimeoutAfter(90*time.Second), TokenLimits{Total: 10, Pressure: 0.8, Grace: new(1)},
+	c := AnyOf(IterationLimits{Limit: 2}, TimeoutAfter(90*time.Second), TokenLimits{Total: 10, Pressure: 0.8, Grace: new(1)},
 		StallLimits{Repeats: 3, TokenTolerance: 0.1}, AllOf(TextMention("T", "critic"), FunctionCall("approve")))
 	s := c.String()
 	s += AnyOf(IterationLimits{Limit: 5, Pressure: 0.8}, ToolCallLimits{Limit: 9, PerTool: map[string]int{"b": 2, "a": 1}},

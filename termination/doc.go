@@ -23,9 +23,9 @@
 // a tree of many. [Policy.Hash] is the enforced policy's hash an end
 // record names.
 //
-// A [Condition] is an immutable description of when to stop: [MaxIterations]
-// and [IterationLimits] (with an early warning), [MaxToolCalls] and
-// [ToolCallLimits] (per tool, with an early warning), [TimeoutAfter],
+// A [Condition] is an immutable description of when to stop:
+// [IterationLimits] and [ToolCallLimits] (per tool; both with an early
+// warning), [TimeoutAfter],
 // [IdleAfter] (no event for a while), [TokenLimits], [CostLimit],
 // [StallLimits] (repeats in a window, the same result again whatever the
 // args, cycles, tools left out), [ErrorLimits] (streaks, totals, ignored
@@ -33,7 +33,8 @@
 // [StopMessage], [Predicate], [CauseFunc], and the combinators [AnyOf] and
 // [AllOf]. The limit structs (IterationLimits, ToolCallLimits, TokenLimits,
 // CostLimit, StallLimits, ErrorLimits) are Conditions themselves:
-// AnyOf(MaxIterations(25), TokenLimits{Total: 50_000, Pressure: 0.8}). A [Policy] is the same thing read from YAML or JSON with
+// AnyOf(IterationLimits{Limit: 25}, TokenLimits{Total: 50_000, Pressure:
+// 0.8}). A [Policy] is the same thing read from YAML or JSON with
 // [ParsePolicy]; its [Policy.Condition] is an ordinary Condition.
 //
 // Conditions hold no run state. Each run gets an [Evaluator] with fresh state

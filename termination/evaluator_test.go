@@ -36,7 +36,7 @@ func TestPrecedenceOnAMessage(t *testing.T) {
 	c := AnyOf(
 		TimeoutAfter(time.Minute),
 		StallLimits{Repeats: 2, TokenTolerance: 0.1},
-		MaxIterations(1),
+		IterationLimits{Limit: 1},
 		TokenLimits{Total: 100, Pressure: 0.9, Grace: new(0)},
 		CostLimit{Limit: 1},
 		Predicate("explodes", func(e Event) bool {
@@ -72,7 +72,7 @@ func TestPrecedenceOnAToolCall(t *testing.T) {
 	c := AnyOf(
 		TimeoutAfter(time.Minute),
 		StallLimits{Repeats: 2},
-		MaxToolCalls(1),
+		ToolCallLimits{Limit: 1},
 		CauseFunc("route", func(e Event, _ Progress) Cause {
 			if e.Kind == KindToolCall {
 				return HandoffRequested{Target: "human", Source: "router"}
@@ -89,7 +89,7 @@ func TestPrecedenceOnAToolCall(t *testing.T) {
 	c = AnyOf(
 		TimeoutAfter(time.Minute),
 		StallLimits{Repeats: 2},
-		MaxToolCalls(1),
+		ToolCallLimits{Limit: 1},
 		CauseFunc("route", func(_ Event, p Progress) Cause {
 			if p.ToolCalls == 2 {
 				return HandoffRequested{Target: "human", Source: "router"}
@@ -155,7 +155,7 @@ func TestStreamEnd(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			res := replayEvents(t, AnyOf(MaxIterations(10)), tc.events...)
+			res := replayEvents(t, AnyOf(IterationLimits{Limit: 10}), tc.events...)
 			assert.Equal(t, tc.want, res.Cause)
 			assert.Empty(t, res.Fired, "a stream that ends by itself fires nothing")
 			assert.Equal(t, 0, res.StoppedAt)
@@ -166,7 +166,7 @@ func TestStreamEnd(t *testing.T) {
 }
 
 func TestStop(t *testing.T) {
-	ev := NewEvaluator(MaxIterations(5), WallClock)
+	ev := NewEvaluator(IterationLimits{Limit: 5}, WallClock)
 	ev.Observe(msg("a", "1"))
 	_, stopped := ev.Stopped()
 	assert.False(t, stopped)
@@ -197,7 +197,7 @@ func TestStop(t *testing.T) {
 	assert.GreaterOrEqual(t, res.Duration, time.Duration(0))
 
 	// Stop after a condition fired does nothing.
-	ev = NewEvaluator(MaxIterations(1), EventClock)
+	ev = NewEvaluator(IterationLimits{Limit: 1}, EventClock)
 	ev.Observe(msg("a", "1"))
 	_, stop = ev.Observe(msg("a", "2"))
 	require.True(t, stop)
@@ -213,7 +213,7 @@ func TestStop(t *testing.T) {
 }
 
 func TestResultCounts(t *testing.T) {
-	res := replayEvents(t, MaxToolCalls(2),
+	res := replayEvents(t, ToolCallLimits{Limit: 2},
 		input("go").at(0),
 		msg("a", "1").used(100, 10).costs(0.25).at(time.Second),
 		call("t", `1`).at(2*time.Second),

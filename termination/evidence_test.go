@@ -17,7 +17,7 @@ import (
 func TestObserveKeyed(t *testing.T) {
 	stall := MustParsePolicy("stall: {repeats: 3}").Condition()
 	assert.True(t, NewEvaluator(stall, EventClock).ComparesArgs())
-	assert.False(t, NewEvaluator(MaxToolCalls(5), EventClock).ComparesArgs())
+	assert.False(t, NewEvaluator(ToolCallLimits{Limit: 5}, EventClock).ComparesArgs())
 
 	calls := evs(call("grep", `{"q":"a","n":1}`), call("grep", `{"n":1.0,"q":"a"}`), call("grep", `{ "q" : "a", "n" : 1e0 }`))
 	plain, keyed := NewEvaluator(stall, EventClock), NewEvaluator(stall, EventClock)

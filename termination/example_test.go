@@ -11,7 +11,7 @@ import (
 // runs; each run gets its own Evaluator.
 func ExampleNewEvaluator() {
 	cond := termination.AnyOf(
-		termination.MaxIterations(2),
+		termination.IterationLimits{Limit: 2},
 		termination.TokenLimits{Total: 1000, Pressure: 0.8},
 	)
 	// A live stage uses WallClock; EventClock here keeps the printed result

@@ -20,7 +20,7 @@ func TestParseFleetBudget(t *testing.T) {
 	if name, ok := got.Label(); !ok || name != "tenant" {
 		t.Errorf("Label() = %q, %v", name, ok)
 	}
-	if p.Condition().String() != MaxIterations(3).String() {
+	if p.Condition().String() != (IterationLimits{Limit: 3}).String() {
 		t.Errorf("condition = %s, want the max_iterations alone", p.Condition())
 	}
 	if q := MustParsePolicy("max_iterations: 3"); q.FleetBudget() != nil {

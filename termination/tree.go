@@ -28,9 +28,9 @@ import (
 var treeKeys = []string{"max_iterations", "max_tool_calls", "token_budget", "cost_budget", "timeout"}
 
 // TreeLimits returns tree limits: the given max_iterations, max_tool_calls,
-// token budget, cost budget and timeout conditions ([MaxIterations],
-// [IterationLimits], [MaxToolCalls], [ToolCallLimits], [TokenLimits],
-// [CostLimit], [TimeoutAfter], and AnyOf of them), evaluated over a run
+// token budget, cost budget and timeout conditions ([IterationLimits],
+// [ToolCallLimits], [TokenLimits], [CostLimit], [TimeoutAfter], and AnyOf
+// of them), evaluated over a run
 // and its descendants when a stage holds them (middleware.WithTreeLimits,
 // or a policy's tree: key). Their causes and warnings carry Scope
 // [ScopeTree]. Any other condition is a validation error naming it.

@@ -57,7 +57,7 @@ func TestPolicyTreeErrors(t *testing.T) {
 }
 
 func TestTreeConstructor(t *testing.T) {
-	require.NoError(t, Validate(TreeLimits(MaxIterations(3), AnyOf(CostLimit{Limit: 1}, TimeoutAfter(time.Minute)))))
+	require.NoError(t, Validate(TreeLimits(IterationLimits{Limit: 3}, AnyOf(CostLimit{Limit: 1}, TimeoutAfter(time.Minute)))))
 	for _, c := range []struct {
 		cond Condition
 		want string
@@ -66,7 +66,7 @@ func TestTreeConstructor(t *testing.T) {
 		{TreeLimits(nil), "tree: nil condition"},
 		{TreeLimits(StallLimits{Repeats: 3}), "tree: stall is not a tree limit"},
 		{TreeLimits(TextMention("x")), "tree: text_mention is not a tree limit"},
-		{TreeLimits(MaxToolCalls(0)), "tree.max_tool_calls: must be a positive int, got 0"},
+		{TreeLimits(ToolCallLimits{Limit: 0}), "tree.max_tool_calls: needs limit or per_tool"},
 		{TreeLimits(TokenLimits{}), "tree.token_budget: needs at least one of total, input, output"},
 	} {
 		err := Validate(c.cond)

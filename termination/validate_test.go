@@ -45,7 +45,7 @@ func TestObserveInvalidEvent(t *testing.T) {
 	for _, tc := range badEvents {
 		t.Run(tc.name, func(t *testing.T) {
 			for _, clock := range []Clock{WallClock, EventClock} {
-				e := NewEvaluator(AnyOf(TokenLimits{Total: 100}, MaxIterations(5)), clock)
+				e := NewEvaluator(AnyOf(TokenLimits{Total: 100}, IterationLimits{Limit: 5}), clock)
 				_, stop := e.Observe(msg("a", "one").used(90, 0))
 				require.False(t, stop)
 				cause, stop := e.Observe(tc.ev)
@@ -85,7 +85,7 @@ func TestTypedNilCause(t *testing.T) {
 			assert.Error(t, err, "a typed nil has no JSON form")
 
 			fn := CauseFunc("typed_nil", func(Event, Progress) Cause { return typedNil })
-			for _, c := range []Condition{fn, AnyOf(fn), AllOf(fn, MaxIterations(100))} {
+			for _, c := range []Condition{fn, AnyOf(fn), AllOf(fn, IterationLimits{Limit: 100})} {
 				e := NewEvaluator(c, WallClock)
 				for range 3 {
 					cause, stop := e.Observe(msg("a", "b"))

@@ -77,7 +77,7 @@ func TestJoinOnlyUnderLimits(t *testing.T) {
 	if _, n := plain.Join(context.Background(), &fakeRun{id: "a"}, Parent{ID: "p"}); n != nil {
 		t.Fatal("a run under no tree limits got a node")
 	}
-	holder := NewStage("planner", tagOf, termination.MaxIterations(1), nil, nil)
+	holder := NewStage("planner", tagOf, termination.IterationLimits{Limit: 1}, nil, nil)
 	hr := &fakeRun{id: "h"}
 	_, h := holder.Join(context.Background(), hr, Parent{})
 	if err := h.Start(); err != nil {

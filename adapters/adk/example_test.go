@@ -20,7 +20,7 @@ func Example() {
 		Usage:     termination.Usage{InputTokens: 50, OutputTokens: 5},
 	}}})}
 
-	stage, _ := middleware.New("research", middleware.WithCondition(termination.MaxToolCalls(3)))
+	stage, _ := middleware.New("research", middleware.WithCondition(termination.ToolCallLimits{Limit: 3}))
 	ctx, run := stage.Start(context.Background())
 	events := r.Run(ctx, "user", "session", genai.NewContentFromText("Find the CEO of Acme.", "user"))
 	for range middleware.ForwardSeqEach(run, events, decodeADK) {

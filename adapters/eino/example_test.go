@@ -20,7 +20,7 @@ func ExampleForward() {
 	chatModel := &scriptedModel{script: runaway} // any model.ToolCallingChatModel
 	ctx := context.Background()
 
-	stage, _ := middleware.New("research", middleware.WithCondition(termination.MaxToolCalls(3)))
+	stage, _ := middleware.New("research", middleware.WithCondition(termination.ToolCallLimits{Limit: 3}))
 	ctx, run := stage.Start(ctx)
 	ctx = eino.Context(ctx, run) // the agent's steps wait for Forward: the stop lands before the next call
 

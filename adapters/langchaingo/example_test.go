@@ -16,7 +16,7 @@ import (
 // An executor whose model calls the same tool forever is stopped on its
 // fourth tool call; the executor returns with the cancelled context.
 func ExampleHandler() {
-	stage, _ := middleware.New("research", middleware.WithCondition(termination.MaxToolCalls(3)))
+	stage, _ := middleware.New("research", middleware.WithCondition(termination.ToolCallLimits{Limit: 3}))
 	ctx, run := stage.Start(context.Background())
 	h := langchaingo.NewHandler(run)
 

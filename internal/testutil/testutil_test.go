@@ -37,7 +37,7 @@ func TestCaptureErrors(t *testing.T) {
 }
 
 func TestObserveStopsAtTheStoppingEvent(t *testing.T) {
-	st, err := middleware.New("t", middleware.WithCondition(termination.MaxToolCalls(1)))
+	st, err := middleware.New("t", middleware.WithCondition(termination.ToolCallLimits{Limit: 1}))
 	if err != nil {
 		t.Fatal(err)
 	}
