@@ -14,18 +14,14 @@ import (
 // A Cause is an error so that it can travel as the cause of a cancelled
 // context: errors.As(context.Cause(ctx), &termination.Timeout{}) recovers it.
 // Built-in causes are the contract's types below; user-defined cause types
-// join the JSON form with codec.RegisterCause and may implement [OutcomeDefaulter].
+// join the JSON form with codec.RegisterCause. A cause type whose default
+// outcome is not failed has a method DefaultOutcome() Outcome, as the
+// built-in causes that succeed or skip and [All] do; [DefaultOutcome]
+// reports any cause's.
 type Cause interface {
 	error
 	// TagValue is the low-cardinality termination_cause value of the cause.
 	TagValue() string
-}
-
-// OutcomeDefaulter is implemented by causes whose default outcome is not
-// failed: the built-in causes that succeed or skip, and All. Call
-// [DefaultOutcome] to get any cause's default outcome.
-type OutcomeDefaulter interface {
-	DefaultOutcome() Outcome
 }
 
 // Outcome is the roll-up of a cause: succeeded, skipped or failed. A stage
@@ -74,7 +70,7 @@ func DefaultOutcome(c Cause) Outcome {
 	if nilCause(c) {
 		return 0
 	}
-	if d, ok := c.(OutcomeDefaulter); ok {
+	if d, ok := c.(interface{ DefaultOutcome() Outcome }); ok {
 		return d.DefaultOutcome()
 	}
 	return OutcomeFailed
@@ -348,7 +344,7 @@ func (a All) TagValue() string {
 	return a.Causes[len(a.Causes)-1].TagValue()
 }
 
-// DefaultOutcome implements OutcomeDefaulter. The other built-in causes
+// DefaultOutcome is the cause's default outcome. The other built-in causes
 // default to failed, which [DefaultOutcome] reports for any cause without
 // the method.
 func (Completed) DefaultOutcome() Outcome         { return OutcomeSucceeded }
@@ -357,7 +353,7 @@ func (HandoffRequested) DefaultOutcome() Outcome  { return OutcomeSucceeded }
 func (BudgetPressure) DefaultOutcome() Outcome    { return OutcomeSucceeded }
 func (Skipped) DefaultOutcome() Outcome           { return OutcomeSkipped }
 
-// DefaultOutcome implements OutcomeDefaulter: that of the last cause.
+// DefaultOutcome is the default outcome of the last cause.
 func (a All) DefaultOutcome() Outcome {
 	if len(a.Causes) == 0 || nilCause(a.Causes[len(a.Causes)-1]) {
 		return OutcomeFailed
