@@ -159,7 +159,7 @@ type RunInfo struct {
 	// events and are shared through the fleet (§8: the run itself when it
 	// holds tree: limits, then the ancestors that do, in any process),
 	// nearest first; empty for a run in no shared tree. A child started
-	// elsewhere with only this run's id joins them ([tree.Sharer.TreesOf]).
+	// elsewhere with only this run's id joins them (tree.Sharer.TreesOf).
 	Trees        []string          `json:"trees,omitempty"`
 	Labels       map[string]string `json:"labels,omitempty"`
 	Host         string            `json:"host"`

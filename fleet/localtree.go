@@ -5,8 +5,8 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/agentstop/agentstop/internal/tree"
 	"github.com/agentstop/agentstop/termination"
-	"github.com/agentstop/agentstop/tree"
 )
 
 // Local's trees (tree.Sharer): in one process there is nothing to lease. A

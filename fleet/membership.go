@@ -4,9 +4,9 @@ import (
 	"context"
 	"time"
 
+	"github.com/agentstop/agentstop/internal/tree"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
-	"github.com/agentstop/agentstop/tree"
 )
 
 // Membership returns the participant that makes every run of a stage a

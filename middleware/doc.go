@@ -238,7 +238,7 @@
 //     included), and is refused with Skipped{reason: parent_ended} when
 //     its parent has already ended.
 //   - Tree limits shared through a fleet: when the stage's fleet
-//     implements tree.Sharer (fleet.Local, fleet/redisfleet), a run that
+//     implements internal/tree's Sharer (fleet.Local, fleet/redisfleet), a run that
 //     holds tree limits shares them through it from its start (§8,
 //     clarified 2026-11-28: whenever it has tree: limits, not only once
 //     its id leaves the process), and the fleet's registry lists, with

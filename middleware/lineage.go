@@ -9,8 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentstop/agentstop/internal/tree"
 	"github.com/agentstop/agentstop/termination"
-	"github.com/agentstop/agentstop/tree"
 )
 
 // Trees of runs (docs/spec.md §8). A run's lineage is its own: its parent

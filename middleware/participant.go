@@ -5,8 +5,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/agentstop/agentstop/internal/tree"
 	"github.com/agentstop/agentstop/termination"
-	"github.com/agentstop/agentstop/tree"
 )
 
 // The run's one seam. Everything that watches or limits a run besides its

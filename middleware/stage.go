@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/internal/deadline"
+	"github.com/agentstop/agentstop/internal/tree"
 	"github.com/agentstop/agentstop/termination"
-	"github.com/agentstop/agentstop/tree"
 )
 
 // Stage is a named, configured guard for an agent loop. It is safe for

@@ -10,9 +10,9 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/internal/tree"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
-	"github.com/agentstop/agentstop/tree"
 )
 
 // startPath is one of the three ways §8 makes a run another's child.

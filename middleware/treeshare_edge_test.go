@@ -10,9 +10,9 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/internal/tree"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
-	"github.com/agentstop/agentstop/tree"
 )
 
 var finalEv = termination.Event{Kind: termination.KindFinal, Usage: termination.Usage{InputTokens: 100, OutputTokens: 10}, Cost: 0.01}

@@ -11,9 +11,9 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/internal/tree"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
-	"github.com/agentstop/agentstop/tree"
 )
 
 // call crosses a "process" boundary the way an HTTP client and server do:

@@ -9,8 +9,8 @@ import (
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/internal/redistest"
 	"github.com/agentstop/agentstop/internal/runid"
+	"github.com/agentstop/agentstop/internal/tree"
 	"github.com/agentstop/agentstop/termination"
-	"github.com/agentstop/agentstop/tree"
 )
 
 // aclUsers are the ACLs doc.go shows: applications register runs and spend

@@ -17,7 +17,7 @@ import (
 
 	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/internal/redistest"
-	"github.com/agentstop/agentstop/tree"
+	"github.com/agentstop/agentstop/internal/tree"
 
 	"go.opentelemetry.io/otel/propagation"
 

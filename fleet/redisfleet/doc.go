@@ -213,7 +213,7 @@
 //
 // # Trees: limits shared across processes
 //
-// A [Fleet] implements tree.Sharer: the tree limits (a policy's tree:) a
+// A [Fleet] implements tree.Sharer (of the module's internal/tree): the tree limits (a policy's tree:) a
 // run holds are shared with its descendants in other processes (§8), in
 // leases keyed by the holder's run id, as fleet budgets are shared (next
 // section), without windows. The holder's process shares the tree

@@ -12,8 +12,8 @@ import (
 
 	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/internal/tree"
 	"github.com/agentstop/agentstop/termination"
-	"github.com/agentstop/agentstop/tree"
 )
 
 // Trees (tree.Sharer): a tree's limits are shared through one hash per

@@ -1,8 +1,8 @@
 package redisfleet
 
 import (
+	"github.com/agentstop/agentstop/internal/tree"
 	"github.com/agentstop/agentstop/termination"
-	"github.com/agentstop/agentstop/tree"
 )
 
 // treeResources are the resources a shared tree counts, in the order the
