@@ -148,12 +148,14 @@
 //
 // Fleet stops, blocks and budgets show in the stage metrics as
 // cancelled/external, skipped/blocked, budget pressure and exhaustion.
-// [Metrics] adds the fleet's own instruments: agent.fleet.errors
-// (operation), agent.fleet.budget.pressure and agent.fleet.budget.exhausted
-// (resource; once per crossing per process, not per run),
-// agent.fleet.runs.stopped and agent.fleet.runs.rejected (reason). Each is
-// exported at 0 for every known attribute value (the Op constants; blocked,
-// fleet_budget_exhausted, fleet_unavailable and invalid_input; the four
-// budget resources) from the moment a fleet
+// Both fleets add their own instruments (scope [ScopeName], from
+// WithMeterProvider's MeterProvider, default the global one):
+// agent.fleet.errors (operation: join, leave, renew, reserve, settle, stop,
+// block, list, connect, internal), agent.fleet.budget.pressure and
+// agent.fleet.budget.exhausted (resource; once per crossing per process,
+// not per run), agent.fleet.runs.stopped and agent.fleet.runs.rejected
+// (reason). Each is exported at 0 for every known attribute value (the
+// operations above; blocked, fleet_budget_exhausted, fleet_unavailable and
+// invalid_input; the four budget resources) from the moment a fleet
 // starts, so a dashboard shows 0, not "No data", while nothing happens.
 package fleet

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/agentstop/agentstop/fleet/internal/account"
+	"github.com/agentstop/agentstop/fleet/internal/fleetmetrics"
 	"github.com/agentstop/agentstop/internal/label"
 	"github.com/agentstop/agentstop/internal/operator"
 	"github.com/agentstop/agentstop/middleware"
@@ -34,7 +35,7 @@ type Local struct {
 	host    string
 	pid     int
 	now     func() time.Time
-	metrics *Metrics
+	metrics *fleetmetrics.Metrics
 
 	mu       sync.Mutex
 	runs     map[string]*localMember
@@ -92,7 +93,7 @@ func NewLocal(opts ...Option) *Local {
 		}
 	}
 	host, _ := os.Hostname()
-	return &Local{host: host, pid: os.Getpid(), now: c.now, metrics: NewMetrics(c.mp),
+	return &Local{host: host, pid: os.Getpid(), now: c.now, metrics: fleetmetrics.New(c.mp),
 		runs: map[string]*localMember{}, blocks: map[string]Block{}, accounts: map[BudgetID]*account.Account{}}
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/internal/account"
+	"github.com/agentstop/agentstop/fleet/internal/fleetmetrics"
 	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
@@ -417,6 +418,9 @@ func TestLocalWindowEndsOnRealClock(t *testing.T) {
 // anything happens, every fleet counter is exported at 0 for each of its
 // known attribute values (§5.1), so a dashboard shows 0 and not "No data".
 func TestMetricsExportedAtZero(t *testing.T) {
+	if fleet.ScopeName != fleetmetrics.ScopeName {
+		t.Errorf("fleet.ScopeName %q, but the instruments are built on scope %q", fleet.ScopeName, fleetmetrics.ScopeName)
+	}
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	defer mp.Shutdown(context.Background())
@@ -429,8 +433,8 @@ func TestMetricsExportedAtZero(t *testing.T) {
 		"agent.fleet.budget.exhausted": resources,
 		"agent.fleet.runs.stopped":     {"": 0},
 	}
-	for _, op := range []string{fleet.OpJoin, fleet.OpLeave, fleet.OpRenew, fleet.OpReserve, fleet.OpSettle,
-		fleet.OpStop, fleet.OpBlock, fleet.OpList, fleet.OpConnect, fleet.OpInternal} {
+	// The operations the package doc lists, as users see them.
+	for _, op := range []string{"join", "leave", "renew", "reserve", "settle", "stop", "block", "list", "connect", "internal"} {
 		want["agent.fleet.errors"]["operation="+op] = 0
 	}
 	for _, r := range []string{"blocked", "fleet_budget_exhausted", "fleet_unavailable", "invalid_input"} {

@@ -19,7 +19,6 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	agentfleet "github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/internal/testutil"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -171,8 +170,7 @@ func TestQuickstartExposesEveryCause(t *testing.T) {
 	assert.NotRegexp(t, `(?m)^agent_fleet_errors_total\{[^}]*\} [1-9]`, text, "the in-process fleet reported an error")
 	// The fleet's counters are exported at 0 from the start (§5.1): the
 	// dashboard's fleet panels show 0, not "No data", when nothing fails.
-	for _, op := range []string{agentfleet.OpJoin, agentfleet.OpLeave, agentfleet.OpRenew, agentfleet.OpReserve, agentfleet.OpSettle,
-		agentfleet.OpStop, agentfleet.OpBlock, agentfleet.OpList, agentfleet.OpConnect, agentfleet.OpInternal} {
+	for _, op := range []string{"join", "leave", "renew", "reserve", "settle", "stop", "block", "list", "connect", "internal"} {
 		assert.Regexp(t, `(?m)^agent_fleet_errors_total\{[^}]*operation="`+op+`"[^}]*\} 0(\.0)?$`, text, "agent_fleet_errors_total{operation=%q} not exported at 0", op)
 	}
 	assert.Regexp(t, `(?m)^agent_fleet_runs_rejected_total\{[^}]*reason="fleet_unavailable"[^}]*\} 0(\.0)?$`, text, "agent_fleet_runs_rejected_total{reason=\"fleet_unavailable\"} not exported at 0")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/internal/account"
+	"github.com/agentstop/agentstop/fleet/internal/fleetmetrics"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -190,7 +191,7 @@ func (f *Fleet) reserve(ctx context.Context, s *shared) {
 	if err != nil || len(res) != 19 {
 		s.acct.Unsettle(st) // the next try settles it
 		s.pending.Store(true)
-		f.fail(fleet.OpReserve)
+		f.fail(fleetmetrics.OpReserve)
 		return
 	}
 	ans := parseBudgetAnswer(res)
@@ -306,7 +307,7 @@ func (f *Fleet) indexWindow(ctx context.Context, s *shared, ws, we int64) {
 	pipe.ZAdd(cctx, f.k.budgets(), redis.Z{Score: float64(we + (f.cfg.lease * 2).Milliseconds()), Member: key})
 	pipe.ZRemRangeByScore(cctx, f.k.budgets(), "-inf", strconv.FormatInt(f.serverNow(), 10))
 	if _, err := pipe.Exec(cctx); err != nil {
-		f.fail(fleet.OpReserve)
+		f.fail(fleetmetrics.OpReserve)
 		return
 	}
 	s.indexed = ws
@@ -317,7 +318,7 @@ func (f *Fleet) indexWindow(ctx context.Context, s *shared, ws, we int64) {
 func (f *Fleet) budgetMismatch(s *shared, stored string) {
 	var spec termination.FleetBudget
 	if err := json.Unmarshal([]byte(stored), &spec); err != nil {
-		f.metrics.Error(fleet.OpReserve)
+		f.metrics.Error(fleetmetrics.OpReserve)
 		return
 	}
 	cause := s.id.MismatchCause(s.spec, spec)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/internal/account"
+	"github.com/agentstop/agentstop/fleet/internal/fleetmetrics"
 	"github.com/agentstop/agentstop/internal/operator"
 	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/termination"
@@ -32,7 +33,7 @@ type Control struct {
 	scripts redis.Scripter       // runs the scripts: client, or a test's wrapper of it
 	k       keys
 	cfg     *config
-	metrics *fleet.Metrics
+	metrics *fleetmetrics.Metrics
 	addr    string
 }
 
@@ -50,7 +51,7 @@ func NewControl(url string, opts ...Option) (*Control, error) {
 }
 
 func newControl(url string, cfg *config) (*Control, error) {
-	c := &Control{k: keys{prefix: cfg.prefix}, cfg: cfg, metrics: fleet.NewMetrics(cfg.meter)}
+	c := &Control{k: keys{prefix: cfg.prefix}, cfg: cfg, metrics: fleetmetrics.New(cfg.meter)}
 	dial := min(cfg.opTimeout, 5*time.Second)
 	if cfg.cluster || isClusterURL(url) {
 		co, err := parseClusterURL(url)
@@ -139,13 +140,13 @@ func (c *Control) Runs(ctx context.Context, sel fleet.Selector) ([]fleet.RunInfo
 func (c *Control) entries(ctx context.Context) ([]entry, int64, error) {
 	vals, now, err := c.records(ctx, c.k.runs())
 	if err != nil {
-		return nil, 0, c.unavailable(fleet.OpList, err)
+		return nil, 0, c.unavailable(fleetmetrics.OpList, err)
 	}
 	out := make([]entry, 0, len(vals))
 	for _, s := range vals {
 		var e entry
 		if err := json.Unmarshal([]byte(s), &e); err != nil {
-			c.metrics.Error(fleet.OpList)
+			c.metrics.Error(fleetmetrics.OpList)
 			continue
 		}
 		out = append(out, e)
@@ -302,7 +303,7 @@ func (c *Control) Stop(ctx context.Context, req fleet.StopRequest) (fleet.StopRe
 	_, receivers, err := c.publish(ctx, "stop", c.k.stops(), c.k.stop(id), id, ttl,
 		recordBody{Selector: req.Selector, Reason: req.Reason, By: req.By})
 	if err != nil {
-		return fleet.StopReport{}, c.unavailable(fleet.OpStop, err)
+		return fleet.StopReport{}, c.unavailable(fleetmetrics.OpStop, err)
 	}
 	// Delivered. Count confirmations until every process that received the
 	// stop has applied it and every matched run is accounted for, or the
@@ -511,7 +512,7 @@ func (c *Control) Block(ctx context.Context, req fleet.BlockRequest) (fleet.Bloc
 	now, _, err := c.publish(ctx, "block", c.k.blocks(), c.k.block(id), id, req.Expire,
 		recordBody{Selector: req.Selector, Reason: req.Reason, By: req.By})
 	if err != nil {
-		return fleet.Block{}, c.unavailable(fleet.OpBlock, err)
+		return fleet.Block{}, c.unavailable(fleetmetrics.OpBlock, err)
 	}
 	b := fleet.Block{Selector: req.Selector, Reason: req.Reason, By: req.By, Created: time.UnixMilli(now).UTC()}
 	if req.Expire > 0 {
@@ -531,7 +532,7 @@ func (c *Control) Unblock(ctx context.Context, sel fleet.Selector) (int, error) 
 	res, err := unblockScript.Run(ctx, c.scripts, []string{c.k.blocks(), c.k.block(id)},
 		c.k.ctl(), id).Int64Slice()
 	if err != nil {
-		return 0, c.unavailable(fleet.OpBlock, err)
+		return 0, c.unavailable(fleetmetrics.OpBlock, err)
 	}
 	return int(res[1]), nil
 }
@@ -540,7 +541,7 @@ func (c *Control) Unblock(ctx context.Context, sel fleet.Selector) (int, error) 
 func (c *Control) Blocks(ctx context.Context) ([]fleet.Block, error) {
 	recs, _, err := c.read(ctx, c.k.blocks())
 	if err != nil {
-		return nil, c.unavailable(fleet.OpBlock, err)
+		return nil, c.unavailable(fleetmetrics.OpBlock, err)
 	}
 	out := make([]fleet.Block, 0, len(recs))
 	for _, r := range recs {
@@ -560,7 +561,7 @@ func (c *Control) read(ctx context.Context, index string) ([]record, int64, erro
 	for _, s := range vals {
 		r, err := parseRecord(s)
 		if err != nil {
-			c.metrics.Error(fleet.OpInternal)
+			c.metrics.Error(fleetmetrics.OpInternal)
 			continue
 		}
 		out = append(out, r)
@@ -588,7 +589,7 @@ func (c *Control) Budgets(ctx context.Context) ([]fleet.Budget, error) {
 	defer cancel()
 	names, err := c.client.ZRangeByScore(ctx, c.k.budgets(), &redis.ZRangeBy{Min: strconv.FormatInt(now, 10), Max: "+inf"}).Result()
 	if err != nil {
-		return nil, c.unavailable(fleet.OpList, err)
+		return nil, c.unavailable(fleetmetrics.OpList, err)
 	}
 	pipe := c.client.Pipeline()
 	cmds := make([]*redis.MapStringStringCmd, len(names))
@@ -597,7 +598,7 @@ func (c *Control) Budgets(ctx context.Context) ([]fleet.Budget, error) {
 	}
 	if len(names) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-			return nil, c.unavailable(fleet.OpList, err)
+			return nil, c.unavailable(fleetmetrics.OpList, err)
 		}
 	}
 	var out []fleet.Budget

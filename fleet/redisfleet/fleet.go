@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/internal/account"
+	"github.com/agentstop/agentstop/fleet/internal/fleetmetrics"
 	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
@@ -485,13 +486,13 @@ func (f *Fleet) endedRecord(ctx context.Context, id string) (endRecord, bool) {
 	v, err := f.client.Get(cctx, f.k.ended(id)).Result()
 	if err != nil {
 		if !errors.Is(err, redis.Nil) && ctx.Err() == nil { // not the caller giving up
-			f.fail(fleet.OpConnect)
+			f.fail(fleetmetrics.OpConnect)
 		}
 		return endRecord{}, false
 	}
 	var rec endRecord
 	if json.Unmarshal([]byte(v), &rec) != nil {
-		f.metrics.Error(fleet.OpInternal)
+		f.metrics.Error(fleetmetrics.OpInternal)
 		return endRecord{}, false
 	}
 	return rec, true
@@ -633,7 +634,7 @@ func (f *Fleet) sync(ctx context.Context, first bool) {
 
 	if f.clockAt.IsZero() || time.Since(f.clockAt) >= f.cfg.clockEvery || !wasUp {
 		if !f.estimateClock(ctx) {
-			f.fail(fleet.OpConnect)
+			f.fail(fleetmetrics.OpConnect)
 			return // unreachable: the next round tries again
 		}
 	}
@@ -671,7 +672,7 @@ func (f *Fleet) syncRuns(ctx context.Context) {
 	res, err := syncScript.Run(cctx, f.scripts, keys, args...).Slice()
 	cancel()
 	if err != nil {
-		f.fail(fleet.OpRenew)
+		f.fail(fleetmetrics.OpRenew)
 		f.putBackRuns(&r)
 		return
 	}
@@ -762,7 +763,7 @@ func (f *Fleet) runsScriptArgs(r *runsRound) ([]string, []any) {
 	for _, m := range r.ups {
 		v, err := m.snapshot()
 		if err != nil {
-			f.metrics.Error(fleet.OpInternal)
+			f.metrics.Error(fleetmetrics.OpInternal)
 			continue
 		}
 		keys = append(keys, f.k.record(keys[0], m.esc))
@@ -830,12 +831,12 @@ func (f *Fleet) readControl(ctx context.Context) {
 	f.lastRead = time.Now()
 	blocks, now, err := f.read(ctx, f.k.blocks())
 	if err != nil {
-		f.fail(fleet.OpBlock)
+		f.fail(fleetmetrics.OpBlock)
 		return
 	}
 	stops, _, err := f.read(ctx, f.k.stops())
 	if err != nil {
-		f.fail(fleet.OpStop)
+		f.fail(fleetmetrics.OpStop)
 		return
 	}
 	set := make(map[string]record, len(blocks))
@@ -924,7 +925,7 @@ func (f *Fleet) applyStop(ctx context.Context, s record, stored bool) {
 	defer cancel()
 	ttl := (f.cfg.lease + time.Minute).Milliseconds()
 	if err := ackScript.Run(cctx, f.scripts, []string{f.k.stopAck(s.ID)}, append([]any{ttl}, acks...)...).Err(); err != nil {
-		f.fail(fleet.OpStop)
+		f.fail(fleetmetrics.OpStop)
 	}
 }
 
@@ -966,7 +967,7 @@ func (f *Fleet) verify(ctx context.Context, key, value string, want bool) bool {
 	case errors.Is(err, redis.Nil):
 		return !want
 	case err != nil:
-		f.fail(fleet.OpConnect)
+		f.fail(fleetmetrics.OpConnect)
 		return false
 	}
 	return want && got == value
@@ -981,7 +982,7 @@ func (f *Fleet) handle(ctx context.Context, p string) {
 	case "stop", "block":
 		r, err := parseRecord(p)
 		if err != nil {
-			f.metrics.Error(fleet.OpInternal)
+			f.metrics.Error(fleetmetrics.OpInternal)
 			return
 		}
 		// Only what an operator stored counts: a message without its
@@ -1023,7 +1024,7 @@ func (f *Fleet) handle(ctx context.Context, p string) {
 		// "ID WS WE I USED LIMIT"
 		fs := strings.Fields(rest)
 		if len(fs) != 6 {
-			f.metrics.Error(fleet.OpInternal)
+			f.metrics.Error(fleetmetrics.OpInternal)
 			return
 		}
 		ws, _ := strconv.ParseInt(fs[1], 10, 64)
@@ -1126,7 +1127,7 @@ func (f *Fleet) checkParents(ctx context.Context, only map[string]bool) {
 	vals, err := f.client.MGet(cctx, keys...).Result()
 	cancel()
 	if err != nil {
-		f.fail(fleet.OpConnect)
+		f.fail(fleetmetrics.OpConnect)
 		return
 	}
 	acks := map[string][]any{} // by stop id
@@ -1137,7 +1138,7 @@ func (f *Fleet) checkParents(ctx context.Context, only map[string]bool) {
 		}
 		var rec endRecord
 		if json.Unmarshal([]byte(js), &rec) != nil {
-			f.metrics.Error(fleet.OpInternal)
+			f.metrics.Error(fleetmetrics.OpInternal)
 			continue
 		}
 		kids := byParent[parents[i]]
@@ -1166,7 +1167,7 @@ func (f *Fleet) checkParents(ctx context.Context, only map[string]bool) {
 	for stop, a := range acks {
 		cctx, cancel := f.timeout(ctx)
 		if err := ackScript.Run(cctx, f.scripts, []string{f.k.stopAck(stop)}, append([]any{ttl}, a...)...).Err(); err != nil {
-			f.fail(fleet.OpStop)
+			f.fail(fleetmetrics.OpStop)
 		}
 		cancel()
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/fleet/internal/fleetmetrics"
 	"github.com/agentstop/agentstop/internal/operator"
 	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/termination"
@@ -48,7 +49,7 @@ func (c *Control) Raise(ctx context.Context, req fleet.RaiseRequest) (fleet.Rais
 	_, _, err = c.publish(ctx, "raise", c.k.raises(), c.k.raise(id), id, ttl,
 		recordBody{Selector: fleet.Selector{RunID: req.RunID}, By: req.By, Limits: req.Limits.String()})
 	if err != nil {
-		return fleet.RaiseReport{}, c.unavailable(fleet.OpStop, err)
+		return fleet.RaiseReport{}, c.unavailable(fleetmetrics.OpStop, err)
 	}
 	deadline := time.Now().Add(req.Wait)
 	for {
@@ -85,7 +86,7 @@ func (c *Control) Raise(ctx context.Context, req fleet.RaiseRequest) (fleet.Rais
 func (f *Fleet) handleRaise(ctx context.Context, p string) {
 	r, err := parseRecord(p)
 	if err != nil {
-		f.metrics.Error(fleet.OpInternal)
+		f.metrics.Error(fleetmetrics.OpInternal)
 		return
 	}
 	if !f.holds(r.Selector.RunID) {
@@ -110,7 +111,7 @@ func (f *Fleet) handleRaise(ctx context.Context, p string) {
 func (f *Fleet) applyRaise(ctx context.Context, r record, stored bool) {
 	var l termination.Limits
 	if err := l.Set(r.Limits); err != nil || r.Selector.RunID == "" {
-		f.metrics.Error(fleet.OpInternal)
+		f.metrics.Error(fleetmetrics.OpInternal)
 		return
 	}
 	f.mu.Lock()
@@ -141,7 +142,7 @@ func (f *Fleet) applyRaise(ctx context.Context, r record, stored bool) {
 	defer cancel()
 	ttl := (f.cfg.lease + time.Minute).Milliseconds()
 	if err := ackScript.Run(cctx, f.scripts, []string{f.k.raiseAck(r.ID)}, ttl, ack).Err(); err != nil {
-		f.fail(fleet.OpStop)
+		f.fail(fleetmetrics.OpStop)
 	}
 }
 
@@ -159,7 +160,7 @@ func (f *Fleet) readRaises(ctx context.Context) {
 	}
 	raises, now, err := f.read(ctx, f.k.raises())
 	if err != nil {
-		f.fail(fleet.OpStop)
+		f.fail(fleetmetrics.OpStop)
 		return
 	}
 	// The raises this process has applied or answered are forgotten once

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/codec"
-	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/fleet/internal/fleetmetrics"
 	"github.com/agentstop/agentstop/internal/tree"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -213,14 +213,14 @@ func (f *Fleet) TreesOf(ctx context.Context, run string) []string {
 		cancel()
 		if err != nil || len(vs) != 2 {
 			if ctx.Err() == nil {
-				f.fail(fleet.OpJoin)
+				f.fail(fleetmetrics.OpJoin)
 			}
 			return nil
 		}
 		if v, ok := vs[0].(string); ok {
 			var e entry
 			if json.Unmarshal([]byte(v), &e) != nil {
-				f.metrics.Error(fleet.OpInternal)
+				f.metrics.Error(fleetmetrics.OpInternal)
 				return nil
 			}
 			return e.Trees
@@ -256,7 +256,7 @@ func (f *Fleet) treeHeld(ctx context.Context, esc string) bool {
 		switch {
 		case err != nil:
 			if ctx.Err() == nil {
-				f.fail(fleet.OpJoin)
+				f.fail(fleetmetrics.OpJoin)
 			}
 			return true
 		case n > 0:
@@ -421,7 +421,7 @@ func (m *treeMember) Warn(c termination.Cause) {
 	}
 	js, err := codec.MarshalCause(c)
 	if err != nil {
-		m.f.metrics.Error(fleet.OpInternal)
+		m.f.metrics.Error(fleetmetrics.OpInternal)
 		return
 	}
 	f := m.f
@@ -523,7 +523,7 @@ func (f *Fleet) treeWarned(esc, js string) {
 	}
 	c, err := codec.UnmarshalCause([]byte(js))
 	if err != nil {
-		f.metrics.Error(fleet.OpInternal)
+		f.metrics.Error(fleetmetrics.OpInternal)
 		return
 	}
 	for _, m := range hit {
@@ -545,7 +545,7 @@ func (f *Fleet) handleTree(ctx context.Context, kind, rest string) {
 	if kind == "twarn" {
 		esc, js, ok := strings.Cut(rest, " ")
 		if !ok {
-			f.metrics.Error(fleet.OpInternal)
+			f.metrics.Error(fleetmetrics.OpInternal)
 			return
 		}
 		f.treeWarned(esc, js)
@@ -553,14 +553,14 @@ func (f *Fleet) handleTree(ctx context.Context, kind, rest string) {
 	}
 	fs := strings.Fields(rest)
 	if len(fs) != 5 {
-		f.metrics.Error(fleet.OpInternal)
+		f.metrics.Error(fleetmetrics.OpInternal)
 		return
 	}
 	i, err1 := strconv.Atoi(fs[2])
 	used, err2 := strconv.ParseFloat(fs[3], 64)
 	limit, err3 := strconv.ParseFloat(fs[4], 64)
 	if err1 != nil || err2 != nil || err3 != nil {
-		f.metrics.Error(fleet.OpInternal)
+		f.metrics.Error(fleetmetrics.OpInternal)
 		return
 	}
 	f.mu.Lock()
@@ -630,7 +630,7 @@ func (f *Fleet) reserveTree(ctx context.Context, sh *treeShare) {
 	if err != nil || (len(res) != 38 && !unknown) {
 		f.putBackTree(sh, st.used, st.usedF, st.debt, st.rel, st.fire, warns)
 		sh.pending.Store(true)
-		f.fail(fleet.OpReserve)
+		f.fail(fleetmetrics.OpReserve)
 		return
 	}
 	if unknown {

@@ -72,7 +72,7 @@ type Hooks struct {
 	Warn func(c termination.Cause)
 }
 
-// Metrics counts the crossings an Account finds (fleet.Metrics).
+// Metrics counts the crossings an Account finds (fleetmetrics.Metrics).
 type Metrics interface {
 	Pressure(resource termination.Resource)
 	Exhausted(resource termination.Resource)

@@ -1,4 +1,7 @@
-package fleet
+// Package fleetmetrics holds the fleet's own instruments, which package
+// fleet's Local and package redisfleet record on: their names, attributes
+// and closed attribute values are documented in package fleet ("Telemetry").
+package fleetmetrics
 
 import (
 	"context"
@@ -12,11 +15,12 @@ import (
 	"github.com/agentstop/agentstop/termination"
 )
 
-// ScopeName is the instrumentation scope of the fleet's metrics.
+// ScopeName is the instrumentation scope of the fleet's metrics (package
+// fleet's ScopeName).
 const ScopeName = "github.com/agentstop/agentstop/fleet"
 
 // Operations counted by agent.fleet.errors (the operation attribute).
-// Implementations may add their own snake_case operations.
+// A fleet may add its own snake_case operations.
 const (
 	OpJoin     = "join"     // registering a run, checking blocks and budgets
 	OpLeave    = "leave"    // deregistering a run, returning a lease
@@ -65,7 +69,7 @@ var budgetResources = []termination.Resource{
 // Attribute values come from closed sets, so cardinality is bounded; labels
 // and stage names are never attributes. Every counter is exported at 0 for
 // each of its known attribute values (the Op constants, the four reasons
-// above, the four budget resources) as soon as NewMetrics builds it, that is from the
+// above, the four budget resources) as soon as New builds it, that is from the
 // moment a fleet starts: a dashboard shows 0, not "No data", in quiet
 // times, and a rate over the first failure has a point to start from. A
 // nil *Metrics records nothing.
@@ -80,10 +84,10 @@ type Metrics struct {
 
 type attrKey struct{ key, value string }
 
-// NewMetrics builds the instruments from mp; nil means the global
+// New builds the instruments from mp; nil means the global
 // MeterProvider. Instrument creation errors go to otel.Handle and leave a
 // no-op instrument.
-func NewMetrics(mp metric.MeterProvider) *Metrics {
+func New(mp metric.MeterProvider) *Metrics {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}

@@ -1,11 +1,11 @@
-package fleet_test
+package fleetmetrics_test
 
 import (
 	"testing"
 
 	"go.opentelemetry.io/otel/sdk/metric"
 
-	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/fleet/internal/fleetmetrics"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -15,14 +15,14 @@ func TestMetricsAllocs(t *testing.T) {
 	reader := metric.NewManualReader()
 	mp := metric.NewMeterProvider(metric.WithReader(reader))
 	defer mp.Shutdown(t.Context())
-	m := fleet.NewMetrics(mp)
+	m := fleetmetrics.New(mp)
 	blocked := termination.Skipped{Reason: termination.SkipBlocked}
-	m.Error(fleet.OpSettle)
+	m.Error(fleetmetrics.OpSettle)
 	m.Pressure(termination.ResourceTotalTokens)
 	m.Exhausted(termination.ResourceCost)
 	m.Rejected(blocked)
 	for name, f := range map[string]func(){
-		"Error":     func() { m.Error(fleet.OpSettle) },
+		"Error":     func() { m.Error(fleetmetrics.OpSettle) },
 		"Pressure":  func() { m.Pressure(termination.ResourceTotalTokens) },
 		"Exhausted": func() { m.Exhausted(termination.ResourceCost) },
 	} {
