@@ -32,7 +32,7 @@ func repoModules(t *testing.T) (root string, mods []module) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root = filepath.Dir(wd) // adaptertest/ is a directory of the root module
+	root = filepath.Dir(filepath.Dir(wd)) // internal/adaptertest/ is two directories below the root module
 	if p, _ := modulePath(t, filepath.Join(root, "go.mod")); p != rootModule {
 		t.Fatalf("%s is not the root module (module %q)", root, p)
 	}
