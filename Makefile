@@ -34,7 +34,7 @@ test: vet test-core test-adapters test-dashboards
 # redis-server when it is missing.
 test-core:
 	bash fleet/redisfleet/ensure-redis.sh
-	$(GO) test -race -count=1 -timeout 30m ./... # adaptertest installs every adapter from a module proxy: minutes on a cold cache
+	$(GO) test -race -count=1 -timeout 30m ./... # internal/adaptertest installs every adapter from a module proxy: minutes on a cold cache
 
 test-adapters:
 	@set -e; for d in $(ADAPTERS); do \

@@ -3,7 +3,7 @@ package anthropicstop_test
 import (
 	"testing"
 
-	"github.com/agentstop/agentstop/adaptertest"
+	"github.com/agentstop/agentstop/internal/adaptertest"
 	"github.com/agentstop/agentstop/middleware"
 )
 

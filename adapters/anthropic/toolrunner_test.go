@@ -11,16 +11,18 @@ import (
 	"github.com/anthropics/anthropic-sdk-go"
 
 	anthropicstop "github.com/agentstop/agentstop/adapters/anthropic"
-	"github.com/agentstop/agentstop/adaptertest"
+	"github.com/agentstop/agentstop/internal/adaptertest"
 	"github.com/agentstop/agentstop/termination"
 )
 
 // orderedTool is echo whose run with the input first returns only after
-// the run with any other input has returned, so that two parallel calls
-// finish in the reverse of their order in the message.
+// the other call's tool_result has been reported (answered), so that two
+// parallel calls finish in the reverse of their order in the message.
+// Waiting for the other call's return alone would not do: the adapter
+// reports a result after the tool returns, so both reports could race.
 type orderedTool struct {
-	first string
-	done  chan struct{} // closed when the other run has returned
+	first    string
+	answered func() bool // whether the other call's tool_result has been reported
 }
 
 func (orderedTool) Name() string        { return "echo" }
@@ -31,15 +33,18 @@ func (orderedTool) InputSchema() anthropic.BetaToolInputSchemaParam {
 
 func (t orderedTool) Execute(ctx context.Context, input json.RawMessage) ([]anthropic.BetaToolResultBlockParamContentUnion, error) {
 	if string(input) == t.first {
-		select {
-		case <-t.done:
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(10 * time.Second):
-			return nil, fmt.Errorf("the other call of echo did not run in parallel")
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		timeout := time.After(10 * time.Second)
+		for !t.answered() {
+			select {
+			case <-tick.C:
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-timeout:
+				return nil, fmt.Errorf("the other call of echo did not run in parallel")
+			}
 		}
-	} else {
-		defer close(t.done)
 	}
 	return []anthropic.BetaToolResultBlockParamContentUnion{{OfText: &anthropic.BetaTextBlockParam{Text: string(input)}}}, nil
 }
@@ -67,7 +72,9 @@ func TestToolsParallelCallIDs(t *testing.T) {
 				c := client(m)
 				var tool anthropic.BetaTool = echoTool{"echo"}
 				if tc.byText {
-					tool = orderedTool{first: tc.a, done: make(chan struct{})}
+					tool = orderedTool{first: tc.a, answered: func() bool {
+						return slices.ContainsFunc(rec.All(), func(ev termination.Event) bool { return ev.Kind == termination.KindToolResult })
+					}}
 				}
 				tools := anthropicstop.Tools(run, tool)
 				params := anthropic.BetaToolRunnerParams{BetaMessageNewParams: anthropic.BetaMessageNewParams{

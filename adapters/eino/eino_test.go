@@ -20,7 +20,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentstop/agentstop/adapters/eino"
-	"github.com/agentstop/agentstop/adaptertest"
+	"github.com/agentstop/agentstop/internal/adaptertest"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )

@@ -9,7 +9,7 @@ import (
 	"github.com/cloudwego/eino/compose"
 
 	"github.com/agentstop/agentstop/adapters/eino"
-	"github.com/agentstop/agentstop/adaptertest"
+	"github.com/agentstop/agentstop/internal/adaptertest"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )

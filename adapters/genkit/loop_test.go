@@ -10,7 +10,7 @@ import (
 	"github.com/firebase/genkit/go/genkit"
 
 	genkitstop "github.com/agentstop/agentstop/adapters/genkit"
-	"github.com/agentstop/agentstop/adaptertest"
+	"github.com/agentstop/agentstop/internal/adaptertest"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )

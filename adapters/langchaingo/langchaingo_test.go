@@ -16,7 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentstop/agentstop/adapters/langchaingo"
-	"github.com/agentstop/agentstop/adaptertest"
+	"github.com/agentstop/agentstop/internal/adaptertest"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )

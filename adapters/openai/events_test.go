@@ -7,7 +7,7 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	openaistop "github.com/agentstop/agentstop/adapters/openai"
-	"github.com/agentstop/agentstop/adaptertest"
+	"github.com/agentstop/agentstop/internal/adaptertest"
 	"github.com/agentstop/agentstop/termination"
 )
 

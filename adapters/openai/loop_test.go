@@ -10,7 +10,7 @@ import (
 	"github.com/openai/openai-go/v3/shared"
 
 	openaistop "github.com/agentstop/agentstop/adapters/openai"
-	"github.com/agentstop/agentstop/adaptertest"
+	"github.com/agentstop/agentstop/internal/adaptertest"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentstop/agentstop/adaptertest"
+	"github.com/agentstop/agentstop/internal/adaptertest"
 )
 
 // TestAPI: an API's server answers the n-th POST to its path with the

@@ -10,7 +10,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/agentstop/agentstop/adaptertest"
+	"github.com/agentstop/agentstop/internal/adaptertest"
 	"github.com/agentstop/agentstop/telemetry"
 	"github.com/agentstop/agentstop/termination"
 )

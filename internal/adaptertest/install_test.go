@@ -4,12 +4,15 @@ import (
 	"archive/zip"
 	"bufio"
 	"fmt"
+	"go/parser"
+	"go/token"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"runtime"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +35,7 @@ func repoModules(t *testing.T) (root string, mods []module) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root = filepath.Dir(wd) // adaptertest/ is a directory of the root module
+	root = filepath.Dir(filepath.Dir(wd)) // internal/adaptertest/ is two directories below the root module
 	if p, _ := modulePath(t, filepath.Join(root, "go.mod")); p != rootModule {
 		t.Fatalf("%s is not the root module (module %q)", root, p)
 	}
@@ -74,6 +77,79 @@ func modulePath(t *testing.T, gomod string) (path, rootReq string) {
 		t.Fatal(err)
 	}
 	return path, rootReq
+}
+
+// TestAdaptersImportNoCoreInternal checks that no adapter's published
+// code (its non-test files) imports an internal package of the root module,
+// this kit included. Go allows it, since the internal rule is by import path
+// and the adapters' paths are under the root's, but a user's build may pair
+// an adapter with a newer core (the highest required version wins), whose
+// internal packages may have changed. The adapters' tests may import them:
+// they build against the core of the same tree.
+func TestAdaptersImportNoCoreInternal(t *testing.T) {
+	_, mods := repoModules(t)
+	for _, m := range mods[1:] {
+		for _, file := range publishedGoFiles(t, m.dir) {
+			for _, imp := range coreInternalImports(t, file) {
+				rel, _ := filepath.Rel(filepath.Dir(filepath.Dir(m.dir)), file)
+				t.Errorf("%s imports %s: an adapter's non-test code may not use the core's internal packages (move the use into a _test.go file, or make what it needs public in the core)", filepath.ToSlash(rel), imp)
+			}
+		}
+	}
+}
+
+// publishedGoFiles returns the non-test Go files of the module in dir, as
+// publish zips them: nested modules, hidden directories, testdata and
+// vendor are left out.
+func publishedGoFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	var files []string
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if p == dir {
+				return nil
+			}
+			if n := d.Name(); strings.HasPrefix(n, ".") || strings.HasPrefix(n, "_") || n == "testdata" || n == "vendor" {
+				return filepath.SkipDir
+			}
+			if _, err := os.Stat(filepath.Join(p, "go.mod")); err == nil {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if strings.HasSuffix(p, ".go") && !strings.HasSuffix(p, "_test.go") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("listing the Go files of %s: %v", dir, err)
+	}
+	return files
+}
+
+// coreInternalImports returns the imports of a Go file that are internal
+// packages of the root module.
+func coreInternalImports(t *testing.T, file string) []string {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), file, nil, parser.ImportsOnly)
+	if err != nil {
+		t.Fatalf("reading the imports of %s: %v", file, err)
+	}
+	var found []string
+	for _, spec := range f.Imports {
+		path, err := strconv.Unquote(spec.Path.Value)
+		if err != nil {
+			t.Fatalf("%s: import %s: %v", file, spec.Path.Value, err)
+		}
+		if path == rootModule+"/internal" || strings.HasPrefix(path, rootModule+"/internal/") {
+			found = append(found, path)
+		}
+	}
+	return found
 }
 
 // TestInstallFromProxy installs every adapter the way a user does, from

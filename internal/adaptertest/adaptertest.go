@@ -33,6 +33,16 @@
 // API on 127.0.0.1 started from an [API], with the scenario checks of
 // their tool loops ([API.CheckNaturalCompletion],
 // [API.CheckTruncatedAnswer], [API.CheckStopCancelsLoop]).
+//
+// The package is internal: it is the conformance suite of this repository's
+// adapters, not a public API in v0.x. Go's internal rule is by import path,
+// so the nested modules github.com/agentstop/agentstop/adapters/<framework>
+// import it from their tests. No adapter's non-test file may import it (or
+// any other internal package of the core): a user's build may pair an
+// adapter with a newer core, since the highest required version wins, and an
+// internal API may change in any release. TestAdaptersImportNoCoreInternal
+// checks that; TestInstallFromProxy installs every adapter from a module
+// proxy as a user does.
 package adaptertest
 
 import (

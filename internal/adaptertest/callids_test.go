@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentstop/agentstop/adaptertest"
+	"github.com/agentstop/agentstop/internal/adaptertest"
 	"github.com/agentstop/agentstop/termination"
 )
 
