@@ -1,6 +1,8 @@
 // Package fleettest is the behavioural suite that every implementation of
 // package fleet passes: the in-process [fleet.Local] and fleet/redisfleet
-// run it, and so can a third-party fleet.
+// run it, and so can a third-party fleet (which shares no tree limits
+// across processes: that contract is internal in v0.x, so the TreesOf
+// subtest skips it).
 //
 //	func TestSuite(t *testing.T) {
 //		fleettest.Run(t, func(t *testing.T) (fleet.Fleet, fleet.Control) {
