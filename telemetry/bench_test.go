@@ -3,10 +3,14 @@ package telemetry_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/telemetry"
@@ -72,6 +76,69 @@ func BenchmarkRecorderEvent(b *testing.B) {
 			for b.Loop() {
 				ev = hotEvents[i%len(hotEvents)]
 				rr.Event(&ev)
+				i++
+			}
+		})
+	}
+}
+
+// BenchmarkToolPairFloor is the SDK's own share of BenchmarkRecorderEvent:
+// the same three-event cycle (a message, a tool call, its result) with the
+// SDK calls a Recorder cannot leave out and nothing of its own: a
+// monotonic clock reading at the call and at the result, one
+// gen_ai.execute_tool.duration record (with the run's context when it is
+// sampled: the exemplar filter's work), and when sampled one execute_tool
+// span that starts at the call, takes its two attributes and ends. The
+// Recorder's own cost is BenchmarkRecorderEvent's minus this, case by case.
+func BenchmarkToolPairFloor(b *testing.B) {
+	for _, bc := range []struct {
+		name    string
+		sampled bool
+	}{{"unsampled", false}, {"sampled_no_processor", true}} {
+		b.Run(bc.name, func(b *testing.B) {
+			sampler := sdktrace.NeverSample()
+			if bc.sampled {
+				sampler = sdktrace.AlwaysSample()
+			}
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler))
+			mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+			b.Cleanup(func() {
+				_ = tp.Shutdown(context.Background())
+				_ = mp.Shutdown(context.Background())
+			})
+			hist, err := mp.Meter("floor").Float64Histogram("gen_ai.execute_tool.duration", metric.WithUnit("s"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			tool := []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(telemetry.KeyGenAIToolName.String("search")))}
+			tracer := tp.Tracer("floor")
+			runCtx, runSpan := tracer.Start(context.Background(), "invoke_agent planner")
+			defer runSpan.End()
+			recordCtx := context.Background()
+			if bc.sampled {
+				recordCtx = runCtx
+			}
+			base := time.Now()
+			kv := make([]attribute.KeyValue, 0, 2)
+			var start [1]trace.SpanStartOption
+			var at time.Duration
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				switch hotEvents[i%len(hotEvents)].Kind {
+				case termination.KindToolCall:
+					at = time.Since(base)
+				case termination.KindToolResult:
+					d := time.Since(base) - at
+					hist.Record(recordCtx, d.Seconds(), tool...)
+					if bc.sampled {
+						start[0] = trace.WithTimestamp(base.Add(at))
+						_, span := tracer.Start(runCtx, "execute_tool search", start[:]...)
+						kv = append(kv[:0], telemetry.KeyGenAIOperationName.String("execute_tool"), telemetry.KeyGenAIToolName.String("search"))
+						span.SetAttributes(kv...)
+						span.End()
+					}
+				}
 				i++
 			}
 		})
