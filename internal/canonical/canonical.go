@@ -295,20 +295,7 @@ func (p *canonParser) members(depth, i int) (uint64, bool) {
 			v, ok = p.value(depth + 1)
 			i = p.Pos
 		case c == '"':
-			// Values are longer than keys: plainString, which str tries
-			// first, hashes short ones from their first word as well.
-			// (str's first step, without its call.)
-			var end int
-			if v, end, ok = plainString(data, i); ok {
-				if end-i-2 > 32 {
-					v = BytesKey(data[i+1:end-1]) ^ hashString
-				}
-				i = end
-			} else {
-				p.Pos = i
-				v, ok = p.escapedStr()
-				i = p.Pos
-			}
+			v, i, ok = p.memberString(i)
 		case c-'1' <= 8 && i+1 < len(data) && (data[i+1] == ',' || data[i+1] == '}'):
 			// A one-digit number (not 0, which smallInt checks for a
 			// leading zero), as smallInt hashes it.
@@ -343,6 +330,22 @@ func (p *canonParser) members(depth, i int) (uint64, bool) {
 			return 0, false
 		}
 	}
+}
+
+// memberString hashes the string value that starts at data[i] (its '"'),
+// as str does, and returns where it ends. Values are longer than keys:
+// plainString, which str tries first, hashes short ones from their first
+// word as well (str's first step, without its call).
+func (p *canonParser) memberString(i int) (v uint64, end int, ok bool) {
+	if v, end, ok = plainString(p.Data, i); ok {
+		if end-i-2 > 32 {
+			v = BytesKey(p.Data[i+1:end-1]) ^ hashString
+		}
+		return v, end, true
+	}
+	p.Pos = i
+	v, ok = p.escapedStr()
+	return v, p.Pos, ok
 }
 
 // skipSpace returns the position of the first byte at or after i in data
