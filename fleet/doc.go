@@ -63,48 +63,51 @@
 //
 // # Trees
 //
-// A fleet that implements tree.Sharer (the module's internal/tree: not a
-// public interface in v0.x; both fleets here do) also shares the tree limits
-// of §8 across processes. When a run that holds tree limits starts, its
-// process holds the tree in the fleet (tree.Sharer.HoldTree, keyed by the
-// holder's run id: clarified 2026-11-28, a holder's tree is shared
-// whenever it has tree: limits, not only once its id is named in a
-// request), and the registry lists the holders with every run of the tree
-// ([RunInfo.Trees]). A run started in another process joins it
-// (tree.Sharer.JoinTree), however it was started: from a request that names
-// the holders (middleware.Propagator), or with only its parent's id
-// (middleware.WithParent: a job queue), whose holders tree.Sharer.TreesOf
-// finds in the parent's registry entry. Every event
-// of the holder's subtree is then spent through a tree.Member in its own
-// process, as a shared budget's usage is (leases, no network per event),
-// and the holder's process is charged what the other processes spent, so
-// that the holder's own evaluator fires the limit with its exact cause and
-// the cascade ends the tree everywhere. A process that finds the tree's
-// limits spent ends its runs of the tree at once with Cancelled{reason:
-// parent} naming the holder. [Local] charges a joined run's events to the
-// holder at the event (exactly); fleet/redisfleet through leases, with
-// the overshoot bound below. When the holder's stage holds (a policy's
-// hold:, tree.Spec.Hold), nothing is ended at the limit: the holder's
+// Both fleets (Local and fleet/redisfleet) share the tree limits of §8
+// across processes; a fleet of your own does not (the contract between
+// the middleware's tree nodes and a fleet is internal in v0.x), and a run
+// under it takes the limits a request propagates as its own, as without a
+// fleet. When a run that holds tree limits starts, its process holds the
+// tree in the fleet (keyed by the holder's run id: clarified 2026-11-28, a
+// holder's tree is shared whenever it has tree: limits, not only once its
+// id is named in a request), and the registry lists the holders with every
+// run of the tree ([RunInfo.Trees]). A run started in another process
+// joins it however it was started: from a request that names the holders
+// (middleware.Propagator), or with only its parent's id
+// (middleware.WithParent: a job queue), whose holders the fleet finds in
+// the parent's registry entry. Every event of the holder's subtree is then
+// spent in its own process, as a shared budget's usage is (leases, no
+// network per event), and the holder's process is charged what the other
+// processes spent, so that the holder's own evaluator fires the limit with
+// its exact cause and the cascade ends the tree everywhere. A process that
+// finds the tree's limits spent ends its runs of the tree at once with
+// Cancelled{reason: parent} naming the holder. [Local] charges a joined
+// run's events to the holder at the event (exactly); fleet/redisfleet
+// through leases, with the overshoot bound below. When the holder's stage
+// holds (a policy's hold:), nothing is ended at the limit: the holder's
 // evaluator holds the holder and its descendants of its process, each
 // other process holds its runs of the tree once it learns the limit is
-// reached (tree.SharedRun.HoldTree), a raise of any run of the tree
-// raises the holder's tree limits and releases them all
-// (tree.Raiser), and the hold timeout ends the holder with the limit's
-// cause and the tree by the cascade. ([Local] does not hold runs that
-// joined its trees by other means than the middleware's direct links,
-// which its process's runs always use.) (In one process the middleware links a child
-// to a parent of the same fleet directly, whichever way it started, so
-// its events reach the parent's tree limits exactly, without the fleet.)
+// reached, a raise of any run of the tree raises the holder's tree limits
+// and releases them all, and the hold timeout ends the holder with the
+// limit's cause and the tree by the cascade. ([Local] does not hold runs
+// that joined its trees by other means than the middleware's direct
+// links, which its process's runs always use.) In one process the
+// middleware links a child to a parent of the same fleet directly,
+// whichever way it started, so its events reach the parent's tree limits
+// exactly, without the fleet.
 //
 // Sharing a tree from its holder's start costs each run that holds tree
-// limits one HoldTree when it starts (with [Local], one map entry; with
+// limits one holding when it starts (with [Local], one map entry; with
 // redisfleet, the tree's record and a script call at the start and per
 // renewal while it lives) and, with redisfleet, each event of its subtree
-// one Spend of the holding (no I/O, no allocation; [Local]'s holding is a
-// tree.QuietMember, spent nothing). A run with no tree limits over it pays
-// nothing for it, but for a child started with only the id of a parent in
-// another process: its fleet looks the parent's holders up (one round
-// trip with redisfleet).
+// one spend from the holding's lease (no I/O, no allocation; [Local]'s
+// holding spends nothing). A run with no tree limits over it pays nothing
+// for it, but for a child started with only the id of a parent in another
+// process: its fleet looks the parent's holders up (one round trip with
+// redisfleet).
+//
+// The methods HoldTree, JoinTree and TreesOf of Local and of redisfleet's
+// Fleet are that internal contract's: the middleware calls them.
 //
 // # Accounting
 //

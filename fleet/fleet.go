@@ -155,11 +155,12 @@ type RunInfo struct {
 	// Parent is the id of the run's parent run (docs/spec.md §8), "" for a
 	// run without one. The parent may run in another process.
 	Parent string `json:"parent,omitempty"`
-	// tree.Sharer are the ids of the runs whose tree limits count this run's
+	// Trees are the ids of the runs whose tree limits count this run's
 	// events and are shared through the fleet (§8: the run itself when it
 	// holds tree: limits, then the ancestors that do, in any process),
 	// nearest first; empty for a run in no shared tree. A child started
-	// elsewhere with only this run's id joins them (tree.Sharer.TreesOf).
+	// elsewhere with only this run's id joins them (the fleet looks them
+	// up here).
 	Trees        []string          `json:"trees,omitempty"`
 	Labels       map[string]string `json:"labels,omitempty"`
 	Host         string            `json:"host"`

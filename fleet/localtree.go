@@ -35,7 +35,8 @@ type localTree struct {
 	end    termination.Cause // set when the holder has stopped
 }
 
-// HoldTree implements Trees.
+// HoldTree is part of the tree sharing the middleware calls (see the
+// package doc's "Trees").
 func (l *Local) HoldTree(spec tree.Spec, _ tree.Usage, holder tree.SharedRun) tree.Member {
 	t := &localTree{spec: spec, holder: holder, joined: map[*localTreeJoin]struct{}{}}
 	l.tree.mu.Lock()
@@ -51,7 +52,7 @@ func (l *Local) HoldTree(spec tree.Spec, _ tree.Usage, holder tree.SharedRun) tr
 	return &localHolding{l: l, t: t}
 }
 
-// JoinTree implements Trees. A holder this fleet does not hold (it runs
+// JoinTree is part of the tree sharing the middleware calls. A holder this fleet does not hold (it runs
 // in another process, or has ended) gives nil: the limits the request
 // propagated then apply to the run.
 func (l *Local) JoinTree(_ context.Context, holder string, run tree.SharedRun) tree.Member {
@@ -70,7 +71,7 @@ func (l *Local) JoinTree(_ context.Context, holder string, run tree.SharedRun) t
 	return j
 }
 
-// TreesOf implements Trees: the holders the registry entry of run, a live
+// TreesOf is part of the tree sharing the middleware calls: the holders the registry entry of run, a live
 // run of this fleet, lists; nil for a run the fleet does not know.
 func (l *Local) TreesOf(_ context.Context, run string) []string {
 	l.mu.Lock()

@@ -22,8 +22,9 @@ import (
 // the stage's warning hook at once; one that another run raised is in the
 // run's result at once and reaches the hook and the participants with
 // this run's next event (at the run's end if none comes). When f shares
-// tree limits (tree.Sharer: Local and redisfleet do), the participant
-// does too, and the stage's tree limits are shared through it (§8).
+// tree limits (Local and redisfleet do; see "Trees" above), the
+// participant does too, and the stage's tree limits are shared through it
+// (§8).
 // Membership(nil) returns nil (an error from middleware.New).
 func Membership(f Fleet) middleware.Participant {
 	if f == nil {

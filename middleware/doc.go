@@ -237,9 +237,9 @@
 //     parent} when its parent ends in any process (a fleet stop
 //     included), and is refused with Skipped{reason: parent_ended} when
 //     its parent has already ended.
-//   - Tree limits shared through a fleet: when the stage's fleet
-//     implements internal/tree's Sharer (fleet.Local, fleet/redisfleet), a run that
-//     holds tree limits shares them through it from its start (§8,
+//   - Tree limits shared through a fleet: when the stage's fleet shares
+//     trees (fleet.Local and fleet/redisfleet do), a run that holds tree
+//     limits shares them through it from its start (§8,
 //     clarified 2026-11-28: whenever it has tree: limits, not only once
 //     its id leaves the process), and the fleet's registry lists, with
 //     every run of the tree, the holders of the shared trees that count
@@ -247,8 +247,8 @@
 //     (TreeHeader). A run started in another process joins each holder's
 //     tree, however it was started: from a request that names them, or
 //     with [WithParent] and only its parent's id (a job queue), whose
-//     holders the fleet looks up (tree.Sharer.TreesOf: one round trip
-//     with fleet/redisfleet, at the child's start). A run started from a
+//     holders the fleet looks up (one round trip with fleet/redisfleet,
+//     at the child's start). A run started from a
 //     request joins instead of taking the propagated limits as its
 //     own (Remaining reports them, less what its subtree has spent since
 //     the call; a fleet that does not know one of the holders shares
@@ -260,12 +260,11 @@
 //     cause and the cascade ends the tree everywhere. A process that finds
 //     the tree's limits spent ends its runs of the tree at once with
 //     Cancelled{reason: parent} naming the holder. The overshoot bound is
-//     the fleet's (tree.Sharer). What sharing from the start costs: a
-//     HoldTree per run that holds tree limits, at its start, and, when
-//     the holding needs the subtree's usage (fleet/redisfleet's; not
-//     fleet.Local's, a tree.QuietMember), per event of its subtree one
-//     more lock of the holder's tree and one Spend of the holding (no
-//     allocation, no I/O). A run with no tree limits over it, or whose
+//     the fleet's. What sharing from the start costs: one holding per run
+//     that holds tree limits, at its start, and, when the holding needs
+//     the subtree's usage (fleet/redisfleet's; not fleet.Local's), per
+//     event of its subtree one more lock of the holder's tree and one
+//     spend from the holding (no allocation, no I/O). A run with no tree limits over it, or whose
 //     stage has no fleet, pays nothing for it.
 //
 // Lock order: a run's lock before a tree's; no code holding a tree's lock

@@ -17,7 +17,7 @@ import (
 // (a run of this process or another), its live children, and the cascade
 // that ends them when it ends. Tree limits — limits over a run and all its
 // descendants, their holds and their sharing through a fleet — are
-// package tree's: a run whose events some tree limits count has a
+// package internal/tree's: a run whose events some tree limits count has a
 // *tree.Node among its parts (the stage's own part, after its shadow
 // policies), which the run reaches only through the seam
 // (participant.go). This file keeps the lineage and wires the tree part.
@@ -81,8 +81,8 @@ func RunFromContext(ctx context.Context) *Run {
 // (Run.Parent, Result.Parent, the recorder's RunInfo.ParentRunID). With a
 // fleet (fleet.Membership) the run is then the remote parent's child in the
 // fleet: the parent's end reaches it, and when the fleet shares trees
-// (tree.Sharer) it joins the shared trees over the parent (the fleet looks
-// them up: tree.Sharer.TreesOf), which charge its events and stop it when
+// (fleet.Local and fleet/redisfleet do) it joins the shared trees over the
+// parent (the fleet looks them up), which charge its events and stop it when
 // their limits are spent. Without a fleet nothing over the remote parent
 // limits or ends it. It takes precedence over the run a context
 // carries and over a propagated parent. An empty id is ignored. Default:
@@ -348,7 +348,7 @@ func (r *Run) endChildren(c termination.Cause) {
 // none.
 func (r *Run) Parent() string { return r.from().parentID }
 
-// joinTree returns the starting run's node in its trees (package tree),
+// joinTree returns the starting run's node in its trees (package internal/tree),
 // or nil when no tree limits count its events, and ctx with the tree's
 // deadline. The node is the stage's own part, the run's first.
 func (s *Stage) joinTree(ctx context.Context, r *Run, up parentRef) (context.Context, Part) {
@@ -444,7 +444,7 @@ func (r *Run) treeRemaining() termination.Limits {
 // count its own events only. A run that holds no tree limits and has no
 // ancestor that does, or that has stopped, ignores it. Negative or
 // non-finite amounts are reported to the recorder and ignored. A callee
-// whose runs joined the run's tree through a fleet (tree.Sharer), or are
+// whose runs joined the run's tree through a fleet that shares trees, or are
 // linked to it in this process (a callee in this process on the same
 // fleet), is charged to it already: charging its reported usage too
 // counts it twice.
@@ -475,7 +475,7 @@ func (r *Run) sharedHolders() string {
 }
 
 // SharedTrees returns the ids of the runs whose tree limits count this
-// run's events and are shared through a fleet (tree.Sharer), nearest
+// run's events and are shared through a fleet that shares trees, nearest
 // first: a fleet's registry lists them with the run, so that a child
 // started elsewhere with only this run's id joins them (§8). nil for a run
 // in no shared tree.

@@ -33,7 +33,7 @@ type config struct {
 	customReasons  []string
 	providerName   string
 	errs           []error
-	trees          []termination.Condition // tree limits: WithTreeLimits, a policy's tree: (lineage.go, package tree)
+	trees          []termination.Condition // tree limits: WithTreeLimits, a policy's tree: (lineage.go, package internal/tree)
 	hold           *termination.Hold       // WithHold, a policy's hold: (hold.go); nil for none
 
 	fleetConfig  // fleet.go

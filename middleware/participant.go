@@ -129,7 +129,7 @@ func (r *Run) Info() RunInfo {
 	return info
 }
 
-// The seam's capabilities that only package tree's parts have: a run in
+// The seam's capabilities that only package internal/tree's parts have: a run in
 // a tree of runs (lineage.go) has a *tree.Node among its parts, which
 // evaluates its events under its ancestors' tree limits in one order
 // across the tree (sequencer), may hold it at a tree's limit (holder), is

@@ -23,7 +23,7 @@ const (
 	RemainingHeader = "agentstop-remaining"
 	// TreeHeader carries the ids of the runs whose tree limits count the
 	// calling run's events and are shared through the caller's fleet
-	// (tree.Sharer), nearest first, space-separated: with a fleet that
+	// (fleet.Local and fleet/redisfleet share trees), nearest first, space-separated: with a fleet that
 	// shares trees, the callee's runs are charged to each of them.
 	TreeHeader = "agentstop-tree"
 )
@@ -69,7 +69,7 @@ type remoteParent struct {
 //	otel.SetTextMapPropagator(propagation.NewCompositeTextMapPropagator(
 //		propagation.TraceContext{}, propagation.Baggage{}, middleware.Propagator()))
 //
-// With a fleet that shares trees (tree.Sharer) on both sides, Inject also
+// With a fleet that shares trees (fleet.Local, fleet/redisfleet) on both sides, Inject also
 // writes TreeHeader, the holders of the tree limits that count the
 // caller's events, and the callee's runs are charged to them through the
 // fleet (see the package documentation). Without one the callee's usage

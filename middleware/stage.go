@@ -26,7 +26,7 @@ type Stage struct {
 	info     RunInfo // what the recorder is told about every run; ids added per run
 	// trees are the tree limits every run holds (WithTreeLimits, a
 	// policy's tree:) and the participant that shares trees across
-	// processes (a fleet's Membership): package tree's (lineage.go).
+	// processes (a fleet's Membership): package internal/tree's (lineage.go).
 	trees *tree.Stage
 	// participants take part in every run, in order: the stage's own
 	// (shadow policies), then those given with WithParticipant.
@@ -393,7 +393,7 @@ func (r *Run) observeLocked(ev *termination.Event) (_ termination.Cause, _ bool,
 		r.mu.Unlock()
 		return c, true, true
 	}
-	seq := r.parts.seq // its trees' order and limits (package tree), nil for none
+	seq := r.parts.seq // its trees' order and limits (package internal/tree), nil for none
 	if seq != nil {
 		if fired := seq.Enter(); fired != nil {
 			// A tree limit over the run fired before ev: ev is not
@@ -457,7 +457,7 @@ func (r *Run) observed(ev *termination.Event, seq sequencer, evaluated int, caus
 	// usage would give a shared budget back.
 	valid := !stop || ev.Validate() == nil
 	// The tree limits of the run and its ancestors, nearest first, after
-	// the run's own (package tree).
+	// the run's own (package internal/tree).
 	settle := false
 	if seq != nil {
 		settle = seq.Exit(ev, valid)

@@ -41,6 +41,12 @@ func TestLimitStructsAreConditions(t *testing.T) {
 	// Tree limits take them as they take the constructors' conditions.
 	tree := TreeLimits(IterationLimits{Limit: 3}, TokenLimits{Total: 10})
 	require.NoError(t, Validate(tree))
-	assert.Equal(t, TreeLimits(IterationLimits{Limit: 3}, TokenLimits{Total: 10}.condition()).String(), tree.String())
+	assert.Equal(t, TreeLimits(IterationLimits{Limit: 3}.condition(), TokenLimits{Total: 10}.condition()).String(), tree.String())
+
+	// A limit alone is written as the policy file's short form, the one
+	// policy hashes and records name.
+	assert.Equal(t, "max_iterations: 3", IterationLimits{Limit: 3}.String())
+	assert.Equal(t, "max_tool_calls: 2", ToolCallLimits{Limit: 2}.String())
+	assert.Equal(t, MustParsePolicy("max_tool_calls: 2").Condition().String(), ToolCallLimits{Limit: 2}.String())
 	assert.ErrorContains(t, Validate(TreeLimits(StallLimits{Repeats: 3})), "stall")
 }

@@ -213,7 +213,7 @@
 //
 // # Trees: limits shared across processes
 //
-// A [Fleet] implements tree.Sharer (of the module's internal/tree): the tree limits (a policy's tree:) a
+// A [Fleet] shares trees: the tree limits (a policy's tree:) a
 // run holds are shared with its descendants in other processes (§8), in
 // leases keyed by the holder's run id, as fleet budgets are shared (next
 // section), without windows. The holder's process shares the tree
@@ -277,7 +277,7 @@
 // before that answer wait for it (at most the operation timeout; never
 // while the server is unreachable).
 //
-// The holder hears of remote usage through tree.SharedRun.ChargeTree, from its
+// The holder hears of remote usage (it is charged it), from its
 // process's sync loop, after each reserve that finds more settled by
 // other processes: the lag is at most one sync of each side (a process
 // settles when its lease runs low, and at least every second while it has

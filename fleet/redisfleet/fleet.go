@@ -23,8 +23,9 @@ import (
 )
 
 // Fleet is a fleet shared through Redis: it implements fleet.Fleet for the
-// stages of this process (middleware.WithFleet(f)), tree.Sharer (tree limits
-// shared with descendants in other processes) and fleet.Control.
+// stages of this process (middleware.WithFleet(f)), the sharing of tree
+// limits with descendants in other processes (its HoldTree, JoinTree and
+// TreesOf, which the middleware calls) and fleet.Control.
 //
 // Join, Spend and Progress do not wait on the network (but for the
 // one-lease cap on spending past the leases, see the package
