@@ -9,7 +9,6 @@ import (
 	"github.com/cloudwego/eino/compose"
 
 	"github.com/agentstop/agentstop/adapters/eino"
-	"github.com/agentstop/agentstop/internal/adaptertest"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -17,16 +16,20 @@ import (
 // An adk agent whose model calls the same tool forever is stopped on its
 // fourth tool call.
 func ExampleForward() {
-	chatModel := &scriptedModel{script: runaway} // any model.ToolCallingChatModel
+	// A scripted model standing in for a real one (any
+	// model.ToolCallingChatModel): it calls the search tool forever (see
+	// example_helpers_test.go).
+	chatModel := runawayModel()
 	ctx := context.Background()
 
 	stage, _ := middleware.New("research", middleware.WithCondition(termination.ToolCallLimits{Limit: 3}))
 	ctx, run := stage.Start(ctx)
 	ctx = eino.Context(ctx, run) // the agent's steps wait for Forward: the stop lands before the next call
 
+	search := fixedTool{"search"} // your tool.InvokableTool
 	agent, _ := adk.NewChatModelAgent(ctx, &adk.ChatModelAgentConfig{
 		Name: "researcher", Description: "finds facts", Model: chatModel,
-		ToolsConfig: adk.ToolsConfig{ToolsNodeConfig: compose.ToolsNodeConfig{Tools: []tool.BaseTool{fixedTool{"search"}}}},
+		ToolsConfig: adk.ToolsConfig{ToolsNodeConfig: compose.ToolsNodeConfig{Tools: []tool.BaseTool{search}}},
 	})
 	runner := adk.NewRunner(ctx, adk.RunnerConfig{Agent: agent})
 
@@ -44,9 +47,9 @@ func ExampleForward() {
 // A Handler feeds the run from eino's callbacks, on the agent's own
 // goroutine.
 func ExampleHandler() {
-	chatModel := &scriptedModel{script: adaptertest.Script{Turns: []adaptertest.Turn{
-		{Text: "Paris.", Usage: termination.Usage{InputTokens: 12, OutputTokens: 2}},
-	}}}
+	// A scripted model standing in for a real one: it answers "Paris." with
+	// 12 input and 2 output tokens (see example_helpers_test.go).
+	chatModel := answeringModel()
 	stage, _ := middleware.New("qa")
 	ctx, run := stage.Start(context.Background())
 	h := eino.NewHandler(run)

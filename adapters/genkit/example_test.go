@@ -13,12 +13,14 @@ import (
 )
 
 // genkit's tool loop with a model that keeps calling the same tool is
-// stopped on the 4th call. (The model here is scripted; any genkit model
-// plugin works the same.)
+// stopped on the 4th call. Any genkit model plugin works the same.
 func Example() {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	g, model := newGenkit(ctx, true, turn{calls: []call{{"search", `{"q":"agentstop"}`}}, input: 120, output: 15})
+	// A genkit instance whose scripted model "scripted/model" stands in for a
+	// model plugin's: it calls the search tool on every turn, 120 input and
+	// 15 output tokens a turn (see example_helpers_test.go).
+	g, model := runawayGenkit(ctx)
 
 	stage, _ := middleware.New("researcher",
 		middleware.WithPolicy(termination.MustParsePolicy("max_tool_calls: 3")))
@@ -38,6 +40,7 @@ func Example() {
 
 	var limit termination.MaxToolCallsReached
 	fmt.Println(res.Tag(), errors.As(context.Cause(runCtx), &limit), limit.Count)
+	// The scripted model counts its calls: none after the stop.
 	fmt.Println("model calls:", model.modelCalls(), "tokens:", res.Tokens.InputTokens, res.Tokens.OutputTokens)
 	// Output:
 	// max_tool_calls true 4

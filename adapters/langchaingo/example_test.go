@@ -20,8 +20,11 @@ func ExampleHandler() {
 	ctx, run := stage.Start(context.Background())
 	h := langchaingo.NewHandler(run)
 
-	llm := &scriptedLLM{script: runaway, CallbacksHandler: h} // e.g. openai.New(openai.WithCallback(h))
-	search := fixedTool{name: "search", CallbacksHandler: h}
+	// A scripted model standing in for a real one, e.g.
+	// openai.New(openai.WithCallback(h)): it calls the search tool forever
+	// (see example_helpers_test.go).
+	llm := runawayLLM(h)
+	search := fixedTool{name: "search", CallbacksHandler: h} // your tools.Tool, reporting to h
 	agent := agents.NewOpenAIFunctionsAgent(llm, []tools.Tool{search}, agents.WithCallbacksHandler(h))
 	executor := agents.NewExecutor(agent, agents.WithCallbacksHandler(h), agents.WithMaxIterations(100))
 

@@ -8,18 +8,18 @@ import (
 	"github.com/openai/openai-go/v3"
 
 	openaistop "github.com/agentstop/agentstop/adapters/openai"
-	"github.com/agentstop/agentstop/internal/adaptertest"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
 
 // A hand-written tool loop whose model keeps calling the same tool is
-// stopped on the 4th call. (The model here is a scripted server on
-// 127.0.0.1; point option.WithBaseURL at nothing to use the real API.)
+// stopped on the 4th call.
 func Example() {
-	m, _ := api.Start(adaptertest.Runaway) // 50 input and 5 output tokens a turn
-	defer m.Close()
-	client := client(m)
+	// A scripted model server standing in for the real API: its model calls
+	// the search tool on every turn, 50 input and 5 output tokens a turn
+	// (see example_helpers_test.go). In your code: client := openai.NewClient().
+	client, server := runawayAPI()
+	defer server.Close()
 
 	stage, _ := middleware.New("researcher",
 		middleware.WithPolicy(termination.MustParsePolicy("max_tool_calls: 3")))
@@ -56,7 +56,8 @@ loop:
 
 	var limit termination.MaxToolCallsReached
 	fmt.Println(res.Tag(), errors.As(context.Cause(ctx), &limit), limit.Count)
-	fmt.Println("requests:", m.Requests(), "tokens:", res.Tokens.InputTokens, res.Tokens.OutputTokens)
+	// The scripted server counts the requests: none after the stop.
+	fmt.Println("requests:", server.Requests(), "tokens:", res.Tokens.InputTokens, res.Tokens.OutputTokens)
 	// Output:
 	// max_tool_calls true 4
 	// requests: 4 tokens: 200 20
