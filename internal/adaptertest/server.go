@@ -102,7 +102,7 @@ func (a API) Serve(t testing.TB, repeat bool, turns ...Turn) *Server {
 }
 
 // Start starts a Server for the API that answers with script; the caller
-// closes it. Tests use [API.Serve]; Start is for Example functions.
+// closes it. Tests use [API.Serve]; Start is for the adapters' Example helpers.
 func (a API) Start(script Script) (*Server, error) {
 	return startServer(a.Path, script, a.responder())
 }
