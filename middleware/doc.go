@@ -268,8 +268,15 @@
 //     allocation, no I/O). A run with no tree limits over it, or whose
 //     stage has no fleet, pays nothing for it.
 //
-// Lock order: a run's lock before a tree's; no code holding a tree's lock
-// takes a run's (cascades and warnings copy the children out first).
+// Lock order: a parent's run lock before its children's, a run's lock
+// before a tree's; no code holding a tree's lock takes a run's (warnings
+// copy the children out first). A run's end is decided, recorded (the
+// StopRecorders) and cascaded to its live descendants in one critical
+// section, with their locks held from before its end is recorded: in an
+// event log every run ends where it ended live, whatever the scheduler
+// does (a child's own stop or event is either before its parent's end
+// record, or finds the child ended by the cascade), and a run's context
+// is cancelled only once its descendants have ended.
 //
 // # The seam: participants
 //

@@ -439,6 +439,7 @@ func (r *Run) observed(ev *termination.Event, seq sequencer, evaluated int, caus
 			seq.Exit(ev, false)
 		}
 		r.rareLocked().drained++
+		r.decidedLocked()
 		r.mu.Unlock()
 		r.stopped(cause)
 		return cause, true, true
@@ -461,6 +462,9 @@ func (r *Run) observed(ev *termination.Event, seq sequencer, evaluated int, caus
 	settle := false
 	if seq != nil {
 		settle = seq.Exit(ev, valid)
+	}
+	if stop {
+		r.decidedLocked() // after the event that stopped it, as in replay
 	}
 	if len(r.parts.spenders) > 0 && valid {
 		return r.observedSpend(ev, cause, stop, warnings, settle)
@@ -637,6 +641,9 @@ func (r *Run) stopLeaving(final bool, reason string) {
 	} else {
 		ok = r.eval.Stop(c)
 	}
+	if ok {
+		r.decidedLocked()
+	}
 	r.mu.Unlock()
 	if ok {
 		r.stopped(c)
@@ -648,6 +655,9 @@ func (r *Run) stopLeaving(final bool, reason string) {
 func (r *Run) stopWith(c termination.Cause) bool {
 	r.mu.Lock()
 	ok := r.eval.Stop(c)
+	if ok {
+		r.decidedLocked()
+	}
 	r.mu.Unlock()
 	if ok {
 		r.stopped(c)
@@ -661,6 +671,9 @@ func (r *Run) stopWith(c termination.Cause) bool {
 // does not end it as Cancelled{reason: context} before the cascade
 // reaches it.
 func (r *Run) stopped(c termination.Cause) {
+	if h := testHookStopped.Load(); h != nil {
+		(*h)(r, c)
+	}
 	r.mu.Lock()
 	r.recordStop()
 	r.mu.Unlock()
@@ -715,7 +728,9 @@ func (r *Run) armTimer() {
 func (r *Run) onTimer() {
 	r.mu.Lock()
 	cause, stop := r.eval.Tick(time.Now())
-	if !stop {
+	if stop {
+		r.decidedLocked()
+	} else {
 		r.armTimer()
 	}
 	r.mu.Unlock()
@@ -799,7 +814,13 @@ func (r *Run) finish(err error) {
 	r.nwarn = int32(len(res.Warnings))
 	r.unholdLocked()  // hold.go
 	r.stopTold = true // End tells them
+	// Its descendants' ends come after its own, with their locks held
+	// from before it, as when its cause is decided (lineage.go).
+	locked := r.lockDescendants(nil)
+	recordPending(locked)
 	r.parts.end(&res) // the tree's part fills res.Tree (lineage.go), the shadow policies' res.Shadow (shadow.go)
+	cascade(locked)
+	unlockAll(locked)
 	r.result = &res
 	r.mu.Unlock()
 	r.parts.ended(&res)
@@ -883,3 +904,8 @@ func (r *Run) recordStop() {
 	res.TerminationCause = termination.Tag(res.Cause, r.stage.allowed)
 	r.parts.stopped(&res) // the shadow policies' part fills res.Shadow first (shadow.go)
 }
+
+// testHookStopped, when set (by this package's tests), is called as
+// stopped begins: a test makes another run act in the window between a
+// run's cause and the rest of its stop.
+var testHookStopped atomic.Pointer[func(*Run, termination.Cause)]
