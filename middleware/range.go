@@ -18,7 +18,7 @@ import (
 // It is RangeEach for decode functions that return one event per item; see
 // RangeEach for what happens when the run stops.
 func Range[T any](run *Run, in <-chan T, decode func(T) termination.Event) iter.Seq[T] {
-	return rangeChan(run, in, decode == nil, func() *forwarder[T] { return &forwarder[T]{run: run, decodeOne: decode, w: new(work[T])} })
+	return rangeChan(run, in, decode == nil, pathRange, func() *forwarder[T] { return &forwarder[T]{run: run, decodeOne: decode, w: new(work[T])} })
 }
 
 // RangeEach is Range for decode functions that turn one item into zero or
@@ -70,14 +70,14 @@ func Range[T any](run *Run, in <-chan T, decode func(T) termination.Event) iter.
 // waiting for the producer: Forward ends its output when the run stops,
 // whatever the producer does, and drains in its own goroutine.
 func RangeEach[T any](run *Run, in <-chan T, decode func(item T, emit func(termination.Event))) iter.Seq[T] {
-	return rangeChan(run, in, decode == nil, func() *forwarder[T] { return newEachForwarder(run, decode) })
+	return rangeChan(run, in, decode == nil, pathRangeEach, func() *forwarder[T] { return newEachForwarder(run, decode) })
 }
 
-// rangeChan is Range and RangeEach: newForwarder makes the forwarder of one
-// iteration (its observe step is Forward's).
-func rangeChan[T any](run *Run, in <-chan T, nilDecode bool, newForwarder func() *forwarder[T]) iter.Seq[T] {
+// rangeChan is Range and RangeEach (path): newForwarder makes the
+// forwarder of one iteration (its observe step is Forward's).
+func rangeChan[T any](run *Run, in <-chan T, nilDecode bool, path consumerPath, newForwarder func() *forwarder[T]) iter.Seq[T] {
 	return func(yield func(T) bool) {
-		if checkInput(run, in == nil, nilDecode, "Range", "channel") != nil {
+		if checkInput(run, in == nil, nilDecode, path, "channel") != nil {
 			return
 		}
 		newForwarder().rangeOver(in, yield)
@@ -110,7 +110,7 @@ func (f *forwarder[T]) rangeOver(in <-chan T, yield func(T) bool) {
 	if how != rangeClosed {
 		f.drainRange(in)
 	}
-	run.Finish(nil)
+	run.finishPath()
 	if how == rangePanicked {
 		panic(panicked)
 	}

@@ -222,8 +222,11 @@ type Run struct {
 	// ended); stopTold once the recorders have been told of the stop
 	// (recordStop), or of the end; lastFinal: the last evaluated event was
 	// a final answer; left: Leave was called; woken: wake (below) is
-	// closed.
+	// closed; consumer: the path that consumes the run's stream
+	// (consumer.go), in the padding after the flags (a live Run stays
+	// 192 bytes).
 	finishing, stopTold, lastFinal, left, woken bool
+	consumer                                    consumerPath
 	leftFlag                                    atomic.Bool // left, for the channel forwarder's per-item check
 	// The channel forwarder's hand-over, read by Leave: sentFinal is whether
 	// the last item the consumer took ended with a final answer; inFlight is
@@ -748,8 +751,31 @@ func (r *Run) onTimer() {
 // cause that is a typed nil (a nil *termination.Custom) is no cause: err is
 // then a stream error like any other. Finish is idempotent: later calls
 // return the same result.
+//
+// Finish ends a run whose events the loop reports itself (Observe). A run
+// whose stream Forward, ForwardSeq or Range (or their Each forms) consumes
+// is finished by that path when the stream ends: a Finish while the path
+// still owns the stream panics, naming the run and the path (it would
+// drain what the path has not handed over), except after Leave on a run
+// that Forward or ForwardEach consumes, when it waits for the forwarder as
+// Wait does. Once the path has finished the run, Finish returns its
+// result.
 func (r *Run) Finish(err error) termination.Result {
 	r.mu.Lock()
+	if p := r.consumer; p != noPath && !r.finishing {
+		left := r.left
+		r.mu.Unlock()
+		if left && p.channel() {
+			return r.Wait() // the consumer has left: the forwarder ends within the drain timeout
+		}
+		panic(r.finishMisuse(p))
+	}
+	return r.finishLocked(err)
+}
+
+// finishLocked is Finish once it has checked the consumer path, and the
+// paths' own end (finishPath), with r.mu held; it unlocks it.
+func (r *Run) finishLocked(err error) termination.Result {
 	first := !r.finishing
 	r.finishing = true
 	r.mu.Unlock()
@@ -758,6 +784,13 @@ func (r *Run) Finish(err error) termination.Result {
 	}
 	r.ended.Wait()
 	return *r.result
+}
+
+// finishPath is Finish for the path that consumes the run's stream, at the
+// stream's end (and for a path's misuse that ends the run: checkInput).
+func (r *Run) finishPath() termination.Result {
+	r.mu.Lock()
+	return r.finishLocked(nil)
 }
 
 func (r *Run) finish(err error) {
