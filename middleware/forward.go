@@ -29,6 +29,12 @@ import (
 // supervisor that stops the run (run.Stop) while the consumer still reads
 // is not a consumer leaving: the consumer still gets every evaluated item,
 // however long it is busy.
+//
+// A run takes one stream: Forward on a run that another path (Forward,
+// ForwardEach, ForwardSeq, ForwardSeqEach, Range, RangeEach) already
+// consumes, or that Finish has finished, panics with a message naming the
+// run and both paths, and reads nothing from in; the forwarder finishes
+// the run, so Run.Finish while it forwards panics too (see Run.Finish).
 func Forward[T any](run *Run, in <-chan T, decode func(T) termination.Event) <-chan T {
 	return forwardChan(run, in, decode == nil, pathForward, &forwarder[T]{run: run, decodeOne: decode, pool: poolOf[T]()})
 }
@@ -64,7 +70,8 @@ func Forward[T any](run *Run, in <-chan T, decode func(T) termination.Event) <-c
 // draining gives up after the drain timeout.
 // The run is finished (Run.Wait returns) once the goroutine exits. A nil
 // run, channel or decode function gives a closed channel; the run, if any,
-// ends with Failed{reason: invalid_input}.
+// ends with Failed{reason: invalid_input}. A run that another path already
+// consumes panics, as with Forward.
 func ForwardEach[T any](run *Run, in <-chan T, decode func(item T, emit func(termination.Event))) <-chan T {
 	f := newEachForwarder(run, decode)
 	f.w, f.pool = nil, poolOf[T]() // the loop takes its work from the pool
@@ -683,7 +690,7 @@ func (e *ending[T]) expired() {
 // ForwardSeq wraps an iterator-based loop: the returned iterator yields the
 // same pairs as seq, in the same order, while every item's event (decode) is
 // evaluated by run. It is ForwardSeqEach for decode functions that return
-// one event per item.
+// one event per item. A run takes one stream: see ForwardSeqEach.
 func ForwardSeq[T any](run *Run, seq iter.Seq2[T, error], decode func(T) termination.Event) iter.Seq2[T, error] {
 	return forwardSeq(run, seq, decode == nil, pathForwardSeq, func() *forwarder[T] { return &forwarder[T]{run: run, decodeOne: decode, w: new(work[T])} })
 }
@@ -708,6 +715,13 @@ func ForwardSeq[T any](run *Run, seq iter.Seq2[T, error], decode func(T) termina
 // (a Stop after the break changes nothing). A nil run, seq or
 // decode function yields nothing; the run, if any, ends with
 // Failed{reason: invalid_input}.
+//
+// A run takes one stream, and the iterator is ranged once: ranging it on
+// a run that another path (Forward, Range, ..., or this iterator in an
+// earlier range statement) already consumes, or that Finish has finished,
+// panics with a message naming the run and both paths, before seq is
+// called. Run.Finish from the loop body (or elsewhere while the iteration
+// runs) panics too: break out of the loop instead.
 func ForwardSeqEach[T any](run *Run, seq iter.Seq2[T, error], decode func(item T, emit func(termination.Event))) iter.Seq2[T, error] {
 	return forwardSeq(run, seq, decode == nil, pathForwardSeqEach, func() *forwarder[T] {
 		return newEachForwarder(run, decode)

@@ -358,6 +358,12 @@ func (r *Run) Done() <-chan struct{} { return r.ctx.Done() }
 // Observe blocks on nothing but the run's lock, except while the run is
 // held at a limit (a policy's hold:, hold.go): it then waits until the run
 // is raised ([Run.Raise]) or ends, and evaluates ev only if it was raised.
+//
+// Observe takes no stream of its own: it may report events beside the path
+// that consumes the run's stream (Forward, Range, ...: an error the loop
+// survives), evaluated in the order they arrive; that path, or Finish for
+// a loop that only calls Observe, ends the run. On a stopped or finished
+// run it evaluates nothing and reports the stop.
 func (r *Run) Observe(ev termination.Event) (termination.Cause, bool) {
 	c, stop, _ := r.observe(&ev) // by reference: one copy of the event less
 	return c, stop
