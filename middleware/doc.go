@@ -108,6 +108,24 @@
 //   - [Run.Observe] is the synchronous core for callback frameworks: call it
 //     from the callback, and call [Run.Finish] when the loop returns.
 //
+// One run, one way in. A run evaluates one stream, and the path that
+// consumes it (Forward, ForwardEach, ForwardSeq, ForwardSeqEach, Range or
+// RangeEach, ranged once) finishes the run when the stream ends, as Finish
+// does for a loop that calls Observe. A second path on the same run —
+// Forward called twice, Range after Forward, an iterator ranged a second
+// time, a path on a run that Finish has finished — panics at once with a
+// message that names the run and both paths, as sync.WaitGroup panics when
+// it is reused, and takes nothing from its own stream; so does [Run.Finish]
+// while a path still owns the stream (it would drain what the path has not
+// handed over), except after [Run.Leave] on a Forward run, when it waits
+// for the forwarder as [Run.Wait] does. The misuse is in the code, not in
+// the data: it shows on the first run that takes it, and the path that
+// owns the run goes on with nothing lost (a run that recorded the misuse
+// as its cause would drain that path's items instead). Observe,
+// [ObserveEach] and [Run.ObserveError] take no stream: they may report
+// events beside a path (an error the loop survives), and once the run has
+// stopped they report the stop (stop is true) instead of evaluating.
+//
 // Decode functions turn a framework item into a [termination.Event]; a
 // returned event with Kind 0 means the item carries no event; any other
 // invalid event (an unknown Kind, negative usage, a negative or non-finite
@@ -118,7 +136,8 @@
 // (and is reported to the recorder) instead of crashing the loop; a panic in
 // a hook (WithOnWarning, WithTreatAsSuccess) is recovered and reported, and
 // the run goes on. Misuse — a nil channel, iterator or decode function — ends the
-// run at once with Failed{reason: invalid_input}.
+// run at once with Failed{reason: invalid_input}; a second way in on one
+// run panics (above).
 //
 // # Results
 //
@@ -267,8 +286,15 @@
 //     spend from the holding (no allocation, no I/O). A run with no tree limits over it, or whose
 //     stage has no fleet, pays nothing for it.
 //
-// Lock order: a run's lock before a tree's; no code holding a tree's lock
-// takes a run's (cascades and warnings copy the children out first).
+// Lock order: a parent's run lock before its children's, a run's lock
+// before a tree's; no code holding a tree's lock takes a run's (warnings
+// copy the children out first). A run's end is decided, recorded (the
+// StopRecorders) and cascaded to its live descendants in one critical
+// section, with their locks held from before its end is recorded: in an
+// event log every run ends where it ended live, whatever the scheduler
+// does (a child's own stop or event is either before its parent's end
+// record, or finds the child ended by the cascade), and a run's context
+// is cancelled only once its descendants have ended.
 //
 // # The seam: participants
 //

@@ -498,30 +498,6 @@ func TestStopTwice(t *testing.T) {
 	assert.Equal(t, want, run.Wait().Cause)
 }
 
-func TestFinishConcurrentWithForward(t *testing.T) {
-	for range 50 {
-		stage := mustStage(t, "finish", shortDrain)
-		ctx, run := stage.Start(context.Background())
-		out := middleware.Forward(run, endless(ctx, message), decodeItem)
-		<-out
-		var fin termination.Result
-		var wg sync.WaitGroup
-		wg.Go(func() { fin = run.Finish(nil) })
-		n := 1
-		for range out {
-			n++
-		}
-		wg.Wait()
-		res := run.Wait()
-		assert.Equal(t, termination.NaturalCompletion{}, res.Cause)
-		assert.Equal(t, fin.Cause, res.Cause)
-		assert.Equal(t, fin.Events, res.Events, "Finish and Wait return the same result")
-		assert.Equal(t, res, run.Finish(errors.New("ignored")), "Finish is idempotent")
-		assert.GreaterOrEqual(t, n, res.Events)
-		causeOf[termination.NaturalCompletion](t, ctx)
-	}
-}
-
 func TestCancelledAtStart(t *testing.T) {
 	caller, cancel := context.WithCancel(context.Background())
 	cancel()

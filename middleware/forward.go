@@ -29,8 +29,14 @@ import (
 // supervisor that stops the run (run.Stop) while the consumer still reads
 // is not a consumer leaving: the consumer still gets every evaluated item,
 // however long it is busy.
+//
+// A run takes one stream: Forward on a run that another path (Forward,
+// ForwardEach, ForwardSeq, ForwardSeqEach, Range, RangeEach) already
+// consumes, or that Finish has finished, panics with a message naming the
+// run and both paths, and reads nothing from in; the forwarder finishes
+// the run, so Run.Finish while it forwards panics too (see Run.Finish).
 func Forward[T any](run *Run, in <-chan T, decode func(T) termination.Event) <-chan T {
-	return forwardChan(run, in, decode == nil, &forwarder[T]{run: run, decodeOne: decode, pool: poolOf[T]()})
+	return forwardChan(run, in, decode == nil, pathForward, &forwarder[T]{run: run, decodeOne: decode, pool: poolOf[T]()})
 }
 
 // ForwardEach is Forward for decode functions that turn one item into zero
@@ -64,21 +70,33 @@ func Forward[T any](run *Run, in <-chan T, decode func(T) termination.Event) <-c
 // draining gives up after the drain timeout.
 // The run is finished (Run.Wait returns) once the goroutine exits. A nil
 // run, channel or decode function gives a closed channel; the run, if any,
-// ends with Failed{reason: invalid_input}.
+// ends with Failed{reason: invalid_input}. A run that another path already
+// consumes panics, as with Forward.
 func ForwardEach[T any](run *Run, in <-chan T, decode func(item T, emit func(termination.Event))) <-chan T {
 	f := newEachForwarder(run, decode)
 	f.w, f.pool = nil, poolOf[T]() // the loop takes its work from the pool
-	return forwardChan(run, in, decode == nil, f)
+	return forwardChan(run, in, decode == nil, pathForwardEach, f)
 }
 
-// forwardChan starts f's goroutine, forwarding in to the returned channel.
-func forwardChan[T any](run *Run, in <-chan T, nilDecode bool, f *forwarder[T]) <-chan T {
+// forwardChan starts f's goroutine, forwarding in to the returned channel:
+// the run's consumer path (consumer.go) is path.
+func forwardChan[T any](run *Run, in <-chan T, nilDecode bool, path consumerPath, f *forwarder[T]) <-chan T {
 	out := make(chan T)
-	if err := checkInput(run, in == nil, nilDecode, "Forward", "channel"); err != nil {
+	if run == nil {
 		close(out)
 		return out
 	}
 	run.mu.Lock()
+	if err := run.claimLocked(path); err != nil {
+		run.mu.Unlock()
+		panic(err)
+	}
+	if in == nil || nilDecode {
+		run.mu.Unlock()
+		badInput(run, in == nil, path, "channel")
+		close(out)
+		return out
+	}
 	run.wake = make(chan struct{})
 	if run.left || run.ctx.Err() != nil {
 		close(run.wake)
@@ -90,21 +108,29 @@ func forwardChan[T any](run *Run, in <-chan T, nilDecode bool, f *forwarder[T]) 
 	return out
 }
 
-// checkInput ends the run with invalid_input on misuse.
-func checkInput(run *Run, nilInput, nilDecode bool, fn, what string) error {
-	var err error
-	switch {
-	case run == nil:
+// checkInput makes path the run's consumer path (it panics when the run
+// has one: consumer.go), and ends the run with invalid_input when the
+// input or the decode function is nil.
+func checkInput(run *Run, nilInput, nilDecode bool, path consumerPath, what string) error {
+	if run == nil {
 		return errNilRun
-	case nilInput:
-		err = fmt.Errorf("middleware: %s: nil input %s", fn, what)
-	case nilDecode:
-		err = fmt.Errorf("middleware: %s: nil decode function", fn)
-	default:
+	}
+	run.claim(path)
+	if !nilInput && !nilDecode {
 		return nil
 	}
+	return badInput(run, nilInput, path, what)
+}
+
+// badInput ends the run, whose consumer path is path, with invalid_input
+// for a nil input (nilInput) or decode function.
+func badInput(run *Run, nilInput bool, path consumerPath, what string) error {
+	err := fmt.Errorf("middleware: %s: nil decode function", path)
+	if nilInput {
+		err = fmt.Errorf("middleware: %s: nil input %s", path, what)
+	}
 	run.fail(termination.FailInvalidInput, err)
-	run.Finish(nil)
+	run.finishPath()
 	return err
 }
 
@@ -522,7 +548,7 @@ func (f *forwarder[T]) handStopped() {
 //go:noinline
 func (f *forwarder[T]) finish() {
 	f.giveBack(true)
-	f.run.Finish(nil)
+	f.run.finishPath()
 }
 
 // sent records that the consumer took an item that changed sentFinal.
@@ -664,9 +690,9 @@ func (e *ending[T]) expired() {
 // ForwardSeq wraps an iterator-based loop: the returned iterator yields the
 // same pairs as seq, in the same order, while every item's event (decode) is
 // evaluated by run. It is ForwardSeqEach for decode functions that return
-// one event per item.
+// one event per item. A run takes one stream: see ForwardSeqEach.
 func ForwardSeq[T any](run *Run, seq iter.Seq2[T, error], decode func(T) termination.Event) iter.Seq2[T, error] {
-	return forwardSeq(run, seq, decode == nil, func() *forwarder[T] { return &forwarder[T]{run: run, decodeOne: decode, w: new(work[T])} })
+	return forwardSeq(run, seq, decode == nil, pathForwardSeq, func() *forwarder[T] { return &forwarder[T]{run: run, decodeOne: decode, w: new(work[T])} })
 }
 
 // ForwardSeqEach is ForwardSeq for decode functions that turn one item into
@@ -689,17 +715,24 @@ func ForwardSeq[T any](run *Run, seq iter.Seq2[T, error], decode func(T) termina
 // (a Stop after the break changes nothing). A nil run, seq or
 // decode function yields nothing; the run, if any, ends with
 // Failed{reason: invalid_input}.
+//
+// A run takes one stream, and the iterator is ranged once: ranging it on
+// a run that another path (Forward, Range, ..., or this iterator in an
+// earlier range statement) already consumes, or that Finish has finished,
+// panics with a message naming the run and both paths, before seq is
+// called. Run.Finish from the loop body (or elsewhere while the iteration
+// runs) panics too: break out of the loop instead.
 func ForwardSeqEach[T any](run *Run, seq iter.Seq2[T, error], decode func(item T, emit func(termination.Event))) iter.Seq2[T, error] {
-	return forwardSeq(run, seq, decode == nil, func() *forwarder[T] {
+	return forwardSeq(run, seq, decode == nil, pathForwardSeqEach, func() *forwarder[T] {
 		return newEachForwarder(run, decode)
 	})
 }
 
-// forwardSeq is ForwardSeq and ForwardSeqEach: newForwarder makes the
-// forwarder of one iteration.
-func forwardSeq[T any](run *Run, seq iter.Seq2[T, error], nilDecode bool, newForwarder func() *forwarder[T]) iter.Seq2[T, error] {
+// forwardSeq is ForwardSeq and ForwardSeqEach (path): newForwarder makes
+// the forwarder of one iteration.
+func forwardSeq[T any](run *Run, seq iter.Seq2[T, error], nilDecode bool, path consumerPath, newForwarder func() *forwarder[T]) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
-		if checkInput(run, seq == nil, nilDecode, "ForwardSeq", "iterator") != nil {
+		if checkInput(run, seq == nil, nilDecode, path, "iterator") != nil {
 			return
 		}
 		f := newForwarder()
@@ -747,12 +780,12 @@ func forwardSeq[T any](run *Run, seq iter.Seq2[T, error], nilDecode bool, newFor
 			// A panic from the consumer's own loop body or from seq is theirs:
 			// end the run, then let it continue.
 			run.fail(termination.FailPanic, fmt.Errorf("middleware: stage %q: panic during iteration: %v", run.stage.name, panicked))
-			run.Finish(nil)
+			run.finishPath()
 			panic(panicked)
 		}
 		if consumerLeft {
 			run.stopWith(termination.Cancelled{Reason: termination.CancelExternal, Detail: "consumer stopped iterating"})
 		}
-		run.Finish(nil)
+		run.finishPath()
 	}
 }

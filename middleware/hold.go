@@ -107,6 +107,11 @@ func missed(err error) bool {
 // it did.
 func (r *Run) raiseOwnLocked(l termination.Limits) bool {
 	if r.eval.Raise(l) != nil {
+		if _, stopped := r.eval.Stopped(); stopped {
+			// The hold timeout had passed, its timer late: the limit's
+			// cause stands, decided here (the timer does the rest).
+			r.decidedLocked()
+		}
 		return false
 	}
 	r.parts.raised(l)
@@ -231,6 +236,9 @@ func (r *Run) waitHold() {
 func (r *Run) stopHeld() bool {
 	r.mu.Lock()
 	c, ok := r.eval.EndHold()
+	if ok {
+		r.decidedLocked()
+	}
 	r.mu.Unlock()
 	if ok {
 		r.stopped(c)

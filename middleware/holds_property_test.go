@@ -33,6 +33,12 @@ type holdCounts struct {
 // stage's policy gives every run exactly its live cause, stopped_at and
 // events. A raise of a run held by its tree's limit raises the holder's
 // tree limits (a raise record naming the holder), which replay applies.
+//
+// It failed about 1 run in 4 under load (-race, a CPU hog per core) while
+// a run's end record was written after the lock that decided its cause
+// was let go, and while a second stop of a holder could cancel its
+// context before its cascade reached every child (TestEndRecordedWhenDecided,
+// TestChildEndBeforeConcurrentParentEnd, TestParentContextEndsAfterCascade).
 func TestRecordedHoldsReplayAsLive(t *testing.T) {
 	r := rand.New(rand.NewPCG(seed(t), 33))
 	var n holdCounts
@@ -46,12 +52,12 @@ func TestRecordedHoldsReplayAsLive(t *testing.T) {
 			"held":   heldPolicy(r, hold, ""),
 			"timed":  heldPolicy(r, hold, fmt.Sprintf("timeout: %dms", 60+r.IntN(120))),
 			"worker": nonEmpty(r, 1),
-			// Grandchildren hold longer than their parents: when a parent's
-			// and a child's hold timeouts fire at once, the child may end
-			// with its own cause while the parent's end record is written
-			// first, and replay then cascades the parent's end to it (a
-			// live race of two timers, not a replay rule).
-			"inner": heldPolicy(r, hold+45*time.Millisecond, ""),
+			// Grandchildren hold as long as their parents, and timed ones
+			// are among them: a parent's and a child's timers fire at
+			// once, late under load, and the log must still end each run
+			// where it ended live (a run's end is recorded and cascaded
+			// with its descendants locked: lineage.go decidedLocked).
+			"inner": heldPolicy(r, hold, ""),
 		}
 		stages := map[string]*middleware.Stage{}
 		pols := map[string]*termination.Policy{}
@@ -139,10 +145,7 @@ func startHeldTree(r *rand.Rand, stages map[string]*middleware.Stage) []*treeRun
 		ch := mk(root.ctx, pick(r, []string{"held", "held", "timed", "worker"}))
 		runs = append(runs, ch)
 		if r.IntN(3) == 0 {
-			// No timed grandchild: its timer and a timed parent's, started
-			// together, fire at once, the race of two timers that the
-			// "inner" stage's longer hold avoids.
-			runs = append(runs, mk(ch.ctx, "inner"))
+			runs = append(runs, mk(ch.ctx, pick(r, []string{"inner", "timed"})))
 		}
 	}
 	return runs

@@ -318,11 +318,95 @@ func (r *Run) children() []*Run {
 	return out
 }
 
-// endChildren ends the run's live descendants (once, when the run has
-// stopped with c): with c itself when c is a parent's cascade that reached
-// this run, so that a grandchild names the run whose end started it, and
-// with Cancelled{reason: parent, detail: "STAGE ended: TAG"} naming this
-// run otherwise. Each child ends its own children the same way.
+// decidedLocked is called, with r.mu held, the moment the run's cause is
+// decided (the evaluator has just stopped). In the same critical section
+// it tells the StopRecorders (an event log writes the end record) and
+// ends the run's live descendants with the cascade's cause, holding
+// their locks throughout (cascade): nothing the run or a descendant does
+// can come between its cause and its end record, nor between its end
+// record and its descendants'. So in the log every run ends where it
+// ended live, under load too: a child's own timer that fires as its
+// parent ends, or a child's event, is either before the parent's end
+// record (the child's lock was taken first) or finds the child ended by
+// the cascade.
+func (r *Run) decidedLocked() {
+	if r.stopTold {
+		return
+	}
+	if r.lin == nil || r.lin.first == nil {
+		r.recordStop()
+		return
+	}
+	locked := r.lockDescendants(nil)
+	recordPending(locked)
+	r.recordStop()
+	cascade(locked)
+	unlockAll(locked)
+}
+
+// lockDescendants locks the run's live descendants, with r.mu held,
+// parents before their children (the order a child's start takes them
+// in), and returns them appended to locked in that order.
+func (r *Run) lockDescendants(locked []*Run) []*Run {
+	if r.lin == nil {
+		return locked
+	}
+	for k := r.lin.first; k != nil; k = k.lin.next {
+		k.mu.Lock()
+		locked = append(locked, k)
+		locked = k.lockDescendants(locked)
+	}
+	return locked
+}
+
+// recordPending records the end of the locked descendants whose cause is
+// decided but not recorded yet (one whose stream ended: Finish records it
+// once its result is final), before their ancestor's end.
+func recordPending(locked []*Run) {
+	for _, k := range locked {
+		if _, stopped := k.eval.Stopped(); stopped {
+			k.recordStop()
+		}
+	}
+}
+
+// cascade ends the locked descendants (lockDescendants' order: a parent
+// before its children) once their ancestor has stopped, each with its
+// parent's childCause, and records their ends. What else a stop does (the
+// parts' Stopping, the contexts' cancellation) follows without the
+// locks: endChildren.
+func cascade(locked []*Run) {
+	for _, k := range locked {
+		up := k.lin.up
+		if c, stopped := up.eval.Stopped(); stopped && k.eval.Stop(up.childCause(c)) {
+			k.recordStop()
+		}
+	}
+}
+
+// unlockAll unlocks what lockDescendants locked, children first.
+func unlockAll(locked []*Run) {
+	for i := len(locked) - 1; i >= 0; i-- {
+		locked[i].mu.Unlock()
+	}
+}
+
+// childCause is the cause the run's end gives its descendants: c itself
+// when c is a parent's cascade that reached this run, so that a
+// grandchild names the run whose end started it, and Cancelled{reason:
+// parent, detail: "STAGE ended: TAG"} naming this run otherwise.
+func (r *Run) childCause(c termination.Cause) termination.Cancelled {
+	cause, ok := c.(termination.Cancelled)
+	if !ok || cause.Reason != termination.CancelParent {
+		cause = termination.ParentEnded(r.stage.name, termination.Tag(c, r.stage.allowed))
+	}
+	return cause
+}
+
+// endChildren finishes the stop of the run's live descendants (once, when
+// the run has stopped with c), whose causes decidedLocked decided: the
+// parts' Stopping, their own descendants, their contexts. Each child ends
+// its own children the same way.
 func (r *Run) endChildren(c termination.Cause) {
 	r.mu.Lock()
 	if r.lin == nil || r.lin.cascaded {
@@ -335,12 +419,12 @@ func (r *Run) endChildren(c termination.Cause) {
 	if len(kids) == 0 {
 		return
 	}
-	cause, ok := c.(termination.Cancelled)
-	if !ok || cause.Reason != termination.CancelParent {
-		cause = termination.ParentEnded(r.stage.name, termination.Tag(c, r.stage.allowed))
-	}
+	cause := r.childCause(c)
 	for _, k := range kids {
-		k.stopWith(cause)
+		// A child that had ended on its own before keeps its cause.
+		if kc, _ := k.Cause(); kc == termination.Cause(cause) {
+			k.stopped(cause)
+		}
 	}
 }
 
@@ -405,6 +489,9 @@ func (t *treeRun) EachLive(f func(tree.Run)) {
 func (r *Run) stopFired(fired []termination.Cause, onEvent bool) bool {
 	r.mu.Lock()
 	ok := r.eval.StopFired(fired, onEvent)
+	if ok {
+		r.decidedLocked()
+	}
 	r.mu.Unlock()
 	if ok {
 		r.stopped(fired[0])

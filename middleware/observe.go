@@ -11,7 +11,9 @@ import "github.com/agentstop/agentstop/termination"
 // It is the observe step of callback-style adapters (a framework calls back
 // with a model response; the adapter reports its events and tells the loop
 // whether to go on), the same step ForwardEach takes per item. A nil run
-// or decode function reports nothing and returns false.
+// or decode function reports nothing and returns false. Like Observe it
+// takes no stream: it may report events beside a consumer path (doc.go,
+// "One run, one way in").
 func ObserveEach[T any](run *Run, item T, decode func(item T, emit func(termination.Event))) (termination.Cause, bool) {
 	if run == nil || decode == nil {
 		return nil, false

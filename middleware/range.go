@@ -16,9 +16,10 @@ import (
 //	for item := range middleware.Range(run, in, decode) { ... }
 //
 // It is RangeEach for decode functions that return one event per item; see
-// RangeEach for what happens when the run stops.
+// RangeEach for what happens when the run stops, and for the one stream a
+// run takes.
 func Range[T any](run *Run, in <-chan T, decode func(T) termination.Event) iter.Seq[T] {
-	return rangeChan(run, in, decode == nil, func() *forwarder[T] { return &forwarder[T]{run: run, decodeOne: decode, w: new(work[T])} })
+	return rangeChan(run, in, decode == nil, pathRange, func() *forwarder[T] { return &forwarder[T]{run: run, decodeOne: decode, w: new(work[T])} })
 }
 
 // RangeEach is Range for decode functions that turn one item into zero or
@@ -59,9 +60,16 @@ func Range[T any](run *Run, in <-chan T, decode func(T) termination.Event) iter.
 //     ([WithDrainTimeout]).
 //
 // The run is finished (Run.Wait returns) when the range statement returns;
-// a consumer that breaks out has nothing more to do. Range the iterator
-// once. A nil run, channel or decode function yields nothing; the run, if
-// any, ends with Failed{reason: invalid_input}.
+// a consumer that breaks out has nothing more to do. A nil run, channel or
+// decode function yields nothing; the run, if any, ends with
+// Failed{reason: invalid_input}.
+//
+// A run takes one stream, and the iterator is ranged once: ranging it on a
+// run that another path (Forward, ForwardSeq, ..., or this iterator in an
+// earlier range statement) already consumes, or that Finish has finished,
+// panics with a message naming the run and both paths, before anything is
+// received from in. Run.Finish from the loop body (or elsewhere while the
+// range runs) panics too: break out of the loop instead.
 //
 // Use Range when the consumer is a loop in one goroutine and the producer
 // honours the run's context: it is the cheapest guard. Use Forward when the
@@ -70,14 +78,14 @@ func Range[T any](run *Run, in <-chan T, decode func(T) termination.Event) iter.
 // waiting for the producer: Forward ends its output when the run stops,
 // whatever the producer does, and drains in its own goroutine.
 func RangeEach[T any](run *Run, in <-chan T, decode func(item T, emit func(termination.Event))) iter.Seq[T] {
-	return rangeChan(run, in, decode == nil, func() *forwarder[T] { return newEachForwarder(run, decode) })
+	return rangeChan(run, in, decode == nil, pathRangeEach, func() *forwarder[T] { return newEachForwarder(run, decode) })
 }
 
-// rangeChan is Range and RangeEach: newForwarder makes the forwarder of one
-// iteration (its observe step is Forward's).
-func rangeChan[T any](run *Run, in <-chan T, nilDecode bool, newForwarder func() *forwarder[T]) iter.Seq[T] {
+// rangeChan is Range and RangeEach (path): newForwarder makes the
+// forwarder of one iteration (its observe step is Forward's).
+func rangeChan[T any](run *Run, in <-chan T, nilDecode bool, path consumerPath, newForwarder func() *forwarder[T]) iter.Seq[T] {
 	return func(yield func(T) bool) {
-		if checkInput(run, in == nil, nilDecode, "Range", "channel") != nil {
+		if checkInput(run, in == nil, nilDecode, path, "channel") != nil {
 			return
 		}
 		newForwarder().rangeOver(in, yield)
@@ -110,7 +118,7 @@ func (f *forwarder[T]) rangeOver(in <-chan T, yield func(T) bool) {
 	if how != rangeClosed {
 		f.drainRange(in)
 	}
-	run.Finish(nil)
+	run.finishPath()
 	if how == rangePanicked {
 		panic(panicked)
 	}

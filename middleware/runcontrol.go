@@ -178,6 +178,9 @@ func (r *Run) spend(u termination.Usage, cost float64) (termination.Cause, bool)
 	}
 	r.mu.Lock()
 	ok := r.eval.StopOnEvent(stop) // refuses a typed nil: no stop
+	if ok {
+		r.decidedLocked()
+	}
 	c, stopped := r.eval.Stopped()
 	r.mu.Unlock()
 	if ok {

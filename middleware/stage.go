@@ -222,8 +222,11 @@ type Run struct {
 	// ended); stopTold once the recorders have been told of the stop
 	// (recordStop), or of the end; lastFinal: the last evaluated event was
 	// a final answer; left: Leave was called; woken: wake (below) is
-	// closed.
+	// closed; consumer: the path that consumes the run's stream
+	// (consumer.go), in the padding after the flags (a live Run stays
+	// 192 bytes).
 	finishing, stopTold, lastFinal, left, woken bool
+	consumer                                    consumerPath
 	leftFlag                                    atomic.Bool // left, for the channel forwarder's per-item check
 	// The channel forwarder's hand-over, read by Leave: sentFinal is whether
 	// the last item the consumer took ended with a final answer; inFlight is
@@ -355,6 +358,12 @@ func (r *Run) Done() <-chan struct{} { return r.ctx.Done() }
 // Observe blocks on nothing but the run's lock, except while the run is
 // held at a limit (a policy's hold:, hold.go): it then waits until the run
 // is raised ([Run.Raise]) or ends, and evaluates ev only if it was raised.
+//
+// Observe takes no stream of its own: it may report events beside the path
+// that consumes the run's stream (Forward, Range, ...: an error the loop
+// survives), evaluated in the order they arrive; that path, or Finish for
+// a loop that only calls Observe, ends the run. On a stopped or finished
+// run it evaluates nothing and reports the stop.
 func (r *Run) Observe(ev termination.Event) (termination.Cause, bool) {
 	c, stop, _ := r.observe(&ev) // by reference: one copy of the event less
 	return c, stop
@@ -439,6 +448,7 @@ func (r *Run) observed(ev *termination.Event, seq sequencer, evaluated int, caus
 			seq.Exit(ev, false)
 		}
 		r.rareLocked().drained++
+		r.decidedLocked()
 		r.mu.Unlock()
 		r.stopped(cause)
 		return cause, true, true
@@ -461,6 +471,9 @@ func (r *Run) observed(ev *termination.Event, seq sequencer, evaluated int, caus
 	settle := false
 	if seq != nil {
 		settle = seq.Exit(ev, valid)
+	}
+	if stop {
+		r.decidedLocked() // after the event that stopped it, as in replay
 	}
 	if len(r.parts.spenders) > 0 && valid {
 		return r.observedSpend(ev, cause, stop, warnings, settle)
@@ -637,6 +650,9 @@ func (r *Run) stopLeaving(final bool, reason string) {
 	} else {
 		ok = r.eval.Stop(c)
 	}
+	if ok {
+		r.decidedLocked()
+	}
 	r.mu.Unlock()
 	if ok {
 		r.stopped(c)
@@ -648,6 +664,9 @@ func (r *Run) stopLeaving(final bool, reason string) {
 func (r *Run) stopWith(c termination.Cause) bool {
 	r.mu.Lock()
 	ok := r.eval.Stop(c)
+	if ok {
+		r.decidedLocked()
+	}
 	r.mu.Unlock()
 	if ok {
 		r.stopped(c)
@@ -661,6 +680,9 @@ func (r *Run) stopWith(c termination.Cause) bool {
 // does not end it as Cancelled{reason: context} before the cascade
 // reaches it.
 func (r *Run) stopped(c termination.Cause) {
+	if h := testHookStopped.Load(); h != nil {
+		(*h)(r, c)
+	}
 	r.mu.Lock()
 	r.recordStop()
 	r.mu.Unlock()
@@ -715,7 +737,9 @@ func (r *Run) armTimer() {
 func (r *Run) onTimer() {
 	r.mu.Lock()
 	cause, stop := r.eval.Tick(time.Now())
-	if !stop {
+	if stop {
+		r.decidedLocked()
+	} else {
 		r.armTimer()
 	}
 	r.mu.Unlock()
@@ -733,8 +757,31 @@ func (r *Run) onTimer() {
 // cause that is a typed nil (a nil *termination.Custom) is no cause: err is
 // then a stream error like any other. Finish is idempotent: later calls
 // return the same result.
+//
+// Finish ends a run whose events the loop reports itself (Observe). A run
+// whose stream Forward, ForwardSeq or Range (or their Each forms) consumes
+// is finished by that path when the stream ends: a Finish while the path
+// still owns the stream panics, naming the run and the path (it would
+// drain what the path has not handed over), except after Leave on a run
+// that Forward or ForwardEach consumes, when it waits for the forwarder as
+// Wait does. Once the path has finished the run, Finish returns its
+// result.
 func (r *Run) Finish(err error) termination.Result {
 	r.mu.Lock()
+	if p := r.consumer; p != noPath && !r.finishing {
+		left := r.left
+		r.mu.Unlock()
+		if left && p.channel() {
+			return r.Wait() // the consumer has left: the forwarder ends within the drain timeout
+		}
+		panic(r.finishMisuse(p))
+	}
+	return r.finishLocked(err)
+}
+
+// finishLocked is Finish once it has checked the consumer path, and the
+// paths' own end (finishPath), with r.mu held; it unlocks it.
+func (r *Run) finishLocked(err error) termination.Result {
 	first := !r.finishing
 	r.finishing = true
 	r.mu.Unlock()
@@ -743,6 +790,13 @@ func (r *Run) Finish(err error) termination.Result {
 	}
 	r.ended.Wait()
 	return *r.result
+}
+
+// finishPath is Finish for the path that consumes the run's stream, at the
+// stream's end (and for a path's misuse that ends the run: checkInput).
+func (r *Run) finishPath() termination.Result {
+	r.mu.Lock()
+	return r.finishLocked(nil)
 }
 
 func (r *Run) finish(err error) {
@@ -799,7 +853,13 @@ func (r *Run) finish(err error) {
 	r.nwarn = int32(len(res.Warnings))
 	r.unholdLocked()  // hold.go
 	r.stopTold = true // End tells them
+	// Its descendants' ends come after its own, with their locks held
+	// from before it, as when its cause is decided (lineage.go).
+	locked := r.lockDescendants(nil)
+	recordPending(locked)
 	r.parts.end(&res) // the tree's part fills res.Tree (lineage.go), the shadow policies' res.Shadow (shadow.go)
+	cascade(locked)
+	unlockAll(locked)
 	r.result = &res
 	r.mu.Unlock()
 	r.parts.ended(&res)
@@ -883,3 +943,8 @@ func (r *Run) recordStop() {
 	res.TerminationCause = termination.Tag(res.Cause, r.stage.allowed)
 	r.parts.stopped(&res) // the shadow policies' part fills res.Shadow first (shadow.go)
 }
+
+// testHookStopped, when set (by this package's tests), is called as
+// stopped begins: a test makes another run act in the window between a
+// run's cause and the rest of its stop.
+var testHookStopped atomic.Pointer[func(*Run, termination.Cause)]
