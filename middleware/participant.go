@@ -75,10 +75,13 @@ type Spender interface {
 // the loop returns and calls Finish (End). An event log writes the run's
 // end record then (package eventlog), so that in the log a run ends where
 // it really ended, before the lines of its descendants' cascade. Stopped
-// is called at most once per run, with the run's lock held, and never for
-// a run whose cause Finish decides (the stream's end: End is the first to
-// know). res is valid only during the call; its Outcome is the cause's
-// default (a WithTreatAsSuccess override is applied at Finish).
+// is called at most once per run, with the run's lock held. For a run
+// whose cause Finish decides (the stream's end) End is the first to know,
+// but for one case: when the run's parent ends while Finish is deciding
+// (between the stream's end and End), Stopped is called first, so that the
+// child's end record comes before its parent's. res is valid only during
+// the call; its Outcome is the cause's default (a WithTreatAsSuccess
+// override is applied at Finish, and is missing from that early record).
 type StopRecorder interface {
 	Stopped(res *termination.Result)
 }
