@@ -207,6 +207,7 @@ func TestReplayHeldEndRecord(t *testing.T) {
 	}
 	const timeout = `{"$kind":"Timeout","limit":"30s","elapsed":"30.001s"}`
 	const parent = `{"$kind":"Cancelled","reason":"parent","detail":"planner ended: max_iterations"}`
+	const limitJSON = `{"$kind":"MaxIterationsReached","limit":1,"count":2}`
 	limit := termination.MaxIterationsReached{Limit: 1, Count: 2}
 	tests := []struct {
 		name    string
@@ -219,6 +220,9 @@ func TestReplayHeldEndRecord(t *testing.T) {
 		{"another policy live: the limit", lines(first, msg, end(timeout, "sha256:00", 2)), limit, false},
 		{"a policy given as code live: the limit", lines(first, msg, end(timeout, "code", 2)), limit, false},
 		{"live went on past the hold: the limit", lines(first, msg, end(timeout, hash, 3)), limit, false},
+		// Its hold timed out live: the limit, with its evidence, as under
+		// any other policy that holds there (the user trial's p1).
+		{"held live, its hold timed out: the limit", lines(first, msg, end(limitJSON, hash, 2)), limit, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -228,6 +232,10 @@ func TestReplayHeldEndRecord(t *testing.T) {
 			require.Equal(t, tt.fromRec, res[0].FromRecord)
 			if !tt.fromRec {
 				require.Equal(t, 2, res[0].StoppedAt)
+				require.Equal(t, []int{2}, res[0].Evidence, "the event that crossed the limit")
+			}
+			if tt.want == limit && tt.log == lines(first, msg, end(limitJSON, hash, 2)) {
+				require.Equal(t, 31*time.Second, res[0].Duration, "held until the recorded end")
 			}
 			require.Equal(t, 2, res[0].Events)
 		})

@@ -3,6 +3,7 @@ package replay
 import (
 	"errors"
 	"io"
+	"reflect"
 	"slices"
 	"time"
 
@@ -634,6 +635,20 @@ func (rp *replayer) record(rec *codec.Record, lastLine bool) {
 		runHeld := held(r.eval)
 		treeHeld := r.limits != nil && held(r.limits)
 		switch {
+		case runHeld && rp.heldLive(r, rec) && heldAt(r.eval, rec.Cause),
+			treeHeld && rp.heldLive(r, rec) && heldAt(r.limits, rec.Cause):
+			// Held live where replay holds it, and ended there with the
+			// limit's cause (nobody raised it before its hold timeout): the
+			// limit's own stop, as under any policy that holds there, with
+			// its evidence, lasting until the recorded end.
+			if !rec.Time.IsZero() {
+				r.timedOut = rec.Time
+			}
+			if runHeld {
+				rp.end(r, nil)
+			} else {
+				rp.endTreeHold(r)
+			}
 		case runHeld && !rp.heldLive(r, rec):
 			rp.end(r, nil) // the policy's hold, not raised: its own stop
 		case treeHeld && !rp.heldLive(r, rec):
@@ -705,6 +720,12 @@ func (rp *replayer) endTreeHold(h *replayRun) bool {
 	h.eval.StopFired(h.limits.Fired(), false)
 	rp.end(h, nil)
 	return true
+}
+
+// heldAt reports whether e holds its run at the limit whose cause is c.
+func heldAt(e *termination.Evaluator, c termination.Cause) bool {
+	h, ok := e.Held()
+	return ok && reflect.DeepEqual(h, c)
 }
 
 // heldLive reports whether the held run r was held live where replay
