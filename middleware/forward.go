@@ -24,7 +24,8 @@ import (
 // Leave). Without Leave nothing tells the forwarder that nobody reads any
 // more: the item it holds waits for the consumer, and Wait blocks, until
 // the caller's context ends (a stopped run reports the wait once, after the
-// drain timeout, naming Run.Leave). A consumer that must be able to break
+// drain timeout, naming Run.Leave); then, as after Leave, until the
+// producer has closed in, at the latest the drain timeout later. A consumer that must be able to break
 // out freely uses Range or ForwardSeq, where a break ends the run. A
 // supervisor that stops the run (run.Stop) while the consumer still reads
 // is not a consumer leaving: the consumer still gets every evaluated item,
