@@ -206,8 +206,9 @@
 // A run's lineage is its own: the parent link and its live children in
 // an intrusive list, made only for runs that have a parent here or have
 // had a child (a finished child unlinks itself, so a parent of 10,000
-// finished children holds nothing for them). Tree limits are package
-// tree's: a run whose events some tree limits count has a tree node among
+// finished children holds nothing for them). Tree limits are evaluated
+// by the module's internal/tree: a run whose events some tree limits count
+// has a tree node among
 // its parts (the seam, below), which evaluates its events under the
 // limits of the run and its holders in one order across the tree, holds
 // the tree at a limit, and shares it through a fleet. No goroutine is
