@@ -9,11 +9,13 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel"
 
 	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/internal/testutil"
@@ -185,4 +187,39 @@ func TestRaiseAndShadowRecords(t *testing.T) {
 	assert.Equal(t, res.Cause, out[0].Cause)
 	assert.Equal(t, res.StoppedAt, out[0].StoppedAt)
 	assert.Equal(t, res.Events, out[0].Events)
+}
+
+// TestLinesAfterClose: a run that goes on after its log's Close loses
+// its later lines, end record included; they are counted, and the first
+// is reported to otel.Handle naming the run, never silently.
+func TestLinesAfterClose(t *testing.T) {
+	var handled []string
+	var hmu sync.Mutex
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		hmu.Lock()
+		handled = append(handled, err.Error())
+		hmu.Unlock()
+	}))
+	defer otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {}))
+
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	w, err := New(path)
+	require.NoError(t, err)
+	_, rec := w.startRun(context.Background(), middleware.RunInfo{RunID: "late", Stage: "s", Policy: "code"})
+	ev := termination.Event{Kind: termination.KindMessage, Time: time.Now()}
+	rec.Event(&ev)
+	require.NoError(t, w.Close())
+	rec.Event(&ev)
+	rec.Event(&ev)
+	rec.End(&termination.Result{Cause: termination.NaturalCompletion{}, Outcome: termination.OutcomeSucceeded, Totals: termination.Totals{Events: 3}})
+
+	assert.Equal(t, int64(3), w.Dropped(), "two events and the end record")
+	hmu.Lock()
+	defer hmu.Unlock()
+	require.Len(t, handled, 1, "reported once: %q", handled)
+	assert.Contains(t, handled[0], "run late")
+	assert.Contains(t, handled[0], "after Close")
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, 1, strings.Count(string(data), "\n"), "only the event before Close is in the log")
 }

@@ -124,19 +124,21 @@ type record struct {
 // It is safe for concurrent use. Close it to write what is buffered and to
 // end its goroutine.
 type Writer struct {
-	path     string
-	log      termination.LogFields // the log fields of the line being written (write)
-	cfg      config
-	queue    chan record
-	stop     chan struct{}
-	done     chan struct{}
-	closing  sync.RWMutex // Event holds it for reading while it enqueues; Close for writing to set closed
-	closed   bool
-	dropped  atomic.Int64
-	once     sync.Once
-	argsPool sync.Pool
-	drops    metric.Int64Counter
-	nextID   atomic.Int64
+	path    string
+	log     termination.LogFields // the log fields of the line being written (write)
+	cfg     config
+	queue   chan record
+	stop    chan struct{}
+	done    chan struct{}
+	closing sync.RWMutex // Event holds it for reading while it enqueues; Close for writing to set closed
+	closed  bool
+	dropped atomic.Int64
+	// lateReported is set once a line after Close has been reported.
+	lateReported atomic.Bool
+	once         sync.Once
+	argsPool     sync.Pool
+	drops        metric.Int64Counter
+	nextID       atomic.Int64
 	// overflow holds the end records that found the buffer full: they are
 	// never dropped (a run's end is what replay needs most); kick wakes
 	// the goroutine to write them.
@@ -219,7 +221,9 @@ func (w *Writer) startRun(ctx context.Context, info middleware.RunInfo) (context
 
 // Close writes every event recorded before it, closes the file and ends
 // the goroutine. It returns the first error writing the log met. Events
-// recorded after Close are dropped. Close is idempotent.
+// and end records recorded after Close are dropped and counted (Dropped);
+// the first is reported to otel.Handle, naming its run. Close is
+// idempotent.
 func (w *Writer) Close() error {
 	w.once.Do(func() {
 		// Wait for the Events enqueueing now: what they enqueue is
@@ -251,7 +255,7 @@ func (r *runRecorder) Event(ev *termination.Event) {
 	w.closing.RLock()
 	defer w.closing.RUnlock()
 	if w.closed {
-		w.dropped.Add(1)
+		w.dropLate(r.run)
 		return
 	}
 	rec := record{ev: *ev, run: r.run, dropped: r.dropped}
@@ -343,7 +347,7 @@ func (r *runRecorder) enqueue(v any, what string, raise bool) {
 	w.closing.RLock()
 	defer w.closing.RUnlock()
 	if w.closed {
-		w.dropped.Add(1)
+		w.dropLate(r.run)
 		return
 	}
 	rec := record{end: line, endRun: r.run, raise: raise}
@@ -422,6 +426,16 @@ func shadowVerdicts(res *termination.Result) json.RawMessage {
 }
 
 func (w *Writer) drop() { w.dropped.Add(1) }
+
+// dropLate drops a line of run that came after Close: counted as any
+// drop, and reported to otel.Handle the first time, since the log then
+// lacks the rest of the run, its end record included.
+func (w *Writer) dropLate(run string) {
+	w.dropped.Add(1)
+	if w.lateReported.CompareAndSwap(false, true) {
+		otel.Handle(fmt.Errorf("eventlog: %s: run %s recorded a line after Close: it is dropped, as every later one (Writer.Dropped counts them), so the log lacks the rest of the run; close the log once the runs it records have ended", w.path, run))
+	}
+}
 
 // writeOverflow writes the end records that found the buffer full.
 func (w *Writer) writeOverflow() {
