@@ -2,9 +2,12 @@ package main
 
 import (
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
+
+	"github.com/agentstop/agentstop/importer"
 )
 
 // TestMalformedStage: every command that takes -stage rejects a name that
@@ -81,5 +84,22 @@ func TestReplayRepeatedFlag(t *testing.T) {
 			assert.Empty(t, stdout)
 			assert.Equal(t, "agentstop replay: "+tc.want+"\n", stderr)
 		})
+	}
+}
+
+// TestUsageNamesEveryImportFormat: "agentstop -h" names every format
+// import takes, in importer.Formats' order (the list is built from it).
+func TestUsageNamesEveryImportFormat(t *testing.T) {
+	code, stdout, _ := runCLI(t, "", "-h")
+	assert.Equal(t, exitOK, code)
+	var line string
+	for l := range strings.Lines(stdout) {
+		if strings.HasPrefix(strings.TrimSpace(l), "import ") {
+			line = l
+		}
+	}
+	assert.Contains(t, line, "("+strings.Join(importer.Formats(), ", ")+")")
+	for _, f := range importer.Formats() {
+		assert.Contains(t, line, f)
 	}
 }
