@@ -39,6 +39,10 @@ const (
 type Policy struct {
 	Name   string
 	Policy termination.Policy
+	// Source is the file or directory the policy was read from
+	// (LoadPolicy, LoadStagePolicies), or empty. When candidates share a
+	// Name, the report names them by their Sources (UniqueNames).
+	Source string
 	// Stages, when not nil, make the candidate one of per-stage policies
 	// (agentstop backtest -policies DIR, LoadStagePolicies): each run is
 	// evaluated with its stage's policy, and runs whose stage has none are
@@ -57,12 +61,14 @@ func LoadPolicy(path string) (Policy, error) {
 		}
 		return Policy{}, err
 	}
-	return Policy{Name: filepath.Base(path), Policy: p}, nil
+	return Policy{Name: filepath.Base(path), Policy: p, Source: path}, nil
 }
 
 // Config is what a backtest evaluates and how.
 type Config struct {
-	// Policies are evaluated over every run, each in the same pass.
+	// Policies are evaluated over every run, each in the same pass. The
+	// report names them as UniqueNames does: candidates that share a name
+	// are told apart by their Sources.
 	Policies []Policy
 	// Labels, when not nil, say which runs were good and which bad.
 	Labels Labels
@@ -206,6 +212,7 @@ func evaluate(ctx context.Context, sources []source, cfg Config) (*Report, error
 	if len(cfg.Policies) == 0 {
 		return nil, errors.New("no policy: give at least one")
 	}
+	cfg.Policies = UniqueNames(cfg.Policies)
 	workers := cfg.Workers
 	if workers <= 0 {
 		workers = runtime.NumCPU()

@@ -58,6 +58,10 @@
 //   - A file that a glob matches is named by its base name, without .jsonl
 //     (a glob has no directory to be relative to); a directory a glob
 //     matches names its files relative to itself.
+//   - Candidates whose names collide (two p.yaml from two directories,
+//     two -policies directories named policies) are named by the shortest
+//     suffix of their Sources that tells them apart ([UniqueNames]), so
+//     that no two summaries carry the same "policy".
 //   - A file with no events is bad input naming the file. A file whose
 //     events name their run on some lines and not on others is bad input
 //     naming the file and the first line that breaks the first event's

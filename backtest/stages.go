@@ -33,7 +33,7 @@ func LoadStagePolicies(dir string) (Policy, error) {
 	if err != nil {
 		return Policy{}, fmt.Errorf("-policies %s: %v", dir, pathErrorText(err))
 	}
-	p := Policy{Name: filepath.Base(filepath.Clean(dir)), Stages: map[string]termination.Policy{}}
+	p := Policy{Name: filepath.Base(filepath.Clean(dir)), Source: dir, Stages: map[string]termination.Policy{}}
 	for _, e := range entries {
 		ext := filepath.Ext(e.Name())
 		if e.IsDir() || !slices.Contains(policyExts, ext) {

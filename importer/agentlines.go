@@ -18,10 +18,15 @@ import (
 // Claude Code line holding a tool result with a whole file in it runs to
 // megabytes). A UTF-8 byte-order mark and a line's trailing \r are
 // dropped. An error from fn that is not an *EntryError is wrapped in one
-// naming the file and the line.
-func agentLines(file string, r io.Reader, fn func(n int, line []byte) error) error {
+// naming the file and the line. For a format that reads only JSON Lines
+// (format names it; "" for one that reads documents too), a first line
+// that fn rejects and that starts a JSON document (an array, or an
+// object that does not end on it) is an error saying so (documentError;
+// Import adds the formats that read documents).
+func agentLines(format, file string, r io.Reader, fn func(n int, line []byte) error) error {
 	br := bufio.NewReaderSize(r, 64<<10)
 	var buf []byte
+	first := true
 	for n := 1; ; n++ {
 		line, err := readLine(br, &buf)
 		if err != nil && err != io.EOF {
@@ -37,11 +42,17 @@ func agentLines(file string, r io.Reader, fn func(n int, line []byte) error) err
 				if errors.As(ferr, &ee) {
 					return ferr
 				}
-				if eof && endsInsideValue(t) {
+				switch {
+				case eof && endsInsideValue(t):
 					ferr = fmt.Errorf("malformed JSON: the file looks truncated (its last line ends inside a value)")
+				case first && format != "":
+					if derr := documentError(format, t); derr != nil {
+						ferr = derr
+					}
 				}
 				return &EntryError{File: file, Entry: "line " + strconv.Itoa(n), Err: ferr}
 			}
+			first = false
 		}
 		if eof {
 			return nil
@@ -85,6 +96,10 @@ func decodeAgentJSON(data []byte, v any) error {
 	}
 	var se *json.SyntaxError
 	if errors.As(err, &se) {
+		if se.Offset >= int64(len(data)) {
+			// encoding/json says "unexpected end of JSON input".
+			return fmt.Errorf("malformed JSON: the line ends inside a value (an object over several lines, or one cut short)")
+		}
 		return fmt.Errorf("malformed JSON: %s", strings.TrimPrefix(se.Error(), "json: "))
 	}
 	return fmt.Errorf("malformed JSON")
@@ -138,4 +153,25 @@ func endsInsideValue(line []byte) bool {
 	var se *json.SyntaxError
 	err := json.Unmarshal(line, &v)
 	return errors.As(err, &se) && se.Offset >= int64(len(line))
+}
+
+// errJSONDocument is wrapped by the error for a file of a JSON Lines
+// format that is a JSON document instead (documentError).
+var errJSONDocument = errors.New("the file is a JSON document, not JSON Lines (one JSON object per line)")
+
+// documentError returns the error for the first line of a file given as
+// format (a JSON Lines format) when that line starts a JSON document: an
+// array, or an object that does not end on it (a pretty-printed object).
+// Import adds the formats that read JSON documents. nil for another line.
+func documentError(format string, line []byte) error {
+	var what string
+	switch {
+	case line[0] == '[':
+		what = "it starts with an array"
+	case line[0] == '{' && !json.Valid(line):
+		what = "its first object does not end on its first line (a pretty-printed object)"
+	default:
+		return nil
+	}
+	return fmt.Errorf("%w: %s, and -from %s reads JSON Lines", errJSONDocument, what, format)
 }

@@ -398,7 +398,7 @@ func TestAgentImportErrors(t *testing.T) {
 	}{
 		{"malformed line", "claude-code", "{\"type\":\"summary\"}\n{\"type\":,}\n", "f.jsonl: line 2: malformed JSON"},
 		{"truncated last line", "claude-code", "{\"type\":\"summary\"}\n{\"type\":\"user\",\"mess", "f.jsonl: line 2: malformed JSON: the file looks truncated"},
-		{"a JSON document", "claude-code", "{\n  \"type\": \"user\"\n}\n", "f.jsonl: line 1: malformed JSON"},
+		{"a JSON document", "claude-code", "{\n  \"type\": \"user\"\n}\n", "f.jsonl: line 1: the file is a JSON document, not JSON Lines (one JSON object per line): its first object does not end on its first line"},
 		{"no type", "claude-code", `{"sessionId":"s"}`, "f.jsonl: line 1: no type"},
 		{"no message", "claude-code", `{"type":"assistant","sessionId":"s"}`, "f.jsonl: line 1: no message in this assistant line"},
 		{"unknown block", "claude-code", a + `{"type":"hologram"}]}}`, `f.jsonl: line 1: content[0]: a block of type "hologram" in an assistant message`},

@@ -68,7 +68,7 @@ type ccSession struct {
 // own file or a sub-agent's (agent-ID.jsonl).
 func importClaudeCode(file string, r io.Reader, _ *Options, out *Output) error {
 	s := &ccSession{file: file, out: out, runs: map[string]*ccRun{}, chains: map[string]string{}}
-	err := agentLines(file, r, func(n int, data []byte) error {
+	err := agentLines("claude-code", file, r, func(n int, data []byte) error {
 		var l ccLine
 		if err := decodeAgentJSON(data, &l); err != nil {
 			return err

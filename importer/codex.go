@@ -66,7 +66,7 @@ type cxRollout struct {
 func importCodex(file string, r io.Reader, _ *Options, out *Output) error {
 	c := &cxRollout{Run: Run{ID: baseName(file)}, out: out, tools: map[string]string{}, turn: -1, unpaid: -1, last: -1, withTool: map[int]bool{}}
 	lines := 0
-	err := agentLines(file, r, func(n int, data []byte) error {
+	err := agentLines("codex", file, r, func(n int, data []byte) error {
 		lines++
 		var l cxLine
 		if err := decodeAgentJSON(data, &l); err != nil {

@@ -29,7 +29,11 @@
 // Every mapping is written out in docs/import.md, with each choice a
 // format forces. An entry that cannot be mapped is an *[EntryError] naming
 // the file and the entry (messages[4], line 3, span 00f067aa0ba902b7);
-// nothing is skipped silently: what is left out is counted in the Output. Token counts follow §1: input tokens
+// nothing is skipped silently: what is left out is counted in the Output.
+// A JSON document (a pretty-printed object, an array) given to a format
+// that reads only JSON Lines (claude-code, codex) is an error on its first
+// line that says so and names the formats that read documents, instead of
+// encoding/json's "unexpected end of JSON input". Token counts follow §1: input tokens
 // include cached ones and output tokens reasoning ones (OpenAI's counts
 // already do; Anthropic's cache_read_input_tokens and
 // cache_creation_input_tokens are added in).

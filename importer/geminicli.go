@@ -103,7 +103,7 @@ func importGeminiCLI(file string, r io.Reader, _ *Options, out *Output) error {
 // messages replacing the whole list.
 func gmLog(file string, data []byte, s *gmSession) error {
 	index := map[string]int{}
-	return agentLines(file, bytes.NewReader(data), func(n int, line []byte) error {
+	return agentLines("", file, bytes.NewReader(data), func(n int, line []byte) error {
 		var rec struct {
 			ID       *string         `json:"id"`
 			RewindTo *string         `json:"$rewindTo"`

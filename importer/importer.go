@@ -107,19 +107,35 @@ type Skipped struct {
 }
 
 // A format reads one file of its kind from r and hands its runs to out.
+// documents is set for a format that reads a JSON document (a file that
+// is one JSON value, pretty-printed or not), unset for one that reads
+// only JSON Lines.
 type format struct {
-	name   string
-	decode func(file string, r io.Reader, o *Options, out *Output) error
+	name      string
+	decode    func(file string, r io.Reader, o *Options, out *Output) error
+	documents bool
 }
 
 var formats = []format{
-	{"openai-chat", decodeOpenAIChat},
-	{"mini-swe-agent", decodeMiniSWEAgent},
-	{"swe-agent", decodeSWEAgent},
-	{"otlp", decodeOTLP},
-	{"claude-code", importClaudeCode},
-	{"codex", importCodex},
-	{"gemini-cli", importGeminiCLI},
+	{"openai-chat", decodeOpenAIChat, true},
+	{"mini-swe-agent", decodeMiniSWEAgent, true},
+	{"swe-agent", decodeSWEAgent, true},
+	{"otlp", decodeOTLP, true},
+	{"claude-code", importClaudeCode, false},
+	{"codex", importCodex, false},
+	{"gemini-cli", importGeminiCLI, true},
+}
+
+// documentFormats returns the names of the formats that read a JSON
+// document.
+func documentFormats() []string {
+	var names []string
+	for _, f := range formats {
+		if f.documents {
+			names = append(names, f.name)
+		}
+	}
+	return names
 }
 
 // whole adapts a format that maps a file read whole.
@@ -165,7 +181,12 @@ func Import(formatName, file string, r io.Reader, opts Options, out *Output) err
 	if i < 0 {
 		return fmt.Errorf("unknown format %q (want one of %s)", formatName, strings.Join(Formats(), ", "))
 	}
-	return formats[i].decode(file, r, &opts, out)
+	err := formats[i].decode(file, r, &opts, out)
+	var ee *EntryError
+	if errors.As(err, &ee) && errors.Is(ee.Err, errJSONDocument) {
+		ee.Err = fmt.Errorf("%w; the formats that read a JSON document are %s", ee.Err, strings.Join(documentFormats(), ", "))
+	}
+	return err
 }
 
 // ImportFile is Import of the file at path.

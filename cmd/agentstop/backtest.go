@@ -24,7 +24,10 @@ PATH is a JSON Lines file, a directory (every *.jsonl below it) or a glob. A
 file whose events carry "run" holds many runs; otherwise a file is one run,
 named by its path relative to PATH without .jsonl. An empty policy (an empty
 file, {}) is evaluated, with one warning line on stderr naming the file:
-nothing can stop a run.
+nothing can stop a run. A candidate is named by its file name (-policy) or
+directory's last element (-policies); candidates whose names collide are
+named by the shortest path suffix that tells them apart (x1/p.yaml,
+x2/p.yaml), the same file given twice by a number (p.yaml (2)).
 
 Recorded runs: -policies DIR (repeatable) is one candidate made of per-stage
 policies, DIR/STAGE.yaml each (what the quickstart's -record writes), named by

@@ -183,3 +183,54 @@ func TestBacktestProgressLine(t *testing.T) {
 func backtestProgress(done, files int) backtest.Progress {
 	return backtest.Progress{Files: files, FilesDone: done, Runs: done, Events: int64(10 * done), Elapsed: time.Second}
 }
+
+// TestBacktestSameFileNames: candidates whose file names collide (two
+// p.yaml, two -policies dirs named policies) are told apart by the
+// shortest path suffix that differs, in the table, the JSON summaries and
+// the stderr lines that name a candidate.
+func TestBacktestSameFileNames(t *testing.T) {
+	dir := t.TempDir()
+	for sub, src := range map[string]string{"x1": "strict.yaml", "x2": "loose.yaml"} {
+		b, err := os.ReadFile(bt + src)
+		require.NoError(t, err)
+		require.NoError(t, os.Mkdir(filepath.Join(dir, sub), 0o700))
+		writeFile(t, filepath.Join(dir, sub), "p.yaml", string(b))
+	}
+	x1, x2 := filepath.Join(dir, "x1", "p.yaml"), filepath.Join(dir, "x2", "p.yaml")
+	args := []string{"backtest", "-policy", x1, "-policy", x2, "-labels", bt + "labels.csv", "-max-false-stops", "0"}
+
+	code, out, errOut := runCLI(t, "", append(args, bt+"corpus")...)
+	assert.Equal(t, exitFail, code)
+	assert.Contains(t, out, "x1/p.yaml  4     4        2 of 2       2 of 2")
+	assert.Contains(t, out, "x2/p.yaml  4     2        2 of 2       0 of 2")
+	assert.Equal(t, "agentstop backtest: x1/p.yaml stops 2 good runs, more than -max-false-stops 0\n", errOut)
+
+	code, out, _ = runCLI(t, "", append(args, "-format", "json", bt+"corpus")...)
+	assert.Equal(t, exitFail, code)
+	var names []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var v struct {
+			Policy  string
+			Summary *struct{ Policy string }
+		}
+		require.NoError(t, json.Unmarshal([]byte(line), &v))
+		if v.Summary != nil {
+			names = append(names, v.Summary.Policy)
+		} else {
+			assert.Contains(t, []string{"x1/p.yaml", "x2/p.yaml"}, v.Policy, "each outcome names its candidate")
+		}
+	}
+	assert.Equal(t, []string{"x1/p.yaml", "x2/p.yaml"}, names)
+
+	// Two -policies dirs of one name, each without a policy for the
+	// corpus's stage: the lines that say so tell them apart.
+	a, b := filepath.Join(dir, "a", "policies"), filepath.Join(dir, "b", "policies")
+	require.NoError(t, os.MkdirAll(a, 0o700))
+	require.NoError(t, os.MkdirAll(b, 0o700))
+	writeFile(t, a, "other.yaml", "max_iterations: 3\n")
+	writeFile(t, b, "other.yaml", "max_iterations: 4\n")
+	code, _, errOut = runCLI(t, "", "backtest", "-policies", a, "-policies", b, bt+"corpus")
+	assert.Equal(t, exitBad, code)
+	assert.Contains(t, errOut, "agentstop backtest: a/policies: ")
+	assert.Contains(t, errOut, "agentstop backtest: b/policies: ")
+}

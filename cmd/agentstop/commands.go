@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/agentstop/agentstop/importer"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -41,7 +42,7 @@ type command struct {
 var commands = append([]command{
 	{"replay", "evaluate a termination policy over a recorded JSON Lines event log", runReplay},
 	{"backtest", "evaluate policies over many recorded runs: what each would have stopped and saved", runBacktest},
-	{"import", "convert other agents' logs (openai-chat, mini-swe-agent, otlp, claude-code, codex, gemini-cli) to JSON Lines events", runImport},
+	{"import", "convert other agents' logs (" + strings.Join(importer.Formats(), ", ") + ") to JSON Lines events", runImport},
 	{"version", "print the agentstop module version", runVersion},
 }, fleetRows()...) // fleet.go
 

@@ -47,10 +47,11 @@ The fleet is the Redis server at -redis (or $AGENTSTOP_REDIS_URL): a
 redis:// or rediss:// URL, with an optional ACL user and password (never
 printed); a Redis Cluster is named by its nodes,
 redis://[user:password@]host1:port1?addr=host2:port2&addr=host3:port3.
-Selectors: -run ID, -stage NAME, -label k=v (repeatable; all must
-match), or -all. -json prints JSON for scripts instead of a table. A missing
-or malformed selector, or a server that cannot be reached: one line on
-stderr, exit status 2.
+Selectors: -run ID, -stage NAME (1 to 128 of A-Z a-z 0-9 . _ -, starting
+with a letter or digit), -label k=v (repeatable; all must match), or -all.
+-json prints JSON for scripts instead of a table. A missing or malformed
+selector, or a server that cannot be reached: one line on stderr, exit
+status 2.
 
 Flags:
 `
@@ -187,7 +188,7 @@ func newFleetArgs(name string) (*fleetArgs, *flag.FlagSet) {
 		if name == "runs" || name == "stop" {
 			fs.StringVar(&a.sel.RunID, "run", "", "select the run with this id")
 		}
-		fs.StringVar(&a.sel.Stage, "stage", "", "select the runs of this stage")
+		fs.StringVar(&a.sel.Stage, "stage", "", "select the runs of this stage `NAME`")
 		fs.Var(&a.labels, "label", "select runs with label k=v (repeatable; all must match)")
 		fs.BoolVar(&a.sel.All, "all", false, "select every run")
 	}
@@ -213,6 +214,11 @@ func newFleetArgs(name string) (*fleetArgs, *flag.FlagSet) {
 // the reason.
 func (a *fleetArgs) check(getenv func(string) string) error {
 	a.sel.Labels = a.labels.m
+	if a.sel.Stage != "" { // -stage '' is no selector
+		if err := checkStage(a.sel.Stage); err != nil {
+			return err
+		}
+	}
 	if *a.url == "" {
 		*a.url = getenv("AGENTSTOP_REDIS_URL")
 	}

@@ -130,6 +130,8 @@ func TestImportBadInput(t *testing.T) {
 		{"missing file", []string{"-from", "otlp", filepath.Join(dir, "none.jsonl")}, "cannot read"},
 		{"unmappable entry", []string{"-from", "openai-chat", bad}, `bad.json: messages[1]: role "robot"`},
 		{"existing output", []string{"-from", "openai-chat", "-o", dir, imp + "chat.json", imp + "chat.json"}, ""},
+		{"a JSON document to a JSON Lines format", []string{"-from", "codex", imp + "gemini-session.json"},
+			imp + "gemini-session.json: line 1: the file is a JSON document, not JSON Lines (one JSON object per line): its first object does not end on its first line (a pretty-printed object), and -from codex reads JSON Lines; the formats that read a JSON document are openai-chat, mini-swe-agent, swe-agent, otlp, gemini-cli"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

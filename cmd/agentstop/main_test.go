@@ -229,7 +229,7 @@ func TestReplayBadInput(t *testing.T) {
 		{"two events files", []string{"replay", "-policy", policy, "a.jsonl", "b.jsonl"},
 			"agentstop replay: want exactly one events file (or - for stdin), got 2\n"},
 		{"empty stage", []string{"replay", "-policy", policy, "-stage", " ", "../../testdata/react_complete.jsonl"},
-			"agentstop replay: -stage must not be empty\n"},
+			"agentstop replay: -stage \" \" starts with ' ': a stage name is 1 to 128 of the characters A-Z a-z 0-9 . _ - (a safe file name), starting with a letter or digit\n"},
 		{"unknown -fail-on outcome", []string{"replay", "-policy", policy, "-fail-on", "faild", "../../testdata/react_complete.jsonl"},
 			"agentstop replay: -fail-on: unknown outcome \"faild\" (want failed, skipped, or failed,skipped)\n"},
 		{"-fail-on succeeded", []string{"replay", "-policy", policy, "-fail-on", "failed,succeeded", "../../testdata/react_complete.jsonl"},
@@ -349,7 +349,7 @@ func TestUsage(t *testing.T) {
 	}
 	// Every command's -h prints its usage and lists its flags, on stdout.
 	flags := map[string][]string{
-		"replay":   {"-policy", "-stage", `(default "replay")`, "-fail-on", "-format", "-lenient"},
+		"replay":   {"-policy", "-stage", "(default replay)", "-fail-on", "-format", "-lenient"},
 		"backtest": {"-policy", "-labels", "-all", "-lenient", "-format", "-j", "-max-false-stops"},
 		"import":   {"-from", "-o", "-strict", "-messages", "-id", "-error-prefix"},
 		"version":  {},

@@ -67,6 +67,11 @@ ignored under a policy without hold. A run the recorder dropped lines of has
 An empty policy (an empty file, {}) is valid, but nothing can stop a run: the
 replay runs, with one warning line on stderr naming the file.
 
+Every flag is given at most once: replay takes one policy (to compare several
+over the same runs, use agentstop backtest -policy A -policy B). -stage is a
+stage name as middleware.New takes it: 1 to 128 of A-Z a-z 0-9 . _ -,
+starting with a letter or digit.
+
 Exit status: 0 when the replay ran; 1 when its outcome is listed in -fail-on;
 2 on bad input (unreadable file, malformed line, unknown kind, invalid policy,
 a log with no events: empty, blank lines, or only a truncated line),
@@ -104,25 +109,29 @@ func parseOutcomes(s string) ([]termination.Outcome, error) {
 
 func runReplay(args []string, sio stdio) int {
 	fs := newFlags("replay")
-	policyPath := fs.String("policy", "", "termination policy file, YAML or JSON (required without -policies; with it, the policy of the stages it has no file for)")
-	policiesDir := fs.String("policies", "", "directory of per-stage policies, STAGE.yaml each (what the quickstart's -record writes)")
-	stage := fs.String("stage", "replay", "the stage of runs whose log names none: reported in the result, and their file under -policies")
-	failOnFlag := fs.String("fail-on", "", "exit 1 when the outcome is one of these: failed, skipped, or failed,skipped (for CI)")
+	policyPath := fs.String("policy", "", "termination policy `FILE`, YAML or JSON (required without -policies; with it, the policy of the stages it has no file for)")
+	policiesDir := fs.String("policies", "", "a `DIR` of per-stage policies, STAGE.yaml each (what the quickstart's -record writes)")
+	stage := fs.String("stage", "replay", "the stage `NAME` of runs whose log names none: reported in the result, and their file under -policies")
+	failOnFlag := fs.String("fail-on", "", "exit 1 when the outcome is one of these `OUTCOMES`: failed, skipped, or failed,skipped (for CI)")
 	lenient := fs.Bool("lenient", false, "evaluate the events before a truncated last line and mark the result \"truncated\": true, instead of failing")
-	format := fs.String("format", "json", "output: json (one object per run, for scripts) or table (one row per run, for people)")
+	format := fs.String("format", "json", "output `FORMAT`: json (one object per run, for scripts) or table (one row per run, for people)")
+	once := countFlags(fs, "policy", "policies", "stage", "fail-on", "format")
 	files, code, done := parseFlags(fs, args, replayUsage, sio)
 	if done {
 		return code
 	}
 	fail := func(format string, a ...any) int { return failf(sio, "replay", format, a...) }
+	if err := replayRepeats(once); err != nil {
+		return fail("%v", err)
+	}
+	if err := checkStage(*stage); err != nil {
+		return fail("%v", err)
+	}
 	if *policyPath == "" && *policiesDir == "" {
 		return fail("-policy or -policies is required (see agentstop replay -h)")
 	}
 	if len(files) != 1 {
 		return fail("want exactly one events file (or - for stdin), got %d", len(files))
-	}
-	if strings.TrimSpace(*stage) == "" {
-		return fail("-stage must not be empty")
 	}
 	if *format != "json" && *format != "table" {
 		return fail("-format: unknown format %q (want json or table)", *format)
@@ -174,6 +183,24 @@ func runReplay(args []string, sio stdio) int {
 		return replayRuns(sio, policy, stages, file, in, name, o)
 	}
 	return replayOne(sio, policy, in, name, o)
+}
+
+// replayRepeats rejects a single-valued flag of replay given more than
+// once (the flag package would keep the last value silently); backtest is
+// where several policies are compared.
+func replayRepeats(once map[string]*counted) error {
+	for _, r := range []struct{ flag, why string }{
+		{"policy", "replay takes one policy; to compare several, use agentstop backtest -policy A -policy B LOG"},
+		{"policies", "replay takes one -policies DIR; to compare several, use agentstop backtest -policies A -policies B LOG"},
+		{"stage", "replay takes one -stage NAME"},
+		{"fail-on", "replay takes one -fail-on; give both outcomes as -fail-on failed,skipped"},
+		{"format", "replay takes one -format"},
+	} {
+		if err := once[r.flag].repeated(r.flag, r.why); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // replayOne replays a log of one run (no run ids, no stage) under p and
