@@ -41,7 +41,7 @@ type Policy struct {
 	Policy termination.Policy
 	// Source is the file or directory the policy was read from
 	// (LoadPolicy, LoadStagePolicies), or empty. When candidates share a
-	// Name, the report names them by their Sources (UniqueNames).
+	// Name, the report names them by their Sources (uniqueNames).
 	Source string
 	// Stages, when not nil, make the candidate one of per-stage policies
 	// (agentstop backtest -policies DIR, LoadStagePolicies): each run is
@@ -67,7 +67,7 @@ func LoadPolicy(path string) (Policy, error) {
 // Config is what a backtest evaluates and how.
 type Config struct {
 	// Policies are evaluated over every run, each in the same pass. The
-	// report names them as UniqueNames does: candidates that share a name
+	// report names them as uniqueNames does: candidates that share a name
 	// are told apart by their Sources.
 	Policies []Policy
 	// Labels, when not nil, say which runs were good and which bad.
@@ -212,7 +212,7 @@ func evaluate(ctx context.Context, sources []source, cfg Config) (*Report, error
 	if len(cfg.Policies) == 0 {
 		return nil, errors.New("no policy: give at least one")
 	}
-	cfg.Policies = UniqueNames(cfg.Policies)
+	cfg.Policies = uniqueNames(cfg.Policies)
 	workers := cfg.Workers
 	if workers <= 0 {
 		workers = runtime.NumCPU()

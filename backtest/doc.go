@@ -60,7 +60,7 @@
 //     matches names its files relative to itself.
 //   - Candidates whose names collide (two p.yaml from two directories,
 //     two -policies directories named policies) are named by the shortest
-//     suffix of their Sources that tells them apart ([UniqueNames]), so
+//     suffix of their Sources that tells them apart (see Evaluate), so
 //     that no two summaries carry the same "policy".
 //   - A file with no events is bad input naming the file. A file whose
 //     events name their run on some lines and not on others is bad input

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// UniqueNames returns a copy of policies whose names are unique, so that a
+// uniqueNames returns a copy of policies whose names are unique, so that a
 // report's table, JSON and CSV tell every candidate apart. A name that
 // more than one candidate shares (x1/p.yaml and x2/p.yaml are both
 // "p.yaml"; two -policies dirs a/policies and b/policies are both
@@ -15,7 +15,7 @@ import (
 // "x2/p.yaml". Candidates without a Source, or with the same one, that
 // still share a name are numbered in order: "p.yaml", "p.yaml (2)".
 // Unique names are kept. Evaluate applies it to Config.Policies.
-func UniqueNames(policies []Policy) []Policy {
+func uniqueNames(policies []Policy) []Policy {
 	out := append([]Policy(nil), policies...)
 	groups := map[string][]int{}
 	for i, p := range out {

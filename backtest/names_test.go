@@ -26,7 +26,7 @@ func TestUniqueNames(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			in := append([]Policy(nil), tc.in...)
-			out := UniqueNames(in)
+			out := uniqueNames(in)
 			var got []string
 			for _, q := range out {
 				got = append(got, q.Name)
