@@ -62,3 +62,23 @@ func TestDocumentFormats(t *testing.T) {
 		assert.False(t, errors.Is(err, errJSONDocument), "%s reads documents: its own error, %v", f, err)
 	}
 }
+
+// TestOpenAIChatLinesCutShort: openai-chat's JSON Lines say what is wrong
+// with a line that is not JSON as the agents' formats do — a last line
+// cut short is a truncated file, an earlier line that ends inside a value
+// an object over several lines — and never in encoding/json's words.
+func TestOpenAIChatLinesCutShort(t *testing.T) {
+	const first = `{"messages":[{"role":"user","content":"hi"}]}` + "\n"
+	for _, tc := range []struct{ name, text, want string }{
+		{"the last line cut short", first + `{"messages":[{"role":"user","content":"h`, "f.jsonl: line 2: malformed JSON: the file looks truncated (its last line ends inside a value)"},
+		{"an object over two lines", first + "{\"messages\":[{\"role\":\"user\",\n\"content\":\"h\"}]}\n", "f.jsonl: line 2: malformed JSON: the line ends inside a value (an object over several lines, or one cut short)"},
+		{"a fault inside a line", first + `{"messages":[{"role" "user"}]}` + "\n", `f.jsonl: line 2: malformed JSON at byte 22 of the line: invalid character '"' after object key (a JSON Lines file holds one whole value per line)`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := importData("openai-chat", "f.jsonl", []byte(tc.text), Options{})
+			require.EqualError(t, err, tc.want)
+			var ee *EntryError
+			assert.True(t, errors.As(err, &ee), "an *EntryError naming the line")
+		})
+	}
+}

@@ -85,6 +85,7 @@ type chatStream struct {
 	names  namer
 	pend   []byte // the line read ahead, mapped when the next one is read
 	pendAt int
+	last   bool // the value being mapped is the file's last
 }
 
 func newChatStream(file string, o *Options, out *Output) *chatStream {
@@ -141,6 +142,7 @@ func (c *chatStream) lines(lr *lineReader, at int, t []byte) error {
 			if multi {
 				entry = "line " + strconv.Itoa(c.pendAt)
 			}
+			c.last = true
 			return c.value(c.pend, entry)
 		}
 	}
@@ -153,7 +155,7 @@ func (c *chatStream) value(data []byte, entry string) error {
 	var se *json.SyntaxError
 	switch {
 	case errors.As(err, &se):
-		return &EntryError{File: c.file, Entry: entry, Err: fmt.Errorf("malformed JSON: %v (a JSON Lines file holds one whole value per line)", err)}
+		return &EntryError{File: c.file, Entry: entry, Err: lineSyntaxError(data, se, c.last)}
 	case err != nil:
 		return c.entryError(entry, err)
 	case run == nil: // not the expected shape: the slow path names what is wrong
@@ -246,4 +248,19 @@ func (n *namer) unique(id string) string {
 			return cand
 		}
 	}
+}
+
+// lineSyntaxError says what is wrong with a line of JSON Lines that is not
+// JSON, in the user's terms: a last line that ends inside a value is a
+// file cut short (an agent stopped while writing), another line that does
+// an object written over several lines; anything else is the fault and
+// where it is, never encoding/json's "unexpected end of JSON input".
+func lineSyntaxError(data []byte, se *json.SyntaxError, last bool) error {
+	switch {
+	case se.Offset >= int64(len(data)) && last:
+		return fmt.Errorf("malformed JSON: the file looks truncated (its last line ends inside a value)")
+	case se.Offset >= int64(len(data)):
+		return fmt.Errorf("malformed JSON: the line ends inside a value (an object over several lines, or one cut short)")
+	}
+	return fmt.Errorf("malformed JSON at byte %d of the line: %s (a JSON Lines file holds one whole value per line)", se.Offset, strings.TrimPrefix(se.Error(), "json: "))
 }
