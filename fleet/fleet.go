@@ -200,7 +200,8 @@ func (s Selector) IsZero() bool {
 }
 
 // Validate reports whether s is a usable selector: at least one of run id,
-// stage, labels, or All alone; a run id of 32 hex digits; snake_case label
+// stage, labels, or All alone; a run id of 32 hex digits; a stage name a
+// run can have (as middleware.New checks it); snake_case label
 // names and values of at most 256 bytes. The error wraps ErrInvalid and
 // names what is missing or malformed.
 func (s Selector) Validate() error {
@@ -215,6 +216,13 @@ func (s Selector) Validate() error {
 	}
 	if s.Stage != "" && strings.TrimSpace(s.Stage) == "" {
 		return fmt.Errorf("%w: stage name is blank", ErrInvalid)
+	}
+	if s.Stage != "" {
+		// A stage no run can have (middleware.New checks the same rule)
+		// would select nothing, silently.
+		if err := label.ValidateStage(s.Stage); err != nil {
+			return fmt.Errorf("%w: %v", ErrInvalid, err)
+		}
 	}
 	if err := label.ValidateLabels(s.Labels); err != nil {
 		return fmt.Errorf("%w: %v", ErrInvalid, err)

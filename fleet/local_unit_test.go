@@ -294,6 +294,8 @@ func TestSelector(t *testing.T) {
 		{fleet.Selector{All: true, Stage: "s"}, "all cannot be combined"},
 		{fleet.Selector{RunID: "ABC"}, `run id "ABC" is not 32 lowercase hex digits`},
 		{fleet.Selector{Stage: "  "}, "stage name is blank"},
+		{fleet.Selector{Stage: "bad name!"}, `stage name "bad name!" has ' ' at byte 3`},
+		{fleet.Selector{Stage: "*"}, `stage name "*" starts with '*'`},
 		{fleet.Selector{Labels: map[string]string{"Tenant": "x"}}, `label name "Tenant"`},
 		{fleet.Selector{Labels: map[string]string{"t": strings.Repeat("v", 300)}}, "300 bytes"},
 	} {

@@ -1,6 +1,7 @@
 package redisfleet
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -15,7 +16,8 @@ import (
 // stopped and blocked as themselves, never as patterns or slots: a
 // selector on them touches no other run, on one server or a cluster. (A
 // stage cannot be named "*": stage names are file names,
-// label.ValidateStage; a selector can still say "*".)
+// label.ValidateStage; a listing's selector that says "*" matches
+// nothing, and a block or stop that says it is refused as invalid.)
 func TestHostileNamesAreLiteral(t *testing.T) {
 	redistest.Each(t, testHostileNames)
 }
@@ -62,12 +64,13 @@ func testHostileNames(t *testing.T, r redistest.Redis) {
 		t.Errorf("listed %+v, want run %s with tenant %q", rs[0], hr.ID(), hostile)
 	}
 
-	// A block on stage "*" blocks no stage; one on "star" blocks that
-	// stage only.
-	for _, stage := range []string{"*", "star"} {
-		if _, err := f.Block(t.Context(), fleet.BlockRequest{Selector: fleet.Selector{Stage: stage}, Reason: "star", By: "ops"}); err != nil {
-			t.Fatal(err)
-		}
+	// A block on stage "*" is refused (no stage has that name); one on
+	// "star" blocks that stage only.
+	if _, err := f.Block(t.Context(), fleet.BlockRequest{Selector: fleet.Selector{Stage: "*"}, Reason: "star", By: "ops"}); !errors.Is(err, fleet.ErrInvalid) {
+		t.Fatalf("a block on stage *: %v, want fleet.ErrInvalid", err)
+	}
+	if _, err := f.Block(t.Context(), fleet.BlockRequest{Selector: fleet.Selector{Stage: "star"}, Reason: "star", By: "ops"}); err != nil {
+		t.Fatal(err)
 	}
 	time.Sleep(1100 * time.Millisecond)
 	_, blocked := star.Start(t.Context())
