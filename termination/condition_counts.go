@@ -52,7 +52,13 @@ type ToolCallLimits struct {
 
 // condition returns the condition l stands for.
 func (l IterationLimits) condition() Condition {
-	return &countLimit{res: ResourceIterations, limit: nonZero(l.Limit), pressure: nonZero(l.Pressure),
+	c := l.limit()
+	return &c
+}
+
+// limit is the countLimit l stands for.
+func (l IterationLimits) limit() countLimit {
+	return countLimit{res: ResourceIterations, limit: nonZero(l.Limit), pressure: nonZero(l.Pressure),
 		long: l.Pressure != 0}
 }
 

@@ -32,7 +32,22 @@ func lowerAll(cs []Condition) []Condition {
 // String describes the limit in the policy file's terms.
 func (l IterationLimits) String() string  { return l.condition().String() }
 func (l IterationLimits) validate() error { return l.condition().validate() }
-func (l IterationLimits) start() check    { return l.condition().start() }
+
+// start makes the run's check of the limit given as a Go value: the limit
+// and its check in one allocation, as many as a limit built once (a
+// policy's) takes per run.
+func (l IterationLimits) start() check {
+	o := &ownedCount{lim: l.limit()}
+	o.chk.countLimit = &o.lim
+	return &o.chk
+}
+
+// ownedCount is the per-run state of an IterationLimits given as a Go
+// value: its limit and the check that counts against it.
+type ownedCount struct {
+	lim countLimit
+	chk countCheck
+}
 
 // String describes the limit in the policy file's terms.
 func (l ToolCallLimits) String() string  { return l.condition().String() }

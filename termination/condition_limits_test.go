@@ -50,3 +50,24 @@ func TestLimitStructsAreConditions(t *testing.T) {
 	assert.Equal(t, MustParsePolicy("max_tool_calls: 2").Condition().String(), ToolCallLimits{Limit: 2}.String())
 	assert.ErrorContains(t, Validate(TreeLimits(StallLimits{Repeats: 3})), "stall")
 }
+
+// TestIterationLimitsStartAllocs: an IterationLimits given as a Go value
+// costs a run one allocation at its start (its limit and check together),
+// as a limit built once (a policy's) does.
+func TestIterationLimitsStartAllocs(t *testing.T) {
+	built := MustParsePolicy("max_iterations: 3").Condition()
+	given := IterationLimits{Limit: 3}
+	for name, c := range map[string]Condition{"built": built, "given": given} {
+		if n := testing.AllocsPerRun(100, func() { _ = c.start() }); n != 1 {
+			t.Errorf("%s: %v allocations per start, want 1", name, n)
+		}
+	}
+	e := NewEvaluator(given, WallClock)
+	for range 3 {
+		_, stop := e.Observe(Event{Kind: KindMessage})
+		require.False(t, stop)
+	}
+	c, stop := e.Observe(Event{Kind: KindMessage})
+	require.True(t, stop)
+	assert.Equal(t, MaxIterationsReached{Limit: 3, Count: 4}, c)
+}
