@@ -171,6 +171,12 @@ func raiseLine(id string, l termination.Limits, rep fleet.RaiseReport, wait time
 		}
 		return s
 	case fleet.RaiseNotHeld:
+		if rep.Held != nil && l.Has&heldResources(rep.Held.Limit) != 0 {
+			// The raise names the limit the registry showed: the run was
+			// released in the moment before (the registry lags a little).
+			return "run " + id + " is no longer held: nothing raised (the fleet showed it held at " +
+				rep.Held.Limit + " a moment ago; a raise, a stop or its end has released it since)"
+		}
 		if rep.Held != nil {
 			// The registry showed it held: the raise names no amount of
 			// the limit's resource, or the run was released meanwhile.
@@ -182,6 +188,20 @@ func raiseLine(id string, l termination.Limits, rep fleet.RaiseReport, wait time
 		return "no live run " + id + " (unknown, or it has ended): nothing raised"
 	}
 	return fmt.Sprintf("run %s: its process did not confirm the raise within %s", id, wait)
+}
+
+// heldResources are the amounts that raise a limit held at with the
+// termination_cause tag: a raise of one of them names that limit.
+func heldResources(tag string) termination.LimitMask {
+	switch tag {
+	case termination.TagMaxIterations:
+		return termination.LimitIterations
+	case termination.TagMaxToolCalls:
+		return termination.LimitToolCalls
+	case termination.TagBudgetExhausted:
+		return termination.LimitTotalTokens | termination.LimitInputTokens | termination.LimitOutputTokens | termination.LimitCost
+	}
+	return 0
 }
 
 // heldTable writes the held runs (runs -held): what each waits on and for

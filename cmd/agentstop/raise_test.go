@@ -14,6 +14,8 @@ import (
 	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func runRaiseCLI(env map[string]string, args ...string) (code int, stdout, stderr string) {
@@ -88,6 +90,13 @@ func TestRaiseCommand(t *testing.T) {
 		if _, _, held := run.Held(); held {
 			t.Error("the run is still held")
 		}
+		// Raised again at once, naming the same limit: while the registry
+		// still shows it held, it says the run is no longer held; after,
+		// that it is not held.
+		code, out, errOut = runRaiseCLI(env, "-run", run.ID(), "-iterations", "+2")
+		if code != exitFail || errOut != "" || !strings.Contains(out, "is no longer held: nothing raised") && !strings.Contains(out, "is not held at a limit: nothing raised") {
+			t.Errorf("raise again: exit %d, %q, %q", code, out, errOut)
+		}
 		for _, tc := range []struct{ id, want string }{
 			{run.ID(), "is not held at a limit"}, // this raise names, when the fleet still shows the raised run held
 			{other.ID(), "is not held at a limit: nothing raised"},
@@ -125,4 +134,21 @@ func TestRaiseCommandErrors(t *testing.T) {
 	if code, _, _ := runRaiseCLI(nil, "-run", id, "-iterations", "+1"); code != exitBad {
 		t.Errorf("raise without a server: exit %d, want 2", code)
 	}
+}
+
+// TestRaiseLineReleasedMeanwhile: a raise that names the limit the
+// registry showed, answered "not held", says the run is no longer held
+// (released in the moment before); one that names another resource says
+// that a raise must name the held limit's.
+func TestRaiseLineReleasedMeanwhile(t *testing.T) {
+	held := &fleet.Held{Limit: termination.TagMaxIterations, Cause: "max iterations reached (3 > limit 2)", Since: time.Now()}
+	rep := fleet.RaiseReport{Outcome: fleet.RaiseNotHeld, Held: held}
+	var iters, cost termination.Limits
+	require.NoError(t, iters.Set("iterations=2"))
+	require.NoError(t, cost.Set("cost=0.5"))
+	assert.Contains(t, raiseLine("r1", iters, rep, time.Second), "run r1 is no longer held: nothing raised (the fleet showed it held at max_iterations a moment ago")
+	assert.Contains(t, raiseLine("r1", cost, rep, time.Second), "run r1 is not held at a limit this raise names")
+	budget := fleet.RaiseReport{Outcome: fleet.RaiseNotHeld, Held: &fleet.Held{Limit: termination.TagBudgetExhausted}}
+	assert.Contains(t, raiseLine("r1", cost, budget, time.Second), "is no longer held")
+	assert.Contains(t, raiseLine("r1", iters, budget, time.Second), "this raise names")
 }
