@@ -9,13 +9,11 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-	"go.opentelemetry.io/otel"
 
 	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/internal/testutil"
@@ -193,14 +191,7 @@ func TestRaiseAndShadowRecords(t *testing.T) {
 // its later lines, end record included; they are counted, and the first
 // is reported to otel.Handle naming the run, never silently.
 func TestLinesAfterClose(t *testing.T) {
-	var handled []string
-	var hmu sync.Mutex
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-		hmu.Lock()
-		handled = append(handled, err.Error())
-		hmu.Unlock()
-	}))
-	defer otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {}))
+	handled := captureHandled(t)
 
 	path := filepath.Join(t.TempDir(), "events.jsonl")
 	w, err := New(path)
@@ -214,11 +205,10 @@ func TestLinesAfterClose(t *testing.T) {
 	rec.End(&termination.Result{Cause: termination.NaturalCompletion{}, Outcome: termination.OutcomeSucceeded, Totals: termination.Totals{Events: 3}})
 
 	assert.Equal(t, int64(3), w.Dropped(), "two events and the end record")
-	hmu.Lock()
-	defer hmu.Unlock()
-	require.Len(t, handled, 1, "reported once: %q", handled)
-	assert.Contains(t, handled[0], "run late")
-	assert.Contains(t, handled[0], "after Close")
+	got := handled()
+	require.Len(t, got, 1, "reported once: %q", got)
+	assert.Contains(t, got[0], "run late")
+	assert.Contains(t, got[0], "after Close")
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
 	assert.Equal(t, 1, strings.Count(string(data), "\n"), "only the event before Close is in the log")

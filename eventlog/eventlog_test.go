@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -177,14 +178,7 @@ func TestRotation(t *testing.T) {
 func TestDropsNeverBlock(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	var handled []string
-	var hmu sync.Mutex
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-		hmu.Lock()
-		handled = append(handled, err.Error())
-		hmu.Unlock()
-	}))
-	defer otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {}))
+	handled := captureHandled(t)
 
 	path := filepath.Join(t.TempDir(), "events.jsonl")
 	w, err := newWriter(path, []Option{WithBuffer(2), WithMeterProvider(mp)})
@@ -223,9 +217,7 @@ func TestDropsNeverBlock(t *testing.T) {
 	sum := rm.ScopeMetrics[0].Metrics[0].Data.(metricdata.Sum[int64])
 	assert.Equal(t, "agentstop.eventlog.dropped", rm.ScopeMetrics[0].Metrics[0].Name)
 	assert.Equal(t, int64(3), sum.DataPoints[0].Value)
-	hmu.Lock()
-	assert.Contains(t, strings.Join(handled, "\n"), "eventlog: dropped 3 events")
-	hmu.Unlock()
+	assert.Contains(t, strings.Join(handled(), "\n"), "eventlog: dropped 3 events")
 
 	// After Close, events are dropped, not written.
 	ev = termination.Event{Kind: termination.KindMessage}
@@ -295,4 +287,22 @@ func TestCloseWhileRecording(t *testing.T) {
 	wg.Wait()
 	written := len(testutil.DecodeFile(t, path))
 	assert.Equal(t, int64(runs*each), int64(written)+w.Dropped(), "written %d, dropped %d", written, w.Dropped())
+}
+
+// captureHandled makes otel.Handle collect its errors until the test ends,
+// and returns what it has collected so far.
+func captureHandled(t *testing.T) func() []string {
+	var handled []string
+	var mu sync.Mutex
+	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+		mu.Lock()
+		handled = append(handled, err.Error())
+		mu.Unlock()
+	}))
+	t.Cleanup(func() { otel.SetErrorHandler(otel.ErrorHandlerFunc(func(error) {})) })
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(handled)
+	}
 }
