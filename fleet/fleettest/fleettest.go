@@ -454,6 +454,22 @@ func testInvalidRequests(t *testing.T, _ fleet.Fleet, c fleet.Control) {
 			_, err := c.Unblock(ctx, fleet.Selector{})
 			return err
 		}()},
+		{"stop a stage no run can have", func() error {
+			_, err := c.Stop(ctx, fleet.StopRequest{Selector: fleet.Selector{Stage: "*"}, Reason: "x", By: By})
+			return err
+		}()},
+		{"block a stage no run can have", func() error {
+			_, err := c.Block(ctx, fleet.BlockRequest{Selector: fleet.Selector{Stage: "bad name!"}, Reason: "x", By: By})
+			return err
+		}()},
+		{"list a stage no run can have", func() error {
+			_, err := c.Runs(ctx, fleet.Selector{Stage: "*"})
+			return err
+		}()},
+		{"list with a bad run id", func() error {
+			_, err := c.Runs(ctx, fleet.Selector{RunID: "nope"})
+			return err
+		}()},
 	} {
 		if !errors.Is(tc.err, fleet.ErrInvalid) {
 			t.Errorf("%s: err = %v, want fleet.ErrInvalid", tc.name, tc.err)

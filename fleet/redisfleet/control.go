@@ -123,6 +123,11 @@ type entry struct {
 
 // Runs implements fleet.Control.
 func (c *Control) Runs(ctx context.Context, sel fleet.Selector) ([]fleet.RunInfo, error) {
+	if !sel.IsZero() {
+		if err := sel.Validate(); err != nil { // as Local: a selector that could match nothing is an error
+			return nil, err
+		}
+	}
 	entries, _, err := c.entries(ctx)
 	if err != nil {
 		return nil, err
