@@ -122,10 +122,16 @@ func evidenceCell(res termination.Result) []string {
 	return out
 }
 
-// warningsCell describes the warnings, one a line.
+// warningsCell describes the warnings, one a line. A limit among them
+// (max_iterations, max_tool_calls, a budget's exhaustion) is one the run
+// was held at (a policy's hold:): without hold it would have stopped it.
 func warningsCell(ws []termination.Cause) []string {
 	out := make([]string, 0, len(ws))
 	for _, w := range ws {
+		if termination.Holdable(w) {
+			out = append(out, "held at "+causeText(w))
+			continue
+		}
 		out = append(out, causeText(w))
 	}
 	return out

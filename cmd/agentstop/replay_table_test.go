@@ -88,6 +88,17 @@ func TestReplayTableDetails(t *testing.T) {
 	assert.Contains(t, stdout, "budget pressure on cost (0.3 of 0.4 used, threshold 0.5)")
 	assert.NotContains(t, stdout, "0000")
 
+	// A run held at a limit and raised: the limit is among its warnings,
+	// and says the run was held there; it ends at the raised limit.
+	msg := func(sec int) string {
+		return fmt.Sprintf(`{"kind":"message","run":"a","stage":"s","time":"2026-11-28T10:00:0%dZ"}`, sec) + "\n"
+	}
+	held := msg(0) + msg(1) + `{"kind":"raise","run":"a","time":"2026-11-28T10:00:02Z","limits":{"iterations":1}}` + "\n" + msg(3) + msg(4)
+	code, stdout, stderr = runCLI(t, "", "replay", "-format", "table", "-policy", writeTemp(t, "hold.yaml", "max_iterations: 1\nhold: {timeout: 1m}\n"), writeTemp(t, "held.jsonl", held))
+	require.Equal(t, 0, code, stderr)
+	assert.Contains(t, stdout, "held at max iterations reached (2 > limit 1)")
+	assert.Contains(t, stdout, "max_iterations")
+
 	code, stdout, stderr = runCLI(t, `{"kind":"input","text":"hi"}`+"\n", "replay", "-format", "table", "-policy", "../../testdata/policy.yaml", "-")
 	require.Equal(t, 0, code, stderr)
 	assert.Contains(t, stdout, "- of 1 event\n")
