@@ -361,9 +361,9 @@ func (f *Fleet) Join(ctx context.Context, run fleet.RunInfo, budget *termination
 			f.mu.Unlock()
 			return reject(c)
 		}
-		if sh.mismatch != nil {
+		if c := sh.mismatch; c != nil { // read under f.mu: the sync loop sets it
 			f.mu.Unlock()
-			return reject(sh.mismatch)
+			return reject(c)
 		}
 		m.acct = sh.acct.Add(accountHooks(r))
 		sh.pending.Store(true)
