@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 
 	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/replay"
@@ -116,7 +117,7 @@ func newFileEval(src source, cfg *Config, cands []candidate, multi bool, index c
 		case multi || c.tree:
 			fe.trees[j] = replay.NewRunner(c.pol, replay.WithIndex(&fe.index))
 		default:
-			fe.evals[j] = termination.NewEvaluator(cands[j].cond, termination.EventClock)
+			fe.evals[j] = termination.NewEvaluator(cands[j].cond, time.Time{})
 		}
 	}
 	return fe
@@ -208,7 +209,7 @@ func (fe *fileEval) run(id, parent, stage string) *runState {
 		r.all = make([][]*termination.Evaluator, len(fe.cands))
 		for j := range fe.cands {
 			for _, c := range fe.cands[j].conditionsOf(stage) {
-				r.all[j] = append(r.all[j], termination.NewEvaluator(c, termination.EventClock))
+				r.all[j] = append(r.all[j], termination.NewEvaluator(c, time.Time{}))
 			}
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentstop/agentstop/internal/canonical"
 	"github.com/agentstop/agentstop/termination"
@@ -77,7 +78,7 @@ func FuzzDecodeEvent(f *testing.F) {
 			t.Fatalf("round trip changed the event:\n%+v\n%+v", e, e2)
 		}
 		// Any decoded event can be evaluated.
-		ev := termination.NewEvaluator(termination.MustParsePolicy(fuzzPolicy).Condition(), termination.EventClock)
+		ev := termination.NewEvaluator(termination.MustParsePolicy(fuzzPolicy).Condition(), time.Time{})
 		ev.Observe(e)
 		_ = ev.Result()
 	})

@@ -116,7 +116,7 @@ func runWay(stage *middleware.Stage, way int, items []item) (*middleware.Run, []
 
 // replay evaluates the events as agentstop replay would.
 func replay(cond termination.Condition, evs []termination.Event) termination.Result {
-	e := termination.NewEvaluator(cond, termination.EventClock)
+	e := termination.NewEvaluator(cond, time.Time{})
 	for _, ev := range evs {
 		if _, stop := e.Observe(ev); stop {
 			break

@@ -166,12 +166,12 @@ func newConfig(stage string, opts []Option) (config, error) {
 		return c, fmt.Errorf("middleware: New(%q): %w", stage, errors.Join(c.errs...))
 	}
 	for i, cond := range c.conds {
-		if err := termination.Validate(cond); err != nil {
+		if err := cond.Validate(); err != nil {
 			return c, fmt.Errorf("middleware: New(%q): condition %d: %w", stage, i, err)
 		}
 	}
 	for _, t := range c.trees {
-		if err := termination.Validate(t); err != nil {
+		if err := t.Validate(); err != nil {
 			return c, fmt.Errorf("middleware: New(%q): WithTreeLimits: %w", stage, err)
 		}
 	}

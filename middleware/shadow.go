@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/agentstop/agentstop/internal/label"
 	"github.com/agentstop/agentstop/termination"
@@ -68,9 +69,9 @@ func (c *shadowConfig) checkShadow(name string, p termination.Policy) error {
 	const why = "a shadow policy judges the run's own events and may not hold timeout, idle, tree, hold or fleet_budget"
 	cond := p.Condition()
 	switch {
-	case len(termination.NewEvaluator(cond, termination.EventClock).Timeouts()) > 0:
+	case len(termination.NewEvaluator(cond, time.Time{}).Timeouts()) > 0:
 		return fmt.Errorf("the policy holds timeout: %s", why)
-	case len(termination.NewEvaluator(cond, termination.EventClock).Idles()) > 0:
+	case len(termination.NewEvaluator(cond, time.Time{}).Idles()) > 0:
 		return fmt.Errorf("the policy holds idle: %s", why)
 	case p.Tree() != nil:
 		return fmt.Errorf("the policy holds tree: %s", why)
@@ -80,7 +81,7 @@ func (c *shadowConfig) checkShadow(name string, p termination.Policy) error {
 	if _, ok := p.Hold(); ok {
 		return fmt.Errorf("the policy holds hold: %s", why)
 	}
-	if err := termination.Validate(cond); err != nil {
+	if err := cond.Validate(); err != nil {
 		return err
 	}
 	return nil
@@ -109,7 +110,7 @@ func (p shadowParticipant) Join(ctx context.Context, _ *Run) (context.Context, P
 	s := &shadowRun{policies: p.policies, evals: make([]shadowEval, len(p.policies)), going: len(p.policies)}
 	for i, sp := range p.policies {
 		// No timeouts or idle limits (checkShadow): the clock is never read.
-		s.evals[i].eval = termination.NewEvaluator(sp.cond, termination.WallClock)
+		s.evals[i].eval = termination.NewEvaluator(sp.cond, time.Now())
 	}
 	return ctx, s
 }

@@ -51,8 +51,8 @@ func New(stage string, opts ...Option) (*Stage, error) {
 	default:
 		cond = termination.AnyOf(cfg.conds...)
 	}
-	s := &Stage{name: stage, cond: cond, timeouts: termination.NewEvaluator(cond, termination.EventClock).Timeouts(), cfg: cfg}
-	s.timed = len(s.timeouts) > 0 || len(termination.NewEvaluator(cond, termination.EventClock).Idles()) > 0
+	s := &Stage{name: stage, cond: cond, timeouts: termination.NewEvaluator(cond, time.Time{}).Timeouts(), cfg: cfg}
+	s.timed = len(s.timeouts) > 0 || len(termination.NewEvaluator(cond, time.Time{}).Idles()) > 0
 	if len(cfg.shadows) > 0 {
 		s.participants = append(s.participants, shadowParticipant{cfg.shadows}) // shadow.go
 	}
@@ -120,7 +120,7 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 	}
 	r := &Run{
 		stage: s,
-		eval:  termination.NewEvaluator(s.cond, termination.WallClock),
+		eval:  termination.NewEvaluator(s.cond, time.Now()),
 		id:    runID,
 		parts: &noParts,
 	}

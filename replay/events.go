@@ -1,6 +1,10 @@
 package replay
 
-import "github.com/agentstop/agentstop/termination"
+import (
+	"time"
+
+	"github.com/agentstop/agentstop/termination"
+)
 
 // Events evaluates c over events already decoded, with the events' times
 // as the clock, as [Log] evaluates the same events read from a log: it
@@ -8,7 +12,7 @@ import "github.com/agentstop/agentstop/termination"
 // evaluate many conditions over one log (the backtest command) decode it
 // once and call Events for each condition.
 func Events(c termination.Condition, events []termination.Event) termination.Result {
-	ev := termination.NewEvaluator(c, termination.EventClock)
+	ev := termination.NewEvaluator(c, time.Time{})
 	for i := range events {
 		if _, stopped := ev.Observe(events[i]); stopped {
 			break

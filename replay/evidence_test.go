@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -121,7 +122,7 @@ func TestEvidenceEventsDescribeEvidence(t *testing.T) {
 // worth.
 func TestEvidenceNotesBounded(t *testing.T) {
 	rng := rand.New(rand.NewPCG(1, 2))
-	e := termination.NewEvaluator(termination.MustParsePolicy(`{stall: {repeats: 8, window: 8}, errors: {consecutive: 100}}`).Condition(), termination.EventClock)
+	e := termination.NewEvaluator(termination.MustParsePolicy(`{stall: {repeats: 8, window: 8}, errors: {consecutive: 100}}`).Condition(), time.Time{})
 	var n evidenceNotes
 	most := 0
 	for i := range 20000 {

@@ -3,6 +3,7 @@ package replay
 import (
 	"errors"
 	"io"
+	"time"
 
 	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/termination"
@@ -21,7 +22,7 @@ import (
 // are ignored. Nil options are ignored.
 func Log(c termination.Condition, r io.Reader, opts ...Option) (termination.Result, error) {
 	cfg := configOf(opts)
-	ev := termination.NewEvaluator(c, termination.EventClock)
+	ev := termination.NewEvaluator(c, time.Time{})
 	var notes *evidenceNotes
 	if cfg.evidence {
 		notes = new(evidenceNotes)

@@ -57,7 +57,7 @@ func (o stageOption) apply(c *config) {
 //     the order they started (depth first).
 //
 // Events without Run belong to the run "". The clock is the events' time
-// (EventClock): a tree timeout counts from the holder's first timed line
+// (the events' clock): a tree timeout counts from the holder's first timed line
 // and fires before the first line of its subtree at or past the deadline,
 // as the holder's timer would have (that line is not evaluated; the
 // holder's StoppedAt is 0, its Duration reaches the deadline). A nil p is
@@ -432,7 +432,7 @@ func (rp *replayer) beginRun(id, parent, stage string, recorded bool) *replayRun
 	if ok {
 		pol = *p
 	}
-	r := &replayRun{id: id, parent: parent, stage: stage, policy: ok, eval: termination.NewEvaluator(pol.Condition(), termination.EventClock)}
+	r := &replayRun{id: id, parent: parent, stage: stage, policy: ok, eval: termination.NewEvaluator(pol.Condition(), time.Time{})}
 	if h, held := pol.Hold(); held {
 		r.eval.SetHold(h)
 	}
@@ -455,7 +455,7 @@ func (rp *replayer) beginRun(id, parent, stage string, recorded bool) *replayRun
 	if tree := pol.Tree(); tree != nil {
 		// Before a late child's end, as live: a run holds its tree limits
 		// (and has tree totals, Result.Tree) from its start.
-		r.limits = termination.NewEvaluator(tree, termination.EventClock)
+		r.limits = termination.NewEvaluator(tree, time.Time{})
 		if h, held := pol.Hold(); held {
 			r.limits.SetHold(h) // a tree limit holds the whole tree (§3 hold)
 		}

@@ -170,7 +170,7 @@ func FuzzReplayRunsTree(f *testing.F) {
 			return
 		}
 		if tr := p.Tree(); tr != nil {
-			if err := Validate(tr); err != nil {
+			if err := tr.Validate(); err != nil {
 				t.Fatalf("ParsePolicy accepted %q but its tree is invalid: %v", policy, err)
 			}
 		}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/agentstop/agentstop/internal/benchlog"
 )
@@ -25,7 +26,7 @@ func BenchmarkEvaluate(b *testing.B) {
 	cond := MustParsePolicy(benchlog.Policy).Condition()
 	b.ReportAllocs()
 	for b.Loop() {
-		ev := NewEvaluator(cond, EventClock)
+		ev := NewEvaluator(cond, time.Time{})
 		for i := range events {
 			ev.Observe(events[i])
 		}
@@ -46,7 +47,7 @@ func BenchmarkObserve(b *testing.B) {
 			call(tool, fmt.Sprintf(`{"query":"x","limit":5,"page":%d}`, i)),
 			result(tool, "").withText("ok"))
 	}
-	ev := NewEvaluator(cond, EventClock)
+	ev := NewEvaluator(cond, time.Time{})
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
@@ -55,7 +56,7 @@ func BenchmarkObserve(b *testing.B) {
 		}
 		i++
 		if i == 240_000 { // under max_iterations: 100000
-			ev, i = NewEvaluator(cond, EventClock), 0
+			ev, i = NewEvaluator(cond, time.Time{}), 0
 		}
 	}
 }

@@ -1,7 +1,6 @@
 package termination
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -20,8 +19,11 @@ import (
 type Condition interface {
 	// String describes the condition in the policy file's terms.
 	String() string
-	// validate reports the first bad setting as a *settingError.
-	validate() error
+	// Validate reports whether the condition and every condition under it
+	// are well formed, with an error naming the condition, the setting and
+	// the bad value ("token_budget.pressure: must be in (0,1), got 1.5").
+	// Policies are validated by the same code when they are parsed.
+	Validate() error
 	start() check
 }
 
@@ -165,17 +167,6 @@ type Progress struct {
 	Totals                // what the run spent: its events, the current one included
 	Elapsed time.Duration // time since the run started, when Clocked
 	Clocked bool          // whether the current event (or tick) has a time
-}
-
-// Validate reports whether c and every condition under it are well formed,
-// with an error naming the condition, the setting and the bad value
-// ("token_budget.pressure: must be in (0,1), got 1.5"). Policies are
-// validated by the same code when they are parsed.
-func Validate(c Condition) error {
-	if c == nil {
-		return errors.New("termination: nil condition")
-	}
-	return c.validate()
 }
 
 // timeoutsOf returns the distinct timeout limits in c, ascending: the

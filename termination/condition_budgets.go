@@ -81,7 +81,7 @@ func (b *budget) String() string {
 	return b.name + ": {" + strings.Join(parts, ", ") + "}"
 }
 
-func (b *budget) validate() error {
+func (b *budget) Validate() error {
 	if len(b.limits) == 0 {
 		if b.name == "cost_budget" {
 			return badSetting(b.name, "limit", "is required")

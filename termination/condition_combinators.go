@@ -18,7 +18,7 @@ func AnyOf(children ...Condition) Condition { return anyOf(lowerAll(children)) }
 type anyOf []Condition
 
 func (c anyOf) String() string  { return "any: " + listString(c) }
-func (c anyOf) validate() error { return validateChildren("any", c) }
+func (c anyOf) Validate() error { return validateChildren("any", c) }
 func (c anyOf) timers(f func(time.Duration, bool)) {
 	for _, ch := range c {
 		if ch != nil {
@@ -142,7 +142,7 @@ func AllOf(children ...Condition) Condition { return allOf(lowerAll(children)) }
 type allOf []Condition
 
 func (c allOf) String() string { return "all: " + listString(c) }
-func (c allOf) validate() error {
+func (c allOf) Validate() error {
 	if len(c) == 0 {
 		return badSetting("all", "", "needs at least one condition")
 	}
@@ -206,7 +206,7 @@ func validateChildren(key string, cs []Condition) error {
 		if c == nil {
 			return badSetting(at, "", "nil condition")
 		}
-		if err := c.validate(); err != nil {
+		if err := c.Validate(); err != nil {
 			var se *settingError
 			if !errors.As(err, &se) {
 				return fmt.Errorf("%s.%w", at, err)

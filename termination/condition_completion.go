@@ -28,7 +28,7 @@ func (c *textMention) String() string {
 	return fmt.Sprintf("text_mention: {text: %q, sources: %q}", c.text, c.sources)
 }
 
-func (c *textMention) validate() error {
+func (c *textMention) Validate() error {
 	switch {
 	case !c.textSet:
 		return badSetting("text_mention", "text", "is required")
@@ -61,7 +61,7 @@ type nameMatch struct {
 }
 
 func (c *nameMatch) String() string  { return fmt.Sprintf("%s: %q", c.key, c.names) }
-func (c *nameMatch) validate() error { return validNames(c.key, "", c.names, c.any) }
+func (c *nameMatch) Validate() error { return validNames(c.key, "", c.names, c.any) }
 func (c *nameMatch) match(name string) bool {
 	return (c.any && len(c.names) == 0) || slices.Contains(c.names, name)
 }
@@ -117,7 +117,7 @@ func StopMessage() Condition { return &stopMessage{} }
 type stopMessage struct{}
 
 func (*stopMessage) String() string  { return "stop_message: true" }
-func (*stopMessage) validate() error { return nil }
+func (*stopMessage) Validate() error { return nil }
 func (c *stopMessage) start() check  { return c }
 func (*stopMessage) observe(ev *Event, _ *Progress, s *sink) {
 	if ev != nil && ev.Kind == KindStop {
@@ -152,7 +152,7 @@ type funcCondition struct {
 }
 
 func (c *funcCondition) String() string { return fmt.Sprintf("predicate: %q", c.name) }
-func (c *funcCondition) validate() error {
+func (c *funcCondition) Validate() error {
 	if c.name == "" {
 		return badSetting("predicate", "", "empty name")
 	}

@@ -121,7 +121,7 @@ func (c *countLimit) String() string {
 	return c.key() + ": {" + strings.Join(parts, ", ") + "}"
 }
 
-func (c *countLimit) validate() error {
+func (c *countLimit) Validate() error {
 	key, limitKey := c.key(), ""
 	if c.long {
 		limitKey = "limit"
@@ -301,7 +301,7 @@ type timeoutAfter struct {
 func TimeoutAfter(d time.Duration) Condition { return &timeoutAfter{limit: d} }
 
 func (c *timeoutAfter) String() string { return "timeout: " + c.limit.String() }
-func (c *timeoutAfter) validate() error {
+func (c *timeoutAfter) Validate() error {
 	if c.limit <= 0 {
 		return badSetting("timeout", "", "must be > 0, got %s", c.limit)
 	}
@@ -333,7 +333,7 @@ type idleAfter struct{ limit time.Duration }
 func IdleAfter(d time.Duration) Condition { return &idleAfter{limit: d} }
 
 func (c *idleAfter) String() string { return "idle: " + c.limit.String() }
-func (c *idleAfter) validate() error {
+func (c *idleAfter) Validate() error {
 	if c.limit <= 0 {
 		return badSetting("idle", "", "must be > 0, got %s", c.limit)
 	}

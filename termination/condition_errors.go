@@ -56,7 +56,7 @@ func (c *errorLimit) String() string {
 	return "errors: {" + strings.Join(parts, ", ") + "}"
 }
 
-func (c *errorLimit) validate() error {
+func (c *errorLimit) Validate() error {
 	if !c.consecutive.set && !c.total.set {
 		return badSetting("errors", "", "needs consecutive or total")
 	}

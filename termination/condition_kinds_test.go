@@ -135,7 +135,7 @@ any: [{function_call: [search]}, {all: [{timeout: 5s}, {source_match: [critic]}]
 		for i := range stream {
 			stream[i] = randomEvent(r, i)
 		}
-		a, b := NewEvaluator(cond, EventClock), NewEvaluator(cond, EventClock)
+		a, b := NewEvaluator(cond, time.Time{}), NewEvaluator(cond, time.Time{})
 		undispatch(b.root)
 		for i, ev := range stream {
 			ca, sa := a.Observe(ev)
@@ -155,7 +155,7 @@ any: [{function_call: [search]}, {all: [{timeout: 5s}, {source_match: [critic]}]
 // TestDispatchSkipsUninterestedChildren: an event reaches only the
 // conditions that act on its kind.
 func TestDispatchSkipsUninterestedChildren(t *testing.T) {
-	e := NewEvaluator(MustParsePolicy("max_iterations: 5\nfunction_call: [approve]\nhandoff: [user]\nerrors: {total: 9}").Condition(), EventClock)
+	e := NewEvaluator(MustParsePolicy("max_iterations: 5\nfunction_call: [approve]\nhandoff: [user]\nerrors: {total: 9}").Condition(), time.Time{})
 	a := e.root.(*anyCheck)
 	for k, want := range map[Kind]uint16{
 		KindMessage:    0b1001, // max_iterations, errors
@@ -178,7 +178,7 @@ func TestCallKeysOnlyForStall(t *testing.T) {
 		"all: [{max_tool_calls: 3}, {stall: {cycle: 2}}]":             true,
 		"any: [{errors: {total: 2}}, {all: [{stall: {repeats: 3}}]}]": true,
 	} {
-		e := NewEvaluator(MustParsePolicy(policy).Condition(), EventClock)
+		e := NewEvaluator(MustParsePolicy(policy).Condition(), time.Time{})
 		require.Equal(t, want, e.callKeys, policy)
 		e.Observe(call("search", `{"q": 1}`))
 		require.Equal(t, want, e.sink.callKey != 0, policy) // computed, or 0

@@ -31,7 +31,7 @@ func lowerAll(cs []Condition) []Condition {
 
 // String describes the limit in the policy file's terms.
 func (l IterationLimits) String() string  { return l.condition().String() }
-func (l IterationLimits) validate() error { return l.condition().validate() }
+func (l IterationLimits) Validate() error { return l.condition().Validate() }
 
 // start makes the run's check of the limit given as a Go value: the limit
 // and its check in one allocation, as many as a limit built once (a
@@ -51,25 +51,25 @@ type ownedCount struct {
 
 // String describes the limit in the policy file's terms.
 func (l ToolCallLimits) String() string  { return l.condition().String() }
-func (l ToolCallLimits) validate() error { return l.condition().validate() }
+func (l ToolCallLimits) Validate() error { return l.condition().Validate() }
 func (l ToolCallLimits) start() check    { return l.condition().start() }
 
 // String describes the budget in the policy file's terms.
 func (l TokenLimits) String() string  { return l.condition().String() }
-func (l TokenLimits) validate() error { return l.condition().validate() }
+func (l TokenLimits) Validate() error { return l.condition().Validate() }
 func (l TokenLimits) start() check    { return l.condition().start() }
 
 // String describes the budget in the policy file's terms.
 func (l CostLimit) String() string  { return l.condition().String() }
-func (l CostLimit) validate() error { return l.condition().validate() }
+func (l CostLimit) Validate() error { return l.condition().Validate() }
 func (l CostLimit) start() check    { return l.condition().start() }
 
 // String describes the stall detection in the policy file's terms.
 func (l StallLimits) String() string  { return l.condition().String() }
-func (l StallLimits) validate() error { return l.condition().validate() }
+func (l StallLimits) Validate() error { return l.condition().Validate() }
 func (l StallLimits) start() check    { return l.condition().start() }
 
 // String describes the error threshold in the policy file's terms.
 func (l ErrorLimits) String() string  { return l.condition().String() }
-func (l ErrorLimits) validate() error { return l.condition().validate() }
+func (l ErrorLimits) Validate() error { return l.condition().Validate() }
 func (l ErrorLimits) start() check    { return l.condition().start() }

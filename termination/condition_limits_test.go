@@ -2,6 +2,7 @@ package termination
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -23,15 +24,15 @@ func TestLimitStructsAreConditions(t *testing.T) {
 	for _, c := range valid {
 		l := c.(limitStruct).condition()
 		assert.Equal(t, l.String(), c.String())
-		assert.NoError(t, Validate(c), c.String())
+		assert.NoError(t, c.Validate(), c.String())
 		assert.Equal(t, AnyOf(l).String(), AnyOf(c).String())
 	}
 	for _, c := range []Condition{IterationLimits{}, ToolCallLimits{}, TokenLimits{}, CostLimit{}, StallLimits{}, ErrorLimits{}} {
-		assert.Error(t, Validate(c), "%#v", c)
+		assert.Error(t, c.Validate(), "%#v", c)
 	}
 
 	// An evaluator's own condition.
-	e := NewEvaluator(IterationLimits{Limit: 1}, WallClock)
+	e := NewEvaluator(IterationLimits{Limit: 1}, time.Now())
 	_, stop := e.Observe(Event{Kind: KindMessage})
 	require.False(t, stop)
 	c, stop := e.Observe(Event{Kind: KindMessage})
@@ -40,7 +41,7 @@ func TestLimitStructsAreConditions(t *testing.T) {
 
 	// Tree limits take them as they take the constructors' conditions.
 	tree := TreeLimits(IterationLimits{Limit: 3}, TokenLimits{Total: 10})
-	require.NoError(t, Validate(tree))
+	require.NoError(t, tree.Validate())
 	assert.Equal(t, TreeLimits(IterationLimits{Limit: 3}.condition(), TokenLimits{Total: 10}.condition()).String(), tree.String())
 
 	// A limit alone is written as the policy file's short form, the one
@@ -48,7 +49,7 @@ func TestLimitStructsAreConditions(t *testing.T) {
 	assert.Equal(t, "max_iterations: 3", IterationLimits{Limit: 3}.String())
 	assert.Equal(t, "max_tool_calls: 2", ToolCallLimits{Limit: 2}.String())
 	assert.Equal(t, MustParsePolicy("max_tool_calls: 2").Condition().String(), ToolCallLimits{Limit: 2}.String())
-	assert.ErrorContains(t, Validate(TreeLimits(StallLimits{Repeats: 3})), "stall")
+	assert.ErrorContains(t, TreeLimits(StallLimits{Repeats: 3}).Validate(), "stall")
 }
 
 // TestIterationLimitsStartAllocs: an IterationLimits given as a Go value
@@ -62,7 +63,7 @@ func TestIterationLimitsStartAllocs(t *testing.T) {
 			t.Errorf("%s: %v allocations per start, want 1", name, n)
 		}
 	}
-	e := NewEvaluator(given, WallClock)
+	e := NewEvaluator(given, time.Now())
 	for range 3 {
 		_, stop := e.Observe(Event{Kind: KindMessage})
 		require.False(t, stop)

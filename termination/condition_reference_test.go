@@ -158,7 +158,7 @@ func TestStallMatchesReference(t *testing.T) {
 		}
 		cond := StallLimits{Repeats: ref.repeats, Window: ref.window, WarnAt: ref.warnAt, Cycle: ref.cycle,
 			SameResult: ref.sameResult}
-		require.NoError(t, Validate(cond))
+		require.NoError(t, cond.Validate())
 		var evs []Event
 		tools := []string{"a", "b", "c"}
 		for range 40 {
@@ -315,7 +315,7 @@ func TestErrorsMatchReference(t *testing.T) {
 			ref.ignore = []string{"grep"}
 		}
 		cond := ErrorLimits{Consecutive: ref.consecutive, Total: ref.total, IgnoreTools: ref.ignore}
-		require.NoError(t, Validate(cond))
+		require.NoError(t, cond.Validate())
 		var evs []Event
 		for range 30 {
 			switch r.IntN(7) {

@@ -339,7 +339,7 @@ func TestInvalidNewSettingsNeverPanic(t *testing.T) {
 	events := evs(msg("a", "x").used(5, 5), call("a", `1`), call("b", `1`), call("a", `1`), call("b", `1`),
 		msg("a", "x"), final("a", "x"), result("a", "e"), errEv("e"))
 	for _, c := range conds {
-		if Validate(c) == nil {
+		if c.Validate() == nil {
 			t.Errorf("%s: expected invalid", c)
 		}
 		replayEvents(t, c, events...)

@@ -119,7 +119,7 @@ func (c *stall) String() string {
 	return "stall: {" + strings.Join(parts, ", ") + "}"
 }
 
-func (c *stall) validate() error {
+func (c *stall) Validate() error {
 	const key = "stall"
 	if !c.repeats.set && !c.cycle.set {
 		return badSetting(key, "", "needs repeats or cycle")

@@ -8,16 +8,16 @@ import (
 	"time"
 )
 
-// Clock says where an Evaluator's time comes from.
-type Clock uint8
+// clockKind says where an Evaluator's time comes from (NewEvaluator's start).
+type clockKind uint8
 
 const (
-	// WallClock measures elapsed time from NewEvaluator with time.Now: live
-	// stages.
-	WallClock Clock = iota
-	// EventClock measures elapsed time from the first event that has a Time:
+	// wallClock measures elapsed time from the run's start with time.Now:
+	// live stages.
+	wallClock clockKind = iota
+	// eventClock measures elapsed time from the first event that has a Time:
 	// replay of recorded logs. Events without a time never fire a timeout.
-	EventClock
+	eventClock
 )
 
 // Evaluator is the state of one run: it takes events one at a time and
@@ -25,7 +25,7 @@ const (
 // run, one Evaluator.
 type Evaluator struct {
 	root     check
-	clock    Clock
+	clock    clockKind
 	clocked  bool // the condition has a timeout or an idle limit, so time must be read
 	callKeys bool // a stall check needs each tool call's key
 	stalled  bool // a stall warning was recorded (at most one per run)
@@ -116,12 +116,24 @@ func (e *Evaluator) ending() *evalEnd {
 	return x.end
 }
 
-// NewEvaluator starts a run of c. c must be valid ([Validate]); an invalid
-// condition still evaluates, with out-of-range limits behaving as written.
-// A nil c never fires.
-func NewEvaluator(c Condition, clock Clock) *Evaluator {
+// NewEvaluator starts a run of c. c must be valid ([Condition.Validate]); an
+// invalid condition still evaluates, with out-of-range limits behaving as
+// written. A nil c never fires.
+//
+// start is when the run started, on the wall clock: time.Now() for a live
+// run, whose timeouts and idle limits count from it and fire from Tick (a
+// timer). The zero time puts the Evaluator on the events' clock instead,
+// for the replay of a recorded log: elapsed time counts from the first
+// event that carries a Time, timeouts fire before the first event at or
+// past their deadline, and events without a time never fire one (contract
+// §3); Tick and NextTick then do nothing.
+func NewEvaluator(c Condition, start time.Time) *Evaluator {
 	if c == nil {
 		c = AnyOf()
+	}
+	clock := wallClock
+	if start.IsZero() {
+		clock = eventClock
 	}
 	e := &Evaluator{root: c.start(), clock: clock}
 	e.sink.run = e
@@ -130,9 +142,9 @@ func NewEvaluator(c Condition, clock Clock) *Evaluator {
 		e.rare().timers = evalTimers{timeouts: timeoutsOf(c), idles: idlesOf(c)}
 	}
 	e.callKeys = usesCallKey(e.root)
-	if clock == WallClock {
-		e.start = time.Now()
-		e.last = e.start
+	if clock == wallClock {
+		e.start = start
+		e.last = start
 	}
 	return e
 }
@@ -181,7 +193,7 @@ func (e *Evaluator) observeRefKeyed(ev *Event, argsKey uint64, argsKeyed bool) (
 	}
 	var now time.Time // live: when ev arrived, read once
 	if e.clocked {
-		if e.clock == WallClock {
+		if e.clock == wallClock {
 			now = time.Now()
 		}
 		if e.deadlineBefore(ev, now) {
@@ -215,7 +227,7 @@ func (e *Evaluator) observeRefKeyed(ev *Event, argsKey uint64, argsKeyed bool) (
 		}
 	}
 	// ev is evaluated with the run's clock brought up to it.
-	if e.clocked || e.clock == EventClock {
+	if e.clocked || e.clock == eventClock {
 		e.clockTo(ev, now)
 	}
 	e.sink.reset()
@@ -247,7 +259,7 @@ func (p *Progress) spend(ev *Event) {
 // calls it. It fires the timeouts and idle limits due at now, and returns
 // like Observe. An Evaluator on the events' clock ignores it.
 func (e *Evaluator) Tick(now time.Time) (Cause, bool) {
-	if e.cause == nil && e.clock == WallClock {
+	if e.cause == nil && e.clock == wallClock {
 		e.fireDue(now)
 	}
 	return e.cause, e.cause != nil
@@ -257,7 +269,7 @@ func (e *Evaluator) Tick(now time.Time) (Cause, bool) {
 // as things stand (an event moves the idle deadline on): the time its timer
 // is armed for. ok is false when none is left, or the run has stopped.
 func (e *Evaluator) NextTick() (at time.Time, ok bool) {
-	if e.cause != nil || e.clock != WallClock {
+	if e.cause != nil || e.clock != wallClock {
 		return time.Time{}, false
 	}
 	if int(e.next) < len(e.tl().timeouts) {
@@ -280,7 +292,7 @@ func (e *Evaluator) NextTick() (at time.Time, ok bool) {
 // stopped; StoppedAt is then the last event evaluated.
 func (e *Evaluator) deadlineBefore(ev *Event, now time.Time) bool {
 	switch {
-	case e.clock == WallClock:
+	case e.clock == wallClock:
 		return e.fireDue(now)
 	case ev.Time.IsZero() || e.start.IsZero():
 		return false
@@ -313,7 +325,7 @@ func (e *Evaluator) fireDue(at time.Time) bool {
 		switch {
 		case timeout && (!idle || !idleAt.Before(timeoutAt)):
 			tick := e.tl().timeouts[e.next]
-			if e.clock == WallClock {
+			if e.clock == wallClock {
 				tick = at.Sub(e.start)
 			}
 			e.next++
@@ -347,7 +359,7 @@ func (e *Evaluator) tickClock(elapsed, idle time.Duration, end time.Time) bool {
 		e.x.timers.idle = 0
 	}
 	if _, stopped := e.settle(p.Events); stopped {
-		if e.clock == EventClock {
+		if e.clock == eventClock {
 			e.last = end
 		}
 		return true
@@ -363,7 +375,7 @@ func (e *Evaluator) clockTo(ev *Event, now time.Time) {
 	p := &e.progress
 	switch {
 	case !e.clocked:
-	case e.clock == WallClock:
+	case e.clock == wallClock:
 		p.Elapsed, p.Clocked = now.Sub(e.start), true
 		e.last, e.nextIdle = now, 0 // the idle clock restarts at every event
 	case ev.Time.IsZero():
@@ -374,7 +386,7 @@ func (e *Evaluator) clockTo(ev *Event, now time.Time) {
 		}
 		p.Elapsed, p.Clocked = ev.Time.Sub(e.start), true
 	}
-	if e.clock == EventClock && !ev.Time.IsZero() {
+	if e.clock == eventClock && !ev.Time.IsZero() {
 		if e.start.IsZero() {
 			e.start = ev.Time
 		}
@@ -504,7 +516,7 @@ func (e *Evaluator) Result() Result {
 	// the Evaluator: a live run is smaller without the list.
 	r.Budgets = appendBudgets(nil, []check{e.root}, &e.progress, &e.sink)
 	switch {
-	case e.clock == WallClock:
+	case e.clock == wallClock:
 		r.Duration = e.ending().ended.Sub(e.start)
 	case e.start.IsZero():
 		r.Untimed = true // no event carried a time

@@ -166,7 +166,7 @@ func TestStreamEnd(t *testing.T) {
 }
 
 func TestStop(t *testing.T) {
-	ev := NewEvaluator(IterationLimits{Limit: 5}, WallClock)
+	ev := NewEvaluator(IterationLimits{Limit: 5}, time.Now())
 	ev.Observe(msg("a", "1"))
 	_, stopped := ev.Stopped()
 	assert.False(t, stopped)
@@ -197,7 +197,7 @@ func TestStop(t *testing.T) {
 	assert.GreaterOrEqual(t, res.Duration, time.Duration(0))
 
 	// Stop after a condition fired does nothing.
-	ev = NewEvaluator(IterationLimits{Limit: 1}, EventClock)
+	ev = NewEvaluator(IterationLimits{Limit: 1}, time.Time{})
 	ev.Observe(msg("a", "1"))
 	_, stop = ev.Observe(msg("a", "2"))
 	require.True(t, stop)
@@ -205,7 +205,7 @@ func TestStop(t *testing.T) {
 	assert.Equal(t, MaxIterationsReached{Limit: 1, Count: 2}, ev.Result().Cause)
 
 	// Result is stable: calling it twice gives the same answer.
-	ev = NewEvaluator(nil, EventClock)
+	ev = NewEvaluator(nil, time.Time{})
 	ev.Observe(errEv("x"))
 	assert.Equal(t, ev.Result(), ev.Result())
 	_, stop = ev.Observe(msg("a", "late"))
@@ -235,7 +235,7 @@ func TestResultCounts(t *testing.T) {
 }
 
 func TestWarningsAccessor(t *testing.T) {
-	ev := NewEvaluator(TokenLimits{Total: 10, Pressure: 0.5}, EventClock)
+	ev := NewEvaluator(TokenLimits{Total: 10, Pressure: 0.5}, time.Time{})
 	ev.Observe(msg("a", "x").used(6, 0))
 	w := ev.Warnings()
 	require.Equal(t, []Cause{bp(ResourceTotalTokens, 0.5, 6, 10)}, w)
@@ -294,7 +294,7 @@ func TestCauseIsAnError(t *testing.T) {
 
 // Absurd but valid amounts saturate instead of wrapping around a budget.
 func TestSaturatingSums(t *testing.T) {
-	e := NewEvaluator(nil, EventClock)
+	e := NewEvaluator(nil, time.Time{})
 	e.Observe(Event{Kind: KindMessage, Usage: Usage{InputTokens: math.MaxInt64 - 1}, Cost: math.MaxFloat64})
 	e.Observe(Event{Kind: KindMessage, Usage: Usage{InputTokens: 10}, Cost: math.MaxFloat64})
 	e.Observe(Event{Kind: KindMessage, Cost: math.NaN()})

@@ -79,7 +79,7 @@ func (e *Evaluator) HeldEvidence(dst []int) []int {
 // when no timeout is left, or once the run has stopped. Replay reads it to
 // fire a tree's timeouts in the order they fall due.
 func (e *Evaluator) NextDeadline() (at time.Time, ok bool) {
-	if e.cause != nil || !e.clocked || e.clock != EventClock || e.start.IsZero() || int(e.next) >= len(e.tl().timeouts) {
+	if e.cause != nil || !e.clocked || e.clock != eventClock || e.start.IsZero() || int(e.next) >= len(e.tl().timeouts) {
 		return time.Time{}, false
 	}
 	return e.start.Add(e.tl().timeouts[e.next]), true
@@ -92,7 +92,7 @@ func (e *Evaluator) NextDeadline() (at time.Time, ok bool) {
 // event evaluated). Replay calls it on a tree's limits with a line of
 // another run of the tree. On the wall clock it does nothing: use Tick.
 func (e *Evaluator) TickEvent(ev *Event) bool {
-	if e.cause != nil || e.clock != EventClock {
+	if e.cause != nil || e.clock != eventClock {
 		return false
 	}
 	return e.deadlineBefore(ev, time.Time{})

@@ -16,11 +16,11 @@ import (
 // says when the key is worth computing.
 func TestObserveKeyed(t *testing.T) {
 	stall := MustParsePolicy("stall: {repeats: 3}").Condition()
-	assert.True(t, NewEvaluator(stall, EventClock).ComparesArgs())
-	assert.False(t, NewEvaluator(ToolCallLimits{Limit: 5}, EventClock).ComparesArgs())
+	assert.True(t, NewEvaluator(stall, time.Time{}).ComparesArgs())
+	assert.False(t, NewEvaluator(ToolCallLimits{Limit: 5}, time.Time{}).ComparesArgs())
 
 	calls := evs(call("grep", `{"q":"a","n":1}`), call("grep", `{"n":1.0,"q":"a"}`), call("grep", `{ "q" : "a", "n" : 1e0 }`))
-	plain, keyed := NewEvaluator(stall, EventClock), NewEvaluator(stall, EventClock)
+	plain, keyed := NewEvaluator(stall, time.Time{}), NewEvaluator(stall, time.Time{})
 	for _, e := range calls {
 		plain.Observe(e)
 		keyed.ObserveKeyed(e, canonical.ArgsKey(e.Args), true)
@@ -29,7 +29,7 @@ func TestObserveKeyed(t *testing.T) {
 	assert.Equal(t, 3, keyed.Result().StoppedAt)
 
 	// Unkeyed, it is Observe.
-	unkeyed := NewEvaluator(stall, EventClock)
+	unkeyed := NewEvaluator(stall, time.Time{})
 	for _, e := range calls {
 		unkeyed.ObserveKeyed(e, 0, false)
 	}
@@ -41,7 +41,7 @@ func TestObserveKeyed(t *testing.T) {
 // past it, which is not evaluated. On the wall clock neither applies.
 func TestNextDeadlineAndTickEvent(t *testing.T) {
 	cond := AnyOf(TimeoutAfter(3*time.Second), TimeoutAfter(10*time.Second))
-	e := NewEvaluator(cond, EventClock)
+	e := NewEvaluator(cond, time.Time{})
 	_, ok := e.NextDeadline()
 	assert.False(t, ok, "before the first timed event")
 	e.Observe(msg("a", "x").at(0))
@@ -60,7 +60,7 @@ func TestNextDeadlineAndTickEvent(t *testing.T) {
 	assert.False(t, ok, "once stopped")
 	assert.False(t, e.TickEvent(&late))
 
-	wall := NewEvaluator(cond, WallClock)
+	wall := NewEvaluator(cond, time.Now())
 	_, ok = wall.NextDeadline()
 	assert.False(t, ok)
 	assert.False(t, wall.TickEvent(&late))
@@ -69,7 +69,7 @@ func TestNextDeadlineAndTickEvent(t *testing.T) {
 // TestHeldEvidence: the indices the conditions hold for their evidence
 // are those a later Result's Evidence names.
 func TestHeldEvidence(t *testing.T) {
-	e := NewEvaluator(MustParsePolicy("stall: {repeats: 3, window: 4}").Condition(), EventClock)
+	e := NewEvaluator(MustParsePolicy("stall: {repeats: 3, window: 4}").Condition(), time.Time{})
 	for _, ev := range evs(call("a", "1"), msg("x", "m"), call("a", "1"), call("a", "1")) {
 		e.Observe(ev)
 	}

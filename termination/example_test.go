@@ -3,6 +3,7 @@ package termination_test
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"github.com/agentstop/agentstop/termination"
 )
@@ -14,9 +15,9 @@ func ExampleNewEvaluator() {
 		termination.IterationLimits{Limit: 2},
 		termination.TokenLimits{Total: 1000, Pressure: 0.8},
 	)
-	// A live stage uses WallClock; EventClock here keeps the printed result
-	// free of the time it took (events without a time give no duration).
-	ev := termination.NewEvaluator(cond, termination.EventClock)
+	// A live stage starts at time.Now(); the zero start (the events' clock)
+	// here keeps the printed result free of the time it took (events without a time give no duration).
+	ev := termination.NewEvaluator(cond, time.Time{})
 	for _, e := range []termination.Event{
 		{Kind: termination.KindInput, Text: "Plan a trip."},
 		{Kind: termination.KindMessage, Text: "Day 1 ...", Usage: termination.Usage{InputTokens: 500, OutputTokens: 350}},
@@ -70,9 +71,9 @@ func ExampleToolCallLimits() {
 		termination.ToolCallLimits{Limit: 20, Pressure: 0.1, PerTool: map[string]int{"web_fetch": 5}},
 		termination.StallLimits{Repeats: 3, WarnAt: 2, Cycle: 3},
 	)
-	// A live stage uses WallClock; EventClock here keeps the printed result
-	// free of the time it took (events without a time give no duration).
-	ev := termination.NewEvaluator(cond, termination.EventClock)
+	// A live stage starts at time.Now(); the zero start (the events' clock)
+	// here keeps the printed result free of the time it took (events without a time give no duration).
+	ev := termination.NewEvaluator(cond, time.Time{})
 	search := termination.Event{Kind: termination.KindToolCall, Tool: "search", Args: []byte(`{"q":"Acme CEO"}`)}
 	fetch := termination.Event{Kind: termination.KindToolCall, Tool: "web_fetch", Args: []byte(`{"url":"https://acme.example"}`)}
 	for _, e := range []termination.Event{search, fetch, search, fetch, search, fetch, search} {
@@ -96,7 +97,7 @@ func ExampleToolCallLimits() {
 func ExampleStallLimits_sameResult() {
 	guard := termination.StallLimits{Repeats: 3, Window: 8, SameResult: true}
 	run := func(outputs ...string) termination.Result {
-		ev := termination.NewEvaluator(guard, termination.EventClock)
+		ev := termination.NewEvaluator(guard, time.Time{})
 		for _, out := range outputs {
 			ev.Observe(termination.Event{Kind: termination.KindToolCall, Tool: "bash", Args: []byte(`{"cmd":"go test ./..."}`)})
 			ev.Observe(termination.Event{Kind: termination.KindToolResult, Tool: "bash", Text: out, Err: "exit status 1"})

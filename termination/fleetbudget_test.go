@@ -86,7 +86,7 @@ func TestFleetBudgetMismatchAndJSON(t *testing.T) {
 }
 
 func TestEvaluatorFleetHooks(t *testing.T) {
-	e := NewEvaluator(AnyOf(), WallClock)
+	e := NewEvaluator(AnyOf(), time.Now())
 	e.ObserveRef(&Event{Kind: KindMessage})
 	w := BudgetPressure{Resource: ResourceCost, Threshold: 0.5, Used: 5, Limit: 10, Scope: ScopeFleet}
 	if !e.AddWarning(w) || len(e.WarningsSince(0)) != 1 {

@@ -57,7 +57,7 @@ func (e Event) withText(s string) Event {
 // returns the result.
 func replayEvents(t testing.TB, c Condition, events ...Event) Result {
 	t.Helper()
-	ev := NewEvaluator(c, EventClock)
+	ev := NewEvaluator(c, time.Time{})
 	for _, e := range events {
 		if _, stop := ev.Observe(e); stop {
 			break
@@ -87,7 +87,7 @@ func runCondCases(t *testing.T, cases []condCase) {
 	t.Helper()
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			require.NoError(t, Validate(tc.cond), "the test's condition must be valid")
+			require.NoError(t, tc.cond.Validate(), "the test's condition must be valid")
 			res := replayEvents(t, tc.cond, tc.events...)
 			assert.Equal(t, tc.want, res.Cause, "cause")
 			assert.Equal(t, tc.at, res.StoppedAt, "stopped_at")

@@ -177,7 +177,7 @@ func (e *Evaluator) HeldSince() (time.Time, bool) {
 // on the events' clock too, when [Evaluator.Advance] gave the raise's
 // time (a raise record's).
 func (e *Evaluator) Raise(l Limits) error {
-	if e.clock == WallClock && e.cause == nil && e.holds() != nil && e.holds().held {
+	if e.clock == wallClock && e.cause == nil && e.holds() != nil && e.holds().held {
 		e.fireDue(time.Now()) // a hold timeout or timeout due before the raise stands, its timer late or not
 	}
 	if err := e.CheckRaise(l); err != nil {
@@ -294,7 +294,7 @@ func (e *Evaluator) holdOn(at int) bool {
 	h.evidence = e.sink.evidenceOf(pickIndex(e.sink.fired()), at)
 	h.held = true
 	h.heldAt = e.last
-	if e.clock == WallClock {
+	if e.clock == wallClock {
 		h.heldAt = time.Now()
 	}
 	e.pauseIdle(pauseOwn, h.heldAt)
@@ -317,7 +317,7 @@ func (e *Evaluator) holdDue() (time.Time, bool) {
 // clock: now on the wall clock; on the events' clock the time Advance
 // brought (zero when none did: the idle limits then count the hold).
 func (e *Evaluator) raisedAt() time.Time {
-	if e.clock == WallClock {
+	if e.clock == wallClock {
 		return time.Now()
 	}
 	if p := e.tl().pause; p != nil {
@@ -338,7 +338,7 @@ func (e *Evaluator) raisedAt() time.Time {
 // clock (use Tick) change nothing.
 func (e *Evaluator) Advance(at time.Time) (Cause, bool) {
 	h := e.holds()
-	if e.cause != nil || e.clock != EventClock || at.IsZero() || h == nil || !h.held {
+	if e.cause != nil || e.clock != eventClock || at.IsZero() || h == nil || !h.held {
 		return e.cause, e.cause != nil
 	}
 	if p := e.tl().pause; p != nil && at.After(p.reached) {
@@ -421,7 +421,7 @@ func (e *Evaluator) resumeIdle(reason uint8, at time.Time) {
 	}
 	paused := at.Sub(p.since)
 	switch {
-	case e.clock == EventClock:
+	case e.clock == eventClock:
 		p.shift += paused
 	case !e.last.IsZero():
 		e.last = e.last.Add(paused)

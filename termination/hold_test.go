@@ -98,7 +98,7 @@ func TestHoldWhichLimits(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			p := MustParsePolicy(tc.policy + "\nhold: {timeout: 1m}")
-			e := NewEvaluator(p.Condition(), EventClock)
+			e := NewEvaluator(p.Condition(), time.Time{})
 			h, _ := p.Hold()
 			e.SetHold(h)
 			for _, ev := range tc.events {
@@ -132,7 +132,7 @@ func causeEqual(a, b Cause) bool {
 func heldEvaluator(t *testing.T, policy string) *Evaluator {
 	t.Helper()
 	p := MustParsePolicy(policy)
-	e := NewEvaluator(p.Condition(), WallClock)
+	e := NewEvaluator(p.Condition(), time.Now())
 	h, ok := p.Hold()
 	if !ok {
 		t.Fatal("no hold")
@@ -248,7 +248,7 @@ func TestHoldTimeoutAndIdle(t *testing.T) {
 // did not reach the children of an all_of.)
 func TestHoldRaiseReachesAllOf(t *testing.T) {
 	cond := AnyOf(ToolCallLimits{Limit: 2}, AllOf(ToolCallLimits{Limit: 3}, TextMention("done")))
-	e := NewEvaluator(cond, WallClock)
+	e := NewEvaluator(cond, time.Now())
 	e.SetHold(Hold{Timeout: time.Minute})
 	for i := range 3 {
 		if c, stop := e.Observe(call("search", fmt.Sprintf(`{"page":%d}`, i))); stop {

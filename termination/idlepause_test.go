@@ -68,7 +68,7 @@ func TestIdlePauseOnTheEventsClock(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := MustParsePolicy(tt.policy)
-			e := NewEvaluator(p.Condition(), EventClock)
+			e := NewEvaluator(p.Condition(), time.Time{})
 			if h, ok := p.Hold(); ok {
 				e.SetHold(h)
 			}

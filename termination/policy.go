@@ -290,7 +290,7 @@ func parsePolicyNode(path string, n *yaml.Node, pol *Policy) (Condition, error) 
 		if err != nil || c == nil {
 			return err
 		}
-		if err := c.validate(); err != nil {
+		if err := c.Validate(); err != nil {
 			return settingErr(path, n, err)
 		}
 		pol.limits = pol.limits || isHoldableKey(key)

@@ -74,7 +74,7 @@ func TestParsePolicyValid(t *testing.T) {
 			p, err := ParsePolicy([]byte(tc.policy))
 			require.NoError(t, err)
 			assert.Equal(t, tc.want, p.String())
-			assert.NoError(t, Validate(p.Condition()))
+			assert.NoError(t, p.Condition().Validate())
 		})
 	}
 }

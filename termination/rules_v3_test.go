@@ -234,12 +234,12 @@ func TestRuleIgnoreTools(t *testing.T) {
 	})
 	t.Run("Go field", func(t *testing.T) {
 		c := ErrorLimits{Consecutive: 2, IgnoreTools: []string{"grep"}}
-		require.NoError(t, Validate(c))
+		require.NoError(t, c.Validate())
 		assert.Equal(t, "errors: {consecutive: 2, ignore_tools: [grep]}", c.String())
 		res := replayEvents(t, c, result("grep", "1"), result("grep", "1"), msg("a", "x"))
 		assert.Equal(t, natural, res.Cause)
-		assert.ErrorContains(t, Validate(ErrorLimits{Total: 1, IgnoreTools: []string{}}), "errors.ignore_tools: needs at least one name")
-		assert.ErrorContains(t, Validate(ErrorLimits{Total: 1, IgnoreTools: []string{"a", ""}}), "errors.ignore_tools[1]: must not be empty")
+		assert.ErrorContains(t, ErrorLimits{Total: 1, IgnoreTools: []string{}}.Validate(), "errors.ignore_tools: needs at least one name")
+		assert.ErrorContains(t, ErrorLimits{Total: 1, IgnoreTools: []string{"a", ""}}.Validate(), "errors.ignore_tools[1]: must not be empty")
 	})
 }
 
@@ -261,7 +261,7 @@ func TestRuleNewPolicyKeys(t *testing.T) {
 			p, err := ParsePolicy([]byte(tc.src))
 			if tc.err == "" {
 				require.NoError(t, err)
-				require.NoError(t, Validate(p.Condition()))
+				require.NoError(t, p.Condition().Validate())
 				return
 			}
 			require.Error(t, err)
@@ -270,7 +270,7 @@ func TestRuleNewPolicyKeys(t *testing.T) {
 	}
 	c := StallLimits{Repeats: 3, Window: 8, SameResult: true}
 	assert.Equal(t, "stall: {repeats: 3, window: 8, same_result: true}", c.String())
-	assert.ErrorContains(t, Validate(StallLimits{Cycle: 2, SameResult: true}), "stall.same_result: needs repeats")
+	assert.ErrorContains(t, StallLimits{Cycle: 2, SameResult: true}.Validate(), "stall.same_result: needs repeats")
 }
 
 // TestRuleEvidence: every cause kind says which events made it (§3
@@ -338,7 +338,7 @@ func TestRuleEvidence(t *testing.T) {
 		assert.Equal(t, []int{2}, res.Evidence)
 	})
 	t.Run("cancellation: none", func(t *testing.T) {
-		ev := NewEvaluator(pol(t, `max_iterations: 9`), WallClock)
+		ev := NewEvaluator(pol(t, `max_iterations: 9`), time.Now())
 		ev.Observe(msg("a", "x"))
 		require.True(t, ev.Stop(Cancelled{Reason: CancelContext}))
 		assert.Empty(t, ev.Result().Evidence)
@@ -388,7 +388,7 @@ func TestEvidenceCostsNothingPerEvent(t *testing.T) {
 			call(tool, `{"n":`+string(rune('0'+i%10))+`}`),
 			out(tool, "output "+string(rune('a'+i)), []string{"", "exit 1"}[i%2]))
 	}
-	ev := NewEvaluator(cond, EventClock)
+	ev := NewEvaluator(cond, time.Time{})
 	for i := range 3000 { // warm: every window full
 		if _, stop := ev.Observe(evs[i%len(evs)]); stop {
 			t.Fatalf("stopped at %d: %v", i, ev.Result().Cause)
@@ -404,7 +404,7 @@ func TestEvidenceCostsNothingPerEvent(t *testing.T) {
 	assert.Less(t, allocs, 0.05, "allocations per event")
 
 	// Calls never answered: the open calls stay bounded.
-	open := NewEvaluator(pol(t, `stall: {repeats: 3, same_result: true}`), EventClock)
+	open := NewEvaluator(pol(t, `stall: {repeats: 3, same_result: true}`), time.Time{})
 	for i := range 10_000 {
 		open.Observe(call("t", `{"n":`+string(rune('0'+i%10))+`}`))
 	}

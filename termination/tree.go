@@ -93,7 +93,7 @@ func (t *treeLimits) String() string {
 	return "tree: {" + strings.Join(parts, ", ") + "}"
 }
 
-func (t *treeLimits) validate() error {
+func (t *treeLimits) Validate() error {
 	if t.bad != nil {
 		return t.bad
 	}
@@ -101,7 +101,7 @@ func (t *treeLimits) validate() error {
 		return badSetting("tree", "", "needs at least one of %s", strings.Join(treeKeys, ", "))
 	}
 	for _, c := range t.limits {
-		if err := c.validate(); err != nil {
+		if err := c.Validate(); err != nil {
 			var se *settingError
 			if errors.As(err, &se) {
 				return &settingError{cond: joinPath("tree", se.cond), setting: se.setting, msg: se.msg}
@@ -136,7 +136,7 @@ func readTree(p string, v *yaml.Node, pol *Policy) (Condition, error) {
 		if err != nil {
 			return err
 		}
-		if err := c.validate(); err != nil {
+		if err := c.Validate(); err != nil {
 			return settingErr(p, v, err)
 		}
 		pol.limits = pol.limits || isHoldableKey(key)
@@ -379,7 +379,7 @@ func (e *Evaluator) Remaining() Limits {
 	p := &e.progress
 	elapsed := p.Elapsed
 	switch {
-	case e.clock == WallClock:
+	case e.clock == wallClock:
 		elapsed = time.Since(e.start)
 	case !e.start.IsZero():
 		elapsed = e.last.Sub(e.start)

@@ -25,7 +25,7 @@ tree:
 	assert.Nil(t, MustParsePolicy("max_iterations: 5").Tree())
 
 	// The tree's limits fire with scope tree, and warn with it.
-	e := NewEvaluator(p.Tree(), EventClock)
+	e := NewEvaluator(p.Tree(), time.Time{})
 	for range 500 {
 		_, stop := e.Observe(Event{Kind: KindToolCall, Tool: "t"})
 		require.False(t, stop)
@@ -57,7 +57,7 @@ func TestPolicyTreeErrors(t *testing.T) {
 }
 
 func TestTreeConstructor(t *testing.T) {
-	require.NoError(t, Validate(TreeLimits(IterationLimits{Limit: 3}, AnyOf(CostLimit{Limit: 1}, TimeoutAfter(time.Minute)))))
+	require.NoError(t, TreeLimits(IterationLimits{Limit: 3}, AnyOf(CostLimit{Limit: 1}, TimeoutAfter(time.Minute))).Validate())
 	for _, c := range []struct {
 		cond Condition
 		want string
@@ -69,7 +69,7 @@ func TestTreeConstructor(t *testing.T) {
 		{TreeLimits(ToolCallLimits{Limit: 0}), "tree.max_tool_calls: needs limit or per_tool"},
 		{TreeLimits(TokenLimits{}), "tree.token_budget: needs at least one of total, input, output"},
 	} {
-		err := Validate(c.cond)
+		err := c.cond.Validate()
 		if assert.Error(t, err) {
 			assert.True(t, strings.HasPrefix(err.Error(), c.want), "%v, want %s", err, c.want)
 		}
@@ -77,10 +77,10 @@ func TestTreeConstructor(t *testing.T) {
 	// Tree copies: the conditions given keep their own scope.
 	own := TokenLimits{Total: 10}
 	tree := TreeLimits(own)
-	e := NewEvaluator(own, EventClock)
+	e := NewEvaluator(own, time.Time{})
 	c, _ := e.Observe(Event{Kind: KindMessage, Usage: Usage{InputTokens: 10}})
 	assert.Equal(t, BudgetExhausted{Resource: ResourceTotalTokens, Used: 10, Limit: 10}, c)
-	e = NewEvaluator(tree, EventClock)
+	e = NewEvaluator(tree, time.Time{})
 	c, _ = e.Observe(Event{Kind: KindMessage, Usage: Usage{InputTokens: 10}})
 	assert.Equal(t, BudgetExhausted{Resource: ResourceTotalTokens, Used: 10, Limit: 10, Scope: ScopeTree}, c)
 }
@@ -108,11 +108,11 @@ func TestLimitsMinAndCondition(t *testing.T) {
 	assert.Nil(t, Limits{}.Condition())
 
 	// Nothing left fires at once on an event that spends it.
-	e := NewEvaluator(Limits{Iterations: 0, Has: LimitIterations}.Condition(), EventClock)
+	e := NewEvaluator(Limits{Iterations: 0, Has: LimitIterations}.Condition(), time.Time{})
 	c, stop := e.Observe(Event{Kind: KindMessage})
 	assert.True(t, stop)
 	assert.Equal(t, MaxIterationsReached{Limit: 0, Count: 1, Scope: ScopeTree}, c)
-	e = NewEvaluator(Limits{TotalTokens: 100, Has: LimitTotalTokens}.Condition(), EventClock)
+	e = NewEvaluator(Limits{TotalTokens: 100, Has: LimitTotalTokens}.Condition(), time.Time{})
 	_, stop = e.Observe(Event{Kind: KindMessage, Usage: Usage{InputTokens: 99}})
 	assert.False(t, stop)
 	c, _ = e.Observe(Event{Kind: KindMessage, Usage: Usage{InputTokens: 1}})
@@ -122,14 +122,14 @@ func TestLimitsMinAndCondition(t *testing.T) {
 func TestEvaluatorRemaining(t *testing.T) {
 	p := MustParsePolicy(`{max_iterations: 10, max_tool_calls: {per_tool: {x: 1}}, token_budget: {total: 1000, output: 50}, cost_budget: {limit: 2}, timeout: 1m,
 	  any: [{max_iterations: 4}], all: [{max_iterations: 1}, {stop_message: true}]}`)
-	e := NewEvaluator(p.Condition(), EventClock)
+	e := NewEvaluator(p.Condition(), time.Time{})
 	t0 := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	e.Observe(Event{Kind: KindMessage, Usage: Usage{InputTokens: 100, OutputTokens: 20}, Cost: 0.5, Time: t0})
 	e.Observe(Event{Kind: KindToolCall, Tool: "x", Time: t0.Add(20 * time.Second)})
 	assert.Equal(t, Limits{Iterations: 3, TotalTokens: 880, OutputTokens: 30, Cost: 1.5, Time: 40 * time.Second,
 		Has: LimitIterations | LimitTotalTokens | LimitOutputTokens | LimitCost | LimitTime}, e.Remaining(),
 		"the smallest of max_iterations 10 and 4; the all: child does not stop on its own; per-tool limits are not reported")
-	assert.Equal(t, Limits{}, NewEvaluator(nil, EventClock).Remaining())
+	assert.Equal(t, Limits{}, NewEvaluator(nil, time.Time{}).Remaining())
 }
 
 // FuzzParseLimits: whatever a propagated header holds, Limits.Set never

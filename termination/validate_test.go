@@ -4,6 +4,7 @@ import (
 	"math"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -44,8 +45,8 @@ func TestEventValidate(t *testing.T) {
 func TestObserveInvalidEvent(t *testing.T) {
 	for _, tc := range badEvents {
 		t.Run(tc.name, func(t *testing.T) {
-			for _, clock := range []Clock{WallClock, EventClock} {
-				e := NewEvaluator(AnyOf(TokenLimits{Total: 100}, IterationLimits{Limit: 5}), clock)
+			for _, start := range []time.Time{time.Now(), {}} { // the wall clock, the events' clock
+				e := NewEvaluator(AnyOf(TokenLimits{Total: 100}, IterationLimits{Limit: 5}), start)
 				_, stop := e.Observe(msg("a", "one").used(90, 0))
 				require.False(t, stop)
 				cause, stop := e.Observe(tc.ev)
@@ -86,7 +87,7 @@ func TestTypedNilCause(t *testing.T) {
 
 			fn := CauseFunc("typed_nil", func(Event, Progress) Cause { return typedNil })
 			for _, c := range []Condition{fn, AnyOf(fn), AllOf(fn, IterationLimits{Limit: 100})} {
-				e := NewEvaluator(c, WallClock)
+				e := NewEvaluator(c, time.Now())
 				for range 3 {
 					cause, stop := e.Observe(msg("a", "b"))
 					require.False(t, stop, "%v", c)
@@ -97,7 +98,7 @@ func TestTypedNilCause(t *testing.T) {
 				assert.Equal(t, OutcomeSucceeded, res.Outcome)
 			}
 
-			e := NewEvaluator(nil, WallClock)
+			e := NewEvaluator(nil, time.Now())
 			assert.False(t, e.Stop(typedNil))
 			assert.False(t, e.EndStream(typedNil))
 			_, stopped := e.Stopped()

@@ -18,7 +18,7 @@ func replayBehaviour(t *testing.T, policy string, next func(int) (termination.Ev
 	t.Helper()
 	p, err := termination.ParsePolicy([]byte(policy))
 	require.NoError(t, err)
-	ev := termination.NewEvaluator(p.Condition(), termination.EventClock)
+	ev := termination.NewEvaluator(p.Condition(), time.Time{})
 	for i := range limit {
 		e, ok := next(i)
 		if !ok {

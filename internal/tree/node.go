@@ -66,8 +66,8 @@ type Stage struct {
 func NewStage(name string, tag func(termination.Cause) string, cond termination.Condition, hold *termination.Hold, sharer Sharer) *Stage {
 	s := &Stage{name: name, tag: tag, cond: cond, hold: hold, sharer: sharer}
 	if cond != nil {
-		s.whole = termination.NewEvaluator(cond, termination.WallClock).Remaining()
-		if ts := termination.NewEvaluator(cond, termination.EventClock).Timeouts(); len(ts) > 0 {
+		s.whole = termination.NewEvaluator(cond, time.Now()).Remaining()
+		if ts := termination.NewEvaluator(cond, time.Time{}).Timeouts(); len(ts) > 0 {
 			s.timeout = ts[0]
 		}
 	}
@@ -231,13 +231,13 @@ func (n *Node) Start() error {
 		}
 	}
 	if limits != nil {
-		ev := termination.NewEvaluator(limits, termination.WallClock)
+		ev := termination.NewEvaluator(limits, time.Now())
 		if s.hold != nil {
 			ev.SetHold(*s.hold) // hold.go
 		}
 		n.mu.Lock()
 		n.limits, n.whole = ev, whole
-		if ts := termination.NewEvaluator(limits, termination.EventClock).Timeouts(); len(ts) > 0 {
+		if ts := termination.NewEvaluator(limits, time.Time{}).Timeouts(); len(ts) > 0 {
 			n.timer = time.AfterFunc(ts[0], n.timeout)
 		}
 		n.mu.Unlock()
