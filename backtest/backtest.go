@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"runtime"
 	"sync"
@@ -53,13 +54,13 @@ type Policy struct {
 // LoadPolicy reads the policy file at path and names it by the file's base
 // name. Errors name the file and, for an invalid policy, the key.
 func LoadPolicy(path string) (Policy, error) {
-	p, err := termination.LoadPolicy(path)
+	data, err := os.ReadFile(path)
 	if err != nil {
-		var pe *termination.PolicyError
-		if !errors.As(err, &pe) {
-			err = fmt.Errorf("cannot read the policy file %s: %v", path, pathErrorText(err))
-		}
-		return Policy{}, err
+		return Policy{}, fmt.Errorf("cannot read the policy file %s: %v", path, pathErrorText(err))
+	}
+	p, err := termination.ParsePolicy(data)
+	if err != nil {
+		return Policy{}, fmt.Errorf("%s: %w", path, err)
 	}
 	return Policy{Name: filepath.Base(path), Policy: p, Source: path}, nil
 }

@@ -704,7 +704,7 @@ func TestContextCauseEveryPath(t *testing.T) {
 			count(middleware.Forward(run, produce(ctx, itemsOf(evs)), decodeItem))
 			return ctx, run.Wait()
 		}, termination.All{Causes: []termination.Cause{termination.MaxIterationsReached{Limit: 1, Count: 2},
-			termination.Completed{Condition: termination.ConditionStopMessage}}}},
+			termination.Completed{Condition: "stop_message"}}}},
 	}
 	for _, p := range paths {
 		t.Run(p.name, func(t *testing.T) {

@@ -130,7 +130,9 @@ func TestReplayDuration(t *testing.T) {
 
 func TestReplay(t *testing.T) {
 	t.Run("testdata runs", func(t *testing.T) {
-		p, err := termination.LoadPolicy("../testdata/policy.yaml")
+		data, err := os.ReadFile("../testdata/policy.yaml")
+		require.NoError(t, err)
+		p, err := termination.ParsePolicy(data)
 		require.NoError(t, err)
 		for _, tc := range []struct {
 			file  string

@@ -2,7 +2,6 @@ package replay_test
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"reflect"
 	"strings"
@@ -163,9 +162,8 @@ func FuzzReplayRunsTree(f *testing.F) {
 	f.Fuzz(func(t *testing.T, policy, shape []byte) {
 		p, err := ParsePolicy(policy)
 		if err != nil {
-			var pe *PolicyError
-			if !errors.As(err, &pe) || !strings.HasPrefix(pe.Path, "policy") {
-				t.Fatalf("error %v is not a *PolicyError at policy", err)
+			if !strings.HasPrefix(err.Error(), "policy") {
+				t.Fatalf("error %v does not name a key of the policy", err)
 			}
 			return
 		}

@@ -18,7 +18,7 @@ import (
 // cycle's period, a skip's detail.
 func TestCauseAttributesCoverJSONFields(t *testing.T) {
 	for _, c := range []termination.Cause{
-		termination.Completed{Condition: termination.ConditionTextMention, Detail: "TERMINATE"},
+		termination.Completed{Condition: "text_mention", Detail: "TERMINATE"},
 		termination.NaturalCompletion{},
 		termination.HandoffRequested{Target: "user", Source: "planner"},
 		termination.MaxIterationsReached{Limit: 3, Count: 4},

@@ -45,8 +45,8 @@ func TestIdleStopsFromCause(t *testing.T) {
 		{"idle", idle, 1},
 		{"total timeout", termination.Timeout{Limit: time.Minute, Elapsed: time.Minute}, 0},
 		{"tree timeout", termination.Timeout{Limit: time.Minute, Elapsed: time.Minute, Scope: termination.ScopeTree}, 0},
-		{"all, last idle", termination.All{Causes: []termination.Cause{termination.Completed{Condition: termination.ConditionTextMention}, idle}}, 1},
-		{"all, last not idle", termination.All{Causes: []termination.Cause{idle, termination.Completed{Condition: termination.ConditionTextMention}}}, 0},
+		{"all, last idle", termination.All{Causes: []termination.Cause{termination.Completed{Condition: "text_mention"}, idle}}, 1},
+		{"all, last not idle", termination.All{Causes: []termination.Cause{idle, termination.Completed{Condition: "text_mention"}}}, 0},
 		{"natural completion", termination.NaturalCompletion{}, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

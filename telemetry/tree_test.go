@@ -166,11 +166,11 @@ func TestTreeCountersFromCause(t *testing.T) {
 		{name: "tree timeout", cause: termination.Timeout{Limit: time.Minute, Elapsed: time.Minute, Scope: termination.ScopeTree}, limit: "s/timeout"},
 		{name: "own timeout", cause: termination.Timeout{Limit: time.Minute, Elapsed: time.Minute}},
 		{name: "all, last a tree limit", cause: termination.All{Causes: []termination.Cause{
-			termination.Completed{Condition: termination.ConditionTextMention},
+			termination.Completed{Condition: "text_mention"},
 			termination.MaxToolCallsReached{Limit: 1, Count: 2, Scope: termination.ScopeTree}}}, limit: "s/tool_calls"},
 		{name: "all, last not a tree limit", cause: termination.All{Causes: []termination.Cause{
 			termination.MaxToolCallsReached{Limit: 1, Count: 2, Scope: termination.ScopeTree},
-			termination.Completed{Condition: termination.ConditionTextMention}}}},
+			termination.Completed{Condition: "text_mention"}}}},
 		{name: "parent ended before the start", cause: termination.Skipped{Reason: termination.SkipParentEnded}},
 		{name: "natural completion", cause: termination.NaturalCompletion{}},
 		{name: "no cause", cause: nil},

@@ -150,11 +150,11 @@ func nilCause(c Cause) bool {
 
 // Completion conditions named by Completed.Condition.
 const (
-	ConditionTextMention  = "text_mention"
-	ConditionFunctionCall = "function_call"
-	ConditionStopMessage  = "stop_message"
-	ConditionSourceMatch  = "source_match"
-	ConditionPredicate    = "predicate"
+	conditionTextMention  = "text_mention"
+	conditionFunctionCall = "function_call"
+	conditionStopMessage  = "stop_message"
+	conditionSourceMatch  = "source_match"
+	conditionPredicate    = "predicate"
 )
 
 // Completed: a completion condition fired (the agent said it was done).

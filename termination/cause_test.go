@@ -56,7 +56,7 @@ var builtinCauses = []struct {
 	tag   string
 	out   Outcome
 }{
-	{Completed{Condition: ConditionTextMention, Detail: "TERMINATE"},
+	{Completed{Condition: conditionTextMention, Detail: "TERMINATE"},
 		"completed", OutcomeSucceeded},
 	{NaturalCompletion{}, "natural_completion", OutcomeSucceeded},
 	{HandoffRequested{Target: "user", Source: "planner"},
@@ -77,7 +77,7 @@ var builtinCauses = []struct {
 	{Skipped{Reason: "disabled"}, "skipped", OutcomeSkipped},
 	{Custom{Reason: "human_review", Properties: map[string]any{"ticket": "A-1"}},
 		"custom", OutcomeFailed},
-	{All{Causes: []Cause{Completed{Condition: ConditionSourceMatch, Detail: "critic"}, Timeout{Limit: time.Minute, Elapsed: time.Minute}}},
+	{All{Causes: []Cause{Completed{Condition: conditionSourceMatch, Detail: "critic"}, Timeout{Limit: time.Minute, Elapsed: time.Minute}}},
 		"timeout", OutcomeFailed},
 }
 

@@ -49,7 +49,7 @@ func (c *textMention) observe(ev *Event, _ *Progress, s *sink) {
 	if len(c.sources) > 0 && !slices.Contains(c.sources, ev.Source) {
 		return
 	}
-	s.fire(Completed{Condition: ConditionTextMention, Detail: c.text}, nil)
+	s.fire(Completed{Condition: conditionTextMention, Detail: c.text}, nil)
 }
 
 // nameMatch is FunctionCall, Handoff and SourceMatch: an event kind and a
@@ -77,7 +77,7 @@ type functionCall struct{ nameMatch }
 func (c *functionCall) start() check { return c }
 func (c *functionCall) observe(ev *Event, _ *Progress, s *sink) {
 	if ev != nil && ev.Kind == KindToolResult && ev.Err == "" && c.match(ev.Tool) {
-		s.fire(Completed{Condition: ConditionFunctionCall, Detail: ev.Tool}, nil)
+		s.fire(Completed{Condition: conditionFunctionCall, Detail: ev.Tool}, nil)
 	}
 }
 
@@ -107,7 +107,7 @@ type sourceMatch struct{ nameMatch }
 func (c *sourceMatch) start() check { return c }
 func (c *sourceMatch) observe(ev *Event, _ *Progress, s *sink) {
 	if ev != nil && (ev.Kind == KindMessage || ev.Kind == KindFinal) && c.match(ev.Source) {
-		s.fire(Completed{Condition: ConditionSourceMatch, Detail: ev.Source}, nil)
+		s.fire(Completed{Condition: conditionSourceMatch, Detail: ev.Source}, nil)
 	}
 }
 
@@ -121,7 +121,7 @@ func (*stopMessage) Validate() error { return nil }
 func (c *stopMessage) start() check  { return c }
 func (*stopMessage) observe(ev *Event, _ *Progress, s *sink) {
 	if ev != nil && ev.Kind == KindStop {
-		s.fire(Completed{Condition: ConditionStopMessage, Detail: ev.Text}, nil)
+		s.fire(Completed{Condition: conditionStopMessage, Detail: ev.Text}, nil)
 	}
 }
 
@@ -179,7 +179,7 @@ func (c *funcCondition) call(ev *Event, p *Progress) (cause Cause) {
 	}()
 	if c.pred != nil {
 		if c.pred(*ev) {
-			return Completed{Condition: ConditionPredicate, Detail: c.name}
+			return Completed{Condition: conditionPredicate, Detail: c.name}
 		}
 		return nil
 	}

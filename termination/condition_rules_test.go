@@ -234,7 +234,7 @@ func TestRuleFinalExemptions(t *testing.T) {
 		{name: "never token_plateau", cond: pol(t, `stall: {repeats: 2, token_tolerance: 0.5}`),
 			events: evs(msg("a", "x").used(10, 0), final("a", "y").used(10, 0)), want: natural},
 		{name: "completion still fires", cond: pol(t, `{max_iterations: 1, text_mention: {text: DONE}}`),
-			events: evs(msg("a", "1"), final("a", "DONE")), want: Completed{Condition: ConditionTextMention, Detail: "DONE"}, at: 2},
+			events: evs(msg("a", "1"), final("a", "DONE")), want: Completed{Condition: conditionTextMention, Detail: "DONE"}, at: 2},
 		{name: "never budget exhaustion", cond: pol(t, `{max_iterations: 1, token_budget: {total: 10}}`),
 			events: evs(msg("a", "1"), final("a", "2").used(10, 0)), want: natural},
 		{name: "timeout still fires, before the late final", cond: pol(t, `timeout: 1m`),

@@ -73,7 +73,7 @@ func TestTimeoutEventClock(t *testing.T) {
 			cond:   pol(t, `all: [{timeout: 1m}, {text_mention: {text: DONE}}]`),
 			events: evs(msg("a", "1").at(0), msg("a", "DONE").at(5*time.Minute)),
 			want: All{Causes: []Cause{Timeout{Limit: time.Minute, Elapsed: time.Minute},
-				Completed{Condition: ConditionTextMention, Detail: "DONE"}}}, at: 2, evidence: []int{2}},
+				Completed{Condition: conditionTextMention, Detail: "DONE"}}}, at: 2, evidence: []int{2}},
 		{name: "events without time never fire it", cond: TimeoutAfter(time.Minute),
 			events: evs(input("go").at(0), msg("a", "1"), msg("a", "2")), want: natural},
 		{name: "untimed events do not end the clock", cond: TimeoutAfter(time.Minute),
@@ -139,7 +139,7 @@ func TestTimeoutTick(t *testing.T) {
 		all := cause.(All)
 		require.Len(t, all.Causes, 2)
 		assert.IsType(t, Timeout{}, all.Causes[0])
-		assert.Equal(t, Completed{Condition: ConditionTextMention, Detail: "DONE"}, all.Causes[1])
+		assert.Equal(t, Completed{Condition: conditionTextMention, Detail: "DONE"}, all.Causes[1])
 	})
 }
 
@@ -364,21 +364,21 @@ func TestCompletionConditions(t *testing.T) {
 		{name: "text_mention never on input", cond: TextMention("TERMINATE"),
 			events: evs(input("reply TERMINATE when done"), msg("a", "ok")), want: natural},
 		{name: "text_mention on a message", cond: TextMention("TERMINATE"),
-			events: evs(input("go"), msg("a", "All done. TERMINATE")), want: completed(ConditionTextMention, "TERMINATE"), at: 2},
+			events: evs(input("go"), msg("a", "All done. TERMINATE")), want: completed(conditionTextMention, "TERMINATE"), at: 2},
 		{name: "text_mention on a tool result, a final, a stop", cond: TextMention("TERMINATE"),
-			events: evs(Event{Kind: KindToolResult, Tool: "t", Text: "xTERMINATEx"}), want: completed(ConditionTextMention, "TERMINATE"), at: 1},
+			events: evs(Event{Kind: KindToolResult, Tool: "t", Text: "xTERMINATEx"}), want: completed(conditionTextMention, "TERMINATE"), at: 1},
 		{name: "text_mention on a final", cond: TextMention("TERMINATE"),
-			events: evs(final("a", "TERMINATE")), want: completed(ConditionTextMention, "TERMINATE"), at: 1},
+			events: evs(final("a", "TERMINATE")), want: completed(conditionTextMention, "TERMINATE"), at: 1},
 		{name: "text_mention is case-sensitive", cond: TextMention("TERMINATE"),
 			events: evs(msg("a", "terminate"), msg("a", "Terminate")), want: natural},
 		{name: "text_mention sources filter", cond: TextMention("DONE", "critic", "judge"),
 			events: evs(msg("writer", "DONE"), msg("critic", "not yet"), msg("judge", "DONE")),
-			want:   completed(ConditionTextMention, "DONE"), at: 3},
+			want:   completed(conditionTextMention, "DONE"), at: 3},
 		{name: "text_mention sources exclude input too", cond: TextMention("DONE", "user"),
 			events: evs(input("DONE")), want: natural},
 		{name: "function_call on a successful result", cond: FunctionCall("approve", "publish"),
 			events: evs(call("approve", `{}`), result("approve", "denied"), result("other", ""), result("publish", "")),
-			want:   completed(ConditionFunctionCall, "publish"), at: 4},
+			want:   completed(conditionFunctionCall, "publish"), at: 4},
 		{name: "function_call never on the call itself", cond: FunctionCall("approve"),
 			events: evs(call("approve", `{}`)), want: natural},
 		{name: "handoff to a named target", cond: Handoff("user"),
@@ -389,13 +389,13 @@ func TestCompletionConditions(t *testing.T) {
 			want:   HandoffRequested{Target: "coder", Source: "planner"}, at: 2},
 		{name: "source_match on message and final only", cond: SourceMatch("critic"),
 			events: evs(input("critic"), Event{Kind: KindToolResult, Source: "critic"}, msg("writer", "x"), final("critic", "ok")),
-			want:   completed(ConditionSourceMatch, "critic"), at: 4},
+			want:   completed(conditionSourceMatch, "critic"), at: 4},
 		{name: "source_match on a message", cond: SourceMatch("critic", "judge"),
-			events: evs(msg("judge", "x")), want: completed(ConditionSourceMatch, "judge"), at: 1},
+			events: evs(msg("judge", "x")), want: completed(conditionSourceMatch, "judge"), at: 1},
 		{name: "stop_message", cond: StopMessage(),
-			events: evs(msg("a", "stop"), stopEv("escalate")), want: completed(ConditionStopMessage, "escalate"), at: 2},
+			events: evs(msg("a", "stop"), stopEv("escalate")), want: completed(conditionStopMessage, "escalate"), at: 2},
 		{name: "predicate", cond: Predicate("no_rm", isRM),
-			events: evs(call("ls", `{}`), call("rm", `{}`)), want: completed(ConditionPredicate, "no_rm"), at: 2},
+			events: evs(call("ls", `{}`), call("rm", `{}`)), want: completed(conditionPredicate, "no_rm"), at: 2},
 		{name: "a panicking predicate fails the run, never crashes", cond: Predicate("boom", func(e Event) bool {
 			if e.Kind == KindToolCall {
 				panic("kaboom")
@@ -447,7 +447,7 @@ func TestAnyOfEveryChildSeesEveryEvent(t *testing.T) {
 
 	// Nested AnyOf flattens nothing away.
 	res = replayEvents(t, AnyOf(AnyOf(IterationLimits{Limit: 1}), AnyOf(TextMention("x"))), msg("a", "x"), msg("a", "x"))
-	assert.Equal(t, Completed{Condition: ConditionTextMention, Detail: "x"}, res.Cause)
+	assert.Equal(t, Completed{Condition: conditionTextMention, Detail: "x"}, res.Cause)
 	assert.Equal(t, 1, res.StoppedAt)
 
 	// A nil child (an unvalidated condition) never fires and never crashes.
@@ -461,7 +461,7 @@ func TestAnyOfEveryChildSeesEveryEvent(t *testing.T) {
 }
 
 func TestAllOf(t *testing.T) {
-	done := func(s string) Cause { return Completed{Condition: ConditionTextMention, Detail: s} }
+	done := func(s string) Cause { return Completed{Condition: conditionTextMention, Detail: s} }
 	runCondCases(t, []condCase{
 		{name: "fires when every child has fired, in firing order", cond: AllOf(TextMention("A"), TextMention("B")),
 			events: evs(msg("x", "B"), msg("x", "nothing"), msg("x", "A"), msg("x", "A B")),

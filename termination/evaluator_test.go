@@ -53,7 +53,7 @@ func TestPrecedenceOnAMessage(t *testing.T) {
 	// A timeout never fires on an event: it fires before the first event
 	// past its deadline (a clock tick of its own), so it is not among them.
 	want := []Cause{
-		Completed{Condition: ConditionTextMention, Detail: "TERMINATE"},
+		Completed{Condition: conditionTextMention, Detail: "TERMINATE"},
 		Failed{Reason: FailPanic, Err: `predicate "explodes" panicked: no`},
 		BudgetExhausted{Resource: ResourceTotalTokens, Used: 100, Limit: 100},
 		BudgetExhausted{Resource: ResourceCost, Used: 1, Limit: 1},
@@ -126,8 +126,8 @@ func TestSamePrecedenceKeepsFiringOrder(t *testing.T) {
 	c := AnyOf(TextMention("B"), TextMention("A"), Custom2("second"), Custom2("first"))
 	res := replayEvents(t, c, msg("x", "A B"))
 	assert.Equal(t, []Cause{
-		Completed{Condition: ConditionTextMention, Detail: "B"},
-		Completed{Condition: ConditionTextMention, Detail: "A"},
+		Completed{Condition: conditionTextMention, Detail: "B"},
+		Completed{Condition: conditionTextMention, Detail: "A"},
 		Custom{Reason: "second"},
 		Custom{Reason: "first"},
 	}, res.Fired)

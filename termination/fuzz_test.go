@@ -34,9 +34,9 @@ func FuzzParsePolicy(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		p, err := ParsePolicy(data)
 		if err != nil {
-			var pe *PolicyError
+			var pe *policyError
 			if !errors.As(err, &pe) {
-				t.Fatalf("error %v (%T) is not a *PolicyError", err, err)
+				t.Fatalf("error %v (%T) is not a *policyError", err, err)
 			}
 			if pe.Path != "policy" && !strings.HasPrefix(pe.Path, "policy.") {
 				t.Fatalf("error path %q does not start with policy", pe.Path)

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 
@@ -30,15 +29,15 @@ type Policy struct {
 	canon  []byte // the policy's canonical JSON (Hash), nil for the empty policy
 }
 
-// PolicyError is an invalid policy: Path names the key
-// ("policy.token_budget.pressure"), Msg what is wrong with it.
-type PolicyError struct {
+// policyError is an invalid policy: path names the key
+// ("policy.token_budget.pressure"), msg what is wrong with it.
+type policyError struct {
 	Path string
 	Line int // 1-based line of the offending node, 0 when unknown
 	Msg  string
 }
 
-func (e *PolicyError) Error() string {
+func (e *policyError) Error() string {
 	if e.Line > 0 {
 		return fmt.Sprintf("%s: %s (line %d)", e.Path, e.Msg, e.Line)
 	}
@@ -46,22 +45,22 @@ func (e *PolicyError) Error() string {
 }
 
 // ParsePolicy reads a policy. It is strict: unknown keys, wrong types and
-// out-of-range values are a *PolicyError naming the key path, because a typo
+// out-of-range values are an error naming the key path (and its line), because a typo
 // must never silently disable a guard. Empty input is the empty policy.
 // data is a string or a []byte (a file's contents).
 func ParsePolicy[S ~string | ~[]byte](data S) (Policy, error) {
 	var doc yaml.Node
 	dec := yaml.NewDecoder(bytes.NewReader([]byte(data)))
 	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
-		return Policy{}, &PolicyError{Path: "policy", Msg: "not valid YAML or JSON: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+		return Policy{}, &policyError{Path: "policy", Msg: "not valid YAML or JSON: " + strings.TrimPrefix(err.Error(), "yaml: ")}
 	}
 	// A second document would be silently ignored: its guards disabled.
 	var extra yaml.Node
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		if err != nil {
-			return Policy{}, &PolicyError{Path: "policy", Msg: "not valid YAML or JSON: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+			return Policy{}, &policyError{Path: "policy", Msg: "not valid YAML or JSON: " + strings.TrimPrefix(err.Error(), "yaml: ")}
 		}
-		return Policy{}, &PolicyError{Path: "policy", Line: extra.Line, Msg: "more than one YAML document; put every condition in one"}
+		return Policy{}, &policyError{Path: "policy", Line: extra.Line, Msg: "more than one YAML document; put every condition in one"}
 	}
 	if doc.Kind == 0 || len(doc.Content) == 0 {
 		return Policy{cond: AnyOf()}, nil
@@ -109,19 +108,6 @@ func (p Policy) Hash() string {
 	}
 	sum := sha256.Sum256(c)
 	return "sha256:" + hex.EncodeToString(sum[:])
-}
-
-// LoadPolicy reads and parses the policy file at path; errors name the file.
-func LoadPolicy(path string) (Policy, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return Policy{}, err
-	}
-	p, err := ParsePolicy(data)
-	if err != nil {
-		return Policy{}, fmt.Errorf("%s: %w", path, err)
-	}
-	return p, nil
 }
 
 // MustParsePolicy is ParsePolicy that panics on error, for policies fixed at
@@ -206,7 +192,7 @@ func perr(path string, n *yaml.Node, format string, args ...any) error {
 	if n != nil {
 		line = n.Line
 	}
-	return &PolicyError{Path: path, Line: line, Msg: fmt.Sprintf(format, args...)}
+	return &policyError{Path: path, Line: line, Msg: fmt.Sprintf(format, args...)}
 }
 
 // entries iterates a mapping node's entries, rejecting non-scalar and
@@ -306,7 +292,7 @@ func parsePolicyNode(path string, n *yaml.Node, pol *Policy) (Condition, error) 
 	return AnyOf(conds...), nil
 }
 
-// settingErr turns a condition's validation error into a *PolicyError at
+// settingErr turns a condition's validation error into a *policyError at
 // the key the user wrote: the error's path ("token_budget.pressure",
 // "any[1].stall.window") is looked up in the policy mapping n at path.
 func settingErr(path string, n *yaml.Node, err error) error {

@@ -58,7 +58,7 @@ func TestRuleIdle(t *testing.T) {
 		{name: "an idle limit latched in all: before the late event, which then fires the rest",
 			cond:   pol(t, `all: [{idle: 1m}, {text_mention: {text: DONE}}]`),
 			events: evs(msg("a", "1").at(0), msg("a", "DONE").at(5*m)),
-			want:   All{Causes: []Cause{idleOf(m), Completed{Condition: ConditionTextMention, Detail: "DONE"}}},
+			want:   All{Causes: []Cause{idleOf(m), Completed{Condition: conditionTextMention, Detail: "DONE"}}},
 			at:     2, evidence: []int{2}},
 		{name: "a final gets no grace: the loop went quiet before it", cond: pol(t, `idle: 1m`),
 			events: evs(msg("a", "1").at(0), final("a", "done").at(2*m)),

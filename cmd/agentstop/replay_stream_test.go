@@ -23,7 +23,9 @@ import (
 // them all.
 func wholeLogReplay(t *testing.T, policyPath string, log []byte, stage string, lenient bool) string {
 	t.Helper()
-	p, err := termination.LoadPolicy(policyPath)
+	data, err := os.ReadFile(policyPath)
+	require.NoError(t, err)
+	p, err := termination.ParsePolicy(data)
 	require.NoError(t, err)
 	var (
 		events    []termination.Event

@@ -60,7 +60,9 @@ func replayWith(t *testing.T, dir, pdir string) ([]termination.Result, map[strin
 	entries, err := os.ReadDir(pdir)
 	require.NoError(t, err)
 	for _, e := range entries {
-		p, err := termination.LoadPolicy(filepath.Join(pdir, e.Name()))
+		data, err := os.ReadFile(filepath.Join(pdir, e.Name()))
+		require.NoError(t, err)
+		p, err := termination.ParsePolicy(data)
 		require.NoError(t, err)
 		pols[e.Name()[:len(e.Name())-len(".yaml")]] = &p
 	}
