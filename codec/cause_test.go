@@ -61,7 +61,7 @@ var causeJSON = []struct {
 	tag   string
 	out   Outcome
 }{
-	{Completed{Condition: ConditionTextMention, Detail: "TERMINATE"},
+	{Completed{Condition: "text_mention", Detail: "TERMINATE"},
 		`{"$kind":"Completed","condition":"text_mention","detail":"TERMINATE"}`, "completed", OutcomeSucceeded},
 	{NaturalCompletion{}, `{"$kind":"NaturalCompletion"}`, "natural_completion", OutcomeSucceeded},
 	{HandoffRequested{Target: "user", Source: "planner"},
@@ -82,7 +82,7 @@ var causeJSON = []struct {
 	{Skipped{Reason: "disabled"}, `{"$kind":"Skipped","reason":"disabled"}`, "skipped", OutcomeSkipped},
 	{Custom{Reason: "human_review", Properties: map[string]any{"ticket": "A-1"}},
 		`{"$kind":"Custom","reason":"human_review","properties":{"ticket":"A-1"}}`, "custom", OutcomeFailed},
-	{All{Causes: []Cause{Completed{Condition: ConditionSourceMatch, Detail: "critic"}, Timeout{Limit: time.Minute, Elapsed: time.Minute}}},
+	{All{Causes: []Cause{Completed{Condition: "source_match", Detail: "critic"}, Timeout{Limit: time.Minute, Elapsed: time.Minute}}},
 		`{"$kind":"All","causes":[{"$kind":"Completed","condition":"source_match","detail":"critic"},{"$kind":"Timeout","limit":"1m0s","elapsed":"1m0s"}]}`,
 		"timeout", OutcomeFailed},
 }

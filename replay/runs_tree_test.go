@@ -149,7 +149,7 @@ func TestReplayRunsTreeWarnings(t *testing.T) {
 }
 
 // FuzzReplayRunsTree: whatever a policy's tree: holds and however a log's
-// runs name their parents, parsing reports a *PolicyError or a valid tree,
+// runs name their parents, parsing reports an error naming a policy key or a valid tree,
 // and replay.Runs returns one result per run without panicking.
 func FuzzReplayRunsTree(f *testing.F) {
 	for _, s := range []string{
