@@ -250,11 +250,11 @@ func TestLoopHangs(t *testing.T) {
 }
 
 func TestPredicatePanics(t *testing.T) {
-	boom := termination.Predicate("boom", func(ev termination.Event) bool {
+	boom := termination.CauseFunc("boom", func(ev termination.Event, _ termination.Progress) termination.Cause {
 		if ev.Text == "bad" {
 			panic("predicate exploded")
 		}
-		return false
+		return nil
 	})
 	stage := mustStage(t, "panicky", middleware.WithCondition(boom), shortDrain)
 	evs := []termination.Event{message, {Kind: termination.KindMessage, Text: "bad"}, message}
@@ -427,7 +427,7 @@ func TestNewErrors(t *testing.T) {
 		"builtin custom reason": {"s", []middleware.Option{middleware.WithCustomReasons("timeout")}, `"timeout" is a built-in`},
 		"invalid condition":     {"s", []middleware.Option{middleware.WithCondition(termination.IterationLimits{Limit: -2})}, "max_iterations: must be a positive int, got -2"},
 		"invalid nested":        {"s", []middleware.Option{middleware.WithCondition(termination.AnyOf(termination.StallLimits{Repeats: 1}))}, "stall.repeats"},
-		"empty predicate name":  {"s", []middleware.Option{middleware.WithCondition(termination.Predicate("", func(termination.Event) bool { return false }))}, "predicate: empty name"},
+		"empty predicate name":  {"s", []middleware.Option{middleware.WithCondition(termination.CauseFunc("", func(termination.Event, termination.Progress) termination.Cause { return nil }))}, "predicate: empty name"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -53,7 +53,7 @@ func TestLiveIdleFiresFromTheTimer(t *testing.T) {
 // that attempt proves nothing, and the test tries again, up to 5 times.
 func TestLiveIdleRestartsAtEveryEvent(t *testing.T) {
 	const d = 150 * time.Millisecond
-	stage := mustStage(t, "idle", middleware.WithCondition(termination.IdleAfter(d)))
+	stage := mustStage(t, "idle", middleware.WithCondition(termination.TimeLimits{Idle: d}))
 	for attempt := range 5 {
 		if idleAttempt(t, stage, d) {
 			return

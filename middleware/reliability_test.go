@@ -33,7 +33,7 @@ func TestForwardNeverLosesAnEvaluatedItem(t *testing.T) {
 		opts := []middleware.Option{middleware.WithDrainTimeout(10 * time.Second)}
 		timeout := r.IntN(4) == 0
 		if timeout {
-			opts = append(opts, middleware.WithCondition(termination.TimeoutAfter(time.Duration(100+r.IntN(900))*time.Microsecond)))
+			opts = append(opts, middleware.WithCondition(termination.TimeLimits{Timeout: time.Duration(100+r.IntN(900))*time.Microsecond}))
 		}
 		opts = append(opts, policy(t, src))
 		stage := mustStage(t, "never_loses", opts...)
@@ -235,7 +235,7 @@ func TestTypedNilCauseLive(t *testing.T) {
 // A live timeout fires once elapsed >= limit (the timer fires at the limit).
 func TestTimeoutFiresAtTheLimit(t *testing.T) {
 	const limit = 5 * time.Millisecond
-	stage := mustStage(t, "timed", middleware.WithCondition(termination.TimeoutAfter(limit)))
+	stage := mustStage(t, "timed", middleware.WithCondition(termination.TimeLimits{Timeout: limit}))
 	ctx, run := stage.Start(context.Background())
 	<-ctx.Done() // a loop that hangs
 	res := run.Finish(nil)

@@ -102,7 +102,7 @@ func TestReplayDuration(t *testing.T) {
 			`{"kind":"message"` + at("01:30") + `}`, `{"kind":"final"}`}, 85 * time.Second, false},
 		{"the last evaluated event, not the log's last", termination.IterationLimits{Limit: 1}, []string{`{"kind":"input"` + at("00:00") + `}`,
 			`{"kind":"message"` + at("00:10") + `}`, `{"kind":"message"` + at("00:20") + `}`, `{"kind":"message"` + at("09:00") + `}`}, 20 * time.Second, false},
-		{"to the timeout", termination.TimeoutAfter(time.Minute), []string{`{"kind":"input"` + at("00:00") + `}`,
+		{"to the timeout", termination.TimeLimits{Timeout: time.Minute}, []string{`{"kind":"input"` + at("00:00") + `}`,
 			`{"kind":"message"` + at("00:50") + `}`, `{"kind":"message"` + at("13:55") + `}`}, 0, false},
 	}
 	for _, tc := range cases {

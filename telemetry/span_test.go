@@ -53,7 +53,7 @@ func causeCases() []causeCase {
 	return []causeCase{
 		{
 			name:      "completed/text_mention",
-			stageOpts: []middleware.Option{middleware.WithCondition(termination.TextMention("APPROVE"))},
+			stageOpts: []middleware.Option{middleware.WithCondition(termination.CompletionSignals{TextMention: "APPROVE"})},
 			drive:     events(msg("critic", "looks good", 10, 2), msg("critic", "APPROVE", 20, 3)),
 			tag:       "completed", kind: "Completed", outcome: "succeeded",
 			fields:     map[string]attribute.Value{"termination.condition": attribute.StringValue("text_mention"), "termination.detail": attribute.StringValue("APPROVE")},
@@ -61,7 +61,7 @@ func causeCases() []causeCase {
 		},
 		{
 			name:      "completed/function_call with a tool span",
-			stageOpts: []middleware.Option{middleware.WithCondition(termination.FunctionCall("approve"))},
+			stageOpts: []middleware.Option{middleware.WithCondition(termination.CompletionSignals{FunctionCall: []string{"approve"}})},
 			drive:     events(call("approve", `{"id":1}`), result("approve", "")),
 			tag:       "completed", kind: "Completed", outcome: "succeeded",
 			fields:    map[string]attribute.Value{"termination.condition": attribute.StringValue("function_call"), "termination.detail": attribute.StringValue("approve")},
@@ -76,7 +76,7 @@ func causeCases() []causeCase {
 		},
 		{
 			name:      "handoff",
-			stageOpts: []middleware.Option{middleware.WithCondition(termination.Handoff("user"))},
+			stageOpts: []middleware.Option{middleware.WithCondition(termination.CompletionSignals{Handoff: []string{"user"}})},
 			drive:     events(termination.Event{Kind: termination.KindHandoff, Source: "planner", Target: "user"}),
 			tag:       "handoff", kind: "HandoffRequested", outcome: "succeeded",
 			fields: map[string]attribute.Value{"termination.target": attribute.StringValue("user"), "termination.source": attribute.StringValue("planner")},
@@ -133,7 +133,7 @@ func causeCases() []causeCase {
 			// Long enough that the event is evaluated before the timer
 			// fires on a loaded machine: an event past the deadline is not
 			// evaluated (§3).
-			stageOpts: []middleware.Option{middleware.WithCondition(termination.TimeoutAfter(500 * time.Millisecond))},
+			stageOpts: []middleware.Option{middleware.WithCondition(termination.TimeLimits{Timeout: 500 * time.Millisecond})},
 			drive: func(t *testing.T, st *middleware.Stage) termination.Result {
 				_, run := st.Start(context.Background())
 				run.Observe(msg("critic", "reviewing", 1, 1))
@@ -223,7 +223,7 @@ func causeCases() []causeCase {
 		},
 		{
 			name:      "all: tag of the last cause",
-			stageOpts: []middleware.Option{middleware.WithCondition(termination.AllOf(termination.TextMention("A"), termination.IterationLimits{Limit: 1}))},
+			stageOpts: []middleware.Option{middleware.WithCondition(termination.AllOf(termination.CompletionSignals{TextMention: "A"}, termination.IterationLimits{Limit: 1}))},
 			drive:     events(msg("x", "A", 0, 0), msg("x", "B", 0, 0)),
 			tag:       "max_iterations", kind: "All", outcome: "failed",
 			fields:     map[string]attribute.Value{"termination.causes": anyValue},

@@ -250,7 +250,7 @@ type StallDetected struct {
 
 // Timeout: the stage ran for its limit (it fires once elapsed >= limit, so
 // Elapsed may equal Limit), or, with Idle, no event arrived for its limit
-// (IdleAfter; Elapsed is then the limit). Its JSON fields are Go duration
+// (TimeLimits.Idle; Elapsed is then the limit). Its JSON fields are Go duration
 // strings ("1m30s").
 type Timeout struct {
 	Limit   time.Duration `json:"limit"`

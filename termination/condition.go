@@ -27,11 +27,11 @@ type Condition interface {
 	start() check
 }
 
-// timed is implemented by the conditions that hold timers (TimeoutAfter,
-// IdleAfter and the combinators): the others need no timer.
+// timed is implemented by the conditions that hold timers (TimeLimits,
+// tree limits and the combinators): the others need no timer.
 type timed interface {
 	// timers calls f with every timer limit in the condition tree: idle
-	// for an idle limit (IdleAfter), false for a timeout.
+	// for an idle limit (TimeLimits.Idle), false for a timeout.
 	timers(f func(d time.Duration, idle bool))
 }
 
@@ -144,7 +144,7 @@ func (s *sink) warnStall(c StallDetected) {
 	s.run.addWarning(c)
 }
 
-// idle is, on a clock tick for an idle limit (IdleAfter), how long the run
+// idle is, on a clock tick for an idle limit (TimeLimits.Idle), how long the run
 // has been idle; 0 on events and on timeout ticks.
 func (s *sink) idle() time.Duration {
 	if x := s.run.x; x != nil {

@@ -8,12 +8,83 @@ import (
 
 // ---- Completion conditions
 
-// TextMention fires Completed{condition: text_mention} when an event other
-// than input has text containing text (case-sensitive), optionally only
-// from the given sources.
-func TextMention(text string, sources ...string) Condition {
-	return &textMention{text: text, textSet: true, sources: slices.Clone(sources)}
+// CompletionSignals are the signs that a run is done (§3), the policy
+// file's text_mention, function_call, handoff, source_match and
+// stop_message keys as one Go value. Each field set is a condition; the
+// run stops when any of them fires, as in a flat policy. At least one is
+// set. A list that is not nil but empty is an error, as an empty list is
+// in a policy file.
+//
+//	termination.CompletionSignals{TextMention: "TERMINATE", TextSources: []string{"critic"}, Handoff: []string{"user"}}
+type CompletionSignals struct {
+	// TextMention fires Completed{condition: text_mention} when an event
+	// other than input has text containing it (case-sensitive), from one
+	// of TextSources when any are given.
+	TextMention string
+	TextSources []string
+	// FunctionCall fires Completed{condition: function_call} on a
+	// successful tool_result of one of these tools.
+	FunctionCall []string
+	// Handoff fires HandoffRequested on a handoff to one of these
+	// targets; AnyHandoff on a handoff to any target (a policy file
+	// cannot say this).
+	Handoff    []string
+	AnyHandoff bool
+	// SourceMatch fires Completed{condition: source_match} on a message
+	// or final event from one of these sources.
+	SourceMatch []string
+	// StopMessage fires Completed{condition: stop_message} on a stop
+	// event.
+	StopMessage bool
 }
+
+func (l CompletionSignals) condition() Condition {
+	var out anyOf
+	if l.TextMention != "" || l.TextSources != nil {
+		out = append(out, &textMention{text: l.TextMention, textSet: l.TextMention != "", sources: slices.Clone(l.TextSources)})
+	}
+	if l.FunctionCall != nil {
+		out = append(out, &functionCall{nameMatch{key: "function_call", names: slices.Clone(l.FunctionCall)}})
+	}
+	if l.Handoff != nil || l.AnyHandoff {
+		out = append(out, &handoff{nameMatch{key: "handoff", names: slices.Clone(l.Handoff), any: l.AnyHandoff}})
+	}
+	if l.SourceMatch != nil {
+		out = append(out, &sourceMatch{nameMatch{key: "source_match", names: slices.Clone(l.SourceMatch)}})
+	}
+	if l.StopMessage {
+		out = append(out, &stopMessage{})
+	}
+	if len(out) == 1 {
+		return out[0]
+	}
+	return out
+}
+
+// String describes the signals in the policy file's terms.
+func (l CompletionSignals) String() string { return l.condition().String() }
+
+// Validate reports a bad field, or none set.
+func (l CompletionSignals) Validate() error {
+	if l.AnyHandoff && len(l.Handoff) > 0 {
+		return badSetting("handoff", "", "AnyHandoff watches every target: leave Handoff out")
+	}
+	signals, ok := l.condition().(anyOf)
+	if !ok {
+		return l.condition().Validate() // one signal
+	}
+	if len(signals) == 0 {
+		return badSetting("completion signals", "", "needs at least one of TextMention, FunctionCall, Handoff, AnyHandoff, SourceMatch, StopMessage")
+	}
+	for _, c := range signals {
+		if err := c.Validate(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+func (l CompletionSignals) start() check { return l.condition().start() }
+
 
 type textMention struct {
 	text    string
@@ -66,11 +137,6 @@ func (c *nameMatch) match(name string) bool {
 	return (c.any && len(c.names) == 0) || slices.Contains(c.names, name)
 }
 
-// FunctionCall fires Completed{condition: function_call} on a successful
-// tool_result of one of the named tools.
-func FunctionCall(tools ...string) Condition {
-	return &functionCall{nameMatch{key: "function_call", names: slices.Clone(tools)}}
-}
 
 type functionCall struct{ nameMatch }
 
@@ -81,11 +147,6 @@ func (c *functionCall) observe(ev *Event, _ *Progress, s *sink) {
 	}
 }
 
-// Handoff fires HandoffRequested on a handoff to one of the targets, or to
-// any target when none is given.
-func Handoff(targets ...string) Condition {
-	return &handoff{nameMatch{key: "handoff", names: slices.Clone(targets), any: true}}
-}
 
 type handoff struct{ nameMatch }
 
@@ -96,11 +157,6 @@ func (c *handoff) observe(ev *Event, _ *Progress, s *sink) {
 	}
 }
 
-// SourceMatch fires Completed{condition: source_match} on a message or final
-// event from one of the sources.
-func SourceMatch(sources ...string) Condition {
-	return &sourceMatch{nameMatch{key: "source_match", names: slices.Clone(sources)}}
-}
 
 type sourceMatch struct{ nameMatch }
 
@@ -111,8 +167,6 @@ func (c *sourceMatch) observe(ev *Event, _ *Progress, s *sink) {
 	}
 }
 
-// StopMessage fires Completed{condition: stop_message} on a stop event.
-func StopMessage() Condition { return &stopMessage{} }
 
 type stopMessage struct{}
 
@@ -127,27 +181,21 @@ func (*stopMessage) observe(ev *Event, _ *Progress, s *sink) {
 
 // ---- Go functions
 
-// Predicate fires Completed{condition: predicate, detail: name} on an event
-// for which fn returns true. A panic in fn fires Failed{reason: panic}
-// instead of crashing the loop. fn runs while the run evaluates the event (a
-// live stage holds the run's lock): it must be quick and must not call back
-// into the run.
-func Predicate(name string, fn func(Event) bool) Condition {
-	return &funcCondition{name: name, pred: fn}
-}
 
-// CauseFunc fires whatever cause fn returns (a Custom cause, typically) for an
-// event; nil (a typed nil such as a nil *Custom included) means nothing
-// fired. fn sees the run's progress including the
-// event. A panic in fn fires Failed{reason: panic}. Like Predicate's, fn
-// must be quick and must not call back into the run.
+// CauseFunc fires whatever cause fn returns for an event: a Custom cause
+// typically, or Completed{Condition: "predicate", Detail: name} for a
+// predicate that says the run is done (§2); nil (a typed nil such as a nil
+// *Custom included) means nothing fired. fn sees the run's progress
+// including the event. A panic in fn fires Failed{reason: panic} instead
+// of crashing the loop. fn runs while the run evaluates the event (a live
+// stage holds the run's lock): it must be quick and must not call back
+// into the run.
 func CauseFunc(name string, fn func(Event, Progress) Cause) Condition {
 	return &funcCondition{name: name, fn: fn}
 }
 
 type funcCondition struct {
 	name string
-	pred func(Event) bool
 	fn   func(Event, Progress) Cause
 }
 
@@ -156,7 +204,7 @@ func (c *funcCondition) Validate() error {
 	if c.name == "" {
 		return badSetting("predicate", "", "empty name")
 	}
-	if c.pred == nil && c.fn == nil {
+	if c.fn == nil {
 		return badSetting(fmt.Sprintf("predicate %q", c.name), "", "nil func")
 	}
 	return nil
@@ -177,11 +225,5 @@ func (c *funcCondition) call(ev *Event, p *Progress) (cause Cause) {
 			cause = Failed{Reason: FailPanic, Err: fmt.Sprintf("predicate %q panicked: %v", c.name, r)}
 		}
 	}()
-	if c.pred != nil {
-		if c.pred(*ev) {
-			return Completed{Condition: conditionPredicate, Detail: c.name}
-		}
-		return nil
-	}
 	return c.fn(*ev, *p)
 }

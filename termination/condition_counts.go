@@ -283,22 +283,73 @@ func (c *countCheck) evidence(cause Cause, at int) []int {
 	return []int{at}
 }
 
-// ---- Timeout
+// ---- Timeout and idle
+
+// TimeLimits are the policy's timeout and idle keys (§3); at least one is
+// set, each > 0, and the run stops when either fires.
+//
+//	termination.TimeLimits{Timeout: 30 * time.Minute, Idle: 90 * time.Second}
+type TimeLimits struct {
+	// Timeout fires Timeout once the run has lasted this long (elapsed >=
+	// Timeout, so a run that lasted exactly Timeout has timed out): live,
+	// from a timer even when no event arrives; in replay, as that timer
+	// would have, by the events' times since the first timed event: before
+	// the first event whose time is at or past the deadline, which is not
+	// evaluated, with Elapsed the limit (events without a time never fire
+	// it). It fires on clock ticks only: a live event that arrives past the
+	// deadline is preceded by a tick, as in replay.
+	Timeout time.Duration
+	// Idle fires Timeout{Limit: Idle, Elapsed: Idle, Idle: true} once no
+	// event has arrived for this long: a model call or a tool that hangs,
+	// a consumer that stopped reading. Live, from a timer that starts with
+	// the run and restarts at every event (a run's one timer checks the
+	// time of its last event, so an event costs no timer work); in replay,
+	// as that timer would have, by the events' times: before the first
+	// event whose time is at or past the previous timed event's time +
+	// Idle (the first timed event starts the clock), which is not
+	// evaluated; events without a time neither fire nor restart it. When
+	// a timeout and an idle limit are due before the same event, the one
+	// due first fires, the timeout on a tie. Its tag is timeout; Idle tells
+	// it apart.
+	Idle time.Duration
+}
+
+func (l TimeLimits) condition() Condition {
+	var out anyOf
+	if l.Timeout != 0 {
+		out = append(out, &timeoutAfter{limit: l.Timeout})
+	}
+	if l.Idle != 0 {
+		out = append(out, &idleAfter{limit: l.Idle})
+	}
+	if len(out) == 1 {
+		return out[0]
+	}
+	return out
+}
+
+// String describes the limits in the policy file's terms.
+func (l TimeLimits) String() string { return l.condition().String() }
+
+// Validate reports a limit that is not > 0, or none set.
+func (l TimeLimits) Validate() error {
+	switch {
+	case l.Timeout == 0 && l.Idle == 0:
+		return badSetting("time limits", "", "needs Timeout or Idle")
+	case l.Timeout < 0:
+		return badSetting("timeout", "", "must be > 0, got %s", l.Timeout)
+	case l.Idle < 0:
+		return badSetting("idle", "", "must be > 0, got %s", l.Idle)
+	}
+	return nil
+}
+func (l TimeLimits) start() check                       { return l.condition().start() }
+func (l TimeLimits) timers(f func(time.Duration, bool)) { eachTimer(l.condition(), f) }
 
 type timeoutAfter struct {
 	limit time.Duration
 	scope string // ScopeTree for a tree limit (Tree), "" for a run's own
 }
-
-// TimeoutAfter fires Timeout once the run has lasted d (elapsed >= d, so a
-// run that lasted exactly d has timed out): live, from a timer even when no
-// event arrives; in replay, as that timer would have, by the events' times
-// since the first timed event: before the first event whose time is at or
-// past the deadline, which is not evaluated, with Elapsed d (events without
-// a time never fire it). It fires on clock ticks only: a live event that
-// arrives past the deadline is preceded by a tick, as in replay. d must be
-// > 0.
-func TimeoutAfter(d time.Duration) Condition { return &timeoutAfter{limit: d} }
 
 func (c *timeoutAfter) String() string { return "timeout: " + c.limit.String() }
 func (c *timeoutAfter) Validate() error {
@@ -318,19 +369,6 @@ func (c *timeoutAfter) observe(ev *Event, p *Progress, s *sink) {
 // ---- Idle
 
 type idleAfter struct{ limit time.Duration }
-
-// IdleAfter fires Timeout{Limit: d, Elapsed: d, Idle: true} once no event
-// has arrived for d: a model call or a tool that hangs, a consumer that
-// stopped reading. Live, from a timer that starts with the run and restarts
-// at every event (a run's one timer checks the time of its last event, so
-// an event costs no timer work); in replay, as that timer would have, by
-// the events' times: before the first event whose time is at or past the
-// previous timed event's time + d (the first timed event starts the
-// clock), which is not evaluated; events without a time neither fire nor
-// restart it. When a timeout and an idle limit are due before the same
-// event, the one due first fires, the timeout on a tie. Its tag is
-// timeout; Idle tells it apart. d must be > 0.
-func IdleAfter(d time.Duration) Condition { return &idleAfter{limit: d} }
 
 func (c *idleAfter) String() string { return "idle: " + c.limit.String() }
 func (c *idleAfter) Validate() error {

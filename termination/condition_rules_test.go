@@ -343,6 +343,6 @@ func TestInvalidNewSettingsNeverPanic(t *testing.T) {
 			t.Errorf("%s: expected invalid", c)
 		}
 		replayEvents(t, c, events...)
-		replayEvents(t, AllOf(c, TextMention("never")), events...)
+		replayEvents(t, AllOf(c, CompletionSignals{TextMention: "never"}), events...)
 	}
 }

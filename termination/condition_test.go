@@ -51,18 +51,18 @@ func TestMaxToolCalls(t *testing.T) {
 
 func TestTimeoutEventClock(t *testing.T) {
 	runCondCases(t, []condCase{
-		{name: "within the limit", cond: TimeoutAfter(time.Minute),
+		{name: "within the limit", cond: TimeLimits{Timeout: time.Minute},
 			events: evs(input("go").at(0), msg("a", "1").at(30*time.Second), msg("a", "2").at(59*time.Second)), want: natural},
-		{name: "fires before the event at elapsed == limit", cond: TimeoutAfter(time.Minute),
+		{name: "fires before the event at elapsed == limit", cond: TimeLimits{Timeout: time.Minute},
 			events: evs(input("go").at(0), msg("a", "1").at(30*time.Second), msg("a", "2").at(time.Minute)),
 			want:   Timeout{Limit: time.Minute, Elapsed: time.Minute}, at: 2, evidence: []int{}},
-		{name: "fires before a late event of any kind, a final included", cond: TimeoutAfter(time.Minute),
+		{name: "fires before a late event of any kind, a final included", cond: TimeLimits{Timeout: time.Minute},
 			events: evs(input("go").at(0), final("a", "done").at(90*time.Second)),
 			want:   Timeout{Limit: time.Minute, Elapsed: time.Minute}, at: 1},
 		{name: "the late event is not evaluated: its tokens do not count", cond: pol(t, `{timeout: 1m, token_budget: {total: 10}}`),
 			events: evs(msg("a", "1").at(0), msg("a", "2").at(10*time.Minute).used(50, 0)),
 			want:   Timeout{Limit: time.Minute, Elapsed: time.Minute}, at: 1},
-		{name: "measured from the first timed event", cond: TimeoutAfter(time.Minute),
+		{name: "measured from the first timed event", cond: TimeLimits{Timeout: time.Minute},
 			events: evs(input("go"), msg("a", "1").at(time.Hour), msg("a", "2").at(time.Hour+59*time.Second),
 				msg("a", "3").at(time.Hour+61*time.Second)),
 			want: Timeout{Limit: time.Minute, Elapsed: time.Minute}, at: 3},
@@ -74,19 +74,19 @@ func TestTimeoutEventClock(t *testing.T) {
 			events: evs(msg("a", "1").at(0), msg("a", "DONE").at(5*time.Minute)),
 			want: All{Causes: []Cause{Timeout{Limit: time.Minute, Elapsed: time.Minute},
 				Completed{Condition: conditionTextMention, Detail: "DONE"}}}, at: 2, evidence: []int{2}},
-		{name: "events without time never fire it", cond: TimeoutAfter(time.Minute),
+		{name: "events without time never fire it", cond: TimeLimits{Timeout: time.Minute},
 			events: evs(input("go").at(0), msg("a", "1"), msg("a", "2")), want: natural},
-		{name: "untimed events do not end the clock", cond: TimeoutAfter(time.Minute),
+		{name: "untimed events do not end the clock", cond: TimeLimits{Timeout: time.Minute},
 			events: evs(input("go").at(0), msg("a", "1"), msg("a", "2").at(2*time.Minute)),
 			want:   Timeout{Limit: time.Minute, Elapsed: time.Minute}, at: 2},
-		{name: "no time at all", cond: TimeoutAfter(time.Nanosecond),
+		{name: "no time at all", cond: TimeLimits{Timeout: time.Nanosecond},
 			events: evs(input("go"), msg("a", "1")), want: natural},
 	})
 }
 
 func TestTimeoutTick(t *testing.T) {
 	t.Run("wall clock fires from a tick with no event", func(t *testing.T) {
-		ev := NewEvaluator(TimeoutAfter(time.Minute), time.Now())
+		ev := NewEvaluator(TimeLimits{Timeout: time.Minute}, time.Now())
 		_, stop := ev.Observe(msg("a", "1"))
 		require.False(t, stop)
 		cause, stop := ev.Tick(time.Now().Add(time.Hour))
@@ -107,12 +107,12 @@ func TestTimeoutTick(t *testing.T) {
 		assert.Equal(t, 1, ev.Progress().Events, "no event evaluated after the stop")
 	})
 	t.Run("wall clock tick before the limit", func(t *testing.T) {
-		ev := NewEvaluator(TimeoutAfter(time.Hour), time.Now())
+		ev := NewEvaluator(TimeLimits{Timeout: time.Hour}, time.Now())
 		_, stop := ev.Tick(time.Now())
 		assert.False(t, stop)
 	})
 	t.Run("event clock ignores ticks", func(t *testing.T) {
-		ev := NewEvaluator(TimeoutAfter(time.Minute), time.Time{})
+		ev := NewEvaluator(TimeLimits{Timeout: time.Minute}, time.Time{})
 		ev.Observe(msg("a", "1").at(0))
 		_, stop := ev.Tick(t0.Add(time.Hour))
 		assert.False(t, stop)
@@ -120,7 +120,7 @@ func TestTimeoutTick(t *testing.T) {
 	t.Run("wall clock event after the limit", func(t *testing.T) {
 		// The timer is late: the event finds the deadline passed and the
 		// timeout fires before it, as in replay; the event is not evaluated.
-		ev := NewEvaluator(TimeoutAfter(time.Nanosecond), time.Now())
+		ev := NewEvaluator(TimeLimits{Timeout: time.Nanosecond}, time.Now())
 		time.Sleep(time.Millisecond)
 		cause, stop := ev.Observe(msg("a", "1"))
 		require.True(t, stop)
@@ -131,7 +131,7 @@ func TestTimeoutTick(t *testing.T) {
 		assert.Equal(t, 0, res.Iterations)
 	})
 	t.Run("timeout inside AllOf latches from a tick", func(t *testing.T) {
-		ev := NewEvaluator(AllOf(TimeoutAfter(time.Minute), TextMention("DONE")), time.Now())
+		ev := NewEvaluator(AllOf(TimeLimits{Timeout: time.Minute}, CompletionSignals{TextMention: "DONE"}), time.Now())
 		_, stop := ev.Tick(time.Now().Add(2 * time.Minute))
 		require.False(t, stop)
 		cause, stop := ev.Observe(msg("a", "DONE"))
@@ -361,42 +361,42 @@ func TestCompletionConditions(t *testing.T) {
 	completed := func(cond, detail string) Cause { return Completed{Condition: cond, Detail: detail} }
 	isRM := func(e Event) bool { return e.Kind == KindToolCall && e.Tool == "rm" }
 	runCondCases(t, []condCase{
-		{name: "text_mention never on input", cond: TextMention("TERMINATE"),
+		{name: "text_mention never on input", cond: CompletionSignals{TextMention: "TERMINATE"},
 			events: evs(input("reply TERMINATE when done"), msg("a", "ok")), want: natural},
-		{name: "text_mention on a message", cond: TextMention("TERMINATE"),
+		{name: "text_mention on a message", cond: CompletionSignals{TextMention: "TERMINATE"},
 			events: evs(input("go"), msg("a", "All done. TERMINATE")), want: completed(conditionTextMention, "TERMINATE"), at: 2},
-		{name: "text_mention on a tool result, a final, a stop", cond: TextMention("TERMINATE"),
+		{name: "text_mention on a tool result, a final, a stop", cond: CompletionSignals{TextMention: "TERMINATE"},
 			events: evs(Event{Kind: KindToolResult, Tool: "t", Text: "xTERMINATEx"}), want: completed(conditionTextMention, "TERMINATE"), at: 1},
-		{name: "text_mention on a final", cond: TextMention("TERMINATE"),
+		{name: "text_mention on a final", cond: CompletionSignals{TextMention: "TERMINATE"},
 			events: evs(final("a", "TERMINATE")), want: completed(conditionTextMention, "TERMINATE"), at: 1},
-		{name: "text_mention is case-sensitive", cond: TextMention("TERMINATE"),
+		{name: "text_mention is case-sensitive", cond: CompletionSignals{TextMention: "TERMINATE"},
 			events: evs(msg("a", "terminate"), msg("a", "Terminate")), want: natural},
-		{name: "text_mention sources filter", cond: TextMention("DONE", "critic", "judge"),
+		{name: "text_mention sources filter", cond: CompletionSignals{TextMention: "DONE", TextSources: []string{"critic", "judge"}},
 			events: evs(msg("writer", "DONE"), msg("critic", "not yet"), msg("judge", "DONE")),
 			want:   completed(conditionTextMention, "DONE"), at: 3},
-		{name: "text_mention sources exclude input too", cond: TextMention("DONE", "user"),
+		{name: "text_mention sources exclude input too", cond: CompletionSignals{TextMention: "DONE", TextSources: []string{"user"}},
 			events: evs(input("DONE")), want: natural},
-		{name: "function_call on a successful result", cond: FunctionCall("approve", "publish"),
+		{name: "function_call on a successful result", cond: CompletionSignals{FunctionCall: []string{"approve", "publish"}},
 			events: evs(call("approve", `{}`), result("approve", "denied"), result("other", ""), result("publish", "")),
 			want:   completed(conditionFunctionCall, "publish"), at: 4},
-		{name: "function_call never on the call itself", cond: FunctionCall("approve"),
+		{name: "function_call never on the call itself", cond: CompletionSignals{FunctionCall: []string{"approve"}},
 			events: evs(call("approve", `{}`)), want: natural},
-		{name: "handoff to a named target", cond: Handoff("user"),
+		{name: "handoff to a named target", cond: CompletionSignals{Handoff: []string{"user"}},
 			events: evs(handoffEv("planner", "coder"), handoffEv("planner", "user")),
 			want:   HandoffRequested{Target: "user", Source: "planner"}, at: 2},
-		{name: "handoff with no targets matches any", cond: Handoff(),
+		{name: "handoff with no targets matches any", cond: CompletionSignals{AnyHandoff: true},
 			events: evs(msg("a", "user"), handoffEv("planner", "coder")),
 			want:   HandoffRequested{Target: "coder", Source: "planner"}, at: 2},
-		{name: "source_match on message and final only", cond: SourceMatch("critic"),
+		{name: "source_match on message and final only", cond: CompletionSignals{SourceMatch: []string{"critic"}},
 			events: evs(input("critic"), Event{Kind: KindToolResult, Source: "critic"}, msg("writer", "x"), final("critic", "ok")),
 			want:   completed(conditionSourceMatch, "critic"), at: 4},
-		{name: "source_match on a message", cond: SourceMatch("critic", "judge"),
+		{name: "source_match on a message", cond: CompletionSignals{SourceMatch: []string{"critic", "judge"}},
 			events: evs(msg("judge", "x")), want: completed(conditionSourceMatch, "judge"), at: 1},
-		{name: "stop_message", cond: StopMessage(),
+		{name: "stop_message", cond: CompletionSignals{StopMessage: true},
 			events: evs(msg("a", "stop"), stopEv("escalate")), want: completed(conditionStopMessage, "escalate"), at: 2},
-		{name: "predicate", cond: Predicate("no_rm", isRM),
+		{name: "predicate", cond: predicate("no_rm", isRM),
 			events: evs(call("ls", `{}`), call("rm", `{}`)), want: completed(conditionPredicate, "no_rm"), at: 2},
-		{name: "a panicking predicate fails the run, never crashes", cond: Predicate("boom", func(e Event) bool {
+		{name: "a panicking predicate fails the run, never crashes", cond: predicate("boom", func(e Event) bool {
 			if e.Kind == KindToolCall {
 				panic("kaboom")
 			}
@@ -429,7 +429,7 @@ func TestFuncSeesProgress(t *testing.T) {
 func TestAnyOfEveryChildSeesEveryEvent(t *testing.T) {
 	var a, b atomic.Int32
 	counting := func(n *atomic.Int32, fireOn int32) Condition {
-		return Predicate("count", func(Event) bool { return n.Add(1) == fireOn })
+		return predicate("count", func(Event) bool { return n.Add(1) == fireOn })
 	}
 	// The first child fires on event 3; the second would fire on event 3 too.
 	// Without a short circuit both see all three events and both are reported.
@@ -441,19 +441,19 @@ func TestAnyOfEveryChildSeesEveryEvent(t *testing.T) {
 	assert.Len(t, res.Fired, 2)
 
 	// A counting condition after a firing one still counts that event.
-	res = replayEvents(t, AnyOf(TextMention("never"), StallLimits{Repeats: 2}, ToolCallLimits{Limit: 3}),
+	res = replayEvents(t, AnyOf(CompletionSignals{TextMention: "never"}, StallLimits{Repeats: 2}, ToolCallLimits{Limit: 3}),
 		call("t", `1`), msg("a", "x"), call("t", `1`))
 	assert.Equal(t, stalled(SignalRepeatedToolCall, 2), res.Cause)
 
 	// Nested AnyOf flattens nothing away.
-	res = replayEvents(t, AnyOf(AnyOf(IterationLimits{Limit: 1}), AnyOf(TextMention("x"))), msg("a", "x"), msg("a", "x"))
+	res = replayEvents(t, AnyOf(AnyOf(IterationLimits{Limit: 1}), AnyOf(CompletionSignals{TextMention: "x"})), msg("a", "x"), msg("a", "x"))
 	assert.Equal(t, Completed{Condition: conditionTextMention, Detail: "x"}, res.Cause)
 	assert.Equal(t, 1, res.StoppedAt)
 
 	// A nil child (an unvalidated condition) never fires and never crashes.
-	res = replayEvents(t, AnyOf(nil, AllOf(nil, TextMention("x")), TimeoutAfter(time.Minute)), msg("a", "x").at(0))
+	res = replayEvents(t, AnyOf(nil, AllOf(nil, CompletionSignals{TextMention: "x"}), TimeLimits{Timeout: time.Minute}), msg("a", "x").at(0))
 	assert.Equal(t, natural, res.Cause)
-	assert.Equal(t, "any: [{<nil>}, {all: [{<nil>}, {text_mention: {text: \"x\"}}]}, {timeout: 1m0s}]", AnyOf(nil, AllOf(nil, TextMention("x")), TimeoutAfter(time.Minute)).String())
+	assert.Equal(t, "any: [{<nil>}, {all: [{<nil>}, {text_mention: {text: \"x\"}}]}, {timeout: 1m0s}]", AnyOf(nil, AllOf(nil, CompletionSignals{TextMention: "x"}), TimeLimits{Timeout: time.Minute}).String())
 
 	// The empty AnyOf never fires.
 	res = replayEvents(t, AnyOf(), msg("a", "x"), stopEv("y"))
@@ -463,40 +463,40 @@ func TestAnyOfEveryChildSeesEveryEvent(t *testing.T) {
 func TestAllOf(t *testing.T) {
 	done := func(s string) Cause { return Completed{Condition: conditionTextMention, Detail: s} }
 	runCondCases(t, []condCase{
-		{name: "fires when every child has fired, in firing order", cond: AllOf(TextMention("A"), TextMention("B")),
+		{name: "fires when every child has fired, in firing order", cond: AllOf(CompletionSignals{TextMention: "A"}, CompletionSignals{TextMention: "B"}),
 			events: evs(msg("x", "B"), msg("x", "nothing"), msg("x", "A"), msg("x", "A B")),
 			want:   All{Causes: []Cause{done("B"), done("A")}}, at: 3},
-		{name: "children firing on one event keep child order", cond: AllOf(TextMention("A"), TextMention("B")),
+		{name: "children firing on one event keep child order", cond: AllOf(CompletionSignals{TextMention: "A"}, CompletionSignals{TextMention: "B"}),
 			events: evs(msg("x", "B and A")), want: All{Causes: []Cause{done("A"), done("B")}}, at: 1},
-		{name: "a child latches: it need not still hold", cond: AllOf(StallLimits{Repeats: 2}, TextMention("go")),
+		{name: "a child latches: it need not still hold", cond: AllOf(StallLimits{Repeats: 2}, CompletionSignals{TextMention: "go"}),
 			events: evs(call("t", `1`), call("t", `1`), call("t", `2`), msg("x", "go")),
 			want:   All{Causes: []Cause{stalled(SignalRepeatedToolCall, 2), done("go")}}, at: 4},
-		{name: "a latched child keeps its first cause", cond: AllOf(ToolCallLimits{Limit: 1}, TextMention("go")),
+		{name: "a latched child keeps its first cause", cond: AllOf(ToolCallLimits{Limit: 1}, CompletionSignals{TextMention: "go"}),
 			events: evs(call("a", `1`), call("b", `2`), call("c", `3`), msg("x", "go")),
 			want:   All{Causes: []Cause{MaxToolCallsReached{Limit: 1, Count: 2}, done("go")}}, at: 4},
-		{name: "children keep counting before they fire", cond: AllOf(TextMention("go"), StallLimits{Repeats: 3}),
+		{name: "children keep counting before they fire", cond: AllOf(CompletionSignals{TextMention: "go"}, StallLimits{Repeats: 3}),
 			events: evs(call("t", `1`), call("t", `1`), msg("x", "go"), call("t", `1`)),
 			want:   All{Causes: []Cause{done("go"), stalled(SignalRepeatedToolCall, 3)}}, at: 4},
-		{name: "not all fired", cond: AllOf(TextMention("A"), TextMention("B")),
+		{name: "not all fired", cond: AllOf(CompletionSignals{TextMention: "A"}, CompletionSignals{TextMention: "B"}),
 			events: evs(msg("x", "A"), msg("x", "A")), want: natural},
-		{name: "a child's cause is its best by precedence", cond: AllOf(AnyOf(IterationLimits{Limit: 1}, TextMention("x"))),
+		{name: "a child's cause is its best by precedence", cond: AllOf(AnyOf(IterationLimits{Limit: 1}, CompletionSignals{TextMention: "x"})),
 			events: evs(msg("a", "y"), msg("a", "x")),
 			want:   All{Causes: []Cause{done("x")}}, at: 2},
-		{name: "nested in AnyOf", cond: AnyOf(IterationLimits{Limit: 3}, AllOf(TextMention("A"), SourceMatch("judge"))),
+		{name: "nested in AnyOf", cond: AnyOf(IterationLimits{Limit: 3}, AllOf(CompletionSignals{TextMention: "A"}, CompletionSignals{SourceMatch: []string{"judge"}})),
 			events: evs(msg("critic", "no"), msg("w", "A"), msg("w", "x"), msg("w", "y")),
 			want:   MaxIterationsReached{Limit: 3, Count: 4}, at: 4},
-		{name: "nested AllOf", cond: AllOf(AllOf(TextMention("A"), TextMention("B")), TextMention("C")),
+		{name: "nested AllOf", cond: AllOf(AllOf(CompletionSignals{TextMention: "A"}, CompletionSignals{TextMention: "B"}), CompletionSignals{TextMention: "C"}),
 			events: evs(msg("w", "A"), msg("w", "C"), msg("w", "B")),
 			want:   All{Causes: []Cause{done("C"), All{Causes: []Cause{done("A"), done("B")}}}}, at: 3},
-		{name: "warnings from children pass through", cond: AllOf(TokenLimits{Total: 10, Pressure: 0.5}, TextMention("x")),
+		{name: "warnings from children pass through", cond: AllOf(TokenLimits{Total: 10, Pressure: 0.5}, CompletionSignals{TextMention: "x"}),
 			events: evs(msg("a", "y").used(5, 0), msg("a", "x")),
 			want:   natural, warnings: []Cause{bp(ResourceTotalTokens, 0.5, 5, 10)}},
 	})
 	t.Run("tag and outcome are the last cause's", func(t *testing.T) {
-		res := replayEvents(t, AllOf(ToolCallLimits{Limit: 1}, TextMention("go")), call("a", `1`), call("b", `2`), msg("x", "go"))
+		res := replayEvents(t, AllOf(ToolCallLimits{Limit: 1}, CompletionSignals{TextMention: "go"}), call("a", `1`), call("b", `2`), msg("x", "go"))
 		assert.Equal(t, TagCompleted, res.Tag())
 		assert.Equal(t, OutcomeSucceeded, res.Outcome)
-		res = replayEvents(t, AllOf(TextMention("go"), ToolCallLimits{Limit: 1}), msg("x", "go"), call("a", `1`), call("b", `2`))
+		res = replayEvents(t, AllOf(CompletionSignals{TextMention: "go"}, ToolCallLimits{Limit: 1}), msg("x", "go"), call("a", `1`), call("b", `2`))
 		assert.Equal(t, TagMaxToolCalls, res.Tag())
 		assert.Equal(t, OutcomeFailed, res.Outcome)
 	})
@@ -511,8 +511,10 @@ func TestValidate(t *testing.T) {
 		{IterationLimits{Limit: 1}, ""},
 		{IterationLimits{Limit: 0}, "max_iterations.limit: is required"},
 		{ToolCallLimits{Limit: -1}, "max_tool_calls: must be a positive int, got -1"},
-		{TimeoutAfter(time.Second), ""},
-		{TimeoutAfter(0), "timeout: must be > 0, got 0s"},
+		{TimeLimits{Timeout: time.Second}, ""},
+		{TimeLimits{Timeout: -time.Second}, "timeout: must be > 0, got -1s"},
+		{TimeLimits{}, "time limits: needs Timeout or Idle"},
+		{TimeLimits{Timeout: time.Second, Idle: -time.Second}, "idle: must be > 0, got -1s"},
 		{TokenLimits{}, "token_budget: needs at least one of total, input, output"},
 		{TokenLimits{Input: -1}, "token_budget.input: must be a positive int, got -1"},
 		{TokenLimits{Total: 1, Pressure: 1}, "token_budget.pressure: must be in (0,1), got 1"},
@@ -552,20 +554,26 @@ func TestValidate(t *testing.T) {
 		{ErrorLimits{}, "errors: needs consecutive or total"},
 		{ErrorLimits{Consecutive: -1}, "errors.consecutive: must be a positive int, got -1"},
 		{ErrorLimits{Total: -1}, "errors.total: must be a positive int, got -1"},
-		{TextMention(""), "text_mention.text: must not be empty"},
-		{TextMention("x", "a", ""), "text_mention.sources[1]: must not be empty"},
-		{FunctionCall(), "function_call: needs at least one name"},
-		{SourceMatch(), "source_match: needs at least one name"},
-		{Handoff(), ""},
-		{Handoff(""), "handoff[0]: must not be empty"},
-		{StopMessage(), ""},
-		{Predicate("", ok), "predicate: empty name"},
-		{Predicate("p", nil), `predicate "p": nil func`},
+		{CompletionSignals{TextSources: []string{"critic"}}, "text_mention.text: is required"},
+		{CompletionSignals{}, "completion signals: needs at least one of TextMention, FunctionCall, Handoff, AnyHandoff, SourceMatch, StopMessage"},
+		{CompletionSignals{StopMessage: true, FunctionCall: []string{}}, "function_call: needs at least one name"},
+		{CompletionSignals{Handoff: []string{}}, "handoff: needs at least one name"},
+		{CompletionSignals{AnyHandoff: true}, ""},
+		{CompletionSignals{AnyHandoff: true, Handoff: []string{"user"}}, "handoff: AnyHandoff watches every target: leave Handoff out"},
+		{CompletionSignals{SourceMatch: []string{"a", ""}}, "source_match[1]: must not be empty"},
+		{CompletionSignals{TextMention: "x", TextSources: []string{"a", ""}}, "text_mention.sources[1]: must not be empty"},
+		{CompletionSignals{FunctionCall: []string{}}, "function_call: needs at least one name"},
+		{CompletionSignals{SourceMatch: []string{}}, "source_match: needs at least one name"},
+		{CompletionSignals{AnyHandoff: true}, ""},
+		{CompletionSignals{Handoff: []string{""}}, "handoff[0]: must not be empty"},
+		{CompletionSignals{StopMessage: true}, ""},
+		{predicate("", ok), "predicate: empty name"},
+		{predicate("p", nil), `predicate "p": nil func`},
 		{CauseFunc("f", nil), `predicate "f": nil func`},
 		{AnyOf(), ""},
 		{AllOf(), "all: needs at least one condition"},
 		{AnyOf(nil), "any[0]: nil condition"},
-		{AnyOf(IterationLimits{Limit: 1}, AllOf(TextMention("x"), ToolCallLimits{Limit: 0})), "any[1].all[1].max_tool_calls: needs limit or per_tool"},
+		{AnyOf(IterationLimits{Limit: 1}, AllOf(CompletionSignals{TextMention: "x"}, ToolCallLimits{Limit: 0})), "any[1].all[1].max_tool_calls: needs limit or per_tool"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.cond.String(), func(t *testing.T) {
@@ -580,15 +588,15 @@ func TestValidate(t *testing.T) {
 }
 
 func TestTimeouts(t *testing.T) {
-	c := AnyOf(TimeoutAfter(time.Minute), AllOf(TimeoutAfter(time.Second), IterationLimits{Limit: 2}), TimeoutAfter(time.Minute))
+	c := AnyOf(TimeLimits{Timeout: time.Minute}, AllOf(TimeLimits{Timeout: time.Second}, IterationLimits{Limit: 2}), TimeLimits{Timeout: time.Minute})
 	assert.Equal(t, []time.Duration{time.Second, time.Minute}, timeoutsOf(c))
 	assert.Empty(t, timeoutsOf(IterationLimits{Limit: 1}))
 	assert.Nil(t, timeoutsOf(nil))
 }
 
 func TestConditionStrings(t *testing.T) {
-	c := AnyOf(IterationLimits{Limit: 2}, TimeoutAfter(90*time.Second), TokenLimits{Total: 10, Pressure: 0.8, Grace: new(1)},
-		StallLimits{Repeats: 3, TokenTolerance: 0.1}, AllOf(TextMention("T", "critic"), FunctionCall("approve")))
+	c := AnyOf(IterationLimits{Limit: 2}, TimeLimits{Timeout: 90*time.Second}, TokenLimits{Total: 10, Pressure: 0.8, Grace: new(1)},
+		StallLimits{Repeats: 3, TokenTolerance: 0.1}, AllOf(CompletionSignals{TextMention: "T", TextSources: []string{"critic"}}, CompletionSignals{FunctionCall: []string{"approve"}}))
 	s := c.String()
 	s += AnyOf(IterationLimits{Limit: 5, Pressure: 0.8}, ToolCallLimits{Limit: 9, PerTool: map[string]int{"b": 2, "a": 1}},
 		StallLimits{Repeats: 3, Window: 8, WarnAt: 2, Cycle: 3}, ErrorLimits{Total: 4}).String()

@@ -23,16 +23,16 @@
 // a tree of many. [Policy.Hash] is the enforced policy's hash an end
 // record names.
 //
-// A [Condition] is an immutable description of when to stop:
-// [IterationLimits] and [ToolCallLimits] (per tool; both with an early
-// warning), [TimeoutAfter],
-// [IdleAfter] (no event for a while), [TokenLimits], [CostLimit],
-// [StallLimits] (repeats in a window, the same result again whatever the
-// args, cycles, tools left out), [ErrorLimits] (streaks, totals, ignored
-// tools), [TextMention], [FunctionCall], [Handoff], [SourceMatch],
-// [StopMessage], [Predicate], [CauseFunc], and the combinators [AnyOf] and
-// [AllOf]. The limit structs (IterationLimits, ToolCallLimits, TokenLimits,
-// CostLimit, StallLimits, ErrorLimits) are Conditions themselves:
+// A [Condition] is an immutable description of when to stop. The policy
+// file's keys are Go structs, each a Condition itself: [IterationLimits]
+// and [ToolCallLimits] (per tool; both with an early warning),
+// [TimeLimits] (a timeout, and idle: no event for a while),
+// [TokenLimits], [CostLimit], [StallLimits] (repeats in a window, the
+// same result again whatever the args, cycles, tools left out),
+// [ErrorLimits] (streaks, totals, ignored tools) and [CompletionSignals]
+// (text_mention, function_call, handoff, source_match, stop_message).
+// [CauseFunc] is a condition written in Go, [TreeLimits] makes limits
+// cover a run's descendants, and the combinators [AnyOf] and [AllOf] nest:
 // AnyOf(IterationLimits{Limit: 25}, TokenLimits{Total: 50_000, Pressure:
 // 0.8}). A [Policy] is the same thing read from YAML or JSON with
 // [ParsePolicy]; its [Policy.Condition] is an ordinary Condition.
@@ -76,8 +76,8 @@
 //
 // The contract (docs/spec.md §2 and §3) names both a cause and a condition "Timeout" and "All". In Go
 // one package cannot hold both, so the causes keep the contract's $kind names
-// (they travel in JSON and through errors.As) and the conditions are the
-// constructors [TimeoutAfter] and [AllOf]; [AnyOf] matches for symmetry.
+// (they travel in JSON and through errors.As) and the conditions are
+// [TimeLimits] and the constructor [AllOf]; [AnyOf] matches for symmetry.
 //
 // # Choices where the contract is silent
 //
@@ -157,8 +157,8 @@
 //     seen, up to those bounds, never per event once full.
 //   - A hashed value (args_hash, text_hash) never equals a plain one: a log
 //     is recorded with content or without it, not both.
-//   - Evidence: invalid input names the invalid event; a Func or Predicate
-//     cause names the firing event; when a streak longer than
+//   - Evidence: invalid input names the invalid event; a CauseFunc cause
+//     names the firing event; when a streak longer than
 //     errors.consecutive fires again (in an all:), the last consecutive
 //     failures; for a grace stop whose threshold a final reached, the final
 //     too. Stop and a stream that ends by an iterator error list none.
@@ -168,11 +168,12 @@
 //     resource, the overall MaxToolCallsReached before a per-tool one,
 //     StallDetected by signal; others keep firing order.
 //   - A policy's empty list (handoff: [], sources: []) is an error rather
-//     than "every name", though the Go constructor Handoff() watches every
-//     target. Validate and ParsePolicy report ranges with the same
+//     than "every name"; so is an empty non-nil list in a
+//     CompletionSignals, whose AnyHandoff watches every target.
+//     Condition.Validate and ParsePolicy report ranges with the same
 //     messages: the parser only reads types and shapes, and maps the
 //     condition's own validation error onto the key and line written.
-//   - idle (IdleAfter): Elapsed is the limit live too, as the contract
+//   - idle (TimeLimits.Idle): Elapsed is the limit live too, as the contract
 //     writes the cause (Timeout{limit: D, elapsed: D, idle: true}), so that
 //     a live idle stop and its replay agree; a live timeout's Elapsed is
 //     still the time measured. Live, a run has one timer for its timeouts

@@ -34,18 +34,18 @@ func TestPrecedenceOnAMessage(t *testing.T) {
 	// The conditions are listed in reverse precedence so that the order of
 	// Fired comes from the precedence, not from the policy.
 	c := AnyOf(
-		TimeoutAfter(time.Minute),
+		TimeLimits{Timeout: time.Minute},
 		StallLimits{Repeats: 2, TokenTolerance: 0.1},
 		IterationLimits{Limit: 1},
 		TokenLimits{Total: 100, Pressure: 0.9, Grace: new(0)},
 		CostLimit{Limit: 1},
-		Predicate("explodes", func(e Event) bool {
+		predicate("explodes", func(e Event) bool {
 			if strings.Contains(e.Text, "TERMINATE") {
 				panic("no")
 			}
 			return false
 		}),
-		TextMention("TERMINATE"),
+		CompletionSignals{TextMention: "TERMINATE"},
 	)
 	res := replayEvents(t, c,
 		msg("a", "thinking").at(0).used(50, 0),
@@ -70,7 +70,7 @@ func TestPrecedenceOnAMessage(t *testing.T) {
 
 func TestPrecedenceOnAToolCall(t *testing.T) {
 	c := AnyOf(
-		TimeoutAfter(time.Minute),
+		TimeLimits{Timeout: time.Minute},
 		StallLimits{Repeats: 2},
 		ToolCallLimits{Limit: 1},
 		CauseFunc("route", func(e Event, _ Progress) Cause {
@@ -87,7 +87,7 @@ func TestPrecedenceOnAToolCall(t *testing.T) {
 	assert.Equal(t, []Cause{HandoffRequested{Target: "human", Source: "router"}}, res.Fired)
 
 	c = AnyOf(
-		TimeoutAfter(time.Minute),
+		TimeLimits{Timeout: time.Minute},
 		StallLimits{Repeats: 2},
 		ToolCallLimits{Limit: 1},
 		CauseFunc("route", func(_ Event, p Progress) Cause {
@@ -123,7 +123,7 @@ func TestPrecedenceRankMatchesSpec(t *testing.T) {
 }
 
 func TestSamePrecedenceKeepsFiringOrder(t *testing.T) {
-	c := AnyOf(TextMention("B"), TextMention("A"), Custom2("second"), Custom2("first"))
+	c := AnyOf(CompletionSignals{TextMention: "B"}, CompletionSignals{TextMention: "A"}, Custom2("second"), Custom2("first"))
 	res := replayEvents(t, c, msg("x", "A B"))
 	assert.Equal(t, []Cause{
 		Completed{Condition: conditionTextMention, Detail: "B"},

@@ -138,3 +138,18 @@ func seq(parts ...[]Event) []Event {
 }
 
 func evs(e ...Event) []Event { return e }
+
+// predicate is a CauseFunc that fires Completed{condition: predicate,
+// detail: name} on an event for which fn returns true (a nil fn stays nil,
+// for the validation tests).
+func predicate(name string, fn func(Event) bool) Condition {
+	if fn == nil {
+		return CauseFunc(name, nil)
+	}
+	return CauseFunc(name, func(ev Event, _ Progress) Cause {
+		if fn(ev) {
+			return Completed{Condition: conditionPredicate, Detail: name}
+		}
+		return nil
+	})
+}

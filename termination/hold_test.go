@@ -247,7 +247,7 @@ func TestHoldTimeoutAndIdle(t *testing.T) {
 // call, so "done" alone does not complete it. (Before 2026-11-29 a raise
 // did not reach the children of an all_of.)
 func TestHoldRaiseReachesAllOf(t *testing.T) {
-	cond := AnyOf(ToolCallLimits{Limit: 2}, AllOf(ToolCallLimits{Limit: 3}, TextMention("done")))
+	cond := AnyOf(ToolCallLimits{Limit: 2}, AllOf(ToolCallLimits{Limit: 3}, CompletionSignals{TextMention: "done"}))
 	e := NewEvaluator(cond, time.Now())
 	e.SetHold(Hold{Timeout: time.Minute})
 	for i := range 3 {

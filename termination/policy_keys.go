@@ -61,7 +61,7 @@ func readTimeout(p string, v *yaml.Node, _ *Policy) (Condition, error) {
 	if err != nil {
 		return nil, err
 	}
-	return TimeoutAfter(d), nil
+	return &timeoutAfter{limit: d}, nil
 }
 
 func readIdle(p string, v *yaml.Node, _ *Policy) (Condition, error) {
@@ -69,7 +69,7 @@ func readIdle(p string, v *yaml.Node, _ *Policy) (Condition, error) {
 	if err != nil {
 		return nil, err
 	}
-	return IdleAfter(d), nil
+	return &idleAfter{limit: d}, nil
 }
 
 // readPressure reads the pressure and grace keys of a budget.
@@ -186,11 +186,11 @@ func readNames(key string) func(string, *yaml.Node, *Policy) (Condition, error) 
 		}
 		switch key {
 		case "function_call":
-			return FunctionCall(names...), nil
+			return &functionCall{nameMatch{key: key, names: names}}, nil
 		case "handoff":
-			return Handoff(names...), nil
+			return &handoff{nameMatch{key: key, names: names, any: true}}, nil
 		}
-		return SourceMatch(names...), nil
+		return &sourceMatch{nameMatch{key: key, names: names}}, nil
 	}
 }
 
@@ -199,7 +199,7 @@ func readStopMessage(p string, v *yaml.Node, _ *Policy) (Condition, error) {
 	if err != nil || !b {
 		return nil, err
 	}
-	return StopMessage(), nil
+	return &stopMessage{}, nil
 }
 
 // readCombinator reads any: or all:, a non-empty list of policies.

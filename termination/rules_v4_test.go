@@ -97,7 +97,7 @@ func TestIdleCauseJSON(t *testing.T) {
 
 func TestIdleWallClock(t *testing.T) {
 	t.Run("a tick past the last event + D fires, after the last event evaluated", func(t *testing.T) {
-		ev := NewEvaluator(IdleAfter(time.Minute), time.Now())
+		ev := NewEvaluator(TimeLimits{Idle: time.Minute}, time.Now())
 		_, stop := ev.Observe(msg("a", "1"))
 		require.False(t, stop)
 		at, ok := ev.NextTick()
@@ -116,7 +116,7 @@ func TestIdleWallClock(t *testing.T) {
 		assert.False(t, ok, "a stopped run arms nothing")
 	})
 	t.Run("an event moves the deadline on", func(t *testing.T) {
-		ev := NewEvaluator(IdleAfter(time.Minute), time.Now())
+		ev := NewEvaluator(TimeLimits{Idle: time.Minute}, time.Now())
 		first, _ := ev.NextTick()
 		time.Sleep(2 * time.Millisecond)
 		ev.Observe(msg("a", "1"))
@@ -126,14 +126,14 @@ func TestIdleWallClock(t *testing.T) {
 		assert.False(t, stop, "the timer armed at the start finds the run active")
 	})
 	t.Run("the timer starts with the run", func(t *testing.T) {
-		ev := NewEvaluator(IdleAfter(time.Minute), time.Now())
+		ev := NewEvaluator(TimeLimits{Idle: time.Minute}, time.Now())
 		cause, stop := ev.Tick(time.Now().Add(2 * time.Minute))
 		require.True(t, stop)
 		assert.Equal(t, idleOf(time.Minute), cause)
 		assert.Equal(t, 0, ev.Result().StoppedAt)
 	})
 	t.Run("the next tick is the earlier of timeout and idle", func(t *testing.T) {
-		ev := NewEvaluator(AnyOf(IdleAfter(time.Hour), TimeoutAfter(time.Minute)), time.Now())
+		ev := NewEvaluator(AnyOf(TimeLimits{Idle: time.Hour}, TimeLimits{Timeout: time.Minute}), time.Now())
 		at, ok := ev.NextTick()
 		require.True(t, ok)
 		assert.WithinDuration(t, time.Now().Add(time.Minute), at, 5*time.Second)
@@ -143,7 +143,7 @@ func TestIdleWallClock(t *testing.T) {
 		assert.False(t, cause.(Timeout).Idle)
 	})
 	t.Run("an event past the idle deadline is preceded by the tick", func(t *testing.T) {
-		ev := NewEvaluator(IdleAfter(time.Nanosecond), time.Now())
+		ev := NewEvaluator(TimeLimits{Idle: time.Nanosecond}, time.Now())
 		time.Sleep(time.Millisecond)
 		cause, stop := ev.Observe(msg("a", "1"))
 		require.True(t, stop)
@@ -151,7 +151,7 @@ func TestIdleWallClock(t *testing.T) {
 		assert.Equal(t, 0, ev.Result().Events)
 	})
 	t.Run("the events' clock ignores ticks", func(t *testing.T) {
-		ev := NewEvaluator(IdleAfter(time.Minute), time.Time{})
+		ev := NewEvaluator(TimeLimits{Idle: time.Minute}, time.Time{})
 		ev.Observe(msg("a", "1").at(0))
 		_, stop := ev.Tick(t0.Add(time.Hour))
 		assert.False(t, stop)
@@ -274,7 +274,7 @@ func TestPolicyErrorsV4(t *testing.T) {
 	assert.EqualError(t, ToolCallLimits{Limit: 2, PerTool: map[string]int{"a": 3}}.Validate(),
 		"max_tool_calls.per_tool.a: must be <= limit (2), got 3: a per-tool limit above the overall one can never fire")
 	assert.EqualError(t, StallLimits{Repeats: 2, AnyArgs: true}.Validate(), "stall.any_args: needs same_result: true")
-	assert.EqualError(t, IdleAfter(0).Validate(), "idle: must be > 0, got 0s")
+	assert.EqualError(t, TimeLimits{Idle: -time.Minute}.Validate(), "idle: must be > 0, got -1m0s")
 }
 
 func TestPolicyStringV4(t *testing.T) {

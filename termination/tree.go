@@ -29,7 +29,7 @@ var treeKeys = []string{"max_iterations", "max_tool_calls", "token_budget", "cos
 
 // TreeLimits returns tree limits: the given max_iterations, max_tool_calls,
 // token budget, cost budget and timeout conditions ([IterationLimits],
-// [ToolCallLimits], [TokenLimits], [CostLimit], [TimeoutAfter], and AnyOf
+// [ToolCallLimits], [TokenLimits], [CostLimit], [TimeLimits] (its Timeout), and AnyOf
 // of them), evaluated over a run
 // and its descendants when a stage holds them (middleware.WithTreeLimits,
 // or a policy's tree: key). Their causes and warnings carry Scope

@@ -57,7 +57,7 @@ func TestPolicyTreeErrors(t *testing.T) {
 }
 
 func TestTreeConstructor(t *testing.T) {
-	require.NoError(t, TreeLimits(IterationLimits{Limit: 3}, AnyOf(CostLimit{Limit: 1}, TimeoutAfter(time.Minute))).Validate())
+	require.NoError(t, TreeLimits(IterationLimits{Limit: 3}, AnyOf(CostLimit{Limit: 1}, TimeLimits{Timeout: time.Minute})).Validate())
 	for _, c := range []struct {
 		cond Condition
 		want string
@@ -65,7 +65,7 @@ func TestTreeConstructor(t *testing.T) {
 		{TreeLimits(), "tree: needs at least one of max_iterations"},
 		{TreeLimits(nil), "tree: nil condition"},
 		{TreeLimits(StallLimits{Repeats: 3}), "tree: stall is not a tree limit"},
-		{TreeLimits(TextMention("x")), "tree: text_mention is not a tree limit"},
+		{TreeLimits(CompletionSignals{TextMention: "x"}), "tree: text_mention is not a tree limit"},
 		{TreeLimits(ToolCallLimits{Limit: 0}), "tree.max_tool_calls: needs limit or per_tool"},
 		{TreeLimits(TokenLimits{}), "tree.token_budget: needs at least one of total, input, output"},
 	} {
