@@ -33,7 +33,7 @@ func TestForwardNeverLosesAnEvaluatedItem(t *testing.T) {
 		opts := []middleware.Option{middleware.WithDrainTimeout(10 * time.Second)}
 		timeout := r.IntN(4) == 0
 		if timeout {
-			opts = append(opts, middleware.WithCondition(termination.TimeLimits{Timeout: time.Duration(100+r.IntN(900))*time.Microsecond}))
+			opts = append(opts, middleware.WithCondition(termination.TimeLimits{Timeout: time.Duration(100+r.IntN(900)) * time.Microsecond}))
 		}
 		opts = append(opts, policy(t, src))
 		stage := mustStage(t, "never_loses", opts...)

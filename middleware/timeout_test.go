@@ -19,7 +19,7 @@ import (
 func TestLiveTimeoutStopsAfterTheLastEvent(t *testing.T) {
 	// Long enough that both events are evaluated before the timer fires on
 	// a loaded machine under the race detector.
-	stage := mustStage(t, "timer", middleware.WithCondition(termination.TimeLimits{Timeout: 300*time.Millisecond}))
+	stage := mustStage(t, "timer", middleware.WithCondition(termination.TimeLimits{Timeout: 300 * time.Millisecond}))
 	_, run := stage.Start(context.Background())
 	for range 2 {
 		_, stop := run.Observe(termination.Event{Kind: termination.KindMessage, Text: "thinking"})

@@ -85,7 +85,6 @@ func (l CompletionSignals) Validate() error {
 }
 func (l CompletionSignals) start() check { return l.condition().start() }
 
-
 type textMention struct {
 	text    string
 	textSet bool // a policy may leave text out
@@ -137,7 +136,6 @@ func (c *nameMatch) match(name string) bool {
 	return (c.any && len(c.names) == 0) || slices.Contains(c.names, name)
 }
 
-
 type functionCall struct{ nameMatch }
 
 func (c *functionCall) start() check { return c }
@@ -146,7 +144,6 @@ func (c *functionCall) observe(ev *Event, _ *Progress, s *sink) {
 		s.fire(Completed{Condition: conditionFunctionCall, Detail: ev.Tool}, nil)
 	}
 }
-
 
 type handoff struct{ nameMatch }
 
@@ -157,7 +154,6 @@ func (c *handoff) observe(ev *Event, _ *Progress, s *sink) {
 	}
 }
 
-
 type sourceMatch struct{ nameMatch }
 
 func (c *sourceMatch) start() check { return c }
@@ -166,7 +162,6 @@ func (c *sourceMatch) observe(ev *Event, _ *Progress, s *sink) {
 		s.fire(Completed{Condition: conditionSourceMatch, Detail: ev.Source}, nil)
 	}
 }
-
 
 type stopMessage struct{}
 
@@ -180,7 +175,6 @@ func (*stopMessage) observe(ev *Event, _ *Progress, s *sink) {
 }
 
 // ---- Go functions
-
 
 // CauseFunc fires whatever cause fn returns for an event: a Custom cause
 // typically, or Completed{Condition: "predicate", Detail: name} for a

@@ -97,7 +97,7 @@ any: [{function_call: [search]}, {all: [{timeout: 5s}, {source_match: [critic]}]
 		case 1:
 			many = append(many, ErrorLimits{Consecutive: 3})
 		case 2:
-			many = append(many, TimeLimits{Timeout: time.Duration(10+i)*time.Second})
+			many = append(many, TimeLimits{Timeout: time.Duration(10+i) * time.Second})
 		default:
 			many = append(many, predicate(fmt.Sprint("p", i), func(e Event) bool { return e.Kind == KindHandoff && e.Target == "x" }))
 		}

@@ -595,7 +595,7 @@ func TestTimeouts(t *testing.T) {
 }
 
 func TestConditionStrings(t *testing.T) {
-	c := AnyOf(IterationLimits{Limit: 2}, TimeLimits{Timeout: 90*time.Second}, TokenLimits{Total: 10, Pressure: 0.8, Grace: new(1)},
+	c := AnyOf(IterationLimits{Limit: 2}, TimeLimits{Timeout: 90 * time.Second}, TokenLimits{Total: 10, Pressure: 0.8, Grace: new(1)},
 		StallLimits{Repeats: 3, TokenTolerance: 0.1}, AllOf(CompletionSignals{TextMention: "T", TextSources: []string{"critic"}}, CompletionSignals{FunctionCall: []string{"approve"}}))
 	s := c.String()
 	s += AnyOf(IterationLimits{Limit: 5, Pressure: 0.8}, ToolCallLimits{Limit: 9, PerTool: map[string]int{"b": 2, "a": 1}},

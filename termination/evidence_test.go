@@ -40,7 +40,7 @@ func TestObserveKeyed(t *testing.T) {
 // falls due from the first timed event; TickEvent fires it before an event
 // past it, which is not evaluated. On the wall clock neither applies.
 func TestNextDeadlineAndTickEvent(t *testing.T) {
-	cond := AnyOf(TimeLimits{Timeout: 3*time.Second}, TimeLimits{Timeout: 10*time.Second})
+	cond := AnyOf(TimeLimits{Timeout: 3 * time.Second}, TimeLimits{Timeout: 10 * time.Second})
 	e := NewEvaluator(cond, time.Time{})
 	_, ok := e.NextDeadline()
 	assert.False(t, ok, "before the first timed event")
