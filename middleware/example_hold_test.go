@@ -16,7 +16,7 @@ func ExampleRun_Raise() {
 	stage, _ := middleware.New("writer",
 		middleware.WithPolicy(termination.MustParsePolicy("max_iterations: 2\nhold: {timeout: 15m}")),
 		middleware.WithOnWarning(func(_ context.Context, run *middleware.Run, w termination.Cause) {
-			if termination.Holdable(w) {
+			if (termination.Hold{}).Holds(w) {
 				fmt.Println("held at:", w)
 				// Someone decides the work is worth two more turns.
 				go func() { _ = run.Raise(termination.Limits{Iterations: 2, Has: termination.LimitIterations}) }()

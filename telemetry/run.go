@@ -231,7 +231,7 @@ func (rr *runRecorder) Warning(c termination.Cause) {
 				attribute.Int("repeats", w.Repeats)))
 		}
 	default:
-		if termination.Holdable(c) {
+		if (termination.Hold{}).Holds(c) {
 			rr.heldEvent(c) // a limit the run is held at (hold.go)
 		}
 	}

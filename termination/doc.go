@@ -186,7 +186,7 @@
 //     turn, shortest first, like several timeouts; on a tie between a
 //     timeout and an idle limit, the timeout ticks alone first.
 //   - hold: {timeout: D} ([Policy.Hold], [Evaluator.SetHold]): when every
-//     cause that fired on an event is [Holdable] (max_iterations,
+//     cause that fired on an event is one [Hold.Holds] (max_iterations,
 //     max_tool_calls — a per-tool limit included —, a token or cost budget,
 //     the run's own or a tree's; never a grace stop, a fleet budget, stall,
 //     errors, completion, idle or timeout), the Evaluator records the

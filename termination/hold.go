@@ -60,7 +60,7 @@ func readHold(p string, v *yaml.Node, pol *Policy) (Condition, error) {
 }
 
 // isHoldableKey reports whether the policy key names a limit that hold:
-// holds at (Holdable's causes): max_iterations, max_tool_calls,
+// holds at (the causes Hold.Holds): max_iterations, max_tool_calls,
 // token_budget, cost_budget.
 func isHoldableKey(key string) bool {
 	switch key {
@@ -82,13 +82,14 @@ func checkHold(*yaml.Node, *Policy) error { return nil }
 // limits a remote parent propagates (§8).
 func (p Policy) HoldsNothingOfItsOwn() bool { return p.hold != nil && !p.limits }
 
-// Holdable reports whether a run under a policy with hold: is held rather
-// than stopped when c fires (§3): MaxIterationsReached,
-// MaxToolCallsReached (a per-tool limit included) and BudgetExhausted of
-// the run's own limits or its tree's. A grace stop (BudgetPressure), a
-// fleet budget, stall, errors, completion, idle and timeout are never
-// held.
-func Holdable(c Cause) bool {
+// Holds reports whether a run under the hold is held rather than stopped
+// when c fires (§3): MaxIterationsReached, MaxToolCallsReached (a per-tool
+// limit included) and BudgetExhausted of the run's own limits or its
+// tree's. A grace stop (BudgetPressure), a fleet budget, stall, errors,
+// completion, idle and timeout are never held. The answer does not depend
+// on the Timeout: (Hold{}).Holds(w) tells a run's warning w that is a limit
+// it was held at from one that is not.
+func (Hold) Holds(c Cause) bool {
 	switch c := c.(type) {
 	case MaxIterationsReached, MaxToolCallsReached:
 		return true
@@ -278,7 +279,7 @@ func (e *Evaluator) EndHold() (Cause, bool) {
 // and a limit it reaches keeps the hold as it was.
 func (e *Evaluator) holdOn(at int) bool {
 	for _, c := range e.sink.fired() {
-		if !Holdable(c) {
+		if !(Hold{}).Holds(c) {
 			return false
 		}
 	}

@@ -128,7 +128,7 @@ func evidenceCell(res termination.Result) []string {
 func warningsCell(ws []termination.Cause) []string {
 	out := make([]string, 0, len(ws))
 	for _, w := range ws {
-		if termination.Holdable(w) {
+		if (termination.Hold{}).Holds(w) {
 			out = append(out, "held at "+causeText(w))
 			continue
 		}
