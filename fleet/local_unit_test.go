@@ -41,7 +41,7 @@ func msg(tokens int64) termination.Event {
 	return termination.Event{Kind: termination.KindMessage, Usage: termination.Usage{InputTokens: tokens}}
 }
 
-func skipReason(res termination.Result) string {
+func skipReason(res termination.Result) termination.Reason {
 	if s, ok := res.Cause.(termination.Skipped); ok {
 		return s.Reason
 	}

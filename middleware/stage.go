@@ -189,7 +189,7 @@ func (s *Stage) start(ctx context.Context, live bool, opts []RunOption) (context
 
 // Skip records that the stage did not run, with Skipped{reason}, and returns
 // the result. The cause is Skipped even when ctx has already ended.
-func (s *Stage) Skip(ctx context.Context, reason string) termination.Result {
+func (s *Stage) Skip(ctx context.Context, reason termination.Reason) termination.Result {
 	_, r := s.start(ctx, false, nil)
 	r.stopWith(termination.Skipped{Reason: reason})
 	return r.Finish(nil)
@@ -906,7 +906,7 @@ func (r *Run) addDrained(n int) {
 }
 
 // fail ends the run at once with Failed{reason, err}.
-func (r *Run) fail(reason termination.FailReason, err error) {
+func (r *Run) fail(reason termination.Reason, err error) {
 	r.stopWith(termination.Failed{Reason: reason, Err: err.Error()})
 }
 

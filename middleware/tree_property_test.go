@@ -224,7 +224,7 @@ func treeKind(r termination.Result) string {
 			return "cancelled by parent"
 		}
 	case termination.Skipped:
-		return c.Reason
+		return string(c.Reason)
 	case termination.MaxIterationsReached:
 		if c.Scope == termination.ScopeTree {
 			return "tree limit"

@@ -89,9 +89,9 @@ func causeAttributes(c termination.Cause) []attribute.KeyValue {
 		return []attribute.KeyValue{keyError.String(c.Err), keyReason.String(string(c.Reason))}
 	case termination.Skipped:
 		if c.Detail != "" {
-			return []attribute.KeyValue{keyDetail.String(c.Detail), keyReason.String(c.Reason)}
+			return []attribute.KeyValue{keyDetail.String(c.Detail), keyReason.String(string(c.Reason))}
 		}
-		return []attribute.KeyValue{keyReason.String(c.Reason)}
+		return []attribute.KeyValue{keyReason.String(string(c.Reason))}
 	case termination.Custom:
 		props := "null"
 		if b, err := json.Marshal(c.Properties); err == nil {

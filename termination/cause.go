@@ -259,54 +259,47 @@ type Timeout struct {
 	Idle    bool          `json:"idle,omitempty"`  // an idle limit (policy key idle:), present only for it
 }
 
-// CancelReason says who cancelled a run.
-type CancelReason string
+// Reason says why a run was cancelled, failed or was skipped: the reason
+// field of Cancelled, Failed and Skipped (§2).
+type Reason string
 
-// Cancel reasons.
+// Reasons: Cancel… of Cancelled, Fail… of Failed, Skip… of Skipped.
+// Skipped reasons are set by a fleet (package fleet), and SkipParentEnded
+// for a child run that starts after its parent run has ended (§8).
 const (
-	CancelContext  CancelReason = "context"  // the caller's context ended
-	CancelExternal CancelReason = "external" // Stop was called
-	CancelParent   CancelReason = "parent"   // an ancestor run ended (§8)
+	CancelContext  Reason = "context"  // the caller's context ended
+	CancelExternal Reason = "external" // Stop was called
+	CancelParent   Reason = "parent"   // an ancestor run ended (§8)
+
+	FailStreamError    Reason = "stream_error"
+	FailErrorThreshold Reason = "error_threshold"
+	FailPanic          Reason = "panic"
+	FailInvalidInput   Reason = "invalid_input"
+
+	SkipBlocked              Reason = "blocked"
+	SkipFleetBudgetExhausted Reason = "fleet_budget_exhausted"
+	SkipFleetUnavailable     Reason = "fleet_unavailable"
+	SkipParentEnded          Reason = "parent_ended"
 )
 
 // Cancelled: the run was cancelled before any condition fired.
 type Cancelled struct {
-	Reason CancelReason `json:"reason"`
-	Detail string       `json:"detail"`
+	Reason Reason `json:"reason"` // a Cancel… reason
+	Detail string `json:"detail"`
 }
-
-// FailReason says how a run failed.
-type FailReason string
-
-// Fail reasons.
-const (
-	FailStreamError    FailReason = "stream_error"
-	FailErrorThreshold FailReason = "error_threshold"
-	FailPanic          FailReason = "panic"
-	FailInvalidInput   FailReason = "invalid_input"
-)
 
 // Failed: the run failed. Err is the error text (the field is named Err
 // because Failed is itself an error).
 type Failed struct {
-	Reason FailReason `json:"reason"`
-	Err    string     `json:"error"`
+	Reason Reason `json:"reason"` // a Fail… reason
+	Err    string `json:"error"`
 }
 
 // Skipped: the stage did not run.
 type Skipped struct {
-	Reason string `json:"reason"`
+	Reason Reason `json:"reason"` // a Skip… reason, or one of a fleet of your own
 	Detail string `json:"detail,omitempty"`
 }
-
-// Skipped reasons: set by a fleet (package fleet), and SkipParentEnded for
-// a child run that starts after its parent run has ended (§8).
-const (
-	SkipBlocked              = "blocked"
-	SkipFleetBudgetExhausted = "fleet_budget_exhausted"
-	SkipFleetUnavailable     = "fleet_unavailable"
-	SkipParentEnded          = "parent_ended"
-)
 
 // Custom: a user-defined stop. Its tag is "custom" unless the stage
 // allow-lists Reason.

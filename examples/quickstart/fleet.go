@@ -47,7 +47,7 @@ type behaviour struct {
 	// cancelAfter cancels the caller's context after this long.
 	cancelAfter time.Duration
 	// skip skips the stage instead of running it.
-	skip string
+	skip termination.Reason
 	// raiseAfter makes an operator raise every other run of the behaviour
 	// by two iterations once it has been held at its limit this long (the
 	// stage's policy has hold:); the others wait out the hold timeout.

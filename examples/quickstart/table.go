@@ -158,7 +158,7 @@ func describeCause(c termination.Cause, info runInfo) string {
 		if c.Detail != "" {
 			return fmt.Sprintf("%s: %s", c.Reason, c.Detail)
 		}
-		return c.Reason
+		return string(c.Reason)
 	case termination.Custom:
 		var kv []string
 		for _, k := range slices.Sorted(maps.Keys(c.Properties)) {

@@ -782,7 +782,7 @@ func testBudgetWindow(t *testing.T, f fleet.Fleet, _ fleet.Control) {
 	}
 }
 
-func skipReason(res termination.Result) string {
+func skipReason(res termination.Result) termination.Reason {
 	if s, ok := res.Cause.(termination.Skipped); ok {
 		return s.Reason
 	}

@@ -162,7 +162,7 @@ func TestSharedBudgetAcrossProcesses(t *testing.T) {
 			name := "n" + itoa(time.Now().UnixNano())
 			cs[2].start(name, "research", "tenant=acme", "1000")
 			l := cs[2].expect("ended "+name+" ", 2*time.Second)
-			return strings.Contains(l, termination.SkipFleetBudgetExhausted)
+			return strings.Contains(l, string(termination.SkipFleetBudgetExhausted))
 		})
 		bs, err := ctl.Budgets(t.Context())
 		if err != nil {

@@ -41,8 +41,8 @@ var operations = []string{OpJoin, OpLeave, OpRenew, OpReserve, OpSettle, OpStop,
 // rejectReasons are the reasons agent.fleet.runs.rejected (the reason
 // attribute) counts, each exported at 0 from the moment a fleet starts:
 // the Skipped reasons a fleet answers Join with, and "invalid_input".
-var rejectReasons = []string{termination.SkipBlocked, termination.SkipFleetBudgetExhausted,
-	termination.SkipFleetUnavailable, string(termination.FailInvalidInput)}
+var rejectReasons = []termination.Reason{termination.SkipBlocked, termination.SkipFleetBudgetExhausted,
+	termination.SkipFleetUnavailable, termination.FailInvalidInput}
 
 // budgetResources are the resources of a fleet budget (the resource
 // attribute of agent.fleet.budget.pressure and .exhausted).
@@ -122,7 +122,7 @@ func (m *Metrics) zero() {
 		m.errors.Add(ctx, 0, m.attrs("operation", op)...)
 	}
 	for _, r := range rejectReasons {
-		m.rejected.Add(ctx, 0, m.attrs("reason", r)...)
+		m.rejected.Add(ctx, 0, m.attrs("reason", string(r))...)
 	}
 	for _, r := range budgetResources {
 		m.pressure.Add(ctx, 0, m.attrs("resource", string(r))...)
@@ -182,12 +182,12 @@ func (m *Metrics) Rejected(c termination.Cause) {
 	if m == nil {
 		return
 	}
-	reason := string(termination.FailInvalidInput)
+	reason := termination.FailInvalidInput
 	switch c := c.(type) {
 	case termination.Skipped:
 		reason = c.Reason
 	case termination.Failed:
-		reason = string(c.Reason)
+		reason = c.Reason
 	}
-	m.rejected.Add(context.Background(), 1, m.attrs("reason", reason)...)
+	m.rejected.Add(context.Background(), 1, m.attrs("reason", string(reason))...)
 }
