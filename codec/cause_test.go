@@ -27,8 +27,9 @@ type escalated struct {
 	Team string `json:"team"`
 }
 
-func (escalated) TagValue() string { return "escalated" }
-func (e escalated) Error() string  { return "escalated to " + e.Team }
+func (escalated) TagValue() string        { return "escalated" }
+func (e escalated) Error() string         { return "escalated to " + e.Team }
+func (escalated) DefaultOutcome() Outcome { return OutcomeFailed }
 
 // parked is a user-defined cause with its own default outcome.
 type parked struct{}
@@ -40,8 +41,9 @@ func (parked) DefaultOutcome() Outcome { return OutcomeSkipped }
 // unregistered is never registered.
 type unregistered struct{}
 
-func (unregistered) TagValue() string { return "unregistered" }
-func (unregistered) Error() string    { return "unregistered" }
+func (unregistered) TagValue() string        { return "unregistered" }
+func (unregistered) Error() string           { return "unregistered" }
+func (unregistered) DefaultOutcome() Outcome { return OutcomeFailed }
 
 var userKinds = []string{"test.Escalated", "test.Parked"}
 
@@ -100,7 +102,7 @@ func TestCauseJSONRoundTrip(t *testing.T) {
 			assert.Equal(t, tc.cause, back)
 			assert.Equal(t, tc.tag, tc.cause.TagValue())
 			assert.Equal(t, tc.tag, Tag(tc.cause, nil))
-			assert.Equal(t, tc.out, DefaultOutcome(tc.cause))
+			assert.Equal(t, tc.out, tc.cause.DefaultOutcome())
 		})
 	}
 }
@@ -216,7 +218,7 @@ func FuzzCauseJSON(f *testing.F) {
 			t.Fatalf("marshal is not stable: %s vs %s (%v)", b, b2, err)
 		}
 		_ = Tag(c, func(string) bool { return true })
-		_ = DefaultOutcome(c)
+		_ = c.DefaultOutcome()
 		_ = c.Error()
 	})
 }

@@ -159,7 +159,7 @@ func decodeRecord(b []byte, k RecordKind) (Record, error) {
 	}
 	rec.Cause = c
 	if rec.Outcome == 0 {
-		rec.Outcome = termination.DefaultOutcome(c)
+		rec.Outcome = c.DefaultOutcome()
 	}
 	return rec, nil
 }

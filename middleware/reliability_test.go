@@ -159,8 +159,9 @@ func TestInvalidEventsLive(t *testing.T) {
 // nil pointer.
 type nilCause struct{ Why string }
 
-func (c nilCause) TagValue() string { return "nil_cause" }
-func (c nilCause) Error() string    { return "nil cause: " + c.Why }
+func (c nilCause) TagValue() string                    { return "nil_cause" }
+func (c nilCause) Error() string                       { return "nil cause: " + c.Why }
+func (c nilCause) DefaultOutcome() termination.Outcome { return termination.OutcomeFailed }
 
 var registerNilCause = sync.OnceValue(func() error {
 	return codec.RegisterCause[*nilCause]("middleware_test.NilCause")

@@ -14,14 +14,17 @@ import (
 // A Cause is an error so that it can travel as the cause of a cancelled
 // context: errors.As(context.Cause(ctx), &termination.Timeout{}) recovers it.
 // Built-in causes are the contract's types below; user-defined cause types
-// join the JSON form with codec.RegisterCause. A cause type whose default
-// outcome is not failed has a method DefaultOutcome() Outcome, as the
-// built-in causes that succeed or skip and [All] do; [DefaultOutcome]
-// reports any cause's.
+// join the JSON form with codec.RegisterCause. Each says its
+// termination_cause tag and its default outcome, the two columns of the
+// contract's table (§2).
 type Cause interface {
 	error
 	// TagValue is the low-cardinality termination_cause value of the cause.
 	TagValue() string
+	// DefaultOutcome is the cause's outcome unless its stage overrides it
+	// (middleware.WithTreatAsSuccess): failed for Custom and for a cause
+	// type of your own whose runs did not do their job.
+	DefaultOutcome() Outcome
 }
 
 // Outcome is the roll-up of a cause: succeeded, skipped or failed. A stage
@@ -63,17 +66,13 @@ func (o *Outcome) UnmarshalText(b []byte) error {
 	return fmt.Errorf("unknown outcome %q", b)
 }
 
-// DefaultOutcome returns the contract's default outcome of c: the cause's own
-// DefaultOutcome when it has one, failed otherwise (Custom and user types
-// included), and unknown for nil (a typed nil included).
-func DefaultOutcome(c Cause) Outcome {
+// defaultOutcome returns c's default outcome, unknown for nil (a typed
+// nil included).
+func defaultOutcome(c Cause) Outcome {
 	if nilCause(c) {
 		return 0
 	}
-	if d, ok := c.(interface{ DefaultOutcome() Outcome }); ok {
-		return d.DefaultOutcome()
-	}
-	return OutcomeFailed
+	return c.DefaultOutcome()
 }
 
 // Tag values: the closed set of termination_cause values.
@@ -337,21 +336,27 @@ func (a All) TagValue() string {
 	return a.Causes[len(a.Causes)-1].TagValue()
 }
 
-// DefaultOutcome is the cause's default outcome. The other built-in causes
-// default to failed, which [DefaultOutcome] reports for any cause without
-// the method.
-func (Completed) DefaultOutcome() Outcome         { return OutcomeSucceeded }
-func (NaturalCompletion) DefaultOutcome() Outcome { return OutcomeSucceeded }
-func (HandoffRequested) DefaultOutcome() Outcome  { return OutcomeSucceeded }
-func (BudgetPressure) DefaultOutcome() Outcome    { return OutcomeSucceeded }
-func (Skipped) DefaultOutcome() Outcome           { return OutcomeSkipped }
+// DefaultOutcome is the cause's default outcome (§2).
+func (Completed) DefaultOutcome() Outcome            { return OutcomeSucceeded }
+func (NaturalCompletion) DefaultOutcome() Outcome    { return OutcomeSucceeded }
+func (HandoffRequested) DefaultOutcome() Outcome     { return OutcomeSucceeded }
+func (BudgetPressure) DefaultOutcome() Outcome       { return OutcomeSucceeded }
+func (Skipped) DefaultOutcome() Outcome              { return OutcomeSkipped }
+func (MaxIterationsReached) DefaultOutcome() Outcome { return OutcomeFailed }
+func (MaxToolCallsReached) DefaultOutcome() Outcome  { return OutcomeFailed }
+func (BudgetExhausted) DefaultOutcome() Outcome      { return OutcomeFailed }
+func (StallDetected) DefaultOutcome() Outcome        { return OutcomeFailed }
+func (Timeout) DefaultOutcome() Outcome              { return OutcomeFailed }
+func (Cancelled) DefaultOutcome() Outcome            { return OutcomeFailed }
+func (Failed) DefaultOutcome() Outcome               { return OutcomeFailed }
+func (Custom) DefaultOutcome() Outcome               { return OutcomeFailed }
 
 // DefaultOutcome is the default outcome of the last cause.
 func (a All) DefaultOutcome() Outcome {
 	if len(a.Causes) == 0 || nilCause(a.Causes[len(a.Causes)-1]) {
 		return OutcomeFailed
 	}
-	return DefaultOutcome(a.Causes[len(a.Causes)-1])
+	return a.Causes[len(a.Causes)-1].DefaultOutcome()
 }
 
 func (c Completed) Error() string {

@@ -21,8 +21,9 @@ type escalated struct {
 	Team string `json:"team"`
 }
 
-func (escalated) TagValue() string { return "escalated" }
-func (e escalated) Error() string  { return "escalated to " + e.Team }
+func (escalated) TagValue() string        { return "escalated" }
+func (e escalated) Error() string         { return "escalated to " + e.Team }
+func (escalated) DefaultOutcome() Outcome { return OutcomeFailed }
 
 // parked is a user-defined cause with its own default outcome.
 type parked struct{}
@@ -86,7 +87,7 @@ func TestTagValuesAreTheSpecSet(t *testing.T) {
 	for _, tc := range builtinCauses {
 		assert.Contains(t, specTags, tc.cause.TagValue())
 		assert.Equal(t, tc.tag, Tag(tc.cause, nil))
-		assert.Equal(t, tc.out, DefaultOutcome(tc.cause))
+		assert.Equal(t, tc.out, defaultOutcome(tc.cause))
 	}
 }
 
@@ -143,7 +144,7 @@ func TestDefaultOutcome(t *testing.T) {
 		{nil, 0},
 	}
 	for _, tc := range cases {
-		assert.Equal(t, tc.want, DefaultOutcome(tc.cause), "%#v", tc.cause)
+		assert.Equal(t, tc.want, defaultOutcome(tc.cause), "%#v", tc.cause)
 	}
 	assert.Equal(t, "unknown", Outcome(0).String())
 	for _, o := range []Outcome{OutcomeSucceeded, OutcomeSkipped, OutcomeFailed} {

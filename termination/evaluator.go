@@ -505,7 +505,7 @@ func (e *Evaluator) Result() Result {
 	}
 	r := Result{
 		Cause:     e.cause,
-		Outcome:   DefaultOutcome(e.cause),
+		Outcome:   defaultOutcome(e.cause),
 		Fired:     slices.Clone(e.ending().fired),
 		Warnings:  slices.Clone(e.warns()),
 		StoppedAt: e.ending().stoppedAt,

@@ -160,7 +160,7 @@ func TestStreamEnd(t *testing.T) {
 			assert.Empty(t, res.Fired, "a stream that ends by itself fires nothing")
 			assert.Equal(t, 0, res.StoppedAt)
 			assert.Equal(t, len(tc.events), res.Events)
-			assert.Equal(t, DefaultOutcome(tc.want), res.Outcome)
+			assert.Equal(t, defaultOutcome(tc.want), res.Outcome)
 		})
 	}
 }

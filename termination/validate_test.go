@@ -81,7 +81,7 @@ func TestTypedNilCause(t *testing.T) {
 			require.True(t, typedNil != nil, "a typed nil is a non-nil interface")
 			assert.True(t, nilCause(typedNil))
 			assert.Equal(t, "", Tag(typedNil, func(string) bool { return true }))
-			assert.Equal(t, Outcome(0), DefaultOutcome(typedNil))
+			assert.Equal(t, Outcome(0), defaultOutcome(typedNil))
 			_, err := marshalCause(typedNil)
 			assert.Error(t, err, "a typed nil has no JSON form")
 
