@@ -81,7 +81,7 @@ type Run interface {
 	// through it when it lists or publishes the run, off the per-event
 	// path, so the run does not hand them over with every event. It must
 	// not call into the fleet.
-	Progress() termination.Progress
+	Progress() termination.Totals
 	// Raise raises the limits of the run held at a limit (§3 hold) and
 	// releases it; an error wrapping termination.ErrNotHeld when it is not
 	// held (or cannot be). Held says what it is held at and since when,
@@ -108,7 +108,7 @@ type Member interface {
 	// evaluated event, with the same constraints as Spend; a networked
 	// fleet publishes the latest figures periodically. A run that joined
 	// with a Run (as middleware's do) need not call it.
-	Progress(p termination.Progress)
+	Progress(p termination.Totals)
 	// Leave is called once, when the run has ended, with its final result
 	// (nil when the run ended without one). The run leaves the registry;
 	// a networked fleet returns the unused part of its lease when this was
@@ -178,7 +178,7 @@ type RunInfo struct {
 }
 
 // SetProgress copies a run's figures into r.
-func (r *RunInfo) SetProgress(p termination.Progress) {
+func (r *RunInfo) SetProgress(p termination.Totals) {
 	r.Iterations, r.ToolCalls = p.Iterations, p.ToolCalls
 	r.InputTokens, r.OutputTokens, r.Cost = p.Tokens.InputTokens, p.Tokens.OutputTokens, p.Cost
 }

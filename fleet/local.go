@@ -105,7 +105,7 @@ type localMember struct {
 	acct *account.Member // nil without a fleet budget
 
 	mu   sync.Mutex
-	prog termination.Progress
+	prog termination.Totals
 	left bool
 }
 
@@ -244,7 +244,7 @@ func (m *localMember) Spend(u termination.Usage, cost float64) (warning, stop te
 }
 
 // Progress implements Member.
-func (m *localMember) Progress(p termination.Progress) {
+func (m *localMember) Progress(p termination.Totals) {
 	m.mu.Lock()
 	m.prog = p
 	m.mu.Unlock()

@@ -393,7 +393,7 @@ func TestLocalWindowEndsOnRealClock(t *testing.T) {
 	b := termination.FleetBudget{Key: "stage", Window: time.Second, TotalTokens: 100}
 	// Start just after a window starts, so that the spends below fall in it.
 	time.Sleep(time.Until(account.WindowStart(time.Now(), time.Second).Add(time.Second + 10*time.Millisecond)))
-	prog := termination.Progress{Totals: termination.Totals{Iterations: 3, ToolCalls: 2}}
+	prog := termination.Totals{Iterations: 3, ToolCalls: 2}
 	m, c := l.Join(t.Context(), fleet.RunInfo{ID: runid.New(), Stage: "s"}, &b,
 		figuresRun{prog})
 	if c != nil {
@@ -464,10 +464,10 @@ func TestMetricsExportedAtZero(t *testing.T) {
 
 // figuresRun is a fleet.Run with fixed figures that stops at once and is
 // never held.
-type figuresRun struct{ prog termination.Progress }
+type figuresRun struct{ prog termination.Totals }
 
 func (figuresRun) StopWith(termination.Cause) bool            { return true }
 func (figuresRun) Warn(termination.Cause)                     {}
-func (r figuresRun) Progress() termination.Progress           { return r.prog }
+func (r figuresRun) Progress() termination.Totals             { return r.prog }
 func (figuresRun) Raise(termination.Limits) error             { return termination.ErrNotHeld }
 func (figuresRun) Held() (termination.Cause, time.Time, bool) { return nil, time.Time{}, false }

@@ -250,7 +250,7 @@ func TestLoopHangs(t *testing.T) {
 }
 
 func TestPredicatePanics(t *testing.T) {
-	boom := termination.CauseFunc("boom", func(ev termination.Event, _ termination.Progress) termination.Cause {
+	boom := termination.CauseFunc("boom", func(ev termination.Event, _ termination.Totals) termination.Cause {
 		if ev.Text == "bad" {
 			panic("predicate exploded")
 		}
@@ -427,7 +427,7 @@ func TestNewErrors(t *testing.T) {
 		"builtin custom reason": {"s", []middleware.Option{middleware.WithCustomReasons("timeout")}, `"timeout" is a built-in`},
 		"invalid condition":     {"s", []middleware.Option{middleware.WithCondition(termination.IterationLimits{Limit: -2})}, "max_iterations: must be a positive int, got -2"},
 		"invalid nested":        {"s", []middleware.Option{middleware.WithCondition(termination.AnyOf(termination.StallLimits{Repeats: 1}))}, "stall.repeats"},
-		"empty predicate name":  {"s", []middleware.Option{middleware.WithCondition(termination.CauseFunc("", func(termination.Event, termination.Progress) termination.Cause { return nil }))}, "predicate: empty name"},
+		"empty predicate name":  {"s", []middleware.Option{middleware.WithCondition(termination.CauseFunc("", func(termination.Event, termination.Totals) termination.Cause { return nil }))}, "predicate: empty name"},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -759,7 +759,7 @@ func TestTreatAsSuccess(t *testing.T) {
 
 func TestCustomReasons(t *testing.T) {
 	custom := func(reason string) termination.Condition {
-		return termination.CauseFunc("custom", func(ev termination.Event, _ termination.Progress) termination.Cause {
+		return termination.CauseFunc("custom", func(ev termination.Event, _ termination.Totals) termination.Cause {
 			if ev.Kind == termination.KindStop {
 				return termination.Custom{Reason: reason}
 			}

@@ -29,7 +29,7 @@ type scriptedMember struct {
 	mu     sync.Mutex
 	spent  termination.Usage
 	cost   float64
-	prog   termination.Progress
+	prog   termination.Totals
 	warnAt int64 // Spend returns a warning once spent tokens reach it
 	stopAt int64 // Spend returns a stop once spent tokens reach it
 	warned bool
@@ -68,7 +68,7 @@ func (m *scriptedMember) Spend(u termination.Usage, cost float64) (warning, stop
 	return warning, stop
 }
 
-func (m *scriptedMember) Progress(p termination.Progress) {
+func (m *scriptedMember) Progress(p termination.Totals) {
 	m.mu.Lock()
 	m.prog = p
 	m.mu.Unlock()
@@ -256,7 +256,7 @@ func TestFleetSpendStopsOnEvent(t *testing.T) {
 	// The fleet reads the run's figures through the Progress hook (no
 	// event hands them over: Member.Progress is not called).
 	prog := f.hooks[0].Progress()
-	if m.spent.Total() != 100 || m.cost != 0.5 || prog.Iterations != 3 || prog.ToolCalls != 1 || prog.Events != 4 || m.prog != (termination.Progress{}) {
+	if m.spent.Total() != 100 || m.cost != 0.5 || prog.Iterations != 3 || prog.ToolCalls != 1 || prog.Events != 4 || m.prog != (termination.Totals{}) {
 		t.Errorf("member saw spent %v, cost %g, progress %+v (hook) %+v (Progress)", m.spent, m.cost, prog, m.prog)
 	}
 }

@@ -181,7 +181,7 @@ func TestTypedNilCauseLive(t *testing.T) {
 			var hooked []termination.Cause
 			var mu sync.Mutex
 			stage := mustStage(t, "typed_nil", shortDrain,
-				middleware.WithCondition(termination.CauseFunc("returns_typed_nil", func(termination.Event, termination.Progress) termination.Cause {
+				middleware.WithCondition(termination.CauseFunc("returns_typed_nil", func(termination.Event, termination.Totals) termination.Cause {
 					return typedNil
 				})),
 				middleware.WithTreatAsSuccess(func(c termination.Cause) bool {

@@ -118,9 +118,9 @@ func (r *Run) begin() bool {
 	return r.stopWith(c)
 }
 
-// Progress returns the run's running figures: a fleet reads them when it
+// Progress returns what the run spent so far: a fleet reads it when it
 // lists or publishes the run, so no event hands them over.
-func (r *Run) Progress() termination.Progress {
+func (r *Run) Progress() termination.Totals {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.eval.Progress()

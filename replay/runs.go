@@ -313,7 +313,7 @@ func (rp *replayer) release() {
 		// read here, once the line is done.) rp.done and rp.results are
 		// parallel: each end appends to both.
 		if r.limits != nil {
-			t := r.limits.Progress().Totals
+			t := r.limits.Progress()
 			t.Events = 0 // a subtree's totals count no events (§8 "tree")
 			rp.results[i].Tree = &t
 		}

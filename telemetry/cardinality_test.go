@@ -74,7 +74,7 @@ func TestCardinalityIsBounded(t *testing.T) {
 			var err error
 			st, err = middleware.New(name, middleware.WithParticipant(h.rec), middleware.WithPolicy(policy),
 				middleware.WithCustomReasons("approved_reason", "stage_only_reason"),
-				middleware.WithCondition(termination.CauseFunc("random", func(ev termination.Event, _ termination.Progress) termination.Cause {
+				middleware.WithCondition(termination.CauseFunc("random", func(ev termination.Event, _ termination.Totals) termination.Cause {
 					if ev.Kind == termination.KindStop {
 						return termination.Custom{Reason: ev.Text}
 					}

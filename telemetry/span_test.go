@@ -44,7 +44,7 @@ func events(evs ...termination.Event) func(*testing.T, *middleware.Stage) termin
 var anyValue = attribute.Value{} // a field that must be present, with any value
 
 func causeCases() []causeCase {
-	dangerous := termination.CauseFunc("dangerous_tool", func(ev termination.Event, _ termination.Progress) termination.Cause {
+	dangerous := termination.CauseFunc("dangerous_tool", func(ev termination.Event, _ termination.Totals) termination.Cause {
 		if ev.Kind == termination.KindToolCall && ev.Tool == "drop_database" {
 			return termination.Custom{Reason: "dangerous_tool", Properties: map[string]any{"tool": ev.Tool}}
 		}

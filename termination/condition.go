@@ -46,7 +46,7 @@ func eachTimer(c Condition, f func(d time.Duration, idle bool)) {
 type check interface {
 	// observe is called for every event with the run's progress already
 	// updated for it; ev is nil for a clock tick (live timeout timer).
-	observe(ev *Event, p *Progress, s *sink)
+	observe(ev *Event, p *progress, s *sink)
 }
 
 // sink collects what fired on one event. Its run is the run's Evaluator,
@@ -162,8 +162,8 @@ func (s *sink) raised() *Limits {
 	return nil
 }
 
-// Progress is the running state of a run, after the current event.
-type Progress struct {
+// progress is the running state of a run, after the current event.
+type progress struct {
 	Totals                // what the run spent: its events, the current one included
 	Elapsed time.Duration // time since the run started, when Clocked
 	Clocked bool          // whether the current event (or tick) has a time

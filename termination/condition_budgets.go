@@ -180,7 +180,7 @@ func (b *budgetCheck) state(i int) limitState {
 // warnedOf reports whether limit i recorded its pressure warning.
 func (b *budgetCheck) warnedOf(i int) bool { return b.warned&(1<<i) != 0 }
 
-func used(r Resource, p *Progress) float64 {
+func used(r Resource, p *progress) float64 {
 	switch r {
 	case ResourceTotalTokens:
 		return float64(p.Tokens.Total())
@@ -227,7 +227,7 @@ func reached(r Resource, used, limit, fraction float64) bool {
 	return used/limit >= fraction
 }
 
-func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
+func (b *budgetCheck) observe(ev *Event, p *progress, s *sink) {
 	if ev == nil {
 		return
 	}
@@ -254,7 +254,7 @@ func (b *budgetCheck) observe(ev *Event, p *Progress, s *sink) {
 
 // observeUsage is observe for an event that may reach a limit or a
 // threshold, or is a final, or comes in a grace count.
-func (b *budgetCheck) observeUsage(ev *Event, p *Progress, s *sink) {
+func (b *budgetCheck) observeUsage(ev *Event, p *progress, s *sink) {
 	if b.settled && ev.Kind != KindMessage && ev.Kind != KindFinal && ev.Usage.IsZero() && ev.Cost == 0 {
 		return // a tool call or result that spends nothing, after a quiet event
 	}
@@ -321,7 +321,7 @@ func (b *budgetCheck) exhausted(r Resource, used, limit float64, s *sink) {
 // pressure records that limit i reached the threshold, at usage u.
 //
 //go:noinline
-func (b *budgetCheck) pressure(i int, u float64, p *Progress, s *sink) {
+func (b *budgetCheck) pressure(i int, u float64, p *progress, s *sink) {
 	l := b.limits[i]
 	b.warned |= 1 << i
 	s.warn(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: u, Limit: l.limit, Scope: b.scope})
@@ -333,7 +333,7 @@ func (b *budgetCheck) pressure(i int, u float64, p *Progress, s *sink) {
 }
 
 //go:noinline
-func (b *budgetCheck) graceOver(p *Progress, s *sink) {
+func (b *budgetCheck) graceOver(p *progress, s *sink) {
 	l := b.limits[b.warnRes]
 	s.fire(BudgetPressure{Resource: l.res, Threshold: b.threshold.v, Used: used(l.res, p), Limit: l.limit, Scope: b.scope}, b)
 }
@@ -374,13 +374,13 @@ func sortedSet(s []int) []int {
 // budgetHolder is a check that holds budgets, for Result.Budgets: it
 // appends their usage (p, with the raises in s) to out, in order.
 type budgetHolder interface {
-	appendBudgets(out []BudgetUsage, p *Progress, s *sink) []BudgetUsage
+	appendBudgets(out []BudgetUsage, p *progress, s *sink) []BudgetUsage
 }
 
 // appendBudgets appends the usage of the budgets among checks, in order.
 // (An append rather than a callback: a callback that captured the result
 // being made would move it to the heap.)
-func appendBudgets(out []BudgetUsage, checks []check, p *Progress, s *sink) []BudgetUsage {
+func appendBudgets(out []BudgetUsage, checks []check, p *progress, s *sink) []BudgetUsage {
 	for _, c := range checks {
 		if h, ok := c.(budgetHolder); ok {
 			out = h.appendBudgets(out, p, s)
@@ -389,7 +389,7 @@ func appendBudgets(out []BudgetUsage, checks []check, p *Progress, s *sink) []Bu
 	return out
 }
 
-func (b *budgetCheck) appendBudgets(out []BudgetUsage, p *Progress, s *sink) []BudgetUsage {
+func (b *budgetCheck) appendBudgets(out []BudgetUsage, p *progress, s *sink) []BudgetUsage {
 	for _, l := range b.limits {
 		out = append(out, BudgetUsage{Resource: l.res, Used: used(l.res, p), Limit: l.limit + s.raisedBy(l.res)})
 	}

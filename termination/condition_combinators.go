@@ -46,7 +46,7 @@ func startChild(c Condition) check {
 
 type neverCheck struct{}
 
-func (neverCheck) observe(*Event, *Progress, *sink) {}
+func (neverCheck) observe(*Event, *progress, *sink) {}
 
 // anyCheck calls each child for the kinds of events it acts on (see
 // kindFiltered), in the children's order: most events fire nothing, and
@@ -91,15 +91,15 @@ func (a *anyCheck) dispatch() {
 	}
 }
 
-func (a *anyCheck) appendBudgets(out []BudgetUsage, p *Progress, s *sink) []BudgetUsage {
+func (a *anyCheck) appendBudgets(out []BudgetUsage, p *progress, s *sink) []BudgetUsage {
 	return appendBudgets(out, a.children, p, s)
 }
 
-func (a *allCheck) appendBudgets(out []BudgetUsage, p *Progress, s *sink) []BudgetUsage {
+func (a *allCheck) appendBudgets(out []BudgetUsage, p *progress, s *sink) []BudgetUsage {
 	return appendBudgets(out, a.children, p, s)
 }
 
-func (a *anyCheck) observe(ev *Event, p *Progress, s *sink) {
+func (a *anyCheck) observe(ev *Event, p *progress, s *sink) {
 	k := 0 // a clock tick
 	if ev != nil {
 		k = int(ev.Kind)
@@ -166,7 +166,7 @@ type allCheck struct {
 	done     bool
 }
 
-func (a *allCheck) observe(ev *Event, p *Progress, s *sink) {
+func (a *allCheck) observe(ev *Event, p *progress, s *sink) {
 	if a.done {
 		return
 	}

@@ -109,7 +109,7 @@ func (c *textMention) Validate() error {
 }
 
 func (c *textMention) start() check { return c }
-func (c *textMention) observe(ev *Event, _ *Progress, s *sink) {
+func (c *textMention) observe(ev *Event, _ *progress, s *sink) {
 	// A hashed text (a log recorded without content) cannot mention anything.
 	// (A text shorter than c.text, most tool calls and results, is not
 	// searched.)
@@ -139,7 +139,7 @@ func (c *nameMatch) match(name string) bool {
 type functionCall struct{ nameMatch }
 
 func (c *functionCall) start() check { return c }
-func (c *functionCall) observe(ev *Event, _ *Progress, s *sink) {
+func (c *functionCall) observe(ev *Event, _ *progress, s *sink) {
 	if ev != nil && ev.Kind == KindToolResult && ev.Err == "" && c.match(ev.Tool) {
 		s.fire(Completed{Condition: conditionFunctionCall, Detail: ev.Tool}, nil)
 	}
@@ -148,7 +148,7 @@ func (c *functionCall) observe(ev *Event, _ *Progress, s *sink) {
 type handoff struct{ nameMatch }
 
 func (c *handoff) start() check { return c }
-func (c *handoff) observe(ev *Event, _ *Progress, s *sink) {
+func (c *handoff) observe(ev *Event, _ *progress, s *sink) {
 	if ev != nil && ev.Kind == KindHandoff && c.match(ev.Target) {
 		s.fire(HandoffRequested{Target: ev.Target, Source: ev.Source}, nil)
 	}
@@ -157,7 +157,7 @@ func (c *handoff) observe(ev *Event, _ *Progress, s *sink) {
 type sourceMatch struct{ nameMatch }
 
 func (c *sourceMatch) start() check { return c }
-func (c *sourceMatch) observe(ev *Event, _ *Progress, s *sink) {
+func (c *sourceMatch) observe(ev *Event, _ *progress, s *sink) {
 	if ev != nil && (ev.Kind == KindMessage || ev.Kind == KindFinal) && c.match(ev.Source) {
 		s.fire(Completed{Condition: conditionSourceMatch, Detail: ev.Source}, nil)
 	}
@@ -168,7 +168,7 @@ type stopMessage struct{}
 func (*stopMessage) String() string  { return "stop_message: true" }
 func (*stopMessage) Validate() error { return nil }
 func (c *stopMessage) start() check  { return c }
-func (*stopMessage) observe(ev *Event, _ *Progress, s *sink) {
+func (*stopMessage) observe(ev *Event, _ *progress, s *sink) {
 	if ev != nil && ev.Kind == KindStop {
 		s.fire(Completed{Condition: conditionStopMessage, Detail: ev.Text}, nil)
 	}
@@ -179,18 +179,18 @@ func (*stopMessage) observe(ev *Event, _ *Progress, s *sink) {
 // CauseFunc fires whatever cause fn returns for an event: a Custom cause
 // typically, or Completed{Condition: "predicate", Detail: name} for a
 // predicate that says the run is done (§2); nil (a typed nil such as a nil
-// *Custom included) means nothing fired. fn sees the run's progress
-// including the event. A panic in fn fires Failed{reason: panic} instead
+// *Custom included) means nothing fired. fn sees what the run spent,
+// the event included. A panic in fn fires Failed{reason: panic} instead
 // of crashing the loop. fn runs while the run evaluates the event (a live
 // stage holds the run's lock): it must be quick and must not call back
 // into the run.
-func CauseFunc(name string, fn func(Event, Progress) Cause) Condition {
+func CauseFunc(name string, fn func(Event, Totals) Cause) Condition {
 	return &funcCondition{name: name, fn: fn}
 }
 
 type funcCondition struct {
 	name string
-	fn   func(Event, Progress) Cause
+	fn   func(Event, Totals) Cause
 }
 
 func (c *funcCondition) String() string { return fmt.Sprintf("predicate: %q", c.name) }
@@ -204,7 +204,7 @@ func (c *funcCondition) Validate() error {
 	return nil
 }
 func (c *funcCondition) start() check { return c }
-func (c *funcCondition) observe(ev *Event, p *Progress, s *sink) {
+func (c *funcCondition) observe(ev *Event, p *progress, s *sink) {
 	if ev == nil {
 		return
 	}
@@ -213,11 +213,11 @@ func (c *funcCondition) observe(ev *Event, p *Progress, s *sink) {
 	}
 }
 
-func (c *funcCondition) call(ev *Event, p *Progress) (cause Cause) {
+func (c *funcCondition) call(ev *Event, p *progress) (cause Cause) {
 	defer func() {
 		if r := recover(); r != nil {
 			cause = Failed{Reason: FailPanic, Err: fmt.Sprintf("predicate %q panicked: %v", c.name, r)}
 		}
 	}()
-	return c.fn(*ev, *p)
+	return c.fn(*ev, p.Totals)
 }

@@ -192,7 +192,7 @@ type toolCountCheck struct {
 // run state.
 type statelessCount struct{ *countLimit }
 
-func (s statelessCount) observe(ev *Event, p *Progress, sk *sink) {
+func (s statelessCount) observe(ev *Event, p *progress, sk *sink) {
 	if count, ok := s.counted(ev, p); ok && s.limit.set && count > s.limit.v+sk.raisedCount(s.res) {
 		s.fireLimit(count, sk, nil)
 	}
@@ -201,7 +201,7 @@ func (s statelessCount) observe(ev *Event, p *Progress, sk *sink) {
 // counted returns the count of the condition's resource when ev is an
 // event that may fire or warn it: a message for iterations (never a final),
 // a tool_call for tool calls.
-func (c *countLimit) counted(ev *Event, p *Progress) (int, bool) {
+func (c *countLimit) counted(ev *Event, p *progress) (int, bool) {
 	switch {
 	case ev == nil:
 		return 0, false
@@ -223,7 +223,7 @@ func (c *countLimit) fireLimit(count int, s *sink, w witness) {
 
 // observe counts the calls of each per-tool limit, after the overall
 // limit (which fires first) and the pressure.
-func (c *toolCountCheck) observe(ev *Event, p *Progress, s *sink) {
+func (c *toolCountCheck) observe(ev *Event, p *progress, s *sink) {
 	c.countCheck.observe(ev, p, s)
 	if ev == nil || ev.Kind != KindToolCall {
 		return
@@ -238,7 +238,7 @@ func (c *toolCountCheck) observe(ev *Event, p *Progress, s *sink) {
 	}
 }
 
-func (c *countCheck) observe(ev *Event, p *Progress, s *sink) {
+func (c *countCheck) observe(ev *Event, p *progress, s *sink) {
 	if ev != nil && ev.Kind == KindFinal {
 		// A final never fires a limit (§3); the next message does, and its
 		// evidence names the final that took the count past the limit.
@@ -360,7 +360,7 @@ func (c *timeoutAfter) Validate() error {
 }
 func (c *timeoutAfter) start() check                       { return c }
 func (c *timeoutAfter) timers(f func(time.Duration, bool)) { f(c.limit, false) }
-func (c *timeoutAfter) observe(ev *Event, p *Progress, s *sink) {
+func (c *timeoutAfter) observe(ev *Event, p *progress, s *sink) {
 	if ev == nil && p.Clocked && p.Elapsed >= c.limit {
 		s.fire(Timeout{Limit: c.limit, Elapsed: p.Elapsed, Scope: c.scope}, noEvidence{})
 	}
@@ -379,7 +379,7 @@ func (c *idleAfter) Validate() error {
 }
 func (c *idleAfter) start() check                       { return c }
 func (c *idleAfter) timers(f func(time.Duration, bool)) { f(c.limit, true) }
-func (c *idleAfter) observe(ev *Event, _ *Progress, s *sink) {
+func (c *idleAfter) observe(ev *Event, _ *progress, s *sink) {
 	if ev == nil && s.idle() >= c.limit {
 		s.fire(Timeout{Limit: c.limit, Elapsed: c.limit, Idle: true}, noEvidence{})
 	}

@@ -198,7 +198,7 @@ type errorWindows struct {
 	allIdx              failureLog
 }
 
-func (c *errorCheck) observe(ev *Event, p *Progress, s *sink) {
+func (c *errorCheck) observe(ev *Event, p *progress, s *sink) {
 	if ev == nil {
 		return
 	}

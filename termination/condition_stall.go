@@ -322,7 +322,7 @@ type sameResultState struct {
 	open    []openCall  // calls waiting for their results, oldest first
 }
 
-func (c *stallCheck) observe(ev *Event, p *Progress, s *sink) {
+func (c *stallCheck) observe(ev *Event, p *progress, s *sink) {
 	if ev == nil {
 		return
 	}

@@ -404,7 +404,7 @@ func TestCompletionConditions(t *testing.T) {
 		}),
 			events: evs(msg("a", "x"), call("t", `{}`)),
 			want:   Failed{Reason: FailPanic, Err: `predicate "boom" panicked: kaboom`}, at: 2},
-		{name: "func returns any cause", cond: CauseFunc("review", func(_ Event, p Progress) Cause {
+		{name: "func returns any cause", cond: CauseFunc("review", func(_ Event, p Totals) Cause {
 			if p.ToolCalls >= 2 {
 				return Custom{Reason: "human_review", Properties: map[string]any{"calls": p.ToolCalls}}
 			}
@@ -412,18 +412,18 @@ func TestCompletionConditions(t *testing.T) {
 		}),
 			events: evs(call("a", `1`), msg("a", "x"), call("b", `2`)),
 			want:   Custom{Reason: "human_review", Properties: map[string]any{"calls": 2}}, at: 3},
-		{name: "a panicking func fails the run", cond: CauseFunc("f", func(Event, Progress) Cause { panic(fmt.Errorf("bad")) }),
+		{name: "a panicking func fails the run", cond: CauseFunc("f", func(Event, Totals) Cause { panic(fmt.Errorf("bad")) }),
 			events: evs(msg("a", "x")), want: Failed{Reason: FailPanic, Err: `predicate "f" panicked: bad`}, at: 1},
 	})
 }
 
 func TestFuncSeesProgress(t *testing.T) {
-	var seen []Progress
-	c := CauseFunc("spy", func(_ Event, p Progress) Cause { seen = append(seen, p); return nil })
+	var seen []Totals
+	c := CauseFunc("spy", func(_ Event, p Totals) Cause { seen = append(seen, p); return nil })
 	replayEvents(t, c, msg("a", "x").used(1, 2).costs(0.5), call("t", `{}`), final("a", "y"))
 	require.Len(t, seen, 3)
-	assert.Equal(t, Progress{Totals: Totals{Events: 1, Iterations: 1, Tokens: Usage{1, 2}, Cost: 0.5}}, seen[0])
-	assert.Equal(t, Progress{Totals: Totals{Events: 3, Iterations: 2, ToolCalls: 1, Tokens: Usage{1, 2}, Cost: 0.5}}, seen[2])
+	assert.Equal(t, Totals{Events: 1, Iterations: 1, Tokens: Usage{1, 2}, Cost: 0.5}, seen[0])
+	assert.Equal(t, Totals{Events: 3, Iterations: 2, ToolCalls: 1, Tokens: Usage{1, 2}, Cost: 0.5}, seen[2])
 }
 
 func TestAnyOfEveryChildSeesEveryEvent(t *testing.T) {

@@ -40,7 +40,7 @@
 // Conditions hold no run state. Each run gets an [Evaluator] with fresh state
 // ([NewEvaluator]), so one Condition or Policy serves any number of
 // concurrent runs with no reset calls. The Evaluator takes events one at a
-// time, keeps the running counts ([Progress]), asks the condition tree whether
+// time, keeps the running counts ([Totals]), asks the condition tree whether
 // anything fired, and applies the precedence of the contract (docs/spec.md
 // §3, "Several causes on one event") when several causes fire on the same
 // event. Once it has stopped, or once the stream has ended,

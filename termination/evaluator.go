@@ -34,7 +34,7 @@ type Evaluator struct {
 	// idles not yet ticked since the last event. (int32s beside the small
 	// fields keep a live run's Evaluator in its size class.)
 	next, nextIdle int32
-	progress       Progress
+	progress       progress
 	sink           sink
 	start          time.Time
 	// last is the time of the last event: live, when it arrived (the
@@ -244,7 +244,7 @@ func (e *Evaluator) observeRefKeyed(ev *Event, argsKey uint64, argsKeyed bool) (
 
 // spend adds what ev spent to p, in saturating sums: absurd input must
 // not wrap a budget around.
-func (p *Progress) spend(ev *Event) {
+func (p *progress) spend(ev *Event) {
 	p.Tokens.InputTokens = addTokens(p.Tokens.InputTokens, ev.Usage.InputTokens)
 	p.Tokens.OutputTokens = addTokens(p.Tokens.OutputTokens, ev.Usage.OutputTokens)
 	switch c := p.Cost + ev.Cost; {
@@ -465,11 +465,12 @@ func (e *Evaluator) Timeouts() []time.Duration { return slices.Clone(e.tl().time
 // counted from the run's last event.
 func (e *Evaluator) Idles() []time.Duration { return slices.Clone(e.tl().idles) }
 
-// Progress returns the running counts so far.
-func (e *Evaluator) Progress() Progress { return e.progress }
+// Progress returns what the run spent so far: the events evaluated, their
+// iterations, tool calls, tokens and cost.
+func (e *Evaluator) Progress() Totals { return e.progress.Totals }
 
 // Events returns how many events were evaluated (Progress().Events,
-// without copying the Progress: a live run reads it twice an event).
+// without copying the Totals: a live run reads it twice an event).
 func (e *Evaluator) Events() int { return e.progress.Events }
 
 // Warnings returns the warnings recorded so far (BudgetPressure,
@@ -598,7 +599,7 @@ type Result struct {
 
 // Totals is what a run spent — events evaluated, iterations (message and
 // final events), tool calls, tokens and cost: the one shape of it, in a
-// Result (its own events), a Progress (so far), a holder's Result.Tree
+// Result (its own events), Evaluator.Progress (so far), a holder's Result.Tree
 // (its subtree, which counts no events) and a backtest's savings.
 type Totals struct {
 	Events     int

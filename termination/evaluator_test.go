@@ -73,7 +73,7 @@ func TestPrecedenceOnAToolCall(t *testing.T) {
 		TimeLimits{Timeout: time.Minute},
 		StallLimits{Repeats: 2},
 		ToolCallLimits{Limit: 1},
-		CauseFunc("route", func(e Event, _ Progress) Cause {
+		CauseFunc("route", func(e Event, _ Totals) Cause {
 			if e.Kind == KindToolCall {
 				return HandoffRequested{Target: "human", Source: "router"}
 			}
@@ -90,7 +90,7 @@ func TestPrecedenceOnAToolCall(t *testing.T) {
 		TimeLimits{Timeout: time.Minute},
 		StallLimits{Repeats: 2},
 		ToolCallLimits{Limit: 1},
-		CauseFunc("route", func(_ Event, p Progress) Cause {
+		CauseFunc("route", func(_ Event, p Totals) Cause {
 			if p.ToolCalls == 2 {
 				return HandoffRequested{Target: "human", Source: "router"}
 			}
@@ -135,7 +135,7 @@ func TestSamePrecedenceKeepsFiringOrder(t *testing.T) {
 
 // Custom2 is a condition that fires Custom{reason} on every event.
 func Custom2(reason string) Condition {
-	return CauseFunc(reason, func(Event, Progress) Cause { return Custom{Reason: reason} })
+	return CauseFunc(reason, func(Event, Totals) Cause { return Custom{Reason: reason} })
 }
 
 func TestStreamEnd(t *testing.T) {
@@ -241,7 +241,7 @@ func TestWarningsAccessor(t *testing.T) {
 	require.Equal(t, []Cause{bp(ResourceTotalTokens, 0.5, 6, 10)}, w)
 	w[0] = nil
 	assert.NotNil(t, ev.Warnings()[0], "Warnings returns a copy")
-	assert.Equal(t, Progress{Totals: Totals{Events: 1, Iterations: 1, Tokens: Usage{6, 0}}}, ev.Progress())
+	assert.Equal(t, Totals{Events: 1, Iterations: 1, Tokens: Usage{6, 0}}, ev.Progress())
 }
 
 // One Condition serves many concurrent runs: each Evaluator has its own

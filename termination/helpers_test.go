@@ -146,7 +146,7 @@ func predicate(name string, fn func(Event) bool) Condition {
 	if fn == nil {
 		return CauseFunc(name, nil)
 	}
-	return CauseFunc(name, func(ev Event, _ Progress) Cause {
+	return CauseFunc(name, func(ev Event, _ Totals) Cause {
 		if fn(ev) {
 			return Completed{Condition: conditionPredicate, Detail: name}
 		}

@@ -344,7 +344,7 @@ func TestRuleEvidence(t *testing.T) {
 		assert.Empty(t, ev.Result().Evidence)
 	})
 	t.Run("custom cause from Func: the firing event", func(t *testing.T) {
-		c := CauseFunc("mine", func(e Event, p Progress) Cause {
+		c := CauseFunc("mine", func(e Event, p Totals) Cause {
 			if p.Events == 2 {
 				return Custom{Reason: "mine"}
 			}

@@ -415,7 +415,7 @@ func (e *Evaluator) Remaining() Limits {
 	return out
 }
 
-func (c *countLimit) remaining(p *Progress, raised int) Limits {
+func (c *countLimit) remaining(p *progress, raised int) Limits {
 	if !c.limit.set {
 		return Limits{}
 	}

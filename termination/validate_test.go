@@ -85,7 +85,7 @@ func TestTypedNilCause(t *testing.T) {
 			_, err := marshalCause(typedNil)
 			assert.Error(t, err, "a typed nil has no JSON form")
 
-			fn := CauseFunc("typed_nil", func(Event, Progress) Cause { return typedNil })
+			fn := CauseFunc("typed_nil", func(Event, Totals) Cause { return typedNil })
 			for _, c := range []Condition{fn, AnyOf(fn), AllOf(fn, IterationLimits{Limit: 100})} {
 				e := NewEvaluator(c, time.Now())
 				for range 3 {

@@ -327,7 +327,7 @@ func editAndRetest(i int) (termination.Event, bool) {
 
 // dangerousTools is the custom guard: calling one stops the run with a
 // Custom cause (recorded as termination_cause="custom").
-var dangerousTools = termination.CauseFunc("dangerous_tool", func(ev termination.Event, _ termination.Progress) termination.Cause {
+var dangerousTools = termination.CauseFunc("dangerous_tool", func(ev termination.Event, _ termination.Totals) termination.Cause {
 	if ev.Kind == termination.KindToolCall && ev.Tool == "drop_database" {
 		return termination.Custom{Reason: "dangerous_tool", Properties: map[string]any{"tool": ev.Tool}}
 	}

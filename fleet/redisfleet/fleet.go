@@ -530,7 +530,7 @@ func (m *member) Spend(u termination.Usage, cost float64) (warning, stop termina
 	return m.sh.spend(m.f, m, u, cost)
 }
 
-func (m *member) Progress(p termination.Progress) {
+func (m *member) Progress(p termination.Totals) {
 	m.mu.Lock()
 	m.info.SetProgress(p)
 	m.dirty = true

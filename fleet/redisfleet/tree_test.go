@@ -113,7 +113,7 @@ func (s *stopRecorder) StopWith(c termination.Cause) bool {
 	}
 }
 func (s *stopRecorder) Warn(termination.Cause)                     {}
-func (s *stopRecorder) Progress() termination.Progress             { return termination.Progress{} }
+func (s *stopRecorder) Progress() termination.Totals               { return termination.Totals{} }
 func (s *stopRecorder) Raise(termination.Limits) error             { return termination.ErrNotHeld }
 func (s *stopRecorder) Held() (termination.Cause, time.Time, bool) { return nil, time.Time{}, false }
 

@@ -261,7 +261,7 @@ func (e *Events) All() []termination.Event {
 // Condition returns a condition that records every event into e and never
 // fires.
 func (e *Events) Condition() termination.Condition {
-	return termination.CauseFunc("adaptertest.record", func(ev termination.Event, _ termination.Progress) termination.Cause {
+	return termination.CauseFunc("adaptertest.record", func(ev termination.Event, _ termination.Totals) termination.Cause {
 		e.mu.Lock()
 		e.events = append(e.events, ev)
 		e.mu.Unlock()

@@ -546,7 +546,7 @@ func (n *Node) totals() *termination.Totals {
 	if n.limits == nil {
 		return nil
 	}
-	tot := n.limits.Progress().Totals
+	tot := n.limits.Progress()
 	tot.Events = 0 // a subtree's totals count no events (§8 "tree")
 	u := n.uncounted
 	tot.Iterations += u.Iterations

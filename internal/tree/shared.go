@@ -106,7 +106,7 @@ func (n *Node) hold() bool {
 	}
 	n.held = true
 	p := n.limits.Progress()
-	used := Usage{Totals: p.Totals}
+	used := Usage{Totals: p}
 	used.Events = 0
 	spec := Spec{Holder: n.run.ID(), Stage: n.stage.name, Limits: n.whole, Hold: n.stage.holdTimeout()}
 	// HoldTree calls no method of the holding before it returns: holding the lock keeps the
@@ -212,7 +212,7 @@ func (n *Node) charge(u Usage) {
 // limits (feeding since before): the iterations and tool calls past what
 // can change anything, and what came after the limits fired. The limits
 // need no more; Result.Tree counts it. n.mu is held.
-func (n *Node) uncount(u Usage, before termination.Progress) {
+func (n *Node) uncount(u Usage, before termination.Totals) {
 	after := n.limits.Progress()
 	n.uncounted.Iterations += u.Iterations - (after.Iterations - before.Iterations)
 	n.uncounted.ToolCalls += u.ToolCalls - (after.ToolCalls - before.ToolCalls)
