@@ -13,14 +13,19 @@ import (
 // error that decoding a termination.Result with such a cause wraps.
 var ErrUnregisteredCause = causejson.ErrUnregistered
 
-// causes is the table of termination's built-in causes; RegisterCause adds
-// to the registry behind it.
-var causes = causejson.NewTable(termination.Causes())
+// causes is the table of termination's built-in causes (§2), each under its
+// type name, in the contract's order; RegisterCause adds to the registry
+// behind it. termination's own JSON forms (Result, ShadowVerdict, All) use
+// a table of the same causes; the tests hold the two together.
+var causes = causejson.NewTable([]termination.Cause{termination.Completed{}, termination.NaturalCompletion{},
+	termination.HandoffRequested{}, termination.MaxIterationsReached{}, termination.MaxToolCallsReached{},
+	termination.BudgetPressure{}, termination.BudgetExhausted{}, termination.StallDetected{}, termination.Timeout{},
+	termination.Cancelled{}, termination.Failed{}, termination.Skipped{}, termination.Custom{}, termination.All{}})
 
 // RegisterCause adds the cause type C to the JSON registry under kind, so
 // that [MarshalCause] writes it with "$kind": kind and [UnmarshalCause]
 // (and termination.Result's UnmarshalJSON) reads it back. The causes of
-// package termination (termination.Causes) have their type names as kinds. It is an
+// package termination have their type names as kinds. It is an
 // error to reuse a kind or register a type twice. Register before any JSON
 // is handled (in main, or a package's variable initialization).
 func RegisterCause[C termination.Cause](kind string) error {

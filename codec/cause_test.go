@@ -12,7 +12,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentstop/agentstop/codec"
-	"github.com/agentstop/agentstop/internal/causejson"
 	. "github.com/agentstop/agentstop/termination"
 )
 
@@ -108,7 +107,7 @@ func TestCauseJSONRoundTrip(t *testing.T) {
 }
 
 func TestRegistryHasEverySpecKind(t *testing.T) {
-	registered := causejson.NewTable(Causes()).Kinds()
+	registered := codec.Kinds()
 	for _, k := range specCauseKinds {
 		assert.Contains(t, registered, k, "spec §2 cause %s is not registered", k)
 	}
@@ -126,6 +125,19 @@ func TestRegistryHasEverySpecKind(t *testing.T) {
 		covered = append(covered, k)
 	}
 	assert.ElementsMatch(t, specCauseKinds, covered)
+
+	// termination's own JSON forms (here a shadow verdict's) read and
+	// write every spec kind as codec does: its table lists the same causes.
+	for _, tc := range causeJSON {
+		var v ShadowVerdict
+		require.NoError(t, json.Unmarshal([]byte(`{"cause":`+tc.json+`,"stopped_at":1}`), &v), tc.json)
+		assert.Equal(t, tc.cause, v.Cause)
+		b, err := json.Marshal(v)
+		require.NoError(t, err)
+		c, err := codec.MarshalCause(tc.cause)
+		require.NoError(t, err)
+		assert.JSONEq(t, `{"cause":`+string(c)+`,"stopped_at":1}`, string(b))
+	}
 }
 
 func TestUnregisteredCause(t *testing.T) {

@@ -12,12 +12,13 @@ import (
 // under its type name; the JSON forms of this package (Result,
 // ShadowVerdict, All) read causes of other types from the registry that
 // codec.RegisterCause adds to.
-var causeTable = causejson.NewTable(Causes())
+var causeTable = causejson.NewTable(builtinCauseList())
 
-// Causes returns a zero value of each of the contract's built-in cause
-// types (§2), in the contract's order, All last. Each is written in the
-// JSON form of causes under its type name ("$kind": "Timeout").
-func Causes() []Cause {
+// builtinCauseList returns a zero value of each of the contract's built-in
+// cause types (§2), in the contract's order, All last. Each is written in
+// the JSON form of causes under its type name ("$kind": "Timeout").
+// Package codec's table lists the same (its tests hold the two together).
+func builtinCauseList() []Cause {
 	return []Cause{Completed{}, NaturalCompletion{}, HandoffRequested{}, MaxIterationsReached{},
 		MaxToolCallsReached{}, BudgetPressure{}, BudgetExhausted{}, StallDetected{}, Timeout{},
 		Cancelled{}, Failed{}, Skipped{}, Custom{}, All{}}

@@ -62,7 +62,7 @@
 // ([Limits.Set]).
 //
 // Every finished run has exactly one [Cause]. Causes are plain Go types
-// (Completed, MaxToolCallsReached, Timeout, ...; [Causes] lists them) that
+// (Completed, MaxToolCallsReached, Timeout, ..., the table of §2) that
 // also implement error, so a cause carried by context.Cause is recovered
 // with errors.As. Each has a low-cardinality [Cause.TagValue], the
 // termination_cause attribute of spans and metrics; [Tag] applies a stage's

@@ -1,8 +1,8 @@
 // Package causejson is the JSON form of causes (contract §2): each cause
 // type has a "$kind" name. A [Table] holds a fixed set of types (the
-// contract's built-in causes: package termination lists them, in
-// termination.Causes, and both termination's own JSON forms — Result,
-// ShadowVerdict, All — and package codec build a Table of them); the
+// contract's built-in causes: termination's own JSON forms — Result,
+// ShadowVerdict, All — and package codec each build a Table of them, and
+// codec's tests hold the two lists together); the
 // registry holds the types a program adds at run time (codec.RegisterCause).
 // A Table looks in its own types first, then in the registry. The package
 // knows causes only as values, so that it imports nothing of the module.
