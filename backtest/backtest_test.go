@@ -363,7 +363,7 @@ func TestLoadPolicy(t *testing.T) {
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
 	require.NoError(t, os.WriteFile(bad, []byte("max_iteration: 3\n"), 0o644))
 	_, err = LoadPolicy(bad)
-	assert.EqualError(t, err, bad+": policy.max_iteration: unknown key (line 1)")
+	assert.EqualError(t, err, bad+": policy.max_iteration: unknown key (did you mean \"max_iterations\"?) (line 1)")
 	require.NoError(t, os.WriteFile(bad, []byte("max_tool_calls: 0\n"), 0o644))
 	_, err = LoadPolicy(bad)
 	assert.EqualError(t, err, bad+": policy.max_tool_calls: must be a positive int, got 0 (line 1)")
