@@ -16,7 +16,8 @@ func ExampleNewEvaluator() {
 		termination.TokenLimits{Total: 1000, Pressure: 0.8},
 	)
 	// A live stage starts at time.Now(); the zero start (the events' clock)
-	// here keeps the printed result free of the time it took (events without a time give no duration).
+	// here keeps the printed result free of the time it took (events without
+	// a time give no duration).
 	ev := termination.NewEvaluator(cond, time.Time{})
 	for _, e := range []termination.Event{
 		{Kind: termination.KindInput, Text: "Plan a trip."},
@@ -72,7 +73,8 @@ func ExampleToolCallLimits() {
 		termination.StallLimits{Repeats: 3, WarnAt: 2, Cycle: 3},
 	)
 	// A live stage starts at time.Now(); the zero start (the events' clock)
-	// here keeps the printed result free of the time it took (events without a time give no duration).
+	// here keeps the printed result free of the time it took (events without
+	// a time give no duration).
 	ev := termination.NewEvaluator(cond, time.Time{})
 	search := termination.Event{Kind: termination.KindToolCall, Tool: "search", Args: []byte(`{"q":"Acme CEO"}`)}
 	fetch := termination.Event{Kind: termination.KindToolCall, Tool: "web_fetch", Args: []byte(`{"url":"https://acme.example"}`)}
@@ -111,4 +113,38 @@ func ExampleStallLimits_sameResult() {
 	// Output:
 	// natural_completion
 	// agentstop: stall detected (repeated_result, 3 repeats) [2 4 6]
+}
+
+// The signs that a run is done, as one value: a critic's TERMINATE, a
+// handoff to the user or a stop event, whichever comes first; and a
+// predicate of your own with CauseFunc.
+func ExampleCompletionSignals() {
+	cond := termination.AnyOf(
+		termination.CompletionSignals{TextMention: "TERMINATE", TextSources: []string{"critic"}, Handoff: []string{"user"}, StopMessage: true},
+		termination.CauseFunc("tests_pass", func(ev termination.Event, _ termination.Totals) termination.Cause {
+			if ev.Kind == termination.KindToolResult && ev.Tool == "run_tests" && ev.Err == "" {
+				return termination.Completed{Condition: "predicate", Detail: "tests_pass"}
+			}
+			return nil
+		}),
+	)
+	fmt.Println(cond)
+	for _, events := range [][]termination.Event{
+		{{Kind: termination.KindMessage, Source: "writer", Text: "I will not say TERMINATE"}, {Kind: termination.KindMessage, Source: "critic", Text: "TERMINATE"}},
+		{{Kind: termination.KindHandoff, Source: "writer", Target: "user"}},
+		{{Kind: termination.KindToolCall, Tool: "run_tests"}, {Kind: termination.KindToolResult, Tool: "run_tests", Err: "2 failed"}, {Kind: termination.KindToolResult, Tool: "run_tests"}},
+	} {
+		ev := termination.NewEvaluator(cond, time.Time{})
+		for _, e := range events {
+			if cause, stop := ev.Observe(e); stop {
+				fmt.Printf("%s at event %d: %v\n", cause.TagValue(), ev.Result().StoppedAt, cause)
+				break
+			}
+		}
+	}
+	// Output:
+	// any: [{any: [{text_mention: {text: "TERMINATE", sources: ["critic"]}}, {handoff: ["user"]}, {stop_message: true}]}, {predicate: "tests_pass"}]
+	// completed at event 2: agentstop: completed (text_mention "TERMINATE")
+	// handoff at event 1: agentstop: handoff from "writer" to "user"
+	// completed at event 3: agentstop: completed (predicate "tests_pass")
 }
