@@ -12,7 +12,7 @@
 // description of each result's evidence for people ([WithEvidence]).
 //
 // It owns the replay loops and nothing else: reading the bytes is package
-// codec's (replay imports codec and termination, nothing else of the
-// module), and the evaluation is termination's. The agentstop replay and
+// codec's (replay imports codec and termination, and internal/cascade
+// for the cascade's causes, nothing else of the module), and the evaluation is termination's. The agentstop replay and
 // backtest commands call it.
 package replay

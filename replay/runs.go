@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/codec"
+	"github.com/agentstop/agentstop/internal/cascade"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -462,7 +463,7 @@ func (rp *replayer) beginRun(id, parent, stage string, recorded bool) *replayRun
 		r.holders = append(r.holders, r)
 	}
 	if up != nil && up.ended && !recorded {
-		r.eval.Stop(termination.Skipped{Reason: termination.SkipParentEnded, Detail: termination.ParentEnded(up.stage, up.tag).Detail})
+		r.eval.Stop(termination.Skipped{Reason: termination.SkipParentEnded, Detail: cascade.ParentEnded(up.stage, up.tag).Detail})
 		rp.end(r, nil)
 		return r
 	}
@@ -572,7 +573,7 @@ func (rp *replayer) endWith(r *replayRun, res termination.Result, cause terminat
 	rp.results = append(rp.results, res)
 	rp.done = append(rp.done, r)
 	if cause == nil {
-		cause = termination.ParentEnded(r.stage, res.TerminationCause)
+		cause = cascade.ParentEnded(r.stage, res.TerminationCause)
 	}
 	for _, c := range r.children {
 		if !c.ended {
