@@ -35,14 +35,15 @@ func TestArrows(t *testing.T) {
 		t.Fatalf("go list found %d packages of the module:\n%s", len(imports), out)
 	}
 	forbidden := map[string][]string{
-		"termination":   {"codec", "replay", "internal/tree", "middleware", "fleet", "telemetry", "eventlog", "backtest", "importer"},
-		"codec":         {"replay", "internal/tree", "middleware", "fleet", "telemetry", "eventlog", "backtest", "importer"},
-		"replay":        {"internal/tree", "middleware", "fleet", "telemetry", "eventlog", "backtest", "importer"},
-		"internal/tree": {"codec", "replay", "middleware", "fleet", "telemetry", "eventlog", "backtest", "importer"},
-		"middleware":    {"codec", "replay", "fleet", "telemetry", "eventlog", "backtest", "importer"},
-		"telemetry":     {"fleet", "eventlog", "replay", "backtest", "importer"},
-		"eventlog":      {"fleet", "telemetry", "replay", "backtest", "importer"},
-		"fleet":         {"telemetry", "eventlog", "replay", "backtest", "importer"},
+		"termination":      {"codec", "replay", "internal/tree", "internal/cascade", "middleware", "fleet", "telemetry", "eventlog", "backtest", "importer"},
+		"internal/cascade": {"codec", "replay", "internal/tree", "middleware", "fleet", "telemetry", "eventlog", "backtest", "importer"},
+		"codec":            {"replay", "internal/tree", "middleware", "fleet", "telemetry", "eventlog", "backtest", "importer"},
+		"replay":           {"internal/tree", "middleware", "fleet", "telemetry", "eventlog", "backtest", "importer"},
+		"internal/tree":    {"codec", "replay", "middleware", "fleet", "telemetry", "eventlog", "backtest", "importer"},
+		"middleware":       {"codec", "replay", "fleet", "telemetry", "eventlog", "backtest", "importer"},
+		"telemetry":        {"fleet", "eventlog", "replay", "backtest", "importer"},
+		"eventlog":         {"fleet", "telemetry", "replay", "backtest", "importer"},
+		"fleet":            {"telemetry", "eventlog", "replay", "backtest", "importer"},
 	}
 	for pkg, bad := range forbidden {
 		own, ok := imports[pkg]

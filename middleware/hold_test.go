@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/internal/cascade"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -417,7 +418,7 @@ func TestHoldTreePausesIdle(t *testing.T) {
 				<-p.Done()
 				assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "the hold timeout ended the tree")
 				assert.Equal(t, limit, p.Finish(nil).Cause)
-				assert.Equal(t, termination.ParentEnded("held", termination.TagMaxIterations), k.Finish(nil).Cause)
+				assert.Equal(t, cascade.ParentEnded("held", termination.TagMaxIterations), k.Finish(nil).Cause)
 				return
 			}
 			select {

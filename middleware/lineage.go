@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentstop/agentstop/internal/cascade"
 	"github.com/agentstop/agentstop/internal/tree"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -190,7 +191,7 @@ func lookupRun(id string) (*Run, string) {
 		return r, ""
 	}
 	if e, ok := liveRuns.ended.runs[id]; ok {
-		return nil, termination.ParentEnded(e.stage, e.tag).Detail
+		return nil, cascade.ParentEnded(e.stage, e.tag).Detail
 	}
 	return nil, ""
 }
@@ -265,7 +266,7 @@ func (r *Run) link(p parentRef) termination.Cause {
 	defer up.mu.Unlock()
 	if c, ended := up.eval.Stopped(); ended {
 		return termination.Skipped{Reason: termination.SkipParentEnded,
-			Detail: termination.ParentEnded(up.stage.name, termination.Tag(c, up.stage.allowed)).Detail}
+			Detail: cascade.ParentEnded(up.stage.name, termination.Tag(c, up.stage.allowed)).Detail}
 	}
 	if up.lin == nil {
 		up.lin = &lineage{}
@@ -340,7 +341,7 @@ func (r *Run) decidedLocked() {
 	locked := r.lockDescendants(nil)
 	recordPending(locked)
 	r.recordStop()
-	cascade(locked)
+	stopDescendants(locked)
 	unlockAll(locked)
 }
 
@@ -370,12 +371,12 @@ func recordPending(locked []*Run) {
 	}
 }
 
-// cascade ends the locked descendants (lockDescendants' order: a parent
+// stopDescendants ends the locked descendants (lockDescendants' order: a parent
 // before its children) once their ancestor has stopped, each with its
 // parent's childCause, and records their ends. What else a stop does (the
 // parts' Stopping, the contexts' cancellation) follows without the
 // locks: endChildren.
-func cascade(locked []*Run) {
+func stopDescendants(locked []*Run) {
 	for _, k := range locked {
 		up := k.lin.up
 		if c, stopped := up.eval.Stopped(); stopped && k.eval.Stop(up.childCause(c)) {
@@ -398,7 +399,7 @@ func unlockAll(locked []*Run) {
 func (r *Run) childCause(c termination.Cause) termination.Cancelled {
 	cause, ok := c.(termination.Cancelled)
 	if !ok || cause.Reason != termination.CancelParent {
-		cause = termination.ParentEnded(r.stage.name, termination.Tag(c, r.stage.allowed))
+		cause = cascade.ParentEnded(r.stage.name, termination.Tag(c, r.stage.allowed))
 	}
 	return cause
 }

@@ -858,7 +858,7 @@ func (r *Run) finish(err error) {
 	locked := r.lockDescendants(nil)
 	recordPending(locked)
 	r.parts.end(&res) // the tree's part fills res.Tree (lineage.go), the shadow policies' res.Shadow (shadow.go)
-	cascade(locked)
+	stopDescendants(locked)
 	unlockAll(locked)
 	r.result = &res
 	r.mu.Unlock()

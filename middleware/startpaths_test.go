@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/internal/cascade"
 	"github.com/agentstop/agentstop/internal/tree"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
@@ -96,7 +97,7 @@ func TestTreeLimitsEveryStartPathLocalFleet(t *testing.T) {
 				cause, stop = c.Observe(msg) // 110 tokens
 			}
 			assert.Equal(t, 10, n, "the 10th event (1,100 tokens) crosses the tree's 1,000")
-			assert.Equal(t, termination.ParentEnded("planner", termination.TagBudgetExhausted), cause)
+			assert.Equal(t, cascade.ParentEnded("planner", termination.TagBudgetExhausted), cause)
 			pc, stopped := p.Cause()
 			require.True(t, stopped)
 			assert.Equal(t, termination.BudgetExhausted{Resource: termination.ResourceTotalTokens, Used: 1100, Limit: 1000, Scope: termination.ScopeTree}, pc)

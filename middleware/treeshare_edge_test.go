@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/internal/cascade"
 	"github.com/agentstop/agentstop/internal/tree"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
@@ -195,7 +196,7 @@ func (s *stopOnJoin) JoinTree(_ context.Context, holder string, run tree.SharedR
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		run.StopTree(termination.ParentEnded("planner", "cancelled"))
+		run.StopTree(cascade.ParentEnded("planner", "cancelled"))
 	}()
 	return nopMember{}
 }

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/internal/cascade"
 	"github.com/agentstop/agentstop/internal/tree"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
@@ -92,7 +93,7 @@ func TestTreeSharedThroughFleet(t *testing.T) {
 				}
 			}
 			assert.Equal(t, c.events, n, "the callee's event that crossed the tree's limit")
-			assert.Equal(t, termination.ParentEnded("planner", termination.Tag(c.want, nil)), cause)
+			assert.Equal(t, cascade.ParentEnded("planner", termination.Tag(c.want, nil)), cause)
 			pc, stopped := p.Cause()
 			require.True(t, stopped)
 			if want, ok := c.want.(termination.BudgetExhausted); ok && want.Resource == termination.ResourceCost {
@@ -183,9 +184,9 @@ func TestTreeSharedTwoHops(t *testing.T) {
 	pc, _ := p.Cause()
 	assert.Equal(t, termination.MaxIterationsReached{Limit: 6, Count: 7, Scope: termination.ScopeTree}, pc)
 	mc, _ := m.Cause()
-	assert.Equal(t, termination.ParentEnded("planner", termination.TagMaxIterations), mc)
+	assert.Equal(t, cascade.ParentEnded("planner", termination.TagMaxIterations), mc)
 	lc, _ := l.Cause()
-	assert.Equal(t, termination.ParentEnded("planner", termination.TagMaxIterations), lc, "the leaf names the holder whose end started it")
+	assert.Equal(t, cascade.ParentEnded("planner", termination.TagMaxIterations), lc, "the leaf names the holder whose end started it")
 	l.Finish(nil)
 	m.Finish(nil)
 	p.Finish(nil)

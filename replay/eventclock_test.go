@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentstop/agentstop/internal/cascade"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -77,7 +78,7 @@ func TestReplayHoldOnTheEventsClock(t *testing.T) {
 			want{termination.NaturalCompletion{}, 0, 2}, want{termination.NaturalCompletion{}, 0, 2}, 22 * time.Second},
 		{"a held tree's hold timeout passed before the raise", treeHold, "",
 			[]string{msg("a", 0), msg("b", 1), raise(30), msg("b", 31)},
-			want{tree, 0, 1}, want{termination.ParentEnded("planner", termination.TagMaxIterations), 0, 1}, 0},
+			want{tree, 0, 1}, want{cascade.ParentEnded("planner", termination.TagMaxIterations), 0, 1}, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

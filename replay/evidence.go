@@ -8,21 +8,48 @@ import (
 	"github.com/agentstop/agentstop/termination"
 )
 
-// evidenceTextLen is how many characters (runes) of an event's text a
-// termination.EvidenceEvent keeps.
+// EvidenceEvent describes one event of a result's Evidence for people
+// (agentstop replay -format table; [WithEvidence] hands them out): its
+// kind, tool and the start of its text, so that a reader sees what made
+// the cause without opening the log.
+type EvidenceEvent struct {
+	At   int              // the event's 1-based index, as in Evidence
+	Kind termination.Kind // the event's kind
+	Tool string           // the tool of a tool_call or tool_result, "" for other kinds
+	// Text is the first 60 characters of the event's text (of
+	// its error when it has no text: a failed tool_result, an error
+	// event), white space folded to single spaces, cut on a character
+	// boundary. Cut says that the text went on. A log recorded without
+	// content (text_hash) has none.
+	Text string
+	Cut  bool
+}
+
+// evidenceTextLen is how many characters (runes) of an event's text an
+// EvidenceEvent keeps.
 const evidenceTextLen = 60
 
 // WithEvidence makes a replay describe the events of each result's
-// Evidence in Result.EvidenceEvents (their kind, tool and the start of
-// their text). The events are noted as they are read: each live run keeps
-// the notes of the events its conditions still hold in their windows
-// (the indices its evidence can name), so memory stays bounded by the
-// policy's windows, never by the log. The default is to keep none.
-func WithEvidence() Option { return evidenceOption{} }
+// Evidence (their kind, tool and the start of their text) and hand them
+// to describe: once for each result the replay returns, with that result
+// and its events in Evidence's order (nil when it has no evidence),
+// before the replay returns it, in the order the results are returned.
+// The events are the caller's to keep; they are not part of the result
+// or of its JSON form. They are noted as they are read: each live run
+// keeps the notes of the events its conditions still hold in their
+// windows (the indices its evidence can name), so memory stays bounded by
+// the policy's windows, never by the log. The default is to keep none; a
+// nil describe is ignored.
+func WithEvidence(describe func(res termination.Result, events []EvidenceEvent)) Option {
+	if describe == nil {
+		return nil
+	}
+	return evidenceOption(describe)
+}
 
-type evidenceOption struct{}
+type evidenceOption func(termination.Result, []EvidenceEvent)
 
-func (evidenceOption) apply(c *config) { c.evidence = true }
+func (o evidenceOption) apply(c *config) { c.describe = o }
 
 // evidenceNotes keeps, for one run being replayed, the notes of the
 // events its evidence may still name: the last event evaluated, and every
@@ -32,9 +59,9 @@ func (evidenceOption) apply(c *config) { c.evidence = true }
 // window, an error streak or errors.total, a final or warning event of a
 // limit) plus a constant, amortized over the events seen.
 type evidenceNotes struct {
-	notes   []termination.EvidenceEvent // ascending At
-	pruneAt int                         // prune when notes grow past this
-	held    []int                       // scratch for prune
+	notes   []EvidenceEvent // ascending At
+	pruneAt int             // prune when notes grow past this
+	held    []int           // scratch for prune
 }
 
 // minNotes is the fewest notes kept between two prunes.
@@ -72,17 +99,17 @@ func (n *evidenceNotes) prune(e *termination.Evaluator) {
 // describe returns the notes of the events of evidence, in its order; an
 // index with no note (not reached: every index evidence names is held)
 // gets its index alone.
-func (n *evidenceNotes) describe(evidence []int) []termination.EvidenceEvent {
+func (n *evidenceNotes) describe(evidence []int) []EvidenceEvent {
 	if len(evidence) == 0 {
 		return nil
 	}
-	out := make([]termination.EvidenceEvent, 0, len(evidence))
+	out := make([]EvidenceEvent, 0, len(evidence))
 	for _, at := range evidence {
-		i, ok := slices.BinarySearchFunc(n.notes, at, func(x termination.EvidenceEvent, at int) int { return x.At - at })
+		i, ok := slices.BinarySearchFunc(n.notes, at, func(x EvidenceEvent, at int) int { return x.At - at })
 		if ok {
 			out = append(out, n.notes[i])
 		} else {
-			out = append(out, termination.EvidenceEvent{At: at})
+			out = append(out, EvidenceEvent{At: at})
 		}
 	}
 	return out
@@ -90,8 +117,8 @@ func (n *evidenceNotes) describe(evidence []int) []termination.EvidenceEvent {
 
 // noteOf describes ev, the at-th event. The strings are copies, so that a
 // note never holds the event's whole text.
-func noteOf(at int, ev *termination.Event) termination.EvidenceEvent {
-	x := termination.EvidenceEvent{At: at, Kind: ev.Kind}
+func noteOf(at int, ev *termination.Event) EvidenceEvent {
+	x := EvidenceEvent{At: at, Kind: ev.Kind}
 	if ev.Kind == termination.KindToolCall || ev.Kind == termination.KindToolResult {
 		x.Tool = strings.Clone(ev.Tool)
 	}

@@ -58,26 +58,43 @@ func randomEvents(rng *rand.Rand, n int) []termination.Event {
 	return out
 }
 
-// checkNotes asserts that res describes each event of its evidence, from
-// events (the run's own, in order).
-func checkNotes(t *testing.T, res termination.Result, events []termination.Event, msg string) {
+// described is one call of WithEvidence's describe.
+type described struct {
+	res    termination.Result
+	events []EvidenceEvent
+}
+
+// describeInto is a WithEvidence that appends each call to *calls.
+func describeInto(calls *[]described) Option {
+	return WithEvidence(func(res termination.Result, events []EvidenceEvent) {
+		*calls = append(*calls, described{res, events})
+	})
+}
+
+// checkNotes asserts that described describes each event of res's
+// evidence, from events (the run's own, in order).
+func checkNotes(t *testing.T, res termination.Result, described []EvidenceEvent, events []termination.Event, msg string) {
 	t.Helper()
-	require.Len(t, res.EvidenceEvents, len(res.Evidence), msg)
+	require.Len(t, described, len(res.Evidence), msg)
+	if len(res.Evidence) == 0 {
+		assert.Nil(t, described, msg)
+	}
 	for i, at := range res.Evidence {
-		x, ev := res.EvidenceEvents[i], events[at-1]
+		x, ev := described[i], events[at-1]
 		text := ev.Text
 		if strings.TrimSpace(text) == "" {
 			text = ev.ErrorText()
 		}
 		want, cut := textStart(text, evidenceTextLen)
-		assert.Equal(t, termination.EvidenceEvent{At: at, Kind: ev.Kind, Tool: ev.Tool, Text: want, Cut: cut}, x, msg)
+		assert.Equal(t, EvidenceEvent{At: at, Kind: ev.Kind, Tool: ev.Tool, Text: want, Cut: cut}, x, msg)
 	}
 }
 
 // TestEvidenceEventsDescribeEvidence: over random streams and every policy
 // whose evidence names held events, a replay with WithEvidence
 // describes each event of each result's evidence (one run, and many runs
-// interleaved), while pruning its notes as it goes.
+// interleaved), while pruning its notes as it goes; it calls describe
+// once for each result, in the order of the results, and changes none.
 func TestEvidenceEventsDescribeEvidence(t *testing.T) {
 	rng := rand.New(rand.NewPCG(7, 11))
 	stopped := 0
@@ -92,16 +109,19 @@ func TestEvidenceEventsDescribeEvidence(t *testing.T) {
 				log.Write(append(b, '\n'))
 			}
 			data := log.Bytes()
-			res, err := Log(p.Condition(), bytes.NewReader(data), WithEvidence())
+			var calls []described
+			res, err := Log(p.Condition(), bytes.NewReader(data), describeInto(&calls))
 			require.NoError(t, err)
 			msg := fmt.Sprintf("%s trial %d: %v", src, trial, res.Cause)
-			checkNotes(t, res, events, msg)
+			require.Len(t, calls, 1, msg)
+			assert.Equal(t, res, calls[0].res, msg)
+			checkNotes(t, res, calls[0].events, events, msg)
 			if len(res.Evidence) > 1 {
 				stopped++
 			}
 			plain, err := Log(p.Condition(), bytes.NewReader(data))
 			require.NoError(t, err)
-			assert.Nil(t, plain.EvidenceEvents, msg)
+			assert.Equal(t, plain, res, msg)
 
 			// The same events spread over three runs.
 			byRun := map[string][]termination.Event{}
@@ -109,9 +129,14 @@ func TestEvidenceEventsDescribeEvidence(t *testing.T) {
 				events[i].Log = &termination.LogFields{Run: fmt.Sprint("r", rng.IntN(3))}
 				byRun[events[i].Logged().Run] = append(byRun[events[i].Logged().Run], events[i])
 			}
-			for _, res := range Runs(&p, events, WithEvidence()) {
-				checkNotes(t, res, byRun[res.Run], msg+" run "+res.Run)
+			calls = nil
+			results := Runs(&p, events, describeInto(&calls))
+			require.Len(t, calls, len(results), msg)
+			for i, res := range results {
+				assert.Equal(t, res, calls[i].res, msg)
+				checkNotes(t, res, calls[i].events, byRun[res.Run], msg+" run "+res.Run)
 			}
+			assert.Equal(t, Runs(&p, events), results, msg)
 		}
 	}
 	assert.Greater(t, stopped, 50, "the streams must stop with evidence of several events")
@@ -163,4 +188,52 @@ func TestTextStart(t *testing.T) {
 		assert.Equal(t, tc.want, got, tc.in)
 		assert.Equal(t, tc.cut, cut, tc.in)
 	}
+}
+
+// TestWithEvidenceDescribesReturnedResults: describe sees each result as
+// the replay returns it — a holder's Tree set, a lenient log's Truncated
+// set — and no result the replay leaves out (a stage without a policy).
+func TestWithEvidenceDescribesReturnedResults(t *testing.T) {
+	policies := func(stage string) (*termination.Policy, bool) {
+		if stage != "planner" {
+			return nil, false
+		}
+		p := termination.MustParsePolicy("tree: {max_tool_calls: 2}\nstall: {repeats: 2}")
+		return &p, true
+	}
+	const log = `{"kind":"tool_call","run":"p","stage":"planner","tool":"search","args":{"q":1}}
+{"kind":"tool_call","run":"c","parent":"p","stage":"analyst","tool":"read"}
+{"kind":"message","run":"q","stage":"planner","text":"hello"}
+{"kind":"tool_call","run":"p","tool":"search","args":{"q":1}}
+{"kind":"tool_call","run":"c","tool":"read"}
+{"kind":"final","run":"q","text":"done"}
+`
+	var calls []described
+	results, _, err := NewRunner(nil, WithPolicies(policies), describeInto(&calls)).Log(strings.NewReader(log))
+	require.NoError(t, err)
+	require.Len(t, results, 2, "the analyst's run is left out")
+	require.Len(t, calls, len(results))
+	for i, res := range results {
+		assert.Equal(t, res, calls[i].res)
+	}
+	assert.Equal(t, "p", results[0].Run)
+	require.NotNil(t, calls[0].res.Tree, "the holder's tree totals are in the result describe sees")
+	assert.Equal(t, []EvidenceEvent{
+		{At: 1, Kind: termination.KindToolCall, Tool: "search"},
+		{At: 2, Kind: termination.KindToolCall, Tool: "search"},
+	}, calls[0].events)
+	assert.Nil(t, calls[1].events, "a natural completion has no evidence")
+
+	calls = nil
+	truncated := "{\"kind\":\"tool_call\",\"tool\":\"search\",\"text\":\"  looking\\n\\tfor it  \"}\n{\"kind\":\"message\",\"te"
+	res, err := Log(termination.MustParsePolicy("max_tool_calls: 3").Condition(), strings.NewReader(truncated), WithLenient(), describeInto(&calls))
+	require.NoError(t, err)
+	require.True(t, res.Truncated)
+	require.Len(t, calls, 1)
+	assert.Equal(t, res, calls[0].res, "describe sees the result with Truncated set")
+
+	assert.Nil(t, WithEvidence(nil), "a nil describe is ignored")
+	res, err = Log(termination.MustParsePolicy("max_tool_calls: 3").Condition(), strings.NewReader(truncated), WithLenient(), WithEvidence(nil))
+	require.NoError(t, err)
+	assert.Equal(t, calls[0].res, res)
 }

@@ -67,3 +67,33 @@ func ExampleWithLenient() {
 	// true
 	// natural_completion 3 41s true
 }
+
+// Describe the events that made each run's cause, for people: describe is
+// called once for each result, before the replay returns it, with the
+// result and its evidence events in Evidence's order.
+func ExampleWithEvidence() {
+	log := `{"kind":"tool_call","run":"a","tool":"search","args":{"q":"Acme CEO"},"text":"searching for the CEO of Acme"}
+{"kind":"tool_result","run":"a","tool":"search","text":"No results."}
+{"kind":"tool_call","run":"b","tool":"fetch","args":{"url":"https://acme.example"}}
+{"kind":"tool_call","run":"a","tool":"search","args":{"q":"Acme CEO"}}
+{"kind":"final","run":"b","text":"Jane Roe"}
+`
+	policy := termination.MustParsePolicy("stall: {repeats: 2}")
+	describe := func(res termination.Result, events []replay.EvidenceEvent) {
+		fmt.Println("run", res.Run, res.Tag())
+		for _, x := range events {
+			fmt.Printf("  #%d %s %s %q\n", x.At, x.Kind, x.Tool, x.Text)
+		}
+	}
+	results, _, err := replay.NewRunner(&policy, replay.WithEvidence(describe)).Log(strings.NewReader(log))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(len(results), "results")
+	// Output:
+	// run a stall
+	//   #1 tool_call search "searching for the CEO of Acme"
+	//   #3 tool_call search ""
+	// run b natural_completion
+	// 2 results
+}

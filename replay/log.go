@@ -24,13 +24,14 @@ func Log(c termination.Condition, r io.Reader, opts ...Option) (termination.Resu
 	cfg := configOf(opts)
 	ev := termination.NewEvaluator(c, time.Time{})
 	var notes *evidenceNotes
-	if cfg.evidence {
+	if cfg.describe != nil {
 		notes = new(evidenceNotes)
 	}
-	result := func() termination.Result {
+	result := func(truncated bool) termination.Result {
 		res := ev.Result()
+		res.Truncated = truncated
 		if notes != nil {
-			res.EvidenceEvents = notes.describe(res.Evidence)
+			cfg.describe(res, notes.describe(res.Evidence))
 		}
 		return res
 	}
@@ -43,12 +44,10 @@ func Log(c termination.Condition, r io.Reader, opts ...Option) (termination.Resu
 	for {
 		e, err := dec.Next()
 		if errors.Is(err, io.EOF) {
-			return result(), nil
+			return result(false), nil
 		}
 		if cfg.lenient && errors.Is(err, codec.ErrTruncated) {
-			res := result()
-			res.Truncated = true
-			return res, nil
+			return result(true), nil
 		}
 		if err != nil {
 			return termination.Result{}, err
@@ -59,7 +58,7 @@ func Log(c termination.Condition, r io.Reader, opts ...Option) (termination.Resu
 			notes.note(ev, &e)
 		}
 		if stopped {
-			return result(), nil
+			return result(false), nil
 		}
 	}
 }
@@ -71,10 +70,10 @@ type Option interface {
 
 type config struct {
 	lenient  bool
-	stage    string                                   // WithStage
-	evidence bool                                     // WithEvidence
-	stages   func(string) (*termination.Policy, bool) // WithPolicies
-	index    *codec.Index                             // WithIndex
+	stage    string                                    // WithStage
+	describe func(termination.Result, []EvidenceEvent) // WithEvidence
+	stages   func(string) (*termination.Policy, bool)  // WithPolicies
+	index    *codec.Index                              // WithIndex
 }
 
 // configOf resolves opts, nil ones ignored.

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/codec"
+	"github.com/agentstop/agentstop/internal/cascade"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -111,7 +112,7 @@ func NewRunner(p *termination.Policy, opts ...Option) *Runner {
 	if p != nil {
 		pol = *p
 	}
-	rp := replayer{stage: cfg.stage, evidence: cfg.evidence, runs: map[string]*replayRun{}, index: cfg.index, stages: cfg.stages, leftOut: map[string]int{}}
+	rp := replayer{stage: cfg.stage, describe: cfg.describe, runs: map[string]*replayRun{}, index: cfg.index, stages: cfg.stages, leftOut: map[string]int{}}
 	if cfg.index != nil {
 		rp.lateParent = cfg.index.LateParent
 	}
@@ -256,9 +257,9 @@ type replayer struct {
 	// or Runs' look at its lines); nil when nobody can tell.
 	lateParent func(run string) (parent, stage string, ok bool)
 	stage      string // the stage of runs whose log gives none
-	// evidence: each run notes its events for Result.EvidenceEvents
+	// describe: each run notes its events to describe its evidence
 	// (WithEvidence).
-	evidence bool
+	describe func(termination.Result, []EvidenceEvent)
 	runs     map[string]*replayRun
 	results  []termination.Result
 	due      []*replayRun // scratch: holders whose tree timeout is due
@@ -316,6 +317,9 @@ func (rp *replayer) release() {
 			t := r.limits.Progress()
 			t.Events = 0 // a subtree's totals count no events (§8 "tree")
 			rp.results[i].Tree = &t
+		}
+		if r.policy && r.notes != nil { // its result is final: WithEvidence
+			rp.describe(rp.results[i], r.notes.describe(rp.results[i].Evidence))
 		}
 		r.eval, r.limits, r.holders, r.children, r.notes = nil, nil, nil, nil, nil
 	}
@@ -436,7 +440,7 @@ func (rp *replayer) beginRun(id, parent, stage string, recorded bool) *replayRun
 	if h, held := pol.Hold(); held {
 		r.eval.SetHold(h)
 	}
-	if rp.evidence {
+	if rp.describe != nil {
 		r.notes = new(evidenceNotes)
 	}
 	rp.runs[id] = r
@@ -462,7 +466,7 @@ func (rp *replayer) beginRun(id, parent, stage string, recorded bool) *replayRun
 		r.holders = append(r.holders, r)
 	}
 	if up != nil && up.ended && !recorded {
-		r.eval.Stop(termination.Skipped{Reason: termination.SkipParentEnded, Detail: termination.ParentEnded(up.stage, up.tag).Detail})
+		r.eval.Stop(termination.Skipped{Reason: termination.SkipParentEnded, Detail: cascade.ParentEnded(up.stage, up.tag).Detail})
 		rp.end(r, nil)
 		return r
 	}
@@ -560,9 +564,6 @@ func (rp *replayer) endWith(r *replayRun, res termination.Result, cause terminat
 	r.ended = true
 	res.Stage, res.Run, res.Parent = r.stage, r.id, r.parent
 	res.TerminationCause = termination.Tag(res.Cause, nil)
-	if r.notes != nil {
-		res.EvidenceEvents = r.notes.describe(res.Evidence)
-	}
 	res.Incomplete = r.incomplete
 	if rp.index != nil {
 		res.Live = rp.index.Live(r.id)
@@ -572,7 +573,7 @@ func (rp *replayer) endWith(r *replayRun, res termination.Result, cause terminat
 	rp.results = append(rp.results, res)
 	rp.done = append(rp.done, r)
 	if cause == nil {
-		cause = termination.ParentEnded(r.stage, res.TerminationCause)
+		cause = cascade.ParentEnded(r.stage, res.TerminationCause)
 	}
 	for _, c := range r.children {
 		if !c.ended {

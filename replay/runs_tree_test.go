@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentstop/agentstop/codec"
+	"github.com/agentstop/agentstop/internal/cascade"
 	"github.com/agentstop/agentstop/replay"
 	. "github.com/agentstop/agentstop/termination"
 )
@@ -45,8 +46,8 @@ func TestReplayRunsRules(t *testing.T) {
 			log: []Event{ev("p", "", KindInput), ev("c", "p", KindInput), ev("g", "c", KindInput), ev("p", "", KindFinal), ev("c", "", KindMessage), ev("g", "", KindMessage)},
 			want: []want{
 				{"p", "", NaturalCompletion{}, 2, 0},
-				{"c", "p", ParentEnded("replay", "natural_completion"), 1, 0},
-				{"g", "c", ParentEnded("replay", "natural_completion"), 1, 0},
+				{"c", "p", cascade.ParentEnded("replay", "natural_completion"), 1, 0},
+				{"g", "c", cascade.ParentEnded("replay", "natural_completion"), 1, 0},
 			},
 		},
 		{
@@ -70,8 +71,8 @@ func TestReplayRunsRules(t *testing.T) {
 			log: []Event{ev("p", "", KindToolCall), ev("c", "p", KindInput), ev("g", "c", KindToolCall), ev("g", "", KindToolCall), ev("c", "", KindMessage), ev("p", "", KindMessage)},
 			want: []want{
 				{"p", "", MaxToolCallsReached{Limit: 2, Count: 3, Scope: ScopeTree}, 1, 0},
-				{"c", "p", ParentEnded("replay", "max_tool_calls"), 1, 0},
-				{"g", "c", ParentEnded("replay", "max_tool_calls"), 2, 0},
+				{"c", "p", cascade.ParentEnded("replay", "max_tool_calls"), 1, 0},
+				{"g", "c", cascade.ParentEnded("replay", "max_tool_calls"), 2, 0},
 			},
 		},
 		{
@@ -85,7 +86,7 @@ func TestReplayRunsRules(t *testing.T) {
 				at(ev("c", "", KindMessage), 5), at(ev("p", "", KindFinal), 6)},
 			want: []want{
 				{"p", "", Timeout{Limit: 3 * time.Second, Elapsed: 3 * time.Second, Scope: ScopeTree}, 1, 0},
-				{"c", "p", ParentEnded("replay", "timeout"), 2, 0},
+				{"c", "p", cascade.ParentEnded("replay", "timeout"), 2, 0},
 			},
 		},
 		{

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata/metricdatatest"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/agentstop/agentstop/internal/cascade"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/telemetry"
 	"github.com/agentstop/agentstop/termination"
@@ -151,7 +152,7 @@ func TestTreeCountersFromCause(t *testing.T) {
 		cancelled int64
 		limit     string // stage/resource counted on agent.tree.limits.reached
 	}{
-		{name: "cancelled by a parent", cause: termination.ParentEnded("planner", "budget_exhausted"), cancelled: 1},
+		{name: "cancelled by a parent", cause: cascade.ParentEnded("planner", "budget_exhausted"), cancelled: 1},
 		{name: "cancelled by an operator", cause: termination.Cancelled{Reason: termination.CancelExternal}},
 		{name: "cancelled by the context", cause: termination.Cancelled{Reason: termination.CancelContext}},
 		{name: "tree cost budget", cause: termination.BudgetExhausted{Resource: termination.ResourceCost, Used: 2, Limit: 2, Scope: termination.ScopeTree}, limit: "s/cost"},
@@ -271,7 +272,7 @@ func TestTreeEndDoesNotAllocate(t *testing.T) {
 		_, rr := rec.StartRun(context.Background(), info)
 		rr.End(&termination.Result{Cause: c, Outcome: termination.OutcomeFailed})
 	}
-	cancel := termination.ParentEnded("planner", "timeout")
+	cancel := cascade.ParentEnded("planner", "timeout")
 	limit := termination.Timeout{Limit: time.Second, Elapsed: time.Second, Scope: termination.ScopeTree}
 	end(cancel)
 	end(limit)

@@ -48,9 +48,9 @@
 // that made the cause (§3): the conditions keep event indices in the
 // windows they already have, and the list is built only when a cause
 // fires, so evidence costs a run nothing until it stops. A replay can
-// also describe those events (kind, tool, the start of the text) in
-// Result.EvidenceEvents ([EvidenceEvent]), noting them as they are read and
-// keeping only those the conditions still hold ([Evaluator.HeldEvidence]).
+// also describe those events (kind, tool, the start of the text:
+// replay.WithEvidence), noting them as they are read and keeping only
+// those the conditions still hold ([Evaluator.HeldEvidence]).
 //
 // Tree limits (§8) are the same count, budget and timeout conditions with
 // scope tree: [TreeLimits] in Go, the policy's top-level tree: key

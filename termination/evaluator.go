@@ -560,11 +560,6 @@ type Result struct {
 	// Truncated is set when a lenient replay reached a truncated last line
 	// (§1, §4).
 	Truncated bool
-	// EvidenceEvents describes the events of Evidence, in its order, when
-	// a replay was asked for them (replay.WithEvidence); nil otherwise.
-	// It is for people (replay -format table) and not part of the JSON
-	// form.
-	EvidenceEvents []EvidenceEvent
 	// Run is the run's id and Parent its parent run's id, when known (§8).
 	Run, Parent string
 	// Budgets is the usage of every budgeted resource at the end of the
@@ -805,20 +800,4 @@ func (e *Evaluator) WarningsSince(n int) []Cause {
 		return nil
 	}
 	return w[n:]
-}
-
-// EvidenceEvent describes one event of a [Result]'s Evidence for people
-// (agentstop replay -format table; package replay fills them in): its kind, tool and the start of its
-// text, so that a reader sees what made the cause without opening the log.
-type EvidenceEvent struct {
-	At   int    // the event's 1-based index, as in Evidence
-	Kind Kind   // the event's kind
-	Tool string // the tool of a tool_call or tool_result, "" for other kinds
-	// Text is the first 60 characters of the event's text (of
-	// its error when it has no text: a failed tool_result, an error
-	// event), white space folded to single spaces, cut on a character
-	// boundary. Cut says that the text went on. A log recorded without
-	// content (text_hash) has none.
-	Text string
-	Cut  bool
 }

@@ -437,13 +437,6 @@ func eachLimit(c check, f func(check)) {
 	f(c)
 }
 
-// ParentEnded is the cause of a run whose ancestor ended (§8):
-// Cancelled{reason: parent, detail: "STAGE ended: TAG"}, naming the stage
-// and the termination_cause of the run whose end started the cascade.
-func ParentEnded(stage, tag string) Cancelled {
-	return Cancelled{Reason: CancelParent, Detail: stage + " ended: " + tag}
-}
-
 // StopFired ends the run with the causes another evaluator fired (a
 // holder's tree limits), fired[0] the cause, unless it has already
 // stopped; onEvent: the run's own last event crossed the limit (StoppedAt

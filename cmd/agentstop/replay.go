@@ -211,8 +211,9 @@ func replayOne(sio stdio, p *termination.Policy, in io.Reader, name string, o ru
 	if o.lenient {
 		opts = append(opts, replay.WithLenient())
 	}
+	var evidence []replay.EvidenceEvent
 	if o.table {
-		opts = append(opts, replay.WithEvidence())
+		opts = append(opts, replay.WithEvidence(func(_ termination.Result, events []replay.EvidenceEvent) { evidence = events }))
 	}
 	res, err := replay.Log(p.Condition(), in, opts...)
 	if errors.Is(err, codec.ErrTruncated) {
@@ -230,15 +231,15 @@ func replayOne(sio stdio, p *termination.Policy, in io.Reader, name string, o ru
 		return fail("%s: no events", name)
 	}
 	res.Stage = o.stage
-	return printReplay(sio, res, o.table, o.failOn)
+	return printReplay(sio, res, evidence, o.table, o.failOn)
 }
 
 // printReplay prints the result of a log of one run, as JSON or as a
-// table, and applies -fail-on.
-func printReplay(sio stdio, res termination.Result, table bool, failOn []termination.Outcome) int {
+// table (with its evidence events described), and applies -fail-on.
+func printReplay(sio stdio, res termination.Result, evidence []replay.EvidenceEvent, table bool, failOn []termination.Outcome) int {
 	fail := func(format string, a ...any) int { return failf(sio, "replay", format, a...) }
 	if table {
-		if err := writeReplayTable(sio.out, []termination.Result{res}); err != nil {
+		if err := writeReplayTable(sio.out, []termination.Result{res}, [][]replay.EvidenceEvent{evidence}); err != nil {
 			return fail("cannot write the result: %v", err)
 		}
 	} else {

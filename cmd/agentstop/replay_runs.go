@@ -92,8 +92,9 @@ func replayRuns(sio stdio, p *termination.Policy, stages *stagePolicies, f *os.F
 	if stages != nil {
 		opts = append(opts, replay.WithPolicies(stages.of))
 	}
+	var evidence [][]replay.EvidenceEvent // evidence[i]: results[i]'s, in the order WithEvidence hands them out
 	if o.table {
-		opts = append(opts, replay.WithEvidence())
+		opts = append(opts, replay.WithEvidence(func(_ termination.Result, events []replay.EvidenceEvent) { evidence = append(evidence, events) }))
 	}
 	if o.lenient {
 		opts = append(opts, replay.WithLenient())
@@ -115,12 +116,13 @@ func replayRuns(sio stdio, p *termination.Policy, stages *stagePolicies, f *os.F
 			return fail("%s: no run left to replay: no policy for any stage of the log", name)
 		}
 	}
-	return printRuns(sio, results, truncated, o)
+	return printRuns(sio, results, evidence, truncated, o)
 }
 
 // printRuns prints the results of a log of many runs, one JSON object per
-// line (or a table), and applies -fail-on to every run.
-func printRuns(sio stdio, results []termination.Result, truncated bool, o runsOutput) int {
+// line (or a table, with evidence[i] describing the evidence events of
+// results[i]), and applies -fail-on to every run.
+func printRuns(sio stdio, results []termination.Result, evidence [][]replay.EvidenceEvent, truncated bool, o runsOutput) int {
 	w := bufio.NewWriter(sio.out)
 	failed := 0
 	for i := range results {
@@ -146,7 +148,7 @@ func printRuns(sio stdio, results []termination.Result, truncated bool, o runsOu
 		w.WriteByte('\n')
 	}
 	if o.table {
-		if err := writeReplayTable(w, results); err != nil {
+		if err := writeReplayTable(w, results, evidence); err != nil {
 			return failf(sio, "replay", "cannot write the results: %v", err)
 		}
 	}

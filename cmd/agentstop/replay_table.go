@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/agentstop/agentstop/internal/human"
+	"github.com/agentstop/agentstop/replay"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -17,20 +18,25 @@ import (
 // row per run, its cells one item per line — run, stage, cause, where it
 // stopped ("stopped_at of events"), the evidence events (index, kind,
 // tool, the first 60 characters of text) and the warnings. Money is
-// rounded to 6 significant digits (human.Money). The results were asked
-// with replay.WithEvidence, so that each evidence event is
-// described.
-func writeReplayTable(w io.Writer, results []termination.Result) error {
+// rounded to 6 significant digits (human.Money). evidence[i] describes
+// the evidence events of results[i], as replay.WithEvidence handed them
+// out (in the order of the results); an event it does not describe shows
+// its index alone.
+func writeReplayTable(w io.Writer, results []termination.Result, evidence [][]replay.EvidenceEvent) error {
 	var buf bytes.Buffer
 	tw := tabwriter.NewWriter(&buf, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "RUN\tSTAGE\tCAUSE\tSTOPPED\tEVIDENCE\tWARNINGS")
-	for _, res := range results {
+	for i, res := range results {
+		var described []replay.EvidenceEvent
+		if i < len(evidence) {
+			described = evidence[i]
+		}
 		cells := [][]string{
 			runCell(res),
 			{res.Stage},
 			causeCell(res),
 			stoppedCell(res),
-			evidenceCell(res),
+			evidenceCell(res, described),
 			warningsCell(res.Warnings),
 		}
 		rows := 0
@@ -97,15 +103,16 @@ func stoppedCell(res termination.Result) []string {
 }
 
 // evidenceCell describes the evidence events, one a line: "#12 tool_call
-// search "first 60 characters…"".
-func evidenceCell(res termination.Result) []string {
+// search "first 60 characters…"", from described (WithEvidence's, in
+// Evidence's order).
+func evidenceCell(res termination.Result, described []replay.EvidenceEvent) []string {
 	var out []string
 	for i, at := range res.Evidence {
-		if i >= len(res.EvidenceEvents) || res.EvidenceEvents[i].At != at || !res.EvidenceEvents[i].Kind.Valid() {
+		if i >= len(described) || described[i].At != at || !described[i].Kind.Valid() {
 			out = append(out, "#"+strconv.Itoa(at))
 			continue
 		}
-		x := res.EvidenceEvents[i]
+		x := described[i]
 		parts := []string{"#" + strconv.Itoa(at), x.Kind.String()}
 		if x.Tool != "" {
 			parts = append(parts, x.Tool)

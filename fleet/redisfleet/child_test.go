@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/agentstop/agentstop/codec"
+	"github.com/agentstop/agentstop/internal/cascade"
 	"github.com/agentstop/agentstop/internal/redistest"
 	"github.com/agentstop/agentstop/internal/tree"
 
@@ -137,7 +138,7 @@ func (c *childState) do(fs []string) {
 		c.tspend(fs[1], fs[2], fs[3])
 	case "tleave":
 		if m := c.trees[fs[1]]; m != nil {
-			m.Leave(termination.ParentEnded("researcher", termination.TagCancelled))
+			m.Leave(cascade.ParentEnded("researcher", termination.TagCancelled))
 		}
 		c.out.println("tleft", fs[1])
 	case "held":

@@ -17,6 +17,7 @@ import (
 	"github.com/agentstop/agentstop/fleet"
 	"github.com/agentstop/agentstop/fleet/internal/account"
 	"github.com/agentstop/agentstop/fleet/internal/fleetmetrics"
+	"github.com/agentstop/agentstop/internal/cascade"
 	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
@@ -430,7 +431,7 @@ func endRecordOf(m *member, res *termination.Result) endRecord {
 	if res != nil {
 		tag = res.Tag()
 	}
-	r := endRecord{Skip: termination.ParentEnded(m.info.Stage, tag).Detail}
+	r := endRecord{Skip: cascade.ParentEnded(m.info.Stage, tag).Detail}
 	r.Cascade = r.Skip
 	if res != nil {
 		if c, ok := res.Cause.(termination.Cancelled); ok && c.Reason == termination.CancelParent {
@@ -455,23 +456,23 @@ func (f *Fleet) queueEndLocked(m *member, rec endRecord) {
 // with cause, and of their descendants in this process, which the
 // middleware ended with them (subtrees[i] under roots[i]) with
 // Cancelled{reason: parent}: their children in other processes end now,
-// not when the loops get round to finishing them. cascade is what the
+// not when the loops get round to finishing them. detail is what the
 // roots' children end with ("" for the roots' own "STAGE ended: TAG").
-func (f *Fleet) queueStopped(roots []*member, subtrees [][]*member, cause termination.Cause, cascade string) {
+func (f *Fleet) queueStopped(roots []*member, subtrees [][]*member, cause termination.Cause, detail string) {
 	if len(roots) == 0 {
 		return
 	}
 	tag := termination.Tag(cause, nil)
 	f.mu.Lock()
 	for i, m := range roots {
-		skip := termination.ParentEnded(m.info.Stage, tag).Detail
-		down := cascade
+		skip := cascade.ParentEnded(m.info.Stage, tag).Detail
+		down := detail
 		if down == "" {
 			down = skip
 		}
 		f.queueEndLocked(m, endRecord{Cascade: down, Skip: skip})
 		for _, d := range subtrees[i] { // ended with Cancelled{parent, down}
-			f.queueEndLocked(d, endRecord{Cascade: down, Skip: termination.ParentEnded(d.info.Stage, termination.TagCancelled).Detail})
+			f.queueEndLocked(d, endRecord{Cascade: down, Skip: cascade.ParentEnded(d.info.Stage, termination.TagCancelled).Detail})
 		}
 	}
 	f.mu.Unlock()

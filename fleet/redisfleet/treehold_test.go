@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/internal/cascade"
 	"github.com/agentstop/agentstop/internal/redistest"
 	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/internal/tree"
@@ -283,7 +284,7 @@ func TestTreeHoldMembers(t *testing.T) {
 			t.Errorf("the worker was held %d times, want 2", holds)
 		}
 
-		end := termination.ParentEnded("planner", termination.TagMaxIterations)
+		end := cascade.ParentEnded("planner", termination.TagMaxIterations)
 		hm.Leave(end)
 		eventually(t, 5*time.Second, "the held runs end with the holder's end", func() bool {
 			return worker.stopped() != nil && idle.stopped() != nil

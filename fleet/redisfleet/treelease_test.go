@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentstop/agentstop/codec"
 	"github.com/agentstop/agentstop/fleet"
+	"github.com/agentstop/agentstop/internal/cascade"
 	"github.com/agentstop/agentstop/internal/redistest"
 	"github.com/agentstop/agentstop/internal/runid"
 	"github.com/agentstop/agentstop/internal/tree"
@@ -23,8 +24,8 @@ import (
 
 // What the tests' holdings and joined runs leave with.
 var (
-	plannerEnded = termination.ParentEnded("planner", termination.TagCompleted)
-	joinEnded    = termination.ParentEnded("researcher", termination.TagCancelled)
+	plannerEnded = cascade.ParentEnded("planner", termination.TagCompleted)
+	joinEnded    = cascade.ParentEnded("researcher", termination.TagCancelled)
 )
 
 // treeRun is a tree.SharedRun that records what a fleet does to it: the causes

@@ -46,6 +46,7 @@
 // naming it. What a networked fleet guarantees about a held tree across
 // processes is its own (fleet/redisfleet: "Held trees").
 //
-// It imports only package termination (and internal/deadline): package
+// It imports only package termination (and internal/deadline and
+// internal/cascade): package
 // middleware wires it, and package fleet implements its Sharer.
 package tree

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentstop/agentstop/internal/cascade"
 	"github.com/agentstop/agentstop/internal/deadline"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -342,7 +343,7 @@ func (n *Node) Stopping(c termination.Cause) {
 	}
 	cause, ok := c.(termination.Cancelled)
 	if !ok || cause.Reason != termination.CancelParent {
-		cause = termination.ParentEnded(n.stage.name, n.stage.tag(c))
+		cause = cascade.ParentEnded(n.stage.name, n.stage.tag(c))
 	}
 	for _, s := range shares {
 		s.Leave(cause)
@@ -379,7 +380,7 @@ func (n *Node) Enter() []termination.Cause {
 			if h == n {
 				return slices.Clone(fired)
 			}
-			return []termination.Cause{termination.ParentEnded(h.stage.name, h.stage.tag(fired[0]))}
+			return []termination.Cause{cascade.ParentEnded(h.stage.name, h.stage.tag(fired[0]))}
 		}
 	}
 	n.entered = root

@@ -5,6 +5,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/agentstop/agentstop/internal/cascade"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -245,5 +246,5 @@ func LimitCause(resource termination.Resource, used, limit float64) termination.
 // spent: Cancelled{reason: parent, detail: "STAGE ended: TAG"} naming the
 // holder's stage and the tag of cause c.
 func StopCause(holderStage string, c termination.Cause) termination.Cancelled {
-	return termination.ParentEnded(holderStage, termination.Tag(c, nil))
+	return cascade.ParentEnded(holderStage, termination.Tag(c, nil))
 }

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/agentstop/agentstop/internal/cascade"
 	"github.com/agentstop/agentstop/internal/tree"
 	"github.com/agentstop/agentstop/termination"
 )
@@ -54,6 +55,6 @@ func TestCauses(t *testing.T) {
 		tree.LimitCause(termination.ResourceToolCalls, 5, 4))
 	assert.Equal(t, termination.BudgetExhausted{Resource: termination.ResourceCost, Used: 2.5, Limit: 2, Scope: termination.ScopeTree},
 		tree.LimitCause(termination.ResourceCost, 2.5, 2))
-	assert.Equal(t, termination.ParentEnded("planner", "budget_exhausted"),
+	assert.Equal(t, cascade.ParentEnded("planner", "budget_exhausted"),
 		tree.StopCause("planner", termination.BudgetExhausted{Resource: termination.ResourceCost, Scope: termination.ScopeTree}))
 }

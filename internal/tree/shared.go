@@ -1,6 +1,7 @@
 package tree
 
 import (
+	"github.com/agentstop/agentstop/internal/cascade"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -50,7 +51,7 @@ func (n *Node) join(holders []string, propagated termination.Limits) bool {
 		}
 		n.mu.Unlock()
 		if ended {
-			m.Leave(termination.ParentEnded(n.stage.name, termination.TagCancelled))
+			m.Leave(cascade.ParentEnded(n.stage.name, termination.TagCancelled))
 		}
 	}
 	return known
