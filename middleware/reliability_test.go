@@ -243,5 +243,5 @@ func TestTimeoutFiresAtTheLimit(t *testing.T) {
 	to, ok := res.Cause.(termination.Timeout)
 	require.True(t, ok, "cause %v", res.Cause)
 	assert.Equal(t, limit, to.Limit)
-	assert.GreaterOrEqual(t, to.Elapsed, to.Limit)
+	assert.Equal(t, to.Limit, to.Elapsed, "elapsed is the limit, as in replay")
 }

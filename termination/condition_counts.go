@@ -295,9 +295,9 @@ type TimeLimits struct {
 	// from a timer even when no event arrives; in replay, as that timer
 	// would have, by the events' times since the first timed event: before
 	// the first event whose time is at or past the deadline, which is not
-	// evaluated, with Elapsed the limit (events without a time never fire
-	// it). It fires on clock ticks only: a live event that arrives past the
-	// deadline is preceded by a tick, as in replay.
+	// evaluated (events without a time never fire it). Elapsed is the
+	// limit, live as in replay. It fires on clock ticks only: a live event
+	// that arrives past the deadline is preceded by a tick, as in replay.
 	Timeout time.Duration
 	// Idle fires Timeout{Limit: Idle, Elapsed: Idle, Idle: true} once no
 	// event has arrived for this long: a model call or a tool that hangs,

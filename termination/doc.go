@@ -105,9 +105,10 @@
 //     stop after the last event evaluated (StoppedAt is its index, 0 if
 //     none), so live and replay agree. A live event that arrives after the
 //     deadline before the timer has fired is not evaluated either: the
-//     evaluator ticks first. Live, Elapsed is the time measured (a little
-//     past the limit); in replay it is the limit. With several timeouts,
-//     replay ticks at each deadline in turn.
+//     evaluator ticks first. Elapsed is the limit, live as in replay (a
+//     live timer fires a little past it; Result.Duration has the time
+//     measured), so that a recorded run replays with the cause it had live.
+//     With several timeouts, replay ticks at each deadline in turn.
 //   - A stop forced from outside the event stream (Stop, a cancelled
 //     context) has StoppedAt 0.
 //   - Budget thresholds compare used/limit with the fraction, so a decimal
@@ -175,11 +176,10 @@
 //     condition's own validation error onto the key and line written.
 //   - idle (TimeLimits.Idle): Elapsed is the limit live too, as the contract
 //     writes the cause (Timeout{limit: D, elapsed: D, idle: true}), so that
-//     a live idle stop and its replay agree; a live timeout's Elapsed is
-//     still the time measured. Live, a run has one timer for its timeouts
-//     and idle limits together, armed for the next deadline: an event only
-//     notes its arrival time (read once per event, as a timeout already
-//     did), and a timer that fires before a moved idle deadline finds
+//     a live idle stop and its replay agree, as a timeout's. Live, a run has
+//     one timer for its timeouts and idle limits together, armed for the
+//     next deadline: an event only notes its arrival time (read once per
+//     event, as a timeout already did), and a timer that fires before a moved idle deadline finds
 //     nothing due and is re-armed. An idle limit is not part of the run
 //     context's Deadline (an active run may go on). In replay, Duration of
 //     an idle stop runs to the idle deadline. Several idle limits tick in

@@ -301,9 +301,9 @@ func (e *Evaluator) deadlineBefore(ev *Event, now time.Time) bool {
 }
 
 // fireDue ticks at each deadline at or before at, in the order they fall
-// due (a timeout before an idle limit due at the same time): a timeout's
-// with elapsed the limit in replay (the time measured, live), an idle
-// limit's with elapsed the limit. It reports whether the run stopped.
+// due (a timeout before an idle limit due at the same time), each with
+// elapsed its limit, live as in replay (doc.go). It reports whether the
+// run stopped.
 func (e *Evaluator) fireDue(at time.Time) bool {
 	for {
 		var timeoutAt, idleAt time.Time
@@ -325,9 +325,6 @@ func (e *Evaluator) fireDue(at time.Time) bool {
 		switch {
 		case timeout && (!idle || !idleAt.Before(timeoutAt)):
 			tick := e.tl().timeouts[e.next]
-			if e.clock == wallClock {
-				tick = at.Sub(e.start)
-			}
 			e.next++
 			stopped = e.tickClock(tick, 0, e.start.Add(tick))
 		case idle:
