@@ -536,6 +536,9 @@ type runInfo struct {
 	// interrupted: still in flight after the drain timeout, stopped by the
 	// quickstart's shutdown.
 	interrupted bool
+	// raised: the run was held at its limit and the operator raised it
+	// (raiseWhenHeld).
+	raised bool
 }
 
 // runOnce runs one scripted loop under the stage, wrapped the stage's way,
@@ -571,15 +574,17 @@ func (f *fleet) runOnce(parent context.Context, st *middleware.Stage, wrap strin
 			}
 		}()
 	}
+	var raised chan bool // whether the operator raised the run (raiseWhenHeld)
 	if b.raiseAfter > 0 && rng.IntN(2) == 0 {
 		// The raise's goroutine is this run's: it returns once the run
 		// has ended at the latest, and runOnce waits for it.
-		raised := make(chan struct{})
-		go func() {
-			defer close(raised)
-			raiseWhenHeld(ctx, run, b.raiseAfter)
+		raised = make(chan bool, 1)
+		go func() { raised <- raiseWhenHeld(ctx, run, b.raiseAfter) }()
+		defer func() {
+			if raised != nil {
+				<-raised
+			}
 		}()
-		defer func() { <-raised }()
 	}
 	delay := func() time.Duration { return time.Duration(40+rng.IntN(80)) * time.Millisecond }
 	watch := func(ev termination.Event) termination.Event {
@@ -616,6 +621,10 @@ func (f *fleet) runOnce(parent context.Context, st *middleware.Stage, wrap strin
 	if _, ok := res.Cause.(termination.Cancelled); ok && hard.Err() != nil {
 		info.interrupted = true
 	}
+	if raised != nil {
+		info.raised = <-raised // the run has ended: the raise's goroutine returns
+		raised = nil
+	}
 	return res, info
 }
 
@@ -624,19 +633,20 @@ func identity(ev termination.Event) termination.Event { return ev }
 // raiseWhenHeld is the operator raising a held run, as `agentstop raise
 // -run ID -iterations +2` does through a fleet: once the run has waited at
 // its limit for after, its max_iterations goes up by two. It returns after
-// the raise, or when the run ends (ctx is the run's context).
-func raiseWhenHeld(ctx context.Context, run *middleware.Run, after time.Duration) {
+// the raise, reporting whether the run took it, or when the run ends
+// (false; ctx is the run's context).
+func raiseWhenHeld(ctx context.Context, run *middleware.Run, after time.Duration) bool {
 	tick := time.NewTicker(after / 4)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return false
 		case <-tick.C:
 		}
 		if _, since, held := run.Held(); held && time.Since(since) >= after {
-			_ = run.Raise(termination.Limits{Iterations: 2, Has: termination.LimitIterations}) // the hold may have timed out since
-			return
+			// An error: the hold timed out since, or the run ended.
+			return run.Raise(termination.Limits{Iterations: 2, Has: termination.LimitIterations}) == nil
 		}
 	}
 }

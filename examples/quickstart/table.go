@@ -96,15 +96,31 @@ func (t *tally) add(r termination.Result, info runInfo) {
 }
 
 // describe says why a run stopped, with its cause's details: which limit,
-// which budget, which tool, which condition.
+// which budget, which tool, which condition; then the warnings it had and
+// the limits it was held at (a policy's hold:), and whether a person
+// raised them.
 func describe(r termination.Result, info runInfo) string {
 	s := describeCause(r.Cause, info)
-	if len(r.Warnings) > 0 {
-		var ws []string
-		for _, w := range r.Warnings {
+	var ws, held []string
+	for _, w := range r.Warnings {
+		if (termination.Hold{}).Holds(w) {
+			held = append(held, describeCause(w, info))
+		} else {
 			ws = append(ws, describeCause(w, info))
 		}
+	}
+	if len(ws) > 0 {
 		s += " (after warning: " + strings.Join(ws, "; ") + ")"
+	}
+	switch {
+	case len(held) > 0 && info.raised: // raiseWhenHeld raises a run once
+		s += " (held at " + held[0] + ", then raised by 2 turns"
+		if len(held) > 1 {
+			s += "; held again at " + strings.Join(held[1:], "; ")
+		}
+		s += ")"
+	case len(held) > 0:
+		s += " (held at " + strings.Join(held, "; ") + ")"
 	}
 	return s
 }
