@@ -198,6 +198,7 @@ func TestLoopHangs(t *testing.T) {
 		assert.Equal(t, 20*time.Millisecond, res.Cause.(termination.Timeout).Limit)
 		to := causeOf[termination.Timeout](t, ctx)
 		assert.Equal(t, 20*time.Millisecond, to.Elapsed, "elapsed is the limit, as in replay")
+		assert.GreaterOrEqual(t, res.Duration, 20*time.Millisecond, "the timer fired at the limit, not before")
 		assert.Equal(t, 0, res.Events)
 	})
 	t.Run("Forward ignoring ctx", func(t *testing.T) {

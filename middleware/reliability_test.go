@@ -233,7 +233,8 @@ func TestTypedNilCauseLive(t *testing.T) {
 	}
 }
 
-// A live timeout fires once elapsed >= limit (the timer fires at the limit).
+// A live timeout fires once elapsed >= limit (the timer fires at the limit,
+// never before it); its elapsed is the limit, as in replay.
 func TestTimeoutFiresAtTheLimit(t *testing.T) {
 	const limit = 5 * time.Millisecond
 	stage := mustStage(t, "timed", middleware.WithCondition(termination.TimeLimits{Timeout: limit}))
@@ -244,4 +245,5 @@ func TestTimeoutFiresAtTheLimit(t *testing.T) {
 	require.True(t, ok, "cause %v", res.Cause)
 	assert.Equal(t, limit, to.Limit)
 	assert.Equal(t, to.Limit, to.Elapsed, "elapsed is the limit, as in replay")
+	assert.GreaterOrEqual(t, res.Duration, limit, "the timer fired at the limit, not before")
 }

@@ -101,5 +101,6 @@ func TestSpecProbeLiveTimeoutWithoutEvents(t *testing.T) {
 	require.True(t, ok, "cause %#v", res.Cause)
 	assert.Equal(t, 50*time.Millisecond, to.Limit)
 	assert.Equal(t, 50*time.Millisecond, to.Elapsed, "elapsed is the limit, as in replay")
+	assert.GreaterOrEqual(t, res.Duration, 50*time.Millisecond, "the timer fired at the limit, not before")
 	assert.Equal(t, 0, res.StoppedAt)
 }

@@ -156,6 +156,9 @@ func TestTreeRules(t *testing.T) {
 			for i, res := range got {
 				want := c.want[i]
 				assert.Equal(t, want, res.Cause, "run %d", i)
+				if to, ok := want.(termination.Timeout); ok {
+					assert.GreaterOrEqual(t, res.Duration, to.Limit, "run %d: the timer fired at the limit, not before", i)
+				}
 			}
 			assert.Equal(t, p.ID(), got[1].Parent)
 			assert.Equal(t, r.ID(), got[2].Parent)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -152,6 +153,11 @@ func TestReplayRunsTreeWarnings(t *testing.T) {
 // FuzzReplayRunsTree: whatever a policy's tree: holds and however a log's
 // runs name their parents, parsing reports an error naming a policy key or a valid tree,
 // and replay.Runs returns one result per run without panicking.
+// policyKeyError is the form of ParsePolicy's errors: the key path from
+// "policy" ("policy", "policy.tree.timeout", "policy.any[1]"), then what
+// is wrong.
+var policyKeyError = regexp.MustCompile(`^policy([.\[][^\n]*)?: \S`)
+
 func FuzzReplayRunsTree(f *testing.F) {
 	for _, s := range []string{
 		`tree: {max_tool_calls: 2}`, `tree: {max_iterations: {limit: 3, pressure: 0.5}, token_budget: {total: 100, pressure: 0.5, grace: 0}}`,
@@ -163,7 +169,7 @@ func FuzzReplayRunsTree(f *testing.F) {
 	f.Fuzz(func(t *testing.T, policy, shape []byte) {
 		p, err := ParsePolicy(policy)
 		if err != nil {
-			if !strings.HasPrefix(err.Error(), "policy") {
+			if !policyKeyError.MatchString(err.Error()) {
 				t.Fatalf("error %v does not name a key of the policy", err)
 			}
 			return

@@ -141,7 +141,7 @@ func causeCases() []causeCase {
 				return run.Finish(nil)
 			},
 			tag: "timeout", kind: "Timeout", outcome: "failed",
-			fields:     map[string]attribute.Value{"termination.limit": attribute.StringValue("500ms"), "termination.elapsed": anyValue},
+			fields:     map[string]attribute.Value{"termination.limit": attribute.StringValue("500ms"), "termination.elapsed": attribute.StringValue("500ms")},
 			iterations: 1, in: 1, out: 1,
 		},
 		{

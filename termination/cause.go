@@ -247,10 +247,11 @@ type StallDetected struct {
 	Period  int         `json:"period,omitempty"` // cycle only
 }
 
-// Timeout: the stage ran for its limit (it fires once elapsed >= limit, so
-// Elapsed may equal Limit), or, with Idle, no event arrived for its limit
-// (TimeLimits.Idle; Elapsed is then the limit). Its JSON fields are Go duration
-// strings ("1m30s").
+// Timeout: the stage ran for its limit (it fires once elapsed >= limit), or,
+// with Idle, no event arrived for its limit (TimeLimits.Idle). Elapsed is
+// the limit, live as in replay (a log recorded before 2026-11-29 may carry
+// a live timeout's measured time). Its JSON fields are Go duration strings
+// ("1m30s").
 type Timeout struct {
 	Limit   time.Duration `json:"limit"`
 	Elapsed time.Duration `json:"elapsed"`
@@ -336,20 +337,44 @@ func (a All) TagValue() string {
 	return a.Causes[len(a.Causes)-1].TagValue()
 }
 
-// DefaultOutcome is the cause's default outcome (§2).
-func (Completed) DefaultOutcome() Outcome            { return OutcomeSucceeded }
-func (NaturalCompletion) DefaultOutcome() Outcome    { return OutcomeSucceeded }
-func (HandoffRequested) DefaultOutcome() Outcome     { return OutcomeSucceeded }
-func (BudgetPressure) DefaultOutcome() Outcome       { return OutcomeSucceeded }
-func (Skipped) DefaultOutcome() Outcome              { return OutcomeSkipped }
+// DefaultOutcome is succeeded (§2).
+func (Completed) DefaultOutcome() Outcome { return OutcomeSucceeded }
+
+// DefaultOutcome is succeeded (§2).
+func (NaturalCompletion) DefaultOutcome() Outcome { return OutcomeSucceeded }
+
+// DefaultOutcome is succeeded (§2).
+func (HandoffRequested) DefaultOutcome() Outcome { return OutcomeSucceeded }
+
+// DefaultOutcome is succeeded (§2).
+func (BudgetPressure) DefaultOutcome() Outcome { return OutcomeSucceeded }
+
+// DefaultOutcome is skipped (§2).
+func (Skipped) DefaultOutcome() Outcome { return OutcomeSkipped }
+
+// DefaultOutcome is failed (§2).
 func (MaxIterationsReached) DefaultOutcome() Outcome { return OutcomeFailed }
-func (MaxToolCallsReached) DefaultOutcome() Outcome  { return OutcomeFailed }
-func (BudgetExhausted) DefaultOutcome() Outcome      { return OutcomeFailed }
-func (StallDetected) DefaultOutcome() Outcome        { return OutcomeFailed }
-func (Timeout) DefaultOutcome() Outcome              { return OutcomeFailed }
-func (Cancelled) DefaultOutcome() Outcome            { return OutcomeFailed }
-func (Failed) DefaultOutcome() Outcome               { return OutcomeFailed }
-func (Custom) DefaultOutcome() Outcome               { return OutcomeFailed }
+
+// DefaultOutcome is failed (§2).
+func (MaxToolCallsReached) DefaultOutcome() Outcome { return OutcomeFailed }
+
+// DefaultOutcome is failed (§2).
+func (BudgetExhausted) DefaultOutcome() Outcome { return OutcomeFailed }
+
+// DefaultOutcome is failed (§2).
+func (StallDetected) DefaultOutcome() Outcome { return OutcomeFailed }
+
+// DefaultOutcome is failed (§2).
+func (Timeout) DefaultOutcome() Outcome { return OutcomeFailed }
+
+// DefaultOutcome is failed (§2).
+func (Cancelled) DefaultOutcome() Outcome { return OutcomeFailed }
+
+// DefaultOutcome is failed (§2).
+func (Failed) DefaultOutcome() Outcome { return OutcomeFailed }
+
+// DefaultOutcome is failed (§2).
+func (Custom) DefaultOutcome() Outcome { return OutcomeFailed }
 
 // DefaultOutcome is the default outcome of the last cause.
 func (a All) DefaultOutcome() Outcome {

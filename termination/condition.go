@@ -8,7 +8,9 @@ import (
 )
 
 // Condition is an immutable description of when a stage run should stop.
-// Build one with the constructors of this package or from a [Policy]; the
+// Build one from this package's limit structs (IterationLimits, TimeLimits,
+// CompletionSignals, …), its constructors (AnyOf, AllOf, CauseFunc,
+// TreeLimits) or a [Policy]; the
 // interface is sealed so that every condition gets fresh per-run state from
 // [NewEvaluator] and can be validated before use.
 //

@@ -55,7 +55,11 @@ func (l CompletionSignals) condition() Condition {
 	if l.StopMessage {
 		out = append(out, &stopMessage{})
 	}
-	if len(out) == 1 {
+	switch len(out) {
+	case 0:
+		return &unset{key: "completion signals", err: badSetting("completion signals", "",
+			"needs at least one of TextMention, FunctionCall, Handoff, AnyHandoff, SourceMatch, StopMessage")}
+	case 1:
 		return out[0]
 	}
 	return out
@@ -66,15 +70,15 @@ func (l CompletionSignals) String() string { return l.condition().String() }
 
 // Validate reports a bad field, or none set.
 func (l CompletionSignals) Validate() error {
-	if l.AnyHandoff && len(l.Handoff) > 0 {
+	switch {
+	case l.AnyHandoff && l.Handoff != nil:
 		return badSetting("handoff", "", "AnyHandoff watches every target: leave Handoff out")
+	case l.TextSources != nil && len(l.TextSources) == 0:
+		return badSetting("text_mention", "sources", "needs at least one name")
 	}
 	signals, ok := l.condition().(anyOf)
 	if !ok {
-		return l.condition().Validate() // one signal
-	}
-	if len(signals) == 0 {
-		return badSetting("completion signals", "", "needs at least one of TextMention, FunctionCall, Handoff, AnyHandoff, SourceMatch, StopMessage")
+		return l.condition().Validate() // one signal, or none
 	}
 	for _, c := range signals {
 		if err := c.Validate(); err != nil {

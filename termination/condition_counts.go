@@ -315,6 +315,9 @@ type TimeLimits struct {
 }
 
 func (l TimeLimits) condition() Condition {
+	if l.Timeout == 0 && l.Idle == 0 {
+		return &unset{key: "time limits", err: badSetting("time limits", "", "needs Timeout or Idle")}
+	}
 	var out anyOf
 	if l.Timeout != 0 {
 		out = append(out, &timeoutAfter{limit: l.Timeout})
@@ -335,7 +338,7 @@ func (l TimeLimits) String() string { return l.condition().String() }
 func (l TimeLimits) Validate() error {
 	switch {
 	case l.Timeout == 0 && l.Idle == 0:
-		return badSetting("time limits", "", "needs Timeout or Idle")
+		return l.condition().Validate()
 	case l.Timeout < 0:
 		return badSetting("timeout", "", "must be > 0, got %s", l.Timeout)
 	case l.Idle < 0:

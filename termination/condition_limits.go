@@ -30,7 +30,9 @@ func lowerAll(cs []Condition) []Condition {
 }
 
 // String describes the limit in the policy file's terms.
-func (l IterationLimits) String() string  { return l.condition().String() }
+func (l IterationLimits) String() string { return l.condition().String() }
+
+// Validate reports the first bad setting, in the policy file's terms.
 func (l IterationLimits) Validate() error { return l.condition().Validate() }
 
 // start makes the run's check of the limit given as a Go value: the limit
@@ -50,26 +52,49 @@ type ownedCount struct {
 }
 
 // String describes the limit in the policy file's terms.
-func (l ToolCallLimits) String() string  { return l.condition().String() }
+func (l ToolCallLimits) String() string { return l.condition().String() }
+
+// Validate reports the first bad setting, in the policy file's terms.
 func (l ToolCallLimits) Validate() error { return l.condition().Validate() }
 func (l ToolCallLimits) start() check    { return l.condition().start() }
 
 // String describes the budget in the policy file's terms.
-func (l TokenLimits) String() string  { return l.condition().String() }
+func (l TokenLimits) String() string { return l.condition().String() }
+
+// Validate reports the first bad setting, in the policy file's terms.
 func (l TokenLimits) Validate() error { return l.condition().Validate() }
 func (l TokenLimits) start() check    { return l.condition().start() }
 
 // String describes the budget in the policy file's terms.
-func (l CostLimit) String() string  { return l.condition().String() }
+func (l CostLimit) String() string { return l.condition().String() }
+
+// Validate reports the first bad setting, in the policy file's terms.
 func (l CostLimit) Validate() error { return l.condition().Validate() }
 func (l CostLimit) start() check    { return l.condition().start() }
 
 // String describes the stall detection in the policy file's terms.
-func (l StallLimits) String() string  { return l.condition().String() }
+func (l StallLimits) String() string { return l.condition().String() }
+
+// Validate reports the first bad setting, in the policy file's terms.
 func (l StallLimits) Validate() error { return l.condition().Validate() }
 func (l StallLimits) start() check    { return l.condition().start() }
 
 // String describes the error threshold in the policy file's terms.
-func (l ErrorLimits) String() string  { return l.condition().String() }
+func (l ErrorLimits) String() string { return l.condition().String() }
+
+// Validate reports the first bad setting, in the policy file's terms.
 func (l ErrorLimits) Validate() error { return l.condition().Validate() }
 func (l ErrorLimits) start() check    { return l.condition().start() }
+
+// unset is the condition of a limit struct with nothing set (TimeLimits{},
+// CompletionSignals{}): it never fires, and its Validate reports the
+// struct's own error wherever it stands (alone, in a combinator, in tree
+// limits), so that an unset limit is never silently dropped.
+type unset struct {
+	key string // the condition's name in errors and String
+	err error  // what Validate reports
+}
+
+func (u *unset) String() string  { return u.key + ": {}" }
+func (u *unset) Validate() error { return u.err }
+func (u *unset) start() check    { return neverCheck{} }

@@ -106,6 +106,13 @@ func TestTimeoutTick(t *testing.T) {
 		assert.Equal(t, cause, c2)
 		assert.Equal(t, 1, ev.Progress().Events, "no event evaluated after the stop")
 	})
+	t.Run("a late tick fires the first timeout due, as replay does", func(t *testing.T) {
+		ev := NewEvaluator(AnyOf(TimeLimits{Timeout: time.Minute}, TimeLimits{Timeout: 2 * time.Minute}), time.Now())
+		cause, stop := ev.Tick(time.Now().Add(time.Hour))
+		require.True(t, stop)
+		assert.Equal(t, Timeout{Limit: time.Minute, Elapsed: time.Minute}, cause)
+		assert.Equal(t, []Cause{cause}, ev.Result().Fired)
+	})
 	t.Run("wall clock tick before the limit", func(t *testing.T) {
 		ev := NewEvaluator(TimeLimits{Timeout: time.Hour}, time.Now())
 		_, stop := ev.Tick(time.Now())
@@ -560,11 +567,17 @@ func TestValidate(t *testing.T) {
 		{CompletionSignals{Handoff: []string{}}, "handoff: needs at least one name"},
 		{CompletionSignals{AnyHandoff: true}, ""},
 		{CompletionSignals{AnyHandoff: true, Handoff: []string{"user"}}, "handoff: AnyHandoff watches every target: leave Handoff out"},
+		{CompletionSignals{AnyHandoff: true, Handoff: []string{}}, "handoff: AnyHandoff watches every target: leave Handoff out"},
+		{CompletionSignals{TextMention: "X", TextSources: []string{}}, "text_mention.sources: needs at least one name"},
+		// An unset struct is an error wherever it stands, never a condition
+		// silently dropped.
+		{AnyOf(TimeLimits{}), "any[0].time limits: needs Timeout or Idle"},
+		{AllOf(CompletionSignals{}, IterationLimits{Limit: 1}), "all[0].completion signals: needs at least one of TextMention, FunctionCall, Handoff, AnyHandoff, SourceMatch, StopMessage"},
+		{TreeLimits(IterationLimits{Limit: 3}, TimeLimits{}), "time limits: needs Timeout or Idle"},
 		{CompletionSignals{SourceMatch: []string{"a", ""}}, "source_match[1]: must not be empty"},
 		{CompletionSignals{TextMention: "x", TextSources: []string{"a", ""}}, "text_mention.sources[1]: must not be empty"},
 		{CompletionSignals{FunctionCall: []string{}}, "function_call: needs at least one name"},
 		{CompletionSignals{SourceMatch: []string{}}, "source_match: needs at least one name"},
-		{CompletionSignals{AnyHandoff: true}, ""},
 		{CompletionSignals{Handoff: []string{""}}, "handoff[0]: must not be empty"},
 		{CompletionSignals{StopMessage: true}, ""},
 		{predicate("", ok), "predicate: empty name"},

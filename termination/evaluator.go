@@ -126,10 +126,16 @@ func (e *Evaluator) ending() *evalEnd {
 // for the replay of a recorded log: elapsed time counts from the first
 // event that carries a Time, timeouts fire before the first event at or
 // past their deadline, and events without a time never fire one (contract
-// §3); Tick and NextTick then do nothing.
+// §3); Tick and NextTick then do nothing. So a live caller must pass its
+// run's real start: an unset time.Time turns its timeouts and idle limits
+// off (no timer ever fires them), and a start long past fires them on the
+// first event.
 func NewEvaluator(c Condition, start time.Time) *Evaluator {
-	if c == nil {
+	switch c.(type) {
+	case nil:
 		c = AnyOf()
+	case TimeLimits:
+		c = lower(c) // built once, for its check and its timers
 	}
 	clock := wallClock
 	if start.IsZero() {

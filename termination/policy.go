@@ -29,8 +29,8 @@ type Policy struct {
 	canon  []byte // the policy's canonical JSON (Hash), nil for the empty policy
 }
 
-// policyError is an invalid policy: path names the key
-// ("policy.token_budget.pressure"), msg what is wrong with it.
+// policyError is an invalid policy: Path names the key
+// ("policy.token_budget.pressure"), Msg what is wrong with it.
 type policyError struct {
 	Path string
 	Line int // 1-based line of the offending node, 0 when unknown

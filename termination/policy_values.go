@@ -155,8 +155,8 @@ func durationValue(p string, n *yaml.Node) (time.Duration, error) {
 }
 
 // nameList reads a name or a non-empty list of names. An empty list is
-// refused here rather than read as "every name" (Handoff() watches every
-// target): the policy must say which; empty names are the condition's to
+// refused here rather than read as "every name" (CompletionSignals's
+// AnyHandoff watches every target): the policy must say which; empty names are the condition's to
 // refuse.
 func nameList(p string, n *yaml.Node) ([]string, error) {
 	if n.Kind == yaml.ScalarNode {

@@ -77,6 +77,10 @@ func (t *treeLimits) add(c Condition) {
 		if t.bad == nil {
 			t.bad = badSetting("tree", "", "nil condition")
 		}
+	case *unset:
+		if t.bad == nil {
+			t.bad = c.err
+		}
 	default:
 		if t.bad == nil {
 			name, _, _ := strings.Cut(c.String(), ":")

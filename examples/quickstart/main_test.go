@@ -362,6 +362,8 @@ func TestDescribe(t *testing.T) {
 			"cycle, 2 repeats, period 2"},
 		{"timeout", termination.Result{Cause: termination.Timeout{Limit: 2 * time.Second, Elapsed: 2*time.Second + 300*time.Microsecond}},
 			runInfo{}, "ran 2s, limit 2s"},
+		{"timeout at its limit", termination.Result{Cause: termination.Timeout{Limit: 2 * time.Second, Elapsed: 2 * time.Second}},
+			runInfo{}, "ran for its 2s limit"},
 		{"idle", termination.Result{Cause: termination.Timeout{Limit: time.Second, Elapsed: time.Second, Idle: true}},
 			runInfo{}, "no event for 1s (idle limit)"},
 		{"stopped", termination.Result{Cause: termination.Cancelled{Reason: "external", Detail: "operator pressed Stop"}}, runInfo{},

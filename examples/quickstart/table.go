@@ -162,6 +162,9 @@ func describeCause(c termination.Cause, info runInfo) string {
 		if c.Idle {
 			return fmt.Sprintf("no event for %s (idle limit)", c.Limit)
 		}
+		if c.Elapsed == c.Limit { // a timer's (a log recorded before 2026-11-29 may have the time measured)
+			return fmt.Sprintf("ran for its %s limit", c.Limit)
+		}
 		return fmt.Sprintf("ran %s, limit %s", c.Elapsed.Round(time.Millisecond), c.Limit)
 	case termination.Cancelled:
 		if c.Detail != "" {
