@@ -35,6 +35,7 @@ const (
 	keyTool      = causeKeyPrefix + "tool"
 	keyScope     = causeKeyPrefix + "scope"
 	keyPeriod    = causeKeyPrefix + "period"
+	keyIdle      = causeKeyPrefix + "idle"
 )
 
 // causeAttributes turns a cause's JSON fields into "termination.<field>"
@@ -42,8 +43,9 @@ const (
 // same attribute type (budget amounts are always doubles, even when whole);
 // Timeout's durations are Go duration strings as in the JSON form; nested
 // values (Custom properties, All's causes) are JSON text. Optional fields
-// (a per-tool limit's tool, a fleet budget's scope, a cycle's period, a
-// skip's detail) are there when the JSON form has them.
+// (a per-tool limit's tool, a fleet budget's or a tree limit's scope, an
+// idle limit's idle, a cycle's period, a skip's detail) are there when the
+// JSON form has them.
 func causeAttributes(c termination.Cause) []attribute.KeyValue {
 	switch c := c.(type) {
 	case nil:
@@ -55,26 +57,18 @@ func causeAttributes(c termination.Cause) []attribute.KeyValue {
 	case termination.HandoffRequested:
 		return []attribute.KeyValue{keySource.String(c.Source), keyTarget.String(c.Target)}
 	case termination.MaxIterationsReached:
-		return []attribute.KeyValue{keyCount.Int(c.Count), keyLimit.Int(c.Limit)}
+		return withScope([]attribute.KeyValue{keyCount.Int(c.Count), keyLimit.Int(c.Limit)}, c.Scope)
 	case termination.MaxToolCallsReached:
 		kv := []attribute.KeyValue{keyCount.Int(c.Count), keyLimit.Int(c.Limit)}
 		if c.Tool != "" {
 			kv = append(kv, keyTool.String(c.Tool))
 		}
-		return kv
+		return withScope(kv, c.Scope)
 	case termination.BudgetPressure:
-		kv := []attribute.KeyValue{keyLimit.Float64(c.Limit), keyResource.String(string(c.Resource)),
-			keyThreshold.Float64(c.Threshold), keyUsed.Float64(c.Used)}
-		if c.Scope != "" {
-			kv = append(kv, keyScope.String(c.Scope))
-		}
-		return kv
+		return withScope([]attribute.KeyValue{keyLimit.Float64(c.Limit), keyResource.String(string(c.Resource)),
+			keyThreshold.Float64(c.Threshold), keyUsed.Float64(c.Used)}, c.Scope)
 	case termination.BudgetExhausted:
-		kv := []attribute.KeyValue{keyLimit.Float64(c.Limit), keyResource.String(string(c.Resource)), keyUsed.Float64(c.Used)}
-		if c.Scope != "" {
-			kv = append(kv, keyScope.String(c.Scope))
-		}
-		return kv
+		return withScope([]attribute.KeyValue{keyLimit.Float64(c.Limit), keyResource.String(string(c.Resource)), keyUsed.Float64(c.Used)}, c.Scope)
 	case termination.StallDetected:
 		kv := []attribute.KeyValue{keyRepeats.Int(c.Repeats), keySignal.String(string(c.Signal))}
 		if c.Period != 0 {
@@ -82,7 +76,11 @@ func causeAttributes(c termination.Cause) []attribute.KeyValue {
 		}
 		return kv
 	case termination.Timeout:
-		return []attribute.KeyValue{keyElapsed.String(c.Elapsed.String()), keyLimit.String(c.Limit.String())}
+		kv := []attribute.KeyValue{keyElapsed.String(c.Elapsed.String()), keyLimit.String(c.Limit.String())}
+		if c.Idle {
+			kv = append(kv, keyIdle.Bool(true))
+		}
+		return withScope(kv, c.Scope)
 	case termination.Cancelled:
 		return []attribute.KeyValue{keyDetail.String(c.Detail), keyReason.String(string(c.Reason))}
 	case termination.Failed:
@@ -157,4 +155,12 @@ func jsonCauseAttributes(c termination.Cause) []attribute.KeyValue {
 		}
 	}
 	return out
+}
+
+// withScope adds a limit's scope (fleet, tree) to kv when it has one.
+func withScope(kv []attribute.KeyValue, scope string) []attribute.KeyValue {
+	if scope != "" {
+		kv = append(kv, keyScope.String(scope))
+	}
+	return kv
 }

@@ -15,7 +15,8 @@ import (
 // the agentstop.termination span event carries the cause's fields as
 // termination.<field>, every field of the JSON form (§2), with every
 // optional field set: a per-tool limit's tool, a fleet budget's scope, a
-// cycle's period, a skip's detail.
+// tree limit's scope, an idle limit's idle, a cycle's period, a skip's
+// detail.
 func TestCauseAttributesCoverJSONFields(t *testing.T) {
 	for _, c := range []termination.Cause{
 		termination.Completed{Condition: "text_mention", Detail: "TERMINATE"},
@@ -27,6 +28,10 @@ func TestCauseAttributesCoverJSONFields(t *testing.T) {
 		termination.BudgetExhausted{Resource: termination.ResourceCost, Used: 2.5, Limit: 2, Scope: termination.ScopeFleet},
 		termination.StallDetected{Signal: termination.SignalCycle, Repeats: 3, Period: 2},
 		termination.Timeout{Limit: time.Minute, Elapsed: 61 * time.Second},
+		termination.Timeout{Limit: time.Minute, Elapsed: time.Minute, Scope: termination.ScopeTree},
+		termination.Timeout{Limit: time.Minute, Elapsed: time.Minute, Idle: true},
+		termination.MaxIterationsReached{Limit: 3, Count: 4, Scope: termination.ScopeTree},
+		termination.MaxToolCallsReached{Limit: 2, Count: 3, Scope: termination.ScopeTree},
 		termination.Cancelled{Reason: termination.CancelExternal, Detail: "incident 42 (by ops@host)"},
 		termination.Failed{Reason: termination.FailInvalidInput, Err: "event 3: kind: missing"},
 		termination.Skipped{Reason: termination.SkipBlocked, Detail: "incident 42 (by ops@host)"},
