@@ -639,8 +639,8 @@ func TestTableAll(t *testing.T) {
 	require.True(t, ok, out)
 	strict := strings.TrimSuffix(out, loose)
 	assert.Contains(t, strict, "  every condition that would fire over the whole run (-all), the first to fire first:\n")
-	assert.Contains(t, strict, "  bad/burn        event 5   token_budget: {total_tokens=60000}  budget_exhausted\n"+
-		"                  event 20  max_iterations: 6                   max_iterations\n",
+	assert.Contains(t, strict, "  bad/burn        event 5   token_budget: {total: 60000}  budget_exhausted\n"+
+		"                  event 20  max_iterations: 6             max_iterations\n",
 		"the budget fires first, then max_iterations (the second-best signal), though the policy lists it first")
 	assert.NotContains(t, strict, "no condition would fire", "something fires on every run")
 	assert.Contains(t, loose, "  bad/loop  event 10  stall: {repeats: 3, same_result: true}  stall\n")

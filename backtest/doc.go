@@ -16,24 +16,23 @@
 // under, without .jsonl. Evaluate hands the files to Config.Workers
 // goroutines (it owns them; they end before it returns); each worker
 // reads a file a line at a time and evaluates every policy over each line
-// as it comes (stream.go): memory holds the live runs' evaluators and
+// as it comes: memory holds the live runs' evaluators and
 // running totals and the outcomes, never a file's events. With fewer
 // files than workers, a worker also starts goroutines that evaluate
-// shares of the policies over the events it decodes (pipeline.go), so
+// shares of the policies over the events it decodes, so
 // that one large file of many runs uses the workers too. The evaluation
-// is termination's own, chosen as agentstop replay chooses it: an
+// is termination's own, chosen as agentstop replay chooses it: a
 // [termination.Evaluator] per policy for a one-run file (what
 // [replay.Log] does), a [replay.Runner] for a file of
 // many runs or a policy with tree: limits (each holder's limits over its
 // subtree, in the order of the lines, §8), with each run's last line
 // found by a first pass over the file ([codec.IndexRuns]). So a
 // backtest result is the result replay prints for the same run and policy
-// (stage "replay", same stopped_at, same evidence). fileEval is the one
-// place where a file's runs meet the policies. What a file's decoding can
+// (stage "replay", same stopped_at, same evidence). What a file's decoding can
 // share across policies is done once: a tool call's args are
 // fingerprinted once per run (the canonical args key, the one
 // stall detection compares), not once per policy. The tests hold
-// Evaluate to a reader of whole files (readFile), replayed per policy.
+// Evaluate to a reader of whole files, replayed per policy.
 //
 // The package imports termination, and internal/human for its table's
 // money (6 significant digits) and plurals, written as every command

@@ -130,7 +130,7 @@
 // returned event with Kind 0 means the item carries no event; any other
 // invalid event (an unknown Kind, negative usage, a negative or non-finite
 // cost) ends the run with Failed{reason: invalid_input}, as replay would. A
-// typed nil Cause (a nil *termination.Custom from a Func condition, or
+// typed nil Cause (a nil *termination.Custom from a CauseFunc condition, or
 // wrapped in the error passed to Finish) is no cause. A panic in a
 // decode function or a predicate ends the run with Failed{reason: panic}
 // (and is reported to the recorder) instead of crashing the loop; a panic in

@@ -167,7 +167,7 @@ var registerNilCause = sync.OnceValue(func() error {
 	return codec.RegisterCause[*nilCause]("middleware_test.NilCause")
 })
 
-// A typed nil Cause never crashes or wedges a run: from a Func condition
+// A typed nil Cause never crashes or wedges a run: from a CauseFunc condition
 // it is "nothing fired"; wrapped in Finish's error it is a plain stream
 // error; hooks never see it.
 func TestTypedNilCauseLive(t *testing.T) {

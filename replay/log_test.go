@@ -300,3 +300,50 @@ func TestLogMixedRuns(t *testing.T) {
 	assert.NoError(t, err)
 	assert.Equal(t, 2, res.StoppedAt)
 }
+
+// TestLogOfOneRun: Log replays one run. A recorded end ends it (§4
+// "Recorded runs"); a second run, a mixed log, an invalid condition and a
+// nil reader are errors that say so.
+func TestLogOfOneRun(t *testing.T) {
+	ended := `{"kind":"message","run":"r1","stage":"coder","text":"a","time":"2026-11-29T10:00:00Z"}
+{"kind":"tool_call","run":"r1","tool":"x","args":{},"time":"2026-11-29T10:00:01Z"}
+{"kind":"end","run":"r1","stage":"coder","time":"2026-11-29T10:00:05Z","cause":{"$kind":"Timeout","limit":"5s","elapsed":"5s"},"outcome":"failed","stopped_at":2,"events":2,"policy":"code"}
+`
+	res, err := replay.Log(termination.IterationLimits{Limit: 10}, strings.NewReader(ended))
+	require.NoError(t, err)
+	assert.Equal(t, termination.Timeout{Limit: 5 * time.Second, Elapsed: 5 * time.Second}, res.Cause)
+	assert.True(t, res.FromRecord)
+	assert.Equal(t, "timeout", res.Live)
+	assert.Equal(t, termination.OutcomeFailed, res.Outcome)
+	assert.Equal(t, 2, res.StoppedAt)
+	assert.Equal(t, 2, res.Events)
+	assert.Equal(t, 5*time.Second, res.Duration, "from the first event to the recorded end")
+	assert.Equal(t, []termination.Cause{res.Cause}, res.Fired)
+
+	// A condition that stops the run before its end record: its own result.
+	res, err = replay.Log(termination.CompletionSignals{FunctionCall: []string{"x"}, TextMention: "a"}, strings.NewReader(ended))
+	require.NoError(t, err)
+	assert.Equal(t, termination.Completed{Condition: "text_mention", Detail: "a"}, res.Cause)
+	assert.False(t, res.FromRecord)
+
+	for name, tc := range map[string]struct{ log, want string }{
+		"a second run": {`{"kind":"message","run":"r1","text":"a"}
+{"kind":"message","run":"r2","text":"b"}
+`, `line 2: a line of run "r2" after lines of run "r1": replay.Log reads a log of one run; replay.Runs and a replay.Runner replay a log of many`},
+		"a record of another run": {`{"kind":"message","run":"r1","text":"a"}
+{"kind":"end","run":"r2","time":"2026-11-29T10:00:05Z","cause":{"$kind":"NaturalCompletion"},"outcome":"succeeded","stopped_at":0,"events":0,"policy":"code"}
+`, `line 2: a line of run "r2" after lines of run "r1"`},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := replay.Log(termination.IterationLimits{Limit: 10}, strings.NewReader(tc.log))
+			var de *codec.DecodeError
+			require.ErrorAs(t, err, &de)
+			assert.ErrorContains(t, err, tc.want)
+		})
+	}
+
+	_, err = replay.Log(termination.AnyOf(termination.TimeLimits{}), strings.NewReader(ended))
+	assert.EqualError(t, err, "replay: the condition: any[0].time limits: needs Timeout or Idle")
+	_, err = replay.Log(termination.IterationLimits{Limit: 1}, nil)
+	assert.EqualError(t, err, "replay: nil reader")
+}

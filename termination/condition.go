@@ -7,17 +7,18 @@ import (
 	"time"
 )
 
+// The conditions live in files by family: condition_counts.go (iterations,
+// tool calls, time limits), condition_budgets.go, condition_stall.go,
+// condition_errors.go, condition_completion.go (completion signals and Go
+// functions), condition_combinators.go (AnyOf, AllOf) and
+// condition_limits.go (the limit structs as Conditions).
+
 // Condition is an immutable description of when a stage run should stop.
 // Build one from this package's limit structs (IterationLimits, TimeLimits,
 // CompletionSignals, …), its constructors (AnyOf, AllOf, CauseFunc,
-// TreeLimits) or a [Policy]; the
-// interface is sealed so that every condition gets fresh per-run state from
-// [NewEvaluator] and can be validated before use.
-//
-// The conditions live in files by family: condition_counts.go (iterations,
-// tool calls, timeout), condition_budgets.go, condition_stall.go,
-// condition_errors.go, condition_completion.go (completion conditions and Go
-// functions) and condition_combinators.go (AnyOf, AllOf).
+// TreeLimits) or a [Policy]; the interface is sealed so that every
+// condition gets fresh per-run state from [NewEvaluator] and can be
+// validated before use.
 type Condition interface {
 	// String describes the condition in the policy file's terms.
 	String() string

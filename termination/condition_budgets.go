@@ -67,16 +67,30 @@ type budget struct {
 	scope     string // ScopeTree for a tree limit (Tree), "" for a run's own
 }
 
+// budgetKey is the policy file's key of a budget's limit on r:
+// token_budget's total, input and output, cost_budget's limit.
+func budgetKey(r Resource) string {
+	switch r {
+	case ResourceTotalTokens:
+		return "total"
+	case ResourceInputTokens:
+		return "input"
+	case ResourceOutputTokens:
+		return "output"
+	}
+	return "limit"
+}
+
 func (b *budget) String() string {
 	parts := make([]string, 0, len(b.limits)+2)
 	for _, l := range b.limits {
-		parts = append(parts, fmt.Sprintf("%s=%g", l.res, l.limit))
+		parts = append(parts, fmt.Sprintf("%s: %g", budgetKey(l.res), l.limit))
 	}
 	if b.threshold.set {
-		parts = append(parts, fmt.Sprintf("pressure=%g", b.threshold.v))
+		parts = append(parts, fmt.Sprintf("pressure: %g", b.threshold.v))
 	}
 	if b.grace != nil {
-		parts = append(parts, fmt.Sprintf("grace=%d", *b.grace))
+		parts = append(parts, fmt.Sprintf("grace: %d", *b.grace))
 	}
 	return b.name + ": {" + strings.Join(parts, ", ") + "}"
 }

@@ -573,7 +573,7 @@ func TestValidate(t *testing.T) {
 		// silently dropped.
 		{AnyOf(TimeLimits{}), "any[0].time limits: needs Timeout or Idle"},
 		{AllOf(CompletionSignals{}, IterationLimits{Limit: 1}), "all[0].completion signals: needs at least one of TextMention, FunctionCall, Handoff, AnyHandoff, SourceMatch, StopMessage"},
-		{TreeLimits(IterationLimits{Limit: 3}, TimeLimits{}), "time limits: needs Timeout or Idle"},
+		{TreeLimits(IterationLimits{Limit: 3}, TimeLimits{}), "tree.time limits: needs Timeout or Idle"},
 		{CompletionSignals{SourceMatch: []string{"a", ""}}, "source_match[1]: must not be empty"},
 		{CompletionSignals{TextMention: "x", TextSources: []string{"a", ""}}, "text_mention.sources[1]: must not be empty"},
 		{CompletionSignals{FunctionCall: []string{}}, "function_call: needs at least one name"},
@@ -615,7 +615,7 @@ func TestConditionStrings(t *testing.T) {
 		StallLimits{Repeats: 3, Window: 8, WarnAt: 2, Cycle: 3}, ErrorLimits{Total: 4}).String()
 	for _, want := range []string{"max_iterations: {limit: 5, pressure: 0.8}", "max_tool_calls: {limit: 9, per_tool: {a: 1, b: 2}}",
 		"stall: {repeats: 3, window: 8, warn_at: 2, cycle: 3}", "errors: {total: 4}",
-		"max_iterations: 2", "timeout: 1m30s", "token_budget: {total_tokens=10, pressure=0.8, grace=1}",
+		"max_iterations: 2", "timeout: 1m30s", "token_budget: {total: 10, pressure: 0.8, grace: 1}",
 		"stall: {repeats: 3, token_tolerance: 0.1}", `text_mention: {text: "T", sources: ["critic"]}`, `function_call: ["approve"]`} {
 		assert.True(t, strings.Contains(s, want), "%q lacks %q", s, want)
 	}

@@ -15,9 +15,9 @@ func ExampleNewEvaluator() {
 		termination.IterationLimits{Limit: 2},
 		termination.TokenLimits{Total: 1000, Pressure: 0.8},
 	)
-	// A live stage starts at time.Now(); the zero start (the events' clock)
-	// here keeps the printed result free of the time it took (events without
-	// a time give no duration).
+	// These events are a recording (they carry no time), so the Evaluator
+	// runs on the events' clock: the zero start. A live loop passes
+	// time.Now(), or its timeouts and idle limits never fire.
 	ev := termination.NewEvaluator(cond, time.Time{})
 	for _, e := range []termination.Event{
 		{Kind: termination.KindInput, Text: "Plan a trip."},
@@ -72,10 +72,7 @@ func ExampleToolCallLimits() {
 		termination.ToolCallLimits{Limit: 20, Pressure: 0.1, PerTool: map[string]int{"web_fetch": 5}},
 		termination.StallLimits{Repeats: 3, WarnAt: 2, Cycle: 3},
 	)
-	// A live stage starts at time.Now(); the zero start (the events' clock)
-	// here keeps the printed result free of the time it took (events without
-	// a time give no duration).
-	ev := termination.NewEvaluator(cond, time.Time{})
+	ev := termination.NewEvaluator(cond, time.Now()) // a live loop: the run starts now
 	search := termination.Event{Kind: termination.KindToolCall, Tool: "search", Args: []byte(`{"q":"Acme CEO"}`)}
 	fetch := termination.Event{Kind: termination.KindToolCall, Tool: "web_fetch", Args: []byte(`{"url":"https://acme.example"}`)}
 	for _, e := range []termination.Event{search, fetch, search, fetch, search, fetch, search} {
@@ -99,7 +96,7 @@ func ExampleToolCallLimits() {
 func ExampleStallLimits_sameResult() {
 	guard := termination.StallLimits{Repeats: 3, Window: 8, SameResult: true}
 	run := func(outputs ...string) termination.Result {
-		ev := termination.NewEvaluator(guard, time.Time{})
+		ev := termination.NewEvaluator(guard, time.Now())
 		for _, out := range outputs {
 			ev.Observe(termination.Event{Kind: termination.KindToolCall, Tool: "bash", Args: []byte(`{"cmd":"go test ./..."}`)})
 			ev.Observe(termination.Event{Kind: termination.KindToolResult, Tool: "bash", Text: out, Err: "exit status 1"})
@@ -134,7 +131,7 @@ func ExampleCompletionSignals() {
 		{{Kind: termination.KindHandoff, Source: "writer", Target: "user"}},
 		{{Kind: termination.KindToolCall, Tool: "run_tests"}, {Kind: termination.KindToolResult, Tool: "run_tests", Err: "2 failed"}, {Kind: termination.KindToolResult, Tool: "run_tests"}},
 	} {
-		ev := termination.NewEvaluator(cond, time.Time{})
+		ev := termination.NewEvaluator(cond, time.Now())
 		for _, e := range events {
 			if cause, stop := ev.Observe(e); stop {
 				fmt.Printf("%s at event %d: %v\n", cause.TagValue(), ev.Result().StoppedAt, cause)

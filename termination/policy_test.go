@@ -31,12 +31,12 @@ func TestParsePolicyValid(t *testing.T) {
 		{"max_tool_calls", `max_tool_calls: 50`, `max_tool_calls: 50`},
 		{"timeout", `timeout: 2m`, `timeout: 2m0s`},
 		{"timeout compound", `timeout: 1h30m`, `timeout: 1h30m0s`},
-		{"token_budget total", "token_budget:\n  total: 100000\n", `token_budget: {total_tokens=100000}`},
+		{"token_budget total", "token_budget:\n  total: 100000\n", `token_budget: {total: 100000}`},
 		{"token_budget all", `token_budget: {total: 100, input: 80, output: 20, pressure: 0.8, grace: 1}`,
-			`token_budget: {total_tokens=100, input_tokens=80, output_tokens=20, pressure=0.8, grace=1}`},
-		{"token_budget grace 0", `token_budget: {output: 5, pressure: 0.5, grace: 0}`, `token_budget: {output_tokens=5, pressure=0.5, grace=0}`},
-		{"cost_budget", `cost_budget: {limit: 2.50, pressure: 0.8, grace: 1}`, `cost_budget: {cost=2.5, pressure=0.8, grace=1}`},
-		{"cost_budget int limit", `cost_budget: {limit: 3}`, `cost_budget: {cost=3}`},
+			`token_budget: {total: 100, input: 80, output: 20, pressure: 0.8, grace: 1}`},
+		{"token_budget grace 0", `token_budget: {output: 5, pressure: 0.5, grace: 0}`, `token_budget: {output: 5, pressure: 0.5, grace: 0}`},
+		{"cost_budget", `cost_budget: {limit: 2.50, pressure: 0.8, grace: 1}`, `cost_budget: {limit: 2.5, pressure: 0.8, grace: 1}`},
+		{"cost_budget int limit", `cost_budget: {limit: 3}`, `cost_budget: {limit: 3}`},
 		{"stall", `stall: {repeats: 3, token_tolerance: 0.1}`, `stall: {repeats: 3, token_tolerance: 0.1}`},
 		{"stall tolerance 0", `stall: {repeats: 2, token_tolerance: 0}`, `stall: {repeats: 2, token_tolerance: 0}`}, // 0 is a tolerance (exact plateau), not "off" (spec §3: tolerance in [0,1))
 		{"max_iterations with pressure", `max_iterations: {limit: 25, pressure: 0.8}`, `max_iterations: {limit: 25, pressure: 0.8}`},
@@ -66,7 +66,7 @@ func TestParsePolicyValid(t *testing.T) {
 		{"nested", "max_iterations: 9\nall:\n  - any: [{handoff: user}, {stop_message: true}]\n  - max_tool_calls: 2\n",
 			`any: [{max_iterations: 9}, {all: [{any: [{handoff: ["user"]}, {stop_message: true}]}, {max_tool_calls: 2}]}]`},
 		{"JSON", `{"max_iterations": 25, "token_budget": {"total": 100000, "pressure": 0.8, "grace": 1}, "any": [{"handoff": ["user"]}]}`,
-			`any: [{max_iterations: 25}, {token_budget: {total_tokens=100000, pressure=0.8, grace=1}}, {any: [{handoff: ["user"]}]}]`},
+			`any: [{max_iterations: 25}, {token_budget: {total: 100000, pressure: 0.8, grace: 1}}, {any: [{handoff: ["user"]}]}]`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -78,8 +78,9 @@ func (t *treeLimits) add(c Condition) {
 			t.bad = badSetting("tree", "", "nil condition")
 		}
 	case *unset:
-		if t.bad == nil {
-			t.bad = c.err
+		var se *settingError
+		if t.bad == nil && errors.As(c.err, &se) {
+			t.bad = &settingError{cond: joinPath("tree", se.cond), setting: se.setting, msg: se.msg}
 		}
 	default:
 		if t.bad == nil {

@@ -20,7 +20,7 @@ tree:
   timeout: 30m
 `)
 	require.NotNil(t, p.Tree())
-	assert.Equal(t, "tree: {max_iterations: 300, max_tool_calls: {limit: 500, pressure: 0.8}, token_budget: {total_tokens=2e+06, pressure=0.8}, cost_budget: {cost=5}, timeout: 30m0s}", p.Tree().String())
+	assert.Equal(t, "tree: {max_iterations: 300, max_tool_calls: {limit: 500, pressure: 0.8}, token_budget: {total: 2e+06, pressure: 0.8}, cost_budget: {limit: 5}, timeout: 30m0s}", p.Tree().String())
 	assert.Equal(t, "max_iterations: 5", p.String(), "tree limits are not the run's own")
 	assert.Nil(t, MustParsePolicy("max_iterations: 5").Tree())
 

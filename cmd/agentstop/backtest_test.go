@@ -91,9 +91,9 @@ func TestBacktestAllTable(t *testing.T) {
 	assert.NotContains(t, without, "FIRES AT")
 	assert.True(t, strings.HasPrefix(with, without), "-all adds to the table:\n%s", with)
 	assert.Equal(t, "\n  every condition that would fire over the whole run (-all), the first to fire first:\n"+
-		"  RUN   FIRES AT  CONDITION                           CAUSE\n"+
-		"  burn  event 5   token_budget: {total_tokens=60000}  budget_exhausted\n"+
-		"        event 20  max_iterations: 6                   max_iterations\n", strings.TrimPrefix(with, without))
+		"  RUN   FIRES AT  CONDITION                     CAUSE\n"+
+		"  burn  event 5   token_budget: {total: 60000}  budget_exhausted\n"+
+		"        event 20  max_iterations: 6             max_iterations\n", strings.TrimPrefix(with, without))
 }
 
 func TestBacktestMaxFalseStops(t *testing.T) {
