@@ -179,15 +179,25 @@ func (o *oneRun) note(ev *termination.Event) {
 // has not stopped the run), ended as the record says, as Runs ends a run
 // its policy has not stopped before its end record.
 func (o *oneRun) fromRecord(res termination.Result, rec *codec.Record) termination.Result {
-	res.Live = termination.Tag(rec.Cause, nil)
+	res = recordedEnd(res, rec, o.first)
+	res.Live, res.TerminationCause = termination.Tag(rec.Cause, nil), ""
+	return res
+}
+
+// recordedEnd is res, a run's result as of its end record rec, ended as
+// the record says (§4 "Recorded runs": what happened after the last line
+// is not in the log): its cause, outcome, stopped_at and events, and a
+// duration from first, the run's first timed event, to the record. The
+// totals are the events'.
+func recordedEnd(res termination.Result, rec *codec.Record, first time.Time) termination.Result {
 	res.Cause, res.Outcome = rec.Cause, rec.Outcome
 	res.StoppedAt, res.Events = rec.StoppedAt, rec.Events
-	res.Fired, res.Evidence, res.TerminationCause = nil, nil, ""
+	res.Fired, res.Evidence = nil, nil
 	if _, natural := rec.Cause.(termination.NaturalCompletion); !natural {
 		res.Fired = []termination.Cause{rec.Cause}
 	}
-	if !o.first.IsZero() && !rec.Time.IsZero() && !rec.Time.Before(o.first) {
-		res.Duration, res.Untimed = rec.Time.Sub(o.first), false
+	if !first.IsZero() && !rec.Time.IsZero() && !rec.Time.Before(first) {
+		res.Duration, res.Untimed = rec.Time.Sub(first), false
 	}
 	res.FromRecord = true
 	return res

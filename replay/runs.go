@@ -748,17 +748,7 @@ func (rp *replayer) heldLive(r *replayRun, rec *codec.Record) bool {
 // record, with the recorded end (§4 "Recorded runs"): what happened
 // after the last line is not in the log. The totals are the events'.
 func (rp *replayer) endFromRecord(r *replayRun, rec *codec.Record) {
-	res := r.eval.Result()
-	res.Cause, res.Outcome = rec.Cause, rec.Outcome
-	res.StoppedAt, res.Events = rec.StoppedAt, rec.Events
-	res.Fired, res.Evidence = nil, nil
-	if _, natural := rec.Cause.(termination.NaturalCompletion); !natural {
-		res.Fired = []termination.Cause{rec.Cause}
-	}
-	if !r.first.IsZero() && !rec.Time.IsZero() && !rec.Time.Before(r.first) {
-		res.Duration, res.Untimed = rec.Time.Sub(r.first), false
-	}
-	res.FromRecord = true
+	res := recordedEnd(r.eval.Result(), rec, r.first)
 	// A run that a cascade ended live passes that cascade on, naming the
 	// run whose end started it, as live (§8).
 	var cascade termination.Cause
