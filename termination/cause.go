@@ -439,7 +439,12 @@ func (c Failed) Error() string {
 	return fmt.Sprintf("agentstop: failed (%s): %s", c.Reason, c.Err)
 }
 func (c Skipped) Error() string { return fmt.Sprintf("agentstop: skipped: %s", c.Reason) }
-func (c Custom) Error() string  { return fmt.Sprintf("agentstop: stopped: %s", c.Reason) }
+func (c Custom) Error() string {
+	if c.Reason == "" {
+		return "agentstop: stopped (custom, no reason given)"
+	}
+	return fmt.Sprintf("agentstop: stopped: %s", c.Reason)
+}
 func (a All) Error() string {
 	parts := make([]string, len(a.Causes))
 	for i, c := range a.Causes {

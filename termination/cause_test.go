@@ -218,3 +218,9 @@ func TestCauseErrorsAs(t *testing.T) {
 	assert.True(t, errors.As(err, &f))
 	assert.Equal(t, FailPanic, f.Reason)
 }
+
+// A Custom cause without a reason still says what it is.
+func TestCustomWithoutReasonError(t *testing.T) {
+	assert.Equal(t, "agentstop: stopped (custom, no reason given)", Custom{}.Error())
+	assert.Equal(t, "agentstop: stopped: human_review", Custom{Reason: "human_review"}.Error())
+}
