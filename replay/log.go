@@ -24,12 +24,12 @@ import (
 // names its tag. A raise record raises nothing: a Condition holds no run
 // (hold: is a policy's). A log of many runs (a second run id) is an error
 // naming the line: [Runs] and a [Runner] replay those, with their trees,
-// holds and raises. An invalid c is an error, as is a nil r.
+// holds and raises ([WithCondition] gives them a condition written in Go). An invalid c is an error, as is a nil r.
 //
 // Without [WithLenient], a truncated last line is an error wrapping
 // codec.ErrTruncated. Of the other options, [WithEvidence] applies; the
-// options of a log of many runs ([WithStage], [WithPolicies], [WithIndex])
-// are ignored. Nil options are ignored.
+// options of a log of many runs ([WithStage], [WithPolicies],
+// [WithCondition], [WithIndex]) are ignored. Nil options are ignored.
 func Log(c termination.Condition, r io.Reader, opts ...Option) (termination.Result, error) {
 	switch {
 	case r == nil:
@@ -114,6 +114,7 @@ type config struct {
 	stage    string                                    // WithStage
 	describe func(termination.Result, []EvidenceEvent) // WithEvidence
 	stages   func(string) (*termination.Policy, bool)  // WithPolicies
+	cond     termination.Condition                     // WithCondition
 	index    *codec.Index                              // WithIndex
 }
 

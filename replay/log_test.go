@@ -347,3 +347,48 @@ func TestLogOfOneRun(t *testing.T) {
 	_, err = replay.Log(termination.IterationLimits{Limit: 1}, nil)
 	assert.EqualError(t, err, "replay: nil reader")
 }
+
+// TestRunsWithCondition: a log of many runs replays under a condition
+// written in Go as under the policy that says the same, its recorded ends
+// included; runs WithPolicies gives a policy keep it.
+func TestRunsWithCondition(t *testing.T) {
+	log := `{"kind":"message","run":"p","stage":"planner","text":"plan","time":"2026-11-29T10:00:00Z"}
+{"kind":"message","run":"c","parent":"p","stage":"coder","text":"a","time":"2026-11-29T10:00:01Z"}
+{"kind":"message","run":"c","text":"b","time":"2026-11-29T10:00:02Z"}
+{"kind":"message","run":"c","text":"c","time":"2026-11-29T10:00:03Z"}
+{"kind":"message","run":"p","text":"go on","time":"2026-11-29T10:00:04Z"}
+{"kind":"end","run":"p","stage":"planner","time":"2026-11-29T10:00:09Z","cause":{"$kind":"Timeout","limit":"9s","elapsed":"9s"},"outcome":"failed","stopped_at":2,"events":2,"policy":"code"}
+`
+	run := func(opts ...replay.Option) []termination.Result {
+		t.Helper()
+		res, _, err := replay.NewRunner(nil, opts...).Log(strings.NewReader(log))
+		require.NoError(t, err)
+		return res
+	}
+	policy := termination.MustParsePolicy("max_iterations: 2")
+	want, _, err := replay.NewRunner(&policy).Log(strings.NewReader(log))
+	require.NoError(t, err)
+	got := run(replay.WithCondition(termination.IterationLimits{Limit: 2}))
+	require.Len(t, got, 2)
+	assert.Equal(t, want, got)
+	byRun := map[string]termination.Result{}
+	for _, r := range got {
+		byRun[r.Run] = r
+	}
+	assert.Equal(t, termination.MaxIterationsReached{Limit: 2, Count: 3}, byRun["c"].Cause)
+	assert.True(t, byRun["p"].FromRecord, "the planner's recorded end stands")
+	assert.Equal(t, "timeout", byRun["p"].Live)
+
+	// With per-stage policies, the condition is for the stages without one.
+	coder := termination.MustParsePolicy("max_iterations: 1")
+	got = run(replay.WithPolicies(func(stage string) (*termination.Policy, bool) { return &coder, stage == "coder" }),
+		replay.WithCondition(termination.IterationLimits{Limit: 5}))
+	require.Len(t, got, 2)
+	for _, r := range got {
+		if r.Run == "c" {
+			assert.Equal(t, termination.MaxIterationsReached{Limit: 1, Count: 2}, r.Cause)
+		} else {
+			assert.True(t, r.FromRecord)
+		}
+	}
+}

@@ -116,11 +116,28 @@ func NewRunner(p *termination.Policy, opts ...Option) *Runner {
 	if cfg.index != nil {
 		rp.lateParent = cfg.index.LateParent
 	}
-	if p != nil || cfg.stages == nil {
+	switch {
+	case p == nil && cfg.cond != nil:
+		rp.fallbackCond = cfg.cond
+	case p != nil || cfg.stages == nil:
 		rp.fallback = &pol
 	}
 	return &Runner{rp: rp, lenient: cfg.lenient}
 }
+
+// WithCondition gives the runs of a log of many runs a condition written in
+// Go, as a stage built with middleware.WithCondition evaluated them live
+// (their end records name policy "code"): the runs that [Runs] or
+// [NewRunner] would give its policy, which must then be nil (a policy
+// given is used instead), or, with [WithPolicies], the runs whose stage
+// has none. Such runs have no tree limits and no hold, as c holds none.
+// c must be valid ([termination.Condition.Validate]); an invalid one
+// evaluates as written. The default is none.
+func WithCondition(c termination.Condition) Option { return conditionOption{c} }
+
+type conditionOption struct{ c termination.Condition }
+
+func (o conditionOption) apply(c *config) { c.cond = o.c }
 
 // WithPolicies gives each stage its own policy (§4 "Recorded runs"):
 // policyOf returns the policy of the runs of a stage (the stage of their
@@ -247,11 +264,13 @@ func (r *Runner) Log(log io.Reader) (results []termination.Result, truncated boo
 
 type replayer struct {
 	// fallback is the policy of every run whose stage stages has none
-	// for; nil when such runs are left out.
+	// for; nil when such runs are left out, or get fallbackCond.
 	fallback *termination.Policy
-	stages   func(string) (*termination.Policy, bool)
-	leftOut  map[string]int // runs left without a policy, by stage
-	index    *codec.Index   // nil without a first pass
+	// fallbackCond is WithCondition's condition, in place of fallback.
+	fallbackCond termination.Condition
+	stages       func(string) (*termination.Policy, bool)
+	leftOut      map[string]int // runs left without a policy, by stage
+	index        *codec.Index   // nil without a first pass
 	// lateParent returns the parent and stage of a run that a child names
 	// as its parent before the run's own first line (Index.LateParent,
 	// or Runs' look at its lines); nil when nobody can tell.
@@ -433,10 +452,12 @@ func (rp *replayer) beginRun(id, parent, stage string, recorded bool) *replayRun
 	}
 	p, ok := rp.policyOf(stage)
 	var pol termination.Policy
+	cond := rp.fallbackCond // nil: never fires
 	if ok {
-		pol = *p
+		pol, cond = *p, p.Condition()
 	}
-	r := &replayRun{id: id, parent: parent, stage: stage, policy: ok, eval: termination.NewEvaluator(pol.Condition(), time.Time{})}
+	ok = ok || cond != nil
+	r := &replayRun{id: id, parent: parent, stage: stage, policy: ok, eval: termination.NewEvaluator(cond, time.Time{})}
 	if h, held := pol.Hold(); held {
 		r.eval.SetHold(h)
 	}
@@ -749,6 +770,7 @@ func (rp *replayer) heldLive(r *replayRun, rec *codec.Record) bool {
 // after the last line is not in the log. The totals are the events'.
 func (rp *replayer) endFromRecord(r *replayRun, rec *codec.Record) {
 	res := recordedEnd(r.eval.Result(), rec, r.first)
+	res.Live = termination.Tag(rec.Cause, nil) // the index says it too, when there is one
 	// A run that a cascade ended live passes that cascade on, naming the
 	// run whose end started it, as live (§8).
 	var cascade termination.Cause
