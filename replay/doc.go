@@ -2,9 +2,10 @@
 // §8): a log of one run ([Log], or [Events] for events already decoded),
 // a log of many runs with their trees, end and raise records ([Runs], and
 // a [Runner] for a log too large to hold, fed one line at a time or with
-// [Runner.Log]), under policies (one, or one a stage: [WithPolicies]) or a
-// condition written in Go ([WithCondition]). Events are evaluated by termination's Evaluator on the
-// events' clock, exactly as a live stage evaluates them; what replay adds
+// [Runner.Log]), under policies (one, or one a stage: [WithPolicies]) or
+// a condition written in Go ([WithCondition]). Events are evaluated by
+// termination's Evaluator on the events' clock, exactly as a live stage
+// evaluates them; what replay adds
 // is the driving: the runs of a log, their parents and descendants, tree
 // limits and their timeouts, holds and raises (on the events' clock, as
 // live on the wall clock: an idle limit pauses from the held event's time
