@@ -5,8 +5,7 @@
 // [Runner.Log]), under policies (one, or one a stage: [WithPolicies]) or
 // a condition written in Go ([WithCondition]). Events are evaluated by
 // termination's Evaluator on the events' clock, exactly as a live stage
-// evaluates them; what replay adds
-// is the driving: the runs of a log, their parents and descendants, tree
+// evaluates them; what replay adds is the driving: the runs of a log, their parents and descendants, tree
 // limits and their timeouts, holds and raises (on the events' clock, as
 // live on the wall clock: an idle limit pauses from the held event's time
 // to the raise record's, and a raise record past the hold timeout finds
