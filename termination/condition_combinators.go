@@ -12,8 +12,23 @@ import (
 
 // AnyOf fires when any child fires. Every child sees every event (no short
 // circuit), so counting conditions stay correct and every cause that fires
-// on the same event is reported.
-func AnyOf(children ...Condition) Condition { return anyOf(lowerAll(children)) }
+// on the same event is reported. A limit struct that stands for several
+// conditions (TimeLimits, CompletionSignals with several fields set) gives
+// them to AnyOf as its own children, as a flat policy lists its keys.
+func AnyOf(children ...Condition) Condition {
+	out := make(anyOf, 0, len(children))
+	for _, c := range children {
+		l := lower(c)
+		if _, limit := c.(limitStruct); limit {
+			if several, ok := l.(anyOf); ok {
+				out = append(out, several...) // a limit struct's conditions
+				continue
+			}
+		}
+		out = append(out, l)
+	}
+	return out
+}
 
 type anyOf []Condition
 

@@ -30,8 +30,18 @@ func TestLimitStructsAreConditions(t *testing.T) {
 		l := c.(limitStruct).condition()
 		assert.Equal(t, l.String(), c.String())
 		assert.NoError(t, c.Validate(), c.String())
-		assert.Equal(t, AnyOf(l).String(), AnyOf(c).String())
+		inAnyOf := AnyOf(l) // one condition, or (several) their own AnyOf's children
+		if several, ok := l.(anyOf); ok {
+			inAnyOf = AnyOf(several...)
+		}
+		assert.Equal(t, inAnyOf.String(), AnyOf(c).String())
 	}
+	// In an AnyOf, a struct's several conditions are its children, as a
+	// flat policy lists its keys; in an AllOf they stay one child.
+	assert.Equal(t, MustParsePolicy("{max_iterations: 3, timeout: 1m, idle: 1s}").Condition().String(),
+		AnyOf(IterationLimits{Limit: 3}, TimeLimits{Timeout: time.Minute, Idle: time.Second}).String())
+	assert.Equal(t, "all: [{max_iterations: 3}, {any: [{timeout: 1m0s}, {idle: 1s}]}]",
+		AllOf(IterationLimits{Limit: 3}, TimeLimits{Timeout: time.Minute, Idle: time.Second}).String())
 	for _, c := range []Condition{IterationLimits{}, ToolCallLimits{}, TokenLimits{}, CostLimit{}, StallLimits{}, ErrorLimits{}, TimeLimits{}, CompletionSignals{}} {
 		assert.Error(t, c.Validate(), "%#v", c)
 	}

@@ -140,7 +140,7 @@ func ExampleCompletionSignals() {
 		}
 	}
 	// Output:
-	// any: [{any: [{text_mention: {text: "TERMINATE", sources: ["critic"]}}, {handoff: ["user"]}, {stop_message: true}]}, {predicate: "tests_pass"}]
+	// any: [{text_mention: {text: "TERMINATE", sources: ["critic"]}}, {handoff: ["user"]}, {stop_message: true}, {predicate: "tests_pass"}]
 	// completed at event 2: agentstop: completed (text_mention "TERMINATE")
 	// handoff at event 1: agentstop: handoff from "writer" to "user"
 	// completed at event 3: agentstop: completed (predicate "tests_pass")
