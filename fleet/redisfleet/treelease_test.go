@@ -345,6 +345,10 @@ func TestTreeWarn(t *testing.T) {
 		flushAll(t, fs...)
 		w := termination.BudgetPressure{Resource: termination.ResourceCost, Threshold: 0.8, Used: 1.7, Limit: 2, Scope: termination.ScopeTree}
 		hm.Warn(w)
+		// One sync round of each process, in order, carries it (the poke
+		// would too, at its own pace: under a loaded CI run with a cluster
+		// that pace once passed 3s).
+		flushAll(t, fs...)
 		eventually(t, 3*time.Second, "both joined runs are warned", func() bool {
 			return len(b1.warnings()) == 1 && len(c1.warnings()) == 1
 		})
