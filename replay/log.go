@@ -85,11 +85,7 @@ func Log(c termination.Condition, r io.Reader, opts ...Option) (termination.Resu
 			continue // a raise record: nothing holds the run
 		}
 		e := entry.Event
-		id := ""
-		if e.Log != nil {
-			id = e.Log.Run
-		}
-		if err := run.check(id, dec.Line()); err != nil {
+		if err := run.check(e.Logged().Run, dec.Line()); err != nil {
 			return termination.Result{}, err
 		}
 		run.note(&e)
@@ -159,14 +155,10 @@ func (o *oneRun) check(id string, line int) error {
 	if id == o.id {
 		return nil
 	}
-	what := fmt.Sprintf("a line of run %q after lines of run %q", id, o.id)
-	switch {
-	case o.id == "":
-		what = fmt.Sprintf("a line of run %q after lines without a run", id)
-	case id == "":
-		what = fmt.Sprintf("a line without a run after lines of run %q", o.id)
-	}
-	return &codec.DecodeError{Line: line, Err: errors.New(what + ": replay.Log reads a log of one run; replay.Runs and a replay.Runner replay a log of many")}
+	// (Lines with a run after lines without one, or the other way round,
+	// are the Decoder's error: codec.ErrMixedRuns.)
+	return &codec.DecodeError{Line: line, Err: fmt.Errorf("a line of run %q after lines of run %q: "+
+		"replay.Log reads a log of one run; replay.Runs and a replay.Runner replay a log of many", id, o.id)}
 }
 
 // note notes an event's time.
