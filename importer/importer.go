@@ -68,12 +68,20 @@ type Output struct {
 	Emit func(Run) error
 	// Runs are the runs received so far, in order, when Emit is nil.
 	Runs Runs
+	// Unique gives each run a distinct id as it is received, as
+	// Runs.Uniquify gives the runs of a list: a name that repeats gets
+	// #2, #3, …, in order, over every import into this Output.
+	Unique bool
 
 	skipped map[string]int
+	names   namer // the ids given so far, when Unique
 }
 
 // Run hands one complete run on; Emit's error ends the import.
 func (o *Output) Run(r Run) error {
+	if o.Unique {
+		r.ID = o.names.unique(r.ID)
+	}
 	if o.Emit != nil {
 		return o.Emit(r)
 	}

@@ -376,6 +376,42 @@ func TestUniquify(t *testing.T) {
 	assert.Equal(t, "a a#2 b a#2#2 a#3", strings.Join(ids, " "))
 }
 
+// TestOutputUnique: an Output with Unique gives the ids Uniquify gives,
+// run by run as they are received, kept or handed to Emit, over several
+// imports into it.
+func TestOutputUnique(t *testing.T) {
+	for _, emit := range []bool{false, true} {
+		var emitted []string
+		out := &Output{Unique: true}
+		if emit {
+			out.Emit = func(r Run) error { emitted = append(emitted, r.ID); return nil }
+		}
+		for _, id := range []string{"a", "a", "b", "a#2", "a"} {
+			require.NoError(t, out.Run(Run{ID: id}))
+		}
+		ids := emitted
+		if !emit {
+			for _, r := range out.Runs {
+				ids = append(ids, r.ID)
+			}
+		}
+		assert.Equal(t, "a a#2 b a#2#2 a#3", strings.Join(ids, " "), "emit %v", emit)
+	}
+	// Two imports of one file into one Output: the second's runs get #2.
+	out := &Output{Unique: true}
+	for range 2 {
+		require.NoError(t, ImportFile("openai-chat", "testdata/chat.json", Options{}, out))
+	}
+	require.Len(t, out.Runs, 2)
+	assert.Equal(t, []string{"chat#1", "chat#1#2"}, []string{out.Runs[0].ID, out.Runs[1].ID})
+	// Without Unique, the ids are the format's.
+	plain := &Output{}
+	for range 2 {
+		require.NoError(t, ImportFile("openai-chat", "testdata/chat.json", Options{}, plain))
+	}
+	assert.Equal(t, plain.Runs[0].ID, plain.Runs[1].ID)
+}
+
 func TestUsageCounting(t *testing.T) {
 	tests := map[string]termination.Usage{
 		`{"prompt_tokens": 100, "completion_tokens": 20, "prompt_tokens_details": {"cached_tokens": 80}, "completion_tokens_details": {"reasoning_tokens": 15}}`: {InputTokens: 100, OutputTokens: 20},

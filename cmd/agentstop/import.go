@@ -1,7 +1,10 @@
 package main
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"slices"
 	"strings"
 
@@ -14,13 +17,14 @@ const importUsage = `Usage: agentstop import -from FORMAT [-o DIR] [-strict] [-m
 Converts other agents' logs to agentstop's JSON Lines events, so that replay
 and backtest can evaluate them. FORMAT is one of the formats listed under
 -from (docs/import.md says how each maps). "-" reads stdin, named "stdin" in
-errors and in run names (stdin, or stdin#1, … for openai-chat without -id). Without -o the runs go to stdout
-as one stream whose events carry "run" (and a run's first event its
-"parent"); with -o, each run is written to DIR/RUN.jsonl. It ends with one
+errors and in run names (stdin, or stdin#1, … for openai-chat without -id).
+Without -o the runs go to stdout, once every file is read, as one stream
+whose events carry "run" (and a run's first event its "parent"); with -o,
+each run is written to DIR/RUN.jsonl as soon as it is read. It ends with one
 line on stderr: "agentstop import: N runs, M events written to DEST;
 skipped: K KIND, …", counting the entries a format leaves out (a
 demonstration in a SWE-agent history, say); -strict makes any such entry an
-error, and nothing is written.
+error, and nothing is written (files written by -o before are removed).
 
 Exit status: 0 when every file was converted; 2 when a file cannot be read or
 an entry cannot be mapped (or, with -strict, is left out), with one line on
@@ -61,7 +65,12 @@ func runImport(args []string, sio stdio) int {
 		return fail("- (stdin) is given twice: stdin can be read once")
 	}
 	opts := importer.Options{MessagesField: *messages, IDField: *id, ErrorPrefix: *errorPrefix}
-	var out importer.Output // keeps the runs
+	out := importer.Output{Unique: true} // without -o, keeps the runs: the stream is interleaved in time order
+	var w *runFiles
+	if *dir != "" {
+		w = newRunFiles(*dir)
+		out.Emit = w.write
+	}
 	for _, f := range files {
 		var err error
 		if f == "-" {
@@ -72,32 +81,67 @@ func runImport(args []string, sio stdio) int {
 			err = importer.ImportFile(*from, f, opts, &out)
 		}
 		if err != nil {
+			w.discard()
 			return fail("%v", err)
 		}
 	}
 	skipped := skippedText(out.Skipped())
 	if *strict && skipped != "none" {
+		w.discard()
 		return fail("-strict: entries left out: %s (nothing written)", skipped)
 	}
-	runs := out.Runs
-	runs.Uniquify()
-	dest := "stdout"
-	if *dir == "" {
-		if err := runs.WriteStream(sio.out); err != nil {
+	runs, events, dest := len(out.Runs), 0, "stdout"
+	if w != nil {
+		runs, events, dest = len(w.files), w.events, *dir
+	} else {
+		if err := out.Runs.WriteStream(sio.out); err != nil {
 			return fail("cannot write the events: %v", err)
 		}
-	} else {
-		if _, err := runs.WriteDir(*dir); err != nil {
-			return fail("%v", err)
+		for _, r := range out.Runs {
+			events += len(r.Events)
 		}
-		dest = *dir
 	}
-	events := 0
-	for _, r := range runs {
-		events += len(r.Events)
-	}
-	fmt.Fprintf(sio.err, "agentstop import: %s, %s written to %s; skipped: %s\n", human.Count(len(runs), "run"), human.Count(events, "event"), dest, skipped)
+	fmt.Fprintf(sio.err, "agentstop import: %s, %s written to %s; skipped: %s\n", human.Count(runs, "run"), human.Count(events, "event"), dest, skipped)
 	return exitOK
+}
+
+// runFiles writes each run to DIR/RUN.jsonl (-o) as soon as the format
+// completes it, so that an import into a directory holds one file's runs
+// at a time, never all its input. An import that fails is undone: discard
+// removes the files it wrote, and the directory if it made it.
+type runFiles struct {
+	dir    string
+	made   bool // dir did not exist before the import
+	files  []string
+	events int
+}
+
+func newRunFiles(dir string) *runFiles {
+	_, err := os.Stat(dir)
+	return &runFiles{dir: dir, made: errors.Is(err, fs.ErrNotExist)}
+}
+
+// write writes one run's file.
+func (w *runFiles) write(r importer.Run) error {
+	files, err := importer.Runs{r}.WriteDir(w.dir)
+	w.files = append(w.files, files...)
+	if err == nil {
+		w.events += len(r.Events)
+	}
+	return err
+}
+
+// discard removes what w wrote (nothing for a nil w: no -o).
+func (w *runFiles) discard() {
+	if w == nil {
+		return
+	}
+	for _, f := range w.files {
+		_ = os.Remove(f)
+	}
+	if w.made {
+		_ = os.Remove(w.dir) // only when empty: nothing of anyone else's goes
+	}
 }
 
 // skippedText lists what was left out, "3 file-history-snapshot, 1 …", or

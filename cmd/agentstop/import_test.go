@@ -148,4 +148,54 @@ func TestImportBadInput(t *testing.T) {
 	code, _, errOut := runCLI(t, "", "import", "-from", "openai-chat", "-o", dir, imp+"chat.json")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "cannot write run chat#1", "an existing file is never overwritten")
+	b, err := os.ReadFile(filepath.Join(dir, "chat#1.jsonl"))
+	require.NoError(t, err, "the earlier import's file stays")
+	assert.NotEmpty(t, b)
+}
+
+// TestImportDirUndone: with -o, runs are written as they are read; an
+// import that fails later (an unmappable entry in a later file, a left-out
+// entry with -strict) removes the files it wrote, and the directory it
+// made, so that a failed import has written nothing. A directory that was
+// there before stays, with what others put in it.
+func TestImportDirUndone(t *testing.T) {
+	demo := filepath.Join(t.TempDir(), "demo.traj")
+	require.NoError(t, os.WriteFile(demo, []byte(`{"history": [{"role":"user","content":"d1","is_demo":true},`+
+		`{"role":"user","content":"task"},{"role":"assistant","content":"done","action":"submit"}]}`), 0o644))
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	require.NoError(t, os.WriteFile(bad, []byte(`[{"role":"user","content":"x"},{"role":"robot"}]`), 0o644))
+	for _, tc := range []struct {
+		name, err string
+		args      []string
+	}{
+		{"unmappable entry in a later file", `bad.json: messages[1]: role "robot"`, []string{"-from", "openai-chat", imp + "chat.json", imp + "chat.json", bad}},
+		{"strict", "-strict: entries left out: 1 demonstration message (nothing written)", []string{"-from", "swe-agent", "-strict", imp + "function_calling_simple.traj", demo}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "runs")
+			code, out, errOut := runCLI(t, "", append([]string{"import", "-o", dir}, tc.args...)...)
+			assert.Equal(t, 2, code)
+			assert.Empty(t, out)
+			assert.Contains(t, errOut, tc.err)
+			assert.NoDirExists(t, dir, "made by the import, emptied and removed")
+
+			require.NoError(t, os.MkdirAll(dir, 0o755))
+			other := filepath.Join(dir, "other.jsonl")
+			require.NoError(t, os.WriteFile(other, []byte("{}\n"), 0o644))
+			code, _, _ = runCLI(t, "", append([]string{"import", "-o", dir}, tc.args...)...)
+			assert.Equal(t, 2, code)
+			files, err := filepath.Glob(filepath.Join(dir, "*"))
+			require.NoError(t, err)
+			assert.Equal(t, []string{other}, files, "only the import's own files go")
+		})
+	}
+	// The same imports succeed once the bad input is left out: the files
+	// were written (as they were read), and counted.
+	dir := filepath.Join(t.TempDir(), "runs")
+	code, _, errOut := runCLI(t, "", "import", "-o", dir, "-from", "openai-chat", imp+"chat.json", imp+"chat.json")
+	require.Equal(t, 0, code, errOut)
+	files, err := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	require.NoError(t, err)
+	assert.Equal(t, []string{filepath.Join(dir, "chat#1#2.jsonl"), filepath.Join(dir, "chat#1.jsonl")}, files)
+	assert.Regexp(t, `^agentstop import: 2 runs, \d+ events written to `, errOut)
 }
