@@ -100,7 +100,7 @@ func WithParent(parent string) RunOption {
 // WithTreeLimits makes every run of the stage hold tree limits (§8, a
 // policy's tree: key): limits over the run and all its descendants,
 // however deep, in this process. c holds count, budget and timeout
-// conditions ([termination.Tree] of them, or one of them, or AnyOf them);
+// conditions ([termination.TreeLimits] of them, or one of them, or AnyOf them);
 // any other condition is an error from New naming it. Given several
 // times, or with a policy's tree:, the limits combine (each fires on its
 // own). Default: none. nil is ignored.
