@@ -76,9 +76,10 @@ func (l CompletionSignals) Validate() error {
 	case l.TextSources != nil && len(l.TextSources) == 0:
 		return badSetting("text_mention", "sources", "needs at least one name")
 	}
-	signals, ok := l.condition().(anyOf)
+	cond := l.condition()
+	signals, ok := cond.(anyOf)
 	if !ok {
-		return l.condition().Validate() // one signal, or none
+		return cond.Validate() // one signal, or none
 	}
 	for _, c := range signals {
 		if err := c.Validate(); err != nil {
