@@ -3,7 +3,8 @@
 // a log of many runs with their trees, end and raise records ([Runs], and
 // a [Runner] for a log too large to hold, fed one line at a time or with
 // [Runner.Log]), under policies (one, or one a stage: [WithPolicies]) or
-// a condition written in Go ([WithCondition]). Events are evaluated by
+// conditions written in Go (one: [WithCondition]; or a stage's condition,
+// tree limits and hold: [WithStages]). Events are evaluated by
 // termination's Evaluator on the events' clock, exactly as a live stage
 // evaluates them; what replay adds is the driving: the runs of a log, their parents and descendants, tree
 // limits and their timeouts, holds and raises (on the events' clock, as

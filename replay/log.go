@@ -29,7 +29,8 @@ import (
 // Without [WithLenient], a truncated last line is an error wrapping
 // codec.ErrTruncated. Of the other options, [WithEvidence] applies; the
 // options of a log of many runs ([WithStage], [WithPolicies],
-// [WithCondition], [WithIndex]) are ignored. Nil options are ignored.
+// [WithCondition], [WithStages], [WithIndex]) are ignored. Nil options are
+// ignored.
 func Log(c termination.Condition, r io.Reader, opts ...Option) (termination.Result, error) {
 	switch {
 	case r == nil:
@@ -111,6 +112,7 @@ type config struct {
 	describe func(termination.Result, []EvidenceEvent) // WithEvidence
 	stages   func(string) (*termination.Policy, bool)  // WithPolicies
 	cond     termination.Condition                     // WithCondition
+	code     func(string) (Stage, bool)                // WithStages
 	index    *codec.Index                              // WithIndex
 }
 

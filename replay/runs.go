@@ -112,14 +112,14 @@ func NewRunner(p *termination.Policy, opts ...Option) *Runner {
 	if p != nil {
 		pol = *p
 	}
-	rp := replayer{stage: cfg.stage, describe: cfg.describe, runs: map[string]*replayRun{}, index: cfg.index, stages: cfg.stages, leftOut: map[string]int{}}
+	rp := replayer{stage: cfg.stage, describe: cfg.describe, runs: map[string]*replayRun{}, index: cfg.index, stages: cfg.stages, code: cfg.code, leftOut: map[string]int{}}
 	if cfg.index != nil {
 		rp.lateParent = cfg.index.LateParent
 	}
 	switch {
 	case p == nil && cfg.cond != nil:
-		rp.fallbackCond = cfg.cond
-	case p != nil || cfg.stages == nil:
+		rp.fallbackCond = &stageLimits{cond: cfg.cond}
+	case p != nil || cfg.stages == nil && cfg.code == nil:
 		rp.fallback = &pol
 	}
 	return &Runner{rp: rp, lenient: cfg.lenient}
@@ -129,15 +129,87 @@ func NewRunner(p *termination.Policy, opts ...Option) *Runner {
 // Go, as a stage built with middleware.WithCondition evaluated them live
 // (their end records name policy "code"): the runs that [Runs] or
 // [NewRunner] would give its policy, which must then be nil (a policy
-// given is used instead), or, with [WithPolicies], the runs whose stage
-// has none. Such runs have no tree limits and no hold, as c holds none.
-// c must be valid ([termination.Condition.Validate]); an invalid one
-// evaluates as written. The default is none.
+// given is used instead), or, with [WithPolicies] or [WithStages], the
+// runs whose stage has none. Such runs have no tree limits and no hold:
+// [WithStages] gives a stage those. c must be valid
+// ([termination.Condition.Validate]); an invalid one evaluates as
+// written. The default is none.
 func WithCondition(c termination.Condition) Option { return conditionOption{c} }
 
 type conditionOption struct{ c termination.Condition }
 
 func (o conditionOption) apply(c *config) { c.cond = o.c }
+
+// Stage is a stage built in Go, as it evaluated its runs live
+// (middleware.WithCondition, WithTreeLimits and WithHold; its runs' end
+// records name policy "code"): its condition (nil: none), its tree limits
+// (§8: over each run and its descendants in the log; nil: none) and its
+// hold (§3 hold: a run held at a limit, its own or its tree's, waits for a
+// raise record of the log, or ends with the limit's cause once Hold has
+// passed on the events' clock; 0: none). Invalid conditions evaluate as
+// written.
+type Stage struct {
+	Condition  termination.Condition
+	TreeLimits termination.Condition
+	Hold       time.Duration
+}
+
+// WithStages gives each stage built in Go what it evaluated its runs with
+// live: stageOf returns the Stage of the runs of a stage (named as for
+// [WithPolicies]), false when it is not one. A stage that [WithPolicies]
+// gives a policy takes the policy; one that stageOf knows takes its
+// Stage; the others take the policy given to [Runs] or [NewRunner], or
+// [WithCondition]'s condition, or, with neither, are left out as
+// [WithPolicies] leaves them ([Runner.LeftOut]).
+func WithStages(stageOf func(stage string) (Stage, bool)) Option { return stagesOption(stageOf) }
+
+type stagesOption func(string) (Stage, bool)
+
+func (o stagesOption) apply(c *config) { c.code = o }
+
+// stageLimits are what a run of a stage is evaluated with: its condition
+// (nil: never fires), its tree limits (nil for none) and its hold.
+type stageLimits struct {
+	cond, tree termination.Condition
+	hold       termination.Hold
+	held       bool
+	policy     *termination.Policy // the policy they come from; nil for a stage in Go
+}
+
+// limitsOf returns what the runs of stage are evaluated with, false when
+// nothing gives them a policy or a condition: WithPolicies' policy, else
+// WithStages' stage in Go, else the policy given to NewRunner, else
+// WithCondition's condition.
+func (rp *replayer) limitsOf(stage string) (stageLimits, bool) {
+	if rp.stages != nil {
+		if p, ok := rp.stages(stage); ok {
+			return policyLimits(p), true
+		}
+	}
+	if rp.code != nil {
+		if g, ok := rp.code(stage); ok {
+			s := stageLimits{cond: g.Condition, held: g.Hold > 0, hold: termination.Hold{Timeout: g.Hold}}
+			if g.TreeLimits != nil {
+				s.tree = termination.TreeLimits(g.TreeLimits)
+			}
+			return s, true
+		}
+	}
+	switch {
+	case rp.fallback != nil:
+		return policyLimits(rp.fallback), true
+	case rp.fallbackCond != nil:
+		return *rp.fallbackCond, true
+	}
+	return stageLimits{}, false
+}
+
+// policyLimits is what the runs of policy p are evaluated with.
+func policyLimits(p *termination.Policy) stageLimits {
+	s := stageLimits{cond: p.Condition(), tree: p.Tree(), policy: p}
+	s.hold, s.held = p.Hold()
+	return s
+}
 
 // WithPolicies gives each stage its own policy (§4 "Recorded runs"):
 // policyOf returns the policy of the runs of a stage (the stage of their
@@ -263,14 +335,15 @@ func (r *Runner) Log(log io.Reader) (results []termination.Result, truncated boo
 }
 
 type replayer struct {
-	// fallback is the policy of every run whose stage stages has none
-	// for; nil when such runs are left out, or get fallbackCond.
+	// fallback is the policy of every run whose stage neither stages nor
+	// code knows; nil when such runs are left out, or get fallbackCond.
 	fallback *termination.Policy
 	// fallbackCond is WithCondition's condition, in place of fallback.
-	fallbackCond termination.Condition
+	fallbackCond *stageLimits
 	stages       func(string) (*termination.Policy, bool)
-	leftOut      map[string]int // runs left without a policy, by stage
-	index        *codec.Index   // nil without a first pass
+	code         func(string) (Stage, bool) // WithStages
+	leftOut      map[string]int             // runs left without a policy, by stage
+	index        *codec.Index               // nil without a first pass
 	// lateParent returns the parent and stage of a run that a child names
 	// as its parent before the run's own first line (Index.LateParent,
 	// or Runs' look at its lines); nil when nobody can tell.
@@ -289,16 +362,6 @@ type replayer struct {
 	// are released when the line is over (release).
 	done      []*replayRun
 	compactAt int // compact order when it grows past this
-}
-
-// policyOf returns the policy of the runs of stage, false when none.
-func (rp *replayer) policyOf(stage string) (*termination.Policy, bool) {
-	if rp.stages != nil {
-		if p, ok := rp.stages(stage); ok {
-			return p, true
-		}
-	}
-	return rp.fallback, rp.fallback != nil
 }
 
 // replayRun is one run of the log.
@@ -450,16 +513,10 @@ func (rp *replayer) beginRun(id, parent, stage string, recorded bool) *replayRun
 	if stage == "" {
 		stage = rp.stage
 	}
-	p, ok := rp.policyOf(stage)
-	var pol termination.Policy
-	cond := rp.fallbackCond // nil: never fires
-	if ok {
-		pol, cond = *p, p.Condition()
-	}
-	ok = ok || cond != nil
-	r := &replayRun{id: id, parent: parent, stage: stage, policy: ok, eval: termination.NewEvaluator(cond, time.Time{})}
-	if h, held := pol.Hold(); held {
-		r.eval.SetHold(h)
+	lim, ok := rp.limitsOf(stage)
+	r := &replayRun{id: id, parent: parent, stage: stage, policy: ok, eval: termination.NewEvaluator(lim.cond, time.Time{})}
+	if lim.held {
+		r.eval.SetHold(lim.hold)
 	}
 	if rp.describe != nil {
 		r.notes = new(evidenceNotes)
@@ -477,12 +534,12 @@ func (rp *replayer) beginRun(id, parent, stage string, recorded bool) *replayRun
 		// run's sake (a cycle of parents, which no live log has): none.
 		up = nil
 	}
-	if tree := pol.Tree(); tree != nil {
+	if lim.tree != nil {
 		// Before a late child's end, as live: a run holds its tree limits
 		// (and has tree totals, Result.Tree) from its start.
-		r.limits = termination.NewEvaluator(tree, time.Time{})
-		if h, held := pol.Hold(); held {
-			r.limits.SetHold(h) // a tree limit holds the whole tree (§3 hold)
+		r.limits = termination.NewEvaluator(lim.tree, time.Time{})
+		if lim.held {
+			r.limits.SetHold(lim.hold) // a tree limit holds the whole tree (§3 hold)
 		}
 		r.holders = append(r.holders, r)
 	}
@@ -761,9 +818,19 @@ func (rp *replayer) heldLive(r *replayRun, rec *codec.Record) bool {
 	if rec.Policy == "" || rec.Events != r.eval.Progress().Events {
 		return false
 	}
-	p, ok := rp.policyOf(r.stage)
-	return ok && p.Hash() == rec.Policy
+	lim, ok := rp.limitsOf(r.stage)
+	switch {
+	case !ok:
+		return false
+	case lim.policy == nil:
+		return rec.Policy == codePolicy // held live by a stage in Go, as here
+	}
+	return lim.policy.Hash() == rec.Policy
 }
+
+// codePolicy is the policy an end record names for a stage in Go
+// (middleware.WithCondition, WithTreeLimits, ...).
+const codePolicy = "code"
 
 // endFromRecord ends r, which the policy has not stopped before its end
 // record, with the recorded end (§4 "Recorded runs"): what happened

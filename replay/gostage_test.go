@@ -1,0 +1,147 @@
+package replay_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentstop/agentstop/eventlog"
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/replay"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// TestRecordedGoStageReplaysAsLive: a planner stage in Go holds tree limits
+// and a hold (middleware.WithTreeLimits, WithHold); its coder child, a
+// stage in Go with its own condition only, crosses the tree's token
+// budget, the tree is held, and an operator raises it. Replayed with the
+// same stages in Go (WithStages), every run gets its live cause,
+// stopped_at, events and tree totals. Without the planner's hold, the
+// tree stops where it was held live; without its tree limits, it has no
+// tree totals; and WithCondition, one condition for every stage, gives
+// the coder no tree.
+func TestRecordedGoStageReplaysAsLive(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	log, err := eventlog.New(path)
+	require.NoError(t, err)
+	own := termination.IterationLimits{Limit: 50}
+	tree := termination.TokenLimits{Total: 1000}
+	planner, err := middleware.New("planner", middleware.WithCondition(own), middleware.WithTreeLimits(tree),
+		middleware.WithHold(time.Minute), middleware.WithParticipant(log))
+	require.NoError(t, err)
+	coder, err := middleware.New("coder", middleware.WithCondition(own), middleware.WithParticipant(log))
+	require.NoError(t, err)
+
+	turn := termination.Event{Kind: termination.KindMessage, Text: "next step", Usage: termination.Usage{InputTokens: 250, OutputTokens: 50}}
+	ctx, p := planner.Start(context.Background())
+	p.Observe(turn)
+	_, c := coder.Start(ctx)
+	held := 0
+	for range 6 {
+		c.Observe(turn)
+		if _, _, ok := c.Held(); ok {
+			held++
+			require.NoError(t, c.Raise(termination.Limits{TotalTokens: 2000, Has: termination.LimitTotalTokens}))
+		}
+	}
+	require.Equal(t, 1, held, "the coder's turns cross the tree's budget once")
+	live := map[string]termination.Result{}
+	for _, r := range []*middleware.Run{c, p} {
+		res := r.Finish(nil)
+		live[res.Run] = res
+	}
+	require.NoError(t, log.Close())
+
+	replayed := func(opts ...replay.Option) map[string]termination.Result {
+		t.Helper()
+		f, err := os.Open(path)
+		require.NoError(t, err)
+		defer f.Close()
+		res, _, err := replay.NewRunner(nil, opts...).Log(f)
+		require.NoError(t, err)
+		out := map[string]termination.Result{}
+		for _, r := range res {
+			out[r.Run] = r
+		}
+		return out
+	}
+	stages := func(plannerStage replay.Stage) replay.Option {
+		return replay.WithStages(func(name string) (replay.Stage, bool) {
+			switch name {
+			case "planner":
+				return plannerStage, true
+			case "coder":
+				return replay.Stage{Condition: own}, true
+			}
+			return replay.Stage{}, false
+		})
+	}
+	got := replayed(stages(replay.Stage{Condition: own, TreeLimits: tree, Hold: time.Minute}))
+	require.Len(t, got, 2)
+	for id, w := range live {
+		g := got[id]
+		assert.Equal(t, termination.Tag(w.Cause, nil), termination.Tag(g.Cause, nil), "run %s (%s): cause", id, w.Stage)
+		assert.Equal(t, w.StoppedAt, g.StoppedAt, "run %s: stopped_at", id)
+		assert.Equal(t, w.Events, g.Events, "run %s: events", id)
+		assert.Equal(t, w.Tree, g.Tree, "run %s: tree totals", id)
+	}
+	require.NotNil(t, live[p.ID()].Tree, "the planner holds tree limits")
+	assert.Equal(t, int64(1750), live[p.ID()].Tree.Tokens.InputTokens, "the tree went on past its budget once raised")
+
+	noHold := replayed(stages(replay.Stage{Condition: own, TreeLimits: tree}))
+	stop, ok := noHold[p.ID()].Cause.(termination.BudgetExhausted)
+	require.True(t, ok, "without the hold, the tree stops where it was held live: %v", noHold[p.ID()].Cause)
+	assert.Equal(t, termination.ScopeTree, stop.Scope)
+	assert.IsType(t, termination.Cancelled{}, noHold[c.ID()].Cause, "and its coder with it")
+
+	noTree := replayed(stages(replay.Stage{Condition: own, Hold: time.Minute}))
+	assert.Nil(t, noTree[p.ID()].Tree, "without tree limits, no tree totals")
+
+	// WithCondition gives every stage one condition, and no tree limits.
+	one := replayed(replay.WithCondition(own))
+	assert.Nil(t, one[p.ID()].Tree)
+	assert.Equal(t, termination.TagNaturalCompletion, termination.Tag(one[c.ID()].Cause, nil))
+}
+
+// TestRecordedGoStageHeldThenTimedOut: a run of a stage in Go, held at its
+// own limit live, ends by its timeout, which keeps counting while it is
+// held (§3 hold). Replayed with WithStages, the recorded end stands (the
+// end record names policy "code", as replay's stage in Go does, and
+// counts the events replay evaluated), as it does for a policy's run; it
+// does not end with the limit it was held at.
+func TestRecordedGoStageHeldThenTimedOut(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	log, err := eventlog.New(path)
+	require.NoError(t, err)
+	own := termination.AnyOf(termination.IterationLimits{Limit: 2}, termination.TimeLimits{Timeout: 150 * time.Millisecond})
+	stage, err := middleware.New("coder", middleware.WithCondition(own), middleware.WithHold(time.Minute), middleware.WithParticipant(log))
+	require.NoError(t, err)
+	ctx, run := stage.Start(context.Background())
+	turn := termination.Event{Kind: termination.KindMessage, Text: "edit", Usage: termination.Usage{InputTokens: 10}}
+	for range 3 {
+		run.Observe(turn)
+	}
+	_, _, held := run.Held()
+	require.True(t, held, "held at its third turn")
+	<-ctx.Done() // the timeout, while held
+	live := run.Finish(nil)
+	require.IsType(t, termination.Timeout{}, live.Cause)
+	require.NoError(t, log.Close())
+
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	res, _, err := replay.NewRunner(nil, replay.WithStages(func(string) (replay.Stage, bool) {
+		return replay.Stage{Condition: own, Hold: time.Minute}, true
+	})).Log(f)
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	assert.Equal(t, live.Cause, res[0].Cause)
+	assert.Equal(t, live.Events, res[0].Events)
+	assert.True(t, res[0].FromRecord, "the recorded end stands")
+}
