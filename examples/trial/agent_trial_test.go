@@ -1,0 +1,466 @@
+// Package trial_test is a user's trial of agentstop: a fake but realistic
+// coding agent (chat turns with ~1 KiB of code, JSON tool arguments with
+// escapes, the tools bash, read_file, edit_file and run_tests) driven through
+// the public API only, with the assertions a user adopting agentstop would
+// make: the behaviour docs/spec.md promises for progress and stalls, polling,
+// delegation, hangs, cut-off logs and replaying a recording.
+package trial_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/termination"
+)
+
+// toolCall is one tool call of an assistant message, as a chat SDK gives it:
+// the arguments are JSON text.
+type toolCall struct {
+	ID, Name, Arguments string
+}
+
+// chatMsg is what the fake agent's loop emits: a user task, an assistant turn
+// (with its tool calls and usage) or a tool's answer.
+type chatMsg struct {
+	Role       string // user, assistant, tool
+	Content    string
+	ToolCalls  []toolCall
+	ToolCallID string
+	ToolName   string
+	IsError    bool // the tool failed (exit status != 0)
+	Final      bool // the assistant's final answer
+	In, Out    int64
+}
+
+// decodeMsg turns one chat message into agentstop's events: an assistant
+// turn is a message (or the final answer) followed by its tool calls.
+func decodeMsg(m chatMsg, emit func(termination.Event)) {
+	switch m.Role {
+	case "user":
+		emit(termination.Event{Kind: termination.KindInput, Source: "user", Text: m.Content})
+	case "assistant":
+		kind := termination.KindMessage
+		if m.Final {
+			kind = termination.KindFinal
+		}
+		emit(termination.Event{Kind: kind, Source: "coder", Text: m.Content, Model: "claude-sonnet-5",
+			Usage: termination.Usage{InputTokens: m.In, OutputTokens: m.Out}})
+		for _, c := range m.ToolCalls {
+			emit(termination.Event{Kind: termination.KindToolCall, Tool: c.Name, CallID: c.ID,
+				Args: json.RawMessage(c.Arguments)})
+		}
+	case "tool":
+		ev := termination.Event{Kind: termination.KindToolResult, Tool: m.ToolName, CallID: m.ToolCallID, Text: m.Content}
+		if m.IsError {
+			ev.Err = "exit status 1"
+		}
+		emit(ev)
+	}
+}
+
+// turn is one scripted model response.
+type turn struct {
+	say   string
+	calls []toolCall // IDs are filled in by the agent
+	final bool
+}
+
+// tool runs one tool call; it returns the tool's output and whether it
+// failed. A tool that takes long must honour ctx, as exec.CommandContext does.
+type tool func(ctx context.Context, args string) (string, bool)
+
+// agent is a fake coding agent: a model that answers from a script and real
+// (fake) tools with state.
+type agent struct {
+	task   string
+	model  func(i int) (turn, bool) // the i-th response; false: the model has nothing more
+	tools  map[string]tool
+	in     int64 // input tokens per model turn
+	out    int64
+	callNo int
+}
+
+// loop runs the agent under ctx and returns its message channel, closed when
+// the loop ends (its script ends, a final answer, or ctx ends).
+func (a *agent) loop(ctx context.Context) <-chan chatMsg {
+	ch := make(chan chatMsg)
+	go func() {
+		defer close(ch)
+		send := func(m chatMsg) bool {
+			select {
+			case ch <- m:
+				return true
+			case <-ctx.Done():
+				return false
+			}
+		}
+		if !send(chatMsg{Role: "user", Content: a.task}) {
+			return
+		}
+		for i := 0; ; i++ {
+			t, ok := a.model(i)
+			if !ok {
+				return
+			}
+			for j := range t.calls {
+				a.callNo++
+				t.calls[j].ID = fmt.Sprintf("toolu_%04d", a.callNo)
+			}
+			if !send(chatMsg{Role: "assistant", Content: t.say, ToolCalls: t.calls, Final: t.final, In: a.in, Out: a.out}) || t.final {
+				return
+			}
+			for _, c := range t.calls {
+				out, failed := a.tools[c.Name](ctx, c.Arguments)
+				if ctx.Err() != nil {
+					return
+				}
+				if !send(chatMsg{Role: "tool", Content: out, ToolCallID: c.ID, ToolName: c.Name, IsError: failed}) {
+					return
+				}
+			}
+		}
+	}()
+	return ch
+}
+
+// run starts a run of stage for the agent, ranges over its messages as a
+// user's loop would (RangeEach: several events per chat message) and returns
+// the result and how many messages the consumer saw.
+func (a *agent) run(ctx context.Context, stage *middleware.Stage, opts ...middleware.RunOption) (termination.Result, int) {
+	ctx, run := stage.Start(ctx, opts...)
+	seen := 0
+	for range middleware.RangeEach(run, a.loop(ctx), decodeMsg) {
+		seen++
+	}
+	return run.Wait(), seen
+}
+
+// args encodes tool arguments as a model sends them: JSON text, with the
+// escapes code needs (newlines, tabs, quotes, backslashes, non-ASCII).
+func args(kv ...any) string {
+	m := map[string]any{}
+	for i := 0; i < len(kv); i += 2 {
+		m[kv[i].(string)] = kv[i+1]
+	}
+	b, err := json.Marshal(m)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+// goSource is about 1 KiB of Go: what read_file returns and edit_file
+// carries, with tabs, quotes, backslashes and a non-ASCII comment.
+func goSource(n int) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "// Package parser lexes the configuration language (révision %d).\npackage parser\n\nimport (\n\t\"fmt\"\n\t\"strings\"\n)\n\n", n)
+	fmt.Fprintf(&b, "// Token is one lexeme.\ntype Token struct {\n\tKind  int\n\tText  string\n\tLine  int\n}\n\n")
+	fmt.Fprintf(&b, "func lex%d(src string) ([]Token, error) {\n\tvar out []Token\n\tfor i, line := range strings.Split(src, \"\\n\") {\n", n)
+	fmt.Fprintf(&b, "\t\tif strings.HasPrefix(line, \"#\") {\n\t\t\tcontinue // a comment: «skip»\n\t\t}\n")
+	fmt.Fprintf(&b, "\t\tif strings.Count(line, \"\\\"\")%%2 != 0 {\n\t\t\treturn nil, fmt.Errorf(\"line %%d: unterminated string %%q\", i+1, line)\n\t\t}\n")
+	fmt.Fprintf(&b, "\t\tfor _, f := range strings.Fields(line) {\n\t\t\tout = append(out, Token{Kind: kindOf(f), Text: f, Line: i + 1})\n\t\t}\n\t}\n\treturn out, nil\n}\n\n")
+	fmt.Fprintf(&b, "func kindOf(s string) int {\n\tswitch {\n\tcase s == \"=\":\n\t\treturn 1\n\tcase strings.HasPrefix(s, \"\\\\\"):\n\t\treturn 2 // an escape: \\t \\n\n\t}\n\treturn 0\n}\n")
+	return b.String()
+}
+
+// testOutput is what `go test` prints with failures failing tests.
+func testOutput(failures int) (string, bool) {
+	var b strings.Builder
+	for i := range failures {
+		fmt.Fprintf(&b, "--- FAIL: TestLex/case_%d (0.00s)\n    lexer_test.go:%d: lex(\"a = \\\"b\\\"\\tc\") = [{1 \"=\" 1}], want [{0 \"a\" 1} {1 \"=\" 1}]\n", i, 40+i*7)
+		fmt.Fprintf(&b, "        diff: -want +got\n        \t- {Kind: 0, Text: \"a\"}\n")
+	}
+	if failures == 0 {
+		b.WriteString("ok  \tgithub.com/acme/conf/internal/parser\t0.412s\n")
+		return b.String(), false
+	}
+	fmt.Fprintf(&b, "FAIL\nFAIL\tgithub.com/acme/conf/internal/parser\t0.38%ds\nFAIL\n", failures)
+	b.WriteString(strings.Repeat("=== RUN   TestLex/case_x\n", 1+(1024-b.Len())/25)) // pad to ~1 KiB as verbose output does
+	return b.String(), true
+}
+
+// repo is the fake working tree the tools act on: how many tests still fail.
+type repo struct {
+	mu       sync.Mutex
+	failures int
+}
+
+func (r *repo) tools() map[string]tool {
+	return map[string]tool{
+		"read_file": func(_ context.Context, a string) (string, bool) {
+			var p struct{ Path string }
+			_ = json.Unmarshal([]byte(a), &p)
+			if strings.Contains(p.Path, "missing") {
+				// As Claude Code's Read answers: the path is not echoed
+				// (an answer that echoes it differs for every path, and
+				// any_args then never sees the same answer twice).
+				return "File does not exist. Current working directory: /home/dev/conf", true
+			}
+			return goSource(len(p.Path)), false
+		},
+		"edit_file": func(_ context.Context, a string) (string, bool) {
+			var p struct{ OldString string `json:"old_string"` }
+			_ = json.Unmarshal([]byte(a), &p)
+			if strings.Contains(p.OldString, "NOT IN FILE") {
+				return "edit_file: old_string not found in internal/parser/lexer.go", true
+			}
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			if r.failures > 0 {
+				r.failures--
+			}
+			return "Edited internal/parser/lexer.go: 1 hunk, +3 −1 lines", false
+		},
+		"run_tests": func(_ context.Context, _ string) (string, bool) {
+			r.mu.Lock()
+			defer r.mu.Unlock()
+			return testOutput(r.failures)
+		},
+		"bash": func(_ context.Context, a string) (string, bool) {
+			return "", false // replaced by the scenarios that use it
+		},
+	}
+}
+
+// the tool calls the scripts use.
+var (
+	readLexer = toolCall{Name: "read_file", Arguments: args("path", "internal/parser/lexer.go", "limit", 400)}
+	runTests  = toolCall{Name: "run_tests", Arguments: args("cmd", "go test -run 'TestLex/.*' ./internal/parser/...", "timeout_s", 120, "env", map[string]string{"GOFLAGS": "-count=1"})}
+)
+
+// editLexer is the k-th edit: a different hunk each time.
+func editLexer(k int) toolCall {
+	return toolCall{Name: "edit_file", Arguments: args("path", "internal/parser/lexer.go",
+		"old_string", goSource(k)[300:700], "new_string", strings.Replace(goSource(k)[300:700], "\t\t", "\t\t\t", 1)+fmt.Sprintf("\n\t// fix %d: handle \"\\\\\" escapes\n", k))}
+}
+
+// script builds a model from its turns; the model has nothing more after
+// the last.
+func script(turns ...turn) func(int) (turn, bool) {
+	return func(i int) (turn, bool) {
+		if i >= len(turns) {
+			return turn{}, false
+		}
+		t := turns[i]
+		t.calls = append([]toolCall(nil), t.calls...)
+		return t, true
+	}
+}
+
+// say is a model turn's text: prose with a code excerpt, about 1 KiB.
+func say(format string, a ...any) string {
+	return fmt.Sprintf(format, a...) + "\n\n```go\n" + goSource(7)[:700] + "\n```\n"
+}
+
+// verdict is what a user compares between two results of the same run: the
+// cause, where it stopped, what it evaluated, the evidence and warnings.
+type verdict struct {
+	Cause     termination.Cause
+	Tag       string
+	Outcome   termination.Outcome
+	StoppedAt int
+	Events    int
+	Evidence  []int
+	Warnings  []termination.Cause
+}
+
+func verdictOf(res termination.Result) verdict {
+	return verdict{Cause: res.Cause, Tag: res.Tag(), Outcome: res.Outcome, StoppedAt: res.StoppedAt,
+		Events: res.Events, Evidence: res.Evidence, Warnings: res.Warnings}
+}
+
+// stageWith makes a stage with a policy file's text, or with the same
+// conditions in Go when cond is not nil.
+func stageWith(t *testing.T, name, policy string, cond termination.Condition, extra ...middleware.Option) *middleware.Stage {
+	t.Helper()
+	var opt middleware.Option
+	if cond != nil {
+		require.NoError(t, cond.Validate())
+		opt = middleware.WithCondition(cond)
+	} else {
+		p, err := termination.ParsePolicy([]byte(policy))
+		require.NoError(t, err, "policy:\n%s", policy)
+		opt = middleware.WithPolicy(p)
+	}
+	stage, err := middleware.New(name, append([]middleware.Option{opt}, extra...)...)
+	require.NoError(t, err)
+	return stage
+}
+
+// bothForms runs a fresh agent under the policy file and again under the
+// same conditions in Go, checks that both give the same verdict, and
+// returns the policy file's result.
+func bothForms(t *testing.T, name, policy string, cond termination.Condition, newAgent func() *agent, extra ...middleware.Option) termination.Result {
+	t.Helper()
+	res, _ := newAgent().run(context.Background(), stageWith(t, name, policy, nil, extra...))
+	if cond != nil {
+		inGo, _ := newAgent().run(context.Background(), stageWith(t, name, "", cond, extra...))
+		require.Equal(t, verdictOf(res), verdictOf(inGo), "the policy file and the same conditions in Go disagree")
+	}
+	return res
+}
+
+// The coding agent's policy, as README "A policy for coding agents" gives it.
+const fixerPolicy = `
+max_iterations: 150
+stall: {repeats: 3, window: 8, warn_at: 2, same_result: true}
+errors: {consecutive: 5, total: 20, ignore_tools: [grep, find]}
+token_budget: {total: 2000000, pressure: 0.8, grace: 2}
+`
+
+var fixerCond = termination.AnyOf(
+	termination.IterationLimits{Limit: 150},
+	termination.StallLimits{Repeats: 3, Window: 8, WarnAt: 2, SameResult: true},
+	termination.ErrorLimits{Consecutive: 5, Total: 20, IgnoreTools: []string{"grep", "find"}},
+	termination.TokenLimits{Total: 2_000_000, Pressure: 0.8, Grace: new(2)},
+)
+
+// progressAgent reads the lexer, runs the tests (4 failures), then edits and
+// re-runs the same test command until it passes: the output changes each
+// time (fewer failures).
+func progressAgent() *agent {
+	r := &repo{failures: 4}
+	turns := []turn{
+		{say: say("I'll read the lexer first."), calls: []toolCall{readLexer}},
+		{say: say("Let me run the lexer tests to see what fails."), calls: []toolCall{runTests}},
+	}
+	for k := range 4 {
+		turns = append(turns,
+			turn{say: say("Case %d fails on escaped quotes; fixing the lexer.", k), calls: []toolCall{editLexer(k)}},
+			turn{say: say("Re-running the tests after fix %d.", k), calls: []toolCall{runTests}})
+	}
+	turns = append(turns, turn{say: "All lexer tests pass now. Summary: escapes are handled in kindOf.", final: true})
+	return &agent{task: "Fix the failing TestLex cases in internal/parser.", model: script(turns...), tools: r.tools(), in: 3000, out: 250}
+}
+
+// stuckAgent re-runs the identical test command and gets the identical
+// failure each time.
+func stuckAgent() *agent {
+	r := &repo{failures: 2}
+	turns := []turn{{say: say("I'll read the lexer first."), calls: []toolCall{readLexer}}}
+	for k := range 6 {
+		turns = append(turns, turn{say: say("Running the tests again (attempt %d).", k+1), calls: []toolCall{runTests}})
+	}
+	return &agent{task: "Fix the failing TestLex cases in internal/parser.", model: script(turns...), tools: r.tools(), in: 3000, out: 250}
+}
+
+func TestTrial(t *testing.T) {
+	t.Run("1_progress_is_not_a_stall", func(t *testing.T) {
+		res := bothForms(t, "fixer", fixerPolicy, fixerCond, progressAgent)
+		require.Equal(t, termination.NaturalCompletion{}, res.Cause, "an edit-and-test loop whose output changes made progress")
+		require.Equal(t, termination.OutcomeSucceeded, res.Outcome)
+		require.Empty(t, res.Warnings, "no stall warning either: no result repeated")
+		require.Equal(t, 5, countTool(progressAgent, "run_tests"), "the same run_tests call ran 5 times")
+
+		// The plain window guard (no same_result) counts each run_tests as
+		// the same call and stops the run that was making progress, as
+		// the README says it does.
+		plain := bothForms(t, "fixer", "stall: {repeats: 3, window: 8}",
+			termination.StallLimits{Repeats: 3, Window: 8}, progressAgent)
+		require.Equal(t, termination.StallDetected{Signal: termination.SignalRepeatedToolCall, Repeats: 3}, plain.Cause)
+		require.Equal(t, []int{6, 12, 18}, plain.Evidence, "the three run_tests calls")
+	})
+
+	t.Run("1_identical_output_is_a_stall", func(t *testing.T) {
+		res := bothForms(t, "fixer", fixerPolicy, fixerCond, stuckAgent)
+		// Events: 1 input; then per turn a message, its call, its result:
+		// read_file 2-4, run_tests 5-7, 8-10, 11-13.
+		require.Equal(t, termination.StallDetected{Signal: termination.SignalRepeatedResult, Repeats: 3}, res.Cause)
+		require.Equal(t, "stall", res.Tag())
+		require.Equal(t, termination.OutcomeFailed, res.Outcome)
+		require.Equal(t, 13, res.StoppedAt)
+		require.Equal(t, 13, res.Events)
+		require.Equal(t, []int{7, 10, 13}, res.Evidence)
+		require.Equal(t, []termination.Cause{termination.StallDetected{Signal: termination.SignalRepeatedResult, Repeats: 2}}, res.Warnings)
+	})
+
+	t.Run("2_polling", testPolling)
+}
+
+// countTool counts the tool calls of one tool a fresh agent makes.
+func countTool(newAgent func() *agent, name string) int {
+	n := 0
+	for m := range newAgent().loop(context.Background()) {
+		for _, c := range m.ToolCalls {
+			if c.Name == name {
+				n++
+			}
+		}
+	}
+	return n
+}
+
+// pollAgent waits for CI: the same bash call `gh run view 123 --json status`
+// 10 times, "in_progress" until the 10th, then its final answer. With
+// missing > 0 it also looks for a file that is not there between the polls,
+// a different path each time, every 4 polls: read, 4 polls, read, ...
+func pollAgent(missing int) func() *agent {
+	return func() *agent {
+		r := &repo{}
+		tools := r.tools()
+		polls := 0
+		tools["bash"] = func(_ context.Context, a string) (string, bool) {
+			polls++
+			if polls < 10 {
+				return `{"status":"in_progress","jobs":[{"name":"test (ubuntu-latest, 1.26)","status":"in_progress"}]}`, false
+			}
+			return `{"status":"completed","conclusion":"success"}`, false
+		}
+		poll := toolCall{Name: "bash", Arguments: args("command", "gh run view 123 --json status", "timeout", 30)}
+		var turns []turn
+		for i := range 10 {
+			if i%4 == 0 && i/4 < missing {
+				path := fmt.Sprintf("internal/parser/missing_%c.go", 'a'+i/4)
+				turns = append(turns, turn{say: say("Looking for the generated lexer tables in %s.", path),
+					calls: []toolCall{{Name: "read_file", Arguments: args("path", path)}}})
+			}
+			turns = append(turns, turn{say: fmt.Sprintf("CI run 123 is still going (check %d); polling again.", i+1), calls: []toolCall{poll}})
+		}
+		turns = append(turns, turn{say: "CI run 123 passed.", final: true})
+		return &agent{task: "Push the fix and wait for CI.", model: script(turns...), tools: tools, in: 2000, out: 60}
+	}
+}
+
+func testPolling(t *testing.T) {
+	same := termination.StallLimits{Repeats: 3, Window: 8, SameResult: true}
+	// Events: 1 input, then per poll a message, the call, the result:
+	// results at 4, 7, 10, ...
+	stall3 := termination.StallDetected{Signal: termination.SignalRepeatedResult, Repeats: 3}
+
+	// Without ignore_tools, the poll's third identical answer is a stall.
+	res := bothForms(t, "deployer", "stall: {repeats: 3, window: 8, same_result: true}", same, pollAgent(0))
+	require.Equal(t, stall3, res.Cause)
+	require.Equal(t, []int{4, 7, 10}, res.Evidence)
+
+	// any_args only widens what counts as the same: still a stall.
+	anyArgs := same
+	anyArgs.AnyArgs = true
+	res = bothForms(t, "deployer", "stall: {repeats: 3, window: 8, same_result: true, any_args: true}", anyArgs, pollAgent(0))
+	require.Equal(t, stall3, res.Cause)
+
+	// ignore_tools is what the spec offers for polling: the polls count for
+	// nothing and the run ends with its final answer.
+	ignore := same
+	ignore.IgnoreTools = []string{"bash"}
+	res = bothForms(t, "deployer", "stall: {repeats: 3, window: 8, same_result: true, ignore_tools: [bash]}", ignore, pollAgent(0))
+	require.Equal(t, termination.NaturalCompletion{}, res.Cause)
+	require.Equal(t, 32, res.Events, "input, 10 polls of 3 events, the final answer")
+
+	// README's coding-agent form: a search for files that are not there,
+	// a different path each time, is stuck (any_args), and the polls
+	// between the searches take no place in the window: the third empty
+	// answer stops the run although 8 polls came between the first and it.
+	both := anyArgs
+	both.IgnoreTools = []string{"bash"}
+	res = bothForms(t, "deployer", "stall: {repeats: 3, window: 8, same_result: true, any_args: true, ignore_tools: [bash]}", both, pollAgent(3))
+	// read a: 2-4, polls 1-4: 5-16, read b: 17-19, polls 5-8: 20-31, read c: 32-34.
+	require.Equal(t, stall3, res.Cause)
+	require.Equal(t, []int{4, 19, 34}, res.Evidence)
+}
