@@ -13,8 +13,10 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/agentstop/agentstop/middleware"
 	"github.com/agentstop/agentstop/termination"
@@ -182,7 +184,9 @@ func testOutput(failures int) (string, bool) {
 		return b.String(), false
 	}
 	fmt.Fprintf(&b, "FAIL\nFAIL\tgithub.com/acme/conf/internal/parser\t0.38%ds\nFAIL\n", failures)
-	b.WriteString(strings.Repeat("=== RUN   TestLex/case_x\n", 1+(1024-b.Len())/25)) // pad to ~1 KiB as verbose output does
+	for b.Len() < 1024 { // pad to ~1 KiB as verbose output does
+		b.WriteString("=== RUN   TestLex/case_x\n")
+	}
 	return b.String(), true
 }
 
@@ -206,7 +210,9 @@ func (r *repo) tools() map[string]tool {
 			return goSource(len(p.Path)), false
 		},
 		"edit_file": func(_ context.Context, a string) (string, bool) {
-			var p struct{ OldString string `json:"old_string"` }
+			var p struct {
+				OldString string `json:"old_string"`
+			}
 			_ = json.Unmarshal([]byte(a), &p)
 			if strings.Contains(p.OldString, "NOT IN FILE") {
 				return "edit_file: old_string not found in internal/parser/lexer.go", true
@@ -382,6 +388,8 @@ func TestTrial(t *testing.T) {
 	})
 
 	t.Run("2_polling", testPolling)
+	t.Run("3_delegation", testDelegation)
+	t.Run("4_hang", testHang)
 }
 
 // countTool counts the tool calls of one tool a fresh agent makes.
@@ -463,4 +471,211 @@ func testPolling(t *testing.T) {
 	// read a: 2-4, polls 1-4: 5-16, read b: 17-19, polls 5-8: 20-31, read c: 32-34.
 	require.Equal(t, stall3, res.Cause)
 	require.Equal(t, []int{4, 19, 34}, res.Evidence)
+}
+
+// The planner's and its sub-agents' policies: a tree token budget over the
+// whole task, warned at 75%.
+const (
+	plannerPolicy = "max_iterations: 30\ntree: {token_budget: {total: 20000, pressure: 0.75}}\n"
+	coderPolicy   = "max_iterations: 40\n"
+)
+
+// subAgent is a sub-agent the planner delegates to: each model turn spends
+// 2,000 + 400 tokens; it reads, then alternates edits and test runs. With
+// hang set, its first test run blocks until its context ends (a long suite,
+// killed by the context) and it closes hang when the tool starts.
+func subAgent(hang chan struct{}) *agent {
+	r := &repo{failures: 9}
+	tools := r.tools()
+	if hang != nil {
+		tools["run_tests"] = func(ctx context.Context, _ string) (string, bool) {
+			close(hang)
+			<-ctx.Done()
+			return "signal: killed", true
+		}
+	}
+	turns := []turn{{say: say("Reading the lexer."), calls: []toolCall{readLexer}}}
+	for k := range 8 {
+		turns = append(turns,
+			turn{say: say("Fix %d.", k), calls: []toolCall{editLexer(k)}},
+			turn{say: say("Testing fix %d.", k), calls: []toolCall{runTests}})
+	}
+	return &agent{task: "Fix TestLex case 3.", model: script(turns...), tools: tools, in: 2000, out: 400}
+}
+
+// warnings collects what WithOnWarning hands out, by run id.
+type warnings struct {
+	mu  sync.Mutex
+	got map[string][]termination.Cause
+}
+
+func (w *warnings) hook(_ context.Context, run *middleware.Run, c termination.Cause) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.got[run.ID()] = append(w.got[run.ID()], c)
+}
+
+func (w *warnings) of(id string) []termination.Cause {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.got[id]
+}
+
+// gated makes a model stop before its n-th response until resume is closed,
+// closing paused when it gets there.
+func gated(model func(int) (turn, bool), n int, paused, resume chan struct{}) func(int) (turn, bool) {
+	return func(i int) (turn, bool) {
+		if i == n {
+			close(paused)
+			<-resume
+		}
+		return model(i)
+	}
+}
+
+// delegate runs a planner that starts two sub-agents: a by its run's
+// context, b by its id (WithParent, as a job queue would). a blocks in a
+// test run while b works on until the tree's budget is spent. b pauses
+// after its third turn, which crosses the tree's 75% pressure: then the
+// planner reads its spawn call's answer (its next event).
+func delegate(t *testing.T, planner, coder *middleware.Stage, w *warnings) (plan, a, b termination.Result) {
+	t.Helper()
+	pctx, prun := planner.Start(context.Background())
+	prun.Observe(termination.Event{Kind: termination.KindInput, Source: "user", Text: "Fix the lexer's escape handling; tests in internal/parser."})
+	prun.Observe(termination.Event{Kind: termination.KindMessage, Source: "planner", Text: say("Two sub-tasks: cases 1-2 and case 3."),
+		Usage: termination.Usage{InputTokens: 1200, OutputTokens: 300}})
+	prun.Observe(termination.Event{Kind: termination.KindToolCall, Tool: "bash", CallID: "toolu_p1",
+		Args: json.RawMessage(args("command", "spawn-agents --tasks 'cases 1-2' 'case 3'"))})
+
+	hang := make(chan struct{})
+	aDone := make(chan termination.Result, 1)
+	go func() {
+		res, _ := subAgent(hang).run(pctx, coder) // a child: pctx carries the planner's run
+		aDone <- res
+	}()
+	<-hang
+	paused, resume := make(chan struct{}), make(chan struct{})
+	bDone := make(chan termination.Result, 1)
+	bAgent := subAgent(nil)
+	bAgent.model = gated(bAgent.model, 3, paused, resume)
+	go func() {
+		res, _ := bAgent.run(context.Background(), coder, middleware.WithParent(prun.ID()))
+		bDone <- res
+	}()
+	<-paused
+	// The tree crossed 75% on b's event: b's hook had it at once, the
+	// planner's comes with its next event (middleware doc, Trees of runs).
+	require.Len(t, w.of(prun.ID()), 0, "the planner had no event since the warning")
+	prun.Observe(termination.Event{Kind: termination.KindToolResult, Tool: "bash", CallID: "toolu_p1", Text: "spawned 2 agents"})
+	require.Len(t, w.of(prun.ID()), 1, "the planner's hook, with its next event")
+	close(resume)
+	b, a = <-bDone, <-aDone
+	require.Len(t, w.of(b.Run), 1, "b's hook: b's own event raised the warning")
+
+	require.Error(t, pctx.Err(), "the planner's loop is told to stop")
+	var cause termination.BudgetExhausted
+	require.ErrorAs(t, context.Cause(pctx), &cause)
+	return prun.Finish(nil), a, b
+}
+
+func testDelegation(t *testing.T) {
+	forms := map[string][2]*middleware.Stage{}
+	w := &warnings{got: map[string][]termination.Cause{}}
+	hook := middleware.WithOnWarning(w.hook)
+	forms["policy file"] = [2]*middleware.Stage{stageWith(t, "planner", plannerPolicy, nil, hook), stageWith(t, "coder", coderPolicy, nil, hook)}
+	inGo, err := middleware.New("planner", middleware.WithCondition(termination.IterationLimits{Limit: 30}), hook,
+		middleware.WithTreeLimits(termination.TreeLimits(termination.TokenLimits{Total: 20000, Pressure: 0.75})))
+	require.NoError(t, err)
+	forms["Go"] = [2]*middleware.Stage{inGo, stageWith(t, "coder", "", termination.IterationLimits{Limit: 40}, hook)}
+
+	for name, stages := range forms {
+		t.Run(name, func(t *testing.T) {
+			plan, a, b := delegate(t, stages[0], stages[1], w)
+			// planner 1,500; a 3 turns (7,200): 8,700; b's turns of 2,400:
+			// the 3rd reaches 75% (15,900), the 5th the limit (20,700).
+			require.Equal(t, termination.BudgetExhausted{Resource: termination.ResourceTotalTokens, Used: 20700, Limit: 20000, Scope: termination.ScopeTree}, plan.Cause)
+			require.Equal(t, termination.OutcomeFailed, plan.Outcome)
+			require.Zero(t, plan.StoppedAt, "stopped by a descendant's event (termination doc, Trees)")
+			require.NotNil(t, plan.Tree)
+			require.Equal(t, int64(20700), plan.Tree.Tokens.InputTokens+plan.Tree.Tokens.OutputTokens)
+			require.Equal(t, int64(1500), plan.Tokens.InputTokens+plan.Tokens.OutputTokens, "the planner's own")
+
+			cascade := termination.Cancelled{Reason: termination.CancelParent, Detail: "planner ended: budget_exhausted"}
+			require.Equal(t, cascade, b.Cause, "the sub-agent whose event crossed the tree limit")
+			require.Equal(t, cascade, a.Cause, "the sub-agent that was waiting on its tests")
+			require.Equal(t, plan.Run, a.Parent)
+			require.Equal(t, plan.Run, b.Parent)
+			require.Equal(t, 14, b.Events, "input, 4 turns of message, call and result, the 5th turn's message")
+
+			pressure := termination.BudgetPressure{Resource: termination.ResourceTotalTokens, Threshold: 0.75, Used: 15900, Limit: 20000, Scope: termination.ScopeTree}
+			for who, res := range map[string]termination.Result{"planner": plan, "a": a, "b": b} {
+				require.Equal(t, []termination.Cause{pressure}, res.Warnings, "%s: a tree warning reaches every live run of the tree", who)
+			}
+			require.Equal(t, []termination.Cause{pressure}, w.of(plan.Run))
+			require.Equal(t, []termination.Cause{pressure}, w.of(b.Run))
+		})
+	}
+}
+
+// hangAgent reads the lexer, then runs the tests, which hang: the tool
+// blocks until the run's context ends, as a subprocess started with
+// exec.CommandContext does.
+func hangAgent() *agent {
+	r := &repo{failures: 1}
+	tools := r.tools()
+	tools["run_tests"] = func(ctx context.Context, _ string) (string, bool) {
+		<-ctx.Done()
+		return "signal: killed", true
+	}
+	return &agent{task: "Fix TestLex.", tools: tools, in: 3000, out: 200, model: script(
+		turn{say: say("Reading the lexer."), calls: []toolCall{readLexer}},
+		turn{say: say("Running the whole suite."), calls: []toolCall{runTests}},
+		turn{say: "done", final: true})}
+}
+
+func testHang(t *testing.T) {
+	cases := []struct {
+		name, policy string
+		cond         termination.Condition
+		want         termination.Timeout
+	}{
+		{"idle", "idle: 300ms\ntimeout: 10s\n", termination.TimeLimits{Idle: 300 * time.Millisecond, Timeout: 10 * time.Second},
+			termination.Timeout{Limit: 300 * time.Millisecond, Elapsed: 300 * time.Millisecond, Idle: true}},
+		{"timeout", "timeout: 400ms\nidle: 5s\n", termination.TimeLimits{Idle: 5 * time.Second, Timeout: 400 * time.Millisecond},
+			termination.Timeout{Limit: 400 * time.Millisecond, Elapsed: 400 * time.Millisecond}},
+	}
+	for _, tc := range cases {
+		for _, form := range []string{"policy file", "Go"} {
+			t.Run(tc.name+"/"+form, func(t *testing.T) {
+				defer goleak.VerifyNone(t)
+				var cond termination.Condition
+				if form == "Go" {
+					cond = tc.cond
+				}
+				stage := stageWith(t, "tester", tc.policy, cond)
+				start := time.Now()
+				ctx, run := stage.Start(context.Background())
+				seen := 0
+				for range middleware.RangeEach(run, hangAgent().loop(ctx), decodeMsg) {
+					seen++
+				}
+				res := run.Wait()
+				took := time.Since(start)
+
+				require.Equal(t, tc.want, res.Cause)
+				require.Equal(t, "timeout", res.Tag())
+				require.Equal(t, termination.OutcomeFailed, res.Outcome)
+				// 1 input, read_file 2-4, the test run's message 5 and call 6.
+				require.Equal(t, 6, res.Events)
+				require.Equal(t, 6, res.StoppedAt, "a timeout stops after the last event evaluated (termination doc)")
+				require.Empty(t, res.Evidence)
+				require.Equal(t, 4, seen, "the task, the two assistant turns and the read_file answer")
+				require.GreaterOrEqual(t, res.Duration, tc.want.Limit)
+				require.Less(t, took, tc.want.Limit+time.Second, "stopped promptly")
+				var got termination.Timeout
+				require.ErrorAs(t, context.Cause(ctx), &got)
+				require.Equal(t, tc.want, got)
+			})
+		}
+	}
 }
