@@ -7,9 +7,14 @@
 package trial_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +23,10 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/agentstop/agentstop/codec"
+	"github.com/agentstop/agentstop/eventlog"
 	"github.com/agentstop/agentstop/middleware"
+	"github.com/agentstop/agentstop/replay"
 	"github.com/agentstop/agentstop/termination"
 )
 
@@ -390,6 +398,8 @@ func TestTrial(t *testing.T) {
 	t.Run("2_polling", testPolling)
 	t.Run("3_delegation", testDelegation)
 	t.Run("4_hang", testHang)
+	t.Run("5_cut_off_log", testCutOffLog)
+	t.Run("6_replay_as_live", testReplayAsLive)
 }
 
 // countTool counts the tool calls of one tool a fresh agent makes.
@@ -677,5 +687,200 @@ func testHang(t *testing.T) {
 				require.Equal(t, tc.want, got)
 			})
 		}
+	}
+}
+
+// recording is a set of live runs recorded by an eventlog.Writer.
+type recording struct {
+	path     string
+	policies map[string]string             // stage: policy file text
+	live     map[string]termination.Result // run id: the live result
+}
+
+// stage makes a stage of the recording: a policy file's text, or, with
+// cond, conditions in Go (its end records say "policy":"code").
+func (r *recording) stage(t *testing.T, w *eventlog.Writer, name, policy string, cond termination.Condition, extra ...middleware.Option) *middleware.Stage {
+	if cond == nil {
+		r.policies[name] = policy
+	}
+	return stageWith(t, name, policy, cond, append(extra, middleware.WithParticipant(w))...)
+}
+
+func (r *recording) add(results ...termination.Result) {
+	for _, res := range results {
+		r.live[res.Run] = res
+	}
+}
+
+// record runs the agents of scenarios 1 to 4 with an event log, as
+// production would, and returns the recording.
+func record(t *testing.T) *recording {
+	rec := &recording{path: filepath.Join(t.TempDir(), "events.jsonl"), policies: map[string]string{}, live: map[string]termination.Result{}}
+	w, err := eventlog.New(rec.path)
+	require.NoError(t, err)
+	ctx := context.Background()
+
+	fixer := rec.stage(t, w, "fixer", fixerPolicy, nil)
+	for _, a := range []*agent{progressAgent(), stuckAgent()} {
+		res, _ := a.run(ctx, fixer)
+		rec.add(res)
+	}
+	inGo := rec.stage(t, w, "fixer-go", "", fixerCond)
+	res, _ := stuckAgent().run(ctx, inGo)
+	rec.add(res)
+
+	deployer := rec.stage(t, w, "deployer", "stall: {repeats: 3, window: 8, same_result: true, any_args: true, ignore_tools: [bash]}\n", nil)
+	for _, a := range []*agent{pollAgent(0)(), pollAgent(3)()} {
+		res, _ := a.run(ctx, deployer)
+		rec.add(res)
+	}
+
+	warned := &warnings{got: map[string][]termination.Cause{}}
+	planner := rec.stage(t, w, "planner", plannerPolicy, nil, middleware.WithOnWarning(warned.hook))
+	coder := rec.stage(t, w, "coder", coderPolicy, nil, middleware.WithOnWarning(warned.hook))
+	rec.add(delegate(t, planner, coder, warned))
+
+	tester := rec.stage(t, w, "tester", "idle: 300ms\ntimeout: 10s\n", nil)
+	res, _ = hangAgent().run(ctx, tester)
+	rec.add(res)
+
+	require.NoError(t, w.Close())
+	require.Zero(t, w.Dropped())
+	return rec
+}
+
+// replayRecording replays the log at path as `agentstop replay -policies`
+// does: a first pass indexes the runs, the second replays each run with its
+// stage's policy (the Go conditions for fixer-go).
+func replayRecording(t *testing.T, rec *recording, path string, opts ...replay.Option) ([]termination.Result, bool, error) {
+	t.Helper()
+	policies := map[string]*termination.Policy{}
+	for stage, text := range rec.policies {
+		p, err := termination.ParsePolicy([]byte(text))
+		require.NoError(t, err)
+		policies[stage] = &p
+	}
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	idx := codec.IndexRuns(f)
+	_, err = f.Seek(0, io.SeekStart)
+	require.NoError(t, err)
+	runner := replay.NewRunner(nil, append([]replay.Option{replay.WithIndex(&idx), replay.WithCondition(fixerCond),
+		replay.WithPolicies(func(stage string) (*termination.Policy, bool) {
+			p, ok := policies[stage]
+			return p, ok
+		})}, opts...)...)
+	results, truncated, err := runner.Log(f)
+	require.Empty(t, runner.LeftOut())
+	return results, truncated, err
+}
+
+func testReplayAsLive(t *testing.T) {
+	rec := record(t)
+	results, truncated, err := replayRecording(t, rec, rec.path)
+	require.NoError(t, err)
+	require.False(t, truncated)
+	require.Len(t, results, len(rec.live), "one result per recorded run")
+	for _, res := range results {
+		live, ok := rec.live[res.Run]
+		require.True(t, ok, "run %s was not run live", res.Run)
+		msg := fmt.Sprintf("run of stage %s (live: %s)", live.Stage, live.Cause)
+		t.Logf("%s %s from_record=%v stopped_at=%d events=%d live=%s", live.Stage, res.Cause, res.FromRecord, res.StoppedAt, res.Events, res.Live)
+		require.Equal(t, live.Tag(), res.Live, msg)
+		require.Equal(t, live.Cause, res.Cause, msg)
+		require.Equal(t, live.StoppedAt, res.StoppedAt, msg)
+		require.Equal(t, live.Events, res.Events, msg)
+		require.Equal(t, live.Outcome, res.Outcome, msg)
+		require.Equal(t, live.Parent, res.Parent, msg)
+		if !res.FromRecord {
+			// Derived from the events by the same policy: the same evidence
+			// and warnings too.
+			require.Equal(t, live.Evidence, res.Evidence, msg)
+			require.Equal(t, live.Warnings, res.Warnings, msg)
+		}
+	}
+}
+
+// lineBounds returns where line n (1-based) of data starts and where its
+// newline is.
+func lineBounds(t *testing.T, data []byte, n int) (start, end int) {
+	t.Helper()
+	for i := 1; i < n; i++ {
+		nl := bytes.IndexByte(data[start:], '\n')
+		require.GreaterOrEqual(t, nl, 0, "the log has fewer than %d lines", n)
+		start += nl + 1
+	}
+	end = start + bytes.IndexByte(data[start:], '\n')
+	require.Greater(t, end, start)
+	return start, end
+}
+
+func testCutOffLog(t *testing.T) {
+	// Two runs of the coding agent: the stuck one ends (a stall and its
+	// end record), then the process is killed while the progress run
+	// writes its 13th line (run_tests' answer: ~1 KiB with escapes).
+	rec := &recording{path: filepath.Join(t.TempDir(), "events.jsonl"), policies: map[string]string{}, live: map[string]termination.Result{}}
+	w, err := eventlog.New(rec.path)
+	require.NoError(t, err)
+	fixer := rec.stage(t, w, "fixer", fixerPolicy, nil)
+	stuck, _ := stuckAgent().run(context.Background(), fixer)
+	progress, _ := progressAgent().run(context.Background(), fixer)
+	require.NoError(t, w.Close())
+	data, err := os.ReadFile(rec.path)
+	require.NoError(t, err)
+
+	cutLine := stuck.Events + 1 + 13 // the stuck run's events, its end record, 13 lines of the progress run
+	start, end := lineBounds(t, data, cutLine)
+	require.Contains(t, string(data[start:end]), `"tool_result"`)
+	require.Contains(t, string(data[start:end]), `--- FAIL`)
+	cut := filepath.Join(t.TempDir(), "killed.jsonl")
+	require.NoError(t, os.WriteFile(cut, data[:start+(end-start)/2], 0o600))
+
+	// Strict: an error naming the line and saying the log looks truncated.
+	_, _, err = replayRecording(t, rec, cut)
+	require.ErrorIs(t, err, codec.ErrTruncated)
+	var de *codec.DecodeError
+	require.ErrorAs(t, err, &de)
+	require.Equal(t, cutLine, de.Line)
+	require.Contains(t, err.Error(), fmt.Sprintf("line %d", cutLine))
+
+	// Lenient: the events before the cut are evaluated. The stuck run ends
+	// as it did live; the progress run, which no cause stopped, ends at
+	// its last whole line and is the one the truncation concerns.
+	results, truncated, err := replayRecording(t, rec, cut, replay.WithLenient())
+	require.NoError(t, err)
+	require.True(t, truncated)
+	require.Len(t, results, 2)
+	byRun := map[string]termination.Result{results[0].Run: results[0], results[1].Run: results[1]}
+	require.Equal(t, stuck.Cause, byRun[stuck.Run].Cause)
+	require.Equal(t, stuck.StoppedAt, byRun[stuck.Run].StoppedAt)
+	require.Equal(t, "stall", byRun[stuck.Run].Live)
+	cutRun := byRun[progress.Run]
+	require.Equal(t, termination.NaturalCompletion{}, cutRun.Cause)
+	require.Equal(t, 12, cutRun.Events, "the progress run's lines before the cut")
+	require.Empty(t, cutRun.Live, "its end record was never written")
+
+	// Wherever the line is cut — inside an escape, a multi-byte rune, a
+	// key, a number — a one-run log cut there is a truncated log at that
+	// line, for replay.Log as for the Runner.
+	one := filepath.Join(t.TempDir(), "one.jsonl")
+	w, err = eventlog.New(one)
+	require.NoError(t, err)
+	progress, _ = progressAgent().run(context.Background(), rec.stage(t, w, "fixer", fixerPolicy, nil))
+	require.NoError(t, w.Close())
+	data, err = os.ReadFile(one)
+	require.NoError(t, err)
+	start, end = lineBounds(t, data, 4) // read_file's answer: ~1 KiB of Go
+	cond := termination.MustParsePolicy(fixerPolicy).Condition()
+	for at := start + 1; at < end; at++ {
+		_, err := replay.Log(cond, bytes.NewReader(data[:at]))
+		if !errors.Is(err, codec.ErrTruncated) || !errors.As(err, &de) || de.Line != 4 {
+			t.Fatalf("cut at byte %d of line 4 (%q…): got %v, want a truncated log at line 4", at-start, data[max(start, at-12):at], err)
+		}
+		res, err := replay.Log(cond, bytes.NewReader(data[:at]), replay.WithLenient())
+		require.NoError(t, err)
+		require.True(t, res.Truncated)
+		require.Equal(t, 3, res.Events)
 	}
 }
