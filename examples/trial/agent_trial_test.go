@@ -365,6 +365,10 @@ func stuckAgent() *agent {
 	return &agent{task: "Fix the failing TestLex cases in internal/parser.", model: script(turns...), tools: r.tools(), in: 3000, out: 250}
 }
 
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
 func TestTrial(t *testing.T) {
 	t.Run("1_progress_is_not_a_stall", func(t *testing.T) {
 		res := bothForms(t, "fixer", fixerPolicy, fixerCond, progressAgent)
@@ -688,6 +692,37 @@ func testHang(t *testing.T) {
 			})
 		}
 	}
+	t.Run("tool ignores its context/Forward", testHangIgnoringContext)
+}
+
+// testHangIgnoringContext: the hung tool ignores the context (a blocking
+// call with no deadline). Range would wait for the producer as a bare range
+// loop does; Forward ends its output when the run stops, whatever the
+// producer does, and Wait gives the producer the drain timeout.
+func testHangIgnoringContext(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	stuck := make(chan struct{})
+	defer close(stuck) // the tool returns at last, when the test ends
+	a := hangAgent()
+	a.tools["run_tests"] = func(context.Context, string) (string, bool) {
+		<-stuck
+		return "ok", false
+	}
+	stage := stageWith(t, "tester", "idle: 300ms\n", nil, middleware.WithDrainTimeout(200*time.Millisecond))
+	start := time.Now()
+	ctx, run := stage.Start(context.Background())
+	seen := 0
+	for range middleware.ForwardEach(run, a.loop(ctx), decodeMsg) {
+		seen++
+	}
+	closed := time.Since(start)
+	res := run.Wait()
+	waited := time.Since(start)
+	require.Equal(t, termination.Timeout{Limit: 300 * time.Millisecond, Elapsed: 300 * time.Millisecond, Idle: true}, res.Cause)
+	require.Equal(t, 6, res.Events)
+	require.Equal(t, 4, seen)
+	require.Less(t, closed, 300*time.Millisecond+time.Second, "the output closed promptly")
+	require.Less(t, waited, 500*time.Millisecond+time.Second, "Wait: at the latest the drain timeout after the stop")
 }
 
 // recording is a set of live runs recorded by an eventlog.Writer.
