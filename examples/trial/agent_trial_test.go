@@ -15,6 +15,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -77,9 +78,10 @@ func decodeMsg(m chatMsg, emit func(termination.Event)) {
 
 // turn is one scripted model response.
 type turn struct {
-	say   string
-	calls []toolCall // IDs are filled in by the agent
-	final bool
+	say     string
+	calls   []toolCall // IDs are filled in by the agent
+	final   bool
+	reverse bool // parallel calls whose answers come back last first
 }
 
 // tool runs one tool call; it returns the tool's output and whether it
@@ -126,7 +128,12 @@ func (a *agent) loop(ctx context.Context) <-chan chatMsg {
 			if !send(chatMsg{Role: "assistant", Content: t.say, ToolCalls: t.calls, Final: t.final, In: a.in, Out: a.out}) || t.final {
 				return
 			}
-			for _, c := range t.calls {
+			order := t.calls // the sent message shares it: reverse a copy
+			if t.reverse {
+				order = slices.Clone(t.calls)
+				slices.Reverse(order)
+			}
+			for _, c := range order {
 				out, failed := a.tools[c.Name](ctx, c.Arguments)
 				if ctx.Err() != nil {
 					return
@@ -232,7 +239,10 @@ func (r *repo) tools() map[string]tool {
 			}
 			return "Edited internal/parser/lexer.go: 1 hunk, +3 −1 lines", false
 		},
-		"run_tests": func(_ context.Context, _ string) (string, bool) {
+		"run_tests": func(_ context.Context, a string) (string, bool) {
+			if strings.Contains(a, "internal/config") {
+				return testOutput(0) // the other package passes
+			}
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			return testOutput(r.failures)
@@ -365,6 +375,18 @@ func stuckAgent() *agent {
 	return &agent{task: "Fix the failing TestLex cases in internal/parser.", model: script(turns...), tools: r.tools(), in: 3000, out: 250}
 }
 
+// parallelAgent runs two test commands in parallel in each turn (one
+// fails, one passes); they come back last first, the same each time.
+func parallelAgent() *agent {
+	r := &repo{failures: 2}
+	testsB := toolCall{Name: "run_tests", Arguments: args("cmd", "go test ./internal/config/...", "timeout_s", 120)}
+	turns := []turn{{say: say("I'll read the lexer first."), calls: []toolCall{readLexer}}}
+	for k := range 4 {
+		turns = append(turns, turn{say: say("Running both suites (round %d).", k+1), calls: []toolCall{runTests, testsB}, reverse: true})
+	}
+	return &agent{task: "Fix the failing tests.", model: script(turns...), tools: r.tools(), in: 3000, out: 250}
+}
+
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
@@ -397,6 +419,17 @@ func TestTrial(t *testing.T) {
 		require.Equal(t, 13, res.Events)
 		require.Equal(t, []int{7, 10, 13}, res.Evidence)
 		require.Equal(t, []termination.Cause{termination.StallDetected{Signal: termination.SignalRepeatedResult, Repeats: 2}}, res.Warnings)
+	})
+
+	t.Run("1_parallel_calls_answered_out_of_order", func(t *testing.T) {
+		// Two test runs in one turn (one failing, one passing), answered
+		// last first, three turns in a row with the same answers: results
+		// pair with their calls by call_id. Events: read_file 2-4; each turn a message, call A,
+		// call B, answer B, answer A (5-9, 10-14, 15-19).
+		res := bothForms(t, "fixer", fixerPolicy, fixerCond, parallelAgent)
+		require.Equal(t, termination.StallDetected{Signal: termination.SignalRepeatedResult, Repeats: 3}, res.Cause)
+		require.Equal(t, 18, res.StoppedAt)
+		require.Equal(t, []int{8, 13, 18}, res.Evidence, "B's answers")
 	})
 
 	t.Run("2_polling", testPolling)
@@ -750,9 +783,9 @@ func (r *recording) add(results ...termination.Result) {
 
 // record runs the agents of scenarios 1 to 4 with an event log, as
 // production would, and returns the recording.
-func record(t *testing.T) *recording {
+func record(t *testing.T, opts ...eventlog.Option) *recording {
 	rec := &recording{path: filepath.Join(t.TempDir(), "events.jsonl"), policies: map[string]string{}, live: map[string]termination.Result{}}
-	w, err := eventlog.New(rec.path)
+	w, err := eventlog.New(rec.path, opts...)
 	require.NoError(t, err)
 	ctx := context.Background()
 
@@ -763,6 +796,8 @@ func record(t *testing.T) *recording {
 	}
 	inGo := rec.stage(t, w, "fixer-go", "", fixerCond)
 	res, _ := stuckAgent().run(ctx, inGo)
+	rec.add(res)
+	res, _ = parallelAgent().run(ctx, fixer)
 	rec.add(res)
 
 	deployer := rec.stage(t, w, "deployer", "stall: {repeats: 3, window: 8, same_result: true, any_args: true, ignore_tools: [bash]}\n", nil)
@@ -813,7 +848,19 @@ func replayRecording(t *testing.T, rec *recording, path string, opts ...replay.O
 }
 
 func testReplayAsLive(t *testing.T) {
-	rec := record(t)
+	t.Run("with content", func(t *testing.T) { replayAsLive(t, record(t)) })
+	// Arguments, texts and results as hashes: replay compares the hashes.
+	t.Run("without content", func(t *testing.T) {
+		rec := record(t, eventlog.WithoutContent())
+		data, err := os.ReadFile(rec.path)
+		require.NoError(t, err)
+		require.NotContains(t, string(data), "gh run view", "no tool arguments")
+		require.NotContains(t, string(data), "--- FAIL", "no tool output")
+		replayAsLive(t, rec)
+	})
+}
+
+func replayAsLive(t *testing.T, rec *recording) {
 	results, truncated, err := replayRecording(t, rec, rec.path)
 	require.NoError(t, err)
 	require.False(t, truncated)
