@@ -387,6 +387,23 @@ func parallelAgent() *agent {
 	return &agent{task: "Fix the failing tests.", model: script(turns...), tools: r.tools(), in: 3000, out: 250}
 }
 
+// cutArgsAgent's model hits its output limit in the middle of a long bash
+// command, three times: its tool calls' arguments are not JSON, and the
+// framework answers each with the same error.
+func cutArgsAgent() *agent {
+	r := &repo{}
+	tools := r.tools()
+	tools["bash"] = func(context.Context, string) (string, bool) {
+		return "error: the tool call's arguments are not valid JSON", true
+	}
+	cut := args("command", "cat <<'EOF' > internal/parser/lexer.go\n"+goSource(3)+"\nEOF")[:900]
+	var turns []turn
+	for k := range 4 {
+		turns = append(turns, turn{say: say("Rewriting the lexer in one go (try %d).", k+1), calls: []toolCall{{Name: "bash", Arguments: cut}}})
+	}
+	return &agent{task: "Fix TestLex.", model: script(turns...), tools: tools, in: 3000, out: 4096}
+}
+
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
@@ -798,6 +815,9 @@ func record(t *testing.T, opts ...eventlog.Option) *recording {
 	res, _ := stuckAgent().run(ctx, inGo)
 	rec.add(res)
 	res, _ = parallelAgent().run(ctx, fixer)
+	rec.add(res)
+	res, _ = cutArgsAgent().run(ctx, fixer)
+	require.Equal(t, termination.SignalRepeatedResult, res.Cause.(termination.StallDetected).Signal)
 	rec.add(res)
 
 	deployer := rec.stage(t, w, "deployer", "stall: {repeats: 3, window: 8, same_result: true, any_args: true, ignore_tools: [bash]}\n", nil)
