@@ -535,6 +535,15 @@ func testPolling(t *testing.T) {
 	// read a: 2-4, polls 1-4: 5-16, read b: 17-19, polls 5-8: 20-31, read c: 32-34.
 	require.Equal(t, stall3, res.Cause)
 	require.Equal(t, []int{4, 19, 34}, res.Evidence)
+
+	// any_args holds for every tool: an edit tool whose success answer is
+	// always the same ("Edited …: 1 hunk") repeats "whatever its
+	// arguments", so the same policy stops the edit-and-test loop that
+	// made progress, at its third edit (read 2-4, tests 5-7, edits at
+	// 8-10, 14-16, 20-22). As the spec says; a pitfall for coding agents.
+	res = bothForms(t, "deployer", "stall: {repeats: 3, window: 8, same_result: true, any_args: true, ignore_tools: [bash]}", both, progressAgent)
+	require.Equal(t, stall3, res.Cause)
+	require.Equal(t, []int{10, 16, 22}, res.Evidence)
 }
 
 // The planner's and its sub-agents' policies: a tree token budget over the
