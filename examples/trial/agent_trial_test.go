@@ -388,7 +388,7 @@ func parallelAgent() *agent {
 }
 
 // cutArgsAgent's model hits its output limit in the middle of a long bash
-// command, three times: its tool calls' arguments are not JSON, and the
+// command, again and again: its tool calls' arguments are not JSON, and the
 // framework answers each with the same error.
 func cutArgsAgent() *agent {
 	r := &repo{}
