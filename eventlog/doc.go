@@ -68,4 +68,10 @@
 //   - A run that spans a rotation is in two files, each part a run of its
 //     own to a backtest; choose WithMaxBytes so that rotations are rare, or
 //     concatenate the files before a backtest.
+//   - Tool arguments that are not JSON (a model's malformed arguments, cut
+//     off at its output limit or with a quote left unescaped, which a live
+//     run takes as they are) are written as their args_hash, as without
+//     content: the event stays in the log, and replay compares the calls as
+//     the live run compared them (the contract's args are JSON, and a line
+//     holds a value or its hash, never text that is not JSON).
 package eventlog

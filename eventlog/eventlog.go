@@ -525,6 +525,13 @@ func (w *Writer) write(rec *record) {
 		hideContent(&ev)
 	}
 	line, err := w.encode(&ev, rec)
+	if err != nil && len(ev.Args) > 0 && !json.Valid(ev.Args) {
+		// A model's malformed arguments, which the live run took as they
+		// are: the line keeps the event with the args' hash, the value
+		// replay compares as the live run compared the args.
+		ev.Log.ArgsHash, ev.Args = codec.ArgsHash(ev.Args), nil
+		line, err = w.encode(&ev, rec)
+	}
 	if err == nil && w.size > 0 && w.size+int64(len(line))+1 > w.cfg.maxBytes {
 		// Rotate first: the line may then be its run's first in the new
 		// file, with the run's stage and parent.

@@ -306,3 +306,36 @@ func captureHandled(t *testing.T) func() []string {
 		return slices.Clone(handled)
 	}
 }
+
+// TestArgsThatAreNotJSON: a model's malformed tool arguments (cut off at its
+// output limit, a quote left unescaped), which a live run takes as they
+// are, are written as their args_hash, as without content: the event stays
+// in the log, and replay compares the calls as the live run did.
+func TestArgsThatAreNotJSON(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	w, err := New(path)
+	require.NoError(t, err)
+	policy := termination.MustParsePolicy("stall: {repeats: 3, window: 5}")
+	stage, err := middleware.New("coder", middleware.WithPolicy(policy), middleware.WithParticipant(w))
+	require.NoError(t, err)
+	_, run := stage.Start(context.Background())
+	run.Observe(termination.Event{Kind: termination.KindMessage, Text: "listing the files"})
+	for _, args := range []string{`{"command": "ls -la`, `{"command": "ls -la`, `{"command": "ls"}`, ` {"command": "ls -la `} {
+		run.Observe(termination.Event{Kind: termination.KindToolCall, Tool: "bash", Args: []byte(args)})
+	}
+	live := run.Finish(nil)
+	require.Equal(t, termination.StallDetected{Signal: termination.SignalRepeatedToolCall, Repeats: 3}, live.Cause)
+	require.Equal(t, []int{2, 3, 5}, live.Evidence, "the same malformed args, spaces around them or not")
+	require.NoError(t, w.Close())
+
+	events := testutil.DecodeFile(t, path)
+	require.Len(t, events, live.Events, "every evaluated event is in the log")
+	assert.Equal(t, codec.ArgsHash([]byte(`{"command": "ls -la`)), events[1].Logged().ArgsHash)
+	assert.Nil(t, events[1].Args)
+	assert.JSONEq(t, `{"command": "ls"}`, string(events[3].Args), "valid args are written as they are")
+	replayed := replay.Runs(&policy, events)
+	require.Len(t, replayed, 1)
+	assert.Equal(t, live.Cause, replayed[0].Cause)
+	assert.Equal(t, live.StoppedAt, replayed[0].StoppedAt)
+	assert.Equal(t, live.Evidence, replayed[0].Evidence)
+}

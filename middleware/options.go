@@ -93,8 +93,13 @@ func WithTreatAsSuccess(f func(termination.Cause) bool) Option {
 // (its ID, Parent and Stage tell the runs of one stage, and of one tree,
 // apart: a tree's pressure warning reaches every live run of the tree):
 // the loop can inject a "wrap up now" or "you are repeating yourself"
-// instruction into the right agent. f may call the run's methods. A panic
-// in f is recovered and reported. Default: none. nil is ignored.
+// instruction into the right agent. A warning that another run's event
+// raised (a tree's pressure, a fleet budget's) reaches f with the run's
+// own next event, on its goroutine, or, when none comes (a planner waiting
+// on its sub-agents, a sub-agent blocked in a tool call), once the run has
+// ended, on the goroutine that ended it (Finish, or the way in at the end
+// of the stream). f may call the run's methods. A panic in f is recovered
+// and reported. Default: none. nil is ignored.
 func WithOnWarning(f func(ctx context.Context, run *Run, warning termination.Cause)) Option {
 	return optionFunc(func(c *config) {
 		if f != nil {

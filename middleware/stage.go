@@ -847,10 +847,10 @@ func (r *Run) finish(err error) {
 		r.parts.error(fmt.Errorf("middleware: stage %q: TreatAsSuccess panicked: %v", r.stage.name, treatPanic))
 	}
 	res.Drained = r.drainedLocked()
-	for _, w := range r.eval.WarningsSince(int(r.nwarn)) {
-		r.parts.warning(w) // a fleet's warning that no event delivered
-	}
-	r.nwarn = int32(len(res.Warnings))
+	// A warning that no event delivered (a fleet's, a tree's raised by
+	// another run's event) goes to the participants now and to the hook
+	// once the run has ended (below).
+	undelivered := r.takeWarnings()
 	r.unholdLocked()  // hold.go
 	r.stopTold = true // End tells them
 	// Its descendants' ends come after its own, with their locks held
@@ -870,6 +870,11 @@ func (r *Run) finish(err error) {
 	r.unlink() // lineage.go
 	unregisterRun(r, &res)
 	r.ended.Done()
+	// Last, on the goroutine that finished the run: the hook may call the
+	// run's methods (Wait and Finish return its result).
+	for _, w := range undelivered {
+		r.warn(w)
+	}
 }
 
 // treat calls f, recovering a panic (reported by the caller).

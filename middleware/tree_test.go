@@ -542,3 +542,32 @@ func TestHolderResultShowsTheTreesTotals(t *testing.T) {
 		assert.NotContains(t, string(js), `"tree"`)
 	}
 }
+
+// TestWarningHookAtTheRunsEnd: a warning recorded on a run by another run's
+// event (a tree's pressure) or from outside (a fleet's) reaches the run's
+// warning hook with its next event, or at its end when none comes (Run.Warn;
+// WithOnWarning: every warning of a run): a planner waiting on its
+// sub-agents, a sub-agent blocked in a tool call, is told too.
+func TestWarningHookAtTheRunsEnd(t *testing.T) {
+	var mu sync.Mutex
+	hooked := map[string][]termination.Cause{}
+	hook := middleware.WithOnWarning(func(_ context.Context, run *middleware.Run, c termination.Cause) {
+		mu.Lock()
+		hooked[run.ID()] = append(hooked[run.ID()], c)
+		mu.Unlock()
+	})
+	planner := mustStage(t, "planner", policy(t, "tree: {token_budget: {total: 1000, pressure: 0.5}}"), hook)
+	researcher := mustStage(t, "researcher", hook)
+	pctx, p := planner.Start(context.Background())
+	_, a := researcher.Start(pctx)
+	_, b := researcher.Start(pctx)
+	b.Observe(termination.Event{Kind: termination.KindMessage, Usage: termination.Usage{InputTokens: 600}})
+	want := []termination.Cause{termination.BudgetPressure{Resource: termination.ResourceTotalTokens, Threshold: 0.5, Used: 600, Limit: 1000, Scope: termination.ScopeTree}}
+	for _, r := range []*middleware.Run{b, a, p} {
+		res := r.Finish(nil)
+		assert.Equal(t, want, res.Warnings)
+		mu.Lock()
+		assert.Equal(t, want, hooked[r.ID()], "%s: the hook has every warning of the run's result", r.Stage().Name())
+		mu.Unlock()
+	}
+}
