@@ -249,14 +249,9 @@ func (h *Handler) OnEndWithStreamOutput(ctx context.Context, info *callbacks.Run
 		<-prev
 		switch comp {
 		case components.ComponentOfChatModel:
-			if len(msgs) == 0 {
-				return
+			if msg := concatChunks(msgs); msg != nil {
+				h.observeModel(msg, usage, modelID)
 			}
-			msg, err := schema.ConcatMessages(msgs)
-			if err != nil {
-				return
-			}
-			h.observeModel(msg, usage, modelID)
 		case components.ComponentOfTool:
 			h.observe(termination.Event{Kind: termination.KindToolResult, Tool: name, Text: text.String(), CallID: callID})
 		}
@@ -264,13 +259,19 @@ func (h *Handler) OnEndWithStreamOutput(ctx context.Context, info *callbacks.Run
 	return ctx
 }
 
+// maxUsage folds the TokenUsage of one more chunk into a: each count is
+// the largest the chunks reported (a chunk's counts are the response's so
+// far, never a delta).
 func maxUsage(a, b *model.TokenUsage) *model.TokenUsage {
 	if a == nil {
 		c := *b
 		return &c
 	}
 	a.PromptTokens = max(a.PromptTokens, b.PromptTokens)
+	a.PromptTokenDetails.CachedTokens = max(a.PromptTokenDetails.CachedTokens, b.PromptTokenDetails.CachedTokens)
 	a.CompletionTokens = max(a.CompletionTokens, b.CompletionTokens)
+	a.TotalTokens = max(a.TotalTokens, b.TotalTokens)
+	a.CompletionTokensDetails.ReasoningTokens = max(a.CompletionTokensDetails.ReasoningTokens, b.CompletionTokensDetails.ReasoningTokens)
 	return a
 }
 
