@@ -49,5 +49,10 @@
 //     a message.
 //   - Tool results come from tools that call the handler (langchaingo's
 //     built-in tools do, given the handler); the tool is the last action's.
-//   - Tool inputs that are not valid JSON are reported as a JSON string.
+//   - A tool_call's args are the input the executor hands the tool, without
+//     the trailing "\nObservation:" it cuts off. A langchaingo tool takes a
+//     string: a JSON object or array is reported as it is; any other input
+//     (a MRKL agent's "Action Input: 42", the value the OpenAI functions
+//     agent unwraps from {"__arg1": ...}) as a JSON string, so "42" stays
+//     the text the tool got, not a number.
 package langchaingo

@@ -227,13 +227,17 @@ func (h *Handler) observe(ev termination.Event) {
 	}
 }
 
-// argsJSON returns a tool input as JSON: itself when it is valid JSON, else
-// the string as a JSON string.
+// argsJSON returns a tool input as the args of its tool_call: the input the
+// executor hands the tool (it cuts a trailing "\nObservation:" off first).
+// A langchaingo tool takes a string, so JSON arguments (an object or an
+// array) are reported as they are, and any other input as a JSON string
+// holding it: "42" is the text the tool gets, not the number it spells.
 func argsJSON(in string) json.RawMessage {
+	in = strings.TrimSuffix(in, "\nObservation:")
 	if in == "" {
 		return nil
 	}
-	if json.Valid([]byte(in)) {
+	if t := strings.TrimLeft(in, " \t\r\n"); (strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[")) && json.Valid([]byte(in)) {
 		return json.RawMessage(in)
 	}
 	b, err := json.Marshal(in)
