@@ -243,8 +243,9 @@ func interrupted(run *middleware.Run, resp *ai.ModelResponse) {
 
 // usage counts a response's tokens as the OpenTelemetry GenAI conventions
 // do: input includes cached input tokens, output includes reasoning
-// tokens. Genkit's plugins put cached tokens inside InputTokens
-// (CachedContentTokens is a part of it), but disagree on thoughts:
+// tokens. Genkit's googlegenai and compat_oai plugins put cached tokens
+// inside InputTokens (CachedContentTokens is a part of it; the anthropic
+// plugin drops Anthropic's cache tokens), but disagree on thoughts:
 // googlegenai's OutputTokens are Gemini's candidates only, with the
 // thoughts apart (and in TotalTokens), while compat_oai's OutputTokens
 // already include the reasoning that its ThoughtsTokens repeats. The
