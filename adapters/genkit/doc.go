@@ -28,7 +28,9 @@
 // OpenAI-compatible models. Genkit v1.4.0's anthropic plugin reports
 // Anthropic's input_tokens and output_tokens only: its prompt-cache tokens
 // are lost before the middleware sees the response and are not counted); one
-// tool_call event per tool request, with its input;
+// tool_call event per tool request, with its input (the text of the
+// message or final event is its text and data parts, never the model's
+// reasoning parts);
 // and an error event when the turn is not an answer.
 //
 //	response                          events

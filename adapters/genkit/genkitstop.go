@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"iter"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/firebase/genkit/go/ai"
@@ -46,7 +47,7 @@ func Events(resp *ai.ModelResponse, emit func(termination.Event)) {
 	}
 	var calls []*ai.ToolRequest
 	if resp.Message != nil {
-		ev.Text = resp.Text()
+		ev.Text = text(resp.Message)
 		calls = resp.ToolRequests()
 	}
 	if len(calls) > 0 || problem != "" {
@@ -59,6 +60,20 @@ func Events(resp *ai.ModelResponse, emit func(termination.Event)) {
 	if problem != "" {
 		emit(termination.Event{Kind: termination.KindError, Err: problem})
 	}
+}
+
+// text is the text of a model message: its text and data parts, as
+// Message.Text joins them, but never a reasoning part (Message.Text returns
+// the only part of a message whatever its kind, so a response cut off while
+// the model thought would have its thoughts as its text).
+func text(m *ai.Message) string {
+	var b strings.Builder
+	for _, p := range m.Content {
+		if p.IsText() || p.IsData() {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
 }
 
 // marshal returns v as JSON, or nothing when v is nil or cannot be
