@@ -134,7 +134,11 @@ func Observe(run *middleware.Run, c *openai.ChatCompletion) (termination.Cause, 
 
 // ObserveToolResult reports the result of one tool call to run (see
 // [ToolResultEvent]) and returns the cause and true when the loop must stop.
+// A nil run is told nothing.
 func ObserveToolResult(run *middleware.Run, call openai.ChatCompletionMessageToolCallUnion, output string, err error) (termination.Cause, bool) {
+	if run == nil {
+		return nil, false
+	}
 	return run.Observe(ToolResultEvent(call, output, err))
 }
 
