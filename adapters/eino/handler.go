@@ -84,7 +84,8 @@ func (h *Handler) Context(ctx context.Context) context.Context {
 // adk.ErrExceedMaxIterations is reported as [ErrMaxIterations], whether it
 // is err or reached the handler's callbacks (an adk agent reports it as an
 // event, so a loop that reads the events without collecting their errors
-// may pass nil).
+// may pass nil). A Handler of a nil run reports nothing and returns the
+// zero Result.
 func (h *Handler) Finish(err error) termination.Result {
 	h.pending.Wait()
 	h.mu.Lock()
@@ -93,6 +94,9 @@ func (h *Handler) Finish(err error) termination.Result {
 		err = h.lastErr
 	}
 	h.mu.Unlock()
+	if h.run == nil {
+		return termination.Result{}
+	}
 	return h.run.Finish(frameworkLimit(err, turns))
 }
 

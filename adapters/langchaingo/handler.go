@@ -81,12 +81,16 @@ func (e *limitError) Error() string   { return e.err.Error() }
 func (e *limitError) Unwrap() []error { return []error{e.err, ErrMaxIterations, e.cause} }
 
 // Finish reports a model response still held, then finishes the run with
-// err, the executor's error (nil on success).
+// err, the executor's error (nil on success). A Handler of a nil run reports
+// nothing and returns the zero Result.
 func (h *Handler) Finish(err error) termination.Result {
 	h.mu.Lock()
 	h.flushLocked()
 	turns := h.turns
 	h.mu.Unlock()
+	if h.run == nil {
+		return termination.Result{}
+	}
 	if errors.Is(err, agents.ErrNotFinished) {
 		err = &limitError{err: err, cause: termination.MaxIterationsReached{Limit: turns, Count: turns + 1}}
 	}
