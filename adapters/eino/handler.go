@@ -27,7 +27,9 @@ import (
 //   - a ChatModel's end is a message event (a final event when the response
 //     requests no tool and the agent is final, see [WithFinalAgents]) with
 //     the response's usage: ResponseMeta.Usage, else the callback's
-//     TokenUsage, never both; its model is the callback's Config.Model;
+//     TokenUsage, never both; its model is the callback's Config.Model; a
+//     response cut off or blocked is a message followed by an error event,
+//     as [Decode] maps it;
 //   - a Tool's start is a tool_call event (the tool's name and JSON
 //     arguments), its end a tool_result event, its error a failed
 //     tool_result, each with the tool call's id (compose.GetToolCallID);
@@ -300,10 +302,14 @@ func (h *Handler) observeModel(msg *schema.Message, usage *model.TokenUsage, mod
 	h.turns++
 	h.mu.Unlock()
 	kind := termination.KindFinal
-	if len(msg.ToolCalls) > 0 || !h.cfg.isFinalAgent("") {
+	problem := unfinished(msg)
+	if len(msg.ToolCalls) > 0 || !h.cfg.isFinalAgent("") || problem != "" {
 		kind = termination.KindMessage
 	}
 	h.observe(termination.Event{Kind: kind, Text: msg.Content, Usage: usageOf(msg, usage), Model: modelID})
+	if problem != "" {
+		h.observe(termination.Event{Kind: termination.KindError, Err: problem})
+	}
 }
 
 // emit observes ev after any streamed output that came before it.
