@@ -192,6 +192,9 @@ func Accumulate(stream *ssestream.Stream[openai.ChatCompletionChunk], onChunk fu
 		}
 	}
 	acc.Usage = usage
+	if rejected == nil {
+		return acc.ChatCompletion, stream.Err() // the stream's own error, unwrapped
+	}
 	return acc.ChatCompletion, errors.Join(stream.Err(), rejected)
 }
 
