@@ -3,6 +3,7 @@ package adk_test
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/agentstop/agentstop/termination"
 
@@ -64,6 +65,8 @@ func decodeADK(ev *session.Event, emit func(termination.Event)) {
 			res := termination.Event{Kind: termination.KindToolResult, Source: ev.Author, Tool: r.Name, CallID: r.ID}
 			if e, ok := r.Response["error"]; ok && e != nil {
 				res.Err = fmt.Sprint(e)
+			} else {
+				res.Text = resultText(r.Response)
 			}
 			emit(res)
 		}
@@ -81,6 +84,25 @@ func parts(ev *session.Event) []*genai.Part {
 		return nil
 	}
 	return ev.Content.Parts
+}
+
+// resultText is a function response as the model gets it back: the text of
+// a {"result": "..."} response (ADK wraps a tool's non-map result so), else
+// the response as JSON, so that results that differ are told apart.
+func resultText(r map[string]any) string {
+	if s, ok := r["result"].(string); ok && len(r) == 1 {
+		return s
+	}
+	if r == nil {
+		return ""
+	}
+	var b strings.Builder
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(r) != nil {
+		return ""
+	}
+	return strings.TrimSuffix(b.String(), "\n")
 }
 
 // END RECIPE

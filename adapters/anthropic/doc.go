@@ -53,7 +53,9 @@
 // input is input_tokens plus the prompt-cache tokens
 // cache_creation_input_tokens and cache_read_input_tokens, which Anthropic
 // reports apart although the model processed them; output is
-// output_tokens, which includes extended thinking) and the text of its text blocks,
+// output_tokens, which includes extended thinking; a beta message adds the
+// tokens of its server-side compactions, which the API reports only in
+// usage.iterations) and the text of its text blocks,
 // the model's name as source and model; one tool_call event per tool call,
 // with the tool_use block's id as call id (ToolResultEvent carries it too,
 // and so do the results [Tools] reports when the runner is wrapped by [All]

@@ -42,9 +42,7 @@ func BetaEvents(m *anthropic.BetaMessage, emit func(termination.Event)) {
 	if m == nil {
 		return
 	}
-	u := m.Usage
-	t := newTurn(m.Model, m.StopReason, m.StopDetails.Explanation, m.StopDetails.Category,
-		usage(u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens, u.OutputTokens))
+	t := newTurn(m.Model, m.StopReason, m.StopDetails.Explanation, m.StopDetails.Category, betaUsage(&m.Usage))
 	decode(t, m.Content, func(b *anthropic.BetaContentBlockUnion) block {
 		return block{typ: b.Type, text: b.Text, name: b.Name, id: b.ID, input: b.Input}
 	}, emit)
@@ -66,6 +64,24 @@ func ToolResultEvent(call anthropic.ToolUseBlock, output string, err error) term
 // input the model processed (and is billed for), so they are counted in.
 func usage(input, cacheWrite, cacheRead, output int64) termination.Usage {
 	return termination.Usage{InputTokens: input + cacheWrite + cacheRead, OutputTokens: output}
+}
+
+// betaUsage is [usage] of a beta message, plus the tokens of its
+// server-side compactions: the beta API reports those only in
+// usage.iterations (a compaction entry's tokens are not part of the
+// top-level fields), although the request spent them. The other entries
+// (the message's sampling iterations) break the top-level counts down and
+// are not added again.
+func betaUsage(u *anthropic.BetaUsage) termination.Usage {
+	total := usage(u.InputTokens, u.CacheCreationInputTokens, u.CacheReadInputTokens, u.OutputTokens)
+	for i := range u.Iterations {
+		if it := &u.Iterations[i]; it.Type == "compaction" {
+			c := usage(it.InputTokens, it.CacheCreationInputTokens, it.CacheReadInputTokens, it.OutputTokens)
+			total.InputTokens += c.InputTokens
+			total.OutputTokens += c.OutputTokens
+		}
+	}
+	return total
 }
 
 // newTurn returns what decode needs of a Message or a BetaMessage, whose

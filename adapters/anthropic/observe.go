@@ -26,7 +26,11 @@ func ObserveBeta(run *middleware.Run, m *anthropic.BetaMessage) (termination.Cau
 
 // ObserveToolResult reports the result of one tool call to run (see
 // [ToolResultEvent]) and returns the cause and true when the loop must stop.
+// A nil run is told nothing.
 func ObserveToolResult(run *middleware.Run, call anthropic.ToolUseBlock, output string, err error) (termination.Cause, bool) {
+	if run == nil {
+		return nil, false
+	}
 	return run.Observe(ToolResultEvent(call, output, err))
 }
 

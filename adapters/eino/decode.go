@@ -3,6 +3,7 @@ package eino
 import (
 	"encoding/json"
 	"errors"
+	"strings"
 
 	"github.com/cloudwego/eino/adk"
 	"github.com/cloudwego/eino/components/model"
@@ -19,6 +20,10 @@ import (
 //     id);
 //   - an assistant message that requests no tool: a final event (a message
 //     event when the agent is not one of [WithFinalAgents]);
+//   - an assistant message cut off at the token limit or blocked (its
+//     ResponseMeta.FinishReason is length, max_tokens, content_filter,
+//     safety or refusal, in any case): a message event, its tool calls,
+//     then an error event that says why;
 //   - a tool message: a tool_result event (its ToolCallID as call id);
 //   - the event's action: TransferToAgent is a handoff, Exit and BreakLoop
 //     are a stop (Exit's text is the exit tool's result);
@@ -91,7 +96,8 @@ func (c *config) decode(ev *adk.AgentEvent, mv *adk.MessageVariant, msg *schema.
 // when the message carries none.
 func (c *config) decodeModelMessage(src string, msg *schema.Message, cbUsage *model.TokenUsage, emit func(termination.Event)) {
 	ev := termination.Event{Kind: termination.KindFinal, Source: src, Text: msg.Content, Usage: usageOf(msg, cbUsage)}
-	if len(msg.ToolCalls) > 0 || !c.isFinalAgent(src) {
+	problem := unfinished(msg)
+	if len(msg.ToolCalls) > 0 || !c.isFinalAgent(src) || problem != "" {
 		ev.Kind = termination.KindMessage
 	}
 	emit(ev)
@@ -99,6 +105,28 @@ func (c *config) decodeModelMessage(src string, msg *schema.Message, cbUsage *mo
 		tc := &msg.ToolCalls[i]
 		emit(termination.Event{Kind: termination.KindToolCall, Source: src, Tool: tc.Function.Name, Args: argsJSON(tc.Function.Arguments), CallID: tc.ID})
 	}
+	if problem != "" {
+		emit(termination.Event{Kind: termination.KindError, Source: src, Err: problem})
+	}
+}
+
+// unfinished says why a model response is not an answer, from the finish
+// reason eino's chat models pass on from the provider ("" when it is one):
+// cut off at the token limit (OpenAI's, ARK's and Qwen's "length",
+// Claude's "max_tokens", Gemini's "MAX_TOKENS") or blocked (OpenAI's
+// "content_filter", Gemini's "SAFETY", Claude's "refusal").
+func unfinished(msg *schema.Message) string {
+	if msg.ResponseMeta == nil {
+		return ""
+	}
+	r := msg.ResponseMeta.FinishReason
+	switch strings.ToLower(r) {
+	case "length", "max_tokens":
+		return "finish_reason " + r + ": the response was cut off at the token limit"
+	case "content_filter", "safety", "refusal":
+		return "finish_reason " + r + ": the response was blocked"
+	}
+	return ""
 }
 
 // usageOf is the usage of one model response: ResponseMeta.Usage, else the

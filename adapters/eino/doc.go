@@ -31,7 +31,11 @@
 //
 // One model response is one message event — a final event when it requests
 // no tool — carrying the response's token usage (ResponseMeta.Usage), followed
-// by one tool_call event per requested call. A tool message is a
+// by one tool_call event per requested call; a response cut off at the
+// token limit or blocked (ResponseMeta.FinishReason length, max_tokens,
+// content_filter, safety, refusal, in any case) is a message event
+// followed by an error event that says why, not a final answer. A tool
+// message is a
 // tool_result. An AgentAction's TransferToAgent is a handoff, Exit and
 // BreakLoop are a stop. An event's Err is an error event; when the agent
 // ends with adk.ErrExceedMaxIterations the run is finished with

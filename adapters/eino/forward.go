@@ -254,6 +254,15 @@ func concat(sr *schema.StreamReader[*schema.Message]) *schema.Message {
 			chunks = append(chunks, m)
 		}
 	}
+	return concatChunks(chunks)
+}
+
+// concatChunks joins the chunks of one streamed message (nil when there
+// are none or they do not join). schema.ConcatMessages keeps the largest
+// prompt, completion and total token counts of the chunks but drops their
+// reasoning tokens; the largest of those is put back, so that a streamed
+// response's usage is that of the same response delivered whole.
+func concatChunks(chunks []*schema.Message) *schema.Message {
 	switch len(chunks) {
 	case 0:
 		return nil
@@ -263,6 +272,16 @@ func concat(sr *schema.StreamReader[*schema.Message]) *schema.Message {
 	msg, err := schema.ConcatMessages(chunks)
 	if err != nil {
 		return nil
+	}
+	reasoning := 0
+	for _, c := range chunks {
+		if c.ResponseMeta != nil && c.ResponseMeta.Usage != nil {
+			reasoning = max(reasoning, c.ResponseMeta.Usage.CompletionTokensDetails.ReasoningTokens)
+		}
+	}
+	if reasoning > 0 && msg.ResponseMeta != nil && msg.ResponseMeta.Usage != nil {
+		// A fresh TokenUsage of ConcatMessages: no chunk shares it.
+		msg.ResponseMeta.Usage.CompletionTokensDetails.ReasoningTokens = reasoning
 	}
 	return msg
 }

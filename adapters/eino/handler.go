@@ -27,7 +27,9 @@ import (
 //   - a ChatModel's end is a message event (a final event when the response
 //     requests no tool and the agent is final, see [WithFinalAgents]) with
 //     the response's usage: ResponseMeta.Usage, else the callback's
-//     TokenUsage, never both; its model is the callback's Config.Model;
+//     TokenUsage, never both; its model is the callback's Config.Model; a
+//     response cut off or blocked is a message followed by an error event,
+//     as [Decode] maps it;
 //   - a Tool's start is a tool_call event (the tool's name and JSON
 //     arguments), its end a tool_result event, its error a failed
 //     tool_result, each with the tool call's id (compose.GetToolCallID);
@@ -84,7 +86,8 @@ func (h *Handler) Context(ctx context.Context) context.Context {
 // adk.ErrExceedMaxIterations is reported as [ErrMaxIterations], whether it
 // is err or reached the handler's callbacks (an adk agent reports it as an
 // event, so a loop that reads the events without collecting their errors
-// may pass nil).
+// may pass nil). A Handler of a nil run reports nothing and returns the
+// zero Result.
 func (h *Handler) Finish(err error) termination.Result {
 	h.pending.Wait()
 	h.mu.Lock()
@@ -93,6 +96,9 @@ func (h *Handler) Finish(err error) termination.Result {
 		err = h.lastErr
 	}
 	h.mu.Unlock()
+	if h.run == nil {
+		return termination.Result{}
+	}
 	return h.run.Finish(frameworkLimit(err, turns))
 }
 
@@ -249,14 +255,9 @@ func (h *Handler) OnEndWithStreamOutput(ctx context.Context, info *callbacks.Run
 		<-prev
 		switch comp {
 		case components.ComponentOfChatModel:
-			if len(msgs) == 0 {
-				return
+			if msg := concatChunks(msgs); msg != nil {
+				h.observeModel(msg, usage, modelID)
 			}
-			msg, err := schema.ConcatMessages(msgs)
-			if err != nil {
-				return
-			}
-			h.observeModel(msg, usage, modelID)
 		case components.ComponentOfTool:
 			h.observe(termination.Event{Kind: termination.KindToolResult, Tool: name, Text: text.String(), CallID: callID})
 		}
@@ -264,13 +265,19 @@ func (h *Handler) OnEndWithStreamOutput(ctx context.Context, info *callbacks.Run
 	return ctx
 }
 
+// maxUsage folds the TokenUsage of one more chunk into a: each count is
+// the largest the chunks reported (a chunk's counts are the response's so
+// far, never a delta).
 func maxUsage(a, b *model.TokenUsage) *model.TokenUsage {
 	if a == nil {
 		c := *b
 		return &c
 	}
 	a.PromptTokens = max(a.PromptTokens, b.PromptTokens)
+	a.PromptTokenDetails.CachedTokens = max(a.PromptTokenDetails.CachedTokens, b.PromptTokenDetails.CachedTokens)
 	a.CompletionTokens = max(a.CompletionTokens, b.CompletionTokens)
+	a.TotalTokens = max(a.TotalTokens, b.TotalTokens)
+	a.CompletionTokensDetails.ReasoningTokens = max(a.CompletionTokensDetails.ReasoningTokens, b.CompletionTokensDetails.ReasoningTokens)
 	return a
 }
 
@@ -295,10 +302,14 @@ func (h *Handler) observeModel(msg *schema.Message, usage *model.TokenUsage, mod
 	h.turns++
 	h.mu.Unlock()
 	kind := termination.KindFinal
-	if len(msg.ToolCalls) > 0 || !h.cfg.isFinalAgent("") {
+	problem := unfinished(msg)
+	if len(msg.ToolCalls) > 0 || !h.cfg.isFinalAgent("") || problem != "" {
 		kind = termination.KindMessage
 	}
 	h.observe(termination.Event{Kind: kind, Text: msg.Content, Usage: usageOf(msg, usage), Model: modelID})
+	if problem != "" {
+		h.observe(termination.Event{Kind: termination.KindError, Err: problem})
+	}
 }
 
 // emit observes ev after any streamed output that came before it.

@@ -21,11 +21,16 @@
 // Every model response becomes, in order: one message or final event with
 // its usage (exactly once, counted as the OpenTelemetry GenAI conventions
 // count it: input is the response's GenerationUsage.InputTokens, which
-// genkit's plugins report with the cached tokens included; output is
-// OutputTokens plus ThoughtsTokens when the plugin reports the thoughts
-// apart — Gemini's, whose TotalTokens includes them — and OutputTokens alone
-// when they are already part of it, as with OpenAI-compatible models); one
-// tool_call event per tool request, with its input;
+// the googlegenai and compat_oai plugins report with the cached tokens
+// included; output is OutputTokens plus ThoughtsTokens when the plugin
+// reports the thoughts apart — Gemini's, whose TotalTokens includes them —
+// and OutputTokens alone when they are already part of it, as with
+// OpenAI-compatible models. Genkit v1.4.0's anthropic plugin reports
+// Anthropic's input_tokens and output_tokens only: its prompt-cache tokens
+// are lost before the middleware sees the response and are not counted); one
+// tool_call event per tool request, with its input (the text of the
+// message or final event is its text and data parts, never the model's
+// reasoning parts);
 // and an error event when the turn is not an answer.
 //
 //	response                          events

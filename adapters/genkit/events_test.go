@@ -35,6 +35,20 @@ func TestEvents(t *testing.T) {
 			{Kind: termination.KindError, Err: "finish_reason length: the response was cut off at the token limit"},
 		},
 	}, {
+		// A thinking model cut off while it thought (googlegenai turns
+		// Gemini's thoughts into reasoning parts): the thoughts are not the
+		// message's text, even when they are its only part.
+		name: "thoughts only",
+		resp: &ai.ModelResponse{Message: ai.NewModelMessage(ai.NewReasoningPart("TERMINATE is not the answer yet", nil)), FinishReason: ai.FinishReasonLength},
+		want: []termination.Event{
+			{Kind: termination.KindMessage},
+			{Kind: termination.KindError, Err: "finish_reason length: the response was cut off at the token limit"},
+		},
+	}, {
+		name: "thoughts and text",
+		resp: &ai.ModelResponse{Message: ai.NewModelMessage(ai.NewReasoningPart("hmm", nil), ai.NewTextPart("Paris")), FinishReason: ai.FinishReasonStop},
+		want: []termination.Event{{Kind: termination.KindFinal, Text: "Paris"}},
+	}, {
 		name: "blocked",
 		resp: &ai.ModelResponse{FinishReason: ai.FinishReasonBlocked, FinishMessage: "SAFETY"},
 		want: []termination.Event{

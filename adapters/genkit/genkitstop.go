@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"iter"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/firebase/genkit/go/ai"
@@ -46,7 +47,7 @@ func Events(resp *ai.ModelResponse, emit func(termination.Event)) {
 	}
 	var calls []*ai.ToolRequest
 	if resp.Message != nil {
-		ev.Text = resp.Text()
+		ev.Text = text(resp.Message)
 		calls = resp.ToolRequests()
 	}
 	if len(calls) > 0 || problem != "" {
@@ -59,6 +60,20 @@ func Events(resp *ai.ModelResponse, emit func(termination.Event)) {
 	if problem != "" {
 		emit(termination.Event{Kind: termination.KindError, Err: problem})
 	}
+}
+
+// text is the text of a model message: its text and data parts, as
+// Message.Text joins them, but never a reasoning part (Message.Text returns
+// the only part of a message whatever its kind, so a response cut off while
+// the model thought would have its thoughts as its text).
+func text(m *ai.Message) string {
+	var b strings.Builder
+	for _, p := range m.Content {
+		if p.IsText() || p.IsData() {
+			b.WriteString(p.Text)
+		}
+	}
+	return b.String()
 }
 
 // marshal returns v as JSON, or nothing when v is nil or cannot be
@@ -90,8 +105,12 @@ func marshal(v any) json.RawMessage {
 //
 // Run the generation under the context that stage.Start returned, add the
 // middleware with ai.WithMiddleware, and call run.Finish with the
-// generation's error; [Generate] and [GenerateStream] do all three.
+// generation's error; [Generate] and [GenerateStream] do all three. With
+// a nil run the middleware observes nothing and calls the model as is.
 func Middleware(run *middleware.Run) ai.ModelMiddleware {
+	if run == nil {
+		return func(next ai.ModelFunc) ai.ModelFunc { return next }
+	}
 	var (
 		mu      sync.Mutex
 		pending int // tool calls reported whose results were not
@@ -170,8 +189,11 @@ func toolResults(run *middleware.Run, req *ai.ModelRequest, pending *int) (termi
 // reports an interrupted generation (a tool asked for a human) as a stop
 // event, and finishes run with the generation's error. When run stops the
 // generation, the error is the run's typed cause (errors.As finds it);
-// run.Wait returns the result.
+// run.Wait returns the result. With a nil run it is genkit.Generate.
 func Generate(ctx context.Context, g *genkit.Genkit, run *middleware.Run, opts ...ai.GenerateOption) (*ai.ModelResponse, error) {
+	if run == nil {
+		return genkit.Generate(ctx, g, opts...)
+	}
 	resp, err := genkit.Generate(ctx, g, withMiddleware(run, opts)...)
 	if err != nil {
 		if cause, stopped := run.Cause(); stopped {
@@ -193,7 +215,8 @@ func Generate(ctx context.Context, g *genkit.Genkit, run *middleware.Run, opts .
 // ctx) says why the loop ended. A consumer that leaves the iteration early
 // stops the run with Cancelled{reason: external}, unless it leaves on an
 // error or after the final (Done) value: then the run ends as the stream
-// would. The run is finished when the iteration ends.
+// would. The run is finished when the iteration ends. With a nil run it
+// yields genkit.GenerateStream's values and observes nothing.
 func GenerateStream(ctx context.Context, g *genkit.Genkit, run *middleware.Run, opts ...ai.GenerateOption) iter.Seq2[*ai.ModelStreamValue, error] {
 	return func(yield func(*ai.ModelStreamValue, error) bool) {
 		var (
@@ -208,7 +231,7 @@ func GenerateStream(ctx context.Context, g *genkit.Genkit, run *middleware.Run, 
 				return false
 			}
 			if err != nil {
-				if _, stopped := run.Cause(); stopped {
+				if _, stopped := causeOf(run); stopped {
 					return false
 				}
 				lastErr = err
@@ -223,11 +246,22 @@ func GenerateStream(ctx context.Context, g *genkit.Genkit, run *middleware.Run, 
 			}
 			return true
 		})
+		if run == nil {
+			return
+		}
 		if gaveUp {
 			run.Leave("consumer stopped iterating")
 		}
 		run.Finish(lastErr)
 	}
+}
+
+// causeOf is run.Cause; a nil run never stops.
+func causeOf(run *middleware.Run) (termination.Cause, bool) {
+	if run == nil {
+		return nil, false
+	}
+	return run.Cause()
 }
 
 func withMiddleware(run *middleware.Run, opts []ai.GenerateOption) []ai.GenerateOption {
@@ -236,15 +270,16 @@ func withMiddleware(run *middleware.Run, opts []ai.GenerateOption) []ai.Generate
 
 // interrupted reports a generation that a tool interrupted as a stop event.
 func interrupted(run *middleware.Run, resp *ai.ModelResponse) {
-	if resp != nil && resp.FinishReason == ai.FinishReasonInterrupted {
+	if run != nil && resp != nil && resp.FinishReason == ai.FinishReasonInterrupted {
 		run.Observe(termination.Event{Kind: termination.KindStop, Text: resp.FinishMessage})
 	}
 }
 
 // usage counts a response's tokens as the OpenTelemetry GenAI conventions
 // do: input includes cached input tokens, output includes reasoning
-// tokens. Genkit's plugins put cached tokens inside InputTokens
-// (CachedContentTokens is a part of it), but disagree on thoughts:
+// tokens. Genkit's googlegenai and compat_oai plugins put cached tokens
+// inside InputTokens (CachedContentTokens is a part of it; the anthropic
+// plugin drops Anthropic's cache tokens), but disagree on thoughts:
 // googlegenai's OutputTokens are Gemini's candidates only, with the
 // thoughts apart (and in TotalTokens), while compat_oai's OutputTokens
 // already include the reasoning that its ThoughtsTokens repeats. The

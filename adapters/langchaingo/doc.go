@@ -16,7 +16,12 @@
 // One model response is one message event with the response's token usage,
 // followed by a tool_call event per agent action (its ToolID as call id,
 // which the tool's tool_result carries too); the response the agent
-// turns into its answer is a final event instead. A tool's end is a
+// turns into its answer is a final event instead, unless it was cut off
+// at the token limit or blocked (its first choice's StopReason: length,
+// max_tokens, content_filter, refusal, Google AI's FinishReasonMaxTokens
+// and FinishReasonSafety): then it is a message followed by an error event
+// that says why, as the openai and anthropic adapters report such a turn.
+// A tool's end is a
 // tool_result, its error a failed tool_result, a chain's or model's error an
 // error event (each error once, as it travels up the chains). The executor's
 // own limit, agents.ErrNotFinished, finishes the run with an error that
@@ -49,5 +54,10 @@
 //     a message.
 //   - Tool results come from tools that call the handler (langchaingo's
 //     built-in tools do, given the handler); the tool is the last action's.
-//   - Tool inputs that are not valid JSON are reported as a JSON string.
+//   - A tool_call's args are the input the executor hands the tool, without
+//     the trailing "\nObservation:" it cuts off. A langchaingo tool takes a
+//     string: a JSON object or array is reported as it is; any other input
+//     (a MRKL agent's "Action Input: 42", the value the OpenAI functions
+//     agent unwraps from {"__arg1": ...}) as a JSON string, so "42" stays
+//     the text the tool got, not a number.
 package langchaingo

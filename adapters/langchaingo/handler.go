@@ -29,6 +29,7 @@ type Handler struct {
 
 	mu       sync.Mutex
 	pending  *termination.Event // the last model response, until the agent parses it
+	problem  string             // why pending is not an answer (cut off, blocked), if it is not
 	lastResp *llms.ContentResponse
 	sawLLM   bool   // the model reports its responses
 	lastLog  string // log of the last action, to group actions without model callbacks
@@ -81,12 +82,16 @@ func (e *limitError) Error() string   { return e.err.Error() }
 func (e *limitError) Unwrap() []error { return []error{e.err, ErrMaxIterations, e.cause} }
 
 // Finish reports a model response still held, then finishes the run with
-// err, the executor's error (nil on success).
+// err, the executor's error (nil on success). A Handler of a nil run reports
+// nothing and returns the zero Result.
 func (h *Handler) Finish(err error) termination.Result {
 	h.mu.Lock()
 	h.flushLocked()
 	turns := h.turns
 	h.mu.Unlock()
+	if h.run == nil {
+		return termination.Result{}
+	}
 	if errors.Is(err, agents.ErrNotFinished) {
 		err = &limitError{err: err, cause: termination.MaxIterationsReached{Limit: turns, Count: turns + 1}}
 	}
@@ -121,6 +126,7 @@ func (h *Handler) HandleLLMGenerateContentEnd(_ context.Context, res *llms.Conte
 	}
 	h.turns++
 	h.pending = &termination.Event{Kind: termination.KindMessage, Source: h.source, Text: text, Usage: Usage(res)}
+	h.problem = unfinished(res)
 }
 
 // HandleAgentAction implements callbacks.Handler: the response that asked
@@ -169,16 +175,24 @@ func (h *Handler) HandleAgentFinish(_ context.Context, finish schema.AgentFinish
 		return
 	}
 	ev := termination.Event{Kind: termination.KindFinal, Source: h.source, Text: out}
+	problem := ""
 	if p := h.pending; p != nil {
 		ev.Usage = p.Usage
 		if ev.Text == "" {
 			ev.Text = p.Text
 		}
-		h.pending = nil
+		h.pending, problem = nil, h.problem
 	} else if !h.sawLLM {
 		h.turns++
 	}
+	if problem != "" {
+		// Cut off or blocked: a model turn, not the answer.
+		ev.Kind = termination.KindMessage
+	}
 	h.observe(ev)
+	if problem != "" {
+		h.observe(termination.Event{Kind: termination.KindError, Source: h.source, Err: problem})
+	}
 }
 
 // HandleLLMError implements callbacks.Handler.
@@ -213,12 +227,37 @@ func (h *Handler) rememberLocked(err error) bool {
 	return true
 }
 
-// flushLocked reports a held model response as a message.
+// flushLocked reports a held model response as a message, followed by an
+// error event when it was cut off or blocked.
 func (h *Handler) flushLocked() {
 	if p := h.pending; p != nil {
 		h.pending = nil
 		h.observe(*p)
+		if h.problem != "" {
+			h.observe(termination.Event{Kind: termination.KindError, Source: h.source, Err: h.problem})
+		}
 	}
+}
+
+// unfinished says why a model response is not an answer, from the stop
+// reason of its first choice ("" when it is one): cut off at the token
+// limit (OpenAI's and Mistral's "length", Anthropic's "max_tokens", Google
+// AI's FinishReasonMaxTokens) or blocked (OpenAI's "content_filter",
+// Google AI's FinishReasonSafety, Anthropic's "refusal"). Case, underscores
+// and a "FinishReason" prefix do not matter.
+func unfinished(res *llms.ContentResponse) string {
+	if len(res.Choices) == 0 || res.Choices[0] == nil {
+		return ""
+	}
+	r := res.Choices[0].StopReason
+	norm := strings.TrimPrefix(strings.ReplaceAll(strings.ToLower(r), "_", ""), "finishreason")
+	switch norm {
+	case "length", "maxtokens":
+		return "stop_reason " + r + ": the response was cut off at the token limit"
+	case "contentfilter", "safety", "refusal":
+		return "stop_reason " + r + ": the response was blocked"
+	}
+	return ""
 }
 
 func (h *Handler) observe(ev termination.Event) {
@@ -227,13 +266,17 @@ func (h *Handler) observe(ev termination.Event) {
 	}
 }
 
-// argsJSON returns a tool input as JSON: itself when it is valid JSON, else
-// the string as a JSON string.
+// argsJSON returns a tool input as the args of its tool_call: the input the
+// executor hands the tool (it cuts a trailing "\nObservation:" off first).
+// A langchaingo tool takes a string, so JSON arguments (an object or an
+// array) are reported as they are, and any other input as a JSON string
+// holding it: "42" is the text the tool gets, not the number it spells.
 func argsJSON(in string) json.RawMessage {
+	in = strings.TrimSuffix(in, "\nObservation:")
 	if in == "" {
 		return nil
 	}
-	if json.Valid([]byte(in)) {
+	if t := strings.TrimLeft(in, " \t\r\n"); (strings.HasPrefix(t, "{") || strings.HasPrefix(t, "[")) && json.Valid([]byte(in)) {
 		return json.RawMessage(in)
 	}
 	b, err := json.Marshal(in)

@@ -50,7 +50,10 @@
 //	}
 //
 // Ask for usage with StreamOptions.IncludeUsage, or the streamed turns carry
-// no tokens.
+// no tokens. The usage is the last one a chunk reported, so a server that
+// repeats its running totals on every chunk is counted once; a chunk that
+// the SDK's accumulator rejects (an id other than the completion's) is an
+// error, not a silently shorter answer.
 //
 // # Events
 //

@@ -3,6 +3,7 @@ package openaistop
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/packages/ssestream"
@@ -133,7 +134,11 @@ func Observe(run *middleware.Run, c *openai.ChatCompletion) (termination.Cause, 
 
 // ObserveToolResult reports the result of one tool call to run (see
 // [ToolResultEvent]) and returns the cause and true when the loop must stop.
+// A nil run is told nothing.
 func ObserveToolResult(run *middleware.Run, call openai.ChatCompletionMessageToolCallUnion, output string, err error) (termination.Cause, bool) {
+	if run == nil {
+		return nil, false
+	}
 	return run.Observe(ToolResultEvent(call, output, err))
 }
 
@@ -154,20 +159,52 @@ func ObserveError(run *middleware.Run, err error) (termination.Cause, bool) {
 // run.Finish (which keeps the run's cause when the stream failed because
 // the run stopped) or to [ObserveError] and retry. Usage is only streamed
 // when the request sets StreamOptions.IncludeUsage.
+//
+// The completion's usage is the last one a chunk reported, not the sum of
+// the chunks' (the SDK's accumulator adds them up): OpenAI reports it once,
+// on the last chunk, but some OpenAI-compatible servers (vLLM's
+// continuous_usage_stats) repeat the running totals on every chunk, which a
+// sum would count many times over. A chunk the accumulator rejects (an id
+// other than the completion's, as some local servers send, or an index out
+// of range) is an error that names it: the completion returned with it
+// lacks that chunk's content.
 func Accumulate(stream *ssestream.Stream[openai.ChatCompletionChunk], onChunk func(openai.ChatCompletionChunk)) (openai.ChatCompletion, error) {
 	if stream == nil {
 		return openai.ChatCompletion{}, errNilStream
 	}
 	defer stream.Close()
-	var acc openai.ChatCompletionAccumulator
-	for stream.Next() {
+	var (
+		acc      openai.ChatCompletionAccumulator
+		usage    openai.CompletionUsage
+		rejected error
+	)
+	for n := 1; stream.Next(); n++ {
 		chunk := stream.Current()
-		acc.AddChunk(chunk)
+		id := acc.ID
+		if !acc.AddChunk(chunk) && rejected == nil {
+			rejected = rejectedChunk(n, chunk.ID, id)
+		}
+		if u := chunk.Usage; u.PromptTokens != 0 || u.CompletionTokens != 0 || u.TotalTokens != 0 {
+			usage = u
+		}
 		if onChunk != nil {
 			onChunk(chunk)
 		}
 	}
-	return acc.ChatCompletion, stream.Err()
+	acc.Usage = usage
+	if rejected == nil {
+		return acc.ChatCompletion, stream.Err() // the stream's own error, unwrapped
+	}
+	return acc.ChatCompletion, errors.Join(stream.Err(), rejected)
+}
+
+// rejectedChunk is the error of the nth chunk of a stream, which the SDK's
+// accumulator did not take; id is the completion's id before it.
+func rejectedChunk(n int, chunkID, id string) error {
+	if id != "" && chunkID != id {
+		return fmt.Errorf("openaistop: chunk %d was not accumulated: its id %q is not the completion's %q (the completion is incomplete)", n, chunkID, id)
+	}
+	return fmt.Errorf("openaistop: chunk %d was not accumulated: a choice or tool call index is out of range, or a size limit was reached (the completion is incomplete)", n)
 }
 
 var errNilStream = errors.New("openaistop: nil stream")
