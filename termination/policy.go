@@ -245,6 +245,8 @@ func mapping(path string, n *yaml.Node, allowed []string, f func(key, path strin
 			msg := "unknown key"
 			if s := suggest(key, allowed); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
+			} else {
+				msg += " (the keys here: " + strings.Join(allowed, ", ") + ")"
 			}
 			return perr(kp, k, "%s", msg)
 		}

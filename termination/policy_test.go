@@ -321,7 +321,8 @@ func TestPolicyErrorLine(t *testing.T) {
 
 func TestPolicyDidYouMeanOnlyWhenClose(t *testing.T) {
 	_, err := ParsePolicy([]byte(`completely_unrelated: 1`))
-	assert.EqualError(t, err, "policy.completely_unrelated: unknown key (line 1)")
+	assert.EqualError(t, err, "policy.completely_unrelated: unknown key (the keys here: max_iterations, max_tool_calls, timeout, idle, token_budget, cost_budget, stall, errors, text_mention, function_call, handoff, source_match, stop_message, any, all, fleet_budget, tree, hold) (line 1)",
+		"no suggestion that is not close: the keys allowed there instead")
 }
 
 // The repository's sample policy file parses.

@@ -40,7 +40,8 @@ func TestPolicyTreeErrors(t *testing.T) {
 	cases := []struct{ src, want string }{
 		{"tree: {}", "policy.tree: needs at least one of max_iterations, max_tool_calls, token_budget, cost_budget, timeout (line 1)"},
 		{"tree: 5", "policy.tree: must be a mapping, got an int (5) (line 1)"},
-		{"tree: {stall: {repeats: 3}}", `policy.tree.stall: unknown key (line 1)`},
+		{"tree: {stall: {repeats: 3}}", `policy.tree.stall: unknown key (the keys here: max_iterations, max_tool_calls, token_budget, cost_budget, timeout) (line 1)`},
+		{"tree: {idle: 5m}", `policy.tree.idle: unknown key (the keys here: max_iterations, max_tool_calls, token_budget, cost_budget, timeout) (line 1)`},
 		{"tree: {max_iteration: 3}", `policy.tree.max_iteration: unknown key (did you mean "max_iterations"?) (line 1)`},
 		{"tree: {max_iterations: 0}", "policy.tree.max_iterations: must be a positive int, got 0 (line 1)"},
 		{"tree: {token_budget: {total: 10, pressure: 2}}", "policy.tree.token_budget.pressure: must be in (0,1), got 2 (line 1)"},
