@@ -183,7 +183,7 @@
 // BudgetExhausted{scope: fleet}, and new runs are skipped until the next
 // window. A fleet warning raised by another run (BudgetPressure{scope:
 // fleet}) is in the run's result at once and reaches [WithOnWarning] and
-// the recorder with the run's next event (or at its end, when none comes).
+// the recorder with the run's next event (or as it ends, when none comes).
 // Labels are checked at Start (snake_case names, values of at most 256
 // bytes): bad ones end the run with Failed{reason: invalid_input}. Without a fleet a fleet_budget is
 // ignored; every run has an id all the same.
@@ -234,7 +234,7 @@
 //     (its Observe reports the stop). A tree pressure warning is recorded
 //     on the holder and every live descendant at once and reaches each
 //     one's [WithOnWarning] hook and recorder with its next event (the
-//     run whose event raised it: at once), or at its end when none comes.
+//     run whose event raised it: at once), or as it ends when none comes.
 //     A tree timeout runs from a timer armed when the holder starts. The holder's Result carries the
 //     tree's totals beside its own (Result.Tree: iterations, tool calls,
 //     tokens and cost of the run and all its descendants, what other

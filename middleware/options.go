@@ -96,10 +96,12 @@ func WithTreatAsSuccess(f func(termination.Cause) bool) Option {
 // instruction into the right agent. A warning that another run's event
 // raised (a tree's pressure, a fleet budget's) reaches f with the run's
 // own next event, on its goroutine, or, when none comes (a planner waiting
-// on its sub-agents, a sub-agent blocked in a tool call), once the run has
-// ended, on the goroutine that ended it (Finish, or the way in at the end
-// of the stream). f may call the run's methods. A panic in f is recovered
-// and reported. Default: none. nil is ignored.
+// on its sub-agents, a sub-agent blocked in a tool call), as the run ends:
+// in Finish (or the way in, at the end of the stream), on that goroutine,
+// before the run has ended, so that Wait returns after f. f may call the
+// run's methods but Wait (on the loop's goroutine, or as the run ends, it
+// would wait for itself); a Finish or Stop from f ends the run there. A
+// panic in f is recovered and reported. Default: none. nil is ignored.
 func WithOnWarning(f func(ctx context.Context, run *Run, warning termination.Cause)) Option {
 	return optionFunc(func(c *config) {
 		if f != nil {

@@ -129,8 +129,8 @@ func (r *Run) Progress() termination.Totals {
 // Warn records a warning raised outside the run's events (another run of a
 // fleet crossed a shared budget's pressure threshold). It is in the run's
 // result at once; the warning hook and the participants get it with the
-// run's next event, on the loop's goroutine, or at the run's end. A run
-// that has stopped ignores it.
+// run's next event, on the loop's goroutine, or as the run ends, before
+// Wait returns (see WithOnWarning). A run that has stopped ignores it.
 func (r *Run) Warn(c termination.Cause) {
 	r.mu.Lock()
 	r.eval.AddWarning(c)

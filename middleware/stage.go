@@ -782,6 +782,9 @@ func (r *Run) Finish(err error) termination.Result {
 // finishLocked is Finish once it has checked the consumer path, and the
 // paths' own end (finishPath), with r.mu held; it unlocks it.
 func (r *Run) finishLocked(err error) termination.Result {
+	if !r.finishing && r.stage.cfg.onWarning != nil && r.result == nil {
+		r.warnBeforeEnd()
+	}
 	first := !r.finishing
 	r.finishing = true
 	r.mu.Unlock()
@@ -790,6 +793,24 @@ func (r *Run) finishLocked(err error) termination.Result {
 	}
 	r.ended.Wait()
 	return *r.result
+}
+
+// warnBeforeEnd hands the warnings that no event delivered (a tree's or a
+// fleet's, raised by another run while this one waited) to the
+// participants and, without the lock, to the warning hook, before the run
+// ends: Wait returns after the hook has had them, and a hook that calls
+// Finish ends the run itself. It is called with r.mu held, and returns
+// with it held.
+func (r *Run) warnBeforeEnd() {
+	w := r.takeWarnings()
+	if len(w) == 0 {
+		return
+	}
+	r.mu.Unlock()
+	for _, c := range w {
+		r.warn(c)
+	}
+	r.mu.Lock()
 }
 
 // finishPath is Finish for the path that consumes the run's stream, at the
@@ -847,10 +868,10 @@ func (r *Run) finish(err error) {
 		r.parts.error(fmt.Errorf("middleware: stage %q: TreatAsSuccess panicked: %v", r.stage.name, treatPanic))
 	}
 	res.Drained = r.drainedLocked()
-	// A warning that no event delivered (a fleet's, a tree's raised by
-	// another run's event) goes to the participants now and to the hook
-	// once the run has ended (below).
-	undelivered := r.takeWarnings()
+	// A warning that no event delivered and that came after finishLocked
+	// handed the others to the hook (another run's, as this one ended) goes
+	// to the participants, and is in the result.
+	r.takeWarnings()
 	r.unholdLocked()  // hold.go
 	r.stopTold = true // End tells them
 	// Its descendants' ends come after its own, with their locks held
@@ -870,11 +891,6 @@ func (r *Run) finish(err error) {
 	r.unlink() // lineage.go
 	unregisterRun(r, &res)
 	r.ended.Done()
-	// Last, on the goroutine that finished the run: the hook may call the
-	// run's methods (Wait and Finish return its result).
-	for _, w := range undelivered {
-		r.warn(w)
-	}
 }
 
 // treat calls f, recovering a panic (reported by the caller).

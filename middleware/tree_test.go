@@ -571,3 +571,56 @@ func TestWarningHookAtTheRunsEnd(t *testing.T) {
 		mu.Unlock()
 	}
 }
+
+// TestWarningHookBeforeWaitReturns: a warning that no event delivered
+// reaches the hook before the run ends, so that Wait (here after a Forward
+// consumer's last item) returns once the hook has had it: the hook's
+// writes are seen without a lock (the race detector checks). A hook that
+// finishes the run itself, or stops it, does not deadlock: the run ends
+// with what the hook did.
+func TestWarningHookBeforeWaitReturns(t *testing.T) {
+	pressure := termination.BudgetPressure{Resource: termination.ResourceTotalTokens, Threshold: 0.5, Used: 600, Limit: 1000, Scope: termination.ScopeFleet}
+	t.Run("forward", func(t *testing.T) {
+		var hooked []termination.Cause // written by the hook, read after Wait: no lock
+		stage := mustStage(t, "coder", middleware.WithOnWarning(func(_ context.Context, _ *middleware.Run, c termination.Cause) {
+			time.Sleep(20 * time.Millisecond) // a slow hook: Wait must still wait for it
+			hooked = append(hooked, c)
+		}))
+		_, run := stage.Start(context.Background())
+		in := make(chan termination.Event)
+		out := middleware.Forward(run, in, identity)
+		in <- termination.Event{Kind: termination.KindMessage, Text: "working"}
+		<-out
+		run.Warn(pressure) // another run crossed a shared budget's threshold
+		close(in)
+		for range out {
+		}
+		res := run.Wait()
+		assert.Equal(t, []termination.Cause{pressure}, hooked)
+		assert.Equal(t, []termination.Cause{pressure}, res.Warnings)
+	})
+	for _, tc := range []struct {
+		name string
+		act  func(*middleware.Run)
+		want string
+	}{
+		{"hook finishes the run", func(r *middleware.Run) { r.Finish(nil) }, termination.TagNaturalCompletion},
+		{"hook stops the run", func(r *middleware.Run) { r.Stop("over budget") }, termination.TagCancelled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stage := mustStage(t, "coder", middleware.WithOnWarning(func(_ context.Context, r *middleware.Run, _ termination.Cause) { tc.act(r) }))
+			_, run := stage.Start(context.Background())
+			run.Observe(termination.Event{Kind: termination.KindMessage, Text: "working"})
+			run.Warn(pressure)
+			done := make(chan termination.Result, 1)
+			go func() { done <- run.Finish(nil) }()
+			select {
+			case res := <-done:
+				assert.Equal(t, tc.want, res.Tag())
+				assert.Equal(t, []termination.Cause{pressure}, res.Warnings)
+			case <-time.After(10 * time.Second):
+				t.Fatal("Finish did not return: the hook deadlocked it")
+			}
+		})
+	}
+}
