@@ -263,7 +263,8 @@ func (runs Runs) WriteStream(w io.Writer) error {
 // WriteDir writes each run to DIR/RUN.jsonl (characters that cannot be in
 // a file name replaced by _), its events without run and parent: a one-run
 // file, named by its run. It returns the files written. A file that exists
-// already is an error, not overwritten.
+// already is an error, not overwritten; a file it cannot write whole is
+// removed, and the error names it.
 func (runs Runs) WriteDir(dir string) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -286,6 +287,7 @@ func (runs Runs) WriteDir(dir string) ([]string, error) {
 			err = cerr
 		}
 		if err != nil {
+			_ = os.Remove(path) // no half-written run: the file is this call's (O_EXCL)
 			return files, fmt.Errorf("cannot write %s: %w", path, err)
 		}
 		files = append(files, path)

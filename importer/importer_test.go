@@ -366,6 +366,22 @@ func TestWriteDir(t *testing.T) {
 	assert.Equal(t, "_..", fileName(".."))
 }
 
+// TestWriteDirRemovesWhatItCannotWrite: a run whose file cannot be written
+// whole (here an event that cannot be encoded) leaves no half-written file;
+// the files written before it stay, and are returned.
+func TestWriteDirRemovesWhatItCannotWrite(t *testing.T) {
+	dir := t.TempDir()
+	runs := Runs{
+		{ID: "ok", Events: []termination.Event{{Kind: termination.KindFinal, Text: "done"}}},
+		{ID: "bad", Events: []termination.Event{{Kind: termination.KindMessage, Text: "first"}, {Kind: termination.KindToolCall, Tool: "bash", Args: []byte(`{"command": "ls`)}}},
+	}
+	files, err := runs.WriteDir(dir)
+	require.ErrorContains(t, err, "cannot write "+filepath.Join(dir, "bad.jsonl"))
+	assert.Equal(t, []string{filepath.Join(dir, "ok.jsonl")}, files)
+	assert.NoFileExists(t, filepath.Join(dir, "bad.jsonl"))
+	assert.FileExists(t, filepath.Join(dir, "ok.jsonl"))
+}
+
 func TestUniquify(t *testing.T) {
 	runs := []Run{{ID: "a"}, {ID: "a"}, {ID: "b"}, {ID: "a#2"}, {ID: "a"}}
 	Runs(runs).Uniquify()

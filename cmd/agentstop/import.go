@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
@@ -108,17 +109,28 @@ func runImport(args []string, sio stdio) int {
 // runFiles writes each run to DIR/RUN.jsonl (-o) as soon as the format
 // completes it, so that an import into a directory holds one file's runs
 // at a time, never all its input. An import that fails is undone: discard
-// removes the files it wrote, and the directory if it made it.
+// removes the files it wrote, and the directories it made.
 type runFiles struct {
 	dir    string
-	made   bool // dir did not exist before the import
+	made   string // the topmost directory of dir that did not exist before the import; "" for none
 	files  []string
 	events int
 }
 
 func newRunFiles(dir string) *runFiles {
-	_, err := os.Stat(dir)
-	return &runFiles{dir: dir, made: errors.Is(err, fs.ErrNotExist)}
+	w := &runFiles{dir: filepath.Clean(dir)}
+	for d := w.dir; ; {
+		if _, err := os.Stat(d); !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		w.made = d
+		up := filepath.Dir(d)
+		if up == d {
+			break
+		}
+		d = up
+	}
+	return w
 }
 
 // write writes one run's file.
@@ -139,8 +151,14 @@ func (w *runFiles) discard() {
 	for _, f := range w.files {
 		_ = os.Remove(f)
 	}
-	if w.made {
-		_ = os.Remove(w.dir) // only when empty: nothing of anyone else's goes
+	if w.made == "" {
+		return
+	}
+	for d := w.dir; ; d = filepath.Dir(d) {
+		_ = os.Remove(d) // only when empty: nothing of anyone else's goes
+		if d == w.made || d == filepath.Dir(d) {
+			return
+		}
 	}
 }
 

@@ -189,6 +189,14 @@ func TestImportDirUndone(t *testing.T) {
 			assert.Equal(t, []string{other}, files, "only the import's own files go")
 		})
 	}
+	// Directories the import made above DIR go too; one that was there stays.
+	base := t.TempDir()
+	nested := filepath.Join(base, "out", "a", "b")
+	code, _, _ := runCLI(t, "", "import", "-o", nested, "-from", "openai-chat", imp+"chat.json", bad)
+	assert.Equal(t, 2, code)
+	assert.NoDirExists(t, filepath.Join(base, "out"), "made by the import, up to the first that existed")
+	assert.DirExists(t, base)
+
 	// The same imports succeed once the bad input is left out: the files
 	// were written (as they were read), and counted.
 	dir := filepath.Join(t.TempDir(), "runs")
