@@ -145,3 +145,92 @@ func TestRecordedGoStageHeldThenTimedOut(t *testing.T) {
 	assert.Equal(t, live.Events, res[0].Events)
 	assert.True(t, res[0].FromRecord, "the recorded end stands")
 }
+
+// TestGoStageHeldWhereLiveWasNot (found by a review): a run recorded by a
+// stage in Go without hold, that completed at its 3rd event, replayed with
+// a stricter Stage that holds it at that event: nobody raises it, so it
+// ends with the limit's cause, as without hold and as the equivalent
+// policy, not with the recorded natural completion (a held run takes no
+// next event: it cannot complete). Its end record names "code" like every
+// stage in Go's, so the record alone cannot say the run was held live.
+func TestGoStageHeldWhereLiveWasNot(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	log, err := eventlog.New(path)
+	require.NoError(t, err)
+	stage, err := middleware.New("coder", middleware.WithCondition(termination.IterationLimits{Limit: 50}), middleware.WithParticipant(log))
+	require.NoError(t, err)
+	_, run := stage.Start(context.Background())
+	turn := termination.Event{Kind: termination.KindMessage, Text: "edit", Usage: termination.Usage{InputTokens: 10}}
+	for range 3 {
+		run.Observe(turn)
+	}
+	live := run.Finish(nil)
+	require.NoError(t, log.Close())
+	t.Logf("live: %v events=%d", live.Cause, live.Events)
+
+	replayWith := func(opts ...replay.Option) termination.Result {
+		t.Helper()
+		f, err := os.Open(path)
+		require.NoError(t, err)
+		defer f.Close()
+		res, _, err := replay.NewRunner(nil, opts...).Log(f)
+		require.NoError(t, err)
+		require.Len(t, res, 1)
+		return res[0]
+	}
+	stricter := termination.IterationLimits{Limit: 2}
+	goStage := func(s replay.Stage) replay.Option {
+		return replay.WithStages(func(string) (replay.Stage, bool) { return s, true })
+	}
+	noHold := replayWith(goStage(replay.Stage{Condition: stricter}))
+	t.Logf("go stage, no hold: %v from_record=%v", noHold.Cause, noHold.FromRecord)
+	require.IsType(t, termination.MaxIterationsReached{}, noHold.Cause)
+
+	pol, err := termination.ParsePolicy("max_iterations: 2\nhold: {timeout: 1m}\n")
+	require.NoError(t, err)
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	pres, _, err := replay.NewRunner(&pol).Log(f)
+	require.NoError(t, err)
+	t.Logf("policy with hold: %v from_record=%v", pres[0].Cause, pres[0].FromRecord)
+	require.IsType(t, termination.MaxIterationsReached{}, pres[0].Cause)
+
+	held := replayWith(goStage(replay.Stage{Condition: stricter, Hold: time.Minute}))
+	t.Logf("go stage with hold: %v from_record=%v", held.Cause, held.FromRecord)
+	assert.IsType(t, termination.MaxIterationsReached{}, held.Cause, "the Go stage's own hold, never raised, ends with its limit, as the policy's does")
+	assert.False(t, held.FromRecord)
+}
+
+// TestGoStageShorterHold (found by a review): held live at its 3rd turn
+// under a 1h hold and ended by its 150ms timeout while held; replayed with
+// a Stage whose hold is 50ms, nobody raised the run, so its hold ends it
+// with the limit's cause before the timeout: the recorded Timeout does not
+// stand.
+func TestGoStageShorterHold(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	log, err := eventlog.New(path)
+	require.NoError(t, err)
+	own := termination.AnyOf(termination.IterationLimits{Limit: 2}, termination.TimeLimits{Timeout: 150 * time.Millisecond})
+	stage, err := middleware.New("coder", middleware.WithCondition(own), middleware.WithHold(time.Hour), middleware.WithParticipant(log))
+	require.NoError(t, err)
+	ctx, run := stage.Start(context.Background())
+	turn := termination.Event{Kind: termination.KindMessage, Text: "edit", Usage: termination.Usage{InputTokens: 10}}
+	for range 3 {
+		run.Observe(turn)
+	}
+	<-ctx.Done()
+	live := run.Finish(nil)
+	require.IsType(t, termination.Timeout{}, live.Cause)
+	require.NoError(t, log.Close())
+
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	res, _, err := replay.NewRunner(nil, replay.WithStages(func(string) (replay.Stage, bool) {
+		return replay.Stage{Condition: own, Hold: 50 * time.Millisecond}, true
+	})).Log(f)
+	require.NoError(t, err)
+	t.Logf("replayed: %v from_record=%v", res[0].Cause, res[0].FromRecord)
+	assert.IsType(t, termination.MaxIterationsReached{}, res[0].Cause, "a 50ms hold ends before the 150ms timeout")
+}

@@ -146,8 +146,11 @@ func (o conditionOption) apply(c *config) { c.cond = o.c }
 // (§8: over each run and its descendants in the log; nil: none) and its
 // hold (§3 hold: a run held at a limit, its own or its tree's, waits for a
 // raise record of the log, or ends with the limit's cause once Hold has
-// passed on the events' clock; 0: none). Invalid conditions evaluate as
-// written.
+// passed on the events' clock; 0 or less: none). Invalid conditions
+// evaluate as written. Every stage in Go records policy "code", so replay
+// cannot check that a Stage is the one that ran live: a run it holds keeps
+// its recorded end only when a held run can end so (the limit's cause, a
+// timeout, a Cancelled from outside its loop) before the Stage's Hold.
 type Stage struct {
 	Condition  termination.Condition
 	TreeLimits termination.Condition
@@ -249,7 +252,8 @@ type indexOption struct{ x *codec.Index }
 func (o indexOption) apply(c *config) { c.index = o.x }
 
 // LeftOut returns how many runs, by stage, were left out of the results
-// because no policy was given for their stage (WithPolicies).
+// because nothing gave their stage a policy or a condition ([WithPolicies],
+// [WithStages]).
 func (r *Runner) LeftOut() map[string]int { return r.rp.leftOut }
 
 // Record takes a record of the log's next line (an end or raise record,
@@ -808,12 +812,18 @@ func heldAt(e *termination.Evaluator, c termination.Cause) bool {
 }
 
 // heldLive reports whether the held run r was held live where replay
-// holds it: its end record names the policy r replays under (the same
-// hash) and counts the events replay has evaluated. Its recorded end is
-// then what ended the hold (a stop, the hold timeout, a timeout, which
-// keeps counting while held, or an ancestor's end), as for a run the
-// policy has not stopped. Under another policy the hold is the policy's
-// own: the run ends with the limit's cause.
+// holds it: its end record counts the events replay has evaluated, and
+// names the policy r replays under (the same hash: the same hold). Its
+// recorded end is then what ended the hold (a stop, the hold timeout, a
+// timeout, which keeps counting while held, or an ancestor's end), as for
+// a run the policy has not stopped. Under another policy the hold is the
+// policy's own: the run ends with the limit's cause.
+//
+// Every stage in Go records "code", so for a run of a Stage the record
+// cannot say that the stage held the run there as the Stage does: its end
+// stands only when it is one a run held at a limit can have (it takes no
+// next event: the limit's cause, a timeout, or a Cancelled from outside its
+// loop) and it came before the Stage's hold timeout.
 func (rp *replayer) heldLive(r *replayRun, rec *codec.Record) bool {
 	if rec.Policy == "" || rec.Events != r.eval.Progress().Events {
 		return false
@@ -823,9 +833,32 @@ func (rp *replayer) heldLive(r *replayRun, rec *codec.Record) bool {
 	case !ok:
 		return false
 	case lim.policy == nil:
-		return rec.Policy == codePolicy // held live by a stage in Go, as here
+		return rec.Policy == codePolicy && heldEnd(rec.Cause) && withinHold(r, lim.hold, rec)
 	}
 	return lim.policy.Hash() == rec.Policy
+}
+
+// heldEnd reports whether c is an end a run held at a limit can have.
+func heldEnd(c termination.Cause) bool {
+	switch c := c.(type) {
+	case termination.Timeout:
+		return !c.Idle // an idle limit pauses while the run is held
+	case termination.Cancelled:
+		return true
+	}
+	return termination.Hold{}.Holds(c)
+}
+
+// withinHold reports whether rec, the end record of the held run r, comes
+// before h's timeout has passed since the hold (on the events' clock; a
+// record or hold without a time is taken as within).
+func withinHold(r *replayRun, h termination.Hold, rec *codec.Record) bool {
+	e := r.eval
+	if !held(e) && r.limits != nil {
+		e = r.limits // held by its tree's limits
+	}
+	since, ok := e.HeldSince()
+	return !ok || since.IsZero() || rec.Time.IsZero() || !rec.Time.After(since.Add(h.Timeout))
 }
 
 // codePolicy is the policy an end record names for a stage in Go
