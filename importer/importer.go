@@ -70,7 +70,8 @@ type Output struct {
 	Runs Runs
 	// Unique gives each run a distinct id as it is received, as
 	// Runs.Uniquify gives the runs of a list: a name that repeats gets
-	// #2, #3, …, in order, over every import into this Output.
+	// #2, #3, …, in order, over every import into this Output, and a run
+	// whose parent was received before it gets the parent's new name.
 	Unique bool
 
 	skipped map[string]int
@@ -80,7 +81,7 @@ type Output struct {
 // Run hands one complete run on; Emit's error ends the import.
 func (o *Output) Run(r Run) error {
 	if o.Unique {
-		r.ID = o.names.unique(r.ID)
+		o.names.rename(&r)
 	}
 	if o.Emit != nil {
 		return o.Emit(r)
@@ -215,12 +216,28 @@ func ImportFile(formatName, path string, opts Options, out *Output) error {
 type Runs []Run
 
 // Uniquify gives every run a distinct id, in order: a name that repeats
-// gets #2, #3, ….
+// gets #2, #3, …. A run whose parent is a run named before it gets that
+// run's new name as its parent (the same file imported twice: the second
+// copy's children belong to the second copy).
 func (runs Runs) Uniquify() {
 	var n namer
 	for i := range runs {
-		runs[i].ID = n.unique(runs[i].ID)
+		n.rename(&runs[i])
 	}
+}
+
+// rename gives r a distinct id, and the new name of its parent when its
+// parent was renamed before it.
+func (n *namer) rename(r *Run) {
+	if p, ok := n.given[r.Parent]; ok && r.Parent != "" {
+		r.Parent = p
+	}
+	id := n.unique(r.ID)
+	if n.given == nil {
+		n.given = map[string]string{}
+	}
+	n.given[r.ID] = id
+	r.ID = id
 }
 
 // WriteStream writes runs as one JSON Lines stream: every event carries

@@ -390,6 +390,27 @@ func TestUniquify(t *testing.T) {
 		ids = append(ids, r.ID)
 	}
 	assert.Equal(t, "a a#2 b a#2#2 a#3", strings.Join(ids, " "))
+
+	// A tree imported twice: the second copy's children belong to the
+	// second copy's root (a parent named before its child is renamed with
+	// it), in a list as in an Output.
+	tree := func() []Run {
+		return []Run{{ID: "root"}, {ID: "kid", Parent: "root"}, {ID: "root"}, {ID: "kid", Parent: "root"}, {ID: "other", Parent: "elsewhere"}}
+	}
+	want := []string{"root<", "kid<root", "root#2<", "kid#2<root#2", "other<elsewhere"}
+	listed := tree()
+	Runs(listed).Uniquify()
+	out := &Output{Unique: true}
+	for _, r := range tree() {
+		require.NoError(t, out.Run(r))
+	}
+	for _, got := range [][]Run{listed, out.Runs} {
+		var pairs []string
+		for _, r := range got {
+			pairs = append(pairs, r.ID+"<"+r.Parent)
+		}
+		assert.Equal(t, want, pairs)
+	}
 }
 
 // TestOutputUnique: an Output with Unique gives the ids Uniquify gives,

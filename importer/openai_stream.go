@@ -230,8 +230,9 @@ func (c *chatStream) entryError(entry string, err error) error {
 
 // namer gives names that repeat #2, #3, … in order, as Runs.Uniquify does.
 type namer struct {
-	seen map[string]bool
-	last map[string]int
+	seen  map[string]bool
+	last  map[string]int
+	given map[string]string // rename: the name last given to a run of each id
 }
 
 func (n *namer) unique(id string) string {
