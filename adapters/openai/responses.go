@@ -1,6 +1,7 @@
 package openaistop
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -238,13 +239,18 @@ func toolOf(item *responses.ResponseOutputItemUnion) (string, json.RawMessage, b
 	return "", nil, false
 }
 
-// raw returns a field's raw JSON, or nothing when the field is absent or
+// raw returns a field's raw JSON without its insignificant whitespace (a
+// pretty-printed response keeps it), or nothing when the field is absent or
 // null.
 func raw(s string) json.RawMessage {
 	if s == "" || s == "null" {
 		return nil
 	}
-	return args(s)
+	var b bytes.Buffer
+	if json.Compact(&b, []byte(s)) != nil {
+		return args(s)
+	}
+	return b.Bytes()
 }
 
 // ResponseToolResultEvent returns the tool_result event of one tool call
