@@ -46,7 +46,8 @@ func built(status, extra, output string) string {
 func TestResponseEvents(t *testing.T) {
 	const model = "gpt-5.4"
 	u := termination.Usage{InputTokens: 1200, OutputTokens: 340}
-	reasoning := `{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"The user wants the weather. DONE"}]}`
+	reasoning := `{"type":"reasoning","id":"rs_1","summary":[{"type":"summary_text","text":"The user wants the weather. DONE"}],` +
+		`"content":[{"type":"reasoning_text","text":"DONE thinking"}]}`
 	tests := []struct {
 		name string
 		json string
