@@ -172,7 +172,9 @@
 // computer_call, local_shell_call, shell_call, apply_patch_call and
 // mcp_approval_request items (unless the same response carries their
 // output, as for a shell run in a hosted container), and a tool_search_call
-// executed by the client. As with Chat Completions, a response cut off,
+// executed by the client. A response with both a status problem and a
+// refusal gets one error event, naming the status problem. As with Chat
+// Completions, a response cut off,
 // filtered, failed or refused is an iteration with its tokens but not an
 // answer, and the calls it requested are still reported.
 package openaistop
