@@ -19,3 +19,13 @@ func runawayAPI() (openai.Client, *adaptertest.Server) {
 	}
 	return client(s), s
 }
+
+// runawayResponsesAPI is [runawayAPI] for the Responses API: its model
+// calls the search tool on every turn, 50 input and 5 output tokens a turn.
+func runawayResponsesAPI() (openai.Client, *adaptertest.Server) {
+	s, err := responsesAPI.Start(adaptertest.Runaway)
+	if err != nil {
+		panic("scripted Responses API: " + err.Error())
+	}
+	return client(s), s
+}
