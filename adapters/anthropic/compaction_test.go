@@ -42,7 +42,7 @@ func TestBetaEventsCompaction(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got, err := adaptertest.DecodeEvents(head+tt.usage+`}`, anthropicstop.BetaEvents)
-			check(t, got, err, []termination.Event{{Kind: termination.KindFinal, Source: "claude", Text: "Based on our conversation", Usage: tt.want}})
+			check(t, got, err, []termination.Event{{Kind: termination.KindFinal, Source: "claude", Text: "Based on our conversation", Usage: tt.want, Model: "claude"}})
 		})
 	}
 }

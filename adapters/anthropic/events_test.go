@@ -28,45 +28,45 @@ func TestEvents(t *testing.T) {
 	}{{
 		name: "end_turn",
 		json: msg("end_turn", text),
-		want: []termination.Event{{Kind: termination.KindFinal, Source: "claude", Text: "hello\nworld", Usage: u}},
+		want: []termination.Event{{Kind: termination.KindFinal, Source: "claude", Text: "hello\nworld", Usage: u, Model: "claude"}},
 	}, {
 		name: "stop_sequence",
 		json: msg("stop_sequence", text),
-		want: []termination.Event{{Kind: termination.KindFinal, Source: "claude", Text: "hello\nworld", Usage: u}},
+		want: []termination.Event{{Kind: termination.KindFinal, Source: "claude", Text: "hello\nworld", Usage: u, Model: "claude"}},
 	}, {
 		name: "tool_use",
 		json: msg("tool_use", text+","+tool+","+tool),
 		want: []termination.Event{
-			{Kind: termination.KindMessage, Source: "claude", Text: "hello\nworld", Usage: u},
-			{Kind: termination.KindToolCall, Tool: "search", Args: json.RawMessage(`{"q":"x"}`)},
-			{Kind: termination.KindToolCall, Tool: "search", Args: json.RawMessage(`{"q":"x"}`)},
+			{Kind: termination.KindMessage, Source: "claude", Text: "hello\nworld", Usage: u, Model: "claude"},
+			{Kind: termination.KindToolCall, Tool: "search", Args: json.RawMessage(`{"q":"x"}`), CallID: "t1"},
+			{Kind: termination.KindToolCall, Tool: "search", Args: json.RawMessage(`{"q":"x"}`), CallID: "t1"},
 		},
 	}, {
 		name: "server tool in a final turn",
 		json: msg("end_turn", server+","+text),
 		want: []termination.Event{
-			{Kind: termination.KindFinal, Source: "claude", Text: "hello\nworld", Usage: u},
-			{Kind: termination.KindToolCall, Tool: "web_search", Args: json.RawMessage(`{"query":"y"}`)},
+			{Kind: termination.KindFinal, Source: "claude", Text: "hello\nworld", Usage: u, Model: "claude"},
+			{Kind: termination.KindToolCall, Tool: "web_search", Args: json.RawMessage(`{"query":"y"}`), CallID: "s1"},
 		},
 	}, {
 		name: "pause_turn",
 		json: msg("pause_turn", server),
 		want: []termination.Event{
-			{Kind: termination.KindMessage, Source: "claude", Usage: u},
-			{Kind: termination.KindToolCall, Tool: "web_search", Args: json.RawMessage(`{"query":"y"}`)},
+			{Kind: termination.KindMessage, Source: "claude", Usage: u, Model: "claude"},
+			{Kind: termination.KindToolCall, Tool: "web_search", Args: json.RawMessage(`{"query":"y"}`), CallID: "s1"},
 		},
 	}, {
 		name: "max_tokens with a cut-off tool call",
 		json: msg("max_tokens", text+","+tool),
 		want: []termination.Event{
-			{Kind: termination.KindMessage, Source: "claude", Text: "hello\nworld", Usage: u},
+			{Kind: termination.KindMessage, Source: "claude", Text: "hello\nworld", Usage: u, Model: "claude"},
 			{Kind: termination.KindError, Source: "claude", Err: "stop_reason max_tokens: the response was cut off at the token limit"},
 		},
 	}, {
 		name: "model_context_window_exceeded",
 		json: msg("model_context_window_exceeded", text),
 		want: []termination.Event{
-			{Kind: termination.KindMessage, Source: "claude", Text: "hello\nworld", Usage: u},
+			{Kind: termination.KindMessage, Source: "claude", Text: "hello\nworld", Usage: u, Model: "claude"},
 			{Kind: termination.KindError, Source: "claude", Err: "stop_reason model_context_window_exceeded: the response was cut off at the context window"},
 		},
 	}, {
@@ -74,14 +74,14 @@ func TestEvents(t *testing.T) {
 		json: `{"id":"m","type":"message","role":"assistant","model":"claude","stop_reason":"refusal",
 			"stop_details":{"type":"refusal","category":"cyber","explanation":"not allowed"},"content":[],` + usage + `}`,
 		want: []termination.Event{
-			{Kind: termination.KindMessage, Source: "claude", Usage: u},
+			{Kind: termination.KindMessage, Source: "claude", Usage: u, Model: "claude"},
 			{Kind: termination.KindError, Source: "claude", Err: "stop_reason refusal: the model refused: not allowed"},
 		},
 	}, {
 		name: "refusal without details",
 		json: msg("refusal", ""),
 		want: []termination.Event{
-			{Kind: termination.KindMessage, Source: "claude", Usage: u},
+			{Kind: termination.KindMessage, Source: "claude", Usage: u, Model: "claude"},
 			{Kind: termination.KindError, Source: "claude", Err: "stop_reason refusal: the model refused"},
 		},
 	}}

@@ -21,7 +21,7 @@ func TestEvents(t *testing.T) {
 	}{{
 		name: "final",
 		json: `{"model":"m","choices":[{"finish_reason":"stop","message":{"role":"assistant","content":"done"}}],` + usage + `}`,
-		want: []termination.Event{{Kind: termination.KindFinal, Source: "m", Text: "done", Usage: u}},
+		want: []termination.Event{{Kind: termination.KindFinal, Source: "m", Text: "done", Usage: u, Model: "m"}},
 	}, {
 		name: "tool calls",
 		json: `{"model":"m","choices":[{"finish_reason":"tool_calls","message":{"role":"assistant","content":null,"tool_calls":[
@@ -30,53 +30,53 @@ func TestEvents(t *testing.T) {
 			{"id":"3","type":"function","function":{"name":"b","arguments":"{\"x\":"}},
 			{"id":"4","type":"function","function":{"name":"c","arguments":""}}]}}],` + usage + `}`,
 		want: []termination.Event{
-			{Kind: termination.KindMessage, Source: "m", Usage: u},
-			{Kind: termination.KindToolCall, Tool: "a", Args: json.RawMessage(`{"x":1}`)},
-			{Kind: termination.KindToolCall, Tool: "grep", Args: json.RawMessage(`"foo bar"`)},
-			{Kind: termination.KindToolCall, Tool: "b", Args: json.RawMessage(`"{\"x\":"`)},
-			{Kind: termination.KindToolCall, Tool: "c"},
+			{Kind: termination.KindMessage, Source: "m", Usage: u, Model: "m"},
+			{Kind: termination.KindToolCall, Tool: "a", Args: json.RawMessage(`{"x":1}`), CallID: "1"},
+			{Kind: termination.KindToolCall, Tool: "grep", Args: json.RawMessage(`"foo bar"`), CallID: "2"},
+			{Kind: termination.KindToolCall, Tool: "b", Args: json.RawMessage(`"{\"x\":"`), CallID: "3"},
+			{Kind: termination.KindToolCall, Tool: "c", CallID: "4"},
 		},
 	}, {
 		name: "tool calls with finish_reason stop",
 		json: `{"model":"m","choices":[{"finish_reason":"stop","message":{"role":"assistant","content":"x","tool_calls":[
 			{"id":"1","type":"function","function":{"name":"a","arguments":"{}"}}]}}],` + usage + `}`,
 		want: []termination.Event{
-			{Kind: termination.KindMessage, Source: "m", Text: "x", Usage: u},
-			{Kind: termination.KindToolCall, Tool: "a", Args: json.RawMessage(`{}`)},
+			{Kind: termination.KindMessage, Source: "m", Text: "x", Usage: u, Model: "m"},
+			{Kind: termination.KindToolCall, Tool: "a", Args: json.RawMessage(`{}`), CallID: "1"},
 		},
 	}, {
 		name: "legacy function_call",
 		json: `{"model":"m","choices":[{"finish_reason":"function_call","message":{"role":"assistant","function_call":{"name":"f","arguments":"{}"}}}],` + usage + `}`,
 		want: []termination.Event{
-			{Kind: termination.KindMessage, Source: "m", Usage: u},
+			{Kind: termination.KindMessage, Source: "m", Usage: u, Model: "m"},
 			{Kind: termination.KindToolCall, Tool: "f", Args: json.RawMessage(`{}`)},
 		},
 	}, {
 		name: "length",
 		json: `{"model":"m","choices":[{"finish_reason":"length","message":{"role":"assistant","content":"the answ"}}],` + usage + `}`,
 		want: []termination.Event{
-			{Kind: termination.KindMessage, Source: "m", Text: "the answ", Usage: u},
+			{Kind: termination.KindMessage, Source: "m", Text: "the answ", Usage: u, Model: "m"},
 			{Kind: termination.KindError, Source: "m", Err: "finish_reason length: the response was cut off at the token limit"},
 		},
 	}, {
 		name: "content filter",
 		json: `{"model":"m","choices":[{"finish_reason":"content_filter","message":{"role":"assistant","content":""}}],` + usage + `}`,
 		want: []termination.Event{
-			{Kind: termination.KindMessage, Source: "m", Usage: u},
+			{Kind: termination.KindMessage, Source: "m", Usage: u, Model: "m"},
 			{Kind: termination.KindError, Source: "m", Err: "finish_reason content_filter: content was omitted by the content filter"},
 		},
 	}, {
 		name: "refusal",
 		json: `{"model":"m","choices":[{"finish_reason":"stop","message":{"role":"assistant","content":null,"refusal":"I can't help with that."}}],` + usage + `}`,
 		want: []termination.Event{
-			{Kind: termination.KindMessage, Source: "m", Text: "I can't help with that.", Usage: u},
+			{Kind: termination.KindMessage, Source: "m", Text: "I can't help with that.", Usage: u, Model: "m"},
 			{Kind: termination.KindError, Source: "m", Err: "refusal: I can't help with that."},
 		},
 	}, {
 		name: "no choices",
 		json: `{"model":"m","choices":[],` + usage + `}`,
 		want: []termination.Event{
-			{Kind: termination.KindMessage, Source: "m", Usage: u},
+			{Kind: termination.KindMessage, Source: "m", Usage: u, Model: "m"},
 			{Kind: termination.KindError, Source: "m", Err: "the completion has no choices"},
 		},
 	}}

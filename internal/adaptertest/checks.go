@@ -25,8 +25,8 @@ func DecodeEvents[T any](data string, decode func(*T, func(termination.Event))) 
 
 // DiffEvents compares the events an adapter's decoder emitted with the
 // ones a test wants: the same number, and each alike in kind, source,
-// text, tool, arguments, usage and error. It returns an error naming the
-// first count or event that differs (arguments shown as text).
+// text, tool, arguments, call id, model, usage, cost and error. It returns
+// an error naming the events that differ (arguments shown as text).
 func DiffEvents(got, want []termination.Event) error {
 	if len(got) != len(want) {
 		return fmt.Errorf("got %d events %+v, want %d", len(got), got, len(want))
@@ -35,7 +35,8 @@ func DiffEvents(got, want []termination.Event) error {
 	for i := range got {
 		g, w := got[i], want[i]
 		if g.Kind != w.Kind || g.Source != w.Source || g.Text != w.Text || g.Tool != w.Tool ||
-			string(g.Args) != string(w.Args) || g.Usage != w.Usage || g.Err != w.Err {
+			string(g.Args) != string(w.Args) || g.CallID != w.CallID || g.Model != w.Model ||
+			g.Usage != w.Usage || g.Cost != w.Cost || g.Err != w.Err {
 			errs = append(errs, fmt.Errorf("event %d = %+v (args %s), want %+v (args %s)", i, g, g.Args, w, w.Args))
 		}
 	}

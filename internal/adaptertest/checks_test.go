@@ -3,6 +3,7 @@ package adaptertest_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/agentstop/agentstop/internal/adaptertest"
 	"github.com/agentstop/agentstop/middleware"
@@ -17,11 +18,11 @@ func TestDiffEvents(t *testing.T) {
 	if err := adaptertest.DiffEvents(want, want); err != nil {
 		t.Errorf("equal events: %v", err)
 	}
-	// Fields DiffEvents does not compare (call ids, model) may differ.
+	// Fields DiffEvents does not compare (times, the log's fields) may differ.
 	same := []termination.Event{want[0], want[1]}
-	same[1].CallID, same[0].Model = "c1", "other"
+	same[0].Time = time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
 	if err := adaptertest.DiffEvents(same, want); err != nil {
-		t.Errorf("events differing in call id and model only: %v", err)
+		t.Errorf("events differing in time only: %v", err)
 	}
 	for _, tc := range []struct {
 		name string
@@ -33,6 +34,9 @@ func TestDiffEvents(t *testing.T) {
 		{"Args", func(ev []termination.Event) []termination.Event { ev[1].Args = []byte(`{"q":2}`); return ev }, `event 1 = `},
 		{"Usage", func(ev []termination.Event) []termination.Event { ev[0].Usage.OutputTokens = 1; return ev }, "event 0 ="},
 		{"Err", func(ev []termination.Event) []termination.Event { ev[1].Err = "boom"; return ev }, "event 1 ="},
+		{"CallID", func(ev []termination.Event) []termination.Event { ev[1].CallID = "c1"; return ev }, "event 1 ="},
+		{"Model", func(ev []termination.Event) []termination.Event { ev[0].Model = "other"; return ev }, "event 0 ="},
+		{"Cost", func(ev []termination.Event) []termination.Event { ev[0].Cost = 0.01; return ev }, "event 0 ="},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := tc.edit([]termination.Event{want[0], want[1]})
