@@ -37,6 +37,7 @@ type Handler struct {
 	toolID   string // call id of the last action
 	turns    int
 	reported []error
+	wrapped  int // calls of tools wrapped by Tools running now
 }
 
 var _ callbacks.Handler = (*Handler)(nil)
@@ -146,22 +147,30 @@ func (h *Handler) HandleAgentAction(_ context.Context, action schema.AgentAction
 	h.observe(termination.Event{Kind: termination.KindToolCall, Source: h.source, Tool: action.Tool, Args: argsJSON(action.ToolInput), CallID: action.ToolID})
 }
 
-// HandleToolEnd implements callbacks.Handler.
+// HandleToolEnd implements callbacks.Handler. While a tool wrapped by
+// [Tools] for h runs, it is ignored: the wrapper reports the result.
 func (h *Handler) HandleToolEnd(_ context.Context, output string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.wrapped > 0 {
+		return
+	}
 	h.observe(termination.Event{Kind: termination.KindToolResult, Source: h.source, Tool: h.tool, Text: output, CallID: h.toolID})
 }
 
-// HandleToolError implements callbacks.Handler.
+// HandleToolError implements callbacks.Handler. While a tool wrapped by
+// [Tools] for h runs, it is ignored: the wrapper reports the error.
 func (h *Handler) HandleToolError(_ context.Context, err error) {
 	if err == nil {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.wrapped > 0 {
+		return
+	}
 	h.rememberLocked(err)
-	h.observe(termination.Event{Kind: termination.KindToolResult, Source: h.source, Tool: h.tool, Err: err.Error(), CallID: h.toolID})
+	h.observe(termination.Event{Kind: termination.KindToolResult, Source: h.source, Tool: h.tool, Err: toolErrorText(h.tool, err), CallID: h.toolID})
 }
 
 // HandleAgentFinish implements callbacks.Handler: the answer is final,
