@@ -17,9 +17,10 @@ import (
 )
 
 // Handler is a langchaingo callbacks.Handler that feeds a run. Give it to the
-// executor, the agent and the model (see the package example), run the
-// executor under the context that middleware.Stage.Start returned, and end
-// with [Handler.Finish]. It is safe for concurrent use; one Handler serves
+// executor, the agent and the model (see the package example), wrap the
+// tools that do not report to it with [Tools], run the executor under the
+// context that middleware.Stage.Start returned, and end with
+// [Handler.Finish]. It is safe for concurrent use; one Handler serves
 // one run.
 type Handler struct {
 	callbacks.SimpleHandler

@@ -220,3 +220,23 @@ type panicTool struct{}
 func (panicTool) Name() string                                 { return "panics" }
 func (panicTool) Description() string                          { return "panics" }
 func (panicTool) Call(context.Context, string) (string, error) { panic("tool bug") }
+
+// A tool error without text is still a failed tool_result, from the
+// callbacks as from Tools (an empty Err would make it a success).
+func TestHandleToolErrorWithoutText(t *testing.T) {
+	stage, seen := newStage(t, "max_tool_calls: 10")
+	ctx, run := stage.Start(context.Background())
+	h := langchaingo.NewHandler(run)
+	h.HandleAgentAction(ctx, schema.AgentAction{Tool: "search", ToolInput: "x", ToolID: "c1"})
+	h.HandleToolError(ctx, errors.New(""))
+	run.Finish(nil)
+	var failed []string
+	for _, ev := range seen.All() {
+		if ev.Failed() {
+			failed = append(failed, ev.Err)
+		}
+	}
+	if want := []string{"search failed with an error that has no text"}; fmt.Sprint(failed) != fmt.Sprint(want) {
+		t.Errorf("failed events = %q, want %q", failed, want)
+	}
+}
