@@ -80,4 +80,19 @@
 // but not an answer: the error event says why, so a loop that ends there
 // ends as Failed{reason: stream_error} with that text, and the errors
 // condition counts it.
+//
+// A streamed turn that fails midway is a model turn too: message_start
+// already reported its input tokens (the whole prompt). After an
+// [Accumulate] error, [ObserveStreamError] reports the partial message as a
+// message event with those tokens (without its cut-off tool calls), then
+// the error; run.Finish(err) alone would not count them:
+//
+//	m, err := anthropicstop.Accumulate(client.Messages.NewStreaming(ctx, params), nil)
+//	if err != nil {
+//		anthropicstop.ObserveStreamError(run, &m, err)
+//		return run.Finish(err)
+//	}
+//
+// [AllStreaming] reports a turn of the runner that fails midway the same
+// way.
 package anthropicstop

@@ -128,16 +128,7 @@ func decode[B any](t turn, content []B, get func(*B) block, emit func(terminatio
 	if problem != "" {
 		ev.Kind = termination.KindMessage
 	}
-	var text strings.Builder
-	for i := range content {
-		if b := get(&content[i]); b.typ == "text" && b.text != "" {
-			if text.Len() > 0 {
-				text.WriteByte('\n')
-			}
-			text.WriteString(b.text)
-		}
-	}
-	ev.Text = text.String()
+	ev.Text = joinText(content, get)
 	emit(ev)
 	for i := range content {
 		b := get(&content[i])
@@ -165,4 +156,30 @@ func args(in json.RawMessage) json.RawMessage {
 	}
 	b, _ := json.Marshal(string(in))
 	return b
+}
+
+// joinText is the text of a message's text blocks, one per line.
+func joinText[B any](content []B, get func(*B) block) string {
+	var text strings.Builder
+	for i := range content {
+		if b := get(&content[i]); b.typ == "text" && b.text != "" {
+			if text.Len() > 0 {
+				text.WriteByte('\n')
+			}
+			text.WriteString(b.text)
+		}
+	}
+	return text.String()
+}
+
+// cutEvents are the events of a turn that a stream error cut short: a
+// message event with its text and usage, when the stream delivered any of
+// it (begun), then an error event with err's text. Its tool calls are not
+// reported: the loop does not run them, and their input may be cut off.
+func cutEvents[B any](t turn, content []B, get func(*B) block, begun bool, err error) []termination.Event {
+	var evs []termination.Event
+	if begun {
+		evs = append(evs, termination.Event{Kind: termination.KindMessage, Source: t.model, Model: t.model, Usage: t.usage, Text: joinText(content, get)})
+	}
+	return append(evs, termination.Event{Kind: termination.KindError, Source: t.model, Err: err.Error()})
 }

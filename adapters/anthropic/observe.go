@@ -47,9 +47,10 @@ func ObserveError(run *middleware.Run, err error) (termination.Cause, bool) {
 // onEvent (if not nil) as it arrives and accumulating it with the SDK's
 // Message.Accumulate, closes the stream, and returns the accumulated
 // message with the stream's error. Report the message with [Observe], like
-// one that was not streamed; hand an error to run.Finish (which keeps the
-// run's cause when the stream failed because the run stopped) or to
-// [ObserveError] and retry.
+// one that was not streamed. With an error, the message is what arrived
+// before it: report it with [ObserveStreamError] (its tokens were spent),
+// then hand the error to run.Finish (which keeps the run's cause when the
+// stream failed because the run stopped) or retry.
 func Accumulate(stream *ssestream.Stream[anthropic.MessageStreamEventUnion], onEvent func(anthropic.MessageStreamEventUnion)) (anthropic.Message, error) {
 	var m anthropic.Message
 	if stream == nil {

@@ -62,8 +62,10 @@ type StreamEvents = iter.Seq2[anthropic.BetaRawMessageStreamEventUnion, error]
 // [All]: every turn's events are yielded unchanged, the turn's message is
 // accumulated and reported to run when its message_stop event arrives (just
 // before that event is yielded), and the iteration (the turn's and the runner's) ends when the
-// run stops. A turn that the consumer does not read to its end is not
-// reported. A consumer that leaves the iteration early stops the run with
+// run stops. A turn that fails midway is reported as [ObserveStreamError]
+// reports one: a message event with what arrived and the tokens it
+// reported, then the error. A turn that the consumer leaves before its end
+// is not reported. A consumer that leaves the iteration early stops the run with
 // Cancelled{reason: external}, unless it leaves on a pair with an error (of
 // a turn or of the runner) or right after the final answer: then the run
 // ends as the stream would have ended there (Failed{reason: stream_error},
@@ -128,9 +130,15 @@ func turnEvents(run *middleware.Run, events StreamEvents, last *streamEnd) Strea
 	}
 	return func(yield func(anthropic.BetaRawMessageStreamEventUnion, error) bool) {
 		var m anthropic.BetaMessage
+		reported := false // the turn's message_stop was reported
 		for ev, err := range quiet(run, events) {
 			if err != nil {
-				run.Observe(termination.Event{Kind: termination.KindError, Err: err.Error()})
+				if reported {
+					run.Observe(termination.Event{Kind: termination.KindError, Err: err.Error()})
+				} else {
+					// The turn so far, with the tokens it spent, then the error.
+					observeBetaCut(run, &m, err)
+				}
 			} else if aerr := m.Accumulate(ev); aerr != nil {
 				// The runner fails the turn with this error too.
 				err = aerr
@@ -142,6 +150,7 @@ func turnEvents(run *middleware.Run, events StreamEvents, last *streamEnd) Strea
 				// leaving right after it is known to be leaving after the
 				// final answer; the stop still takes effect after the yield.
 				_, stop, final = observeTurn(run, &m)
+				reported = true
 			}
 			*last = streamEnd{err: err != nil, final: final}
 			if !yield(ev, err) || stop || stopped(run) {

@@ -52,6 +52,9 @@ func Decode(ev *adk.AgentEvent, emit func(termination.Event), opts ...Option) {
 // concatenated), so both paths map the same way.
 func (c *config) decode(ev *adk.AgentEvent, mv *adk.MessageVariant, msg *schema.Message, emit func(termination.Event)) {
 	src := ev.AgentName
+	if src == "" {
+		src = c.source
+	}
 	if mv != nil && msg != nil {
 		role := mv.Role
 		if role == "" {
@@ -95,7 +98,7 @@ func (c *config) decode(ev *adk.AgentEvent, mv *adk.MessageVariant, msg *schema.
 // cbUsage is the usage a callback reported beside the message, used only
 // when the message carries none.
 func (c *config) decodeModelMessage(src string, msg *schema.Message, cbUsage *model.TokenUsage, emit func(termination.Event)) {
-	ev := termination.Event{Kind: termination.KindFinal, Source: src, Text: msg.Content, Usage: usageOf(msg, cbUsage)}
+	ev := termination.Event{Kind: termination.KindFinal, Source: src, Text: msg.Content, Usage: usageOf(msg, cbUsage), Model: c.model}
 	problem := unfinished(msg)
 	if len(msg.ToolCalls) > 0 || !c.isFinalAgent(src) || problem != "" {
 		ev.Kind = termination.KindMessage

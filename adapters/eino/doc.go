@@ -55,4 +55,10 @@
 //     reports them apart (Gemini: TotalTokens covers them) rather than
 //     inside CompletionTokens (OpenAI, ARK, Qwen).
 //   - Tool arguments that are not valid JSON are reported as a JSON string.
+//   - Model and source: agent events name their agent (AgentName, the
+//     source of Forward's and Decode's events) but not their model (neither
+//     schema.Message nor its ResponseMeta has one), so [WithModel] names it;
+//     a [Handler] takes the model from its chat model callbacks'
+//     Config.Model, and [WithModel] only where that is empty, and its
+//     source from [WithSource] (callbacks do not name the agent).
 package eino

@@ -166,6 +166,7 @@ type setup struct {
 	maxIterations int
 	exit          bool
 	tool          tool.BaseTool // default fixedTool{"search"}
+	opts          []eino.Option // for NewHandler or Forward
 }
 
 func newAgent(t *testing.T, ctx context.Context, name string, m model.ToolCallingChatModel, s setup) adk.Agent {
@@ -208,7 +209,7 @@ func drive(t *testing.T, stage *middleware.Stage, input string, s setup, agentOf
 	ctx, run := stage.Start(context.Background())
 	var h *eino.Handler
 	if s.handler {
-		h = eino.NewHandler(run)
+		h = eino.NewHandler(run, s.opts...)
 		ctx = h.Context(ctx)
 	} else {
 		ctx = eino.Context(ctx, run)
@@ -216,7 +217,7 @@ func drive(t *testing.T, stage *middleware.Stage, input string, s setup, agentOf
 	runner := adk.NewRunner(ctx, adk.RunnerConfig{Agent: agentOf(ctx), EnableStreaming: s.streaming})
 	events := runner.Query(ctx, input)
 	if !s.handler {
-		events = eino.Forward(run, events)
+		events = eino.Forward(run, events, s.opts...)
 	}
 	var out outcome
 	for {

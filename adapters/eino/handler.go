@@ -44,11 +44,12 @@ import (
 // order. Attach the handler with [Handler.Context] (per run) or
 // callbacks.AppendGlobalHandlers (every run), run the loop under the
 // context that middleware.Stage.Start returned, and end with
-// [Handler.Finish]. Sources are empty: eino's callbacks do not name the
-// agent. For the same reason [WithFinalAgents] cannot tell agents apart
-// here: given any names, it makes every answer a message event (none is
-// final), so use it with a Handler only for loops in which no answer ends
-// the run.
+// [Handler.Finish]. eino's callbacks do not name the agent: a Handler's
+// events have the source [WithSource] gives (empty by default), and
+// [WithFinalAgents] checks that one name, so it cannot tell agents apart
+// here: given names that do not include it, it makes every answer a
+// message event (none is final). Their model is the one the chat model's
+// callback names in its Config, else the one [WithModel] gives.
 //
 // Do not use a Handler and [Forward] on the same run: both would report the
 // same model responses.
@@ -303,8 +304,11 @@ func (h *Handler) observeModel(msg *schema.Message, usage *model.TokenUsage, mod
 	h.mu.Unlock()
 	kind := termination.KindFinal
 	problem := unfinished(msg)
-	if len(msg.ToolCalls) > 0 || !h.cfg.isFinalAgent("") || problem != "" {
+	if len(msg.ToolCalls) > 0 || !h.cfg.isFinalAgent(h.cfg.source) || problem != "" {
 		kind = termination.KindMessage
+	}
+	if modelID == "" {
+		modelID = h.cfg.model
 	}
 	h.observe(termination.Event{Kind: kind, Text: msg.Content, Usage: usageOf(msg, usage), Model: modelID})
 	if problem != "" {
@@ -327,6 +331,9 @@ func (h *Handler) waitOrder() {
 
 func (h *Handler) observe(ev termination.Event) {
 	if h.run != nil {
+		if ev.Source == "" {
+			ev.Source = h.cfg.source
+		}
 		h.run.Observe(ev)
 	}
 }

@@ -22,7 +22,7 @@ func harness(m mode) adaptertest.Harness {
 		ctx, run := stage.Start(t.Context())
 		res, _ := m.run(ctx, g, run, s.Input)
 		return adaptertest.Report{Result: res, ModelCalls: model.modelCalls()}
-	}, CallIDs: true} // genkit does not give the middleware the model's name
+	}, CallIDs: true, Model: "scripted/model"} // named by WithModel: genkit does not give the middleware the model's name
 }
 
 func TestConformance(t *testing.T) {

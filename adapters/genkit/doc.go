@@ -45,6 +45,19 @@
 // the loop hands over to a human) is reported as a stop event by Generate
 // and GenerateStream.
 //
+// # Model and source
+//
+// genkit does not hand a model middleware the model's name: ai.ModelRequest
+// and ai.ModelResponse have no field for it, and the middleware runs
+// outside the model's action. [WithModel] names it (give the name you give
+// ai.WithModelName); a response that names the model that served it (the
+// compat_oai plugin's Custom "model") keeps that name. [WithSource] names
+// the agent. Both go to [Middleware], or among genkit's options in a call
+// of [Generate] or [GenerateStream]:
+//
+//	genkitstop.Generate(ctx, g, run, ai.WithModelName("googleai/gemini-2.5-flash"),
+//		genkitstop.WithModel("googleai/gemini-2.5-flash"), ai.WithPrompt("..."))
+//
 // # Stopping
 //
 // The run's context, which the generation must run under, is cancelled

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"iter"
-	"slices"
 	"strings"
 	"sync"
 
@@ -22,7 +21,9 @@ const (
 )
 
 // Events turns one model response into events and passes them to emit, in
-// order: a message or final event with the response's usage, a tool_call
+// order: a message or final event with the response's usage (and its
+// model when the response names it: the compat_oai plugin's Custom
+// "model"; genkit's types have no model field), a tool_call
 // event per tool request (its Ref as call id; the tool_result that
 // Middleware reports carries the response's Ref), and an error event when the turn is not an answer
 // (finish reason length or blocked). The package doc has the full mapping.
@@ -31,7 +32,7 @@ func Events(resp *ai.ModelResponse, emit func(termination.Event)) {
 	if resp == nil {
 		return
 	}
-	ev := termination.Event{Kind: termination.KindFinal}
+	ev := termination.Event{Kind: termination.KindFinal, Model: responseModel(resp)}
 	if resp.Usage != nil {
 		ev.Usage = usage(resp.Usage)
 	}
@@ -107,7 +108,13 @@ func marshal(v any) json.RawMessage {
 // middleware with ai.WithMiddleware, and call run.Finish with the
 // generation's error; [Generate] and [GenerateStream] do all three. With
 // a nil run the middleware observes nothing and calls the model as is.
-func Middleware(run *middleware.Run) ai.ModelMiddleware {
+// opts name the model and the source of the events ([WithModel],
+// [WithSource]).
+func Middleware(run *middleware.Run, opts ...Option) ai.ModelMiddleware {
+	return newMiddleware(run, newConfig(opts))
+}
+
+func newMiddleware(run *middleware.Run, cfg config) ai.ModelMiddleware {
 	if run == nil {
 		return func(next ai.ModelFunc) ai.ModelFunc { return next }
 	}
@@ -118,7 +125,7 @@ func Middleware(run *middleware.Run) ai.ModelMiddleware {
 	return func(next ai.ModelFunc) ai.ModelFunc {
 		return func(ctx context.Context, req *ai.ModelRequest, cb ai.ModelStreamCallback) (*ai.ModelResponse, error) {
 			mu.Lock()
-			cause, stop := toolResults(run, req, &pending)
+			cause, stop := toolResults(run, &cfg, req, &pending)
 			mu.Unlock()
 			if stop {
 				return nil, cause
@@ -136,7 +143,7 @@ func Middleware(run *middleware.Run) ai.ModelMiddleware {
 					if ev.Kind == termination.KindToolCall {
 						n++
 					}
-					emit(ev)
+					emit(cfg.name(ev))
 				})
 			})
 			mu.Lock()
@@ -153,7 +160,7 @@ func Middleware(run *middleware.Run) ai.ModelMiddleware {
 // toolResults reports the tool responses of the last message of req, up to
 // the number of tool calls still pending (earlier history is not this
 // run's), and says whether the run has stopped.
-func toolResults(run *middleware.Run, req *ai.ModelRequest, pending *int) (termination.Cause, bool) {
+func toolResults(run *middleware.Run, cfg *config, req *ai.ModelRequest, pending *int) (termination.Cause, bool) {
 	if cause, stopped := run.Cause(); stopped {
 		return cause, true
 	}
@@ -177,7 +184,7 @@ func toolResults(run *middleware.Run, req *ai.ModelRequest, pending *int) (termi
 				ev.Text = string(out)
 			}
 		}
-		if cause, stop := run.Observe(ev); stop {
+		if cause, stop := run.Observe(cfg.name(ev)); stop {
 			return cause, true
 		}
 	}
@@ -185,16 +192,19 @@ func toolResults(run *middleware.Run, req *ai.ModelRequest, pending *int) (termi
 }
 
 // Generate is genkit.Generate observed by run: it adds [Middleware] to
-// opts, runs the generation under ctx (the context stage.Start returned),
+// opts (with the [Option] values among opts, which it takes out of what
+// genkit gets, as it does nil options), runs the generation under ctx
+// (the context stage.Start returned),
 // reports an interrupted generation (a tool asked for a human) as a stop
 // event, and finishes run with the generation's error. When run stops the
 // generation, the error is the run's typed cause (errors.As finds it);
 // run.Wait returns the result. With a nil run it is genkit.Generate.
 func Generate(ctx context.Context, g *genkit.Genkit, run *middleware.Run, opts ...ai.GenerateOption) (*ai.ModelResponse, error) {
+	cfg, opts := splitOptions(opts)
 	if run == nil {
 		return genkit.Generate(ctx, g, opts...)
 	}
-	resp, err := genkit.Generate(ctx, g, withMiddleware(run, opts)...)
+	resp, err := genkit.Generate(ctx, g, append(opts, ai.WithMiddleware(newMiddleware(run, cfg)))...)
 	if err != nil {
 		if cause, stopped := run.Cause(); stopped {
 			err = cause
@@ -202,13 +212,14 @@ func Generate(ctx context.Context, g *genkit.Genkit, run *middleware.Run, opts .
 		run.Finish(err)
 		return resp, err
 	}
-	interrupted(run, resp)
+	interrupted(run, &cfg, resp)
 	run.Finish(nil)
 	return resp, nil
 }
 
 // GenerateStream is genkit.GenerateStream observed by run, like
-// [Generate]: it yields the same stream values, and ends the iteration
+// [Generate] (opts may hold [Option] values too): it yields the same
+// stream values, and ends the iteration
 // when run stops (after the chunk or the tool round in flight; genkit makes
 // no further model call). Once the run has stopped, genkit's error for the
 // generation it abandoned is not yielded: run.Wait (or context.Cause of
@@ -218,6 +229,8 @@ func Generate(ctx context.Context, g *genkit.Genkit, run *middleware.Run, opts .
 // would. The run is finished when the iteration ends. With a nil run it
 // yields genkit.GenerateStream's values and observes nothing.
 func GenerateStream(ctx context.Context, g *genkit.Genkit, run *middleware.Run, opts ...ai.GenerateOption) iter.Seq2[*ai.ModelStreamValue, error] {
+	cfg, opts := splitOptions(opts)
+	opts = append(opts, ai.WithMiddleware(newMiddleware(run, cfg)))
 	return func(yield func(*ai.ModelStreamValue, error) bool) {
 		var (
 			left, gaveUp bool
@@ -226,7 +239,7 @@ func GenerateStream(ctx context.Context, g *genkit.Genkit, run *middleware.Run, 
 		// genkit calls its yield function once more, with an error, after
 		// the consumer has left (the range-over-func runtime check would
 		// panic), so the stream is read with a plain function.
-		genkit.GenerateStream(ctx, g, withMiddleware(run, opts)...)(func(v *ai.ModelStreamValue, err error) bool {
+		genkit.GenerateStream(ctx, g, opts...)(func(v *ai.ModelStreamValue, err error) bool {
 			if left {
 				return false
 			}
@@ -236,7 +249,7 @@ func GenerateStream(ctx context.Context, g *genkit.Genkit, run *middleware.Run, 
 				}
 				lastErr = err
 			} else if v != nil && v.Done {
-				interrupted(run, v.Response)
+				interrupted(run, &cfg, v.Response)
 			}
 			if !yield(v, err) {
 				// Leaving on an error or after the final response is how
@@ -264,14 +277,10 @@ func causeOf(run *middleware.Run) (termination.Cause, bool) {
 	return run.Cause()
 }
 
-func withMiddleware(run *middleware.Run, opts []ai.GenerateOption) []ai.GenerateOption {
-	return append(slices.Clone(opts), ai.WithMiddleware(Middleware(run)))
-}
-
 // interrupted reports a generation that a tool interrupted as a stop event.
-func interrupted(run *middleware.Run, resp *ai.ModelResponse) {
+func interrupted(run *middleware.Run, cfg *config, resp *ai.ModelResponse) {
 	if run != nil && resp != nil && resp.FinishReason == ai.FinishReasonInterrupted {
-		run.Observe(termination.Event{Kind: termination.KindStop, Text: resp.FinishMessage})
+		run.Observe(cfg.name(termination.Event{Kind: termination.KindStop, Text: resp.FinishMessage}))
 	}
 }
 

@@ -15,7 +15,8 @@ import (
 	"github.com/agentstop/agentstop/termination"
 )
 
-// mode is one way of running genkit's tool loop under a run.
+// mode is one way of running genkit's tool loop under a run, naming its
+// model with WithModel.
 type mode struct {
 	name string
 	run  func(ctx context.Context, g *genkit.Genkit, run *middleware.Run, prompt string) (termination.Result, error)
@@ -32,12 +33,12 @@ func options(prompt string) []ai.GenerateOption {
 
 var modes = []mode{
 	{"Generate", func(ctx context.Context, g *genkit.Genkit, run *middleware.Run, prompt string) (termination.Result, error) {
-		_, err := genkitstop.Generate(ctx, g, run, options(prompt)...)
+		_, err := genkitstop.Generate(ctx, g, run, append(options(prompt), genkitstop.WithModel("scripted/model"))...)
 		return run.Wait(), err
 	}},
 	{"GenerateStream", func(ctx context.Context, g *genkit.Genkit, run *middleware.Run, prompt string) (termination.Result, error) {
 		var err error
-		for v, e := range genkitstop.GenerateStream(ctx, g, run, options(prompt)...) {
+		for v, e := range genkitstop.GenerateStream(ctx, g, run, append(options(prompt), genkitstop.WithModel("scripted/model"))...) {
 			if e != nil {
 				err = e
 			}
@@ -47,7 +48,7 @@ var modes = []mode{
 	}},
 	{"Middleware", func(ctx context.Context, g *genkit.Genkit, run *middleware.Run, prompt string) (termination.Result, error) {
 		// The middleware alone, with genkit's own Generate.
-		_, err := genkit.Generate(ctx, g, append(options(prompt), ai.WithMiddleware(genkitstop.Middleware(run)))...)
+		_, err := genkit.Generate(ctx, g, append(options(prompt), ai.WithMiddleware(genkitstop.Middleware(run, genkitstop.WithModel("scripted/model"))))...)
 		return run.Finish(err), err
 	}},
 }

@@ -19,6 +19,7 @@ type turn struct {
 	calls         []call
 	input, output int
 	finish        ai.FinishReason
+	served        string // the model the response names, as compat_oai does in Custom
 }
 
 // scripted is a genkit model, registered with genkit.DefineModel, that
@@ -92,7 +93,13 @@ func (s *scripted) generate(ctx context.Context, req *ai.ModelRequest, cb ai.Mod
 	if finish == "" {
 		finish = ai.FinishReasonStop
 	}
+	var custom any
+	if tr.served != "" {
+		// The shape of compat_oai's Custom (plugins/compat_oai/generate.go, genkit v1.4.0).
+		custom = map[string]any{"systemFingerprint": "fp_1", "model": tr.served, "id": "chatcmpl-1"}
+	}
 	return &ai.ModelResponse{
+		Custom:       custom,
 		Request:      req,
 		Message:      ai.NewModelMessage(parts...),
 		FinishReason: finish,

@@ -54,6 +54,14 @@
 //     a message.
 //   - Tool results come from tools that call the handler (langchaingo's
 //     built-in tools do, given the handler); the tool is the last action's.
+//     Your own tools report through [Tools], which wraps them: each call's
+//     output or error becomes a tool_result, once, even for a tool that also
+//     calls the handler (while a wrapped tool runs, the handler ignores
+//     HandleToolEnd and HandleToolError; the wrapper reports what Call
+//     returned). The executor ends at a tool's error; an agent that should
+//     see the error and try again needs a tool that returns it as its
+//     output, wrapped around the one Tools returned, so that the failure
+//     still counts for errors.consecutive (see the Tools example).
 //   - A tool_call's args are the input the executor hands the tool, without
 //     the trailing "\nObservation:" it cuts off. A langchaingo tool takes a
 //     string: a JSON object or array is reported as it is; any other input

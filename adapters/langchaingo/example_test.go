@@ -33,3 +33,27 @@ func ExampleHandler() {
 	fmt.Println(res.TerminationCause, res.ToolCalls, res.Tokens.InputTokens, res.Tokens.OutputTokens)
 	// Output: max_tool_calls 4 200 20
 }
+
+// Your own tools report their results through Tools. Here the search
+// backend is down on every call, the agent is handed the error and tries
+// again, and errors.consecutive stops the run on the third failure.
+func ExampleTools() {
+	stage, _ := middleware.New("research", middleware.WithCondition(termination.ErrorLimits{Consecutive: 3}))
+	ctx, run := stage.Start(context.Background())
+	h := langchaingo.NewHandler(run)
+
+	llm := runawayLLM(h) // a scripted model that calls search forever
+	search := langchaingo.Tools(h, downTool{})[0]
+	// The executor ends at a tool's error; this wrapper (yours) hands the
+	// error to the model instead (see example_helpers_test.go).
+	agent := agents.NewOpenAIFunctionsAgent(llm, []tools.Tool{errorsAsText{search}}, agents.WithCallbacksHandler(h))
+	executor := agents.NewExecutor(agent, agents.WithCallbacksHandler(h), agents.WithMaxIterations(100))
+
+	_, err := chains.Run(ctx, executor, "Find the CEO of Acme.")
+	res := h.Finish(err)
+	fmt.Println(res.TerminationCause, res.ToolCalls)
+	fmt.Println(res.Cause)
+	// Output:
+	// failed 3
+	// agentstop: failed (error_threshold): search backend down
+}

@@ -17,9 +17,10 @@ import (
 )
 
 // Handler is a langchaingo callbacks.Handler that feeds a run. Give it to the
-// executor, the agent and the model (see the package example), run the
-// executor under the context that middleware.Stage.Start returned, and end
-// with [Handler.Finish]. It is safe for concurrent use; one Handler serves
+// executor, the agent and the model (see the package example), wrap the
+// tools that do not report to it with [Tools], run the executor under the
+// context that middleware.Stage.Start returned, and end with
+// [Handler.Finish]. It is safe for concurrent use; one Handler serves
 // one run.
 type Handler struct {
 	callbacks.SimpleHandler
@@ -37,6 +38,7 @@ type Handler struct {
 	toolID   string // call id of the last action
 	turns    int
 	reported []error
+	wrapped  int // calls of tools wrapped by Tools running now
 }
 
 var _ callbacks.Handler = (*Handler)(nil)
@@ -146,22 +148,30 @@ func (h *Handler) HandleAgentAction(_ context.Context, action schema.AgentAction
 	h.observe(termination.Event{Kind: termination.KindToolCall, Source: h.source, Tool: action.Tool, Args: argsJSON(action.ToolInput), CallID: action.ToolID})
 }
 
-// HandleToolEnd implements callbacks.Handler.
+// HandleToolEnd implements callbacks.Handler. While a tool wrapped by
+// [Tools] for h runs, it is ignored: the wrapper reports the result.
 func (h *Handler) HandleToolEnd(_ context.Context, output string) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.wrapped > 0 {
+		return
+	}
 	h.observe(termination.Event{Kind: termination.KindToolResult, Source: h.source, Tool: h.tool, Text: output, CallID: h.toolID})
 }
 
-// HandleToolError implements callbacks.Handler.
+// HandleToolError implements callbacks.Handler. While a tool wrapped by
+// [Tools] for h runs, it is ignored: the wrapper reports the error.
 func (h *Handler) HandleToolError(_ context.Context, err error) {
 	if err == nil {
 		return
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	if h.wrapped > 0 {
+		return
+	}
 	h.rememberLocked(err)
-	h.observe(termination.Event{Kind: termination.KindToolResult, Source: h.source, Tool: h.tool, Err: err.Error(), CallID: h.toolID})
+	h.observe(termination.Event{Kind: termination.KindToolResult, Source: h.source, Tool: h.tool, Err: toolErrorText(h.tool, err), CallID: h.toolID})
 }
 
 // HandleAgentFinish implements callbacks.Handler: the answer is final,

@@ -44,11 +44,18 @@
 //
 //	completion, err := openaistop.Accumulate(client.Chat.Completions.NewStreaming(ctx, params), onChunk)
 //	if err != nil {
+//		openaistop.ObserveStreamError(run, &completion, err) // the partial turn, with its tokens
 //		return run.Finish(err)
 //	}
 //	if _, stop := openaistop.Observe(run, &completion); stop {
 //		break
 //	}
+//
+// A stream that fails midway leaves a partial turn: [ObserveStreamError]
+// reports it (a message with the tokens streamed before the failure, then
+// an error event), which run.Finish(err) alone would not count. OpenAI
+// streams the usage on the last chunk only, so a stream cut short there
+// has no tokens to count; servers that stream running totals do.
 //
 // Ask for usage with StreamOptions.IncludeUsage, or the streamed turns carry
 // no tokens. The usage is the last one a chunk reported, so a server that
@@ -130,7 +137,9 @@
 // A streamed response (client.Responses.NewStreaming) is read with
 // [AccumulateResponse], which returns the response its terminal event
 // (response.completed, response.incomplete, response.failed) carries; a
-// stream that ends without one, or sends an error event, is an error.
+// stream that ends without one, or sends an error event, is an error; hand
+// it to run.Finish (the API reports usage only in the terminal response, so
+// a stream cut short has no tokens to count).
 //
 // One response becomes, in order ([ResponseEvents]):
 //

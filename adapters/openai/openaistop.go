@@ -155,10 +155,12 @@ func ObserveError(run *middleware.Run, err error) (termination.Cause, bool) {
 // chunk to onChunk (if not nil) as it arrives and accumulating it with the
 // SDK's ChatCompletionAccumulator, closes the stream, and returns the
 // accumulated completion with the stream's error. Report the completion
-// with [Observe], like one that was not streamed; hand an error to
+// with [Observe], like one that was not streamed. With an error, the
+// completion is what arrived before it: report it with
+// [ObserveStreamError] (its tokens were spent), then hand the error to
 // run.Finish (which keeps the run's cause when the stream failed because
-// the run stopped) or to [ObserveError] and retry. Usage is only streamed
-// when the request sets StreamOptions.IncludeUsage.
+// the run stopped) or retry. Usage is only streamed when the request sets
+// StreamOptions.IncludeUsage.
 //
 // The completion's usage is the last one a chunk reported, not the sum of
 // the chunks' (the SDK's accumulator adds them up): OpenAI reports it once,

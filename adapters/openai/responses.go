@@ -290,7 +290,9 @@ func ObserveResponseToolResult(run *middleware.Run, call responses.ResponseOutpu
 // that its terminal event (response.completed, response.incomplete or
 // response.failed) carries, with the stream's error. Report the response
 // with [ObserveResponse], like one that was not streamed; hand an error to
-// run.Finish or to [ObserveError] and retry, as with [Accumulate].
+// run.Finish or to [ObserveError] and retry. Unlike a chat completion's
+// (see [ObserveStreamError]), a response cut short has no tokens to count:
+// the API reports usage only in the terminal response.
 //
 // A terminal response whose output is omitted gets the items of the
 // stream's response.output_item.done events, in output order. An error
