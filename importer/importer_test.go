@@ -33,6 +33,7 @@ func TestImportGolden(t *testing.T) {
 		{"mini-swe-agent", "pylint-dev__pylint-6528.traj.json", "pylint-dev__pylint-6528.golden.jsonl", Options{}},
 		{"swe-agent", "6e44b9__sweagenttestrepo-1c2844.traj", "6e44b9__sweagenttestrepo-1c2844.golden.jsonl", Options{}},
 		{"swe-agent", "function_calling_simple.traj", "function_calling_simple.golden.jsonl", Options{}},
+		{"swe-agent", "humanevalfix-python-0.traj", "humanevalfix-python-0.golden.jsonl", Options{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
