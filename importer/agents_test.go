@@ -26,6 +26,7 @@ func TestAgentImportGolden(t *testing.T) {
 		{"claude-code", "agent-showcol1.jsonl", "agent-showcol1.golden.jsonl"},
 		{"codex", "codex-rollout.jsonl", "codex-rollout.golden.jsonl"},
 		{"codex", "codex-legacy.jsonl", "codex-legacy.golden.jsonl"},
+		{"codex", "codex-0125.jsonl", "codex-0125.golden.jsonl"},
 		{"gemini-cli", "gemini-session.json", "gemini-session.golden.jsonl"},
 		{"gemini-cli", "gemini-session.jsonl", "gemini-session.golden.jsonl"},
 	}
