@@ -30,6 +30,7 @@ func TestAgentImportGolden(t *testing.T) {
 		{"codex", "codex-0125.jsonl", "codex-0125.golden.jsonl"},
 		{"gemini-cli", "gemini-session.json", "gemini-session.golden.jsonl"},
 		{"gemini-cli", "gemini-session.jsonl", "gemini-session.golden.jsonl"},
+		{"gemini-cli", "gemini-3-pro-session.json", "gemini-3-pro-session.golden.jsonl"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {

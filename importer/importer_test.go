@@ -2,6 +2,7 @@ package importer
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -366,6 +367,38 @@ func TestWriteDir(t *testing.T) {
 	_, err = Runs(runs[:1]).WriteDir(dir)
 	assert.ErrorContains(t, err, "cannot write run a/b c", "never overwrites")
 	assert.Equal(t, "_..", fileName(".."))
+}
+
+// TestWriteStreamKeepsEachRunsOrder: the stream interleaves runs by time,
+// but never reorders a run's own events. A Gemini CLI message is stamped
+// when it was last written, after the tool calls it holds; a Claude Code
+// caveat line may carry a later timestamp than the command line after it.
+func TestWriteStreamKeepsEachRunsOrder(t *testing.T) {
+	at := func(s int) time.Time { return time.Date(2026, 1, 16, 11, 0, s, 0, time.UTC) }
+	runs := []Run{
+		{ID: "p", Events: []termination.Event{
+			{Kind: termination.KindInput, Text: "go", Time: at(1)},
+			{Kind: termination.KindMessage, Text: "turn", Time: at(40)},
+			{Kind: termination.KindToolCall, Tool: "read", Time: at(10)},
+			{Kind: termination.KindToolResult, Tool: "read", Time: at(11)},
+			{Kind: termination.KindFinal, Time: at(50)},
+		}},
+		{ID: "c", Parent: "p", Events: []termination.Event{
+			{Kind: termination.KindInput, Text: "sub", Time: at(5)},
+			{Kind: termination.KindFinal, Time: at(45)},
+		}},
+	}
+	var b bytes.Buffer
+	require.NoError(t, Runs(runs).WriteStream(&b))
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		var ev struct{ Kind, Run, Tool string }
+		require.NoError(t, json.Unmarshal([]byte(l), &ev))
+		got = append(got, ev.Run+" "+ev.Kind+" "+ev.Tool)
+	}
+	assert.Equal(t, []string{
+		"p input ", "c input ", "p message ", "p tool_call read", "p tool_result read", "c final ", "p final ",
+	}, got, "each run in its own order; runs merged by time, an event no earlier than the run's events before it")
 }
 
 // TestWriteDirRemovesWhatItCannotWrite: a run whose file cannot be written
