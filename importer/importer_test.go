@@ -32,6 +32,7 @@ func TestImportGolden(t *testing.T) {
 		{"mini-swe-agent", "mini-swe-agent-1-local.traj.json", "mini-swe-agent-1-local.golden.jsonl", Options{}},
 		{"mini-swe-agent", "mini-swe-agent-2-toolcall.traj.json", "mini-swe-agent-2-toolcall.golden.jsonl", Options{}},
 		{"mini-swe-agent", "pylint-dev__pylint-6528.traj.json", "pylint-dev__pylint-6528.golden.jsonl", Options{}},
+		{"mini-swe-agent", "pvlib__pvlib-python-1606.traj.json", "pvlib__pvlib-python-1606.golden.jsonl", Options{}},
 		{"swe-agent", "6e44b9__sweagenttestrepo-1c2844.traj", "6e44b9__sweagenttestrepo-1c2844.golden.jsonl", Options{}},
 		{"swe-agent", "function_calling_simple.traj", "function_calling_simple.golden.jsonl", Options{}},
 		{"swe-agent", "humanevalfix-python-0.traj", "humanevalfix-python-0.golden.jsonl", Options{}},
