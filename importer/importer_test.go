@@ -30,6 +30,7 @@ func TestImportGolden(t *testing.T) {
 		{"openai-chat", "batch.jsonl", "batch.golden.jsonl", Options{MessagesField: "traj", IDField: "instance_id"}},
 		{"mini-swe-agent", "django__django-11099.traj.json", "django__django-11099.golden.jsonl", Options{}},
 		{"mini-swe-agent", "mini-swe-agent-1-local.traj.json", "mini-swe-agent-1-local.golden.jsonl", Options{}},
+		{"mini-swe-agent", "micro-swe-agent-1.0-github_issue.traj.json", "micro-swe-agent-1.0-github_issue.golden.jsonl", Options{}},
 		{"mini-swe-agent", "mini-swe-agent-2-toolcall.traj.json", "mini-swe-agent-2-toolcall.golden.jsonl", Options{}},
 		{"mini-swe-agent", "pylint-dev__pylint-6528.traj.json", "pylint-dev__pylint-6528.golden.jsonl", Options{}},
 		{"mini-swe-agent", "pvlib__pvlib-python-1606.traj.json", "pvlib__pvlib-python-1606.golden.jsonl", Options{}},
