@@ -131,6 +131,27 @@ func TestMiniSWEAgentMapping(t *testing.T) {
 	assert.JSONEq(t, `{"command": "cd /testbed && grep -rn \"ASCIIUsernameValidator\" django/contrib/auth/validators.py"}`, string(r.Events[3].Args))
 }
 
+// TestMiniSWEAgentTimedOutInOutput: an observation with a <returncode>
+// finished, whatever its output says; only the timeout template (which has
+// none) is a timeout.
+func TestMiniSWEAgentTimedOutInOutput(t *testing.T) {
+	turn := func(cmd string) string {
+		return `{"role":"assistant","content":"x\n` + "```bash\\n" + cmd + "\\n```" + `"},`
+	}
+	data := `[{"role":"system","content":"s"},{"role":"user","content":"t"},` +
+		turn("curl -s http://x") + `{"role":"user","content":"<returncode>0</returncode>\n<output>\nrequest timed out, retried: ok\n</output>"},` +
+		turn("pytest") + `{"role":"user","content":"<returncode>1</returncode>\n<output>\nFAILED test_fetch - TimeoutError: timed out\n</output>"},` +
+		turn("sleep 999") + `{"role":"user","content":"The last command <command>sleep 999</command> timed out and has been killed.\nThe output of the command was:\n <output>\n\n</output>"}]`
+	runs, _ := importOut(t, "mini-swe-agent", "x.traj.json", data)
+	require.Len(t, runs, 1)
+	assert.Equal(t, []string{
+		"input", "input",
+		"message", "tool_call curl", "tool_result curl",
+		"message", "tool_call pytest", "tool_result pytest (exit code 1)",
+		"message", "tool_call sleep", "tool_result sleep (timeout: the command timed out and was killed)",
+	}, eventKinds(runs[0].Events))
+}
+
 // eventKinds lists a run's events as "kind tool (error)".
 func eventKinds(events []termination.Event) []string {
 	var got []string

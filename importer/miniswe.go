@@ -467,7 +467,7 @@ func observation(msg msweMessage, text string, call *termination.Event) (termina
 		}
 	}
 	switch rc := returnCode.FindStringSubmatch(text); {
-	case strings.Contains(text, "timed out") || (rc == nil && exception.MatchString(text) && strings.Contains(strings.ToLower(text), "timeout")):
+	case rc == nil && (strings.Contains(text, "timed out") || exception.MatchString(text) && strings.Contains(strings.ToLower(text), "timeout")):
 		res.Err = "timeout: the command timed out and was killed"
 	case rc != nil:
 		if n, _ := strconv.Atoi(rc[1]); n != 0 {
