@@ -24,10 +24,13 @@ func TestAgentImportGolden(t *testing.T) {
 	}{
 		{"claude-code", "claude-code-session.jsonl", "claude-code-session.golden.jsonl"},
 		{"claude-code", "agent-showcol1.jsonl", "agent-showcol1.golden.jsonl"},
+		{"claude-code", "claude-code-compact.jsonl", "claude-code-compact.golden.jsonl"},
 		{"codex", "codex-rollout.jsonl", "codex-rollout.golden.jsonl"},
 		{"codex", "codex-legacy.jsonl", "codex-legacy.golden.jsonl"},
+		{"codex", "codex-0125.jsonl", "codex-0125.golden.jsonl"},
 		{"gemini-cli", "gemini-session.json", "gemini-session.golden.jsonl"},
 		{"gemini-cli", "gemini-session.jsonl", "gemini-session.golden.jsonl"},
+		{"gemini-cli", "gemini-3-pro-session.json", "gemini-3-pro-session.golden.jsonl"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -168,6 +171,19 @@ func TestClaudeCodeRules(t *testing.T) {
 			skipped: map[string]int{"image in a user message": 1, "synthetic assistant message": 1, "progress": 1},
 			check: func(t *testing.T, runs []Run) {
 				assert.Equal(t, "system", runs[0].Events[0].Source, "isMeta text is Claude Code's, not the user's")
+				assert.Equal(t, "user", runs[0].Events[1].Source)
+			},
+		},
+		{
+			name: "a compaction: its boundary is skipped, its summary is Claude Code's text",
+			data: `{"type":"system","subtype":"compact_boundary","sessionId":"s","content":"Conversation compacted","compactMetadata":{"trigger":"auto","preTokens":155979}}
+{` + u + `,"isCompactSummary":true,"isVisibleInTranscriptOnly":true,"message":{"content":"This session is being continued from a previous conversation that ran out of context."}}
+{` + u + `,"message":{"content":"go on"}}
+`,
+			want:    map[string][]string{"s": {"input", "input"}},
+			skipped: map[string]int{"system": 1},
+			check: func(t *testing.T, runs []Run) {
+				assert.Equal(t, "system", runs[0].Events[0].Source, "the compaction summary is Claude Code's, not the user's")
 				assert.Equal(t, "user", runs[0].Events[1].Source)
 			},
 		},

@@ -18,6 +18,7 @@ type ccLine struct {
 	AgentID     string     `json:"agentId"`
 	IsSidechain bool       `json:"isSidechain"`
 	IsMeta      bool       `json:"isMeta"`
+	IsSummary   bool       `json:"isCompactSummary"`
 	IsAPIError  bool       `json:"isApiErrorMessage"`
 	UUID        string     `json:"uuid"`
 	ParentUUID  string     `json:"parentUuid"`
@@ -223,8 +224,9 @@ func (cr *ccRun) assistant(l *ccLine, t time.Time, s *ccSession) error {
 	return nil
 }
 
-// user maps a user line: its text (a prompt, or text Claude Code adds,
-// isMeta) → one input; each tool_result block → tool_result. Images and
+// user maps a user line: its text (a prompt, or text Claude Code adds:
+// isMeta, or the summary that replaces a compacted conversation,
+// isCompactSummary) → one input; each tool_result block → tool_result. Images and
 // documents are counted, not mapped.
 func (cr *ccRun) user(l *ccLine, t time.Time, s *ccSession) error {
 	text, blocks, err := ccContent(l.Message.Content)
@@ -232,7 +234,7 @@ func (cr *ccRun) user(l *ccLine, t time.Time, s *ccSession) error {
 		return err
 	}
 	source := "user"
-	if l.IsMeta {
+	if l.IsMeta || l.IsSummary {
 		source = "system"
 	}
 	input := -1

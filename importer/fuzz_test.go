@@ -18,7 +18,8 @@ var inUsersTerms = map[string]bool{"openai-chat": true, "mini-swe-agent": true, 
 // is made of valid events.
 func FuzzImport(f *testing.F) {
 	for _, name := range []string{"chat.json", "batch.jsonl", "django__django-11099.traj.json", "collector.jsonl",
-		"mini-swe-agent-1-local.traj.json", "mini-swe-agent-2-toolcall.traj.json", "function_calling_simple.traj"} {
+		"mini-swe-agent-1-local.traj.json", "mini-swe-agent-2-toolcall.traj.json", "function_calling_simple.traj",
+		"micro-swe-agent-1.0-github_issue.traj.json"} {
 		data, err := os.ReadFile(filepath.Join("testdata", name))
 		if err != nil {
 			f.Fatal(err)
@@ -36,6 +37,10 @@ func FuzzImport(f *testing.F) {
 	f.Add([]byte(`{"history":[{"role":"user","content":"d","is_demo":true},{"role":"assistant","content":"a","action":"ls"},{"role":"user","content":"o"},` +
 		`{"role":"assistant","content":"b","tool_calls":[{"id":"s","function":{"name":"submit","arguments":"{}"}}]},{"role":"tool","content":"p","tool_call_ids":["s"]}],` +
 		`"trajectory":[{"action":"ls"},{"action":"submit"}],"info":{"exit_status":"exit_cost"}}`))
+	// Claude Code: a compaction (its boundary, its summary) and a reply.
+	f.Add([]byte(`{"type":"system","subtype":"compact_boundary","sessionId":"s","compactMetadata":{"trigger":"auto"}}` + "\n" +
+		`{"type":"user","sessionId":"s","isCompactSummary":true,"message":{"role":"user","content":"summary"}}` + "\n" +
+		`{"type":"assistant","sessionId":"s","message":{"id":"m","content":[{"type":"text","text":"ok"}]}}` + "\n"))
 	// openai-chat JSON Lines with a content part list and a long line.
 	f.Add([]byte("{\"messages\":[{\"role\":\"user\",\"content\":[{\"type\":\"image_url\"},{\"type\":\"text\",\"text\":\"x\"}]}]}\n\n{\"messages\":[]}\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {

@@ -12,6 +12,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/agentstop/agentstop/termination"
 )
@@ -245,15 +246,19 @@ func (n *namer) rename(r *Run) {
 // time, the runs' events are interleaved in time order (stable: ties keep
 // the order of the runs), as a live log of concurrent runs is, so that a
 // tree replay sees a child's events while its parent is still going;
-// otherwise the runs are written one after the other.
+// otherwise the runs are written one after the other. A run's own events
+// keep their order: an event stamped earlier than one before it in its
+// run (a Gemini CLI message is stamped after the tool calls it holds) is
+// placed by the latest time before it.
 func (runs Runs) WriteStream(w io.Writer) error {
 	type line struct {
-		ev  termination.Event
-		run int
+		ev termination.Event
+		at time.Time // the latest time of the run up to this event
 	}
 	var lines []line
 	timed := true
-	for k, r := range runs {
+	for _, r := range runs {
+		var at time.Time
 		for i, ev := range r.Events {
 			l := termination.LogFields{Run: r.ID}
 			if i == 0 {
@@ -261,11 +266,14 @@ func (runs Runs) WriteStream(w io.Writer) error {
 			}
 			ev.Log = &l
 			timed = timed && !ev.Time.IsZero()
-			lines = append(lines, line{ev, k})
+			if ev.Time.After(at) {
+				at = ev.Time
+			}
+			lines = append(lines, line{ev, at})
 		}
 	}
 	if timed {
-		slices.SortStableFunc(lines, func(a, b line) int { return a.ev.Time.Compare(b.ev.Time) })
+		slices.SortStableFunc(lines, func(a, b line) int { return a.at.Compare(b.at) })
 	}
 	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)

@@ -2,6 +2,7 @@ package importer
 
 import (
 	"bytes"
+	"encoding/json"
 	"flag"
 	"os"
 	"path/filepath"
@@ -29,9 +30,13 @@ func TestImportGolden(t *testing.T) {
 		{"openai-chat", "batch.jsonl", "batch.golden.jsonl", Options{MessagesField: "traj", IDField: "instance_id"}},
 		{"mini-swe-agent", "django__django-11099.traj.json", "django__django-11099.golden.jsonl", Options{}},
 		{"mini-swe-agent", "mini-swe-agent-1-local.traj.json", "mini-swe-agent-1-local.golden.jsonl", Options{}},
+		{"mini-swe-agent", "micro-swe-agent-1.0-github_issue.traj.json", "micro-swe-agent-1.0-github_issue.golden.jsonl", Options{}},
 		{"mini-swe-agent", "mini-swe-agent-2-toolcall.traj.json", "mini-swe-agent-2-toolcall.golden.jsonl", Options{}},
+		{"mini-swe-agent", "pylint-dev__pylint-6528.traj.json", "pylint-dev__pylint-6528.golden.jsonl", Options{}},
+		{"mini-swe-agent", "pvlib__pvlib-python-1606.traj.json", "pvlib__pvlib-python-1606.golden.jsonl", Options{}},
 		{"swe-agent", "6e44b9__sweagenttestrepo-1c2844.traj", "6e44b9__sweagenttestrepo-1c2844.golden.jsonl", Options{}},
 		{"swe-agent", "function_calling_simple.traj", "function_calling_simple.golden.jsonl", Options{}},
+		{"swe-agent", "humanevalfix-python-0.traj", "humanevalfix-python-0.golden.jsonl", Options{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.file, func(t *testing.T) {
@@ -124,6 +129,27 @@ func TestMiniSWEAgentMapping(t *testing.T) {
 	assert.Equal(t, "2025-11-17T09:00:00Z", r.Events[2].Time.Format("2006-01-02T15:04:05Z07:00"), "time is the response's created")
 	assert.Equal(t, "THOUGHT: Done; submit.", r.Events[len(r.Events)-1].Text, "the submission's command and output are not emitted")
 	assert.JSONEq(t, `{"command": "cd /testbed && grep -rn \"ASCIIUsernameValidator\" django/contrib/auth/validators.py"}`, string(r.Events[3].Args))
+}
+
+// TestMiniSWEAgentTimedOutInOutput: an observation with a <returncode>
+// finished, whatever its output says; only the timeout template (which has
+// none) is a timeout.
+func TestMiniSWEAgentTimedOutInOutput(t *testing.T) {
+	turn := func(cmd string) string {
+		return `{"role":"assistant","content":"x\n` + "```bash\\n" + cmd + "\\n```" + `"},`
+	}
+	data := `[{"role":"system","content":"s"},{"role":"user","content":"t"},` +
+		turn("curl -s http://x") + `{"role":"user","content":"<returncode>0</returncode>\n<output>\nrequest timed out, retried: ok\n</output>"},` +
+		turn("pytest") + `{"role":"user","content":"<returncode>1</returncode>\n<output>\nFAILED test_fetch - TimeoutError: timed out\n</output>"},` +
+		turn("sleep 999") + `{"role":"user","content":"The last command <command>sleep 999</command> timed out and has been killed.\nThe output of the command was:\n <output>\n\n</output>"}]`
+	runs, _ := importOut(t, "mini-swe-agent", "x.traj.json", data)
+	require.Len(t, runs, 1)
+	assert.Equal(t, []string{
+		"input", "input",
+		"message", "tool_call curl", "tool_result curl",
+		"message", "tool_call pytest", "tool_result pytest (exit code 1)",
+		"message", "tool_call sleep", "tool_result sleep (timeout: the command timed out and was killed)",
+	}, eventKinds(runs[0].Events))
 }
 
 // eventKinds lists a run's events as "kind tool (error)".
@@ -364,6 +390,38 @@ func TestWriteDir(t *testing.T) {
 	_, err = Runs(runs[:1]).WriteDir(dir)
 	assert.ErrorContains(t, err, "cannot write run a/b c", "never overwrites")
 	assert.Equal(t, "_..", fileName(".."))
+}
+
+// TestWriteStreamKeepsEachRunsOrder: the stream interleaves runs by time,
+// but never reorders a run's own events. A Gemini CLI message is stamped
+// when it was last written, after the tool calls it holds; a Claude Code
+// caveat line may carry a later timestamp than the command line after it.
+func TestWriteStreamKeepsEachRunsOrder(t *testing.T) {
+	at := func(s int) time.Time { return time.Date(2026, 1, 16, 11, 0, s, 0, time.UTC) }
+	runs := []Run{
+		{ID: "p", Events: []termination.Event{
+			{Kind: termination.KindInput, Text: "go", Time: at(1)},
+			{Kind: termination.KindMessage, Text: "turn", Time: at(40)},
+			{Kind: termination.KindToolCall, Tool: "read", Time: at(10)},
+			{Kind: termination.KindToolResult, Tool: "read", Time: at(11)},
+			{Kind: termination.KindFinal, Time: at(50)},
+		}},
+		{ID: "c", Parent: "p", Events: []termination.Event{
+			{Kind: termination.KindInput, Text: "sub", Time: at(5)},
+			{Kind: termination.KindFinal, Time: at(45)},
+		}},
+	}
+	var b bytes.Buffer
+	require.NoError(t, Runs(runs).WriteStream(&b))
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(b.String()), "\n") {
+		var ev struct{ Kind, Run, Tool string }
+		require.NoError(t, json.Unmarshal([]byte(l), &ev))
+		got = append(got, ev.Run+" "+ev.Kind+" "+ev.Tool)
+	}
+	assert.Equal(t, []string{
+		"p input ", "c input ", "p message ", "p tool_call read", "p tool_result read", "c final ", "p final ",
+	}, got, "each run in its own order; runs merged by time, an event no earlier than the run's events before it")
 }
 
 // TestWriteDirRemovesWhatItCannotWrite: a run whose file cannot be written

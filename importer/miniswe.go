@@ -14,9 +14,10 @@ import (
 	"github.com/agentstop/agentstop/termination"
 )
 
-// submitMarker is the output line with which a mini-swe-agent run submits
-// its work (older versions: MINI_SWE_AGENT_FINAL_OUTPUT).
-var submitMarkers = []string{"COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT"}
+// submitMarkers are the output lines with which a mini-swe-agent run
+// submits its work (older versions: MINI_SWE_AGENT_FINAL_OUTPUT; 1.0.0 to
+// 1.0.2, published as micro-swe-agent: MICRO_SWE_AGENT_FINAL_OUTPUT).
+var submitMarkers = []string{"COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT", "MINI_SWE_AGENT_FINAL_OUTPUT", "MICRO_SWE_AGENT_FINAL_OUTPUT"}
 
 // actionBlock matches a bash action block: ```bash (the text-based agent
 // of mini-swe-agent 1) or ```mswea_bash_command (version 2).
@@ -466,7 +467,7 @@ func observation(msg msweMessage, text string, call *termination.Event) (termina
 		}
 	}
 	switch rc := returnCode.FindStringSubmatch(text); {
-	case strings.Contains(text, "timed out") || (rc == nil && exception.MatchString(text) && strings.Contains(strings.ToLower(text), "timeout")):
+	case rc == nil && (strings.Contains(text, "timed out") || exception.MatchString(text) && strings.Contains(strings.ToLower(text), "timeout")):
 		res.Err = "timeout: the command timed out and was killed"
 	case rc != nil:
 		if n, _ := strconv.Atoi(rc[1]); n != 0 {

@@ -37,6 +37,7 @@ var otlpSamples = []struct {
 	{"openai-v2.json", "openai-v2.golden.jsonl", []Skipped{}},
 	{"openinference.json", "openinference.golden.jsonl", []Skipped{}},
 	{"litellm.json", "litellm.golden.jsonl", []Skipped{{"other span", 1}}},
+	{"openllmetry.json", "openllmetry.golden.jsonl", []Skipped{{"workflow span", 1}}},
 	{"adk.jsonl", "adk.golden.jsonl", []Skipped{{"chain span", 2}}},
 }
 
