@@ -294,7 +294,7 @@ func ObserveResponseToolResult(run *middleware.Run, call responses.ResponseOutpu
 // (see [ObserveStreamError]), a response cut short has no tokens to count:
 // the API reports usage only in the terminal response.
 //
-// A terminal response whose output is omitted gets the items of the
+// A terminal response whose output is omitted or empty gets the items of the
 // stream's response.output_item.done events, in output order. An error
 // event, or a stream that ends without a terminal event, is an error: the
 // response returned with it is the last one the stream announced
@@ -330,7 +330,10 @@ func AccumulateResponse(stream *ssestream.Stream[responses.ResponseStreamEventUn
 			onEvent(ev)
 		}
 	}
-	if terminal && !resp.JSON.Output.Valid() {
+	if terminal && len(resp.Output) == 0 && len(done) > 0 {
+		// The terminal response left its output out, or sent it empty (as
+		// some Responses endpoints and proxies do): the finished items are
+		// the answer.
 		resp.Output = compact(done)
 	}
 	if failed == nil && !terminal && stream.Err() == nil {

@@ -89,6 +89,16 @@ func TestAccumulateResponse(t *testing.T) {
 			{Kind: termination.KindToolCall, Tool: "search", Args: []byte(`{"q":"x"}`), CallID: "call_1"},
 		},
 	}, {
+		name: "a terminal response with an empty output gets the finished items (as some endpoints and proxies send it)",
+		body: sseEvents(created,
+			`{"type":"response.output_item.done","sequence_number":1,"output_index":0,"item":`+call+`}`,
+			`{"type":"response.completed","sequence_number":2,"response":{"id":"resp_1","object":"response","model":"gpt-5","status":"completed","output":[],`+usage+`}}`),
+		events: 3,
+		want: []termination.Event{
+			{Kind: termination.KindMessage, Source: "gpt-5", Model: "gpt-5", Usage: termination.Usage{InputTokens: 9, OutputTokens: 2}},
+			{Kind: termination.KindToolCall, Tool: "search", Args: []byte(`{"q":"x"}`), CallID: "call_1"},
+		},
+	}, {
 		name: "cut off: response.incomplete",
 		body: sseEvents(created,
 			`{"type":"response.incomplete","sequence_number":1,"response":{"id":"resp_1","object":"response","model":"gpt-5","status":"incomplete","incomplete_details":{"reason":"max_output_tokens"},"output":[],`+usage+`}}`),
