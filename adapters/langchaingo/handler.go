@@ -38,8 +38,21 @@ type Handler struct {
 	toolID   string // call id of the last action
 	turns    int
 	reported []error
-	wrapped  int // calls of tools wrapped by Tools running now
+	// toolErrs are the errors tool results reported: the same error
+	// travelling up the chains is not reported again (matched by identity
+	// only, so that a short tool error such as "EOF" hides no later,
+	// different error whose text contains it).
+	toolErrs []error
+	wrapped  int          // calls of tools wrapped by Tools running now
+	actions  []openAction // actions no wrapped tool has answered yet (Tools), oldest first
 }
+
+// openAction is an action a tool wrapped by Tools may answer.
+type openAction struct{ tool, input, id string }
+
+// maxOpenActions bounds Handler.actions (a loop whose tools are not
+// wrapped answers none of them) and Handler.toolErrs.
+const maxOpenActions = 64
 
 var _ callbacks.Handler = (*Handler)(nil)
 
@@ -145,6 +158,10 @@ func (h *Handler) HandleAgentAction(_ context.Context, action schema.AgentAction
 	}
 	h.lastLog = action.Log
 	h.tool, h.toolID = action.Tool, action.ToolID
+	if len(h.actions) == maxOpenActions {
+		h.actions = append(h.actions[:0], h.actions[1:]...)
+	}
+	h.actions = append(h.actions, openAction{tool: action.Tool, input: action.ToolInput, id: action.ToolID})
 	h.observe(termination.Event{Kind: termination.KindToolCall, Source: h.source, Tool: action.Tool, Args: argsJSON(action.ToolInput), CallID: action.ToolID})
 }
 
@@ -170,7 +187,7 @@ func (h *Handler) HandleToolError(_ context.Context, err error) {
 	if h.wrapped > 0 {
 		return
 	}
-	h.rememberLocked(err)
+	h.toolErrLocked(err)
 	h.observe(termination.Event{Kind: termination.KindToolResult, Source: h.source, Tool: h.tool, Err: toolErrorText(h.tool, err), CallID: h.toolID})
 }
 
@@ -225,7 +242,21 @@ func (h *Handler) loopError(err error) {
 	}
 }
 
+// toolErrLocked remembers a tool's error, reported as its failed result
+// (the latest maxOpenActions: the one the executor passes on is the last).
+func (h *Handler) toolErrLocked(err error) {
+	if len(h.toolErrs) == maxOpenActions {
+		h.toolErrs = append(h.toolErrs[:0], h.toolErrs[1:]...)
+	}
+	h.toolErrs = append(h.toolErrs, err)
+}
+
 func (h *Handler) rememberLocked(err error) bool {
+	for _, e := range h.toolErrs {
+		if errors.Is(err, e) {
+			return false // a tool's error, reported as its failed result
+		}
+	}
 	msg := err.Error()
 	for _, e := range h.reported {
 		// An empty text is contained in every text: match it only by identity.

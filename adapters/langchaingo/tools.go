@@ -2,6 +2,7 @@ package langchaingo
 
 import (
 	"context"
+	"slices"
 	"strings"
 
 	"github.com/tmc/langchaingo/tools"
@@ -17,10 +18,12 @@ import (
 // to the agent in place of yours, for tools that do not call h
 // themselves.
 //
-// The result carries the tool and call id of the agent's last action
-// (as the callbacks' do) when that action names the wrapped tool (case
-// aside, as the executor matches them); otherwise the wrapped tool's name
-// and no call id.
+// The result carries the tool and call id of the action the call answers:
+// the oldest action not answered yet that names the wrapped tool (case
+// aside, as the executor matches them) with the input Call was given, else
+// the oldest that names the tool, so that parallel calls of one tool each
+// get their own id; with no such action, the wrapped tool's name and no
+// call id.
 //
 // A tool is reported once. While a wrapped tool's Call runs, h ignores
 // HandleToolEnd and HandleToolError, so a tool that also reports to h
@@ -54,6 +57,7 @@ func (t reportedTool) Call(ctx context.Context, input string) (out string, err e
 	h := t.h
 	h.mu.Lock()
 	h.wrapped++
+	answers := h.takeActionLocked(t.Name(), input)
 	h.mu.Unlock()
 	returned := false
 	defer func() {
@@ -61,7 +65,7 @@ func (t reportedTool) Call(ctx context.Context, input string) (out string, err e
 		defer h.mu.Unlock()
 		h.wrapped--
 		if returned {
-			h.toolResultLocked(t.Name(), out, err)
+			h.toolResultLocked(answers, out, err)
 		}
 	}()
 	out, err = t.Tool.Call(ctx, input)
@@ -69,15 +73,29 @@ func (t reportedTool) Call(ctx context.Context, input string) (out string, err e
 	return out, err
 }
 
-// toolResultLocked reports the result of a call of the wrapped tool name.
-func (h *Handler) toolResultLocked(name, out string, err error) {
-	ev := termination.Event{Kind: termination.KindToolResult, Source: h.source, Tool: h.tool, CallID: h.toolID}
-	if !strings.EqualFold(h.tool, name) {
-		ev.Tool, ev.CallID = name, ""
+// takeActionLocked takes the action a call of the wrapped tool name with
+// input answers (see Tools); with none, an action of the tool's name and
+// no call id.
+func (h *Handler) takeActionLocked(name, input string) openAction {
+	i := slices.IndexFunc(h.actions, func(a openAction) bool { return strings.EqualFold(a.tool, name) && a.input == input })
+	if i < 0 {
+		i = slices.IndexFunc(h.actions, func(a openAction) bool { return strings.EqualFold(a.tool, name) })
 	}
+	if i < 0 {
+		return openAction{tool: name}
+	}
+	a := h.actions[i]
+	h.actions = slices.Delete(h.actions, i, i+1)
+	return a
+}
+
+// toolResultLocked reports the result of a call of a wrapped tool that
+// answers the action a.
+func (h *Handler) toolResultLocked(a openAction, out string, err error) {
+	ev := termination.Event{Kind: termination.KindToolResult, Source: h.source, Tool: a.tool, CallID: a.id}
 	if err != nil {
-		h.rememberLocked(err)
-		ev.Err = toolErrorText(name, err)
+		h.toolErrLocked(err)
+		ev.Err = toolErrorText(a.tool, err)
 	} else {
 		ev.Text = out
 	}
