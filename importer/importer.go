@@ -247,18 +247,20 @@ func (n *namer) rename(r *Run) {
 // the order of the runs), as a live log of concurrent runs is, so that a
 // tree replay sees a child's events while its parent is still going;
 // otherwise the runs are written one after the other. A run's own events
-// keep their order: an event stamped earlier than one before it in its
-// run (a Gemini CLI message is stamped after the tool calls it holds) is
-// placed by the latest time before it.
+// keep their order: an event stamped later than one after it in its run
+// (a Gemini CLI message is stamped after the tool calls it holds) is
+// placed by the earliest time after it, so that the events stamped right
+// keep their places among other runs' (a child's first event stays after
+// the call that started it).
 func (runs Runs) WriteStream(w io.Writer) error {
 	type line struct {
 		ev termination.Event
-		at time.Time // the latest time of the run up to this event
+		at time.Time // the earliest time of the run from this event on
 	}
 	var lines []line
 	timed := true
 	for _, r := range runs {
-		var at time.Time
+		first := len(lines)
 		for i, ev := range r.Events {
 			l := termination.LogFields{Run: r.ID}
 			if i == 0 {
@@ -266,10 +268,14 @@ func (runs Runs) WriteStream(w io.Writer) error {
 			}
 			ev.Log = &l
 			timed = timed && !ev.Time.IsZero()
-			if ev.Time.After(at) {
-				at = ev.Time
+			lines = append(lines, line{ev, ev.Time})
+		}
+		// From the run's last event back: each takes the earliest time
+		// from it on, so that the run's times never go down.
+		for i := len(lines) - 2; i >= first; i-- {
+			if lines[i+1].at.Before(lines[i].at) {
+				lines[i].at = lines[i+1].at
 			}
-			lines = append(lines, line{ev, at})
 		}
 	}
 	if timed {

@@ -522,3 +522,19 @@ func TestUsageCounting(t *testing.T) {
 	_, err := usage([]byte(`{"prompt_tokens": -1}`))
 	assert.ErrorContains(t, err, "negative")
 }
+
+// TestMiniSWETimeoutWithReturnCodeInOutput (found by a review): the timeout
+// message of mini-swe-agent 1.x holds the killed command's partial output;
+// a <returncode> in that output (the agent was reading a trajectory or an
+// agent log) is not the command's return code: still a timeout.
+func TestMiniSWETimeoutWithReturnCodeInOutput(t *testing.T) {
+	data := `[{"role":"system","content":"s"},{"role":"user","content":"t"},` +
+		`{"role":"assistant","content":"x\n` + "```bash\\ntail -f run.log\\n```" + `"},` +
+		`{"role":"user","content":"The last command <command>tail -f run.log</command> timed out and has been killed.\nThe output of the command was:\n <output>\nobservation: <returncode>0</returncode>\n</output>\nPlease try another command and make sure to avoid those requiring interactive input."}]`
+	runs, _ := importOut(t, "mini-swe-agent", "x.traj.json", data)
+	evs := runs[0].Events
+	last := evs[len(evs)-1]
+	if last.Err != "timeout: the command timed out and was killed" {
+		t.Errorf("tool_result error = %q, want the timeout", last.Err)
+	}
+}

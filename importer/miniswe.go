@@ -466,8 +466,16 @@ func observation(msg msweMessage, text string, call *termination.Event) (termina
 			out += "\n…\n" + t[1]
 		}
 	}
-	switch rc := returnCode.FindStringSubmatch(text); {
-	case rc == nil && (strings.Contains(text, "timed out") || exception.MatchString(text) && strings.Contains(strings.ToLower(text), "timeout")):
+	// The command's return code comes before its output in mini-swe-agent's
+	// templates; a <returncode> inside the output (a command that printed a
+	// trajectory, or the partial output in a timeout message) is not it.
+	rc := returnCode.FindStringSubmatch(beforeOutput(text))
+	timedOut := rc == nil && (strings.Contains(text, "timed out") || exception.MatchString(text) && strings.Contains(strings.ToLower(text), "timeout"))
+	if rc == nil && !timedOut {
+		rc = returnCode.FindStringSubmatch(text) // a template that writes it after the output
+	}
+	switch {
+	case timedOut:
 		res.Err = "timeout: the command timed out and was killed"
 	case rc != nil:
 		if n, _ := strconv.Atoi(rc[1]); n != 0 {
@@ -483,6 +491,16 @@ func observation(msg msweMessage, text string, call *termination.Event) (termina
 	}
 	res.Text = out
 	return res, nil
+}
+
+// beforeOutput is text up to its first <output> or <output_head> tag.
+func beforeOutput(text string) string {
+	for _, tag := range []string{"<output>", "<output_head>"} {
+		if i := strings.Index(text, tag); i >= 0 {
+			text = text[:i]
+		}
+	}
+	return text
 }
 
 var assignment = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*=`)
