@@ -108,6 +108,53 @@ func TestRecordedGoStageReplaysAsLive(t *testing.T) {
 	assert.Equal(t, termination.TagNaturalCompletion, termination.Tag(one[c.ID()].Cause, nil))
 }
 
+// recordThreeTurns records one run of a stage "coder" in Go with own (and
+// hold when > 0) that takes three turns, then, when waitTimeout, waits for
+// the run's timeout while it is held; it returns the log's path and the
+// run's live result.
+func recordThreeTurns(t *testing.T, own termination.Condition, hold time.Duration, waitTimeout bool) (string, termination.Result) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "events.jsonl")
+	log, err := eventlog.New(path)
+	require.NoError(t, err)
+	opts := []middleware.Option{middleware.WithCondition(own), middleware.WithParticipant(log)}
+	if hold > 0 {
+		opts = append(opts, middleware.WithHold(hold))
+	}
+	stage, err := middleware.New("coder", opts...)
+	require.NoError(t, err)
+	ctx, run := stage.Start(context.Background())
+	turn := termination.Event{Kind: termination.KindMessage, Text: "edit", Usage: termination.Usage{InputTokens: 10}}
+	for range 3 {
+		run.Observe(turn)
+	}
+	if waitTimeout {
+		_, _, held := run.Held()
+		require.True(t, held, "held at its third turn")
+		<-ctx.Done() // the timeout, while held
+	}
+	live := run.Finish(nil)
+	require.NoError(t, log.Close())
+	return path, live
+}
+
+// replayOne replays the one run of the log at path with p and opts.
+func replayOne(t *testing.T, path string, p *termination.Policy, opts ...replay.Option) termination.Result {
+	t.Helper()
+	f, err := os.Open(path)
+	require.NoError(t, err)
+	defer f.Close()
+	res, _, err := replay.NewRunner(p, opts...).Log(f)
+	require.NoError(t, err)
+	require.Len(t, res, 1)
+	return res[0]
+}
+
+// goStage gives every stage s.
+func goStage(s replay.Stage) replay.Option {
+	return replay.WithStages(func(string) (replay.Stage, bool) { return s, true })
+}
+
 // TestRecordedGoStageHeldThenTimedOut: a run of a stage in Go, held at its
 // own limit live, ends by its timeout, which keeps counting while it is
 // held (§3 hold). Replayed with WithStages, the recorded end stands (the
@@ -115,35 +162,13 @@ func TestRecordedGoStageReplaysAsLive(t *testing.T) {
 // counts the events replay evaluated), as it does for a policy's run; it
 // does not end with the limit it was held at.
 func TestRecordedGoStageHeldThenTimedOut(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "events.jsonl")
-	log, err := eventlog.New(path)
-	require.NoError(t, err)
 	own := termination.AnyOf(termination.IterationLimits{Limit: 2}, termination.TimeLimits{Timeout: 150 * time.Millisecond})
-	stage, err := middleware.New("coder", middleware.WithCondition(own), middleware.WithHold(time.Minute), middleware.WithParticipant(log))
-	require.NoError(t, err)
-	ctx, run := stage.Start(context.Background())
-	turn := termination.Event{Kind: termination.KindMessage, Text: "edit", Usage: termination.Usage{InputTokens: 10}}
-	for range 3 {
-		run.Observe(turn)
-	}
-	_, _, held := run.Held()
-	require.True(t, held, "held at its third turn")
-	<-ctx.Done() // the timeout, while held
-	live := run.Finish(nil)
+	path, live := recordThreeTurns(t, own, time.Minute, true)
 	require.IsType(t, termination.Timeout{}, live.Cause)
-	require.NoError(t, log.Close())
-
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	res, _, err := replay.NewRunner(nil, replay.WithStages(func(string) (replay.Stage, bool) {
-		return replay.Stage{Condition: own, Hold: time.Minute}, true
-	})).Log(f)
-	require.NoError(t, err)
-	require.Len(t, res, 1)
-	assert.Equal(t, live.Cause, res[0].Cause)
-	assert.Equal(t, live.Events, res[0].Events)
-	assert.True(t, res[0].FromRecord, "the recorded end stands")
+	res := replayOne(t, path, nil, goStage(replay.Stage{Condition: own, Hold: time.Minute}))
+	assert.Equal(t, live.Cause, res.Cause)
+	assert.Equal(t, live.Events, res.Events)
+	assert.True(t, res.FromRecord, "the recorded end stands")
 }
 
 // TestGoStageHeldWhereLiveWasNot (found by a review): a run recorded by a
@@ -154,50 +179,15 @@ func TestRecordedGoStageHeldThenTimedOut(t *testing.T) {
 // next event: it cannot complete). Its end record names "code" like every
 // stage in Go's, so the record alone cannot say the run was held live.
 func TestGoStageHeldWhereLiveWasNot(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "events.jsonl")
-	log, err := eventlog.New(path)
-	require.NoError(t, err)
-	stage, err := middleware.New("coder", middleware.WithCondition(termination.IterationLimits{Limit: 50}), middleware.WithParticipant(log))
-	require.NoError(t, err)
-	_, run := stage.Start(context.Background())
-	turn := termination.Event{Kind: termination.KindMessage, Text: "edit", Usage: termination.Usage{InputTokens: 10}}
-	for range 3 {
-		run.Observe(turn)
-	}
-	live := run.Finish(nil)
-	require.NoError(t, log.Close())
-	t.Logf("live: %v events=%d", live.Cause, live.Events)
-
-	replayWith := func(opts ...replay.Option) termination.Result {
-		t.Helper()
-		f, err := os.Open(path)
-		require.NoError(t, err)
-		defer f.Close()
-		res, _, err := replay.NewRunner(nil, opts...).Log(f)
-		require.NoError(t, err)
-		require.Len(t, res, 1)
-		return res[0]
-	}
+	path, live := recordThreeTurns(t, termination.IterationLimits{Limit: 50}, 0, false)
+	require.Equal(t, termination.TagNaturalCompletion, live.Tag())
 	stricter := termination.IterationLimits{Limit: 2}
-	goStage := func(s replay.Stage) replay.Option {
-		return replay.WithStages(func(string) (replay.Stage, bool) { return s, true })
-	}
-	noHold := replayWith(goStage(replay.Stage{Condition: stricter}))
-	t.Logf("go stage, no hold: %v from_record=%v", noHold.Cause, noHold.FromRecord)
+	noHold := replayOne(t, path, nil, goStage(replay.Stage{Condition: stricter}))
 	require.IsType(t, termination.MaxIterationsReached{}, noHold.Cause)
+	pol := termination.MustParsePolicy("max_iterations: 2\nhold: {timeout: 1m}\n")
+	require.IsType(t, termination.MaxIterationsReached{}, replayOne(t, path, &pol).Cause)
 
-	pol, err := termination.ParsePolicy("max_iterations: 2\nhold: {timeout: 1m}\n")
-	require.NoError(t, err)
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	pres, _, err := replay.NewRunner(&pol).Log(f)
-	require.NoError(t, err)
-	t.Logf("policy with hold: %v from_record=%v", pres[0].Cause, pres[0].FromRecord)
-	require.IsType(t, termination.MaxIterationsReached{}, pres[0].Cause)
-
-	held := replayWith(goStage(replay.Stage{Condition: stricter, Hold: time.Minute}))
-	t.Logf("go stage with hold: %v from_record=%v", held.Cause, held.FromRecord)
+	held := replayOne(t, path, nil, goStage(replay.Stage{Condition: stricter, Hold: time.Minute}))
 	assert.IsType(t, termination.MaxIterationsReached{}, held.Cause, "the Go stage's own hold, never raised, ends with its limit, as the policy's does")
 	assert.False(t, held.FromRecord)
 }
@@ -208,29 +198,9 @@ func TestGoStageHeldWhereLiveWasNot(t *testing.T) {
 // with the limit's cause before the timeout: the recorded Timeout does not
 // stand.
 func TestGoStageShorterHold(t *testing.T) {
-	path := filepath.Join(t.TempDir(), "events.jsonl")
-	log, err := eventlog.New(path)
-	require.NoError(t, err)
 	own := termination.AnyOf(termination.IterationLimits{Limit: 2}, termination.TimeLimits{Timeout: 150 * time.Millisecond})
-	stage, err := middleware.New("coder", middleware.WithCondition(own), middleware.WithHold(time.Hour), middleware.WithParticipant(log))
-	require.NoError(t, err)
-	ctx, run := stage.Start(context.Background())
-	turn := termination.Event{Kind: termination.KindMessage, Text: "edit", Usage: termination.Usage{InputTokens: 10}}
-	for range 3 {
-		run.Observe(turn)
-	}
-	<-ctx.Done()
-	live := run.Finish(nil)
+	path, live := recordThreeTurns(t, own, time.Hour, true)
 	require.IsType(t, termination.Timeout{}, live.Cause)
-	require.NoError(t, log.Close())
-
-	f, err := os.Open(path)
-	require.NoError(t, err)
-	defer f.Close()
-	res, _, err := replay.NewRunner(nil, replay.WithStages(func(string) (replay.Stage, bool) {
-		return replay.Stage{Condition: own, Hold: 50 * time.Millisecond}, true
-	})).Log(f)
-	require.NoError(t, err)
-	t.Logf("replayed: %v from_record=%v", res[0].Cause, res[0].FromRecord)
-	assert.IsType(t, termination.MaxIterationsReached{}, res[0].Cause, "a 50ms hold ends before the 150ms timeout")
+	res := replayOne(t, path, nil, goStage(replay.Stage{Condition: own, Hold: 50 * time.Millisecond}))
+	assert.IsType(t, termination.MaxIterationsReached{}, res.Cause, "a 50ms hold ends before the 150ms timeout")
 }
