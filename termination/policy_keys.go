@@ -85,6 +85,9 @@ func readPressure(b *budget, k, kp string, v *yaml.Node) error {
 }
 
 func readTokenBudget(p string, v *yaml.Node, _ *Policy) (Condition, error) {
+	if err := budgetScalar(p, v, "total"); err != nil {
+		return nil, err
+	}
 	b := &budget{name: "token_budget"}
 	err := mapping(p, v, []string{"total", "input", "output", "pressure", "grace"}, func(k, kp string, v *yaml.Node) error {
 		if k == "pressure" || k == "grace" {
@@ -99,7 +102,20 @@ func readTokenBudget(p string, v *yaml.Node, _ *Policy) (Condition, error) {
 	return b, err
 }
 
+// budgetScalar rejects a budget written as a bare amount (token_budget:
+// 20000), naming the mapping it means ({total: 20000}): key is the
+// amount's key.
+func budgetScalar(p string, v *yaml.Node, key string) error {
+	if v.Kind != yaml.ScalarNode || v.Tag != "!!int" && v.Tag != "!!float" {
+		return nil // the mapping's own error says what is wrong
+	}
+	return perr(p, v, "must be a mapping such as {%s: %s}, got %s", key, v.Value, describe(v))
+}
+
 func readCostBudget(p string, v *yaml.Node, _ *Policy) (Condition, error) {
+	if err := budgetScalar(p, v, "limit"); err != nil {
+		return nil, err
+	}
 	b := &budget{name: "cost_budget"}
 	err := mapping(p, v, []string{"limit", "pressure", "grace"}, func(k, kp string, v *yaml.Node) error {
 		if k != "limit" {

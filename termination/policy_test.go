@@ -172,7 +172,8 @@ func TestParsePolicyInvalid(t *testing.T) {
 		{`timeout: soon`, "policy.timeout", `must be a Go duration such as "2m" or "90s", got "soon"`},
 		{`timeout: 2 minutes`, "policy.timeout", `must be a Go duration such as "2m" or "90s", got "2 minutes"`},
 		// token_budget
-		{`token_budget: 100`, "policy.token_budget", "must be a mapping, got an int (100)"},
+		{`token_budget: 100`, "policy.token_budget", "must be a mapping such as {total: 100}, got an int (100)"},
+		{`token_budget: lots`, "policy.token_budget", `must be a mapping, got "lots"`},
 		{`token_budget: {}`, "policy.token_budget", "needs at least one of total, input, output"},
 		{`token_budget: {pressure: 0.5}`, "policy.token_budget", "needs at least one of total, input, output"},
 		{`token_budget: {total: 0}`, "policy.token_budget.total", "must be a positive int, got 0"},
@@ -192,7 +193,7 @@ func TestParsePolicyInvalid(t *testing.T) {
 		{`token_budget: {totl: 5}`, "policy.token_budget.totl", `unknown key (did you mean "total"?)`},
 		{`token_budget: {limit: 5}`, "policy.token_budget.limit", `unknown key`},
 		// cost_budget
-		{`cost_budget: 2.5`, "policy.cost_budget", "must be a mapping, got a number with a fraction (2.5)"},
+		{`cost_budget: 2.5`, "policy.cost_budget", "must be a mapping such as {limit: 2.5}, got a number with a fraction (2.5)"},
 		{`cost_budget: {pressure: 0.5}`, "policy.cost_budget.limit", "is required"},
 		{`cost_budget: {limit: 0}`, "policy.cost_budget.limit", "must be > 0, got 0"},
 		{`cost_budget: {limit: -1}`, "policy.cost_budget.limit", "must be > 0, got -1"},

@@ -40,6 +40,7 @@ func TestPolicyTreeErrors(t *testing.T) {
 	cases := []struct{ src, want string }{
 		{"tree: {}", "policy.tree: needs at least one of max_iterations, max_tool_calls, token_budget, cost_budget, timeout (line 1)"},
 		{"tree: 5", "policy.tree: must be a mapping, got an int (5) (line 1)"},
+		{"tree: {token_budget: 20000}", "policy.tree.token_budget: must be a mapping such as {total: 20000}, got an int (20000) (line 1)"},
 		{"tree: {stall: {repeats: 3}}", `policy.tree.stall: unknown key (the keys here: max_iterations, max_tool_calls, token_budget, cost_budget, timeout) (line 1)`},
 		{"tree: {idle: 5m}", `policy.tree.idle: unknown key (the keys here: max_iterations, max_tool_calls, token_budget, cost_budget, timeout) (line 1)`},
 		{"tree: {max_iteration: 3}", `policy.tree.max_iteration: unknown key (did you mean "max_iterations"?) (line 1)`},
